@@ -1,0 +1,8 @@
+//! harn-core: the pure, deterministic heart of harn. State machines, formats and projections,
+//! all plain functions of their inputs and `now`. This crate performs no IO of any kind.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod env;
+pub mod ids;
+pub mod time;
