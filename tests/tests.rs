@@ -1,1 +1,2 @@
-
+mod conformance;
+mod lifecycle_model;

@@ -1,1 +1,7 @@
-//! harn (library half of the binary): binds harn-core to real files, processes and the terminal.
+//! harn (library half of the binary): binds harn-core to real files, processes and the
+//! terminal, and carries the clap front end.
+
+pub mod cli;
+pub mod real_clock;
+pub mod real_fs;
+pub mod sim_cmd;

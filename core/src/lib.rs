@@ -3,6 +3,13 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod atomic;
+pub mod daemon;
+pub mod driver;
 pub mod env;
+pub mod hash;
 pub mod ids;
+pub mod journal;
+pub mod lifecycle;
 pub mod time;
+pub mod wake;

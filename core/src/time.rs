@@ -57,7 +57,8 @@ impl Duration {
         if self.0 == 0 {
             return Duration::ZERO;
         }
-        if exponent >= self.0.leading_zeros() {
+        // Shifting by exactly the leading zeros still fits; one more bit overflows.
+        if exponent > self.0.leading_zeros() || exponent >= u64::BITS {
             return Duration::MAX;
         }
         Duration(self.0 << exponent)
@@ -112,6 +113,9 @@ mod tests {
         assert_eq!(Duration(1).saturating_shl(63), Duration(1 << 63));
         assert_eq!(Duration(1).saturating_shl(64), Duration::MAX);
         assert_eq!(Duration(3).saturating_shl(63), Duration::MAX);
+        assert_eq!(Duration(1 << 63).saturating_shl(0), Duration(1 << 63));
+        assert_eq!(Duration(1 << 62).saturating_shl(1), Duration(1 << 63));
+        assert_eq!(Duration(1 << 62).saturating_shl(2), Duration::MAX);
         assert_eq!(Duration::ZERO.saturating_shl(200), Duration::ZERO);
         assert_eq!(Duration::from_secs(1).saturating_shl(1), Duration::from_secs(2));
     }

@@ -1,0 +1,65 @@
+//! The command line: clap definitions and dispatch. Exit codes: 0 done, 1 the operation
+//! failed, 2 bad input or usage.
+
+use clap::{CommandFactory, Parser, Subcommand};
+use std::io::Write;
+
+/// Exit code: the operation failed.
+pub const EXIT_FAILED: i32 = 1;
+/// Exit code: bad input or usage.
+pub const EXIT_USAGE: i32 = 2;
+
+/// harn keeps a team of coding agents working on one repository for hours, safely.
+#[derive(Debug, Parser)]
+#[command(name = "harn", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Top,
+}
+
+#[derive(Debug, Subcommand)]
+enum Top {
+    /// Deterministic simulation of the harness daemon: run, sweep, replay, minimize.
+    #[command(subcommand)]
+    Sim(crate::sim_cmd::SimCommand),
+    /// Print shell completions for harn.
+    Completions {
+        /// The shell to complete for.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// Parses the process's arguments and runs the command; returns the exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { EXIT_USAGE } else { 0 };
+        }
+    };
+    match cli.command {
+        Top::Sim(cmd) => crate::sim_cmd::run(cmd),
+        Top::Completions { shell } => {
+            let mut out = std::io::stdout().lock();
+            clap_complete::generate(shell, &mut Cli::command(), "harn", &mut out);
+            let _ = out.flush();
+            0
+        }
+    }
+}
+
+/// Prints an error the way every verb does and returns the exit code.
+pub fn fail(code: i32, message: impl std::fmt::Display) -> i32 {
+    eprintln!("harn: {message}");
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

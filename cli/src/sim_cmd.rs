@@ -1,0 +1,381 @@
+//! `harn sim …`: run, sweep, replay and minimize deterministic simulations, and `sim day`, a
+//! simulated day of harnesses under faults with a summary.
+
+use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use clap::{Args, Subcommand, ValueEnum};
+use harn_core::journal;
+use harn_core::lifecycle::RestartPolicy;
+use harn_core::time::{Duration, Instant};
+use harn_sim::entropy::SeededEntropy;
+use harn_sim::options::{harness_name, InjectedBug, SimHarness, SimOptions};
+use harn_sim::process::Behaviour;
+use harn_sim::runner::{self, RunOutcome, DEFAULT_STEPS};
+use harn_sim::trace::Trace;
+use harn_sim::world::World;
+use std::path::{Path, PathBuf};
+
+/// The `sim` verbs.
+#[derive(Debug, Subcommand)]
+pub enum SimCommand {
+    /// Run one seed and report whether every invariant held.
+    Run(RunArgs),
+    /// Run a range of seeds (optionally within a time budget); write a trace per failing seed.
+    Sweep(SweepArgs),
+    /// Re-run a recorded trace and name the first step that diverges.
+    Replay {
+        /// The trace file (JSON Lines) to replay.
+        file: PathBuf,
+    },
+    /// Shrink a failing trace to a smaller run that breaks the same invariant.
+    Minimize {
+        /// The failing trace file.
+        file: PathBuf,
+        /// Where to write the smaller trace (default: next to the input, `.min` added).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Simulate a day of four harnesses under faults and print what happened.
+    Day {
+        /// Seed of the day.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Print one JSON document instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A planted bug, to check that the checker finds it.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum BugArg {
+    /// `sync_dir` silently does nothing, so renamed files are lost by a crash.
+    LyingDirSync,
+}
+
+impl From<BugArg> for InjectedBug {
+    fn from(b: BugArg) -> InjectedBug {
+        match b {
+            BugArg::LyingDirSync => InjectedBug::LyingDirSync,
+        }
+    }
+}
+
+/// Options of `sim run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The seed.
+    #[arg(long)]
+    seed: u64,
+    /// Steps of the fault phase.
+    #[arg(long, default_value_t = DEFAULT_STEPS)]
+    steps: u64,
+    /// Write the trace to this file.
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Plant a bug (for checking the checker).
+    #[arg(long, value_enum)]
+    inject_bug: Option<BugArg>,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Options of `sim sweep`.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Seeds to run, as `A..B` (B excluded).
+    #[arg(long, value_parser = parse_range)]
+    seeds: (u64, u64),
+    /// Stop starting new seeds after this many seconds.
+    #[arg(long)]
+    budget_secs: Option<u64>,
+    /// Steps of the fault phase per seed.
+    #[arg(long, default_value_t = DEFAULT_STEPS)]
+    steps: u64,
+    /// Directory for the traces of failing seeds.
+    #[arg(long, default_value = "sim-failures")]
+    trace_dir: PathBuf,
+    /// Plant a bug (for checking the checker).
+    #[arg(long, value_enum)]
+    inject_bug: Option<BugArg>,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_range(s: &str) -> Result<(u64, u64), String> {
+    let (a, b) = s.split_once("..").ok_or("expected A..B, for example 0..1000")?;
+    let a: u64 = a.trim().parse().map_err(|e| format!("start {a:?}: {e}"))?;
+    let b: u64 = b.trim().parse().map_err(|e| format!("end {b:?}: {e}"))?;
+    if b <= a {
+        return Err(format!("the range {a}..{b} is empty"));
+    }
+    Ok((a, b))
+}
+
+/// Runs a `sim` verb; returns the exit code.
+pub fn run(cmd: SimCommand) -> i32 {
+    match cmd {
+        SimCommand::Run(args) => run_one(args),
+        SimCommand::Sweep(args) => sweep(args),
+        SimCommand::Replay { file } => replay(&file),
+        SimCommand::Minimize { file, out } => minimize(&file, out),
+        SimCommand::Day { seed, json } => day(seed, json),
+    }
+}
+
+fn outcome_for(seed: u64, steps: u64, bug: Option<BugArg>, trace: bool) -> RunOutcome {
+    let mut options = runner::options_for_seed(seed, steps);
+    options.bug = bug.map(Into::into);
+    runner::run_with(seed, options, trace)
+}
+
+fn run_one(args: RunArgs) -> i32 {
+    let out = outcome_for(args.seed, args.steps, args.inject_bug, args.trace.is_some());
+    if let (Some(path), Some(trace)) = (&args.trace, &out.trace) {
+        if let Err(e) = std::fs::write(path, trace.to_jsonl()) {
+            return fail(EXIT_FAILED, format!("{}: {e}", path.display()));
+        }
+    }
+    let last_hash = out.hashes.last().copied().unwrap_or(0);
+    if args.json {
+        let doc = serde_json::json!({
+            "seed": out.seed, "steps": out.steps, "harnesses": out.options.harnesses.len(),
+            "final_hash": format!("{last_hash:016x}"), "violation": out.violation,
+        });
+        println!("{doc}");
+    } else {
+        match &out.violation {
+            None => println!(
+                "seed {}: {} steps, {} harnesses, every invariant held (final hash {last_hash:016x})",
+                out.seed,
+                out.steps,
+                out.options.harnesses.len()
+            ),
+            Some(v) => println!("seed {}: {v}", out.seed),
+        }
+    }
+    if out.violation.is_some() {
+        EXIT_FAILED
+    } else {
+        0
+    }
+}
+
+fn sweep(args: SweepArgs) -> i32 {
+    let started = std::time::Instant::now();
+    let budget = args.budget_secs.map(std::time::Duration::from_secs);
+    let (mut seeds, mut steps) = (0u64, 0u64);
+    let mut failures = Vec::new();
+    for seed in args.seeds.0..args.seeds.1 {
+        if budget.is_some_and(|b| started.elapsed() >= b) {
+            break;
+        }
+        let out = outcome_for(seed, args.steps, args.inject_bug, false);
+        seeds += 1;
+        steps += out.steps;
+        if let Some(v) = out.violation {
+            let traced = outcome_for(seed, args.steps, args.inject_bug, true);
+            let file = args.trace_dir.join(format!("seed-{seed}.trace.jsonl"));
+            let written = std::fs::create_dir_all(&args.trace_dir)
+                .and_then(|()| std::fs::write(&file, traced.trace.expect("traced").to_jsonl()));
+            if let Err(e) = written {
+                return fail(EXIT_FAILED, format!("{}: {e}", file.display()));
+            }
+            if !args.json {
+                println!("FAIL seed {seed}: {v}\n     trace: {}", file.display());
+            }
+            failures.push((seed, v, file));
+        }
+    }
+    let secs = started.elapsed().as_secs_f64().max(1e-9);
+    if args.json {
+        let failing: Vec<_> = failures
+            .iter()
+            .map(|(s, v, f)| serde_json::json!({"seed": s, "violation": v, "trace": f}))
+            .collect();
+        let doc = serde_json::json!({
+            "seeds": seeds, "steps": steps, "seconds": secs,
+            "seeds_per_second": seeds as f64 / secs, "steps_per_second": steps as f64 / secs,
+            "failures": failing,
+        });
+        println!("{doc}");
+    } else {
+        println!(
+            "swept {seeds} seeds ({steps} steps) in {secs:.1} s: {:.1} seeds/s, {:.0} steps/s; {} failing",
+            seeds as f64 / secs,
+            steps as f64 / secs,
+            failures.len()
+        );
+    }
+    if failures.is_empty() {
+        0
+    } else {
+        EXIT_FAILED
+    }
+}
+
+fn read_trace(file: &Path) -> Result<Trace, i32> {
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;
+    Trace::parse(&text).map_err(|e| fail(EXIT_USAGE, format!("{}:{e}", file.display())))
+}
+
+fn replay(file: &Path) -> i32 {
+    let trace = match read_trace(file) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let report = runner::replay(&trace);
+    match report.first_divergence {
+        None => println!("replayed {} steps of seed {}: every state hash matches", report.steps_compared, trace.header.seed),
+        Some((step, want, got)) => println!(
+            "replay of seed {} diverges at step {step}: recorded hash {want:016x}, replayed {got:016x}",
+            trace.header.seed
+        ),
+    }
+    match (&report.recorded, &report.replayed) {
+        (Some(r), Some(p)) if r == p => println!("reproduced: {p}"),
+        (None, None) => {}
+        (r, p) => println!("outcome differs: recorded {r:?}, replayed {p:?}"),
+    }
+    if report.identical() {
+        0
+    } else {
+        EXIT_FAILED
+    }
+}
+
+fn minimize(file: &Path, out: Option<PathBuf>) -> i32 {
+    let trace = match read_trace(file) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    if trace.end.violation.is_none() {
+        return fail(
+            EXIT_USAGE,
+            format!("{}: the trace records no violation to minimize", file.display()),
+        );
+    }
+    let Some(small) = runner::minimize(trace.header.seed, trace.header.options.clone()) else {
+        return fail(
+            EXIT_FAILED,
+            "the recorded violation does not reproduce; replay it to see where it diverges",
+        );
+    };
+    let out = out.unwrap_or_else(|| {
+        let name = file.file_name().map_or("trace".into(), |n| n.to_string_lossy().into_owned());
+        let stem = name
+            .strip_suffix(".trace.jsonl")
+            .or(name.strip_suffix(".jsonl"))
+            .unwrap_or(&name)
+            .to_owned();
+        file.with_file_name(format!("{stem}.min.trace.jsonl"))
+    });
+    let text = small.trace.as_ref().expect("minimize traces").to_jsonl();
+    if let Err(e) = std::fs::write(&out, text) {
+        return fail(EXIT_FAILED, format!("{}: {e}", out.display()));
+    }
+    println!(
+        "minimized seed {}: {} -> {} steps, {} -> {} harnesses; {}\nwrote {}",
+        trace.header.seed,
+        trace.end.steps,
+        small.steps,
+        trace.header.options.harnesses.len(),
+        small.options.harnesses.len(),
+        small.violation.as_ref().map_or("no violation".into(), |v| v.to_string()),
+        out.display()
+    );
+    0
+}
+
+/// The harnesses of the simulated day: one of each interesting kind.
+fn day_options() -> SimOptions {
+    let h = |behaviour, restart| SimHarness { behaviour, restart, enabled: true };
+    let mut o = runner::options_for_seed(0, 0);
+    o.harnesses = vec![
+        h(Behaviour::Healthy, RestartPolicy::Always),
+        h(Behaviour::Flaky, RestartPolicy::OnFailure),
+        h(Behaviour::Stubborn, RestartPolicy::UnlessStopped),
+        h(Behaviour::Crashy, RestartPolicy::Always),
+    ];
+    o.limits = Default::default();
+    o.crash_per_mille = 1;
+    o.io_fault_per_mille = 1;
+    o.wake_fault_per_mille = 50;
+    o.command_mean_secs = 1_800;
+    o.wall_jump_per_mille = 1;
+    o
+}
+
+fn day(seed: u64, json: bool) -> i32 {
+    const DAY: Duration = Duration::from_secs(24 * 3600);
+    let started = std::time::Instant::now();
+    let mut world = World::new(day_options(), SeededEntropy::new(seed), false);
+    let result = world.run_until(Instant::ZERO.saturating_add(DAY), 5_000_000);
+    let elapsed = started.elapsed();
+    let events = world
+        .events_journal()
+        .and_then(|b| journal::parse("events.jsonl", &b).ok())
+        .map_or(0, |r| r.records.len());
+    let Some(daemon) = world.daemon() else {
+        return fail(EXIT_FAILED, "the simulated host ended the day down");
+    };
+    let rows: Vec<serde_json::Value> = daemon
+        .harnesses()
+        .iter()
+        .enumerate()
+        .map(|(i, (name, h))| {
+            let d = h.durable();
+            serde_json::json!({
+                "name": name, "program": day_options().harnesses[i].behaviour.program(),
+                "restart": h.active_spec().restart, "state": h.state().as_str(), "enabled": d.enabled,
+                "runs": d.runs, "restarts": d.restarts, "consecutive_failures": d.consecutive_failures,
+            })
+        })
+        .collect();
+    let summary = serde_json::json!({
+        "seed": seed, "virtual_hours": world.now().0 / 3_600_000_000_000, "steps": world.steps(),
+        "host_crashes": world.fs_stats().crashes, "journal_events": events,
+        "wall_ms": elapsed.as_millis() as u64, "harnesses": rows,
+        "violation": result.as_ref().err(),
+    });
+    if json {
+        println!("{summary}");
+    } else {
+        print_day(&summary, &rows);
+        let _ = harness_name(0);
+    }
+    if result.is_err() {
+        EXIT_FAILED
+    } else {
+        0
+    }
+}
+
+fn print_day(s: &serde_json::Value, rows: &[serde_json::Value]) {
+    println!(
+        "simulated {} h of the harness daemon (seed {}): {} steps, {} host crashes, {} journal events, {} ms of real time",
+        s["virtual_hours"], s["seed"], s["steps"], s["host_crashes"], s["journal_events"], s["wall_ms"]
+    );
+    println!(
+        "{:<6} {:<14} {:<15} {:<11} {:>7} {:>6} {:>9}",
+        "NAME", "PROGRAM", "RESTART", "STATE", "ENABLED", "RUNS", "RESTARTS"
+    );
+    for r in rows {
+        println!(
+            "{:<6} {:<14} {:<15} {:<11} {:>7} {:>6} {:>9}",
+            r["name"].as_str().unwrap_or(""),
+            r["program"].as_str().unwrap_or(""),
+            r["restart"].as_str().unwrap_or(""),
+            r["state"].as_str().unwrap_or(""),
+            r["enabled"],
+            r["runs"],
+            r["restarts"]
+        );
+    }
+    match s["violation"].as_object() {
+        None => println!("every invariant held after every step"),
+        Some(_) => println!("INVARIANT BROKEN: {}", s["violation"]),
+    }
+}

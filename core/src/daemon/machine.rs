@@ -1,0 +1,302 @@
+//! The transitions of [`Daemon`]: boot, commands, process reports, timeouts, and batching
+//! their effects behind the durability barrier.
+
+use super::*;
+use crate::hash::Fnv64;
+use std::hash::{Hash, Hasher};
+
+/// Upper bound on effects queued by one input; a larger queue means a runaway loop.
+const MAX_QUEUED_EFFECTS: usize = 1 << 16;
+
+impl Daemon {
+    /// Builds the core from configuration and the durable state of an earlier life (`None` on a
+    /// first boot) and starts every harness whose intent says so. A first start and a restart
+    /// after a crash are this same path.
+    pub fn boot(
+        config: DaemonConfig,
+        persisted: Option<PersistedState>,
+        now: Instant,
+    ) -> Result<Daemon, BootError> {
+        config.validate().map_err(BootError::Config)?;
+        let persisted =
+            persisted.unwrap_or(PersistedState { v: STATE_VERSION, ..Default::default() });
+        let mut harnesses = BTreeMap::new();
+        for (name, spec) in &config.harnesses {
+            let durable = persisted
+                .harnesses
+                .get(name)
+                .copied()
+                .unwrap_or(Durable { enabled: config.default_intent(name), ..Durable::default() });
+            harnesses.insert(name.clone(), Harness::new(name.clone(), spec.clone(), durable));
+        }
+        let mut daemon = Daemon {
+            active_profile: persisted.active_profile.clone(),
+            generation: persisted.generation,
+            persisted,
+            config,
+            harnesses,
+            removed: Vec::new(),
+            effects: VecDeque::new(),
+            scratch: Vec::new(),
+        };
+        let mut batch = Batch::default();
+        let names: Vec<Id> = daemon.harnesses.keys().cloned().collect();
+        for name in names {
+            let h = daemon.harnesses.get_mut(&name).expect("listed");
+            h.boot(now, &mut daemon.scratch);
+            batch.take(&name, &mut daemon.scratch);
+        }
+        daemon.finish(batch, None);
+        Ok(daemon)
+    }
+
+    /// Handles exactly one input. Drain [`Daemon::poll_effect`] afterwards.
+    pub fn handle(&mut self, now: Instant, input: DaemonInput) {
+        let mut batch = Batch::default();
+        let ack = match input {
+            DaemonInput::Command { id, command } => {
+                Some((id, self.command(now, command, &mut batch)))
+            }
+            DaemonInput::Process { name, report } => {
+                self.deliver(now, &name, report, &mut batch);
+                None
+            }
+        };
+        self.finish(batch, ack);
+    }
+
+    /// Acts on every due deadline. Harmless when late, early or repeated.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let mut batch = Batch::default();
+        for (name, h) in self.harnesses.iter_mut() {
+            if h.poll_timeout(&self.config.limits).is_some_and(|at| at <= now) {
+                h.handle_timeout(now, &self.config.limits, &mut self.scratch);
+                batch.take(name, &mut self.scratch);
+            }
+        }
+        self.finish(batch, None);
+    }
+
+    /// The next effect to execute, in order. Call until `None` after every mutation.
+    #[must_use]
+    pub fn poll_effect(&mut self) -> Option<DaemonEffect> {
+        self.effects.pop_front()
+    }
+
+    /// When [`Daemon::handle_timeout`] next has work; `None` when only an input can wake it.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let limits = &self.config.limits;
+        self.harnesses.values().filter_map(|h| h.poll_timeout(limits)).min()
+    }
+
+    fn command(&mut self, now: Instant, command: Command, batch: &mut Batch) -> Result<(), String> {
+        match command {
+            Command::Start { name } => self.operator(now, &name, HarnessInput::Start, batch),
+            Command::Stop { name } => self.operator(now, &name, HarnessInput::Stop, batch),
+            Command::Restart { name } => self.operator(now, &name, HarnessInput::Restart, batch),
+            Command::UseProfile { profile } => self.use_profile(now, profile, batch),
+            Command::Reload { config } => self.reload(now, config, batch),
+        }
+    }
+
+    fn operator(
+        &mut self,
+        now: Instant,
+        name: &Id,
+        input: HarnessInput,
+        batch: &mut Batch,
+    ) -> Result<(), String> {
+        if !self.harnesses.contains_key(name) || self.removed.contains(name) {
+            return Err(format!("no harness named {name:?}"));
+        }
+        self.deliver(now, name, input, batch);
+        Ok(())
+    }
+
+    fn use_profile(&mut self, now: Instant, profile: Id, batch: &mut Batch) -> Result<(), String> {
+        let Some(members) = self.config.profiles.get(&profile).map(|p| p.harnesses.clone()) else {
+            return Err(format!("no profile named {profile:?}"));
+        };
+        let outside: Vec<Id> = self
+            .harnesses
+            .iter()
+            .filter(|(name, h)| h.enabled() && !members.contains(name))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in outside {
+            self.deliver(now, &name, HarnessInput::Stop, batch);
+        }
+        for name in &members {
+            self.deliver(now, name, HarnessInput::Start, batch);
+        }
+        self.active_profile = Some(profile);
+        Ok(())
+    }
+
+    fn reload(
+        &mut self,
+        now: Instant,
+        config: DaemonConfig,
+        batch: &mut Batch,
+    ) -> Result<(), String> {
+        config.validate()?;
+        for (name, spec) in &config.harnesses {
+            self.removed.retain(|r| r != name);
+            if self.harnesses.contains_key(name) {
+                self.deliver(now, name, HarnessInput::Reconfigure(spec.clone()), batch);
+            } else {
+                let durable =
+                    Durable { enabled: config.default_intent(name), ..Durable::default() };
+                let mut h = Harness::new(name.clone(), spec.clone(), durable);
+                h.boot(now, &mut self.scratch);
+                batch.take(name, &mut self.scratch);
+                self.harnesses.insert(name.clone(), h);
+            }
+        }
+        let gone: Vec<Id> =
+            self.harnesses.keys().filter(|n| !config.harnesses.contains_key(*n)).cloned().collect();
+        for name in gone {
+            self.deliver(now, &name, HarnessInput::Stop, batch);
+            if !self.removed.contains(&name) {
+                self.removed.push(name);
+            }
+        }
+        if self.active_profile.as_ref().is_some_and(|p| !config.profiles.contains_key(p)) {
+            self.active_profile = None;
+        }
+        self.config = config;
+        Ok(())
+    }
+
+    fn deliver(&mut self, now: Instant, name: &Id, input: HarnessInput, batch: &mut Batch) {
+        let Some(h) = self.harnesses.get_mut(name) else {
+            return; // A report about a harness that no longer exists: stale.
+        };
+        h.handle(now, &self.config.limits, input, &mut self.scratch);
+        batch.take(name, &mut self.scratch);
+    }
+
+    /// Drops removed harnesses that are at rest, then queues the batch behind a persist if
+    /// the durable view changed.
+    fn finish(&mut self, batch: Batch, ack: Option<(u64, Result<(), String>)>) {
+        let harnesses = &mut self.harnesses;
+        self.removed.retain(|name| {
+            let at_rest = harnesses.get(name).is_none_or(|h| h.current_run().is_none());
+            if at_rest {
+                harnesses.remove(name);
+            }
+            !at_rest
+        });
+        if self.durable_view_changed() {
+            self.generation += 1;
+            self.persisted = self.durable_view();
+            self.effects.push_back(DaemonEffect::PersistState {
+                generation: self.generation,
+                bytes: self.persisted.encode(),
+            });
+        }
+        if !batch.events.is_empty() {
+            self.effects.push_back(DaemonEffect::AppendEvents(batch.events));
+        }
+        self.effects.extend(batch.acts);
+        if let Some((id, result)) = ack {
+            self.effects.push_back(DaemonEffect::Ack { id, result });
+        }
+        assert!(self.effects.len() <= MAX_QUEUED_EFFECTS, "runaway effect queue");
+    }
+
+    fn durable_view_changed(&self) -> bool {
+        self.persisted.active_profile != self.active_profile
+            || self.persisted.harnesses.len() != self.harnesses.len()
+            || self
+                .persisted
+                .harnesses
+                .iter()
+                .zip(self.harnesses.iter())
+                .any(|((pn, pd), (n, h))| pn != n || *pd != h.durable())
+    }
+
+    fn durable_view(&self) -> PersistedState {
+        PersistedState {
+            v: STATE_VERSION,
+            generation: self.generation,
+            active_profile: self.active_profile.clone(),
+            harnesses: self.harnesses.iter().map(|(n, h)| (n.clone(), h.durable())).collect(),
+        }
+    }
+
+    /// The harnesses, by name.
+    pub fn harnesses(&self) -> &BTreeMap<Id, Harness> {
+        &self.harnesses
+    }
+    /// The configuration in force.
+    pub fn config(&self) -> &DaemonConfig {
+        &self.config
+    }
+    /// The profile last made active.
+    pub fn active_profile(&self) -> Option<&Id> {
+        self.active_profile.as_ref()
+    }
+    /// The generation of the last queued persist.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Checks every harness's invariants and the daemon's own.
+    pub fn check(&self) -> Result<(), String> {
+        for h in self.harnesses.values() {
+            h.check(&self.config.limits)?;
+        }
+        if self.persisted.generation != self.generation {
+            return Err("the persisted view lags the generation".into());
+        }
+        for name in &self.removed {
+            let live = self.harnesses.get(name).and_then(Harness::current_run);
+            if live.is_none() {
+                return Err(format!("{name}: removed but kept without a live run"));
+            }
+        }
+        Ok(())
+    }
+
+    /// A stable hash of everything that decides future behaviour, for traces and replay.
+    pub fn state_hash(&self) -> u64 {
+        let mut hasher = Fnv64::default();
+        self.generation.hash(&mut hasher);
+        self.active_profile.hash(&mut hasher);
+        for (name, h) in &self.harnesses {
+            name.hash(&mut hasher);
+            h.state().hash(&mut hasher);
+            h.durable().hash(&mut hasher);
+            h.pid().hash(&mut hasher);
+            h.retry_at().hash(&mut hasher);
+            h.recent_exit_count().hash(&mut hasher);
+            h.config_changed().hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+}
+
+/// The outputs of one input, sorted into events and acts, in the order they were produced.
+#[derive(Default)]
+struct Batch {
+    events: Vec<Event>,
+    acts: Vec<DaemonEffect>,
+}
+
+impl Batch {
+    fn take(&mut self, name: &Id, outs: &mut Vec<HarnessOut>) {
+        for out in outs.drain(..) {
+            match out {
+                HarnessOut::Event(e) => self.events.push(e),
+                HarnessOut::Spawn { run, spec } => {
+                    self.acts.push(DaemonEffect::Spawn { name: name.clone(), run, spec })
+                }
+                HarnessOut::Signal { run, pid, signal } => {
+                    self.acts.push(DaemonEffect::Signal { name: name.clone(), run, pid, signal })
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The harness daemon's decision core: many harnesses, profiles, durable intent in
+//! `state.json`, operator commands and their acknowledgements, in the sans-IO shape
+//! (`handle`, `handle_timeout`, `poll_effect`, `poll_timeout`).
+//!
+//! Persist before act: every batch of effects that follows one input starts with the
+//! `PersistState` barrier when the durable view changed, so a spawn, a signal or an
+//! acknowledgement is never executed before the intent it depends on is on disk.
+
+mod config;
+mod state_file;
+
+pub use config::{DaemonConfig, Profile};
+pub use state_file::{PersistedHarness, PersistedState, StateFileError, STATE_VERSION};
+
+use crate::env::{Pid, Signal, SpawnSpec};
+use crate::ids::Id;
+use crate::lifecycle::harness::Durable;
+use crate::lifecycle::{Event, Harness, HarnessInput, HarnessOut};
+use crate::time::Instant;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+
+/// An operator's request, acknowledged once its effect on intent is durable.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "command")]
+pub enum Command {
+    /// Start a harness.
+    Start {
+        /// Which one.
+        name: Id,
+    },
+    /// Stop a harness.
+    Stop {
+        /// Which one.
+        name: Id,
+    },
+    /// Restart a harness, clearing a failure latch.
+    Restart {
+        /// Which one.
+        name: Id,
+    },
+    /// Make a profile active: start its harnesses, stop the enabled ones outside it.
+    UseProfile {
+        /// Which profile.
+        profile: Id,
+    },
+    /// Apply a newly read configuration. Running harnesses are never bounced by it.
+    Reload {
+        /// The new configuration, already validated.
+        config: DaemonConfig,
+    },
+}
+
+/// One input to the daemon core.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum DaemonInput {
+    /// An operator command with the id its acknowledgement will carry.
+    Command {
+        /// Echoed in [`DaemonEffect::Ack`].
+        id: u64,
+        /// The request.
+        command: Command,
+    },
+    /// A report about one harness's process.
+    Process {
+        /// The harness.
+        name: Id,
+        /// The report (spawned, spawn failed, exited, ready).
+        report: HarnessInput,
+    },
+}
+
+/// What the daemon asks the driver to do, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DaemonEffect {
+    /// Durability barrier: atomically replace `state.json` with these bytes before anything
+    /// after it runs.
+    PersistState {
+        /// Increases with every persist; the simulator checks none is lost.
+        generation: u64,
+        /// The file's new content.
+        bytes: Vec<u8>,
+    },
+    /// Append these events to the events journal.
+    AppendEvents(Vec<Event>),
+    /// Start a run of a harness.
+    Spawn {
+        /// The harness.
+        name: Id,
+        /// The run number.
+        run: u64,
+        /// What to start.
+        spec: SpawnSpec,
+    },
+    /// Signal a run's process group.
+    Signal {
+        /// The harness.
+        name: Id,
+        /// The run.
+        run: u64,
+        /// Its process group.
+        pid: Pid,
+        /// Which signal.
+        signal: Signal,
+    },
+    /// Tell the operator their command took effect (or why not).
+    Ack {
+        /// The command's id.
+        id: u64,
+        /// `Err` carries a message for the operator.
+        result: Result<(), String>,
+    },
+}
+
+/// Why the daemon could not boot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BootError {
+    /// `state.json` could not be read.
+    State(StateFileError),
+    /// The configuration is inconsistent.
+    Config(String),
+}
+
+impl std::fmt::Display for BootError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BootError::State(e) => write!(f, "{e}"),
+            BootError::Config(e) => write!(f, "configuration: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for BootError {}
+
+/// The daemon's decision core.
+#[derive(Clone, Debug)]
+pub struct Daemon {
+    config: DaemonConfig,
+    harnesses: BTreeMap<Id, Harness>,
+    /// Harnesses removed from the configuration, kept until their last run has ended.
+    removed: Vec<Id>,
+    active_profile: Option<Id>,
+    generation: u64,
+    persisted: PersistedState,
+    effects: VecDeque<DaemonEffect>,
+    scratch: Vec<HarnessOut>,
+}
+
+mod machine;

@@ -1,0 +1,262 @@
+//! The one driver loop: executes the daemon core's effects against the environment seams, in
+//! order, feeding spawn outcomes straight back. The simulator and the real daemon both call it.
+//!
+//! An IO error on the durable state is fatal by design (fail-stop): the caller drops the core
+//! and boots again from disk, which is the recovery path anyway. Retrying a failed fsync in
+//! place is how data gets lost; a fresh boot cannot be wrong about what is durable.
+
+use crate::daemon::{BootError, Daemon, DaemonConfig, DaemonEffect, DaemonInput, PersistedState};
+use crate::env::{Clock, Fs, FsError, Pid, Signal, SpawnError, Spawner};
+use crate::ids::Id;
+use crate::journal::{JournalError, JournalOpenError, JournalWriter};
+use crate::lifecycle::HarnessInput;
+use crate::time::Instant;
+use serde::Serialize;
+
+/// Where the daemon keeps its durable files, relative to the coordination root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DaemonPaths {
+    /// The directory holding the rest.
+    pub dir: String,
+    /// Intent and counters, replaced atomically.
+    pub state: String,
+    /// The append-only events journal.
+    pub events: String,
+}
+
+impl Default for DaemonPaths {
+    fn default() -> DaemonPaths {
+        DaemonPaths {
+            dir: ".harnery/harness".into(),
+            state: ".harnery/harness/state.json".into(),
+            events: ".harnery/harness/events.jsonl".into(),
+        }
+    }
+}
+
+/// Why the daemon must stop and boot again.
+#[derive(Debug)]
+pub enum Fatal {
+    /// A call on the durable files failed.
+    Fs(FsError),
+    /// The durable files are not readable as written.
+    Corrupt(String),
+    /// The core refused to boot.
+    Boot(BootError),
+}
+
+impl std::fmt::Display for Fatal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fatal::Fs(e) => write!(f, "{e}"),
+            Fatal::Corrupt(e) => write!(f, "{e}"),
+            Fatal::Boot(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Fatal {}
+
+impl From<FsError> for Fatal {
+    fn from(e: FsError) -> Fatal {
+        Fatal::Fs(e)
+    }
+}
+
+/// One effect as it was carried out; the trace and the caller's bookkeeping read these.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "done")]
+pub enum Executed {
+    /// `state.json` now durably holds this generation.
+    Persisted {
+        /// The generation written.
+        generation: u64,
+    },
+    /// These journal records are durable.
+    Appended {
+        /// First sequence number written.
+        first: u64,
+        /// Last sequence number written.
+        last: u64,
+    },
+    /// A run started.
+    Spawned {
+        /// The harness.
+        name: Id,
+        /// The run.
+        run: u64,
+        /// Its pid.
+        pid: Pid,
+    },
+    /// A run could not start.
+    SpawnFailed {
+        /// The harness.
+        name: Id,
+        /// The run.
+        run: u64,
+        /// The spawner's words.
+        detail: String,
+    },
+    /// A signal was sent.
+    Signalled {
+        /// The harness.
+        name: Id,
+        /// Its process group.
+        pid: Pid,
+        /// Which signal.
+        signal: Signal,
+    },
+    /// A command was acknowledged.
+    Acked {
+        /// The command's id.
+        id: u64,
+        /// The operator-facing error, if it was refused.
+        error: Option<String>,
+    },
+}
+
+/// What wakes the loop.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Wake {
+    /// An input arrived.
+    Input(DaemonInput),
+    /// A deadline may be due.
+    Timeout,
+}
+
+/// The environment seams one step needs, borrowed for that step only.
+pub struct Env<'e> {
+    /// The filesystem holding `.harnery/`.
+    pub fs: &'e mut dyn Fs,
+    /// Starts and signals children.
+    pub spawner: &'e mut dyn Spawner,
+    /// Reads time for journal timestamps.
+    pub clock: &'e dyn Clock,
+}
+
+/// The driver's own state between steps: where the files are and the journal's write position.
+#[derive(Clone, Debug)]
+pub struct Driver {
+    paths: DaemonPaths,
+    journal: JournalWriter,
+}
+
+/// Upper bound on effects executed for one wake; more means a feedback loop.
+const MAX_EFFECTS_PER_WAKE: usize = 1 << 16;
+
+impl Driver {
+    /// Reads the durable files (truncating a torn journal tail) and boots the core, then runs
+    /// the boot's effects. The same path serves a first start and a restart after a crash.
+    pub fn boot(
+        env: &mut Env<'_>,
+        paths: DaemonPaths,
+        config: DaemonConfig,
+    ) -> Result<(Driver, Daemon, Vec<Executed>), Fatal> {
+        env.fs.create_dir_all(&paths.dir)?;
+        let persisted = match env.fs.read(&paths.state)? {
+            None => None,
+            Some(bytes) => Some(
+                PersistedState::decode(&bytes)
+                    .map_err(|e| Fatal::Corrupt(format!("{}: {}", paths.state, e.reason)))?,
+            ),
+        };
+        let (journal, _) = JournalWriter::open(env.fs, &paths.events).map_err(journal_fatal)?;
+        let now = env.clock.now();
+        let mut daemon = Daemon::boot(config, persisted, now).map_err(Fatal::Boot)?;
+        let mut driver = Driver { paths, journal };
+        let done = driver.drain(env, &mut daemon, now)?;
+        Ok((driver, daemon, done))
+    }
+
+    /// Feeds one wake to the core and carries out everything it asks, in order.
+    pub fn step(
+        &mut self,
+        env: &mut Env<'_>,
+        daemon: &mut Daemon,
+        now: Instant,
+        wake: Wake,
+    ) -> Result<Vec<Executed>, Fatal> {
+        match wake {
+            Wake::Input(input) => daemon.handle(now, input),
+            Wake::Timeout => daemon.handle_timeout(now),
+        }
+        self.drain(env, daemon, now)
+    }
+
+    /// Executes queued effects until the core has none left.
+    pub fn drain(
+        &mut self,
+        env: &mut Env<'_>,
+        daemon: &mut Daemon,
+        now: Instant,
+    ) -> Result<Vec<Executed>, Fatal> {
+        let mut done = Vec::new();
+        while let Some(effect) = daemon.poll_effect() {
+            assert!(done.len() < MAX_EFFECTS_PER_WAKE, "effect feedback loop");
+            if let Some(report) = self.execute(env, effect, &mut done)? {
+                daemon.handle(now, report);
+            }
+        }
+        Ok(done)
+    }
+
+    fn execute(
+        &mut self,
+        env: &mut Env<'_>,
+        effect: DaemonEffect,
+        done: &mut Vec<Executed>,
+    ) -> Result<Option<DaemonInput>, Fatal> {
+        match effect {
+            DaemonEffect::PersistState { generation, bytes } => {
+                crate::atomic::atomic_replace(env.fs, &self.paths.state, &bytes)?;
+                done.push(Executed::Persisted { generation });
+            }
+            DaemonEffect::AppendEvents(events) => {
+                let bodies: Vec<serde_json::Value> = events
+                    .iter()
+                    .map(|e| serde_json::to_value(e).expect("events serialize"))
+                    .collect();
+                let seqs = self.journal.append(env.fs, env.clock.wall(), &bodies)?;
+                done.push(Executed::Appended { first: *seqs.start(), last: *seqs.end() });
+            }
+            DaemonEffect::Spawn { name, run, spec } => {
+                let report = match env.spawner.spawn(&spec) {
+                    Ok(pid) => {
+                        done.push(Executed::Spawned { name: name.clone(), run, pid });
+                        HarnessInput::Spawned { run, pid }
+                    }
+                    Err(SpawnError { detail, .. }) => {
+                        done.push(Executed::SpawnFailed { name: name.clone(), run, detail });
+                        HarnessInput::SpawnFailed { run }
+                    }
+                };
+                return Ok(Some(DaemonInput::Process { name, report }));
+            }
+            DaemonEffect::Signal { name, pid, signal, .. } => {
+                // A group that already exited is not an error: its exit report is on its way.
+                let _ = env.spawner.signal(pid, signal);
+                done.push(Executed::Signalled { name, pid, signal });
+            }
+            DaemonEffect::Ack { id, result } => {
+                done.push(Executed::Acked { id, error: result.err() });
+            }
+        }
+        Ok(None)
+    }
+
+    /// The paths in use.
+    pub fn paths(&self) -> &DaemonPaths {
+        &self.paths
+    }
+}
+
+fn journal_fatal(e: JournalOpenError) -> Fatal {
+    match e {
+        JournalOpenError::Fs(e) => Fatal::Fs(e),
+        JournalOpenError::Corrupt(e) => Fatal::Corrupt(corrupt_message(&e)),
+    }
+}
+
+fn corrupt_message(e: &JournalError) -> String {
+    e.to_string()
+}

@@ -1,0 +1,823 @@
+//! The JSON Lines journal: the line format, its checksum, the validating reader and the
+//! append-only writer (DESIGN.md §5).
+//!
+//! # Line format
+//!
+//! Every line is one compact JSON object followed by `\n`:
+//!
+//! ```text
+//! {"v":1,"seq":7,"ts":1767225600000,"body":{"kind":"started"},"crc":"9d9be5d8"}
+//! ```
+//!
+//! - `v` is the schema version ([`JOURNAL_VERSION`]); `seq` counts 1, 2, 3 … with no gaps;
+//!   `ts` is the wall time of the append in unix milliseconds; `body` is the payload.
+//! - `crc` is the CRC-32 (IEEE, as in zlib) of every byte of the line *before* the text
+//!   `"crc":"`, that is from the opening `{` up to and including the comma after the body,
+//!   written as 8 lowercase hex digits. The field is always last, so the line always ends with
+//!   the fixed-width [`CHECKSUM_SUFFIX_LEN`] bytes `"crc":"xxxxxxxx"}`, and a reader can verify
+//!   the checksum over raw bytes before parsing any JSON.
+//!
+//! # Reading
+//!
+//! A final line that lacks its newline, or whose checksum does not verify, is a torn tail left
+//! by a crash: it is reported and left out, and the next writer truncates it. Any other bad line
+//! is corruption and fails the read with the file, the line number and the reason; nothing is
+//! guessed or rewritten.
+
+use crate::env::{parent_dir, Fs, FsError, FsErrorKind};
+use crate::time::WallTime;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::ops::RangeInclusive;
+
+/// The schema version this code writes, and the newest it reads.
+pub const JOURNAL_VERSION: u32 = 1;
+
+/// Bytes of the fixed checksum field that closes every line: `"crc":"xxxxxxxx"}`.
+pub const CHECKSUM_SUFFIX_LEN: usize = CRC_OPEN.len() + 8 + CRC_CLOSE.len();
+
+const CRC_OPEN: &[u8] = b"\"crc\":\"";
+const CRC_CLOSE: &[u8] = b"\"}";
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// One verified journal line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Record<B = serde_json::Value> {
+    /// Schema version the line was written with.
+    pub v: u32,
+    /// Position in the journal, starting at 1.
+    pub seq: u64,
+    /// Wall time of the append.
+    pub ts: WallTime,
+    /// The payload.
+    pub body: B,
+}
+
+/// The verified content of a journal file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JournalRead<B = serde_json::Value> {
+    /// Every complete, verified line, in order; `records[i].seq == i + 1`.
+    pub records: Vec<Record<B>>,
+    /// Length of the verified prefix of the file, which ends on a line boundary.
+    pub valid_len: u64,
+    /// Bytes after `valid_len` that belong to a torn final line (0 when the file is clean).
+    pub torn_tail_bytes: u64,
+}
+
+impl<B> JournalRead<B> {
+    /// The `seq` the next appended line must carry.
+    pub fn next_seq(&self) -> u64 {
+        self.records.len() as u64 + 1
+    }
+}
+
+/// Why a journal line was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JournalErrorReason {
+    /// The line does not end with a well-formed `"crc":"xxxxxxxx"}` field.
+    MissingChecksum,
+    /// The checksum field does not match the line's bytes.
+    ChecksumMismatch,
+    /// The bytes verify but are not a journal record (bad JSON, missing or mistyped field).
+    BadRecord(String),
+    /// The line's `seq` is not one more than the previous line's.
+    BadSeq {
+        /// The `seq` the line should have carried.
+        expected: u64,
+        /// The `seq` it carried.
+        found: u64,
+    },
+    /// The line's schema version is 0 or newer than [`JOURNAL_VERSION`].
+    UnsupportedVersion(u64),
+}
+
+impl fmt::Display for JournalErrorReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JournalErrorReason::MissingChecksum => f.write_str("missing checksum"),
+            JournalErrorReason::ChecksumMismatch => f.write_str("checksum mismatch"),
+            JournalErrorReason::BadRecord(why) => write!(f, "bad record: {why}"),
+            JournalErrorReason::BadSeq { expected, found } => {
+                write!(f, "seq {found} where {expected} was expected")
+            }
+            JournalErrorReason::UnsupportedVersion(v) => write!(
+                f,
+                "schema version {v} is not supported (this harn reads 1 to {JOURNAL_VERSION})"
+            ),
+        }
+    }
+}
+
+/// A corrupt journal: which file, which line, and why. Displays as `events.jsonl:17: checksum
+/// mismatch`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JournalError {
+    /// The file, as the caller named it.
+    pub path: String,
+    /// The 1-based line number of the bad line.
+    pub line: u64,
+    /// What is wrong with it.
+    pub reason: JournalErrorReason,
+}
+
+impl fmt::Display for JournalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}: {}", self.path, self.line, self.reason)
+    }
+}
+
+impl std::error::Error for JournalError {}
+
+/// Appends one encoded line for `body` to `out`.
+///
+/// Panics if `body` cannot be serialized as JSON (for example a map with non-string keys):
+/// that is a bug in the caller's type, not a runtime condition.
+pub fn encode_line_into(out: &mut Vec<u8>, seq: u64, ts: WallTime, body: &impl Serialize) {
+    assert!(seq >= 1, "journal seqs start at 1");
+    let start = out.len();
+    out.extend_from_slice(b"{\"v\":");
+    push_decimal(out, u64::from(JOURNAL_VERSION));
+    out.extend_from_slice(b",\"seq\":");
+    push_decimal(out, seq);
+    out.extend_from_slice(b",\"ts\":");
+    if ts.0 < 0 {
+        out.push(b'-');
+    }
+    push_decimal(out, ts.0.unsigned_abs());
+    out.extend_from_slice(b",\"body\":");
+    let body_start = out.len();
+    serde_json::to_writer(&mut *out, body).expect("journal bodies serialize to JSON");
+    // Compact JSON escapes control characters, so a newline here would split the record.
+    assert!(!out[body_start..].contains(&b'\n'), "a journal body serialized with a raw newline");
+    out.push(b',');
+    let crc = crc32fast::hash(&out[start..]);
+    out.extend_from_slice(CRC_OPEN);
+    out.extend_from_slice(&hex8(crc));
+    out.extend_from_slice(CRC_CLOSE);
+    out.push(b'\n');
+}
+
+/// One encoded line for `body`, ending in `\n`. See [`encode_line_into`].
+pub fn encode_line(seq: u64, ts: WallTime, body: &impl Serialize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    encode_line_into(&mut out, seq, ts, body);
+    out
+}
+
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+fn hex8(crc: u32) -> [u8; 8] {
+    let mut hex = [0u8; 8];
+    for (i, h) in hex.iter_mut().enumerate() {
+        *h = HEX[((crc >> (28 - 4 * i)) & 0xf) as usize];
+    }
+    hex
+}
+
+/// Checks the checksum of one line (without its `\n`) over its raw bytes.
+fn verify_checksum(line: &[u8]) -> Result<(), JournalErrorReason> {
+    let Some(covered_len) = line.len().checked_sub(CHECKSUM_SUFFIX_LEN) else {
+        return Err(JournalErrorReason::MissingChecksum);
+    };
+    let (covered, suffix) = line.split_at(covered_len);
+    let (open, rest) = suffix.split_at(CRC_OPEN.len());
+    let (hex, close) = rest.split_at(8);
+    if open != CRC_OPEN || close != CRC_CLOSE || !covered.ends_with(b",") {
+        return Err(JournalErrorReason::MissingChecksum);
+    }
+    if hex != hex8(crc32fast::hash(covered)) {
+        return Err(JournalErrorReason::ChecksumMismatch);
+    }
+    Ok(())
+}
+
+/// The fields of a line as serde sees them. The `crc` field is skipped here: it was verified
+/// over the raw bytes already.
+#[derive(Deserialize)]
+struct Line<B> {
+    v: u64,
+    seq: u64,
+    ts: WallTime,
+    body: B,
+}
+
+/// Only the version, to explain a line that a typed body could not decode.
+#[derive(Deserialize)]
+struct VersionOnly {
+    v: u64,
+}
+
+fn decode_line<B: DeserializeOwned>(
+    line: &[u8],
+    expected_seq: u64,
+) -> Result<Record<B>, JournalErrorReason> {
+    let parsed: Line<B> = serde_json::from_slice(line).map_err(|e| {
+        // A newer writer may have changed the body; say so rather than "bad record".
+        match serde_json::from_slice::<VersionOnly>(line) {
+            Ok(VersionOnly { v }) if !version_supported(v) => {
+                JournalErrorReason::UnsupportedVersion(v)
+            }
+            _ => JournalErrorReason::BadRecord(e.to_string()),
+        }
+    })?;
+    if !version_supported(parsed.v) {
+        return Err(JournalErrorReason::UnsupportedVersion(parsed.v));
+    }
+    if parsed.seq != expected_seq {
+        return Err(JournalErrorReason::BadSeq { expected: expected_seq, found: parsed.seq });
+    }
+    // The range check above makes the narrowing exact.
+    let v = parsed.v as u32;
+    Ok(Record { v, seq: parsed.seq, ts: parsed.ts, body: parsed.body })
+}
+
+fn version_supported(v: u64) -> bool {
+    (1..=u64::from(JOURNAL_VERSION)).contains(&v)
+}
+
+/// Reads and verifies a journal whose bodies are decoded as `B`. `path` only names the file in
+/// errors. See the module documentation for what counts as a torn tail and what as corruption.
+pub fn parse_as<B: DeserializeOwned>(
+    path: &str,
+    bytes: &[u8],
+) -> Result<JournalRead<B>, JournalError> {
+    let mut records = Vec::new();
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let rest = &bytes[pos..];
+        let Some(nl) = find_newline(rest) else {
+            break; // No newline: an incomplete final line.
+        };
+        let line = &rest[..nl];
+        let line_no = records.len() as u64 + 1;
+        let fail = |reason| JournalError { path: path.to_owned(), line: line_no, reason };
+        if let Err(reason) = verify_checksum(line) {
+            if pos + nl + 1 == bytes.len() {
+                break; // The final line never finished: a torn tail.
+            }
+            return Err(fail(reason));
+        }
+        records.push(decode_line(line, line_no).map_err(fail)?);
+        pos += nl + 1;
+    }
+    debug_assert!(pos == 0 || bytes[pos - 1] == b'\n');
+    Ok(JournalRead { records, valid_len: pos as u64, torn_tail_bytes: (bytes.len() - pos) as u64 })
+}
+
+/// Reads and verifies a journal with untyped bodies. See [`parse_as`].
+pub fn parse(path: &str, bytes: &[u8]) -> Result<JournalRead, JournalError> {
+    parse_as(path, bytes)
+}
+
+/// Position of the first `\n` in `bytes`.
+fn find_newline(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&b| b == b'\n')
+}
+
+/// Why a journal could not be opened for appending.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JournalOpenError {
+    /// Reading the file, or truncating its torn tail, failed.
+    Fs(FsError),
+    /// The file is corrupt; it is left exactly as it is.
+    Corrupt(JournalError),
+}
+
+impl fmt::Display for JournalOpenError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JournalOpenError::Fs(e) => e.fmt(f),
+            JournalOpenError::Corrupt(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for JournalOpenError {}
+
+impl From<FsError> for JournalOpenError {
+    fn from(e: FsError) -> JournalOpenError {
+        JournalOpenError::Fs(e)
+    }
+}
+
+impl From<JournalError> for JournalOpenError {
+    fn from(e: JournalError) -> JournalOpenError {
+        JournalOpenError::Corrupt(e)
+    }
+}
+
+/// Appends records to one journal file through the [`Fs`] seam.
+///
+/// Every append is one `append` call followed by `sync_file`, so a crash leaves either whole
+/// synced lines or a torn tail that the next [`JournalWriter::open`] cuts off. After a failed
+/// append the end of the file is unknown, so the writer refuses further appends until the
+/// journal is opened again.
+#[derive(Clone, Debug)]
+pub struct JournalWriter {
+    path: String,
+    next_seq: u64,
+    len: u64,
+    exists: bool,
+    poisoned: Option<FsErrorKind>,
+}
+
+impl JournalWriter {
+    /// Reads and verifies `path` (a missing file is an empty journal) and cuts off a torn tail,
+    /// syncing the cut, so the next append starts on a line boundary. Returns the writer and
+    /// everything that was read.
+    pub fn open(
+        fs: &mut dyn Fs,
+        path: &str,
+    ) -> Result<(JournalWriter, JournalRead), JournalOpenError> {
+        let (read, exists) = match fs.read(path)? {
+            None => (JournalRead { records: Vec::new(), valid_len: 0, torn_tail_bytes: 0 }, false),
+            Some(bytes) => (parse(path, &bytes)?, true),
+        };
+        if read.torn_tail_bytes > 0 {
+            fs.truncate(path, read.valid_len)?;
+            fs.sync_file(path)?;
+        }
+        let writer = JournalWriter {
+            path: path.to_owned(),
+            next_seq: read.next_seq(),
+            len: read.valid_len,
+            exists,
+            poisoned: None,
+        };
+        Ok((writer, read))
+    }
+
+    /// The `seq` the next appended record will carry.
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// The file this writer appends to.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// Bytes in the file as far as this writer knows: all of them whole, synced lines.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// True when the journal holds no records.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes one line per body in a single `append` (or `create_new` plus `sync_dir` of the
+    /// parent when the file does not exist yet), then syncs the file. Returns the seqs written;
+    /// the range is empty when `bodies` is. When this returns `Ok`, the records are durable.
+    pub fn append(
+        &mut self,
+        fs: &mut dyn Fs,
+        ts: WallTime,
+        bodies: &[serde_json::Value],
+    ) -> Result<RangeInclusive<u64>, FsError> {
+        if let Some(kind) = self.poisoned {
+            return Err(FsError::new(
+                kind,
+                &self.path,
+                "an earlier append failed; reopen the journal",
+            ));
+        }
+        let first = self.next_seq;
+        if bodies.is_empty() {
+            return Ok(first..=first - 1);
+        }
+        let mut buf = Vec::with_capacity(bodies.len() * 256);
+        for (i, body) in bodies.iter().enumerate() {
+            encode_line_into(&mut buf, first + i as u64, ts, body);
+        }
+        if let Err(e) = self.write_synced(fs, &buf) {
+            self.poisoned = Some(e.kind);
+            return Err(e);
+        }
+        self.exists = true;
+        self.len += buf.len() as u64;
+        self.next_seq = first + bodies.len() as u64;
+        Ok(first..=self.next_seq - 1)
+    }
+
+    fn write_synced(&self, fs: &mut dyn Fs, buf: &[u8]) -> Result<(), FsError> {
+        if self.exists {
+            fs.append(&self.path, buf)?;
+            fs.sync_file(&self.path)
+        } else {
+            // Sync the bytes before the entry, so the name never appears without its lines.
+            fs.create_new(&self.path, buf)?;
+            fs.sync_file(&self.path)?;
+            fs.sync_dir(parent_dir(&self.path))
+        }
+    }
+}
+
+/// Fuzz body: parses arbitrary bytes and checks what the reader accepted against an independent
+/// re-verification. Never panics on any input unless the reader is wrong.
+#[doc(hidden)]
+pub fn fuzz_reader(data: &[u8]) {
+    let Ok(read) = parse("fuzz.jsonl", data) else {
+        return;
+    };
+    let valid_len = usize::try_from(read.valid_len).expect("valid_len fits in memory");
+    assert_eq!(read.valid_len + read.torn_tail_bytes, data.len() as u64);
+    let (valid, tail) = data.split_at(valid_len);
+    assert!(valid.is_empty() || valid.ends_with(b"\n"), "valid prefix must end on a line");
+    let lines: Vec<&[u8]> = valid.split_inclusive(|&b| b == b'\n').collect();
+    assert_eq!(lines.len(), read.records.len());
+    for (i, (line, record)) in lines.iter().zip(&read.records).enumerate() {
+        assert!(reverify(&line[..line.len() - 1]), "accepted a line whose checksum fails");
+        assert_eq!(record.seq, i as u64 + 1, "seqs must be consecutive from 1");
+        assert_eq!(record.v, JOURNAL_VERSION);
+    }
+    // The tail holds at most one line, and if it is complete its checksum fails.
+    if let Some(nl) = tail.iter().position(|&b| b == b'\n') {
+        assert_eq!(nl + 1, tail.len(), "a torn tail is only ever the final line");
+        assert!(!reverify(&tail[..nl]), "dropped a final line that verifies");
+    }
+}
+
+/// A deliberately plain second implementation of the checksum rule, for [`fuzz_reader`].
+fn reverify(line: &[u8]) -> bool {
+    let Some(at) = line.len().checked_sub(CHECKSUM_SUFFIX_LEN) else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&line[at..]);
+    let expected = format!("\"crc\":\"{:08x}\"}}", crc32fast::hash(&line[..at]));
+    at > 0 && line[at - 1] == b',' && text == expected
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::{json, Value};
+    use std::collections::BTreeMap;
+
+    fn journal(n: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        for seq in 1..=n {
+            encode_line_into(
+                &mut out,
+                seq,
+                WallTime(1_700_000_000_000 + seq as i64),
+                &json!({"n": seq}),
+            );
+        }
+        out
+    }
+
+    /// A line with a correct checksum around arbitrary content, e.g. `{"v":2,...,`.
+    fn checksummed(covered: &str) -> Vec<u8> {
+        format!("{covered}\"crc\":\"{:08x}\"}}\n", crc32fast::hash(covered.as_bytes())).into_bytes()
+    }
+
+    fn line_starts(bytes: &[u8]) -> Vec<usize> {
+        let mut starts = vec![0];
+        starts.extend(bytes.iter().enumerate().filter(|(_, &b)| b == b'\n').map(|(i, _)| i + 1));
+        starts.pop();
+        starts
+    }
+
+    #[test]
+    fn encodes_the_documented_layout() {
+        // The exact line of the module documentation, checksum included (zlib's CRC-32).
+        let line = encode_line(7, WallTime(1_767_225_600_000), &json!({"kind": "started"}));
+        let doc = "{\"v\":1,\"seq\":7,\"ts\":1767225600000,\"body\":{\"kind\":\"started\"},\"crc\":\"9d9be5d8\"}\n";
+        assert_eq!(std::str::from_utf8(&line).unwrap(), doc);
+        let negative = encode_line(1, WallTime(-5), &json!(null));
+        assert_eq!(negative, checksummed(r#"{"v":1,"seq":1,"ts":-5,"body":null,"#));
+    }
+
+    #[test]
+    fn round_trips_records() {
+        let bytes = journal(3);
+        let read = parse("events.jsonl", &bytes).unwrap();
+        assert_eq!(read.valid_len, bytes.len() as u64);
+        assert_eq!(read.torn_tail_bytes, 0);
+        assert_eq!(read.next_seq(), 4);
+        for (i, r) in read.records.iter().enumerate() {
+            assert_eq!((r.v, r.seq), (1, i as u64 + 1));
+            assert_eq!(r.ts, WallTime(1_700_000_000_000 + i as i64 + 1));
+            assert_eq!(r.body, json!({"n": i + 1}));
+        }
+    }
+
+    #[test]
+    fn typed_bodies_decode_directly() {
+        #[derive(Deserialize, Debug, PartialEq)]
+        struct N {
+            n: u64,
+        }
+        let read = parse_as::<N>("events.jsonl", &journal(2)).unwrap();
+        assert_eq!(read.records[1].body, N { n: 2 });
+    }
+
+    #[test]
+    fn empty_file_is_an_empty_journal() {
+        let read = parse("events.jsonl", b"").unwrap();
+        assert!(read.records.is_empty());
+        assert_eq!((read.valid_len, read.torn_tail_bytes, read.next_seq()), (0, 0, 1));
+    }
+
+    #[test]
+    fn a_final_line_cut_at_any_byte_is_a_torn_tail() {
+        let bytes = journal(3);
+        let last = *line_starts(&bytes).last().unwrap();
+        for cut in last..bytes.len() {
+            let read = parse("events.jsonl", &bytes[..cut]).unwrap();
+            assert_eq!(read.records.len(), 2, "cut at {cut}");
+            assert_eq!(read.valid_len, last as u64);
+            assert_eq!(read.torn_tail_bytes, (cut - last) as u64);
+        }
+    }
+
+    #[test]
+    fn a_complete_final_line_with_a_bad_checksum_is_a_torn_tail() {
+        let mut bytes = journal(3);
+        let last = *line_starts(&bytes).last().unwrap();
+        for at in last..bytes.len() - 1 {
+            let mut damaged = bytes.clone();
+            damaged[at] ^= 0x01;
+            let read = parse("events.jsonl", &damaged).unwrap();
+            assert_eq!(read.records.len(), 2, "flipped byte {at}");
+            assert_eq!(read.torn_tail_bytes, (bytes.len() - last) as u64);
+        }
+        // A zero-filled final block, as some filesystems leave after a crash, is torn too.
+        bytes.extend_from_slice(&[0; 40]);
+        bytes.push(b'\n');
+        assert_eq!(parse("events.jsonl", &bytes).unwrap().records.len(), 3);
+    }
+
+    #[test]
+    fn corruption_in_a_middle_line_names_file_and_line() {
+        let bytes = journal(4);
+        let starts = line_starts(&bytes);
+        for line in 0..3 {
+            let mut damaged = bytes.clone();
+            damaged[starts[line] + 12] ^= 0x04;
+            let err = parse("events.jsonl", &damaged).unwrap_err();
+            assert_eq!(err.line, line as u64 + 1);
+            assert_eq!(err.reason, JournalErrorReason::ChecksumMismatch);
+            assert_eq!(err.to_string(), format!("events.jsonl:{}: checksum mismatch", line + 1));
+        }
+        let mut cut = bytes.clone();
+        cut.drain(starts[1] + 3..starts[2] - 1); // Line 2 loses its middle but keeps its newline.
+        let err = parse("g/events.jsonl", &cut).unwrap_err();
+        assert_eq!(err.to_string(), "g/events.jsonl:2: missing checksum");
+    }
+
+    #[test]
+    fn a_seq_gap_or_repeat_is_corruption_even_on_the_last_line() {
+        let ts = WallTime(0);
+        let mut bytes = encode_line(1, ts, &json!(1));
+        bytes.extend(encode_line(2, ts, &json!(2)));
+        let mut gap = bytes.clone();
+        gap.extend(encode_line(4, ts, &json!(4)));
+        let err = parse("events.jsonl", &gap).unwrap_err();
+        assert_eq!(
+            (err.line, err.reason),
+            (3, JournalErrorReason::BadSeq { expected: 3, found: 4 })
+        );
+        let mut repeat = bytes.clone();
+        repeat.extend(encode_line(2, ts, &json!(2)));
+        assert_eq!(
+            parse("events.jsonl", &repeat).unwrap_err().to_string(),
+            "events.jsonl:3: seq 2 where 3 was expected"
+        );
+        let err = parse("events.jsonl", &encode_line(2, ts, &json!(0))).unwrap_err();
+        assert_eq!(err.line, 1);
+    }
+
+    #[test]
+    fn checksummed_lines_that_are_not_records_are_corruption() {
+        let cases = [
+            (r#"{"v":2,"seq":1,"ts":0,"body":{},"#, "schema version 2"),
+            (r#"{"v":0,"seq":1,"ts":0,"body":{},"#, "schema version 0"),
+            (r#"{"v":1,"seq":1,"body":{},"#, "missing field `ts`"),
+            (r#"{"v":1,"seq":"1","ts":0,"body":{},"#, "bad record"),
+            (r#"{"v":1,"seq":1,"ts":0,"body":{}],"#, "bad record"),
+            (r#"{"v":1,"seq":1,"seq":1,"ts":0,"body":{},"#, "duplicate field"),
+        ];
+        for (covered, needle) in cases {
+            let mut bytes = checksummed(covered);
+            bytes.extend(encode_line(2, WallTime(0), &json!(null))); // Not the final line.
+            let err = parse("events.jsonl", &bytes).unwrap_err();
+            assert_eq!(err.line, 1);
+            assert!(err.to_string().contains(needle), "{err} lacks {needle:?}");
+        }
+    }
+
+    #[test]
+    fn a_newer_version_with_an_unknown_body_says_so() {
+        #[derive(Deserialize, Debug)]
+        #[allow(dead_code)]
+        struct N {
+            n: u64,
+        }
+        let bytes = checksummed(r#"{"v":9,"seq":1,"ts":0,"body":{"renamed":1},"#);
+        let err = parse_as::<N>("events.jsonl", &bytes).unwrap_err();
+        assert_eq!(err.reason, JournalErrorReason::UnsupportedVersion(9));
+    }
+
+    #[test]
+    fn the_fuzz_body_accepts_known_shapes() {
+        let bytes = journal(5);
+        for cut in 0..=bytes.len() {
+            fuzz_reader(&bytes[..cut]);
+        }
+        fuzz_reader(b"\n\n\n");
+        fuzz_reader(&checksummed(r#"{"v":1,"seq":1,"ts":0,"body":{},"#));
+    }
+
+    /// An in-memory `Fs` that logs every call, for checking the writer's call sequence.
+    #[derive(Default)]
+    struct LogFs {
+        files: BTreeMap<String, Vec<u8>>,
+        calls: Vec<String>,
+        full: bool,
+    }
+
+    impl Fs for LogFs {
+        fn read(&mut self, path: &str) -> Result<Option<Vec<u8>>, FsError> {
+            self.calls.push(format!("read {path}"));
+            Ok(self.files.get(path).cloned())
+        }
+        fn list(&mut self, _: &str) -> Result<Vec<String>, FsError> {
+            unreachable!("the journal never lists")
+        }
+        fn create_dir_all(&mut self, _: &str) -> Result<(), FsError> {
+            unreachable!("the journal never creates directories")
+        }
+        fn create_new(&mut self, path: &str, bytes: &[u8]) -> Result<(), FsError> {
+            self.calls.push(format!("create_new {path}"));
+            assert!(self.files.insert(path.to_owned(), bytes.to_vec()).is_none());
+            Ok(())
+        }
+        fn write_temp(&mut self, _: &str, _: &[u8]) -> Result<(), FsError> {
+            unreachable!("the journal never writes temporary files")
+        }
+        fn append(&mut self, path: &str, bytes: &[u8]) -> Result<(), FsError> {
+            self.calls.push(format!("append {path}"));
+            if self.full {
+                return Err(FsError::new(FsErrorKind::NoSpace, path, ""));
+            }
+            self.files.get_mut(path).unwrap().extend_from_slice(bytes);
+            Ok(())
+        }
+        fn truncate(&mut self, path: &str, len: u64) -> Result<(), FsError> {
+            self.calls.push(format!("truncate {path} {len}"));
+            self.files.get_mut(path).unwrap().truncate(len as usize);
+            Ok(())
+        }
+        fn sync_file(&mut self, path: &str) -> Result<(), FsError> {
+            self.calls.push(format!("sync_file {path}"));
+            Ok(())
+        }
+        fn rename(&mut self, _: &str, _: &str) -> Result<(), FsError> {
+            unreachable!("the journal never renames")
+        }
+        fn sync_dir(&mut self, dir: &str) -> Result<(), FsError> {
+            self.calls.push(format!("sync_dir {dir}"));
+            Ok(())
+        }
+        fn remove(&mut self, _: &str) -> Result<(), FsError> {
+            unreachable!("the journal never removes")
+        }
+        fn try_lock(&mut self, _: &str) -> Result<bool, FsError> {
+            unreachable!("the journal never locks")
+        }
+    }
+
+    #[test]
+    fn writer_creates_then_appends_with_one_call_and_one_sync_each() {
+        let mut fs = LogFs::default();
+        let path = "g/events.jsonl";
+        let (mut w, read) = JournalWriter::open(&mut fs, path).unwrap();
+        assert!(read.records.is_empty());
+        assert_eq!(w.append(&mut fs, WallTime(1), &[json!(1), json!(2)]).unwrap(), 1..=2);
+        assert_eq!(w.append(&mut fs, WallTime(2), &[]).unwrap().count(), 0);
+        assert_eq!(w.append(&mut fs, WallTime(3), &[json!(3)]).unwrap(), 3..=3);
+        assert_eq!(w.next_seq(), 4);
+        let calls = ["read", "create_new", "sync_file", "sync_dir g", "append", "sync_file"];
+        let logged: Vec<&str> =
+            fs.calls.iter().map(|c| c.strip_suffix(" g/events.jsonl").unwrap_or(c)).collect();
+        assert_eq!(logged, calls);
+        let read = parse(path, &fs.files[path]).unwrap();
+        assert_eq!(
+            read.records.iter().map(|r| r.body.clone()).collect::<Vec<Value>>(),
+            [json!(1), json!(2), json!(3)]
+        );
+        assert_eq!(w.len(), fs.files[path].len() as u64);
+    }
+
+    #[test]
+    fn opening_truncates_a_torn_tail_and_continues_the_seqs() {
+        let mut fs = LogFs::default();
+        let mut bytes = journal(2);
+        bytes.extend_from_slice(br#"{"v":1,"seq":3,"ts"#);
+        fs.files.insert("events.jsonl".into(), bytes);
+        let (mut w, read) = JournalWriter::open(&mut fs, "events.jsonl").unwrap();
+        assert_eq!(read.records.len(), 2);
+        assert_eq!(
+            fs.calls[1..],
+            [format!("truncate events.jsonl {}", read.valid_len), "sync_file events.jsonl".into()]
+        );
+        assert_eq!(w.append(&mut fs, WallTime(9), &[json!("x")]).unwrap(), 3..=3);
+        assert_eq!(parse("events.jsonl", &fs.files["events.jsonl"]).unwrap().records.len(), 3);
+    }
+
+    #[test]
+    fn opening_a_corrupt_journal_fails_and_touches_nothing() {
+        let mut fs = LogFs::default();
+        let mut bytes = journal(3);
+        bytes[5] = b'x';
+        fs.files.insert("events.jsonl".into(), bytes.clone());
+        let err = JournalWriter::open(&mut fs, "events.jsonl").unwrap_err();
+        assert_eq!(err.to_string(), "events.jsonl:1: checksum mismatch");
+        assert_eq!(fs.calls, ["read events.jsonl"]);
+        assert_eq!(fs.files["events.jsonl"], bytes);
+    }
+
+    #[test]
+    fn a_failed_append_poisons_the_writer() {
+        let mut fs = LogFs::default();
+        fs.files.insert("events.jsonl".into(), Vec::new());
+        let (mut w, _) = JournalWriter::open(&mut fs, "events.jsonl").unwrap();
+        fs.full = true;
+        assert_eq!(
+            w.append(&mut fs, WallTime(0), &[json!(1)]).unwrap_err().kind,
+            FsErrorKind::NoSpace
+        );
+        fs.full = false;
+        let err = w.append(&mut fs, WallTime(0), &[json!(1)]).unwrap_err();
+        assert_eq!(err.kind, FsErrorKind::NoSpace);
+        assert_eq!(fs.calls.iter().filter(|c| c.starts_with("append")).count(), 1);
+        assert_eq!(w.next_seq(), 1);
+    }
+
+    fn body_strategy() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            ".*".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(3, 16, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::from),
+                prop::collection::btree_map(".*", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_bodies_round_trip(bodies in prop::collection::vec((body_strategy(), any::<i64>()), 0..8)) {
+            let mut bytes = Vec::new();
+            for (i, (body, ts)) in bodies.iter().enumerate() {
+                encode_line_into(&mut bytes, i as u64 + 1, WallTime(*ts), body);
+            }
+            let read = parse("events.jsonl", &bytes).unwrap();
+            prop_assert_eq!(read.valid_len, bytes.len() as u64);
+            prop_assert_eq!(read.records.len(), bodies.len());
+            for (r, (body, ts)) in read.records.iter().zip(&bodies) {
+                prop_assert_eq!(&r.body, body);
+                prop_assert_eq!(r.ts, WallTime(*ts));
+            }
+            fuzz_reader(&bytes);
+        }
+
+        #[test]
+        fn damaged_journals_never_fool_the_reader(flips in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 0..4), cut in any::<prop::sample::Index>()) {
+            let mut bytes = journal(4);
+            for (at, x) in flips {
+                let i = at.index(bytes.len());
+                bytes[i] ^= x;
+            }
+            let keep = cut.index(bytes.len() + 1);
+            fuzz_reader(&bytes[..keep]);
+        }
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+            fuzz_reader(&bytes);
+        }
+    }
+}

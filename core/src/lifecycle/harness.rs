@@ -1,0 +1,625 @@
+//! The lifecycle machine of one harness: every transition, its deadlines and its invariants.
+//!
+//! Pure and single-writer: one input at a time with `now`, effects pushed to an output vector,
+//! the next deadline derived from state. Deadlines are compared with `now`, never counted, so a
+//! late, early, missed or repeated `handle_timeout` only delays a decision, never changes it.
+
+use super::{Event, HarnessSpec, LifecycleLimits, Readiness, RestartPolicy, State};
+use crate::env::{ExitStatus, Pid, Signal, SpawnSpec};
+use crate::ids::Id;
+use crate::time::{Duration, Instant};
+use serde::{Deserialize, Serialize};
+
+/// One input to a harness. `run` ties process reports to the spawn that caused them, so a late
+/// report about an earlier run is recognised and ignored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "input")]
+pub enum HarnessInput {
+    /// Operator: want it running.
+    Start,
+    /// Operator: want it stopped (persists `enabled = false`).
+    Stop,
+    /// Operator: stop it if running, clear any failure latch, start afresh.
+    Restart,
+    /// The spawner started run `run` as `pid`.
+    Spawned {
+        /// The run this answers.
+        run: u64,
+        /// The child's pid (and process-group id).
+        pid: Pid,
+    },
+    /// The spawner could not start run `run`.
+    SpawnFailed {
+        /// The run this answers.
+        run: u64,
+    },
+    /// Run `run` exited.
+    Exited {
+        /// The run this answers.
+        run: u64,
+        /// How it ended.
+        status: ExitStatus,
+    },
+    /// Run `run` showed its readiness evidence.
+    Ready {
+        /// The run this answers.
+        run: u64,
+    },
+    /// A reloaded configuration for this harness.
+    Reconfigure(HarnessSpec),
+}
+
+/// What one harness asks of the world. The daemon adds the durability barrier in front.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HarnessOut {
+    /// Start run `run` with this spec.
+    Spawn {
+        /// The run number, unique per harness for the life of its durable state.
+        run: u64,
+        /// What to start.
+        spec: SpawnSpec,
+    },
+    /// Signal the process group of run `run`.
+    Signal {
+        /// The run.
+        run: u64,
+        /// Its process group.
+        pid: Pid,
+        /// Which signal.
+        signal: Signal,
+    },
+    /// Tell subscribers and the journal.
+    Event(Event),
+}
+
+/// The last recorded end of a run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct LastExit {
+    /// How it ended; `None` for a spawn failure.
+    pub status: Option<ExitStatus>,
+    /// True when the stop needed SIGKILL after the grace period.
+    pub forced: bool,
+}
+
+/// A live (or starting) process of this harness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Run {
+    id: u64,
+    pid: Option<Pid>,
+    started_at: Instant,
+    ready: bool,
+}
+
+/// The durable part of a harness: what `state.json` keeps across daemon restarts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Durable {
+    /// The intent: does the operator want it running?
+    pub enabled: bool,
+    /// The give-up latch: `failed` until a person starts or restarts it.
+    pub failed: bool,
+    /// Restarts performed by policy, ever.
+    pub restarts: u64,
+    /// Failed runs since the last healthy run or manual start.
+    pub consecutive_failures: u32,
+    /// Runs spawned, ever; the next run number is `runs + 1`.
+    pub runs: u64,
+    /// How the last run ended.
+    pub last_exit: Option<LastExit>,
+}
+
+/// One harness under supervision.
+#[derive(Clone, Debug)]
+pub struct Harness {
+    name: Id,
+    state: State,
+    durable: Durable,
+    active: HarnessSpec,
+    staged: Option<HarnessSpec>,
+    run: Option<Run>,
+    /// Exit times within the flap window, oldest first; at most `flap_threshold` kept.
+    recent_exits: Vec<Instant>,
+    /// How many restarts were scheduled while flapping: the backoff exponent.
+    flap_level: u32,
+    retry_at: Option<Instant>,
+    kill_at: Option<Instant>,
+    kill_sent: bool,
+    start_after_stop: bool,
+}
+
+impl Harness {
+    /// A harness at rest, with durable facts from an earlier life (or defaults).
+    pub fn new(name: Id, spec: HarnessSpec, durable: Durable) -> Harness {
+        let state = if durable.failed { State::Failed } else { State::Stopped };
+        Harness {
+            name,
+            state,
+            durable,
+            active: spec,
+            staged: None,
+            run: None,
+            recent_exits: Vec::new(),
+            flap_level: 0,
+            retry_at: None,
+            kill_at: None,
+            kill_sent: false,
+            start_after_stop: false,
+        }
+    }
+
+    /// The harness's name.
+    pub fn name(&self) -> &Id {
+        &self.name
+    }
+    /// Its current state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+    /// What must survive a restart of the daemon.
+    pub fn durable(&self) -> Durable {
+        self.durable
+    }
+    /// The intent.
+    pub fn enabled(&self) -> bool {
+        self.durable.enabled
+    }
+    /// The spec the current or next run uses (staged changes not included).
+    pub fn active_spec(&self) -> &HarnessSpec {
+        &self.active
+    }
+    /// True when a reloaded configuration waits for the next start ("restart to apply").
+    pub fn config_changed(&self) -> bool {
+        self.staged.is_some()
+    }
+    /// The pid of the live run, if any.
+    pub fn pid(&self) -> Option<Pid> {
+        self.run.and_then(|r| r.pid)
+    }
+    /// When the live run started.
+    pub fn started_at(&self) -> Option<Instant> {
+        self.run.map(|r| r.started_at)
+    }
+    /// True when the live run showed its readiness evidence.
+    pub fn ready(&self) -> bool {
+        self.run.is_some_and(|r| r.ready)
+    }
+    /// When the next automatic start is due.
+    pub fn retry_at(&self) -> Option<Instant> {
+        self.retry_at
+    }
+    /// True while the flap threshold is crossed.
+    pub fn flapping(&self) -> bool {
+        self.flap_level > 0
+    }
+    /// Exits counted within the current flap window.
+    pub fn recent_exit_count(&self) -> usize {
+        self.recent_exits.len()
+    }
+    /// True when the live run belongs to this harness and is identified by `run`.
+    pub fn current_run(&self) -> Option<u64> {
+        self.run.map(|r| r.id)
+    }
+
+    /// Starts the harness if its intent says so: the boot path, shared by a fresh start and a
+    /// restart after a crash.
+    pub fn boot(&mut self, now: Instant, out: &mut Vec<HarnessOut>) {
+        assert!(self.run.is_none(), "boot with a live run");
+        if self.durable.enabled && !self.durable.failed {
+            self.start_run(now, out);
+        }
+    }
+
+    /// Handles one input.
+    pub fn handle(
+        &mut self,
+        now: Instant,
+        limits: &LifecycleLimits,
+        input: HarnessInput,
+        out: &mut Vec<HarnessOut>,
+    ) {
+        match input {
+            HarnessInput::Start => self.on_start(now, out),
+            HarnessInput::Stop => self.on_stop(now, limits, out),
+            HarnessInput::Restart => self.on_restart(now, limits, out),
+            HarnessInput::Spawned { run, pid } => self.on_spawned(now, limits, run, pid, out),
+            HarnessInput::SpawnFailed { run } => self.on_run_ended(now, limits, run, None, out),
+            HarnessInput::Exited { run, status } => {
+                self.on_run_ended(now, limits, run, Some(status), out)
+            }
+            HarnessInput::Ready { run } => self.on_ready(run),
+            HarnessInput::Reconfigure(spec) => self.on_reconfigure(spec),
+        }
+    }
+
+    /// Acts on every deadline that is due at `now`. Harmless when nothing is due.
+    pub fn handle_timeout(
+        &mut self,
+        now: Instant,
+        limits: &LifecycleLimits,
+        out: &mut Vec<HarnessOut>,
+    ) {
+        if self.retry_at.is_some_and(|at| at <= now) {
+            debug_assert!(matches!(self.state, State::Restarting | State::Degraded));
+            self.retry_at = None;
+            self.start_run(now, out);
+        }
+        if self.kill_at.is_some_and(|at| at <= now) {
+            self.send_kill(out);
+        }
+        // Only a confirmed run can outlive anything; a spawn in flight has not started yet.
+        if let Some(run) = self.run.filter(|r| r.pid.is_some()) {
+            self.forget_outlived(now, run.started_at, limits, out);
+        }
+    }
+
+    /// The earliest instant at which [`Harness::handle_timeout`] has something to do.
+    pub fn poll_timeout(&self, limits: &LifecycleLimits) -> Option<Instant> {
+        let mut next = self.retry_at;
+        next = min_opt(next, self.kill_at);
+        if let Some(run) = self.run.filter(|r| r.pid.is_some() && self.state != State::Stopping) {
+            if !self.recent_exits.is_empty() || self.flap_level > 0 {
+                next = min_opt(next, Some(run.started_at.saturating_add(limits.flap_window)));
+            }
+            if self.durable.consecutive_failures > 0 {
+                next = min_opt(next, Some(run.started_at.saturating_add(limits.healthy_run)));
+            }
+        }
+        next
+    }
+
+    fn on_start(&mut self, now: Instant, out: &mut Vec<HarnessOut>) {
+        self.durable.enabled = true;
+        match self.state {
+            State::Stopped | State::Failed => {
+                self.clear_crash_bookkeeping();
+                self.start_run(now, out);
+            }
+            State::Stopping => self.start_after_stop = true,
+            State::Starting | State::Running | State::Degraded | State::Restarting => {}
+        }
+    }
+
+    fn on_stop(&mut self, now: Instant, limits: &LifecycleLimits, out: &mut Vec<HarnessOut>) {
+        self.durable.enabled = false;
+        self.start_after_stop = false;
+        match self.state {
+            State::Starting | State::Running | State::Degraded if self.run.is_some() => {
+                self.begin_stopping(now, limits, out)
+            }
+            State::Restarting | State::Degraded | State::Failed => {
+                self.retry_at = None;
+                self.clear_crash_bookkeeping();
+                self.set_state(State::Stopped, out);
+            }
+            State::Starting | State::Running => unreachable!("{:?} without a run", self.state),
+            State::Stopping | State::Stopped => {}
+        }
+    }
+
+    fn on_restart(&mut self, now: Instant, limits: &LifecycleLimits, out: &mut Vec<HarnessOut>) {
+        self.durable.enabled = true;
+        self.clear_crash_bookkeeping();
+        match self.state {
+            State::Starting => {}
+            State::Running | State::Degraded if self.run.is_some() => {
+                self.begin_stopping(now, limits, out);
+                self.start_after_stop = true;
+            }
+            State::Stopping => self.start_after_stop = true,
+            State::Running => unreachable!("running without a run"),
+            State::Degraded | State::Restarting | State::Stopped | State::Failed => {
+                self.retry_at = None;
+                self.start_run(now, out);
+            }
+        }
+    }
+
+    fn on_spawned(
+        &mut self,
+        now: Instant,
+        limits: &LifecycleLimits,
+        run: u64,
+        pid: Pid,
+        out: &mut Vec<HarnessOut>,
+    ) {
+        let Some(current) = self.run.as_mut().filter(|r| r.id == run && r.pid.is_none()) else {
+            return; // A report about another run: stale, ignore.
+        };
+        current.pid = Some(pid);
+        current.started_at = now;
+        current.ready = self.active.readiness == Readiness::None;
+        match self.state {
+            State::Starting => {
+                let to = if self.flap_level > 0 { State::Degraded } else { State::Running };
+                self.set_state(to, out);
+            }
+            // Stop was asked while the spawn was in flight: stop the child now.
+            State::Stopping => self.signal_term(now, limits, out),
+            other => unreachable!("spawn reported in {other:?}"),
+        }
+    }
+
+    fn on_ready(&mut self, run: u64) {
+        if let Some(r) = self.run.as_mut().filter(|r| r.id == run && r.pid.is_some()) {
+            r.ready = true;
+        }
+    }
+
+    fn on_reconfigure(&mut self, spec: HarnessSpec) {
+        // The policy is consulted only at exit time, so it is never run-affecting.
+        self.active.restart = spec.restart;
+        self.active.enabled = spec.enabled;
+        let live = self.run.is_some();
+        if !self.active.run_affecting_change(&spec) {
+            self.staged = None;
+        } else if live {
+            self.staged = Some(spec);
+        } else {
+            self.active = spec;
+            self.staged = None;
+        }
+    }
+
+    /// An exit or a spawn failure (`status == None`) of run `run`.
+    fn on_run_ended(
+        &mut self,
+        now: Instant,
+        limits: &LifecycleLimits,
+        run: u64,
+        status: Option<ExitStatus>,
+        out: &mut Vec<HarnessOut>,
+    ) {
+        let Some(ended) = self.run.filter(|r| r.id == run) else {
+            return; // Stale report about an earlier run.
+        };
+        self.run = None;
+        self.kill_at = None;
+        let forced = std::mem::take(&mut self.kill_sent);
+        self.durable.last_exit = Some(LastExit { status, forced });
+        out.push(HarnessOut::Event(Event::HarnessExited {
+            name: self.name.clone(),
+            code: status.and_then(ExitStatus::code),
+            signal: status.and_then(|s| match s {
+                ExitStatus::Signal(n) => Some(n),
+                ExitStatus::Code(_) => None,
+            }),
+        }));
+        if self.state == State::Stopping {
+            self.finish_stopping(now, out);
+            return;
+        }
+        if ended.pid.is_some() {
+            self.forget_outlived(now, ended.started_at, limits, out);
+        }
+        self.after_unplanned_end(now, limits, status, out);
+    }
+
+    fn finish_stopping(&mut self, now: Instant, out: &mut Vec<HarnessOut>) {
+        self.set_state(State::Stopped, out);
+        if std::mem::take(&mut self.start_after_stop) {
+            self.durable.enabled = true;
+            self.start_run(now, out);
+        }
+    }
+
+    /// Decides what follows an exit nobody asked for: a restart, a slower restart, a clean stop
+    /// by policy, or giving up.
+    fn after_unplanned_end(
+        &mut self,
+        now: Instant,
+        limits: &LifecycleLimits,
+        status: Option<ExitStatus>,
+        out: &mut Vec<HarnessOut>,
+    ) {
+        let spawn_failed = status.is_none();
+        let failure = !status.is_some_and(ExitStatus::success);
+        let restart = self.durable.enabled
+            && match self.active.restart {
+                RestartPolicy::Always | RestartPolicy::UnlessStopped => true,
+                RestartPolicy::OnFailure => failure,
+                RestartPolicy::No => false,
+            };
+        if !restart {
+            self.clear_crash_bookkeeping();
+            if spawn_failed && self.durable.enabled {
+                // A command that never came up must surface loudly, not as a clean stop.
+                self.durable.failed = true;
+                self.set_state(State::Failed, out);
+            } else {
+                self.durable.enabled = false;
+                self.set_state(State::Stopped, out);
+            }
+            return;
+        }
+        if failure {
+            self.durable.consecutive_failures = self.durable.consecutive_failures.saturating_add(1);
+        }
+        if limits.give_up_after > 0 && self.durable.consecutive_failures >= limits.give_up_after {
+            self.durable.failed = true;
+            self.recent_exits.clear();
+            self.flap_level = 0;
+            self.set_state(State::Failed, out);
+            return;
+        }
+        self.schedule_restart(now, limits, out);
+    }
+
+    fn schedule_restart(
+        &mut self,
+        now: Instant,
+        limits: &LifecycleLimits,
+        out: &mut Vec<HarnessOut>,
+    ) {
+        self.recent_exits.retain(|t| now.saturating_since(*t) < limits.flap_window);
+        self.recent_exits.push(now);
+        let threshold = limits.flap_threshold.max(1) as usize;
+        if self.recent_exits.len() > threshold {
+            self.recent_exits.remove(0);
+        }
+        let base = self.active.restart_delay.unwrap_or(limits.restart_delay);
+        self.durable.restarts = self.durable.restarts.saturating_add(1);
+        if self.recent_exits.len() >= threshold {
+            self.flap_level = self.flap_level.saturating_add(1);
+            let delay =
+                LifecycleLimits::flapping_delay(base, limits.restart_delay_max, self.flap_level);
+            self.retry_at = Some(now.saturating_add(delay));
+            self.set_state(State::Degraded, out);
+            out.push(HarnessOut::Event(Event::HarnessFlapping {
+                name: self.name.clone(),
+                restarts: self.durable.restarts,
+                next_retry_in: delay.as_millis(),
+            }));
+        } else {
+            self.retry_at = Some(now.saturating_add(base));
+            self.set_state(State::Restarting, out);
+        }
+    }
+
+    /// Forgets what a run has outlived: the flap count after the flap window, consecutive
+    /// failures after the healthy-run time. Runs on timeouts and again at exit, so a missed
+    /// wake cannot make a long run count as a crash.
+    fn forget_outlived(
+        &mut self,
+        now: Instant,
+        started_at: Instant,
+        limits: &LifecycleLimits,
+        out: &mut Vec<HarnessOut>,
+    ) {
+        if self.state == State::Stopping {
+            return;
+        }
+        let lived = now.saturating_since(started_at);
+        if lived >= limits.flap_window && (!self.recent_exits.is_empty() || self.flap_level > 0) {
+            self.recent_exits.clear();
+            self.flap_level = 0;
+            if self.state == State::Degraded {
+                self.set_state(State::Running, out);
+            }
+        }
+        if lived >= limits.healthy_run {
+            self.durable.consecutive_failures = 0;
+        }
+    }
+
+    fn start_run(&mut self, now: Instant, out: &mut Vec<HarnessOut>) {
+        assert!(self.run.is_none(), "{}: start with a live run", self.name);
+        if let Some(spec) = self.staged.take() {
+            self.active = spec;
+        }
+        self.durable.failed = false;
+        self.durable.runs = self.durable.runs.saturating_add(1);
+        let id = self.durable.runs;
+        self.run = Some(Run { id, pid: None, started_at: now, ready: false });
+        self.set_state(State::Starting, out);
+        out.push(HarnessOut::Spawn { run: id, spec: self.active.spawn.clone() });
+    }
+
+    fn begin_stopping(
+        &mut self,
+        now: Instant,
+        limits: &LifecycleLimits,
+        out: &mut Vec<HarnessOut>,
+    ) {
+        self.retry_at = None;
+        self.set_state(State::Stopping, out);
+        if self.pid().is_some() {
+            self.signal_term(now, limits, out);
+        }
+    }
+
+    fn signal_term(&mut self, now: Instant, limits: &LifecycleLimits, out: &mut Vec<HarnessOut>) {
+        let run = self.run.expect("TERM needs a run");
+        let pid = run.pid.expect("TERM needs a pid");
+        let grace = self.active.stop_grace.unwrap_or(limits.stop_grace);
+        self.kill_at = Some(now.saturating_add(grace));
+        out.push(HarnessOut::Signal { run: run.id, pid, signal: Signal::Term });
+    }
+
+    fn send_kill(&mut self, out: &mut Vec<HarnessOut>) {
+        self.kill_at = None;
+        let Some(run) = self.run else { return };
+        let Some(pid) = run.pid else { return };
+        self.kill_sent = true;
+        out.push(HarnessOut::Signal { run: run.id, pid, signal: Signal::Kill });
+    }
+
+    fn clear_crash_bookkeeping(&mut self) {
+        self.recent_exits.clear();
+        self.flap_level = 0;
+        self.durable.consecutive_failures = 0;
+        self.durable.failed = false;
+    }
+
+    fn set_state(&mut self, to: State, out: &mut Vec<HarnessOut>) {
+        let from = self.state;
+        if from == to {
+            return;
+        }
+        self.state = to;
+        out.push(HarnessOut::Event(Event::HarnessStateChanged {
+            name: self.name.clone(),
+            from,
+            to,
+        }));
+    }
+
+    /// The machine's invariants; `Err` names the first one broken.
+    pub fn check(&self, limits: &LifecycleLimits) -> Result<(), String> {
+        let fail = |what: &str| Err(format!("{}: {what} (state {:?})", self.name, self.state));
+        let has_run = self.run.is_some();
+        let has_pid = self.pid().is_some();
+        match self.state {
+            State::Stopped | State::Failed if has_run => return fail("a run while at rest"),
+            State::Restarting if has_run || self.retry_at.is_none() => {
+                return fail("restarting needs a retry deadline and no run")
+            }
+            State::Degraded if has_run == self.retry_at.is_some() => {
+                return fail("degraded has either a run or a retry deadline")
+            }
+            State::Running if !has_pid => return fail("running without a pid"),
+            State::Starting if !has_run || has_pid => return fail("starting needs a pid-less run"),
+            State::Stopping if !has_run => return fail("stopping without a run"),
+            _ => {}
+        }
+        if self.state == State::Degraded && self.flap_level == 0 {
+            return fail("degraded without flapping");
+        }
+        if self.retry_at.is_some() && !matches!(self.state, State::Restarting | State::Degraded) {
+            return fail("a retry deadline outside restarting/degraded");
+        }
+        if self.kill_at.is_some() && self.state != State::Stopping {
+            return fail("a kill deadline outside stopping");
+        }
+        if self.durable.failed != (self.state == State::Failed) {
+            return fail("the failed latch disagrees with the state");
+        }
+        if limits.give_up_after > 0
+            && self.durable.consecutive_failures >= limits.give_up_after
+            && self.state != State::Failed
+        {
+            return fail("give-up count reached but not failed");
+        }
+        if self.recent_exits.len() > limits.flap_threshold.max(1) as usize {
+            return fail("more recent exits kept than the flap threshold");
+        }
+        if self.run.is_some_and(|r| r.id != self.durable.runs) {
+            return fail("the live run is not the latest run");
+        }
+        Ok(())
+    }
+}
+
+fn min_opt(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// Effective delay helpers exposed for status displays.
+impl Harness {
+    /// The delay until the next retry, seen from `now`.
+    pub fn next_retry_in(&self, now: Instant) -> Option<Duration> {
+        self.retry_at.map(|at| at.saturating_since(now))
+    }
+}

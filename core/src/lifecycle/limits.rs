@@ -1,0 +1,97 @@
+//! The timing and counting limits of the lifecycle, with their defaults in one place.
+
+use crate::time::Duration;
+use serde::{Deserialize, Serialize};
+
+/// Crash-loop and stop limits. Two clocks on purpose: the short flap window decides when a
+/// harness is flapping; the much longer healthy-run time decides when consecutive failures
+/// are forgotten. With one clock, a job failing slowly (say every 40 s) never trips either and
+/// restarts forever.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LifecycleLimits {
+    /// N: exits within the flap window that make a harness `degraded`.
+    pub flap_threshold: u32,
+    /// T: the flap window. A run that outlives it clears the flap count.
+    pub flap_window: Duration,
+    /// Delay before a restart while not flapping; the base of the backoff while flapping.
+    pub restart_delay: Duration,
+    /// Cap of the flapping backoff.
+    pub restart_delay_max: Duration,
+    /// K: consecutive failed runs before giving up (`failed`); 0 never gives up.
+    pub give_up_after: u32,
+    /// H: a run that outlives this clears the consecutive-failure count.
+    pub healthy_run: Duration,
+    /// Time between SIGTERM and SIGKILL when stopping.
+    pub stop_grace: Duration,
+}
+
+impl Default for LifecycleLimits {
+    fn default() -> LifecycleLimits {
+        LifecycleLimits {
+            flap_threshold: 3,
+            flap_window: Duration::from_secs(10),
+            restart_delay: Duration::from_secs(1),
+            restart_delay_max: Duration::from_secs(30),
+            give_up_after: 5,
+            healthy_run: Duration::from_secs(5 * 60),
+            stop_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Largest doubling exponent of the flapping backoff; beyond it the delay is the cap anyway.
+pub const BACKOFF_EXPONENT_MAX: u32 = 32;
+
+impl LifecycleLimits {
+    /// Checks the limits make sense together; the error names the field.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.flap_threshold == 0 {
+            return Err("flap_threshold must be at least 1".into());
+        }
+        if self.flap_window == Duration::ZERO {
+            return Err("flap_window_ms must be at least 1".into());
+        }
+        if self.restart_delay_max < self.restart_delay {
+            return Err("restart_delay_max_ms must be at least restart_delay_ms".into());
+        }
+        if self.healthy_run < self.flap_window {
+            return Err("healthy_run_ms must be at least flap_window_ms".into());
+        }
+        Ok(())
+    }
+
+    /// The restart delay after the `level`-th consecutive flapping exit: `base × 2^level`,
+    /// capped; `level` 0 is the plain delay. Never overflows.
+    pub fn flapping_delay(base: Duration, max: Duration, level: u32) -> Duration {
+        base.saturating_shl(level.min(BACKOFF_EXPONENT_MAX)).min(max.max(base))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_documented_ones_and_valid() {
+        let l = LifecycleLimits::default();
+        assert_eq!(l.flap_threshold, 3);
+        assert_eq!(l.flap_window, Duration::from_secs(10));
+        assert_eq!(l.restart_delay, Duration::from_secs(1));
+        assert_eq!(l.restart_delay_max, Duration::from_secs(30));
+        assert_eq!(l.give_up_after, 5);
+        assert_eq!(l.healthy_run, Duration::from_secs(300));
+        assert_eq!(l.stop_grace, Duration::from_secs(10));
+        assert_eq!(l.validate(), Ok(()));
+    }
+
+    #[test]
+    fn flapping_delay_doubles_to_the_cap() {
+        let (b, m) = (Duration::from_secs(1), Duration::from_secs(30));
+        let got: Vec<u64> =
+            (0..7).map(|k| LifecycleLimits::flapping_delay(b, m, k).as_millis() / 1000).collect();
+        assert_eq!(got, [1, 2, 4, 8, 16, 30, 30]);
+        assert_eq!(LifecycleLimits::flapping_delay(b, m, u32::MAX), m);
+        assert_eq!(LifecycleLimits::flapping_delay(Duration::MAX, m, 3), Duration::MAX);
+    }
+}

@@ -1,0 +1,176 @@
+//! The harness lifecycle: the seven states, restart policies, timing limits, and the events a
+//! harness emits. The machine for one harness is in [`harness`]; many of them under one daemon,
+//! with profiles and durable intent, are in [`crate::daemon`].
+
+pub mod harness;
+pub mod limits;
+
+pub use harness::{Harness, HarnessInput, HarnessOut, LastExit};
+pub use limits::LifecycleLimits;
+
+use crate::env::SpawnSpec;
+use crate::ids::Id;
+use crate::time::Duration;
+use serde::{Deserialize, Serialize};
+
+/// Where a harness is in its lifecycle. `enabled` (the intent) is kept beside it, not in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    /// Not running and not scheduled to run.
+    Stopped,
+    /// A spawn was requested and its outcome is not known yet.
+    Starting,
+    /// A process is alive and not flapping.
+    Running,
+    /// Flapping: too many exits within the flap window. A process may be alive (a restarted
+    /// run not yet proven stable) or the next retry may be scheduled with a growing delay.
+    Degraded,
+    /// Waiting the restart delay before the next start.
+    Restarting,
+    /// Asked to stop: SIGTERM sent, SIGKILL follows after the grace period.
+    Stopping,
+    /// Gave up (or could not spawn under a no-restart policy). Needs a person: a manual
+    /// `start` or `restart` clears it.
+    Failed,
+}
+
+impl State {
+    /// Every state, for tests and tables.
+    pub const ALL: [State; 7] = [
+        State::Stopped,
+        State::Starting,
+        State::Running,
+        State::Degraded,
+        State::Restarting,
+        State::Stopping,
+        State::Failed,
+    ];
+
+    /// The glyph the dashboard shows.
+    pub fn glyph(self) -> char {
+        match self {
+            State::Stopped => '○',
+            State::Starting | State::Restarting | State::Stopping => '◌',
+            State::Running => '●',
+            State::Degraded => '◐',
+            State::Failed => '✖',
+        }
+    }
+
+    /// The lowercase name used in JSON and on screen.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Stopped => "stopped",
+            State::Starting => "starting",
+            State::Running => "running",
+            State::Degraded => "degraded",
+            State::Restarting => "restarting",
+            State::Stopping => "stopping",
+            State::Failed => "failed",
+        }
+    }
+}
+
+/// When an exit is followed by a restart (Docker Compose's `restart` directive).
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum RestartPolicy {
+    /// Restart after any exit, clean or not (the default).
+    #[default]
+    Always,
+    /// The same as `always` here: a manual stop already persists `enabled = false`.
+    UnlessStopped,
+    /// Restart only after a non-zero exit, a signal, or a spawn failure.
+    OnFailure,
+    /// Never restart automatically.
+    No,
+}
+
+/// How a harness proves it is ready, beyond having a live pid.
+#[derive(Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Readiness {
+    /// Ready as soon as it is spawned.
+    #[default]
+    None,
+    /// Ready once this file exists.
+    File {
+        /// Path of the file, relative to the harness's working directory.
+        path: String,
+    },
+    /// Ready once this command exits 0.
+    Probe {
+        /// Program and arguments of the probe.
+        command: Vec<String>,
+    },
+    /// Ready once the child writes `READY=1` to its notify socket.
+    Notify,
+}
+
+/// One harness's configuration, as read from `harness.toml`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HarnessSpec {
+    /// What to run.
+    pub spawn: SpawnSpec,
+    /// When an exit is followed by a restart. Read at exit time, so a change applies at once.
+    pub restart: RestartPolicy,
+    /// Overrides [`LifecycleLimits::restart_delay`] for this harness.
+    pub restart_delay: Option<Duration>,
+    /// Overrides [`LifecycleLimits::stop_grace`] for this harness.
+    pub stop_grace: Option<Duration>,
+    /// The evidence of readiness.
+    pub readiness: Readiness,
+    /// The intent to use when no intent was persisted yet.
+    pub enabled: bool,
+}
+
+impl HarnessSpec {
+    /// True when `other` would start a different process, i.e. differs in more than the
+    /// restart policy or the default intent. Such a change waits for the next start.
+    pub fn run_affecting_change(&self, other: &HarnessSpec) -> bool {
+        self.spawn != other.spawn
+            || self.restart_delay != other.restart_delay
+            || self.stop_grace != other.stop_grace
+            || self.readiness != other.readiness
+    }
+}
+
+/// What a harness tells the world, pushed to subscribers and appended to the events journal.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// Any state change.
+    HarnessStateChanged {
+        /// The harness.
+        name: Id,
+        /// The state it left.
+        from: State,
+        /// The state it entered.
+        to: State,
+    },
+    /// A run ended (or never began: a spawn failure has neither code nor signal).
+    HarnessExited {
+        /// The harness.
+        name: Id,
+        /// The exit code, when it exited.
+        code: Option<i32>,
+        /// The signal number, when a signal ended it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<i32>,
+    },
+    /// The harness crossed the flap threshold; restarts are slowed down.
+    HarnessFlapping {
+        /// The harness.
+        name: Id,
+        /// Restarts so far.
+        restarts: u64,
+        /// Milliseconds until the next attempt.
+        next_retry_in: u64,
+    },
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,456 @@
+//! Unit tests: one per transition of the lifecycle machine, with the default limits.
+
+use super::harness::Durable;
+use super::*;
+use crate::env::{ExitStatus, Signal, SpawnSpec};
+use crate::ids::Id;
+use crate::time::{Duration, Instant};
+
+const SEC: u64 = 1_000_000_000;
+
+struct Rig {
+    h: Harness,
+    limits: LifecycleLimits,
+    now: Instant,
+    out: Vec<HarnessOut>,
+}
+
+fn spec(restart: RestartPolicy) -> HarnessSpec {
+    HarnessSpec {
+        spawn: SpawnSpec { argv: vec!["agent".into()], ..Default::default() },
+        restart,
+        enabled: true,
+        ..Default::default()
+    }
+}
+
+impl Rig {
+    fn new(restart: RestartPolicy) -> Rig {
+        let durable = Durable { enabled: true, ..Durable::default() };
+        let h = Harness::new(Id::new("h").unwrap(), spec(restart), durable);
+        Rig { h, limits: LifecycleLimits::default(), now: Instant(0), out: Vec::new() }
+    }
+
+    fn input(&mut self, i: HarnessInput) {
+        self.out.clear();
+        self.h.handle(self.now, &self.limits, i, &mut self.out);
+        self.h.check(&self.limits).unwrap();
+    }
+
+    fn advance(&mut self, secs: u64) {
+        self.now = Instant(self.now.0 + secs * SEC);
+        self.out.clear();
+        self.h.handle_timeout(self.now, &self.limits, &mut self.out);
+        self.h.check(&self.limits).unwrap();
+    }
+
+    fn boot_and_spawn(&mut self) -> u64 {
+        self.out.clear();
+        self.h.boot(self.now, &mut self.out);
+        let run = self.spawned_run().expect("boot spawns an enabled harness");
+        self.input(HarnessInput::Spawned { run, pid: 100 + run as u32 });
+        run
+    }
+
+    fn spawned_run(&self) -> Option<u64> {
+        self.out.iter().find_map(|o| match o {
+            HarnessOut::Spawn { run, .. } => Some(*run),
+            _ => None,
+        })
+    }
+
+    fn signals(&self) -> Vec<Signal> {
+        self.out
+            .iter()
+            .filter_map(|o| match o {
+                HarnessOut::Signal { signal, .. } => Some(*signal),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn exit(&mut self, code: i32) {
+        let run = self.h.current_run().expect("a live run");
+        self.input(HarnessInput::Exited { run, status: ExitStatus::Code(code) });
+    }
+
+    /// Waits out the retry delay and confirms the next spawn.
+    fn respawn(&mut self) -> u64 {
+        let at = self.h.retry_at().expect("a retry is scheduled");
+        self.now = at;
+        self.out.clear();
+        self.h.handle_timeout(self.now, &self.limits, &mut self.out);
+        let run = self.spawned_run().expect("retry spawns");
+        self.input(HarnessInput::Spawned { run, pid: 100 + run as u32 });
+        run
+    }
+
+    fn events(&self) -> Vec<Event> {
+        self.out
+            .iter()
+            .filter_map(|o| match o {
+                HarnessOut::Event(e) => Some(e.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+#[test]
+fn boot_starts_an_enabled_harness_and_spawned_makes_it_running() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    assert_eq!(r.h.state(), State::Stopped);
+    r.boot_and_spawn();
+    assert_eq!(r.h.state(), State::Running);
+    assert!(r.h.ready(), "readiness none means ready at spawn");
+    assert_eq!(r.h.durable().runs, 1);
+}
+
+#[test]
+fn boot_leaves_a_disabled_harness_stopped() {
+    let mut h =
+        Harness::new(Id::new("h").unwrap(), spec(RestartPolicy::Always), Durable::default());
+    let mut out = Vec::new();
+    h.boot(Instant(0), &mut out);
+    assert!(out.is_empty());
+    assert_eq!(h.state(), State::Stopped);
+}
+
+#[test]
+fn clean_exit_under_always_restarts_after_the_delay() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    r.advance(20);
+    r.exit(0);
+    assert_eq!(r.h.state(), State::Restarting);
+    assert_eq!(r.h.retry_at(), Some(Instant(r.now.0 + SEC)));
+    assert_eq!(r.h.durable().restarts, 1);
+    assert_eq!(r.h.durable().consecutive_failures, 0, "a clean exit is not a failure");
+    assert!(r.events().contains(&Event::HarnessExited {
+        name: Id::new("h").unwrap(),
+        code: Some(0),
+        signal: None
+    }));
+    r.respawn();
+    assert_eq!(r.h.state(), State::Running);
+}
+
+#[test]
+fn clean_exit_under_on_failure_stops_and_clears_intent() {
+    let mut r = Rig::new(RestartPolicy::OnFailure);
+    r.boot_and_spawn();
+    r.exit(0);
+    assert_eq!(r.h.state(), State::Stopped);
+    assert!(!r.h.enabled());
+}
+
+#[test]
+fn failing_exit_under_on_failure_restarts() {
+    let mut r = Rig::new(RestartPolicy::OnFailure);
+    r.boot_and_spawn();
+    r.exit(3);
+    assert_eq!(r.h.state(), State::Restarting);
+    assert_eq!(r.h.durable().consecutive_failures, 1);
+}
+
+#[test]
+fn any_exit_under_no_stops_for_good() {
+    let mut r = Rig::new(RestartPolicy::No);
+    r.boot_and_spawn();
+    r.exit(1);
+    assert_eq!(r.h.state(), State::Stopped);
+    assert!(!r.h.enabled());
+}
+
+#[test]
+fn spawn_failure_under_no_lands_in_failed() {
+    let mut r = Rig::new(RestartPolicy::No);
+    r.h.boot(r.now, &mut r.out);
+    let run = r.spawned_run().unwrap();
+    r.input(HarnessInput::SpawnFailed { run });
+    assert_eq!(r.h.state(), State::Failed);
+    assert!(r.h.durable().failed);
+}
+
+#[test]
+fn spawn_failure_under_on_failure_counts_as_a_failure_and_retries() {
+    let mut r = Rig::new(RestartPolicy::OnFailure);
+    r.h.boot(r.now, &mut r.out);
+    let run = r.spawned_run().unwrap();
+    r.input(HarnessInput::SpawnFailed { run });
+    assert_eq!(r.h.state(), State::Restarting);
+    assert_eq!(r.h.durable().consecutive_failures, 1);
+}
+
+#[test]
+fn crash_loop_goes_degraded_with_doubling_delays_then_failed() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    let mut delays = Vec::new();
+    let mut states = Vec::new();
+    for _ in 0..5 {
+        r.exit(1);
+        states.push(r.h.state());
+        if let Some(at) = r.h.retry_at() {
+            delays.push(at.saturating_since(r.now).as_millis());
+            r.respawn();
+        }
+    }
+    use State::*;
+    assert_eq!(states, [Restarting, Restarting, Degraded, Degraded, Failed]);
+    assert_eq!(delays, [1000, 1000, 2000, 4000]);
+    assert_eq!(r.h.durable().restarts, 4);
+    assert!(r.h.poll_timeout(&r.limits).is_none(), "failed has no deadlines");
+}
+
+#[test]
+fn flapping_event_names_the_next_retry() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    r.exit(1);
+    r.respawn();
+    r.exit(1);
+    r.respawn();
+    r.exit(1);
+    assert!(r.events().contains(&Event::HarnessFlapping {
+        name: Id::new("h").unwrap(),
+        restarts: 3,
+        next_retry_in: 2000
+    }));
+}
+
+#[test]
+fn a_run_outliving_the_flap_window_returns_degraded_to_running() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    for _ in 0..3 {
+        r.exit(1);
+        r.respawn();
+    }
+    assert_eq!(r.h.state(), State::Degraded);
+    assert!(r.h.flapping());
+    let started = r.h.started_at().unwrap();
+    assert_eq!(r.h.poll_timeout(&r.limits), Some(started.saturating_add(r.limits.flap_window)));
+    r.advance(10);
+    assert_eq!(r.h.state(), State::Running);
+    assert!(!r.h.flapping());
+    assert_eq!(r.h.recent_exit_count(), 0);
+    assert_eq!(r.h.durable().consecutive_failures, 3, "failures are kept until a healthy run");
+}
+
+#[test]
+fn slow_failures_still_give_up_because_the_healthy_clock_is_separate() {
+    // Fails every 40 s: never flapping (T = 10 s), but never healthy either (H = 5 min).
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    for _ in 0..5 {
+        r.advance(40);
+        r.exit(1);
+        if r.h.state() == State::Failed {
+            break;
+        }
+        assert_eq!(r.h.state(), State::Restarting, "never flapping");
+        r.respawn();
+    }
+    assert_eq!(r.h.state(), State::Failed);
+}
+
+#[test]
+fn a_healthy_run_forgets_consecutive_failures() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    for _ in 0..4 {
+        r.advance(40);
+        r.exit(1);
+        r.respawn();
+    }
+    assert_eq!(r.h.durable().consecutive_failures, 4);
+    r.advance(300);
+    assert_eq!(r.h.durable().consecutive_failures, 0);
+    r.exit(1);
+    assert_eq!(r.h.state(), State::Restarting, "one failure after a healthy run is not a give-up");
+}
+
+#[test]
+fn a_missed_wake_cannot_turn_a_long_run_into_a_crash() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    for _ in 0..4 {
+        r.exit(1);
+        r.respawn();
+    }
+    // No handle_timeout at all for ten minutes, then the exit arrives.
+    r.now = Instant(r.now.0 + 600 * SEC);
+    r.exit(1);
+    assert_eq!(r.h.state(), State::Restarting);
+    assert_eq!(r.h.durable().consecutive_failures, 1);
+}
+
+#[test]
+fn manual_restart_clears_failed_and_starts_fresh() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    for _ in 0..5 {
+        r.exit(1);
+        if r.h.retry_at().is_some() {
+            r.respawn();
+        }
+    }
+    assert_eq!(r.h.state(), State::Failed);
+    r.input(HarnessInput::Restart);
+    assert_eq!(r.h.state(), State::Starting);
+    assert!(!r.h.durable().failed);
+    assert_eq!(r.h.durable().consecutive_failures, 0);
+    assert!(r.spawned_run().is_some());
+}
+
+#[test]
+fn graceful_stop_sends_term_and_ends_stopped_and_disabled() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    r.input(HarnessInput::Stop);
+    assert_eq!(r.h.state(), State::Stopping);
+    assert_eq!(r.signals(), [Signal::Term]);
+    assert!(!r.h.enabled());
+    r.exit(0);
+    assert_eq!(r.h.state(), State::Stopped);
+    assert!(!r.h.durable().last_exit.unwrap().forced);
+    assert!(r.h.retry_at().is_none(), "a stopped harness is not respawned");
+}
+
+#[test]
+fn a_child_ignoring_term_is_killed_after_the_grace() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    r.input(HarnessInput::Stop);
+    r.advance(9);
+    assert!(r.signals().is_empty());
+    r.advance(1);
+    assert_eq!(r.signals(), [Signal::Kill]);
+    let run = r.h.current_run().unwrap();
+    r.input(HarnessInput::Exited { run, status: ExitStatus::Signal(9) });
+    assert_eq!(r.h.state(), State::Stopped);
+    assert!(r.h.durable().last_exit.unwrap().forced);
+}
+
+#[test]
+fn stop_while_restarting_cancels_the_retry() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    r.exit(1);
+    r.input(HarnessInput::Stop);
+    assert_eq!(r.h.state(), State::Stopped);
+    assert!(r.h.retry_at().is_none());
+    assert!(!r.h.enabled());
+}
+
+#[test]
+fn stop_during_spawn_terminates_the_child_once_its_pid_is_known() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.h.boot(r.now, &mut r.out);
+    let run = r.spawned_run().unwrap();
+    r.input(HarnessInput::Stop);
+    assert_eq!(r.h.state(), State::Stopping);
+    r.input(HarnessInput::Spawned { run, pid: 7 });
+    assert_eq!(r.signals(), [Signal::Term]);
+}
+
+#[test]
+fn restart_of_a_running_harness_stops_then_starts() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    r.input(HarnessInput::Restart);
+    assert_eq!(r.h.state(), State::Stopping);
+    r.exit(0);
+    assert_eq!(r.h.state(), State::Starting);
+    assert!(r.h.enabled());
+    assert!(r.spawned_run().is_some());
+}
+
+#[test]
+fn start_while_stopping_starts_again_after_the_exit() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    r.input(HarnessInput::Stop);
+    r.input(HarnessInput::Start);
+    r.exit(0);
+    assert_eq!(r.h.state(), State::Starting);
+}
+
+#[test]
+fn exit_reports_about_an_earlier_run_are_ignored() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    let first = r.boot_and_spawn();
+    r.exit(1);
+    r.respawn();
+    r.input(HarnessInput::Exited { run: first, status: ExitStatus::Code(1) });
+    assert_eq!(r.h.state(), State::Running);
+    assert!(r.out.is_empty());
+}
+
+#[test]
+fn config_change_is_staged_while_running_and_applied_at_next_start() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    let mut new = spec(RestartPolicy::Always);
+    new.spawn.argv = vec!["agent".into(), "--v2".into()];
+    r.input(HarnessInput::Reconfigure(new.clone()));
+    assert!(r.out.is_empty(), "a reload never bounces a running harness");
+    assert!(r.h.config_changed());
+    r.exit(0);
+    r.respawn();
+    assert_eq!(r.h.active_spec().spawn.argv, new.spawn.argv);
+    assert!(!r.h.config_changed());
+}
+
+#[test]
+fn a_restart_policy_change_alone_applies_at_once() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    r.input(HarnessInput::Reconfigure(spec(RestartPolicy::No)));
+    assert!(!r.h.config_changed());
+    r.exit(0);
+    assert_eq!(r.h.state(), State::Stopped, "the new policy decided this exit");
+}
+
+#[test]
+fn readiness_evidence_is_separate_from_a_live_pid() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    let mut s = spec(RestartPolicy::Always);
+    s.readiness = Readiness::Notify;
+    r.h = Harness::new(Id::new("h").unwrap(), s, Durable { enabled: true, ..Durable::default() });
+    let run = r.boot_and_spawn();
+    assert_eq!(r.h.state(), State::Running);
+    assert!(!r.h.ready());
+    r.input(HarnessInput::Ready { run });
+    assert!(r.h.ready());
+}
+
+#[test]
+fn a_persisted_failed_latch_survives_a_reboot() {
+    let durable = Durable { enabled: true, failed: true, ..Durable::default() };
+    let mut h = Harness::new(Id::new("h").unwrap(), spec(RestartPolicy::Always), durable);
+    let mut out = Vec::new();
+    h.boot(Instant(0), &mut out);
+    assert_eq!(h.state(), State::Failed);
+    assert!(out.is_empty());
+}
+
+#[test]
+fn late_and_repeated_timeouts_are_harmless() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    r.exit(1);
+    let at = r.h.retry_at().unwrap();
+    r.now = Instant(at.0 - 1);
+    r.out.clear();
+    r.h.handle_timeout(r.now, &r.limits, &mut r.out);
+    assert!(r.out.is_empty(), "early wake does nothing");
+    r.now = Instant(at.0 + 5 * SEC);
+    r.h.handle_timeout(r.now, &r.limits, &mut r.out);
+    assert_eq!(r.h.state(), State::Starting);
+    r.out.clear();
+    r.h.handle_timeout(r.now, &r.limits, &mut r.out);
+    assert!(r.out.is_empty(), "repeated wake does nothing");
+    let _ = Duration::ZERO;
+}

@@ -1,0 +1,318 @@
+//! The lifecycle machine against a small reference model (proptest-state-machine): random
+//! operator commands, process reports and time leaps, with the model's predictions of intent,
+//! latch, failure count and liveness compared after every transition.
+
+use harn_core::env::{ExitStatus, SpawnSpec};
+use harn_core::ids::Id;
+use harn_core::lifecycle::harness::Durable;
+use harn_core::lifecycle::{
+    Harness, HarnessInput, HarnessOut, HarnessSpec, LifecycleLimits, RestartPolicy, State,
+};
+use harn_core::time::{Duration, Instant};
+use proptest::prelude::*;
+use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
+
+/// Where the model thinks the harness is, at the grain the model can predict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Stopped,
+    Failed,
+    /// Starting, running or degraded with a live run; `pid` once the spawn was reported.
+    Live {
+        pid: bool,
+    },
+    /// Stopping a live run; `then_start` after a restart or start during the stop.
+    Stopping {
+        pid: bool,
+        then_start: bool,
+    },
+    /// Restarting or degraded, waiting out a delay.
+    Waiting,
+}
+
+#[derive(Clone, Debug)]
+struct Model {
+    policy: RestartPolicy,
+    phase: Phase,
+    enabled: bool,
+    failures: u32,
+    now: u64,
+    started_at: u64,
+    stop_asked_at: u64,
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Start,
+    Stop,
+    Restart,
+    Spawned,
+    SpawnFailed,
+    Exit(i32),
+    /// Less than any delay or grace: nothing is due.
+    Tick,
+    /// More than the longest delay and the grace: every retry and kill is due.
+    Leap(u64),
+}
+
+const SEC: u64 = 1_000_000_000;
+fn limits() -> LifecycleLimits {
+    LifecycleLimits::default()
+}
+
+impl Model {
+    fn start_run(&mut self) {
+        self.phase = Phase::Live { pid: false };
+        self.started_at = self.now;
+    }
+
+    fn unplanned_end(&mut self, status: Option<i32>) {
+        if self.now - self.started_at >= limits().healthy_run.0 && status.is_some() {
+            self.failures = 0;
+        }
+        let failure = status != Some(0);
+        let restart = self.enabled
+            && match self.policy {
+                RestartPolicy::Always | RestartPolicy::UnlessStopped => true,
+                RestartPolicy::OnFailure => failure,
+                RestartPolicy::No => false,
+            };
+        if !restart {
+            self.failures = 0;
+            if status.is_none() && self.enabled {
+                self.phase = Phase::Failed;
+            } else {
+                self.enabled = false;
+                self.phase = Phase::Stopped;
+            }
+            return;
+        }
+        if failure {
+            self.failures += 1;
+        }
+        self.phase =
+            if self.failures >= limits().give_up_after { Phase::Failed } else { Phase::Waiting };
+    }
+}
+
+struct Reference;
+
+impl ReferenceStateMachine for Reference {
+    type State = Model;
+    type Transition = Step;
+
+    fn init_state() -> BoxedStrategy<Model> {
+        prop_oneof![
+            Just(RestartPolicy::Always),
+            Just(RestartPolicy::UnlessStopped),
+            Just(RestartPolicy::OnFailure),
+            Just(RestartPolicy::No)
+        ]
+        .prop_map(|policy| Model {
+            policy,
+            phase: Phase::Stopped,
+            enabled: false,
+            failures: 0,
+            now: 0,
+            started_at: 0,
+            stop_asked_at: 0,
+        })
+        .boxed()
+    }
+
+    fn transitions(_: &Model) -> BoxedStrategy<Step> {
+        prop_oneof![
+            2 => Just(Step::Start),
+            1 => Just(Step::Stop),
+            1 => Just(Step::Restart),
+            3 => Just(Step::Spawned),
+            1 => Just(Step::SpawnFailed),
+            3 => (0..3i32).prop_map(Step::Exit),
+            1 => Just(Step::Tick),
+            2 => (31u64..400).prop_map(Step::Leap),
+        ]
+        .boxed()
+    }
+
+    fn preconditions(m: &Model, step: &Step) -> bool {
+        let pid = matches!(m.phase, Phase::Live { pid: true } | Phase::Stopping { pid: true, .. });
+        let spawning =
+            matches!(m.phase, Phase::Live { pid: false } | Phase::Stopping { pid: false, .. });
+        match step {
+            Step::Spawned | Step::SpawnFailed => spawning,
+            Step::Exit(_) => pid,
+            _ => true,
+        }
+    }
+
+    fn apply(mut m: Model, step: &Step) -> Model {
+        match *step {
+            Step::Start => {
+                m.enabled = true;
+                match m.phase {
+                    Phase::Stopped | Phase::Failed => {
+                        m.failures = 0;
+                        m.start_run();
+                    }
+                    Phase::Stopping { pid, .. } => {
+                        m.phase = Phase::Stopping { pid, then_start: true }
+                    }
+                    _ => {}
+                }
+            }
+            Step::Stop => {
+                m.enabled = false;
+                match m.phase {
+                    Phase::Live { pid } => {
+                        m.phase = Phase::Stopping { pid, then_start: false };
+                        m.stop_asked_at = m.now;
+                    }
+                    Phase::Stopping { pid, .. } => {
+                        m.phase = Phase::Stopping { pid, then_start: false }
+                    }
+                    Phase::Waiting | Phase::Failed => {
+                        m.failures = 0;
+                        m.phase = Phase::Stopped;
+                    }
+                    Phase::Stopped => {}
+                }
+            }
+            Step::Restart => {
+                m.enabled = true;
+                m.failures = 0;
+                match m.phase {
+                    Phase::Live { pid: false } => {}
+                    Phase::Live { pid: true } => {
+                        m.phase = Phase::Stopping { pid: true, then_start: true };
+                        m.stop_asked_at = m.now;
+                    }
+                    Phase::Stopping { pid, .. } => {
+                        m.phase = Phase::Stopping { pid, then_start: true }
+                    }
+                    Phase::Waiting | Phase::Stopped | Phase::Failed => m.start_run(),
+                }
+            }
+            Step::Spawned => {
+                m.started_at = m.now;
+                m.phase = match m.phase {
+                    Phase::Live { .. } => Phase::Live { pid: true },
+                    Phase::Stopping { then_start, .. } => {
+                        m.stop_asked_at = m.now;
+                        Phase::Stopping { pid: true, then_start }
+                    }
+                    other => other,
+                };
+            }
+            Step::SpawnFailed | Step::Exit(_) => {
+                let status = match step {
+                    Step::Exit(code) => Some(*code),
+                    _ => None,
+                };
+                match m.phase {
+                    Phase::Stopping { then_start, .. } => {
+                        m.phase = Phase::Stopped;
+                        if then_start {
+                            m.enabled = true;
+                            m.start_run();
+                        }
+                    }
+                    Phase::Live { .. } => m.unplanned_end(status),
+                    _ => unreachable!("precondition"),
+                }
+            }
+            Step::Tick => m.now += SEC / 10,
+            Step::Leap(secs) => {
+                m.now += secs * SEC;
+                if m.phase == (Phase::Live { pid: true })
+                    && m.now - m.started_at >= limits().healthy_run.0
+                {
+                    m.failures = 0;
+                }
+                if m.phase == Phase::Waiting {
+                    m.start_run();
+                }
+            }
+        }
+        m
+    }
+}
+
+struct Rig {
+    h: Harness,
+    now: Instant,
+    out: Vec<HarnessOut>,
+}
+
+struct Test;
+
+impl StateMachineTest for Test {
+    type SystemUnderTest = Rig;
+    type Reference = Reference;
+
+    fn init_test(m: &Model) -> Rig {
+        let spec = HarnessSpec {
+            spawn: SpawnSpec { argv: vec!["agent".into()], ..Default::default() },
+            restart: m.policy,
+            ..Default::default()
+        };
+        Rig {
+            h: Harness::new(Id::new("h").unwrap(), spec, Durable::default()),
+            now: Instant(0),
+            out: Vec::new(),
+        }
+    }
+
+    fn apply(mut rig: Rig, m: &Model, step: Step) -> Rig {
+        let limits = limits();
+        rig.now = Instant(m.now);
+        rig.out.clear();
+        let run = rig.h.current_run().unwrap_or(0);
+        let input = match step {
+            Step::Start => Some(HarnessInput::Start),
+            Step::Stop => Some(HarnessInput::Stop),
+            Step::Restart => Some(HarnessInput::Restart),
+            Step::Spawned => Some(HarnessInput::Spawned { run, pid: 4242 }),
+            Step::SpawnFailed => Some(HarnessInput::SpawnFailed { run }),
+            Step::Exit(code) => Some(HarnessInput::Exited { run, status: ExitStatus::Code(code) }),
+            Step::Tick | Step::Leap(_) => None,
+        };
+        match input {
+            Some(i) => rig.h.handle(rig.now, &limits, i, &mut rig.out),
+            None => rig.h.handle_timeout(rig.now, &limits, &mut rig.out),
+        }
+        rig
+    }
+
+    fn check_invariants(rig: &Rig, m: &Model) {
+        let limits = limits();
+        rig.h.check(&limits).unwrap();
+        assert_eq!(rig.h.enabled(), m.enabled, "intent");
+        assert_eq!(rig.h.durable().consecutive_failures, m.failures, "consecutive failures");
+        let state = rig.h.state();
+        let ok = match m.phase {
+            Phase::Stopped => state == State::Stopped,
+            Phase::Failed => state == State::Failed,
+            Phase::Live { pid: false } => state == State::Starting,
+            Phase::Live { pid: true } => {
+                matches!(state, State::Running | State::Degraded) && rig.h.pid().is_some()
+            }
+            Phase::Stopping { pid, .. } => state == State::Stopping && rig.h.pid().is_some() == pid,
+            Phase::Waiting => {
+                matches!(state, State::Restarting | State::Degraded) && rig.h.pid().is_none()
+            }
+        };
+        assert!(ok, "model phase {:?} but machine is {state:?}", m.phase);
+        if let Phase::Stopping { pid: true, .. } = m.phase {
+            let grace_over = m.now - m.stop_asked_at >= limits.stop_grace.0;
+            let killed = rig.h.poll_timeout(&limits).is_none_or(|t| t > rig.now);
+            assert!(!grace_over || killed, "the kill is overdue");
+        }
+        let _ = Duration::ZERO;
+    }
+}
+
+prop_state_machine! {
+    #![proptest_config(ProptestConfig { cases: 256, .. ProptestConfig::default() })]
+    #[test]
+    fn lifecycle_matches_the_reference_model(sequential 1..60 => Test);
+}
