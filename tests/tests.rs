@@ -1,2 +1,6 @@
+mod cli;
 mod conformance;
+mod determinism;
+mod fuzz_corpus;
 mod lifecycle_model;
+mod purity;

@@ -189,7 +189,6 @@ impl Fs for RealFs {
     }
 
     // `File::try_lock` is stable since Rust 1.89; the workspace's declared minimum is older.
-    #[allow(clippy::incompatible_msrv)]
     fn try_lock(&mut self, path: &str) -> Result<bool, FsError> {
         if self.locks.contains_key(path) {
             return Ok(false);

@@ -50,12 +50,15 @@ pub enum SimCommand {
 pub enum BugArg {
     /// `sync_dir` silently does nothing, so renamed files are lost by a crash.
     LyingDirSync,
+    /// Some child-exit reports are lost, so the daemon believes dead children are alive.
+    LostExitReport,
 }
 
 impl From<BugArg> for InjectedBug {
     fn from(b: BugArg) -> InjectedBug {
         match b {
             BugArg::LyingDirSync => InjectedBug::LyingDirSync,
+            BugArg::LostExitReport => InjectedBug::LostExitReport,
         }
     }
 }

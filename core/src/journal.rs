@@ -342,9 +342,19 @@ impl JournalWriter {
         fs: &mut dyn Fs,
         path: &str,
     ) -> Result<(JournalWriter, JournalRead), JournalOpenError> {
+        JournalWriter::open_as(fs, path)
+    }
+
+    /// [`JournalWriter::open`] with bodies decoded as `B`. A writer that does not need the
+    /// records opens with `serde::de::IgnoredAny`: every line is still verified, but no body
+    /// is materialized, which keeps a boot over a long journal cheap.
+    pub fn open_as<B: DeserializeOwned>(
+        fs: &mut dyn Fs,
+        path: &str,
+    ) -> Result<(JournalWriter, JournalRead<B>), JournalOpenError> {
         let (read, exists) = match fs.read(path)? {
             None => (JournalRead { records: Vec::new(), valid_len: 0, torn_tail_bytes: 0 }, false),
-            Some(bytes) => (parse(path, &bytes)?, true),
+            Some(bytes) => (parse_as(path, &bytes)?, true),
         };
         if read.torn_tail_bytes > 0 {
             fs.truncate(path, read.valid_len)?;

@@ -7,6 +7,8 @@ pub mod atomic;
 pub mod daemon;
 pub mod driver;
 pub mod env;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hash;
 pub mod ids;
 pub mod journal;

@@ -96,7 +96,7 @@ impl WallTime {
 impl std::fmt::Display for Duration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let ms = self.as_millis();
-        if ms >= 1000 && ms % 1000 == 0 {
+        if ms >= 1000 && ms.is_multiple_of(1000) {
             write!(f, "{}s", ms / 1000)
         } else {
             write!(f, "{ms}ms")

@@ -94,7 +94,7 @@ impl WakeConfigError {
 /// Prints a span exactly: in milliseconds when whole, else in nanoseconds, so a sub-millisecond
 /// value is not shown as a misleading `0ms`.
 fn exact(d: Duration) -> String {
-    if d.0 % Duration::from_millis(1).0 == 0 {
+    if d.0.is_multiple_of(Duration::from_millis(1).0) {
         d.to_string()
     } else {
         format!("{}ns", d.0)
@@ -104,12 +104,7 @@ fn exact(d: Duration) -> String {
 impl fmt::Display for WakeConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            WakeConfigError::OutOfRange {
-                field,
-                value,
-                min,
-                max,
-            } => write!(
+            WakeConfigError::OutOfRange { field, value, min, max } => write!(
                 f,
                 "{field} must be between {} and {}, not {}",
                 exact(*min),
@@ -140,12 +135,7 @@ impl WakeConfig {
         for (field, value, max_ms) in fields {
             let (min, max) = (Duration::from_millis(1), Duration::from_millis(max_ms));
             if value < min || value > max {
-                return Err(WakeConfigError::OutOfRange {
-                    field,
-                    value,
-                    min,
-                    max,
-                });
+                return Err(WakeConfigError::OutOfRange { field, value, min, max });
             }
         }
         if self.error_backoff_max < self.error_backoff_base {
@@ -157,11 +147,7 @@ impl WakeConfig {
 
     /// The delay after `consecutive_errors` errors under this configuration.
     pub fn backoff(&self, consecutive_errors: u32) -> Duration {
-        backoff_delay(
-            self.error_backoff_base,
-            self.error_backoff_max,
-            consecutive_errors,
-        )
+        backoff_delay(self.error_backoff_base, self.error_backoff_max, consecutive_errors)
     }
 }
 
@@ -241,16 +227,10 @@ impl GoalWake {
     pub fn check(&self) -> Result<(), String> {
         let backoff = self.state == WakeState::Backoff;
         if backoff != (self.consecutive_errors > 0) {
-            return Err(format!(
-                "{:?} with {} errors",
-                self.state, self.consecutive_errors
-            ));
+            return Err(format!("{:?} with {} errors", self.state, self.consecutive_errors));
         }
         if backoff != self.next_wake_at.is_some() {
-            return Err(format!(
-                "{:?} with next_wake_at {:?}",
-                self.state, self.next_wake_at
-            ));
+            return Err(format!("{:?} with next_wake_at {:?}", self.state, self.next_wake_at));
         }
         if self.state == WakeState::AwaitingChange && self.observed.is_none() {
             return Err("awaiting_change without an observed fingerprint".into());
@@ -264,28 +244,15 @@ impl GoalWake {
     /// allows, while the error count, and with it the next delay, survives. Anything
     /// inconsistent falls back to `idle`, which costs one extra read and never a missed change.
     fn restored(self, now: Instant, cfg: &WakeConfig) -> GoalWake {
-        let GoalWake {
-            state,
-            consecutive_errors,
-            observed,
-            next_wake_at,
-        } = self;
+        let GoalWake { state, consecutive_errors, observed, next_wake_at } = self;
         match (state, observed) {
             (WakeState::Backoff, observed) if consecutive_errors > 0 => {
                 let latest = now.saturating_add(cfg.backoff(consecutive_errors));
                 let at = next_wake_at.map_or(now, |at| at.min(latest));
-                GoalWake {
-                    state,
-                    consecutive_errors,
-                    observed,
-                    next_wake_at: Some(at),
-                }
+                GoalWake { state, consecutive_errors, observed, next_wake_at: Some(at) }
             }
             (WakeState::AwaitingChange, Some(fp)) => GoalWake::awaiting(fp),
-            (_, observed) => GoalWake {
-                observed,
-                ..GoalWake::default()
-            },
+            (_, observed) => GoalWake { observed, ..GoalWake::default() },
         }
     }
 }
@@ -353,10 +320,7 @@ pub fn decide(
 /// `still_ready = false`; the goal then waits for its fingerprint to change.
 pub fn after_tick_ok(fp_after: Fingerprint, still_ready: bool) -> GoalWake {
     if still_ready {
-        GoalWake {
-            observed: Some(fp_after),
-            ..GoalWake::default()
-        }
+        GoalWake { observed: Some(fp_after), ..GoalWake::default() }
     } else {
         GoalWake::awaiting(fp_after)
     }
@@ -661,10 +625,7 @@ impl ServiceScheduler {
         self.check_phase()?;
         self.check_deadlines()?;
         if (self.sweep_errors == 0) != self.last_error.is_none() {
-            return Err(format!(
-                "{} sweep errors, last {:?}",
-                self.sweep_errors, self.last_error
-            ));
+            return Err(format!("{} sweep errors, last {:?}", self.sweep_errors, self.last_error));
         }
         Ok(())
     }
@@ -673,10 +634,7 @@ impl ServiceScheduler {
         if self.order.len() != self.wakes.len()
             || self.order.iter().any(|id| !self.wakes.contains_key(id))
         {
-            return Err(format!(
-                "goal order {:?} disagrees with records",
-                self.order
-            ));
+            return Err(format!("goal order {:?} disagrees with records", self.order));
         }
         for (id, wake) in &self.wakes {
             wake.check().map_err(|e| format!("goal {id}: {e}"))?;
@@ -688,10 +646,9 @@ impl ServiceScheduler {
     /// A backoff never ends later than the cap from now: the delay is never above the cap.
     fn check_cap(&self, id: &Id, wake: &GoalWake) -> Result<(), String> {
         match wake.next_wake_at {
-            Some(at) if at.saturating_since(self.now) > self.cfg.error_backoff_max => Err(format!(
-                "goal {id}: backoff until {at:?} exceeds the cap from {:?}",
-                self.now
-            )),
+            Some(at) if at.saturating_since(self.now) > self.cfg.error_backoff_max => {
+                Err(format!("goal {id}: backoff until {at:?} exceeds the cap from {:?}", self.now))
+            }
             _ => Ok(()),
         }
     }
@@ -730,10 +687,7 @@ impl ServiceScheduler {
         if let SweepSlot::Waiting(at) = self.sweep {
             let longest = self.cfg.wake_interval.max(self.cfg.error_backoff_max);
             if at.saturating_since(self.now) > longest {
-                return Err(format!(
-                    "sweep at {at:?} is more than {longest} after {:?}",
-                    self.now
-                ));
+                return Err(format!("sweep at {at:?} is more than {longest} after {:?}", self.now));
             }
         }
         Ok(())
@@ -784,10 +738,7 @@ mod tests {
     fn sweeping() -> ServiceScheduler {
         let mut s = scheduler(&["a"]);
         s.handle_timeout(t(0));
-        assert_eq!(
-            drain(&mut s),
-            [ServiceEffect::Heartbeat, ServiceEffect::Sweep]
-        );
+        assert_eq!(drain(&mut s), [ServiceEffect::Heartbeat, ServiceEffect::Sweep]);
         s
     }
 
@@ -808,9 +759,7 @@ mod tests {
         type Set = fn(&mut WakeConfig, Duration);
         let fields: [(&str, u64, Set); 4] = [
             ("wake_interval_ms", 3_600_000, |c, d| c.wake_interval = d),
-            ("heartbeat_interval_ms", 60_000, |c, d| {
-                c.heartbeat_interval = d
-            }),
+            ("heartbeat_interval_ms", 60_000, |c, d| c.heartbeat_interval = d),
             ("error_backoff_base_ms", 3_600_000, |c, d| {
                 c.error_backoff_base = d;
                 c.error_backoff_max = ms(86_400_000);
@@ -838,32 +787,17 @@ mod tests {
 
     #[test]
     fn validate_refuses_a_cap_below_the_base() {
-        let c = WakeConfig {
-            error_backoff_max: ms(1_999),
-            ..WakeConfig::default()
-        };
+        let c = WakeConfig { error_backoff_max: ms(1_999), ..WakeConfig::default() };
         let err = c.validate().unwrap_err();
-        assert_eq!(
-            err,
-            WakeConfigError::BackoffMaxBelowBase {
-                base: ms(2_000),
-                max: ms(1_999)
-            }
-        );
+        assert_eq!(err, WakeConfigError::BackoffMaxBelowBase { base: ms(2_000), max: ms(1_999) });
         assert_eq!(err.field(), "error_backoff_max_ms");
-        let equal = WakeConfig {
-            error_backoff_max: ms(2_000),
-            ..WakeConfig::default()
-        };
+        let equal = WakeConfig { error_backoff_max: ms(2_000), ..WakeConfig::default() };
         assert_eq!(equal.validate(), Ok(()));
     }
 
     #[test]
     fn sub_millisecond_values_are_reported_exactly() {
-        let c = WakeConfig {
-            wake_interval: Duration(500),
-            ..WakeConfig::default()
-        };
+        let c = WakeConfig { wake_interval: Duration(500), ..WakeConfig::default() };
         assert_eq!(
             c.validate().unwrap_err().to_string(),
             "wake_interval_ms must be between 1ms and 3600s, not 500ns"
@@ -875,9 +809,7 @@ mod tests {
     #[test]
     fn backoff_is_zero_without_errors_then_doubles_to_the_cap() {
         let (base, max) = (ms(2_000), ms(300_000));
-        let delays: Vec<u64> = (0..11)
-            .map(|n| backoff_delay(base, max, n).as_millis())
-            .collect();
+        let delays: Vec<u64> = (0..11).map(|n| backoff_delay(base, max, n).as_millis()).collect();
         assert_eq!(
             delays,
             [0, 2_000, 4_000, 8_000, 16_000, 32_000, 64_000, 128_000, 256_000, 300_000, 300_000]
@@ -894,18 +826,9 @@ mod tests {
 
     #[test]
     fn backoff_saturates_on_huge_inputs() {
-        assert_eq!(
-            backoff_delay(Duration::MAX, Duration::MAX, u32::MAX),
-            Duration::MAX
-        );
-        assert_eq!(
-            backoff_delay(Duration(1 << 63), Duration::MAX, 1),
-            Duration(1 << 63)
-        );
-        assert_eq!(
-            backoff_delay(Duration(1 << 63), Duration::MAX, 2),
-            Duration::MAX
-        );
+        assert_eq!(backoff_delay(Duration::MAX, Duration::MAX, u32::MAX), Duration::MAX);
+        assert_eq!(backoff_delay(Duration(1 << 63), Duration::MAX, 1), Duration(1 << 63));
+        assert_eq!(backoff_delay(Duration(1 << 63), Duration::MAX, 2), Duration::MAX);
         assert_eq!(backoff_delay(Duration::MAX, ms(7), 1), ms(7));
     }
 
@@ -915,20 +838,14 @@ mod tests {
     fn a_ready_idle_goal_is_ticked_every_time() {
         let prev = after_tick_ok(fp("a"), true);
         assert_eq!(decide(&prev, &fp("a"), true, t(0)), Decision::Tick);
-        assert_eq!(
-            decide(&GoalWake::default(), &fp("a"), true, t(0)),
-            Decision::Tick
-        );
+        assert_eq!(decide(&GoalWake::default(), &fp("a"), true, t(0)), Decision::Tick);
     }
 
     #[test]
     fn a_goal_that_is_not_ready_becomes_awaiting_with_errors_forgiven() {
         let prev = backoff(4, "a", t(10));
         let expected = GoalWake::awaiting(fp("a"));
-        assert_eq!(
-            decide(&prev, &fp("a"), false, t(10)),
-            Decision::BecomeAwaiting(expected)
-        );
+        assert_eq!(decide(&prev, &fp("a"), false, t(10)), Decision::BecomeAwaiting(expected));
         let d = decide(&GoalWake::default(), &fp("b"), false, t(0));
         assert_eq!(d, Decision::BecomeAwaiting(GoalWake::awaiting(fp("b"))));
     }
@@ -953,14 +870,8 @@ mod tests {
     #[test]
     fn an_unchanged_awaiting_goal_costs_no_tick_even_if_it_claims_ready() {
         let prev = GoalWake::awaiting(fp("a"));
-        assert_eq!(
-            decide(&prev, &fp("a"), true, t(0)),
-            Decision::Skip(SkipReason::Unchanged)
-        );
-        assert_eq!(
-            decide(&prev, &fp("a"), false, t(0)),
-            Decision::Skip(SkipReason::Unchanged)
-        );
+        assert_eq!(decide(&prev, &fp("a"), true, t(0)), Decision::Skip(SkipReason::Unchanged));
+        assert_eq!(decide(&prev, &fp("a"), false, t(0)), Decision::Skip(SkipReason::Unchanged));
     }
 
     #[test]
@@ -973,25 +884,13 @@ mod tests {
 
     #[test]
     fn inconsistent_records_fall_on_the_side_of_reading_again() {
-        let no_deadline = GoalWake {
-            next_wake_at: None,
-            ..backoff(1, "a", t(0))
-        };
+        let no_deadline = GoalWake { next_wake_at: None, ..backoff(1, "a", t(0)) };
         assert_eq!(decide(&no_deadline, &fp("a"), true, t(0)), Decision::Tick);
-        let blind = GoalWake {
-            observed: None,
-            ..GoalWake::awaiting(fp("a"))
-        };
+        let blind = GoalWake { observed: None, ..GoalWake::awaiting(fp("a")) };
         assert_eq!(decide(&blind, &fp("a"), true, t(0)), Decision::Tick);
         // A backoff with no fingerprint cannot be "changed", so it still waits its delay.
-        let unseen = GoalWake {
-            observed: None,
-            ..backoff(1, "a", t(5))
-        };
-        assert!(matches!(
-            decide(&unseen, &fp("b"), true, t(0)),
-            Decision::Skip(_)
-        ));
+        let unseen = GoalWake { observed: None, ..backoff(1, "a", t(5)) };
+        assert!(matches!(decide(&unseen, &fp("b"), true, t(0)), Decision::Skip(_)));
     }
 
     // --- after a tick ---
@@ -999,13 +898,7 @@ mod tests {
     #[test]
     fn a_successful_tick_forgives_errors() {
         let idle = after_tick_ok(fp("b"), true);
-        assert_eq!(
-            idle,
-            GoalWake {
-                observed: Some(fp("b")),
-                ..GoalWake::default()
-            }
-        );
+        assert_eq!(idle, GoalWake { observed: Some(fp("b")), ..GoalWake::default() });
         assert_eq!(after_tick_ok(fp("c"), false), GoalWake::awaiting(fp("c")));
         assert_eq!(idle.check(), Ok(()));
     }
@@ -1018,12 +911,7 @@ mod tests {
         for _ in 0..10 {
             wake = after_tick_err(&wake, fp("a"), t(1_000), &cfg);
             assert_eq!(wake.check(), Ok(()));
-            delays.push(
-                wake.next_wake_at
-                    .unwrap()
-                    .saturating_since(t(1_000))
-                    .as_millis(),
-            );
+            delays.push(wake.next_wake_at.unwrap().saturating_since(t(1_000)).as_millis());
         }
         assert_eq!(wake.consecutive_errors, 10);
         assert_eq!(delays[..3], [2_000, 4_000, 8_000]);
@@ -1054,26 +942,11 @@ mod tests {
     #[test]
     fn check_rejects_inconsistent_records() {
         let bad = [
-            GoalWake {
-                consecutive_errors: 1,
-                ..GoalWake::default()
-            },
-            GoalWake {
-                next_wake_at: Some(t(1)),
-                ..GoalWake::default()
-            },
-            GoalWake {
-                consecutive_errors: 0,
-                ..backoff(1, "a", t(1))
-            },
-            GoalWake {
-                next_wake_at: None,
-                ..backoff(1, "a", t(1))
-            },
-            GoalWake {
-                observed: None,
-                ..GoalWake::awaiting(fp("a"))
-            },
+            GoalWake { consecutive_errors: 1, ..GoalWake::default() },
+            GoalWake { next_wake_at: Some(t(1)), ..GoalWake::default() },
+            GoalWake { consecutive_errors: 0, ..backoff(1, "a", t(1)) },
+            GoalWake { next_wake_at: None, ..backoff(1, "a", t(1)) },
+            GoalWake { observed: None, ..GoalWake::awaiting(fp("a")) },
         ];
         for wake in bad {
             assert!(wake.check().is_err(), "{wake:?}");
@@ -1088,10 +961,7 @@ mod tests {
         assert_eq!(s.poll_timeout(), Some(t(0)));
         assert_eq!(s.check(), Ok(()));
         s.handle_timeout(t(0));
-        assert_eq!(
-            drain(&mut s),
-            [ServiceEffect::Heartbeat, ServiceEffect::Sweep]
-        );
+        assert_eq!(drain(&mut s), [ServiceEffect::Heartbeat, ServiceEffect::Sweep]);
         assert!(s.is_sweeping());
         assert_eq!(s.poll_timeout(), Some(t(2_000)));
     }
@@ -1161,10 +1031,7 @@ mod tests {
         }
         assert_eq!((s.sweep_errors(), s.sweep_count()), (3, 0));
         s.sweep_finished(t(finish), Ok(()));
-        assert_eq!(
-            (s.sweep_errors(), s.last_error(), s.sweep_count()),
-            (0, None, 1)
-        );
+        assert_eq!((s.sweep_errors(), s.last_error(), s.sweep_count()), (0, None, 1));
         assert_eq!(s.next_sweep_at(), Some(t(finish + 5_000)));
     }
 
@@ -1175,11 +1042,7 @@ mod tests {
         assert_eq!((s.sweep_count(), s.next_sweep_at()), (0, Some(t(0))));
         s.handle_timeout(t(0));
         s.sweep_finished(t(10), Err("x".into()));
-        assert_eq!(
-            s.sweep_errors(),
-            0,
-            "a sweep not yet polled has not started"
-        );
+        assert_eq!(s.sweep_errors(), 0, "a sweep not yet polled has not started");
         assert_eq!(s.check(), Ok(()));
     }
 
@@ -1224,38 +1087,16 @@ mod tests {
         let prior = BTreeMap::from([
             (id("gone"), backoff(1, "x", t(1))),
             (id("far"), backoff(2, "a", t(999_999_999))),
-            (
-                id("lost"),
-                GoalWake {
-                    next_wake_at: None,
-                    ..backoff(1, "b", t(0))
-                },
-            ),
-            (
-                id("blind"),
-                GoalWake {
-                    observed: None,
-                    ..GoalWake::awaiting(fp("c"))
-                },
-            ),
+            (id("lost"), GoalWake { next_wake_at: None, ..backoff(1, "b", t(0)) }),
+            (id("blind"), GoalWake { observed: None, ..GoalWake::awaiting(fp("c")) }),
             (id("quiet"), GoalWake::awaiting(fp("d"))),
         ]);
-        let goals = ["far", "lost", "blind", "quiet", "new", "far"]
-            .map(id)
-            .to_vec();
+        let goals = ["far", "lost", "blind", "quiet", "new", "far"].map(id).to_vec();
         let s = ServiceScheduler::new(cfg, goals, prior, t(100)).unwrap();
         assert_eq!(s.goals(), ["far", "lost", "blind", "quiet", "new"].map(id));
         assert_eq!(s.goal(&id("gone")), None);
-        assert_eq!(
-            s.goal(&id("far")),
-            Some(&backoff(2, "a", t(4_100))),
-            "clamped to its delay"
-        );
-        assert_eq!(
-            s.goal(&id("lost")),
-            Some(&backoff(1, "b", t(100))),
-            "due at once"
-        );
+        assert_eq!(s.goal(&id("far")), Some(&backoff(2, "a", t(4_100))), "clamped to its delay");
+        assert_eq!(s.goal(&id("lost")), Some(&backoff(1, "b", t(100))), "due at once");
         assert_eq!(s.goal(&id("blind")), Some(&GoalWake::default()));
         assert_eq!(s.goal(&id("quiet")), Some(&GoalWake::awaiting(fp("d"))));
         assert_eq!(s.goal(&id("new")), Some(&GoalWake::default()));
@@ -1264,10 +1105,7 @@ mod tests {
 
     #[test]
     fn new_refuses_an_invalid_config() {
-        let cfg = WakeConfig {
-            heartbeat_interval: Duration::ZERO,
-            ..WakeConfig::default()
-        };
+        let cfg = WakeConfig { heartbeat_interval: Duration::ZERO, ..WakeConfig::default() };
         let err = ServiceScheduler::new(cfg, vec![id("a")], BTreeMap::new(), t(0)).unwrap_err();
         assert_eq!(err.field(), "heartbeat_interval_ms");
     }
@@ -1281,10 +1119,7 @@ mod tests {
         assert_eq!(s.record_goal(t(50), &a, failed.clone()), Ok(()));
         assert_eq!(s.goal(&a), Some(&failed));
         assert!(s.record_goal(t(50), &id("b"), GoalWake::default()).is_err());
-        let inconsistent = GoalWake {
-            next_wake_at: None,
-            ..failed.clone()
-        };
+        let inconsistent = GoalWake { next_wake_at: None, ..failed.clone() };
         assert!(s.record_goal(t(50), &a, inconsistent).is_err());
         let beyond = backoff(1, "a", t(50 + 300_001));
         assert!(s.record_goal(t(50), &a, beyond).is_err());
@@ -1302,10 +1137,7 @@ mod tests {
         };
         s.record_goal(t(0), &a, wake).unwrap();
         let prev = s.goal(&a).unwrap().clone();
-        assert_eq!(
-            decide(&prev, &fp("1"), true, t(9)),
-            Decision::Skip(SkipReason::Unchanged)
-        );
+        assert_eq!(decide(&prev, &fp("1"), true, t(9)), Decision::Skip(SkipReason::Unchanged));
         assert_eq!(decide(&prev, &fp("2"), true, t(9)), Decision::Tick);
     }
 
@@ -1320,12 +1152,7 @@ mod tests {
         let observed = proptest::option::of("[abc]".prop_map(Fingerprint::new));
         let at = proptest::option::of(any::<u64>().prop_map(Instant));
         (state, any::<u32>(), observed, at).prop_map(|(state, consecutive_errors, observed, at)| {
-            GoalWake {
-                state,
-                consecutive_errors,
-                observed,
-                next_wake_at: at,
-            }
+            GoalWake { state, consecutive_errors, observed, next_wake_at: at }
         })
     }
 
@@ -1489,10 +1316,7 @@ mod tests {
             if !effects.is_empty() {
                 prop_assert!(deadline.is_some_and(|d| d <= now));
             }
-            let beats = effects
-                .iter()
-                .filter(|e| **e == ServiceEffect::Heartbeat)
-                .count();
+            let beats = effects.iter().filter(|e| **e == ServiceEffect::Heartbeat).count();
             prop_assert_eq!(beats, usize::from(beat_due));
             if beats == 1 {
                 if let Some(last) = self.last_beat {
@@ -1516,11 +1340,7 @@ mod tests {
             self.s.sweep_finished(self.now, result);
             if self.sweeping && self.s.phase() == ServicePhase::Running {
                 let errors = self.s.sweep_errors();
-                let delay = if ok {
-                    self.cfg.wake_interval
-                } else {
-                    self.cfg.backoff(errors)
-                };
+                let delay = if ok { self.cfg.wake_interval } else { self.cfg.backoff(errors) };
                 prop_assert_eq!(self.s.next_sweep_at(), Some(self.now.saturating_add(delay)));
             }
             self.sweeping = false;
@@ -1549,10 +1369,7 @@ mod tests {
 
         /// What must hold after every step, whatever the step was.
         fn after_step(&mut self) -> Result<(), TestCaseError> {
-            prop_assert!(
-                drain(&mut self.s).is_empty(),
-                "effects outside handle_timeout"
-            );
+            prop_assert!(drain(&mut self.s).is_empty(), "effects outside handle_timeout");
             prop_assert_eq!(self.s.check(), Ok(()));
             let stopped = self.s.phase() == ServicePhase::Stopped;
             prop_assert_eq!(self.s.poll_timeout().is_none(), stopped);
@@ -1564,14 +1381,7 @@ mod tests {
     fn drive(cfg: WakeConfig, start: Instant, ops: Vec<Op>) -> Result<(), TestCaseError> {
         let goals: Vec<Id> = ["g0", "g1", "g2"].map(id).to_vec();
         let s = ServiceScheduler::new(cfg, goals.clone(), BTreeMap::new(), start).unwrap();
-        let mut d = Driver {
-            cfg,
-            goals,
-            s,
-            now: start,
-            last_beat: None,
-            sweeping: false,
-        };
+        let mut d = Driver { cfg, goals, s, now: start, last_beat: None, sweeping: false };
         for op in ops {
             match op {
                 Op::Timeout(w) => d.timeout(&w)?,

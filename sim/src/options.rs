@@ -17,6 +17,9 @@ pub enum InjectedBug {
     /// The filesystem acknowledges `sync_dir` without doing it, so a renamed `state.json` is
     /// lost by a crash: an acknowledged record disappears.
     LyingDirSync,
+    /// The exit watcher loses some child-exit reports, as a SIGCHLD handler that forgets
+    /// signals coalesce would: the daemon keeps believing a dead child is alive.
+    LostExitReport,
 }
 
 /// One simulated harness.

@@ -286,6 +286,9 @@ impl<E: Entropy> World<E> {
         let (p, status) = self.procs.reap(pid).expect("exit of a live child");
         let (name, run) = p.owner.expect("every live child has an owner");
         let event = StepEvent::Exit { pid, name: name.to_string(), run, status };
+        if self.options.bug == Some(InjectedBug::LostExitReport) && self.entropy.chance(1, 4) {
+            return (event, Wake::Timeout); // The planted bug: the report never arrives.
+        }
         let input = DaemonInput::Process { name, report: HarnessInput::Exited { run, status } };
         (event, Wake::Input(input))
     }
@@ -485,7 +488,7 @@ fn with_env<R>(
             lying = LyingDirSync(fs);
             &mut lying
         }
-        None => fs,
+        Some(InjectedBug::LostExitReport) | None => fs,
     };
     let mut env = Env { fs, spawner: procs, clock };
     f(&mut env)

@@ -1,0 +1,157 @@
+//! The real `harn` binary against real temporary directories.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `harn` binary built next to this test executable (`cargo test --workspace` builds it).
+pub fn harn_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().and_then(Path::parent).expect("target profile directory");
+    let bin = dir.join(format!("harn{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo test --workspace`, which builds it",
+        bin.display()
+    );
+    bin
+}
+
+/// Runs `harn args…` in `cwd`.
+pub fn harn(cwd: &Path, args: &[&str]) -> Output {
+    Command::new(harn_bin()).args(args).current_dir(cwd).output().expect("harn runs")
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+#[test]
+fn sim_run_reports_a_clean_seed_and_writes_its_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let out =
+        harn(dir.path(), &["sim", "run", "--seed", "3", "--steps", "200", "--trace", "t.jsonl"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("every invariant held"));
+    let replayed = harn(dir.path(), &["sim", "replay", "t.jsonl"]);
+    assert!(replayed.status.success(), "{}", text(&replayed));
+    assert!(text(&replayed).contains("every state hash matches"));
+}
+
+#[test]
+fn a_planted_bug_is_found_by_the_sweep_and_replays_to_the_same_step() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "sim",
+        "sweep",
+        "--seeds",
+        "0..40",
+        "--steps",
+        "300",
+        "--inject-bug",
+        "lying-dir-sync",
+        "--trace-dir",
+        "fails",
+    ];
+    let out = harn(dir.path(), &args);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let report = text(&out);
+    assert!(report.contains("FAIL seed"), "{report}");
+    let first =
+        std::fs::read_dir(dir.path().join("fails")).unwrap().next().unwrap().unwrap().path();
+    let trace = std::fs::read_to_string(&first).unwrap();
+    let end: serde_json::Value = serde_json::from_str(trace.lines().last().unwrap()).unwrap();
+    let step = end["violation"]["step"].as_u64().expect("the trace records the failing step");
+    let replayed = harn(dir.path(), &["sim", "replay", first.to_str().unwrap()]);
+    assert!(replayed.status.success(), "{}", text(&replayed));
+    let said = text(&replayed);
+    assert!(said.contains("every state hash matches"), "{said}");
+    assert!(said.contains(&format!("reproduced: step {step}:")), "{said}");
+}
+
+#[test]
+fn without_the_planted_bug_the_same_seeds_pass() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = harn(dir.path(), &["sim", "sweep", "--seeds", "0..40", "--steps", "300", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["seeds"], 40);
+    assert_eq!(doc["failures"].as_array().unwrap().len(), 0);
+}
+
+#[test]
+fn minimize_shrinks_a_failing_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = harn(
+        dir.path(),
+        &[
+            "sim",
+            "run",
+            "--seed",
+            "5",
+            "--steps",
+            "400",
+            "--inject-bug",
+            "lost-exit-report",
+            "--trace",
+            "big.trace.jsonl",
+        ],
+    );
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run));
+    let out = harn(dir.path(), &["sim", "minimize", "big.trace.jsonl"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let small = std::fs::read_to_string(dir.path().join("big.min.trace.jsonl")).unwrap();
+    let big = std::fs::read_to_string(dir.path().join("big.trace.jsonl")).unwrap();
+    assert!(small.lines().count() < big.lines().count(), "{}", text(&out));
+    let replayed = harn(dir.path(), &["sim", "replay", "big.min.trace.jsonl"]);
+    assert!(text(&replayed).contains("reproduced:"), "{}", text(&replayed));
+}
+
+#[test]
+fn bad_input_is_refused_with_exit_2_and_names_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = harn(dir.path(), &["sim", "sweep", "--seeds", "9..3"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("empty"), "{}", text(&out));
+    std::fs::write(
+        dir.path().join("junk.jsonl"),
+        "{\"format\":\"harn-sim-trace\",\"version\":1}\n",
+    )
+    .unwrap();
+    let out = harn(dir.path(), &["sim", "replay", "junk.jsonl"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("junk.jsonl:line 1"), "{}", text(&out));
+    let out = harn(dir.path(), &["sim", "replay", "missing.jsonl"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "bad input writes nothing");
+}
+
+#[test]
+fn sim_day_prints_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = harn(dir.path(), &["sim", "day", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["virtual_hours"], 24);
+    assert_eq!(doc["harnesses"].as_array().unwrap().len(), 4);
+    assert!(doc["violation"].is_null());
+}
+
+#[test]
+fn every_verb_has_help() {
+    let dir = tempfile::tempdir().unwrap();
+    for verb in [
+        &["sim"][..],
+        &["sim", "run"],
+        &["sim", "sweep"],
+        &["sim", "replay"],
+        &["sim", "minimize"],
+        &["sim", "day"],
+    ] {
+        let mut args = verb.to_vec();
+        args.push("--help");
+        let out = harn(dir.path(), &args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+    }
+    let out = harn(dir.path(), &["completions", "bash"]);
+    assert!(text(&out).contains("harn"));
+}
