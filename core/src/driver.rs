@@ -160,8 +160,8 @@ impl Driver {
                     .map_err(|e| Fatal::Corrupt(format!("{}: {}", paths.state, e.reason)))?,
             ),
         };
-        let (journal, _) = JournalWriter::open_as::<serde::de::IgnoredAny>(env.fs, &paths.events)
-            .map_err(journal_fatal)?;
+        let (journal, _) =
+            JournalWriter::open_tail(env.fs, &paths.events).map_err(journal_fatal)?;
         let now = env.clock.now();
         let mut daemon = Daemon::boot(config, persisted, now).map_err(Fatal::Boot)?;
         let mut driver = Driver { paths, journal };

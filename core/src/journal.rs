@@ -26,7 +26,7 @@
 
 use crate::env::{parent_dir, Fs, FsError, FsErrorKind};
 use crate::time::WallTime;
-use serde::de::DeserializeOwned;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::ops::RangeInclusive;
@@ -57,8 +57,10 @@ pub struct Record<B = serde_json::Value> {
 /// The verified content of a journal file.
 #[derive(Clone, Debug, PartialEq)]
 pub struct JournalRead<B = serde_json::Value> {
-    /// Every complete, verified line, in order; `records[i].seq == i + 1`.
+    /// Every complete, verified line, in order; `records[i].seq == first_seq + i`.
     pub records: Vec<Record<B>>,
+    /// The sequence number of the first line read (1 unless the read continued a journal).
+    pub first_seq: u64,
     /// Length of the verified prefix of the file, which ends on a line boundary.
     pub valid_len: u64,
     /// Bytes after `valid_len` that belong to a torn final line (0 when the file is clean).
@@ -68,7 +70,7 @@ pub struct JournalRead<B = serde_json::Value> {
 impl<B> JournalRead<B> {
     /// The `seq` the next appended line must carry.
     pub fn next_seq(&self) -> u64 {
-        self.records.len() as u64 + 1
+        self.first_seq + self.records.len() as u64
     }
 }
 
@@ -254,6 +256,18 @@ pub fn parse_as<B: DeserializeOwned>(
     path: &str,
     bytes: &[u8],
 ) -> Result<JournalRead<B>, JournalError> {
+    parse_continuing_as(path, bytes, 1)
+}
+
+/// Like [`parse_as`], for the part of a journal that starts at line (and sequence number)
+/// `first_seq`: a reader that already verified the lines before can verify only what was
+/// appended since. `valid_len` counts from the start of `bytes`.
+pub fn parse_continuing_as<B: DeserializeOwned>(
+    path: &str,
+    bytes: &[u8],
+    first_seq: u64,
+) -> Result<JournalRead<B>, JournalError> {
+    assert!(first_seq >= 1, "sequence numbers start at 1");
     let mut records = Vec::new();
     let mut pos = 0usize;
     while pos < bytes.len() {
@@ -262,7 +276,7 @@ pub fn parse_as<B: DeserializeOwned>(
             break; // No newline: an incomplete final line.
         };
         let line = &rest[..nl];
-        let line_no = records.len() as u64 + 1;
+        let line_no = first_seq + records.len() as u64;
         let fail = |reason| JournalError { path: path.to_owned(), line: line_no, reason };
         if let Err(reason) = verify_checksum(line) {
             if pos + nl + 1 == bytes.len() {
@@ -274,7 +288,99 @@ pub fn parse_as<B: DeserializeOwned>(
         pos += nl + 1;
     }
     debug_assert!(pos == 0 || bytes[pos - 1] == b'\n');
-    Ok(JournalRead { records, valid_len: pos as u64, torn_tail_bytes: (bytes.len() - pos) as u64 })
+    let torn_tail_bytes = (bytes.len() - pos) as u64;
+    Ok(JournalRead { records, first_seq, valid_len: pos as u64, torn_tail_bytes })
+}
+
+/// What a writer needs to know to append: where the valid lines end and the next sequence
+/// number. Found from the end of the file, without parsing every line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TailScan {
+    /// Bytes of whole, verified lines at the start of the file.
+    pub valid_len: u64,
+    /// The sequence number of the next line to append.
+    pub next_seq: u64,
+    /// Bytes after `valid_len`: a torn tail from a crash.
+    pub torn_tail_bytes: u64,
+}
+
+/// Finds the torn tail and the next sequence number by verifying only the final line (and
+/// the one before it when the final line is torn) and checking that the line before it
+/// carries the previous sequence number. Lines further back are verified by readers, not
+/// here: a writer only appends, so it never builds on them, and its boot stays O(1) in the
+/// length of the file.
+pub fn scan_tail(path: &str, bytes: &[u8]) -> Result<TailScan, JournalError> {
+    let complete_end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let mut end = complete_end;
+    // The final complete line may itself be torn, but only when nothing follows it.
+    let mut torn_allowed = complete_end == bytes.len();
+    let fail = |at: usize, reason| {
+        let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() as u64 + 1;
+        JournalError { path: path.to_owned(), line, reason }
+    };
+    loop {
+        if end == 0 {
+            return Ok(TailScan { valid_len: 0, next_seq: 1, torn_tail_bytes: bytes.len() as u64 });
+        }
+        let start = line_start(bytes, end - 1);
+        let line = &bytes[start..end - 1];
+        match verify_checksum(line) {
+            Ok(()) => {
+                let seq = decode_seq(line).map_err(|r| fail(start, r))?;
+                check_previous_seq(bytes, start, seq).map_err(|(at, r)| fail(at, r))?;
+                let torn = (bytes.len() - end) as u64;
+                return Ok(TailScan {
+                    valid_len: end as u64,
+                    next_seq: seq + 1,
+                    torn_tail_bytes: torn,
+                });
+            }
+            Err(_) if torn_allowed => {
+                torn_allowed = false;
+                end = start;
+            }
+            Err(reason) => return Err(fail(start, reason)),
+        }
+    }
+}
+
+/// The offset where the line ending just before `newline_at` begins.
+fn line_start(bytes: &[u8], newline_at: usize) -> usize {
+    bytes[..newline_at].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1)
+}
+
+/// The sequence number of a verified line, checking its version.
+fn decode_seq(line: &[u8]) -> Result<u64, JournalErrorReason> {
+    let header: Line<IgnoredAny> =
+        serde_json::from_slice(line).map_err(|e| JournalErrorReason::BadRecord(e.to_string()))?;
+    if !version_supported(header.v) {
+        return Err(JournalErrorReason::UnsupportedVersion(header.v));
+    }
+    Ok(header.seq)
+}
+
+/// The line before the one at `start` must verify and carry `seq - 1`; the first line `1`.
+/// An error carries the offset of the line it is about.
+fn check_previous_seq(
+    bytes: &[u8],
+    start: usize,
+    seq: u64,
+) -> Result<(), (usize, JournalErrorReason)> {
+    if start == 0 {
+        return match seq {
+            1 => Ok(()),
+            found => Err((0, JournalErrorReason::BadSeq { expected: 1, found })),
+        };
+    }
+    let previous_start = line_start(bytes, start - 1);
+    let previous = &bytes[previous_start..start - 1];
+    verify_checksum(previous).map_err(|r| (previous_start, r))?;
+    let before = decode_seq(previous).map_err(|r| (previous_start, r))?;
+    if before.checked_add(1) != Some(seq) {
+        let expected = before.saturating_add(1);
+        return Err((start, JournalErrorReason::BadSeq { expected, found: seq }));
+    }
+    Ok(())
 }
 
 /// Reads and verifies a journal with untyped bodies. See [`parse_as`].
@@ -345,6 +451,30 @@ impl JournalWriter {
         JournalWriter::open_as(fs, path)
     }
 
+    /// Opens for appending after verifying only the tail (see [`scan_tail`]) and cutting off a
+    /// torn tail. The boot path of a long-lived writer: its cost does not grow with the file.
+    pub fn open_tail(
+        fs: &mut dyn Fs,
+        path: &str,
+    ) -> Result<(JournalWriter, TailScan), JournalOpenError> {
+        let (scan, exists) = match fs.read(path)? {
+            None => (TailScan { valid_len: 0, next_seq: 1, torn_tail_bytes: 0 }, false),
+            Some(bytes) => (scan_tail(path, &bytes)?, true),
+        };
+        if scan.torn_tail_bytes > 0 {
+            fs.truncate(path, scan.valid_len)?;
+            fs.sync_file(path)?;
+        }
+        let writer = JournalWriter {
+            path: path.to_owned(),
+            next_seq: scan.next_seq,
+            len: scan.valid_len,
+            exists,
+            poisoned: None,
+        };
+        Ok((writer, scan))
+    }
+
     /// [`JournalWriter::open`] with bodies decoded as `B`. A writer that does not need the
     /// records opens with `serde::de::IgnoredAny`: every line is still verified, but no body
     /// is materialized, which keeps a boot over a long journal cheap.
@@ -353,7 +483,15 @@ impl JournalWriter {
         path: &str,
     ) -> Result<(JournalWriter, JournalRead<B>), JournalOpenError> {
         let (read, exists) = match fs.read(path)? {
-            None => (JournalRead { records: Vec::new(), valid_len: 0, torn_tail_bytes: 0 }, false),
+            None => {
+                let empty = JournalRead {
+                    records: Vec::new(),
+                    first_seq: 1,
+                    valid_len: 0,
+                    torn_tail_bytes: 0,
+                };
+                (empty, false)
+            }
             Some(bytes) => (parse_as(path, &bytes)?, true),
         };
         if read.torn_tail_bytes > 0 {
@@ -441,9 +579,14 @@ impl JournalWriter {
 /// re-verification. Never panics on any input unless the reader is wrong.
 #[doc(hidden)]
 pub fn fuzz_reader(data: &[u8]) {
+    let tail = scan_tail("fuzz.jsonl", data);
     let Ok(read) = parse("fuzz.jsonl", data) else {
         return;
     };
+    // Whenever the whole file verifies, the writer's tail-only scan must agree with it.
+    let tail = tail.expect("the tail scan accepts every journal the full parse accepts");
+    assert_eq!(tail.valid_len, read.valid_len, "tail scan and parse disagree on valid_len");
+    assert_eq!(tail.next_seq, read.next_seq(), "tail scan and parse disagree on next_seq");
     let valid_len = usize::try_from(read.valid_len).expect("valid_len fits in memory");
     assert_eq!(read.valid_len + read.torn_tail_bytes, data.len() as u64);
     let (valid, tail) = data.split_at(valid_len);
@@ -829,5 +972,70 @@ mod tests {
         fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
             fuzz_reader(&bytes);
         }
+    }
+}
+
+#[cfg(test)]
+mod tail_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn journal(n: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        for seq in 1..=n {
+            encode_line_into(&mut out, seq, WallTime(seq as i64), &json!({"n": seq}));
+        }
+        out
+    }
+
+    #[test]
+    fn scan_tail_agrees_with_parse_at_every_cut() {
+        let full = journal(4);
+        for cut in 0..=full.len() {
+            let bytes = &full[..cut];
+            let read = parse("j", bytes).unwrap();
+            let tail = scan_tail("j", bytes).unwrap();
+            assert_eq!(
+                (tail.valid_len, tail.next_seq),
+                (read.valid_len, read.next_seq()),
+                "cut {cut}"
+            );
+            assert_eq!(tail.torn_tail_bytes, read.torn_tail_bytes);
+        }
+    }
+
+    #[test]
+    fn scan_tail_treats_a_bad_final_line_as_torn_but_not_one_before_a_tail() {
+        let mut bytes = journal(3);
+        let last = bytes.len() - 3;
+        bytes[last] ^= 1; // Damage the final line's checksum digits.
+        let tail = scan_tail("j", &bytes).unwrap();
+        assert_eq!(tail.next_seq, 3);
+        bytes.extend_from_slice(b"{\"v\":1,\"se");
+        let err = scan_tail("j", &bytes).unwrap_err();
+        assert_eq!(err.line, 3);
+    }
+
+    #[test]
+    fn scan_tail_refuses_a_final_line_whose_seq_is_not_its_line_number() {
+        let mut bytes = journal(2);
+        encode_line_into(&mut bytes, 7, WallTime(0), &json!({}));
+        let err = scan_tail("events.jsonl", &bytes).unwrap_err();
+        assert_eq!(err.line, 3);
+        assert!(err.to_string().starts_with("events.jsonl:3:"), "{err}");
+    }
+
+    #[test]
+    fn continuing_parse_verifies_only_the_appended_part() {
+        let full = journal(5);
+        let head = parse("j", &full).unwrap();
+        let cut = {
+            let first_two = journal(2);
+            first_two.len()
+        };
+        let rest = parse_continuing_as::<serde_json::Value>("j", &full[cut..], 3).unwrap();
+        assert_eq!(rest.records.len(), 3);
+        assert_eq!(rest.next_seq(), head.next_seq());
+        assert!(parse_continuing_as::<serde_json::Value>("j", &full[cut..], 4).is_err());
     }
 }
