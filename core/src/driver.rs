@@ -184,7 +184,9 @@ impl Driver {
         self.drain(env, daemon, now)
     }
 
-    /// Executes queued effects until the core has none left.
+    /// Executes queued effects until the core has none left. Events are history, not
+    /// barriers: they are collected over the whole drain and appended to the journal with one
+    /// write and one fsync at its end.
     pub fn drain(
         &mut self,
         env: &mut Env<'_>,
@@ -192,11 +194,18 @@ impl Driver {
         now: Instant,
     ) -> Result<Vec<Executed>, Fatal> {
         let mut done = Vec::new();
+        let mut events = Vec::new();
         while let Some(effect) = daemon.poll_effect() {
             assert!(done.len() < MAX_EFFECTS_PER_WAKE, "effect feedback loop");
-            if let Some(report) = self.execute(env, effect, &mut done)? {
+            if let DaemonEffect::AppendEvents(batch) = effect {
+                events.extend(batch);
+            } else if let Some(report) = self.execute(env, effect, &mut done)? {
                 daemon.handle(now, report);
             }
+        }
+        if !events.is_empty() {
+            let seqs = self.journal.append(env.fs, env.clock.wall(), &events)?;
+            done.push(Executed::Appended { first: *seqs.start(), last: *seqs.end() });
         }
         Ok(done)
     }
@@ -212,14 +221,7 @@ impl Driver {
                 crate::atomic::atomic_replace(env.fs, &self.paths.state, &bytes)?;
                 done.push(Executed::Persisted { generation });
             }
-            DaemonEffect::AppendEvents(events) => {
-                let bodies: Vec<serde_json::Value> = events
-                    .iter()
-                    .map(|e| serde_json::to_value(e).expect("events serialize"))
-                    .collect();
-                let seqs = self.journal.append(env.fs, env.clock.wall(), &bodies)?;
-                done.push(Executed::Appended { first: *seqs.start(), last: *seqs.end() });
-            }
+            DaemonEffect::AppendEvents(_) => unreachable!("drain collects events"),
             DaemonEffect::Spawn { name, run, spec } => {
                 let report = match env.spawner.spawn(&spec) {
                     Ok(pid) => {

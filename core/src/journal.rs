@@ -531,11 +531,11 @@ impl JournalWriter {
     /// Writes one line per body in a single `append` (or `create_new` plus `sync_dir` of the
     /// parent when the file does not exist yet), then syncs the file. Returns the seqs written;
     /// the range is empty when `bodies` is. When this returns `Ok`, the records are durable.
-    pub fn append(
+    pub fn append<B: Serialize>(
         &mut self,
         fs: &mut dyn Fs,
         ts: WallTime,
-        bodies: &[serde_json::Value],
+        bodies: &[B],
     ) -> Result<RangeInclusive<u64>, FsError> {
         if let Some(kind) = self.poisoned {
             return Err(FsError::new(
@@ -864,7 +864,7 @@ mod tests {
         let (mut w, read) = JournalWriter::open(&mut fs, path).unwrap();
         assert!(read.records.is_empty());
         assert_eq!(w.append(&mut fs, WallTime(1), &[json!(1), json!(2)]).unwrap(), 1..=2);
-        assert_eq!(w.append(&mut fs, WallTime(2), &[]).unwrap().count(), 0);
+        assert_eq!(w.append::<serde_json::Value>(&mut fs, WallTime(2), &[]).unwrap().count(), 0);
         assert_eq!(w.append(&mut fs, WallTime(3), &[json!(3)]).unwrap(), 3..=3);
         assert_eq!(w.next_seq(), 4);
         let calls = ["read", "create_new", "sync_file", "sync_dir g", "append", "sync_file"];

@@ -22,6 +22,7 @@
 use crate::entropy::Entropy;
 use harn_core::env::{parent_dir, Fs, FsError, FsErrorKind};
 use harn_core::hash::Fnv64;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::Hasher;
 
@@ -329,9 +330,21 @@ impl SimFs {
     /// What a crash right now would keep of `path`, ignoring torn appends; `None` if the file
     /// would not exist.
     pub fn durable_read(&self, path: &str) -> Option<Vec<u8>> {
+        self.durable_bytes(path).map(Cow::into_owned)
+    }
+
+    /// [`SimFs::durable_read`] without a copy when the durable bytes are a prefix of the
+    /// current ones (always, except after a truncation not yet synced).
+    pub fn durable_bytes(&self, path: &str) -> Option<Cow<'_, [u8]>> {
         let dir = self.dirs.get(parent_dir(path))?;
         match dir.durable.get(base_name(path))? {
-            Node::File(ino) => Some(self.inodes[ino].durable_bytes()),
+            Node::File(ino) => {
+                let inode = &self.inodes[ino];
+                Some(match inode.durable_tail.is_empty() {
+                    true => Cow::Borrowed(&inode.data[..inode.common]),
+                    false => Cow::Owned(inode.durable_bytes()),
+                })
+            }
             Node::Dir => None,
         }
     }

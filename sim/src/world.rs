@@ -453,7 +453,7 @@ impl<E: Entropy> World<E> {
 
     fn check_after_step(&mut self, executed: &[Executed]) -> Result<(), Violation> {
         let Some((_, daemon)) = self.up.as_ref() else { return Ok(()) };
-        let durable = self.fs.durable_read(&self.paths.state);
+        let durable = self.fs.durable_bytes(&self.paths.state);
         self.checker
             .check_step(daemon, &self.procs, durable.as_deref(), executed, &self.commands)
             .map_err(|(inv, detail)| self.violation(&inv, detail))
