@@ -148,3 +148,6 @@ pub struct Daemon {
 }
 
 mod machine;
+
+#[cfg(test)]
+mod tests;

@@ -94,4 +94,30 @@ mod tests {
         assert_eq!(LifecycleLimits::flapping_delay(b, m, u32::MAX), m);
         assert_eq!(LifecycleLimits::flapping_delay(Duration::MAX, m, 3), Duration::MAX);
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn never_exceeds_the_cap_and_never_overflows(base in 0u64.., max in 0u64.., level in 0u32..) {
+                let d = LifecycleLimits::flapping_delay(Duration(base), Duration(max), level);
+                prop_assert!(d <= Duration(max.max(base)));
+            }
+
+            #[test]
+            fn never_decreases_as_the_level_rises(base in 0u64..1 << 40, max in 0u64..1 << 50, level in 0u32..100) {
+                let a = LifecycleLimits::flapping_delay(Duration(base), Duration(max), level);
+                let b = LifecycleLimits::flapping_delay(Duration(base), Duration(max), level + 1);
+                prop_assert!(a <= b);
+            }
+
+            #[test]
+            fn level_zero_is_the_plain_delay(base in 0u64.., extra in 0u64..) {
+                let max = base.saturating_add(extra);
+                prop_assert_eq!(LifecycleLimits::flapping_delay(Duration(base), Duration(max), 0), Duration(base));
+            }
+        }
+    }
 }

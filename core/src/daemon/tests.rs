@@ -1,0 +1,252 @@
+//! Unit tests of the daemon core: effect ordering behind the barrier, intent precedence,
+//! profiles, reloads and refused commands.
+
+use super::*;
+use crate::env::ExitStatus;
+use crate::lifecycle::{HarnessSpec, RestartPolicy, State};
+
+fn id(s: &str) -> Id {
+    Id::new(s).unwrap()
+}
+
+fn spec(program: &str, enabled: bool) -> HarnessSpec {
+    HarnessSpec {
+        spawn: SpawnSpec { argv: vec![program.into()], ..Default::default() },
+        enabled,
+        ..Default::default()
+    }
+}
+
+fn config(harnesses: &[(&str, bool)]) -> DaemonConfig {
+    let mut c = DaemonConfig::default();
+    for (name, enabled) in harnesses {
+        c.harnesses.insert(id(name), spec(name, *enabled));
+    }
+    c
+}
+
+fn drain(d: &mut Daemon) -> Vec<DaemonEffect> {
+    let effects: Vec<DaemonEffect> = std::iter::from_fn(|| d.poll_effect()).collect();
+    d.check().unwrap();
+    effects
+}
+
+/// A compact name per effect, to compare orderings.
+fn kinds(effects: &[DaemonEffect]) -> Vec<&'static str> {
+    effects
+        .iter()
+        .map(|e| match e {
+            DaemonEffect::PersistState { .. } => "persist",
+            DaemonEffect::AppendEvents(_) => "events",
+            DaemonEffect::Spawn { .. } => "spawn",
+            DaemonEffect::Signal { .. } => "signal",
+            DaemonEffect::Ack { .. } => "ack",
+        })
+        .collect()
+}
+
+fn persisted(effects: &[DaemonEffect]) -> PersistedState {
+    effects
+        .iter()
+        .find_map(|e| match e {
+            DaemonEffect::PersistState { bytes, .. } => {
+                Some(PersistedState::decode(bytes).unwrap())
+            }
+            _ => None,
+        })
+        .expect("a persist")
+}
+
+fn command(d: &mut Daemon, id: u64, command: Command) -> Vec<DaemonEffect> {
+    d.handle(Instant(0), DaemonInput::Command { id, command });
+    drain(d)
+}
+
+fn spawned(d: &mut Daemon, name: &str, pid: u32) {
+    let run = d.harnesses()[&id(name)].current_run().unwrap();
+    let report = HarnessInput::Spawned { run, pid };
+    d.handle(Instant(0), DaemonInput::Process { name: id(name), report });
+    drain(d);
+}
+
+fn ack(effects: &[DaemonEffect]) -> Result<(), String> {
+    effects
+        .iter()
+        .find_map(|e| match e {
+            DaemonEffect::Ack { result, .. } => Some(result.clone()),
+            _ => None,
+        })
+        .expect("an ack")
+}
+
+#[test]
+fn boot_persists_the_run_before_spawning_it() {
+    let mut d = Daemon::boot(config(&[("a", true), ("b", false)]), None, Instant(0)).unwrap();
+    let effects = drain(&mut d);
+    assert_eq!(kinds(&effects), ["persist", "events", "spawn"]);
+    let state = persisted(&effects);
+    assert_eq!(state.harnesses[&id("a")].runs, 1);
+    assert!(state.harnesses[&id("a")].enabled);
+    assert!(!state.harnesses[&id("b")].enabled);
+}
+
+#[test]
+fn persisted_intent_wins_over_the_configured_default() {
+    let mut prior = PersistedState { v: STATE_VERSION, generation: 9, ..Default::default() };
+    prior.harnesses.insert(id("a"), Durable { enabled: false, runs: 4, ..Durable::default() });
+    let mut d = Daemon::boot(config(&[("a", true)]), Some(prior), Instant(0)).unwrap();
+    assert!(drain(&mut d).is_empty(), "an operator's stop survives a restart");
+    assert_eq!(d.harnesses()[&id("a")].state(), State::Stopped);
+    assert_eq!(d.generation(), 9);
+}
+
+#[test]
+fn autostart_profiles_enable_members_without_persisted_intent() {
+    let mut c = config(&[("a", false), ("b", false)]);
+    c.profiles.insert(id("dev"), Profile { harnesses: vec![id("b")], autostart: true });
+    let mut d = Daemon::boot(c, None, Instant(0)).unwrap();
+    drain(&mut d);
+    assert_eq!(d.harnesses()[&id("a")].state(), State::Stopped);
+    assert_eq!(d.harnesses()[&id("b")].state(), State::Starting);
+}
+
+#[test]
+fn a_stop_is_durable_before_the_signal_and_the_ack() {
+    let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
+    drain(&mut d);
+    spawned(&mut d, "a", 77);
+    let effects = command(&mut d, 1, Command::Stop { name: id("a") });
+    assert_eq!(kinds(&effects), ["persist", "events", "signal", "ack"]);
+    assert!(!persisted(&effects).harnesses[&id("a")].enabled);
+    assert_eq!(ack(&effects), Ok(()));
+}
+
+#[test]
+fn inputs_that_change_nothing_durable_persist_nothing() {
+    let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
+    drain(&mut d);
+    let run = d.harnesses()[&id("a")].current_run().unwrap();
+    d.handle(
+        Instant(0),
+        DaemonInput::Process { name: id("a"), report: HarnessInput::Spawned { run, pid: 5 } },
+    );
+    assert_eq!(kinds(&drain(&mut d)), ["events"], "running is not durable");
+    d.handle(
+        Instant(0),
+        DaemonInput::Process { name: id("a"), report: HarnessInput::Ready { run } },
+    );
+    assert!(drain(&mut d).is_empty());
+    d.handle_timeout(Instant(1));
+    assert!(drain(&mut d).is_empty(), "nothing is due");
+}
+
+#[test]
+fn an_exit_persists_the_restart_count() {
+    let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
+    drain(&mut d);
+    spawned(&mut d, "a", 5);
+    let run = d.harnesses()[&id("a")].current_run().unwrap();
+    let exited = HarnessInput::Exited { run, status: ExitStatus::Code(3) };
+    d.handle(Instant(0), DaemonInput::Process { name: id("a"), report: exited });
+    let effects = drain(&mut d);
+    let state = persisted(&effects);
+    assert_eq!(state.harnesses[&id("a")].restarts, 1);
+    assert_eq!(state.harnesses[&id("a")].consecutive_failures, 1);
+    assert!(d.poll_timeout().is_some(), "a retry is scheduled");
+}
+
+#[test]
+fn commands_on_unknown_names_are_refused_and_change_nothing() {
+    let mut d = Daemon::boot(config(&[("a", false)]), None, Instant(0)).unwrap();
+    drain(&mut d);
+    let effects = command(&mut d, 3, Command::Start { name: id("ghost") });
+    assert_eq!(kinds(&effects), ["ack"]);
+    assert!(ack(&effects).unwrap_err().contains("ghost"));
+    let effects = command(&mut d, 4, Command::UseProfile { profile: id("nope") });
+    assert!(ack(&effects).unwrap_err().contains("nope"));
+}
+
+#[test]
+fn using_a_profile_starts_its_members_and_stops_the_others() {
+    let mut c = config(&[("a", true), ("b", false)]);
+    c.profiles.insert(id("only-b"), Profile { harnesses: vec![id("b")], autostart: false });
+    let mut d = Daemon::boot(c, None, Instant(0)).unwrap();
+    drain(&mut d);
+    spawned(&mut d, "a", 10);
+    let effects = command(&mut d, 1, Command::UseProfile { profile: id("only-b") });
+    let state = persisted(&effects);
+    assert_eq!(state.active_profile, Some(id("only-b")));
+    assert!(!state.harnesses[&id("a")].enabled);
+    assert!(state.harnesses[&id("b")].enabled);
+    assert_eq!(d.harnesses()[&id("a")].state(), State::Stopping);
+    assert_eq!(d.harnesses()[&id("b")].state(), State::Starting);
+}
+
+#[test]
+fn a_reload_never_bounces_a_running_harness() {
+    let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
+    drain(&mut d);
+    spawned(&mut d, "a", 10);
+    let mut c = config(&[("a", true)]);
+    c.harnesses.get_mut(&id("a")).unwrap().spawn.argv.push("--v2".into());
+    let effects = command(&mut d, 1, Command::Reload { config: c });
+    assert_eq!(kinds(&effects), ["ack"]);
+    assert!(d.harnesses()[&id("a")].config_changed());
+    assert_eq!(d.harnesses()[&id("a")].pid(), Some(10));
+}
+
+#[test]
+fn a_reload_adds_new_harnesses_and_retires_removed_ones_after_their_exit() {
+    let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
+    drain(&mut d);
+    spawned(&mut d, "a", 10);
+    let effects = command(&mut d, 1, Command::Reload { config: config(&[("b", true)]) });
+    assert!(kinds(&effects).contains(&"spawn"), "b starts");
+    assert!(kinds(&effects).contains(&"signal"), "a is asked to stop");
+    assert_eq!(ack(&effects), Ok(()));
+    let effects = command(&mut d, 2, Command::Start { name: id("a") });
+    assert!(ack(&effects).is_err(), "a removed harness takes no commands");
+    let run = d.harnesses()[&id("a")].current_run().unwrap();
+    let exited = HarnessInput::Exited { run, status: ExitStatus::Signal(15) };
+    d.handle(Instant(0), DaemonInput::Process { name: id("a"), report: exited });
+    let effects = drain(&mut d);
+    assert!(!d.harnesses().contains_key(&id("a")));
+    assert!(!persisted(&effects).harnesses.contains_key(&id("a")));
+}
+
+#[test]
+fn an_invalid_reload_is_refused_and_the_last_good_config_stays() {
+    let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
+    drain(&mut d);
+    let mut bad = config(&[("a", true)]);
+    bad.profiles.insert(id("p"), Profile { harnesses: vec![id("ghost")], autostart: false });
+    let effects = command(&mut d, 1, Command::Reload { config: bad });
+    assert_eq!(kinds(&effects), ["ack"]);
+    assert!(ack(&effects).unwrap_err().contains("profile.p.harnesses"));
+    assert!(d.config().profiles.is_empty());
+}
+
+#[test]
+fn a_policy_change_by_reload_decides_the_next_exit() {
+    let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
+    drain(&mut d);
+    spawned(&mut d, "a", 10);
+    let mut c = config(&[("a", true)]);
+    c.harnesses.get_mut(&id("a")).unwrap().restart = RestartPolicy::No;
+    command(&mut d, 1, Command::Reload { config: c });
+    assert!(!d.harnesses()[&id("a")].config_changed());
+    let run = d.harnesses()[&id("a")].current_run().unwrap();
+    let exited = HarnessInput::Exited { run, status: ExitStatus::Code(0) };
+    d.handle(Instant(0), DaemonInput::Process { name: id("a"), report: exited });
+    let effects = drain(&mut d);
+    assert!(!persisted(&effects).harnesses[&id("a")].enabled);
+    assert_eq!(d.harnesses()[&id("a")].state(), State::Stopped);
+}
+
+#[test]
+fn boot_refuses_an_inconsistent_configuration() {
+    let mut c = config(&[("a", true)]);
+    c.harnesses.get_mut(&id("a")).unwrap().spawn.argv.clear();
+    let err = Daemon::boot(c, None, Instant(0)).unwrap_err();
+    assert_eq!(err, BootError::Config("harness.a.command: must name a program".into()));
+}
