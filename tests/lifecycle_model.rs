@@ -8,7 +8,7 @@ use harn_core::lifecycle::harness::Durable;
 use harn_core::lifecycle::{
     Harness, HarnessInput, HarnessOut, HarnessSpec, LifecycleLimits, RestartPolicy, State,
 };
-use harn_core::time::{Duration, Instant};
+use harn_core::time::Instant;
 use proptest::prelude::*;
 use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
 
@@ -307,7 +307,6 @@ impl StateMachineTest for Test {
             let killed = rig.h.poll_timeout(&limits).is_none_or(|t| t > rig.now);
             assert!(!grace_over || killed, "the kill is overdue");
         }
-        let _ = Duration::ZERO;
     }
 }
 

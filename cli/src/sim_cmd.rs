@@ -7,7 +7,7 @@ use harn_core::journal;
 use harn_core::lifecycle::RestartPolicy;
 use harn_core::time::{Duration, Instant};
 use harn_sim::entropy::SeededEntropy;
-use harn_sim::options::{harness_name, InjectedBug, SimHarness, SimOptions};
+use harn_sim::options::{InjectedBug, SimHarness, SimOptions};
 use harn_sim::process::Behaviour;
 use harn_sim::runner::{self, RunOutcome, DEFAULT_STEPS};
 use harn_sim::trace::Trace;
@@ -347,7 +347,6 @@ fn day(seed: u64, json: bool) -> i32 {
         println!("{summary}");
     } else {
         print_day(&summary, &rows);
-        let _ = harness_name(0);
     }
     if result.is_err() {
         EXIT_FAILED

@@ -461,17 +461,7 @@ impl JournalWriter {
             None => (TailScan { valid_len: 0, next_seq: 1, torn_tail_bytes: 0 }, false),
             Some(bytes) => (scan_tail(path, &bytes)?, true),
         };
-        if scan.torn_tail_bytes > 0 {
-            fs.truncate(path, scan.valid_len)?;
-            fs.sync_file(path)?;
-        }
-        let writer = JournalWriter {
-            path: path.to_owned(),
-            next_seq: scan.next_seq,
-            len: scan.valid_len,
-            exists,
-            poisoned: None,
-        };
+        let writer = JournalWriter::positioned(fs, path, exists, scan)?;
         Ok((writer, scan))
     }
 
@@ -494,18 +484,34 @@ impl JournalWriter {
             }
             Some(bytes) => (parse_as(path, &bytes)?, true),
         };
-        if read.torn_tail_bytes > 0 {
-            fs.truncate(path, read.valid_len)?;
+        let scan = TailScan {
+            valid_len: read.valid_len,
+            next_seq: read.next_seq(),
+            torn_tail_bytes: read.torn_tail_bytes,
+        };
+        let writer = JournalWriter::positioned(fs, path, exists, scan)?;
+        Ok((writer, read))
+    }
+
+    /// A writer positioned after the verified lines, with any torn tail cut off and the cut
+    /// synced, so the next append starts on a line boundary.
+    fn positioned(
+        fs: &mut dyn Fs,
+        path: &str,
+        exists: bool,
+        scan: TailScan,
+    ) -> Result<JournalWriter, FsError> {
+        if scan.torn_tail_bytes > 0 {
+            fs.truncate(path, scan.valid_len)?;
             fs.sync_file(path)?;
         }
-        let writer = JournalWriter {
+        Ok(JournalWriter {
             path: path.to_owned(),
-            next_seq: read.next_seq(),
-            len: read.valid_len,
+            next_seq: scan.next_seq,
+            len: scan.valid_len,
             exists,
             poisoned: None,
-        };
-        Ok((writer, read))
+        })
     }
 
     /// The `seq` the next appended record will carry.
