@@ -9,7 +9,7 @@ use crate::daemon::{BootError, Daemon, DaemonConfig, DaemonEffect, DaemonInput, 
 use crate::env::{Clock, Fs, FsError, Pid, Signal, SpawnError, Spawner};
 use crate::ids::Id;
 use crate::journal::{JournalError, JournalOpenError, JournalWriter};
-use crate::lifecycle::HarnessInput;
+use crate::lifecycle::{Event, HarnessInput};
 use crate::time::Instant;
 use serde::Serialize;
 
@@ -78,6 +78,8 @@ pub enum Executed {
         first: u64,
         /// Last sequence number written.
         last: u64,
+        /// The events, in order, for subscribers.
+        events: Vec<Event>,
     },
     /// A run started.
     Spawned {
@@ -205,7 +207,7 @@ impl Driver {
         }
         if !events.is_empty() {
             let seqs = self.journal.append(env.fs, env.clock.wall(), &events)?;
-            done.push(Executed::Appended { first: *seqs.start(), last: *seqs.end() });
+            done.push(Executed::Appended { first: *seqs.start(), last: *seqs.end(), events });
         }
         Ok(done)
     }

@@ -16,6 +16,8 @@ enum Op {
     Start,
     Stop,
     Restart,
+    Halt,
+    KillNow,
     /// Reports about the current run (`stale == false`) or an arbitrary one.
     Spawned {
         stale: bool,
@@ -142,6 +144,8 @@ fn to_input(h: &Harness, op: &Op) -> Option<HarnessInput> {
         Op::Reconfigure { policy, argv_rev, notify } => {
             HarnessInput::Reconfigure(spec(policy, argv_rev, notify))
         }
+        Op::Halt => HarnessInput::Halt,
+        Op::KillNow => HarnessInput::KillNow,
         Op::Advance { .. } => return None,
     })
 }

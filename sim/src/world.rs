@@ -195,6 +195,9 @@ impl<E: Entropy> World<E> {
                     self.crash();
                     return (StepEvent::Crash { during_op: false }, executed);
                 }
+                if self.daemon().is_some_and(Daemon::drained) {
+                    self.daemon_exited();
+                }
                 (event, executed)
             }
             Err(Fatal::Fs(e)) if e.kind == FsErrorKind::Crashed => {
@@ -309,11 +312,12 @@ impl<E: Entropy> World<E> {
     fn draw_command(&mut self) -> Command {
         let count = self.options.harnesses.len() as u64;
         let name = harness_name(self.entropy.below(count) as usize);
-        match self.entropy.below(10) {
-            0..=2 => Command::Start { name },
-            3..=5 => Command::Stop { name },
-            6 | 7 => Command::Restart { name },
-            8 => {
+        match self.entropy.below(41) {
+            40 => Command::Shutdown,
+            30..=39 => Command::Start { name },
+            0..=9 => Command::Stop { name },
+            10..=17 => Command::Restart { name },
+            18..=20 => {
                 let profile = ["all", "half", "absent"][self.entropy.below(3) as usize];
                 Command::UseProfile { profile: Id::new(profile).expect("valid") }
             }
@@ -361,6 +365,16 @@ impl<E: Entropy> World<E> {
         self.restart_at = self.clock.now().saturating_add(downtime);
     }
 
+    /// A drained daemon exits cleanly: nothing is lost, no child is left, and its process
+    /// manager starts it again shortly.
+    fn daemon_exited(&mut self) {
+        self.fs.release_locks();
+        self.up = None;
+        self.timer_floor = Instant::ZERO;
+        let downtime = Duration::from_millis(self.entropy.between(100, 10_000));
+        self.restart_at = self.clock.now().saturating_add(downtime);
+    }
+
     /// The daemon stops itself on an IO error. Its children go with it in this model (a
     /// daemon crash that orphans children is simulated separately), and a process manager
     /// starts it again shortly.
@@ -376,6 +390,13 @@ impl<E: Entropy> World<E> {
         self.timer_floor = Instant::ZERO;
         self.fs.clear_faults();
         self.procs.calm_down();
+        // A shutdown in progress finishes first: a draining daemon takes no commands.
+        for _ in 0..LIVENESS_STEPS_MAX {
+            if self.daemon().is_none_or(|d| !d.draining()) {
+                break;
+            }
+            self.step()?;
+        }
         if self.up.is_none() {
             self.step()?;
         }

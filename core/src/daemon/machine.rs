@@ -35,6 +35,7 @@ impl Daemon {
             persisted,
             config,
             harnesses,
+            draining: false,
             removed: Vec::new(),
             effects: VecDeque::new(),
             scratch: Vec::new(),
@@ -91,7 +92,12 @@ impl Daemon {
     }
 
     fn command(&mut self, now: Instant, command: Command, batch: &mut Batch) -> Result<(), String> {
+        if self.draining && !matches!(command, Command::Shutdown | Command::ForceStop) {
+            return Err("the daemon is shutting down and takes no more commands".into());
+        }
         match command {
+            Command::Shutdown => self.broadcast(now, HarnessInput::Halt, batch),
+            Command::ForceStop => self.broadcast(now, HarnessInput::KillNow, batch),
             Command::Start { name } => self.operator(now, &name, HarnessInput::Start, batch),
             Command::Stop { name } => self.operator(now, &name, HarnessInput::Stop, batch),
             Command::Restart { name } => self.operator(now, &name, HarnessInput::Restart, batch),
@@ -112,6 +118,30 @@ impl Daemon {
         }
         self.deliver(now, name, input, batch);
         Ok(())
+    }
+
+    fn broadcast(
+        &mut self,
+        now: Instant,
+        input: HarnessInput,
+        batch: &mut Batch,
+    ) -> Result<(), String> {
+        self.draining = true;
+        let names: Vec<Id> = self.harnesses.keys().cloned().collect();
+        for name in names {
+            self.deliver(now, &name, input.clone(), batch);
+        }
+        Ok(())
+    }
+
+    /// True once a shutdown was asked for and no harness has a live run: the daemon may exit.
+    pub fn drained(&self) -> bool {
+        self.draining && self.harnesses.values().all(|h| h.current_run().is_none())
+    }
+
+    /// True once a shutdown was asked for.
+    pub fn draining(&self) -> bool {
+        self.draining
     }
 
     fn use_profile(&mut self, now: Instant, profile: Id, batch: &mut Batch) -> Result<(), String> {
@@ -265,6 +295,7 @@ impl Daemon {
         let mut hasher = Fnv64::default();
         self.generation.hash(&mut hasher);
         self.active_profile.hash(&mut hasher);
+        self.draining.hash(&mut hasher);
         for (name, h) in &self.harnesses {
             name.hash(&mut hasher);
             h.state().hash(&mut hasher);

@@ -49,6 +49,11 @@ pub enum Command {
         /// The new configuration, already validated.
         config: DaemonConfig,
     },
+    /// Close intake and stop every harness gracefully, keeping every intent, so the daemon
+    /// can exit; see [`Daemon::drained`].
+    Shutdown,
+    /// The drain deadline passed: SIGKILL every run still stopping.
+    ForceStop,
 }
 
 /// One input to the daemon core.
@@ -141,6 +146,8 @@ pub struct Daemon {
     /// Harnesses removed from the configuration, kept until their last run has ended.
     removed: Vec<Id>,
     active_profile: Option<Id>,
+    /// Set by [`Command::Shutdown`]: no command but another shutdown is accepted.
+    draining: bool,
     generation: u64,
     persisted: PersistedState,
     effects: VecDeque<DaemonEffect>,

@@ -250,3 +250,37 @@ fn boot_refuses_an_inconsistent_configuration() {
     let err = Daemon::boot(c, None, Instant(0)).unwrap_err();
     assert_eq!(err, BootError::Config("harness.a.command: must name a program".into()));
 }
+
+#[test]
+fn shutdown_closes_intake_stops_everything_and_keeps_intent() {
+    let mut d = Daemon::boot(config(&[("a", true), ("b", true)]), None, Instant(0)).unwrap();
+    drain(&mut d);
+    spawned(&mut d, "a", 10);
+    spawned(&mut d, "b", 11);
+    let effects = command(&mut d, 1, Command::Shutdown);
+    assert_eq!(kinds(&effects).iter().filter(|k| **k == "signal").count(), 2);
+    assert!(!kinds(&effects).contains(&"persist"), "intent does not change");
+    assert!(d.draining() && !d.drained());
+    assert!(ack(&command(&mut d, 2, Command::Start { name: id("a") })).is_err());
+    for (name, pid) in [("a", 10), ("b", 11)] {
+        let run = d.harnesses()[&id(name)].current_run().unwrap();
+        let exited = HarnessInput::Exited { run, status: ExitStatus::Signal(15) };
+        d.handle(Instant(0), DaemonInput::Process { name: id(name), report: exited });
+        drain(&mut d);
+        let _ = pid;
+    }
+    assert!(d.drained());
+    assert!(d.harnesses().values().all(|h| h.enabled()));
+}
+
+#[test]
+fn force_stop_kills_what_is_still_stopping() {
+    let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
+    drain(&mut d);
+    spawned(&mut d, "a", 10);
+    command(&mut d, 1, Command::Shutdown);
+    let effects = command(&mut d, 2, Command::ForceStop);
+    assert!(effects
+        .iter()
+        .any(|e| matches!(e, DaemonEffect::Signal { signal: crate::env::Signal::Kill, .. })));
+}

@@ -47,6 +47,11 @@ pub enum HarnessInput {
     },
     /// A reloaded configuration for this harness.
     Reconfigure(HarnessSpec),
+    /// The daemon is shutting down: stop the run gracefully and schedule nothing, but keep
+    /// the intent, so the next daemon starts it again.
+    Halt,
+    /// The drain deadline passed: SIGKILL a run that is still stopping, now.
+    KillNow,
 }
 
 /// What one harness asks of the world. The daemon adds the durability barrier in front.
@@ -227,6 +232,12 @@ impl Harness {
             }
             HarnessInput::Ready { run } => self.on_ready(run),
             HarnessInput::Reconfigure(spec) => self.on_reconfigure(spec),
+            HarnessInput::Halt => self.on_halt(now, limits, out),
+            HarnessInput::KillNow => {
+                if self.state == State::Stopping {
+                    self.send_kill(out);
+                }
+            }
         }
     }
 
@@ -292,6 +303,21 @@ impl Harness {
             }
             State::Starting | State::Running => unreachable!("{:?} without a run", self.state),
             State::Stopping | State::Stopped => {}
+        }
+    }
+
+    fn on_halt(&mut self, now: Instant, limits: &LifecycleLimits, out: &mut Vec<HarnessOut>) {
+        self.start_after_stop = false;
+        match self.state {
+            State::Starting | State::Running | State::Degraded if self.run.is_some() => {
+                self.begin_stopping(now, limits, out)
+            }
+            State::Restarting | State::Degraded => {
+                self.retry_at = None;
+                self.set_state(State::Stopped, out);
+            }
+            State::Starting | State::Running => unreachable!("{:?} without a run", self.state),
+            State::Stopping | State::Stopped | State::Failed => {}
         }
     }
 

@@ -453,3 +453,44 @@ fn late_and_repeated_timeouts_are_harmless() {
     r.h.handle_timeout(r.now, &r.limits, &mut r.out);
     assert!(r.out.is_empty(), "repeated wake does nothing");
 }
+
+#[test]
+fn halt_stops_the_run_but_keeps_the_intent() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    r.input(HarnessInput::Halt);
+    assert_eq!(r.h.state(), State::Stopping);
+    assert_eq!(r.signals(), [Signal::Term]);
+    r.exit(0);
+    assert_eq!(r.h.state(), State::Stopped);
+    assert!(r.h.enabled(), "the next daemon starts it again");
+    assert!(r.h.retry_at().is_none());
+}
+
+#[test]
+fn halt_cancels_a_pending_restart_and_leaves_failed_alone() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    r.exit(1);
+    r.input(HarnessInput::Halt);
+    assert_eq!(r.h.state(), State::Stopped);
+    assert!(r.h.enabled());
+    let durable = Durable { enabled: true, failed: true, ..Durable::default() };
+    r.h = Harness::new(Id::new("h").unwrap(), spec(RestartPolicy::Always), durable);
+    r.input(HarnessInput::Halt);
+    assert_eq!(r.h.state(), State::Failed);
+}
+
+#[test]
+fn kill_now_forces_a_stopping_run_and_nothing_else() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    r.input(HarnessInput::KillNow);
+    assert!(r.signals().is_empty(), "a running harness is not killed");
+    r.input(HarnessInput::Halt);
+    r.input(HarnessInput::KillNow);
+    assert_eq!(r.signals(), [Signal::Kill]);
+    let run = r.h.current_run().unwrap();
+    r.input(HarnessInput::Exited { run, status: ExitStatus::Signal(9) });
+    assert!(r.h.durable().last_exit.unwrap().forced);
+}
