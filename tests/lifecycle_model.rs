@@ -8,7 +8,7 @@ use harn_core::lifecycle::harness::Durable;
 use harn_core::lifecycle::{
     Harness, HarnessInput, HarnessOut, HarnessSpec, LifecycleLimits, RestartPolicy, State,
 };
-use harn_core::time::Instant;
+use harn_core::time::{Duration, Instant};
 use proptest::prelude::*;
 use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};
 
@@ -39,6 +39,10 @@ struct Model {
     now: u64,
     started_at: u64,
     stop_asked_at: u64,
+    /// Exit times within the flap window.
+    recent_exits: Vec<u64>,
+    /// Crossed the flap threshold; only a run outliving the window clears it.
+    flapping: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -56,18 +60,49 @@ enum Step {
 }
 
 const SEC: u64 = 1_000_000_000;
+
+/// Limits scaled so the model's time steps explore every regime: a leap (31–400 s) fires any
+/// retry (the backoff caps at 30 s) and any kill (grace 10 s), while several leaps still fit
+/// in one flap window (600 s), so flapping, its backoff and its end are all reachable.
 fn limits() -> LifecycleLimits {
-    LifecycleLimits::default()
+    LifecycleLimits {
+        flap_window: Duration::from_secs(600),
+        healthy_run: Duration::from_secs(3600),
+        ..LifecycleLimits::default()
+    }
 }
 
 impl Model {
+    fn forget_flapping(&mut self) {
+        self.recent_exits.clear();
+        self.flapping = false;
+    }
+
+    /// Everything a manual start, a stop at rest or a policy stop forgets.
+    fn forget_crashes(&mut self) {
+        self.failures = 0;
+        self.forget_flapping();
+    }
+
+    fn note_exit(&mut self) -> bool {
+        let (now, window) = (self.now, limits().flap_window.0);
+        self.recent_exits.retain(|t| now - t < window);
+        self.recent_exits.push(now);
+        self.flapping |= self.recent_exits.len() >= limits().flap_threshold as usize;
+        self.flapping
+    }
+
     fn start_run(&mut self) {
         self.phase = Phase::Live { pid: false };
         self.started_at = self.now;
     }
 
     fn unplanned_end(&mut self, status: Option<i32>) {
-        if self.now - self.started_at >= limits().healthy_run.0 && status.is_some() {
+        let lived = self.now - self.started_at;
+        if status.is_some() && lived >= limits().flap_window.0 {
+            self.forget_flapping();
+        }
+        if status.is_some() && lived >= limits().healthy_run.0 {
             self.failures = 0;
         }
         let failure = status != Some(0);
@@ -78,7 +113,7 @@ impl Model {
                 RestartPolicy::No => false,
             };
         if !restart {
-            self.failures = 0;
+            self.forget_crashes();
             if status.is_none() && self.enabled {
                 self.phase = Phase::Failed;
             } else {
@@ -87,11 +122,16 @@ impl Model {
             }
             return;
         }
-        if failure {
+        let flapping = self.note_exit();
+        if failure || flapping {
             self.failures += 1;
         }
-        self.phase =
-            if self.failures >= limits().give_up_after { Phase::Failed } else { Phase::Waiting };
+        if self.failures >= limits().give_up_after {
+            self.forget_flapping();
+            self.phase = Phase::Failed;
+        } else {
+            self.phase = Phase::Waiting;
+        }
     }
 }
 
@@ -116,6 +156,8 @@ impl ReferenceStateMachine for Reference {
             now: 0,
             started_at: 0,
             stop_asked_at: 0,
+            recent_exits: Vec::new(),
+            flapping: false,
         })
         .boxed()
     }
@@ -151,7 +193,7 @@ impl ReferenceStateMachine for Reference {
                 m.enabled = true;
                 match m.phase {
                     Phase::Stopped | Phase::Failed => {
-                        m.failures = 0;
+                        m.forget_crashes();
                         m.start_run();
                     }
                     Phase::Stopping { pid, .. } => {
@@ -171,7 +213,7 @@ impl ReferenceStateMachine for Reference {
                         m.phase = Phase::Stopping { pid, then_start: false }
                     }
                     Phase::Waiting | Phase::Failed => {
-                        m.failures = 0;
+                        m.forget_crashes();
                         m.phase = Phase::Stopped;
                     }
                     Phase::Stopped => {}
@@ -179,7 +221,7 @@ impl ReferenceStateMachine for Reference {
             }
             Step::Restart => {
                 m.enabled = true;
-                m.failures = 0;
+                m.forget_crashes();
                 match m.phase {
                     Phase::Live { pid: false } => {}
                     Phase::Live { pid: true } => {
@@ -223,10 +265,14 @@ impl ReferenceStateMachine for Reference {
             Step::Tick => m.now += SEC / 10,
             Step::Leap(secs) => {
                 m.now += secs * SEC;
-                if m.phase == (Phase::Live { pid: true })
-                    && m.now - m.started_at >= limits().healthy_run.0
-                {
-                    m.failures = 0;
+                if m.phase == (Phase::Live { pid: true }) {
+                    let lived = m.now - m.started_at;
+                    if lived >= limits().flap_window.0 {
+                        m.forget_flapping();
+                    }
+                    if lived >= limits().healthy_run.0 {
+                        m.failures = 0;
+                    }
                 }
                 if m.phase == Phase::Waiting {
                     m.start_run();
@@ -289,17 +335,15 @@ impl StateMachineTest for Test {
         assert_eq!(rig.h.enabled(), m.enabled, "intent");
         assert_eq!(rig.h.durable().consecutive_failures, m.failures, "consecutive failures");
         let state = rig.h.state();
+        let flapping_state = if m.flapping { State::Degraded } else { State::Running };
+        let waiting_state = if m.flapping { State::Degraded } else { State::Restarting };
         let ok = match m.phase {
             Phase::Stopped => state == State::Stopped,
             Phase::Failed => state == State::Failed,
             Phase::Live { pid: false } => state == State::Starting,
-            Phase::Live { pid: true } => {
-                matches!(state, State::Running | State::Degraded) && rig.h.pid().is_some()
-            }
+            Phase::Live { pid: true } => state == flapping_state && rig.h.pid().is_some(),
             Phase::Stopping { pid, .. } => state == State::Stopping && rig.h.pid().is_some() == pid,
-            Phase::Waiting => {
-                matches!(state, State::Restarting | State::Degraded) && rig.h.pid().is_none()
-            }
+            Phase::Waiting => state == waiting_state && rig.h.pid().is_none(),
         };
         assert!(ok, "model phase {:?} but machine is {state:?}", m.phase);
         if let Phase::Stopping { pid: true, .. } = m.phase {

@@ -258,7 +258,7 @@ impl Harness {
         }
         // Only a confirmed run can outlive anything; a spawn in flight has not started yet.
         if let Some(run) = self.run.filter(|r| r.pid.is_some()) {
-            self.forget_outlived(now, run.started_at, limits, out);
+            self.forget_outlived(now, run.started_at, limits, Some(out));
         }
     }
 
@@ -414,7 +414,8 @@ impl Harness {
             return;
         }
         if ended.pid.is_some() {
-            self.forget_outlived(now, ended.started_at, limits, out);
+            // Silently: the state this exit leads to is decided next, without a detour.
+            self.forget_outlived(now, ended.started_at, limits, None);
         }
         self.after_unplanned_end(now, limits, status, out);
     }
@@ -456,7 +457,10 @@ impl Harness {
             }
             return;
         }
-        if failure {
+        let flapping = self.note_exit(now, limits);
+        // While flapping every exit is a failed attempt, clean or not: a harness that exits 0
+        // in a tight loop must reach the give-up ceiling too.
+        if failure || flapping {
             self.durable.consecutive_failures = self.durable.consecutive_failures.saturating_add(1);
         }
         if limits.give_up_after > 0 && self.durable.consecutive_failures >= limits.give_up_after {
@@ -466,24 +470,33 @@ impl Harness {
             self.set_state(State::Failed, out);
             return;
         }
-        self.schedule_restart(now, limits, out);
+        self.schedule_restart(now, limits, flapping, out);
     }
 
-    fn schedule_restart(
-        &mut self,
-        now: Instant,
-        limits: &LifecycleLimits,
-        out: &mut Vec<HarnessOut>,
-    ) {
+    /// Records an exit in the flap window. True when the harness is flapping: it already was
+    /// (only a run that outlives the window ends that), or this is the N-th exit within it.
+    fn note_exit(&mut self, now: Instant, limits: &LifecycleLimits) -> bool {
         self.recent_exits.retain(|t| now.saturating_since(*t) < limits.flap_window);
         self.recent_exits.push(now);
         let threshold = limits.flap_threshold.max(1) as usize;
         if self.recent_exits.len() > threshold {
             self.recent_exits.remove(0);
         }
+        self.flap_level > 0 || self.recent_exits.len() >= threshold
+    }
+
+    /// Schedules the next start: after the plain delay, or, while flapping, after a delay that
+    /// doubles with every flapping exit up to the cap.
+    fn schedule_restart(
+        &mut self,
+        now: Instant,
+        limits: &LifecycleLimits,
+        flapping: bool,
+        out: &mut Vec<HarnessOut>,
+    ) {
         let base = self.active.restart_delay.unwrap_or(limits.restart_delay);
         self.durable.restarts = self.durable.restarts.saturating_add(1);
-        if self.recent_exits.len() >= threshold {
+        if flapping {
             self.flap_level = self.flap_level.saturating_add(1);
             let delay =
                 LifecycleLimits::flapping_delay(base, limits.restart_delay_max, self.flap_level);
@@ -502,13 +515,14 @@ impl Harness {
 
     /// Forgets what a run has outlived: the flap count after the flap window, consecutive
     /// failures after the healthy-run time. Runs on timeouts and again at exit, so a missed
-    /// wake cannot make a long run count as a crash.
+    /// wake cannot make a long run count as a crash. With `out`, a degraded harness whose run
+    /// outlived the window returns to `running`.
     fn forget_outlived(
         &mut self,
         now: Instant,
         started_at: Instant,
         limits: &LifecycleLimits,
-        out: &mut Vec<HarnessOut>,
+        out: Option<&mut Vec<HarnessOut>>,
     ) {
         if self.state == State::Stopping {
             return;
@@ -517,7 +531,7 @@ impl Harness {
         if lived >= limits.flap_window && (!self.recent_exits.is_empty() || self.flap_level > 0) {
             self.recent_exits.clear();
             self.flap_level = 0;
-            if self.state == State::Degraded {
+            if let Some(out) = out.filter(|_| self.state == State::Degraded) {
                 self.set_state(State::Running, out);
             }
         }

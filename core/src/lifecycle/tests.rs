@@ -494,3 +494,63 @@ fn kill_now_forces_a_stopping_run_and_nothing_else() {
     r.input(HarnessInput::Exited { run, status: ExitStatus::Signal(9) });
     assert!(r.h.durable().last_exit.unwrap().forced);
 }
+
+#[test]
+fn backoff_keeps_doubling_to_the_cap_until_a_run_outlives_the_window() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.limits.give_up_after = 0;
+    r.boot_and_spawn();
+    let mut delays = Vec::new();
+    for _ in 0..10 {
+        r.exit(0);
+        delays.push(r.h.retry_at().unwrap().saturating_since(r.now).as_millis() / 1000);
+        r.respawn();
+    }
+    // Delays outgrow the 10 s flap window from the fourth on; they must not fall back.
+    assert_eq!(delays, [1, 1, 2, 4, 8, 16, 30, 30, 30, 30]);
+    assert_eq!(r.h.state(), State::Degraded);
+    r.advance(10);
+    assert_eq!(r.h.state(), State::Running, "a run that outlives the window ends flapping");
+    r.exit(0);
+    assert_eq!(r.h.retry_at().unwrap().saturating_since(r.now).as_millis(), 1000);
+}
+
+#[test]
+fn a_clean_exit_loop_gives_up_once_it_is_flapping() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    let mut states = Vec::new();
+    for _ in 0..8 {
+        r.exit(0);
+        states.push(r.h.state());
+        if r.h.state() == State::Failed {
+            break;
+        }
+        r.respawn();
+    }
+    use State::*;
+    // Two plain restarts, then every exit while flapping counts: five of them give up.
+    assert_eq!(states, [Restarting, Restarting, Degraded, Degraded, Degraded, Degraded, Failed]);
+}
+
+#[test]
+fn an_exit_after_outliving_the_window_goes_straight_to_restarting() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    for _ in 0..3 {
+        r.exit(1);
+        r.respawn();
+    }
+    assert_eq!(r.h.state(), State::Degraded);
+    r.now = Instant(r.now.0 + 11 * SEC); // No wake in between.
+    r.exit(1);
+    let changes: Vec<(State, State)> = r
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::HarnessStateChanged { from, to, .. } => Some((from, to)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(changes, [(State::Degraded, State::Restarting)], "no detour through running");
+}

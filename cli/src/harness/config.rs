@@ -1,0 +1,328 @@
+//! `harness.toml`: parsing and validation into the core's `DaemonConfig`. Every error names
+//! the file, the line and the key; nothing is applied from a file that fails.
+
+use harn_core::daemon::{DaemonConfig, Profile};
+use harn_core::env::SpawnSpec;
+use harn_core::ids::Id;
+use harn_core::lifecycle::{HarnessSpec, LifecycleLimits, Readiness, RestartPolicy};
+use harn_core::time::Duration;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A configuration that was refused, with where and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file.
+    pub file: PathBuf,
+    /// 1-based line, when known.
+    pub line: Option<usize>,
+    /// The dotted key the problem is about, when known.
+    pub key: Option<String>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, ": {key}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    #[serde(default)]
+    limits: RawLimits,
+    #[serde(default)]
+    harness: BTreeMap<String, toml::Spanned<RawHarness>>,
+    #[serde(default)]
+    profile: BTreeMap<String, toml::Spanned<RawProfile>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    flap_threshold: Option<u32>,
+    flap_window_ms: Option<u64>,
+    restart_delay_ms: Option<u64>,
+    restart_delay_max_ms: Option<u64>,
+    give_up_after: Option<u32>,
+    healthy_run_ms: Option<u64>,
+    stop_grace_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawHarness {
+    command: Vec<String>,
+    cwd: Option<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    restart: RestartPolicy,
+    restart_delay_ms: Option<u64>,
+    stop_grace_ms: Option<u64>,
+    #[serde(default)]
+    readiness: RawReadiness,
+    #[serde(default = "yes")]
+    enabled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `readiness = "none" | "notify"`, or `{ file = "path" }`, or `{ probe = ["cmd", …] }`.
+#[derive(Deserialize, Default)]
+#[serde(untagged)]
+enum RawReadiness {
+    #[default]
+    #[serde(skip)]
+    Absent,
+    Word(ReadinessWord),
+    File {
+        file: String,
+    },
+    Probe {
+        probe: Vec<String>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ReadinessWord {
+    None,
+    Notify,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProfile {
+    harnesses: Vec<String>,
+    #[serde(default)]
+    autostart: bool,
+}
+
+/// Reads and validates `file`.
+pub fn load(file: &Path) -> Result<DaemonConfig, ConfigError> {
+    let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
+        file: file.to_owned(),
+        line: None,
+        key: None,
+        message: e.to_string(),
+    })?;
+    parse(file, &text)
+}
+
+/// Parses and validates the text of `file`.
+pub fn parse(file: &Path, text: &str) -> Result<DaemonConfig, ConfigError> {
+    let at =
+        |span: Option<std::ops::Range<usize>>, key: Option<String>, message: String| ConfigError {
+            file: file.to_owned(),
+            line: span.map(|s| line_of(text, s.start)),
+            key,
+            message,
+        };
+    let raw: RawConfig =
+        toml::from_str(text).map_err(|e| at(e.span(), None, e.message().to_owned()))?;
+    let limits = limits(&raw.limits).map_err(|(key, message)| at(None, Some(key), message))?;
+    let mut config = DaemonConfig { limits, ..DaemonConfig::default() };
+    for (name, spanned) in &raw.harness {
+        let span = Some(spanned.span());
+        let id = Id::new(name)
+            .map_err(|e| at(span.clone(), Some(format!("harness.{name}")), e.to_string()))?;
+        let spec = harness(name, spanned.get_ref())
+            .map_err(|(key, message)| at(span.clone(), Some(key), message))?;
+        config.harnesses.insert(id, spec);
+    }
+    for (name, spanned) in &raw.profile {
+        let span = Some(spanned.span());
+        let key = format!("profile.{name}");
+        let id = Id::new(name).map_err(|e| at(span.clone(), Some(key.clone()), e.to_string()))?;
+        let mut members = Vec::new();
+        for member in &spanned.get_ref().harnesses {
+            let key = format!("{key}.harnesses");
+            let m =
+                Id::new(member).map_err(|e| at(span.clone(), Some(key.clone()), e.to_string()))?;
+            if !config.harnesses.contains_key(&m) {
+                return Err(at(span.clone(), Some(key), format!("no harness named {member:?}")));
+            }
+            members.push(m);
+        }
+        config
+            .profiles
+            .insert(id, Profile { harnesses: members, autostart: spanned.get_ref().autostart });
+    }
+    config.validate().map_err(|message| at(None, None, message))?;
+    Ok(config)
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+type Refusal = (String, String);
+
+fn limits(raw: &RawLimits) -> Result<LifecycleLimits, Refusal> {
+    let d = LifecycleLimits::default();
+    let ms = |v: Option<u64>, default: Duration| v.map_or(default, Duration::from_millis);
+    let limits = LifecycleLimits {
+        flap_threshold: raw.flap_threshold.unwrap_or(d.flap_threshold),
+        flap_window: ms(raw.flap_window_ms, d.flap_window),
+        restart_delay: ms(raw.restart_delay_ms, d.restart_delay),
+        restart_delay_max: ms(raw.restart_delay_max_ms, d.restart_delay_max),
+        give_up_after: raw.give_up_after.unwrap_or(d.give_up_after),
+        healthy_run: ms(raw.healthy_run_ms, d.healthy_run),
+        stop_grace: ms(raw.stop_grace_ms, d.stop_grace),
+    };
+    limits.validate().map_err(|message| {
+        let field = message.split(' ').next().unwrap_or("").to_owned();
+        (format!("limits.{field}"), message)
+    })?;
+    Ok(limits)
+}
+
+fn harness(name: &str, raw: &RawHarness) -> Result<HarnessSpec, Refusal> {
+    let key = |field: &str| format!("harness.{name}.{field}");
+    if raw.command.first().is_none_or(|p| p.is_empty()) {
+        return Err((
+            key("command"),
+            "must name a program: command = [\"program\", \"arg\", …]".into(),
+        ));
+    }
+    if let Some(bad) = raw.env.keys().find(|k| k.is_empty() || k.contains('=') || k.contains('\0'))
+    {
+        return Err((key("env"), format!("{bad:?} is not a variable name")));
+    }
+    let readiness = match &raw.readiness {
+        RawReadiness::Absent | RawReadiness::Word(ReadinessWord::None) => Readiness::None,
+        RawReadiness::Word(ReadinessWord::Notify) => Readiness::Notify,
+        RawReadiness::File { file } if !file.is_empty() => Readiness::File { path: file.clone() },
+        RawReadiness::Probe { probe } if probe.first().is_some_and(|p| !p.is_empty()) => {
+            Readiness::Probe { command: probe.clone() }
+        }
+        _ => {
+            return Err((
+                key("readiness"),
+                "a file path or a probe command may not be empty".into(),
+            ))
+        }
+    };
+    Ok(HarnessSpec {
+        spawn: SpawnSpec {
+            argv: raw.command.clone(),
+            cwd: raw.cwd.clone(),
+            env: raw.env.clone(),
+            stdin: Vec::new(),
+        },
+        restart: raw.restart,
+        restart_delay: raw.restart_delay_ms.map(Duration::from_millis),
+        stop_grace: raw.stop_grace_ms.map(Duration::from_millis),
+        readiness,
+        enabled: raw.enabled,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(text: &str) -> Result<DaemonConfig, ConfigError> {
+        parse(Path::new("harness.toml"), text)
+    }
+
+    #[test]
+    fn a_three_line_config_is_enough() {
+        let c = parse_str("[harness.agent]\ncommand = [\"sleep\", \"1000\"]\n").unwrap();
+        let spec = &c.harnesses[&Id::new("agent").unwrap()];
+        assert_eq!(spec.spawn.argv, ["sleep", "1000"]);
+        assert_eq!(spec.restart, RestartPolicy::Always);
+        assert!(spec.enabled);
+        assert_eq!(c.limits, LifecycleLimits::default());
+    }
+
+    #[test]
+    fn every_key_is_read() {
+        let text = r#"
+[limits]
+flap_threshold = 4
+flap_window_ms = 5000
+restart_delay_ms = 200
+restart_delay_max_ms = 8000
+give_up_after = 0
+healthy_run_ms = 60000
+stop_grace_ms = 3000
+
+[harness.web]
+command = ["python3", "-m", "http.server"]
+cwd = "site"
+env = { PORT = "8000" }
+restart = "on-failure"
+restart_delay_ms = 500
+stop_grace_ms = 2000
+readiness = { probe = ["curl", "-f", "localhost:8000"] }
+enabled = false
+
+[harness.watch]
+command = ["watcher"]
+readiness = "notify"
+
+[profile.dev]
+harnesses = ["web", "watch"]
+autostart = true
+"#;
+        let c = parse_str(text).unwrap();
+        assert_eq!(c.limits.flap_threshold, 4);
+        assert_eq!(c.limits.give_up_after, 0);
+        let web = &c.harnesses[&Id::new("web").unwrap()];
+        assert_eq!(web.restart, RestartPolicy::OnFailure);
+        assert_eq!(web.spawn.env["PORT"], "8000");
+        assert_eq!(web.stop_grace, Some(Duration::from_millis(2000)));
+        assert!(matches!(web.readiness, Readiness::Probe { .. }));
+        assert!(!web.enabled);
+        assert_eq!(c.harnesses[&Id::new("watch").unwrap()].readiness, Readiness::Notify);
+        assert!(c.profiles[&Id::new("dev").unwrap()].autostart);
+    }
+
+    #[test]
+    fn errors_name_file_line_and_key() {
+        let e = parse_str("[harness.a]\ncommand = [\"x\"]\nrestart = \"sometimes\"\n").unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.to_string().starts_with("harness.toml:3"), "{e}");
+        assert!(e.message.contains("sometimes"), "{e}");
+
+        let e = parse_str("[harness.a]\ncommand = [\"x\"]\ncomand = 1\n").unwrap_err();
+        assert_eq!(e.line, Some(3), "{e}");
+        assert!(e.message.contains("comand"), "{e}");
+
+        let e = parse_str("[harness.a]\ncommand = []\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("harness.a.command"), "{e}");
+        assert_eq!(e.line, Some(1), "{e}");
+
+        let e = parse_str("[harness.A]\ncommand = [\"x\"]\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("harness.A"), "{e}");
+
+        let e = parse_str("[harness.a]\ncommand = [\"x\"]\n[profile.p]\nharnesses = [\"b\"]\n")
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("profile.p.harnesses"), "{e}");
+        assert_eq!(e.line, Some(3), "{e}");
+
+        let e = parse_str("[limits]\nrestart_delay_ms = 9000\nrestart_delay_max_ms = 10\n")
+            .unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("limits.restart_delay_max_ms"), "{e}");
+
+        let e = parse_str("[harness.a\ncommand = [\"x\"]\n").unwrap_err();
+        assert_eq!(e.line, Some(1), "{e}");
+    }
+}

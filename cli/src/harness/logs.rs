@@ -1,0 +1,184 @@
+//! Per-harness log files with size-based rotation and a cap on retained bytes, written by
+//! threads that drain the children's pipes so a fast writer never blocks the daemon loop.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// Rotation limits: a file rotates at `max_file_bytes`; `keep` older files are retained, so
+/// at most `max_file_bytes × (keep + 1)` bytes are kept per harness.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rotation {
+    /// Size at which the current file rotates.
+    pub max_file_bytes: u64,
+    /// Rotated files kept (`NAME.log.1` newest … `NAME.log.K` oldest).
+    pub keep: u32,
+}
+
+impl Default for Rotation {
+    fn default() -> Rotation {
+        Rotation { max_file_bytes: 8 << 20, keep: 5 }
+    }
+}
+
+/// One harness's log, shared by the threads reading its stdout and stderr.
+pub struct LogSink {
+    path: PathBuf,
+    file: Option<File>,
+    size: u64,
+    rotation: Rotation,
+}
+
+impl LogSink {
+    /// A sink appending to `path`, created 0600 when missing.
+    pub fn open(path: PathBuf, rotation: Rotation) -> std::io::Result<Arc<Mutex<LogSink>>> {
+        let file = open_append(&path)?;
+        let size = file.metadata()?.len();
+        Ok(Arc::new(Mutex::new(LogSink { path, file: Some(file), size, rotation })))
+    }
+
+    /// Appends `bytes`, rotating first when the file would grow past its limit.
+    pub fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        if self.size > 0 && self.size + bytes.len() as u64 > self.rotation.max_file_bytes {
+            self.rotate()?;
+        }
+        let file = match self.file.as_mut() {
+            Some(f) => f,
+            None => self.file.insert(open_append(&self.path)?),
+        };
+        file.write_all(bytes)?;
+        self.size += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn rotate(&mut self) -> std::io::Result<()> {
+        self.file = None;
+        let numbered = |n: u32| PathBuf::from(format!("{}.{n}", self.path.display()));
+        if self.rotation.keep == 0 {
+            std::fs::remove_file(&self.path).or_else(ignore_missing)?;
+        } else {
+            std::fs::remove_file(numbered(self.rotation.keep)).or_else(ignore_missing)?;
+            for n in (1..self.rotation.keep).rev() {
+                std::fs::rename(numbered(n), numbered(n + 1)).or_else(ignore_missing)?;
+            }
+            std::fs::rename(&self.path, numbered(1)).or_else(ignore_missing)?;
+        }
+        self.size = 0;
+        Ok(())
+    }
+}
+
+fn ignore_missing(e: std::io::Error) -> std::io::Result<()> {
+    if e.kind() == std::io::ErrorKind::NotFound {
+        Ok(())
+    } else {
+        Err(e)
+    }
+}
+
+fn open_append(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new().create(true).append(true).mode(0o600).open(path)
+}
+
+/// Copies a child's pipe into its log until the pipe closes, on a thread of its own.
+pub fn drain_pipe(mut pipe: impl Read + Send + 'static, sink: Arc<Mutex<LogSink>>) {
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 8192];
+        loop {
+            match pipe.read(&mut buf) {
+                Ok(0) => return,
+                Ok(n) => {
+                    // A full disk loses log bytes, never supervision.
+                    let _ = sink.lock().map(|mut s| s.write(&buf[..n]));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    });
+}
+
+/// The last `lines` lines of a harness's log, reaching into rotated files when needed.
+pub fn tail(path: &Path, lines: usize) -> std::io::Result<Vec<u8>> {
+    let mut chunks = Vec::new();
+    let mut have = 0;
+    for n in 0.. {
+        let file =
+            if n == 0 { path.to_owned() } else { PathBuf::from(format!("{}.{n}", path.display())) };
+        let bytes = match std::fs::read(&file) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && n > 0 => break,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        have += bytes.iter().filter(|&&b| b == b'\n').count();
+        chunks.push(bytes);
+        if have > lines || n > 64 {
+            break;
+        }
+    }
+    let all: Vec<u8> = chunks.into_iter().rev().flatten().collect();
+    Ok(last_lines(&all, lines).to_vec())
+}
+
+fn last_lines(bytes: &[u8], lines: usize) -> &[u8] {
+    let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    let mut seen = 0;
+    for (i, &b) in body.iter().enumerate().rev() {
+        if b == b'\n' {
+            seen += 1;
+            if seen == lines {
+                return &bytes[i + 1..];
+            }
+        }
+    }
+    if lines == 0 {
+        &bytes[bytes.len()..]
+    } else {
+        bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rotation_keeps_at_most_the_configured_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.log");
+        let sink = LogSink::open(path.clone(), Rotation { max_file_bytes: 100, keep: 2 }).unwrap();
+        for i in 0..100 {
+            sink.lock().unwrap().write(format!("line {i:03} ......\n").as_bytes()).unwrap();
+        }
+        let total: u64 = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum();
+        assert!(total <= 300, "{total} bytes kept");
+        assert!(!dir.path().join("a.log.3").exists());
+        let last = tail(&path, 3).unwrap();
+        assert_eq!(
+            String::from_utf8(last).unwrap(),
+            "line 097 ......\nline 098 ......\nline 099 ......\n"
+        );
+        let across = tail(&path, 8).unwrap();
+        assert_eq!(String::from_utf8(across).unwrap().lines().count(), 8, "reaches into a.log.1");
+    }
+
+    #[test]
+    fn tail_of_a_missing_log_is_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(tail(&dir.path().join("none.log"), 10).unwrap().is_empty());
+    }
+
+    #[test]
+    fn last_lines_counts_from_the_end() {
+        assert_eq!(last_lines(b"a\nb\nc\n", 2), b"b\nc\n");
+        assert_eq!(last_lines(b"a\nb\nc", 2), b"b\nc");
+        assert_eq!(last_lines(b"a\n", 5), b"a\n");
+        assert_eq!(last_lines(b"a\nb\n", 0), b"");
+    }
+}
