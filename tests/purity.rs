@@ -1,18 +1,35 @@
 //! Architecture invariant: harn-core and harn-sim perform no IO and stay deterministic. Their
-//! sources may not name filesystem, process, network, environment, thread, wall-clock or
-//! OS-randomness APIs, nor hash-ordered collections.
+//! sources may not use filesystem, process, network, environment, thread, terminal, clock or
+//! OS-randomness APIs, nor hash-ordered collections. `use` trees are expanded (`use
+//! std::{fs, time::{Instant}}` names `std::fs` and `std::time::Instant`), so grouping an import
+//! does not hide it.
 
 use std::path::{Path, PathBuf};
 
-/// Each forbidden pattern with the reason shown when it is found.
-const FORBIDDEN: &[(&str, &str)] = &[
+/// Module paths that may not be imported or named, with the reason.
+const FORBIDDEN_PATHS: &[(&str, &str)] = &[
     ("std::fs", "filesystem access"),
     ("std::process", "process control"),
     ("std::net", "networking"),
     ("std::env", "the process environment"),
     ("std::thread", "threads"),
+    ("std::os", "operating-system specifics"),
+    ("std::io::stdin", "the terminal"),
+    ("std::io::stdout", "the terminal"),
+    ("std::io::stderr", "the terminal"),
     ("std::time::Instant", "reading the monotonic clock"),
     ("std::time::SystemTime", "reading the wall clock"),
+    ("std::time::UNIX_EPOCH", "reading the wall clock"),
+    ("std::collections::HashMap", "hash-ordered iteration"),
+    ("std::collections::HashSet", "hash-ordered iteration"),
+    ("std::collections::hash_map", "hash-ordered iteration"),
+    ("std::hash::RandomState", "randomly keyed hashing"),
+    ("std::hash::DefaultHasher", "randomly keyed hashing"),
+    ("std::collections::hash_map::RandomState", "randomly keyed hashing"),
+];
+
+/// Words that may not appear in code at all, with the reason.
+const FORBIDDEN_WORDS: &[(&str, &str)] = &[
     ("Instant::now", "reading the monotonic clock"),
     ("SystemTime::now", "reading the wall clock"),
     ("UNIX_EPOCH", "reading the wall clock"),
@@ -24,8 +41,15 @@ const FORBIDDEN: &[(&str, &str)] = &[
     ("HashSet", "hash-ordered iteration"),
     ("RandomState", "randomly keyed hashing"),
     ("DefaultHasher", "randomly keyed hashing"),
+    ("println!", "printing to the terminal"),
+    ("eprintln!", "printing to the terminal"),
+    ("print!(", "printing to the terminal"),
+    ("eprint!(", "printing to the terminal"),
+    ("dbg!(", "printing to the terminal"),
     ("tokio", "an async runtime"),
     ("unsafe ", "unsafe code"),
+    ("use std as", "aliasing std hides what is used"),
+    ("extern crate std", "aliasing std hides what is used"),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -39,8 +63,76 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Every forbidden use in `crate_dir/src`, as `file:line: pattern (reason)`; comments are
-/// skipped so the rules can be explained in prose.
+/// The code of each line, with `//` comments removed.
+fn code_lines(text: &str) -> Vec<&str> {
+    text.lines().map(|l| l.split("//").next().unwrap_or("")).collect()
+}
+
+/// Every path named by every `use` statement, with the line the statement starts on.
+fn use_paths(lines: &[&str]) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let trimmed = lines[i].trim_start();
+        let is_use = trimmed.starts_with("use ")
+            || trimmed.starts_with("pub use ")
+            || trimmed.contains(" use ");
+        if !is_use {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut statement = String::new();
+        while i < lines.len() {
+            statement.push_str(lines[i]);
+            i += 1;
+            if statement.contains(';') {
+                break;
+            }
+        }
+        let tree: String = statement
+            .split_once("use ")
+            .map(|(_, rest)| rest.split(';').next().unwrap_or(""))
+            .unwrap_or("")
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
+        for path in expand(&tree) {
+            found.push((start + 1, path));
+        }
+    }
+    found
+}
+
+/// Expands a use tree such as `a::{b,c::{d,e}}` into `a::b`, `a::c::d`, `a::c::e`.
+fn expand(tree: &str) -> Vec<String> {
+    let Some(open) = tree.find('{') else {
+        return vec![tree.trim_start_matches("::").to_owned()];
+    };
+    let prefix = &tree[..open];
+    let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+    let mut items = Vec::new();
+    let (mut depth, mut last) = (0, 0);
+    for (i, c) in inner.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&inner[last..i]);
+                last = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&inner[last..]);
+    items
+        .into_iter()
+        .filter(|item| !item.is_empty())
+        .flat_map(|item| expand(&format!("{prefix}{item}")))
+        .collect()
+}
+
+/// Every forbidden use in `crate_dir/src`, as `file:line: what (why)`.
 fn violations(crate_dir: &str) -> Vec<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(crate_dir).join("src");
     let mut files = Vec::new();
@@ -50,12 +142,23 @@ fn violations(crate_dir: &str) -> Vec<String> {
     let mut found = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("readable source");
-        for (no, line) in text.lines().enumerate() {
-            let code = line.split("//").next().unwrap_or("");
-            for (pattern, why) in FORBIDDEN {
-                if code.contains(pattern) {
-                    let shown = file.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(&file);
-                    found.push(format!("{}:{}: {pattern} ({why})", shown.display(), no + 1));
+        let lines = code_lines(&text);
+        let shown =
+            file.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(&file).display().to_string();
+        for (line, path) in use_paths(&lines) {
+            let path = path.trim_start_matches("::");
+            for (forbidden, why) in FORBIDDEN_PATHS {
+                if path == *forbidden || path.starts_with(&format!("{forbidden}::")) {
+                    found.push(format!("{shown}:{line}: use {path} ({why})"));
+                }
+            }
+        }
+        for (no, code) in lines.iter().enumerate() {
+            let qualified: Vec<&str> = FORBIDDEN_PATHS.iter().map(|(p, _)| *p).collect();
+            for (word, why) in FORBIDDEN_WORDS.iter().chain(FORBIDDEN_PATHS.iter()) {
+                let is_path = qualified.contains(word);
+                if code.contains(word) && !(is_path && code.trim_start().starts_with("use ")) {
+                    found.push(format!("{shown}:{}: {word} ({why})", no + 1));
                 }
             }
         }
@@ -76,26 +179,40 @@ fn the_simulator_performs_no_io_and_stays_deterministic() {
 }
 
 #[test]
-fn the_scan_catches_a_planted_violation() {
-    // The checker itself must be able to fail: scan a file that breaks the rule.
-    let dir = tempfile::tempdir().unwrap();
-    let src = dir.path().join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    std::fs::write(
-        src.join("lib.rs"),
-        "use std::collections::HashMap;\n// std::fs in a comment is fine\n",
-    )
-    .unwrap();
-    let rel = pathdiff(dir.path());
-    let found = violations(&rel);
-    assert_eq!(found.len(), 1, "{found:?}");
-    assert!(found[0].contains("HashMap"));
+fn the_scan_catches_planted_violations_in_every_form() {
+    let planted = [
+        ("use std::collections::HashMap;\n", "HashMap"),
+        ("use std::{fs, collections::BTreeMap};\n", "use std::fs"),
+        ("use std::time::{Instant};\n", "use std::time::Instant"),
+        ("use std::{\n    process::Command,\n    io,\n};\n", "use std::process::Command"),
+        ("use ::std::env;\n", "use std::env"),
+        ("fn f() { let _ = ::std::env::var(\"X\"); }\n", "std::env"),
+        ("fn f() { println!(\"hi\"); }\n", "println!"),
+        ("use std as s;\n", "use std as"),
+    ];
+    for (source, expected) in planted {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("lib.rs"), format!("// std::fs in a comment is fine\n{source}"))
+            .unwrap();
+        let found = violations(&relative(dir.path()));
+        assert!(found.iter().any(|f| f.contains(expected)), "{source:?} was not caught: {found:?}");
+    }
+}
+
+#[test]
+fn use_trees_expand_to_every_path() {
+    assert_eq!(
+        expand("std::{fs,time::{Instant,Duration}}"),
+        ["std::fs", "std::time::Instant", "std::time::Duration"]
+    );
+    assert_eq!(expand("crate::x"), ["crate::x"]);
 }
 
 /// `path` relative to the manifest directory, so `violations` can scan it.
-fn pathdiff(path: &Path) -> String {
-    let base = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let depth = base.components().count();
+fn relative(path: &Path) -> String {
+    let depth = Path::new(env!("CARGO_MANIFEST_DIR")).components().count();
     let mut rel = PathBuf::new();
     for _ in 0..depth {
         rel.push("..");

@@ -2,7 +2,9 @@
 //! simulated day of harnesses under faults with a summary.
 
 use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
-use clap::{Args, Subcommand, ValueEnum};
+#[cfg(feature = "planted-bugs")]
+use clap::ValueEnum;
+use clap::{Args, Subcommand};
 use harn_core::journal;
 use harn_core::lifecycle::RestartPolicy;
 use harn_core::time::{Duration, Instant};
@@ -45,20 +47,28 @@ pub enum SimCommand {
     },
 }
 
-/// A planted bug, to check that the checker finds it.
+/// A planted bug, to check that the checker finds it (test builds only).
+#[cfg(feature = "planted-bugs")]
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum BugArg {
     /// `sync_dir` silently does nothing, so renamed files are lost by a crash.
     LyingDirSync,
     /// Some child-exit reports are lost, so the daemon believes dead children are alive.
     LostExitReport,
+    /// The core queues spawns ahead of the state.json barrier.
+    SpawnBeforePersist,
+    /// The core acknowledges commands ahead of the state.json barrier.
+    AckBeforePersist,
 }
 
+#[cfg(feature = "planted-bugs")]
 impl From<BugArg> for InjectedBug {
     fn from(b: BugArg) -> InjectedBug {
         match b {
             BugArg::LyingDirSync => InjectedBug::LyingDirSync,
             BugArg::LostExitReport => InjectedBug::LostExitReport,
+            BugArg::SpawnBeforePersist => InjectedBug::SpawnBeforePersist,
+            BugArg::AckBeforePersist => InjectedBug::AckBeforePersist,
         }
     }
 }
@@ -75,7 +85,8 @@ pub struct RunArgs {
     /// Write the trace to this file.
     #[arg(long)]
     trace: Option<PathBuf>,
-    /// Plant a bug (for checking the checker).
+    /// Plant a bug (for checking the checker; test builds only).
+    #[cfg(feature = "planted-bugs")]
     #[arg(long, value_enum)]
     inject_bug: Option<BugArg>,
     /// Print one JSON document.
@@ -98,12 +109,46 @@ pub struct SweepArgs {
     /// Directory for the traces of failing seeds.
     #[arg(long, default_value = "sim-failures")]
     trace_dir: PathBuf,
-    /// Plant a bug (for checking the checker).
+    /// Plant a bug (for checking the checker; test builds only).
+    #[cfg(feature = "planted-bugs")]
     #[arg(long, value_enum)]
     inject_bug: Option<BugArg>,
     /// Print one JSON document.
     #[arg(long)]
     json: bool,
+}
+
+/// The planted bug asked for, if any (always none without the planted-bugs feature).
+#[cfg(feature = "planted-bugs")]
+fn planted(arg: Option<BugArg>) -> Option<InjectedBug> {
+    arg.map(Into::into)
+}
+
+#[cfg(not(feature = "planted-bugs"))]
+fn planted(_: Option<std::convert::Infallible>) -> Option<InjectedBug> {
+    None
+}
+
+impl RunArgs {
+    #[cfg(feature = "planted-bugs")]
+    fn inject_bug(&self) -> Option<BugArg> {
+        self.inject_bug
+    }
+    #[cfg(not(feature = "planted-bugs"))]
+    fn inject_bug(&self) -> Option<std::convert::Infallible> {
+        None
+    }
+}
+
+impl SweepArgs {
+    #[cfg(feature = "planted-bugs")]
+    fn inject_bug(&self) -> Option<BugArg> {
+        self.inject_bug
+    }
+    #[cfg(not(feature = "planted-bugs"))]
+    fn inject_bug(&self) -> Option<std::convert::Infallible> {
+        None
+    }
 }
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {
@@ -127,14 +172,14 @@ pub fn run(cmd: SimCommand) -> i32 {
     }
 }
 
-fn outcome_for(seed: u64, steps: u64, bug: Option<BugArg>, trace: bool) -> RunOutcome {
+fn outcome_for(seed: u64, steps: u64, bug: Option<InjectedBug>, trace: bool) -> RunOutcome {
     let mut options = runner::options_for_seed(seed, steps);
-    options.bug = bug.map(Into::into);
+    options.bug = bug;
     runner::run_with(seed, options, trace)
 }
 
 fn run_one(args: RunArgs) -> i32 {
-    let out = outcome_for(args.seed, args.steps, args.inject_bug, args.trace.is_some());
+    let out = outcome_for(args.seed, args.steps, planted(args.inject_bug()), args.trace.is_some());
     if let (Some(path), Some(trace)) = (&args.trace, &out.trace) {
         if let Err(e) = std::fs::write(path, trace.to_jsonl()) {
             return fail(EXIT_FAILED, format!("{}: {e}", path.display()));
@@ -174,11 +219,12 @@ fn sweep(args: SweepArgs) -> i32 {
         if budget.is_some_and(|b| started.elapsed() >= b) {
             break;
         }
-        let out = outcome_for(seed, args.steps, args.inject_bug, false);
+        let bug = planted(args.inject_bug());
+        let out = outcome_for(seed, args.steps, bug, false);
         seeds += 1;
         steps += out.steps;
         if let Some(v) = out.violation {
-            let traced = outcome_for(seed, args.steps, args.inject_bug, true);
+            let traced = outcome_for(seed, args.steps, bug, true);
             let file = args.trace_dir.join(format!("seed-{seed}.trace.jsonl"));
             let written = std::fs::create_dir_all(&args.trace_dir)
                 .and_then(|()| std::fs::write(&file, traced.trace.expect("traced").to_jsonl()));
@@ -298,15 +344,15 @@ fn day_options() -> SimOptions {
     let mut o = runner::options_for_seed(0, 0);
     o.harnesses = vec![
         h(Behaviour::Healthy, RestartPolicy::Always),
-        h(Behaviour::Flaky, RestartPolicy::OnFailure),
+        h(Behaviour::Flaky, RestartPolicy::Always),
         h(Behaviour::Stubborn, RestartPolicy::UnlessStopped),
         h(Behaviour::Crashy, RestartPolicy::Always),
     ];
     o.limits = Default::default();
-    o.crash_per_mille = 1;
+    o.crash_per_mille = 3;
     o.io_fault_per_mille = 1;
     o.wake_fault_per_mille = 50;
-    o.command_mean_secs = 1_800;
+    o.command_mean_secs = 3 * 3600;
     o.wall_jump_per_mille = 1;
     o
 }
@@ -327,11 +373,11 @@ fn day(seed: u64, json: bool) -> i32 {
     let rows: Vec<serde_json::Value> = daemon
         .harnesses()
         .iter()
-        .enumerate()
-        .map(|(i, (name, h))| {
+        .map(|(name, h)| {
             let d = h.durable();
+            let program = h.active_spec().spawn.argv.first().cloned().unwrap_or_default();
             serde_json::json!({
-                "name": name, "program": day_options().harnesses[i].behaviour.program(),
+                "name": name, "program": program,
                 "restart": h.active_spec().restart, "state": h.state().as_str(), "enabled": d.enabled,
                 "runs": d.runs, "restarts": d.restarts, "consecutive_failures": d.consecutive_failures,
             })
@@ -371,9 +417,9 @@ fn print_day(s: &serde_json::Value, rows: &[serde_json::Value]) {
             r["program"].as_str().unwrap_or(""),
             r["restart"].as_str().unwrap_or(""),
             r["state"].as_str().unwrap_or(""),
-            r["enabled"],
-            r["runs"],
-            r["restarts"]
+            if r["enabled"].as_bool() == Some(true) { "yes" } else { "no" },
+            r["runs"].as_u64().unwrap_or(0),
+            r["restarts"].as_u64().unwrap_or(0)
         );
     }
     match s["violation"].as_object() {

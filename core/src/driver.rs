@@ -141,19 +141,22 @@ pub struct Env<'e> {
 pub struct Driver {
     paths: DaemonPaths,
     journal: JournalWriter,
+    /// What the last drain carried out before it failed; see [`Driver::take_partial`].
+    partial: Vec<Executed>,
 }
 
 /// Upper bound on effects executed for one wake; more means a feedback loop.
 const MAX_EFFECTS_PER_WAKE: usize = 1 << 16;
 
 impl Driver {
-    /// Reads the durable files (truncating a torn journal tail) and boots the core, then runs
-    /// the boot's effects. The same path serves a first start and a restart after a crash.
-    pub fn boot(
+    /// Reads the durable files (truncating a torn journal tail) and boots the core; the
+    /// caller then runs the boot's effects with [`Driver::drain`]. The same path serves a
+    /// first start and a restart after a crash.
+    pub fn open(
         env: &mut Env<'_>,
         paths: DaemonPaths,
         config: DaemonConfig,
-    ) -> Result<(Driver, Daemon, Vec<Executed>), Fatal> {
+    ) -> Result<(Driver, Daemon), Fatal> {
         env.fs.create_dir_all(&paths.dir)?;
         let persisted = match env.fs.read(&paths.state)? {
             None => None,
@@ -164,11 +167,8 @@ impl Driver {
         };
         let (journal, _) =
             JournalWriter::open_tail(env.fs, &paths.events).map_err(journal_fatal)?;
-        let now = env.clock.now();
-        let mut daemon = Daemon::boot(config, persisted, now).map_err(Fatal::Boot)?;
-        let mut driver = Driver { paths, journal };
-        let done = driver.drain(env, &mut daemon, now)?;
-        Ok((driver, daemon, done))
+        let daemon = Daemon::boot(config, persisted, env.clock.now()).map_err(Fatal::Boot)?;
+        Ok((Driver { paths, journal, partial: Vec::new() }, daemon))
     }
 
     /// Feeds one wake to the core and carries out everything it asks, in order.
@@ -196,12 +196,35 @@ impl Driver {
         now: Instant,
     ) -> Result<Vec<Executed>, Fatal> {
         let mut done = Vec::new();
+        let result = self.drain_into(env, daemon, now, &mut done);
+        match result {
+            Ok(()) => Ok(done),
+            Err(fatal) => {
+                self.partial = done;
+                Err(fatal)
+            }
+        }
+    }
+
+    /// What was carried out before the last fatal error: a `Persisted` or `Appended` among
+    /// them is durable and must survive whatever follows.
+    pub fn take_partial(&mut self) -> Vec<Executed> {
+        std::mem::take(&mut self.partial)
+    }
+
+    fn drain_into(
+        &mut self,
+        env: &mut Env<'_>,
+        daemon: &mut Daemon,
+        now: Instant,
+        done: &mut Vec<Executed>,
+    ) -> Result<(), Fatal> {
         let mut events = Vec::new();
         while let Some(effect) = daemon.poll_effect() {
             assert!(done.len() < MAX_EFFECTS_PER_WAKE, "effect feedback loop");
             if let DaemonEffect::AppendEvents(batch) = effect {
                 events.extend(batch);
-            } else if let Some(report) = self.execute(env, effect, &mut done)? {
+            } else if let Some(report) = self.execute(env, effect, done)? {
                 daemon.handle(now, report);
             }
         }
@@ -209,7 +232,7 @@ impl Driver {
             let seqs = self.journal.append(env.fs, env.clock.wall(), &events)?;
             done.push(Executed::Appended { first: *seqs.start(), last: *seqs.end(), events });
         }
-        Ok(done)
+        Ok(())
     }
 
     fn execute(

@@ -18,6 +18,7 @@ enum Op {
     Restart,
     Halt,
     KillNow,
+    FollowConfig(bool),
     /// Reports about the current run (`stale == false`) or an arbitrary one.
     Spawned {
         stale: bool,
@@ -145,6 +146,7 @@ fn to_input(h: &Harness, op: &Op) -> Option<HarnessInput> {
             HarnessInput::Reconfigure(spec(policy, argv_rev, notify))
         }
         Op::Halt => HarnessInput::Halt,
+        Op::FollowConfig(want) => HarnessInput::FollowConfig(want),
         Op::KillNow => HarnessInput::KillNow,
         Op::Advance { .. } => return None,
     })

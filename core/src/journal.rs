@@ -328,12 +328,12 @@ pub fn scan_tail(path: &str, bytes: &[u8]) -> Result<TailScan, JournalError> {
             Ok(()) => {
                 let seq = decode_seq(line).map_err(|r| fail(start, r))?;
                 check_previous_seq(bytes, start, seq).map_err(|(at, r)| fail(at, r))?;
+                let Some(next_seq) = seq.checked_add(1) else {
+                    let reason = JournalErrorReason::BadRecord("seq is at its maximum".into());
+                    return Err(fail(start, reason));
+                };
                 let torn = (bytes.len() - end) as u64;
-                return Ok(TailScan {
-                    valid_len: end as u64,
-                    next_seq: seq + 1,
-                    torn_tail_bytes: torn,
-                });
+                return Ok(TailScan { valid_len: end as u64, next_seq, torn_tail_bytes: torn });
             }
             Err(_) if torn_allowed => {
                 torn_allowed = false;
@@ -1043,5 +1043,21 @@ mod tail_tests {
         assert_eq!(rest.records.len(), 3);
         assert_eq!(rest.next_seq(), head.next_seq());
         assert!(parse_continuing_as::<serde_json::Value>("j", &full[cut..], 4).is_err());
+    }
+}
+
+#[cfg(test)]
+mod overflow_tests {
+    use super::*;
+
+    #[test]
+    fn a_final_seq_at_the_maximum_is_refused_not_wrapped() {
+        // The tail scan checks only the last two lines, so these pass its sequence check.
+        let mut bytes = Vec::new();
+        encode_line_into(&mut bytes, u64::MAX - 1, WallTime(0), &serde_json::json!({}));
+        encode_line_into(&mut bytes, u64::MAX, WallTime(0), &serde_json::json!({}));
+        let err = scan_tail("j", &bytes).unwrap_err();
+        assert_eq!(err.line, 2);
+        assert!(err.to_string().contains("maximum"), "{err}");
     }
 }

@@ -2,6 +2,7 @@
 //! boot, independent of the core's own `check` (which it also runs).
 
 use crate::process::SimProcesses;
+use crate::seams::SpawnAudit;
 use harn_core::daemon::{Command, Daemon, PersistedState};
 use harn_core::driver::{DaemonPaths, Executed};
 use harn_core::env::Pid;
@@ -41,6 +42,22 @@ pub struct Checker {
     journal_next_seq: u64,
     /// Boots checked so far.
     boots: u64,
+    /// The highest run spawned per harness, across every boot: runs are never reused.
+    last_run: BTreeMap<Id, u64>,
+}
+
+/// What one step did, for the checks that depend on the order of its effects.
+pub struct StepFacts<'a> {
+    /// The effects carried out, in order (before a crash, those that finished).
+    pub executed: &'a [Executed],
+    /// What `state.json` durably said at each spawn, in spawn order.
+    pub audits: &'a [SpawnAudit],
+    /// `state.json`'s durable bytes before the step.
+    pub durable_before: Option<&'a [u8]>,
+    /// `state.json`'s durable bytes after the step.
+    pub durable_after: Option<&'a [u8]>,
+    /// Every operator command so far, by id.
+    pub commands: &'a BTreeMap<u64, Command>,
 }
 
 /// Every this many boots the whole verified journal prefix is compared byte for byte; the
@@ -127,36 +144,111 @@ impl Checker {
 
     /// After every step while the daemon is up.
     pub fn check_step(
-        &self,
+        &mut self,
         daemon: &Daemon,
         procs: &SimProcesses,
-        durable_state: Option<&[u8]>,
-        executed: &[Executed],
-        acked_commands: &BTreeMap<u64, Command>,
+        facts: &StepFacts<'_>,
     ) -> Check {
         if let Err(e) = daemon.check() {
             return broken("core-invariants", e);
         }
         check_ownership(daemon, procs)?;
-        let depends_on_durable = |e: &Executed| {
-            matches!(
-                e,
-                Executed::Spawned { .. } | Executed::SpawnFailed { .. } | Executed::Acked { .. }
-            )
-        };
-        if !executed.iter().any(depends_on_durable) {
-            return Ok(());
+        self.check_effects(facts)
+    }
+
+    /// The checks that hold even for a step a crash cut short: each spawn came after its run
+    /// was durable, runs are never reused, and each acknowledged intent was durable first.
+    pub fn check_effects(&mut self, facts: &StepFacts<'_>) -> Check {
+        self.check_spawns(facts)?;
+        check_acks(facts)
+    }
+
+    fn check_spawns(&mut self, facts: &StepFacts<'_>) -> Check {
+        let spawns: Vec<(&Id, u64)> = facts
+            .executed
+            .iter()
+            .filter_map(|e| match e {
+                Executed::Spawned { name, run, .. } | Executed::SpawnFailed { name, run, .. } => {
+                    Some((name, *run))
+                }
+                _ => None,
+            })
+            .collect();
+        if spawns.len() != facts.audits.len() {
+            let detail = format!(
+                "{} spawns executed, {} reached the spawner",
+                spawns.len(),
+                facts.audits.len()
+            );
+            return broken("spawns-accounted", detail);
         }
-        let durable = durable_state.map(PersistedState::decode).transpose();
-        let durable = match durable {
-            Ok(d) => d.unwrap_or_default(),
-            Err(e) => return broken("state-readable", e.to_string()),
-        };
-        for e in executed {
-            check_persisted_before(e, &durable, acked_commands)?;
+        for ((name, run), audit) in spawns.into_iter().zip(facts.audits) {
+            if audit.name != *name || audit.durable_runs < run {
+                let detail = format!(
+                    "{name} run {run} spawned while state.json said {} runs",
+                    audit.durable_runs
+                );
+                return broken("persist-before-spawn", detail);
+            }
+            let last = self.last_run.insert(name.clone(), run).unwrap_or(0);
+            if run <= last {
+                return broken(
+                    "runs-never-reused",
+                    format!("{name} run {run} spawned after run {last}"),
+                );
+            }
         }
         Ok(())
     }
+}
+
+/// Each acknowledged start, restart or stop is the durable intent afterwards, and when it
+/// changed the durable intent, a persist came before the acknowledgement.
+fn check_acks(facts: &StepFacts<'_>) -> Check {
+    let acks: Vec<(usize, u64)> = facts
+        .executed
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| match e {
+            Executed::Acked { id, error: None } => Some((i, *id)),
+            _ => None,
+        })
+        .collect();
+    if acks.is_empty() {
+        return Ok(());
+    }
+    let intents = |bytes: Option<&[u8]>| -> Result<PersistedState, (String, String)> {
+        match bytes.map(PersistedState::decode).transpose() {
+            Ok(state) => Ok(state.unwrap_or_default()),
+            Err(e) => Err(("state-readable".into(), e.to_string())),
+        }
+    };
+    let before = intents(facts.durable_before)?;
+    let after = intents(facts.durable_after)?;
+    for (index, id) in acks {
+        let (name, want) = match facts.commands.get(&id) {
+            Some(Command::Stop { name }) => (name, false),
+            Some(Command::Start { name } | Command::Restart { name }) => (name, true),
+            _ => continue,
+        };
+        let was = before.harnesses.get(name).map(|d| d.enabled);
+        let is = after.harnesses.get(name).map(|d| d.enabled);
+        if is != Some(want) {
+            return broken(
+                "persist-before-ack",
+                format!("command {id} on {name} acknowledged; durable intent is {is:?}"),
+            );
+        }
+        let persisted_first =
+            facts.executed[..index].iter().any(|e| matches!(e, Executed::Persisted { .. }));
+        if was != is && !persisted_first {
+            return broken(
+                "persist-before-ack",
+                format!("command {id} on {name} acknowledged before its intent was persisted"),
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Where the last line of a journal prefix (which ends in a newline) begins.
@@ -194,41 +286,6 @@ fn check_ownership(daemon: &Daemon, procs: &SimProcesses) -> Check {
                 );
             }
         }
-    }
-    Ok(())
-}
-
-/// A spawn or an acknowledgement happened only after the intent it depends on was durable.
-fn check_persisted_before(
-    e: &Executed,
-    durable: &PersistedState,
-    acked: &BTreeMap<u64, Command>,
-) -> Check {
-    match e {
-        Executed::Spawned { name, run, .. } | Executed::SpawnFailed { name, run, .. } => {
-            let runs = durable.harnesses.get(name).map_or(0, |d| d.runs);
-            if runs < *run {
-                return broken(
-                    "persist-before-spawn",
-                    format!("{name} run {run} spawned; durable state says {runs} runs"),
-                );
-            }
-        }
-        Executed::Acked { id, error: None } => {
-            let (name, want) = match acked.get(id) {
-                Some(Command::Stop { name }) => (name, false),
-                Some(Command::Start { name } | Command::Restart { name }) => (name, true),
-                _ => return Ok(()),
-            };
-            let got = durable.harnesses.get(name).map(|d| d.enabled);
-            if got != Some(want) {
-                return broken(
-                    "persist-before-ack",
-                    format!("command {id} on {name} acknowledged; durable intent is {got:?}"),
-                );
-            }
-        }
-        _ => {}
     }
     Ok(())
 }

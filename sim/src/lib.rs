@@ -10,9 +10,13 @@ pub mod checker;
 pub mod clock;
 pub mod entropy;
 pub mod fs;
+mod liveness;
+#[cfg(feature = "planted-bugs")]
 pub mod lying;
 pub mod options;
 pub mod process;
 pub mod runner;
+mod schedule;
+pub mod seams;
 pub mod trace;
 pub mod world;

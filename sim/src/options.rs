@@ -11,15 +11,24 @@ use harn_core::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// A bug the simulator can plant on purpose, to prove the checker finds that class of bug.
+/// The variants exist only with the `planted-bugs` feature, which only test builds enable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum InjectedBug {
     /// The filesystem acknowledges `sync_dir` without doing it, so a renamed `state.json` is
     /// lost by a crash: an acknowledged record disappears.
+    #[cfg(feature = "planted-bugs")]
     LyingDirSync,
     /// The exit watcher loses some child-exit reports, as a SIGCHLD handler that forgets
     /// signals coalesce would: the daemon keeps believing a dead child is alive.
+    #[cfg(feature = "planted-bugs")]
     LostExitReport,
+    /// The daemon core queues spawns ahead of the `state.json` barrier.
+    #[cfg(feature = "planted-bugs")]
+    SpawnBeforePersist,
+    /// The daemon core acknowledges commands ahead of the `state.json` barrier.
+    #[cfg(feature = "planted-bugs")]
+    AckBeforePersist,
 }
 
 /// One simulated harness.
@@ -75,17 +84,7 @@ impl SimOptions {
                 enabled: e.chance(3, 4),
             })
             .collect();
-        let flap_window = Duration::from_millis(e.between(2_000, 20_000));
-        let restart_delay = Duration::from_millis(e.between(100, 2_000));
-        let limits = LifecycleLimits {
-            flap_threshold: e.between(1, 4) as u32,
-            flap_window,
-            restart_delay,
-            restart_delay_max: Duration::from_millis(e.between(restart_delay.as_millis(), 30_000)),
-            give_up_after: e.below(7) as u32,
-            healthy_run: Duration::from_millis(e.between(flap_window.as_millis(), 300_000)),
-            stop_grace: Duration::from_millis(e.between(100, 10_000)),
-        };
+        let limits = draw_limits(e);
         SimOptions {
             harnesses,
             limits,
@@ -100,24 +99,38 @@ impl SimOptions {
         }
     }
 
-    /// The daemon configuration these options describe. `revision` changes the argv of every
-    /// harness, which is how simulated reloads make run-affecting edits.
-    pub fn config(&self, revision: u64, policies: &[RestartPolicy]) -> DaemonConfig {
-        let mut config = DaemonConfig { limits: self.limits, ..Default::default() };
-        for (i, h) in self.harnesses.iter().enumerate() {
+    /// The daemon configuration these options describe at the start of a run.
+    pub fn initial_config(&self) -> DaemonConfig {
+        let knobs = ConfigKnobs {
+            revision: 0,
+            policies: self.harnesses.iter().map(|h| h.restart).collect(),
+            present: vec![true; self.harnesses.len()],
+            limits: self.limits,
+        };
+        self.config(&knobs)
+    }
+
+    /// The daemon configuration for `knobs`. A revision changes every harness's argv (a
+    /// run-affecting edit) and, every third one, sets per-harness delay and grace overrides.
+    pub fn config(&self, knobs: &ConfigKnobs) -> DaemonConfig {
+        let mut config = DaemonConfig { limits: knobs.limits, ..Default::default() };
+        for (i, h) in self.harnesses.iter().enumerate().filter(|(i, _)| knobs.present[*i]) {
             let mut argv = vec![h.behaviour.program().to_owned()];
-            if revision > 0 {
-                argv.push(format!("--revision={revision}"));
+            if knobs.revision > 0 {
+                argv.push(format!("--revision={}", knobs.revision));
             }
+            let overrides = knobs.revision % 3 == 2;
             let spec = HarnessSpec {
                 spawn: SpawnSpec { argv, ..Default::default() },
-                restart: policies.get(i).copied().unwrap_or(h.restart),
+                restart: knobs.policies[i],
+                restart_delay: overrides.then(|| knobs.limits.restart_delay.saturating_shl(1)),
+                stop_grace: overrides.then(|| Duration::from_millis(500)),
                 enabled: h.enabled,
                 ..Default::default()
             };
             config.harnesses.insert(harness_name(i), spec);
         }
-        let all: Vec<Id> = (0..self.harnesses.len()).map(harness_name).collect();
+        let all: Vec<Id> = config.harnesses.keys().cloned().collect();
         let first_half: Vec<Id> = all.iter().take(all.len().div_ceil(2)).cloned().collect();
         config
             .profiles
@@ -129,7 +142,66 @@ impl SimOptions {
     }
 }
 
+/// What simulated reloads change in the configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigKnobs {
+    /// Bumped by run-affecting edits.
+    pub revision: u64,
+    /// Restart policy of each harness.
+    pub policies: Vec<RestartPolicy>,
+    /// Whether each harness is in the configuration (at least one always is).
+    pub present: Vec<bool>,
+    /// The limits in force.
+    pub limits: LifecycleLimits,
+}
+
+/// Draws lifecycle limits within the ranges the simulator explores.
+pub fn draw_limits(e: &mut dyn Entropy) -> LifecycleLimits {
+    let flap_window = Duration::from_millis(e.between(2_000, 20_000));
+    let restart_delay = Duration::from_millis(e.between(100, 2_000));
+    LifecycleLimits {
+        flap_threshold: e.between(1, 4) as u32,
+        flap_window,
+        restart_delay,
+        restart_delay_max: Duration::from_millis(e.between(restart_delay.as_millis(), 30_000)),
+        give_up_after: e.below(7) as u32,
+        healthy_run: Duration::from_millis(e.between(flap_window.as_millis(), 300_000)),
+        stop_grace: Duration::from_millis(e.between(100, 10_000)),
+    }
+}
+
 /// The name of the `i`-th simulated harness.
 pub fn harness_name(i: usize) -> Id {
     Id::new(&format!("h{i}")).expect("valid")
+}
+
+/// True when the planted bug makes `sync_dir` a no-op.
+pub(crate) fn lies_about_dir_sync(bug: Option<InjectedBug>) -> bool {
+    #[cfg(feature = "planted-bugs")]
+    return bug == Some(InjectedBug::LyingDirSync);
+    #[cfg(not(feature = "planted-bugs"))]
+    return bug.is_some();
+}
+
+/// True when the planted bug loses child-exit reports.
+pub(crate) fn loses_exit_reports(bug: Option<InjectedBug>) -> bool {
+    #[cfg(feature = "planted-bugs")]
+    return bug == Some(InjectedBug::LostExitReport);
+    #[cfg(not(feature = "planted-bugs"))]
+    return bug.is_some();
+}
+
+/// Plants the core-level bug, if that is the one chosen, in a freshly booted core.
+pub(crate) fn plant_core_bug(bug: Option<InjectedBug>, daemon: &mut harn_core::daemon::Daemon) {
+    #[cfg(feature = "planted-bugs")]
+    {
+        use harn_core::daemon::PlantedBug;
+        match bug {
+            Some(InjectedBug::SpawnBeforePersist) => daemon.plant(PlantedBug::SpawnBeforePersist),
+            Some(InjectedBug::AckBeforePersist) => daemon.plant(PlantedBug::AckBeforePersist),
+            _ => {}
+        }
+    }
+    #[cfg(not(feature = "planted-bugs"))]
+    let _ = (bug, daemon);
 }

@@ -78,6 +78,7 @@ pub struct SimProcesses {
     next_pid: Pid,
     live: BTreeMap<Pid, SimProcess>,
     signals: Vec<(Pid, Signal)>,
+    fail_next_spawn: bool,
 }
 
 /// Upper bound of a flaky run.
@@ -89,6 +90,17 @@ impl SimProcesses {
     /// The live children.
     pub fn live(&self) -> &BTreeMap<Pid, SimProcess> {
         &self.live
+    }
+
+    /// Makes the next spawn fail as a fork would under resource exhaustion (EAGAIN), even
+    /// for a program that exists.
+    pub fn fail_next_spawn(&mut self) {
+        self.fail_next_spawn = true;
+    }
+
+    /// Cancels a spawn failure that has not happened yet.
+    pub fn clear_faults(&mut self) {
+        self.fail_next_spawn = false;
     }
 
     /// Attaches an owner to a freshly spawned pid.
@@ -188,6 +200,12 @@ impl Spawner for SimProcesses {
             }
             Some(b) => b,
         };
+        if std::mem::take(&mut self.fail_next_spawn) {
+            return Err(SpawnError {
+                not_found: false,
+                detail: format!("{program}: fork: EAGAIN"),
+            });
+        }
         self.next_pid += 1;
         let pid = 1000 + self.next_pid;
         let p = SimProcess { owner: None, behaviour, exit: None, settled: false, signalled: false };

@@ -28,23 +28,8 @@ pub struct TraceHeader {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum StepEvent {
-    /// The host came (back) up and the daemon booted.
+    /// The daemon (re)started: it reads its durable files and boots.
     Boot,
-    /// The daemon could not boot (an injected IO fault); it will try again.
-    BootFailed {
-        /// Why.
-        error: String,
-    },
-    /// The host crashed; every process died and unsynced writes were lost or torn.
-    Crash {
-        /// The filesystem call the crash interrupted, if any.
-        during_op: bool,
-    },
-    /// The daemon stopped itself on an IO error (fail-stop) and the host restarts it.
-    FailStop {
-        /// The error.
-        error: String,
-    },
     /// A child exited.
     Exit {
         /// Its pid.
@@ -72,6 +57,25 @@ pub enum StepEvent {
     Calm,
 }
 
+/// How a step ended when it did not simply complete.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum StepEnd {
+    /// The host crashed: every process died, unsynced writes were lost or torn.
+    Crash {
+        /// True when the crash interrupted a filesystem call; false when it came after the
+        /// step's effects.
+        during_op: bool,
+    },
+    /// The daemon stopped itself on an IO error (fail-stop); modelled as a host crash.
+    FailStop {
+        /// The error.
+        error: String,
+    },
+    /// The daemon drained after a shutdown and exited cleanly.
+    DaemonExited,
+}
+
 /// One step's record.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TraceStep {
@@ -81,9 +85,12 @@ pub struct TraceStep {
     pub t: u64,
     /// What happened.
     pub event: StepEvent,
-    /// What the driver carried out.
+    /// What the driver carried out (before a crash, what it finished).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub executed: Vec<serde_json::Value>,
+    /// How the step ended, when it did not simply complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end: Option<StepEnd>,
     /// The daemon's state hash after the step (0 while the host is down).
     pub hash: u64,
 }

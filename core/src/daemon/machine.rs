@@ -5,6 +5,9 @@ use super::*;
 use crate::hash::Fnv64;
 use std::hash::{Hash, Hasher};
 
+/// A command's id and the answer it gets.
+type Ack = (u64, Result<(), String>);
+
 /// Upper bound on effects queued by one input; a larger queue means a runaway loop.
 const MAX_QUEUED_EFFECTS: usize = 1 << 16;
 
@@ -20,14 +23,25 @@ impl Daemon {
         config.validate().map_err(BootError::Config)?;
         let persisted =
             persisted.unwrap_or(PersistedState { v: STATE_VERSION, ..Default::default() });
+        let mut retired = persisted.retired.clone();
+        for (name, d) in &persisted.harnesses {
+            if !config.harnesses.contains_key(name) {
+                retired.insert(name.clone(), d.runs);
+            }
+        }
         let mut harnesses = BTreeMap::new();
         for (name, spec) in &config.harnesses {
-            let durable = persisted
-                .harnesses
-                .get(name)
-                .copied()
-                .unwrap_or(Durable { enabled: config.default_intent(name), ..Durable::default() });
-            harnesses.insert(name.clone(), Harness::new(name.clone(), spec.clone(), durable));
+            let mut durable = persisted.harnesses.get(name).copied().unwrap_or(Durable {
+                runs: retired.remove(name).unwrap_or(0),
+                ..Durable::default()
+            });
+            if !durable.pinned {
+                durable.enabled = config.default_intent(name);
+            }
+            let mut harness = Harness::new(name.clone(), spec.clone(), durable);
+            // Counters kept under other limits (a reload before a crash) must fit these.
+            harness.limits_changed(&config.limits);
+            harnesses.insert(name.clone(), harness);
         }
         let mut daemon = Daemon {
             active_profile: persisted.active_profile.clone(),
@@ -37,8 +51,11 @@ impl Daemon {
             harnesses,
             draining: false,
             removed: Vec::new(),
+            retired,
             effects: VecDeque::new(),
             scratch: Vec::new(),
+            #[cfg(feature = "planted-bugs")]
+            planted: None,
         };
         let mut batch = Batch::default();
         let names: Vec<Id> = daemon.harnesses.keys().cloned().collect();
@@ -175,9 +192,14 @@ impl Daemon {
             self.removed.retain(|r| r != name);
             if self.harnesses.contains_key(name) {
                 self.deliver(now, name, HarnessInput::Reconfigure(spec.clone()), batch);
+                let intent = config.default_intent(name);
+                self.deliver(now, name, HarnessInput::FollowConfig(intent), batch);
             } else {
-                let durable =
-                    Durable { enabled: config.default_intent(name), ..Durable::default() };
+                let durable = Durable {
+                    enabled: config.default_intent(name),
+                    runs: self.retired.remove(name).unwrap_or(0),
+                    ..Durable::default()
+                };
                 let mut h = Harness::new(name.clone(), spec.clone(), durable);
                 h.boot(now, &mut self.scratch);
                 batch.take(name, &mut self.scratch);
@@ -190,6 +212,11 @@ impl Daemon {
             self.deliver(now, &name, HarnessInput::Stop, batch);
             if !self.removed.contains(&name) {
                 self.removed.push(name);
+            }
+        }
+        if config.limits != self.config.limits {
+            for h in self.harnesses.values_mut() {
+                h.limits_changed(&config.limits);
             }
         }
         if self.active_profile.as_ref().is_some_and(|p| !config.profiles.contains_key(p)) {
@@ -209,15 +236,19 @@ impl Daemon {
 
     /// Drops removed harnesses that are at rest, then queues the batch behind a persist if
     /// the durable view changed.
-    fn finish(&mut self, batch: Batch, ack: Option<(u64, Result<(), String>)>) {
-        let harnesses = &mut self.harnesses;
+    fn finish(&mut self, batch: Batch, ack: Option<Ack>) {
+        let (harnesses, retired) = (&mut self.harnesses, &mut self.retired);
         self.removed.retain(|name| {
             let at_rest = harnesses.get(name).is_none_or(|h| h.current_run().is_none());
             if at_rest {
-                harnesses.remove(name);
+                if let Some(h) = harnesses.remove(name) {
+                    retired.insert(name.clone(), h.durable().runs);
+                }
             }
             !at_rest
         });
+        #[cfg(feature = "planted-bugs")]
+        let (batch, ack) = self.planted_reorder(batch, ack);
         if self.durable_view_changed() {
             self.generation += 1;
             self.persisted = self.durable_view();
@@ -236,8 +267,37 @@ impl Daemon {
         assert!(self.effects.len() <= MAX_QUEUED_EFFECTS, "runaway effect queue");
     }
 
+    /// Plants a bug in this core (test builds only).
+    #[cfg(feature = "planted-bugs")]
+    pub fn plant(&mut self, bug: PlantedBug) {
+        self.planted = Some(bug);
+    }
+
+    /// The planted bugs: queue acts or the acknowledgement ahead of the barrier.
+    #[cfg(feature = "planted-bugs")]
+    fn planted_reorder(
+        &mut self,
+        mut batch: Batch,
+        ack: Option<Ack>,
+    ) -> (Batch, Option<Ack>) {
+        match self.planted {
+            Some(PlantedBug::SpawnBeforePersist) => {
+                self.effects.extend(batch.acts.drain(..));
+                (batch, ack)
+            }
+            Some(PlantedBug::AckBeforePersist) => {
+                if let Some((id, result)) = ack {
+                    self.effects.push_back(DaemonEffect::Ack { id, result });
+                }
+                (batch, None)
+            }
+            None => (batch, ack),
+        }
+    }
+
     fn durable_view_changed(&self) -> bool {
         self.persisted.active_profile != self.active_profile
+            || self.persisted.retired != self.retired
             || self.persisted.harnesses.len() != self.harnesses.len()
             || self
                 .persisted
@@ -253,6 +313,7 @@ impl Daemon {
             generation: self.generation,
             active_profile: self.active_profile.clone(),
             harnesses: self.harnesses.iter().map(|(n, h)| (n.clone(), h.durable())).collect(),
+            retired: self.retired.clone(),
         }
     }
 
@@ -296,15 +357,10 @@ impl Daemon {
         self.generation.hash(&mut hasher);
         self.active_profile.hash(&mut hasher);
         self.draining.hash(&mut hasher);
-        for (name, h) in &self.harnesses {
-            name.hash(&mut hasher);
-            h.state().hash(&mut hasher);
-            h.durable().hash(&mut hasher);
-            h.pid().hash(&mut hasher);
-            h.retry_at().hash(&mut hasher);
-            h.recent_exit_count().hash(&mut hasher);
-            h.config_changed().hash(&mut hasher);
+        for h in self.harnesses.values() {
+            h.hash_into(&mut hasher);
         }
+        self.removed.hash(&mut hasher);
         hasher.finish()
     }
 }

@@ -118,6 +118,17 @@ pub enum DaemonEffect {
     },
 }
 
+/// A deliberate bug, compiled only with the `planted-bugs` feature, that breaks persist
+/// before act so tests can prove the simulator's checker notices.
+#[cfg(feature = "planted-bugs")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlantedBug {
+    /// Spawns and signals are queued before the `state.json` barrier they depend on.
+    SpawnBeforePersist,
+    /// The acknowledgement is queued before the `state.json` barrier.
+    AckBeforePersist,
+}
+
 /// Why the daemon could not boot.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BootError {
@@ -145,6 +156,8 @@ pub struct Daemon {
     harnesses: BTreeMap<Id, Harness>,
     /// Harnesses removed from the configuration, kept until their last run has ended.
     removed: Vec<Id>,
+    /// Last run numbers of harnesses no longer configured (see `PersistedState::retired`).
+    retired: BTreeMap<Id, u64>,
     active_profile: Option<Id>,
     /// Set by [`Command::Shutdown`]: no command but another shutdown is accepted.
     draining: bool,
@@ -152,6 +165,8 @@ pub struct Daemon {
     persisted: PersistedState,
     effects: VecDeque<DaemonEffect>,
     scratch: Vec<HarnessOut>,
+    #[cfg(feature = "planted-bugs")]
+    planted: Option<PlantedBug>,
 }
 
 mod machine;

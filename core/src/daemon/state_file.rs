@@ -23,6 +23,10 @@ pub struct PersistedState {
     pub active_profile: Option<Id>,
     /// Intent and counters per harness.
     pub harnesses: BTreeMap<Id, PersistedHarness>,
+    /// The last run number of harnesses removed from the configuration, so a harness added
+    /// back under the same name continues its numbering instead of reusing run numbers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub retired: BTreeMap<Id, u64>,
 }
 
 /// Why `state.json` was refused.

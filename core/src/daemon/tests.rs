@@ -93,7 +93,9 @@ fn boot_persists_the_run_before_spawning_it() {
 #[test]
 fn persisted_intent_wins_over_the_configured_default() {
     let mut prior = PersistedState { v: STATE_VERSION, generation: 9, ..Default::default() };
-    prior.harnesses.insert(id("a"), Durable { enabled: false, runs: 4, ..Durable::default() });
+    let stopped_by_operator =
+        Durable { enabled: false, pinned: true, runs: 4, ..Durable::default() };
+    prior.harnesses.insert(id("a"), stopped_by_operator);
     let mut d = Daemon::boot(config(&[("a", true)]), Some(prior), Instant(0)).unwrap();
     assert!(drain(&mut d).is_empty(), "an operator's stop survives a restart");
     assert_eq!(d.harnesses()[&id("a")].state(), State::Stopped);
@@ -283,4 +285,56 @@ fn force_stop_kills_what_is_still_stopping() {
     assert!(effects
         .iter()
         .any(|e| matches!(e, DaemonEffect::Signal { signal: crate::env::Signal::Kill, .. })));
+}
+
+#[test]
+fn intent_nobody_pinned_follows_the_configuration_across_boots_and_reloads() {
+    let mut d = Daemon::boot(config(&[("a", false)]), None, Instant(0)).unwrap();
+    let first = drain(&mut d);
+    let prior = persisted(&first);
+    assert!(!prior.harnesses[&id("a")].pinned);
+    // The operator edits harness.toml to enable it: the next boot starts it.
+    let mut d = Daemon::boot(config(&[("a", true)]), Some(prior), Instant(0)).unwrap();
+    assert!(kinds(&drain(&mut d)).contains(&"spawn"));
+    spawned(&mut d, "a", 5);
+    // A reload that disables it stops it, still without pinning.
+    let effects = command(&mut d, 1, Command::Reload { config: config(&[("a", false)]) });
+    assert!(kinds(&effects).contains(&"signal"));
+    assert!(!persisted(&effects).harnesses[&id("a")].pinned);
+}
+
+#[test]
+fn an_operators_decision_pins_the_intent_against_the_configuration() {
+    let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
+    drain(&mut d);
+    spawned(&mut d, "a", 5);
+    let effects = command(&mut d, 1, Command::Stop { name: id("a") });
+    let state = persisted(&effects);
+    assert!(state.harnesses[&id("a")].pinned);
+    let effects = command(&mut d, 2, Command::Reload { config: config(&[("a", true)]) });
+    assert_eq!(kinds(&effects), ["ack"], "a reload does not undo an operator's stop");
+    let mut d = Daemon::boot(config(&[("a", true)]), Some(state), Instant(0)).unwrap();
+    assert!(drain(&mut d).is_empty(), "nor does a restart of the daemon");
+}
+
+#[test]
+fn lowering_limits_by_reload_keeps_every_invariant() {
+    let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
+    drain(&mut d);
+    for _ in 0..3 {
+        spawned(&mut d, "a", 5);
+        let run = d.harnesses()[&id("a")].current_run().unwrap();
+        let exited = HarnessInput::Exited { run, status: ExitStatus::Code(1) };
+        d.handle(Instant(0), DaemonInput::Process { name: id("a"), report: exited });
+        drain(&mut d);
+        let at = d.poll_timeout().unwrap();
+        d.handle_timeout(at);
+        drain(&mut d);
+    }
+    let mut lower = config(&[("a", true)]);
+    lower.limits.flap_threshold = 1;
+    lower.limits.give_up_after = 2;
+    command(&mut d, 1, Command::Reload { config: lower });
+    assert_eq!(d.harnesses()[&id("a")].durable().consecutive_failures, 1);
+    assert_eq!(d.harnesses()[&id("a")].recent_exit_count(), 1);
 }

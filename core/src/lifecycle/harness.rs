@@ -47,6 +47,9 @@ pub enum HarnessInput {
     },
     /// A reloaded configuration for this harness.
     Reconfigure(HarnessSpec),
+    /// The configuration's intent for this harness; applies only while the intent is not
+    /// pinned by an operator or a policy.
+    FollowConfig(bool),
     /// The daemon is shutting down: stop the run gracefully and schedule nothing, but keep
     /// the intent, so the next daemon starts it again.
     Halt,
@@ -87,7 +90,7 @@ pub struct LastExit {
 }
 
 /// A live (or starting) process of this harness.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Run {
     id: u64,
     pid: Option<Pid>,
@@ -100,6 +103,10 @@ struct Run {
 pub struct Durable {
     /// The intent: does the operator want it running?
     pub enabled: bool,
+    /// True once an operator or a restart policy decided the intent; until then it follows
+    /// the configuration (`enabled`, autostart profiles), reloads included.
+    #[serde(default)]
+    pub pinned: bool,
     /// The give-up latch: `failed` until a person starts or restarts it.
     pub failed: bool,
     /// Restarts performed by policy, ever.
@@ -222,9 +229,26 @@ impl Harness {
         out: &mut Vec<HarnessOut>,
     ) {
         match input {
-            HarnessInput::Start => self.on_start(now, out),
-            HarnessInput::Stop => self.on_stop(now, limits, out),
-            HarnessInput::Restart => self.on_restart(now, limits, out),
+            HarnessInput::Start => {
+                self.durable.pinned = true;
+                self.on_start(now, out)
+            }
+            HarnessInput::Stop => {
+                self.durable.pinned = true;
+                self.on_stop(now, limits, out)
+            }
+            HarnessInput::Restart => {
+                self.durable.pinned = true;
+                self.on_restart(now, limits, out)
+            }
+            HarnessInput::FollowConfig(want) if !self.durable.pinned && want != self.enabled() => {
+                if want {
+                    self.on_start(now, out)
+                } else {
+                    self.on_stop(now, limits, out)
+                }
+            }
+            HarnessInput::FollowConfig(_) => {}
             HarnessInput::Spawned { run, pid } => self.on_spawned(now, limits, run, pid, out),
             HarnessInput::SpawnFailed { run } => self.on_run_ended(now, limits, run, None, out),
             HarnessInput::Exited { run, status } => {
@@ -452,7 +476,9 @@ impl Harness {
                 self.durable.failed = true;
                 self.set_state(State::Failed, out);
             } else {
+                // The policy's outcome persists like an explicit stop.
                 self.durable.enabled = false;
+                self.durable.pinned = true;
                 self.set_state(State::Stopped, out);
             }
             return;
@@ -656,8 +682,38 @@ fn min_opt(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
-/// Effective delay helpers exposed for status displays.
+/// Reconfiguration of limits, hashing and status helpers.
 impl Harness {
+    /// New limits took effect: counters kept under the old ones are trimmed so they fit the
+    /// new ones. Lowering the give-up ceiling below the current count does not fail a harness
+    /// retroactively; its next failed run does.
+    pub fn limits_changed(&mut self, limits: &LifecycleLimits) {
+        let threshold = limits.flap_threshold.max(1) as usize;
+        let excess = self.recent_exits.len().saturating_sub(threshold);
+        self.recent_exits.drain(..excess);
+        if limits.give_up_after > 0 && !self.durable.failed {
+            let ceiling = limits.give_up_after - 1;
+            self.durable.consecutive_failures = self.durable.consecutive_failures.min(ceiling);
+        }
+    }
+
+    /// Feeds everything that decides this harness's future behaviour to `hasher`.
+    pub fn hash_into(&self, hasher: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        self.name.hash(hasher);
+        self.state.hash(hasher);
+        self.durable.hash(hasher);
+        self.active.hash(hasher);
+        self.staged.hash(hasher);
+        self.run.hash(hasher);
+        self.recent_exits.hash(hasher);
+        self.flap_level.hash(hasher);
+        self.retry_at.hash(hasher);
+        self.kill_at.hash(hasher);
+        self.kill_sent.hash(hasher);
+        self.start_after_stop.hash(hasher);
+    }
+
     /// The delay until the next retry, seen from `now`.
     pub fn next_retry_in(&self, now: Instant) -> Option<Duration> {
         self.retry_at.map(|at| at.saturating_since(now))

@@ -111,7 +111,7 @@ pub enum Readiness {
 }
 
 /// One harness's configuration, as read from `harness.toml`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct HarnessSpec {
     /// What to run.
     pub spawn: SpawnSpec,

@@ -1,0 +1,81 @@
+//! The end of a run: faults stop, an operator restarts what gave up, and every enabled
+//! harness whose program is healthy must reach `running` within a bounded virtual time.
+
+use crate::checker::Violation;
+use crate::entropy::Entropy;
+use crate::trace::StepEvent;
+use crate::world::{World, LIVENESS_STEPS_MAX};
+use harn_core::daemon::{Command, Daemon};
+use harn_core::driver::Wake;
+use harn_core::ids::Id;
+use harn_core::lifecycle::State;
+use harn_core::time::Instant;
+
+impl<E: Entropy> World<E> {
+    /// Ends the fault phase: no more faults or commands; healthy children run forever; a
+    /// shutdown in progress completes (a draining daemon takes no commands); then an operator
+    /// restarts every failed harness whose program is healthy.
+    pub(crate) fn calm(&mut self) -> Result<(), Violation> {
+        self.faults = false;
+        self.next_command_at = None;
+        self.timer_floor = Instant::ZERO;
+        self.fs.borrow_mut().clear_faults();
+        self.procs.clear_faults();
+        self.procs.calm_down();
+        for _ in 0..LIVENESS_STEPS_MAX {
+            if self.daemon().is_none_or(|d| !d.draining()) {
+                break;
+            }
+            self.step()?;
+        }
+        if self.up.is_none() {
+            self.step()?;
+        }
+        self.step_with(StepEvent::Calm, Wake::Timeout)?;
+        let failed: Vec<Id> = self.daemon().map_or_else(Vec::new, |d| {
+            let healthy_and_failed = |(n, h): &(&Id, &harn_core::lifecycle::Harness)| {
+                h.state() == State::Failed && self.is_healthy(n)
+            };
+            d.harnesses().iter().filter(healthy_and_failed).map(|(n, _)| n.clone()).collect()
+        });
+        for name in failed {
+            let (event, wake) = self.deliver_command(Command::Restart { name });
+            self.step_with(event, wake)?;
+        }
+        Ok(())
+    }
+
+    /// True when harness `name` runs a program that would never exit without faults.
+    pub(crate) fn is_healthy(&self, name: &Id) -> bool {
+        let index = name.as_str()[1..].parse::<usize>().expect("simulated names are h<i>");
+        self.options.harnesses[index].behaviour.is_healthy()
+    }
+
+    /// When the next thing happens without commands: a boot, a child's exit, a deadline.
+    pub(crate) fn next_event_time(&self) -> Option<Instant> {
+        if self.up.is_none() {
+            return Some(self.restart_at);
+        }
+        let timer = self.daemon().and_then(Daemon::poll_timeout);
+        [timer, self.procs.next_exit().map(|(t, _)| t)].into_iter().flatten().min()
+    }
+
+    /// Every enabled harness whose program is healthy is running.
+    pub(crate) fn check_liveness(&self) -> Result<(), Violation> {
+        let Some(daemon) = self.daemon() else {
+            let detail = "the daemon is still down after the calm phase".into();
+            return Err(self.violation("liveness", detail));
+        };
+        for (name, h) in daemon.harnesses() {
+            if h.enabled() && self.is_healthy(name) && h.state() != State::Running {
+                let detail = format!(
+                    "{name} is {:?} after {}s without faults",
+                    h.state(),
+                    self.options.liveness_secs
+                );
+                return Err(self.violation("liveness", detail));
+            }
+        }
+        Ok(())
+    }
+}

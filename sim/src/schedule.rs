@@ -1,0 +1,163 @@
+//! What happens next in the simulated world: the earliest of a child's exit, an operator
+//! command and the daemon's deadline, with timer wakes made late, missed or spurious, and the
+//! faults injected into the step about to run.
+
+use crate::entropy::Entropy;
+use crate::options::{draw_limits, harness_name};
+use crate::trace::StepEvent;
+use crate::world::World;
+use harn_core::daemon::{Command, DaemonInput};
+use harn_core::driver::Wake;
+use harn_core::env::{Clock, FsErrorKind};
+use harn_core::ids::Id;
+use harn_core::lifecycle::{HarnessInput, RestartPolicy};
+use harn_core::time::{Duration, Instant};
+
+impl<E: Entropy> World<E> {
+    /// Chooses what wakes the daemon next and moves the clock there. Exits go first, then
+    /// commands, then timers, at equal times.
+    pub(crate) fn next_wake(&mut self) -> (StepEvent, Wake) {
+        let now = self.clock.now();
+        let timer = self.daemon().and_then(|d| d.poll_timeout()).map(|t| t.max(self.timer_floor));
+        let exit = self.procs.next_exit();
+        let command = self.next_command_at;
+        let exit_t = exit.map(|(t, _)| t);
+        let Some(first) = [exit_t, command, timer].into_iter().flatten().min() else {
+            // Nothing will ever happen: a long idle stretch ends in a spurious wake.
+            self.clock.advance(Duration::from_secs(60));
+            return (StepEvent::Timeout { spurious: true }, Wake::Timeout);
+        };
+        if Some(first) == exit_t {
+            let (t, pid) = exit.expect("exit");
+            self.clock.advance_to(t.max(now));
+            return self.deliver_exit(pid);
+        }
+        if Some(first) == command {
+            self.clock.advance_to(first.max(now));
+            let command = self.draw_command();
+            self.schedule_command();
+            return self.deliver_command(command);
+        }
+        self.timer_wake(first.max(now))
+    }
+
+    fn timer_wake(&mut self, due: Instant) -> (StepEvent, Wake) {
+        let now = self.clock.now();
+        if self.faults && self.entropy.chance(self.options.wake_fault_per_mille, 1000) {
+            match self.entropy.below(3) {
+                0 if due > now => {
+                    let early = Instant(now.0 + self.entropy.below(due.0 - now.0));
+                    self.clock.advance_to(early);
+                    return (StepEvent::Timeout { spurious: true }, Wake::Timeout);
+                }
+                1 => {
+                    let late = Duration(self.entropy.below(Duration::from_secs(5).0));
+                    self.timer_floor = due.saturating_add(late);
+                }
+                _ => {
+                    let missed = Duration::from_secs(self.entropy.between(30, 120));
+                    self.timer_floor = due.saturating_add(missed);
+                }
+            }
+            if self.timer_floor > due {
+                // Late or missed: anything due before the floor goes first.
+                let exit = self.procs.next_exit().map(|(t, _)| t);
+                let other = [exit, self.next_command_at].into_iter().flatten().min();
+                if other.is_some_and(|t| t < self.timer_floor) {
+                    return self.next_wake();
+                }
+                self.clock.advance_to(self.timer_floor);
+                return (StepEvent::Timeout { spurious: false }, Wake::Timeout);
+            }
+        }
+        self.clock.advance_to(due);
+        (StepEvent::Timeout { spurious: false }, Wake::Timeout)
+    }
+
+    fn deliver_exit(&mut self, pid: u32) -> (StepEvent, Wake) {
+        let (p, status) = self.procs.reap(pid).expect("exit of a live child");
+        let (name, run) = p.owner.expect("every live child has an owner");
+        let event = StepEvent::Exit { pid, name: name.to_string(), run, status };
+        if crate::options::loses_exit_reports(self.options.bug) && self.entropy.chance(1, 4) {
+            return (event, Wake::Timeout); // The planted bug: the report never arrives.
+        }
+        let input = DaemonInput::Process { name, report: HarnessInput::Exited { run, status } };
+        (event, Wake::Input(input))
+    }
+
+    /// Delivers an operator command now.
+    pub(crate) fn deliver_command(&mut self, command: Command) -> (StepEvent, Wake) {
+        self.next_command_id += 1;
+        let id = self.next_command_id;
+        self.commands.insert(id, command.clone());
+        let value = serde_json::to_value(&command).expect("serializes");
+        let input = DaemonInput::Command { id, command };
+        (StepEvent::Command { id, command: value }, Wake::Input(input))
+    }
+
+    fn draw_command(&mut self) -> Command {
+        let count = self.options.harnesses.len() as u64;
+        let name = harness_name(self.entropy.below(count) as usize);
+        match self.entropy.below(41) {
+            40 => Command::Shutdown,
+            30..=39 => Command::Start { name },
+            0..=9 => Command::Stop { name },
+            10..=17 => Command::Restart { name },
+            18..=20 => {
+                let profile = ["all", "half", "absent"][self.entropy.below(3) as usize];
+                Command::UseProfile { profile: Id::new(profile).expect("valid") }
+            }
+            _ => self.draw_reload(),
+        }
+    }
+
+    /// A reload that changes one thing: argv (and, every third revision, per-harness
+    /// overrides), one restart policy, whether one harness is configured at all, or the limits.
+    fn draw_reload(&mut self) -> Command {
+        let count = self.options.harnesses.len() as u64;
+        let i = self.entropy.below(count) as usize;
+        match self.entropy.below(4) {
+            0 => self.knobs.revision += 1,
+            1 => {
+                let policies = [RestartPolicy::Always, RestartPolicy::OnFailure, RestartPolicy::No];
+                self.knobs.policies[i] = policies[self.entropy.below(3) as usize];
+            }
+            2 => {
+                let present = self.knobs.present.iter().filter(|p| **p).count();
+                if !self.knobs.present[i] || present > 1 {
+                    self.knobs.present[i] = !self.knobs.present[i];
+                }
+            }
+            _ => self.knobs.limits = draw_limits(&mut self.entropy),
+        }
+        Command::Reload { config: self.options.config(&self.knobs) }
+    }
+
+    /// Draws when the next operator command arrives.
+    pub(crate) fn schedule_command(&mut self) {
+        let mean = Duration::from_secs(self.options.command_mean_secs.max(1));
+        let gap = Duration(self.entropy.below(mean.0.saturating_mul(2)).max(1));
+        self.next_command_at = Some(self.clock.now().saturating_add(gap));
+    }
+
+    /// Faults for the step about to run: an IO error on the next filesystem call, a spawn
+    /// that fails for a program that exists, a wall-clock jump.
+    pub(crate) fn inject_faults(&mut self) {
+        if !self.faults {
+            return;
+        }
+        let rate = self.options.io_fault_per_mille;
+        if self.entropy.chance(rate, 1000) {
+            let kind =
+                if self.entropy.chance(1, 2) { FsErrorKind::Io } else { FsErrorKind::NoSpace };
+            self.fs.borrow_mut().fail_next(kind);
+        }
+        if self.entropy.chance(rate, 1000) {
+            self.procs.fail_next_spawn();
+        }
+        if self.entropy.chance(self.options.wall_jump_per_mille, 1000) {
+            let delta = self.entropy.below(2 * 3_600_000) as i64 - 3_600_000;
+            self.clock.jump_wall(delta);
+        }
+    }
+}
