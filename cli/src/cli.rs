@@ -22,6 +22,8 @@ enum Top {
     /// Deterministic simulation of the harness daemon: run, sweep, replay, minimize.
     #[command(subcommand)]
     Sim(crate::sim_cmd::SimCommand),
+    /// The harness daemon: keep long-lived processes running under an explicit lifecycle.
+    Harness(crate::harness::cmd::HarnessArgs),
     /// Print shell completions for harn.
     Completions {
         /// The shell to complete for.
@@ -40,6 +42,7 @@ pub fn main() -> i32 {
     };
     match cli.command {
         Top::Sim(cmd) => crate::sim_cmd::run(cmd),
+        Top::Harness(args) => crate::harness::cmd::run(args),
         Top::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "harn", &mut out);

@@ -1,6 +1,18 @@
 //! `harn harness …`: the harness daemon over real processes, signals, files and a socket.
 
+pub mod client;
+pub mod cmd;
 pub mod config;
+pub mod daemon;
+pub mod detach;
 pub mod logs;
+pub mod logs_cmd;
 pub mod paths;
+pub mod protocol;
+pub mod readiness;
+pub mod sdnotify;
+pub mod server;
+pub mod signals;
 pub mod spawner;
+pub mod status;
+pub mod unit;

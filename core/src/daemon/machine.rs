@@ -275,11 +275,7 @@ impl Daemon {
 
     /// The planted bugs: queue acts or the acknowledgement ahead of the barrier.
     #[cfg(feature = "planted-bugs")]
-    fn planted_reorder(
-        &mut self,
-        mut batch: Batch,
-        ack: Option<Ack>,
-    ) -> (Batch, Option<Ack>) {
+    fn planted_reorder(&mut self, mut batch: Batch, ack: Option<Ack>) -> (Batch, Option<Ack>) {
         match self.planted {
             Some(PlantedBug::SpawnBeforePersist) => {
                 self.effects.extend(batch.acts.drain(..));

@@ -1,0 +1,277 @@
+//! The `harn harness` verbs: clap definitions and what each does on the client side.
+
+use super::client::{self, is_ok};
+use super::daemon::{self, DaemonError, Options};
+use super::paths::Paths;
+use super::protocol::Request;
+use super::status;
+use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use clap::{Args, Subcommand};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long a client waits for an answer to an ordinary request.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The coordination root and configuration every verb takes.
+#[derive(Debug, Clone, Args)]
+pub struct Where {
+    /// The coordination root (the repository); default: the current directory.
+    #[arg(long, global = true)]
+    root: Option<PathBuf>,
+    /// The harness configuration; default: ROOT/harness.toml.
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+}
+
+impl Where {
+    fn paths(&self) -> Result<Paths, i32> {
+        let root = self.root.clone().unwrap_or_else(|| PathBuf::from("."));
+        Paths::new(&root).map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", root.display())))
+    }
+
+    fn config_file(&self, paths: &Paths) -> PathBuf {
+        match &self.config {
+            Some(c) if c.is_absolute() => c.clone(),
+            Some(c) => std::env::current_dir().map(|d| d.join(c)).unwrap_or_else(|_| c.clone()),
+            None => paths.root.join("harness.toml"),
+        }
+    }
+}
+
+/// `harn harness …`
+#[derive(Debug, Args)]
+pub struct HarnessArgs {
+    #[command(flatten)]
+    at: Where,
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Debug, Subcommand)]
+enum Verb {
+    /// Run the daemon in the foreground (what systemd, launchd or a terminal runs).
+    Daemon,
+    /// Start the daemon detached and wait until it is ready.
+    Up {
+        /// Seconds to wait for readiness.
+        #[arg(long, default_value_t = 10)]
+        timeout: u64,
+    },
+    /// Drain the daemon: close intake, stop every harness gracefully, then exit.
+    Down {
+        /// Seconds after which harnesses still stopping are killed.
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
+    /// Every harness: state, intent, pid, uptime, restarts, last exit, next retry, readiness.
+    List {
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One harness, or all: the same as list, narrowed.
+    Status {
+        /// The harness.
+        name: Option<String>,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start harnesses.
+    Start {
+        /// Harness names.
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Stop harnesses (they stay stopped across daemon restarts).
+    Stop {
+        /// Harness names.
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Restart harnesses (clears a failure latch).
+    Restart {
+        /// Harness names.
+        #[arg(required = true)]
+        names: Vec<String>,
+    },
+    /// Profiles: `profile use NAME` starts its harnesses and stops the others.
+    #[command(subcommand)]
+    Profile(ProfileVerb),
+    /// Re-read harness.toml; a bad file is refused and the last good one kept.
+    Reload,
+    /// Print a harness's log (works when the harness or the daemon is down).
+    Logs {
+        /// The harness.
+        name: String,
+        /// Lines from the end.
+        #[arg(long, default_value_t = 50)]
+        lines: usize,
+        /// Keep printing what is appended.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// Stream lifecycle events as they happen.
+    Events {
+        /// Print the raw JSON lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a systemd unit that runs this daemon as a service.
+    Unit,
+}
+
+#[derive(Debug, Subcommand)]
+enum ProfileVerb {
+    /// Make a profile active.
+    Use {
+        /// The profile.
+        name: String,
+    },
+}
+
+/// Runs a `harness` verb; returns the exit code.
+pub fn run(args: HarnessArgs) -> i32 {
+    let paths = match args.at.paths() {
+        Ok(p) => p,
+        Err(code) => return code,
+    };
+    let config = args.at.config_file(&paths);
+    match args.verb {
+        Verb::Daemon => foreground(paths, config),
+        Verb::Up { timeout } => up(&paths, &config, Duration::from_secs(timeout)),
+        Verb::Down { timeout } => down(&paths, timeout),
+        Verb::List { json } => show(&paths, None, json),
+        Verb::Status { name, json } => show(&paths, name.as_deref(), json),
+        Verb::Start { names } => simple(&paths, Request::Start { names }),
+        Verb::Stop { names } => simple(&paths, Request::Stop { names }),
+        Verb::Restart { names } => simple(&paths, Request::Restart { names }),
+        Verb::Profile(ProfileVerb::Use { name }) => simple(&paths, Request::UseProfile { name }),
+        Verb::Reload => simple(&paths, Request::Reload),
+        Verb::Logs { name, lines, follow } => super::logs_cmd::logs(&paths, &name, lines, follow),
+        Verb::Events { json } => super::logs_cmd::events(&paths, json),
+        Verb::Unit => super::unit::print(&paths, &config),
+    }
+}
+
+fn foreground(paths: Paths, config: PathBuf) -> i32 {
+    match daemon::run(Options { root: paths.root, config }, |_| {}) {
+        Ok(()) => 0,
+        Err(e @ DaemonError::Config(_)) => fail(EXIT_USAGE, e),
+        Err(e) => fail(EXIT_FAILED, e),
+    }
+}
+
+fn simple(paths: &Paths, request: Request) -> i32 {
+    match client::request(paths, &request, ANSWER_TIMEOUT) {
+        Err(e) => fail(EXIT_FAILED, e),
+        Ok(answer) if is_ok(&answer) => {
+            if let Some(m) = answer["message"].as_str() {
+                println!("{m}");
+            }
+            0
+        }
+        Ok(answer) => fail(EXIT_FAILED, answer["error"].as_str().unwrap_or("refused")),
+    }
+}
+
+fn show(paths: &Paths, name: Option<&str>, json: bool) -> i32 {
+    let doc = match client::request(
+        paths,
+        &Request::Status { name: name.map(Into::into) },
+        ANSWER_TIMEOUT,
+    ) {
+        Ok(answer) if is_ok(&answer) => Ok(answer),
+        Ok(answer) => Err(answer["error"].as_str().unwrap_or("refused").to_owned()),
+        Err(client::ClientError::NotRunning(_)) => status::offline_document(paths, name),
+        Err(e) => Err(e.to_string()),
+    };
+    match doc {
+        Err(e) => fail(EXIT_FAILED, e),
+        Ok(mut doc) => {
+            if let Some(map) = doc.as_object_mut() {
+                map.remove("ok");
+            }
+            if json {
+                println!("{doc}");
+            } else {
+                print!("{}", status::table(&doc));
+            }
+            0
+        }
+    }
+}
+
+fn up(paths: &Paths, config: &Path, timeout: Duration) -> i32 {
+    if let Ok(answer) = client::request(paths, &Request::Ping, Duration::from_secs(2)) {
+        let pid = answer["pid"].as_u64().unwrap_or(0);
+        return fail(
+            EXIT_FAILED,
+            format!("a harness daemon (pid {pid}) already runs in {}", paths.root.display()),
+        );
+    }
+    if let Err(e) = super::config::load(config) {
+        return fail(EXIT_USAGE, e);
+    }
+    let mut child = match super::detach::spawn_daemon(paths, config) {
+        Ok(c) => c,
+        Err(e) => return fail(EXIT_FAILED, format!("starting the daemon: {e}")),
+    };
+    let started = Instant::now();
+    while started.elapsed() < timeout {
+        if let Ok(Some(status)) = child.try_wait() {
+            let log = super::logs::tail(&paths.daemon_log(), 20).unwrap_or_default();
+            return fail(
+                EXIT_FAILED,
+                format!(
+                    "the daemon exited ({status}) before it was ready; {}:\n{}",
+                    paths.daemon_log().display(),
+                    String::from_utf8_lossy(&log)
+                ),
+            );
+        }
+        if let Ok(answer) = client::request(paths, &Request::Ping, Duration::from_secs(2)) {
+            if is_ok(&answer) {
+                println!("harness daemon up (pid {}) in {}", answer["pid"], paths.root.display());
+                return 0;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    fail(
+        EXIT_FAILED,
+        format!(
+            "the daemon did not become ready within {}s; see {}",
+            timeout.as_secs(),
+            paths.daemon_log().display()
+        ),
+    )
+}
+
+fn down(paths: &Paths, timeout: Option<u64>) -> i32 {
+    let request = Request::Shutdown { timeout_ms: timeout.map(|s| s * 1000) };
+    match client::request(paths, &request, ANSWER_TIMEOUT) {
+        Err(client::ClientError::NotRunning(_)) => {
+            println!("no harness daemon is running in {}", paths.root.display());
+            return 0;
+        }
+        Err(e) => return fail(EXIT_FAILED, e),
+        Ok(answer) if !is_ok(&answer) => {
+            return fail(EXIT_FAILED, answer["error"].as_str().unwrap_or("refused"))
+        }
+        Ok(_) => {}
+    }
+    println!("draining: stopping every harness");
+    // The daemon holds its lock until it exits; when the lock is free, it is gone.
+    let limit = Duration::from_secs(timeout.unwrap_or(3600) + 30);
+    let started = Instant::now();
+    while started.elapsed() < limit {
+        if super::detach::lock_is_free(paths) {
+            println!("harness daemon stopped");
+            return 0;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    fail(EXIT_FAILED, "the daemon did not exit in time")
+}

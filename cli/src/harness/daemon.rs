@@ -1,0 +1,482 @@
+//! `harn harness daemon`: the foreground daemon. One loop owns the core and the driver and
+//! takes one message at a time from a channel fed by the signal thread, the control socket's
+//! connection threads and the readiness watchers. It sleeps until a message or the core's
+//! next deadline; with nothing due it blocks without waking.
+
+use super::config::{self, ConfigError};
+use super::logs::Rotation;
+use super::paths::Paths;
+use super::protocol::{err, ok, Request};
+use super::readiness::Readiness;
+use super::sdnotify;
+use super::spawner::RealSpawner;
+use super::status;
+use crate::real_clock::RealClock;
+use crate::real_fs::RealFs;
+use harn_core::daemon::{Command, Daemon, DaemonConfig, DaemonInput};
+use harn_core::driver::{Driver, Env, Executed, Fatal, Wake};
+use harn_core::env::{Clock, ExitStatus, Fs, Pid};
+use harn_core::ids::Id;
+use harn_core::lifecycle::HarnessInput;
+use harn_core::time::Instant;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
+use std::time::Duration;
+
+/// What the loop reacts to.
+pub enum Msg {
+    /// A signal arrived (SIGCHLD, SIGTERM, SIGINT, SIGHUP).
+    Signal(i32),
+    /// A control request and where to send its answer.
+    Request(Request, Sender<serde_json::Value>),
+    /// A client wants the event stream.
+    Subscribe(SyncSender<String>),
+    /// A harness wrote `READY=1` on its notify socket.
+    Notified(Id),
+}
+
+/// Options of the foreground daemon.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The coordination root.
+    pub root: PathBuf,
+    /// `harness.toml`.
+    pub config: PathBuf,
+}
+
+/// Why the daemon could not start or had to stop.
+#[derive(Debug)]
+pub enum DaemonError {
+    /// Another daemon holds the lock.
+    AlreadyRunning(String),
+    /// The configuration was refused.
+    Config(ConfigError),
+    /// Anything else, with context.
+    Failed(String),
+}
+
+impl std::fmt::Display for DaemonError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DaemonError::AlreadyRunning(s) | DaemonError::Failed(s) => f.write_str(s),
+            DaemonError::Config(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Subscribers to the event stream; one that falls behind is told it missed events.
+struct Subscribers {
+    list: Vec<(SyncSender<String>, bool)>,
+}
+
+impl Subscribers {
+    fn publish(&mut self, line: &str) {
+        self.list.retain_mut(|(tx, gap)| {
+            if *gap && tx.try_send("{\"event\":\"gap\"}".into()).is_ok() {
+                *gap = false;
+            }
+            match tx.try_send(line.to_owned()) {
+                Ok(()) => true,
+                Err(TrySendError::Full(_)) => {
+                    *gap = true;
+                    true
+                }
+                Err(TrySendError::Disconnected(_)) => false,
+            }
+        });
+    }
+}
+
+/// The running daemon's state outside the core.
+struct Host {
+    paths: Paths,
+    options: Options,
+    fs: RealFs,
+    spawner: RealSpawner,
+    clock: RealClock,
+    driver: Driver,
+    daemon: Daemon,
+    config: DaemonConfig,
+    pids: BTreeMap<Pid, (Id, u64)>,
+    subscribers: Subscribers,
+    readiness: Readiness,
+    drain_deadline: Option<Instant>,
+    watchdog: Option<(Duration, std::time::Instant)>,
+    next_command_id: u64,
+    started_wall_ms: i64,
+}
+
+/// Runs the daemon in the foreground until it is shut down. `ready` is told once the lock is
+/// held, state is loaded and the control socket listens.
+pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonError> {
+    let paths = Paths::new(&options.root)
+        .map_err(|e| DaemonError::Failed(format!("{}: {e}", options.root.display())))?;
+    let mut fs = RealFs::new(paths.root.clone());
+    let failed = |e: &dyn std::fmt::Display| DaemonError::Failed(e.to_string());
+    fs.create_dir_all(".harnery/harness/logs").map_err(|e| failed(&e))?;
+    if !fs.try_lock(Paths::lock_relative()).map_err(|e| failed(&e))? {
+        return Err(DaemonError::AlreadyRunning(owner_message(&paths)));
+    }
+    let config = config::load(&options.config).map_err(DaemonError::Config)?;
+    // Orphaned grandchildren are re-parented to us and reaped, not to init.
+    let subreaper = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+    let (tx, rx) = mpsc::channel();
+    super::signals::forward(tx.clone()).map_err(|e| failed(&e))?;
+    let listener = super::server::listen(&paths, tx.clone()).map_err(|e| failed(&e))?;
+    let mut spawner = RealSpawner::new(paths.clone(), Rotation::default());
+    let readiness =
+        Readiness::new(&paths, &config, &mut spawner, tx.clone()).map_err(|e| failed(&e))?;
+    let clock = RealClock::new();
+    let mut env = Env { fs: &mut fs, spawner: &mut spawner, clock: &clock };
+    let (mut driver, mut daemon) =
+        Driver::open(&mut env, Paths::relative(), config.clone()).map_err(|e| failed(&e))?;
+    let executed = driver.drain(&mut env, &mut daemon, clock.now()).map_err(|e| failed(&e))?;
+    let mut host = Host {
+        paths,
+        options,
+        fs,
+        spawner,
+        driver,
+        daemon,
+        config,
+        pids: BTreeMap::new(),
+        subscribers: Subscribers { list: Vec::new() },
+        readiness,
+        drain_deadline: None,
+        watchdog: sdnotify::watchdog_interval().map(|d| (d, std::time::Instant::now())),
+        next_command_id: 0,
+        started_wall_ms: clock.wall().0,
+        clock,
+    };
+    host.write_owner_hint(listener.display().to_string()).map_err(|e| failed(&e))?;
+    if let Err(e) = subreaper {
+        log(&format!("not a child subreaper ({e}): orphaned grandchildren go to init"));
+    }
+    log(&format!("daemon {} up in {}", std::process::id(), host.paths.root.display()));
+    host.after(executed);
+    sdnotify::notify("READY=1\nSTATUS=supervising");
+    ready(&host.paths);
+    let result = host.serve(rx);
+    let _ = std::fs::remove_file(host.paths.socket());
+    let _ = std::fs::remove_file(host.paths.owner());
+    sdnotify::notify("STOPPING=1");
+    result
+}
+
+fn owner_message(paths: &Paths) -> String {
+    let owner = std::fs::read(paths.owner())
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
+    match owner.and_then(|o| o["pid"].as_u64()) {
+        Some(pid) => {
+            format!("another harness daemon (pid {pid}) already owns {}", paths.root.display())
+        }
+        None => format!(
+            "another harness daemon already owns {} (it holds {})",
+            paths.root.display(),
+            paths.lock().display()
+        ),
+    }
+}
+
+/// One line per decision on the daemon's output.
+fn log(line: &str) {
+    println!("{line}");
+}
+
+impl Host {
+    fn serve(&mut self, rx: Receiver<Msg>) -> Result<(), DaemonError> {
+        loop {
+            let msg = match self.wait_for() {
+                None => rx.recv().ok(),
+                Some(d) => match rx.recv_timeout(d) {
+                    Ok(m) => Some(m),
+                    Err(mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+                },
+            };
+            self.tick_watchdog();
+            let result = match msg {
+                Some(msg) => self.on_message(msg),
+                None => self.on_timeout(),
+            };
+            if let Err(fatal) = result {
+                log(&format!("fatal: {fatal}; stopping (children keep running; the next daemon deals with them)"));
+                return Err(DaemonError::Failed(fatal.to_string()));
+            }
+            if self.daemon.drained() {
+                log("drained: every harness is stopped; exiting");
+                return Ok(());
+            }
+        }
+    }
+
+    /// How long to sleep: until the core's next deadline, the drain deadline, the watchdog,
+    /// or a readiness check; `None` blocks until a message.
+    fn wait_for(&self) -> Option<Duration> {
+        let now = self.clock.now();
+        let core = [self.daemon.poll_timeout(), self.drain_deadline]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|t| Duration::from_nanos(t.saturating_since(now).0));
+        let watchdog = self.watchdog.map(|(every, last)| every.saturating_sub(last.elapsed()));
+        [core, watchdog, self.readiness.poll_interval()].into_iter().flatten().min()
+    }
+
+    fn tick_watchdog(&mut self) {
+        if let Some((every, last)) = self.watchdog.as_mut() {
+            if last.elapsed() >= *every {
+                sdnotify::notify("WATCHDOG=1");
+                *last = std::time::Instant::now();
+            }
+        }
+    }
+
+    fn on_timeout(&mut self) -> Result<(), Fatal> {
+        let now = self.clock.now();
+        if self.drain_deadline.is_some_and(|d| d <= now) {
+            self.drain_deadline = None;
+            log("drain deadline expired: SIGKILL to everything still stopping");
+            if let Err(refused) = self.command(Command::ForceStop)? {
+                log(&format!("forced stop refused: {refused}"));
+            }
+        }
+        for (name, run) in self.readiness.check(&self.daemon) {
+            self.step(Wake::Input(DaemonInput::Process {
+                name,
+                report: HarnessInput::Ready { run },
+            }))?;
+        }
+        if self.daemon.poll_timeout().is_some_and(|t| t <= now) {
+            self.step(Wake::Timeout)?;
+        }
+        Ok(())
+    }
+
+    fn on_message(&mut self, msg: Msg) -> Result<(), Fatal> {
+        match msg {
+            Msg::Signal(sig) if sig == signal_hook::consts::SIGCHLD => self.reap(),
+            Msg::Signal(sig) if sig == signal_hook::consts::SIGHUP => {
+                let answer = self.reload();
+                log(&format!("SIGHUP: {answer}"));
+                Ok(())
+            }
+            Msg::Signal(sig) => {
+                log(&format!("signal {sig}: shutting down"));
+                self.command(Command::Shutdown).map(drop)
+            }
+            Msg::Request(request, reply) => {
+                let answer = self.request(request)?;
+                let _ = reply.send(answer);
+                Ok(())
+            }
+            Msg::Subscribe(tx) => {
+                self.subscribers.list.push((tx, false));
+                Ok(())
+            }
+            Msg::Notified(name) => {
+                let run = self.daemon.harnesses().get(&name).and_then(|h| h.current_run());
+                let Some(run) = run else { return Ok(()) };
+                let report = HarnessInput::Ready { run };
+                self.step(Wake::Input(DaemonInput::Process { name, report }))
+            }
+        }
+    }
+
+    /// Reaps every exited child; reports the ones that are harness runs.
+    fn reap(&mut self) -> Result<(), Fatal> {
+        use rustix::process::{wait, WaitOptions};
+        // `wait` is waitpid(-1): any child. (`waitpid(None)` would be pid 0, only children in
+        // our own process group, and every harness runs in a group of its own.)
+        while let Ok(Some((pid, status))) = wait(WaitOptions::NOHANG) {
+            let pid = pid.as_raw_nonzero().get() as Pid;
+            let status = match (status.exit_status(), status.terminating_signal()) {
+                (Some(code), _) => ExitStatus::Code(code),
+                (None, Some(sig)) => ExitStatus::Signal(sig),
+                (None, None) => continue, // Stopped or continued, not ended.
+            };
+            if let Some(vouched) = self.readiness.probe_exited(pid, status == ExitStatus::Code(0)) {
+                if let Some((name, run)) = vouched {
+                    let report = HarnessInput::Ready { run };
+                    self.step(Wake::Input(DaemonInput::Process { name, report }))?;
+                }
+                continue;
+            }
+            let Some((name, run)) = self.pids.remove(&pid) else {
+                continue; // An orphaned grandchild we inherited as subreaper.
+            };
+            log(&format!("{name}: run {run} (pid {pid}) ended: {status:?}"));
+            self.step(Wake::Input(DaemonInput::Process {
+                name,
+                report: HarnessInput::Exited { run, status },
+            }))?;
+        }
+        Ok(())
+    }
+
+    fn request(&mut self, request: Request) -> Result<serde_json::Value, Fatal> {
+        let names = |names: Vec<String>| -> Result<Vec<Id>, serde_json::Value> {
+            names.iter().map(|n| Id::new(n).map_err(|e| err(format!("{n:?}: {e}")))).collect()
+        };
+        let per_name = |host: &mut Host, list: Vec<String>, make: fn(Id) -> Command| {
+            let ids = match names(list) {
+                Ok(ids) => ids,
+                Err(e) => return Ok(e),
+            };
+            let mut errors = Vec::new();
+            for id in ids {
+                if let Err(e) = host.command(make(id))? {
+                    errors.push(e);
+                }
+            }
+            Ok(if errors.is_empty() { ok(serde_json::json!({})) } else { err(errors.join("; ")) })
+        };
+        match request {
+            Request::Ping => Ok(ok(serde_json::json!({ "pid": std::process::id() }))),
+            Request::Status { name } => Ok(self.status(name.as_deref())),
+            Request::Start { names } => per_name(self, names, |name| Command::Start { name }),
+            Request::Stop { names } => per_name(self, names, |name| Command::Stop { name }),
+            Request::Restart { names } => per_name(self, names, |name| Command::Restart { name }),
+            Request::UseProfile { name } => match Id::new(&name) {
+                Err(e) => Ok(err(format!("{name:?}: {e}"))),
+                Ok(profile) => Ok(match self.command(Command::UseProfile { profile })? {
+                    Ok(()) => ok(serde_json::json!({})),
+                    Err(e) => err(e),
+                }),
+            },
+            Request::Reload => Ok(match self.reload() {
+                s if s.starts_with("reloaded") => ok(serde_json::json!({ "message": s })),
+                s => err(s),
+            }),
+            Request::Shutdown { timeout_ms } => {
+                if let Some(ms) = timeout_ms {
+                    let deadline =
+                        self.clock.now().saturating_add(harn_core::time::Duration::from_millis(ms));
+                    self.drain_deadline = Some(deadline);
+                }
+                log("shutdown requested: intake closed, stopping every harness");
+                Ok(match self.command(Command::Shutdown)? {
+                    Ok(()) => ok(serde_json::json!({})),
+                    Err(e) => err(e),
+                })
+            }
+            Request::Subscribe => Ok(err("subscribe is handled by the connection")),
+        }
+    }
+
+    fn status(&self, name: Option<&str>) -> serde_json::Value {
+        let doc = status::document(
+            self.status_context(),
+            &self.daemon,
+            &self.config,
+            &self.readiness,
+            name,
+        );
+        match doc {
+            Ok(doc) => ok(doc),
+            Err(e) => err(e),
+        }
+    }
+
+    fn status_context(&self) -> status::Context<'_> {
+        status::Context {
+            paths: &self.paths,
+            now: self.clock.now(),
+            wall_ms: self.clock.wall().0,
+            pid: std::process::id(),
+            started_wall_ms: self.started_wall_ms,
+            containment: "process-group",
+        }
+    }
+
+    /// Re-reads the configuration; on error keeps the last good one.
+    fn reload(&mut self) -> String {
+        match config::load(&self.options.config) {
+            Err(e) => format!("kept the last good configuration: {e}"),
+            Ok(config) => {
+                if let Err(e) = self.readiness.configure(&self.paths, &config, &mut self.spawner) {
+                    return format!("kept the last good configuration: {e}");
+                }
+                match self.command(Command::Reload { config: config.clone() }) {
+                    Ok(Ok(())) => {
+                        self.config = config;
+                        format!("reloaded {}", self.options.config.display())
+                    }
+                    Ok(Err(e)) => format!("kept the last good configuration: {e}"),
+                    Err(fatal) => format!("fatal while reloading: {fatal}"),
+                }
+            }
+        }
+    }
+
+    /// Runs one operator command through the core; the outer error is fatal, the inner one
+    /// is the core's refusal.
+    fn command(&mut self, command: Command) -> Result<Result<(), String>, Fatal> {
+        self.next_command_id += 1;
+        let id = self.next_command_id;
+        let done = self.step_collect(Wake::Input(DaemonInput::Command { id, command }))?;
+        let answer = done.iter().find_map(|e| match e {
+            Executed::Acked { id: acked, error } if *acked == id => Some(error.clone()),
+            _ => None,
+        });
+        Ok(match answer.flatten() {
+            None => Ok(()),
+            Some(e) => Err(e),
+        })
+    }
+
+    fn step(&mut self, wake: Wake) -> Result<(), Fatal> {
+        self.step_collect(wake).map(drop)
+    }
+
+    fn step_collect(&mut self, wake: Wake) -> Result<Vec<Executed>, Fatal> {
+        let now = self.clock.now();
+        let mut env = Env { fs: &mut self.fs, spawner: &mut self.spawner, clock: &self.clock };
+        let done = self.driver.step(&mut env, &mut self.daemon, now, wake)?;
+        self.after(done.clone());
+        Ok(done)
+    }
+
+    /// Bookkeeping after the driver carried out effects: the pid map, the decision log, the
+    /// event stream, readiness watches.
+    fn after(&mut self, executed: Vec<Executed>) {
+        for e in executed {
+            match e {
+                Executed::Spawned { name, run, pid } => {
+                    log(&format!("{name}: started run {run} as pid {pid}"));
+                    self.pids.insert(pid, (name.clone(), run));
+                    self.readiness.started(&name, run);
+                }
+                Executed::SpawnFailed { name, run, detail } => {
+                    log(&format!("{name}: run {run} could not start: {detail}"));
+                    self.spawner.note(&name, &format!("run {run} could not start: {detail}"));
+                }
+                Executed::Signalled { name, pid, signal } => {
+                    log(&format!("{name}: sent {signal:?} to process group {pid}"));
+                }
+                Executed::Appended { events, .. } => {
+                    for event in events {
+                        let line = serde_json::to_string(&event).expect("events serialize");
+                        log(&line);
+                        self.subscribers.publish(&line);
+                    }
+                }
+                Executed::Persisted { .. } | Executed::Acked { .. } => {}
+            }
+        }
+    }
+
+    fn write_owner_hint(&mut self, socket: String) -> Result<(), harn_core::env::FsError> {
+        let hint = serde_json::json!({
+            "pid": std::process::id(),
+            "socket": socket,
+            "started_at_ms": self.started_wall_ms,
+            "version": env!("CARGO_PKG_VERSION"),
+        });
+        let mut bytes = serde_json::to_vec(&hint).expect("serializes");
+        bytes.push(b'\n');
+        harn_core::atomic::atomic_replace(&mut self.fs, Paths::owner_relative(), &bytes)
+    }
+}

@@ -1,0 +1,41 @@
+//! Starting the daemon detached (`harn harness up`) and telling when it has exited.
+
+use super::paths::Paths;
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+/// Starts `harn harness daemon` in a session of its own, its output appended to
+/// `daemon.log`, so it outlives the terminal and the `up` process.
+pub fn spawn_daemon(paths: &Paths, config: &Path) -> std::io::Result<Child> {
+    std::fs::create_dir_all(&paths.dir)?;
+    let log = OpenOptions::new().create(true).append(true).mode(0o600).open(paths.daemon_log())?;
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.arg("harness").arg("daemon").arg("--root").arg(&paths.root).arg("--config").arg(config);
+    cmd.current_dir(&paths.root);
+    cmd.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+    // A detached daemon reports to its log, not to a service manager that started `up`.
+    cmd.env_remove("NOTIFY_SOCKET").env_remove("WATCHDOG_USEC").env_remove("WATCHDOG_PID");
+    // SAFETY: runs in the forked child before exec; setsid(2) is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| rustix::process::setsid().map(drop).map_err(std::io::Error::from));
+    }
+    cmd.spawn()
+}
+
+/// True when no daemon holds the root's lock (it never ran, or it has exited).
+pub fn lock_is_free(paths: &Paths) -> bool {
+    let file = match OpenOptions::new().read(true).open(paths.lock()) {
+        Ok(f) => f,
+        Err(_) => return true,
+    };
+    match file.try_lock() {
+        Ok(()) => {
+            let _ = file.unlock();
+            true
+        }
+        Err(_) => false,
+    }
+}

@@ -1,0 +1,63 @@
+//! The control protocol on the daemon's Unix socket: one JSON request per line, one JSON
+//! response per line; `subscribe` turns the connection into a stream of event lines.
+
+use serde::{Deserialize, Serialize};
+
+/// A request from a client.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Is the daemon up? Answers with its pid.
+    Ping,
+    /// Every harness's state, or one's.
+    Status {
+        /// Only this harness.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+    /// Start these harnesses.
+    Start {
+        /// Harness names.
+        names: Vec<String>,
+    },
+    /// Stop these harnesses.
+    Stop {
+        /// Harness names.
+        names: Vec<String>,
+    },
+    /// Restart these harnesses (clears a failure latch).
+    Restart {
+        /// Harness names.
+        names: Vec<String>,
+    },
+    /// Make a profile active.
+    UseProfile {
+        /// The profile.
+        name: String,
+    },
+    /// Re-read `harness.toml`; keep the last good config on error.
+    Reload,
+    /// Close intake, stop everything gracefully, then exit.
+    Shutdown {
+        /// After this long, SIGKILL whatever is still stopping.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
+    },
+    /// Stream lifecycle events on this connection.
+    Subscribe,
+}
+
+/// A response: `{"ok":true, …}` or `{"ok":false,"error":"…"}`.
+pub fn ok(mut body: serde_json::Value) -> serde_json::Value {
+    if let Some(map) = body.as_object_mut() {
+        map.insert("ok".into(), true.into());
+        body
+    } else {
+        serde_json::json!({ "ok": true, "result": body })
+    }
+}
+
+/// An error response.
+pub fn err(message: impl Into<String>) -> serde_json::Value {
+    serde_json::json!({ "ok": false, "error": message.into() })
+}

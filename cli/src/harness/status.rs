@@ -1,0 +1,215 @@
+//! The status document of `harn harness list|status --json`: one stable JSON shape, built
+//! from the daemon core's state when the daemon is up, or from `state.json` when it is not.
+
+use super::paths::Paths;
+use super::readiness::Readiness;
+use harn_core::daemon::{Daemon, DaemonConfig, PersistedState};
+use harn_core::env::ExitStatus;
+use harn_core::ids::Id;
+use harn_core::lifecycle::harness::{Durable, LastExit};
+use harn_core::lifecycle::Harness;
+use harn_core::time::Instant;
+use serde_json::{json, Value};
+
+/// Facts about the running daemon that the core does not know.
+pub struct Context<'a> {
+    /// Where it runs.
+    pub paths: &'a Paths,
+    /// Monotonic now.
+    pub now: Instant,
+    /// Wall-clock now, unix ms.
+    pub wall_ms: i64,
+    /// The daemon's pid.
+    pub pid: u32,
+    /// When it started, unix ms.
+    pub started_wall_ms: i64,
+    /// How children are contained: `cgroup` or `process-group`.
+    pub containment: &'a str,
+}
+
+/// The document for a running daemon; `name` narrows it to one harness.
+pub fn document(
+    ctx: Context<'_>,
+    daemon: &Daemon,
+    config: &DaemonConfig,
+    readiness: &Readiness,
+    name: Option<&str>,
+) -> Result<Value, String> {
+    let mut rows = Vec::new();
+    for (id, h) in daemon.harnesses() {
+        if name.is_some_and(|n| n != id.as_str()) {
+            continue;
+        }
+        rows.push(live_row(id, h, config, readiness, ctx.now));
+    }
+    if let Some(n) = name.filter(|_| rows.is_empty()) {
+        return Err(format!("no harness named {n:?}"));
+    }
+    Ok(json!({
+        "daemon": {
+            "running": true,
+            "pid": ctx.pid,
+            "root": ctx.paths.root,
+            "socket": ctx.paths.socket(),
+            "started_at_ms": ctx.started_wall_ms,
+            "uptime_ms": ctx.wall_ms.saturating_sub(ctx.started_wall_ms).max(0),
+            "draining": daemon.draining(),
+            "active_profile": daemon.active_profile(),
+            "containment": ctx.containment,
+        },
+        "harnesses": rows,
+    }))
+}
+
+fn live_row(
+    id: &Id,
+    h: &Harness,
+    config: &DaemonConfig,
+    readiness: &Readiness,
+    now: Instant,
+) -> Value {
+    let spec = h.active_spec();
+    let mut row = durable_row(id, &h.durable());
+    let fields = json!({
+        "state": h.state().as_str(),
+        "pid": h.pid(),
+        "uptime_ms": h.started_at().filter(|_| h.pid().is_some()).map(|t| now.saturating_since(t).as_millis()),
+        "ready": h.pid().is_some() && h.ready(),
+        "readiness": readiness.kind(id),
+        "flapping": h.flapping(),
+        "next_retry_in_ms": h.next_retry_in(now).map(|d| d.as_millis()),
+        "config_changed": h.config_changed(),
+        "restart": spec.restart,
+        "command": spec.spawn.argv,
+        "in_config": config.harnesses.contains_key(id),
+    });
+    merge(&mut row, fields);
+    row
+}
+
+/// The fields every row has, from the durable record.
+fn durable_row(id: &Id, d: &Durable) -> Value {
+    json!({
+        "name": id,
+        "enabled": d.enabled,
+        "failed": d.failed,
+        "restarts": d.restarts,
+        "consecutive_failures": d.consecutive_failures,
+        "runs": d.runs,
+        "last_exit": d.last_exit.map(exit_json),
+    })
+}
+
+fn exit_json(e: LastExit) -> Value {
+    match e.status {
+        None => json!({ "spawn_failed": true, "forced": e.forced }),
+        Some(ExitStatus::Code(c)) => json!({ "code": c, "forced": e.forced }),
+        Some(ExitStatus::Signal(s)) => json!({ "signal": s, "forced": e.forced }),
+    }
+}
+
+fn merge(into: &mut Value, from: Value) {
+    if let (Some(a), Value::Object(b)) = (into.as_object_mut(), from) {
+        a.extend(b);
+    }
+}
+
+/// The document when no daemon runs: intent and counters from `state.json`, nothing observed.
+pub fn offline_document(paths: &Paths, name: Option<&str>) -> Result<Value, String> {
+    let state = match std::fs::read(paths.state()) {
+        Ok(bytes) => PersistedState::decode(&bytes)
+            .map_err(|e| format!("{}: {}", paths.state().display(), e.reason))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => PersistedState::default(),
+        Err(e) => return Err(format!("{}: {e}", paths.state().display())),
+    };
+    let rows: Vec<Value> = state
+        .harnesses
+        .iter()
+        .filter(|(id, _)| name.is_none_or(|n| n == id.as_str()))
+        .map(|(id, d)| {
+            let mut row = durable_row(id, d);
+            merge(&mut row, json!({ "state": "unsupervised", "pid": null }));
+            row
+        })
+        .collect();
+    if let Some(n) = name.filter(|_| rows.is_empty()) {
+        return Err(format!("no harness named {n:?} in {}", paths.state().display()));
+    }
+    Ok(json!({ "daemon": { "running": false, "root": paths.root }, "harnesses": rows }))
+}
+
+/// The human table of a status document.
+pub fn table(doc: &Value) -> String {
+    let mut out = String::new();
+    let d = &doc["daemon"];
+    if d["running"] == true {
+        out.push_str(&format!(
+            "daemon pid {} in {} ({}){}\n",
+            d["pid"],
+            d["root"].as_str().unwrap_or(""),
+            d["containment"].as_str().unwrap_or(""),
+            if d["draining"] == true { ", shutting down" } else { "" }
+        ));
+    } else {
+        out.push_str("no daemon is running; intent and counters from state.json\n");
+    }
+    out.push_str(&format!(
+        "  {:<20} {:<11} {:>7} {:>8} {:>9} {:>5}  {}\n",
+        "NAME", "STATE", "ENABLED", "PID", "UPTIME", "↻", "NOTES"
+    ));
+    for h in doc["harnesses"].as_array().into_iter().flatten() {
+        out.push_str(&row_line(h));
+    }
+    out
+}
+
+fn row_line(h: &Value) -> String {
+    let state = h["state"].as_str().unwrap_or("?");
+    let glyph = match state {
+        "running" => '●',
+        "degraded" => '◐',
+        "failed" => '✖',
+        "stopped" | "unsupervised" => '○',
+        _ => '◌',
+    };
+    let uptime = h["uptime_ms"].as_u64().map_or("-".into(), human_ms);
+    let pid = h["pid"].as_u64().map_or("-".into(), |p| p.to_string());
+    let mut notes = Vec::new();
+    if let Some(ms) = h["next_retry_in_ms"].as_u64() {
+        notes.push(format!("retry in {}", human_ms(ms)));
+    }
+    if h["pid"].is_u64() && h["ready"] == false {
+        notes.push(format!("not ready ({})", h["readiness"].as_str().unwrap_or("?")));
+    }
+    if h["config_changed"] == true {
+        notes.push("config changed, restart to apply".into());
+    }
+    if let Some(e) = h["last_exit"].as_object() {
+        let how = match (e.get("code"), e.get("signal")) {
+            (Some(c), _) => format!("exit {c}"),
+            (_, Some(s)) => format!("signal {s}"),
+            _ => "spawn failed".into(),
+        };
+        let forced = if e.get("forced") == Some(&Value::Bool(true)) { ", killed" } else { "" };
+        notes.push(format!("last {how}{forced}"));
+    }
+    format!(
+        "{glyph} {:<20} {:<11} {:>7} {:>8} {:>9} {:>5}  {}\n",
+        h["name"].as_str().unwrap_or(""),
+        state,
+        if h["enabled"] == true { "yes" } else { "no" },
+        pid,
+        uptime,
+        h["restarts"].as_u64().unwrap_or(0),
+        notes.join("; ")
+    )
+}
+
+fn human_ms(ms: u64) -> String {
+    match ms {
+        ms if ms < 1_000 => format!("{ms}ms"),
+        ms if ms < 60_000 => format!("{}s", ms / 1000),
+        ms if ms < 3_600_000 => format!("{}m{}s", ms / 60_000, ms % 60_000 / 1000),
+        ms => format!("{}h{}m", ms / 3_600_000, ms % 3_600_000 / 60_000),
+    }
+}
