@@ -4,6 +4,7 @@
 //! next deadline; with nothing due it blocks without waking.
 
 use super::config::{self, ConfigError};
+use super::contain::Containment;
 use super::logs::Rotation;
 use super::paths::Paths;
 use super::protocol::{err, ok, Request};
@@ -124,7 +125,9 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     let (tx, rx) = mpsc::channel();
     super::signals::forward(tx.clone()).map_err(|e| failed(&e))?;
     let listener = super::server::listen(&paths, tx.clone()).map_err(|e| failed(&e))?;
-    let mut spawner = RealSpawner::new(paths.clone(), Rotation::default());
+    let contain = Containment::detect(&paths);
+    reclaim_orphans(&contain, &config);
+    let mut spawner = RealSpawner::new(paths.clone(), Rotation::default(), contain);
     let readiness =
         Readiness::new(&paths, &config, &mut spawner, tx.clone()).map_err(|e| failed(&e))?;
     let clock = RealClock::new();
@@ -162,6 +165,22 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     let _ = std::fs::remove_file(host.paths.owner());
     sdnotify::notify("STOPPING=1");
     result
+}
+
+/// Stops every process an earlier daemon of this root left behind (it was killed, or crashed)
+/// before anything is spawned, so one harness never has two live instances.
+fn reclaim_orphans(contain: &Containment, config: &DaemonConfig) {
+    let names: Vec<Id> = config.harnesses.keys().cloned().collect();
+    let grace = config
+        .harnesses
+        .values()
+        .filter_map(|h| h.stop_grace)
+        .fold(config.limits.stop_grace, |a, b| a.max(b));
+    let grace = Duration::from_nanos(grace.0);
+    for (name, (pids, forced)) in contain.reclaim(&names, grace) {
+        let how = if forced { "killed after the grace period" } else { "stopped" };
+        log(&format!("{name}: {how} {} processes left by an earlier daemon: {pids:?}", pids.len()));
+    }
 }
 
 fn owner_message(paths: &Paths) -> String {
@@ -307,7 +326,11 @@ impl Host {
             let Some((name, run)) = self.pids.remove(&pid) else {
                 continue; // An orphaned grandchild we inherited as subreaper.
             };
+            let left = self.spawner.run_ended(pid, &name);
             log(&format!("{name}: run {run} (pid {pid}) ended: {status:?}"));
+            if left > 0 {
+                log(&format!("{name}: killed {left} leftover processes of run {run} (its cgroup)"));
+            }
             self.step(Wake::Input(DaemonInput::Process {
                 name,
                 report: HarnessInput::Exited { run, status },
@@ -387,7 +410,7 @@ impl Host {
             wall_ms: self.clock.wall().0,
             pid: std::process::id(),
             started_wall_ms: self.started_wall_ms,
-            containment: "process-group",
+            containment: self.spawner.containment().kind(),
         }
     }
 

@@ -3,6 +3,7 @@
 pub mod client;
 pub mod cmd;
 pub mod config;
+pub mod contain;
 pub mod daemon;
 pub mod detach;
 pub mod logs;

@@ -1,6 +1,7 @@
 //! The real `Spawner`: each child in its own session and process group, its stdout and
 //! stderr drained into its rotating log, signals sent to the whole group.
 
+use super::contain::Containment;
 use super::logs::{drain_pipe, LogSink, Rotation};
 use super::paths::Paths;
 use harn_core::env::{Pid, Signal, SpawnError, SpawnSpec, Spawner};
@@ -25,12 +26,28 @@ pub struct RealSpawner {
     sinks: BTreeMap<Id, Arc<Mutex<LogSink>>>,
     /// Extra environment per harness (the notify socket), set by the daemon from config.
     extra_env: BTreeMap<Id, Vec<(String, String)>>,
+    contain: Containment,
+    /// The harness of each run's main process, for SIGKILL to reach its whole cgroup.
+    owners: BTreeMap<Pid, Id>,
 }
 
 impl RealSpawner {
     /// A spawner for the harnesses of `paths.root`.
-    pub fn new(paths: Paths, rotation: Rotation) -> RealSpawner {
-        RealSpawner { paths, rotation, sinks: BTreeMap::new(), extra_env: BTreeMap::new() }
+    pub fn new(paths: Paths, rotation: Rotation, contain: Containment) -> RealSpawner {
+        let (sinks, extra_env, owners) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
+        RealSpawner { paths, rotation, sinks, extra_env, contain, owners }
+    }
+
+    /// How children are contained.
+    pub fn containment(&self) -> &Containment {
+        &self.contain
+    }
+
+    /// A run's main process was reaped: kill whatever it left behind in its cgroup, so no
+    /// process of one run outlives it or meets the next. Returns how many were left.
+    pub fn run_ended(&mut self, pid: Pid, name: &Id) -> usize {
+        self.owners.remove(&pid);
+        self.contain.kill_all(name)
     }
 
     /// Sets variables added to every later spawn of `name`.
@@ -54,7 +71,7 @@ impl RealSpawner {
         }
     }
 
-    fn command(&self, name: &Id, spec: &SpawnSpec) -> Command {
+    fn command(&self, name: &Id, spec: &SpawnSpec, cgroup: Option<i32>) -> Command {
         let mut cmd = Command::new(&spec.argv[0]);
         cmd.args(&spec.argv[1..]);
         let cwd = spec
@@ -70,10 +87,19 @@ impl RealSpawner {
         }
         cmd.stdin(if spec.stdin.is_empty() { Stdio::null() } else { Stdio::piped() });
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        // SAFETY: the closure runs in the forked child before exec and only calls setsid(2),
-        // which is async-signal-safe and allocates nothing.
+        // SAFETY: the closure runs in the forked child before exec and only makes two
+        // async-signal-safe system calls, allocating nothing: setsid(2), and write(2) of "0"
+        // to the harness's cgroup.procs, whose descriptor the parent keeps open until the
+        // spawn has returned.
         unsafe {
-            cmd.pre_exec(|| rustix::process::setsid().map(drop).map_err(std::io::Error::from));
+            cmd.pre_exec(move || {
+                rustix::process::setsid().map_err(std::io::Error::from)?;
+                if let Some(fd) = cgroup {
+                    let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
+                    rustix::io::write(fd, b"0").map_err(std::io::Error::from)?;
+                }
+                Ok(())
+            });
         }
         cmd
     }
@@ -86,7 +112,14 @@ impl Spawner for RealSpawner {
             not_found: false,
             detail: format!("{}: {e}", self.paths.log(name).display()),
         })?;
-        let mut child = self.command(name, spec).spawn().map_err(|e| {
+        let cgroup = self.contain.join_handle(name).map_err(|e| SpawnError {
+            not_found: false,
+            detail: format!("cgroup of {name}: {e}"),
+        })?;
+        let raw = cgroup.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        let spawned = self.command(name, spec, raw).spawn();
+        drop(cgroup);
+        let mut child = spawned.map_err(|e| {
             let not_found = matches!(
                 e.kind(),
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
@@ -107,6 +140,7 @@ impl Spawner for RealSpawner {
         }
         // The child is reaped by the daemon's SIGCHLD handling (waitpid on any child), not
         // through this handle; dropping it neither waits nor kills.
+        self.owners.insert(child.id(), name.clone());
         Ok(child.id())
     }
 
@@ -118,6 +152,11 @@ impl Spawner for RealSpawner {
         let Some(group) = rustix::process::Pid::from_raw(pid as i32) else {
             return Err(SpawnError { not_found: false, detail: format!("bad pid {pid}") });
         };
+        if signal == Signal::Kill {
+            if let Some(name) = self.owners.get(&pid) {
+                self.contain.kill_all(name);
+            }
+        }
         match rustix::process::kill_process_group(group, sig) {
             Ok(()) | Err(rustix::io::Errno::SRCH) => Ok(()),
             Err(e) => {
