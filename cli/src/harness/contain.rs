@@ -159,7 +159,7 @@ fn marked_processes(root: &Path) -> Vec<(Id, u32)> {
         }
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
         let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
-        if !vars.iter().any(|v| *v == root_marker.as_bytes()) {
+        if !vars.contains(&root_marker.as_bytes()) {
             continue;
         }
         let name = vars.iter().find_map(|v| {
