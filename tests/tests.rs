@@ -2,5 +2,6 @@ mod cli;
 mod conformance;
 mod determinism;
 mod fuzz_corpus;
+mod harness_daemon;
 mod lifecycle_model;
 mod purity;

@@ -216,9 +216,11 @@ impl Host {
                 },
             };
             self.tick_watchdog();
+            // Whatever is due runs after every message too: a chatty client must not starve
+            // restart delays, kill deadlines or readiness checks.
             let result = match msg {
-                Some(msg) => self.on_message(msg),
-                None => self.on_timeout(),
+                Some(msg) => self.on_message(msg).and_then(|()| self.on_due()),
+                None => self.on_due(),
             };
             if let Err(fatal) = result {
                 log(&format!("fatal: {fatal}; stopping (children keep running; the next daemon deals with them)"));
@@ -253,7 +255,9 @@ impl Host {
         }
     }
 
-    fn on_timeout(&mut self) -> Result<(), Fatal> {
+    /// Acts on every deadline that has passed: the drain deadline, readiness checks, the
+    /// core's timers. Harmless when nothing is due.
+    fn on_due(&mut self) -> Result<(), Fatal> {
         let now = self.clock.now();
         if self.drain_deadline.is_some_and(|d| d <= now) {
             self.drain_deadline = None;

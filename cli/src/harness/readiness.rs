@@ -27,6 +27,8 @@ pub struct Readiness {
     cwd: BTreeMap<Id, PathBuf>,
     /// Runs that await a file or a probe.
     awaiting: BTreeMap<Id, u64>,
+    /// When files and probes were last checked.
+    last_check: Option<std::time::Instant>,
     /// Probe processes in flight: pid to (harness, run).
     probes: BTreeMap<Pid, (Id, u64)>,
     notify_sockets: BTreeMap<Id, PathBuf>,
@@ -45,6 +47,7 @@ impl Readiness {
             kinds: BTreeMap::new(),
             cwd: BTreeMap::new(),
             awaiting: BTreeMap::new(),
+            last_check: None,
             probes: BTreeMap::new(),
             notify_sockets: BTreeMap::new(),
             tx,
@@ -107,13 +110,21 @@ impl Readiness {
         }
     }
 
-    /// How often the loop must call [`Readiness::check`]; `None` when nothing awaits.
+    /// How long until [`Readiness::check`] has work; `None` when nothing awaits.
     pub fn poll_interval(&self) -> Option<Duration> {
-        (!self.awaiting.is_empty()).then_some(CHECK_EVERY)
+        if self.awaiting.is_empty() {
+            return None;
+        }
+        Some(self.last_check.map_or(Duration::ZERO, |t| CHECK_EVERY.saturating_sub(t.elapsed())))
     }
 
-    /// Checks files and starts probes for runs still awaiting them; returns runs now ready.
+    /// Checks files and starts probes for runs still awaiting them, at most every
+    /// `CHECK_EVERY`; returns runs now ready.
     pub fn check(&mut self, daemon: &Daemon) -> Vec<(Id, u64)> {
+        if self.poll_interval() != Some(Duration::ZERO) {
+            return Vec::new();
+        }
+        self.last_check = Some(std::time::Instant::now());
         let live = |name: &Id, run: u64| {
             daemon.harnesses().get(name).and_then(|h| h.current_run()) == Some(run)
         };

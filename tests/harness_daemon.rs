@@ -1,0 +1,415 @@
+//! The harness daemon with real children (`tests/fixtures/child.sh`) in temporary roots: crash
+//! loops, restart policies, stubborn children, grandchildren, a daemon killed with SIGKILL,
+//! malformed configuration, logs, readiness and the event stream. Every test stops what it
+//! started, even when it fails.
+
+use crate::cli::harn_bin;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const WAIT: Duration = Duration::from_secs(15);
+
+/// A coordination root with a daemon that is brought down when the test ends.
+struct Root {
+    dir: tempfile::TempDir,
+    /// Digits every child of this test carries in its command line.
+    marker: String,
+}
+
+fn child_program() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/child.sh")
+}
+
+impl Root {
+    /// A root whose `harness.toml` is `toml` with `{child}` and `{marker}` filled in.
+    fn new(toml: &str) -> Root {
+        let dir = tempfile::tempdir().unwrap();
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let marker = format!("{}{:05}", std::process::id() % 1000, nanos % 100_000);
+        let root = Root { dir, marker };
+        root.write_config(toml);
+        root
+    }
+
+    fn write_config(&self, toml: &str) {
+        let text = toml
+            .replace("{child}", &child_program().display().to_string())
+            .replace("{marker}", &self.marker);
+        std::fs::write(self.dir.path().join("harness.toml"), text).unwrap();
+    }
+
+    fn harn(&self, args: &[&str]) -> Output {
+        Command::new(harn_bin())
+            .arg("harness")
+            .args(args)
+            .arg("--root")
+            .arg(self.dir.path())
+            .output()
+            .unwrap()
+    }
+
+    fn up(&self) {
+        let out = self.harn(&["up"]);
+        assert!(out.status.success(), "up: {}", text(&out));
+    }
+
+    fn status(&self) -> Value {
+        let out = self.harn(&["list", "--json"]);
+        assert!(out.status.success(), "list: {}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    fn harness(&self, name: &str) -> Value {
+        let doc = self.status();
+        doc["harnesses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["name"] == name)
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
+    /// Polls `name`'s status until `ok` holds.
+    fn wait_for(&self, name: &str, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+        let started = Instant::now();
+        loop {
+            let h = self.harness(name);
+            if ok(&h) {
+                return h;
+            }
+            assert!(started.elapsed() < WAIT, "{name} never became {what}: {h}");
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    }
+
+    /// Live processes (not zombies) whose command line holds `marker`.
+    fn count(&self, marker: &str) -> usize {
+        let mut n = 0;
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+            let cmd = String::from_utf8_lossy(&cmdline);
+            let zombie = std::fs::read_to_string(entry.path().join("stat"))
+                .map(|s| s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
+                .unwrap_or(true);
+            if cmd.contains(marker) && !cmd.contains("harness.toml") && !zombie {
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Waits until no process with `marker` is left; returns how many remain at the deadline.
+    fn settle_count(&self, marker: &str, expect: usize) -> usize {
+        let started = Instant::now();
+        loop {
+            let n = self.count(marker);
+            if n == expect || started.elapsed() > Duration::from_secs(5) {
+                return n;
+            }
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    }
+
+    /// The events journal's bodies, in order.
+    fn events(&self) -> Vec<(i64, Value)> {
+        let bytes = std::fs::read(self.dir.path().join(".harnery/harness/events.jsonl")).unwrap();
+        let read = harn_core::journal::parse("events.jsonl", &bytes).unwrap();
+        read.records.into_iter().map(|r| (r.ts.0, r.body)).collect()
+    }
+
+    fn daemon_pid(&self) -> u32 {
+        self.status()["daemon"]["pid"].as_u64().expect("the daemon runs") as u32
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = self.harn(&["down", "--timeout", "2"]);
+        // Whatever a failed test left behind goes too.
+        for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+            if String::from_utf8_lossy(&cmdline).contains(&self.marker) {
+                if let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) {
+                    let _ = Command::new("kill")
+                        .arg("-9")
+                        .arg(pid.to_string())
+                        .stderr(Stdio::null())
+                        .status();
+                }
+            }
+        }
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn state(h: &Value) -> &str {
+    h["state"].as_str().unwrap_or("")
+}
+
+#[test]
+fn a_crash_loop_goes_degraded_then_failed_with_the_expected_delays() {
+    let root = Root::new(
+        r#"
+[limits]
+restart_delay_ms = 100
+restart_delay_max_ms = 5000
+flap_window_ms = 10000
+give_up_after = 5
+[harness.crash]
+command = ["{child}", "exit", "1"]
+"#,
+    );
+    root.up();
+    let h = root.wait_for("crash", "failed", |h| state(h) == "failed");
+    assert_eq!(h["restarts"], 4);
+    assert_eq!(h["consecutive_failures"], 5);
+    let events = root.events();
+    let flapping: Vec<u64> = events
+        .iter()
+        .filter(|(_, e)| e["event"] == "harness_flapping")
+        .map(|(_, e)| e["next_retry_in"].as_u64().unwrap())
+        .collect();
+    assert_eq!(flapping, [200, 400], "the third exit crosses the threshold, then delays double");
+    let exits: Vec<i64> =
+        events.iter().filter(|(_, e)| e["event"] == "harness_exited").map(|(t, _)| *t).collect();
+    let starts: Vec<i64> =
+        events.iter().filter(|(_, e)| e["to"] == "starting").map(|(t, _)| *t).collect();
+    assert_eq!((exits.len(), starts.len()), (5, 5), "{events:?}");
+    for (i, want) in [100, 100, 200, 400].into_iter().enumerate() {
+        let waited = starts[i + 1] - exits[i];
+        assert!(
+            waited >= want - 5 && waited < want + 2000,
+            "restart {i} waited {waited} ms, not {want}"
+        );
+    }
+    let states: Vec<&str> = events.iter().filter_map(|(_, e)| e["to"].as_str()).collect();
+    assert!(states.contains(&"degraded") && states.last() == Some(&"failed"), "{states:?}");
+}
+
+#[test]
+fn on_failure_with_a_clean_exit_ends_stopped_and_disabled() {
+    let root = Root::new(
+        "[harness.once]\ncommand = [\"{child}\", \"exit\", \"0\"]\nrestart = \"on-failure\"\n",
+    );
+    root.up();
+    let h = root.wait_for("once", "stopped", |h| state(h) == "stopped");
+    assert_eq!(h["enabled"], false);
+    assert_eq!(h["runs"], 1);
+    assert_eq!(h["last_exit"]["code"], 0);
+}
+
+#[test]
+fn a_child_ignoring_term_is_killed_after_the_grace() {
+    let root = Root::new("[harness.stubborn]\ncommand = [\"{child}\", \"ignore-term\", \"{marker}\"]\nstop_grace_ms = 700\n");
+    root.up();
+    root.wait_for("stubborn", "running", |h| state(h) == "running");
+    let asked = Instant::now();
+    let out = root.harn(&["stop", "stubborn"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let h = root.wait_for("stubborn", "stopped", |h| state(h) == "stopped");
+    let took = asked.elapsed();
+    assert!(took >= Duration::from_millis(700), "stopped after {took:?}, before the grace ended");
+    assert_eq!(h["last_exit"]["forced"], true, "{h}");
+    assert_eq!(h["last_exit"]["signal"], 9, "{h}");
+    assert_eq!(root.settle_count(&root.marker, 0), 0);
+}
+
+#[test]
+fn grandchildren_are_gone_after_stop_in_every_spawn_style() {
+    let styles = ["same-group", "setsid", "double-fork", "daemonized"];
+    let mut toml = String::new();
+    for (i, style) in styles.iter().enumerate() {
+        toml.push_str(&format!("[harness.{style}]\ncommand = [\"{{child}}\", \"tree\", \"{style}\", \"{{marker}}{i}\"]\n"));
+    }
+    let root = Root::new(&toml);
+    root.up();
+    for style in styles {
+        root.wait_for(style, "running", |h| state(h) == "running");
+    }
+    for (i, _) in styles.iter().enumerate() {
+        let marker = format!("{}{i}", root.marker);
+        assert_eq!(
+            root.settle_count(&marker, 2),
+            2,
+            "the child and its grandchild of style {i} run"
+        );
+    }
+    let containment = root.status()["daemon"]["containment"].as_str().unwrap().to_owned();
+    let out = root.harn(&["stop", "same-group", "setsid", "double-fork", "daemonized"]);
+    assert!(out.status.success(), "{}", text(&out));
+    for (i, style) in styles.iter().enumerate() {
+        root.wait_for(style, "stopped", |h| state(h) == "stopped");
+        let left = root.settle_count(&format!("{}{i}", root.marker), 0);
+        if containment == "cgroup" || *style == "same-group" {
+            assert_eq!(left, 0, "{style}: {left} processes survived the stop ({containment})");
+        }
+    }
+}
+
+#[test]
+fn kill_9_of_the_daemon_then_up_keeps_intent_and_never_runs_two_instances() {
+    let root = Root::new(
+        "[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}1\"]\n[harness.b]\ncommand = [\"{child}\", \"run\", \"{marker}2\"]\n",
+    );
+    root.up();
+    root.wait_for("a", "running", |h| state(h) == "running");
+    assert!(root.harn(&["stop", "b"]).status.success());
+    root.wait_for("b", "stopped", |h| state(h) == "stopped");
+    let first_pid = root.harness("a")["pid"].clone();
+    let daemon = root.daemon_pid();
+    Command::new("kill").arg("-9").arg(daemon.to_string()).status().unwrap();
+    // The child outlives its daemon.
+    assert_eq!(root.count(&format!("{}1", root.marker)), 1);
+    let started = Instant::now();
+    while root.harn(&["up"]).status.code() != Some(0) {
+        assert!(started.elapsed() < WAIT, "up never succeeded after kill -9");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let a = root.wait_for("a", "running", |h| state(h) == "running");
+    assert_ne!(a["pid"], first_pid, "the orphan was stopped and a new run started");
+    assert_eq!(root.settle_count(&format!("{}1", root.marker), 1), 1, "never two instances of a");
+    let b = root.harness("b");
+    assert_eq!(
+        (state(&b), b["enabled"].clone()),
+        ("stopped", Value::Bool(false)),
+        "the stop survived"
+    );
+    assert_eq!(root.count(&format!("{}2", root.marker)), 0);
+}
+
+#[test]
+fn a_second_daemon_is_refused_and_names_the_owner() {
+    let root = Root::new("[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\n");
+    root.up();
+    let owner = root.daemon_pid();
+    let out = root.harn(&["daemon"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains(&format!("pid {owner}")), "{}", text(&out));
+    let out = root.harn(&["up"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains(&format!("pid {owner}")), "{}", text(&out));
+}
+
+#[test]
+fn a_malformed_config_is_refused_with_file_line_and_key_and_changes_nothing() {
+    let root = Root::new(
+        "[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\nrestart = \"sometimes\"\n",
+    );
+    let out = root.harn(&["up"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("harness.toml:3"), "{}", text(&out));
+    assert!(!root.dir.path().join(".harnery").exists(), "bad input writes nothing");
+
+    root.write_config("[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\n");
+    root.up();
+    let before = root.wait_for("a", "running", |h| state(h) == "running");
+    root.write_config(
+        "[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\nstop_grace_ms = \"soon\"\n",
+    );
+    let out = root.harn(&["reload"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("harness.toml:3") && text(&out).contains("last good"),
+        "{}",
+        text(&out)
+    );
+    let after = root.harness("a");
+    assert_eq!(
+        (after["pid"].clone(), after["config_changed"].clone()),
+        (before["pid"].clone(), Value::Bool(false))
+    );
+}
+
+#[test]
+fn a_reload_stages_changes_and_never_bounces_a_running_harness() {
+    let root = Root::new("[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\n");
+    root.up();
+    let before = root.wait_for("a", "running", |h| state(h) == "running");
+    root.write_config("[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}9\"]\n");
+    assert!(root.harn(&["reload"]).status.success());
+    let staged = root.harness("a");
+    assert_eq!(staged["pid"], before["pid"]);
+    assert_eq!(staged["config_changed"], true);
+    assert!(root.harn(&["restart", "a"]).status.success());
+    let after =
+        root.wait_for("a", "restarted", |h| state(h) == "running" && h["pid"] != before["pid"]);
+    assert_eq!(after["config_changed"], false);
+    assert_eq!(root.settle_count(&format!("{}9", root.marker), 1), 1, "the new command runs");
+}
+
+#[test]
+fn logs_work_while_the_daemon_is_down() {
+    let root = Root::new("[harness.talk]\ncommand = [\"{child}\", \"print\", \"5\"]\n");
+    root.up();
+    root.wait_for("talk", "running", |h| state(h) == "running");
+    let started = Instant::now();
+    while !String::from_utf8_lossy(&root.harn(&["logs", "talk"]).stdout).contains("line 4") {
+        assert!(started.elapsed() < WAIT, "the log never filled");
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert!(root.harn(&["down"]).status.success());
+    let out = root.harn(&["logs", "talk", "--lines", "2"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "line 3\nline 4\n");
+    let offline = root.status();
+    assert_eq!(offline["daemon"]["running"], false);
+    assert_eq!(offline["harnesses"][0]["enabled"], true, "down keeps the intent");
+}
+
+#[test]
+fn readiness_is_evidence_not_a_live_pid() {
+    let root = Root::new(
+        "[harness.web]\ncommand = [\"sh\", \"-c\", \"sleep 1; exec {child} ready-file ready.flag {marker}\"]\nreadiness = { file = \"ready.flag\" }\n",
+    );
+    root.up();
+    let early = root.wait_for("web", "running", |h| state(h) == "running");
+    assert_eq!(early["ready"], false, "{early}");
+    assert_eq!(early["readiness"], "file");
+    root.wait_for("web", "ready", |h| h["ready"] == true);
+}
+
+#[test]
+fn events_are_pushed_to_subscribers() {
+    let root =
+        Root::new("[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\nenabled = false\n");
+    root.up();
+    let mut events = Command::new(harn_bin())
+        .args(["harness", "events", "--json", "--root"])
+        .arg(root.dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = events.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        use std::io::BufRead;
+        let mut seen = Vec::new();
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            let done = line.contains("\"to\":\"running\"");
+            seen.push(line);
+            if done {
+                break;
+            }
+        }
+        seen
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(root.harn(&["start", "a"]).status.success());
+    let started = Instant::now();
+    while !reader.is_finished() && started.elapsed() < WAIT {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = events.kill();
+    let _ = events.wait();
+    let seen = reader.join().unwrap();
+    assert!(seen.iter().any(|l| l.contains("\"to\":\"starting\"")), "{seen:?}");
+    assert!(seen.iter().any(|l| l.contains("\"to\":\"running\"")), "{seen:?}");
+}
