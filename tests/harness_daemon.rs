@@ -123,6 +123,14 @@ impl Root {
         read.records.into_iter().map(|r| (r.ts.0, r.body)).collect()
     }
 
+    /// The recovery ledger's records for `name`.
+    fn ledger(&self, name: &str) -> Vec<Value> {
+        let out = self.harn(&["ledger", name, "--json"]);
+        assert!(out.status.success(), "ledger: {}", text(&out));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["records"].as_array().unwrap().clone()
+    }
+
     fn daemon_pid(&self) -> u32 {
         self.status()["daemon"]["pid"].as_u64().expect("the daemon runs") as u32
     }
@@ -221,6 +229,30 @@ fn a_child_ignoring_term_is_killed_after_the_grace() {
     assert_eq!(h["last_exit"]["forced"], true, "{h}");
     assert_eq!(h["last_exit"]["signal"], 9, "{h}");
     assert_eq!(root.settle_count(&root.marker, 0), 0);
+    let ledger = root.ledger("stubborn");
+    let first = &ledger[0];
+    assert_eq!(
+        (first["decision"].as_str(), first["started_by"].as_str()),
+        (Some("state_changed"), Some("autostart"))
+    );
+    let last = ledger.last().unwrap();
+    assert_eq!(last["observed"], "stopped", "{last}");
+    assert_eq!(last["desired"], "stopped");
+    assert_eq!(last["stop_requested"]["by"], "operator", "{last}");
+    assert_eq!(last["termination"]["forced"], true, "{last}");
+    for column in [
+        "run_as",
+        "ownership",
+        "readiness",
+        "liveness",
+        "restart_policy",
+        "window_ms",
+        "give_up_ceiling",
+        "state_path",
+        "log_path",
+    ] {
+        assert!(last.get(column).is_some(), "the ledger lacks {column}: {last}");
+    }
 }
 
 #[test]
@@ -277,6 +309,11 @@ fn kill_9_of_the_daemon_then_up_keeps_intent_and_never_runs_two_instances() {
     let a = root.wait_for("a", "running", |h| state(h) == "running");
     assert_ne!(a["pid"], first_pid, "the orphan was stopped and a new run started");
     assert_eq!(root.settle_count(&format!("{}1", root.marker), 1), 1, "never two instances of a");
+    let reclaimed = root
+        .ledger("a")
+        .into_iter()
+        .any(|r| r["duplicate_start_check"]["reclaimed"]["pids"].is_array());
+    assert!(reclaimed, "the ledger records that an earlier daemon's process was stopped first");
     let b = root.harness("b");
     assert_eq!(
         (state(&b), b["enabled"].clone()),

@@ -40,6 +40,9 @@ pub fn main() -> i32 {
             return if e.use_stderr() { EXIT_USAGE } else { 0 };
         }
     };
+    if !cli.command.is_daemon() {
+        restore_default_sigpipe();
+    }
     match cli.command {
         Top::Sim(cmd) => crate::sim_cmd::run(cmd),
         Top::Harness(args) => crate::harness::cmd::run(args),
@@ -49,6 +52,23 @@ pub fn main() -> i32 {
             let _ = out.flush();
             0
         }
+    }
+}
+
+impl Top {
+    fn is_daemon(&self) -> bool {
+        matches!(self, Top::Harness(args) if args.is_daemon())
+    }
+}
+
+/// Lets a client verb die quietly when its reader goes away (`harn harness ledger | head`),
+/// as Unix tools do, instead of panicking on EPIPE. Not for the daemon: a client that hangs
+/// up on the control socket must never kill it.
+fn restore_default_sigpipe() {
+    // SAFETY: called once on the main thread before any other thread exists; it only
+    // changes the disposition of SIGPIPE, which Rust's runtime set to ignore at startup.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
 

@@ -118,6 +118,14 @@ enum Verb {
         #[arg(long)]
         json: bool,
     },
+    /// The recovery ledger: one record per lifecycle decision, with its evidence.
+    Ledger {
+        /// Only this harness.
+        name: Option<String>,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a systemd unit that runs this daemon as a service.
     Unit,
 }
@@ -129,6 +137,13 @@ enum ProfileVerb {
         /// The profile.
         name: String,
     },
+}
+
+impl HarnessArgs {
+    /// True for `harness daemon`, the long-running server.
+    pub fn is_daemon(&self) -> bool {
+        matches!(self.verb, Verb::Daemon)
+    }
 }
 
 /// Runs a `harness` verb; returns the exit code.
@@ -151,6 +166,7 @@ pub fn run(args: HarnessArgs) -> i32 {
         Verb::Reload => simple(&paths, Request::Reload),
         Verb::Logs { name, lines, follow } => super::logs_cmd::logs(&paths, &name, lines, follow),
         Verb::Events { json } => super::logs_cmd::events(&paths, json),
+        Verb::Ledger { name, json } => super::ledger::show(&paths, name.as_deref(), json),
         Verb::Unit => super::unit::print(&paths, &config),
     }
 }

@@ -5,6 +5,7 @@
 
 use super::config::{self, ConfigError};
 use super::contain::Containment;
+use super::ledger::{Cause, Facts, Ledger};
 use super::logs::Rotation;
 use super::paths::Paths;
 use super::protocol::{err, ok, Request};
@@ -103,7 +104,12 @@ struct Host {
     subscribers: Subscribers,
     readiness: Readiness,
     drain_deadline: Option<Instant>,
+    /// Set once the drain deadline passed.
+    drain_expired: bool,
     watchdog: Option<(Duration, std::time::Instant)>,
+    /// When WATCHDOG=1 was last sent, unix ms.
+    last_watchdog_ms: Option<i64>,
+    ledger: Ledger,
     next_command_id: u64,
     started_wall_ms: i64,
 }
@@ -120,13 +126,14 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         return Err(DaemonError::AlreadyRunning(owner_message(&paths)));
     }
     let config = config::load(&options.config).map_err(DaemonError::Config)?;
+    let mut ledger = Ledger::open(&mut fs, &paths).map_err(|e| failed(&e))?;
     // Orphaned grandchildren are re-parented to us and reaped, not to init.
     let subreaper = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
     let (tx, rx) = mpsc::channel();
     super::signals::forward(tx.clone()).map_err(|e| failed(&e))?;
     let listener = super::server::listen(&paths, tx.clone()).map_err(|e| failed(&e))?;
     let contain = Containment::detect(&paths);
-    reclaim_orphans(&contain, &config);
+    reclaim_orphans(&contain, &config, &mut ledger);
     let mut spawner = RealSpawner::new(paths.clone(), Rotation::default(), contain);
     let readiness =
         Readiness::new(&paths, &config, &mut spawner, tx.clone()).map_err(|e| failed(&e))?;
@@ -147,7 +154,10 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         subscribers: Subscribers { list: Vec::new() },
         readiness,
         drain_deadline: None,
+        drain_expired: false,
         watchdog: sdnotify::watchdog_interval().map(|d| (d, std::time::Instant::now())),
+        last_watchdog_ms: None,
+        ledger,
         next_command_id: 0,
         started_wall_ms: clock.wall().0,
         clock,
@@ -157,7 +167,8 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         log(&format!("not a child subreaper ({e}): orphaned grandchildren go to init"));
     }
     log(&format!("daemon {} up in {}", std::process::id(), host.paths.root.display()));
-    host.after(executed);
+    host.after(executed.clone());
+    host.record(Cause::Boot, &executed).map_err(|e| failed(&e))?;
     sdnotify::notify("READY=1\nSTATUS=supervising");
     ready(&host.paths);
     let result = host.serve(rx);
@@ -169,7 +180,7 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
 
 /// Stops every process an earlier daemon of this root left behind (it was killed, or crashed)
 /// before anything is spawned, so one harness never has two live instances.
-fn reclaim_orphans(contain: &Containment, config: &DaemonConfig) {
+fn reclaim_orphans(contain: &Containment, config: &DaemonConfig, ledger: &mut Ledger) {
     let names: Vec<Id> = config.harnesses.keys().cloned().collect();
     let grace = config
         .harnesses
@@ -180,6 +191,7 @@ fn reclaim_orphans(contain: &Containment, config: &DaemonConfig) {
     for (name, (pids, forced)) in contain.reclaim(&names, grace) {
         let how = if forced { "killed after the grace period" } else { "stopped" };
         log(&format!("{name}: {how} {} processes left by an earlier daemon: {pids:?}", pids.len()));
+        ledger.note_reclaimed(&name, &pids, forced);
     }
 }
 
@@ -251,6 +263,7 @@ impl Host {
             if last.elapsed() >= *every {
                 sdnotify::notify("WATCHDOG=1");
                 *last = std::time::Instant::now();
+                self.last_watchdog_ms = Some(self.clock.wall().0);
             }
         }
     }
@@ -259,21 +272,19 @@ impl Host {
     /// core's timers. Harmless when nothing is due.
     fn on_due(&mut self) -> Result<(), Fatal> {
         let now = self.clock.now();
-        if self.drain_deadline.is_some_and(|d| d <= now) {
-            self.drain_deadline = None;
+        if self.drain_deadline.is_some_and(|d| d <= now) && !self.drain_expired {
+            self.drain_expired = true;
             log("drain deadline expired: SIGKILL to everything still stopping");
             if let Err(refused) = self.command(Command::ForceStop)? {
                 log(&format!("forced stop refused: {refused}"));
             }
         }
         for (name, run) in self.readiness.check(&self.daemon) {
-            self.step(Wake::Input(DaemonInput::Process {
-                name,
-                report: HarnessInput::Ready { run },
-            }))?;
+            let report = HarnessInput::Ready { run };
+            self.step(Cause::Timer, Wake::Input(DaemonInput::Process { name, report }))?;
         }
         if self.daemon.poll_timeout().is_some_and(|t| t <= now) {
-            self.step(Wake::Timeout)?;
+            self.step(Cause::Timer, Wake::Timeout)?;
         }
         Ok(())
     }
@@ -303,7 +314,7 @@ impl Host {
                 let run = self.daemon.harnesses().get(&name).and_then(|h| h.current_run());
                 let Some(run) = run else { return Ok(()) };
                 let report = HarnessInput::Ready { run };
-                self.step(Wake::Input(DaemonInput::Process { name, report }))
+                self.step(Cause::Timer, Wake::Input(DaemonInput::Process { name, report }))
             }
         }
     }
@@ -323,7 +334,7 @@ impl Host {
             if let Some(vouched) = self.readiness.probe_exited(pid, status == ExitStatus::Code(0)) {
                 if let Some((name, run)) = vouched {
                     let report = HarnessInput::Ready { run };
-                    self.step(Wake::Input(DaemonInput::Process { name, report }))?;
+                    self.step(Cause::Timer, Wake::Input(DaemonInput::Process { name, report }))?;
                 }
                 continue;
             }
@@ -335,10 +346,8 @@ impl Host {
             if left > 0 {
                 log(&format!("{name}: killed {left} leftover processes of run {run} (its cgroup)"));
             }
-            self.step(Wake::Input(DaemonInput::Process {
-                name,
-                report: HarnessInput::Exited { run, status },
-            }))?;
+            let report = HarnessInput::Exited { run, status };
+            self.step(Cause::Exit, Wake::Input(DaemonInput::Process { name, report }))?;
         }
         Ok(())
     }
@@ -443,7 +452,9 @@ impl Host {
     fn command(&mut self, command: Command) -> Result<Result<(), String>, Fatal> {
         self.next_command_id += 1;
         let id = self.next_command_id;
-        let done = self.step_collect(Wake::Input(DaemonInput::Command { id, command }))?;
+        self.ledger.note_command(&command, self.clock.wall().0, &self.daemon);
+        let wake = Wake::Input(DaemonInput::Command { id, command });
+        let done = self.step_collect(Cause::Operator, wake)?;
         let answer = done.iter().find_map(|e| match e {
             Executed::Acked { id: acked, error } if *acked == id => Some(error.clone()),
             _ => None,
@@ -454,16 +465,37 @@ impl Host {
         })
     }
 
-    fn step(&mut self, wake: Wake) -> Result<(), Fatal> {
-        self.step_collect(wake).map(drop)
+    fn step(&mut self, cause: Cause, wake: Wake) -> Result<(), Fatal> {
+        self.step_collect(cause, wake).map(drop)
     }
 
-    fn step_collect(&mut self, wake: Wake) -> Result<Vec<Executed>, Fatal> {
+    fn step_collect(&mut self, cause: Cause, wake: Wake) -> Result<Vec<Executed>, Fatal> {
         let now = self.clock.now();
         let mut env = Env { fs: &mut self.fs, spawner: &mut self.spawner, clock: &self.clock };
         let done = self.driver.step(&mut env, &mut self.daemon, now, wake)?;
         self.after(done.clone());
+        self.record(cause, &done)?;
         Ok(done)
+    }
+
+    /// Appends the step's lifecycle decisions to the recovery ledger, durably.
+    fn record(&mut self, cause: Cause, done: &[Executed]) -> Result<(), Fatal> {
+        let readiness = &self.readiness;
+        let kind = |name: &Id| readiness.kind(name);
+        let now = self.clock.now();
+        let drain_deadline_ms = self.drain_deadline.map(|d| {
+            let ahead_ns = d.0 as i64 - now.0 as i64;
+            self.clock.wall().0 + ahead_ns / 1_000_000
+        });
+        let facts = Facts {
+            config: &self.config,
+            readiness: &kind,
+            last_watchdog_ms: self.last_watchdog_ms,
+            drain_deadline_ms,
+            drain_expired: self.drain_expired,
+        };
+        let (fs, clock) = (&mut self.fs, &self.clock);
+        self.ledger.record(fs, clock, cause, done, &self.daemon, &facts).map_err(Fatal::Fs)
     }
 
     /// Bookkeeping after the driver carried out effects: the pid map, the decision log, the

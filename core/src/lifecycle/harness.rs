@@ -133,6 +133,8 @@ pub struct Harness {
     /// How many restarts were scheduled while flapping: the backoff exponent.
     flap_level: u32,
     retry_at: Option<Instant>,
+    /// The delay chosen when `retry_at` was set.
+    retry_delay: Duration,
     kill_at: Option<Instant>,
     kill_sent: bool,
     start_after_stop: bool,
@@ -152,6 +154,7 @@ impl Harness {
             recent_exits: Vec::new(),
             flap_level: 0,
             retry_at: None,
+            retry_delay: Duration::ZERO,
             kill_at: None,
             kill_sent: false,
             start_after_stop: false,
@@ -197,6 +200,10 @@ impl Harness {
     /// When the next automatic start is due.
     pub fn retry_at(&self) -> Option<Instant> {
         self.retry_at
+    }
+    /// The restart delay being waited out, as chosen when the restart was scheduled.
+    pub fn retry_delay(&self) -> Option<Duration> {
+        self.retry_at.map(|_| self.retry_delay)
     }
     /// True while the flap threshold is crossed.
     pub fn flapping(&self) -> bool {
@@ -527,6 +534,7 @@ impl Harness {
             let delay =
                 LifecycleLimits::flapping_delay(base, limits.restart_delay_max, self.flap_level);
             self.retry_at = Some(now.saturating_add(delay));
+            self.retry_delay = delay;
             self.set_state(State::Degraded, out);
             out.push(HarnessOut::Event(Event::HarnessFlapping {
                 name: self.name.clone(),
@@ -535,6 +543,7 @@ impl Harness {
             }));
         } else {
             self.retry_at = Some(now.saturating_add(base));
+            self.retry_delay = base;
             self.set_state(State::Restarting, out);
         }
     }
@@ -709,6 +718,7 @@ impl Harness {
         self.recent_exits.hash(hasher);
         self.flap_level.hash(hasher);
         self.retry_at.hash(hasher);
+        self.retry_delay.hash(hasher);
         self.kill_at.hash(hasher);
         self.kill_sent.hash(hasher);
         self.start_after_stop.hash(hasher);

@@ -1,0 +1,377 @@
+//! The recovery ledger: an append-only journal (`ledger.jsonl`) with one record per lifecycle
+//! decision, saying what was wanted, what was observed, who started or stopped what, the
+//! evidence of readiness and liveness, the crash-loop bookkeeping and how a run ended. It is
+//! what an operator reads after the fact to learn why the daemon did what it did.
+
+use super::paths::Paths;
+use harn_core::daemon::{Command, Daemon, DaemonConfig};
+use harn_core::driver::Executed;
+use harn_core::env::{Clock, Fs, FsError};
+use harn_core::ids::Id;
+use harn_core::journal::{JournalOpenError, JournalWriter};
+use harn_core::lifecycle::{Event, Harness, State};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+
+/// What made the daemon act in a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cause {
+    /// The daemon booted.
+    Boot,
+    /// An operator's command.
+    Operator,
+    /// A timer (restart delay, kill deadline, flap window) or readiness evidence.
+    Timer,
+    /// A child's exit.
+    Exit,
+}
+
+/// Facts that hold for the daemon's whole life.
+struct Owner {
+    uid: u32,
+    user: String,
+    lock_holder_pid: u32,
+    boot_id: String,
+    state_path: String,
+}
+
+/// Per-harness notes the core does not keep.
+#[derive(Default)]
+struct Notes {
+    /// An operator asked for a start (or restart) that has not happened yet.
+    operator_start: bool,
+    /// The last stop request: when and by whom.
+    stop_requested: Option<Value>,
+    /// Orphans of an earlier daemon stopped before this harness's first spawn.
+    reclaimed: Option<Value>,
+}
+
+/// Everything a record needs from the loop besides the core.
+pub struct Facts<'a> {
+    /// The configuration in force.
+    pub config: &'a DaemonConfig,
+    /// Readiness kind per harness (`none`, `file`, `probe`, `notify`).
+    pub readiness: &'a dyn Fn(&Id) -> &'static str,
+    /// The last WATCHDOG=1 sent to systemd, unix ms.
+    pub last_watchdog_ms: Option<i64>,
+    /// The drain deadline, unix ms, when a shutdown has one.
+    pub drain_deadline_ms: Option<i64>,
+    /// Whether that deadline has passed.
+    pub drain_expired: bool,
+}
+
+/// The ledger writer.
+pub struct Ledger {
+    writer: JournalWriter,
+    owner: Owner,
+    notes: BTreeMap<Id, Notes>,
+    paths: Paths,
+}
+
+impl Ledger {
+    /// Opens `ledger.jsonl` for appending (cutting a torn tail).
+    pub fn open(fs: &mut dyn Fs, paths: &Paths) -> Result<Ledger, JournalOpenError> {
+        let (writer, _) = JournalWriter::open_tail(fs, Paths::ledger_relative())?;
+        let uid = rustix::process::geteuid().as_raw();
+        let owner = Owner {
+            uid,
+            user: user_name(uid),
+            lock_holder_pid: std::process::id(),
+            boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_default(),
+            state_path: paths.state().display().to_string(),
+        };
+        Ok(Ledger { writer, owner, notes: BTreeMap::new(), paths: paths.clone() })
+    }
+
+    /// Notes who asked for what before the command reaches the core.
+    pub fn note_command(&mut self, command: &Command, wall_ms: i64, daemon: &Daemon) {
+        let stop = |by: &str| json!({ "at_ms": wall_ms, "by": by });
+        match command {
+            Command::Start { name } | Command::Restart { name } => {
+                self.notes.entry(name.clone()).or_default().operator_start = true;
+            }
+            Command::Stop { name } => {
+                self.notes.entry(name.clone()).or_default().stop_requested = Some(stop("operator"));
+            }
+            Command::UseProfile { profile } => {
+                let members = daemon.config().profiles.get(profile).map(|p| p.harnesses.clone());
+                for name in daemon.harnesses().keys() {
+                    let n = self.notes.entry(name.clone()).or_default();
+                    match &members {
+                        Some(m) if m.contains(name) => n.operator_start = true,
+                        Some(_) => n.stop_requested = Some(stop("operator (profile use)")),
+                        None => {}
+                    }
+                }
+            }
+            Command::Shutdown | Command::ForceStop => {
+                for name in daemon.harnesses().keys() {
+                    let n = self.notes.entry(name.clone()).or_default();
+                    n.stop_requested.get_or_insert_with(|| stop("shutdown"));
+                }
+            }
+            Command::Reload { config } => {
+                for name in daemon.harnesses().keys().filter(|n| !config.harnesses.contains_key(*n))
+                {
+                    let n = self.notes.entry(name.clone()).or_default();
+                    n.stop_requested = Some(stop("reload (removed from the configuration)"));
+                }
+            }
+        }
+    }
+
+    /// Notes processes of an earlier daemon stopped before this harness's first spawn.
+    pub fn note_reclaimed(&mut self, name: &Id, pids: &[u32], forced: bool) {
+        let note = json!({ "pids": pids, "forced": forced });
+        self.notes.entry(name.clone()).or_default().reclaimed = Some(note);
+    }
+
+    /// Appends one record per lifecycle decision found in `executed`, durably.
+    pub fn record(
+        &mut self,
+        fs: &mut dyn Fs,
+        clock: &dyn Clock,
+        cause: Cause,
+        executed: &[Executed],
+        daemon: &Daemon,
+        facts: &Facts<'_>,
+    ) -> Result<(), FsError> {
+        let mut records = Vec::new();
+        for e in executed {
+            let Executed::Appended { events, .. } = e else { continue };
+            for event in events {
+                if let Some(record) = self.decision(event, cause, daemon, facts) {
+                    records.push(record);
+                }
+            }
+        }
+        if records.is_empty() {
+            return Ok(());
+        }
+        self.writer.append(fs, clock.wall(), &records).map(drop)
+    }
+
+    fn decision(
+        &mut self,
+        event: &Event,
+        cause: Cause,
+        daemon: &Daemon,
+        facts: &Facts<'_>,
+    ) -> Option<Value> {
+        let (name, decision, detail) = match event {
+            Event::HarnessStateChanged { name, from, to } => {
+                (name, "state_changed", json!({ "from": from, "to": to }))
+            }
+            Event::HarnessExited { name, code, signal } => {
+                (name, "exited", json!({ "code": code, "signal": signal }))
+            }
+            Event::HarnessFlapping { name, restarts, next_retry_in } => (
+                name,
+                "flapping",
+                json!({ "restarts": restarts, "next_retry_in_ms": next_retry_in }),
+            ),
+        };
+        let h = daemon.harnesses().get(name)?;
+        let notes = self.notes.entry(name.clone()).or_default();
+        let started_by = match event {
+            Event::HarnessStateChanged { to: State::Starting, .. } => {
+                let by = match cause {
+                    Cause::Boot => "autostart",
+                    _ if std::mem::take(&mut notes.operator_start) => "operator",
+                    _ => "restart policy",
+                };
+                notes.stop_requested = None;
+                Some(by)
+            }
+            _ => None,
+        };
+        let mut record = self.columns(name, h, daemon, facts);
+        let map = record.as_object_mut().expect("an object");
+        map.insert("decision".into(), decision.into());
+        map.insert("detail".into(), detail);
+        map.insert("started_by".into(), json!(started_by));
+        Some(record)
+    }
+
+    fn columns(&self, name: &Id, h: &Harness, daemon: &Daemon, facts: &Facts<'_>) -> Value {
+        let d = h.durable();
+        let limits = &facts.config.limits;
+        let notes = self.notes.get(name);
+        let latch = if d.failed {
+            Some("failed")
+        } else if h.flapping() {
+            Some("crash-loop")
+        } else {
+            None
+        };
+        let termination = d.last_exit.map(|e| {
+            let (code, signal) = match e.status {
+                Some(harn_core::env::ExitStatus::Code(c)) => (Some(c), None),
+                Some(harn_core::env::ExitStatus::Signal(s)) => (None, Some(s)),
+                None => (None, None),
+            };
+            json!({ "exit_code": code, "signal": signal, "forced": e.forced, "spawn_failed": e.status.is_none() })
+        });
+        json!({
+            "harness": name,
+            "run_as": { "uid": self.owner.uid, "user": self.owner.user },
+            "desired": if d.enabled { "running" } else { "stopped" },
+            "observed": h.state().as_str(),
+            "run": h.current_run().unwrap_or(d.runs),
+            "ownership": { "lock_holder_pid": self.owner.lock_holder_pid, "boot_id": self.owner.boot_id },
+            "duplicate_start_check": match notes.and_then(|n| n.reclaimed.clone()) {
+                Some(r) => json!({ "result": "stopped processes of an earlier daemon first", "reclaimed": r }),
+                None => json!({ "result": "no other live instance" }),
+            },
+            "dependencies": { "declared": [], "evidence": "none declared" },
+            "readiness": { "kind": (facts.readiness)(name), "ready": h.pid().is_some() && h.ready() },
+            "liveness": { "pid": h.pid(), "alive": h.pid().is_some() },
+            "last_watchdog_ping_ms": facts.last_watchdog_ms,
+            "restart_policy": h.active_spec().restart,
+            "failures_in_window": h.recent_exit_count(),
+            "window_ms": limits.flap_window.as_millis(),
+            "current_delay_ms": h.retry_delay().map(|d| d.as_millis()),
+            "consecutive_failures": d.consecutive_failures,
+            "give_up_ceiling": limits.give_up_after,
+            "latch": latch,
+            "stop_requested": notes.and_then(|n| n.stop_requested.clone()),
+            "intake_closed": daemon.draining(),
+            "drain": facts.drain_deadline_ms.map(|at| json!({ "deadline_ms": at, "expired": facts.drain_expired })),
+            "termination": termination,
+            "state_path": self.owner.state_path,
+            "log_path": self.paths.log(name),
+        })
+    }
+}
+
+/// The login name of `uid` from /etc/passwd, or the number.
+fn user_name(uid: u32) -> String {
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    passwd
+        .lines()
+        .find_map(|l| {
+            let mut f = l.split(':');
+            let name = f.next()?;
+            (f.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_owned())
+        })
+        .unwrap_or_else(|| uid.to_string())
+}
+
+/// `harn harness ledger [NAME] [--json]`: prints the ledger, verified line by line.
+pub fn show(paths: &Paths, name: Option<&str>, json: bool) -> i32 {
+    use crate::cli::{fail, EXIT_FAILED};
+    let bytes = match std::fs::read(paths.ledger()) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return fail(EXIT_FAILED, format!("{}: {e}", paths.ledger().display())),
+    };
+    let shown = paths.ledger().display().to_string();
+    let read = match harn_core::journal::parse(&shown, &bytes) {
+        Ok(r) => r,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let records: Vec<Value> = read
+        .records
+        .into_iter()
+        .filter(|r| name.is_none_or(|n| r.body["harness"] == n))
+        .map(|r| {
+            let mut body = r.body;
+            if let Some(map) = body.as_object_mut() {
+                map.insert("seq".into(), r.seq.into());
+                map.insert("ts".into(), r.ts.0.into());
+            }
+            body
+        })
+        .collect();
+    if json {
+        println!("{}", json!({ "records": records }));
+        return 0;
+    }
+    for r in &records {
+        println!("{}", line(r));
+    }
+    0
+}
+
+/// One record as a line: when, which harness, what was decided, and the facts around it.
+fn line(r: &Value) -> String {
+    let detail = match r["decision"].as_str() {
+        Some("state_changed") => format!(
+            "{} -> {}",
+            r["detail"]["from"].as_str().unwrap_or("?"),
+            r["detail"]["to"].as_str().unwrap_or("?")
+        ),
+        Some("exited") => match (r["detail"]["code"].as_i64(), r["detail"]["signal"].as_i64()) {
+            (Some(c), _) => format!("exited {c}"),
+            (_, Some(s)) => format!("signal {s}"),
+            _ => "did not start".into(),
+        },
+        Some("flapping") => format!("flapping, next try in {} ms", r["detail"]["next_retry_in_ms"]),
+        other => other.unwrap_or("?").to_owned(),
+    };
+    let mut facts = vec![format!("want {}", r["desired"].as_str().unwrap_or("?"))];
+    if let Some(by) = r["started_by"].as_str() {
+        facts.push(format!("started by {by}"));
+    }
+    if let Some(stop) = r["stop_requested"].as_object() {
+        facts.push(format!(
+            "stop asked by {}",
+            stop.get("by").and_then(Value::as_str).unwrap_or("?")
+        ));
+    }
+    if let Some(latch) = r["latch"].as_str() {
+        facts.push(format!("latch {latch}"));
+    }
+    facts.push(format!("{} in {} ms window", r["failures_in_window"], r["window_ms"]));
+    if let Some(ms) = r["current_delay_ms"].as_u64() {
+        facts.push(format!("delay {ms} ms"));
+    }
+    if r["termination"]["forced"] == true {
+        facts.push("killed after grace".into());
+    }
+    if r["duplicate_start_check"]["reclaimed"].is_object() {
+        facts.push("stopped an earlier daemon's processes first".into());
+    }
+    format!(
+        "{} #{:<5} {:<16} {:<28} {}",
+        utc(r["ts"].as_i64().unwrap_or(0)),
+        r["seq"].as_u64().unwrap_or(0),
+        r["harness"].as_str().unwrap_or("?"),
+        detail,
+        facts.join(", ")
+    )
+}
+
+/// `YYYY-MM-DD HH:MM:SS.mmm` (UTC) of a unix time in milliseconds.
+pub fn utc(ms: i64) -> String {
+    let (secs, milli) = (ms.div_euclid(1000), ms.rem_euclid(1000));
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil-from-days algorithm.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{milli:03}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_formats_known_instants() {
+        assert_eq!(super::utc(0), "1970-01-01 00:00:00.000");
+        assert_eq!(super::utc(1_767_225_600_123), "2026-01-01 00:00:00.123");
+        assert_eq!(super::utc(951_782_400_000), "2000-02-29 00:00:00.000");
+    }
+}
