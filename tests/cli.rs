@@ -92,13 +92,32 @@ fn without_the_planted_bug_the_same_seeds_pass() {
 #[test]
 fn minimize_shrinks_a_failing_trace() {
     let dir = tempfile::tempdir().unwrap();
+    // A seed whose planted bug shows late, so there is something to shrink.
+    let args = [
+        "sim",
+        "sweep",
+        "--seeds",
+        "0..60",
+        "--steps",
+        "400",
+        "--inject-bug",
+        "lost-exit-report",
+        "--json",
+    ];
+    let sweep: serde_json::Value = serde_json::from_slice(&harn(dir.path(), &args).stdout).unwrap();
+    let late = sweep["failures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["violation"]["step"].as_u64() > Some(30));
+    let seed = late.expect("some seed fails late")["seed"].to_string();
     let run = harn(
         dir.path(),
         &[
             "sim",
             "run",
             "--seed",
-            "5",
+            &seed,
             "--steps",
             "400",
             "--inject-bug",
@@ -108,11 +127,18 @@ fn minimize_shrinks_a_failing_trace() {
         ],
     );
     assert_eq!(run.status.code(), Some(1), "{}", text(&run));
-    let out = harn(dir.path(), &["sim", "minimize", "big.trace.jsonl"]);
+    let out = harn(dir.path(), &["sim", "minimize", "big.trace.jsonl", "--json"]);
     assert!(out.status.success(), "{}", text(&out));
-    let small = std::fs::read_to_string(dir.path().join("big.min.trace.jsonl")).unwrap();
-    let big = std::fs::read_to_string(dir.path().join("big.trace.jsonl")).unwrap();
-    assert!(small.lines().count() < big.lines().count(), "{}", text(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (before, after) = (&doc["before"], &doc["after"]);
+    let count = |v: &serde_json::Value| v["fault_classes"].as_array().unwrap().len();
+    let sizes = |v: &serde_json::Value| {
+        (v["steps"].as_u64().unwrap(), v["harnesses"].as_u64().unwrap(), count(v) as u64)
+    };
+    let (b, a) = (sizes(before), sizes(after));
+    assert!(a.0 <= b.0 && a.1 <= b.1 && a.2 <= b.2, "minimizing grew the run: {doc}");
+    assert!(a != b, "nothing shrank: {doc}");
+    assert!(dir.path().join("big.min.trace.jsonl").exists());
     let replayed = harn(dir.path(), &["sim", "replay", "big.min.trace.jsonl"]);
     assert!(text(&replayed).contains("reproduced:"), "{}", text(&replayed));
 }
@@ -170,20 +196,25 @@ fn every_verb_has_help() {
 
 #[test]
 fn persist_before_act_bugs_planted_in_the_core_are_found_at_the_step_they_happen() {
-    for (bug, invariant) in [
+    let bugs = [
         ("spawn-before-persist", "persist-before-spawn"),
         ("ack-before-persist", "persist-before-ack"),
-    ] {
+        ("skip-reclaim", "no-orphans"),
+    ];
+    for (bug, invariant) in bugs {
         let dir = tempfile::tempdir().unwrap();
         let args =
-            ["sim", "sweep", "--seeds", "0..10", "--steps", "300", "--inject-bug", bug, "--json"];
+            ["sim", "sweep", "--seeds", "0..40", "--steps", "400", "--inject-bug", bug, "--json"];
         let out = harn(dir.path(), &args);
         assert_eq!(out.status.code(), Some(1), "{bug}: {}", text(&out));
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let failures = doc["failures"].as_array().unwrap();
         assert!(!failures.is_empty(), "{bug} went unnoticed");
         for f in failures {
-            assert_eq!(f["violation"]["invariant"], invariant, "{bug}: {f}");
+            let found = f["violation"]["invariant"].as_str().unwrap();
+            // A second live instance shows up as an orphan or as two pids for one harness.
+            let same = found == invariant || (bug == "skip-reclaim" && found == "single-instance");
+            assert!(same, "{bug} was reported as {found}: {f}");
         }
     }
 }

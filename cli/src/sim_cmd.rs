@@ -35,6 +35,9 @@ pub enum SimCommand {
         /// Where to write the smaller trace (default: next to the input, `.min` added).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Print one JSON document comparing the run before and after.
+        #[arg(long)]
+        json: bool,
     },
     /// Simulate a day of four harnesses under faults and print what happened.
     Day {
@@ -59,6 +62,8 @@ pub enum BugArg {
     SpawnBeforePersist,
     /// The core acknowledges commands ahead of the state.json barrier.
     AckBeforePersist,
+    /// A new daemon boots without stopping what an earlier one left running.
+    SkipReclaim,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -69,6 +74,7 @@ impl From<BugArg> for InjectedBug {
             BugArg::LostExitReport => InjectedBug::LostExitReport,
             BugArg::SpawnBeforePersist => InjectedBug::SpawnBeforePersist,
             BugArg::AckBeforePersist => InjectedBug::AckBeforePersist,
+            BugArg::SkipReclaim => InjectedBug::SkipReclaim,
         }
     }
 }
@@ -167,7 +173,7 @@ pub fn run(cmd: SimCommand) -> i32 {
         SimCommand::Run(args) => run_one(args),
         SimCommand::Sweep(args) => sweep(args),
         SimCommand::Replay { file } => replay(&file),
-        SimCommand::Minimize { file, out } => minimize(&file, out),
+        SimCommand::Minimize { file, out, json } => minimize(&file, out, json),
         SimCommand::Day { seed, json } => day(seed, json),
     }
 }
@@ -295,7 +301,27 @@ fn replay(file: &Path) -> i32 {
     }
 }
 
-fn minimize(file: &Path, out: Option<PathBuf>) -> i32 {
+/// The size of a run, as minimizing reduces it.
+fn run_size(steps: u64, o: &SimOptions) -> serde_json::Value {
+    let mut faults: Vec<&str> = Vec::new();
+    for (name, rate) in [
+        ("host-crash", o.crash_per_mille),
+        ("daemon-crash", o.daemon_crash_per_mille),
+        ("io-error", o.io_fault_per_mille),
+        ("wake", o.wake_fault_per_mille),
+        ("wall-jump", o.wall_jump_per_mille),
+    ] {
+        if rate > 0 {
+            faults.push(name);
+        }
+    }
+    if o.command_mean_secs < 1 << 40 {
+        faults.push("operator");
+    }
+    serde_json::json!({ "steps": steps, "harnesses": o.harnesses.len(), "fault_classes": faults })
+}
+
+fn minimize(file: &Path, out: Option<PathBuf>, json: bool) -> i32 {
     let trace = match read_trace(file) {
         Ok(t) => t,
         Err(code) => return code,
@@ -325,13 +351,25 @@ fn minimize(file: &Path, out: Option<PathBuf>) -> i32 {
     if let Err(e) = std::fs::write(&out, text) {
         return fail(EXIT_FAILED, format!("{}: {e}", out.display()));
     }
+    let before = run_size(trace.end.steps, &trace.header.options);
+    let after = run_size(small.steps, &small.options);
+    if json {
+        let doc = serde_json::json!({
+            "seed": trace.header.seed, "before": before, "after": after,
+            "violation": small.violation, "trace": out,
+        });
+        println!("{doc}");
+        return 0;
+    }
     println!(
-        "minimized seed {}: {} -> {} steps, {} -> {} harnesses; {}\nwrote {}",
+        "minimized seed {}: {} -> {} steps, {} -> {} harnesses, fault classes {} -> {}; {}\nwrote {}",
         trace.header.seed,
-        trace.end.steps,
-        small.steps,
-        trace.header.options.harnesses.len(),
-        small.options.harnesses.len(),
+        before["steps"],
+        after["steps"],
+        before["harnesses"],
+        after["harnesses"],
+        before["fault_classes"],
+        after["fault_classes"],
         small.violation.as_ref().map_or("no violation".into(), |v| v.to_string()),
         out.display()
     );

@@ -167,6 +167,7 @@ impl Driver {
         };
         let (journal, _) =
             JournalWriter::open_tail(env.fs, &paths.events).map_err(journal_fatal)?;
+        make_durable(env.fs, &paths, persisted.is_some(), journal.next_seq() > 1)?;
         let daemon = Daemon::boot(config, persisted, env.clock.now()).map_err(Fatal::Boot)?;
         Ok((Driver { paths, journal, partial: Vec::new() }, daemon))
     }
@@ -276,6 +277,27 @@ impl Driver {
     pub fn paths(&self) -> &DaemonPaths {
         &self.paths
     }
+}
+
+/// Makes what a boot read durable before the daemon acts on it. After the daemon alone died,
+/// the files it left may hold bytes the kernel has not written yet; a new daemon that
+/// acknowledged commands against them could see them vanish in a later host crash.
+fn make_durable(
+    fs: &mut dyn Fs,
+    paths: &DaemonPaths,
+    state: bool,
+    journal: bool,
+) -> Result<(), Fatal> {
+    if state {
+        fs.sync_file(&paths.state)?;
+    }
+    if journal {
+        fs.sync_file(&paths.events)?;
+    }
+    if state || journal {
+        fs.sync_dir(&paths.dir)?;
+    }
+    Ok(())
 }
 
 fn journal_fatal(e: JournalOpenError) -> Fatal {

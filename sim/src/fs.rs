@@ -316,6 +316,16 @@ impl SimFs {
         self.stats.crashes += 1;
     }
 
+    /// The process using the filesystem died, but the host did not: nothing written is lost
+    /// (the kernel keeps unsynced bytes), the crash that stopped it is over, and its locks
+    /// are released.
+    pub fn process_died(&mut self) {
+        self.crashed = false;
+        self.crash_countdown = None;
+        self.fail_next = None;
+        self.locks.clear();
+    }
+
     /// Cancels any injected fault or pending crash that has not fired yet.
     pub fn clear_faults(&mut self) {
         self.fail_next = None;

@@ -29,6 +29,9 @@ pub enum InjectedBug {
     /// The daemon core acknowledges commands ahead of the `state.json` barrier.
     #[cfg(feature = "planted-bugs")]
     AckBeforePersist,
+    /// A new daemon boots without stopping the processes an earlier one left behind.
+    #[cfg(feature = "planted-bugs")]
+    SkipReclaim,
 }
 
 /// One simulated harness.
@@ -53,6 +56,10 @@ pub struct SimOptions {
     pub steps: u64,
     /// Per-mille chance, per step, of a whole-host crash somewhere inside the step.
     pub crash_per_mille: u32,
+    /// Per-mille chance, per step, that the daemon alone dies (SIGKILL) somewhere inside the
+    /// step: its children live on as orphans and nothing written is lost.
+    #[serde(default)]
+    pub daemon_crash_per_mille: u32,
     /// Per-mille chance, per step, of an EIO or ENOSPC on one filesystem call.
     pub io_fault_per_mille: u32,
     /// Per-mille chance that a timer wake is late, missed or spurious.
@@ -90,6 +97,7 @@ impl SimOptions {
             limits,
             steps,
             crash_per_mille: e.below(30) as u32,
+            daemon_crash_per_mille: e.below(20) as u32,
             io_fault_per_mille: e.below(20) as u32,
             wake_fault_per_mille: e.below(300) as u32,
             command_mean_secs: e.between(1, 120),
@@ -179,6 +187,14 @@ pub fn harness_name(i: usize) -> Id {
 pub(crate) fn lies_about_dir_sync(bug: Option<InjectedBug>) -> bool {
     #[cfg(feature = "planted-bugs")]
     return bug == Some(InjectedBug::LyingDirSync);
+    #[cfg(not(feature = "planted-bugs"))]
+    return bug.is_some();
+}
+
+/// True when the planted bug skips reclaiming orphans before a boot.
+pub(crate) fn skips_reclaim(bug: Option<InjectedBug>) -> bool {
+    #[cfg(feature = "planted-bugs")]
+    return bug == Some(InjectedBug::SkipReclaim);
     #[cfg(not(feature = "planted-bugs"))]
     return bug.is_some();
 }

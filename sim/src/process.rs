@@ -70,6 +70,8 @@ pub struct SimProcess {
     pub settled: bool,
     /// True when the pending exit was caused by a signal rather than drawn.
     pub signalled: bool,
+    /// True once the daemon that started it died: nobody observes it any more.
+    pub orphaned: bool,
 }
 
 /// The simulated process table, implementing the `Spawner` seam.
@@ -138,7 +140,26 @@ impl SimProcesses {
 
     /// The earliest pending exit.
     pub fn next_exit(&self) -> Option<(Instant, Pid)> {
-        self.live.iter().filter_map(|(pid, p)| p.exit.map(|(at, _)| (at, *pid))).min()
+        // An orphan's exit reaches no daemon; it stays in the table until reclaimed, which
+        // is the harder case for the daemon that comes next.
+        let watched = self.live.iter().filter(|(_, p)| !p.orphaned);
+        watched.filter_map(|(pid, p)| p.exit.map(|(at, _)| (at, *pid))).min()
+    }
+
+    /// The daemon died and its host did not: every child lives on, unobserved.
+    pub fn orphan_all(&mut self) {
+        for p in self.live.values_mut() {
+            p.orphaned = true;
+        }
+        self.signals.clear();
+    }
+
+    /// What a new daemon does before it boots: stop every process an earlier daemon left.
+    /// Returns how many there were.
+    pub fn reclaim_orphans(&mut self) -> u32 {
+        let before = self.live.len();
+        self.live.retain(|_, p| !p.orphaned);
+        (before - self.live.len()) as u32
     }
 
     /// Removes an exited child and returns its owner and status.
@@ -208,7 +229,14 @@ impl Spawner for SimProcesses {
         }
         self.next_pid += 1;
         let pid = 1000 + self.next_pid;
-        let p = SimProcess { owner: None, behaviour, exit: None, settled: false, signalled: false };
+        let p = SimProcess {
+            owner: None,
+            behaviour,
+            exit: None,
+            settled: false,
+            signalled: false,
+            orphaned: false,
+        };
         self.live.insert(pid, p);
         Ok(pid)
     }

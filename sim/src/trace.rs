@@ -28,8 +28,13 @@ pub struct TraceHeader {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum StepEvent {
-    /// The daemon (re)started: it reads its durable files and boots.
-    Boot,
+    /// The daemon (re)started: it stopped the processes an earlier daemon left (if it died
+    /// alone), read its durable files and booted.
+    Boot {
+        /// Processes of an earlier daemon stopped before the boot.
+        #[serde(default)]
+        reclaimed: u32,
+    },
     /// A child exited.
     Exit {
         /// Its pid.
@@ -65,6 +70,12 @@ pub enum StepEnd {
     Crash {
         /// True when the crash interrupted a filesystem call; false when it came after the
         /// step's effects.
+        during_op: bool,
+    },
+    /// The daemon alone died (SIGKILL): its children live on as orphans, nothing written is
+    /// lost.
+    DaemonCrash {
+        /// True when it died inside a filesystem call; false when after the step's effects.
         during_op: bool,
     },
     /// The daemon stopped itself on an IO error (fail-stop); modelled as a host crash.

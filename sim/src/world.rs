@@ -167,8 +167,8 @@ impl<E: Entropy> World<E> {
             self.check_recovered()?;
             self.boot(&mut audits)
         } else {
-            let crash_now = self.faults && self.entropy.chance(self.options.crash_per_mille, 1000);
-            if crash_now {
+            let crash_now = self.draw_crash();
+            if crash_now.is_some() {
                 self.fs.borrow_mut().crash_after(self.entropy.below(8));
             }
             self.inject_faults();
@@ -184,9 +184,27 @@ impl<E: Entropy> World<E> {
         facts_result
     }
 
-    /// Boots the daemon: opens the durable files and runs the boot's effects.
+    /// Whether this step ends in a crash: none, the whole host, or the daemon alone.
+    fn draw_crash(&mut self) -> Option<CrashKind> {
+        if !self.faults {
+            return None;
+        }
+        if self.entropy.chance(self.options.crash_per_mille, 1000) {
+            return Some(CrashKind::Host);
+        }
+        self.entropy.chance(self.options.daemon_crash_per_mille, 1000).then_some(CrashKind::Daemon)
+    }
+
+    /// Boots the daemon: stops what an earlier daemon left running (as the real one does
+    /// before its core boots), opens the durable files and runs the boot's effects.
     fn boot(&mut self, audits: &mut Vec<SpawnAudit>) -> Outcome {
-        if self.faults && self.entropy.chance(self.options.crash_per_mille, 1000) {
+        let reclaimed = if crate::options::skips_reclaim(self.options.bug) {
+            0
+        } else {
+            self.procs.reclaim_orphans()
+        };
+        let crash = self.draw_crash();
+        if crash.is_some() {
             self.fs.borrow_mut().crash_after(self.entropy.below(8));
         }
         self.inject_faults();
@@ -202,14 +220,14 @@ impl<E: Entropy> World<E> {
                 Err(f) => Err((f, driver.take_partial())),
             }
         });
+        let event = StepEvent::Boot { reclaimed };
         match booted {
             Ok((driver, daemon, executed)) => {
                 self.up = Some((driver, daemon));
-                Outcome { event: StepEvent::Boot, executed, end: None }
+                let end = crash.map(|kind| kind.end(false));
+                Outcome { event, executed, end }
             }
-            Err((fatal, executed)) => {
-                Outcome { event: StepEvent::Boot, executed, end: Some(end_of(&fatal)) }
-            }
+            Err((fatal, executed)) => Outcome { event, executed, end: Some(end_of(&fatal, crash)) },
         }
     }
 
@@ -219,7 +237,7 @@ impl<E: Entropy> World<E> {
         event: StepEvent,
         wake: Wake,
         audits: &mut Vec<SpawnAudit>,
-        crash_after_step: bool,
+        crash: Option<CrashKind>,
     ) -> Outcome {
         let now = self.clock.now();
         let (mut driver, mut daemon) = self.up.take().expect("host is up");
@@ -230,10 +248,10 @@ impl<E: Entropy> World<E> {
         match result {
             Ok(executed) => {
                 self.up = Some((driver, daemon));
-                let end = crash_after_step.then_some(StepEnd::Crash { during_op: false });
+                let end = crash.map(|kind| kind.end(false));
                 Outcome { event, executed, end }
             }
-            Err((fatal, executed)) => Outcome { event, executed, end: Some(end_of(&fatal)) },
+            Err((fatal, executed)) => Outcome { event, executed, end: Some(end_of(&fatal, crash)) },
         }
     }
 
@@ -267,9 +285,13 @@ impl<E: Entropy> World<E> {
             commands: &self.commands,
         };
         let checked = match (&self.up, &outcome.end) {
-            (Some((_, daemon)), None | Some(StepEnd::Crash { during_op: false })) => {
-                self.checker.check_step(daemon, &self.procs, &facts)
-            }
+            (
+                Some((_, daemon)),
+                None
+                | Some(
+                    StepEnd::Crash { during_op: false } | StepEnd::DaemonCrash { during_op: false },
+                ),
+            ) => self.checker.check_step(daemon, &self.procs, &facts),
             _ => self.checker.check_effects(&facts),
         };
         checked.map_err(|(inv, detail)| self.violation(&inv, detail))
@@ -280,6 +302,7 @@ impl<E: Entropy> World<E> {
     fn finish_outcome(&mut self, outcome: &Outcome) {
         match &outcome.end {
             Some(StepEnd::Crash { .. } | StepEnd::FailStop { .. }) => self.crash(),
+            Some(StepEnd::DaemonCrash { .. }) => self.daemon_died(),
             Some(StepEnd::DaemonExited) => unreachable!("decided below"),
             None => {
                 let now = self.clock.now();
@@ -337,6 +360,17 @@ impl<E: Entropy> World<E> {
         self.restart_at = self.clock.now().saturating_add(downtime);
     }
 
+    /// The daemon alone dies (SIGKILL): its children live on unobserved, nothing written is
+    /// lost, its lock is released, and its process manager starts it again shortly.
+    fn daemon_died(&mut self) {
+        self.fs.borrow_mut().process_died();
+        self.procs.orphan_all();
+        self.up = None;
+        self.timer_floor = Instant::ZERO;
+        let downtime = Duration::from_millis(self.entropy.between(100, 10_000));
+        self.restart_at = self.clock.now().saturating_add(downtime);
+    }
+
     /// A drained daemon exits cleanly: nothing is lost, no child is left, and its process
     /// manager starts it again shortly.
     fn daemon_exited(&mut self) {
@@ -352,12 +386,30 @@ impl<E: Entropy> World<E> {
     }
 }
 
-/// How a fatal driver error ends a step. An IO error makes the daemon stop itself; in this
-/// model its children go with it (a daemon crash that orphans children is not simulated
-/// yet), and the host restarts it.
-fn end_of(fatal: &Fatal) -> StepEnd {
-    match fatal {
-        Fatal::Fs(e) if e.kind == FsErrorKind::Crashed => StepEnd::Crash { during_op: true },
-        other => StepEnd::FailStop { error: other.to_string() },
+/// Which crash a step drew.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CrashKind {
+    /// The whole host: processes die, unsynced writes are lost or torn.
+    Host,
+    /// The daemon alone: children become orphans, nothing written is lost.
+    Daemon,
+}
+
+impl CrashKind {
+    fn end(self, during_op: bool) -> StepEnd {
+        match self {
+            CrashKind::Host => StepEnd::Crash { during_op },
+            CrashKind::Daemon => StepEnd::DaemonCrash { during_op },
+        }
+    }
+}
+
+/// How a fatal driver error ends a step. A crash drawn for the step shows up as the failed
+/// call; any other IO error makes the daemon stop itself, and in this model its children go
+/// with it (a host-level restart).
+fn end_of(fatal: &Fatal, crash: Option<CrashKind>) -> StepEnd {
+    match (fatal, crash) {
+        (Fatal::Fs(e), Some(kind)) if e.kind == FsErrorKind::Crashed => kind.end(true),
+        (other, _) => StepEnd::FailStop { error: other.to_string() },
     }
 }
