@@ -450,3 +450,42 @@ fn events_are_pushed_to_subscribers() {
     assert!(seen.iter().any(|l| l.contains("\"to\":\"starting\"")), "{seen:?}");
     assert!(seen.iter().any(|l| l.contains("\"to\":\"running\"")), "{seen:?}");
 }
+
+#[test]
+fn the_daemon_tells_its_service_manager_ready_watchdog_and_stopping() {
+    use std::os::unix::net::UnixDatagram;
+    let root = Root::new("[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\n");
+    let socket_path = root.dir.path().join("systemd-notify.sock");
+    let systemd = UnixDatagram::bind(&socket_path).unwrap();
+    systemd.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut daemon = Command::new(harn_bin())
+        .args(["harness", "daemon", "--root"])
+        .arg(root.dir.path())
+        .env("NOTIFY_SOCKET", &socket_path)
+        .env("WATCHDOG_USEC", "200000")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut said = Vec::new();
+    let mut buf = [0u8; 512];
+    while !(said.iter().any(|m: &String| m.contains("READY=1"))
+        && said.iter().any(|m| m == "WATCHDOG=1"))
+    {
+        let n = systemd.recv(&mut buf).expect("the daemon spoke within 10 s");
+        said.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    assert!(said[0].contains("READY=1"), "READY=1 comes first: {said:?}");
+    root.wait_for("a", "running", |h| state(h) == "running");
+    Command::new("kill").arg("-TERM").arg(daemon.id().to_string()).status().unwrap();
+    let status = daemon.wait().unwrap();
+    assert!(status.success(), "SIGTERM drains and exits 0: {status}");
+    while let Ok(n) = systemd.recv(&mut buf) {
+        said.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        if said.last().is_some_and(|m| m.contains("STOPPING=1")) {
+            break;
+        }
+    }
+    assert!(said.iter().any(|m| m.contains("STOPPING=1")), "{said:?}");
+    assert_eq!(root.settle_count(&root.marker, 0), 0, "the drain stopped the child");
+    assert_eq!(root.harness("a")["enabled"], true, "SIGTERM keeps the intent");
+}
