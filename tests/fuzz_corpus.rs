@@ -32,3 +32,8 @@ fn lifecycle_corpus() {
 fn simulator_corpus() {
     replay("simulator", harn_sim::runner::fuzz_simulation);
 }
+
+#[test]
+fn work_projection_corpus() {
+    replay("work_projection", harn_core::fuzzing::fuzz_work_projection);
+}

@@ -152,6 +152,113 @@ fn to_input(h: &Harness, op: &Op) -> Option<HarnessInput> {
     })
 }
 
+/// Arbitrary work histories (valid or not) and attempt inspections: the history validator
+/// never panics, and every history it accepts projects without panicking to a result whose
+/// budgets add up and whose `succeeded` follows only from acceptance.
+pub fn fuzz_work_projection(data: &[u8]) {
+    use crate::work::events::{validate_history, EventKind, Trigger, WorkEvent, EVENT_VERSION};
+    use crate::work::projection::{
+        project, AttemptStatus, FailureClass, Inputs, Prerequisite, WorkState,
+    };
+    use crate::work::{intent::WorkflowRef, WorkIntent};
+    use std::collections::BTreeMap;
+    let mut u = Unstructured::new(data);
+    let w = Id::new("w").expect("valid");
+    let intent = WorkIntent {
+        schema_version: 2,
+        id: w.clone(),
+        title: "t".into(),
+        objective: "o".into(),
+        acceptance: Vec::new(),
+        dependencies: Vec::new(),
+        workflow: WorkflowRef { path: "/wf".into(), sha256: "0".repeat(64) },
+        max_attempts: u.int_in_range(1..=5).unwrap_or(3),
+        max_uncharged_attempts: u.int_in_range(1..=5).unwrap_or(2),
+        created_at: crate::time::WallTime(0),
+    };
+    let mut events = Vec::new();
+    let mut attempts = Vec::new();
+    for seq in 1..=u.int_in_range(0..=30).unwrap_or(0) {
+        let Ok(tag) = u8::arbitrary(&mut u) else { break };
+        // Mostly well-formed (the projection is reached), sometimes not (the validator refuses).
+        let well_formed = tag & 0x80 == 0;
+        let next = attempts.len() as u32 + 1;
+        let attempt = if well_formed { next } else { u.int_in_range(0..=6).unwrap_or(1) };
+        let run = if well_formed { next } else { u.int_in_range(0..=6).unwrap_or(0) };
+        let run_id = Id::new(&format!("r{run}")).expect("valid");
+        let kind = match tag % 7 {
+            _ if seq == 1 && well_formed => EventKind::Created,
+            0 => EventKind::Created,
+            1 | 2 => EventKind::AttemptStarted {
+                run_id,
+                attempt,
+                trigger: Trigger::Initial,
+                prerequisites: BTreeMap::new(),
+            },
+            3 => EventKind::AttemptResumed { run_id, attempt },
+            4 => EventKind::Accepted {
+                run_id,
+                attempt,
+                proof_sha256: String::new(),
+                dispositions: Vec::new(),
+            },
+            5 => EventKind::Cancelled,
+            _ => EventKind::Reopened { findings: Vec::new() },
+        };
+        if matches!(kind, EventKind::AttemptStarted { .. }) {
+            let status = match tag % 5 {
+                0 => AttemptStatus::Lost,
+                1 => AttemptStatus::Succeeded,
+                2 => AttemptStatus::Parked {
+                    approval_id: "a".into(),
+                    decided: tag.is_multiple_of(2),
+                },
+                3 => {
+                    AttemptStatus::Failed { class: Some(FailureClass::Upstream), decision_id: None }
+                }
+                _ => AttemptStatus::Failed { class: None, decision_id: None },
+            };
+            attempts.push(status);
+        }
+        let ts = crate::time::WallTime(seq as i64);
+        events.push(WorkEvent {
+            schema_version: EVENT_VERSION,
+            work_id: w.clone(),
+            seq,
+            ts,
+            actor: "f".into(),
+            reason: None,
+            kind,
+        });
+    }
+    if validate_history(&w, &events).is_err() {
+        return;
+    }
+    let dep = Prerequisite { state: WorkState::Succeeded, accepted_seq: Some(1) };
+    let prerequisites = BTreeMap::from([(Id::new("d").expect("valid"), Some(dep))]);
+    let inputs = Inputs {
+        intent: &intent,
+        events: &events,
+        attempts: &attempts,
+        prerequisites: &prerequisites,
+        lease_held_elsewhere: false,
+    };
+    let p = project(&inputs);
+    assert!(p.charged_attempts <= p.attempts_used);
+    assert_eq!(p.attempts_remaining, intent.max_attempts.saturating_sub(p.charged_attempts));
+    let accepted_last = events
+        .iter()
+        .rev()
+        .find(|e| {
+            matches!(
+                e.kind,
+                EventKind::Accepted { .. } | EventKind::Cancelled | EventKind::Reopened { .. }
+            )
+        })
+        .is_some_and(|e| matches!(e.kind, EventKind::Accepted { .. }));
+    assert_eq!(p.state == WorkState::Succeeded, accepted_last);
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -161,6 +268,11 @@ mod tests {
         #[test]
         fn arbitrary_input_sequences_keep_the_invariants(data in proptest::collection::vec(any::<u8>(), 0..2048)) {
             super::fuzz_lifecycle(&data);
+        }
+
+        #[test]
+        fn arbitrary_work_histories_project_consistently(data in proptest::collection::vec(any::<u8>(), 0..512)) {
+            super::fuzz_work_projection(&data);
         }
     }
 }

@@ -15,3 +15,4 @@ pub mod journal;
 pub mod lifecycle;
 pub mod time;
 pub mod wake;
+pub mod work;

@@ -1,0 +1,201 @@
+//! A work item's history (`events.jsonl` bodies): creation, attempts, governance decisions
+//! and reconciliation receipts, with the rules every read checks.
+
+use super::FieldError;
+use crate::ids::Id;
+use crate::time::WallTime;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Schema version of an event written today.
+pub const EVENT_VERSION: u32 = 1;
+/// Most findings one reopen may raise.
+pub const FINDINGS_MAX: usize = 20;
+
+/// Why an attempt was started.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// The first attempt, or the first after a reopen or a stale proof.
+    Initial,
+    /// An explicit retry of a blocked item.
+    Retry,
+}
+
+/// An operator's finding raised on reopen, which acceptance must dispose of.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Finding {
+    /// `f1`, `f2`, … in the order raised.
+    pub id: String,
+    /// What is wrong.
+    pub statement: String,
+}
+
+/// How acceptance disposed of a finding.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "outcome")]
+pub enum Disposition {
+    /// The finding was fixed.
+    Fixed {
+        /// The finding.
+        id: String,
+    },
+    /// The finding was deferred, for a reason.
+    Deferred {
+        /// The finding.
+        id: String,
+        /// Why (non-empty).
+        reason: String,
+    },
+}
+
+impl Disposition {
+    /// The finding it disposes of.
+    pub fn id(&self) -> &str {
+        match self {
+            Disposition::Fixed { id } | Disposition::Deferred { id, .. } => id,
+        }
+    }
+}
+
+/// What happened, by family.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "event")]
+pub enum EventKind {
+    /// The first event of every history, exactly once.
+    #[serde(rename = "work.created")]
+    Created,
+    /// An attempt was recorded, before its workflow started.
+    #[serde(rename = "attempt.started")]
+    AttemptStarted {
+        /// The workflow run that carries it.
+        run_id: Id,
+        /// 1, 2, 3 … over the item's whole history.
+        attempt: u32,
+        /// Why.
+        trigger: Trigger,
+        /// For each prerequisite, the sequence number of the acceptance this attempt was built
+        /// on; a later acceptance makes its proof stale.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        prerequisites: BTreeMap<Id, u64>,
+    },
+    /// A parked attempt was resumed (same run, same attempt, no budget).
+    #[serde(rename = "attempt.resumed")]
+    AttemptResumed {
+        /// The run.
+        run_id: Id,
+        /// The attempt.
+        attempt: u32,
+    },
+    /// An operator accepted the latest attempt's proof.
+    #[serde(rename = "work.accepted")]
+    Accepted {
+        /// The run whose proof was accepted.
+        run_id: Id,
+        /// Its attempt.
+        attempt: u32,
+        /// SHA-256 of the proof's bytes.
+        proof_sha256: String,
+        /// How each open finding was disposed of.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        dispositions: Vec<Disposition>,
+    },
+    /// An operator cancelled the item.
+    #[serde(rename = "work.cancelled")]
+    Cancelled,
+    /// An operator reopened the item, optionally with findings.
+    #[serde(rename = "work.reopened")]
+    Reopened {
+        /// Findings to dispose of before the next acceptance.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        findings: Vec<Finding>,
+    },
+    /// A receipt of a projection; never read back to compute state.
+    #[serde(rename = "work.reconciled")]
+    Reconciled {
+        /// The projected state.
+        state: String,
+        /// The projected next action.
+        next_action: String,
+    },
+}
+
+/// One line of a work item's history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkEvent {
+    /// [`EVENT_VERSION`].
+    pub schema_version: u32,
+    /// The owning work item.
+    pub work_id: Id,
+    /// Its line number, from 1.
+    pub seq: u64,
+    /// When it was appended.
+    pub ts: WallTime,
+    /// Who did it.
+    pub actor: String,
+    /// Why, when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// Checks the rules every read enforces: the history belongs to `work_id`, numbers its lines,
+/// starts with exactly one creation, numbers attempts 1..N with distinct runs, resumes only
+/// known attempts, and raises findings with ids `f1…` within bounds.
+pub fn validate_history(work_id: &Id, events: &[WorkEvent]) -> Result<(), FieldError> {
+    let mut runs: BTreeMap<&Id, u32> = BTreeMap::new();
+    let mut next_attempt = 1;
+    for (i, e) in events.iter().enumerate() {
+        let at = |what: &str| FieldError::new(format!("event {}", i + 1), what.to_owned());
+        if e.schema_version != EVENT_VERSION {
+            return Err(at("unsupported schema_version"));
+        }
+        if e.work_id != *work_id {
+            return Err(at(&format!("belongs to {}, not {work_id}", e.work_id)));
+        }
+        if e.seq != i as u64 + 1 {
+            return Err(at(&format!("seq is {}", e.seq)));
+        }
+        match (&e.kind, i) {
+            (EventKind::Created, 0) => {}
+            (EventKind::Created, _) => return Err(at("a second work.created")),
+            (_, 0) => return Err(at("the first event must be work.created")),
+            (EventKind::AttemptStarted { run_id, attempt, .. }, _) => {
+                if *attempt != next_attempt || runs.insert(run_id, *attempt).is_some() {
+                    return Err(at(&format!(
+                        "attempt {attempt} of run {run_id} breaks the sequence"
+                    )));
+                }
+                next_attempt += 1;
+            }
+            (EventKind::AttemptResumed { run_id, attempt }, _)
+                if runs.get(run_id) != Some(attempt) =>
+            {
+                return Err(at(&format!("resumes unknown attempt {attempt} of run {run_id}")));
+            }
+            (EventKind::Reopened { findings }, _) => {
+                validate_findings(findings).map_err(|m| at(&m))?
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn validate_findings(findings: &[Finding]) -> Result<(), String> {
+    if findings.len() > FINDINGS_MAX {
+        return Err(format!("at most {FINDINGS_MAX} findings"));
+    }
+    let mut seen = BTreeSet::new();
+    for (i, f) in findings.iter().enumerate() {
+        if f.id != format!("f{}", i + 1) || !seen.insert(&f.id) {
+            return Err(format!("finding {} must be f{}", f.id, i + 1));
+        }
+        if f.statement.trim().is_empty() || f.statement.chars().count() > 1000 {
+            return Err(format!("finding {} needs a statement of 1 to 1000 characters", f.id));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,348 @@
+//! The work projection: state, reason and next action as a pure function of the intent, the
+//! history, one inspection per attempt and the prerequisites' projections. The first rule that
+//! matches wins; nothing here is ever persisted as truth.
+
+use super::events::{EventKind, Finding, WorkEvent};
+use super::intent::WorkIntent;
+use crate::ids::Id;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Where a work item is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkState {
+    /// A prerequisite is not accepted yet.
+    Waiting,
+    /// Nothing stands in the way of an attempt.
+    Ready,
+    /// An attempt is running.
+    Running,
+    /// An attempt is parked on an approval.
+    AwaitingApproval,
+    /// The latest attempt passed; a person must review and accept it.
+    InReview,
+    /// The latest attempt failed; see the next action.
+    Blocked,
+    /// Accepted (sticky until reopened).
+    Succeeded,
+    /// Cancelled (sticky until reopened).
+    Cancelled,
+}
+
+/// What should happen next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NextAction {
+    /// Accept the prerequisites first.
+    WaitForDependencies,
+    /// Start an attempt.
+    Run,
+    /// Let the running attempt finish.
+    WaitForRun,
+    /// Someone must approve or deny.
+    ResolveApproval,
+    /// The approval is decided: resume the parked attempt.
+    Resume,
+    /// Start a retry.
+    Retry,
+    /// Review the proof and accept (or reopen).
+    Review,
+    /// Nothing automatic; a person must act.
+    None,
+}
+
+/// A failure that does not charge the attempt budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureClass {
+    /// A precondition of the host is missing (a harness binary, node): stop at once.
+    Environment,
+    /// An outside service refused (rate limit, vendor outage): retry within a bound.
+    Upstream,
+    /// The workflow says a person must rule.
+    Decision,
+}
+
+/// What the run records of one attempt say.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "status")]
+pub enum AttemptStatus {
+    /// No proof and nobody running it: the run was lost (charged).
+    Lost,
+    /// Its runner holds the lease.
+    Running,
+    /// Parked on an approval.
+    Parked {
+        /// The approval.
+        approval_id: String,
+        /// True once someone approved or denied.
+        decided: bool,
+    },
+    /// Its proof passed.
+    Succeeded,
+    /// Its proof failed.
+    Failed {
+        /// An uncharged class, when the failure has one.
+        class: Option<FailureClass>,
+        /// For `decision`, the decision's id when the workflow named one.
+        decision_id: Option<String>,
+    },
+    /// The transcript cannot be read and nobody is running it.
+    TranscriptUnreadable,
+}
+
+impl AttemptStatus {
+    /// The class that keeps this attempt off the budget, if any.
+    pub fn uncharged(&self) -> Option<FailureClass> {
+        match self {
+            AttemptStatus::Failed { class, .. } => *class,
+            _ => None,
+        }
+    }
+}
+
+/// What a dependent needs to know of a prerequisite.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Prerequisite {
+    /// Its projected state.
+    pub state: WorkState,
+    /// The sequence number of its latest acceptance, while it is accepted.
+    pub accepted_seq: Option<u64>,
+}
+
+/// Everything the projection depends on.
+pub struct Inputs<'a> {
+    /// The intent.
+    pub intent: &'a WorkIntent,
+    /// The validated history.
+    pub events: &'a [WorkEvent],
+    /// One inspection per `attempt.started`, in order.
+    pub attempts: &'a [AttemptStatus],
+    /// Each prerequisite's projection; `None` when it could not be read.
+    pub prerequisites: &'a BTreeMap<Id, Option<Prerequisite>>,
+    /// True when another process holds the work lease.
+    pub lease_held_elsewhere: bool,
+}
+
+/// The derived view of a work item.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Projection {
+    /// Where it is.
+    pub state: WorkState,
+    /// Why, in a sentence.
+    pub reason: String,
+    /// What should happen next.
+    pub next_action: NextAction,
+    /// Prerequisites not accepted (or unreadable).
+    pub unresolved_dependencies: Vec<Id>,
+    /// Attempts started, ever.
+    pub attempts_used: u32,
+    /// Attempts that count against the budget, ever.
+    pub charged_attempts: u32,
+    /// Budget left.
+    pub attempts_remaining: u32,
+    /// The latest attempt's run.
+    pub latest_run_id: Option<Id>,
+    /// The approval a parked attempt waits on.
+    pub approval_id: Option<String>,
+    /// For a decision block, the decision's id (`""` when the workflow named none).
+    pub blocked_on_decision: Option<String>,
+    /// Findings acceptance must dispose of.
+    pub open_findings: Vec<Finding>,
+    /// While accepted: the sequence number of the acceptance, which dependents record.
+    pub accepted_seq: Option<u64>,
+}
+
+/// Projects a work item. `inputs.attempts` must have one entry per `attempt.started`.
+pub fn project(inputs: &Inputs<'_>) -> Projection {
+    let attempt_events: Vec<&WorkEvent> = inputs
+        .events
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::AttemptStarted { .. }))
+        .collect();
+    assert_eq!(attempt_events.len(), inputs.attempts.len(), "one inspection per attempt");
+    let used = attempt_events.len() as u32;
+    let charged = inputs.attempts.iter().filter(|a| a.uncharged().is_none()).count() as u32;
+    let remaining = inputs.intent.max_attempts.saturating_sub(charged);
+    let mut p = Projection {
+        state: WorkState::Ready,
+        reason: String::new(),
+        next_action: NextAction::Run,
+        unresolved_dependencies: Vec::new(),
+        attempts_used: used,
+        charged_attempts: charged,
+        attempts_remaining: remaining,
+        latest_run_id: attempt_events.last().and_then(|e| run_of(e)),
+        approval_id: None,
+        blocked_on_decision: None,
+        open_findings: open_findings(inputs.events),
+        accepted_seq: None,
+    };
+    decide(inputs, &attempt_events, &mut p);
+    p
+}
+
+fn run_of(e: &WorkEvent) -> Option<Id> {
+    match &e.kind {
+        EventKind::AttemptStarted { run_id, .. } => Some(run_id.clone()),
+        _ => None,
+    }
+}
+
+/// Applies the rules, first match wins.
+fn decide(inputs: &Inputs<'_>, attempt_events: &[&WorkEvent], p: &mut Projection) {
+    let mut set = |state, next_action, reason: String| {
+        p.state = state;
+        p.next_action = next_action;
+        p.reason = reason;
+    };
+    let governance = inputs.events.iter().rev().find(|e| {
+        matches!(
+            e.kind,
+            EventKind::Accepted { .. } | EventKind::Cancelled | EventKind::Reopened { .. }
+        )
+    });
+    match governance.map(|e| (&e.kind, e.seq)) {
+        Some((EventKind::Accepted { run_id, .. }, seq)) => {
+            set(
+                WorkState::Succeeded,
+                NextAction::None,
+                format!("accepted the proof of run {run_id}"),
+            );
+            p.accepted_seq = Some(seq);
+            return;
+        }
+        Some((EventKind::Cancelled, _)) => {
+            return set(WorkState::Cancelled, NextAction::None, "cancelled".into());
+        }
+        _ => {}
+    }
+    let window_start = governance.map_or(0, |e| e.seq);
+    p.unresolved_dependencies = unresolved(inputs.prerequisites);
+    if !p.unresolved_dependencies.is_empty() {
+        let list = p.unresolved_dependencies.iter().map(Id::as_str).collect::<Vec<_>>().join(", ");
+        return set(
+            WorkState::Waiting,
+            NextAction::WaitForDependencies,
+            format!("waiting for {list} to be accepted"),
+        );
+    }
+    if inputs.lease_held_elsewhere {
+        return set(
+            WorkState::Running,
+            NextAction::WaitForRun,
+            "another process is running it".into(),
+        );
+    }
+    let window: Vec<usize> =
+        (0..attempt_events.len()).filter(|i| attempt_events[*i].seq > window_start).collect();
+    let Some(&latest) = window.last() else {
+        return set(WorkState::Ready, NextAction::Run, "no attempt yet".into());
+    };
+    let (state, next, reason) = judge_latest(inputs, attempt_events[latest], latest, &window, p);
+    p.state = state;
+    p.next_action = next;
+    p.reason = reason;
+}
+
+/// Rules 6 to 15: what the latest attempt of the current window says.
+fn judge_latest(
+    inputs: &Inputs<'_>,
+    event: &WorkEvent,
+    index: usize,
+    window: &[usize],
+    p: &mut Projection,
+) -> (WorkState, NextAction, String) {
+    let run = run_of(event).map_or_else(String::new, |r| r.to_string());
+    let retry_or_none = |p: &Projection| {
+        if p.attempts_remaining > 0 {
+            NextAction::Retry
+        } else {
+            NextAction::None
+        }
+    };
+    match &inputs.attempts[index] {
+        AttemptStatus::Running => (WorkState::Running, NextAction::WaitForRun, format!("run {run} is running")),
+        AttemptStatus::Parked { approval_id, decided } => {
+            p.approval_id = Some(approval_id.clone());
+            if *decided {
+                (WorkState::AwaitingApproval, NextAction::Resume, format!("approval {approval_id} is decided"))
+            } else {
+                (WorkState::AwaitingApproval, NextAction::ResolveApproval, format!("run {run} waits on approval {approval_id}"))
+            }
+        }
+        AttemptStatus::Succeeded => match stale_prerequisite(inputs, event) {
+            Some(dep) => (
+                WorkState::Ready,
+                NextAction::Run,
+                format!("{dep} was accepted again after run {run} made its proof; a new attempt is needed"),
+            ),
+            None => (WorkState::InReview, NextAction::Review, format!("run {run} passed; review its proof")),
+        },
+        AttemptStatus::TranscriptUnreadable => {
+            (WorkState::Blocked, retry_or_none(p), format!("the transcript of run {run} cannot be read"))
+        }
+        AttemptStatus::Failed { class: Some(FailureClass::Environment), .. } => {
+            (WorkState::Blocked, NextAction::None, format!("run {run} found a host precondition missing; fix it, then retry"))
+        }
+        AttemptStatus::Failed { class: Some(FailureClass::Decision), decision_id, .. } => {
+            p.blocked_on_decision = Some(decision_id.clone().unwrap_or_default());
+            (WorkState::Blocked, NextAction::None, format!("run {run} needs a person to rule"))
+        }
+        AttemptStatus::Failed { class: Some(FailureClass::Upstream), .. } => {
+            let trailing = trailing_uncharged(inputs, window);
+            if trailing >= inputs.intent.max_uncharged_attempts || p.attempts_remaining == 0 {
+                let reason = format!("waiting on an outside service: {trailing} consecutive refusals");
+                (WorkState::Blocked, NextAction::None, reason)
+            } else {
+                (WorkState::Blocked, NextAction::Retry, format!("run {run} was refused by an outside service"))
+            }
+        }
+        AttemptStatus::Failed { class: None, .. } => {
+            (WorkState::Blocked, retry_or_none(p), format!("run {run} failed"))
+        }
+        AttemptStatus::Lost => {
+            (WorkState::Blocked, retry_or_none(p), format!("run {run} ended without proof"))
+        }
+    }
+}
+
+fn unresolved(prerequisites: &BTreeMap<Id, Option<Prerequisite>>) -> Vec<Id> {
+    prerequisites
+        .iter()
+        .filter(|(_, p)| p.is_none_or(|p| p.state != WorkState::Succeeded))
+        .map(|(id, _)| id.clone())
+        .collect()
+}
+
+/// A prerequisite accepted again after the attempt was started on an earlier acceptance.
+fn stale_prerequisite(inputs: &Inputs<'_>, event: &WorkEvent) -> Option<Id> {
+    let EventKind::AttemptStarted { prerequisites: built_on, .. } = &event.kind else {
+        return None;
+    };
+    inputs.prerequisites.iter().find_map(|(id, p)| {
+        let now = p.and_then(|p| p.accepted_seq)?;
+        (built_on.get(id) != Some(&now)).then(|| id.clone())
+    })
+}
+
+/// Uncharged attempts at the tail of the current window.
+fn trailing_uncharged(inputs: &Inputs<'_>, window: &[usize]) -> u32 {
+    window.iter().rev().take_while(|i| inputs.attempts[**i].uncharged().is_some()).count() as u32
+}
+
+/// The findings of the latest reopen that raised any, minus those disposed of since.
+fn open_findings(events: &[WorkEvent]) -> Vec<Finding> {
+    let mut open: Vec<Finding> = Vec::new();
+    for e in events {
+        match &e.kind {
+            EventKind::Reopened { findings } if !findings.is_empty() => open = findings.clone(),
+            EventKind::Accepted { dispositions, .. } => {
+                open.retain(|f| !dispositions.iter().any(|d| d.id() == f.id));
+            }
+            _ => {}
+        }
+    }
+    open
+}

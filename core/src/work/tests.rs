@@ -1,0 +1,463 @@
+//! Unit tests of the work intent, history rules and every projection rule, and properties
+//! of the projection over generated histories.
+
+use super::events::{
+    validate_history, Disposition, EventKind, Finding, Trigger, WorkEvent, EVENT_VERSION,
+};
+use super::intent::{check_dependency_graph, WorkIntent, WorkflowRef, INTENT_VERSION};
+use super::projection::{
+    project, AttemptStatus, FailureClass, Inputs, NextAction, Prerequisite, WorkState,
+};
+use crate::ids::Id;
+use crate::time::WallTime;
+use std::collections::BTreeMap;
+
+fn id(s: &str) -> Id {
+    Id::new(s).unwrap()
+}
+
+fn intent() -> WorkIntent {
+    WorkIntent {
+        schema_version: INTENT_VERSION,
+        id: id("w1"),
+        title: "Add a parser".into(),
+        objective: "Parse the config file.".into(),
+        acceptance: vec!["tests pass".into()],
+        dependencies: Vec::new(),
+        workflow: WorkflowRef { path: "/repo/wf.sh".into(), sha256: "a".repeat(64) },
+        max_attempts: 3,
+        max_uncharged_attempts: 2,
+        created_at: WallTime(0),
+    }
+}
+
+/// A history builder: events and one inspection per attempt.
+struct History {
+    events: Vec<WorkEvent>,
+    attempts: Vec<AttemptStatus>,
+}
+
+impl History {
+    fn new() -> History {
+        let mut h = History { events: Vec::new(), attempts: Vec::new() };
+        h.push(EventKind::Created);
+        h
+    }
+
+    fn push(&mut self, kind: EventKind) -> &mut History {
+        let seq = self.events.len() as u64 + 1;
+        let e = WorkEvent {
+            schema_version: EVENT_VERSION,
+            work_id: id("w1"),
+            seq,
+            ts: WallTime(seq as i64),
+            actor: "op".into(),
+            reason: None,
+            kind,
+        };
+        self.events.push(e);
+        self
+    }
+
+    fn attempt(&mut self, status: AttemptStatus) -> &mut History {
+        let n = self.attempts.len() as u32 + 1;
+        let trigger = if n == 1 { Trigger::Initial } else { Trigger::Retry };
+        self.push(EventKind::AttemptStarted {
+            run_id: id(&format!("wf-{n}")),
+            attempt: n,
+            trigger,
+            prerequisites: BTreeMap::new(),
+        });
+        self.attempts.push(status);
+        self
+    }
+
+    fn project(&self) -> super::Projection {
+        self.project_with(&BTreeMap::new(), false)
+    }
+
+    fn project_with(
+        &self,
+        prerequisites: &BTreeMap<Id, Option<Prerequisite>>,
+        lease: bool,
+    ) -> super::Projection {
+        let intent = intent();
+        validate_history(&intent.id, &self.events).unwrap();
+        project(&Inputs {
+            intent: &intent,
+            events: &self.events,
+            attempts: &self.attempts,
+            prerequisites,
+            lease_held_elsewhere: lease,
+        })
+    }
+}
+
+fn failed(class: Option<FailureClass>) -> AttemptStatus {
+    AttemptStatus::Failed { class, decision_id: None }
+}
+
+fn accepted(run: &str, attempt: u32) -> EventKind {
+    EventKind::Accepted {
+        run_id: id(run),
+        attempt,
+        proof_sha256: "b".repeat(64),
+        dispositions: Vec::new(),
+    }
+}
+
+fn state_and_action(p: &super::Projection) -> (WorkState, NextAction) {
+    (p.state, p.next_action)
+}
+
+#[test]
+fn a_fresh_item_is_ready_to_run() {
+    let p = History::new().project();
+    assert_eq!(state_and_action(&p), (WorkState::Ready, NextAction::Run));
+    assert_eq!((p.attempts_used, p.charged_attempts, p.attempts_remaining), (0, 0, 3));
+}
+
+#[test]
+fn acceptance_and_cancellation_are_sticky_until_reopened() {
+    let mut h = History::new();
+    h.attempt(AttemptStatus::Succeeded).push(accepted("wf-1", 1));
+    let p = h.project();
+    assert_eq!(state_and_action(&p), (WorkState::Succeeded, NextAction::None));
+    assert_eq!(p.accepted_seq, Some(3));
+    h.push(EventKind::Reopened { findings: Vec::new() });
+    assert_eq!(
+        state_and_action(&h.project()),
+        (WorkState::Ready, NextAction::Run),
+        "a reopened item starts a new window"
+    );
+    h.push(EventKind::Cancelled);
+    assert_eq!(state_and_action(&h.project()), (WorkState::Cancelled, NextAction::None));
+}
+
+#[test]
+fn unaccepted_or_unreadable_prerequisites_make_it_wait() {
+    let h = History::new();
+    let mut prereqs = BTreeMap::new();
+    prereqs
+        .insert(id("dep"), Some(Prerequisite { state: WorkState::InReview, accepted_seq: None }));
+    prereqs.insert(id("gone"), None);
+    let p = h.project_with(&prereqs, false);
+    assert_eq!(state_and_action(&p), (WorkState::Waiting, NextAction::WaitForDependencies));
+    assert_eq!(p.unresolved_dependencies, [id("dep"), id("gone")]);
+}
+
+#[test]
+fn a_live_lease_elsewhere_means_running() {
+    let p = History::new().project_with(&BTreeMap::new(), true);
+    assert_eq!(state_and_action(&p), (WorkState::Running, NextAction::WaitForRun));
+}
+
+#[test]
+fn a_running_attempt_is_waited_for() {
+    let mut h = History::new();
+    h.attempt(AttemptStatus::Running);
+    assert_eq!(state_and_action(&h.project()), (WorkState::Running, NextAction::WaitForRun));
+}
+
+#[test]
+fn a_parked_attempt_waits_for_its_approval_then_resumes() {
+    let mut h = History::new();
+    h.attempt(AttemptStatus::Parked { approval_id: "apr-1".into(), decided: false });
+    let p = h.project();
+    assert_eq!(state_and_action(&p), (WorkState::AwaitingApproval, NextAction::ResolveApproval));
+    assert_eq!(p.approval_id.as_deref(), Some("apr-1"));
+    h.attempts[0] = AttemptStatus::Parked { approval_id: "apr-1".into(), decided: true };
+    h.push(EventKind::AttemptResumed { run_id: id("wf-1"), attempt: 1 });
+    let p = h.project();
+    assert_eq!(state_and_action(&p), (WorkState::AwaitingApproval, NextAction::Resume));
+    assert_eq!(p.attempts_used, 1, "resuming uses no attempt");
+}
+
+#[test]
+fn passing_proof_is_in_review_never_succeeded() {
+    let mut h = History::new();
+    h.attempt(AttemptStatus::Succeeded);
+    assert_eq!(state_and_action(&h.project()), (WorkState::InReview, NextAction::Review));
+}
+
+#[test]
+fn an_unreadable_transcript_blocks_with_retry_while_budget_remains() {
+    let mut h = History::new();
+    h.attempt(AttemptStatus::TranscriptUnreadable);
+    assert_eq!(state_and_action(&h.project()), (WorkState::Blocked, NextAction::Retry));
+}
+
+#[test]
+fn an_environment_failure_stops_uncharged() {
+    let mut h = History::new();
+    h.attempt(failed(Some(FailureClass::Environment)));
+    let p = h.project();
+    assert_eq!(state_and_action(&p), (WorkState::Blocked, NextAction::None));
+    assert_eq!((p.attempts_used, p.charged_attempts), (1, 0));
+}
+
+#[test]
+fn a_decision_failure_stops_and_names_the_decision() {
+    let mut h = History::new();
+    h.attempt(AttemptStatus::Failed {
+        class: Some(FailureClass::Decision),
+        decision_id: Some("schema".into()),
+    });
+    let p = h.project();
+    assert_eq!(state_and_action(&p), (WorkState::Blocked, NextAction::None));
+    assert_eq!(p.blocked_on_decision.as_deref(), Some("schema"));
+    h.attempts[0] =
+        AttemptStatus::Failed { class: Some(FailureClass::Decision), decision_id: None };
+    assert_eq!(
+        h.project().blocked_on_decision.as_deref(),
+        Some(""),
+        "unnamed decisions are the empty string"
+    );
+}
+
+#[test]
+fn upstream_failures_retry_until_the_uncharged_bound() {
+    let mut h = History::new();
+    h.attempt(failed(Some(FailureClass::Upstream)));
+    let p = h.project();
+    assert_eq!(state_and_action(&p), (WorkState::Blocked, NextAction::Retry));
+    assert_eq!(p.charged_attempts, 0);
+    h.attempt(failed(Some(FailureClass::Upstream)));
+    let p = h.project();
+    assert_eq!(state_and_action(&p), (WorkState::Blocked, NextAction::None));
+    assert!(p.reason.contains("outside service"), "{}", p.reason);
+}
+
+#[test]
+fn ordinary_failures_and_lost_runs_are_charged_until_the_budget_is_spent() {
+    let mut h = History::new();
+    h.attempt(failed(None)).attempt(AttemptStatus::Lost);
+    let p = h.project();
+    assert_eq!(state_and_action(&p), (WorkState::Blocked, NextAction::Retry));
+    assert_eq!((p.charged_attempts, p.attempts_remaining), (2, 1));
+    h.attempt(failed(None));
+    let p = h.project();
+    assert_eq!(state_and_action(&p), (WorkState::Blocked, NextAction::None));
+    assert_eq!(p.attempts_remaining, 0);
+}
+
+#[test]
+fn reopening_keeps_history_and_budget() {
+    let mut h = History::new();
+    h.attempt(failed(None)).attempt(AttemptStatus::Succeeded).push(accepted("wf-2", 2));
+    h.push(EventKind::Reopened { findings: Vec::new() });
+    let p = h.project();
+    assert_eq!(state_and_action(&p), (WorkState::Ready, NextAction::Run));
+    assert_eq!(
+        (p.attempts_used, p.charged_attempts, p.attempts_remaining),
+        (2, 2, 1),
+        "reopen never resets budgets"
+    );
+}
+
+#[test]
+fn findings_stay_open_until_disposed_and_a_later_reopen_replaces_them() {
+    let f = |n: u32, s: &str| Finding { id: format!("f{n}"), statement: s.into() };
+    let mut h = History::new();
+    h.attempt(AttemptStatus::Succeeded).push(accepted("wf-1", 1));
+    h.push(EventKind::Reopened { findings: vec![f(1, "flaky test"), f(2, "missing docs")] });
+    assert_eq!(h.project().open_findings.len(), 2);
+    h.attempt(AttemptStatus::Succeeded);
+    h.push(EventKind::Accepted {
+        run_id: id("wf-2"),
+        attempt: 2,
+        proof_sha256: "c".repeat(64),
+        dispositions: vec![Disposition::Fixed { id: "f1".into() }],
+    });
+    assert_eq!(h.project().open_findings, [f(2, "missing docs")]);
+    h.push(EventKind::Reopened { findings: vec![f(1, "slow")] });
+    assert_eq!(h.project().open_findings, [f(1, "slow")]);
+}
+
+#[test]
+fn a_proof_built_on_a_prerequisite_accepted_again_since_needs_a_new_attempt() {
+    let mut h = History::new();
+    let built_on = BTreeMap::from([(id("dep"), 7u64)]);
+    h.push(EventKind::AttemptStarted {
+        run_id: id("wf-1"),
+        attempt: 1,
+        trigger: Trigger::Initial,
+        prerequisites: built_on,
+    });
+    h.attempts.push(AttemptStatus::Succeeded);
+    let same = BTreeMap::from([(
+        id("dep"),
+        Some(Prerequisite { state: WorkState::Succeeded, accepted_seq: Some(7) }),
+    )]);
+    assert_eq!(
+        state_and_action(&h.project_with(&same, false)),
+        (WorkState::InReview, NextAction::Review)
+    );
+    let again = BTreeMap::from([(
+        id("dep"),
+        Some(Prerequisite { state: WorkState::Succeeded, accepted_seq: Some(12) }),
+    )]);
+    let p = h.project_with(&again, false);
+    assert_eq!(state_and_action(&p), (WorkState::Ready, NextAction::Run));
+    assert!(p.reason.contains("accepted again"), "{}", p.reason);
+}
+
+#[test]
+fn history_rules_are_enforced() {
+    let mut h = History::new();
+    h.attempt(failed(None));
+    let intent = intent();
+    assert!(validate_history(&intent.id, &h.events).is_ok());
+    let mut bad = h.events.clone();
+    bad[1].kind = EventKind::AttemptStarted {
+        run_id: id("wf-1"),
+        attempt: 2,
+        trigger: Trigger::Initial,
+        prerequisites: BTreeMap::new(),
+    };
+    assert!(validate_history(&intent.id, &bad)
+        .unwrap_err()
+        .message
+        .contains("breaks the sequence"));
+    let mut bad = h.events.clone();
+    bad.remove(0);
+    assert!(validate_history(&intent.id, &bad).is_err(), "must start with work.created");
+    let mut bad = h.events.clone();
+    bad[1].seq = 5;
+    assert_eq!(validate_history(&intent.id, &bad).unwrap_err().field, "event 2");
+    let mut bad = h.events.clone();
+    bad.push(WorkEvent {
+        kind: EventKind::AttemptResumed { run_id: id("wf-9"), attempt: 1 },
+        seq: 3,
+        ..bad[1].clone()
+    });
+    assert!(validate_history(&intent.id, &bad).is_err(), "resuming an unknown attempt");
+    assert!(validate_history(&id("other"), &h.events).is_err(), "another item's history");
+}
+
+#[test]
+fn intents_are_validated_field_by_field() {
+    assert_eq!(intent().validate(), Ok(()));
+    let bad = |f: fn(&mut WorkIntent)| {
+        let mut i = intent();
+        f(&mut i);
+        i.validate().unwrap_err().field
+    };
+    assert_eq!(bad(|i| i.title = " ".into()), "title");
+    assert_eq!(bad(|i| i.objective = "x".repeat(4001)), "objective");
+    assert_eq!(bad(|i| i.acceptance = vec!["ok".into(), "".into()]), "acceptance[1]");
+    assert_eq!(bad(|i| i.dependencies = vec![Id::new("w1").unwrap()]), "dependencies");
+    assert_eq!(bad(|i| i.workflow.path = "wf.sh".into()), "workflow.path");
+    assert_eq!(bad(|i| i.workflow.sha256 = "XYZ".into()), "workflow.sha256");
+    assert_eq!(bad(|i| i.max_attempts = 0), "max_attempts");
+    assert_eq!(bad(|i| i.max_uncharged_attempts = 101), "max_uncharged_attempts");
+}
+
+#[test]
+fn dependency_graphs_refuse_missing_items_and_cycles() {
+    let graph: BTreeMap<Id, Vec<Id>> = BTreeMap::from([
+        (id("a"), vec![]),
+        (id("b"), vec![id("a")]),
+        (id("c"), vec![id("b"), id("new")]),
+    ]);
+    let lookup = |i: &Id| graph.get(i).cloned();
+    assert!(check_dependency_graph(&id("new"), &[id("b")], &lookup, 100).is_ok());
+    assert!(check_dependency_graph(&id("new"), &[id("zzz")], &lookup, 100)
+        .unwrap_err()
+        .message
+        .contains("no work item"));
+    assert!(check_dependency_graph(&id("new"), &[id("c")], &lookup, 100)
+        .unwrap_err()
+        .message
+        .contains("itself"));
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A history drawn as a list of steps.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Attempt(u8),
+        Accept,
+        Cancel,
+        Reopen,
+    }
+
+    fn status(n: u8) -> AttemptStatus {
+        match n % 9 {
+            0 => AttemptStatus::Lost,
+            1 => AttemptStatus::Running,
+            2 => AttemptStatus::Parked { approval_id: "apr".into(), decided: n.is_multiple_of(2) },
+            3 => AttemptStatus::Succeeded,
+            4 => AttemptStatus::TranscriptUnreadable,
+            5 => failed(None),
+            6 => failed(Some(FailureClass::Environment)),
+            7 => failed(Some(FailureClass::Upstream)),
+            _ => failed(Some(FailureClass::Decision)),
+        }
+    }
+
+    fn build(steps: &[Step]) -> History {
+        let mut h = History::new();
+        for s in steps {
+            match s {
+                Step::Attempt(n) => {
+                    h.attempt(status(*n));
+                }
+                Step::Accept => {
+                    let n = h.attempts.len() as u32;
+                    h.push(accepted(&format!("wf-{}", n.max(1)), n.max(1)));
+                }
+                Step::Cancel => {
+                    h.push(EventKind::Cancelled);
+                }
+                Step::Reopen => {
+                    h.push(EventKind::Reopened { findings: Vec::new() });
+                }
+            }
+        }
+        h
+    }
+
+    fn steps() -> impl Strategy<Value = Vec<Step>> {
+        proptest::collection::vec(
+            prop_oneof![4 => any::<u8>().prop_map(Step::Attempt), 1 => Just(Step::Accept), 1 => Just(Step::Cancel), 1 => Just(Step::Reopen)],
+            0..40,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn budgets_add_up(s in steps()) {
+            let p = build(&s).project();
+            prop_assert!(p.charged_attempts <= p.attempts_used);
+            prop_assert_eq!(p.attempts_remaining, intent().max_attempts.saturating_sub(p.charged_attempts));
+        }
+
+        #[test]
+        fn only_acceptance_makes_it_succeeded(s in steps()) {
+            let h = build(&s);
+            let p = h.project();
+            let last_governance = h.events.iter().rev().find(|e| matches!(e.kind, EventKind::Accepted { .. } | EventKind::Cancelled | EventKind::Reopened { .. }));
+            let accepted = last_governance.is_some_and(|e| matches!(e.kind, EventKind::Accepted { .. }));
+            prop_assert_eq!(p.state == WorkState::Succeeded, accepted);
+        }
+
+        #[test]
+        fn retry_is_offered_only_with_budget_left(s in steps()) {
+            let p = build(&s).project();
+            if p.next_action == NextAction::Retry {
+                prop_assert!(p.attempts_remaining > 0);
+                prop_assert_eq!(p.state, WorkState::Blocked);
+            }
+        }
+
+        #[test]
+        fn projection_is_deterministic(s in steps()) {
+            let h = build(&s);
+            prop_assert_eq!(h.project(), h.project());
+        }
+    }
+}
