@@ -37,3 +37,8 @@ fn simulator_corpus() {
 fn work_projection_corpus() {
     replay("work_projection", harn_core::fuzzing::fuzz_work_projection);
 }
+
+#[test]
+fn protocol_reader_corpus() {
+    replay("protocol_reader", harn_core::workflow::protocol::fuzz_reader);
+}

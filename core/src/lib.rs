@@ -16,3 +16,4 @@ pub mod lifecycle;
 pub mod time;
 pub mod wake;
 pub mod work;
+pub mod workflow;

@@ -1,0 +1,200 @@
+//! The acceptance roll-up of a proof: every criterion (the work item's statements, the
+//! workflow's declarations, and ids evidence cited without declaring them) with the verdict
+//! its evidence gives, and whether the proof passes.
+
+use super::protocol::{Criterion, Evidence, EvidenceStatus};
+use serde::{Deserialize, Serialize};
+
+/// Where a criterion came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// The work item's `--accept` statements (ids `accept-1`, `accept-2`, …).
+    Work,
+    /// The workflow's `meta`.
+    Workflow,
+    /// Cited by evidence but never declared: kept, and flagged, so a typo stays visible.
+    Undeclared,
+}
+
+/// A criterion's verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Some evidence passed and none failed.
+    Satisfied,
+    /// Some evidence failed.
+    Unsatisfied,
+    /// No evidence passed or failed.
+    Unknown,
+}
+
+/// One criterion of the roll-up.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CriterionResult {
+    /// Its id.
+    pub id: String,
+    /// What must hold (empty for an undeclared one).
+    pub statement: String,
+    /// Where it came from.
+    pub source: Source,
+    /// Its verdict.
+    pub verdict: Verdict,
+    /// How many pieces of evidence cite it.
+    pub evidence: u32,
+}
+
+/// Counts over the criteria.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    /// Satisfied criteria.
+    pub satisfied: u32,
+    /// Unsatisfied criteria.
+    pub unsatisfied: u32,
+    /// Criteria without a verdict.
+    pub unknown: u32,
+    /// Criteria evidence cited without anyone declaring them.
+    pub undeclared: u32,
+}
+
+/// The acceptance part of a proof.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Acceptance {
+    /// Every criterion, in order: the work's, the workflow's, then undeclared ones.
+    pub criteria: Vec<CriterionResult>,
+    /// The counts.
+    pub summary: Summary,
+}
+
+impl Acceptance {
+    /// True when no criterion was checked at all (`show` says so).
+    pub fn none_checked(&self) -> bool {
+        self.criteria.is_empty()
+    }
+
+    /// A proof passes when the run succeeded and no criterion is unsatisfied or unknown. A run
+    /// with no criteria at all passes on success.
+    pub fn passes(&self, run_succeeded: bool) -> bool {
+        run_succeeded && self.summary.unsatisfied == 0 && self.summary.unknown == 0
+    }
+}
+
+/// The id of the `n`-th (1-based) acceptance statement of a work item.
+pub fn work_criterion_id(n: usize) -> String {
+    format!("accept-{n}")
+}
+
+/// Rolls up the work item's statements, the workflow's declared criteria and the evidence.
+pub fn roll_up(
+    work_statements: &[String],
+    declared: &[Criterion],
+    evidence: &[Evidence],
+) -> Acceptance {
+    let mut criteria: Vec<CriterionResult> = Vec::new();
+    for (i, s) in work_statements.iter().enumerate() {
+        declare(&mut criteria, &work_criterion_id(i + 1), s, Source::Work);
+    }
+    for c in declared {
+        declare(&mut criteria, &c.id, &c.statement, Source::Workflow);
+    }
+    for id in evidence.iter().flat_map(|e| &e.acceptance_ids) {
+        declare(&mut criteria, id, "", Source::Undeclared);
+    }
+    let mut summary = Summary::default();
+    for c in &mut criteria {
+        let citing = evidence.iter().filter(|e| e.acceptance_ids.contains(&c.id));
+        let (mut passed, mut failed) = (false, false);
+        for e in citing {
+            c.evidence += 1;
+            passed |= e.status == EvidenceStatus::Passed;
+            failed |= e.status == EvidenceStatus::Failed;
+        }
+        c.verdict = match (failed, passed) {
+            (true, _) => Verdict::Unsatisfied,
+            (false, true) => Verdict::Satisfied,
+            (false, false) => Verdict::Unknown,
+        };
+        match c.verdict {
+            Verdict::Satisfied => summary.satisfied += 1,
+            Verdict::Unsatisfied => summary.unsatisfied += 1,
+            Verdict::Unknown => summary.unknown += 1,
+        }
+        summary.undeclared += u32::from(c.source == Source::Undeclared);
+    }
+    Acceptance { criteria, summary }
+}
+
+/// Adds a criterion unless one with that id exists (the first declaration wins).
+fn declare(criteria: &mut Vec<CriterionResult>, id: &str, statement: &str, source: Source) {
+    if criteria.iter().all(|c| c.id != id) {
+        let (id, statement) = (id.to_owned(), statement.to_owned());
+        criteria.push(CriterionResult {
+            id,
+            statement,
+            source,
+            verdict: Verdict::Unknown,
+            evidence: 0,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(status: EvidenceStatus, ids: &[&str]) -> Evidence {
+        Evidence {
+            kind: "test".into(),
+            status,
+            label: "l".into(),
+            summary: None,
+            reference: None,
+            acceptance_ids: ids.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn failed_beats_passed_and_nothing_is_unknown() {
+        let declared = vec![
+            Criterion { id: "tests".into(), statement: "tests pass".into() },
+            Criterion { id: "docs".into(), statement: "docs updated".into() },
+            Criterion { id: "lint".into(), statement: "lint clean".into() },
+        ];
+        let evidence = vec![
+            ev(EvidenceStatus::Passed, &["tests", "lint"]),
+            ev(EvidenceStatus::Failed, &["lint"]),
+            ev(EvidenceStatus::Observed, &["docs"]),
+        ];
+        let a = roll_up(&[], &declared, &evidence);
+        let verdicts: Vec<Verdict> = a.criteria.iter().map(|c| c.verdict).collect();
+        assert_eq!(verdicts, [Verdict::Satisfied, Verdict::Unknown, Verdict::Unsatisfied]);
+        assert_eq!((a.summary.satisfied, a.summary.unsatisfied, a.summary.unknown), (1, 1, 1));
+        assert!(!a.passes(true));
+    }
+
+    #[test]
+    fn work_statements_are_criteria_evidence_can_cite() {
+        let a = roll_up(&["it builds".into()], &[], &[ev(EvidenceStatus::Passed, &["accept-1"])]);
+        assert_eq!(a.criteria[0].source, Source::Work);
+        assert_eq!(a.criteria[0].verdict, Verdict::Satisfied);
+        assert!(a.passes(true));
+        assert!(!a.passes(false), "a failed run never passes");
+    }
+
+    #[test]
+    fn an_undeclared_citation_declares_it_and_stays_visible() {
+        let declared = vec![Criterion { id: "review".into(), statement: "reviewed".into() }];
+        let a = roll_up(&[], &declared, &[ev(EvidenceStatus::Passed, &["review", "reveiw"])]);
+        assert_eq!(a.summary.undeclared, 1);
+        let typo = a.criteria.iter().find(|c| c.id == "reveiw").unwrap();
+        assert_eq!((typo.source, typo.verdict), (Source::Undeclared, Verdict::Satisfied));
+        assert!(a.passes(true), "the seed's example, which cites an undeclared id, still runs");
+    }
+
+    #[test]
+    fn no_criteria_passes_on_success_and_says_none_were_checked() {
+        let a = roll_up(&[], &[], &[]);
+        assert!(a.none_checked());
+        assert!(a.passes(true));
+    }
+}
