@@ -62,7 +62,7 @@ impl Spawner for AuditingSpawner<'_> {
             .borrow()
             .durable_bytes(self.state_path)
             .and_then(|bytes| PersistedState::decode(&bytes).ok())
-            .and_then(|state| state.harnesses.get(name).map(|d| d.runs))
+            .and_then(|state| state.harnesses.get(name).map(|d| d.runs.max(d.reserved_runs)))
             .unwrap_or(0);
         self.audits.push(SpawnAudit { name: name.clone(), durable_runs });
         self.procs.spawn(name, spec)

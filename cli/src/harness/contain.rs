@@ -59,6 +59,33 @@ impl Containment {
         Ok(Some(file.into()))
     }
 
+    /// Removes the cgroups of this root that hold no process: those of harnesses no longer
+    /// configured (at boot), or all of them and the root's own (at a clean exit). A cgroup
+    /// that still holds a process stays; the kernel refuses to remove it.
+    pub fn remove_empty(&self, keep: &[Id]) {
+        let Some(base) = &self.base else { return };
+        let Ok(entries) = std::fs::read_dir(base) else { return };
+        for entry in entries.flatten().filter(|e| e.path().is_dir()) {
+            let name = entry.file_name();
+            if !keep.iter().any(|k| k.as_str() == name.to_string_lossy()) {
+                let _ = std::fs::remove_dir(entry.path());
+            }
+        }
+        if keep.is_empty() {
+            let _ = std::fs::remove_dir(base);
+        }
+    }
+
+    /// Creates the harness's cgroup and opens its directory, for a child to be cloned into it;
+    /// `None` without cgroups.
+    pub fn dir_handle(&self, name: &Id) -> std::io::Result<Option<OwnedFd>> {
+        use rustix::fs::{open, Mode, OFlags};
+        let Some(dir) = self.dir(name) else { return Ok(None) };
+        std::fs::create_dir_all(&dir)?;
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        Ok(Some(open(&dir, flags, Mode::empty())?))
+    }
+
     /// Every process in the harness's cgroup.
     pub fn members(&self, name: &Id) -> Vec<u32> {
         let Some(dir) = self.dir(name) else { return Vec::new() };

@@ -134,7 +134,8 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     let listener = super::server::listen(&paths, tx.clone()).map_err(|e| failed(&e))?;
     let contain = Containment::detect(&paths);
     reclaim_orphans(&contain, &config, &mut ledger);
-    let mut spawner = RealSpawner::new(paths.clone(), Rotation::default(), contain);
+    let mut spawner =
+        RealSpawner::new(paths.clone(), Rotation::default(), contain).map_err(|e| failed(&e))?;
     let readiness =
         Readiness::new(&paths, &config, &mut spawner, tx.clone()).map_err(|e| failed(&e))?;
     let clock = RealClock::new();
@@ -172,6 +173,10 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     sdnotify::notify("READY=1\nSTATUS=supervising");
     ready(&host.paths);
     let result = host.serve(rx);
+    if result.is_ok() {
+        // Drained: every harness is at rest, so every cgroup of this root is empty.
+        host.spawner.containment().remove_empty(&[]);
+    }
     let _ = std::fs::remove_file(host.paths.socket());
     let _ = std::fs::remove_file(host.paths.owner());
     sdnotify::notify("STOPPING=1");
@@ -188,7 +193,9 @@ fn reclaim_orphans(contain: &Containment, config: &DaemonConfig, ledger: &mut Le
         .filter_map(|h| h.stop_grace)
         .fold(config.limits.stop_grace, |a, b| a.max(b));
     let grace = Duration::from_nanos(grace.0);
-    for (name, (pids, forced)) in contain.reclaim(&names, grace) {
+    let reclaimed = contain.reclaim(&names, grace);
+    contain.remove_empty(&names);
+    for (name, (pids, forced)) in reclaimed {
         let how = if forced { "killed after the grace period" } else { "stopped" };
         log(&format!("{name}: {how} {} processes left by an earlier daemon: {pids:?}", pids.len()));
         ledger.note_reclaimed(&name, &pids, forced);
@@ -211,6 +218,17 @@ fn owner_message(paths: &Paths) -> String {
     }
 }
 
+/// Gives the heap that a busy step freed (a boot writes hundreds of ledger records at once)
+/// back to the system before the loop sleeps with nothing due, so an idle daemon stays small.
+fn release_free_heap() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only returns free memory of the allocator to the system; it is
+    // thread-safe and has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// One line per decision on the daemon's output.
 fn log(line: &str) {
     println!("{line}");
@@ -220,7 +238,10 @@ impl Host {
     fn serve(&mut self, rx: Receiver<Msg>) -> Result<(), DaemonError> {
         loop {
             let msg = match self.wait_for() {
-                None => rx.recv().ok(),
+                None => {
+                    release_free_heap();
+                    rx.recv().ok()
+                }
                 Some(d) => match rx.recv_timeout(d) {
                     Ok(m) => Some(m),
                     Err(mpsc::RecvTimeoutError::Timeout) => None,

@@ -2,7 +2,8 @@
 //! threads that drain the children's pipes so a fast writer never blocks the daemon loop.
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -82,22 +83,69 @@ fn open_append(path: &Path) -> std::io::Result<File> {
     OpenOptions::new().create(true).append(true).mode(0o600).open(path)
 }
 
-/// Copies a child's pipe into its log until the pipe closes, on a thread of its own.
-pub fn drain_pipe(mut pipe: impl Read + Send + 'static, sink: Arc<Mutex<LogSink>>) {
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 8192];
-        loop {
-            match pipe.read(&mut buf) {
-                Ok(0) => return,
-                Ok(n) => {
-                    // A full disk loses log bytes, never supervision.
-                    let _ = sink.lock().map(|mut s| s.write(&buf[..n]));
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+/// One thread that copies every child's stdout and stderr into its log: it polls all the
+/// pipes at once, so a child costs two descriptors, not two threads. When the disk is slow the
+/// pump waits, the pipes fill and the children block on their writes; the daemon loop never
+/// does.
+pub struct LogPump {
+    new: std::sync::mpsc::Sender<(OwnedFd, Arc<Mutex<LogSink>>)>,
+    wake: OwnedFd,
+}
+
+impl LogPump {
+    /// Starts the pump thread.
+    pub fn start() -> std::io::Result<LogPump> {
+        let (wake_read, wake) = rustix::pipe::pipe()?;
+        let (new, added) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("log-pump".into())
+            .spawn(move || pump(wake_read, added))?;
+        Ok(LogPump { new, wake })
+    }
+
+    /// Copies `pipe` into `sink` until it closes.
+    pub fn add(&self, pipe: impl Into<OwnedFd>, sink: Arc<Mutex<LogSink>>) {
+        if self.new.send((pipe.into(), sink)).is_ok() {
+            let _ = rustix::io::write(&self.wake, &[1]);
+        }
+    }
+}
+
+fn pump(wake: OwnedFd, added: std::sync::mpsc::Receiver<(OwnedFd, Arc<Mutex<LogSink>>)>) {
+    use rustix::event::{poll, PollFd, PollFlags};
+    let mut pipes: Vec<(OwnedFd, Arc<Mutex<LogSink>>)> = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let ready: Vec<PollFlags> = {
+            let mut fds = vec![PollFd::new(&wake, PollFlags::IN)];
+            fds.extend(pipes.iter().map(|(fd, _)| PollFd::new(fd, PollFlags::IN)));
+            match poll(&mut fds, None) {
+                Ok(_) => fds.iter().map(PollFd::revents).collect(),
+                Err(rustix::io::Errno::INTR) => continue,
                 Err(_) => return,
             }
+        };
+        if !ready[0].is_empty() {
+            if rustix::io::read(&wake, &mut buf[..64]).map_or(true, |n| n == 0) {
+                return; // The daemon is gone.
+            }
+            pipes.extend(added.try_iter());
         }
-    });
+        let mut closed = Vec::new();
+        for (i, _) in ready[1..].iter().enumerate().filter(|(_, f)| !f.is_empty()) {
+            let (fd, sink) = &pipes[i];
+            match rustix::io::read(fd, &mut buf) {
+                // A full disk loses log bytes, never supervision.
+                Ok(n) if n > 0 => drop(sink.lock().map(|mut s| s.write(&buf[..n]))),
+                Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
+                // End of file, an error, or a descriptor the kernel calls invalid: done with it.
+                _ => closed.push(i),
+            }
+        }
+        for i in closed.into_iter().rev() {
+            pipes.swap_remove(i);
+        }
+    }
 }
 
 /// The last `lines` lines of a harness's log, reaching into rotated files when needed.

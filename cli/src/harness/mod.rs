@@ -6,6 +6,7 @@ pub mod config;
 pub mod contain;
 pub mod daemon;
 pub mod detach;
+pub mod fork;
 pub mod ledger;
 pub mod logs;
 pub mod logs_cmd;

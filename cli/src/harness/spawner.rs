@@ -2,7 +2,8 @@
 //! stderr drained into its rotating log, signals sent to the whole group.
 
 use super::contain::Containment;
-use super::logs::{drain_pipe, LogSink, Rotation};
+use super::fork;
+use super::logs::{LogPump, LogSink, Rotation};
 use super::paths::Paths;
 use harn_core::env::{Pid, Signal, SpawnError, SpawnSpec, Spawner};
 use harn_core::ids::Id;
@@ -29,13 +30,19 @@ pub struct RealSpawner {
     contain: Containment,
     /// The harness of each run's main process, for SIGKILL to reach its whole cgroup.
     owners: BTreeMap<Pid, Id>,
+    pump: LogPump,
 }
 
 impl RealSpawner {
     /// A spawner for the harnesses of `paths.root`.
-    pub fn new(paths: Paths, rotation: Rotation, contain: Containment) -> RealSpawner {
+    pub fn new(
+        paths: Paths,
+        rotation: Rotation,
+        contain: Containment,
+    ) -> std::io::Result<RealSpawner> {
         let (sinks, extra_env, owners) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
-        RealSpawner { paths, rotation, sinks, extra_env, contain, owners }
+        let pump = LogPump::start()?;
+        Ok(RealSpawner { paths, rotation, sinks, extra_env, contain, owners, pump })
     }
 
     /// How children are contained.
@@ -105,6 +112,72 @@ impl RealSpawner {
     }
 }
 
+impl RealSpawner {
+    /// Spawns straight into the harness's cgroup with clone3; `None` when this kernel (or
+    /// this machine) cannot, and the ordinary spawn should be used.
+    fn spawn_into_cgroup(
+        &mut self,
+        name: &Id,
+        spec: &SpawnSpec,
+        sink: &Arc<Mutex<LogSink>>,
+    ) -> Option<Result<Pid, SpawnError>> {
+        let cgroup = self.contain.dir_handle(name).ok()??;
+        let failed = |detail: String| Some(Err(SpawnError { not_found: false, detail }));
+        let mut extra: Vec<(String, String)> =
+            spec.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        extra.push((HARNESS_ENV.into(), name.to_string()));
+        extra.push((ROOT_ENV.into(), self.paths.root.display().to_string()));
+        extra.extend(self.extra_env.get(name).into_iter().flatten().cloned());
+        let cwd = spec
+            .cwd
+            .as_deref()
+            .map_or_else(|| self.paths.root.clone(), |c| self.paths.root.join(c));
+        let prepared = match fork::Prepared::new(&spec.argv, &cwd, &fork::child_env(&extra)) {
+            Ok(p) => p,
+            Err(e) => return failed(format!("{}: {e}", spec.argv.join(" "))),
+        };
+        let pipes = (|| -> std::io::Result<_> {
+            let flags = rustix::pipe::PipeFlags::CLOEXEC;
+            let (stdin, stdin_write) = rustix::pipe::pipe_with(flags)?;
+            Ok((
+                stdin,
+                stdin_write,
+                rustix::pipe::pipe_with(flags)?,
+                rustix::pipe::pipe_with(flags)?,
+            ))
+        })();
+        let (stdin, stdin_write, (out_r, out_w), (err_r, err_w)) = match pipes {
+            Ok(p) => p,
+            Err(e) => return failed(format!("pipes for {name}: {e}")),
+        };
+        let stdio = fork::Stdio { stdin: &stdin, stdout: &out_w, stderr: &err_w };
+        match fork::spawn_into(&prepared, &cgroup, stdio) {
+            Err(fork::ForkError::Unsupported) => None,
+            Err(fork::ForkError::Exec(e)) => {
+                let not_found = matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+                );
+                Some(Err(SpawnError { not_found, detail: format!("{}: {e}", spec.argv[0]) }))
+            }
+            Err(fork::ForkError::Other(e)) => failed(format!("{}: {e}", spec.argv[0])),
+            Ok(pid) => {
+                // Closing the write end at once gives the child an empty stdin.
+                if !spec.stdin.is_empty() {
+                    let bytes = spec.stdin.clone();
+                    std::thread::spawn(move || {
+                        let _ = std::fs::File::from(stdin_write).write_all(&bytes);
+                    });
+                }
+                self.pump.add(out_r, sink.clone());
+                self.pump.add(err_r, sink.clone());
+                self.owners.insert(pid, name.clone());
+                Some(Ok(pid))
+            }
+        }
+    }
+}
+
 impl Spawner for RealSpawner {
     fn spawn(&mut self, name: &Id, spec: &SpawnSpec) -> Result<Pid, SpawnError> {
         let program = spec.argv.first().cloned().unwrap_or_default();
@@ -112,6 +185,9 @@ impl Spawner for RealSpawner {
             not_found: false,
             detail: format!("{}: {e}", self.paths.log(name).display()),
         })?;
+        if let Some(done) = self.spawn_into_cgroup(name, spec, &sink) {
+            return done;
+        }
         let cgroup = self.contain.join_handle(name).map_err(|e| SpawnError {
             not_found: false,
             detail: format!("cgroup of {name}: {e}"),
@@ -133,10 +209,10 @@ impl Spawner for RealSpawner {
             });
         }
         if let Some(out) = child.stdout.take() {
-            drain_pipe(out, sink.clone());
+            self.pump.add(out, sink.clone());
         }
         if let Some(err) = child.stderr.take() {
-            drain_pipe(err, sink);
+            self.pump.add(err, sink);
         }
         // The child is reaped by the daemon's SIGCHLD handling (waitpid on any child), not
         // through this handle; dropping it neither waits nor kills.

@@ -249,18 +249,21 @@ impl Daemon {
         });
         #[cfg(feature = "planted-bugs")]
         let (batch, ack) = self.planted_reorder(batch, ack);
-        if self.durable_view_changed() {
-            self.generation += 1;
-            self.persisted = self.durable_view();
-            self.effects.push_back(DaemonEffect::PersistState {
-                generation: self.generation,
-                bytes: self.persisted.encode(),
-            });
+        // Intent, latches and run reservations go to disk before the acts that depend on
+        // them; pure bookkeeping (counters, the last exit) right after, so a respawn does
+        // not wait for an fsync it does not depend on.
+        let barrier = self.barrier_changed();
+        let changed = barrier || self.durable_view_changed();
+        if barrier {
+            self.queue_persist();
         }
         if !batch.events.is_empty() {
             self.effects.push_back(DaemonEffect::AppendEvents(batch.events));
         }
         self.effects.extend(batch.acts);
+        if changed && !barrier {
+            self.queue_persist();
+        }
         if let Some((id, result)) = ack {
             self.effects.push_back(DaemonEffect::Ack { id, result });
         }
@@ -289,6 +292,24 @@ impl Daemon {
             }
             None => (batch, ack),
         }
+    }
+
+    fn queue_persist(&mut self) {
+        self.generation += 1;
+        self.persisted = self.durable_view();
+        let bytes = self.persisted.encode();
+        self.effects.push_back(DaemonEffect::PersistState { generation: self.generation, bytes });
+    }
+
+    /// True when something acts depend on changed: a harness's intent, latch or run
+    /// reservation, the active profile, or which harnesses exist.
+    fn barrier_changed(&self) -> bool {
+        self.persisted.active_profile != self.active_profile
+            || self.persisted.retired != self.retired
+            || self.persisted.harnesses.len() != self.harnesses.len()
+            || self.persisted.harnesses.iter().zip(self.harnesses.iter()).any(
+                |((pn, pd), (n, h))| pn != n || pd.barrier_part() != h.durable().barrier_part(),
+            )
     }
 
     fn durable_view_changed(&self) -> bool {

@@ -338,3 +338,39 @@ fn lowering_limits_by_reload_keeps_every_invariant() {
     assert_eq!(d.harnesses()[&id("a")].durable().consecutive_failures, 1);
     assert_eq!(d.harnesses()[&id("a")].recent_exit_count(), 1);
 }
+
+#[test]
+fn run_numbers_are_reserved_in_blocks_so_most_respawns_write_nothing_first() {
+    let mut limits = crate::lifecycle::LifecycleLimits {
+        restart_delay: crate::time::Duration::ZERO,
+        give_up_after: 0,
+        ..Default::default()
+    };
+    limits.flap_threshold = 100;
+    let mut c = config(&[("a", true)]);
+    c.limits = limits;
+    let mut d = Daemon::boot(c.clone(), None, Instant(0)).unwrap();
+    let first = drain(&mut d);
+    assert_eq!(kinds(&first), ["persist", "events", "spawn"], "the first run reserves a block");
+    assert_eq!(persisted(&first).harnesses[&id("a")].reserved_runs, 16);
+    let mut last = PersistedState::default();
+    for _ in 0..5 {
+        spawned(&mut d, "a", 5);
+        let run = d.harnesses()[&id("a")].current_run().unwrap();
+        let exited = HarnessInput::Exited { run, status: ExitStatus::Code(1) };
+        d.handle(Instant(0), DaemonInput::Process { name: id("a"), report: exited });
+        let effects = drain(&mut d);
+        let order = kinds(&effects);
+        let spawn_at = order.iter().position(|k| *k == "spawn").expect("an immediate respawn");
+        assert!(
+            !order[..spawn_at].contains(&"persist"),
+            "no write before a reserved respawn: {order:?}"
+        );
+        assert!(order[spawn_at..].contains(&"persist"), "the bookkeeping follows: {order:?}");
+        last = persisted(&effects);
+    }
+    // After a crash, numbering resumes past the whole reservation: no number is used twice.
+    let mut d = Daemon::boot(c, Some(last), Instant(0)).unwrap();
+    drain(&mut d);
+    assert_eq!(d.harnesses()[&id("a")].current_run(), Some(17));
+}

@@ -115,8 +115,25 @@ pub struct Durable {
     pub consecutive_failures: u32,
     /// Runs spawned, ever; the next run number is `runs + 1`.
     pub runs: u64,
+    /// Run numbers reserved durably before use, a block at a time: a run is spawned only
+    /// under a durable reservation, so after a crash numbering resumes past it and no run
+    /// number is ever used twice, while most spawns need no write before them.
+    #[serde(default)]
+    pub reserved_runs: u64,
     /// How the last run ended.
     pub last_exit: Option<LastExit>,
+}
+
+/// Run numbers reserved by one durable write (see [`Durable::reserved_runs`]).
+pub const RUN_RESERVATION: u64 = 16;
+
+impl Durable {
+    /// The part of the record every act depends on, which must be durable first: intent,
+    /// its origin, the failure latch and the run reservation. The rest is bookkeeping,
+    /// written right after the acts.
+    pub fn barrier_part(&self) -> (bool, bool, bool, u64) {
+        (self.enabled, self.pinned, self.failed, self.reserved_runs)
+    }
 }
 
 /// One harness under supervision.
@@ -138,6 +155,9 @@ pub struct Harness {
     kill_at: Option<Instant>,
     kill_sent: bool,
     start_after_stop: bool,
+    /// Numbers reserved by an earlier life may have been used: the next run is numbered
+    /// past all of them.
+    run_floor: u64,
 }
 
 impl Harness {
@@ -158,6 +178,7 @@ impl Harness {
             kill_at: None,
             kill_sent: false,
             start_after_stop: false,
+            run_floor: durable.reserved_runs,
         }
     }
 
@@ -546,6 +567,12 @@ impl Harness {
             self.retry_delay = base;
             self.set_state(State::Restarting, out);
         }
+        // With nothing to wait for, restart within this transition: one durable write then
+        // covers both the exit and the new run, instead of one each.
+        if self.retry_delay == Duration::ZERO {
+            self.retry_at = None;
+            self.start_run(now, out);
+        }
     }
 
     /// Forgets what a run has outlived: the flap count after the flap window, consecutive
@@ -581,7 +608,11 @@ impl Harness {
             self.active = spec;
         }
         self.durable.failed = false;
-        self.durable.runs = self.durable.runs.saturating_add(1);
+        self.durable.runs =
+            self.durable.runs.max(std::mem::take(&mut self.run_floor)).saturating_add(1);
+        if self.durable.runs > self.durable.reserved_runs {
+            self.durable.reserved_runs = self.durable.runs.saturating_add(RUN_RESERVATION - 1);
+        }
         let id = self.durable.runs;
         self.run = Some(Run { id, pid: None, started_at: now, ready: false });
         self.set_state(State::Starting, out);
@@ -722,6 +753,7 @@ impl Harness {
         self.kill_at.hash(hasher);
         self.kill_sent.hash(hasher);
         self.start_after_stop.hash(hasher);
+        self.run_floor.hash(hasher);
     }
 
     /// The delay until the next retry, seen from `now`.

@@ -554,3 +554,15 @@ fn an_exit_after_outliving_the_window_goes_straight_to_restarting() {
         .collect();
     assert_eq!(changes, [(State::Degraded, State::Restarting)], "no detour through running");
 }
+
+#[test]
+fn a_zero_restart_delay_restarts_within_the_same_transition() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.limits.restart_delay = crate::time::Duration::ZERO;
+    r.boot_and_spawn();
+    r.exit(1);
+    assert_eq!(r.h.state(), State::Starting, "no timer round trip");
+    assert!(r.spawned_run().is_some());
+    assert_eq!(r.h.durable().restarts, 1);
+    assert!(r.h.retry_at().is_none());
+}
