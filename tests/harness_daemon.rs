@@ -353,7 +353,7 @@ fn a_malformed_config_is_refused_with_file_line_and_key_and_changes_nothing() {
         "[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\nstop_grace_ms = \"soon\"\n",
     );
     let out = root.harn(&["reload"]);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "a malformed file is bad input: {}", text(&out));
     assert!(
         text(&out).contains("harness.toml:3") && text(&out).contains("last good"),
         "{}",
@@ -488,4 +488,62 @@ fn the_daemon_tells_its_service_manager_ready_watchdog_and_stopping() {
     assert!(said.iter().any(|m| m.contains("STOPPING=1")), "{said:?}");
     assert_eq!(root.settle_count(&root.marker, 0), 0, "the drain stopped the child");
     assert_eq!(root.harness("a")["enabled"], true, "SIGTERM keeps the intent");
+}
+
+#[test]
+fn bad_input_to_the_daemon_writes_nothing_and_exits_2() {
+    let root = Root::new(
+        "[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\nrestart = \"sometimes\"\n",
+    );
+    let out = root.harn(&["daemon"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(!root.dir.path().join(".harnery").exists(), "bad input writes nothing");
+    root.write_config("[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\n");
+    root.up();
+    for args in [&["start", "Not/A/Name"][..], &["profile", "use", "../x"]] {
+        let out = root.harn(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+    }
+    root.write_config("[harness.a]\ncommand = \"not a list\"\n");
+    let out = root.harn(&["reload"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a malformed file on reload is bad input: {}",
+        text(&out)
+    );
+}
+
+#[test]
+fn notify_readiness_accepts_the_harness_and_ignores_strangers() {
+    let notify = "import os, socket, time; time.sleep(0.5); s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); s.sendto(b'READY=1', os.environ['NOTIFY_SOCKET']); time.sleep(100000)";
+    let toml = format!("[harness.svc]\ncommand = [\"python3\", \"-c\", \"{notify}\", \"{{marker}}\"]\nreadiness = \"notify\"\n");
+    let root = Root::new(&toml);
+    root.up();
+    root.wait_for("svc", "running", |h| state(h) == "running");
+    // A stranger (this test) says READY=1 on the harness's socket first: it must not count.
+    let dir = root.dir.path().join(".harnery/harness/notify");
+    let socket = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
+    let stranger = std::os::unix::net::UnixDatagram::unbound().unwrap();
+    stranger.send_to(b"READY=1", &socket).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(root.harness("svc")["ready"], false, "a stranger's READY=1 was taken");
+    root.wait_for("svc", "ready", |h| h["ready"] == true);
+}
+
+#[test]
+fn a_stale_ready_file_cannot_vouch_for_a_new_run() {
+    let root = Root::new(
+        "[harness.web]\ncommand = [\"sh\", \"-c\", \"sleep 2; exec {child} ready-file ready.flag {marker}\"]\nreadiness = { file = \"ready.flag\" }\n",
+    );
+    std::fs::write(root.dir.path().join("ready.flag"), "left over").unwrap();
+    root.up();
+    let early = root.wait_for("web", "running", |h| state(h) == "running");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        root.harness("web")["ready"],
+        false,
+        "the stale file vouched for the new run: {early}"
+    );
+    root.wait_for("web", "ready", |h| h["ready"] == true);
 }

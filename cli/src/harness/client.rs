@@ -26,12 +26,21 @@ impl std::fmt::Display for ClientError {
 
 /// Connects to the daemon of `paths.root`.
 pub fn connect(paths: &Paths) -> Result<UnixStream, ClientError> {
-    UnixStream::connect(paths.socket()).map_err(|_| {
+    let stream = UnixStream::connect(paths.socket()).map_err(|_| {
         ClientError::NotRunning(format!(
             "no harness daemon is running in {} (start one with `harn harness up`)",
             paths.root.display()
         ))
-    })
+    })?;
+    // Whoever listens there must be our own user, not someone who planted a socket.
+    if !super::server::same_user(&stream) {
+        let msg = format!(
+            "{} is served by another user; refusing to talk to it",
+            paths.socket().display()
+        );
+        return Err(ClientError::Broken(msg));
+    }
+    Ok(stream)
 }
 
 /// Sends one request and reads its answer.

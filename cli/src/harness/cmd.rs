@@ -54,8 +54,9 @@ enum Verb {
     Daemon,
     /// Start the daemon detached and wait until it is ready.
     Up {
-        /// Seconds to wait for readiness.
-        #[arg(long, default_value_t = 10)]
+        /// Seconds to wait for readiness (a boot first stops what an earlier daemon left,
+        /// which can take the longest grace period).
+        #[arg(long, default_value_t = 30)]
         timeout: u64,
     },
     /// Drain the daemon: close intake, stop every harness gracefully, then exit.
@@ -180,6 +181,16 @@ fn foreground(paths: Paths, config: PathBuf) -> i32 {
 }
 
 fn simple(paths: &Paths, request: Request) -> i32 {
+    let names: &[String] = match &request {
+        Request::Start { names } | Request::Stop { names } | Request::Restart { names } => names,
+        Request::UseProfile { name } => std::slice::from_ref(name),
+        _ => &[],
+    };
+    if let Some((name, e)) =
+        names.iter().find_map(|n| harn_core::ids::Id::new(n).err().map(|e| (n, e)))
+    {
+        return fail(EXIT_USAGE, format!("{name:?}: {e}"));
+    }
     match client::request(paths, &request, ANSWER_TIMEOUT) {
         Err(e) => fail(EXIT_FAILED, e),
         Ok(answer) if is_ok(&answer) => {
@@ -188,7 +199,10 @@ fn simple(paths: &Paths, request: Request) -> i32 {
             }
             0
         }
-        Ok(answer) => fail(EXIT_FAILED, answer["error"].as_str().unwrap_or("refused")),
+        Ok(answer) => {
+            let code = if answer["bad_input"] == true { EXIT_USAGE } else { EXIT_FAILED };
+            fail(code, answer["error"].as_str().unwrap_or("refused"))
+        }
     }
 }
 

@@ -18,8 +18,15 @@ use std::time::{Duration, Instant};
 pub struct Containment {
     /// `<cgroup2 mount><our cgroup>/harn-<hash of root>`, when it could be created.
     base: Option<PathBuf>,
+    /// Where an earlier daemon of this root kept its cgroups, when that was elsewhere (it
+    /// ran from another cgroup: another login session, another service).
+    earlier_base: Option<PathBuf>,
     root: PathBuf,
 }
+
+/// The file under `.harnery/harness/` that names the cgroup directory in use, so the next
+/// daemon finds processes left there even when it runs from another cgroup.
+const BASE_HINT: &str = "cgroup.path";
 
 impl Containment {
     /// Finds a writable cgroup v2 hierarchy for `paths.root`, or settles for process groups.
@@ -29,12 +36,22 @@ impl Containment {
             let base = home.join(format!("harn-{hash:016x}"));
             std::fs::create_dir_all(&base).ok().map(|()| base)
         });
-        Containment { base, root: paths.root.clone() }
+        let hint = paths.dir.join(BASE_HINT);
+        let earlier_base = std::fs::read_to_string(&hint)
+            .ok()
+            .map(|s| PathBuf::from(s.trim()))
+            .filter(|p| Some(p) != base.as_ref() && p.join("cgroup.procs").exists());
+        if let Some(b) = &base {
+            // A hint only: losing it costs the cross-cgroup search, not correctness (the
+            // environment markers still find every process).
+            let _ = std::fs::write(&hint, b.display().to_string());
+        }
+        Containment { base, earlier_base, root: paths.root.clone() }
     }
 
     /// Process groups only (for tests and machines without cgroups).
     pub fn process_groups(paths: &Paths) -> Containment {
-        Containment { base: None, root: paths.root.clone() }
+        Containment { base: None, earlier_base: None, root: paths.root.clone() }
     }
 
     /// `cgroup` or `process-group`, as status reports it.
@@ -108,29 +125,36 @@ impl Containment {
         members.len()
     }
 
-    /// Processes of this root's harnesses that no daemon supervises: members of their
-    /// cgroups, or, without cgroups, processes whose environment names this root.
-    pub fn orphans(&self, names: &[Id]) -> BTreeMap<Id, Vec<u32>> {
-        let mut found = BTreeMap::new();
-        for name in names {
-            let pids = self.members(name);
-            if !pids.is_empty() {
-                found.insert(name.clone(), pids);
+    /// Processes of this root's harnesses that no daemon supervises, whether or not they are
+    /// still configured: every member of every harness cgroup of this root (the current base
+    /// and an earlier daemon's), and every process whose environment names this root.
+    pub fn orphans(&self) -> BTreeMap<Id, Vec<u32>> {
+        let mut found: BTreeMap<Id, Vec<u32>> = BTreeMap::new();
+        for base in self.base.iter().chain(self.earlier_base.iter()) {
+            for entry in std::fs::read_dir(base).into_iter().flatten().flatten() {
+                let Some(name) = entry.file_name().to_str().and_then(|n| Id::new(n).ok()) else {
+                    continue;
+                };
+                let pids = read_pids(&entry.path().join("cgroup.procs"));
+                found.entry(name).or_default().extend(pids);
             }
         }
-        if self.base.is_none() {
-            for (name, pid) in marked_processes(&self.root) {
-                found.entry(name).or_insert_with(Vec::new).push(pid);
-            }
+        for (name, pid) in marked_processes(&self.root) {
+            found.entry(name).or_default().push(pid);
         }
+        found.retain(|_, pids| {
+            pids.sort_unstable();
+            pids.dedup();
+            !pids.is_empty()
+        });
         found
     }
 
     /// Stops orphans of an earlier daemon before anything is spawned: SIGTERM to each
     /// process group, up to `grace` for them to go, then SIGKILL (and the cgroup killed).
     /// Returns, per harness, the pids found and whether the stop had to be forced.
-    pub fn reclaim(&self, names: &[Id], grace: Duration) -> BTreeMap<Id, (Vec<u32>, bool)> {
-        let orphans = self.orphans(names);
+    pub fn reclaim(&self, grace: Duration) -> BTreeMap<Id, (Vec<u32>, bool)> {
+        let orphans = self.orphans();
         for pids in orphans.values() {
             for pid in pids {
                 signal_group(*pid, rustix::process::Signal::TERM);
@@ -144,6 +168,9 @@ impl Containment {
                 signal_group(*pid, rustix::process::Signal::KILL);
             }
             self.kill_all(name);
+            if let Some(earlier) = &self.earlier_base {
+                let _ = std::fs::write(earlier.join(name.as_str()).join("cgroup.kill"), "1");
+            }
             wait_gone(pids, Duration::from_secs(5));
             forced.insert(name.clone(), (pids.clone(), !left.is_empty()));
         }
@@ -173,7 +200,7 @@ fn read_pids(path: &Path) -> Vec<u32> {
 
 /// Processes (other than us) whose environment says they belong to a harness of `root`.
 fn marked_processes(root: &Path) -> Vec<(Id, u32)> {
-    let me = std::process::id();
+    let ancestors = ancestors();
     let root_marker = format!("{ROOT_ENV}={}", root.display());
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     let mut found = Vec::new();
@@ -181,8 +208,8 @@ fn marked_processes(root: &Path) -> Vec<(Id, u32)> {
         let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
-        if pid == me {
-            continue;
+        if ancestors.contains(&pid) {
+            continue; // Us, or whoever started us (`harn harness up` run inside a harness).
         }
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
         let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
@@ -198,6 +225,23 @@ fn marked_processes(root: &Path) -> Vec<(Id, u32)> {
         }
     }
     found
+}
+
+/// Our pid and every ancestor's, up to init.
+fn ancestors() -> Vec<u32> {
+    let mut chain = vec![std::process::id()];
+    while chain.len() < 64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", chain[chain.len() - 1]))
+            .unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        match ppid {
+            Some(p) if p > 1 => chain.push(p),
+            _ => break,
+        }
+    }
+    chain
 }
 
 fn signal(pid: u32, sig: rustix::process::Signal) {

@@ -34,8 +34,8 @@ pub enum Msg {
     Request(Request, Sender<serde_json::Value>),
     /// A client wants the event stream.
     Subscribe(SyncSender<String>),
-    /// A harness wrote `READY=1` on its notify socket.
-    Notified(Id),
+    /// Someone wrote `READY=1` on a harness's notify socket: the harness and the sender's pid.
+    Notified(Id, u32),
 }
 
 /// Options of the foreground daemon.
@@ -119,19 +119,24 @@ struct Host {
 pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonError> {
     let paths = Paths::new(&options.root)
         .map_err(|e| DaemonError::Failed(format!("{}: {e}", options.root.display())))?;
+    // Bad input writes nothing: the configuration is read before anything is created.
+    let config = config::load(&options.config).map_err(DaemonError::Config)?;
+    // Started from inside a harness (an agent's shell), the daemon must not carry that
+    // harness's markers, or it would mistake itself for one of its processes. No thread
+    // exists yet, so changing the environment is safe here.
+    std::env::remove_var(super::spawner::HARNESS_ENV);
+    std::env::remove_var(super::spawner::ROOT_ENV);
     let mut fs = RealFs::new(paths.root.clone());
     let failed = |e: &dyn std::fmt::Display| DaemonError::Failed(e.to_string());
     fs.create_dir_all(".harnery/harness/logs").map_err(|e| failed(&e))?;
     if !fs.try_lock(Paths::lock_relative()).map_err(|e| failed(&e))? {
         return Err(DaemonError::AlreadyRunning(owner_message(&paths)));
     }
-    let config = config::load(&options.config).map_err(DaemonError::Config)?;
     let mut ledger = Ledger::open(&mut fs, &paths).map_err(|e| failed(&e))?;
     // Orphaned grandchildren are re-parented to us and reaped, not to init.
     let subreaper = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
     let (tx, rx) = mpsc::channel();
     super::signals::forward(tx.clone()).map_err(|e| failed(&e))?;
-    let listener = super::server::listen(&paths, tx.clone()).map_err(|e| failed(&e))?;
     let contain = Containment::detect(&paths);
     reclaim_orphans(&contain, &config, &mut ledger);
     let mut spawner =
@@ -143,6 +148,10 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     let (mut driver, mut daemon) =
         Driver::open(&mut env, Paths::relative(), config.clone()).map_err(|e| failed(&e))?;
     let executed = driver.drain(&mut env, &mut daemon, clock.now()).map_err(|e| failed(&e))?;
+    // Clients are let in only once the daemon has booted; the socket goes with the daemon,
+    // whatever way it ends.
+    let listener = super::server::listen(&paths, tx.clone()).map_err(|e| failed(&e))?;
+    let _socket = RemoveOnDrop(listener.clone());
     let mut host = Host {
         paths,
         options,
@@ -177,10 +186,18 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         // Drained: every harness is at rest, so every cgroup of this root is empty.
         host.spawner.containment().remove_empty(&[]);
     }
-    let _ = std::fs::remove_file(host.paths.socket());
     let _ = std::fs::remove_file(host.paths.owner());
     sdnotify::notify("STOPPING=1");
     result
+}
+
+/// Removes a file when dropped: the control socket, on every way out of the daemon.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// Stops every process an earlier daemon of this root left behind (it was killed, or crashed)
@@ -193,7 +210,7 @@ fn reclaim_orphans(contain: &Containment, config: &DaemonConfig, ledger: &mut Le
         .filter_map(|h| h.stop_grace)
         .fold(config.limits.stop_grace, |a, b| a.max(b));
     let grace = Duration::from_nanos(grace.0);
-    let reclaimed = contain.reclaim(&names, grace);
+    let reclaimed = contain.reclaim(grace);
     contain.remove_empty(&names);
     for (name, (pids, forced)) in reclaimed {
         let how = if forced { "killed after the grace period" } else { "stopped" };
@@ -229,9 +246,12 @@ fn release_free_heap() {
     }
 }
 
-/// One line per decision on the daemon's output.
+/// One line per decision on the daemon's output. A closed or broken output (a pipe whose
+/// reader went away, a restarted journal) loses the line, never the daemon.
 fn log(line: &str) {
-    println!("{line}");
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
 impl Host {
@@ -300,6 +320,11 @@ impl Host {
                 log(&format!("forced stop refused: {refused}"));
             }
         }
+        let daemon = &self.daemon;
+        let live = |name: &Id, run: u64| {
+            daemon.harnesses().get(name).and_then(|h| h.current_run()) == Some(run)
+        };
+        self.readiness.expire_probes(&live);
         for (name, run) in self.readiness.check(&self.daemon) {
             let report = HarnessInput::Ready { run };
             self.step(Cause::Timer, Wake::Input(DaemonInput::Process { name, report }))?;
@@ -314,8 +339,9 @@ impl Host {
         match msg {
             Msg::Signal(sig) if sig == signal_hook::consts::SIGCHLD => self.reap(),
             Msg::Signal(sig) if sig == signal_hook::consts::SIGHUP => {
-                let answer = self.reload();
-                log(&format!("SIGHUP: {answer}"));
+                match self.reload() {
+                    Ok(message) | Err((message, _)) => log(&format!("SIGHUP: {message}")),
+                }
                 Ok(())
             }
             Msg::Signal(sig) => {
@@ -331,9 +357,15 @@ impl Host {
                 self.subscribers.list.push((tx, false));
                 Ok(())
             }
-            Msg::Notified(name) => {
+            Msg::Notified(name, sender) => {
                 let run = self.daemon.harnesses().get(&name).and_then(|h| h.current_run());
                 let Some(run) = run else { return Ok(()) };
+                if !self.sent_by_harness(&name, sender) {
+                    log(&format!(
+                        "{name}: ignored READY=1 from pid {sender}, which is not this harness's"
+                    ));
+                    return Ok(());
+                }
                 let report = HarnessInput::Ready { run };
                 self.step(Cause::Timer, Wake::Input(DaemonInput::Process { name, report }))
             }
@@ -404,8 +436,9 @@ impl Host {
                 }),
             },
             Request::Reload => Ok(match self.reload() {
-                s if s.starts_with("reloaded") => ok(serde_json::json!({ "message": s })),
-                s => err(s),
+                Ok(message) => ok(serde_json::json!({ "message": message })),
+                Err((message, true)) => super::protocol::bad_input(message),
+                Err((message, false)) => err(message),
             }),
             Request::Shutdown { timeout_ms } => {
                 if let Some(ms) = timeout_ms {
@@ -449,22 +482,27 @@ impl Host {
     }
 
     /// Re-reads the configuration; on error keeps the last good one.
-    fn reload(&mut self) -> String {
-        match config::load(&self.options.config) {
-            Err(e) => format!("kept the last good configuration: {e}"),
-            Ok(config) => {
-                if let Err(e) = self.readiness.configure(&self.paths, &config, &mut self.spawner) {
-                    return format!("kept the last good configuration: {e}");
-                }
-                match self.command(Command::Reload { config: config.clone() }) {
-                    Ok(Ok(())) => {
-                        self.config = config;
-                        format!("reloaded {}", self.options.config.display())
-                    }
-                    Ok(Err(e)) => format!("kept the last good configuration: {e}"),
-                    Err(fatal) => format!("fatal while reloading: {fatal}"),
-                }
+    /// Re-reads the configuration; on error keeps the last good one. `Err` carries the
+    /// message and whether the file itself was bad (bad input) rather than the moment.
+    fn reload(&mut self) -> Result<String, (String, bool)> {
+        let kept = |e: &dyn std::fmt::Display| format!("kept the last good configuration: {e}");
+        if self.daemon.draining() {
+            return Err((kept(&"the daemon is shutting down"), false));
+        }
+        let config = config::load(&self.options.config).map_err(|e| (kept(&e), true))?;
+        // Everything the core could refuse is checked before readiness watches change, so a
+        // refused reload changes nothing at all.
+        config.validate().map_err(|e| (kept(&e), true))?;
+        self.readiness
+            .configure(&self.paths, &config, &mut self.spawner)
+            .map_err(|e| (kept(&e), false))?;
+        match self.command(Command::Reload { config: config.clone() }) {
+            Ok(Ok(())) => {
+                self.config = config;
+                Ok(format!("reloaded {}", self.options.config.display()))
             }
+            Ok(Err(e)) => Err((kept(&e), false)),
+            Err(fatal) => Err((format!("fatal while reloading: {fatal}"), false)),
         }
     }
 
@@ -508,9 +546,12 @@ impl Host {
             let ahead_ns = d.0 as i64 - now.0 as i64;
             self.clock.wall().0 + ahead_ns / 1_000_000
         });
+        let contain = self.spawner.containment();
+        let members = |name: &Id| (contain.kind() == "cgroup").then(|| contain.members(name));
         let facts = Facts {
             config: &self.config,
             readiness: &kind,
+            cgroup_members: &members,
             last_watchdog_ms: self.last_watchdog_ms,
             drain_deadline_ms,
             drain_expired: self.drain_expired,
@@ -546,6 +587,22 @@ impl Host {
                 Executed::Persisted { .. } | Executed::Acked { .. } => {}
             }
         }
+    }
+
+    /// True when `pid` is the harness's live run or one of its processes: a member of its
+    /// cgroup, or in the run's process group.
+    fn sent_by_harness(&self, name: &Id, pid: u32) -> bool {
+        let Some(main) = self.daemon.harnesses().get(name).and_then(|h| h.pid()) else {
+            return false;
+        };
+        if pid == main || self.spawner.containment().members(name).contains(&pid) {
+            return true;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let group = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse::<u32>().ok());
+        group == Some(main)
     }
 
     fn write_owner_hint(&mut self, socket: String) -> Result<(), harn_core::env::FsError> {

@@ -115,6 +115,15 @@ pub fn spawn_into(
     argv.push(std::ptr::null());
     let mut envp: Vec<*const libc::c_char> = prepared.envp.iter().map(|e| e.as_ptr()).collect();
     envp.push(std::ptr::null());
+    // Block every signal across the clone: until the child has reset its handlers, a signal
+    // sent to it must not run the daemon's handlers (they would talk to the daemon's pipes).
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut previous: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: plain signal-mask calls on valid, initialized sets.
+    unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut previous);
+    }
     let args = CloneArgs {
         flags: CLONE_INTO_CGROUP,
         exit_signal: libc::SIGCHLD as u64,
@@ -131,8 +140,13 @@ pub fn spawn_into(
         // SAFETY: in the child, see above.
         unsafe { exec_child(prepared, &argv, &envp, &stdio, report_write.as_raw_fd()) }
     }
+    let clone_error = std::io::Error::last_os_error();
+    // SAFETY: restores the mask saved above.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, &previous, std::ptr::null_mut());
+    }
     if pid < 0 {
-        let e = std::io::Error::last_os_error();
+        let e = clone_error;
         return Err(match e.raw_os_error() {
             Some(libc::ENOSYS | libc::EINVAL | libc::E2BIG | libc::EOPNOTSUPP) => {
                 ForkError::Unsupported
@@ -178,9 +192,15 @@ unsafe fn exec_child(
     if libc::chdir(prepared.cwd.as_ptr()) < 0 {
         fail(*libc::__errno_location());
     }
-    // The daemon ignores SIGPIPE; its children must not inherit that. Handled signals are
-    // reset by exec itself.
-    libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    // Every signal back to its default (the daemon ignores SIGPIPE and handles others), then
+    // unblocked: a child starts as a fresh process would.
+    for sig in 1..libc::SIGRTMAX() {
+        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+    // Descriptors the daemon holds or inherited stay out of the child.
+    libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
     let mut empty: libc::sigset_t = std::mem::zeroed();
     libc::sigemptyset(&mut empty);
     libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
@@ -196,9 +216,23 @@ unsafe fn exec_child(
     fail(last)
 }
 
-/// The environment a child gets: the daemon's own, then `extra` on top.
+/// Variables a service manager hands the daemon itself; a child must not see them.
+pub const MANAGER_ONLY: [&str; 6] = [
+    "NOTIFY_SOCKET",
+    "WATCHDOG_USEC",
+    "WATCHDOG_PID",
+    "LISTEN_FDS",
+    "LISTEN_PID",
+    "LISTEN_FDNAMES",
+];
+
+/// The environment a child gets: the daemon's own without the service manager's variables,
+/// then `extra` on top.
 pub fn child_env(extra: &[(impl AsRef<OsStr>, impl AsRef<OsStr>)]) -> Vec<(OsString, OsString)> {
     let mut env: std::collections::BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+    for var in MANAGER_ONLY {
+        env.remove(OsStr::new(var));
+    }
     for (k, v) in extra {
         env.insert(k.as_ref().to_owned(), v.as_ref().to_owned());
     }

@@ -44,6 +44,10 @@ struct Notes {
     stop_requested: Option<Value>,
     /// Orphans of an earlier daemon stopped before this harness's first spawn.
     reclaimed: Option<Value>,
+    /// A reload is being applied: a start now follows the configuration.
+    config_start: bool,
+    /// The columns of the last record, for the records that follow the harness's removal.
+    last: Option<Value>,
 }
 
 /// Everything a record needs from the loop besides the core.
@@ -54,6 +58,8 @@ pub struct Facts<'a> {
     pub readiness: &'a dyn Fn(&Id) -> &'static str,
     /// The last WATCHDOG=1 sent to systemd, unix ms.
     pub last_watchdog_ms: Option<i64>,
+    /// The processes in a harness's cgroup; `None` without cgroups.
+    pub cgroup_members: &'a dyn Fn(&Id) -> Option<Vec<u32>>,
     /// The drain deadline, unix ms, when a shutdown has one.
     pub drain_deadline_ms: Option<i64>,
     /// Whether that deadline has passed.
@@ -113,6 +119,9 @@ impl Ledger {
                 }
             }
             Command::Reload { config } => {
+                for name in config.harnesses.keys() {
+                    self.notes.entry(name.clone()).or_default().config_start = true;
+                }
                 for name in daemon.harnesses().keys().filter(|n| !config.harnesses.contains_key(*n))
                 {
                     let n = self.notes.entry(name.clone()).or_default();
@@ -147,6 +156,9 @@ impl Ledger {
                 }
             }
         }
+        for n in self.notes.values_mut() {
+            n.config_start = false;
+        }
         if records.is_empty() {
             return Ok(());
         }
@@ -173,13 +185,13 @@ impl Ledger {
                 json!({ "restarts": restarts, "next_retry_in_ms": next_retry_in }),
             ),
         };
-        let h = daemon.harnesses().get(name)?;
         let notes = self.notes.entry(name.clone()).or_default();
         let started_by = match event {
             Event::HarnessStateChanged { to: State::Starting, .. } => {
                 let by = match cause {
                     Cause::Boot => "autostart",
                     _ if std::mem::take(&mut notes.operator_start) => "operator",
+                    Cause::Operator if notes.config_start => "configuration",
                     _ => "restart policy",
                 };
                 notes.stop_requested = None;
@@ -187,12 +199,45 @@ impl Ledger {
             }
             _ => None,
         };
-        let mut record = self.columns(name, h, daemon, facts);
+        let mut record = match daemon.harnesses().get(name) {
+            Some(h) => self.columns(name, h, daemon, facts),
+            // Removed by a reload after this step: the last known columns, with what changed.
+            None => {
+                let mut last = self.notes.get(name).and_then(|n| n.last.clone())?;
+                if let Event::HarnessStateChanged { to, .. } = event {
+                    last["observed"] = json!(to.as_str());
+                    last["liveness"] = json!({ "pid": null, "alive": false });
+                }
+                last
+            }
+        };
         let map = record.as_object_mut().expect("an object");
         map.insert("decision".into(), decision.into());
         map.insert("detail".into(), detail);
         map.insert("started_by".into(), json!(started_by));
+        if started_by.is_some() {
+            map.insert("duplicate_start_check".into(), self.duplicate_check(name, daemon, facts));
+        }
+        self.notes.entry(name.clone()).or_default().last = Some(record.clone());
         Some(record)
+    }
+
+    /// Checks, as a run starts, that no other process of the harness is alive: its cgroup
+    /// holds nothing but the new run. Without cgroups it says so instead of claiming a check.
+    fn duplicate_check(&self, name: &Id, daemon: &Daemon, facts: &Facts<'_>) -> Value {
+        let reclaimed = self.notes.get(name).and_then(|n| n.reclaimed.clone());
+        let own = daemon.harnesses().get(name).and_then(|h| h.pid());
+        let Some(members) = (facts.cgroup_members)(name) else {
+            let result =
+                "not checked: no cgroup (earlier runs are stopped with their process group)";
+            return json!({ "result": result, "reclaimed": reclaimed });
+        };
+        let others: Vec<u32> = members.into_iter().filter(|p| Some(*p) != own).collect();
+        if others.is_empty() {
+            json!({ "result": "passed: the harness's cgroup holds only the new run", "reclaimed": reclaimed })
+        } else {
+            json!({ "result": "FAILED: other processes in the harness's cgroup", "pids": others, "reclaimed": reclaimed })
+        }
     }
 
     fn columns(&self, name: &Id, h: &Harness, daemon: &Daemon, facts: &Facts<'_>) -> Value {
@@ -221,10 +266,7 @@ impl Ledger {
             "observed": h.state().as_str(),
             "run": h.current_run().unwrap_or(d.runs),
             "ownership": { "lock_holder_pid": self.owner.lock_holder_pid, "boot_id": self.owner.boot_id },
-            "duplicate_start_check": match notes.and_then(|n| n.reclaimed.clone()) {
-                Some(r) => json!({ "result": "stopped processes of an earlier daemon first", "reclaimed": r }),
-                None => json!({ "result": "no other live instance" }),
-            },
+                        "duplicate_start_check": null,
             "dependencies": { "declared": [], "evidence": "none declared" },
             "readiness": { "kind": (facts.readiness)(name), "ready": h.pid().is_some() && h.ready() },
             "liveness": { "pid": h.pid(), "alive": h.pid().is_some() },

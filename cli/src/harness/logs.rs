@@ -95,7 +95,7 @@ pub struct LogPump {
 impl LogPump {
     /// Starts the pump thread.
     pub fn start() -> std::io::Result<LogPump> {
-        let (wake_read, wake) = rustix::pipe::pipe()?;
+        let (wake_read, wake) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
         let (new, added) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("log-pump".into())

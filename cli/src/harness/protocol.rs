@@ -57,6 +57,11 @@ pub fn ok(mut body: serde_json::Value) -> serde_json::Value {
     }
 }
 
+/// An error response about bad input (a malformed file, a bad name): the client exits 2.
+pub fn bad_input(message: impl Into<String>) -> serde_json::Value {
+    serde_json::json!({ "ok": false, "error": message.into(), "bad_input": true })
+}
+
 /// An error response.
 pub fn err(message: impl Into<String>) -> serde_json::Value {
     serde_json::json!({ "ok": false, "error": message.into() })

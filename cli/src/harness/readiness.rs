@@ -30,7 +30,7 @@ pub struct Readiness {
     /// When files and probes were last checked.
     last_check: Option<std::time::Instant>,
     /// Probe processes in flight: pid to (harness, run).
-    probes: BTreeMap<Pid, (Id, u64)>,
+    probes: BTreeMap<Pid, (Id, u64, std::time::Instant)>,
     notify_sockets: BTreeMap<Id, PathBuf>,
     tx: Sender<Msg>,
 }
@@ -49,6 +49,7 @@ impl Readiness {
             awaiting: BTreeMap::new(),
             last_check: None,
             probes: BTreeMap::new(),
+
             notify_sockets: BTreeMap::new(),
             tx,
         };
@@ -79,6 +80,11 @@ impl Readiness {
                 );
                 self.notify_sockets.insert(name.clone(), path);
             }
+            let file = match &spec.readiness {
+                Kind::File { path } => Some(self.cwd[name].join(path)),
+                _ => None,
+            };
+            spawner.set_ready_file(name, file);
             self.kinds.insert(name.clone(), spec.readiness.clone());
         }
         Ok(())
@@ -89,12 +95,16 @@ impl Readiness {
         let path = paths.notify_socket(name);
         let _ = std::fs::remove_file(&path);
         let socket = UnixDatagram::bind(&path)?;
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        // The kernel attaches each sender's credentials, so the daemon can tell a harness's
+        // own READY=1 from anyone else's.
+        rustix::net::sockopt::set_socket_passcred(&socket, true)?;
         let (tx, name) = (self.tx.clone(), name.clone());
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
-            while let Ok(n) = socket.recv(&mut buf) {
+            while let Some((n, sender)) = recv_with_sender(&socket, &mut buf) {
                 if super::sdnotify::says_ready(&buf[..n])
-                    && tx.send(Msg::Notified(name.clone())).is_err()
+                    && tx.send(Msg::Notified(name.clone(), sender)).is_err()
                 {
                     return;
                 }
@@ -136,7 +146,9 @@ impl Readiness {
                     self.awaiting.remove(&name);
                     ready.push((name, run));
                 }
-                Some(Kind::Probe { command }) if !self.probes.values().any(|(n, _)| *n == name) => {
+                Some(Kind::Probe { command })
+                    if !self.probes.values().any(|(n, _, _)| *n == name) =>
+                {
                     let command = command.clone();
                     self.start_probe(&name, run, &command);
                 }
@@ -152,14 +164,14 @@ impl Readiness {
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         cmd.process_group(0);
         if let Ok(child) = cmd.spawn() {
-            self.probes.insert(child.id(), (name.clone(), run));
+            self.probes.insert(child.id(), (name.clone(), run, std::time::Instant::now()));
         }
     }
 
     /// The reaper found `pid` exited: if it was a probe, the run it vouches for when it
     /// exited 0.
     pub fn probe_exited(&mut self, pid: Pid, success: bool) -> Option<Option<(Id, u64)>> {
-        let (name, run) = self.probes.remove(&pid)?;
+        let (name, run, _) = self.probes.remove(&pid)?;
         if success && self.awaiting.get(&name) == Some(&run) {
             self.awaiting.remove(&name);
             return Some(Some((name, run)));
@@ -176,4 +188,34 @@ impl Readiness {
             Some(Kind::Notify) => "notify",
         }
     }
+}
+
+/// How long a probe may run before it counts as a failure and is killed.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl Readiness {
+    /// Kills probes that ran too long or whose run ended; their exits are reaped as failures.
+    pub fn expire_probes(&mut self, live: &dyn Fn(&Id, u64) -> bool) {
+        for (pid, (name, run, started)) in &self.probes {
+            if started.elapsed() > PROBE_TIMEOUT || !live(name, *run) {
+                if let Some(p) = rustix::process::Pid::from_raw(*pid as i32) {
+                    let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+                }
+            }
+        }
+    }
+}
+
+/// One datagram and the pid of its sender (0 when the kernel did not say).
+fn recv_with_sender(socket: &UnixDatagram, buf: &mut [u8]) -> Option<(usize, u32)> {
+    use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmCredentials(1))];
+    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+    let mut iov = [std::io::IoSliceMut::new(buf)];
+    let msg = recvmsg(socket, &mut iov, &mut ancillary, RecvFlags::empty()).ok()?;
+    let sender = ancillary.drain().find_map(|m| match m {
+        RecvAncillaryMessage::ScmCredentials(cred) => Some(cred.pid.as_raw_nonzero().get() as u32),
+        _ => None,
+    });
+    Some((msg.bytes, sender.unwrap_or(0)))
 }

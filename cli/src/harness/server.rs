@@ -11,6 +11,16 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
 
+/// How often a quiet event stream checks that its subscriber is still there.
+const HANGUP_CHECK: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// True when the client closed its end (a peek reads end of file).
+fn hung_up(stream: &UnixStream) -> bool {
+    use rustix::net::{recv, RecvFlags};
+    let mut byte = [0u8; 1];
+    matches!(recv(stream, &mut byte, RecvFlags::PEEK | RecvFlags::DONTWAIT), Ok((0, _)))
+}
+
 /// Queue length of one event subscriber; a slower reader is told it missed events.
 const SUBSCRIBER_QUEUE: usize = 128;
 
@@ -20,6 +30,7 @@ pub fn listen(paths: &Paths, tx: Sender<Msg>) -> std::io::Result<PathBuf> {
     let path = paths.socket();
     if let Some(dir) = path.parent() {
         std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        private_dir(dir)?;
     }
     match std::fs::remove_file(&path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
@@ -74,14 +85,42 @@ fn stream_events(mut out: UnixStream, tx: &Sender<Msg>) {
     if writeln!(out, "{}", ok(serde_json::json!({ "subscribed": true }))).is_err() {
         return;
     }
-    for line in events_rx {
-        if writeln!(out, "{line}").is_err() {
-            return;
+    loop {
+        match events_rx.recv_timeout(HANGUP_CHECK) {
+            Ok(line) => {
+                if writeln!(out, "{line}").is_err() {
+                    return;
+                }
+            }
+            // Nothing to say: make sure someone is still listening, or let go of them.
+            Err(mpsc::RecvTimeoutError::Timeout) if hung_up(&out) => return,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
     }
 }
 
-fn same_user(stream: &UnixStream) -> bool {
+/// Refuses a socket directory another user could tamper with: it must be a real directory
+/// (not a symlink), ours, and closed to everyone else. A pre-existing `/tmp/harn-UID` owned by
+/// someone else is exactly what an attacker would plant.
+pub fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(dir)?;
+    let me = rustix::process::geteuid().as_raw();
+    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+        let msg = format!(
+            "{} must be a directory owned by uid {me} with mode 0700 (it is uid {}, mode {:o})",
+            dir.display(),
+            meta.uid(),
+            meta.mode() & 0o7777
+        );
+        return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, msg));
+    }
+    Ok(())
+}
+
+/// True when the other end of `stream` runs as our own user.
+pub fn same_user(stream: &UnixStream) -> bool {
     rustix::net::sockopt::socket_peercred(stream)
         .is_ok_and(|cred| cred.uid == rustix::process::geteuid())
 }

@@ -31,6 +31,8 @@ pub struct RealSpawner {
     /// The harness of each run's main process, for SIGKILL to reach its whole cgroup.
     owners: BTreeMap<Pid, Id>,
     pump: LogPump,
+    /// Ready files, removed before each start so a stale one cannot vouch for a new run.
+    ready_files: BTreeMap<Id, PathBuf>,
 }
 
 impl RealSpawner {
@@ -42,7 +44,8 @@ impl RealSpawner {
     ) -> std::io::Result<RealSpawner> {
         let (sinks, extra_env, owners) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
         let pump = LogPump::start()?;
-        Ok(RealSpawner { paths, rotation, sinks, extra_env, contain, owners, pump })
+        let ready_files = BTreeMap::new();
+        Ok(RealSpawner { paths, rotation, sinks, extra_env, contain, owners, pump, ready_files })
     }
 
     /// How children are contained.
@@ -55,6 +58,14 @@ impl RealSpawner {
     pub fn run_ended(&mut self, pid: Pid, name: &Id) -> usize {
         self.owners.remove(&pid);
         self.contain.kill_all(name)
+    }
+
+    /// Sets the file whose appearance shows `name` is ready (`None`: readiness is not a file).
+    pub fn set_ready_file(&mut self, name: &Id, file: Option<PathBuf>) {
+        match file {
+            Some(f) => self.ready_files.insert(name.clone(), f),
+            None => self.ready_files.remove(name),
+        };
     }
 
     /// Sets variables added to every later spawn of `name`.
@@ -86,6 +97,9 @@ impl RealSpawner {
             .as_deref()
             .map_or_else(|| self.paths.root.clone(), |c| self.paths.root.join(c));
         cmd.current_dir(cwd);
+        for var in fork::MANAGER_ONLY {
+            cmd.env_remove(var);
+        }
         cmd.envs(&spec.env);
         cmd.env(HARNESS_ENV, name.as_str());
         cmd.env(ROOT_ENV, &self.paths.root);
@@ -185,13 +199,15 @@ impl Spawner for RealSpawner {
             not_found: false,
             detail: format!("{}: {e}", self.paths.log(name).display()),
         })?;
+        if let Some(file) = self.ready_files.get(name) {
+            let _ = std::fs::remove_file(file);
+        }
         if let Some(done) = self.spawn_into_cgroup(name, spec, &sink) {
             return done;
         }
-        let cgroup = self.contain.join_handle(name).map_err(|e| SpawnError {
-            not_found: false,
-            detail: format!("cgroup of {name}: {e}"),
-        })?;
+        // A cgroup that cannot be joined degrades this run to process-group containment
+        // rather than failing it.
+        let cgroup = self.contain.join_handle(name).unwrap_or(None);
         let raw = cgroup.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         let spawned = self.command(name, spec, raw).spawn();
         drop(cgroup);

@@ -38,6 +38,8 @@ WatchdogSec=30
 # SIGTERM goes to the daemon alone: it drains its harnesses itself (TERM, grace, KILL).
 # Whatever is left when the stop times out is killed with the whole cgroup.
 KillMode=mixed
+# The daemon gives each harness a cgroup of its own below the service's.
+Delegate=yes
 TimeoutStopSec={stop_timeout_s}
 
 [Install]

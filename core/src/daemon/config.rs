@@ -39,7 +39,7 @@ impl DaemonConfig {
             if let Some(missing) =
                 profile.harnesses.iter().find(|h| !self.harnesses.contains_key(*h))
             {
-                return Err(format!("profile.{name}.harnesses: no harness named {missing:?}"));
+                return Err(format!("profile.{name}.harnesses: no harness named \"{missing}\""));
             }
         }
         Ok(())

@@ -131,7 +131,7 @@ impl Daemon {
         batch: &mut Batch,
     ) -> Result<(), String> {
         if !self.harnesses.contains_key(name) || self.removed.contains(name) {
-            return Err(format!("no harness named {name:?}"));
+            return Err(format!("no harness named \"{name}\""));
         }
         self.deliver(now, name, input, batch);
         Ok(())
@@ -163,7 +163,7 @@ impl Daemon {
 
     fn use_profile(&mut self, now: Instant, profile: Id, batch: &mut Batch) -> Result<(), String> {
         let Some(members) = self.config.profiles.get(&profile).map(|p| p.harnesses.clone()) else {
-            return Err(format!("no profile named {profile:?}"));
+            return Err(format!("no profile named \"{profile}\""));
         };
         let outside: Vec<Id> = self
             .harnesses
