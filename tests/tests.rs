@@ -5,3 +5,4 @@ mod fuzz_corpus;
 mod harness_daemon;
 mod lifecycle_model;
 mod purity;
+mod work;

@@ -24,6 +24,8 @@ enum Top {
     Sim(crate::sim_cmd::SimCommand),
     /// The harness daemon: keep long-lived processes running under an explicit lifecycle.
     Harness(crate::harness::cmd::HarnessArgs),
+    /// Durable work items: create, list, show, cancel, reopen.
+    Work(crate::work::cmd::WorkArgs),
     /// Print shell completions for harn.
     Completions {
         /// The shell to complete for.
@@ -46,6 +48,7 @@ pub fn main() -> i32 {
     match cli.command {
         Top::Sim(cmd) => crate::sim_cmd::run(cmd),
         Top::Harness(args) => crate::harness::cmd::run(args),
+        Top::Work(args) => crate::work::cmd::run(args),
         Top::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "harn", &mut out);

@@ -6,3 +6,4 @@ pub mod harness;
 pub mod real_clock;
 pub mod real_fs;
 pub mod sim_cmd;
+pub mod work;

@@ -184,7 +184,9 @@ pub fn validate_history(work_id: &Id, events: &[WorkEvent]) -> Result<(), FieldE
     Ok(())
 }
 
-fn validate_findings(findings: &[Finding]) -> Result<(), String> {
+/// Checks findings raised on one reopen: at most [`FINDINGS_MAX`], ids `f1…` in order, each
+/// with a statement of 1 to 1000 characters.
+pub fn validate_findings(findings: &[Finding]) -> Result<(), String> {
     if findings.len() > FINDINGS_MAX {
         return Err(format!("at most {FINDINGS_MAX} findings"));
     }

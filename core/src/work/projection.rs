@@ -30,6 +30,19 @@ pub enum WorkState {
     Cancelled,
 }
 
+/// True when an operator may cancel an item in `state`: anything not already final.
+pub fn cancellable(state: WorkState) -> bool {
+    !matches!(state, WorkState::Succeeded | WorkState::Cancelled)
+}
+
+/// True when an operator may reopen an item in `state`: one that has stopped moving.
+pub fn reopenable(state: WorkState) -> bool {
+    matches!(
+        state,
+        WorkState::Blocked | WorkState::InReview | WorkState::Succeeded | WorkState::Cancelled
+    )
+}
+
 /// What should happen next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

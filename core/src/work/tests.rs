@@ -461,3 +461,20 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn operators_cancel_what_is_not_final_and_reopen_what_has_stopped() {
+    use super::projection::{cancellable, reopenable, WorkState::*};
+    for s in [Waiting, Ready, Running, AwaitingApproval, InReview, Blocked] {
+        assert!(cancellable(s), "{s:?}");
+    }
+    for s in [Succeeded, Cancelled] {
+        assert!(!cancellable(s), "{s:?}");
+    }
+    for s in [Blocked, InReview, Succeeded, Cancelled] {
+        assert!(reopenable(s), "{s:?}");
+    }
+    for s in [Waiting, Ready, Running, AwaitingApproval] {
+        assert!(!reopenable(s), "{s:?}");
+    }
+}

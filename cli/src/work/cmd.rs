@@ -1,0 +1,325 @@
+//! `harn work create|list|show|cancel|reopen`: durable work items, their states and next
+//! actions, on the core projection. Running workflows (`work run`, `retry`, `accept`) comes
+//! with the workflow host.
+
+use super::store::{Item, Store};
+use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use clap::{Args, Subcommand};
+use harn_core::ids::Id;
+use harn_core::work::events::{EventKind, Finding};
+use harn_core::work::intent::{check_dependency_graph, INTENT_VERSION};
+use harn_core::work::projection::{cancellable, reopenable};
+use harn_core::work::{WorkIntent, WorkState, WorkflowRef};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// `harn work …`
+#[derive(Debug, Args)]
+pub struct WorkArgs {
+    /// The coordination root (the repository); default: the current directory.
+    #[arg(long, global = true)]
+    root: Option<PathBuf>,
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Debug, Subcommand)]
+enum Verb {
+    /// Create a work item: an objective, a workflow frozen by digest, acceptance statements.
+    Create(CreateArgs),
+    /// Every work item with its state and next action.
+    List {
+        /// Only items in this state.
+        #[arg(long)]
+        state: Option<String>,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One work item: intent, projection and history.
+    Show {
+        /// The work id.
+        id: String,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cancel a work item (attempts are not consumed).
+    Cancel(Governance),
+    /// Reopen a work item, keeping its history and budgets, optionally with findings.
+    Reopen(Governance),
+}
+
+#[derive(Debug, Args)]
+struct CreateArgs {
+    /// A short title.
+    title: String,
+    /// The workflow program (frozen by path and SHA-256); a relative path is taken from the root.
+    workflow: PathBuf,
+    /// What must be achieved.
+    #[arg(long)]
+    objective: String,
+    /// An acceptance statement (repeatable).
+    #[arg(long = "accept")]
+    accept: Vec<String>,
+    /// Work items that must be accepted first (comma-separated or repeated).
+    #[arg(long = "depends-on", value_delimiter = ',')]
+    depends_on: Vec<String>,
+    /// Budget of charged attempts.
+    #[arg(long, default_value_t = 3)]
+    max_attempts: u32,
+    /// Consecutive uncharged (upstream) attempts tolerated.
+    #[arg(long, default_value_t = 3)]
+    max_uncharged_attempts: u32,
+    /// The work id (default: generated).
+    #[arg(long)]
+    id: Option<String>,
+    /// Who is creating it (default: $USER).
+    #[arg(long)]
+    actor: Option<String>,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct Governance {
+    /// The work id.
+    id: String,
+    /// Who decides (default: $USER).
+    #[arg(long)]
+    actor: Option<String>,
+    /// Why.
+    #[arg(long)]
+    reason: Option<String>,
+    /// A finding the next acceptance must dispose of (reopen only; repeatable).
+    #[arg(long = "finding")]
+    findings: Vec<String>,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs a `work` verb; returns the exit code.
+pub fn run(args: WorkArgs) -> i32 {
+    let root = args.root.unwrap_or_else(|| PathBuf::from("."));
+    let root = match std::fs::canonicalize(&root) {
+        Ok(r) => r,
+        Err(e) => return fail(EXIT_USAGE, format!("{}: {e}", root.display())),
+    };
+    let mut store = Store::new(&root);
+    match args.verb {
+        Verb::Create(a) => create(&mut store, a),
+        Verb::List { state, json } => list(&mut store, state.as_deref(), json),
+        Verb::Show { id, json } => show(&mut store, &id, json),
+        Verb::Cancel(g) => govern(&mut store, g, false),
+        Verb::Reopen(g) => govern(&mut store, g, true),
+    }
+}
+
+fn actor(given: Option<String>) -> String {
+    given
+        .or_else(|| std::env::var("USER").ok())
+        .filter(|a| !a.trim().is_empty())
+        .unwrap_or_else(|| "operator".into())
+}
+
+fn create(store: &mut Store, a: CreateArgs) -> i32 {
+    let id = match a.id.as_deref().map(Id::new).transpose() {
+        Ok(Some(id)) => id,
+        Ok(None) => generated_id(store),
+        Err(e) => return fail(EXIT_USAGE, format!("--id: {e}")),
+    };
+    let dependencies = match a.depends_on.iter().map(|d| Id::new(d)).collect::<Result<Vec<Id>, _>>()
+    {
+        Ok(d) => d,
+        Err(e) => return fail(EXIT_USAGE, format!("--depends-on: {e}")),
+    };
+    let workflow = match frozen_workflow(&store.root().join(&a.workflow)) {
+        Ok(w) => w,
+        Err(e) => return fail(EXIT_USAGE, e),
+    };
+    let intent = WorkIntent {
+        schema_version: INTENT_VERSION,
+        id: id.clone(),
+        title: a.title,
+        objective: a.objective,
+        acceptance: a.accept,
+        dependencies,
+        workflow,
+        max_attempts: a.max_attempts,
+        max_uncharged_attempts: a.max_uncharged_attempts,
+        created_at: store.now(),
+    };
+    if let Err(e) = intent.validate() {
+        return fail(EXIT_USAGE, format!("work item: {e}"));
+    }
+    // A new item cannot close a cycle (nothing can name it before it exists), so only its
+    // prerequisites' existence is checked; readers bound the depth against hand-edited files.
+    let existing: BTreeMap<Id, Vec<Id>> = intent
+        .dependencies
+        .iter()
+        .filter(|d| store.exists(d))
+        .map(|d| (d.clone(), Vec::new()))
+        .collect();
+    let known = |d: &Id| existing.get(d).cloned();
+    if let Err(e) = check_dependency_graph(&id, &intent.dependencies, &known, 10_000) {
+        return fail(EXIT_USAGE, format!("work item: {e}"));
+    }
+    if let Err(e) = store.create(&intent, &actor(a.actor)) {
+        return fail(EXIT_FAILED, e);
+    }
+    show(store, id.as_str(), a.json)
+}
+
+/// The workflow's absolute path and the SHA-256 of its bytes.
+fn frozen_workflow(path: &std::path::Path) -> Result<WorkflowRef, String> {
+    let abs =
+        std::fs::canonicalize(path).map_err(|e| format!("workflow {}: {e}", path.display()))?;
+    let bytes = std::fs::read(&abs).map_err(|e| format!("workflow {}: {e}", abs.display()))?;
+    let sha256 = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    Ok(WorkflowRef { path: abs.display().to_string(), sha256 })
+}
+
+fn generated_id(store: &Store) -> Id {
+    let now = store.now().0;
+    let salt = harn_core::hash::fnv64(format!("{now}-{}", std::process::id()).as_bytes());
+    let stamp = crate::harness::ledger::utc(now).replace([' ', ':', '.'], "-");
+    Id::new(&format!("work-{stamp}-{:06x}", salt & 0xff_ffff)).expect("a valid generated id")
+}
+
+fn list(store: &mut Store, state: Option<&str>, json: bool) -> i32 {
+    let ids = match store.ids() {
+        Ok(ids) => ids,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let mut known = BTreeMap::new();
+    let (mut rows, mut warnings) = (Vec::new(), Vec::new());
+    for id in ids {
+        match store.read(&id, &mut known) {
+            Ok(item) => rows.push(item),
+            // One unreadable item does not hide the others; a direct `show` of it fails.
+            Err(e) => warnings.push(e.0),
+        }
+    }
+    if let Some(s) = state {
+        rows.retain(|i| state_name(i.projection.state) == s);
+    }
+    if json {
+        let items: Vec<Value> = rows.iter().map(summary).collect();
+        println!("{}", json!({ "items": items, "warnings": warnings }));
+    } else {
+        println!("{:<32} {:<18} {:<22} {:>8}  TITLE", "ID", "STATE", "NEXT", "ATTEMPTS");
+        for i in &rows {
+            let p = &i.projection;
+            println!(
+                "{:<32} {:<18} {:<22} {:>8}  {}",
+                i.intent.id.as_str(),
+                state_name(p.state),
+                json!(p.next_action).as_str().unwrap_or(""),
+                format!("{}/{}", p.charged_attempts, i.intent.max_attempts),
+                i.intent.title
+            );
+        }
+        for w in &warnings {
+            eprintln!("harn: warning: {w}");
+        }
+    }
+    0
+}
+
+fn state_name(s: WorkState) -> String {
+    json!(s).as_str().unwrap_or("").to_owned()
+}
+
+fn summary(i: &Item) -> Value {
+    json!({
+        "id": i.intent.id, "title": i.intent.title, "state": i.projection.state,
+        "next_action": i.projection.next_action, "reason": i.projection.reason,
+        "attempts_used": i.projection.attempts_used, "charged_attempts": i.projection.charged_attempts,
+        "attempts_remaining": i.projection.attempts_remaining,
+        "unresolved_dependencies": i.projection.unresolved_dependencies,
+    })
+}
+
+fn show(store: &mut Store, id: &str, json: bool) -> i32 {
+    let id = match Id::new(id) {
+        Ok(id) => id,
+        Err(e) => return fail(EXIT_USAGE, format!("{id:?}: {e}")),
+    };
+    let item = match store.read(&id, &mut BTreeMap::new()) {
+        Ok(item) => item,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    if json {
+        let doc =
+            json!({ "intent": item.intent, "projection": item.projection, "events": item.events });
+        println!("{doc}");
+        return 0;
+    }
+    let (i, p) = (&item.intent, &item.projection);
+    println!("{}  {}", i.id, i.title);
+    println!(
+        "  state      {} (next: {}) — {}",
+        state_name(p.state),
+        json!(p.next_action).as_str().unwrap_or(""),
+        p.reason
+    );
+    println!("  objective  {}", i.objective);
+    for (n, a) in i.acceptance.iter().enumerate() {
+        println!("  accept-{}   {a}", n + 1);
+    }
+    if !i.dependencies.is_empty() {
+        let deps: Vec<&str> = i.dependencies.iter().map(Id::as_str).collect();
+        println!("  depends on {}", deps.join(", "));
+    }
+    println!("  workflow   {} (sha256 {})", i.workflow.path, &i.workflow.sha256[..12]);
+    println!(
+        "  attempts   {} used, {} charged, {} left",
+        p.attempts_used, p.charged_attempts, p.attempts_remaining
+    );
+    for f in &p.open_findings {
+        println!("  finding    {}: {}", f.id, f.statement);
+    }
+    println!("  history    {} events", item.events.len());
+    0
+}
+
+fn govern(store: &mut Store, g: Governance, reopen: bool) -> i32 {
+    let id = match Id::new(&g.id) {
+        Ok(id) => id,
+        Err(e) => return fail(EXIT_USAGE, format!("{:?}: {e}", g.id)),
+    };
+    if !reopen && !g.findings.is_empty() {
+        return fail(EXIT_USAGE, "--finding belongs to reopen");
+    }
+    let item = match store.read(&id, &mut BTreeMap::new()) {
+        Ok(item) => item,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let state = item.projection.state;
+    let (allowed, kind) = if reopen {
+        let findings: Vec<Finding> = g
+            .findings
+            .iter()
+            .enumerate()
+            .map(|(n, s)| Finding { id: format!("f{}", n + 1), statement: s.clone() })
+            .collect();
+        if let Err(e) = harn_core::work::events::validate_findings(&findings) {
+            return fail(EXIT_USAGE, format!("--finding: {e}"));
+        }
+        (reopenable(state), EventKind::Reopened { findings })
+    } else {
+        (cancellable(state), EventKind::Cancelled)
+    };
+    if !allowed {
+        let verb = if reopen { "reopen" } else { "cancel" };
+        return fail(EXIT_FAILED, format!("cannot {verb} {id}: it is {}", state_name(state)));
+    }
+    if let Err(e) = store.append(&id, kind, &actor(g.actor), g.reason) {
+        return fail(EXIT_FAILED, e);
+    }
+    show(store, id.as_str(), g.json)
+}

@@ -1,0 +1,153 @@
+//! `harn work` with the real binary in temporary roots: creation, dependencies, governance,
+//! and corrupt or torn histories reported with file and line.
+
+use crate::cli::harn_bin;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn work(root: &Path, args: &[&str]) -> Output {
+    Command::new(harn_bin()).arg("work").args(args).arg("--root").arg(root).output().unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn state(root: &Path, id: &str) -> (String, String) {
+    let out = work(root, &["show", id, "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &doc["projection"];
+    (p["state"].as_str().unwrap().to_owned(), p["next_action"].as_str().unwrap().to_owned())
+}
+
+fn root_with_workflow() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("wf.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    dir
+}
+
+#[test]
+fn a_fresh_item_is_ready_and_a_dependent_waits_for_its_acceptance() {
+    let dir = root_with_workflow();
+    let r = dir.path();
+    let out = work(
+        r,
+        &[
+            "create",
+            "Parser",
+            "wf.sh",
+            "--objective",
+            "Parse it",
+            "--accept",
+            "tests pass",
+            "--id",
+            "parser",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(state(r, "parser"), ("ready".into(), "run".into()));
+    let out = work(
+        r,
+        &[
+            "create",
+            "Wire",
+            "wf.sh",
+            "--objective",
+            "Use it",
+            "--depends-on",
+            "parser",
+            "--id",
+            "wire",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(state(r, "wire"), ("waiting".into(), "wait_for_dependencies".into()));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&work(r, &["list", "--json"]).stdout).unwrap();
+    assert_eq!(doc["items"].as_array().unwrap().len(), 2);
+    let intent: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(r.join(".harnery/work/parser/intent.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        intent["workflow"]["sha256"].as_str().unwrap().len(),
+        64,
+        "the workflow is frozen by digest"
+    );
+}
+
+#[test]
+fn cancel_then_reopen_returns_to_ready_and_keeps_both_events() {
+    let dir = root_with_workflow();
+    let r = dir.path();
+    assert!(work(r, &["create", "T", "wf.sh", "--objective", "O", "--id", "w"]).status.success());
+    assert!(work(r, &["cancel", "w", "--reason", "not now", "--actor", "ana"]).status.success());
+    assert_eq!(state(r, "w"), ("cancelled".into(), "none".into()));
+    assert_eq!(
+        work(r, &["cancel", "w"]).status.code(),
+        Some(1),
+        "a cancelled item cannot be cancelled again"
+    );
+    assert!(work(r, &["reopen", "w", "--finding", "needs docs"]).status.success());
+    assert_eq!(state(r, "w"), ("ready".into(), "run".into()));
+    let doc: serde_json::Value =
+        serde_json::from_slice(&work(r, &["show", "w", "--json"]).stdout).unwrap();
+    let events: Vec<&str> =
+        doc["events"].as_array().unwrap().iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(events, ["work.created", "work.cancelled", "work.reopened"]);
+    assert_eq!(doc["events"][1]["actor"], "ana");
+    assert_eq!(doc["projection"]["open_findings"][0]["id"], "f1");
+}
+
+#[test]
+fn bad_input_is_refused_with_exit_2_and_writes_nothing() {
+    let dir = root_with_workflow();
+    let r = dir.path();
+    for args in [
+        &["create", "T", "missing.sh", "--objective", "O"][..],
+        &["create", "T", "wf.sh", "--objective", "O", "--depends-on", "nope"],
+        &["create", "T", "wf.sh", "--objective", " "],
+        &["create", "T", "wf.sh", "--objective", "O", "--id", "Bad/Id"],
+        &["create", "T", "wf.sh", "--objective", "O", "--max-attempts", "0"],
+    ] {
+        let out = work(r, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+    }
+    assert!(!r.join(".harnery").exists(), "nothing was written");
+}
+
+#[test]
+fn a_corrupt_history_fails_a_direct_read_with_file_and_line_but_not_the_list() {
+    let dir = root_with_workflow();
+    let r = dir.path();
+    assert!(work(r, &["create", "A", "wf.sh", "--objective", "O", "--id", "a"]).status.success());
+    assert!(work(r, &["create", "B", "wf.sh", "--objective", "O", "--id", "b"]).status.success());
+    let events = r.join(".harnery/work/b/events.jsonl");
+    let mut bytes = std::fs::read(&events).unwrap();
+    bytes.extend_from_slice(b"{\"not\":\"checksummed\"}\n{\"v\":1}\n");
+    std::fs::write(&events, &bytes).unwrap();
+    let before = std::fs::read(&events).unwrap();
+    let out = work(r, &["show", "b"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("events.jsonl:2"), "{}", text(&out));
+    let out = work(r, &["list", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["items"].as_array().unwrap().len(), 1);
+    assert!(doc["warnings"][0].as_str().unwrap().contains("events.jsonl:2"));
+    assert_eq!(std::fs::read(&events).unwrap(), before, "reading never rewrites");
+}
+
+#[test]
+fn a_torn_final_event_makes_the_read_fail() {
+    let dir = root_with_workflow();
+    let r = dir.path();
+    assert!(work(r, &["create", "A", "wf.sh", "--objective", "O", "--id", "a"]).status.success());
+    let events = r.join(".harnery/work/a/events.jsonl");
+    let mut bytes = std::fs::read(&events).unwrap();
+    bytes.extend_from_slice(b"{\"v\":1,\"seq\":2");
+    std::fs::write(&events, &bytes).unwrap();
+    let out = work(r, &["show", "a"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("torn"), "{}", text(&out));
+}
