@@ -151,3 +151,26 @@ fn a_torn_final_event_makes_the_read_fail() {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out).contains("torn"), "{}", text(&out));
 }
+
+#[test]
+fn an_intent_without_its_creation_event_is_refused_and_left_untouched() {
+    let dir = root_with_workflow();
+    let r = dir.path();
+    assert!(work(r, &["create", "A", "wf.sh", "--objective", "O", "--id", "a"]).status.success());
+    let entries: Vec<String> = std::fs::read_dir(r.join(".harnery/work"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(entries, ["a"], "creation leaves no staging directory behind");
+    let events = r.join(".harnery/work/a/events.jsonl");
+    std::fs::write(&events, b"").unwrap();
+    let shown = work(r, &["show", "a"]);
+    assert_eq!(shown.status.code(), Some(1));
+    assert!(text(&shown).contains("no work.created event"), "{}", text(&shown));
+    let cancelled = work(r, &["cancel", "a"]);
+    assert_eq!(cancelled.status.code(), Some(1), "{}", text(&cancelled));
+    assert_eq!(std::fs::read(&events).unwrap(), b"", "a refused cancel writes nothing");
+    let again = work(r, &["create", "A", "wf.sh", "--objective", "O", "--id", "a"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(text(&again).contains("already exists"), "{}", text(&again));
+}

@@ -140,6 +140,12 @@ impl Store {
     ) -> Result<Item, StoreError> {
         let intent = self.intent(id)?.ok_or_else(|| StoreError(format!("no work item {id}")))?;
         let events = self.events(id)?;
+        if events.is_empty() {
+            // Creation writes both or neither, so this was made by hand; appending to it would
+            // only bury the missing creation under more events.
+            let path = self.root.join(format!("{}/events.jsonl", dir_of(id)));
+            return Err(StoreError(format!("{}: no work.created event", path.display())));
+        }
         let mut prerequisites = BTreeMap::new();
         for dep in &intent.dependencies {
             if depth > 1000 {
@@ -171,23 +177,68 @@ impl Store {
         Ok(Item { intent, events, projection })
     }
 
-    /// Creates a work item: the intent written once (refused if it exists), then its
-    /// first event.
+    /// Creates a work item whole or not at all: the intent and its `work.created` event are
+    /// written and synced in a staging directory that is then renamed into place, so a crash
+    /// never leaves an intent without its first event. Refused if the item exists.
     pub fn create(&mut self, intent: &WorkIntent, actor: &str) -> Result<(), StoreError> {
-        let dir = dir_of(&intent.id);
-        self.fs.create_dir_all(&dir).map_err(|e| StoreError(e.to_string()))?;
+        let err = |e: harn_core::env::FsError| StoreError(e.to_string());
+        let (parent, dir) = (".harnery/work", dir_of(&intent.id));
+        let exists = || StoreError(format!("work item {} already exists", intent.id));
+        if self.root.join(&dir).symlink_metadata().is_ok() {
+            return Err(exists());
+        }
+        self.fs.create_dir_all(parent).map_err(err)?;
+        // Names starting with '.' are never ids, so a staging directory is never listed.
+        let staging = format!("{parent}/.new-{}-{}", intent.id, std::process::id());
+        let _ = std::fs::remove_dir_all(self.root.join(&staging)); // a crashed namesake's
+        let written = self.write_staged(&staging, intent, actor);
+        let renamed = written.and_then(|()| self.fs.rename(&staging, &dir).map_err(err));
+        if let Err(e) = renamed {
+            let _ = std::fs::remove_dir_all(self.root.join(&staging));
+            let taken = self.root.join(&dir).symlink_metadata().is_ok();
+            return Err(if taken { exists() } else { e });
+        }
+        self.fs.sync_dir(parent).map_err(err)
+    }
+
+    fn write_staged(
+        &mut self,
+        staging: &str,
+        intent: &WorkIntent,
+        actor: &str,
+    ) -> Result<(), StoreError> {
+        let err = |e: harn_core::env::FsError| StoreError(e.to_string());
+        self.fs.create_dir_all(staging).map_err(err)?;
         let mut bytes = serde_json::to_vec_pretty(intent).expect("intents serialize");
         bytes.push(b'\n');
-        let path = format!("{dir}/intent.json");
-        match self.fs.create_new(&path, &bytes) {
-            Err(e) if e.kind == harn_core::env::FsErrorKind::AlreadyExists => {
-                return Err(StoreError(format!("work item {} already exists", intent.id)));
-            }
-            other => other.map_err(|e| StoreError(e.to_string()))?,
+        let path = format!("{staging}/intent.json");
+        self.fs.create_new(&path, &bytes).map_err(err)?;
+        self.fs.sync_file(&path).map_err(err)?;
+        let events = format!("{staging}/events.jsonl");
+        let (mut writer, _) = JournalWriter::open_tail(&mut self.fs, &events)
+            .map_err(|e| StoreError(e.to_string()))?;
+        let event = self.event(&intent.id, writer.next_seq(), EventKind::Created, actor, None);
+        writer.append(&mut self.fs, event.ts, &[event]).map_err(|e| StoreError(e.to_string()))?;
+        self.fs.sync_dir(staging).map_err(err)
+    }
+
+    fn event(
+        &self,
+        id: &Id,
+        seq: u64,
+        kind: EventKind,
+        actor: &str,
+        reason: Option<String>,
+    ) -> WorkEvent {
+        WorkEvent {
+            schema_version: EVENT_VERSION,
+            work_id: id.clone(),
+            seq,
+            ts: self.clock.wall(),
+            actor: actor.to_owned(),
+            reason,
+            kind,
         }
-        self.fs.sync_file(&path).map_err(|e| StoreError(e.to_string()))?;
-        self.fs.sync_dir(&dir).map_err(|e| StoreError(e.to_string()))?;
-        self.append(&intent.id, EventKind::Created, actor, None)
     }
 
     /// Appends one event to `id`'s history under its lock, with the next sequence number.
@@ -215,15 +266,7 @@ impl Store {
         let path = format!("{dir}/events.jsonl");
         let (mut writer, _) =
             JournalWriter::open_tail(&mut self.fs, &path).map_err(|e| StoreError(e.to_string()))?;
-        let event = WorkEvent {
-            schema_version: EVENT_VERSION,
-            work_id: id.clone(),
-            seq: writer.next_seq(),
-            ts: self.clock.wall(),
-            actor: actor.to_owned(),
-            reason,
-            kind,
-        };
+        let event = self.event(id, writer.next_seq(), kind, actor, reason);
         writer
             .append(&mut self.fs, event.ts, &[event])
             .map(drop)
