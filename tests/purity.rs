@@ -110,7 +110,7 @@ fn expand(tree: &str) -> Vec<String> {
         return vec![tree.trim_start_matches("::").to_owned()];
     };
     let prefix = &tree[..open];
-    let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+    let inner = &tree[open + 1..tree.rfind('}').filter(|&c| c > open).unwrap_or(tree.len())];
     let mut items = Vec::new();
     let (mut depth, mut last) = (0, 0);
     for (i, c) in inner.char_indices() {

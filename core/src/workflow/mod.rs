@@ -1,5 +1,7 @@
 //! Workflow runs: the JSON Lines protocol between the host and a workflow program
-//! (`protocol`), and the acceptance roll-up every proof carries (`acceptance`).
+//! (`protocol`), the acceptance roll-up every proof carries (`acceptance`), and the run's
+//! decisions: which attempt may start, its manifest, its proof and its inspection (`run`).
 
 pub mod acceptance;
 pub mod protocol;
+pub mod run;

@@ -1,0 +1,343 @@
+//! One workflow run, decided purely: which attempt a `run` or `retry` may start, the run's
+//! manifest (`run.json`, frozen before the spawn), the fold of the workflow's messages into
+//! the replies the host owes and the proof (`proof.json`) the run ends in, and how a work
+//! read inspects an attempt from those records.
+
+use super::acceptance::{roll_up, Acceptance};
+use super::protocol::{Criterion, Evidence, FromWorkflow};
+use crate::ids::Id;
+use crate::time::WallTime;
+use crate::work::events::Trigger;
+use crate::work::projection::{AttemptStatus, FailureClass, Projection, WorkState};
+use crate::work::{WorkIntent, WorkflowRef};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// Schema version of `run.json` and `proof.json` written today.
+pub const RUN_VERSION: u32 = 1;
+/// Longest error text a proof keeps (its tail).
+pub const ERROR_MAX: usize = 2_000;
+
+/// Decides whether a `run` (or, with `retry`, a `retry`) may start an attempt now, and with
+/// which trigger. Refusals say what the operator should do instead.
+pub fn may_start(p: &Projection, retry: bool) -> Result<Trigger, String> {
+    match (p.state, retry) {
+        (WorkState::Ready, false) => {}
+        (WorkState::Ready, true) => return Err("it is ready: start it with run, not retry".into()),
+        (WorkState::Blocked, true) => {}
+        (WorkState::Blocked, false) => {
+            return Err(format!("it is blocked ({}): retry it explicitly", p.reason))
+        }
+        (state, _) => return Err(format!("it is {} ({})", state_word(state), p.reason)),
+    }
+    if p.attempts_remaining == 0 {
+        return Err(format!("its {} charged attempts are used up", p.charged_attempts));
+    }
+    Ok(if retry { Trigger::Retry } else { Trigger::Initial })
+}
+
+fn state_word(s: WorkState) -> &'static str {
+    match s {
+        WorkState::Waiting => "waiting",
+        WorkState::Ready => "ready",
+        WorkState::Running => "running",
+        WorkState::AwaitingApproval => "awaiting approval",
+        WorkState::InReview => "in review",
+        WorkState::Blocked => "blocked",
+        WorkState::Succeeded => "succeeded",
+        WorkState::Cancelled => "cancelled",
+    }
+}
+
+/// `run.json`: what a run was started with, written before its workflow is spawned.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunManifest {
+    /// [`RUN_VERSION`].
+    pub schema_version: u32,
+    /// The run.
+    pub run_id: Id,
+    /// The work item it is an attempt of.
+    pub work_id: Id,
+    /// The attempt number.
+    pub attempt: u32,
+    /// Why it started.
+    pub trigger: Trigger,
+    /// When.
+    pub started_at: WallTime,
+    /// The workflow program, as frozen in the work item.
+    pub script: WorkflowRef,
+    /// Wall-clock budget of the whole run; the workflow's process group is killed after it.
+    pub timeout_ms: u64,
+}
+
+impl RunManifest {
+    /// The first line the host writes to the workflow's stdin.
+    pub fn start_line(&self, intent: &WorkIntent, prior: Option<&Proof>) -> Value {
+        let prior = prior
+            .map(|p| json!({ "run_id": p.run.id, "status": p.run.status, "error": p.run.error }));
+        json!({
+            "op": "start",
+            "run_id": self.run_id,
+            "work": {
+                "id": intent.id, "title": intent.title, "objective": intent.objective,
+                "acceptance": intent.acceptance,
+            },
+            "attempt": { "number": self.attempt, "trigger": self.trigger, "prior": prior },
+        })
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// The workflow reported success and exited 0 in time.
+    Succeeded,
+    /// Anything else.
+    Failed,
+}
+
+/// The run part of a proof.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProofRun {
+    /// The run.
+    pub id: Id,
+    /// Its work item.
+    pub work_id: Id,
+    /// Its attempt.
+    pub attempt: u32,
+    /// How it ended.
+    pub status: RunStatus,
+    /// When it started.
+    pub started_at: WallTime,
+    /// When it ended.
+    pub ended_at: WallTime,
+    /// Its exit code, when it exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that ended it, when one did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// True when the host killed it for its timeout.
+    pub timed_out: bool,
+    /// The workflow's summary, on a `result`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    /// Why it failed (the tail, at most [`ERROR_MAX`] bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// A failure that does not charge the budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<FailureClass>,
+    /// For a `decision` failure, the decision the workflow named.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision_id: Option<String>,
+}
+
+/// `proof.json`: how a run ended and what it proved, written once for success and failure.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Proof {
+    /// [`RUN_VERSION`].
+    pub schema_version: u32,
+    /// The run.
+    pub run: ProofRun,
+    /// The acceptance roll-up.
+    pub acceptance: Acceptance,
+    /// Every piece of evidence, in order.
+    pub evidence: Vec<Evidence>,
+    /// Stages entered, in order.
+    pub stages: Vec<String>,
+    /// Requests the host declined (agent calls without an adapter, unauthorized actions).
+    pub declined: Vec<String>,
+}
+
+impl Proof {
+    /// True when the run succeeded and every criterion is satisfied.
+    pub fn passes(&self) -> bool {
+        self.acceptance.passes(self.run.status == RunStatus::Succeeded)
+    }
+}
+
+/// How the workflow's process ended, as the host saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProcessEnd {
+    /// It could not be started; `missing` when the program does not exist.
+    SpawnFailed {
+        /// The OS error.
+        error: String,
+        /// True for ENOENT: an environment failure, not charged.
+        missing: bool,
+    },
+    /// It exited or was killed.
+    Exited {
+        /// Exit code, when it exited.
+        code: Option<i32>,
+        /// Signal, when one ended it.
+        signal: Option<i32>,
+        /// True when the host killed it for its timeout.
+        timed_out: bool,
+    },
+}
+
+/// The messages of one run, folded as they arrive.
+#[derive(Clone, Debug, Default)]
+pub struct RunFold {
+    declared: Vec<Criterion>,
+    evidence: Vec<Evidence>,
+    stages: Vec<String>,
+    declined: Vec<String>,
+    result: Option<(bool, Option<String>, Option<String>)>,
+    blocked: Option<(String, Option<String>)>,
+    protocol_error: Option<String>,
+}
+
+impl RunFold {
+    /// Takes one message (or the error reading it); returns the reply the host owes, if any.
+    /// The host serves no agent calls and grants no authority: nobody froze an adapter or a
+    /// policy for the run, so both are declined, and the decline is recorded in the proof.
+    pub fn observe(&mut self, msg: Result<FromWorkflow, String>) -> Option<Value> {
+        let msg = match msg {
+            Ok(m) => m,
+            Err(e) => {
+                self.protocol_error.get_or_insert(e);
+                return None;
+            }
+        };
+        match msg {
+            FromWorkflow::Meta { acceptance } => self.declared.extend(acceptance),
+            FromWorkflow::Evidence(e) => self.evidence.push(e),
+            FromWorkflow::Stage { name } => self.stages.push(name),
+            FromWorkflow::Log { .. } => {}
+            FromWorkflow::Agent { id, .. } => {
+                let error = "no agent adapter is configured for this run";
+                self.declined.push(format!("agent {id}: {error}"));
+                return Some(json!({ "op": "reply", "id": id, "ok": false, "error": error }));
+            }
+            FromWorkflow::Authorize { id, action, .. } => {
+                let reason = "no host policy is frozen for this run";
+                self.declined.push(format!("authorize {id} ({action}): {reason}"));
+                return Some(json!({
+                    "op": "reply", "id": id, "ok": true, "verdict": "deny", "reason": reason,
+                }));
+            }
+            FromWorkflow::Blocked { reason, decision_id } => {
+                self.blocked.get_or_insert((reason, decision_id));
+            }
+            FromWorkflow::Result { ok, summary, error } => {
+                if self.result.is_some() {
+                    self.protocol_error.get_or_insert("a second result".into());
+                } else {
+                    self.result = Some((ok, summary, error));
+                }
+            }
+        }
+        None
+    }
+
+    /// The proof: succeeded only when the workflow reported `ok`, exited 0 in time, did not
+    /// block, and wrote nothing malformed. A timeout fails whatever the exit code.
+    pub fn finish(
+        self,
+        m: &RunManifest,
+        intent: &WorkIntent,
+        end: &ProcessEnd,
+        at: WallTime,
+    ) -> Proof {
+        let (exit_code, signal, timed_out) = match end {
+            ProcessEnd::Exited { code, signal, timed_out } => (*code, *signal, *timed_out),
+            ProcessEnd::SpawnFailed { .. } => (None, None, false),
+        };
+        let mut class = None;
+        let mut decision_id = None;
+        let error = if let ProcessEnd::SpawnFailed { error, missing } = end {
+            class = missing.then_some(FailureClass::Environment);
+            Some(format!("the workflow could not be started: {error}"))
+        } else if timed_out {
+            Some(format!("timed out after {} ms and was killed", m.timeout_ms))
+        } else if let Some((reason, decision)) = &self.blocked {
+            class = Some(FailureClass::Decision);
+            decision_id = Some(decision.clone().unwrap_or_default());
+            Some(format!("blocked: {reason}"))
+        } else if let Some(e) = &self.protocol_error {
+            Some(e.clone())
+        } else if exit_code != Some(0) {
+            Some(match (exit_code, signal) {
+                (Some(c), _) => format!("the workflow exited with code {c}"),
+                (None, Some(s)) => format!("the workflow was killed by signal {s}"),
+                (None, None) => "the workflow ended without an exit status".into(),
+            })
+        } else {
+            match &self.result {
+                None => Some("the workflow exited without a result".into()),
+                Some((false, _, e)) => Some(e.clone().unwrap_or_else(|| "result: not ok".into())),
+                Some((true, _, _)) => None,
+            }
+        };
+        let status = if error.is_none() { RunStatus::Succeeded } else { RunStatus::Failed };
+        let acceptance = roll_up(&intent.acceptance, &self.declared, &self.evidence);
+        let run = ProofRun {
+            id: m.run_id.clone(),
+            work_id: m.work_id.clone(),
+            attempt: m.attempt,
+            status,
+            started_at: m.started_at,
+            ended_at: at,
+            exit_code,
+            signal,
+            timed_out,
+            summary: self.result.and_then(|r| r.1),
+            error: error.map(|e| tail(&e, ERROR_MAX)),
+            class,
+            decision_id,
+        };
+        let (evidence, stages, declined) = (self.evidence, self.stages, self.declined);
+        Proof { schema_version: RUN_VERSION, run, acceptance, evidence, stages, declined }
+    }
+}
+
+/// The last `max` bytes of `s`, cut on a character boundary.
+fn tail(s: &str, max: usize) -> String {
+    let mut start = s.len().saturating_sub(max);
+    while !s.is_char_boundary(start) {
+        start += 1;
+    }
+    s[start..].to_owned()
+}
+
+/// What a work read learns of an attempt from its records, or why the read must fail.
+/// `runner_live` is true while some process holds the item's run lease.
+pub fn inspect(
+    work_id: &Id,
+    run_id: &Id,
+    attempt: u32,
+    manifest: Option<&RunManifest>,
+    proof: Option<&Proof>,
+    runner_live: bool,
+) -> Result<AttemptStatus, String> {
+    if let Some(m) = manifest {
+        if m.work_id != *work_id || m.run_id != *run_id || m.attempt != attempt {
+            return Err(format!(
+                "run {run_id}'s manifest names {} attempt {} of run {}",
+                m.work_id, m.attempt, m.run_id
+            ));
+        }
+    }
+    let Some(p) = proof else {
+        return Ok(if runner_live { AttemptStatus::Running } else { AttemptStatus::Lost });
+    };
+    if manifest.is_none() {
+        return Err(format!("run {run_id} has a proof but no manifest"));
+    }
+    if p.run.work_id != *work_id || p.run.id != *run_id || p.run.attempt != attempt {
+        return Err(format!("run {run_id}'s proof belongs to another attempt"));
+    }
+    Ok(if p.passes() {
+        AttemptStatus::Succeeded
+    } else {
+        AttemptStatus::Failed { class: p.run.class, decision_id: p.run.decision_id.clone() }
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,206 @@
+//! Unit tests of run decisions: which attempts may start, how a run's messages and its
+//! process end become a proof, and how an attempt is inspected from its records.
+
+use super::*;
+use crate::work::intent::INTENT_VERSION;
+use crate::work::projection::{project, Inputs};
+use std::collections::BTreeMap;
+
+fn id(s: &str) -> Id {
+    Id::new(s).unwrap()
+}
+
+fn intent() -> WorkIntent {
+    WorkIntent {
+        schema_version: INTENT_VERSION,
+        id: id("w1"),
+        title: "T".into(),
+        objective: "O".into(),
+        acceptance: vec!["tests pass".into()],
+        dependencies: Vec::new(),
+        workflow: WorkflowRef { path: "/repo/wf.sh".into(), sha256: "a".repeat(64) },
+        max_attempts: 2,
+        max_uncharged_attempts: 3,
+        created_at: WallTime(0),
+    }
+}
+
+fn manifest() -> RunManifest {
+    RunManifest {
+        schema_version: RUN_VERSION,
+        run_id: id("wf-1"),
+        work_id: id("w1"),
+        attempt: 1,
+        trigger: Trigger::Initial,
+        started_at: WallTime(10),
+        script: intent().workflow,
+        timeout_ms: 1_000,
+    }
+}
+
+fn exited(code: i32) -> ProcessEnd {
+    ProcessEnd::Exited { code: Some(code), signal: None, timed_out: false }
+}
+
+fn parse(line: &str) -> Result<FromWorkflow, String> {
+    super::super::protocol::parse_line(line.as_bytes(), 1).map_err(|e| e.to_string())
+}
+
+fn fold(lines: &[&str]) -> RunFold {
+    let mut f = RunFold::default();
+    for l in lines {
+        f.observe(parse(l));
+    }
+    f
+}
+
+const PASSED: &str =
+    r#"{"op":"evidence","kind":"test","status":"passed","label":"t","acceptanceIds":["accept-1"]}"#;
+const OK: &str = r#"{"op":"result","ok":true,"summary":"done"}"#;
+
+#[test]
+fn ok_result_exit_zero_and_satisfied_criteria_pass() {
+    let p = fold(&[PASSED, OK]).finish(&manifest(), &intent(), &exited(0), WallTime(20));
+    assert_eq!(p.run.status, RunStatus::Succeeded);
+    assert_eq!(p.run.summary.as_deref(), Some("done"));
+    assert!(p.passes());
+}
+
+#[test]
+fn a_succeeded_run_with_an_unknown_criterion_does_not_pass() {
+    let p = fold(&[OK]).finish(&manifest(), &intent(), &exited(0), WallTime(20));
+    assert_eq!(p.run.status, RunStatus::Succeeded);
+    assert!(!p.passes(), "accept-1 has no evidence");
+}
+
+#[test]
+fn every_way_to_fail_fails_and_says_why() {
+    let cases: Vec<(Vec<&str>, ProcessEnd, &str)> = vec![
+        (vec![PASSED, OK], exited(3), "exited with code 3"),
+        (vec![PASSED], exited(0), "without a result"),
+        (vec![PASSED, r#"{"op":"result","ok":false,"error":"nope"}"#], exited(0), "nope"),
+        (
+            vec![PASSED, OK],
+            ProcessEnd::Exited { code: Some(0), signal: None, timed_out: true },
+            "timed out after 1000 ms",
+        ),
+        (vec![PASSED, "{not json", OK], exited(0), "line 1"),
+        (vec![PASSED, OK, OK], exited(0), "a second result"),
+        (vec![], ProcessEnd::Exited { code: None, signal: Some(9), timed_out: false }, "signal 9"),
+    ];
+    for (lines, end, why) in cases {
+        let p = fold(&lines).finish(&manifest(), &intent(), &end, WallTime(20));
+        assert_eq!(p.run.status, RunStatus::Failed, "{why}");
+        assert!(p.run.error.as_deref().unwrap().contains(why), "{:?} vs {why}", p.run.error);
+        assert_eq!(p.run.class, None, "{why}: charged");
+    }
+}
+
+#[test]
+fn blocked_is_a_decision_and_a_missing_program_is_the_environment() {
+    let blocked = fold(&[r#"{"op":"blocked","reason":"which db?","decision_id":"db"}"#, OK]);
+    let p = blocked.finish(&manifest(), &intent(), &exited(0), WallTime(20));
+    assert_eq!(
+        (p.run.class, p.run.decision_id.as_deref()),
+        (Some(FailureClass::Decision), Some("db"))
+    );
+    let missing = ProcessEnd::SpawnFailed { error: "No such file".into(), missing: true };
+    let p = RunFold::default().finish(&manifest(), &intent(), &missing, WallTime(20));
+    assert_eq!(p.run.class, Some(FailureClass::Environment));
+    let denied = ProcessEnd::SpawnFailed { error: "Permission denied".into(), missing: false };
+    let p = RunFold::default().finish(&manifest(), &intent(), &denied, WallTime(20));
+    assert_eq!(p.run.class, None, "anything but a missing program is charged");
+}
+
+#[test]
+fn agent_calls_and_authorizations_are_declined_and_recorded() {
+    let mut f = RunFold::default();
+    let reply = f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"fix it"}"#)).unwrap();
+    assert_eq!((reply["id"].as_str(), reply["ok"].as_bool()), (Some("a1"), Some(false)));
+    let reply = f.observe(parse(r#"{"op":"authorize","id":"z","action":"push"}"#)).unwrap();
+    assert_eq!(reply["verdict"], "deny");
+    assert!(f.observe(parse(OK)).is_none());
+    let p = f.finish(&manifest(), &intent(), &exited(0), WallTime(20));
+    assert_eq!(p.declined.len(), 2);
+}
+
+#[test]
+fn errors_keep_their_tail_on_a_char_boundary() {
+    let long = format!("{}é-end", "x".repeat(3 * ERROR_MAX));
+    let t = tail(&long, ERROR_MAX);
+    assert!(t.len() <= ERROR_MAX && t.ends_with("é-end"));
+}
+
+#[test]
+fn inspection_follows_the_records_and_refuses_foreign_ones() {
+    let (w, r) = (id("w1"), id("wf-1"));
+    let m = manifest();
+    assert_eq!(inspect(&w, &r, 1, None, None, false), Ok(AttemptStatus::Lost));
+    assert_eq!(inspect(&w, &r, 1, Some(&m), None, true), Ok(AttemptStatus::Running));
+    let pass = fold(&[PASSED, OK]).finish(&m, &intent(), &exited(0), WallTime(20));
+    assert_eq!(inspect(&w, &r, 1, Some(&m), Some(&pass), false), Ok(AttemptStatus::Succeeded));
+    let fail = fold(&[OK]).finish(&m, &intent(), &exited(1), WallTime(20));
+    assert!(matches!(
+        inspect(&w, &r, 1, Some(&m), Some(&fail), false),
+        Ok(AttemptStatus::Failed { .. })
+    ));
+    assert!(inspect(&w, &r, 1, None, Some(&pass), false).is_err(), "a proof needs a manifest");
+    assert!(inspect(&w, &r, 2, Some(&m), None, false).is_err(), "another attempt's manifest");
+    assert!(inspect(&id("w2"), &r, 1, Some(&m), None, false).is_err(), "another item's run");
+}
+
+fn projection(attempts: &[AttemptStatus]) -> crate::work::Projection {
+    use crate::work::events::{EventKind, WorkEvent, EVENT_VERSION};
+    let intent = intent();
+    let mut kinds = vec![EventKind::Created];
+    for (i, _) in attempts.iter().enumerate() {
+        let n = i as u32 + 1;
+        let trigger = if n == 1 { Trigger::Initial } else { Trigger::Retry };
+        let run_id = id(&format!("wf-{n}"));
+        kinds.push(EventKind::AttemptStarted {
+            run_id,
+            attempt: n,
+            trigger,
+            prerequisites: BTreeMap::new(),
+        });
+    }
+    let events: Vec<WorkEvent> = kinds
+        .into_iter()
+        .enumerate()
+        .map(|(i, kind)| WorkEvent {
+            schema_version: EVENT_VERSION,
+            work_id: id("w1"),
+            seq: i as u64 + 1,
+            ts: WallTime(i as i64),
+            actor: "op".into(),
+            reason: None,
+            kind,
+        })
+        .collect();
+    let prerequisites = BTreeMap::new();
+    let inputs = Inputs {
+        intent: &intent,
+        events: &events,
+        attempts,
+        prerequisites: &prerequisites,
+        lease_held_elsewhere: false,
+    };
+    project(&inputs)
+}
+
+#[test]
+fn run_starts_a_ready_item_and_retry_a_blocked_one_within_budget() {
+    let failed = AttemptStatus::Failed { class: None, decision_id: None };
+    assert_eq!(may_start(&projection(&[]), false), Ok(Trigger::Initial));
+    assert!(may_start(&projection(&[]), true).is_err(), "ready wants run");
+    let blocked = projection(std::slice::from_ref(&failed));
+    assert_eq!(blocked.state, WorkState::Blocked);
+    assert!(may_start(&blocked, false).unwrap_err().contains("retry it explicitly"));
+    assert_eq!(may_start(&blocked, true), Ok(Trigger::Retry));
+    let spent = projection(&[failed.clone(), failed]);
+    assert!(may_start(&spent, true).unwrap_err().contains("used up"), "max_attempts is 2");
+    let review = projection(&[AttemptStatus::Succeeded]);
+    assert!(may_start(&review, false).unwrap_err().contains("in review"));
+    let running = projection(&[AttemptStatus::Running]);
+    assert!(may_start(&running, true).is_err());
+}
