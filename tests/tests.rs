@@ -6,3 +6,4 @@ mod harness_daemon;
 mod lifecycle_model;
 mod purity;
 mod work;
+mod work_run;

@@ -1,6 +1,5 @@
-//! `harn work create|list|show|cancel|reopen`: durable work items, their states and next
-//! actions, on the core projection. Running workflows (`work run`, `retry`, `accept`) comes
-//! with the workflow host.
+//! `harn work …`: the verbs and their arguments; creating, listing, showing, cancelling and
+//! reopening work items on the core projection. Attempts and acceptance are in `run_cmd`.
 
 use super::store::{Item, Store};
 use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
@@ -50,6 +49,12 @@ enum Verb {
     Cancel(Governance),
     /// Reopen a work item, keeping its history and budgets, optionally with findings.
     Reopen(Governance),
+    /// Run the next attempt of a ready work item: its workflow, to a proof.
+    Run(super::run_cmd::RunArgs),
+    /// Retry a blocked work item: a new attempt that sees the prior attempt's outcome.
+    Retry(super::run_cmd::RunArgs),
+    /// Accept the proof of a work item in review, disposing of every open finding.
+    Accept(super::run_cmd::AcceptArgs),
 }
 
 #[derive(Debug, Args)]
@@ -116,10 +121,13 @@ pub fn run(args: WorkArgs) -> i32 {
         Verb::Show { id, json } => show(&mut store, &id, json),
         Verb::Cancel(g) => govern(&mut store, g, false),
         Verb::Reopen(g) => govern(&mut store, g, true),
+        Verb::Run(a) => super::run_cmd::run(&mut store, a, false),
+        Verb::Retry(a) => super::run_cmd::run(&mut store, a, true),
+        Verb::Accept(a) => super::run_cmd::accept(&mut store, a),
     }
 }
 
-fn actor(given: Option<String>) -> String {
+pub(super) fn actor(given: Option<String>) -> String {
     given
         .or_else(|| std::env::var("USER").ok())
         .filter(|a| !a.trim().is_empty())
@@ -129,7 +137,7 @@ fn actor(given: Option<String>) -> String {
 fn create(store: &mut Store, a: CreateArgs) -> i32 {
     let id = match a.id.as_deref().map(Id::new).transpose() {
         Ok(Some(id)) => id,
-        Ok(None) => generated_id(store),
+        Ok(None) => store.new_id("work"),
         Err(e) => return fail(EXIT_USAGE, format!("--id: {e}")),
     };
     let dependencies = match a.depends_on.iter().map(|d| Id::new(d)).collect::<Result<Vec<Id>, _>>()
@@ -181,13 +189,6 @@ fn frozen_workflow(path: &std::path::Path) -> Result<WorkflowRef, String> {
     let bytes = std::fs::read(&abs).map_err(|e| format!("workflow {}: {e}", abs.display()))?;
     let sha256 = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
     Ok(WorkflowRef { path: abs.display().to_string(), sha256 })
-}
-
-fn generated_id(store: &Store) -> Id {
-    let now = store.now().0;
-    let salt = harn_core::hash::fnv64(format!("{now}-{}", std::process::id()).as_bytes());
-    let stamp = crate::harness::ledger::utc(now).replace([' ', ':', '.'], "-");
-    Id::new(&format!("work-{stamp}-{:06x}", salt & 0xff_ffff)).expect("a valid generated id")
 }
 
 fn list(store: &mut Store, state: Option<&str>, json: bool) -> i32 {
@@ -244,7 +245,7 @@ fn summary(i: &Item) -> Value {
     })
 }
 
-fn show(store: &mut Store, id: &str, json: bool) -> i32 {
+pub(super) fn show(store: &mut Store, id: &str, json: bool) -> i32 {
     let id = match Id::new(id) {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{id:?}: {e}")),

@@ -9,8 +9,9 @@ use harn_core::ids::Id;
 use harn_core::journal::{self, JournalWriter};
 use harn_core::time::WallTime;
 use harn_core::work::events::{validate_history, EventKind, WorkEvent, EVENT_VERSION};
-use harn_core::work::projection::{project, AttemptStatus, Inputs, Prerequisite};
+use harn_core::work::projection::{project, Inputs, Prerequisite};
 use harn_core::work::{Projection, WorkIntent};
+use harn_core::workflow::run::{inspect, Proof, RunManifest};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -49,6 +50,16 @@ const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn dir_of(id: &Id) -> String {
     format!(".harnery/work/{id}")
+}
+
+/// Where a workflow run's records live.
+pub fn run_dir(run_id: &Id) -> String {
+    format!(".harnery/workflows/{run_id}")
+}
+
+/// The run lease: held (flock) by the process running one of the item's attempts.
+fn run_lock(id: &Id) -> String {
+    format!("{}/run.lock", dir_of(id))
 }
 
 impl Store {
@@ -162,10 +173,17 @@ impl Store {
             };
             prerequisites.insert(dep.clone(), view);
         }
-        // Workflow runs are not implemented yet: an attempt without run records is lost.
-        let starts =
-            events.iter().filter(|e| matches!(e.kind, EventKind::AttemptStarted { .. })).count();
-        let attempts = vec![AttemptStatus::Lost; starts];
+        let runner_live = self.runner_live(id);
+        let mut attempts = Vec::new();
+        for e in &events {
+            if let EventKind::AttemptStarted { run_id, attempt, .. } = &e.kind {
+                let (manifest, proof) = self.run_records(run_id)?;
+                let status =
+                    inspect(id, run_id, *attempt, manifest.as_ref(), proof.as_ref(), runner_live)
+                        .map_err(|e| StoreError(format!("work item {id}: {e}")))?;
+                attempts.push(status);
+            }
+        }
         let inputs = Inputs {
             intent: &intent,
             events: &events,
@@ -175,6 +193,144 @@ impl Store {
         };
         let projection = project(&inputs);
         Ok(Item { intent, events, projection })
+    }
+
+    /// A fresh id: `PREFIX-<UTC time>-<6 hex>`.
+    pub fn new_id(&self, prefix: &str) -> Id {
+        let now = self.now().0;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let salt =
+            harn_core::hash::fnv64(format!("{now}-{nanos}-{}", std::process::id()).as_bytes());
+        let stamp = crate::harness::ledger::utc(now).replace([' ', ':', '.'], "-");
+        Id::new(&format!("{prefix}-{stamp}-{:06x}", salt & 0xff_ffff))
+            .expect("a valid generated id")
+    }
+
+    /// A fresh workflow run id.
+    pub fn new_run_id(&self) -> Id {
+        self.new_id("wf")
+    }
+
+    /// Opens a journal for appending, cutting a torn tail.
+    pub fn open_journal(&mut self, path: &str) -> Result<JournalWriter, StoreError> {
+        JournalWriter::open_tail(&mut self.fs, path)
+            .map(|(w, _)| w)
+            .map_err(|e| StoreError(e.to_string()))
+    }
+
+    /// Appends one synced line to a journal opened with [`Store::open_journal`].
+    pub fn append_journal(
+        &mut self,
+        path: &str,
+        writer: &mut JournalWriter,
+        body: &impl serde::Serialize,
+    ) -> Result<(), StoreError> {
+        let now = self.clock.wall();
+        writer
+            .append(&mut self.fs, now, std::slice::from_ref(body))
+            .map(drop)
+            .map_err(|e| StoreError(format!("{path}: {e}")))
+    }
+
+    /// Appends a `work.reconciled` receipt when the projected state, reason or next action
+    /// differs from the last receipt; returns the item as projected.
+    pub fn reconcile(&mut self, id: &Id, actor: &str) -> Result<Item, StoreError> {
+        let item = self.read_uncached(id, &mut BTreeMap::new(), 0)?;
+        let p = &item.projection;
+        let state = serde_json::json!(p.state).as_str().unwrap_or("").to_owned();
+        let next_action = serde_json::json!(p.next_action).as_str().unwrap_or("").to_owned();
+        let last = item.events.iter().rev().find_map(|e| match &e.kind {
+            EventKind::Reconciled { state, next_action } => {
+                Some((state.clone(), next_action.clone(), e.reason.clone()))
+            }
+            _ => None,
+        });
+        if last == Some((state.clone(), next_action.clone(), Some(p.reason.clone()))) {
+            return Ok(item);
+        }
+        let receipt = EventKind::Reconciled { state, next_action };
+        self.append(id, receipt, actor, Some(item.projection.reason.clone()))?;
+        self.read_uncached(id, &mut BTreeMap::new(), 0)
+    }
+
+    /// Takes `id`'s run lease for the life of this store, or says who holds it.
+    pub fn lock_run(&mut self, id: &Id) -> Result<(), StoreError> {
+        let lock = run_lock(id);
+        if self.held.contains(&lock) {
+            return Ok(());
+        }
+        if !self.fs.try_lock(&lock).map_err(|e| StoreError(e.to_string()))? {
+            return Err(StoreError(format!("work item {id} is being run by another process")));
+        }
+        self.held.insert(lock);
+        Ok(())
+    }
+
+    /// True while another process holds `id`'s run lease (this one's own hold does not count,
+    /// so a runner re-reads its item as others would see it without it).
+    fn runner_live(&mut self, id: &Id) -> bool {
+        let lock = run_lock(id);
+        if self.held.contains(&lock) {
+            return false;
+        }
+        // Probing takes the lock for an instant, so a runner starting at that very instant
+        // may be told the item is busy; it never makes a dead runner look alive.
+        match std::fs::File::open(self.root.join(&lock)) {
+            Ok(file) => matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+            Err(_) => false,
+        }
+    }
+
+    /// The bytes of one of a run's records, when present.
+    pub fn run_record_bytes(
+        &mut self,
+        run_id: &Id,
+        name: &str,
+    ) -> Result<Option<Vec<u8>>, StoreError> {
+        self.fs.read(&format!("{}/{name}", run_dir(run_id))).map_err(|e| StoreError(e.to_string()))
+    }
+
+    /// A run's manifest and proof, each when present.
+    pub fn run_records(
+        &mut self,
+        run_id: &Id,
+    ) -> Result<(Option<RunManifest>, Option<Proof>), StoreError> {
+        let dir = run_dir(run_id);
+        Ok((self.record(&format!("{dir}/run.json"))?, self.record(&format!("{dir}/proof.json"))?))
+    }
+
+    fn record<T: serde::de::DeserializeOwned>(
+        &mut self,
+        path: &str,
+    ) -> Result<Option<T>, StoreError> {
+        let Some(bytes) = self.fs.read(path).map_err(|e| StoreError(e.to_string()))? else {
+            return Ok(None);
+        };
+        let shown = self.root.join(path);
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| StoreError(format!("{}:{}: {e}", shown.display(), e.line())))
+    }
+
+    /// Writes a run record once: create-new, fsync, directory fsync. Returns its bytes.
+    pub fn write_run_record(
+        &mut self,
+        run_id: &Id,
+        name: &str,
+        record: &impl serde::Serialize,
+    ) -> Result<Vec<u8>, StoreError> {
+        let err = |e: harn_core::env::FsError| StoreError(e.to_string());
+        let dir = run_dir(run_id);
+        self.fs.create_dir_all(&dir).map_err(err)?;
+        let mut bytes = serde_json::to_vec_pretty(record).expect("run records serialize");
+        bytes.push(b'\n');
+        let path = format!("{dir}/{name}");
+        self.fs.create_new(&path, &bytes).map_err(err)?;
+        self.fs.sync_file(&path).map_err(err)?;
+        self.fs.sync_dir(&dir).map_err(err)?;
+        Ok(bytes)
     }
 
     /// Creates a work item whole or not at all: the intent and its `work.created` event are

@@ -7,7 +7,7 @@ use super::acceptance::{roll_up, Acceptance};
 use super::protocol::{Criterion, Evidence, FromWorkflow};
 use crate::ids::Id;
 use crate::time::WallTime;
-use crate::work::events::Trigger;
+use crate::work::events::{Disposition, Trigger};
 use crate::work::projection::{AttemptStatus, FailureClass, Projection, WorkState};
 use crate::work::{WorkIntent, WorkflowRef};
 use serde::{Deserialize, Serialize};
@@ -47,6 +47,44 @@ fn state_word(s: WorkState) -> &'static str {
         WorkState::Succeeded => "succeeded",
         WorkState::Cancelled => "cancelled",
     }
+}
+
+/// Decides whether the latest proof may be accepted with these dispositions: only in review,
+/// and only when every open finding is disposed of, each exactly once, a deferral with a reason.
+pub fn may_accept(p: &Projection, dispositions: &[Disposition]) -> Result<(), String> {
+    if p.state != WorkState::InReview {
+        return Err(format!(
+            "it is {} ({}); only an item in review is accepted",
+            state_word(p.state),
+            p.reason
+        ));
+    }
+    for (i, d) in dispositions.iter().enumerate() {
+        if !p.open_findings.iter().any(|f| f.id == d.id()) {
+            return Err(format!("{} is not an open finding", d.id()));
+        }
+        if dispositions[..i].iter().any(|e| e.id() == d.id()) {
+            return Err(format!("{} is disposed of twice", d.id()));
+        }
+        if let Disposition::Deferred { reason, .. } = d {
+            if reason.trim().is_empty() {
+                return Err(format!("deferring {} needs a reason", d.id()));
+            }
+        }
+    }
+    let open: Vec<&str> = p
+        .open_findings
+        .iter()
+        .filter(|f| dispositions.iter().all(|d| d.id() != f.id))
+        .map(|f| f.id.as_str())
+        .collect();
+    if !open.is_empty() {
+        return Err(format!(
+            "findings still open: {} (dispose of each: fixed or deferred)",
+            open.join(", ")
+        ));
+    }
+    Ok(())
 }
 
 /// `run.json`: what a run was started with, written before its workflow is spawned.

@@ -204,3 +204,23 @@ fn run_starts_a_ready_item_and_retry_a_blocked_one_within_budget() {
     let running = projection(&[AttemptStatus::Running]);
     assert!(may_start(&running, true).is_err());
 }
+
+#[test]
+fn acceptance_needs_review_and_every_open_finding_disposed_of_once() {
+    let mut p = projection(&[AttemptStatus::Succeeded]);
+    assert_eq!(may_accept(&p, &[]), Ok(()));
+    assert!(may_accept(&projection(&[]), &[]).unwrap_err().contains("only an item in review"));
+    p.open_findings = vec![
+        crate::work::events::Finding { id: "f1".into(), statement: "a".into() },
+        crate::work::events::Finding { id: "f2".into(), statement: "b".into() },
+    ];
+    let fixed = |id: &str| Disposition::Fixed { id: id.into() };
+    let deferred = |id: &str, r: &str| Disposition::Deferred { id: id.into(), reason: r.into() };
+    assert!(may_accept(&p, &[fixed("f1")]).unwrap_err().contains("f2"));
+    assert!(may_accept(&p, &[fixed("f1"), fixed("f1"), fixed("f2")])
+        .unwrap_err()
+        .contains("twice"));
+    assert!(may_accept(&p, &[fixed("f1"), fixed("f3")]).unwrap_err().contains("not an open"));
+    assert!(may_accept(&p, &[fixed("f1"), deferred("f2", " ")]).unwrap_err().contains("reason"));
+    assert_eq!(may_accept(&p, &[deferred("f2", "later"), fixed("f1")]), Ok(()));
+}

@@ -1,0 +1,143 @@
+//! `harn work run|retry|accept`: one attempt of a work item to its proof, and the operator's
+//! acceptance of that proof.
+
+use super::cmd::{actor, show};
+use super::runner::{run_attempt, Refusal};
+use super::store::{run_dir, Store};
+use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use clap::Args;
+use harn_core::ids::Id;
+use harn_core::work::events::{Disposition, EventKind};
+use harn_core::workflow::run::may_accept;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// `harn work run|retry`
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The work id.
+    id: String,
+    /// Kill the workflow's process group after this many seconds (the run fails).
+    #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    timeout_secs: u64,
+    /// Who runs it (default: $USER).
+    #[arg(long)]
+    actor: Option<String>,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `harn work accept`
+#[derive(Debug, Args)]
+pub struct AcceptArgs {
+    /// The work id.
+    id: String,
+    /// How an open finding was disposed of: `f1=fixed` or `f1=deferred:<reason>` (repeatable).
+    #[arg(long = "dispose")]
+    dispositions: Vec<String>,
+    /// Who accepts (default: $USER).
+    #[arg(long)]
+    actor: Option<String>,
+    /// Why.
+    #[arg(long)]
+    reason: Option<String>,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs one attempt; exit 0 when its proof passes, 1 when it fails or cannot start.
+pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> i32 {
+    let id = match Id::new(&a.id) {
+        Ok(id) => id,
+        Err(e) => return fail(EXIT_USAGE, format!("{:?}: {e}", a.id)),
+    };
+    let timeout = Duration::from_secs(a.timeout_secs);
+    let (run_id, proof) = match run_attempt(store, &id, retry, timeout, &actor(a.actor)) {
+        Ok(done) => done,
+        Err(Refusal::NotNow(why)) => return fail(EXIT_FAILED, why),
+        Err(Refusal::Store(e)) => return fail(EXIT_FAILED, e),
+    };
+    let proof_path = store.root().join(format!("{}/proof.json", run_dir(&run_id)));
+    let passed = proof.passes();
+    if a.json {
+        println!(
+            "{}",
+            json!({ "run_id": run_id, "passed": passed, "proof_path": proof_path, "proof": proof })
+        );
+    } else {
+        let s = &proof.acceptance.summary;
+        println!("run {run_id}: {}", json!(proof.run.status).as_str().unwrap_or(""));
+        if let Some(e) = &proof.run.error {
+            println!("  error      {e}");
+        }
+        if proof.acceptance.none_checked() {
+            println!("  acceptance no criteria were checked");
+        } else {
+            println!(
+                "  acceptance {} satisfied, {} unsatisfied, {} unknown, {} undeclared",
+                s.satisfied, s.unsatisfied, s.unknown, s.undeclared
+            );
+        }
+        for d in &proof.declined {
+            println!("  declined   {d}");
+        }
+        println!("  proof      {}", proof_path.display());
+        show(store, id.as_str(), false);
+    }
+    if passed {
+        0
+    } else {
+        EXIT_FAILED
+    }
+}
+
+/// Accepts the latest proof of an item in review.
+pub fn accept(store: &mut Store, a: AcceptArgs) -> i32 {
+    let id = match Id::new(&a.id) {
+        Ok(id) => id,
+        Err(e) => return fail(EXIT_USAGE, format!("{:?}: {e}", a.id)),
+    };
+    let dispositions: Vec<Disposition> =
+        match a.dispositions.iter().map(|d| parse_disposition(d)).collect() {
+            Ok(d) => d,
+            Err(e) => return fail(EXIT_USAGE, format!("--dispose: {e}")),
+        };
+    let item = match store.read(&id, &mut BTreeMap::new()) {
+        Ok(item) => item,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    if let Err(why) = may_accept(&item.projection, &dispositions) {
+        return fail(EXIT_FAILED, format!("cannot accept {id}: {why}"));
+    }
+    let run_id = item.projection.latest_run_id.clone().expect("an item in review has a run");
+    let proof_sha256 = match store.run_record_bytes(&run_id, "proof.json") {
+        Ok(Some(bytes)) => Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect(),
+        Ok(None) => return fail(EXIT_FAILED, format!("run {run_id} has no proof")),
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let attempt = item.projection.attempts_used;
+    let kind = EventKind::Accepted { run_id, attempt, proof_sha256, dispositions };
+    if let Err(e) = store.append(&id, kind, &actor(a.actor), a.reason) {
+        return fail(EXIT_FAILED, e);
+    }
+    show(store, id.as_str(), a.json)
+}
+
+/// `f1=fixed` or `f1=deferred:<reason>`.
+fn parse_disposition(s: &str) -> Result<Disposition, String> {
+    let (id, how) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?}: expected <finding>=fixed or <finding>=deferred:<reason>"))?;
+    let id = id.trim().to_owned();
+    match how.split_once(':') {
+        None if how == "fixed" => Ok(Disposition::Fixed { id }),
+        Some(("deferred", reason)) => {
+            Ok(Disposition::Deferred { id, reason: reason.trim().to_owned() })
+        }
+        _ => Err(format!("{s:?}: expected <finding>=fixed or <finding>=deferred:<reason>")),
+    }
+}

@@ -1,0 +1,251 @@
+//! The workflow host: runs one attempt of a work item under its run lease. The attempt is
+//! recorded and the manifest frozen before the workflow is spawned in its own process group;
+//! its stdout is read as the JSON Lines protocol into a transcript, the core's fold decides
+//! every reply and the proof, and the proof is written for success and failure alike.
+
+use super::store::{run_dir, Store, StoreError};
+use harn_core::ids::Id;
+use harn_core::journal::JournalWriter;
+use harn_core::work::events::EventKind;
+use harn_core::workflow::protocol::LineReader;
+use harn_core::workflow::run::{may_start, ProcessEnd, Proof, RunFold, RunManifest, RUN_VERSION};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// Why an attempt did not end in a proof.
+#[derive(Debug)]
+pub enum Refusal {
+    /// Nothing was recorded: the item may not start an attempt now.
+    NotNow(String),
+    /// A record could not be read or written.
+    Store(StoreError),
+}
+
+impl From<StoreError> for Refusal {
+    fn from(e: StoreError) -> Refusal {
+        Refusal::Store(e)
+    }
+}
+
+/// Runs one attempt of `id` (a retry when `retry`); returns its run id and proof.
+pub fn run_attempt(
+    store: &mut Store,
+    id: &Id,
+    retry: bool,
+    timeout: Duration,
+    actor: &str,
+) -> Result<(Id, Proof), Refusal> {
+    store.lock_run(id)?;
+    let mut known = BTreeMap::new();
+    let item = store.read(id, &mut known)?;
+    check_digest(&item.intent.workflow.path, &item.intent.workflow.sha256)
+        .map_err(Refusal::NotNow)?;
+    let trigger = may_start(&item.projection, retry)
+        .map_err(|why| Refusal::NotNow(format!("cannot start an attempt of {id}: {why}")))?;
+    let prerequisites = item
+        .intent
+        .dependencies
+        .iter()
+        .filter_map(|d| {
+            let seq = known.get(d)?.as_ref().ok()?.projection.accepted_seq?;
+            Some((d.clone(), seq))
+        })
+        .collect();
+    let prior = match (&item.projection.latest_run_id, retry) {
+        (Some(run), true) => store.run_records(run)?.1,
+        _ => None,
+    };
+    let run_id = store.new_run_id();
+    let attempt = item.projection.attempts_used + 1;
+    let started =
+        EventKind::AttemptStarted { run_id: run_id.clone(), attempt, trigger, prerequisites };
+    store.append(id, started, actor, None)?;
+    let manifest = RunManifest {
+        schema_version: RUN_VERSION,
+        run_id: run_id.clone(),
+        work_id: id.clone(),
+        attempt,
+        trigger,
+        started_at: store.now(),
+        script: item.intent.workflow.clone(),
+        timeout_ms: timeout.as_millis() as u64,
+    };
+    store.write_run_record(&run_id, "run.json", &manifest)?;
+    let start = manifest.start_line(&item.intent, prior.as_ref());
+    let (fold, end) = host(store, &manifest, &start, timeout)?;
+    let proof = fold.finish(&manifest, &item.intent, &end, store.now());
+    store.write_run_record(&run_id, "proof.json", &proof)?;
+    store.reconcile(id, actor)?;
+    Ok((run_id, proof))
+}
+
+/// Refuses a workflow that is gone or differs from the bytes the item was frozen with.
+fn check_digest(path: &str, frozen: &str) -> Result<(), String> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("workflow {path}: {e}; no attempt was recorded"))?;
+    let now: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    if now != frozen {
+        return Err(format!(
+            "workflow {path} changed since the work item was frozen (sha256 {} now, {} then); \
+             create a new work item; no attempt was recorded",
+            &now[..12],
+            &frozen[..12.min(frozen.len())]
+        ));
+    }
+    Ok(())
+}
+
+/// Spawns the workflow and carries its conversation to the end.
+fn host(
+    store: &mut Store,
+    m: &RunManifest,
+    start: &Value,
+    timeout: Duration,
+) -> Result<(RunFold, ProcessEnd), StoreError> {
+    let mut fold = RunFold::default();
+    let mut transcript = Transcript::open(store, &m.run_id)?;
+    let mut child = match spawn(store, m) {
+        Ok(child) => child,
+        Err(e) => {
+            let missing = e.kind() == std::io::ErrorKind::NotFound;
+            let end = ProcessEnd::SpawnFailed { error: e.to_string(), missing };
+            transcript
+                .record(store, json!({ "event": "run.spawn_failed", "error": e.to_string() }))?;
+            return Ok((fold, end));
+        }
+    };
+    let pgid = child.id() as i32;
+    let mut stdin = child.stdin.take();
+    let lines = read_lines(child.stdout.take().expect("stdout is piped"));
+    transcript.record(store, json!({ "event": "run.start", "pid": pgid, "start": start }))?;
+    send(&mut stdin, start);
+    let deadline = Instant::now() + timeout;
+    let mut timed_out = false;
+    loop {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(wait) {
+            Ok(msg) => {
+                let body = match &msg {
+                    Ok(m) => json!({ "event": "workflow.message", "message": m }),
+                    Err(e) => json!({ "event": "workflow.malformed", "error": e }),
+                };
+                transcript.record(store, body)?;
+                if let Some(reply) = fold.observe(msg) {
+                    transcript.record(store, json!({ "event": "host.reply", "reply": reply }))?;
+                    send(&mut stdin, &reply);
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) if !timed_out => {
+                timed_out = true;
+                kill_group(pgid);
+                transcript.record(store, json!({ "event": "run.timed_out" }))?;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    drop(stdin);
+    let status = child.wait().map_err(|e| StoreError(format!("waiting for the workflow: {e}")))?;
+    // Whatever the workflow left behind in its group goes with it.
+    kill_group(pgid);
+    let end = ProcessEnd::Exited { code: status.code(), signal: status.signal(), timed_out };
+    let body = json!({ "event": "run.end", "exit_code": status.code(), "signal": status.signal() });
+    transcript.record(store, body)?;
+    Ok((fold, end))
+}
+
+fn spawn(store: &Store, m: &RunManifest) -> std::io::Result<Child> {
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(store.root().join(format!("{}/stderr.log", run_dir(&m.run_id))))?;
+    let mut command = Command::new(&m.script.path);
+    command
+        .current_dir(store.root())
+        .env("HARN_RUN_ID", m.run_id.as_str())
+        .env("HARN_WORK_ID", m.work_id.as_str())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .process_group(0);
+    // SAFETY: the closure runs between fork and exec and only makes one async-signal-safe
+    // system call. A host that dies takes its workflow with it: the attempt is then lost
+    // (its lease is gone, it has no proof) and must not be left running unseen.
+    unsafe {
+        command.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)
+        });
+    }
+    command.spawn()
+}
+
+/// The workflow's messages, read on a thread so the host can wait with a deadline; the
+/// channel closes at the end of its stdout.
+fn read_lines(
+    mut out: std::process::ChildStdout,
+) -> mpsc::Receiver<Result<harn_core::workflow::protocol::FromWorkflow, String>> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = LineReader::default();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match out.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            for msg in reader.feed(&buf[..n]) {
+                if tx.send(msg.map_err(|e| e.to_string())).is_err() {
+                    return;
+                }
+            }
+        }
+        if let Some(msg) = reader.finish() {
+            let _ = tx.send(msg.map_err(|e| e.to_string()));
+        }
+    });
+    rx
+}
+
+/// Writes one line to the workflow; a workflow that closed its stdin simply gets no reply.
+fn send(stdin: &mut Option<std::process::ChildStdin>, line: &Value) {
+    if let Some(pipe) = stdin {
+        let mut bytes = serde_json::to_vec(line).expect("replies serialize");
+        bytes.push(b'\n');
+        if pipe.write_all(&bytes).and_then(|()| pipe.flush()).is_err() {
+            *stdin = None;
+        }
+    }
+}
+
+fn kill_group(pgid: i32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pgid) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// The run's transcript journal (`transcript.jsonl`), one synced line per record.
+struct Transcript {
+    path: String,
+    writer: JournalWriter,
+    run_id: Id,
+}
+
+impl Transcript {
+    fn open(store: &mut Store, run_id: &Id) -> Result<Transcript, StoreError> {
+        let path = format!("{}/transcript.jsonl", run_dir(run_id));
+        let writer = store.open_journal(&path)?;
+        Ok(Transcript { path, writer, run_id: run_id.clone() })
+    }
+
+    fn record(&mut self, store: &mut Store, mut body: Value) -> Result<(), StoreError> {
+        body["run_id"] = json!(self.run_id);
+        store.append_journal(&self.path, &mut self.writer, &body)
+    }
+}

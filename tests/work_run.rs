@@ -1,0 +1,185 @@
+//! `harn work run|retry|accept` end to end: real workflow programs in temporary roots,
+//! proofs for success and failure, timeouts that kill the whole group, budgets, decisions,
+//! refused digests and an acceptance that unblocks a dependent.
+
+use crate::cli::harn_bin;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn work(root: &Path, args: &[&str]) -> Output {
+    Command::new(harn_bin()).arg("work").args(args).arg("--root").arg(root).output().unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn doc(root: &Path, id: &str) -> serde_json::Value {
+    let out = work(root, &["show", id, "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn state(root: &Path, id: &str) -> String {
+    doc(root, id)["projection"]["state"].as_str().unwrap().to_owned()
+}
+
+/// A root holding `wf.sh` with this body after the shebang and a read of the start line.
+fn root_with(body: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let script = format!("#!/bin/sh\nread start\necho \"$start\" >> start.log\n{body}\n");
+    let path = dir.path().join("wf.sh");
+    std::fs::write(&path, script).unwrap();
+    let mut perms = std::fs::metadata(&path).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&path, perms).unwrap();
+    dir
+}
+
+fn create(root: &Path, id: &str, extra: &[&str]) {
+    let mut args = vec!["create", "T", "wf.sh", "--objective", "O", "--id", id];
+    args.extend_from_slice(extra);
+    let out = work(root, &args);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+const PASS: &str = r#"echo '{"op":"evidence","kind":"test","status":"passed","label":"t","acceptanceIds":["accept-1"]}'
+echo '{"op":"result","ok":true}'"#;
+
+#[test]
+fn a_passing_run_goes_to_review_and_acceptance_unblocks_the_dependent() {
+    let dir = root_with(PASS);
+    let r = dir.path();
+    create(r, "a", &["--accept", "tests pass"]);
+    create(r, "b", &["--depends-on", "a"]);
+    assert_eq!(state(r, "b"), "waiting");
+    let out = work(r, &["run", "a", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(run["passed"], true);
+    let proof_path = run["proof_path"].as_str().unwrap();
+    let proof: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(proof_path).unwrap()).unwrap();
+    assert_eq!(proof["run"]["status"], "succeeded");
+    assert_eq!(proof["acceptance"]["summary"]["satisfied"], 1);
+    assert_eq!(state(r, "a"), "in_review");
+    let out = work(r, &["accept", "a"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(state(r, "a"), "succeeded");
+    assert_eq!(state(r, "b"), "ready");
+    let out = work(r, &["run", "b"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let events = &doc(r, "b")["events"];
+    let started = events.as_array().unwrap().iter().find(|e| e["event"] == "attempt.started");
+    // a: created, attempt.started, work.reconciled, work.accepted.
+    assert_eq!(started.unwrap()["prerequisites"]["a"], 4, "built on a's acceptance at seq 4");
+}
+
+#[test]
+fn a_failure_blocks_until_an_explicit_retry_that_sees_the_prior_run_and_budgets_hold() {
+    let dir = root_with("echo '{\"op\":\"result\",\"ok\":false,\"error\":\"tests failed\"}'");
+    let r = dir.path();
+    create(r, "a", &["--max-attempts", "2"]);
+    let first = work(r, &["run", "a"]);
+    assert_eq!(first.status.code(), Some(1), "{}", text(&first));
+    assert!(text(&first).contains("tests failed"), "{}", text(&first));
+    assert_eq!(state(r, "a"), "blocked");
+    let again = work(r, &["run", "a"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(text(&again).contains("retry it explicitly"), "{}", text(&again));
+    assert_eq!(work(r, &["retry", "a"]).status.code(), Some(1));
+    let starts = std::fs::read_to_string(r.join("start.log")).unwrap();
+    let lines: Vec<serde_json::Value> =
+        starts.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "the refused run spawned nothing");
+    assert_eq!(lines[1]["attempt"]["trigger"], "retry");
+    assert_eq!(lines[1]["attempt"]["prior"]["error"], "tests failed");
+    let spent = work(r, &["retry", "a"]);
+    assert!(text(&spent).contains("used up"), "{}", text(&spent));
+    assert_eq!(doc(r, "a")["projection"]["charged_attempts"], 2);
+}
+
+#[test]
+fn a_timeout_kills_the_workflow_and_its_grandchildren_and_fails_the_run() {
+    let dir = root_with("sleep 300 &\necho $! > grandchild.pid\nsleep 300");
+    let r = dir.path();
+    create(r, "a", &[]);
+    let out = work(r, &["run", "a", "--timeout-secs", "1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("timed out after 1000 ms"), "{}", text(&out));
+    let pid = std::fs::read_to_string(r.join("grandchild.pid")).unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+    assert!(stat.is_empty() || stat.contains(") Z "), "grandchild {pid} still runs: {stat}");
+    assert_eq!(state(r, "a"), "blocked");
+}
+
+#[test]
+fn a_decision_block_is_uncharged_and_a_changed_workflow_records_nothing() {
+    let dir = root_with(r#"echo '{"op":"blocked","reason":"which db?","decision_id":"db"}'"#);
+    let r = dir.path();
+    create(r, "a", &[]);
+    assert_eq!(work(r, &["run", "a"]).status.code(), Some(1));
+    let p = &doc(r, "a")["projection"];
+    assert_eq!(
+        (p["charged_attempts"].as_u64(), p["blocked_on_decision"].as_str()),
+        (Some(0), Some("db"))
+    );
+    let before = doc(r, "a")["events"].as_array().unwrap().len();
+    std::fs::write(r.join("wf.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    let out = work(r, &["retry", "a"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("changed since the work item was frozen"), "{}", text(&out));
+    assert_eq!(doc(r, "a")["events"].as_array().unwrap().len(), before);
+}
+
+#[test]
+fn open_findings_block_acceptance_until_each_is_disposed_of() {
+    let dir = root_with(PASS);
+    let r = dir.path();
+    create(r, "a", &["--accept", "tests pass"]);
+    assert!(work(r, &["run", "a"]).status.success());
+    assert!(work(r, &["reopen", "a", "--finding", "typo in docs"]).status.success());
+    assert!(work(r, &["run", "a"]).status.success());
+    let refused = work(r, &["accept", "a"]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(text(&refused).contains("f1"), "{}", text(&refused));
+    let bad = work(r, &["accept", "a", "--dispose", "f1"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    assert!(work(r, &["accept", "a", "--dispose", "f1=deferred:next release"]).status.success());
+    assert_eq!(state(r, "a"), "succeeded");
+}
+
+#[test]
+fn a_host_killed_mid_run_takes_its_workflow_along_and_the_attempt_reads_as_lost() {
+    let dir = root_with("echo $$ > workflow.pid\nsleep 300");
+    let r = dir.path();
+    create(r, "a", &[]);
+    let mut host = Command::new(harn_bin())
+        .args(["work", "run", "a", "--root"])
+        .arg(r)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_file = r.join("workflow.pid");
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(&pid_file).map_or(true, |s| !s.ends_with('\n')) {
+        assert!(started.elapsed().as_secs() < 30, "the workflow never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(state(r, "a"), "running", "the live host holds the run lease");
+    host.kill().unwrap();
+    host.wait().unwrap();
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let gone = || {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim()));
+        stat.map_or(true, |s| s.contains(") Z "))
+    };
+    while !gone() {
+        assert!(started.elapsed().as_secs() < 30, "workflow {pid} outlived its host");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let p = &doc(r, "a")["projection"];
+    assert_eq!((p["state"].as_str(), p["charged_attempts"].as_u64()), (Some("blocked"), Some(1)));
+    assert!(work(r, &["retry", "a", "--timeout-secs", "1"]).status.code() == Some(1));
+    assert_eq!(doc(r, "a")["projection"]["attempts_used"], 2, "a retry after a lost attempt runs");
+}
