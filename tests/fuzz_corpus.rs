@@ -42,3 +42,8 @@ fn work_projection_corpus() {
 fn protocol_reader_corpus() {
     replay("protocol_reader", harn_core::workflow::protocol::fuzz_reader);
 }
+
+#[test]
+fn run_fold_corpus() {
+    replay("run_fold", harn_core::workflow::run::fuzz_run_fold);
+}

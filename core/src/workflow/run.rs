@@ -377,5 +377,63 @@ pub fn inspect(
     })
 }
 
+/// Fuzz body: a workflow's arbitrary output through the reader and the fold, ended in a way
+/// chosen by the first byte. Never panics; a proof that passes always comes from a run that
+/// exited 0 in time with an `ok` result; a timeout or a spawn failure never succeeds; the
+/// proof survives a JSON round trip.
+pub fn fuzz_run_fold(data: &[u8]) {
+    use super::protocol::LineReader;
+    let Some((&how, output)) = data.split_first() else { return };
+    let intent_id = Id::new("w1").expect("a valid id");
+    let script = WorkflowRef { path: "/wf".into(), sha256: "0".repeat(64) };
+    let m = RunManifest {
+        schema_version: RUN_VERSION,
+        run_id: Id::new("wf-1").expect("a valid id"),
+        work_id: intent_id.clone(),
+        attempt: 1,
+        trigger: Trigger::Initial,
+        started_at: WallTime(0),
+        script: script.clone(),
+        timeout_ms: 1_000,
+    };
+    let intent = WorkIntent {
+        schema_version: crate::work::intent::INTENT_VERSION,
+        id: intent_id,
+        title: "t".into(),
+        objective: "o".into(),
+        acceptance: (0..how % 3).map(|n| format!("criterion {n}")).collect(),
+        dependencies: Vec::new(),
+        workflow: script,
+        max_attempts: 3,
+        max_uncharged_attempts: 3,
+        created_at: WallTime(0),
+    };
+    let mut reader = LineReader::default();
+    let mut fold = RunFold::default();
+    let mut messages: Vec<_> = reader.feed(output);
+    messages.extend(reader.finish());
+    for msg in messages {
+        if let Some(reply) = fold.observe(msg.map_err(|e| e.to_string())) {
+            assert_eq!(reply["op"], "reply", "every reply is a reply");
+        }
+    }
+    let end = match how % 4 {
+        0 => ProcessEnd::Exited { code: Some(0), signal: None, timed_out: false },
+        1 => ProcessEnd::Exited { code: Some(0), signal: None, timed_out: true },
+        2 => ProcessEnd::Exited { code: None, signal: Some(9), timed_out: false },
+        _ => ProcessEnd::SpawnFailed { error: "ENOENT".into(), missing: how & 4 != 0 },
+    };
+    let proof = fold.finish(&m, &intent, &end, WallTime(5));
+    if proof.run.status == RunStatus::Succeeded {
+        assert!(how % 4 == 0 && proof.run.error.is_none() && proof.run.class.is_none());
+    } else {
+        assert!(proof.run.error.as_ref().is_some_and(|e| e.len() <= ERROR_MAX));
+    }
+    assert!(!proof.passes() || proof.run.status == RunStatus::Succeeded);
+    let bytes = serde_json::to_vec(&proof).expect("proofs serialize");
+    let back: Proof = serde_json::from_slice(&bytes).expect("proofs read back");
+    assert_eq!(back, proof, "a proof survives its file");
+}
+
 #[cfg(test)]
 mod tests;
