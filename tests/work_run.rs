@@ -183,3 +183,23 @@ fn a_host_killed_mid_run_takes_its_workflow_along_and_the_attempt_reads_as_lost(
     assert!(work(r, &["retry", "a", "--timeout-secs", "1"]).status.code() == Some(1));
     assert_eq!(doc(r, "a")["projection"]["attempts_used"], 2, "a retry after a lost attempt runs");
 }
+
+#[test]
+fn reconcile_records_a_receipt_only_when_the_projection_changed() {
+    let dir = root_with(PASS);
+    let r = dir.path();
+    create(r, "a", &[]);
+    let receipts = |r: &Path| {
+        let events = doc(r, "a")["events"].as_array().unwrap().clone();
+        events.iter().filter(|e| e["event"] == "work.reconciled").count()
+    };
+    let first = work(r, &["reconcile", "--json"]);
+    assert!(first.status.success(), "{}", text(&first));
+    let doc1: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(doc1["items"][0]["written"], true);
+    assert!(work(r, &["reconcile", "a"]).status.success());
+    assert_eq!(receipts(r), 1, "an unchanged projection writes nothing");
+    assert!(work(r, &["cancel", "a"]).status.success());
+    assert!(work(r, &["reconcile", "a"]).status.success());
+    assert_eq!(receipts(r), 2);
+}

@@ -55,6 +55,18 @@ enum Verb {
     Retry(super::run_cmd::RunArgs),
     /// Accept the proof of a work item in review, disposing of every open finding.
     Accept(super::run_cmd::AcceptArgs),
+    /// Record a receipt of each item's projection where it changed (observational: never
+    /// starts, retries, accepts or cancels anything).
+    Reconcile {
+        /// One work id (default: every item).
+        id: Option<String>,
+        /// Who reconciles (default: $USER).
+        #[arg(long)]
+        actor: Option<String>,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -124,6 +136,9 @@ pub fn run(args: WorkArgs) -> i32 {
         Verb::Run(a) => super::run_cmd::run(&mut store, a, false),
         Verb::Retry(a) => super::run_cmd::run(&mut store, a, true),
         Verb::Accept(a) => super::run_cmd::accept(&mut store, a),
+        Verb::Reconcile { id, actor: who, json } => {
+            super::run_cmd::reconcile(&mut store, id.as_deref(), &actor(who), json)
+        }
     }
 }
 

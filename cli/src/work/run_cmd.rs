@@ -1,5 +1,5 @@
-//! `harn work run|retry|accept`: one attempt of a work item to its proof, and the operator's
-//! acceptance of that proof.
+//! `harn work run|retry|accept|reconcile`: one attempt of a work item to its proof, the
+//! operator's acceptance of that proof, and receipts of projections.
 
 use super::cmd::{actor, show};
 use super::runner::{run_attempt, Refusal};
@@ -139,5 +139,47 @@ fn parse_disposition(s: &str) -> Result<Disposition, String> {
             Ok(Disposition::Deferred { id, reason: reason.trim().to_owned() })
         }
         _ => Err(format!("{s:?}: expected <finding>=fixed or <finding>=deferred:<reason>")),
+    }
+}
+
+/// Appends a receipt for each item whose projection changed since its last one.
+pub fn reconcile(store: &mut Store, id: Option<&str>, actor: &str, json: bool) -> i32 {
+    let ids = match id.map(Id::new) {
+        Some(Ok(id)) => vec![id],
+        Some(Err(e)) => return fail(EXIT_USAGE, format!("{id:?}: {e}")),
+        None => match store.ids() {
+            Ok(ids) => ids,
+            Err(e) => return fail(EXIT_FAILED, e),
+        },
+    };
+    let (mut rows, mut errors) = (Vec::new(), Vec::new());
+    for id in ids {
+        match store.reconcile(&id, actor) {
+            Ok((item, written)) => rows.push(json!({
+                "id": id, "state": item.projection.state,
+                "next_action": item.projection.next_action, "written": written,
+            })),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    if json {
+        println!("{}", json!({ "items": rows, "errors": errors }));
+    } else {
+        for r in &rows {
+            let mark = if r["written"] == true { "recorded" } else { "unchanged" };
+            println!(
+                "{:<32} {:<18} {mark}",
+                r["id"].as_str().unwrap_or(""),
+                r["state"].as_str().unwrap_or("")
+            );
+        }
+        for e in &errors {
+            eprintln!("harn: {e}");
+        }
+    }
+    if errors.is_empty() {
+        0
+    } else {
+        EXIT_FAILED
     }
 }

@@ -235,9 +235,13 @@ impl Store {
     }
 
     /// Appends a `work.reconciled` receipt when the projected state, reason or next action
-    /// differs from the last receipt; returns the item as projected.
-    pub fn reconcile(&mut self, id: &Id, actor: &str) -> Result<Item, StoreError> {
+    /// differs from the last receipt, unless another process is running an attempt (its
+    /// runner appends one when it ends); returns the item and whether a receipt was written.
+    pub fn reconcile(&mut self, id: &Id, actor: &str) -> Result<(Item, bool), StoreError> {
         let item = self.read_uncached(id, &mut BTreeMap::new(), 0)?;
+        if self.runner_live(id) {
+            return Ok((item, false));
+        }
         let p = &item.projection;
         let state = serde_json::json!(p.state).as_str().unwrap_or("").to_owned();
         let next_action = serde_json::json!(p.next_action).as_str().unwrap_or("").to_owned();
@@ -248,11 +252,11 @@ impl Store {
             _ => None,
         });
         if last == Some((state.clone(), next_action.clone(), Some(p.reason.clone()))) {
-            return Ok(item);
+            return Ok((item, false));
         }
         let receipt = EventKind::Reconciled { state, next_action };
         self.append(id, receipt, actor, Some(item.projection.reason.clone()))?;
-        self.read_uncached(id, &mut BTreeMap::new(), 0)
+        Ok((self.read_uncached(id, &mut BTreeMap::new(), 0)?, true))
     }
 
     /// Takes `id`'s run lease for the life of this store, or says who holds it.
