@@ -203,3 +203,28 @@ fn reconcile_records_a_receipt_only_when_the_projection_changed() {
     assert!(work(r, &["reconcile", "a"]).status.success());
     assert_eq!(receipts(r), 2);
 }
+
+#[test]
+fn run_show_reads_the_manifest_the_transcript_and_the_proof() {
+    let dir = root_with(PASS);
+    let r = dir.path();
+    create(r, "a", &["--accept", "tests pass"]);
+    let out = work(r, &["run", "a", "--json"]);
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run_id = run["run_id"].as_str().unwrap();
+    let show = |args: &[&str]| {
+        Command::new(harn_bin()).arg("run").args(args).arg("--root").arg(r).output().unwrap()
+    };
+    let out = show(&["show", run_id, "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["manifest"]["work_id"], "a");
+    assert_eq!(doc["transcript"]["events"]["workflow.message"], 2);
+    assert_eq!(doc["transcript"]["events"]["run.end"], 1);
+    assert_eq!(doc["proof"]["run"]["status"], "succeeded");
+    let human = show(&["show", run_id]);
+    assert!(text(&human).contains("accept-1"), "{}", text(&human));
+    let missing = show(&["show", "wf-nope"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(text(&missing).contains("no workflow run wf-nope"), "{}", text(&missing));
+}

@@ -24,8 +24,10 @@ enum Top {
     Sim(crate::sim_cmd::SimCommand),
     /// The harness daemon: keep long-lived processes running under an explicit lifecycle.
     Harness(crate::harness::cmd::HarnessArgs),
-    /// Durable work items: create, list, show, cancel, reopen.
+    /// Durable work items: create, list, show, run, retry, accept, cancel, reopen, reconcile.
     Work(crate::work::cmd::WorkArgs),
+    /// Workflow runs: a run's manifest, transcript summary and proof.
+    Run(crate::work::run_show::RunCmd),
     /// Print shell completions for harn.
     Completions {
         /// The shell to complete for.
@@ -49,6 +51,7 @@ pub fn main() -> i32 {
         Top::Sim(cmd) => crate::sim_cmd::run(cmd),
         Top::Harness(args) => crate::harness::cmd::run(args),
         Top::Work(args) => crate::work::cmd::run(args),
+        Top::Run(args) => crate::work::run_show::run(args),
         Top::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "harn", &mut out);

@@ -2,5 +2,6 @@
 
 pub mod cmd;
 pub mod run_cmd;
+pub mod run_show;
 pub mod runner;
 pub mod store;

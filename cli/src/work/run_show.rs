@@ -1,0 +1,116 @@
+//! `harn run show`: one workflow run's manifest, a summary of its transcript, and its proof.
+
+use super::store::{run_dir, Store};
+use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use clap::{Args, Subcommand};
+use harn_core::ids::Id;
+use harn_core::journal;
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// `harn run …`
+#[derive(Debug, Args)]
+pub struct RunCmd {
+    /// The coordination root (the repository); default: the current directory.
+    #[arg(long, global = true)]
+    root: Option<PathBuf>,
+    #[command(subcommand)]
+    verb: RunVerb,
+}
+
+#[derive(Debug, Subcommand)]
+enum RunVerb {
+    /// A run's manifest, transcript summary and proof.
+    Show {
+        /// The run id (`wf-…`).
+        run_id: String,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs a `run` verb; returns the exit code.
+pub fn run(cmd: RunCmd) -> i32 {
+    let root = cmd.root.unwrap_or_else(|| PathBuf::from("."));
+    let root = match std::fs::canonicalize(&root) {
+        Ok(r) => r,
+        Err(e) => return fail(EXIT_USAGE, format!("{}: {e}", root.display())),
+    };
+    let RunVerb::Show { run_id, json } = cmd.verb;
+    let run_id = match Id::new(&run_id) {
+        Ok(id) => id,
+        Err(e) => return fail(EXIT_USAGE, format!("{run_id:?}: {e}")),
+    };
+    let mut store = Store::new(&root);
+    let (manifest, proof) = match store.run_records(&run_id) {
+        Ok((Some(m), p)) => (m, p),
+        Ok((None, _)) => return fail(EXIT_FAILED, format!("no workflow run {run_id}")),
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let transcript = match transcript_summary(&mut store, &run_id) {
+        Ok(t) => t,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    if json {
+        println!("{}", json!({ "manifest": manifest, "transcript": transcript, "proof": proof }));
+        return 0;
+    }
+    println!(
+        "{run_id}  attempt {} of {} ({:?})",
+        manifest.attempt, manifest.work_id, manifest.trigger
+    );
+    println!("  workflow   {} (sha256 {})", manifest.script.path, &manifest.script.sha256[..12]);
+    println!("  timeout    {} ms", manifest.timeout_ms);
+    let counts = transcript["events"].as_object().cloned().unwrap_or_default();
+    let counts: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+    println!("  transcript {} records: {}", transcript["records"], counts.join(", "));
+    match &proof {
+        None => println!("  proof      none yet (running, or lost if its host is gone)"),
+        Some(p) => {
+            let status = json!(p.run.status);
+            println!(
+                "  proof      {} ({} ms)",
+                status.as_str().unwrap_or(""),
+                p.run.ended_at.0 - p.run.started_at.0
+            );
+            if let Some(e) = &p.run.error {
+                println!("  error      {e}");
+            }
+            if p.acceptance.none_checked() {
+                println!("  acceptance no criteria were checked");
+            }
+            for c in &p.acceptance.criteria {
+                let verdict = json!(c.verdict);
+                let flag = if json!(c.source) == "undeclared" { " (undeclared)" } else { "" };
+                println!(
+                    "  {:<10} {}{flag}: {}",
+                    c.id,
+                    verdict.as_str().unwrap_or(""),
+                    c.statement
+                );
+            }
+            for d in &p.declined {
+                println!("  declined   {d}");
+            }
+        }
+    }
+    0
+}
+
+/// How many transcript records of each kind, read with the journal's checks.
+fn transcript_summary(store: &mut Store, run_id: &Id) -> Result<Value, String> {
+    let path = format!("{}/transcript.jsonl", run_dir(run_id));
+    let shown = store.root().join(&path).display().to_string();
+    let bytes = store.run_record_bytes(run_id, "transcript.jsonl").map_err(|e| e.to_string())?;
+    let read = journal::parse(&shown, &bytes.unwrap_or_default()).map_err(|e| e.to_string())?;
+    let mut events: BTreeMap<String, u64> = BTreeMap::new();
+    for r in &read.records {
+        let kind = r.body["event"].as_str().unwrap_or("?").to_owned();
+        *events.entry(kind).or_default() += 1;
+    }
+    Ok(
+        json!({ "path": shown, "records": read.records.len(), "events": events, "torn_tail_bytes": read.torn_tail_bytes }),
+    )
+}
