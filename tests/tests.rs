@@ -6,4 +6,5 @@ mod harness_daemon;
 mod lifecycle_model;
 mod purity;
 mod work;
+mod work_agents;
 mod work_run;

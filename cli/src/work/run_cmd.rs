@@ -2,7 +2,8 @@
 //! operator's acceptance of that proof, and receipts of projections.
 
 use super::cmd::{actor, show};
-use super::runner::{run_attempt, Refusal};
+use super::config::frozen_harness;
+use super::runner::{run_attempt, Refusal, RunLimits};
 use super::store::{run_dir, Store};
 use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
 use clap::Args;
@@ -22,6 +23,13 @@ pub struct RunArgs {
     /// Kill the workflow's process group after this many seconds (the run fails).
     #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     timeout_secs: u64,
+    /// The harness that answers the workflow's agent calls: `claude-code`, `codex`, or one
+    /// declared in `.harnery/config.json` (default: none; agent calls are declined).
+    #[arg(long)]
+    harness: Option<String>,
+    /// Agent calls in flight at once.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
+    concurrency: u64,
     /// Who runs it (default: $USER).
     #[arg(long)]
     actor: Option<String>,
@@ -55,8 +63,16 @@ pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> i32 {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{:?}: {e}", a.id)),
     };
-    let timeout = Duration::from_secs(a.timeout_secs);
-    let (run_id, proof) = match run_attempt(store, &id, retry, timeout, &actor(a.actor)) {
+    let harness = match a.harness.as_deref().map(|h| frozen_harness(store.root(), h)).transpose() {
+        Ok(h) => h,
+        Err(e) => return fail(EXIT_USAGE, e),
+    };
+    let limits = RunLimits {
+        timeout: Duration::from_secs(a.timeout_secs),
+        concurrency: a.concurrency as usize,
+        harness,
+    };
+    let (run_id, proof) = match run_attempt(store, &id, retry, &limits, &actor(a.actor)) {
         Ok(done) => done,
         Err(Refusal::NotNow(why)) => return fail(EXIT_FAILED, why),
         Err(Refusal::Store(e)) => return fail(EXIT_FAILED, e),
@@ -84,6 +100,10 @@ pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> i32 {
         }
         for d in &proof.declined {
             println!("  declined   {d}");
+        }
+        for c in &proof.agents {
+            let how = if c.ok { "ok".to_owned() } else { c.error.clone().unwrap_or_default() };
+            println!("  agent      {} ({}): {how}", c.id, c.harness);
         }
         println!("  proof      {}", proof_path.display());
         show(store, id.as_str(), false);

@@ -3,12 +3,16 @@
 //! its stdout is read as the JSON Lines protocol into a transcript, the core's fold decides
 //! every reply and the proof, and the proof is written for success and failure alike.
 
+use super::agent_call::call;
 use super::store::{run_dir, Store, StoreError};
 use harn_core::ids::Id;
 use harn_core::journal::JournalWriter;
 use harn_core::work::events::EventKind;
-use harn_core::workflow::protocol::LineReader;
-use harn_core::workflow::run::{may_start, ProcessEnd, Proof, RunFold, RunManifest, RUN_VERSION};
+use harn_core::workflow::agent::CallOutcome;
+use harn_core::workflow::protocol::{FromWorkflow, LineReader};
+use harn_core::workflow::run::{
+    may_start, FrozenHarness, HostAction, ProcessEnd, Proof, RunFold, RunManifest, RUN_VERSION,
+};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -33,12 +37,23 @@ impl From<StoreError> for Refusal {
     }
 }
 
+/// What a run is started with, besides the work item.
+#[derive(Clone, Debug)]
+pub struct RunLimits {
+    /// The whole run's wall-clock budget.
+    pub timeout: Duration,
+    /// Agent calls in flight at once.
+    pub concurrency: usize,
+    /// The harness that answers agent calls, if any.
+    pub harness: Option<FrozenHarness>,
+}
+
 /// Runs one attempt of `id` (a retry when `retry`); returns its run id and proof.
 pub fn run_attempt(
     store: &mut Store,
     id: &Id,
     retry: bool,
-    timeout: Duration,
+    limits: &RunLimits,
     actor: &str,
 ) -> Result<(Id, Proof), Refusal> {
     store.lock_run(id)?;
@@ -74,11 +89,12 @@ pub fn run_attempt(
         trigger,
         started_at: store.now(),
         script: item.intent.workflow.clone(),
-        timeout_ms: timeout.as_millis() as u64,
+        timeout_ms: limits.timeout.as_millis() as u64,
+        harness: limits.harness.clone(),
     };
     store.write_run_record(&run_id, "run.json", &manifest)?;
     let start = manifest.start_line(&item.intent, prior.as_ref());
-    let (fold, end) = host(store, &manifest, &start, timeout)?;
+    let (fold, end) = host(store, &manifest, &start, limits)?;
     let proof = fold.finish(&manifest, &item.intent, &end, store.now());
     store.write_run_record(&run_id, "proof.json", &proof)?;
     store.reconcile(id, actor)?;
@@ -101,14 +117,24 @@ fn check_digest(path: &str, frozen: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// What the host loop waits for.
+enum HostEvent {
+    /// A line of the workflow's stdout.
+    Line(Result<FromWorkflow, String>),
+    /// The end of the workflow's stdout.
+    Eof,
+    /// An agent call ended.
+    AgentDone(String, CallOutcome),
+}
+
 /// Spawns the workflow and carries its conversation to the end.
 fn host(
     store: &mut Store,
     m: &RunManifest,
     start: &Value,
-    timeout: Duration,
+    limits: &RunLimits,
 ) -> Result<(RunFold, ProcessEnd), StoreError> {
-    let mut fold = RunFold::default();
+    let mut fold = RunFold::new(m.harness.as_ref().map(|h| h.name.as_str()));
     let mut transcript = Transcript::open(store, &m.run_id)?;
     let mut child = match spawn(store, m) {
         Ok(child) => child,
@@ -122,32 +148,60 @@ fn host(
     };
     let pgid = child.id() as i32;
     let mut stdin = child.stdin.take();
-    let lines = read_lines(child.stdout.take().expect("stdout is piped"));
+    let (tx, events) = mpsc::channel();
+    read_lines(child.stdout.take().expect("stdout is piped"), tx.clone());
     transcript.record(store, json!({ "event": "run.start", "pid": pgid, "start": start }))?;
     send(&mut stdin, start);
-    let deadline = Instant::now() + timeout;
-    let mut timed_out = false;
-    loop {
+    let deadline = Instant::now() + limits.timeout;
+    let (mut timed_out, mut eof) = (false, false);
+    let mut calls = Calls { queued: Vec::new(), in_flight: 0, concurrency: limits.concurrency };
+    while !eof || calls.in_flight > 0 {
         let wait = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(wait) {
-            Ok(msg) => {
+        let event = match events.recv_timeout(wait) {
+            Ok(event) => event,
+            Err(_) if !timed_out => {
+                timed_out = true;
+                kill_group(pgid);
+                transcript.record(store, json!({ "event": "run.timed_out" }))?;
+                continue;
+            }
+            // Killed: its stdout ends at once; calls in flight end at their own timeouts.
+            Err(_) => events.recv().expect("the host holds a sender"),
+        };
+        match event {
+            HostEvent::Line(msg) => {
                 let body = match &msg {
                     Ok(m) => json!({ "event": "workflow.message", "message": m }),
                     Err(e) => json!({ "event": "workflow.malformed", "error": e }),
                 };
                 transcript.record(store, body)?;
-                if let Some(reply) = fold.observe(msg) {
-                    transcript.record(store, json!({ "event": "host.reply", "reply": reply }))?;
-                    send(&mut stdin, &reply);
+                match fold.observe(msg) {
+                    Some(HostAction::Reply(reply)) => {
+                        transcript
+                            .record(store, json!({ "event": "host.reply", "reply": reply }))?;
+                        send(&mut stdin, &reply);
+                    }
+                    Some(HostAction::CallAgent { id, prompt }) => {
+                        transcript.record(store, json!({ "event": "agent.start", "id": id }))?;
+                        calls.queued.push((id, prompt));
+                    }
+                    None => {}
                 }
             }
-            Err(mpsc::RecvTimeoutError::Timeout) if !timed_out => {
-                timed_out = true;
-                kill_group(pgid);
-                transcript.record(store, json!({ "event": "run.timed_out" }))?;
+            HostEvent::Eof => eof = true,
+            HostEvent::AgentDone(id, outcome) => {
+                calls.in_flight -= 1;
+                let body = json!({
+                    "event": "agent.end", "id": id, "ok": outcome.ok, "error": outcome.error,
+                    "class": outcome.class,
+                });
+                transcript.record(store, body)?;
+                let reply = fold.agent_done(&id, outcome);
+                send(&mut stdin, &reply);
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+        if !timed_out {
+            calls.dispatch(store, m, &tx);
         }
     }
     drop(stdin);
@@ -158,6 +212,30 @@ fn host(
     let body = json!({ "event": "run.end", "exit_code": status.code(), "signal": status.signal() });
     transcript.record(store, body)?;
     Ok((fold, end))
+}
+
+/// Agent calls waiting for a slot, and how many are running.
+struct Calls {
+    queued: Vec<(String, String)>,
+    in_flight: usize,
+    concurrency: usize,
+}
+
+impl Calls {
+    /// Starts queued calls, in the order they were asked for, up to the concurrency bound.
+    fn dispatch(&mut self, store: &Store, m: &RunManifest, tx: &mpsc::Sender<HostEvent>) {
+        let Some(harness) = &m.harness else { return };
+        while self.in_flight < self.concurrency && !self.queued.is_empty() {
+            let (id, prompt) = self.queued.remove(0);
+            let (tx, root, harness) = (tx.clone(), store.root().to_owned(), harness.clone());
+            let run_id = m.run_id.to_string();
+            self.in_flight += 1;
+            std::thread::spawn(move || {
+                let outcome = call(&root, &harness.name, &harness.spec, &prompt, &run_id);
+                let _ = tx.send(HostEvent::AgentDone(id, outcome));
+            });
+        }
+    }
 }
 
 fn spawn(store: &Store, m: &RunManifest) -> std::io::Result<Child> {
@@ -186,12 +264,9 @@ fn spawn(store: &Store, m: &RunManifest) -> std::io::Result<Child> {
     command.spawn()
 }
 
-/// The workflow's messages, read on a thread so the host can wait with a deadline; the
-/// channel closes at the end of its stdout.
-fn read_lines(
-    mut out: std::process::ChildStdout,
-) -> mpsc::Receiver<Result<harn_core::workflow::protocol::FromWorkflow, String>> {
-    let (tx, rx) = mpsc::channel();
+/// Reads the workflow's messages on a thread, so the host can wait with a deadline; ends
+/// with [`HostEvent::Eof`].
+fn read_lines(mut out: std::process::ChildStdout, tx: mpsc::Sender<HostEvent>) {
     std::thread::spawn(move || {
         let mut reader = LineReader::default();
         let mut buf = vec![0u8; 64 * 1024];
@@ -201,16 +276,16 @@ fn read_lines(
                 Ok(n) => n,
             };
             for msg in reader.feed(&buf[..n]) {
-                if tx.send(msg.map_err(|e| e.to_string())).is_err() {
+                if tx.send(HostEvent::Line(msg.map_err(|e| e.to_string()))).is_err() {
                     return;
                 }
             }
         }
         if let Some(msg) = reader.finish() {
-            let _ = tx.send(msg.map_err(|e| e.to_string()));
+            let _ = tx.send(HostEvent::Line(msg.map_err(|e| e.to_string())));
         }
+        let _ = tx.send(HostEvent::Eof);
     });
-    rx
 }
 
 /// Writes one line to the workflow; a workflow that closed its stdin simply gets no reply.

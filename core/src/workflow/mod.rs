@@ -1,7 +1,9 @@
 //! Workflow runs: the JSON Lines protocol between the host and a workflow program
 //! (`protocol`), the acceptance roll-up every proof carries (`acceptance`), and the run's
-//! decisions: which attempt may start, its manifest, its proof and its inspection (`run`).
+//! decisions: which attempt may start, its manifest, its proof and its inspection (`run`);
+//! agent harnesses and how a call's ending is classified (`agent`).
 
 pub mod acceptance;
+pub mod agent;
 pub mod protocol;
 pub mod run;

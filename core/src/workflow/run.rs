@@ -4,6 +4,7 @@
 //! read inspects an attempt from those records.
 
 use super::acceptance::{roll_up, Acceptance};
+use super::agent::{run_class, CallOutcome, HarnessSpec};
 use super::protocol::{Criterion, Evidence, FromWorkflow};
 use crate::ids::Id;
 use crate::time::WallTime;
@@ -107,6 +108,19 @@ pub struct RunManifest {
     pub script: WorkflowRef,
     /// Wall-clock budget of the whole run; the workflow's process group is killed after it.
     pub timeout_ms: u64,
+    /// The harness that answers agent calls, frozen by value; none declines them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<FrozenHarness>,
+}
+
+/// A harness as frozen into a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrozenHarness {
+    /// Its name.
+    pub name: String,
+    /// How to run it.
+    pub spec: HarnessSpec,
 }
 
 impl RunManifest {
@@ -186,8 +200,43 @@ pub struct Proof {
     pub evidence: Vec<Evidence>,
     /// Stages entered, in order.
     pub stages: Vec<String>,
-    /// Requests the host declined (agent calls without an adapter, unauthorized actions).
+    /// Requests the host declined (agent calls without a harness, unauthorized actions).
     pub declined: Vec<String>,
+    /// Every agent call, in the order they ended (never the prompt or the reply).
+    #[serde(default)]
+    pub agents: Vec<AgentRecord>,
+}
+
+/// One agent call as a proof records it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentRecord {
+    /// The workflow's request id.
+    pub id: String,
+    /// The harness that ran it.
+    pub harness: String,
+    /// True when its reply was usable.
+    pub ok: bool,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// A failure that does not charge the budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<FailureClass>,
+}
+
+/// What the host must do for a message.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostAction {
+    /// Write this reply to the workflow.
+    Reply(Value),
+    /// Run an agent call with the run's harness, then hand its outcome to
+    /// [`RunFold::agent_done`].
+    CallAgent {
+        /// The request id.
+        id: String,
+        /// The prompt, for the harness's stdin.
+        prompt: String,
+    },
 }
 
 impl Proof {
@@ -221,6 +270,9 @@ pub enum ProcessEnd {
 /// The messages of one run, folded as they arrive.
 #[derive(Clone, Debug, Default)]
 pub struct RunFold {
+    harness: Option<String>,
+    requested: std::collections::BTreeSet<String>,
+    calls: Vec<(String, CallOutcome)>,
     declared: Vec<Criterion>,
     evidence: Vec<Evidence>,
     stages: Vec<String>,
@@ -231,10 +283,16 @@ pub struct RunFold {
 }
 
 impl RunFold {
-    /// Takes one message (or the error reading it); returns the reply the host owes, if any.
-    /// The host serves no agent calls and grants no authority: nobody froze an adapter or a
-    /// policy for the run, so both are declined, and the decline is recorded in the proof.
-    pub fn observe(&mut self, msg: Result<FromWorkflow, String>) -> Option<Value> {
+    /// A fold whose agent calls go to the named harness (none: they are declined).
+    pub fn new(harness: Option<&str>) -> RunFold {
+        RunFold { harness: harness.map(str::to_owned), ..RunFold::default() }
+    }
+
+    /// Takes one message (or the error reading it); returns what the host owes, if anything.
+    /// Agent calls go to the run's harness, or are declined when it has none. The host grants
+    /// no authority: no policy is frozen for the run, so `authorize` is denied. Declines are
+    /// recorded in the proof.
+    pub fn observe(&mut self, msg: Result<FromWorkflow, String>) -> Option<HostAction> {
         let msg = match msg {
             Ok(m) => m,
             Err(e) => {
@@ -247,17 +305,29 @@ impl RunFold {
             FromWorkflow::Evidence(e) => self.evidence.push(e),
             FromWorkflow::Stage { name } => self.stages.push(name),
             FromWorkflow::Log { .. } => {}
-            FromWorkflow::Agent { id, .. } => {
-                let error = "no agent adapter is configured for this run";
+            FromWorkflow::Agent { id, prompt, .. } => {
+                if !self.requested.insert(id.clone()) {
+                    self.protocol_error.get_or_insert(format!("agent request id {id} reused"));
+                    let error = "request id reused";
+                    return Some(HostAction::Reply(
+                        json!({ "op": "reply", "id": id, "ok": false, "error": error }),
+                    ));
+                }
+                if self.harness.is_some() {
+                    return Some(HostAction::CallAgent { id, prompt });
+                }
+                let error = "no harness is configured for this run (harn work run --harness)";
                 self.declined.push(format!("agent {id}: {error}"));
-                return Some(json!({ "op": "reply", "id": id, "ok": false, "error": error }));
+                return Some(HostAction::Reply(
+                    json!({ "op": "reply", "id": id, "ok": false, "error": error }),
+                ));
             }
             FromWorkflow::Authorize { id, action, .. } => {
                 let reason = "no host policy is frozen for this run";
                 self.declined.push(format!("authorize {id} ({action}): {reason}"));
-                return Some(json!({
+                return Some(HostAction::Reply(json!({
                     "op": "reply", "id": id, "ok": true, "verdict": "deny", "reason": reason,
-                }));
+                })));
             }
             FromWorkflow::Blocked { reason, decision_id } => {
                 self.blocked.get_or_insert((reason, decision_id));
@@ -271,6 +341,20 @@ impl RunFold {
             }
         }
         None
+    }
+
+    /// Records an agent call's outcome; returns the reply the workflow gets.
+    pub fn agent_done(&mut self, id: &str, outcome: CallOutcome) -> Value {
+        let reply = match (&outcome.text, &outcome.error) {
+            (Some(text), _) if outcome.ok => {
+                json!({ "op": "reply", "id": id, "ok": true, "text": text })
+            }
+            (_, error) => json!({
+                "op": "reply", "id": id, "ok": false, "error": error, "class": outcome.class,
+            }),
+        };
+        self.calls.push((id.to_owned(), outcome));
+        reply
     }
 
     /// The proof: succeeded only when the workflow reported `ok`, exited 0 in time, did not
@@ -313,6 +397,22 @@ impl RunFold {
             }
         };
         let status = if error.is_none() { RunStatus::Succeeded } else { RunStatus::Failed };
+        if status == RunStatus::Failed && class.is_none() && !timed_out {
+            let outcomes: Vec<CallOutcome> = self.calls.iter().map(|(_, o)| o.clone()).collect();
+            class = run_class(&outcomes);
+        }
+        let harness = self.harness.clone().unwrap_or_default();
+        let agents = self
+            .calls
+            .iter()
+            .map(|(id, o)| AgentRecord {
+                id: id.clone(),
+                harness: harness.clone(),
+                ok: o.ok,
+                error: o.error.clone(),
+                class: o.class,
+            })
+            .collect();
         let acceptance = roll_up(&intent.acceptance, &self.declared, &self.evidence);
         let run = ProofRun {
             id: m.run_id.clone(),
@@ -330,7 +430,7 @@ impl RunFold {
             decision_id,
         };
         let (evidence, stages, declined) = (self.evidence, self.stages, self.declined);
-        Proof { schema_version: RUN_VERSION, run, acceptance, evidence, stages, declined }
+        Proof { schema_version: RUN_VERSION, run, acceptance, evidence, stages, declined, agents }
     }
 }
 
@@ -395,6 +495,7 @@ pub fn fuzz_run_fold(data: &[u8]) {
         started_at: WallTime(0),
         script: script.clone(),
         timeout_ms: 1_000,
+        harness: None,
     };
     let intent = WorkIntent {
         schema_version: crate::work::intent::INTENT_VERSION,
@@ -409,12 +510,19 @@ pub fn fuzz_run_fold(data: &[u8]) {
         created_at: WallTime(0),
     };
     let mut reader = LineReader::default();
-    let mut fold = RunFold::default();
+    let mut fold = RunFold::new((how & 16 != 0).then_some("h"));
     let mut messages: Vec<_> = reader.feed(output);
     messages.extend(reader.finish());
     for msg in messages {
-        if let Some(reply) = fold.observe(msg.map_err(|e| e.to_string())) {
-            assert_eq!(reply["op"], "reply", "every reply is a reply");
+        match fold.observe(msg.map_err(|e| e.to_string())) {
+            Some(HostAction::Reply(reply)) => assert_eq!(reply["op"], "reply"),
+            Some(HostAction::CallAgent { id, .. }) => {
+                let ok = how & 8 != 0;
+                let class = (!ok).then_some(FailureClass::Upstream);
+                let outcome = CallOutcome { ok, text: ok.then(String::new), error: None, class };
+                assert_eq!(fold.agent_done(&id, outcome)["id"], id.as_str());
+            }
+            None => {}
         }
     }
     let end = match how % 4 {

@@ -4,6 +4,7 @@
 use super::*;
 use crate::work::intent::INTENT_VERSION;
 use crate::work::projection::{project, Inputs};
+use serde_json::Value;
 use std::collections::BTreeMap;
 
 fn id(s: &str) -> Id {
@@ -35,6 +36,7 @@ fn manifest() -> RunManifest {
         started_at: WallTime(10),
         script: intent().workflow,
         timeout_ms: 1_000,
+        harness: None,
     }
 }
 
@@ -112,16 +114,52 @@ fn blocked_is_a_decision_and_a_missing_program_is_the_environment() {
     assert_eq!(p.run.class, None, "anything but a missing program is charged");
 }
 
+fn reply(action: Option<HostAction>) -> Value {
+    match action {
+        Some(HostAction::Reply(v)) => v,
+        other => panic!("expected a reply, got {other:?}"),
+    }
+}
+
 #[test]
-fn agent_calls_and_authorizations_are_declined_and_recorded() {
+fn without_a_harness_agent_calls_and_authorizations_are_declined_and_recorded() {
     let mut f = RunFold::default();
-    let reply = f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"fix it"}"#)).unwrap();
-    assert_eq!((reply["id"].as_str(), reply["ok"].as_bool()), (Some("a1"), Some(false)));
-    let reply = f.observe(parse(r#"{"op":"authorize","id":"z","action":"push"}"#)).unwrap();
-    assert_eq!(reply["verdict"], "deny");
+    let r = reply(f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"fix it"}"#)));
+    assert_eq!((r["id"].as_str(), r["ok"].as_bool()), (Some("a1"), Some(false)));
+    let r = reply(f.observe(parse(r#"{"op":"authorize","id":"z","action":"push"}"#)));
+    assert_eq!(r["verdict"], "deny");
     assert!(f.observe(parse(OK)).is_none());
     let p = f.finish(&manifest(), &intent(), &exited(0), WallTime(20));
     assert_eq!(p.declined.len(), 2);
+}
+
+#[test]
+fn with_a_harness_calls_are_made_recorded_and_classify_a_failed_run() {
+    use crate::workflow::agent::CallOutcome;
+    let mut f = RunFold::new(Some("scripted"));
+    let call = f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"fix it"}"#));
+    assert_eq!(call, Some(HostAction::CallAgent { id: "a1".into(), prompt: "fix it".into() }));
+    let reused = reply(f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"again"}"#)));
+    assert_eq!(reused["ok"], false);
+    let missing = CallOutcome {
+        ok: false,
+        text: None,
+        error: Some("not installed".into()),
+        class: Some(FailureClass::Environment),
+    };
+    let r = f.agent_done("a1", missing);
+    assert_eq!((r["ok"].as_bool(), r["class"].as_str()), (Some(false), Some("environment")));
+    f.observe(parse(r#"{"op":"result","ok":false,"error":"the agent failed"}"#));
+    let p = f.finish(&manifest(), &intent(), &exited(0), WallTime(20));
+    assert!(p.run.error.as_deref().unwrap().contains("a1 reused"), "the reuse is a protocol error");
+    assert_eq!(p.run.class, Some(FailureClass::Environment), "no call did real work");
+    assert_eq!((p.agents.len(), p.agents[0].harness.as_str()), (1, "scripted"));
+    let mut g = RunFold::new(Some("scripted"));
+    g.observe(parse(r#"{"op":"agent","id":"a","prompt":"p"}"#));
+    let ok = CallOutcome { ok: true, text: Some("done".into()), error: None, class: None };
+    assert_eq!(g.agent_done("a", ok)["text"], "done");
+    let p = g.finish(&manifest(), &intent(), &exited(1), WallTime(20));
+    assert_eq!(p.run.class, None, "a run whose agent did real work is charged");
 }
 
 #[test]

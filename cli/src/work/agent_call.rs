@@ -1,0 +1,111 @@
+//! One agent call over real processes: the harness's argv in its own process group, the
+//! prompt on stdin, the reply from stdout, killed with its group at the timeout or when the
+//! host dies. How the call ended is classified by the core.
+
+use harn_core::workflow::agent::{classify, CallEnd, CallOutcome, HarnessSpec};
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Longest reply kept from an agent's stdout (and failure text from its stderr).
+const OUTPUT_MAX: u64 = 4 << 20;
+
+/// Runs one call of harness `name` and classifies it.
+pub fn call(
+    root: &Path,
+    name: &str,
+    spec: &HarnessSpec,
+    prompt: &str,
+    run_id: &str,
+) -> CallOutcome {
+    let mut command = Command::new(&spec.command[0]);
+    command
+        .args(&spec.command[1..])
+        .current_dir(root)
+        .env("HARN_RUN_ID", run_id)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: one async-signal-safe system call between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)
+        });
+    }
+    let blank = CallEnd {
+        missing: false,
+        spawn_error: None,
+        timed_out: false,
+        code: None,
+        stdout: String::new(),
+        stderr: String::new(),
+    };
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return classify(name, spec.timeout_ms, &CallEnd { missing: true, ..blank });
+        }
+        Err(e) => {
+            let end = CallEnd { spawn_error: Some(e.to_string()), ..blank };
+            return classify(name, spec.timeout_ms, &end);
+        }
+    };
+    let pgid = child.id() as i32;
+    let mut stdin = child.stdin.take().expect("stdin is piped");
+    let prompt = prompt.to_owned();
+    // A harness that never reads its stdin must not block the host: write on a thread.
+    std::thread::spawn(move || {
+        let _ = stdin.write_all(prompt.as_bytes());
+    });
+    let stdout = drain(child.stdout.take().expect("stdout is piped"));
+    let stderr = drain(child.stderr.take().expect("stderr is piped"));
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let mut timed_out = false;
+    let status = match rx.recv_timeout(Duration::from_millis(spec.timeout_ms)) {
+        Ok(status) => status,
+        Err(_) => {
+            timed_out = true;
+            kill_group(pgid);
+            rx.recv().unwrap_or_else(|_| Err(std::io::Error::other("the waiter is gone")))
+        }
+    };
+    // Whatever the call left in its group goes with it, and its pipes close.
+    kill_group(pgid);
+    let end = CallEnd {
+        timed_out,
+        code: status.ok().and_then(|s| s.code()),
+        // A descendant that escaped the group may hold the pipes open: do not wait for it.
+        stdout: stdout.recv_timeout(Duration::from_secs(2)).unwrap_or_default(),
+        stderr: stderr.recv_timeout(Duration::from_secs(2)).unwrap_or_default(),
+        ..blank
+    };
+    classify(name, spec.timeout_ms, &end)
+}
+
+/// Reads a pipe to its end on a thread, keeping at most [`OUTPUT_MAX`] bytes.
+fn drain(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let mut limited = pipe.take(OUTPUT_MAX);
+        let _ = limited.read_to_end(&mut bytes);
+        // Keep reading past the limit so the harness never blocks on a full pipe.
+        let _ = std::io::copy(&mut limited.into_inner(), &mut std::io::sink());
+        let _ = tx.send(String::from_utf8_lossy(&bytes).into_owned());
+    });
+    rx
+}
+
+fn kill_group(pgid: i32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pgid) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}

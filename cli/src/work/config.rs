@@ -1,0 +1,40 @@
+//! `.harnery/config.json`: harnesses declared for this root, read with errors that name the
+//! file, the line and the field.
+
+use harn_core::workflow::agent::{resolve, HarnessSpec};
+use harn_core::workflow::run::FrozenHarness;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The file's shape; unknown keys are refused so a typo is not silently ignored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    #[serde(default)]
+    schema_version: Option<u32>,
+    #[serde(default)]
+    harnesses: BTreeMap<String, HarnessSpec>,
+}
+
+/// Resolves harness `name` against the root's declared harnesses and the presets, frozen by
+/// value with a relative program path made absolute against the root.
+pub fn frozen_harness(root: &Path, name: &str) -> Result<FrozenHarness, String> {
+    let path = root.join(".harnery/config.json");
+    let config = match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice::<Config>(&bytes)
+            .map_err(|e| format!("{}:{}: {e}", path.display(), e.line()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    if let Some(v) = config.schema_version.filter(|&v| v != 1) {
+        return Err(format!("{}: schema_version {v} is not supported (1 is)", path.display()));
+    }
+    let mut spec =
+        resolve(name, &config.harnesses).map_err(|e| format!("{}: {e}", path.display()))?;
+    let program = Path::new(&spec.command[0]);
+    if program.is_relative() && spec.command[0].contains('/') {
+        spec.command[0] = root.join(program).display().to_string();
+    }
+    Ok(FrozenHarness { name: name.to_owned(), spec })
+}

@@ -1,0 +1,13 @@
+#!/bin/sh
+# A scripted agent harness for examples and tests: reads the prompt on stdin and answers
+# on stdout, with no agent installed. Words in the prompt choose what it does:
+#   UPSTREAM  fail as a vendor refusal would ("rate limit"), an uncharged upstream failure
+#   FAIL      fail plainly (charged)
+#   HANG      never answer (the host's timeout kills it and anything it started)
+prompt=$(cat)
+case "$prompt" in
+  *UPSTREAM*) echo "error: rate limit exceeded, try again later" >&2; exit 1 ;;
+  *FAIL*) echo "could not complete the task" >&2; exit 1 ;;
+  *HANG*) sleep 300 & echo $! > "${HARN_HANG_PID_FILE:-/dev/null}"; sleep 300 ;;
+esac
+printf 'done: %s\n' "$(printf '%s' "$prompt" | head -n 1)"

@@ -1,0 +1,120 @@
+//! Agent calls through harnesses with the real binary: the shipped scripted harness answers,
+//! a missing harness program is an uncharged environment block, a vendor refusal is upstream,
+//! a hung call is killed with its group at the harness's timeout, and a bad config is refused.
+
+use crate::cli::harn_bin;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn work(root: &Path, args: &[&str]) -> Output {
+    Command::new(harn_bin()).arg("work").args(args).arg("--root").arg(root).output().unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn projection(root: &Path, id: &str) -> serde_json::Value {
+    let out = work(root, &["show", id, "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["projection"].clone()
+}
+
+/// A root with the example workflow and harness, and a config declaring `harnesses`.
+fn root(harnesses: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::copy(examples.join("workflows/agent-review.sh"), dir.path().join("wf.sh")).unwrap();
+    std::fs::copy(examples.join("harnesses/scripted.sh"), dir.path().join("harness.sh")).unwrap();
+    std::fs::create_dir_all(dir.path().join(".harnery")).unwrap();
+    let config = format!("{{\"schema_version\": 1, \"harnesses\": {{{harnesses}}}}}");
+    std::fs::write(dir.path().join(".harnery/config.json"), config).unwrap();
+    dir
+}
+
+const SCRIPTED: &str = r#""scripted": {"command": ["./harness.sh"], "timeout_ms": 1000}"#;
+
+fn create(root: &Path, objective: &str) {
+    let args = ["create", "T", "wf.sh", "--objective", objective, "--accept", "done", "--id", "a"];
+    let out = work(root, &args);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+fn run(root: &Path, harness: &str) -> (Output, serde_json::Value) {
+    let out = work(root, &["run", "a", "--harness", harness, "--json"]);
+    let doc = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
+    (out, doc)
+}
+
+#[test]
+fn the_scripted_harness_answers_and_the_run_goes_to_review() {
+    let dir = root(SCRIPTED);
+    create(dir.path(), "write the parser");
+    let (out, doc) = run(dir.path(), "scripted");
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(doc["proof"]["agents"][0]["ok"], true);
+    assert_eq!(doc["proof"]["agents"][0]["harness"], "scripted");
+    assert_eq!(projection(dir.path(), "a")["state"], "in_review");
+}
+
+#[test]
+fn a_missing_harness_program_is_an_uncharged_environment_block() {
+    let dir = root(r#""gone": {"command": ["no-such-agent-program"]}"#);
+    create(dir.path(), "write the parser");
+    let (out, doc) = run(dir.path(), "gone");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(doc["proof"]["run"]["class"], "environment");
+    let p = projection(dir.path(), "a");
+    assert_eq!((p["state"].as_str(), p["charged_attempts"].as_u64()), (Some("blocked"), Some(0)));
+}
+
+#[test]
+fn a_vendor_refusal_is_upstream_and_uncharged() {
+    let dir = root(SCRIPTED);
+    create(dir.path(), "UPSTREAM please");
+    let (out, doc) = run(dir.path(), "scripted");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(doc["proof"]["agents"][0]["class"], "upstream");
+    assert_eq!(doc["proof"]["run"]["class"], "upstream");
+    assert_eq!(projection(dir.path(), "a")["charged_attempts"], 0);
+}
+
+#[test]
+fn a_hung_agent_is_killed_with_its_group_at_the_harness_timeout() {
+    let dir = root(SCRIPTED);
+    create(dir.path(), "HANG forever");
+    let pid_file = dir.path().join("hang.pid");
+    let out = Command::new(harn_bin())
+        .args(["work", "run", "a", "--harness", "scripted", "--json", "--root"])
+        .arg(dir.path())
+        .env("HARN_HANG_PID_FILE", &pid_file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let error = doc["proof"]["agents"][0]["error"].as_str().unwrap();
+    assert!(error.contains("timed out after 1000 ms"), "{error}");
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+    assert!(stat.is_empty() || stat.contains(") Z "), "the agent's child {pid} survived: {stat}");
+    assert_eq!(projection(dir.path(), "a")["charged_attempts"], 1, "a timeout is charged");
+}
+
+#[test]
+fn an_unknown_harness_or_a_bad_config_is_refused_with_exit_2_and_nothing_recorded() {
+    let dir = root(SCRIPTED);
+    create(dir.path(), "write the parser");
+    let (out, _) = run(dir.path(), "nope");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("claude-code"), "{}", text(&out));
+    std::fs::write(
+        dir.path().join(".harnery/config.json"),
+        "{\n  \"harnesses\": {\n    \"x\": {\"comand\": []}}}",
+    )
+    .unwrap();
+    let (out, _) = run(dir.path(), "x");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("config.json:3"), "{}", text(&out));
+    assert!(text(&out).contains("comand"), "{}", text(&out));
+    assert_eq!(projection(dir.path(), "a")["attempts_used"], 0);
+}
