@@ -228,3 +228,19 @@ fn run_show_reads_the_manifest_the_transcript_and_the_proof() {
     assert_eq!(missing.status.code(), Some(1));
     assert!(text(&missing).contains("no workflow run wf-nope"), "{}", text(&missing));
 }
+
+#[test]
+fn a_descendant_that_escapes_the_group_holding_stdout_does_not_hold_the_run() {
+    let body = format!("setsid sh -c 'echo $$ > escaped.pid; exec sleep 60' &\nsleep 0.2\n{PASS}");
+    let dir = root_with(&body);
+    let r = dir.path();
+    create(r, "a", &["--accept", "tests pass"]);
+    let started = std::time::Instant::now();
+    let out = work(r, &["run", "a"]);
+    let took = started.elapsed();
+    if let Ok(pid) = std::fs::read_to_string(r.join("escaped.pid")) {
+        let _ = Command::new("kill").arg("-9").arg(pid.trim()).status();
+    }
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(took.as_secs() < 20, "the run waited {took:?} for an escaped descendant");
+}

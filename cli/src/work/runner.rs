@@ -125,7 +125,12 @@ enum HostEvent {
     Eof,
     /// An agent call ended.
     AgentDone(String, CallOutcome),
+    /// The workflow process ended.
+    Exited(std::io::Result<std::process::ExitStatus>),
 }
+
+/// How long output may still arrive after the workflow exits.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// Spawns the workflow and carries its conversation to the end.
 fn host(
@@ -147,26 +152,44 @@ fn host(
         }
     };
     let pgid = child.id() as i32;
-    let mut stdin = child.stdin.take();
+    let stdin = writer(child.stdin.take().expect("stdin is piped"));
     let (tx, events) = mpsc::channel();
     read_lines(child.stdout.take().expect("stdout is piped"), tx.clone());
     transcript.record(store, json!({ "event": "run.start", "pid": pgid, "start": start }))?;
-    send(&mut stdin, start);
+    send(&stdin, start);
+    let waiter = tx.clone();
+    std::thread::spawn(move || {
+        let status = child.wait();
+        let _ = waiter.send(HostEvent::Exited(status));
+    });
     let deadline = Instant::now() + limits.timeout;
     let (mut timed_out, mut eof) = (false, false);
+    let mut exited: Option<(std::io::Result<std::process::ExitStatus>, Instant)> = None;
     let mut calls = Calls { queued: Vec::new(), in_flight: 0, concurrency: limits.concurrency };
-    while !eof || calls.in_flight > 0 {
-        let wait = deadline.saturating_duration_since(Instant::now());
-        let event = match events.recv_timeout(wait) {
-            Ok(event) => event,
-            Err(_) if !timed_out => {
-                timed_out = true;
-                kill_group(pgid);
-                transcript.record(store, json!({ "event": "run.timed_out" }))?;
-                continue;
-            }
-            // Killed: its stdout ends at once; calls in flight end at their own timeouts.
-            Err(_) => events.recv().expect("the host holds a sender"),
+    loop {
+        // Output still buffered when the workflow exits gets a moment; a descendant that
+        // escaped the group and holds stdout open does not keep the run alive.
+        let output_done = eof || exited.as_ref().is_some_and(|(_, at)| at.elapsed() >= EXIT_GRACE);
+        if exited.is_some() && output_done && calls.in_flight == 0 {
+            break;
+        }
+        let mut wake = if timed_out { None } else { Some(deadline) };
+        if let Some((_, at)) = &exited {
+            wake = Some(wake.map_or(*at + EXIT_GRACE, |w| w.min(*at + EXIT_GRACE)));
+        }
+        let event = match wake {
+            None => events.recv().expect("the host holds a sender"),
+            Some(w) => match events.recv_timeout(w.saturating_duration_since(Instant::now())) {
+                Ok(event) => event,
+                Err(_) => {
+                    if !timed_out && Instant::now() >= deadline {
+                        timed_out = true;
+                        kill_group(pgid);
+                        transcript.record(store, json!({ "event": "run.timed_out" }))?;
+                    }
+                    continue;
+                }
+            },
         };
         match event {
             HostEvent::Line(msg) => {
@@ -179,7 +202,7 @@ fn host(
                     Some(HostAction::Reply(reply)) => {
                         transcript
                             .record(store, json!({ "event": "host.reply", "reply": reply }))?;
-                        send(&mut stdin, &reply);
+                        send(&stdin, &reply);
                     }
                     Some(HostAction::CallAgent { id, prompt }) => {
                         transcript.record(store, json!({ "event": "agent.start", "id": id }))?;
@@ -189,6 +212,11 @@ fn host(
                 }
             }
             HostEvent::Eof => eof = true,
+            HostEvent::Exited(status) => {
+                exited = Some((status, Instant::now()));
+                // Whatever the workflow left behind in its group goes with it.
+                kill_group(pgid);
+            }
             HostEvent::AgentDone(id, outcome) => {
                 calls.in_flight -= 1;
                 let body = json!({
@@ -197,7 +225,7 @@ fn host(
                 });
                 transcript.record(store, body)?;
                 let reply = fold.agent_done(&id, outcome);
-                send(&mut stdin, &reply);
+                send(&stdin, &reply);
             }
         }
         if !timed_out {
@@ -205,9 +233,8 @@ fn host(
         }
     }
     drop(stdin);
-    let status = child.wait().map_err(|e| StoreError(format!("waiting for the workflow: {e}")))?;
-    // Whatever the workflow left behind in its group goes with it.
-    kill_group(pgid);
+    let (status, _) = exited.expect("the loop ends after the exit");
+    let status = status.map_err(|e| StoreError(format!("waiting for the workflow: {e}")))?;
     let end = ProcessEnd::Exited { code: status.code(), signal: status.signal(), timed_out };
     let body = json!({ "event": "run.end", "exit_code": status.code(), "signal": status.signal() });
     transcript.record(store, body)?;
@@ -288,15 +315,25 @@ fn read_lines(mut out: std::process::ChildStdout, tx: mpsc::Sender<HostEvent>) {
     });
 }
 
-/// Writes one line to the workflow; a workflow that closed its stdin simply gets no reply.
-fn send(stdin: &mut Option<std::process::ChildStdin>, line: &Value) {
-    if let Some(pipe) = stdin {
-        let mut bytes = serde_json::to_vec(line).expect("replies serialize");
-        bytes.push(b'\n');
-        if pipe.write_all(&bytes).and_then(|()| pipe.flush()).is_err() {
-            *stdin = None;
+/// Writes lines to the workflow's stdin on a thread, so a workflow that does not read cannot
+/// block the host (and its timeout) on a full pipe. Dropping the sender closes stdin.
+fn writer(mut pipe: std::process::ChildStdin) -> mpsc::Sender<Vec<u8>> {
+    let (tx, rx) = mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        for bytes in rx {
+            if pipe.write_all(&bytes).and_then(|()| pipe.flush()).is_err() {
+                return; // It closed its stdin or is gone: later replies have no reader.
+            }
         }
-    }
+    });
+    tx
+}
+
+/// Queues one line for the workflow.
+fn send(stdin: &mpsc::Sender<Vec<u8>>, line: &Value) {
+    let mut bytes = serde_json::to_vec(line).expect("replies serialize");
+    bytes.push(b'\n');
+    let _ = stdin.send(bytes);
 }
 
 fn kill_group(pgid: i32) {
