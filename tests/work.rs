@@ -139,17 +139,22 @@ fn a_corrupt_history_fails_a_direct_read_with_file_and_line_but_not_the_list() {
 }
 
 #[test]
-fn a_torn_final_event_makes_the_read_fail() {
+fn a_torn_final_event_is_ignored_and_cut_off_by_the_next_append() {
     let dir = root_with_workflow();
     let r = dir.path();
     assert!(work(r, &["create", "A", "wf.sh", "--objective", "O", "--id", "a"]).status.success());
     let events = r.join(".harnery/work/a/events.jsonl");
-    let mut bytes = std::fs::read(&events).unwrap();
-    bytes.extend_from_slice(b"{\"v\":1,\"seq\":2");
-    std::fs::write(&events, &bytes).unwrap();
-    let out = work(r, &["show", "a"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out).contains("torn"), "{}", text(&out));
+    let whole = std::fs::read(&events).unwrap();
+    let mut torn = whole.clone();
+    torn.extend_from_slice(b"{\"v\":1,\"seq\":2");
+    std::fs::write(&events, &torn).unwrap();
+    assert_eq!(state(r, "a").0, "ready", "the interrupted append never happened");
+    let out = work(r, &["cancel", "a"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let after = std::fs::read(&events).unwrap();
+    assert!(after.starts_with(&whole) && after.ends_with(b"\n"), "the torn bytes are gone");
+    assert!(!String::from_utf8_lossy(&after).contains("\"seq\":2{"), "no torn prefix remains");
+    assert_eq!(state(r, "a").0, "cancelled");
 }
 
 #[test]

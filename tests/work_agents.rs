@@ -118,3 +118,24 @@ fn an_unknown_harness_or_a_bad_config_is_refused_with_exit_2_and_nothing_recorde
     assert!(text(&out).contains("comand"), "{}", text(&out));
     assert_eq!(projection(dir.path(), "a")["attempts_used"], 0);
 }
+
+#[test]
+fn the_run_timeout_also_kills_agent_calls_in_flight() {
+    let dir = root(r#""slow": {"command": ["./harness.sh"], "timeout_ms": 600000}"#);
+    create(dir.path(), "HANG forever");
+    let pid_file = dir.path().join("hang.pid");
+    let started = std::time::Instant::now();
+    let out = Command::new(harn_bin())
+        .args(["work", "run", "a", "--harness", "slow", "--timeout-secs", "1", "--root"])
+        .arg(dir.path())
+        .env("HARN_HANG_PID_FILE", &pid_file)
+        .output()
+        .unwrap();
+    let took = started.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(took.as_secs() < 20, "the run outlived its timeout by far: {took:?}");
+    assert!(text(&out).contains("timed out after 1000 ms"), "{}", text(&out));
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+    assert!(stat.is_empty() || stat.contains(") Z "), "the agent's child {pid} survived: {stat}");
+}

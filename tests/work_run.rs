@@ -244,3 +244,25 @@ fn a_descendant_that_escapes_the_group_holding_stdout_does_not_hold_the_run() {
     assert!(out.status.success(), "{}", text(&out));
     assert!(took.as_secs() < 20, "the run waited {took:?} for an escaped descendant");
 }
+
+#[test]
+fn an_item_can_be_cancelled_while_its_attempt_runs() {
+    let dir = root_with("echo $$ > workflow.pid\nsleep 2\necho '{\"op\":\"result\",\"ok\":true}'");
+    let r = dir.path();
+    create(r, "a", &[]);
+    let mut host = Command::new(harn_bin())
+        .args(["work", "run", "a", "--root"])
+        .arg(r)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !r.join("workflow.pid").exists() {
+        assert!(started.elapsed().as_secs() < 30, "the workflow never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = work(r, &["cancel", "a", "--reason", "not needed"]);
+    assert!(out.status.success(), "a runner must not hold the history lock: {}", text(&out));
+    host.wait().unwrap();
+    assert_eq!(state(r, "a"), "cancelled", "the run's end does not undo the cancel");
+}

@@ -3,23 +3,26 @@
 //! host dies. How the call ended is classified by the core.
 
 use harn_core::workflow::agent::{classify, CallEnd, CallOutcome, HarnessSpec};
+use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 use std::time::Duration;
 
 /// Longest reply kept from an agent's stdout (and failure text from its stderr).
 const OUTPUT_MAX: u64 = 4 << 20;
 
-/// Runs one call of harness `name` and classifies it.
+/// Runs one call of harness `name` and classifies it. Its process group is in `running`
+/// while it runs, so the host can kill it when the whole run times out.
 pub fn call(
     root: &Path,
     name: &str,
     spec: &HarnessSpec,
     prompt: &str,
     run_id: &str,
+    running: &Mutex<BTreeSet<i32>>,
 ) -> CallOutcome {
     let mut command = Command::new(&spec.command[0]);
     command
@@ -56,10 +59,12 @@ pub fn call(
         }
     };
     let pgid = child.id() as i32;
+    running.lock().unwrap_or_else(|e| e.into_inner()).insert(pgid);
     let mut stdin = child.stdin.take().expect("stdin is piped");
     let prompt = prompt.to_owned();
     // A harness that never reads its stdin must not block the host: write on a thread.
     std::thread::spawn(move || {
+        block_sigpipe();
         let _ = stdin.write_all(prompt.as_bytes());
     });
     let stdout = drain(child.stdout.take().expect("stdout is piped"));
@@ -79,6 +84,7 @@ pub fn call(
     };
     // Whatever the call left in its group goes with it, and its pipes close.
     kill_group(pgid);
+    running.lock().unwrap_or_else(|e| e.into_inner()).remove(&pgid);
     let end = CallEnd {
         timed_out,
         code: status.ok().and_then(|s| s.code()),
@@ -102,6 +108,20 @@ fn drain(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
         let _ = tx.send(String::from_utf8_lossy(&bytes).into_owned());
     });
     rx
+}
+
+/// Blocks SIGPIPE on the calling thread, so writing to a pipe whose reader is gone fails with
+/// EPIPE there instead of killing the process (harn restores SIGPIPE's default at startup so
+/// that `harn … | head` ends quietly). A signal a write raises goes to the writing thread and
+/// is discarded with it.
+pub(super) fn block_sigpipe() {
+    // SAFETY: plain libc calls on a local signal set; they only change this thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 fn kill_group(pgid: i32) {

@@ -311,6 +311,14 @@ fn govern(store: &mut Store, g: Governance, reopen: bool) -> i32 {
     if !reopen && !g.findings.is_empty() {
         return fail(EXIT_USAGE, "--finding belongs to reopen");
     }
+    if !store.exists(&id) {
+        return fail(EXIT_FAILED, format!("no work item {id}"));
+    }
+    // Held from the read to the append, so the decision stands on the history it appends to.
+    let lock = match store.lock_events(&id) {
+        Ok(lock) => lock,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
     let item = match store.read(&id, &mut BTreeMap::new()) {
         Ok(item) => item,
         Err(e) => return fail(EXIT_FAILED, e),
@@ -334,8 +342,9 @@ fn govern(store: &mut Store, g: Governance, reopen: bool) -> i32 {
         let verb = if reopen { "reopen" } else { "cancel" };
         return fail(EXIT_FAILED, format!("cannot {verb} {id}: it is {}", state_name(state)));
     }
-    if let Err(e) = store.append(&id, kind, &actor(g.actor), g.reason) {
+    if let Err(e) = store.append(&lock, kind, &actor(g.actor), g.reason) {
         return fail(EXIT_FAILED, e);
     }
+    drop(lock);
     show(store, id.as_str(), g.json)
 }

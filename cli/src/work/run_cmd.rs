@@ -126,6 +126,14 @@ pub fn accept(store: &mut Store, a: AcceptArgs) -> i32 {
             Ok(d) => d,
             Err(e) => return fail(EXIT_USAGE, format!("--dispose: {e}")),
         };
+    if !store.exists(&id) {
+        return fail(EXIT_FAILED, format!("no work item {id}"));
+    }
+    // Held from the read to the append, so the decision stands on the history it appends to.
+    let lock = match store.lock_events(&id) {
+        Ok(lock) => lock,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
     let item = match store.read(&id, &mut BTreeMap::new()) {
         Ok(item) => item,
         Err(e) => return fail(EXIT_FAILED, e),
@@ -141,9 +149,10 @@ pub fn accept(store: &mut Store, a: AcceptArgs) -> i32 {
     };
     let attempt = item.projection.attempts_used;
     let kind = EventKind::Accepted { run_id, attempt, proof_sha256, dispositions };
-    if let Err(e) = store.append(&id, kind, &actor(a.actor), a.reason) {
+    if let Err(e) = store.append(&lock, kind, &actor(a.actor), a.reason) {
         return fail(EXIT_FAILED, e);
     }
+    drop(lock);
     show(store, id.as_str(), a.json)
 }
 

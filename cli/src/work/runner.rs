@@ -15,11 +15,12 @@ use harn_core::workflow::run::{
 };
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Why an attempt did not end in a proof.
@@ -57,6 +58,12 @@ pub fn run_attempt(
     actor: &str,
 ) -> Result<(Id, Proof), Refusal> {
     store.lock_run(id)?;
+    if !store.exists(id) {
+        return Err(Refusal::NotNow(format!("no work item {id}")));
+    }
+    // The history lock is held from this read to `attempt.started`, so a cancel or a reopen
+    // cannot land between the decision to start and its record.
+    let lock = store.lock_events(id)?;
     let mut known = BTreeMap::new();
     let item = store.read(id, &mut known)?;
     check_digest(&item.intent.workflow.path, &item.intent.workflow.sha256)
@@ -80,7 +87,8 @@ pub fn run_attempt(
     let attempt = item.projection.attempts_used + 1;
     let started =
         EventKind::AttemptStarted { run_id: run_id.clone(), attempt, trigger, prerequisites };
-    store.append(id, started, actor, None)?;
+    store.append(&lock, started, actor, None)?;
+    drop(lock);
     let manifest = RunManifest {
         schema_version: RUN_VERSION,
         run_id: run_id.clone(),
@@ -152,8 +160,12 @@ fn host(
         }
     };
     let pgid = child.id() as i32;
+    let agents = Arc::new(Mutex::new(BTreeSet::new()));
+    // However the host leaves this function, the workflow's group and its calls' groups go.
+    let _groups = Groups { workflow: pgid, agents: agents.clone() };
     let stdin = writer(child.stdin.take().expect("stdin is piped"));
-    let (tx, events) = mpsc::channel();
+    // Bounded, so a workflow that floods its stdout is slowed down rather than buffered.
+    let (tx, events) = mpsc::sync_channel(256);
     read_lines(child.stdout.take().expect("stdout is piped"), tx.clone());
     transcript.record(store, json!({ "event": "run.start", "pid": pgid, "start": start }))?;
     send(&stdin, start);
@@ -165,8 +177,16 @@ fn host(
     let deadline = Instant::now() + limits.timeout;
     let (mut timed_out, mut eof) = (false, false);
     let mut exited: Option<(std::io::Result<std::process::ExitStatus>, Instant)> = None;
-    let mut calls = Calls { queued: Vec::new(), in_flight: 0, concurrency: limits.concurrency };
+    let mut calls =
+        Calls { queued: Vec::new(), in_flight: 0, concurrency: limits.concurrency, agents };
     loop {
+        if !timed_out && Instant::now() >= deadline {
+            // Checked before every receive, so a flood of output cannot postpone it.
+            timed_out = true;
+            calls.queued.clear();
+            kill_groups(pgid, &calls.agents);
+            transcript.record(store, json!({ "event": "run.timed_out" }))?;
+        }
         // Output still buffered when the workflow exits gets a moment; a descendant that
         // escaped the group and holds stdout open does not keep the run alive.
         let output_done = eof || exited.as_ref().is_some_and(|(_, at)| at.elapsed() >= EXIT_GRACE);
@@ -181,14 +201,7 @@ fn host(
             None => events.recv().expect("the host holds a sender"),
             Some(w) => match events.recv_timeout(w.saturating_duration_since(Instant::now())) {
                 Ok(event) => event,
-                Err(_) => {
-                    if !timed_out && Instant::now() >= deadline {
-                        timed_out = true;
-                        kill_group(pgid);
-                        transcript.record(store, json!({ "event": "run.timed_out" }))?;
-                    }
-                    continue;
-                }
+                Err(_) => continue,
             },
         };
         match event {
@@ -211,7 +224,10 @@ fn host(
                     None => {}
                 }
             }
-            HostEvent::Eof => eof = true,
+            HostEvent::Eof => {
+                eof = true;
+                calls.queued.clear(); // Nobody is left to read their replies.
+            }
             HostEvent::Exited(status) => {
                 exited = Some((status, Instant::now()));
                 // Whatever the workflow left behind in its group goes with it.
@@ -246,19 +262,21 @@ struct Calls {
     queued: Vec<(String, String)>,
     in_flight: usize,
     concurrency: usize,
+    /// Process groups of the calls running now.
+    agents: Arc<Mutex<BTreeSet<i32>>>,
 }
 
 impl Calls {
     /// Starts queued calls, in the order they were asked for, up to the concurrency bound.
-    fn dispatch(&mut self, store: &Store, m: &RunManifest, tx: &mpsc::Sender<HostEvent>) {
+    fn dispatch(&mut self, store: &Store, m: &RunManifest, tx: &mpsc::SyncSender<HostEvent>) {
         let Some(harness) = &m.harness else { return };
         while self.in_flight < self.concurrency && !self.queued.is_empty() {
             let (id, prompt) = self.queued.remove(0);
             let (tx, root, harness) = (tx.clone(), store.root().to_owned(), harness.clone());
-            let run_id = m.run_id.to_string();
+            let (run_id, agents) = (m.run_id.to_string(), self.agents.clone());
             self.in_flight += 1;
             std::thread::spawn(move || {
-                let outcome = call(&root, &harness.name, &harness.spec, &prompt, &run_id);
+                let outcome = call(&root, &harness.name, &harness.spec, &prompt, &run_id, &agents);
                 let _ = tx.send(HostEvent::AgentDone(id, outcome));
             });
         }
@@ -266,9 +284,12 @@ impl Calls {
 }
 
 fn spawn(store: &Store, m: &RunManifest) -> std::io::Result<Child> {
+    use std::os::unix::fs::OpenOptionsExt;
     let stderr = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(store.root().join(format!("{}/stderr.log", run_dir(&m.run_id))))?;
     let mut command = Command::new(&m.script.path);
     command
@@ -293,7 +314,7 @@ fn spawn(store: &Store, m: &RunManifest) -> std::io::Result<Child> {
 
 /// Reads the workflow's messages on a thread, so the host can wait with a deadline; ends
 /// with [`HostEvent::Eof`].
-fn read_lines(mut out: std::process::ChildStdout, tx: mpsc::Sender<HostEvent>) {
+fn read_lines(mut out: std::process::ChildStdout, tx: mpsc::SyncSender<HostEvent>) {
     std::thread::spawn(move || {
         let mut reader = LineReader::default();
         let mut buf = vec![0u8; 64 * 1024];
@@ -320,6 +341,7 @@ fn read_lines(mut out: std::process::ChildStdout, tx: mpsc::Sender<HostEvent>) {
 fn writer(mut pipe: std::process::ChildStdin) -> mpsc::Sender<Vec<u8>> {
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
     std::thread::spawn(move || {
+        super::agent_call::block_sigpipe();
         for bytes in rx {
             if pipe.write_all(&bytes).and_then(|()| pipe.flush()).is_err() {
                 return; // It closed its stdin or is gone: later replies have no reader.
@@ -334,6 +356,25 @@ fn send(stdin: &mpsc::Sender<Vec<u8>>, line: &Value) {
     let mut bytes = serde_json::to_vec(line).expect("replies serialize");
     bytes.push(b'\n');
     let _ = stdin.send(bytes);
+}
+
+/// Kills the workflow's group and every running call's group when dropped.
+struct Groups {
+    workflow: i32,
+    agents: Arc<Mutex<BTreeSet<i32>>>,
+}
+
+impl Drop for Groups {
+    fn drop(&mut self) {
+        kill_groups(self.workflow, &self.agents);
+    }
+}
+
+fn kill_groups(workflow: i32, agents: &Mutex<BTreeSet<i32>>) {
+    kill_group(workflow);
+    for &pgid in agents.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+        kill_group(pgid);
+    }
 }
 
 fn kill_group(pgid: i32) {

@@ -120,9 +120,8 @@ impl Store {
         let bytes = self.fs.read(&path).map_err(|e| StoreError(e.to_string()))?.unwrap_or_default();
         let read = journal::parse_as::<WorkEvent>(&shown, &bytes)
             .map_err(|e| StoreError(e.to_string()))?;
-        if read.torn_tail_bytes > 0 {
-            return Err(StoreError(format!("{shown}: the last line is torn (a crash during a write); the next write repairs it")));
-        }
+        // A torn final line is an append a crash interrupted: it never happened. Readers
+        // ignore it and the next append cuts it off (DESIGN.md §5).
         let events: Vec<WorkEvent> = read.records.into_iter().map(|r| r.body).collect();
         validate_history(id, &events).map_err(|e| StoreError(format!("{shown}: {e}")))?;
         Ok(events)
@@ -238,6 +237,7 @@ impl Store {
     /// differs from the last receipt, unless another process is running an attempt (its
     /// runner appends one when it ends); returns the item and whether a receipt was written.
     pub fn reconcile(&mut self, id: &Id, actor: &str) -> Result<(Item, bool), StoreError> {
+        let lock = self.lock_events(id)?;
         let item = self.read_uncached(id, &mut BTreeMap::new(), 0)?;
         if self.runner_live(id) {
             return Ok((item, false));
@@ -255,7 +255,8 @@ impl Store {
             return Ok((item, false));
         }
         let receipt = EventKind::Reconciled { state, next_action };
-        self.append(id, receipt, actor, Some(item.projection.reason.clone()))?;
+        self.append(&lock, receipt, actor, Some(item.projection.reason.clone()))?;
+        drop(lock);
         Ok((self.read_uncached(id, &mut BTreeMap::new(), 0)?, true))
     }
 
@@ -330,9 +331,15 @@ impl Store {
         self.fs.create_dir_all(&dir).map_err(err)?;
         let mut bytes = serde_json::to_vec_pretty(record).expect("run records serialize");
         bytes.push(b'\n');
-        let path = format!("{dir}/{name}");
-        self.fs.create_new(&path, &bytes).map_err(err)?;
-        self.fs.sync_file(&path).map_err(err)?;
+        // Written whole under a temporary name, then linked into place: a crash never leaves
+        // a partial record that would make every later read of the item fail.
+        let (path, temp) = (format!("{dir}/{name}"), format!("{dir}/.{name}.tmp"));
+        self.fs.write_temp(&temp, &bytes).map_err(err)?;
+        self.fs.sync_file(&temp).map_err(err)?;
+        let (full_temp, full) = (self.root.join(&temp), self.root.join(&path));
+        let linked = std::fs::hard_link(&full_temp, &full);
+        let _ = std::fs::remove_file(&full_temp);
+        linked.map_err(|e| StoreError(format!("{}: {e}", full.display())))?;
         self.fs.sync_dir(&dir).map_err(err)?;
         Ok(bytes)
     }
@@ -401,37 +408,64 @@ impl Store {
         }
     }
 
-    /// Appends one event to `id`'s history under its lock, with the next sequence number.
+    /// Takes `id`'s history lock (flock on `events.lock`), waiting a little for another
+    /// writer. Hold it across a read, a decision and the append it leads to, so no other
+    /// writer changes the history in between; dropping it releases it.
+    pub fn lock_events(&self, id: &Id) -> Result<EventsLock, StoreError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = self.root.join(format!("{}/events.lock", dir_of(id)));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+        let started = std::time::Instant::now();
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(EventsLock { _file: file, id: id.clone() }),
+                Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_WAIT => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(StoreError(format!(
+                        "work item {id} is being written by another process"
+                    )));
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(StoreError(format!("{}: {e}", path.display())));
+                }
+            }
+        }
+    }
+
+    /// Appends one event to `id`'s history with the next sequence number, under its lock.
     pub fn append(
         &mut self,
-        id: &Id,
+        lock: &EventsLock,
         kind: EventKind,
         actor: &str,
         reason: Option<String>,
     ) -> Result<(), StoreError> {
-        let dir = dir_of(id);
-        let lock = format!("{dir}/events.lock");
-        let started = std::time::Instant::now();
-        while !self.held.contains(&lock)
-            && !self.fs.try_lock(&lock).map_err(|e| StoreError(e.to_string()))?
-        {
-            if started.elapsed() > LOCK_WAIT {
-                return Err(StoreError(format!(
-                    "work item {id} is being written by another process"
-                )));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        self.held.insert(lock);
-        let path = format!("{dir}/events.jsonl");
+        let id = lock.id.clone();
+        let path = format!("{}/events.jsonl", dir_of(&id));
         let (mut writer, _) =
             JournalWriter::open_tail(&mut self.fs, &path).map_err(|e| StoreError(e.to_string()))?;
-        let event = self.event(id, writer.next_seq(), kind, actor, reason);
+        let event = self.event(&id, writer.next_seq(), kind, actor, reason);
         writer
             .append(&mut self.fs, event.ts, &[event])
             .map(drop)
             .map_err(|e| StoreError(e.to_string()))
     }
+}
+
+/// A held history lock; see [`Store::lock_events`].
+pub struct EventsLock {
+    _file: std::fs::File,
+    id: Id,
 }
 
 fn prerequisite(item: &Item) -> Prerequisite {
