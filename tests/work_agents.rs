@@ -139,3 +139,51 @@ fn the_run_timeout_also_kills_agent_calls_in_flight() {
     let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
     assert!(stat.is_empty() || stat.contains(") Z "), "the agent's child {pid} survived: {stat}");
 }
+
+/// A root holding the seed's example module workflow (unchanged) and the scripted harness.
+fn module_root() -> tempfile::TempDir {
+    let dir = root(SCRIPTED);
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/workflows");
+    let module = dir.path().join("implement-and-review.mjs");
+    std::fs::copy(examples.join("implement-and-review.mjs"), &module).unwrap();
+    let args = ["create", "T", "implement-and-review.mjs", "--objective", "O", "--id", "a"];
+    let out = work(dir.path(), &args);
+    assert!(out.status.success(), "{}", text(&out));
+    dir
+}
+
+#[test]
+fn a_javascript_module_workflow_runs_unchanged_through_the_node_runner() {
+    if Command::new("node").arg("--version").output().is_err() {
+        eprintln!("node is not installed; the module workflow is covered by the next test only");
+        return;
+    }
+    let dir = module_root();
+    let (out, doc) = run(dir.path(), "scripted");
+    assert!(out.status.success(), "{}", text(&out));
+    let proof = &doc["proof"];
+    assert_eq!(proof["agents"].as_array().unwrap().len(), 2, "implement, then review");
+    let review = &proof["acceptance"]["criteria"][0];
+    assert_eq!(
+        (review["id"].as_str(), review["source"].as_str()),
+        (Some("review"), Some("undeclared"))
+    );
+    assert_eq!(projection(dir.path(), "a")["state"], "in_review");
+}
+
+#[test]
+fn without_node_a_module_workflow_is_an_environment_block_that_names_node() {
+    let dir = module_root();
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(harn_bin())
+        .args(["work", "run", "a", "--harness", "scripted", "--json", "--root"])
+        .arg(dir.path())
+        .env("PATH", empty.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["proof"]["run"]["class"], "environment");
+    assert!(doc["proof"]["run"]["error"].as_str().unwrap().contains("node:"), "{doc}");
+    assert_eq!(projection(dir.path(), "a")["charged_attempts"], 0);
+}

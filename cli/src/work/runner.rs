@@ -153,7 +153,8 @@ fn host(
         Ok(child) => child,
         Err(e) => {
             let missing = e.kind() == std::io::ErrorKind::NotFound;
-            let end = ProcessEnd::SpawnFailed { error: e.to_string(), missing };
+            let error = format!("{}: {e}", program(m));
+            let end = ProcessEnd::SpawnFailed { error, missing };
             transcript
                 .record(store, json!({ "event": "run.spawn_failed", "error": e.to_string() }))?;
             return Ok((fold, end));
@@ -283,7 +284,24 @@ impl Calls {
     }
 }
 
-fn spawn(store: &Store, m: &RunManifest) -> std::io::Result<Child> {
+/// The Node runner that hands a `.mjs`/`.js` workflow module its context object.
+const NODE_RUNNER: &str = include_str!("node/runner.mjs");
+
+/// True when the workflow is a JavaScript module, run through `node` and [`NODE_RUNNER`].
+fn is_module(path: &str) -> bool {
+    path.ends_with(".mjs") || path.ends_with(".js")
+}
+
+/// The program a run starts: the workflow itself, or `node` for a module.
+fn program(m: &RunManifest) -> &str {
+    if is_module(&m.script.path) {
+        "node"
+    } else {
+        &m.script.path
+    }
+}
+
+fn spawn(store: &mut Store, m: &RunManifest) -> std::io::Result<Child> {
     use std::os::unix::fs::OpenOptionsExt;
     let stderr = std::fs::OpenOptions::new()
         .create(true)
@@ -291,7 +309,17 @@ fn spawn(store: &Store, m: &RunManifest) -> std::io::Result<Child> {
         .mode(0o600)
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(store.root().join(format!("{}/stderr.log", run_dir(&m.run_id))))?;
-    let mut command = Command::new(&m.script.path);
+    let mut command = if is_module(&m.script.path) {
+        let runner = format!("{}/node-runner.mjs", run_dir(&m.run_id));
+        store
+            .write_file(&runner, NODE_RUNNER.as_bytes())
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let mut node = Command::new("node");
+        node.arg(store.root().join(&runner)).arg(&m.script.path);
+        node
+    } else {
+        Command::new(&m.script.path)
+    };
     command
         .current_dir(store.root())
         .env("HARN_RUN_ID", m.run_id.as_str())

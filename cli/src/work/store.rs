@@ -319,6 +319,12 @@ impl Store {
             .map_err(|e| StoreError(format!("{}:{}: {e}", shown.display(), e.line())))
     }
 
+    /// Writes a file under the root whole (temporary name, fsync, rename).
+    pub fn write_file(&mut self, path: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        harn_core::atomic::atomic_replace(&mut self.fs, path, bytes)
+            .map_err(|e| StoreError(e.to_string()))
+    }
+
     /// Writes a run record once: create-new, fsync, directory fsync. Returns its bytes.
     pub fn write_run_record(
         &mut self,
