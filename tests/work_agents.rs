@@ -159,10 +159,13 @@ fn a_javascript_module_workflow_runs_unchanged_through_the_node_runner() {
         return;
     }
     let dir = module_root();
-    let (out, doc) = run(dir.path(), "scripted");
+    let team = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/team.json");
+    let out = work(dir.path(), &["run", "a", "--team", team.to_str().unwrap(), "--json"]);
     assert!(out.status.success(), "{}", text(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let proof = &doc["proof"];
     assert_eq!(proof["agents"].as_array().unwrap().len(), 2, "implement, then review");
+    assert_eq!(proof["agents"][1]["harness"], "scripted", "the reviewer's harness answered");
     let review = &proof["acceptance"]["criteria"][0];
     assert_eq!(
         (review["id"].as_str(), review["source"].as_str()),
@@ -186,4 +189,32 @@ fn without_node_a_module_workflow_is_an_environment_block_that_names_node() {
     assert_eq!(doc["proof"]["run"]["class"], "environment");
     assert!(doc["proof"]["run"]["error"].as_str().unwrap().contains("node:"), "{doc}");
     assert_eq!(projection(dir.path(), "a")["charged_attempts"], 0);
+}
+
+#[test]
+fn a_specialist_profile_sets_the_model_and_retries_a_failing_call_up_to_its_attempts() {
+    let dir = root(SCRIPTED);
+    let r = dir.path();
+    let workflow = "#!/bin/sh\nread -r start\n\
+        echo '{\"op\":\"agent\",\"id\":\"a1\",\"prompt\":\"FAIL now\",\"specialist\":\"fixer\"}'\n\
+        read -r reply\necho '{\"op\":\"result\",\"ok\":false,\"error\":\"the agent failed\"}'\n";
+    std::fs::write(r.join("wf.sh"), workflow).unwrap();
+    let team = r.join("team.json");
+    let profile = r#"{"fixer": {"harness": "scripted", "model": "m1", "maxAttempts": 3}}"#;
+    std::fs::write(&team, profile).unwrap();
+    create(r, "O");
+    let calls = r.join("calls.log");
+    let out = Command::new(harn_bin())
+        .args(["work", "run", "a", "--team", team.to_str().unwrap(), "--root"])
+        .arg(r)
+        .env("HARN_CALLS_FILE", &calls)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let log = std::fs::read_to_string(&calls).unwrap();
+    assert_eq!(log, "model=m1\nmodel=m1\nmodel=m1\n", "three attempts, each told the model");
+    std::fs::write(&team, r#"{"fixer": {"harness": "scripted", "maxAttempts": 0}}"#).unwrap();
+    let bad = work(r, &["retry", "a", "--team", team.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+    assert!(text(&bad).contains("team.json: role fixer: maxAttempts"), "{}", text(&bad));
 }

@@ -3,6 +3,7 @@
 //! host dies. How the call ended is classified by the core.
 
 use harn_core::workflow::agent::{classify, CallEnd, CallOutcome, HarnessSpec};
+use harn_core::workflow::team::Profile;
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
@@ -14,21 +15,35 @@ use std::time::Duration;
 /// Longest reply kept from an agent's stdout (and failure text from its stderr).
 const OUTPUT_MAX: u64 = 4 << 20;
 
+/// The process groups of a run's calls in flight, and whether the run has ended, so a call
+/// starting after the run's timeout is killed at once and not retried.
+#[derive(Debug, Default)]
+pub struct CallGroups {
+    /// Process groups of calls running now.
+    pub groups: BTreeSet<i32>,
+    /// True once the run is over.
+    pub cancelled: bool,
+}
+
 /// Runs one call of harness `name` and classifies it. Its process group is in `running`
 /// while it runs, so the host can kill it when the whole run times out.
 pub fn call(
     root: &Path,
     name: &str,
     spec: &HarnessSpec,
+    profile: &Profile,
     prompt: &str,
     run_id: &str,
-    running: &Mutex<BTreeSet<i32>>,
+    running: &Mutex<CallGroups>,
 ) -> CallOutcome {
+    let timeout_ms = profile.timeout_ms.unwrap_or(spec.timeout_ms);
     let mut command = Command::new(&spec.command[0]);
     command
         .args(&spec.command[1..])
+        .args(preset_args(name, profile))
         .current_dir(root)
         .env("HARN_RUN_ID", run_id)
+        .envs(profile_env(profile))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -51,15 +66,21 @@ pub fn call(
     let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return classify(name, spec.timeout_ms, &CallEnd { missing: true, ..blank });
+            return classify(name, timeout_ms, &CallEnd { missing: true, ..blank });
         }
         Err(e) => {
             let end = CallEnd { spawn_error: Some(e.to_string()), ..blank };
-            return classify(name, spec.timeout_ms, &end);
+            return classify(name, timeout_ms, &end);
         }
     };
     let pgid = child.id() as i32;
-    running.lock().unwrap_or_else(|e| e.into_inner()).insert(pgid);
+    {
+        let mut calls = running.lock().unwrap_or_else(|e| e.into_inner());
+        calls.groups.insert(pgid);
+        if calls.cancelled {
+            kill_group(pgid); // The run ended while this call was starting.
+        }
+    }
     let mut stdin = child.stdin.take().expect("stdin is piped");
     let prompt = prompt.to_owned();
     // A harness that never reads its stdin must not block the host: write on a thread.
@@ -74,7 +95,7 @@ pub fn call(
         let _ = tx.send(child.wait());
     });
     let mut timed_out = false;
-    let status = match rx.recv_timeout(Duration::from_millis(spec.timeout_ms)) {
+    let status = match rx.recv_timeout(Duration::from_millis(timeout_ms)) {
         Ok(status) => status,
         Err(_) => {
             timed_out = true;
@@ -84,7 +105,7 @@ pub fn call(
     };
     // Whatever the call left in its group goes with it, and its pipes close.
     kill_group(pgid);
-    running.lock().unwrap_or_else(|e| e.into_inner()).remove(&pgid);
+    running.lock().unwrap_or_else(|e| e.into_inner()).groups.remove(&pgid);
     let end = CallEnd {
         timed_out,
         code: status.ok().and_then(|s| s.code()),
@@ -93,7 +114,48 @@ pub fn call(
         stderr: stderr.recv_timeout(Duration::from_secs(2)).unwrap_or_default(),
         ..blank
     };
-    classify(name, spec.timeout_ms, &end)
+    classify(name, timeout_ms, &end)
+}
+
+/// Flags the built-in presets take for a profile's model, effort and turns (a declared
+/// harness reads them from `HARN_MODEL`, `HARN_EFFORT` and `HARN_MAX_TURNS` instead).
+fn preset_args(name: &str, p: &Profile) -> Vec<String> {
+    let mut args = Vec::new();
+    match name {
+        "claude-code" => {
+            if let Some(m) = &p.model {
+                args.extend(["--model".to_owned(), m.clone()]);
+            }
+            if let Some(t) = p.max_turns {
+                args.extend(["--max-turns".to_owned(), t.to_string()]);
+            }
+        }
+        "codex" => {
+            if let Some(m) = &p.model {
+                args.extend(["--model".to_owned(), m.clone()]);
+            }
+            if let Some(e) = &p.effort {
+                args.extend(["-c".to_owned(), format!("model_reasoning_effort={e}")]);
+            }
+        }
+        _ => {}
+    }
+    args
+}
+
+/// A profile's model, effort and turns as environment variables for any harness.
+fn profile_env(p: &Profile) -> Vec<(&'static str, String)> {
+    let mut env = Vec::new();
+    if let Some(m) = &p.model {
+        env.push(("HARN_MODEL", m.clone()));
+    }
+    if let Some(e) = &p.effort {
+        env.push(("HARN_EFFORT", e.clone()));
+    }
+    if let Some(t) = p.max_turns {
+        env.push(("HARN_MAX_TURNS", t.to_string()));
+    }
+    env
 }
 
 /// Reads a pipe to its end on a thread, keeping at most [`OUTPUT_MAX`] bytes.

@@ -10,6 +10,7 @@ use clap::Args;
 use harn_core::ids::Id;
 use harn_core::work::events::{Disposition, EventKind};
 use harn_core::workflow::run::may_accept;
+use harn_core::workflow::team::{parse_team, Team};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -27,6 +28,10 @@ pub struct RunArgs {
     /// declared in `.harnery/config.json` (default: none; agent calls are declined).
     #[arg(long)]
     harness: Option<String>,
+    /// A team file (JSON keyed by role: instructions, harness, model, effort, maxTurns,
+    /// timeoutMs, maxAttempts), frozen into the run by value.
+    #[arg(long)]
+    team: Option<std::path::PathBuf>,
     /// Agent calls in flight at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
     concurrency: u64,
@@ -63,14 +68,9 @@ pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> i32 {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{:?}: {e}", a.id)),
     };
-    let harness = match a.harness.as_deref().map(|h| frozen_harness(store.root(), h)).transpose() {
-        Ok(h) => h,
+    let limits = match freeze(store, &a) {
+        Ok(limits) => limits,
         Err(e) => return fail(EXIT_USAGE, e),
-    };
-    let limits = RunLimits {
-        timeout: Duration::from_secs(a.timeout_secs),
-        concurrency: a.concurrency as usize,
-        harness,
     };
     let (run_id, proof) = match run_attempt(store, &id, retry, &limits, &actor(a.actor)) {
         Ok(done) => done,
@@ -211,4 +211,30 @@ pub fn reconcile(store: &mut Store, id: Option<&str>, actor: &str, json: bool) -
     } else {
         EXIT_FAILED
     }
+}
+
+/// The run's limits: the team file read, the default harness and every harness the team
+/// names resolved, all by value.
+fn freeze(store: &Store, a: &RunArgs) -> Result<RunLimits, String> {
+    let team = match a.team.as_deref() {
+        None => Team::new(),
+        Some(path) => {
+            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            parse_team(&bytes).map_err(|e| format!("{}: {e}", path.display()))?
+        }
+    };
+    let default = a.harness.as_deref().map(|h| frozen_harness(store.root(), h)).transpose()?;
+    let mut others = BTreeMap::new();
+    for name in team.values().filter_map(|p| p.harness.as_deref()) {
+        if default.as_ref().is_none_or(|d| d.name != name) && !others.contains_key(name) {
+            others.insert(name.to_owned(), frozen_harness(store.root(), name)?.spec);
+        }
+    }
+    Ok(RunLimits {
+        timeout: Duration::from_secs(a.timeout_secs),
+        concurrency: a.concurrency as usize,
+        harness: default,
+        team,
+        harnesses: others,
+    })
 }

@@ -3,19 +3,21 @@
 //! its stdout is read as the JSON Lines protocol into a transcript, the core's fold decides
 //! every reply and the proof, and the proof is written for success and failure alike.
 
-use super::agent_call::call;
+use super::agent_call::{call, CallGroups};
 use super::store::{run_dir, Store, StoreError};
 use harn_core::ids::Id;
 use harn_core::journal::JournalWriter;
 use harn_core::work::events::EventKind;
-use harn_core::workflow::agent::CallOutcome;
+use harn_core::work::projection::FailureClass;
+use harn_core::workflow::agent::{CallOutcome, HarnessSpec};
 use harn_core::workflow::protocol::{FromWorkflow, LineReader};
 use harn_core::workflow::run::{
     may_start, FrozenHarness, HostAction, ProcessEnd, Proof, RunFold, RunManifest, RUN_VERSION,
 };
+use harn_core::workflow::team::Dispatch;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::{Child, Command, Stdio};
@@ -47,6 +49,10 @@ pub struct RunLimits {
     pub concurrency: usize,
     /// The harness that answers agent calls, if any.
     pub harness: Option<FrozenHarness>,
+    /// The specialist team.
+    pub team: harn_core::workflow::team::Team,
+    /// Every other harness the team names.
+    pub harnesses: BTreeMap<String, HarnessSpec>,
 }
 
 /// Runs one attempt of `id` (a retry when `retry`); returns its run id and proof.
@@ -99,6 +105,8 @@ pub fn run_attempt(
         script: item.intent.workflow.clone(),
         timeout_ms: limits.timeout.as_millis() as u64,
         harness: limits.harness.clone(),
+        team: limits.team.clone(),
+        harnesses: limits.harnesses.clone(),
     };
     store.write_run_record(&run_id, "run.json", &manifest)?;
     let start = manifest.start_line(&item.intent, prior.as_ref());
@@ -147,7 +155,7 @@ fn host(
     start: &Value,
     limits: &RunLimits,
 ) -> Result<(RunFold, ProcessEnd), StoreError> {
-    let mut fold = RunFold::new(m.harness.as_ref().map(|h| h.name.as_str()));
+    let mut fold = m.fold();
     let mut transcript = Transcript::open(store, &m.run_id)?;
     let mut child = match spawn(store, m) {
         Ok(child) => child,
@@ -161,7 +169,7 @@ fn host(
         }
     };
     let pgid = child.id() as i32;
-    let agents = Arc::new(Mutex::new(BTreeSet::new()));
+    let agents = Arc::new(Mutex::new(CallGroups::default()));
     // However the host leaves this function, the workflow's group and its calls' groups go.
     let _groups = Groups { workflow: pgid, agents: agents.clone() };
     let stdin = writer(child.stdin.take().expect("stdin is piped"));
@@ -218,9 +226,12 @@ fn host(
                             .record(store, json!({ "event": "host.reply", "reply": reply }))?;
                         send(&stdin, &reply);
                     }
-                    Some(HostAction::CallAgent { id, prompt }) => {
-                        transcript.record(store, json!({ "event": "agent.start", "id": id }))?;
-                        calls.queued.push((id, prompt));
+                    Some(HostAction::CallAgent { id, dispatch }) => {
+                        let body = json!({
+                            "event": "agent.start", "id": id, "harness": dispatch.harness,
+                        });
+                        transcript.record(store, body)?;
+                        calls.queued.push((id, dispatch));
                     }
                     None => {}
                 }
@@ -260,28 +271,56 @@ fn host(
 
 /// Agent calls waiting for a slot, and how many are running.
 struct Calls {
-    queued: Vec<(String, String)>,
+    queued: Vec<(String, Dispatch)>,
     in_flight: usize,
     concurrency: usize,
     /// Process groups of the calls running now.
-    agents: Arc<Mutex<BTreeSet<i32>>>,
+    agents: Arc<Mutex<CallGroups>>,
 }
 
 impl Calls {
     /// Starts queued calls, in the order they were asked for, up to the concurrency bound.
     fn dispatch(&mut self, store: &Store, m: &RunManifest, tx: &mpsc::SyncSender<HostEvent>) {
-        let Some(harness) = &m.harness else { return };
         while self.in_flight < self.concurrency && !self.queued.is_empty() {
-            let (id, prompt) = self.queued.remove(0);
-            let (tx, root, harness) = (tx.clone(), store.root().to_owned(), harness.clone());
+            let (id, dispatch) = self.queued.remove(0);
+            let spec = m.harness_spec(&dispatch.harness).cloned();
+            let (tx, root) = (tx.clone(), store.root().to_owned());
             let (run_id, agents) = (m.run_id.to_string(), self.agents.clone());
             self.in_flight += 1;
             std::thread::spawn(move || {
-                let outcome = call(&root, &harness.name, &harness.spec, &prompt, &run_id, &agents);
+                let outcome = match spec {
+                    Some(spec) => call_with_retries(&root, &dispatch, &spec, &run_id, &agents),
+                    // Every harness the team names is frozen at the start; this is a bug.
+                    None => CallOutcome {
+                        ok: false,
+                        text: None,
+                        error: Some(format!("harness {} was not frozen", dispatch.harness)),
+                        class: None,
+                    },
+                };
                 let _ = tx.send(HostEvent::AgentDone(id, outcome));
             });
         }
     }
+}
+
+/// Runs a call up to its attempts: a usable reply or a missing program ends it at once.
+fn call_with_retries(
+    root: &std::path::Path,
+    d: &Dispatch,
+    spec: &HarnessSpec,
+    run_id: &str,
+    agents: &Mutex<CallGroups>,
+) -> CallOutcome {
+    let mut outcome = call(root, &d.harness, spec, &d.profile, &d.prompt, run_id, agents);
+    for _ in 1..d.max_attempts {
+        let over = agents.lock().unwrap_or_else(|e| e.into_inner()).cancelled;
+        if outcome.ok || outcome.class == Some(FailureClass::Environment) || over {
+            break;
+        }
+        outcome = call(root, &d.harness, spec, &d.profile, &d.prompt, run_id, agents);
+    }
+    outcome
 }
 
 /// The Node runner that hands a `.mjs`/`.js` workflow module its context object.
@@ -389,7 +428,7 @@ fn send(stdin: &mpsc::Sender<Vec<u8>>, line: &Value) {
 /// Kills the workflow's group and every running call's group when dropped.
 struct Groups {
     workflow: i32,
-    agents: Arc<Mutex<BTreeSet<i32>>>,
+    agents: Arc<Mutex<CallGroups>>,
 }
 
 impl Drop for Groups {
@@ -398,9 +437,11 @@ impl Drop for Groups {
     }
 }
 
-fn kill_groups(workflow: i32, agents: &Mutex<BTreeSet<i32>>) {
+fn kill_groups(workflow: i32, agents: &Mutex<CallGroups>) {
     kill_group(workflow);
-    for &pgid in agents.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+    let mut calls = agents.lock().unwrap_or_else(|e| e.into_inner());
+    calls.cancelled = true;
+    for &pgid in &calls.groups {
         kill_group(pgid);
     }
 }

@@ -1,9 +1,11 @@
 //! Workflow runs: the JSON Lines protocol between the host and a workflow program
 //! (`protocol`), the acceptance roll-up every proof carries (`acceptance`), and the run's
 //! decisions: which attempt may start, its manifest, its proof and its inspection (`run`);
-//! agent harnesses and how a call's ending is classified (`agent`).
+//! agent harnesses and how a call's ending is classified (`agent`); specialist teams and
+//! how a request becomes a dispatch (`team`).
 
 pub mod acceptance;
 pub mod agent;
 pub mod protocol;
 pub mod run;
+pub mod team;

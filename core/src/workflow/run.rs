@@ -6,6 +6,7 @@
 use super::acceptance::{roll_up, Acceptance};
 use super::agent::{run_class, CallOutcome, HarnessSpec};
 use super::protocol::{Criterion, Evidence, FromWorkflow};
+use super::team::{dispatch, Dispatch, Team};
 use crate::ids::Id;
 use crate::time::WallTime;
 use crate::work::events::{Disposition, Trigger};
@@ -13,6 +14,7 @@ use crate::work::projection::{AttemptStatus, FailureClass, Projection, WorkState
 use crate::work::{WorkIntent, WorkflowRef};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 /// Schema version of `run.json` and `proof.json` written today.
 pub const RUN_VERSION: u32 = 1;
@@ -111,6 +113,27 @@ pub struct RunManifest {
     /// The harness that answers agent calls, frozen by value; none declines them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub harness: Option<FrozenHarness>,
+    /// The specialist team, frozen by value.
+    #[serde(default, skip_serializing_if = "Team::is_empty")]
+    pub team: Team,
+    /// Every other harness the team names, frozen by value.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub harnesses: BTreeMap<String, HarnessSpec>,
+}
+
+impl RunManifest {
+    /// The frozen spec of harness `name`.
+    pub fn harness_spec(&self, name: &str) -> Option<&HarnessSpec> {
+        match &self.harness {
+            Some(h) if h.name == name => Some(&h.spec),
+            _ => self.harnesses.get(name),
+        }
+    }
+
+    /// A fold for this run: its team, its default harness.
+    pub fn fold(&self) -> RunFold {
+        RunFold::new(self.harness.as_ref().map(|h| h.name.as_str()), self.team.clone())
+    }
 }
 
 /// A harness as frozen into a run.
@@ -229,13 +252,12 @@ pub struct AgentRecord {
 pub enum HostAction {
     /// Write this reply to the workflow.
     Reply(Value),
-    /// Run an agent call with the run's harness, then hand its outcome to
-    /// [`RunFold::agent_done`].
+    /// Run an agent call as dispatched, then hand its outcome to [`RunFold::agent_done`].
     CallAgent {
         /// The request id.
         id: String,
-        /// The prompt, for the harness's stdin.
-        prompt: String,
+        /// Which harness, prompt and limits.
+        dispatch: Dispatch,
     },
 }
 
@@ -271,8 +293,11 @@ pub enum ProcessEnd {
 #[derive(Clone, Debug, Default)]
 pub struct RunFold {
     harness: Option<String>,
+    team: Team,
+    /// The harness of each call in flight.
+    in_flight: BTreeMap<String, String>,
     requested: std::collections::BTreeSet<String>,
-    calls: Vec<(String, CallOutcome)>,
+    calls: Vec<(String, String, CallOutcome)>,
     declared: Vec<Criterion>,
     evidence: Vec<Evidence>,
     stages: Vec<String>,
@@ -283,9 +308,10 @@ pub struct RunFold {
 }
 
 impl RunFold {
-    /// A fold whose agent calls go to the named harness (none: they are declined).
-    pub fn new(harness: Option<&str>) -> RunFold {
-        RunFold { harness: harness.map(str::to_owned), ..RunFold::default() }
+    /// A fold whose agent calls go to their specialist's harness or the named default (a
+    /// call neither names is declined).
+    pub fn new(harness: Option<&str>, team: Team) -> RunFold {
+        RunFold { harness: harness.map(str::to_owned), team, ..RunFold::default() }
     }
 
     /// Takes one message (or the error reading it); returns what the host owes, if anything.
@@ -305,7 +331,7 @@ impl RunFold {
             FromWorkflow::Evidence(e) => self.evidence.push(e),
             FromWorkflow::Stage { name } => self.stages.push(name),
             FromWorkflow::Log { .. } => {}
-            FromWorkflow::Agent { id, prompt, .. } => {
+            FromWorkflow::Agent { id, prompt, specialist, .. } => {
                 if !self.requested.insert(id.clone()) {
                     self.protocol_error.get_or_insert(format!("agent request id {id} reused"));
                     let error = "request id reused";
@@ -313,11 +339,15 @@ impl RunFold {
                         json!({ "op": "reply", "id": id, "ok": false, "error": error }),
                     ));
                 }
-                if self.harness.is_some() {
-                    return Some(HostAction::CallAgent { id, prompt });
+                let harness = self.harness.as_deref();
+                match dispatch(&self.team, harness, specialist.as_deref(), &prompt) {
+                    Ok(d) => {
+                        self.in_flight.insert(id.clone(), d.harness.clone());
+                        return Some(HostAction::CallAgent { id, dispatch: d });
+                    }
+                    Err(e) => self.declined.push(format!("agent {id}: {e}")),
                 }
-                let error = "no harness is configured for this run (harn work run --harness)";
-                self.declined.push(format!("agent {id}: {error}"));
+                let error = self.declined.last().cloned().unwrap_or_default();
                 return Some(HostAction::Reply(
                     json!({ "op": "reply", "id": id, "ok": false, "error": error }),
                 ));
@@ -353,7 +383,8 @@ impl RunFold {
                 "op": "reply", "id": id, "ok": false, "error": error, "class": outcome.class,
             }),
         };
-        self.calls.push((id.to_owned(), outcome));
+        let harness = self.in_flight.remove(id).unwrap_or_default();
+        self.calls.push((id.to_owned(), harness, outcome));
         reply
     }
 
@@ -398,14 +429,13 @@ impl RunFold {
         };
         let status = if error.is_none() { RunStatus::Succeeded } else { RunStatus::Failed };
         if status == RunStatus::Failed && class.is_none() && !timed_out {
-            let outcomes: Vec<CallOutcome> = self.calls.iter().map(|(_, o)| o.clone()).collect();
+            let outcomes: Vec<CallOutcome> = self.calls.iter().map(|(_, _, o)| o.clone()).collect();
             class = run_class(&outcomes);
         }
-        let harness = self.harness.clone().unwrap_or_default();
         let agents = self
             .calls
             .iter()
-            .map(|(id, o)| AgentRecord {
+            .map(|(id, harness, o)| AgentRecord {
                 id: id.clone(),
                 harness: harness.clone(),
                 ok: o.ok,
@@ -496,6 +526,8 @@ pub fn fuzz_run_fold(data: &[u8]) {
         script: script.clone(),
         timeout_ms: 1_000,
         harness: None,
+        team: Team::new(),
+        harnesses: BTreeMap::new(),
     };
     let intent = WorkIntent {
         schema_version: crate::work::intent::INTENT_VERSION,
@@ -510,7 +542,7 @@ pub fn fuzz_run_fold(data: &[u8]) {
         created_at: WallTime(0),
     };
     let mut reader = LineReader::default();
-    let mut fold = RunFold::new((how & 16 != 0).then_some("h"));
+    let mut fold = RunFold::new((how & 16 != 0).then_some("h"), Team::new());
     let mut messages: Vec<_> = reader.feed(output);
     messages.extend(reader.finish());
     for msg in messages {

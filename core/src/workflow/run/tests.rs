@@ -4,6 +4,7 @@
 use super::*;
 use crate::work::intent::INTENT_VERSION;
 use crate::work::projection::{project, Inputs};
+use crate::workflow::team::Team;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -37,6 +38,8 @@ fn manifest() -> RunManifest {
         script: intent().workflow,
         timeout_ms: 1_000,
         harness: None,
+        team: Team::new(),
+        harnesses: BTreeMap::new(),
     }
 }
 
@@ -136,9 +139,13 @@ fn without_a_harness_agent_calls_and_authorizations_are_declined_and_recorded() 
 #[test]
 fn with_a_harness_calls_are_made_recorded_and_classify_a_failed_run() {
     use crate::workflow::agent::CallOutcome;
-    let mut f = RunFold::new(Some("scripted"));
+    let mut f = RunFold::new(Some("scripted"), Team::new());
     let call = f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"fix it"}"#));
-    assert_eq!(call, Some(HostAction::CallAgent { id: "a1".into(), prompt: "fix it".into() }));
+    let Some(HostAction::CallAgent { id, dispatch }) = call else { panic!("{call:?}") };
+    assert_eq!(
+        (id.as_str(), dispatch.harness.as_str(), dispatch.prompt.as_str()),
+        ("a1", "scripted", "fix it")
+    );
     let reused = reply(f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"again"}"#)));
     assert_eq!(reused["ok"], false);
     let missing = CallOutcome {
@@ -154,7 +161,7 @@ fn with_a_harness_calls_are_made_recorded_and_classify_a_failed_run() {
     assert!(p.run.error.as_deref().unwrap().contains("a1 reused"), "the reuse is a protocol error");
     assert_eq!(p.run.class, Some(FailureClass::Environment), "no call did real work");
     assert_eq!((p.agents.len(), p.agents[0].harness.as_str()), (1, "scripted"));
-    let mut g = RunFold::new(Some("scripted"));
+    let mut g = RunFold::new(Some("scripted"), Team::new());
     g.observe(parse(r#"{"op":"agent","id":"a","prompt":"p"}"#));
     let ok = CallOutcome { ok: true, text: Some("done".into()), error: None, class: None };
     assert_eq!(g.agent_done("a", ok)["text"], "done");
@@ -261,4 +268,32 @@ fn acceptance_needs_review_and_every_open_finding_disposed_of_once() {
     assert!(may_accept(&p, &[fixed("f1"), fixed("f3")]).unwrap_err().contains("not an open"));
     assert!(may_accept(&p, &[fixed("f1"), deferred("f2", " ")]).unwrap_err().contains("reason"));
     assert_eq!(may_accept(&p, &[deferred("f2", "later"), fixed("f1")]), Ok(()));
+}
+
+#[test]
+fn a_specialist_goes_to_its_harness_and_an_unknown_one_is_declined() {
+    let team = crate::workflow::team::parse_team(
+        br#"{"reviewer": {"instructions": "Review.", "harness": "codex"}}"#,
+    )
+    .unwrap();
+    let mut f = RunFold::new(None, team);
+    let call = f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"p","specialist":"reviewer"}"#));
+    let Some(HostAction::CallAgent { dispatch, .. }) = call else { panic!("{call:?}") };
+    assert_eq!(dispatch.harness, "codex");
+    assert!(dispatch.prompt.starts_with("Review."));
+    let r =
+        reply(f.observe(parse(r#"{"op":"agent","id":"a2","prompt":"p","specialist":"ghost"}"#)));
+    assert!(r["error"].as_str().unwrap().contains("no specialist \"ghost\""), "{r}");
+    let r = reply(f.observe(parse(r#"{"op":"agent","id":"a3","prompt":"p"}"#)));
+    assert!(r["error"].as_str().unwrap().contains("no harness"), "{r}");
+    let ok = crate::workflow::agent::CallOutcome {
+        ok: true,
+        text: Some("t".into()),
+        error: None,
+        class: None,
+    };
+    f.agent_done("a1", ok);
+    let p = f.finish(&manifest(), &intent(), &exited(0), WallTime(20));
+    assert_eq!(p.agents[0].harness, "codex");
+    assert_eq!(p.declined.len(), 2);
 }

@@ -1,0 +1,161 @@
+//! Specialist teams: the team file (a JSON object keyed by role id, each a profile of
+//! instructions and harness defaults), and how an agent request naming a specialist becomes
+//! a dispatch: which harness, which prompt, which limits.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Most attempts one agent call may make.
+pub const MAX_ATTEMPTS_CAP: u32 = 10;
+/// Attempts of an agent call when its profile does not say.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
+
+/// One specialist's profile. Keys are those of the team files written for the JavaScript
+/// tool; `adapter` is accepted for `harness`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Profile {
+    /// Put before every prompt this specialist gets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instructions: Option<String>,
+    /// The harness that answers for it (default: the run's).
+    #[serde(default, alias = "adapter", skip_serializing_if = "Option::is_none")]
+    pub harness: Option<String>,
+    /// The model to ask for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// The reasoning effort to ask for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    /// Turns the agent may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_turns: Option<u32>,
+    /// Time one attempt may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Attempts per call (a missing program is never retried).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+}
+
+/// A team: profiles by role id.
+pub type Team = BTreeMap<String, Profile>;
+
+/// Parses and checks a team file; errors name the line (for JSON errors) or the role and key.
+pub fn parse_team(bytes: &[u8]) -> Result<Team, String> {
+    let team: Team =
+        serde_json::from_slice(bytes).map_err(|e| format!("line {}: {e}", e.line()))?;
+    for (role, p) in &team {
+        let valid_role = !role.is_empty()
+            && role.len() <= 64
+            && role.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        if !valid_role {
+            return Err(format!("role {role:?}: ids are 1 to 64 letters, digits, '.', '_', '-'"));
+        }
+        if p.timeout_ms == Some(0) {
+            return Err(format!("role {role}: timeoutMs must be at least 1"));
+        }
+        if p.max_turns == Some(0) {
+            return Err(format!("role {role}: maxTurns must be at least 1"));
+        }
+        if p.max_attempts.is_some_and(|n| n == 0 || n > MAX_ATTEMPTS_CAP) {
+            return Err(format!("role {role}: maxAttempts must be 1 to {MAX_ATTEMPTS_CAP}"));
+        }
+        if p.harness.as_deref().is_some_and(|h| h.trim().is_empty()) {
+            return Err(format!("role {role}: harness may not be empty"));
+        }
+    }
+    Ok(team)
+}
+
+/// How one agent request is to be run.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Dispatch {
+    /// The harness's name.
+    pub harness: String,
+    /// The prompt the harness gets: the profile's instructions, then the assignment.
+    pub prompt: String,
+    /// The profile, for the harness's model, effort, turns and timeout.
+    pub profile: Profile,
+    /// Attempts this call may make.
+    pub max_attempts: u32,
+}
+
+/// Resolves a request: a named specialist must be in the team; its harness, else the run's
+/// default, answers; its instructions come first in the prompt.
+pub fn dispatch(
+    team: &Team,
+    default_harness: Option<&str>,
+    specialist: Option<&str>,
+    prompt: &str,
+) -> Result<Dispatch, String> {
+    let profile = match specialist {
+        Some(role) => team.get(role).cloned().ok_or_else(|| {
+            let known: Vec<&str> = team.keys().map(String::as_str).collect();
+            format!("no specialist {role:?} in the run's team (known: {})", known.join(", "))
+        })?,
+        None => Profile::default(),
+    };
+    let harness =
+        profile.harness.clone().or_else(|| default_harness.map(str::to_owned)).ok_or_else(
+            || "no harness: the specialist names none and the run has none".to_owned(),
+        )?;
+    let prompt = match profile.instructions.as_deref().map(str::trim) {
+        Some(instructions) if !instructions.is_empty() => {
+            format!("{instructions}\n\n## Assignment\n\n{prompt}")
+        }
+        _ => prompt.to_owned(),
+    };
+    let max_attempts = profile.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
+    Ok(Dispatch { harness, prompt, profile, max_attempts })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEED_TEAM: &str = r#"{
+      "architect": {"instructions": "Own system boundaries.", "harness": "codex",
+                    "effort": "high", "maxTurns": 20, "timeoutMs": 900000},
+      "implementer": {"instructions": "Implement the slice.", "harness": "claude-code",
+                      "maxTurns": 30},
+      "reviewer": {"instructions": "Review independently.", "adapter": "codex", "effort": "high",
+                   "model": "m1", "maxAttempts": 3}
+    }"#;
+
+    #[test]
+    fn the_documented_team_parses_as_written() {
+        let team = parse_team(SEED_TEAM.as_bytes()).unwrap();
+        assert_eq!(team["architect"].timeout_ms, Some(900_000));
+        assert_eq!(team["reviewer"].harness.as_deref(), Some("codex"), "adapter is an alias");
+        assert_eq!(team["implementer"].max_turns, Some(30));
+    }
+
+    #[test]
+    fn bad_teams_are_refused_naming_the_role_key_or_line() {
+        let typo = "{\n  \"a\": {\"instruction\": \"x\"}\n}";
+        assert!(parse_team(typo.as_bytes()).unwrap_err().starts_with("line 2"));
+        let zero = r#"{"a": {"timeoutMs": 0}}"#;
+        assert!(parse_team(zero.as_bytes()).unwrap_err().contains("role a: timeoutMs"));
+        let many = r#"{"a": {"maxAttempts": 11}}"#;
+        assert!(parse_team(many.as_bytes()).unwrap_err().contains("maxAttempts"));
+        assert!(parse_team(br#"{"a b": {}}"#).unwrap_err().contains("role \"a b\""));
+    }
+
+    #[test]
+    fn dispatch_prepends_instructions_and_picks_the_harness() {
+        let team = parse_team(SEED_TEAM.as_bytes()).unwrap();
+        let d = dispatch(&team, Some("scripted"), Some("implementer"), "Do X").unwrap();
+        assert_eq!(d.harness, "claude-code");
+        assert_eq!(d.prompt, "Implement the slice.\n\n## Assignment\n\nDo X");
+        assert_eq!(d.max_attempts, DEFAULT_MAX_ATTEMPTS);
+        assert_eq!(
+            dispatch(&team, Some("scripted"), Some("reviewer"), "p").unwrap().max_attempts,
+            3
+        );
+        let plain = dispatch(&team, Some("scripted"), None, "Do X").unwrap();
+        assert_eq!((plain.harness.as_str(), plain.prompt.as_str()), ("scripted", "Do X"));
+        assert!(dispatch(&team, None, None, "p").unwrap_err().contains("no harness"));
+        assert!(dispatch(&team, None, Some("ghost"), "p").unwrap_err().contains("architect"));
+    }
+}
