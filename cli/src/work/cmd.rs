@@ -311,16 +311,9 @@ fn govern(store: &mut Store, g: Governance, reopen: bool) -> i32 {
     if !reopen && !g.findings.is_empty() {
         return fail(EXIT_USAGE, "--finding belongs to reopen");
     }
-    if !store.exists(&id) {
-        return fail(EXIT_FAILED, format!("no work item {id}"));
-    }
-    // Held from the read to the append, so the decision stands on the history it appends to.
-    let lock = match store.lock_events(&id) {
-        Ok(lock) => lock,
-        Err(e) => return fail(EXIT_FAILED, e),
-    };
-    let item = match store.read(&id, &mut BTreeMap::new()) {
-        Ok(item) => item,
+    // The lock is held from the read to the append: the decision stands on that history.
+    let (lock, item) = match store.lock_and_read(&id) {
+        Ok(locked) => locked,
         Err(e) => return fail(EXIT_FAILED, e),
     };
     let state = item.projection.state;

@@ -64,24 +64,20 @@ pub fn run_attempt(
     actor: &str,
 ) -> Result<(Id, Proof), Refusal> {
     store.lock_run(id)?;
-    if !store.exists(id) {
-        return Err(Refusal::NotNow(format!("no work item {id}")));
-    }
     // The history lock is held from this read to `attempt.started`, so a cancel or a reopen
     // cannot land between the decision to start and its record.
-    let lock = store.lock_events(id)?;
-    let mut known = BTreeMap::new();
-    let item = store.read(id, &mut known)?;
+    let (lock, item) = store.lock_and_read(id)?;
     check_digest(&item.intent.workflow.path, &item.intent.workflow.sha256)
         .map_err(Refusal::NotNow)?;
     let trigger = may_start(&item.projection, retry)
         .map_err(|why| Refusal::NotNow(format!("cannot start an attempt of {id}: {why}")))?;
+    let mut known = BTreeMap::new();
     let prerequisites = item
         .intent
         .dependencies
         .iter()
         .filter_map(|d| {
-            let seq = known.get(d)?.as_ref().ok()?.projection.accepted_seq?;
+            let seq = store.read(d, &mut known).ok()?.projection.accepted_seq?;
             Some((d.clone(), seq))
         })
         .collect();

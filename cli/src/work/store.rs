@@ -448,6 +448,16 @@ impl Store {
         }
     }
 
+    /// Takes `id`'s history lock, then reads it: for a decision that ends in an append.
+    pub fn lock_and_read(&mut self, id: &Id) -> Result<(EventsLock, Item), StoreError> {
+        if !self.exists(id) {
+            return Err(StoreError(format!("no work item {id}")));
+        }
+        let lock = self.lock_events(id)?;
+        let item = self.read(id, &mut BTreeMap::new())?;
+        Ok((lock, item))
+    }
+
     /// Appends one event to `id`'s history with the next sequence number, under its lock.
     pub fn append(
         &mut self,
