@@ -149,23 +149,30 @@ fn open_findings_block_acceptance_until_each_is_disposed_of() {
     assert_eq!(state(r, "a"), "succeeded");
 }
 
-#[test]
-fn a_host_killed_mid_run_takes_its_workflow_along_and_the_attempt_reads_as_lost() {
-    let dir = root_with("echo $$ > workflow.pid\nsleep 300");
-    let r = dir.path();
-    create(r, "a", &[]);
-    let mut host = Command::new(harn_bin())
+/// Starts `harn work run a` in the background and returns once its workflow has written
+/// its pid to `workflow.pid`.
+fn run_in_background(r: &Path) -> (std::process::Child, std::time::Instant) {
+    let host = Command::new(harn_bin())
         .args(["work", "run", "a", "--root"])
         .arg(r)
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let pid_file = r.join("workflow.pid");
     let started = std::time::Instant::now();
-    while std::fs::read_to_string(&pid_file).map_or(true, |s| !s.ends_with('\n')) {
+    while std::fs::read_to_string(r.join("workflow.pid")).map_or(true, |s| !s.ends_with('\n')) {
         assert!(started.elapsed().as_secs() < 30, "the workflow never started");
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    (host, started)
+}
+
+#[test]
+fn a_host_killed_mid_run_takes_its_workflow_along_and_the_attempt_reads_as_lost() {
+    let dir = root_with("echo $$ > workflow.pid\nsleep 300");
+    let r = dir.path();
+    create(r, "a", &[]);
+    let (mut host, started) = run_in_background(r);
+    let pid_file = r.join("workflow.pid");
     assert_eq!(state(r, "a"), "running", "the live host holds the run lease");
     host.kill().unwrap();
     host.wait().unwrap();
@@ -250,17 +257,7 @@ fn an_item_can_be_cancelled_while_its_attempt_runs() {
     let dir = root_with("echo $$ > workflow.pid\nsleep 2\necho '{\"op\":\"result\",\"ok\":true}'");
     let r = dir.path();
     create(r, "a", &[]);
-    let mut host = Command::new(harn_bin())
-        .args(["work", "run", "a", "--root"])
-        .arg(r)
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while !r.join("workflow.pid").exists() {
-        assert!(started.elapsed().as_secs() < 30, "the workflow never started");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let (mut host, _) = run_in_background(r);
     let out = work(r, &["cancel", "a", "--reason", "not needed"]);
     assert!(out.status.success(), "a runner must not hold the history lock: {}", text(&out));
     host.wait().unwrap();
