@@ -192,7 +192,7 @@ fn without_node_a_module_workflow_is_an_environment_block_that_names_node() {
 }
 
 #[test]
-fn a_specialist_profile_sets_the_model_and_retries_a_failing_call_up_to_its_attempts() {
+fn a_profile_sets_the_model_and_retries_a_failing_call_and_billing_guards_api_keys() {
     let dir = root(SCRIPTED);
     let r = dir.path();
     let workflow = "#!/bin/sh\nread -r start\n\
@@ -208,11 +208,24 @@ fn a_specialist_profile_sets_the_model_and_retries_a_failing_call_up_to_its_atte
         .args(["work", "run", "a", "--team", team.to_str().unwrap(), "--root"])
         .arg(r)
         .env("HARN_CALLS_FILE", &calls)
+        .env("OPENAI_API_KEY", "secret")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let log = std::fs::read_to_string(&calls).unwrap();
-    assert_eq!(log, "model=m1\nmodel=m1\nmodel=m1\n", "three attempts, each told the model");
+    let line = "model=m1 key=\n";
+    assert_eq!(log, line.repeat(3), "three attempts, each told the model, none given the key");
+    let api = Command::new(harn_bin())
+        .args(["work", "retry", "a", "--billing", "api", "--team", team.to_str().unwrap()])
+        .arg("--root")
+        .arg(r)
+        .env("HARN_CALLS_FILE", &calls)
+        .env("OPENAI_API_KEY", "secret")
+        .output()
+        .unwrap();
+    assert_eq!(api.status.code(), Some(1), "{}", text(&api));
+    let log = std::fs::read_to_string(&calls).unwrap();
+    assert!(log.ends_with("model=m1 key=secret\n"), "api billing passes the key on: {log}");
     std::fs::write(&team, r#"{"fixer": {"harness": "scripted", "maxAttempts": 0}}"#).unwrap();
     let bad = work(r, &["retry", "a", "--team", team.to_str().unwrap()]);
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));

@@ -4,9 +4,10 @@
 #   UPSTREAM  fail as a vendor refusal would ("rate limit"), an uncharged upstream failure
 #   FAIL      fail plainly (charged)
 #   HANG      never answer (the host's timeout kills it and anything it started)
-# Each call appends "model=<HARN_MODEL>" to $HARN_CALLS_FILE when that is set.
+# Each call appends "model=<HARN_MODEL> key=<OPENAI_API_KEY>" to $HARN_CALLS_FILE when that
+# is set, so tests can see what a call was given.
 prompt=$(cat)
-[ -n "$HARN_CALLS_FILE" ] && echo "model=$HARN_MODEL" >> "$HARN_CALLS_FILE"
+[ -n "$HARN_CALLS_FILE" ] && echo "model=$HARN_MODEL key=$OPENAI_API_KEY" >> "$HARN_CALLS_FILE"
 case "$prompt" in
   *UPSTREAM*) echo "error: rate limit exceeded, try again later" >&2; exit 1 ;;
   *FAIL*) echo "could not complete the task" >&2; exit 1 ;;

@@ -2,7 +2,8 @@
 //! prompt on stdin, the reply from stdout, killed with its group at the timeout or when the
 //! host dies. How the call ended is classified by the core.
 
-use harn_core::workflow::agent::{classify, CallEnd, CallOutcome, HarnessSpec};
+use harn_core::workflow::agent::{classify, CallEnd, CallOutcome, HarnessSpec, API_KEY_VARS};
+use harn_core::workflow::run::Billing;
 use harn_core::workflow::team::Profile;
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -25,17 +26,28 @@ pub struct CallGroups {
     pub cancelled: bool,
 }
 
-/// Runs one call of harness `name` and classifies it. Its process group is in `running`
-/// while it runs, so the host can kill it when the whole run times out.
+/// What every call of one run shares.
+pub struct CallContext<'a> {
+    /// The coordination root, the calls' working directory.
+    pub root: &'a Path,
+    /// The run, passed on as `HARN_RUN_ID`.
+    pub run_id: &'a str,
+    /// Which account the calls may bill.
+    pub billing: Billing,
+    /// The run's calls in flight.
+    pub running: &'a Mutex<CallGroups>,
+}
+
+/// Runs one call of harness `name` and classifies it. Its process group is in the context's
+/// `running` while it runs, so the host can kill it when the whole run times out.
 pub fn call(
-    root: &Path,
+    ctx: &CallContext<'_>,
     name: &str,
     spec: &HarnessSpec,
     profile: &Profile,
     prompt: &str,
-    run_id: &str,
-    running: &Mutex<CallGroups>,
 ) -> CallOutcome {
+    let CallContext { root, run_id, billing, running } = *ctx;
     let timeout_ms = profile.timeout_ms.unwrap_or(spec.timeout_ms);
     let mut command = Command::new(&spec.command[0]);
     command
@@ -48,6 +60,11 @@ pub fn call(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    if billing == Billing::Subscription {
+        for var in API_KEY_VARS {
+            command.env_remove(var);
+        }
+    }
     // SAFETY: one async-signal-safe system call between fork and exec.
     unsafe {
         command.pre_exec(|| {

@@ -10,6 +10,7 @@ use clap::Args;
 use harn_core::ids::Id;
 use harn_core::work::events::{Disposition, EventKind};
 use harn_core::workflow::run::may_accept;
+use harn_core::workflow::run::Billing;
 use harn_core::workflow::team::{parse_team, Team};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -32,6 +33,13 @@ pub struct RunArgs {
     /// timeoutMs, maxAttempts), frozen into the run by value.
     #[arg(long)]
     team: Option<std::path::PathBuf>,
+    /// Most agent calls the run may make.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    max_agents: u32,
+    /// `subscription` removes API-key variables from agent calls, so nothing bills an API
+    /// account per token; `api` passes them on.
+    #[arg(long, default_value = "subscription", value_parser = ["subscription", "api"])]
+    billing: String,
     /// Agent calls in flight at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
     concurrency: u64,
@@ -229,5 +237,7 @@ fn freeze(store: &Store, a: &RunArgs) -> Result<RunLimits, String> {
         harness: default,
         team,
         harnesses: others,
+        max_agents: a.max_agents,
+        billing: if a.billing == "api" { Billing::Api } else { Billing::Subscription },
     })
 }

@@ -3,7 +3,7 @@
 //! its stdout is read as the JSON Lines protocol into a transcript, the core's fold decides
 //! every reply and the proof, and the proof is written for success and failure alike.
 
-use super::agent_call::{call, CallGroups};
+use super::agent_call::{call, CallContext, CallGroups};
 use super::store::{run_dir, Store, StoreError};
 use harn_core::ids::Id;
 use harn_core::journal::JournalWriter;
@@ -12,7 +12,8 @@ use harn_core::work::projection::FailureClass;
 use harn_core::workflow::agent::{CallOutcome, HarnessSpec};
 use harn_core::workflow::protocol::{FromWorkflow, LineReader};
 use harn_core::workflow::run::{
-    may_start, FrozenHarness, HostAction, ProcessEnd, Proof, RunFold, RunManifest, RUN_VERSION,
+    may_start, Billing, FrozenHarness, HostAction, ProcessEnd, Proof, RunFold, RunManifest,
+    RUN_VERSION,
 };
 use harn_core::workflow::team::Dispatch;
 use serde_json::{json, Value};
@@ -53,6 +54,10 @@ pub struct RunLimits {
     pub team: harn_core::workflow::team::Team,
     /// Every other harness the team names.
     pub harnesses: BTreeMap<String, HarnessSpec>,
+    /// Most agent calls.
+    pub max_agents: u32,
+    /// Which account calls may bill.
+    pub billing: Billing,
 }
 
 /// Runs one attempt of `id` (a retry when `retry`); returns its run id and proof.
@@ -103,6 +108,8 @@ pub fn run_attempt(
         harness: limits.harness.clone(),
         team: limits.team.clone(),
         harnesses: limits.harnesses.clone(),
+        max_agents: Some(limits.max_agents),
+        billing: limits.billing,
     };
     store.write_run_record(&run_id, "run.json", &manifest)?;
     let start = manifest.start_line(&item.intent, prior.as_ref());
@@ -282,10 +289,13 @@ impl Calls {
             let spec = m.harness_spec(&dispatch.harness).cloned();
             let (tx, root) = (tx.clone(), store.root().to_owned());
             let (run_id, agents) = (m.run_id.to_string(), self.agents.clone());
+            let billing = m.billing;
             self.in_flight += 1;
             std::thread::spawn(move || {
                 let outcome = match spec {
-                    Some(spec) => call_with_retries(&root, &dispatch, &spec, &run_id, &agents),
+                    Some(spec) => {
+                        call_with_retries(&root, &dispatch, &spec, &run_id, billing, &agents)
+                    }
                     // Every harness the team names is frozen at the start; this is a bug.
                     None => CallOutcome {
                         ok: false,
@@ -306,15 +316,18 @@ fn call_with_retries(
     d: &Dispatch,
     spec: &HarnessSpec,
     run_id: &str,
+    billing: Billing,
     agents: &Mutex<CallGroups>,
 ) -> CallOutcome {
-    let mut outcome = call(root, &d.harness, spec, &d.profile, &d.prompt, run_id, agents);
+    let ctx = CallContext { root, run_id, billing, running: agents };
+    let once = || call(&ctx, &d.harness, spec, &d.profile, &d.prompt);
+    let mut outcome = once();
     for _ in 1..d.max_attempts {
         let over = agents.lock().unwrap_or_else(|e| e.into_inner()).cancelled;
         if outcome.ok || outcome.class == Some(FailureClass::Environment) || over {
             break;
         }
-        outcome = call(root, &d.harness, spec, &d.profile, &d.prompt, run_id, agents);
+        outcome = once();
     }
     outcome
 }

@@ -8,6 +8,10 @@ use std::collections::BTreeMap;
 
 /// Default time an agent call may take before its process group is killed.
 pub const AGENT_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+/// Environment variables that let a harness bill an API account per token; a run in
+/// `subscription` billing removes them from every call.
+pub const API_KEY_VARS: &[&str] =
+    &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "CODEX_API_KEY"];
 /// Longest failure text kept: the tail of stderr, then stdout.
 pub const FAILURE_TEXT_MAX: usize = 500;
 

@@ -119,6 +119,24 @@ pub struct RunManifest {
     /// Every other harness the team names, frozen by value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub harnesses: BTreeMap<String, HarnessSpec>,
+    /// Most agent calls the run may make; a request past it is declined.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_agents: Option<u32>,
+    /// Whether agent calls may bill an API account; `subscription` strips API keys.
+    #[serde(default)]
+    pub billing: Billing,
+}
+
+/// Which account an agent call may bill.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Billing {
+    /// Only the harness's logged-in subscription: API-key variables are removed from every
+    /// call's environment, so nothing is billed per token unless someone chose to.
+    #[default]
+    Subscription,
+    /// API keys in the environment are passed on.
+    Api,
 }
 
 impl RunManifest {
@@ -132,7 +150,10 @@ impl RunManifest {
 
     /// A fold for this run: its team, its default harness.
     pub fn fold(&self) -> RunFold {
-        RunFold::new(self.harness.as_ref().map(|h| h.name.as_str()), self.team.clone())
+        let mut fold =
+            RunFold::new(self.harness.as_ref().map(|h| h.name.as_str()), self.team.clone());
+        fold.max_agents = self.max_agents;
+        fold
     }
 }
 
@@ -293,6 +314,8 @@ pub enum ProcessEnd {
 #[derive(Clone, Debug, Default)]
 pub struct RunFold {
     harness: Option<String>,
+    max_agents: Option<u32>,
+    dispatched: u32,
     team: Team,
     /// The harness of each call in flight.
     in_flight: BTreeMap<String, String>,
@@ -340,8 +363,15 @@ impl RunFold {
                     ));
                 }
                 let harness = self.harness.as_deref();
-                match dispatch(&self.team, harness, specialist.as_deref(), &prompt) {
+                let capped = self.max_agents.is_some_and(|max| self.dispatched >= max);
+                let resolved = if capped {
+                    Err(format!("agent cap reached ({} calls)", self.dispatched))
+                } else {
+                    dispatch(&self.team, harness, specialist.as_deref(), &prompt)
+                };
+                match resolved {
                     Ok(d) => {
+                        self.dispatched += 1;
                         self.in_flight.insert(id.clone(), d.harness.clone());
                         return Some(HostAction::CallAgent { id, dispatch: d });
                     }
@@ -528,6 +558,8 @@ pub fn fuzz_run_fold(data: &[u8]) {
         harness: None,
         team: Team::new(),
         harnesses: BTreeMap::new(),
+        max_agents: None,
+        billing: Billing::Subscription,
     };
     let intent = WorkIntent {
         schema_version: crate::work::intent::INTENT_VERSION,

@@ -40,6 +40,8 @@ fn manifest() -> RunManifest {
         harness: None,
         team: Team::new(),
         harnesses: BTreeMap::new(),
+        max_agents: None,
+        billing: Billing::Subscription,
     }
 }
 
@@ -296,4 +298,16 @@ fn a_specialist_goes_to_its_harness_and_an_unknown_one_is_declined() {
     let p = f.finish(&manifest(), &intent(), &exited(0), WallTime(20));
     assert_eq!(p.agents[0].harness, "codex");
     assert_eq!(p.declined.len(), 2);
+}
+
+#[test]
+fn requests_past_the_agent_cap_are_declined() {
+    let spec = crate::workflow::agent::HarnessSpec { command: vec!["h".into()], timeout_ms: 1 };
+    let harness = Some(FrozenHarness { name: "h".into(), spec });
+    let m = RunManifest { harness, max_agents: Some(1), ..manifest() };
+    let mut f = m.fold();
+    let first = f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"p"}"#));
+    assert!(matches!(first, Some(HostAction::CallAgent { .. })));
+    let second = reply(f.observe(parse(r#"{"op":"agent","id":"a2","prompt":"p"}"#)));
+    assert!(second["error"].as_str().unwrap().contains("agent cap reached (1 calls)"), "{second}");
 }
