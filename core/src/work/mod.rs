@@ -37,4 +37,6 @@ impl std::fmt::Display for FieldError {
 impl std::error::Error for FieldError {}
 
 #[cfg(test)]
+pub(crate) mod fixtures;
+#[cfg(test)]
 mod tests;

@@ -2,30 +2,10 @@
 //! process end become a proof, and how an attempt is inspected from its records.
 
 use super::*;
-use crate::work::intent::INTENT_VERSION;
-use crate::work::projection::{project, Inputs};
+use crate::work::fixtures::{id, intent, History};
 use crate::workflow::team::Team;
 use serde_json::Value;
 use std::collections::BTreeMap;
-
-fn id(s: &str) -> Id {
-    Id::new(s).unwrap()
-}
-
-fn intent() -> WorkIntent {
-    WorkIntent {
-        schema_version: INTENT_VERSION,
-        id: id("w1"),
-        title: "T".into(),
-        objective: "O".into(),
-        acceptance: vec!["tests pass".into()],
-        dependencies: Vec::new(),
-        workflow: WorkflowRef { path: "/repo/wf.sh".into(), sha256: "a".repeat(64) },
-        max_attempts: 2,
-        max_uncharged_attempts: 3,
-        created_at: WallTime(0),
-    }
-}
 
 fn manifest() -> RunManifest {
     RunManifest {
@@ -197,42 +177,11 @@ fn inspection_follows_the_records_and_refuses_foreign_ones() {
 }
 
 fn projection(attempts: &[AttemptStatus]) -> crate::work::Projection {
-    use crate::work::events::{EventKind, WorkEvent, EVENT_VERSION};
-    let intent = intent();
-    let mut kinds = vec![EventKind::Created];
-    for (i, _) in attempts.iter().enumerate() {
-        let n = i as u32 + 1;
-        let trigger = if n == 1 { Trigger::Initial } else { Trigger::Retry };
-        let run_id = id(&format!("wf-{n}"));
-        kinds.push(EventKind::AttemptStarted {
-            run_id,
-            attempt: n,
-            trigger,
-            prerequisites: BTreeMap::new(),
-        });
+    let mut h = History::new();
+    for a in attempts {
+        h.attempt(a.clone());
     }
-    let events: Vec<WorkEvent> = kinds
-        .into_iter()
-        .enumerate()
-        .map(|(i, kind)| WorkEvent {
-            schema_version: EVENT_VERSION,
-            work_id: id("w1"),
-            seq: i as u64 + 1,
-            ts: WallTime(i as i64),
-            actor: "op".into(),
-            reason: None,
-            kind,
-        })
-        .collect();
-    let prerequisites = BTreeMap::new();
-    let inputs = Inputs {
-        intent: &intent,
-        events: &events,
-        attempts,
-        prerequisites: &prerequisites,
-        lease_held_elsewhere: false,
-    };
-    project(&inputs)
+    h.project()
 }
 
 #[test]
@@ -244,8 +193,8 @@ fn run_starts_a_ready_item_and_retry_a_blocked_one_within_budget() {
     assert_eq!(blocked.state, WorkState::Blocked);
     assert!(may_start(&blocked, false).unwrap_err().contains("retry it explicitly"));
     assert_eq!(may_start(&blocked, true), Ok(Trigger::Retry));
-    let spent = projection(&[failed.clone(), failed]);
-    assert!(may_start(&spent, true).unwrap_err().contains("used up"), "max_attempts is 2");
+    let spent = projection(&[failed.clone(), failed.clone(), failed]);
+    assert!(may_start(&spent, true).unwrap_err().contains("used up"), "max_attempts is 3");
     let review = projection(&[AttemptStatus::Succeeded]);
     assert!(may_start(&review, false).unwrap_err().contains("in review"));
     let running = projection(&[AttemptStatus::Running]);
