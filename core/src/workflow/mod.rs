@@ -2,10 +2,13 @@
 //! (`protocol`), the acceptance roll-up every proof carries (`acceptance`), and the run's
 //! decisions: which attempt may start, its manifest, its proof and its inspection (`run`);
 //! agent harnesses and how a call's ending is classified (`agent`); specialist teams and
-//! how a request becomes a dispatch (`team`).
+//! how a request becomes a dispatch (`team`); host policy verdicts (`policy`) and the JSON
+//! schema check of agent replies (`schema`).
 
 pub mod acceptance;
 pub mod agent;
+pub mod policy;
 pub mod protocol;
 pub mod run;
+pub mod schema;
 pub mod team;

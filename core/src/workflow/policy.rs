@@ -1,0 +1,307 @@
+//! Host policy: the rules an operator freezes into a run that decide, before each agent call
+//! and each `authorize` request, whether the host allows it, asks a person, or denies it.
+//! Rules are evaluated independently and the strictest verdict wins (deny, then ask, then
+//! allow); a request no rule matches gets its kind's default (agent calls allow, external
+//! mutations deny), so authority over the outside world is only ever granted explicitly.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+/// Most rules a policy may hold.
+pub const RULES_MAX: usize = 100;
+/// Most policy decisions one run may make; a run past it is denied.
+pub const DECISIONS_MAX: u32 = 50;
+
+/// What the host does with a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Go ahead.
+    Allow,
+    /// A person must rule first: the run parks on an approval.
+    Ask,
+    /// Refused: the run fails at this point.
+    Deny,
+}
+
+/// Which requests a rule is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum On {
+    /// Agent calls the workflow asks for.
+    Agent,
+    /// External mutations the workflow asks to be authorized (`push`, `deploy`, …).
+    Authorize,
+}
+
+/// One rule: every condition it names must hold for it to match.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// Its name, quoted in decisions and approvals.
+    pub name: String,
+    /// Which requests it judges.
+    pub on: On,
+    /// Its verdict when it matches.
+    pub verdict: Verdict,
+    /// Agent calls answered by this harness.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub harness: Option<String>,
+    /// Agent calls asking for this model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Agent calls for this specialist.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub specialist: Option<String>,
+    /// Agent calls whose dispatched prompt is longer than this many bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_bytes_over: Option<u64>,
+    /// `authorize` requests for this action.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    /// `authorize` requests for this target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+/// A policy file (`--policy`): its rules, in order.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// The rules.
+    pub rules: Vec<Rule>,
+}
+
+/// A policy as frozen into a run: its normalized content and the digest of that content.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FrozenPolicy {
+    /// SHA-256 of the normalized content.
+    pub sha256: String,
+    /// The rules.
+    pub policy: Policy,
+}
+
+impl FrozenPolicy {
+    /// Freezes a checked policy.
+    pub fn new(policy: Policy) -> FrozenPolicy {
+        FrozenPolicy { sha256: sha256_hex(&canonical(&policy)), policy }
+    }
+}
+
+/// Parses and checks a policy file; errors name the line (for JSON errors) or the rule and
+/// field.
+pub fn parse_policy(bytes: &[u8]) -> Result<Policy, String> {
+    let policy: Policy =
+        serde_json::from_slice(bytes).map_err(|e| format!("line {}: {e}", e.line()))?;
+    if policy.rules.len() > RULES_MAX {
+        return Err(format!("rules: at most {RULES_MAX} rules"));
+    }
+    for (i, r) in policy.rules.iter().enumerate() {
+        let at = |field: &str| format!("rules[{i}] ({}).{field}", r.name);
+        if r.name.trim().is_empty() {
+            return Err(format!("rules[{i}].name: may not be empty"));
+        }
+        if policy.rules[..i].iter().any(|e| e.name == r.name) {
+            return Err(format!("{}: the name is used by an earlier rule", at("name")));
+        }
+        let agent_keys = [
+            ("harness", r.harness.is_some()),
+            ("model", r.model.is_some()),
+            ("specialist", r.specialist.is_some()),
+            ("prompt_bytes_over", r.prompt_bytes_over.is_some()),
+        ];
+        let authorize_keys = [("action", r.action.is_some()), ("target", r.target.is_some())];
+        let foreign = match r.on {
+            On::Agent => authorize_keys.iter().find(|k| k.1),
+            On::Authorize => agent_keys.iter().find(|k| k.1),
+        };
+        if let Some((key, _)) = foreign {
+            let on = json!(r.on);
+            return Err(format!("{}: does not apply to rules on {on}", at(key)));
+        }
+    }
+    Ok(policy)
+}
+
+/// What a policy is asked about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Request {
+    /// An agent call about to be dispatched.
+    Agent {
+        /// The harness that would answer.
+        harness: String,
+        /// The model asked for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
+        /// The specialist.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        specialist: Option<String>,
+        /// Bytes of the dispatched prompt.
+        prompt_bytes: u64,
+    },
+    /// An external mutation the workflow wants to make.
+    Authorize {
+        /// What (`push`, `deploy`, …).
+        action: String,
+        /// To what.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
+    },
+}
+
+/// A policy's answer: the verdict and the rules that produced it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Evaluation {
+    /// The strictest verdict of the matching rules, or the default.
+    pub verdict: Verdict,
+    /// The names of the matching rules; empty when the default decided.
+    pub matched: Vec<String>,
+}
+
+impl Policy {
+    /// Judges a request: every matching rule votes, deny beats ask beats allow; with no match
+    /// an agent call is allowed and an external mutation denied.
+    pub fn evaluate(&self, req: &Request) -> Evaluation {
+        let matching: Vec<&Rule> = self.rules.iter().filter(|r| matches(r, req)).collect();
+        let default = match req {
+            Request::Agent { .. } => Verdict::Allow,
+            Request::Authorize { .. } => Verdict::Deny,
+        };
+        let verdict = matching.iter().map(|r| r.verdict).max().unwrap_or(default);
+        Evaluation { verdict, matched: matching.iter().map(|r| r.name.clone()).collect() }
+    }
+}
+
+fn matches(r: &Rule, req: &Request) -> bool {
+    let same = |want: &Option<String>, have: Option<&str>| {
+        want.as_deref().is_none_or(|w| have.is_some_and(|h| h == w))
+    };
+    match req {
+        Request::Agent { harness, model, specialist, prompt_bytes } => {
+            r.on == On::Agent
+                && same(&r.harness, Some(harness))
+                && same(&r.model, model.as_deref())
+                && same(&r.specialist, specialist.as_deref())
+                && r.prompt_bytes_over.is_none_or(|max| *prompt_bytes > max)
+        }
+        Request::Authorize { action, target } => {
+            r.on == On::Authorize
+                && same(&r.action, Some(action))
+                && same(&r.target, target.as_deref())
+        }
+    }
+}
+
+/// The digest an approval is bound to: the policy, the request and its evaluation. A request
+/// that differs on resume cannot consume an approval given for another.
+pub fn request_digest(policy_sha256: &str, req: &Request, eval: &Evaluation) -> String {
+    sha256_hex(&canonical(&json!([policy_sha256, req, eval])))
+}
+
+/// Serialized with object keys in a fixed order (serde_json's map is a `BTreeMap` here), so
+/// equal content has equal bytes.
+fn canonical(value: &impl Serialize) -> Vec<u8> {
+    let value: Value = serde_json::to_value(value).expect("policy values serialize");
+    serde_json::to_vec(&value).expect("JSON values serialize")
+}
+
+/// Lowercase hex SHA-256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(text: &str) -> Policy {
+        parse_policy(text.as_bytes()).expect("a valid policy")
+    }
+
+    fn agent(harness: &str, model: Option<&str>, bytes: u64) -> Request {
+        Request::Agent {
+            harness: harness.into(),
+            model: model.map(str::to_owned),
+            specialist: None,
+            prompt_bytes: bytes,
+        }
+    }
+
+    fn push(target: Option<&str>) -> Request {
+        Request::Authorize { action: "push".into(), target: target.map(str::to_owned) }
+    }
+
+    #[test]
+    fn without_a_matching_rule_agents_are_allowed_and_mutations_denied() {
+        let p = Policy::default();
+        assert_eq!(p.evaluate(&agent("codex", None, 10)).verdict, Verdict::Allow);
+        assert_eq!(p.evaluate(&push(None)).verdict, Verdict::Deny);
+    }
+
+    #[test]
+    fn deny_beats_ask_beats_allow() {
+        let p = policy(
+            r#"{"rules":[
+              {"name":"a","on":"authorize","verdict":"allow"},
+              {"name":"b","on":"authorize","action":"push","verdict":"ask"},
+              {"name":"c","on":"authorize","action":"push","target":"main","verdict":"deny"}]}"#,
+        );
+        assert_eq!(
+            p.evaluate(&Request::Authorize { action: "tag".into(), target: None }).verdict,
+            Verdict::Allow
+        );
+        let e = p.evaluate(&push(Some("feature")));
+        assert_eq!((e.verdict, e.matched), (Verdict::Ask, vec!["a".into(), "b".into()]));
+        assert_eq!(p.evaluate(&push(Some("main"))).verdict, Verdict::Deny);
+    }
+
+    #[test]
+    fn agent_rules_match_on_every_condition_they_name() {
+        let p = policy(
+            r#"{"rules":[
+              {"name":"big","on":"agent","prompt_bytes_over":100,"verdict":"deny"},
+              {"name":"opus","on":"agent","harness":"claude-code","model":"opus","verdict":"ask"}]}"#,
+        );
+        assert_eq!(p.evaluate(&agent("claude-code", Some("opus"), 10)).verdict, Verdict::Ask);
+        assert_eq!(p.evaluate(&agent("codex", Some("opus"), 10)).verdict, Verdict::Allow);
+        assert_eq!(p.evaluate(&agent("claude-code", None, 10)).verdict, Verdict::Allow);
+        assert_eq!(p.evaluate(&agent("codex", None, 101)).verdict, Verdict::Deny);
+        assert_eq!(p.evaluate(&agent("codex", None, 100)).verdict, Verdict::Allow);
+    }
+
+    #[test]
+    fn bad_policies_are_refused_with_the_place() {
+        let e = parse_policy(
+            b"{\"rules\":[\n{\"name\":\"x\",\"on\":\"agent\",\"verdict\":\"maybe\"}]}",
+        )
+        .unwrap_err();
+        assert!(e.starts_with("line 2:"), "{e}");
+        let e = parse_policy(
+            br#"{"rules":[{"name":"x","on":"agent","verdict":"ask","action":"push"}]}"#,
+        )
+        .unwrap_err();
+        assert!(e.contains("rules[0] (x).action"), "{e}");
+        let e = parse_policy(br#"{"rules":[{"name":"x","on":"agent","verdict":"ask"},{"name":"x","on":"agent","verdict":"deny"}]}"#)
+            .unwrap_err();
+        assert!(e.contains("rules[1] (x).name"), "{e}");
+        assert!(parse_policy(br#"{"rules":[],"extra":1}"#).is_err());
+    }
+
+    #[test]
+    fn equal_policies_have_equal_digests_and_requests_bind_them() {
+        let a = FrozenPolicy::new(policy(
+            r#"{"rules":[{"verdict":"ask","on":"authorize","name":"x"}]}"#,
+        ));
+        let b = FrozenPolicy::new(policy(
+            r#"{ "rules": [ {"name":"x","on":"authorize","verdict":"ask"} ] }"#,
+        ));
+        assert_eq!(a.sha256, b.sha256);
+        let eval = a.policy.evaluate(&push(None));
+        let d1 = request_digest(&a.sha256, &push(None), &eval);
+        assert_ne!(d1, request_digest(&a.sha256, &push(Some("main")), &eval));
+        assert_ne!(d1, request_digest(&"0".repeat(64), &push(None), &eval));
+    }
+}
