@@ -7,4 +7,5 @@ mod lifecycle_model;
 mod purity;
 mod work;
 mod work_agents;
+mod work_approval;
 mod work_run;

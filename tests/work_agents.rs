@@ -231,3 +231,40 @@ fn a_profile_sets_the_model_and_retries_a_failing_call_and_billing_guards_api_ke
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
     assert!(text(&bad).contains("team.json: role fixer: maxAttempts"), "{}", text(&bad));
 }
+
+#[test]
+fn a_reply_that_misses_its_schema_is_repaired_a_bounded_number_of_times() {
+    for (word, calls, ok) in [("BADJSON", 2, true), ("NEVERJSON", 3, false)] {
+        let dir = root(SCRIPTED);
+        let r = dir.path();
+        let request = format!(
+            "{{\"op\":\"agent\",\"id\":\"a1\",\"prompt\":\"judge it {word}\",\"schema\":\
+             {{\"type\":\"object\",\"required\":[\"verdict\"]}}}}"
+        );
+        let workflow = format!(
+            "#!/bin/sh\nread -r start\necho '{request}'\nread -r reply\necho \"$reply\" > reply.log\n\
+             echo '{{\"op\":\"result\",\"ok\":true}}'\n"
+        );
+        std::fs::write(r.join("wf.sh"), workflow).unwrap();
+        create(r, "O");
+        let out = Command::new(harn_bin())
+            .args(["work", "run", "a", "--harness", "scripted", "--json", "--root"])
+            .arg(r)
+            .env("HARN_CALLS_FILE", r.join("calls.log"))
+            .output()
+            .unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(doc["proof"]["run"]["status"], "succeeded", "{}", text(&out));
+        let log = std::fs::read_to_string(r.join("calls.log")).unwrap();
+        assert_eq!(log.lines().count(), calls, "{word}: one call and its repairs");
+        let reply: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(r.join("reply.log")).unwrap()).unwrap();
+        assert_eq!(reply["ok"], ok, "{word}: {reply}");
+        if ok {
+            assert_eq!(reply["text"], r#"{"verdict":"pass"}"#);
+        } else {
+            let error = reply["error"].as_str().unwrap();
+            assert!(error.contains("does not match its schema after 2 repairs"), "{error}");
+        }
+    }
+}

@@ -28,6 +28,8 @@ enum Top {
     Work(crate::work::cmd::WorkArgs),
     /// Workflow runs: a run's manifest, transcript summary and proof.
     Run(crate::work::run_show::RunCmd),
+    /// Approvals parked runs wait on: list, show, approve, deny.
+    Approval(crate::work::approval_cmd::ApprovalCmd),
     /// Print shell completions for harn.
     Completions {
         /// The shell to complete for.
@@ -52,6 +54,7 @@ pub fn main() -> i32 {
         Top::Harness(args) => crate::harness::cmd::run(args),
         Top::Work(args) => crate::work::cmd::run(args),
         Top::Run(args) => crate::work::run_show::run(args),
+        Top::Approval(args) => crate::work::approval_cmd::run(args),
         Top::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "harn", &mut out);

@@ -1,8 +1,13 @@
 //! `harn work …`: the durable work ledger on disk, and its verbs.
 
 pub mod agent_call;
+pub mod approval_cmd;
+pub mod approvals;
+pub mod calls;
 pub mod cmd;
 pub mod config;
+pub mod host;
+pub mod process;
 pub mod run_cmd;
 pub mod run_show;
 pub mod runner;

@@ -3,12 +3,14 @@
 
 use super::cmd::{actor, show};
 use super::config::frozen_harness;
-use super::runner::{run_attempt, Refusal, RunLimits};
+use super::runner::{run_attempt, Ended, Refusal, RunLimits};
 use super::store::{run_dir, Store};
 use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
 use clap::Args;
 use harn_core::ids::Id;
 use harn_core::work::events::{Disposition, EventKind};
+use harn_core::workflow::approval::ApprovalRequest;
+use harn_core::workflow::policy::{parse_policy, FrozenPolicy};
 use harn_core::workflow::run::may_accept;
 use harn_core::workflow::run::Billing;
 use harn_core::workflow::team::{parse_team, Team};
@@ -30,7 +32,8 @@ pub struct RunArgs {
     #[arg(long)]
     harness: Option<String>,
     /// A team file (JSON keyed by role: instructions, harness, model, effort, maxTurns,
-    /// timeoutMs, maxAttempts), frozen into the run by value.
+    /// timeoutMs, maxAttempts), frozen into the run by value; a relative path is taken from
+    /// the root.
     #[arg(long)]
     team: Option<std::path::PathBuf>,
     /// Most agent calls the run may make.
@@ -43,6 +46,14 @@ pub struct RunArgs {
     /// Agent calls in flight at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
     concurrency: u64,
+    /// A host policy file (JSON rules on agent calls and `authorize` requests), frozen into
+    /// the run by content and digest; a relative path is taken from the root.
+    #[arg(long)]
+    policy: Option<std::path::PathBuf>,
+    /// Who is asked when policy says `ask`; the run parks on an approval addressed to them.
+    /// Without it, `ask` is a denial.
+    #[arg(long)]
+    approval_to: Option<String>,
     /// Who runs it (default: $USER).
     #[arg(long)]
     actor: Option<String>,
@@ -81,7 +92,8 @@ pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> i32 {
         Err(e) => return fail(EXIT_USAGE, e),
     };
     let (run_id, proof) = match run_attempt(store, &id, retry, &limits, &actor(a.actor)) {
-        Ok(done) => done,
+        Ok(Ended::Proof(run_id, proof)) => (run_id, proof),
+        Ok(Ended::Parked(request)) => return parked(store, &request, a.json),
         Err(Refusal::NotNow(why)) => return fail(EXIT_FAILED, why),
         Err(Refusal::Store(e)) => return fail(EXIT_FAILED, e),
     };
@@ -121,6 +133,23 @@ pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> i32 {
     } else {
         EXIT_FAILED
     }
+}
+
+/// Reports a run parked on an approval. Exit 1: the attempt has not ended.
+fn parked(store: &mut Store, r: &ApprovalRequest, json: bool) -> i32 {
+    if json {
+        println!("{}", json!({ "run_id": r.run_id, "parked": true, "approval": r }));
+    } else {
+        let rules = r.evaluation.matched.join(", ");
+        println!("run {}: parked on approval {} (rule {rules})", r.run_id, r.approval_id);
+        println!("  asks       {}", r.addressee);
+        println!(
+            "  next       harn approval approve {0} (or deny {0}), then harn work run {1}",
+            r.approval_id, r.work_id
+        );
+        show(store, r.work_id.as_str(), false);
+    }
+    EXIT_FAILED
 }
 
 /// Accepts the latest proof of an item in review.
@@ -220,6 +249,7 @@ fn freeze(store: &Store, a: &RunArgs) -> Result<RunLimits, String> {
     let team = match a.team.as_deref() {
         None => Team::new(),
         Some(path) => {
+            let path = &store.root().join(path);
             let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
             parse_team(&bytes).map_err(|e| format!("{}: {e}", path.display()))?
         }
@@ -231,7 +261,21 @@ fn freeze(store: &Store, a: &RunArgs) -> Result<RunLimits, String> {
             others.insert(name.to_owned(), frozen_harness(store.root(), name)?.spec);
         }
     }
+    let policy = match a.policy.as_deref() {
+        None => None,
+        Some(path) => {
+            let path = &store.root().join(path);
+            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let policy = parse_policy(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+            Some(FrozenPolicy::new(policy))
+        }
+    };
+    if a.approval_to.as_deref().is_some_and(|s| s.trim().is_empty()) {
+        return Err("--approval-to: may not be empty".into());
+    }
     Ok(RunLimits {
+        policy,
+        approval_to: a.approval_to.clone(),
         timeout: Duration::from_secs(a.timeout_secs),
         concurrency: a.concurrency as usize,
         harness: default,

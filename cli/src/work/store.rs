@@ -9,7 +9,7 @@ use harn_core::ids::Id;
 use harn_core::journal::{self, JournalWriter};
 use harn_core::time::WallTime;
 use harn_core::work::events::{validate_history, EventKind, WorkEvent, EVENT_VERSION};
-use harn_core::work::projection::{project, Inputs, Prerequisite};
+use harn_core::work::projection::{project, AttemptStatus, Inputs, Prerequisite};
 use harn_core::work::{Projection, WorkIntent};
 use harn_core::workflow::run::{inspect, Proof, RunManifest};
 use std::collections::BTreeMap;
@@ -82,7 +82,12 @@ impl Store {
 
     /// Every work id, sorted.
     pub fn ids(&mut self) -> Result<Vec<Id>, StoreError> {
-        let names = self.fs.list(".harnery/work").map_err(|e| StoreError(e.to_string()))?;
+        self.list_ids(".harnery/work")
+    }
+
+    /// The valid ids among the names in directory `dir`, sorted.
+    pub fn list_ids(&mut self, dir: &str) -> Result<Vec<Id>, StoreError> {
+        let names = self.fs.list(dir).map_err(|e| StoreError(e.to_string()))?;
         Ok(names.iter().filter_map(|n| Id::new(n).ok()).collect())
     }
 
@@ -177,9 +182,21 @@ impl Store {
         for e in &events {
             if let EventKind::AttemptStarted { run_id, attempt, .. } = &e.kind {
                 let (manifest, proof) = self.run_records(run_id)?;
-                let status =
-                    inspect(id, run_id, *attempt, manifest.as_ref(), proof.as_ref(), runner_live)
-                        .map_err(|e| StoreError(format!("work item {id}: {e}")))?;
+                // Only a run that ended without proof and has no runner may be parked.
+                let parked = match (&manifest, &proof, runner_live) {
+                    (Some(_), None, false) => match self.parked_on(run_id) {
+                        Ok(parked) => parked,
+                        Err(_) => {
+                            attempts.push(AttemptStatus::TranscriptUnreadable);
+                            continue;
+                        }
+                    },
+                    _ => None,
+                };
+                let parked = parked.as_ref().map(|(a, decided)| (a.as_str(), *decided));
+                let records = (manifest.as_ref(), proof.as_ref());
+                let status = inspect(id, run_id, *attempt, records, parked, runner_live)
+                    .map_err(|e| StoreError(format!("work item {id}: {e}")))?;
                 attempts.push(status);
             }
         }
@@ -303,10 +320,17 @@ impl Store {
         run_id: &Id,
     ) -> Result<(Option<RunManifest>, Option<Proof>), StoreError> {
         let dir = run_dir(run_id);
-        Ok((self.record(&format!("{dir}/run.json"))?, self.record(&format!("{dir}/proof.json"))?))
+        let manifest = self.read_record(&format!("{dir}/run.json"))?;
+        Ok((manifest, self.read_record(&format!("{dir}/proof.json"))?))
     }
 
-    fn record<T: serde::de::DeserializeOwned>(
+    /// The bytes of a file under the root, when present.
+    pub fn read_bytes(&mut self, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.fs.read(path).map_err(|e| StoreError(e.to_string()))
+    }
+
+    /// A JSON record under the root, when present; a malformed one names file and line.
+    pub fn read_record<T: serde::de::DeserializeOwned>(
         &mut self,
         path: &str,
     ) -> Result<Option<T>, StoreError> {
@@ -332,21 +356,32 @@ impl Store {
         name: &str,
         record: &impl serde::Serialize,
     ) -> Result<Vec<u8>, StoreError> {
+        self.write_once(&run_dir(run_id), name, record)
+    }
+
+    /// Writes `dir/name` once: temporary name, fsync, hard link into place (refused if it
+    /// exists), directory fsync. Returns its bytes.
+    pub fn write_once(
+        &mut self,
+        dir: &str,
+        name: &str,
+        record: &impl serde::Serialize,
+    ) -> Result<Vec<u8>, StoreError> {
         let err = |e: harn_core::env::FsError| StoreError(e.to_string());
-        let dir = run_dir(run_id);
-        self.fs.create_dir_all(&dir).map_err(err)?;
+        self.fs.create_dir_all(dir).map_err(err)?;
         let mut bytes = serde_json::to_vec_pretty(record).expect("run records serialize");
         bytes.push(b'\n');
         // Written whole under a temporary name, then linked into place: a crash never leaves
         // a partial record that would make every later read of the item fail.
-        let (path, temp) = (format!("{dir}/{name}"), format!("{dir}/.{name}.tmp"));
+        let temp = format!("{dir}/.{name}.{}.tmp", std::process::id());
+        let path = format!("{dir}/{name}");
         self.fs.write_temp(&temp, &bytes).map_err(err)?;
         self.fs.sync_file(&temp).map_err(err)?;
         let (full_temp, full) = (self.root.join(&temp), self.root.join(&path));
         let linked = std::fs::hard_link(&full_temp, &full);
         let _ = std::fs::remove_file(&full_temp);
         linked.map_err(|e| StoreError(format!("{}: {e}", full.display())))?;
-        self.fs.sync_dir(&dir).map_err(err)?;
+        self.fs.sync_dir(dir).map_err(err)?;
         Ok(bytes)
     }
 

@@ -7,8 +7,10 @@
 
 pub mod acceptance;
 pub mod agent;
+pub mod approval;
 pub mod policy;
 pub mod protocol;
 pub mod run;
 pub mod schema;
 pub mod team;
+pub mod transcript;

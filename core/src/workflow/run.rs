@@ -5,8 +5,10 @@
 
 use super::acceptance::{roll_up, Acceptance};
 use super::agent::{run_class, CallOutcome, HarnessSpec};
+use super::approval::{ApprovalRequest, Ruling, APPROVAL_VERSION};
+use super::policy::{Evaluation, FrozenPolicy, Request, Verdict};
 use super::protocol::{Criterion, Evidence, FromWorkflow};
-use super::team::{dispatch, Dispatch, Team};
+use super::team::{Dispatch, Team};
 use crate::ids::Id;
 use crate::time::WallTime;
 use crate::work::events::{Disposition, Trigger};
@@ -125,6 +127,22 @@ pub struct RunManifest {
     /// Whether agent calls may bill an API account; `subscription` strips API keys.
     #[serde(default)]
     pub billing: Billing,
+    /// The host policy, frozen by value with its digest; none means no policy checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<FrozenPolicy>,
+    /// Who is asked when policy says `ask`; none means an `ask` is a denial.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_to: Option<String>,
+    /// Agent calls in flight at once.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: u32,
+}
+
+/// Agent calls in flight at once when nobody says otherwise.
+pub const DEFAULT_CONCURRENCY: u32 = 4;
+
+fn default_concurrency() -> u32 {
+    DEFAULT_CONCURRENCY
 }
 
 /// Which account an agent call may bill.
@@ -153,7 +171,28 @@ impl RunManifest {
         let mut fold =
             RunFold::new(self.harness.as_ref().map(|h| h.name.as_str()), self.team.clone());
         fold.max_agents = self.max_agents;
+        fold.policy = self.policy.clone();
+        fold.run_id = self.run_id.to_string();
+        fold.approval_to = self.approval_to.clone();
         fold
+    }
+
+    /// The approval request a run parks on, asked at `at`.
+    pub fn approval_request(&self, parked: &Parked, at: WallTime) -> ApprovalRequest {
+        let policy_sha256 = self.policy.as_ref().map(|p| p.sha256.clone()).unwrap_or_default();
+        ApprovalRequest {
+            schema_version: APPROVAL_VERSION,
+            approval_id: super::approval::approval_id(self.run_id.as_str(), parked.slot),
+            run_id: self.run_id.clone(),
+            work_id: self.work_id.clone(),
+            slot: parked.slot,
+            addressee: self.approval_to.clone().unwrap_or_default(),
+            policy_sha256,
+            request: parked.request.clone(),
+            evaluation: parked.evaluation.clone(),
+            request_sha256: parked.request_sha256.clone(),
+            requested_at: at,
+        }
     }
 }
 
@@ -169,7 +208,12 @@ pub struct FrozenHarness {
 
 impl RunManifest {
     /// The first line the host writes to the workflow's stdin.
-    pub fn start_line(&self, intent: &WorkIntent, prior: Option<&Proof>) -> Value {
+    pub fn start_line(
+        &self,
+        intent: &WorkIntent,
+        prior: Option<&Proof>,
+        resume: Option<&str>,
+    ) -> Value {
         let prior = prior
             .map(|p| json!({ "run_id": p.run.id, "status": p.run.status, "error": p.run.error }));
         json!({
@@ -180,6 +224,7 @@ impl RunManifest {
                 "acceptance": intent.acceptance,
             },
             "attempt": { "number": self.attempt, "trigger": self.trigger, "prior": prior },
+            "resume": resume.map(|approval| json!({ "approval_id": approval })),
         })
     }
 }
@@ -249,6 +294,48 @@ pub struct Proof {
     /// Every agent call, in the order they ended (never the prompt or the reply).
     #[serde(default)]
     pub agents: Vec<AgentRecord>,
+    /// The frozen policy's digest and every decision it made, when the run had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<ProofPolicy>,
+}
+
+/// The policy part of a proof.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProofPolicy {
+    /// The frozen policy's digest.
+    pub sha256: String,
+    /// Every check, in order.
+    pub decisions: Vec<PolicyRecord>,
+}
+
+/// One policy check of a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyRecord {
+    /// Its position in the run (1, 2, …), which names its approval.
+    pub slot: u32,
+    /// What was asked.
+    pub request: Request,
+    /// What the rules said.
+    pub evaluation: Evaluation,
+    /// What happened: allow or deny (an `ask` becomes one of them through an approval).
+    pub outcome: Verdict,
+    /// The approval that ruled, for an `ask`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_id: Option<String>,
+}
+
+/// A run parked on an approval: the host records the request and stops the workflow; no
+/// proof is written until the run is resumed and ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Parked {
+    /// The policy slot.
+    pub slot: u32,
+    /// What is asked.
+    pub request: Request,
+    /// Why.
+    pub evaluation: Evaluation,
+    /// The digest the ruling will be bound to.
+    pub request_sha256: String,
 }
 
 /// One agent call as a proof records it.
@@ -266,6 +353,9 @@ pub struct AgentRecord {
     /// A failure that does not charge the budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<FailureClass>,
+    /// True when a resumed run answered it from the transcript instead of calling again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
 }
 
 /// What the host must do for a message.
@@ -279,7 +369,13 @@ pub enum HostAction {
         id: String,
         /// Which harness, prompt and limits.
         dispatch: Dispatch,
+        /// Identifies the call for the resume cache.
+        key: String,
     },
+    /// Policy asks a person: record the approval request, stop the workflow, write no proof.
+    Park(Parked),
+    /// Policy denied: stop the workflow; the proof fails with the reason.
+    Stop,
 }
 
 impl Proof {
@@ -313,14 +409,27 @@ pub enum ProcessEnd {
 /// The messages of one run, folded as they arrive.
 #[derive(Clone, Debug, Default)]
 pub struct RunFold {
+    run_id: String,
     harness: Option<String>,
     max_agents: Option<u32>,
     dispatched: u32,
     team: Team,
+    policy: Option<FrozenPolicy>,
+    approval_to: Option<String>,
+    /// Policy checks so far, counting calls answered from the resume cache.
+    slot: u32,
+    policy_log: Vec<PolicyRecord>,
+    /// Rulings of this run's approvals, by slot: the request digest and the ruling.
+    rulings: BTreeMap<u32, (String, Ruling)>,
+    /// Replies of calls a parked run completed before it parked, by call key, in order.
+    cache: BTreeMap<String, Vec<String>>,
+    /// How often each call key was asked so far (the n-th ask gets the n-th cached reply).
+    asked: BTreeMap<String, usize>,
+    denied: Option<String>,
     /// The harness of each call in flight.
     in_flight: BTreeMap<String, String>,
     requested: std::collections::BTreeSet<String>,
-    calls: Vec<(String, String, CallOutcome)>,
+    calls: Vec<CallRecord>,
     declared: Vec<Criterion>,
     evidence: Vec<Evidence>,
     stages: Vec<String>,
@@ -330,6 +439,26 @@ pub struct RunFold {
     protocol_error: Option<String>,
 }
 
+/// An agent call as the fold keeps it.
+#[derive(Clone, Debug)]
+struct CallRecord {
+    id: String,
+    harness: String,
+    outcome: CallOutcome,
+    cached: bool,
+}
+
+/// What a resumed run takes over from its earlier segments' transcript and approvals.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResumeState {
+    /// Agent calls started so far (they count against the cap).
+    pub dispatched: u32,
+    /// Replies of completed calls, by call key, in transcript order.
+    pub cache: BTreeMap<String, Vec<String>>,
+    /// Rulings of the run's approvals, by slot: the request digest and the ruling.
+    pub rulings: BTreeMap<u32, (String, Ruling)>,
+}
+
 impl RunFold {
     /// A fold whose agent calls go to their specialist's harness or the named default (a
     /// call neither names is declined).
@@ -337,9 +466,22 @@ impl RunFold {
         RunFold { harness: harness.map(str::to_owned), team, ..RunFold::default() }
     }
 
+    /// Carries a parked run's completed calls, agent count and rulings into its resumption.
+    pub fn resume(&mut self, state: ResumeState) {
+        self.dispatched = state.dispatched;
+        self.cache = state.cache;
+        self.rulings = state.rulings;
+    }
+
+    /// Every policy check so far.
+    pub fn policy_log(&self) -> &[PolicyRecord] {
+        &self.policy_log
+    }
+
     /// Takes one message (or the error reading it); returns what the host owes, if anything.
-    /// Agent calls go to the run's harness, or are declined when it has none. The host grants
-    /// no authority: no policy is frozen for the run, so `authorize` is denied. Declines are
+    /// Agent calls are answered from the resume cache, checked against the policy and the
+    /// cap, and go to their specialist's harness or the run's; `authorize` is judged by the
+    /// policy (without one, the host grants no authority and declines it). Declines are
     /// recorded in the proof.
     pub fn observe(&mut self, msg: Result<FromWorkflow, String>) -> Option<HostAction> {
         let msg = match msg {
@@ -354,40 +496,11 @@ impl RunFold {
             FromWorkflow::Evidence(e) => self.evidence.push(e),
             FromWorkflow::Stage { name } => self.stages.push(name),
             FromWorkflow::Log { .. } => {}
-            FromWorkflow::Agent { id, prompt, specialist, .. } => {
-                if !self.requested.insert(id.clone()) {
-                    self.protocol_error.get_or_insert(format!("agent request id {id} reused"));
-                    let error = "request id reused";
-                    return Some(HostAction::Reply(
-                        json!({ "op": "reply", "id": id, "ok": false, "error": error }),
-                    ));
-                }
-                let harness = self.harness.as_deref();
-                let capped = self.max_agents.is_some_and(|max| self.dispatched >= max);
-                let resolved = if capped {
-                    Err(format!("agent cap reached ({} calls)", self.dispatched))
-                } else {
-                    dispatch(&self.team, harness, specialist.as_deref(), &prompt)
-                };
-                match resolved {
-                    Ok(d) => {
-                        self.dispatched += 1;
-                        self.in_flight.insert(id.clone(), d.harness.clone());
-                        return Some(HostAction::CallAgent { id, dispatch: d });
-                    }
-                    Err(e) => self.declined.push(format!("agent {id}: {e}")),
-                }
-                let error = self.declined.last().cloned().unwrap_or_default();
-                return Some(HostAction::Reply(
-                    json!({ "op": "reply", "id": id, "ok": false, "error": error }),
-                ));
+            FromWorkflow::Agent { id, prompt, specialist, schema } => {
+                return Some(self.agent(id, &prompt, specialist, schema));
             }
-            FromWorkflow::Authorize { id, action, .. } => {
-                let reason = "no host policy is frozen for this run";
-                self.declined.push(format!("authorize {id} ({action}): {reason}"));
-                return Some(HostAction::Reply(json!({
-                    "op": "reply", "id": id, "ok": true, "verdict": "deny", "reason": reason,
-                })));
+            FromWorkflow::Authorize { id, action, target } => {
+                return Some(self.authorize(id, action, target));
             }
             FromWorkflow::Blocked { reason, decision_id } => {
                 self.blocked.get_or_insert((reason, decision_id));
@@ -414,7 +527,7 @@ impl RunFold {
             }),
         };
         let harness = self.in_flight.remove(id).unwrap_or_default();
-        self.calls.push((id.to_owned(), harness, outcome));
+        self.calls.push(CallRecord { id: id.to_owned(), harness, outcome, cached: false });
         reply
     }
 
@@ -436,6 +549,8 @@ impl RunFold {
         let error = if let ProcessEnd::SpawnFailed { error, missing } = end {
             class = missing.then_some(FailureClass::Environment);
             Some(format!("the workflow could not be started: {error}"))
+        } else if let Some(reason) = &self.denied {
+            Some(format!("denied by policy: {reason}"))
         } else if timed_out {
             Some(format!("timed out after {} ms and was killed", m.timeout_ms))
         } else if let Some((reason, decision)) = &self.blocked {
@@ -459,20 +574,25 @@ impl RunFold {
         };
         let status = if error.is_none() { RunStatus::Succeeded } else { RunStatus::Failed };
         if status == RunStatus::Failed && class.is_none() && !timed_out {
-            let outcomes: Vec<CallOutcome> = self.calls.iter().map(|(_, _, o)| o.clone()).collect();
+            let outcomes: Vec<CallOutcome> = self.calls.iter().map(|c| c.outcome.clone()).collect();
             class = run_class(&outcomes);
         }
         let agents = self
             .calls
             .iter()
-            .map(|(id, harness, o)| AgentRecord {
-                id: id.clone(),
-                harness: harness.clone(),
-                ok: o.ok,
-                error: o.error.clone(),
-                class: o.class,
+            .map(|c| AgentRecord {
+                id: c.id.clone(),
+                harness: c.harness.clone(),
+                ok: c.outcome.ok,
+                error: c.outcome.error.clone(),
+                class: c.outcome.class,
+                cached: c.cached,
             })
             .collect();
+        let policy = self
+            .policy
+            .as_ref()
+            .map(|p| ProofPolicy { sha256: p.sha256.clone(), decisions: self.policy_log.clone() });
         let acceptance = roll_up(&intent.acceptance, &self.declared, &self.evidence);
         let run = ProofRun {
             id: m.run_id.clone(),
@@ -490,7 +610,16 @@ impl RunFold {
             decision_id,
         };
         let (evidence, stages, declined) = (self.evidence, self.stages, self.declined);
-        Proof { schema_version: RUN_VERSION, run, acceptance, evidence, stages, declined, agents }
+        Proof {
+            schema_version: RUN_VERSION,
+            run,
+            acceptance,
+            evidence,
+            stages,
+            declined,
+            agents,
+            policy,
+        }
     }
 }
 
@@ -504,15 +633,17 @@ fn tail(s: &str, max: usize) -> String {
 }
 
 /// What a work read learns of an attempt from its records, or why the read must fail.
-/// `runner_live` is true while some process holds the item's run lease.
+/// `runner_live` is true while some process holds the item's run lease; `parked` names the
+/// approval the run's transcript last parked on and whether it has been ruled on.
 pub fn inspect(
     work_id: &Id,
     run_id: &Id,
     attempt: u32,
-    manifest: Option<&RunManifest>,
-    proof: Option<&Proof>,
+    records: (Option<&RunManifest>, Option<&Proof>),
+    parked: Option<(&str, bool)>,
     runner_live: bool,
 ) -> Result<AttemptStatus, String> {
+    let (manifest, proof) = records;
     if let Some(m) = manifest {
         if m.work_id != *work_id || m.run_id != *run_id || m.attempt != attempt {
             return Err(format!(
@@ -522,7 +653,13 @@ pub fn inspect(
         }
     }
     let Some(p) = proof else {
-        return Ok(if runner_live { AttemptStatus::Running } else { AttemptStatus::Lost });
+        return Ok(match parked {
+            _ if runner_live => AttemptStatus::Running,
+            Some((approval, decided)) => {
+                AttemptStatus::Parked { approval_id: approval.to_owned(), decided }
+            }
+            None => AttemptStatus::Lost,
+        });
     };
     if manifest.is_none() {
         return Err(format!("run {run_id} has a proof but no manifest"));
@@ -560,6 +697,9 @@ pub fn fuzz_run_fold(data: &[u8]) {
         harnesses: BTreeMap::new(),
         max_agents: None,
         billing: Billing::Subscription,
+        policy: None,
+        approval_to: None,
+        concurrency: DEFAULT_CONCURRENCY,
     };
     let intent = WorkIntent {
         schema_version: crate::work::intent::INTENT_VERSION,
@@ -574,12 +714,36 @@ pub fn fuzz_run_fold(data: &[u8]) {
         created_at: WallTime(0),
     };
     let mut reader = LineReader::default();
-    let mut fold = RunFold::new((how & 16 != 0).then_some("h"), Team::new());
+    let mut m = m;
+    if how & 32 != 0 {
+        // A policy that asks about pushes and denies large prompts, with or without an
+        // approver: a stop must fail the run, a park must end the segment without a proof.
+        let rules = r#"{"rules":[{"name":"p","on":"authorize","action":"push","verdict":"ask"},
+            {"name":"big","on":"agent","prompt_bytes_over":64,"verdict":"deny"}]}"#;
+        let policy = super::policy::parse_policy(rules.as_bytes()).expect("a valid policy");
+        m.policy = Some(super::policy::FrozenPolicy::new(policy));
+        m.approval_to = (how & 64 != 0).then(|| "ana".to_owned());
+    }
+    m.harness = (how & 16 != 0).then(|| FrozenHarness {
+        name: "h".into(),
+        spec: super::agent::resolve("codex", &BTreeMap::new()).expect("a preset"),
+    });
+    let mut fold = m.fold();
     let mut messages: Vec<_> = reader.feed(output);
     messages.extend(reader.finish());
+    let mut stopped = false;
     for msg in messages {
         match fold.observe(msg.map_err(|e| e.to_string())) {
             Some(HostAction::Reply(reply)) => assert_eq!(reply["op"], "reply"),
+            Some(HostAction::Park(parked)) => {
+                assert!(m.approval_to.is_some(), "parks only with an approver");
+                assert_eq!(m.approval_request(&parked, WallTime(1)).slot, parked.slot);
+                return;
+            }
+            Some(HostAction::Stop) => {
+                stopped = true;
+                break;
+            }
             Some(HostAction::CallAgent { id, .. }) => {
                 let ok = how & 8 != 0;
                 let class = (!ok).then_some(FailureClass::Upstream);
@@ -596,6 +760,7 @@ pub fn fuzz_run_fold(data: &[u8]) {
         _ => ProcessEnd::SpawnFailed { error: "ENOENT".into(), missing: how & 4 != 0 },
     };
     let proof = fold.finish(&m, &intent, &end, WallTime(5));
+    assert!(!stopped || proof.run.status == RunStatus::Failed, "a policy stop fails the run");
     if proof.run.status == RunStatus::Succeeded {
         assert!(how % 4 == 0 && proof.run.error.is_none() && proof.run.class.is_none());
     } else {
@@ -607,5 +772,6 @@ pub fn fuzz_run_fold(data: &[u8]) {
     assert_eq!(back, proof, "a proof survives its file");
 }
 
+mod gate;
 #[cfg(test)]
 mod tests;

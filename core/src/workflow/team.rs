@@ -79,6 +79,8 @@ pub struct Dispatch {
     pub profile: Profile,
     /// Attempts this call may make.
     pub max_attempts: u32,
+    /// The JSON schema the reply must match, when the request carries one.
+    pub schema: Option<serde_json::Value>,
 }
 
 /// Resolves a request: a named specialist must be in the team; its harness, else the run's
@@ -107,7 +109,7 @@ pub fn dispatch(
         _ => prompt.to_owned(),
     };
     let max_attempts = profile.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
-    Ok(Dispatch { harness, prompt, profile, max_attempts })
+    Ok(Dispatch { harness, prompt, profile, max_attempts, schema: None })
 }
 
 #[cfg(test)]

@@ -48,7 +48,9 @@ const context = {
       "agent",
       { prompt: String(prompt), ...pick(options, ["specialist", "schema"]) },
       (reply, resolve, reject, id) =>
-        reply.ok ? resolve(reply.text) : reject(new Error(`agent ${id}: ${reply.error}`)),
+        reply.ok
+          ? resolve(options.schema ? JSON.parse(reply.text) : reply.text)
+          : reject(new Error(`agent ${id}: ${reply.error}`)),
     ),
   authorize: (mutation = {}) =>
     request(

@@ -22,6 +22,9 @@ fn manifest() -> RunManifest {
         harnesses: BTreeMap::new(),
         max_agents: None,
         billing: Billing::Subscription,
+        policy: None,
+        approval_to: None,
+        concurrency: DEFAULT_CONCURRENCY,
     }
 }
 
@@ -123,7 +126,7 @@ fn with_a_harness_calls_are_made_recorded_and_classify_a_failed_run() {
     use crate::workflow::agent::CallOutcome;
     let mut f = RunFold::new(Some("scripted"), Team::new());
     let call = f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"fix it"}"#));
-    let Some(HostAction::CallAgent { id, dispatch }) = call else { panic!("{call:?}") };
+    let Some(HostAction::CallAgent { id, dispatch, .. }) = call else { panic!("{call:?}") };
     assert_eq!(
         (id.as_str(), dispatch.harness.as_str(), dispatch.prompt.as_str()),
         ("a1", "scripted", "fix it")
@@ -162,18 +165,32 @@ fn errors_keep_their_tail_on_a_char_boundary() {
 fn inspection_follows_the_records_and_refuses_foreign_ones() {
     let (w, r) = (id("w1"), id("wf-1"));
     let m = manifest();
-    assert_eq!(inspect(&w, &r, 1, None, None, false), Ok(AttemptStatus::Lost));
-    assert_eq!(inspect(&w, &r, 1, Some(&m), None, true), Ok(AttemptStatus::Running));
+    assert_eq!(inspect(&w, &r, 1, (None, None), None, false), Ok(AttemptStatus::Lost));
+    assert_eq!(inspect(&w, &r, 1, (Some(&m), None), None, true), Ok(AttemptStatus::Running));
+    let parked = AttemptStatus::Parked { approval_id: "wf-1-p1".into(), decided: false };
+    assert_eq!(inspect(&w, &r, 1, (Some(&m), None), Some(("wf-1-p1", false)), false), Ok(parked));
     let pass = fold(&[PASSED, OK]).finish(&m, &intent(), &exited(0), WallTime(20));
-    assert_eq!(inspect(&w, &r, 1, Some(&m), Some(&pass), false), Ok(AttemptStatus::Succeeded));
+    assert_eq!(
+        inspect(&w, &r, 1, (Some(&m), Some(&pass)), None, false),
+        Ok(AttemptStatus::Succeeded)
+    );
     let fail = fold(&[OK]).finish(&m, &intent(), &exited(1), WallTime(20));
     assert!(matches!(
-        inspect(&w, &r, 1, Some(&m), Some(&fail), false),
+        inspect(&w, &r, 1, (Some(&m), Some(&fail)), None, false),
         Ok(AttemptStatus::Failed { .. })
     ));
-    assert!(inspect(&w, &r, 1, None, Some(&pass), false).is_err(), "a proof needs a manifest");
-    assert!(inspect(&w, &r, 2, Some(&m), None, false).is_err(), "another attempt's manifest");
-    assert!(inspect(&id("w2"), &r, 1, Some(&m), None, false).is_err(), "another item's run");
+    assert!(
+        inspect(&w, &r, 1, (None, Some(&pass)), None, false).is_err(),
+        "a proof needs a manifest"
+    );
+    assert!(
+        inspect(&w, &r, 2, (Some(&m), None), None, false).is_err(),
+        "another attempt's manifest"
+    );
+    assert!(
+        inspect(&id("w2"), &r, 1, (Some(&m), None), None, false).is_err(),
+        "another item's run"
+    );
 }
 
 fn projection(attempts: &[AttemptStatus]) -> crate::work::Projection {
@@ -259,4 +276,127 @@ fn requests_past_the_agent_cap_are_declined() {
     assert!(matches!(first, Some(HostAction::CallAgent { .. })));
     let second = reply(f.observe(parse(r#"{"op":"agent","id":"a2","prompt":"p"}"#)));
     assert!(second["error"].as_str().unwrap().contains("agent cap reached (1 calls)"), "{second}");
+}
+
+mod gate {
+    use super::*;
+    use crate::workflow::approval::Ruling;
+    use crate::workflow::policy::{parse_policy, FrozenPolicy};
+
+    const ASK_PUSH: &str = r#"{"rules":[
+        {"name":"ask-push","on":"authorize","action":"push","verdict":"ask"},
+        {"name":"no-opus","on":"agent","model":"opus","verdict":"deny"}]}"#;
+
+    fn governed(approver: Option<&str>) -> (RunManifest, RunFold) {
+        let mut m = manifest();
+        m.policy = Some(FrozenPolicy::new(parse_policy(ASK_PUSH.as_bytes()).expect("valid")));
+        m.approval_to = approver.map(str::to_owned);
+        m.harness = Some(FrozenHarness {
+            name: "h".into(),
+            spec: crate::workflow::agent::resolve("codex", &BTreeMap::new()).expect("a preset"),
+        });
+        let f = m.fold();
+        (m, f)
+    }
+
+    const PUSH: &str = r#"{"op":"authorize","id":"z1","action":"push","target":"main"}"#;
+    const CALL: &str = r#"{"op":"agent","id":"a1","prompt":"fix it"}"#;
+
+    #[test]
+    fn an_ask_parks_with_an_approver_and_stops_without_one() {
+        let (m, mut f) = governed(Some("ana"));
+        let Some(HostAction::Park(parked)) = f.observe(parse(PUSH)) else { panic!() };
+        assert_eq!(parked.slot, 1);
+        let request = m.approval_request(&parked, WallTime(5));
+        assert_eq!((request.approval_id.as_str(), request.addressee.as_str()), ("wf-1-p1", "ana"));
+        let (m, mut f) = governed(None);
+        assert!(matches!(f.observe(parse(PUSH)), Some(HostAction::Stop)));
+        let p = f.finish(&m, &intent(), &exited(0), WallTime(9));
+        assert_eq!(p.run.status, RunStatus::Failed);
+        assert!(p.run.error.as_deref().unwrap().contains("names no approver"), "{:?}", p.run.error);
+    }
+
+    #[test]
+    fn deny_stops_the_run_and_unmatched_agent_calls_are_allowed() {
+        let (m, mut f) = governed(Some("ana"));
+        assert!(matches!(f.observe(parse(CALL)), Some(HostAction::CallAgent { .. })));
+        let opus = r#"{"op":"agent","id":"a2","prompt":"p","specialist":"big"}"#;
+        f.team.insert(
+            "big".into(),
+            crate::workflow::team::Profile { model: Some("opus".into()), ..Default::default() },
+        );
+        assert!(matches!(f.observe(parse(opus)), Some(HostAction::Stop)));
+        let tag = r#"{"op":"authorize","id":"z2","action":"tag"}"#;
+        assert!(matches!(f.observe(parse(tag)), Some(HostAction::Stop)), "unmatched mutation");
+        let p = f.finish(&m, &intent(), &exited(0), WallTime(9));
+        let error = p.run.error.as_deref().unwrap();
+        assert!(error.contains("denied by policy: check p2: rule no-opus"), "{error}");
+        let decisions = &p.policy.as_ref().expect("a policy part").decisions;
+        assert_eq!(decisions.len(), 3);
+        assert_eq!(p.run.class, None, "a denial is charged");
+    }
+
+    #[test]
+    fn a_resumed_run_answers_completed_calls_from_the_cache_and_consumes_its_ruling() {
+        let (m, mut first) = governed(Some("ana"));
+        let Some(HostAction::CallAgent { key, .. }) = first.observe(parse(CALL)) else { panic!() };
+        let Some(HostAction::Park(parked)) = first.observe(parse(PUSH)) else { panic!() };
+        assert_eq!(parked.slot, 2, "the agent call took slot 1");
+        let mut resume = ResumeState { dispatched: 1, ..ResumeState::default() };
+        resume.cache.insert(key, vec!["done".into()]);
+        resume.rulings.insert(2, (parked.request_sha256.clone(), Ruling::Allow));
+        let mut again = m.fold();
+        again.resume(resume.clone());
+        let r = reply(again.observe(parse(CALL)));
+        assert_eq!((r["ok"].as_bool(), r["text"].as_str()), (Some(true), Some("done")));
+        let r = reply(again.observe(parse(PUSH)));
+        assert_eq!(r["verdict"], "allow");
+        again.observe(parse(OK));
+        let p = again.finish(&m, &intent(), &exited(0), WallTime(9));
+        assert_eq!(p.run.status, RunStatus::Succeeded);
+        assert!(p.agents[0].cached);
+        let consumed = &p.policy.expect("a policy part").decisions[0];
+        assert_eq!(consumed.approval_id.as_deref(), Some("wf-1-p2"));
+        // A denied ruling stops the run; a ruling for another request is never consumed.
+        let mut denied = resume.clone();
+        denied.rulings.insert(2, (parked.request_sha256.clone(), Ruling::Deny));
+        let mut f = m.fold();
+        f.resume(denied);
+        f.observe(parse(CALL));
+        assert!(matches!(f.observe(parse(PUSH)), Some(HostAction::Stop)));
+        let mut other = resume;
+        other.rulings.insert(2, ("0".repeat(64), Ruling::Allow));
+        let mut f = m.fold();
+        f.resume(other);
+        f.observe(parse(CALL));
+        assert!(matches!(f.observe(parse(PUSH)), Some(HostAction::Stop)));
+        let p = f.finish(&m, &intent(), &exited(0), WallTime(9));
+        assert!(p.run.error.unwrap().contains("different request"));
+    }
+
+    #[test]
+    fn the_cap_counts_calls_made_before_the_run_parked() {
+        let (mut m, _) = governed(Some("ana"));
+        m.max_agents = Some(1);
+        let mut f = m.fold();
+        f.resume(ResumeState { dispatched: 1, ..ResumeState::default() });
+        let r = reply(f.observe(parse(CALL)));
+        assert!(r["error"].as_str().unwrap().contains("agent cap"), "{r}");
+    }
+
+    #[test]
+    fn a_schema_adds_the_output_contract_and_shapes_the_key() {
+        let (_, mut f) = governed(Some("ana"));
+        let with = r#"{"op":"agent","id":"a1","prompt":"fix it","schema":{"type":"object"}}"#;
+        let Some(HostAction::CallAgent { dispatch, key, .. }) = f.observe(parse(with)) else {
+            panic!()
+        };
+        assert!(dispatch.prompt.contains("Output contract"));
+        let Some(HostAction::CallAgent { key: plain, .. }) =
+            f.observe(parse(r#"{"op":"agent","id":"a2","prompt":"fix it"}"#))
+        else {
+            panic!()
+        };
+        assert_ne!(key, plain);
+    }
 }

@@ -1,0 +1,214 @@
+//! `harn approval list|show|approve|deny`: the approvals parked runs wait on, and the one
+//! place a person rules on them. A ruling is recorded once and never changed; it resumes
+//! nothing by itself: the next `harn work run` of the item resumes the parked attempt.
+
+use super::cmd::actor;
+use super::store::Store;
+use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use clap::{Args, Subcommand};
+use harn_core::ids::Id;
+use harn_core::workflow::approval::{ruling_word, status, ApprovalStatus, Ruling};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// `harn approval …`
+#[derive(Debug, Args)]
+pub struct ApprovalCmd {
+    /// The coordination root (the repository); default: the current directory.
+    #[arg(long, global = true)]
+    root: Option<PathBuf>,
+    #[command(subcommand)]
+    verb: ApprovalVerb,
+}
+
+#[derive(Debug, Subcommand)]
+enum ApprovalVerb {
+    /// Every approval with its status (pending, approved, denied).
+    List {
+        /// Only approvals with this status.
+        #[arg(long, value_parser = ["pending", "approved", "denied"])]
+        status: Option<String>,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One approval: what the run asks, why policy asks, and any ruling.
+    Show {
+        /// The approval id (`<run>-p<slot>`).
+        id: String,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Allow what the parked run asks; `harn work run` then resumes it.
+    Approve(RuleArgs),
+    /// Deny it; the resumed run fails at that point.
+    Deny(RuleArgs),
+}
+
+#[derive(Debug, Args)]
+struct RuleArgs {
+    /// The approval id.
+    id: String,
+    /// Who rules (default: $USER).
+    #[arg(long)]
+    actor: Option<String>,
+    /// Why.
+    #[arg(long)]
+    reason: Option<String>,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs an `approval` verb; returns the exit code.
+pub fn run(cmd: ApprovalCmd) -> i32 {
+    let root = cmd.root.unwrap_or_else(|| PathBuf::from("."));
+    let root = match std::fs::canonicalize(&root) {
+        Ok(r) => r,
+        Err(e) => return fail(EXIT_USAGE, format!("{}: {e}", root.display())),
+    };
+    let mut store = Store::new(&root);
+    match cmd.verb {
+        ApprovalVerb::List { status, json } => list(&mut store, status.as_deref(), json),
+        ApprovalVerb::Show { id, json } => show(&mut store, &id, json),
+        ApprovalVerb::Approve(a) => rule(&mut store, a, Ruling::Allow),
+        ApprovalVerb::Deny(a) => rule(&mut store, a, Ruling::Deny),
+    }
+}
+
+fn parse_id(s: &str) -> Result<Id, i32> {
+    Id::new(s).map_err(|e| fail(EXIT_USAGE, format!("{s:?}: {e}")))
+}
+
+/// An approval as one JSON document.
+fn document(store: &mut Store, id: &Id) -> Result<Value, String> {
+    let (request, decision) =
+        store.approval(id).map_err(|e| e.0)?.ok_or_else(|| format!("no approval {id}"))?;
+    Ok(json!({
+        "id": request.approval_id, "status": status(decision.as_ref()), "request": request,
+        "decision": decision,
+    }))
+}
+
+fn list(store: &mut Store, wanted: Option<&str>, as_json: bool) -> i32 {
+    let ids = match store.approval_ids() {
+        Ok(ids) => ids,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let (mut rows, mut errors) = (Vec::new(), Vec::new());
+    for id in ids {
+        match document(store, &id) {
+            Ok(d) if wanted.is_none_or(|w| d["status"] == w) => rows.push(d),
+            Ok(_) => {}
+            Err(e) => errors.push(format!("approval {id}: {e}")),
+        }
+    }
+    if as_json {
+        println!("{}", json!({ "approvals": rows, "errors": errors }));
+    } else {
+        for d in &rows {
+            let r = &d["request"];
+            println!(
+                "{:<44} {:<9} {:<12} asks {} about {}",
+                d["id"].as_str().unwrap_or(""),
+                d["status"].as_str().unwrap_or(""),
+                r["work_id"].as_str().unwrap_or(""),
+                r["addressee"].as_str().unwrap_or(""),
+                summary(&r["request"]),
+            );
+        }
+        if rows.is_empty() && errors.is_empty() {
+            println!("no approvals");
+        }
+        for e in &errors {
+            eprintln!("harn: {e}");
+        }
+    }
+    if errors.is_empty() {
+        0
+    } else {
+        EXIT_FAILED
+    }
+}
+
+/// A request in a few words: `authorize push main`, `agent codex (opus, 1200 bytes)`.
+fn summary(req: &Value) -> String {
+    let s = |k: &str| req[k].as_str().unwrap_or("").to_owned();
+    match req["kind"].as_str() {
+        Some("authorize") => format!("authorize {} {}", s("action"), s("target")).trim().into(),
+        _ => format!(
+            "agent call to {} ({}{} bytes)",
+            s("harness"),
+            req["model"].as_str().map(|m| format!("{m}, ")).unwrap_or_default(),
+            req["prompt_bytes"]
+        ),
+    }
+}
+
+fn show(store: &mut Store, id: &str, as_json: bool) -> i32 {
+    let id = match parse_id(id) {
+        Ok(id) => id,
+        Err(code) => return code,
+    };
+    let d = match document(store, &id) {
+        Ok(d) => d,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    if as_json {
+        println!("{d}");
+        return 0;
+    }
+    let r = &d["request"];
+    println!("approval {id}: {}", d["status"].as_str().unwrap_or(""));
+    println!(
+        "  run        {} (work {})",
+        r["run_id"].as_str().unwrap_or(""),
+        r["work_id"].as_str().unwrap_or("")
+    );
+    println!("  asks       {}", r["addressee"].as_str().unwrap_or(""));
+    println!("  request    {}", summary(&r["request"]));
+    println!("  rules      {}", r["evaluation"]["matched"]);
+    println!("  policy     sha256 {}", r["policy_sha256"].as_str().unwrap_or(""));
+    if let Some(decision) = d["decision"].as_object() {
+        println!(
+            "  ruled      {} by {}{}",
+            decision["verdict"].as_str().unwrap_or(""),
+            decision["actor"].as_str().unwrap_or(""),
+            decision
+                .get("reason")
+                .and_then(Value::as_str)
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        );
+    }
+    0
+}
+
+fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling) -> i32 {
+    let id = match parse_id(&a.id) {
+        Ok(id) => id,
+        Err(code) => return code,
+    };
+    let ((request, decision), applied) = match store.rule(&id, verdict, &actor(a.actor), a.reason) {
+        Ok(done) => done,
+        Err(e) => return fail(EXIT_FAILED, format!("cannot rule on {id}: {e}")),
+    };
+    let now = status(decision.as_ref());
+    if a.json {
+        println!(
+            "{}",
+            json!({ "id": id, "status": now, "applied": applied, "decision": decision })
+        );
+    } else {
+        let word = ruling_word(verdict);
+        let done = if applied { "recorded" } else { "was already recorded" };
+        println!("approval {id}: {word} {done}");
+        let then = if now == ApprovalStatus::Approved { "goes on" } else { "fails there" };
+        println!(
+            "  next       harn work run {} resumes run {}, which {then}",
+            request.work_id, request.run_id
+        );
+    }
+    0
+}

@@ -1,0 +1,285 @@
+//! The host loop of one run segment: spawns the workflow, records every message, reply,
+//! policy check and agent call in the transcript, carries out what the core's fold decides,
+//! and ends when the workflow has exited (with a fold for the proof) or when policy parks
+//! the run on an approval (with no proof).
+
+use super::agent_call::CallGroups;
+use super::calls::Calls;
+use super::process::{kill_group, kill_groups, program, read_lines, send, spawn, writer, Groups};
+use super::store::{run_dir, Store, StoreError};
+use harn_core::ids::Id;
+use harn_core::journal::JournalWriter;
+use harn_core::workflow::agent::CallOutcome;
+use harn_core::workflow::approval::ApprovalRequest;
+use harn_core::workflow::protocol::FromWorkflow;
+use harn_core::workflow::run::{HostAction, Parked, ProcessEnd, RunFold, RunManifest};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt;
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// What the host loop waits for.
+pub enum HostEvent {
+    /// A line of the workflow's stdout.
+    Line(Result<FromWorkflow, String>),
+    /// The end of the workflow's stdout.
+    Eof,
+    /// An agent call ended.
+    AgentDone(String, CallOutcome),
+    /// The workflow process ended.
+    Exited(std::io::Result<std::process::ExitStatus>),
+}
+
+/// How a run segment ended.
+pub enum SegmentEnd {
+    /// The workflow is gone: the fold and how it ended make the proof.
+    Finished(Box<RunFold>, ProcessEnd),
+    /// Policy asked a person: the run waits on this approval, with no proof.
+    Parked(Box<ApprovalRequest>),
+}
+
+/// How long output may still arrive after the workflow exits.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// Spawns the workflow with `start` as its first line and carries the conversation to the
+/// end of this segment. `fold` carries whatever an earlier segment of a parked run left.
+pub fn run_segment(
+    store: &mut Store,
+    m: &RunManifest,
+    start: &Value,
+    fold: RunFold,
+) -> Result<SegmentEnd, StoreError> {
+    let mut transcript = Transcript::open(store, &m.run_id)?;
+    let mut child = match spawn(store, m) {
+        Ok(child) => child,
+        Err(e) => {
+            let missing = e.kind() == std::io::ErrorKind::NotFound;
+            let error = format!("{}: {e}", program(m));
+            transcript
+                .record(store, json!({ "event": "run.spawn_failed", "error": e.to_string() }))?;
+            let end = ProcessEnd::SpawnFailed { error, missing };
+            return Ok(SegmentEnd::Finished(Box::new(fold), end));
+        }
+    };
+    let pgid = child.id() as i32;
+    let agents = Arc::new(Mutex::new(CallGroups::default()));
+    // However the host leaves this function, the workflow's group and its calls' groups go.
+    let _groups = Groups { workflow: pgid, agents: agents.clone() };
+    let stdin = writer(child.stdin.take().expect("stdin is piped"));
+    // Bounded, so a workflow that floods its stdout is slowed down rather than buffered.
+    let (tx, events) = mpsc::sync_channel(256);
+    read_lines(child.stdout.take().expect("stdout is piped"), tx.clone());
+    let event = if start["resume"].is_null() { "run.start" } else { "run.resume" };
+    transcript.record(store, json!({ "event": event, "pid": pgid, "start": start }))?;
+    send(&stdin, start);
+    let waiter = tx.clone();
+    std::thread::spawn(move || {
+        let status = child.wait();
+        let _ = waiter.send(HostEvent::Exited(status));
+    });
+    let concurrency = m.concurrency.max(1) as usize;
+    let mut host = Host {
+        m,
+        fold,
+        transcript,
+        stdin,
+        pgid,
+        calls: Calls { queued: Vec::new(), in_flight: 0, concurrency, agents },
+        keys: BTreeMap::new(),
+        logged: 0,
+        stopped: false,
+    };
+    let deadline = Instant::now() + Duration::from_millis(m.timeout_ms);
+    let (mut timed_out, mut eof) = (false, false);
+    let mut exited: Option<(std::io::Result<std::process::ExitStatus>, Instant)> = None;
+    loop {
+        if !timed_out && Instant::now() >= deadline {
+            // Checked before every receive, so a flood of output cannot postpone it.
+            timed_out = true;
+            host.halt(store, "run.timed_out")?;
+        }
+        // Output still buffered when the workflow exits gets a moment; a descendant that
+        // escaped the group and holds stdout open does not keep the run alive.
+        let output_done = eof || exited.as_ref().is_some_and(|(_, at)| at.elapsed() >= EXIT_GRACE);
+        if exited.is_some() && output_done && host.calls.in_flight == 0 {
+            break;
+        }
+        let mut wake = if timed_out { None } else { Some(deadline) };
+        if let Some((_, at)) = &exited {
+            wake = Some(wake.map_or(*at + EXIT_GRACE, |w| w.min(*at + EXIT_GRACE)));
+        }
+        let event = match wake {
+            None => events.recv().expect("the host holds a sender"),
+            Some(w) => match events.recv_timeout(w.saturating_duration_since(Instant::now())) {
+                Ok(event) => event,
+                Err(_) => continue,
+            },
+        };
+        match event {
+            HostEvent::Line(msg) => {
+                if let Some(parked) = host.on_line(store, msg)? {
+                    if let Some(request) = host.park(store, &parked)? {
+                        return Ok(SegmentEnd::Parked(Box::new(request)));
+                    }
+                }
+            }
+            HostEvent::Eof => {
+                eof = true;
+                host.calls.queued.clear(); // Nobody is left to read their replies.
+            }
+            HostEvent::Exited(status) => {
+                exited = Some((status, Instant::now()));
+                // Whatever the workflow left behind in its group goes with it.
+                kill_group(pgid);
+            }
+            HostEvent::AgentDone(id, outcome) => host.on_agent_done(store, &id, outcome)?,
+        }
+        if !timed_out && !host.stopped {
+            host.calls.dispatch(store, m, &tx);
+        }
+    }
+    let Host { fold, mut transcript, stdin, .. } = host;
+    drop(stdin);
+    let (status, _) = exited.expect("the loop ends after the exit");
+    let status = status.map_err(|e| StoreError(format!("waiting for the workflow: {e}")))?;
+    let end = ProcessEnd::Exited { code: status.code(), signal: status.signal(), timed_out };
+    let body = json!({ "event": "run.end", "exit_code": status.code(), "signal": status.signal() });
+    transcript.record(store, body)?;
+    Ok(SegmentEnd::Finished(Box::new(fold), end))
+}
+
+/// The state of one segment's conversation.
+struct Host<'a> {
+    m: &'a RunManifest,
+    fold: RunFold,
+    transcript: Transcript,
+    stdin: mpsc::Sender<Vec<u8>>,
+    pgid: i32,
+    calls: Calls,
+    /// The cache key of each call in flight.
+    keys: BTreeMap<String, String>,
+    /// Policy checks already in the transcript.
+    logged: usize,
+    /// True once policy stopped the run: nothing more is dispatched.
+    stopped: bool,
+}
+
+impl Host<'_> {
+    /// Records a message and carries out the fold's answer; returns a park to carry out.
+    fn on_line(
+        &mut self,
+        store: &mut Store,
+        msg: Result<FromWorkflow, String>,
+    ) -> Result<Option<Parked>, StoreError> {
+        let body = match &msg {
+            Ok(m) => json!({ "event": "workflow.message", "message": m }),
+            Err(e) => json!({ "event": "workflow.malformed", "error": e }),
+        };
+        self.transcript.record(store, body)?;
+        if self.stopped {
+            return Ok(None);
+        }
+        let action = self.fold.observe(msg);
+        for check in &self.fold.policy_log()[self.logged..] {
+            self.transcript.record(store, json!({ "event": "policy.check", "check": check }))?;
+        }
+        self.logged = self.fold.policy_log().len();
+        match action {
+            Some(HostAction::Reply(reply)) => {
+                self.transcript.record(store, json!({ "event": "host.reply", "reply": reply }))?;
+                send(&self.stdin, &reply);
+            }
+            Some(HostAction::CallAgent { id, dispatch, key }) => {
+                let body = json!({
+                    "event": "agent.start", "id": id, "harness": dispatch.harness, "key": key,
+                });
+                self.transcript.record(store, body)?;
+                self.keys.insert(id.clone(), key);
+                self.calls.queued.push((id, dispatch));
+            }
+            Some(HostAction::Park(parked)) => return Ok(Some(parked)),
+            Some(HostAction::Stop) => self.halt(store, "policy.stopped")?,
+            None => {}
+        }
+        Ok(None)
+    }
+
+    /// Records a call's end (with its reply, the resume cache) and answers the workflow.
+    fn on_agent_done(
+        &mut self,
+        store: &mut Store,
+        id: &str,
+        outcome: CallOutcome,
+    ) -> Result<(), StoreError> {
+        self.calls.in_flight -= 1;
+        let key = self.keys.remove(id);
+        let text = if outcome.ok { outcome.text.clone() } else { None };
+        let body = json!({
+            "event": "agent.end", "id": id, "key": key, "ok": outcome.ok, "text": text,
+            "error": outcome.error, "class": outcome.class,
+        });
+        self.transcript.record(store, body)?;
+        let reply = self.fold.agent_done(id, outcome);
+        send(&self.stdin, &reply);
+        Ok(())
+    }
+
+    /// Stops the workflow and every call, and records why.
+    fn halt(&mut self, store: &mut Store, event: &str) -> Result<(), StoreError> {
+        self.stopped = true;
+        self.calls.queued.clear();
+        kill_groups(self.pgid, &self.calls.agents);
+        self.transcript.record(store, json!({ "event": event }))
+    }
+
+    /// Records the approval request (or finds the same one from an earlier segment), then
+    /// `run.parked` as the transcript's last record; the workflow and its calls are killed
+    /// when the segment's process guard drops. A request that differs from the one recorded
+    /// for its slot stops the run instead: it may not take over an approval asked for another.
+    fn park(
+        &mut self,
+        store: &mut Store,
+        parked: &Parked,
+    ) -> Result<Option<ApprovalRequest>, StoreError> {
+        let request = self.m.approval_request(parked, store.now());
+        match store.record_approval(&request)? {
+            Ok(created) => {
+                if created {
+                    let body = json!({ "event": "approval.requested", "request": request });
+                    self.transcript.record(store, body)?;
+                }
+                let body = json!({ "event": "run.parked", "approval_id": request.approval_id });
+                self.transcript.record(store, body)?;
+                Ok(Some(request))
+            }
+            Err(why) => {
+                self.fold.stop(why);
+                self.halt(store, "policy.stopped")?;
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// The run's transcript journal (`transcript.jsonl`), one synced line per record.
+pub struct Transcript {
+    path: String,
+    writer: JournalWriter,
+    run_id: Id,
+}
+
+impl Transcript {
+    /// Opens the run's transcript for appending (cutting a torn tail).
+    pub fn open(store: &mut Store, run_id: &Id) -> Result<Transcript, StoreError> {
+        let path = format!("{}/transcript.jsonl", run_dir(run_id));
+        let writer = store.open_journal(&path)?;
+        Ok(Transcript { path, writer, run_id: run_id.clone() })
+    }
+
+    /// Appends one synced record.
+    pub fn record(&mut self, store: &mut Store, mut body: Value) -> Result<(), StoreError> {
+        body["run_id"] = json!(self.run_id);
+        store.append_journal(&self.path, &mut self.writer, &body)
+    }
+}

@@ -1,0 +1,144 @@
+//! The workflow's process: spawned in its own process group with a parent-death signal, its
+//! stdout read as protocol lines on a thread, its stdin written on another, and its group
+//! (and its agent calls' groups) killed however the host leaves.
+
+use super::agent_call::CallGroups;
+use super::store::{run_dir, Store};
+use harn_core::workflow::protocol::LineReader;
+use harn_core::workflow::run::RunManifest;
+use serde_json::Value;
+use std::io::{Read, Write};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+
+use super::host::HostEvent;
+
+/// The Node runner that hands a `.mjs`/`.js` workflow module its context object.
+const NODE_RUNNER: &str = include_str!("node/runner.mjs");
+
+/// True when the workflow is a JavaScript module, run through `node` and [`NODE_RUNNER`].
+pub fn is_module(path: &str) -> bool {
+    path.ends_with(".mjs") || path.ends_with(".js")
+}
+
+/// The program a run starts: the workflow itself, or `node` for a module.
+pub fn program(m: &RunManifest) -> &str {
+    if is_module(&m.script.path) {
+        "node"
+    } else {
+        &m.script.path
+    }
+}
+
+pub fn spawn(store: &mut Store, m: &RunManifest) -> std::io::Result<Child> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let stderr = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(store.root().join(format!("{}/stderr.log", run_dir(&m.run_id))))?;
+    let mut command = if is_module(&m.script.path) {
+        let runner = format!("{}/node-runner.mjs", run_dir(&m.run_id));
+        store
+            .write_file(&runner, NODE_RUNNER.as_bytes())
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let mut node = Command::new("node");
+        node.arg(store.root().join(&runner)).arg(&m.script.path);
+        node
+    } else {
+        Command::new(&m.script.path)
+    };
+    command
+        .current_dir(store.root())
+        .env("HARN_RUN_ID", m.run_id.as_str())
+        .env("HARN_WORK_ID", m.work_id.as_str())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .process_group(0);
+    // SAFETY: the closure runs between fork and exec and only makes one async-signal-safe
+    // system call. A host that dies takes its workflow with it: the attempt is then lost
+    // (its lease is gone, it has no proof) and must not be left running unseen.
+    unsafe {
+        command.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)
+        });
+    }
+    command.spawn()
+}
+
+/// Reads the workflow's messages on a thread, so the host can wait with a deadline; ends
+/// with [`HostEvent::Eof`].
+pub fn read_lines(mut out: std::process::ChildStdout, tx: mpsc::SyncSender<HostEvent>) {
+    std::thread::spawn(move || {
+        let mut reader = LineReader::default();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = match out.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            for msg in reader.feed(&buf[..n]) {
+                if tx.send(HostEvent::Line(msg.map_err(|e| e.to_string()))).is_err() {
+                    return;
+                }
+            }
+        }
+        if let Some(msg) = reader.finish() {
+            let _ = tx.send(HostEvent::Line(msg.map_err(|e| e.to_string())));
+        }
+        let _ = tx.send(HostEvent::Eof);
+    });
+}
+
+/// Writes lines to the workflow's stdin on a thread, so a workflow that does not read cannot
+/// block the host (and its timeout) on a full pipe. Dropping the sender closes stdin.
+pub fn writer(mut pipe: std::process::ChildStdin) -> mpsc::Sender<Vec<u8>> {
+    let (tx, rx) = mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        super::agent_call::block_sigpipe();
+        for bytes in rx {
+            if pipe.write_all(&bytes).and_then(|()| pipe.flush()).is_err() {
+                return; // It closed its stdin or is gone: later replies have no reader.
+            }
+        }
+    });
+    tx
+}
+
+/// Queues one line for the workflow.
+pub fn send(stdin: &mpsc::Sender<Vec<u8>>, line: &Value) {
+    let mut bytes = serde_json::to_vec(line).expect("replies serialize");
+    bytes.push(b'\n');
+    let _ = stdin.send(bytes);
+}
+
+/// Kills the workflow's group and every running call's group when dropped.
+pub struct Groups {
+    pub workflow: i32,
+    pub agents: Arc<Mutex<CallGroups>>,
+}
+
+impl Drop for Groups {
+    fn drop(&mut self) {
+        kill_groups(self.workflow, &self.agents);
+    }
+}
+
+pub fn kill_groups(workflow: i32, agents: &Mutex<CallGroups>) {
+    kill_group(workflow);
+    let mut calls = agents.lock().unwrap_or_else(|e| e.into_inner());
+    calls.cancelled = true;
+    for &pgid in &calls.groups {
+        kill_group(pgid);
+    }
+}
+
+pub fn kill_group(pgid: i32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pgid) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}

@@ -1,0 +1,170 @@
+//! The gate every agent call and `authorize` request of a run passes: the resume cache, the
+//! agent cap, and the frozen policy with its approvals. A verdict of `ask` consumes a ruling
+//! recorded for its slot or parks the run; `deny` stops it.
+
+use super::{CallRecord, HostAction, Parked, PolicyRecord, RunFold};
+use crate::workflow::agent::CallOutcome;
+use crate::workflow::approval::{approval_id, consume};
+use crate::workflow::policy::{request_digest, sha256_hex, Request, Verdict, DECISIONS_MAX};
+use crate::workflow::schema::with_contract;
+use crate::workflow::team::{dispatch, Dispatch};
+use serde_json::{json, Value};
+
+/// The identity of a call for the resume cache: everything that shapes its answer (harness,
+/// model, effort, turns, schema, specialist and the dispatched prompt), not its request id,
+/// timeout or attempts.
+pub fn call_key(d: &Dispatch, specialist: Option<&str>) -> String {
+    let p = &d.profile;
+    let identity =
+        json!([d.harness, p.model, p.effort, p.max_turns, d.schema, specialist, d.prompt]);
+    sha256_hex(identity.to_string().as_bytes())[..16].to_owned()
+}
+
+impl RunFold {
+    /// An agent request: answered from the cache, declined, parked, stopped or dispatched.
+    pub(super) fn agent(
+        &mut self,
+        id: String,
+        prompt: &str,
+        specialist: Option<String>,
+        schema: Option<Value>,
+    ) -> HostAction {
+        if !self.requested.insert(id.clone()) {
+            self.protocol_error.get_or_insert(format!("agent request id {id} reused"));
+            return reply_err(&id, "request id reused");
+        }
+        let mut d =
+            match dispatch(&self.team, self.harness.as_deref(), specialist.as_deref(), prompt) {
+                Ok(d) => d,
+                Err(e) => return self.decline(&id, format!("agent {id}: {e}")),
+            };
+        d.schema = schema;
+        let key = call_key(&d, specialist.as_deref());
+        let nth = self.asked.entry(key.clone()).or_default();
+        let cached = self.cache.get(&key).and_then(|replies| replies.get(*nth)).cloned();
+        *nth += 1;
+        if let Some(text) = cached {
+            if self.policy.is_some() {
+                self.slot += 1; // Later checks keep the slot numbers they had.
+            }
+            let outcome =
+                CallOutcome { ok: true, text: Some(text.clone()), error: None, class: None };
+            let harness = d.harness.clone();
+            self.calls.push(CallRecord { id: id.clone(), harness, outcome, cached: true });
+            return HostAction::Reply(json!({ "op": "reply", "id": id, "ok": true, "text": text }));
+        }
+        if self.max_agents.is_some_and(|max| self.dispatched >= max) {
+            let why = format!("agent {id}: agent cap reached ({} calls)", self.dispatched);
+            return self.decline(&id, why);
+        }
+        let request = Request::Agent {
+            harness: d.harness.clone(),
+            model: d.profile.model.clone(),
+            specialist,
+            prompt_bytes: d.prompt.len() as u64,
+        };
+        if let Some(stop) = self.check(request) {
+            return stop;
+        }
+        if let Some(schema) = &d.schema {
+            d.prompt = with_contract(&d.prompt, schema);
+        }
+        self.dispatched += 1;
+        self.in_flight.insert(id.clone(), d.harness.clone());
+        HostAction::CallAgent { id, dispatch: d, key }
+    }
+
+    /// An `authorize` request: judged by the policy; without one the host grants nothing.
+    pub(super) fn authorize(
+        &mut self,
+        id: String,
+        action: String,
+        target: Option<String>,
+    ) -> HostAction {
+        if self.policy.is_none() {
+            let reason = "no host policy is frozen for this run";
+            self.declined.push(format!("authorize {id} ({action}): {reason}"));
+            return HostAction::Reply(json!({
+                "op": "reply", "id": id, "ok": true, "verdict": "deny", "reason": reason,
+            }));
+        }
+        if let Some(stop) = self.check(Request::Authorize { action, target }) {
+            return stop;
+        }
+        HostAction::Reply(json!({ "op": "reply", "id": id, "ok": true, "verdict": "allow" }))
+    }
+
+    /// Checks a request against the policy: `None` to go ahead, or the action that stops or
+    /// parks the run. Every check is logged with its slot.
+    fn check(&mut self, request: Request) -> Option<HostAction> {
+        let Some(policy) = &self.policy else { return None };
+        self.slot += 1;
+        let slot = self.slot;
+        if slot > DECISIONS_MAX {
+            return Some(self.stop(format!("more than {DECISIONS_MAX} policy checks in one run")));
+        }
+        let evaluation = policy.policy.evaluate(&request);
+        let request_sha256 = request_digest(&policy.sha256, &request, &evaluation);
+        let rules = evaluation.matched.join(", ");
+        let mut outcome = evaluation.verdict;
+        let mut approval = None;
+        if evaluation.verdict == Verdict::Ask {
+            let ruled = match consume(&request_sha256, self.rulings.get(&slot)) {
+                Ok(ruled) => ruled,
+                Err(e) => return Some(self.stop(format!("policy check p{slot}: {e}"))),
+            };
+            match ruled {
+                Some(verdict) => {
+                    outcome = verdict;
+                    approval = Some(approval_id(&self.run_id, slot));
+                }
+                None if self.approval_to.is_none() => {
+                    let why = format!(
+                        "rule {rules} asks for approval and the run names no approver \
+                         (--approval-to)"
+                    );
+                    return Some(self.stop(why));
+                }
+                None => {
+                    return Some(HostAction::Park(Parked {
+                        slot,
+                        request,
+                        evaluation,
+                        request_sha256,
+                    }))
+                }
+            }
+        }
+        let denied_by = match (&approval, rules.is_empty()) {
+            (Some(a), _) => format!("approval {a} was denied"),
+            (None, true) => "no rule allows it".to_owned(),
+            (None, false) => format!("rule {rules}"),
+        };
+        self.policy_log.push(PolicyRecord {
+            slot,
+            request,
+            evaluation,
+            outcome,
+            approval_id: approval,
+        });
+        match outcome {
+            Verdict::Allow => None,
+            _ => Some(self.stop(format!("check p{slot}: {denied_by}"))),
+        }
+    }
+
+    /// Ends the run at this point: the proof fails with `reason`.
+    pub fn stop(&mut self, reason: String) -> HostAction {
+        self.denied.get_or_insert(reason);
+        HostAction::Stop
+    }
+
+    fn decline(&mut self, id: &str, why: String) -> HostAction {
+        self.declined.push(why.clone());
+        reply_err(id, &why)
+    }
+}
+
+fn reply_err(id: &str, error: &str) -> HostAction {
+    HostAction::Reply(json!({ "op": "reply", "id": id, "ok": false, "error": error }))
+}

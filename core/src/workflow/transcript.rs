@@ -1,0 +1,74 @@
+//! What a run's transcript (`transcript.jsonl` bodies) tells a read and a resume: the approval
+//! a run last parked on, and what a resumed segment takes over from earlier ones (agent calls
+//! started, replies of completed calls, the approvals asked).
+
+use super::run::ResumeState;
+use serde_json::Value;
+
+/// The approval the run is parked on: named by the last record when it is `run.parked`.
+pub fn parked_on(records: &[Value]) -> Option<String> {
+    let last = records.last()?;
+    (last["event"] == "run.parked").then(|| last["approval_id"].as_str().map(str::to_owned))?
+}
+
+/// The approvals the run asked for, in the order asked.
+pub fn approvals_asked(records: &[Value]) -> Vec<String> {
+    records
+        .iter()
+        .filter(|r| r["event"] == "approval.requested")
+        .filter_map(|r| r["request"]["approval_id"].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Agent calls started and replies of completed calls, by call key in transcript order.
+/// Rulings are the caller's to add: they live in the approvals, not the transcript.
+pub fn resume_state(records: &[Value]) -> ResumeState {
+    let mut state = ResumeState::default();
+    for r in records {
+        match r["event"].as_str() {
+            Some("agent.start") => state.dispatched += 1,
+            Some("agent.end") if r["ok"] == true => {
+                if let (Some(key), Some(text)) = (r["key"].as_str(), r["text"].as_str()) {
+                    state.cache.entry(key.to_owned()).or_default().push(text.to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    state
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_run_is_parked_only_while_its_last_record_says_so() {
+        let parked = json!({"event":"run.parked","approval_id":"wf-1-p1"});
+        assert_eq!(
+            parked_on(&[json!({"event":"run.start"}), parked.clone()]),
+            Some("wf-1-p1".into())
+        );
+        assert_eq!(parked_on(&[parked, json!({"event":"run.resume"})]), None);
+        assert_eq!(parked_on(&[]), None);
+    }
+
+    #[test]
+    fn a_resume_takes_over_started_calls_and_completed_replies_in_order() {
+        let records = [
+            json!({"event":"agent.start","id":"a1","key":"k"}),
+            json!({"event":"agent.end","id":"a1","key":"k","ok":true,"text":"one"}),
+            json!({"event":"agent.start","id":"a2","key":"k"}),
+            json!({"event":"agent.end","id":"a2","key":"k","ok":true,"text":"two"}),
+            json!({"event":"agent.start","id":"a3","key":"j"}),
+            json!({"event":"agent.end","id":"a3","key":"j","ok":false,"text":null}),
+            json!({"event":"approval.requested","request":{"approval_id":"wf-1-p4"}}),
+        ];
+        let s = resume_state(&records);
+        assert_eq!(s.dispatched, 3);
+        assert_eq!(s.cache.get("k"), Some(&vec!["one".to_owned(), "two".to_owned()]));
+        assert!(!s.cache.contains_key("j"), "a failed call is made again");
+        assert_eq!(approvals_asked(&records), vec!["wf-1-p4".to_owned()]);
+    }
+}

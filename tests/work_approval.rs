@@ -1,0 +1,157 @@
+//! Host policy and approvals with the real binary: an `ask` parks the run on an approval, a
+//! ruling resumes the same run and attempt with its completed agent calls answered from the
+//! transcript, a denial fails the run where it parked, rulings are recorded once, and a bad
+//! policy file is refused before anything is recorded.
+
+use crate::cli::harn_bin;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn harn(root: &Path, args: &[&str]) -> Output {
+    let calls = root.join("calls.log");
+    Command::new(harn_bin())
+        .args(args)
+        .arg("--root")
+        .arg(root)
+        .env("HARN_CALLS_FILE", calls)
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("JSON: {}", text(out)))
+}
+
+fn projection(root: &Path) -> Value {
+    json(&harn(root, &["work", "show", "s", "--json"]))["projection"].clone()
+}
+
+fn agent_calls(root: &Path) -> usize {
+    std::fs::read_to_string(root.join("calls.log")).map_or(0, |s| s.lines().count())
+}
+
+/// A root with the shipping example, the scripted harness, the example policy and item `s`.
+fn root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::copy(examples.join("workflows/ship.sh"), dir.path().join("wf.sh")).unwrap();
+    std::fs::copy(examples.join("harnesses/scripted.sh"), dir.path().join("harness.sh")).unwrap();
+    std::fs::copy(examples.join("policy.json"), dir.path().join("policy.json")).unwrap();
+    std::fs::create_dir_all(dir.path().join(".harnery")).unwrap();
+    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}}}"#;
+    std::fs::write(dir.path().join(".harnery/config.json"), config).unwrap();
+    let create = ["work", "create", "Ship", "wf.sh", "--objective", "add the flag", "--id", "s"];
+    let out = harn(dir.path(), &create);
+    assert!(out.status.success(), "{}", text(&out));
+    dir
+}
+
+const RUN: &[&str] =
+    &["work", "run", "s", "--harness", "scripted", "--policy", "policy.json", "--json"];
+
+fn run_parked(root: &Path) -> String {
+    let out = harn(root, &[RUN, &["--approval-to", "ana"]].concat());
+    assert_eq!(out.status.code(), Some(1), "parked is not done: {}", text(&out));
+    let doc = json(&out);
+    assert_eq!(doc["parked"], true, "{doc}");
+    assert_eq!(doc["approval"]["addressee"], "ana");
+    doc["approval"]["approval_id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn an_ask_parks_and_an_approval_resumes_the_same_run_and_attempt() {
+    let dir = root();
+    let approval = run_parked(dir.path());
+    let p = projection(dir.path());
+    assert_eq!(
+        (p["state"].as_str(), p["next_action"].as_str()),
+        (Some("awaiting_approval"), Some("resolve_approval"))
+    );
+    assert_eq!(p["approval_id"], approval.as_str());
+    assert_eq!(agent_calls(dir.path()), 1);
+    let run_id = p["latest_run_id"].as_str().unwrap().to_owned();
+    assert!(!dir.path().join(format!(".harnery/workflows/{run_id}/proof.json")).exists());
+
+    let out = harn(dir.path(), &["work", "run", "s"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("harn approval approve"), "{}", text(&out));
+    let list = json(&harn(dir.path(), &["approval", "list", "--status", "pending", "--json"]));
+    assert_eq!(list["approvals"][0]["request"]["request"]["action"], "push", "{list}");
+
+    let out = harn(dir.path(), &["approval", "approve", &approval, "--actor", "ana", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(json(&out)["applied"], true);
+    let p = projection(dir.path());
+    assert_eq!(
+        (p["state"].as_str(), p["next_action"].as_str()),
+        (Some("awaiting_approval"), Some("resume"))
+    );
+
+    // Options given now are ignored: a resumed run takes them from its manifest.
+    let out = harn(dir.path(), &["work", "run", "s", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let doc = json(&out);
+    assert_eq!(doc["run_id"], run_id.as_str(), "the same run");
+    assert_eq!(doc["proof"]["agents"][0]["cached"], true, "{doc}");
+    assert_eq!(doc["proof"]["policy"]["decisions"][0]["approval_id"], approval.as_str());
+    assert_eq!(agent_calls(dir.path()), 1, "the completed call is not made again");
+    let p = projection(dir.path());
+    assert_eq!((p["state"].as_str(), p["attempts_used"].as_u64()), (Some("in_review"), Some(1)));
+    let shown = json(&harn(dir.path(), &["approval", "show", &approval, "--json"]));
+    assert_eq!(shown["status"], "approved");
+}
+
+#[test]
+fn a_denial_fails_the_resumed_run_where_it_parked_and_charges_it() {
+    let dir = root();
+    let approval = run_parked(dir.path());
+    let out = harn(dir.path(), &["approval", "deny", &approval, "--reason", "not today"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = harn(dir.path(), &["work", "run", "s", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let error = json(&out)["proof"]["run"]["error"].as_str().unwrap().to_owned();
+    assert!(error.contains(&format!("approval {approval} was denied")), "{error}");
+    let p = projection(dir.path());
+    assert_eq!((p["state"].as_str(), p["charged_attempts"].as_u64()), (Some("blocked"), Some(1)));
+}
+
+#[test]
+fn a_ruling_is_recorded_once_and_never_reversed() {
+    let dir = root();
+    let approval = run_parked(dir.path());
+    assert!(harn(dir.path(), &["approval", "approve", &approval]).status.success());
+    let again = harn(dir.path(), &["approval", "approve", &approval, "--json"]);
+    assert!(again.status.success());
+    assert_eq!(json(&again)["applied"], false);
+    let reverse = harn(dir.path(), &["approval", "deny", &approval]);
+    assert_eq!(reverse.status.code(), Some(1));
+    assert!(text(&reverse).contains("already ruled allow"), "{}", text(&reverse));
+    let missing = harn(dir.path(), &["approval", "approve", "wf-nope-p1"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(harn(dir.path(), &["approval", "show", "../x"]).status.code(), Some(2));
+}
+
+#[test]
+fn without_an_approver_an_ask_is_a_denial() {
+    let dir = root();
+    let out = harn(dir.path(), RUN);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let error = json(&out)["proof"]["run"]["error"].as_str().unwrap().to_owned();
+    assert!(error.contains("names no approver"), "{error}");
+    assert_eq!(projection(dir.path())["state"], "blocked");
+}
+
+#[test]
+fn a_bad_policy_is_refused_before_anything_is_recorded() {
+    let dir = root();
+    std::fs::write(dir.path().join("policy.json"), "{\"rules\": [\n{\"name\": \"x\"}]}").unwrap();
+    let out = harn(dir.path(), RUN);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("policy.json: line 2"), "{}", text(&out));
+    assert_eq!(projection(dir.path())["attempts_used"], 0);
+}
