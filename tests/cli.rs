@@ -218,3 +218,17 @@ fn persist_before_act_bugs_planted_in_the_core_are_found_at_the_step_they_happen
         }
     }
 }
+
+#[test]
+fn the_example_runs_a_work_item_to_review_and_shows_its_proof() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("example");
+    let out = Command::new(harn_bin()).args(["example", "--root"]).arg(&root).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("$ harn run show wf-"), "{text}");
+    assert!(text.contains("proof      succeeded"), "{text}");
+    assert!(text.contains("state      in_review"), "{text}");
+    let again = Command::new(harn_bin()).args(["example", "--root"]).arg(&root).output().unwrap();
+    assert_eq!(again.status.code(), Some(2), "an existing root is refused");
+}

@@ -19,6 +19,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Top {
+    /// Run an example work item to review in a fresh root and show its proof.
+    Example(crate::example::ExampleArgs),
     /// Deterministic simulation of the harness daemon: run, sweep, replay, minimize.
     #[command(subcommand)]
     Sim(crate::sim_cmd::SimCommand),
@@ -50,6 +52,7 @@ pub fn main() -> i32 {
         restore_default_sigpipe();
     }
     match cli.command {
+        Top::Example(args) => crate::example::run(args),
         Top::Sim(cmd) => crate::sim_cmd::run(cmd),
         Top::Harness(args) => crate::harness::cmd::run(args),
         Top::Work(args) => crate::work::cmd::run(args),

@@ -2,6 +2,7 @@
 //! terminal, and carries the clap front end.
 
 pub mod cli;
+pub mod example;
 pub mod harness;
 pub mod real_clock;
 pub mod real_fs;

@@ -57,12 +57,26 @@ pub fn run(cmd: RunCmd) -> i32 {
         println!("{}", json!({ "manifest": manifest, "transcript": transcript, "proof": proof }));
         return 0;
     }
+    let trigger = json!(manifest.trigger);
     println!(
-        "{run_id}  attempt {} of {} ({:?})",
-        manifest.attempt, manifest.work_id, manifest.trigger
+        "{run_id}  attempt {} of {} ({})",
+        manifest.attempt,
+        manifest.work_id,
+        trigger.as_str().unwrap_or("")
     );
     println!("  workflow   {} (sha256 {})", manifest.script.path, &manifest.script.sha256[..12]);
     println!("  timeout    {} ms", manifest.timeout_ms);
+    if let Some(h) = &manifest.harness {
+        println!("  harness    {} ({})", h.name, h.spec.command.join(" "));
+    }
+    if let Some(p) = &manifest.policy {
+        let to = manifest.approval_to.as_deref().unwrap_or("nobody: ask is a denial");
+        println!(
+            "  policy     {} rules, sha256 {}; asks {to}",
+            p.policy.rules.len(),
+            &p.sha256[..12]
+        );
+    }
     let counts = transcript["events"].as_object().cloned().unwrap_or_default();
     let counts: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
     println!("  transcript {} records: {}", transcript["records"], counts.join(", "));
@@ -89,6 +103,29 @@ pub fn run(cmd: RunCmd) -> i32 {
                     c.id,
                     verdict.as_str().unwrap_or(""),
                     c.statement
+                );
+            }
+            for e in &p.evidence {
+                let status = json!(e.status);
+                println!("  evidence   {} {}: {}", e.kind, status.as_str().unwrap_or(""), e.label);
+            }
+            for a in &p.agents {
+                let how = match (a.ok, a.cached) {
+                    (true, true) => "ok (answered from the transcript)".to_owned(),
+                    (true, false) => "ok".to_owned(),
+                    _ => a.error.clone().unwrap_or_default(),
+                };
+                println!("  agent      {} ({}): {how}", a.id, a.harness);
+            }
+            for d in p.policy.iter().flat_map(|p| &p.decisions) {
+                let outcome = json!(d.outcome);
+                let by = d.approval_id.as_deref().map(|a| format!(" by approval {a}"));
+                let request = serde_json::to_string(&d.request).unwrap_or_default();
+                println!(
+                    "  policy p{:<3} {}{}: {request}",
+                    d.slot,
+                    outcome.as_str().unwrap_or(""),
+                    by.unwrap_or_default()
                 );
             }
             for d in &p.declined {

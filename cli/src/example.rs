@@ -1,0 +1,116 @@
+//! `harn example`: a work item run end to end in a fresh root with the example workflow and
+//! the scripted harness compiled into harn, showing each command as a user would type it:
+//! create, run to `in_review`, the run's proof, and the item's state.
+
+use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use clap::Args;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The example workflow: one agent call, its evidence, a result.
+const WORKFLOW: &str = include_str!("../../examples/workflows/agent-review.sh");
+/// The scripted harness that stands in for an agent.
+const HARNESS: &str = include_str!("../../examples/harnesses/scripted.sh");
+
+/// `harn example`
+#[derive(Debug, Args)]
+pub struct ExampleArgs {
+    /// A new directory to run the example in (default: a fresh one under the temporary
+    /// directory). It is kept afterwards, so the records can be explored.
+    #[arg(long)]
+    root: Option<PathBuf>,
+}
+
+/// Sets up the root and runs the example's commands; returns the exit code.
+pub fn run(a: ExampleArgs) -> i32 {
+    let root = match a.root {
+        Some(root) => root,
+        None => std::env::temp_dir().join(format!("harn-example-{}", std::process::id())),
+    };
+    if let Err(e) = prepare(&root) {
+        return fail(EXIT_USAGE, format!("{}: {e}", root.display()));
+    }
+    let root = std::fs::canonicalize(&root).unwrap_or(root);
+    println!("example root: {}\n", root.display());
+    let create = [
+        "work",
+        "create",
+        "Write the parser",
+        "wf.sh",
+        "--id",
+        "parser",
+        "--objective",
+        "write the config parser",
+        "--accept",
+        "the agent answered",
+    ];
+    let steps: [&[&str]; 2] = [&create, &["work", "run", "parser", "--harness", "scripted"]];
+    for args in steps {
+        if let Err(code) = step(&root, args) {
+            return code;
+        }
+    }
+    let run_id = match latest_run(&root) {
+        Ok(run) => run,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    for args in [&["run", "show", run_id.as_str()][..], &["work", "show", "parser"]] {
+        if let Err(code) = step(&root, args) {
+            return code;
+        }
+    }
+    println!("The item is in review: accept it with");
+    println!("  harn work accept parser --root {}", root.display());
+    0
+}
+
+/// Creates the root with the workflow, the harness and a config declaring the harness.
+fn prepare(root: &Path) -> std::io::Result<()> {
+    std::fs::create_dir(root)?;
+    std::fs::create_dir_all(root.join(".harnery"))?;
+    for (name, body) in [("wf.sh", WORKFLOW), ("harness.sh", HARNESS)] {
+        let path = root.join(name);
+        std::fs::write(&path, body)?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))?;
+    }
+    let config =
+        r#"{"schema_version": 1, "harnesses": {"scripted": {"command": ["./harness.sh"]}}}"#;
+    std::fs::write(root.join(".harnery/config.json"), format!("{config}\n"))
+}
+
+/// Prints a command as typed and runs it; a failure stops the example with its code.
+fn step(root: &Path, args: &[&str]) -> Result<(), i32> {
+    let quoted: Vec<String> = args
+        .iter()
+        .map(|a| if a.contains(' ') { format!("{a:?}") } else { (*a).to_owned() })
+        .collect();
+    println!("$ harn {} --root {}", quoted.join(" "), root.display());
+    let me = std::env::current_exe().map_err(|e| fail(EXIT_FAILED, format!("harn: {e}")))?;
+    let status = Command::new(me)
+        .args(args)
+        .arg("--root")
+        .arg(root)
+        .status()
+        .map_err(|e| fail(EXIT_FAILED, format!("harn: {e}")))?;
+    println!();
+    match status.code() {
+        Some(0) => Ok(()),
+        code => Err(fail(EXIT_FAILED, format!("the example stopped: exit {code:?}"))),
+    }
+}
+
+/// The latest run of the example item, from its projection.
+fn latest_run(root: &Path) -> Result<String, String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let out = Command::new(me)
+        .args(["work", "show", "parser", "--json", "--root"])
+        .arg(root)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())?;
+    doc["projection"]["latest_run_id"]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| "the example item has no run".to_owned())
+}
