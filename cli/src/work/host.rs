@@ -233,26 +233,17 @@ impl Host<'_> {
         self.transcript.record(store, json!({ "event": event }))
     }
 
-    /// Records the approval request (or finds the same one from an earlier segment), then
-    /// `run.parked` as the transcript's last record; the workflow and its calls are killed
-    /// when the segment's process guard drops. A request that differs from the one recorded
-    /// for its slot stops the run instead: it may not take over an approval asked for another.
+    /// Parks the run (see [`harn_core::work::ledger::Ledger::park`]); the workflow and its
+    /// calls are killed when the segment's process guard drops. A request that differs from
+    /// the one recorded for its slot stops the run instead.
     fn park(
         &mut self,
         store: &mut Store,
         parked: &Parked,
     ) -> Result<Option<ApprovalRequest>, StoreError> {
-        let request = self.m.approval_request(parked, store.now());
-        match store.record_approval(&request)? {
-            Ok(created) => {
-                if created {
-                    let body = json!({ "event": "approval.requested", "request": request });
-                    self.transcript.record(store, body)?;
-                }
-                let body = json!({ "event": "run.parked", "approval_id": request.approval_id });
-                self.transcript.record(store, body)?;
-                Ok(Some(request))
-            }
+        let now = store.now();
+        match store.ledger().park(self.m, parked, now)? {
+            Ok(request) => Ok(Some(request)),
             Err(why) => {
                 self.fold.stop(why);
                 self.halt(store, "policy.stopped")?;

@@ -2,18 +2,15 @@
 //! frozen before the workflow is spawned, or a parked attempt is resumed as the same run;
 //! the proof is written for success and failure alike, never for a run that parked.
 
-use super::host::{run_segment, SegmentEnd, Transcript};
+use super::host::{run_segment, SegmentEnd};
 use super::store::{Item, Store, StoreError};
 use harn_core::ids::Id;
-use harn_core::work::events::EventKind;
-use harn_core::work::projection::{NextAction, WorkState};
+use harn_core::work::ledger;
+use harn_core::work::projection::WorkState;
 use harn_core::workflow::agent::HarnessSpec;
 use harn_core::workflow::approval::ApprovalRequest;
 use harn_core::workflow::policy::FrozenPolicy;
-use harn_core::workflow::run::{
-    may_start, Billing, FrozenHarness, Proof, RunManifest, RUN_VERSION,
-};
-use serde_json::json;
+use harn_core::workflow::run::{Billing, FrozenHarness, Proof, RunManifest, RUN_VERSION};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -80,38 +77,23 @@ pub fn run_attempt(
     let (lock, item) = store.lock_and_read(id)?;
     check_digest(&item.intent.workflow.path, &item.intent.workflow.sha256)
         .map_err(Refusal::NotNow)?;
+    let now = store.now();
     if item.projection.state == WorkState::AwaitingApproval {
-        return resume(store, lock, &item, actor);
+        let (manifest, state, start) =
+            store.ledger().resume_attempt(&item, actor, now).map_err(refusal)?;
+        drop(lock);
+        let mut fold = manifest.fold();
+        fold.resume(state);
+        let end = run_segment(store, &manifest, &start, fold)?;
+        return finish(store, &item, &manifest, end, actor);
     }
-    let trigger = may_start(&item.projection, retry)
-        .map_err(|why| Refusal::NotNow(format!("cannot start an attempt of {id}: {why}")))?;
-    let mut known = BTreeMap::new();
-    let prerequisites = item
-        .intent
-        .dependencies
-        .iter()
-        .filter_map(|d| {
-            let seq = store.read(d, &mut known).ok()?.projection.accepted_seq?;
-            Some((d.clone(), seq))
-        })
-        .collect();
-    let prior = match (&item.projection.latest_run_id, retry) {
-        (Some(run), true) => store.run_records(run)?.1,
-        _ => None,
-    };
-    let run_id = store.new_run_id();
-    let attempt = item.projection.attempts_used + 1;
-    let started =
-        EventKind::AttemptStarted { run_id: run_id.clone(), attempt, trigger, prerequisites };
-    store.append(&lock, started, actor, None)?;
-    drop(lock);
-    let manifest = RunManifest {
+    let options = RunManifest {
         schema_version: RUN_VERSION,
-        run_id: run_id.clone(),
+        run_id: store.new_run_id(),
         work_id: id.clone(),
-        attempt,
-        trigger,
-        started_at: store.now(),
+        attempt: 0,
+        trigger: harn_core::work::Trigger::Initial,
+        started_at: now,
         script: item.intent.workflow.clone(),
         timeout_ms: limits.timeout.as_millis() as u64,
         harness: limits.harness.clone(),
@@ -123,66 +105,17 @@ pub fn run_attempt(
         approval_to: limits.approval_to.clone(),
         concurrency: limits.concurrency as u32,
     };
-    store.write_run_record(&run_id, "run.json", &manifest)?;
-    let start = manifest.start_line(&item.intent, prior.as_ref(), None);
+    let (manifest, start) =
+        store.ledger().start_attempt(&item, retry, &options, actor, now).map_err(refusal)?;
+    drop(lock);
     let end = run_segment(store, &manifest, &start, manifest.fold())?;
     finish(store, &item, &manifest, end, actor)
 }
 
-/// Resumes the parked attempt of `item` as the same run and attempt: `attempt.resumed` is
-/// recorded, then the workflow runs again from the top with completed calls answered from
-/// its transcript and the ruling consumed at the slot that parked it.
-fn resume(
-    store: &mut Store,
-    lock: super::store::EventsLock,
-    item: &Item,
-    actor: &str,
-) -> Result<Ended, Refusal> {
-    let p = &item.projection;
-    let id = &item.intent.id;
-    let approval = p.approval_id.clone().unwrap_or_default();
-    if p.next_action != NextAction::Resume {
-        return Err(Refusal::NotNow(format!(
-            "{id} waits on approval {approval}: rule on it with `harn approval approve \
-             {approval}` or `harn approval deny {approval}`, then run it again"
-        )));
-    }
-    let run_id = p.latest_run_id.clone().expect("a parked item has a run");
-    let manifest = store
-        .run_records(&run_id)?
-        .0
-        .ok_or_else(|| StoreError(format!("run {run_id} has no manifest")))?;
-    let resumed = EventKind::AttemptResumed { run_id: run_id.clone(), attempt: manifest.attempt };
-    store.append(&lock, resumed, actor, None)?;
-    drop(lock);
-    let mut fold = manifest.fold();
-    fold.resume(store.resume_state(&run_id)?);
-    let prior = match manifest.trigger {
-        harn_core::work::Trigger::Retry => prior_proof(store, item, &run_id)?,
-        harn_core::work::Trigger::Initial => None,
-    };
-    let start = manifest.start_line(&item.intent, prior.as_ref(), Some(&approval));
-    let mut transcript = Transcript::open(store, &run_id)?;
-    transcript.record(store, json!({ "event": "approval.consumed", "approval_id": approval }))?;
-    drop(transcript);
-    let end = run_segment(store, &manifest, &start, fold)?;
-    finish(store, item, &manifest, end, actor)
-}
-
-/// The proof of the attempt before `run_id`, which a retry's start line summarizes.
-fn prior_proof(store: &mut Store, item: &Item, run_id: &Id) -> Result<Option<Proof>, StoreError> {
-    let runs: Vec<&Id> = item
-        .events
-        .iter()
-        .filter_map(|e| match &e.kind {
-            EventKind::AttemptStarted { run_id, .. } => Some(run_id),
-            _ => None,
-        })
-        .collect();
-    let before = runs.iter().position(|r| *r == run_id).and_then(|i| i.checked_sub(1));
-    match before {
-        Some(i) => Ok(store.run_records(runs[i])?.1),
-        None => Ok(None),
+fn refusal(r: ledger::Refusal) -> Refusal {
+    match r {
+        ledger::Refusal::NotNow(why) => Refusal::NotNow(why),
+        ledger::Refusal::Store(e) => Refusal::Store(StoreError(e)),
     }
 }
 
@@ -196,8 +129,11 @@ fn finish(
 ) -> Result<Ended, Refusal> {
     let ended = match end {
         SegmentEnd::Finished(fold, end) => {
-            let proof = fold.finish(manifest, &item.intent, &end, store.now());
-            store.write_run_record(&manifest.run_id, "proof.json", &proof)?;
+            let now = store.now();
+            let proof = store
+                .ledger()
+                .finish_attempt(item, manifest, *fold, &end, now)
+                .map_err(StoreError)?;
             Ended::Proof(manifest.run_id.clone(), Box::new(proof))
         }
         SegmentEnd::Parked(request) => Ended::Parked(request),

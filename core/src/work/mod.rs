@@ -6,6 +6,7 @@
 
 pub mod events;
 pub mod intent;
+pub mod ledger;
 pub mod projection;
 
 pub use events::{EventKind, Finding, Trigger, WorkEvent};

@@ -1,0 +1,528 @@
+//! The work ledger's durable records through the [`Fs`] seam: reading an item with its
+//! attempts inspected and its prerequisites projected once per read, appending to its
+//! history, and the durable steps of an attempt (start, resume, park, finish). The binary
+//! runs this over the real filesystem and the simulator over its faulty one, so a crash
+//! between any two calls is explored against the code that ships.
+//!
+//! Callers hold the locks: the history lock from a read to the append it decides, and the
+//! run lease for the whole of an attempt (the lease makes its holder the only writer of the
+//! run's records).
+
+use super::events::{validate_history, EventKind, WorkEvent, EVENT_VERSION};
+use super::projection::{project, AttemptStatus, Inputs, Prerequisite};
+use super::{Projection, WorkIntent};
+use crate::env::Fs;
+use crate::ids::Id;
+use crate::journal::{self, JournalWriter};
+use crate::time::WallTime;
+use crate::workflow::approval::{ApprovalDecision, ApprovalRequest};
+use crate::workflow::run::{may_start, Proof, ResumeState, RunManifest};
+use crate::workflow::transcript;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// Deepest dependency chain a read follows.
+pub const DEPTH_MAX: usize = 1000;
+
+/// Where work item `id` lives.
+pub fn work_dir(id: &Id) -> String {
+    format!(".harnery/work/{id}")
+}
+
+/// Where a workflow run's records live.
+pub fn run_dir(run_id: &Id) -> String {
+    format!(".harnery/workflows/{run_id}")
+}
+
+/// Where approval `id`'s records live.
+pub fn approval_dir(id: &str) -> String {
+    format!(".harnery/approvals/{id}")
+}
+
+/// A work item as read: its intent, history and projection.
+#[derive(Clone, Debug)]
+pub struct Item {
+    /// The intent.
+    pub intent: WorkIntent,
+    /// The history.
+    pub events: Vec<WorkEvent>,
+    /// The projection.
+    pub projection: Projection,
+}
+
+/// Items already read in one command, so each is read and projected once.
+pub type Known = BTreeMap<Id, Result<Item, String>>;
+
+/// The ledger of one coordination root over a filesystem.
+pub struct Ledger<F: Fs> {
+    /// The filesystem, rooted at the coordination root.
+    pub fs: F,
+    /// How errors show the root (`/repo`), so they name files a user can open.
+    shown_root: String,
+}
+
+impl<F: Fs> Ledger<F> {
+    /// A ledger over `fs`, whose errors show paths under `shown_root`.
+    pub fn new(fs: F, shown_root: &str) -> Ledger<F> {
+        Ledger { fs, shown_root: shown_root.trim_end_matches('/').to_owned() }
+    }
+
+    /// `path` as errors show it.
+    pub fn shown(&self, path: &str) -> String {
+        format!("{}/{path}", self.shown_root)
+    }
+
+    fn read_bytes(&mut self, path: &str) -> Result<Option<Vec<u8>>, String> {
+        self.fs.read(path).map_err(|e| e.to_string())
+    }
+
+    /// A JSON record, when present; a malformed one names its file and line.
+    pub fn read_json<T: serde::de::DeserializeOwned>(
+        &mut self,
+        path: &str,
+    ) -> Result<Option<T>, String> {
+        let Some(bytes) = self.read_bytes(path)? else { return Ok(None) };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| format!("{}:{}: {e}", self.shown(path), e.line()))
+    }
+
+    /// The intent of `id`, checked; `None` when there is no such item.
+    pub fn intent(&mut self, id: &Id) -> Result<Option<WorkIntent>, String> {
+        let path = format!("{}/intent.json", work_dir(id));
+        let Some(intent) = self.read_json::<WorkIntent>(&path)? else { return Ok(None) };
+        intent.validate().map_err(|e| format!("{}: {e}", self.shown(&path)))?;
+        if intent.id != *id {
+            return Err(format!("{}: id is {}, not {id}", self.shown(&path), intent.id));
+        }
+        Ok(Some(intent))
+    }
+
+    /// The verified history of `id`. A torn final line is an append a crash interrupted: it
+    /// never happened; readers ignore it and the next append cuts it off.
+    pub fn events(&mut self, id: &Id) -> Result<Vec<WorkEvent>, String> {
+        let path = format!("{}/events.jsonl", work_dir(id));
+        let shown = self.shown(&path);
+        let bytes = self.read_bytes(&path)?.unwrap_or_default();
+        let read = journal::parse_as::<WorkEvent>(&shown, &bytes).map_err(|e| e.to_string())?;
+        let events: Vec<WorkEvent> = read.records.into_iter().map(|r| r.body).collect();
+        validate_history(id, &events).map_err(|e| format!("{shown}: {e}"))?;
+        Ok(events)
+    }
+
+    /// A run's manifest and proof, each when present.
+    pub fn run_records(
+        &mut self,
+        run_id: &Id,
+    ) -> Result<(Option<RunManifest>, Option<Proof>), String> {
+        let dir = run_dir(run_id);
+        let manifest = self.read_json(&format!("{dir}/run.json"))?;
+        Ok((manifest, self.read_json(&format!("{dir}/proof.json"))?))
+    }
+
+    /// A run's transcript records.
+    pub fn transcript(&mut self, run_id: &Id) -> Result<Vec<Value>, String> {
+        let path = format!("{}/transcript.jsonl", run_dir(run_id));
+        let bytes = self.read_bytes(&path)?.unwrap_or_default();
+        let read = journal::parse(&self.shown(&path), &bytes).map_err(|e| e.to_string())?;
+        Ok(read.records.into_iter().map(|r| r.body).collect())
+    }
+
+    /// Approval `id`: its request and, once ruled on, its decision.
+    pub fn approval(
+        &mut self,
+        id: &str,
+    ) -> Result<Option<(ApprovalRequest, Option<ApprovalDecision>)>, String> {
+        let dir = approval_dir(id);
+        let Some(request) = self.read_json(&format!("{dir}/request.json"))? else {
+            return Ok(None);
+        };
+        Ok(Some((request, self.read_json(&format!("{dir}/decision.json"))?)))
+    }
+
+    /// The approval a run is parked on and whether it has been ruled on.
+    pub fn parked_on(&mut self, run_id: &Id) -> Result<Option<(String, bool)>, String> {
+        let Some(approval) = transcript::parked_on(&self.transcript(run_id)?) else {
+            return Ok(None);
+        };
+        Id::new(&approval).map_err(|e| format!("run {run_id}: {e}"))?;
+        let decided = self.approval(&approval)?.is_some_and(|(_, d)| d.is_some());
+        Ok(Some((approval, decided)))
+    }
+
+    /// What a resumed run takes over: started calls, completed replies, and the rulings of
+    /// the approvals it asked for.
+    pub fn resume_state(&mut self, run_id: &Id) -> Result<ResumeState, String> {
+        let records = self.transcript(run_id)?;
+        let mut state = transcript::resume_state(&records);
+        for approval in transcript::approvals_asked(&records) {
+            Id::new(&approval).map_err(|e| format!("run {run_id}: {e}"))?;
+            if let Some((request, Some(decision))) = self.approval(&approval)? {
+                state.rulings.insert(request.slot, (request.request_sha256, decision.verdict));
+            }
+        }
+        Ok(state)
+    }
+
+    /// Reads `id` and projects it, projecting its prerequisites through `known` (filled as
+    /// it goes, so each item is read and projected once per command). `runner_live` tells
+    /// whether another process holds an item's run lease.
+    pub fn read(
+        &mut self,
+        id: &Id,
+        known: &mut Known,
+        runner_live: &mut dyn FnMut(&Id) -> bool,
+    ) -> Result<Item, String> {
+        if let Some(done) = known.get(id) {
+            return done.clone();
+        }
+        let result = self.read_uncached(id, known, runner_live, 0);
+        known.insert(id.clone(), result.clone());
+        result
+    }
+
+    /// Reads `id` afresh (its prerequisites through `known`).
+    pub fn read_uncached(
+        &mut self,
+        id: &Id,
+        known: &mut Known,
+        runner_live: &mut dyn FnMut(&Id) -> bool,
+        depth: usize,
+    ) -> Result<Item, String> {
+        let intent = self.intent(id)?.ok_or_else(|| format!("no work item {id}"))?;
+        let events = self.events(id)?;
+        if events.is_empty() {
+            // Creation writes both or neither, so this was made by hand; appending to it
+            // would only bury the missing creation under more events.
+            let path = format!("{}/events.jsonl", work_dir(id));
+            return Err(format!("{}: no work.created event", self.shown(&path)));
+        }
+        let mut prerequisites = BTreeMap::new();
+        for dep in &intent.dependencies {
+            if depth > DEPTH_MAX {
+                return Err(format!("{id}: the dependency chain is deeper than {DEPTH_MAX}"));
+            }
+            let view = match known.get(dep) {
+                Some(done) => done.as_ref().ok().map(prerequisite),
+                None => {
+                    let result = self.read_uncached(dep, known, runner_live, depth + 1);
+                    let view = result.as_ref().ok().map(prerequisite);
+                    known.insert(dep.clone(), result);
+                    view
+                }
+            };
+            prerequisites.insert(dep.clone(), view);
+        }
+        let live = runner_live(id);
+        let attempts = self.inspect_attempts(id, &events, live)?;
+        let inputs = Inputs {
+            intent: &intent,
+            events: &events,
+            attempts: &attempts,
+            prerequisites: &prerequisites,
+            lease_held_elsewhere: false,
+        };
+        let projection = project(&inputs);
+        Ok(Item { intent, events, projection })
+    }
+
+    /// One inspection per `attempt.started`, from the run's records.
+    fn inspect_attempts(
+        &mut self,
+        id: &Id,
+        events: &[WorkEvent],
+        runner_live: bool,
+    ) -> Result<Vec<AttemptStatus>, String> {
+        let mut attempts = Vec::new();
+        for e in events {
+            let EventKind::AttemptStarted { run_id, attempt, .. } = &e.kind else { continue };
+            let (manifest, proof) = self.run_records(run_id)?;
+            // Only a run that ended without proof and has no runner may be parked.
+            let parked = match (&manifest, &proof, runner_live) {
+                (Some(_), None, false) => match self.parked_on(run_id) {
+                    Ok(parked) => parked,
+                    Err(_) => {
+                        attempts.push(AttemptStatus::TranscriptUnreadable);
+                        continue;
+                    }
+                },
+                _ => None,
+            };
+            let parked = parked.as_ref().map(|(a, decided)| (a.as_str(), *decided));
+            let records = (manifest.as_ref(), proof.as_ref());
+            let status =
+                crate::workflow::run::inspect(id, run_id, *attempt, records, parked, runner_live)
+                    .map_err(|e| format!("work item {id}: {e}"))?;
+            attempts.push(status);
+        }
+        Ok(attempts)
+    }
+
+    /// Appends one event to `id`'s history with the next sequence number; the caller holds
+    /// the history lock. Synced before it returns.
+    pub fn append(
+        &mut self,
+        id: &Id,
+        kind: EventKind,
+        actor: &str,
+        reason: Option<String>,
+        now: WallTime,
+    ) -> Result<WorkEvent, String> {
+        let path = format!("{}/events.jsonl", work_dir(id));
+        let (mut writer, _) =
+            JournalWriter::open_tail(&mut self.fs, &path).map_err(|e| e.to_string())?;
+        let event = WorkEvent {
+            schema_version: EVENT_VERSION,
+            work_id: id.clone(),
+            seq: writer.next_seq(),
+            ts: now,
+            actor: actor.to_owned(),
+            reason,
+            kind,
+        };
+        writer
+            .append(&mut self.fs, now, std::slice::from_ref(&event))
+            .map_err(|e| e.to_string())?;
+        Ok(event)
+    }
+
+    /// Writes `dir/name` once, whole: under a temporary name, synced, renamed into place and
+    /// the directory synced, so a crash leaves the record whole or absent, never partial.
+    /// Refused if it exists; the caller's lease makes it the only writer. Returns its bytes.
+    pub fn write_record(
+        &mut self,
+        dir: &str,
+        name: &str,
+        record: &impl serde::Serialize,
+    ) -> Result<Vec<u8>, String> {
+        let path = format!("{dir}/{name}");
+        let err = |e: crate::env::FsError| e.to_string();
+        self.fs.create_dir_all(dir).map_err(err)?;
+        if self.read_bytes(&path)?.is_some() {
+            return Err(format!("{}: already written", self.shown(&path)));
+        }
+        let mut bytes = serde_json::to_vec_pretty(record).expect("records serialize");
+        bytes.push(b'\n');
+        let temp = format!("{dir}/.{name}.tmp");
+        self.fs.write_temp(&temp, &bytes).map_err(err)?;
+        self.fs.sync_file(&temp).map_err(err)?;
+        self.fs.rename(&temp, &path).map_err(err)?;
+        self.fs.sync_dir(dir).map_err(err)?;
+        Ok(bytes)
+    }
+
+    /// Appends a `work.reconciled` receipt when the projected state, reason or next action
+    /// differs from the last receipt; the caller holds the history lock and no runner is
+    /// live. Returns whether a receipt was written.
+    pub fn reconcile(&mut self, item: &Item, actor: &str, now: WallTime) -> Result<bool, String> {
+        let p = &item.projection;
+        let state = serde_json::json!(p.state).as_str().unwrap_or("").to_owned();
+        let next_action = serde_json::json!(p.next_action).as_str().unwrap_or("").to_owned();
+        let last = item.events.iter().rev().find_map(|e| match &e.kind {
+            EventKind::Reconciled { state, next_action } => {
+                Some((state.clone(), next_action.clone(), e.reason.clone()))
+            }
+            _ => None,
+        });
+        if last == Some((state.clone(), next_action.clone(), Some(p.reason.clone()))) {
+            return Ok(false);
+        }
+        let receipt = EventKind::Reconciled { state, next_action };
+        self.append(&item.intent.id, receipt, actor, Some(p.reason.clone()), now)?;
+        Ok(true)
+    }
+}
+
+fn prerequisite(item: &Item) -> Prerequisite {
+    Prerequisite { state: item.projection.state, accepted_seq: item.projection.accepted_seq }
+}
+
+/// Why an attempt could not start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// Nothing was recorded: the item may not start an attempt now.
+    NotNow(String),
+    /// A record could not be read or written.
+    Store(String),
+}
+
+impl From<String> for Refusal {
+    fn from(e: String) -> Refusal {
+        Refusal::Store(e)
+    }
+}
+
+/// What an attempt starts with, besides the work item: the run's options, frozen by value
+/// into its manifest.
+pub type RunOptions = RunManifest;
+
+impl<F: Fs> Ledger<F> {
+    /// Records a new attempt of `item` and freezes its manifest: `attempt.started` is
+    /// appended (synced) and `run.json` written before anything is spawned. `options` is a
+    /// manifest template whose run, work, attempt, trigger, start time and script are filled
+    /// here. Returns the manifest and the workflow's start line.
+    pub fn start_attempt(
+        &mut self,
+        item: &Item,
+        retry: bool,
+        options: &RunOptions,
+        actor: &str,
+        now: WallTime,
+    ) -> Result<(RunManifest, Value), Refusal> {
+        let id = &item.intent.id;
+        let trigger = may_start(&item.projection, retry)
+            .map_err(|why| Refusal::NotNow(format!("cannot start an attempt of {id}: {why}")))?;
+        let mut known = Known::new();
+        let mut no_runner = |_: &Id| false;
+        let mut prerequisites = BTreeMap::new();
+        for d in &item.intent.dependencies {
+            let read = self.read(d, &mut known, &mut no_runner);
+            if let Some(seq) = read.ok().and_then(|i| i.projection.accepted_seq) {
+                prerequisites.insert(d.clone(), seq);
+            }
+        }
+        let prior = match (&item.projection.latest_run_id, retry) {
+            (Some(run), true) => self.run_records(run)?.1,
+            _ => None,
+        };
+        let attempt = item.projection.attempts_used + 1;
+        let run_id = options.run_id.clone();
+        let started =
+            EventKind::AttemptStarted { run_id: run_id.clone(), attempt, trigger, prerequisites };
+        self.append(id, started, actor, None, now)?;
+        let manifest = RunManifest {
+            work_id: id.clone(),
+            attempt,
+            trigger,
+            started_at: now,
+            script: item.intent.workflow.clone(),
+            ..options.clone()
+        };
+        self.write_record(&run_dir(&run_id), "run.json", &manifest)?;
+        let start = manifest.start_line(&item.intent, prior.as_ref(), None);
+        Ok((manifest, start))
+    }
+
+    /// Resumes the parked attempt of `item` once its approval is ruled on: `attempt.resumed`
+    /// is appended and the same run's manifest, resume state and start line are returned.
+    pub fn resume_attempt(
+        &mut self,
+        item: &Item,
+        actor: &str,
+        now: WallTime,
+    ) -> Result<(RunManifest, ResumeState, Value), Refusal> {
+        let p = &item.projection;
+        let id = &item.intent.id;
+        let approval = p.approval_id.clone().unwrap_or_default();
+        if p.next_action != super::NextAction::Resume {
+            return Err(Refusal::NotNow(format!(
+                "{id} waits on approval {approval}: rule on it with `harn approval approve \
+                 {approval}` or `harn approval deny {approval}`, then run it again"
+            )));
+        }
+        let run_id = p.latest_run_id.clone().expect("a parked item has a run");
+        let manifest =
+            self.run_records(&run_id)?.0.ok_or_else(|| format!("run {run_id} has no manifest"))?;
+        let resumed =
+            EventKind::AttemptResumed { run_id: run_id.clone(), attempt: manifest.attempt };
+        self.append(id, resumed, actor, None, now)?;
+        let state = self.resume_state(&run_id)?;
+        let consumed = serde_json::json!({ "event": "approval.consumed", "approval_id": approval });
+        self.append_transcript(&run_id, consumed, now)?;
+        let prior = match manifest.trigger {
+            super::Trigger::Retry => self.prior_proof(item, &run_id)?,
+            super::Trigger::Initial => None,
+        };
+        let start = manifest.start_line(&item.intent, prior.as_ref(), Some(&approval));
+        Ok((manifest, state, start))
+    }
+
+    /// The proof of the attempt before `run_id`, which a retry's start line summarizes.
+    fn prior_proof(&mut self, item: &Item, run_id: &Id) -> Result<Option<Proof>, String> {
+        let runs: Vec<&Id> = item
+            .events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::AttemptStarted { run_id, .. } => Some(run_id),
+                _ => None,
+            })
+            .collect();
+        let before = runs.iter().position(|r| *r == run_id).and_then(|i| i.checked_sub(1));
+        match before {
+            Some(i) => Ok(self.run_records(runs[i])?.1),
+            None => Ok(None),
+        }
+    }
+
+    /// Appends one synced record to a run's transcript (cutting a torn tail first).
+    pub fn append_transcript(
+        &mut self,
+        run_id: &Id,
+        mut body: Value,
+        now: WallTime,
+    ) -> Result<(), String> {
+        let path = format!("{}/transcript.jsonl", run_dir(run_id));
+        let (mut writer, _) =
+            JournalWriter::open_tail(&mut self.fs, &path).map_err(|e| e.to_string())?;
+        body["run_id"] = serde_json::json!(run_id);
+        writer.append(&mut self.fs, now, std::slice::from_ref(&body)).map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// Parks a run on the approval policy asked for: the request is recorded (or found, from
+    /// an earlier segment), then `run.parked` is appended as the transcript's last record,
+    /// which is what makes the attempt read as parked. The inner error: the slot already holds
+    /// a different request, and the run must stop instead.
+    pub fn park(
+        &mut self,
+        manifest: &RunManifest,
+        parked: &crate::workflow::run::Parked,
+        now: WallTime,
+    ) -> Result<Result<ApprovalRequest, String>, String> {
+        let request = manifest.approval_request(parked, now);
+        let created = match self.record_approval(&request)? {
+            Ok(created) => created,
+            Err(why) => return Ok(Err(why)),
+        };
+        if created {
+            let body = serde_json::json!({ "event": "approval.requested", "request": request });
+            self.append_transcript(&manifest.run_id, body, now)?;
+        }
+        let body = serde_json::json!({ "event": "run.parked", "approval_id": request.approval_id });
+        self.append_transcript(&manifest.run_id, body, now)?;
+        Ok(Ok(request))
+    }
+
+    /// Ends a run segment that finished: its proof is built from the fold and written once.
+    pub fn finish_attempt(
+        &mut self,
+        item: &Item,
+        manifest: &RunManifest,
+        fold: crate::workflow::run::RunFold,
+        end: &crate::workflow::run::ProcessEnd,
+        now: WallTime,
+    ) -> Result<Proof, String> {
+        let proof = fold.finish(manifest, &item.intent, end, now);
+        self.write_record(&run_dir(&manifest.run_id), "proof.json", &proof)?;
+        Ok(proof)
+    }
+
+    /// Records a parked run's approval request, or finds the identical one an earlier
+    /// segment recorded: `Ok(true)` when written now, `Ok(false)` when already there, and
+    /// the inner error when the slot holds a different request.
+    pub fn record_approval(
+        &mut self,
+        request: &ApprovalRequest,
+    ) -> Result<Result<bool, String>, String> {
+        let dir = approval_dir(&request.approval_id);
+        match self.read_json::<ApprovalRequest>(&format!("{dir}/request.json"))? {
+            Some(existing) if existing.request_sha256 == request.request_sha256 => Ok(Ok(false)),
+            Some(_) => Ok(Err(format!(
+                "approval {} was asked for a different request; a changed request cannot \
+                 take over its ruling",
+                request.approval_id
+            ))),
+            None => self.write_record(&dir, "request.json", request).map(|_| Ok(true)),
+        }
+    }
+}
