@@ -232,3 +232,13 @@ fn the_example_runs_a_work_item_to_review_and_shows_its_proof() {
     let again = Command::new(harn_bin()).args(["example", "--root"]).arg(&root).output().unwrap();
     assert_eq!(again.status.code(), Some(2), "an existing root is refused");
 }
+
+#[test]
+fn sim_work_sweeps_seeds_and_reports_what_happened() {
+    let out = Command::new(harn_bin()).args(["sim", "work", "--seeds", "0..20", "--json"]).output();
+    let out = out.unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["failures"].as_array().map(Vec::len), Some(0), "{doc}");
+    assert!(doc["crashes"].as_u64() > Some(0) && doc["resumed"].as_u64() > Some(0), "{doc}");
+}

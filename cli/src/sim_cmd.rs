@@ -39,6 +39,16 @@ pub enum SimCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Work attempts under crashes: the work ledger with simulated workflows, agents,
+    /// policy asks and approvals, a crash armed before each operator action.
+    Work {
+        /// Seeds to run, as `A..B` (B excluded).
+        #[arg(long, value_parser = parse_range)]
+        seeds: (u64, u64),
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
     /// Simulate a day of four harnesses under faults and print what happened.
     Day {
         /// Seed of the day.
@@ -172,6 +182,7 @@ pub fn run(cmd: SimCommand) -> i32 {
     match cmd {
         SimCommand::Run(args) => run_one(args),
         SimCommand::Sweep(args) => sweep(args),
+        SimCommand::Work { seeds, json } => work_sweep(seeds, json),
         SimCommand::Replay { file } => replay(&file),
         SimCommand::Minimize { file, out, json } => minimize(&file, out, json),
         SimCommand::Day { seed, json } => day(seed, json),
@@ -463,5 +474,58 @@ fn print_day(s: &serde_json::Value, rows: &[serde_json::Value]) {
     match s["violation"].as_object() {
         None => println!("every invariant held after every step"),
         Some(_) => println!("INVARIANT BROKEN: {}", s["violation"]),
+    }
+}
+
+/// Runs work-ledger seeds; exit 1 naming the first broken invariant of each failing seed.
+fn work_sweep((from, to): (u64, u64), json: bool) -> i32 {
+    let mut total = harn_sim::work::WorkSimSummary::default();
+    let mut failures = Vec::new();
+    for seed in from..to {
+        match harn_sim::work::run_work_seed(seed) {
+            Ok(s) => {
+                total.actions += s.actions;
+                total.crashes += s.crashes;
+                total.attempts += s.attempts;
+                total.parked += s.parked;
+                total.resumed += s.resumed;
+                total.proofs += s.proofs;
+                total.accepted += s.accepted;
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+    if json {
+        let t = &total;
+        println!(
+            "{}",
+            serde_json::json!({
+                "seeds": to - from, "failures": failures, "actions": t.actions,
+                "crashes": t.crashes, "attempts": t.attempts, "parked": t.parked,
+                "resumed": t.resumed, "proofs": t.proofs, "accepted": t.accepted,
+            })
+        );
+    } else {
+        println!(
+            "{} seeds: {} actions, {} crashes, {} attempts, {} parked, {} resumed, {} proofs, \
+             {} accepted; {} failed",
+            to - from,
+            total.actions,
+            total.crashes,
+            total.attempts,
+            total.parked,
+            total.resumed,
+            total.proofs,
+            total.accepted,
+            failures.len()
+        );
+        for f in &failures {
+            eprintln!("harn: {f}");
+        }
+    }
+    if failures.is_empty() {
+        0
+    } else {
+        EXIT_FAILED
     }
 }

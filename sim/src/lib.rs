@@ -19,4 +19,5 @@ pub mod runner;
 mod schedule;
 pub mod seams;
 pub mod trace;
+pub mod work;
 pub mod world;

@@ -13,6 +13,7 @@ use harn_core::workflow::agent::CallOutcome;
 use harn_core::workflow::approval::ApprovalRequest;
 use harn_core::workflow::protocol::FromWorkflow;
 use harn_core::workflow::run::{HostAction, Parked, ProcessEnd, RunFold, RunManifest};
+use harn_core::workflow::transcript;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
@@ -191,9 +192,7 @@ impl Host<'_> {
                 send(&self.stdin, &reply);
             }
             Some(HostAction::CallAgent { id, dispatch, key }) => {
-                let body = json!({
-                    "event": "agent.start", "id": id, "harness": dispatch.harness, "key": key,
-                });
+                let body = transcript::agent_start(&id, &dispatch.harness, &key);
                 self.transcript.record(store, body)?;
                 self.keys.insert(id.clone(), key);
                 self.calls.queued.push((id, dispatch));
@@ -214,11 +213,7 @@ impl Host<'_> {
     ) -> Result<(), StoreError> {
         self.calls.in_flight -= 1;
         let key = self.keys.remove(id);
-        let text = if outcome.ok { outcome.text.clone() } else { None };
-        let body = json!({
-            "event": "agent.end", "id": id, "key": key, "ok": outcome.ok, "text": text,
-            "error": outcome.error, "class": outcome.class,
-        });
+        let body = transcript::agent_end(id, key.as_deref(), &outcome);
         self.transcript.record(store, body)?;
         let reply = self.fold.agent_done(id, outcome);
         send(&self.stdin, &reply);

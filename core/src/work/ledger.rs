@@ -59,12 +59,26 @@ pub struct Ledger<F: Fs> {
     pub fs: F,
     /// How errors show the root (`/repo`), so they name files a user can open.
     shown_root: String,
+    /// What this ledger has made durable, for a checker to hold it to; whoever reads it
+    /// drains it.
+    pub acknowledged: Acknowledged,
+}
+
+/// Appends and records that returned successfully, so were synced: after any later crash
+/// each must still be there, unchanged.
+#[derive(Clone, Debug, Default)]
+pub struct Acknowledged {
+    /// Events appended, in order.
+    pub events: Vec<WorkEvent>,
+    /// Records written once: path and bytes.
+    pub records: Vec<(String, Vec<u8>)>,
 }
 
 impl<F: Fs> Ledger<F> {
     /// A ledger over `fs`, whose errors show paths under `shown_root`.
     pub fn new(fs: F, shown_root: &str) -> Ledger<F> {
-        Ledger { fs, shown_root: shown_root.trim_end_matches('/').to_owned() }
+        let shown_root = shown_root.trim_end_matches('/').to_owned();
+        Ledger { fs, shown_root, acknowledged: Acknowledged::default() }
     }
 
     /// `path` as errors show it.
@@ -283,6 +297,7 @@ impl<F: Fs> Ledger<F> {
         writer
             .append(&mut self.fs, now, std::slice::from_ref(&event))
             .map_err(|e| e.to_string())?;
+        self.acknowledged.events.push(event.clone());
         Ok(event)
     }
 
@@ -308,6 +323,7 @@ impl<F: Fs> Ledger<F> {
         self.fs.sync_file(&temp).map_err(err)?;
         self.fs.rename(&temp, &path).map_err(err)?;
         self.fs.sync_dir(dir).map_err(err)?;
+        self.acknowledged.records.push((path, bytes.clone()));
         Ok(bytes)
     }
 

@@ -251,6 +251,14 @@ fn decide(inputs: &Inputs<'_>, attempt_events: &[&WorkEvent], p: &mut Projection
     let window: Vec<usize> =
         (0..attempt_events.len()).filter(|i| attempt_events[*i].seq > window_start).collect();
     let Some(&latest) = window.last() else {
+        if p.attempts_remaining == 0 {
+            // Reopened with the budget spent: `run` would be refused, so do not offer it.
+            let why = format!(
+                "reopened, but its {} charged attempts are used up; nothing more can run",
+                p.charged_attempts
+            );
+            return set(WorkState::Blocked, NextAction::None, why);
+        }
         return set(WorkState::Ready, NextAction::Run, "no attempt yet".into());
     };
     let (state, next, reason) = judge_latest(inputs, attempt_events[latest], latest, &window, p);

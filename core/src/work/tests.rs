@@ -168,6 +168,14 @@ fn reopening_keeps_history_and_budget() {
         (2, 2, 1),
         "reopen never resets budgets"
     );
+    h.attempt(AttemptStatus::Succeeded).push(accepted("wf-3", 3));
+    h.push(EventKind::Reopened { findings: Vec::new() });
+    let p = h.project();
+    assert_eq!(
+        state_and_action(&p),
+        (WorkState::Blocked, NextAction::None),
+        "a reopened item with its budget spent is not offered a run that would be refused"
+    );
 }
 
 #[test]

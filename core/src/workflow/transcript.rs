@@ -2,8 +2,23 @@
 //! a run last parked on, and what a resumed segment takes over from earlier ones (agent calls
 //! started, replies of completed calls, the approvals asked).
 
+use super::agent::CallOutcome;
 use super::run::ResumeState;
-use serde_json::Value;
+use serde_json::{json, Value};
+
+/// The record of an agent call's start; its key is what a resume matches a request by.
+pub fn agent_start(id: &str, harness: &str, key: &str) -> Value {
+    json!({ "event": "agent.start", "id": id, "harness": harness, "key": key })
+}
+
+/// The record of an agent call's end; a usable reply's text is kept as the resume cache.
+pub fn agent_end(id: &str, key: Option<&str>, outcome: &CallOutcome) -> Value {
+    let text = if outcome.ok { outcome.text.as_deref() } else { None };
+    json!({
+        "event": "agent.end", "id": id, "key": key, "ok": outcome.ok, "text": text,
+        "error": outcome.error, "class": outcome.class,
+    })
+}
 
 /// The approval the run is parked on: named by the last record when it is `run.parked`.
 pub fn parked_on(records: &[Value]) -> Option<String> {
@@ -41,7 +56,6 @@ pub fn resume_state(records: &[Value]) -> ResumeState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn a_run_is_parked_only_while_its_last_record_says_so() {
@@ -56,9 +70,10 @@ mod tests {
 
     #[test]
     fn a_resume_takes_over_started_calls_and_completed_replies_in_order() {
+        let one = CallOutcome { ok: true, text: Some("one".into()), error: None, class: None };
         let records = [
-            json!({"event":"agent.start","id":"a1","key":"k"}),
-            json!({"event":"agent.end","id":"a1","key":"k","ok":true,"text":"one"}),
+            agent_start("a1", "h", "k"),
+            agent_end("a1", Some("k"), &one),
             json!({"event":"agent.start","id":"a2","key":"k"}),
             json!({"event":"agent.end","id":"a2","key":"k","ok":true,"text":"two"}),
             json!({"event":"agent.start","id":"a3","key":"j"}),

@@ -1,0 +1,484 @@
+//! Work attempts under crashes: the core's work ledger (the code the binary runs) over the
+//! faulty filesystem, with simulated workflows and agent calls, policy asks and approvals,
+//! and a crash armed at a drawn filesystem call before each operator action. After every
+//! action (and every crash) the checker holds the ledger to its promises: every
+//! acknowledged event and record is still there, unchanged; every item still reads; no
+//! operator action started more than one attempt; budgets hold; a run never has a proof
+//! while parked; a resumed run is the same run and attempt. A final phase without faults
+//! requires every item to come to rest.
+
+use crate::entropy::{Entropy, SeededEntropy};
+use crate::fs::SimFs;
+use harn_core::env::Fs;
+use harn_core::ids::Id;
+use harn_core::time::WallTime;
+use harn_core::work::events::{EventKind, WorkEvent};
+use harn_core::work::intent::INTENT_VERSION;
+use harn_core::work::ledger::{approval_dir, work_dir, Item, Known, Ledger, Refusal};
+use harn_core::work::projection::{FailureClass, NextAction, WorkState};
+use harn_core::work::{WorkIntent, WorkflowRef};
+use harn_core::workflow::agent::{resolve, CallOutcome};
+use harn_core::workflow::approval::{ApprovalDecision, Ruling, APPROVAL_VERSION};
+use harn_core::workflow::policy::{parse_policy, FrozenPolicy};
+use harn_core::workflow::protocol::{EvidenceStatus, FromWorkflow};
+use harn_core::workflow::run::{
+    Billing, FrozenHarness, HostAction, ProcessEnd, RunFold, RunManifest, RUN_VERSION,
+};
+use harn_core::workflow::team::Team;
+use harn_core::workflow::transcript;
+use std::collections::BTreeMap;
+
+/// What one seed did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkSimSummary {
+    /// Operator actions taken.
+    pub actions: u64,
+    /// Crashes applied.
+    pub crashes: u64,
+    /// Attempts started.
+    pub attempts: u64,
+    /// Runs parked on an approval.
+    pub parked: u64,
+    /// Parked runs resumed.
+    pub resumed: u64,
+    /// Proofs written.
+    pub proofs: u64,
+    /// Items accepted.
+    pub accepted: u64,
+}
+
+/// Actions in the faulty phase.
+const FAULTY_ACTIONS: u64 = 60;
+/// Actions the fault-free phase may take to bring every item to rest.
+const CALM_ACTIONS: u64 = 80;
+
+/// Runs one seed; the error names the first invariant broken and the action that broke it.
+pub fn run_work_seed(seed: u64) -> Result<WorkSimSummary, String> {
+    let mut w = WorkWorld::new(seed);
+    w.setup();
+    for _ in 0..FAULTY_ACTIONS {
+        w.action(true)?;
+    }
+    for _ in 0..CALM_ACTIONS {
+        if w.at_rest()? {
+            return Ok(w.summary);
+        }
+        w.action(false)?;
+    }
+    match w.at_rest()? {
+        true => Ok(w.summary),
+        false => {
+            Err(format!("seed {seed}: items not at rest after the calm phase: {}", w.states()?))
+        }
+    }
+}
+
+struct WorkWorld {
+    seed: u64,
+    ledger: Ledger<SimFs>,
+    entropy: SeededEntropy,
+    now: i64,
+    items: Vec<Id>,
+    /// Every acknowledged event, by item.
+    events: BTreeMap<Id, Vec<WorkEvent>>,
+    /// Every acknowledged record, by path.
+    records: BTreeMap<String, Vec<u8>>,
+    /// Start actions taken, by item (an attempt may only come from one).
+    starts: BTreeMap<Id, u64>,
+    runs: u64,
+    summary: WorkSimSummary,
+}
+
+impl WorkWorld {
+    fn new(seed: u64) -> WorkWorld {
+        WorkWorld {
+            seed,
+            ledger: Ledger::new(SimFs::new(), "/sim"),
+            entropy: SeededEntropy::new(seed),
+            now: 1_800_000_000_000,
+            items: Vec::new(),
+            events: BTreeMap::new(),
+            records: BTreeMap::new(),
+            starts: BTreeMap::new(),
+            runs: 0,
+            summary: WorkSimSummary::default(),
+        }
+    }
+
+    fn wall(&mut self) -> WallTime {
+        self.now += 1 + self.entropy.below(1_000) as i64;
+        WallTime(self.now)
+    }
+
+    /// Two independent items and one that depends on the first, created without faults.
+    fn setup(&mut self) {
+        for (n, deps) in [("w1", vec![]), ("w2", vec![]), ("w3", vec!["w1"])] {
+            let id = Id::new(n).expect("a valid id");
+            let intent = WorkIntent {
+                schema_version: INTENT_VERSION,
+                id: id.clone(),
+                title: format!("item {n}"),
+                objective: format!("do {n}"),
+                acceptance: vec!["the agent answered".into()],
+                dependencies: deps.iter().map(|d| Id::new(d).expect("a valid id")).collect(),
+                workflow: WorkflowRef { path: "/wf".into(), sha256: "0".repeat(64) },
+                max_attempts: 3,
+                max_uncharged_attempts: 2,
+                created_at: self.wall(),
+            };
+            let now = self.wall();
+            self.ledger.write_record(&work_dir(&id), "intent.json", &intent).expect("setup");
+            self.ledger.append(&id, EventKind::Created, "sim", None, now).expect("setup");
+            self.items.push(id);
+        }
+        self.take_acknowledged();
+    }
+
+    /// One operator action on a drawn item, maybe with a crash armed; then the checks.
+    fn action(&mut self, faults: bool) -> Result<(), String> {
+        self.summary.actions += 1;
+        let id = self.items[self.entropy.below(self.items.len() as u64) as usize].clone();
+        if faults && self.entropy.chance(1, 3) {
+            let after = self.entropy.below(30);
+            self.ledger.fs.crash_after(after);
+        }
+        let result = self.act(&id);
+        let crashed = self.ledger.fs.is_crashed();
+        self.ledger.fs.clear_faults();
+        self.take_acknowledged();
+        if crashed {
+            self.ledger.fs.crash(&mut self.entropy);
+            self.summary.crashes += 1;
+        } else if let Err(e) = result {
+            return Err(self.violation(&id, &format!("an action failed without a fault: {e}")));
+        }
+        self.check().map_err(|e| self.violation(&id, &e))
+    }
+
+    fn violation(&self, id: &Id, what: &str) -> String {
+        format!("seed {} action {} on {id}: {what}", self.seed, self.summary.actions)
+    }
+
+    /// Moves what the ledger acknowledged into the checker's books; each record must be
+    /// durable the moment it is acknowledged.
+    fn take_acknowledged(&mut self) {
+        let acked = std::mem::take(&mut self.ledger.acknowledged);
+        for e in acked.events {
+            self.events.entry(e.work_id.clone()).or_default().push(e);
+        }
+        for (path, bytes) in acked.records {
+            self.records.insert(path, bytes);
+        }
+    }
+
+    fn read(&mut self, id: &Id) -> Result<Item, String> {
+        self.ledger.read(id, &mut Known::new(), &mut |_| false)
+    }
+
+    fn act(&mut self, id: &Id) -> Result<(), String> {
+        let item = self.read(id)?;
+        let p = &item.projection;
+        match (p.state, p.next_action) {
+            (WorkState::Ready, NextAction::Run) => self.start(&item, false),
+            (WorkState::Blocked, NextAction::Retry) => self.start(&item, true),
+            (WorkState::AwaitingApproval, NextAction::ResolveApproval) => {
+                let approval = p.approval_id.clone().unwrap_or_default();
+                let verdict = if self.entropy.chance(3, 4) { Ruling::Allow } else { Ruling::Deny };
+                self.rule(&approval, verdict)
+            }
+            (WorkState::AwaitingApproval, NextAction::Resume) => self.resume(&item),
+            (WorkState::InReview, _) => self.review(&item),
+            _ => Ok(()),
+        }
+    }
+
+    fn options(&mut self) -> RunManifest {
+        self.runs += 1;
+        let rules =
+            r#"{"rules":[{"name":"ask-push","on":"authorize","action":"push","verdict":"ask"}]}"#;
+        let policy = parse_policy(rules.as_bytes()).expect("a valid policy");
+        let spec = resolve("codex", &BTreeMap::new()).expect("a preset");
+        RunManifest {
+            schema_version: RUN_VERSION,
+            run_id: Id::new(&format!("wf-{}-{}", self.seed, self.runs)).expect("a valid id"),
+            work_id: self.items[0].clone(),
+            attempt: 0,
+            trigger: harn_core::work::Trigger::Initial,
+            started_at: WallTime(0),
+            script: WorkflowRef { path: "/wf".into(), sha256: "0".repeat(64) },
+            timeout_ms: 1_000,
+            harness: Some(FrozenHarness { name: "sim".into(), spec }),
+            team: Team::new(),
+            harnesses: BTreeMap::new(),
+            max_agents: Some(5),
+            billing: Billing::Subscription,
+            policy: Some(FrozenPolicy::new(policy)),
+            approval_to: Some("ana".into()),
+            concurrency: 1,
+        }
+    }
+
+    fn start(&mut self, item: &Item, retry: bool) -> Result<(), String> {
+        *self.starts.entry(item.intent.id.clone()).or_default() += 1;
+        let options = self.options();
+        let now = self.wall();
+        let (manifest, _start) = match self.ledger.start_attempt(item, retry, &options, "sim", now)
+        {
+            Ok(started) => started,
+            Err(Refusal::NotNow(_)) => return Ok(()),
+            Err(Refusal::Store(e)) => return Err(e),
+        };
+        self.summary.attempts += 1;
+        let fold = manifest.fold();
+        self.segment(item, &manifest, fold)
+    }
+
+    fn resume(&mut self, item: &Item) -> Result<(), String> {
+        let now = self.wall();
+        let used = item.projection.attempts_used;
+        let run = item.projection.latest_run_id.clone();
+        let (manifest, state, _start) = match self.ledger.resume_attempt(item, "sim", now) {
+            Ok(resumed) => resumed,
+            Err(Refusal::NotNow(_)) => return Ok(()),
+            Err(Refusal::Store(e)) => return Err(e),
+        };
+        if Some(&manifest.run_id) != run.as_ref() || manifest.attempt != used {
+            return Err(format!(
+                "resumed run {} attempt {} is not the parked run {run:?} attempt {used}",
+                manifest.run_id, manifest.attempt
+            ));
+        }
+        self.summary.resumed += 1;
+        let mut fold = manifest.fold();
+        fold.resume(state);
+        self.segment(item, &manifest, fold)
+    }
+
+    /// A simulated workflow: one agent call, then an `authorize` for a push, then its
+    /// result; the agent's outcome and the workflow's exit are drawn.
+    fn segment(&mut self, item: &Item, m: &RunManifest, mut fold: RunFold) -> Result<(), String> {
+        let run = m.run_id.clone();
+        let prompt = item.intent.objective.clone();
+        let agent = FromWorkflow::Agent { id: "a1".into(), prompt, specialist: None, schema: None };
+        let agent_ok = match fold.observe(Ok(agent)) {
+            Some(HostAction::CallAgent { id, dispatch, key }) => {
+                let now = self.wall();
+                let start = transcript::agent_start(&id, &dispatch.harness, &key);
+                self.ledger.append_transcript(&run, start, now)?;
+                let outcome = self.draw_outcome();
+                let now = self.wall();
+                let end = transcript::agent_end(&id, Some(&key), &outcome);
+                self.ledger.append_transcript(&run, end, now)?;
+                fold.agent_done(&id, outcome)["ok"] == true
+            }
+            Some(HostAction::Reply(reply)) => reply["ok"] == true,
+            other => return Err(format!("an unexpected answer to an agent call: {other:?}")),
+        };
+        if agent_ok {
+            let push = FromWorkflow::Authorize {
+                id: "z1".into(),
+                action: "push".into(),
+                target: Some("main".into()),
+            };
+            match fold.observe(Ok(push)) {
+                Some(HostAction::Park(parked)) => {
+                    let now = self.wall();
+                    return match self.ledger.park(m, &parked, now)? {
+                        Ok(_) => {
+                            self.summary.parked += 1;
+                            Ok(())
+                        }
+                        Err(why) => Err(format!("a replayed request was refused: {why}")),
+                    };
+                }
+                Some(HostAction::Stop) => return self.finish(item, m, fold, 0),
+                _ => {}
+            }
+            let evidence = harn_core::workflow::protocol::Evidence {
+                kind: "review".into(),
+                status: EvidenceStatus::Passed,
+                label: "the agent answered".into(),
+                summary: None,
+                reference: None,
+                acceptance_ids: vec!["accept-1".into()],
+            };
+            fold.observe(Ok(FromWorkflow::Evidence(evidence)));
+        }
+        let result = FromWorkflow::Result { ok: agent_ok, summary: None, error: None };
+        fold.observe(Ok(result));
+        let code = if self.entropy.chance(1, 10) { 1 } else { 0 };
+        self.finish(item, m, fold, code)
+    }
+
+    fn draw_outcome(&mut self) -> CallOutcome {
+        match self.entropy.below(10) {
+            0 => CallOutcome {
+                ok: false,
+                text: None,
+                error: Some("rate limit".into()),
+                class: Some(FailureClass::Upstream),
+            },
+            1 => CallOutcome { ok: false, text: None, error: Some("failed".into()), class: None },
+            _ => CallOutcome { ok: true, text: Some("done".into()), error: None, class: None },
+        }
+    }
+
+    fn finish(
+        &mut self,
+        item: &Item,
+        m: &RunManifest,
+        fold: RunFold,
+        code: i32,
+    ) -> Result<(), String> {
+        let end = ProcessEnd::Exited { code: Some(code), signal: None, timed_out: false };
+        let now = self.wall();
+        self.ledger.finish_attempt(item, m, fold, &end, now)?;
+        self.summary.proofs += 1;
+        let fresh = self.read(&item.intent.id)?;
+        let now = self.wall();
+        self.ledger.reconcile(&fresh, "sim", now)?;
+        Ok(())
+    }
+
+    fn rule(&mut self, approval: &str, verdict: Ruling) -> Result<(), String> {
+        let Some((request, None)) = self.ledger.approval(approval)? else { return Ok(()) };
+        let decision = ApprovalDecision {
+            schema_version: APPROVAL_VERSION,
+            approval_id: request.approval_id.clone(),
+            run_id: request.run_id.clone(),
+            verdict,
+            actor: "ana".into(),
+            reason: None,
+            decided_at: self.wall(),
+        };
+        self.ledger.write_record(&approval_dir(approval), "decision.json", &decision)?;
+        Ok(())
+    }
+
+    fn review(&mut self, item: &Item) -> Result<(), String> {
+        let id = &item.intent.id;
+        let now = self.wall();
+        if self.entropy.chance(1, 6) {
+            self.ledger.append(
+                id,
+                EventKind::Reopened { findings: Vec::new() },
+                "sim",
+                None,
+                now,
+            )?;
+            return Ok(());
+        }
+        let run_id = item.projection.latest_run_id.clone().expect("in review means a run");
+        let kind = EventKind::Accepted {
+            run_id,
+            attempt: item.projection.attempts_used,
+            proof_sha256: "0".repeat(64),
+            dispositions: Vec::new(),
+        };
+        self.ledger.append(id, kind, "sim", None, now)?;
+        self.summary.accepted += 1;
+        Ok(())
+    }
+
+    /// The invariants, over what survived.
+    fn check(&mut self) -> Result<(), String> {
+        for (path, bytes) in &self.records {
+            match self.ledger.fs.read(path) {
+                Ok(Some(now)) if now == *bytes => {}
+                other => {
+                    return Err(format!(
+                        "acknowledged record {path} changed or vanished: {other:?}"
+                    ))
+                }
+            }
+        }
+        for id in self.items.clone() {
+            let item = self.read(&id).map_err(|e| format!("{id} no longer reads: {e}"))?;
+            let acked = self.events.get(&id).cloned().unwrap_or_default();
+            for e in &acked {
+                let kept = item.events.get(e.seq as usize - 1);
+                if kept != Some(e) {
+                    return Err(format!("acknowledged event {} of {id} was lost: {kept:?}", e.seq));
+                }
+            }
+            let p = &item.projection;
+            let starts = self.starts.get(&id).copied().unwrap_or(0);
+            if u64::from(p.attempts_used) > starts {
+                return Err(format!("{} attempts from {starts} start actions", p.attempts_used));
+            }
+            if p.charged_attempts > item.intent.max_attempts {
+                return Err(format!(
+                    "{} charged attempts over a budget of {}",
+                    p.charged_attempts, item.intent.max_attempts
+                ));
+            }
+            if let Some(run) = &p.latest_run_id {
+                let parked = transcript::parked_on(&self.ledger.transcript(run)?).is_some();
+                let proof = self.ledger.run_records(run)?.1;
+                if parked && proof.is_some() {
+                    return Err(format!("run {run} has a proof while parked"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// True when no item has anything left to do but a person's acceptance or nothing.
+    fn at_rest(&mut self) -> Result<bool, String> {
+        for id in self.items.clone() {
+            let p = self.read(&id)?.projection;
+            let resting = matches!(
+                (p.state, p.next_action),
+                (WorkState::Succeeded, _) | (WorkState::Cancelled, _) | (_, NextAction::None)
+            ) || (p.state == WorkState::Waiting && self.blocked_for_good(&p));
+            if !resting {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// A waiting item whose prerequisite can never be accepted also rests.
+    fn blocked_for_good(&mut self, p: &harn_core::work::Projection) -> bool {
+        p.unresolved_dependencies.iter().all(|d| {
+            self.read(d).is_ok_and(|i| {
+                i.projection.next_action == NextAction::None
+                    && i.projection.state != WorkState::Succeeded
+            })
+        })
+    }
+
+    fn states(&mut self) -> Result<String, String> {
+        let mut out = Vec::new();
+        for id in self.items.clone() {
+            let p = self.read(&id)?.projection;
+            out.push(format!("{id} {:?}/{:?}", p.state, p.next_action));
+        }
+        Ok(out.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_keep_every_promise_and_come_to_rest() {
+        let mut total = WorkSimSummary::default();
+        for seed in 0..64 {
+            let s = run_work_seed(seed).unwrap_or_else(|e| panic!("{e}"));
+            total.crashes += s.crashes;
+            total.parked += s.parked;
+            total.resumed += s.resumed;
+            total.accepted += s.accepted;
+        }
+        assert!(total.crashes > 100, "crashes happen: {total:?}");
+        assert!(total.parked > 10 && total.resumed > 10, "runs park and resume: {total:?}");
+        assert!(total.accepted > 10, "items are accepted: {total:?}");
+    }
+
+    #[test]
+    fn a_seed_is_deterministic() {
+        assert_eq!(run_work_seed(7), run_work_seed(7));
+    }
+}
