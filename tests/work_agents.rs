@@ -215,6 +215,15 @@ fn a_profile_sets_the_model_and_retries_a_failing_call_and_billing_guards_api_ke
     let log = std::fs::read_to_string(&calls).unwrap();
     let line = "model=m1 key=\n";
     assert_eq!(log, line.repeat(3), "three attempts, each told the model, none given the key");
+    let inherit = Command::new(harn_bin())
+        .args(["work", "retry", "a", "--root"])
+        .arg(r)
+        .env("HARN_CALLS_FILE", &calls)
+        .output()
+        .unwrap();
+    assert_eq!(inherit.status.code(), Some(1), "{}", text(&inherit));
+    let log = std::fs::read_to_string(&calls).unwrap();
+    assert_eq!(log, line.repeat(6), "a retry without --team keeps the prior run's team");
     let api = Command::new(harn_bin())
         .args(["work", "retry", "a", "--billing", "api", "--team", team.to_str().unwrap()])
         .arg("--root")

@@ -94,6 +94,7 @@ fn a_failure_blocks_until_an_explicit_retry_that_sees_the_prior_run_and_budgets_
     assert_eq!(lines.len(), 2, "the refused run spawned nothing");
     assert_eq!(lines[1]["attempt"]["trigger"], "retry");
     assert_eq!(lines[1]["attempt"]["prior"]["error"], "tests failed");
+    assert_eq!(lines[1]["attempt"]["prior"]["causes"], serde_json::json!(["workflow_error"]));
     let spent = work(r, &["retry", "a"]);
     assert!(text(&spent).contains("used up"), "{}", text(&spent));
     assert_eq!(doc(r, "a")["projection"]["charged_attempts"], 2);
@@ -138,8 +139,14 @@ fn open_findings_block_acceptance_until_each_is_disposed_of() {
     let r = dir.path();
     create(r, "a", &["--accept", "tests pass"]);
     assert!(work(r, &["run", "a"]).status.success());
-    assert!(work(r, &["reopen", "a", "--finding", "typo in docs"]).status.success());
+    let reopen = ["reopen", "a", "--finding", "typo in docs", "--actor", "ana"];
+    assert!(work(r, &reopen).status.success());
     assert!(work(r, &["run", "a"]).status.success());
+    let starts = std::fs::read_to_string(r.join("start.log")).unwrap();
+    let second: serde_json::Value = serde_json::from_str(starts.lines().nth(1).unwrap()).unwrap();
+    let finding = &second["attempt"]["findings"][0];
+    assert_eq!((finding["id"].as_str(), finding["actor"].as_str()), (Some("f1"), Some("ana")));
+    assert_eq!(second["attempt"]["trigger"], "initial", "a run after reopen is initial");
     let refused = work(r, &["accept", "a"]);
     assert_eq!(refused.status.code(), Some(1));
     assert!(text(&refused).contains("f1"), "{}", text(&refused));

@@ -16,7 +16,9 @@ use crate::ids::Id;
 use crate::journal::{self, JournalWriter};
 use crate::time::WallTime;
 use crate::workflow::approval::{ApprovalDecision, ApprovalRequest};
-use crate::workflow::run::{may_start, Proof, ResumeState, RunManifest};
+use crate::workflow::run::{
+    findings_context, may_start, synopsis, AttemptContext, Proof, ResumeState, RunManifest,
+};
 use crate::workflow::transcript;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -353,6 +355,24 @@ fn prerequisite(item: &Item) -> Prerequisite {
     Prerequisite { state: item.projection.state, accepted_seq: item.projection.accepted_seq }
 }
 
+/// A retry started without a team keeps the team of the attempt before it, with every
+/// harness that team names, frozen by value as they were.
+fn inherit_team(manifest: &mut RunManifest, before: RunManifest) {
+    manifest.team = before.team;
+    let default = manifest.harness.as_ref().map(|h| h.name.clone());
+    for (name, spec) in before.harnesses {
+        if Some(&name) != default.as_ref() {
+            manifest.harnesses.entry(name).or_insert(spec);
+        }
+    }
+    if let Some(h) = before.harness {
+        let named = manifest.team.values().any(|p| p.harness.as_deref() == Some(&h.name));
+        if named && Some(&h.name) != default.as_ref() {
+            manifest.harnesses.entry(h.name).or_insert(h.spec);
+        }
+    }
+}
+
 /// Why an attempt could not start.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
@@ -397,16 +417,19 @@ impl<F: Fs> Ledger<F> {
                 prerequisites.insert(d.clone(), seq);
             }
         }
-        let prior = match (&item.projection.latest_run_id, retry) {
-            (Some(run), true) => self.run_records(run)?.1,
-            _ => None,
+        let (prior, prior_manifest) = match (&item.projection.latest_run_id, retry) {
+            (Some(run), true) => {
+                let (manifest, proof) = self.run_records(run)?;
+                (Some(synopsis(run, proof.as_ref())), manifest)
+            }
+            _ => (None, None),
         };
         let attempt = item.projection.attempts_used + 1;
         let run_id = options.run_id.clone();
         let started =
             EventKind::AttemptStarted { run_id: run_id.clone(), attempt, trigger, prerequisites };
         self.append(id, started, actor, None, now)?;
-        let manifest = RunManifest {
+        let mut manifest = RunManifest {
             work_id: id.clone(),
             attempt,
             trigger,
@@ -414,8 +437,12 @@ impl<F: Fs> Ledger<F> {
             script: item.intent.workflow.clone(),
             ..options.clone()
         };
+        if let Some(before) = prior_manifest.filter(|_| options.team.is_empty()) {
+            inherit_team(&mut manifest, before);
+        }
         self.write_record(&run_dir(&run_id), "run.json", &manifest)?;
-        let start = manifest.start_line(&item.intent, prior.as_ref(), None);
+        let findings = findings_context(&item.events, &item.projection.open_findings);
+        let start = manifest.start_line(&item.intent, AttemptContext { prior, findings }, None);
         Ok((manifest, start))
     }
 
@@ -446,15 +473,17 @@ impl<F: Fs> Ledger<F> {
         let consumed = serde_json::json!({ "event": "approval.consumed", "approval_id": approval });
         self.append_transcript(&run_id, consumed, now)?;
         let prior = match manifest.trigger {
-            super::Trigger::Retry => self.prior_proof(item, &run_id)?,
+            super::Trigger::Retry => self.prior_synopsis(item, &run_id)?,
             super::Trigger::Initial => None,
         };
-        let start = manifest.start_line(&item.intent, prior.as_ref(), Some(&approval));
+        let findings = findings_context(&item.events, &item.projection.open_findings);
+        let context = AttemptContext { prior, findings };
+        let start = manifest.start_line(&item.intent, context, Some(&approval));
         Ok((manifest, state, start))
     }
 
-    /// The proof of the attempt before `run_id`, which a retry's start line summarizes.
-    fn prior_proof(&mut self, item: &Item, run_id: &Id) -> Result<Option<Proof>, String> {
+    /// The synopsis of the attempt before `run_id`, which a retry's start line carries.
+    fn prior_synopsis(&mut self, item: &Item, run_id: &Id) -> Result<Option<Value>, String> {
         let runs: Vec<&Id> = item
             .events
             .iter()
@@ -465,7 +494,7 @@ impl<F: Fs> Ledger<F> {
             .collect();
         let before = runs.iter().position(|r| *r == run_id).and_then(|i| i.checked_sub(1));
         match before {
-            Some(i) => Ok(self.run_records(runs[i])?.1),
+            Some(i) => Ok(Some(synopsis(runs[i], self.run_records(runs[i])?.1.as_ref()))),
             None => Ok(None),
         }
     }

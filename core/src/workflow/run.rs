@@ -206,16 +206,69 @@ pub struct FrozenHarness {
     pub spec: HarnessSpec,
 }
 
+/// What a retry is told of the attempt before it (`attempt.prior` in the start line): the
+/// run, why it did not pass (`causes`, in a fixed order), its error, the acceptance counts
+/// and every criterion not satisfied. An attempt without a proof is `lost`, with no invented
+/// error; an uncharged one names its class.
+pub fn synopsis(run_id: &Id, proof: Option<&Proof>) -> Value {
+    let Some(p) = proof else {
+        return json!({ "run_id": run_id, "causes": ["lost"], "unresolved": [] });
+    };
+    let mut causes = Vec::new();
+    if let Some(class) = p.run.class {
+        causes.push(json!(class));
+    } else if p.run.status == RunStatus::Failed {
+        causes.push(json!("workflow_error"));
+    }
+    let s = &p.acceptance.summary;
+    if s.unsatisfied > 0 {
+        causes.push(json!("acceptance_unsatisfied"));
+    }
+    if s.unknown > 0 {
+        causes.push(json!("acceptance_unknown"));
+    }
+    let unresolved: Vec<Value> = p
+        .acceptance
+        .criteria
+        .iter()
+        .filter(|c| c.verdict != super::acceptance::Verdict::Satisfied)
+        .map(|c| json!({ "id": c.id, "statement": c.statement, "status": c.verdict }))
+        .collect();
+    json!({
+        "run_id": run_id, "status": p.run.status, "causes": causes, "error": p.run.error,
+        "acceptance": s, "unresolved": unresolved,
+    })
+}
+
+/// The open findings an attempt is started with: id, statement and who raised them.
+pub fn findings_context(events: &[crate::work::WorkEvent], open: &[crate::work::Finding]) -> Value {
+    let raised_by = |id: &str| {
+        events.iter().rev().find_map(|e| match &e.kind {
+            crate::work::EventKind::Reopened { findings }
+                if findings.iter().any(|f| f.id == id) =>
+            {
+                Some(e.actor.clone())
+            }
+            _ => None,
+        })
+    };
+    Value::Array(
+        open.iter()
+            .map(|f| json!({ "id": f.id, "statement": f.statement, "actor": raised_by(&f.id) }))
+            .collect(),
+    )
+}
+
 impl RunManifest {
-    /// The first line the host writes to the workflow's stdin.
+    /// The first line the host writes to the workflow's stdin: the work, the attempt (with
+    /// the prior attempt's synopsis on a retry and the open findings) and, for a resumed
+    /// run, the approval it resumes on.
     pub fn start_line(
         &self,
         intent: &WorkIntent,
-        prior: Option<&Proof>,
+        attempt: AttemptContext,
         resume: Option<&str>,
     ) -> Value {
-        let prior = prior
-            .map(|p| json!({ "run_id": p.run.id, "status": p.run.status, "error": p.run.error }));
         json!({
             "op": "start",
             "run_id": self.run_id,
@@ -223,10 +276,22 @@ impl RunManifest {
                 "id": intent.id, "title": intent.title, "objective": intent.objective,
                 "acceptance": intent.acceptance,
             },
-            "attempt": { "number": self.attempt, "trigger": self.trigger, "prior": prior },
+            "attempt": {
+                "number": self.attempt, "trigger": self.trigger, "prior": attempt.prior,
+                "findings": attempt.findings,
+            },
             "resume": resume.map(|approval| json!({ "approval_id": approval })),
         })
     }
+}
+
+/// What an attempt is told besides its number and trigger.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AttemptContext {
+    /// The prior attempt's [`synopsis`], on a retry.
+    pub prior: Option<Value>,
+    /// The open findings ([`findings_context`]).
+    pub findings: Value,
 }
 
 /// How a run ended.

@@ -400,3 +400,27 @@ mod gate {
         assert_ne!(key, plain);
     }
 }
+
+#[test]
+fn the_synopsis_names_causes_in_order_and_never_invents_an_error() {
+    let m = manifest();
+    let lost = synopsis(&id("wf-1"), None);
+    assert_eq!(lost["causes"], serde_json::json!(["lost"]));
+    assert!(lost.get("error").is_none(), "a lost attempt has no error to report");
+    let failed = fold(&[r#"{"op":"result","ok":false,"error":"boom"}"#]).finish(
+        &m,
+        &intent(),
+        &exited(1),
+        WallTime(20),
+    );
+    let s = synopsis(&id("wf-1"), Some(&failed));
+    assert_eq!(s["causes"], serde_json::json!(["workflow_error", "acceptance_unknown"]));
+    assert_eq!(s["unresolved"][0]["status"], "unknown");
+    let decided = fold(&[r#"{"op":"blocked","reason":"pick a db"}"#, OK]).finish(
+        &m,
+        &intent(),
+        &exited(0),
+        WallTime(20),
+    );
+    assert_eq!(synopsis(&id("wf-1"), Some(&decided))["causes"][0], "decision");
+}
