@@ -382,6 +382,80 @@ mod properties {
             let h = build(&s);
             prop_assert_eq!(h.project(), h.project());
         }
+
+        /// An action the projection offers is one the run decision accepts (the sweep found
+        /// a reopened item offered `run` with its budget spent).
+        #[test]
+        fn offered_runs_and_retries_are_accepted(s in steps()) {
+            use crate::workflow::run::may_start;
+            let p = build(&s).project();
+            match p.next_action {
+                NextAction::Run => prop_assert!(may_start(&p, false).is_ok(), "{:?}", p),
+                NextAction::Retry => prop_assert!(may_start(&p, true).is_ok(), "{:?}", p),
+                _ => {}
+            }
+        }
+
+        /// A dependent waits until every prerequisite is accepted (passing proof is not
+        /// enough), unless its own last governance event settled it.
+        #[test]
+        fn dependents_wait_for_acceptance(s in steps(), pre in 0u8..8) {
+            use crate::work::projection::Prerequisite;
+            let states = [WorkState::Waiting, WorkState::Ready, WorkState::Running,
+                WorkState::AwaitingApproval, WorkState::InReview, WorkState::Blocked,
+                WorkState::Succeeded, WorkState::Cancelled];
+            let state = states[pre as usize];
+            let accepted_seq = (state == WorkState::Succeeded).then_some(3);
+            let prerequisites = BTreeMap::from([(id("p1"), Some(Prerequisite { state, accepted_seq }))]);
+            let h = build(&s);
+            let p = h.project_with(&prerequisites, false);
+            let settled = matches!(h.project().state, WorkState::Succeeded | WorkState::Cancelled);
+            if state != WorkState::Succeeded && !settled {
+                prop_assert_eq!(p.state, WorkState::Waiting);
+            }
+        }
+
+        /// Receipts carry no information: appending one changes no decision.
+        #[test]
+        fn receipts_change_nothing(s in steps()) {
+            let mut h = build(&s);
+            let before = h.project();
+            h.push(EventKind::Reconciled { state: "x".into(), next_action: "y".into() });
+            let after = h.project();
+            prop_assert_eq!((before.state, before.next_action, before.attempts_used, before.charged_attempts),
+                (after.state, after.next_action, after.attempts_used, after.charged_attempts));
+        }
+
+        /// Resuming a parked attempt uses no attempt and no budget.
+        #[test]
+        fn resuming_uses_no_attempt(s in steps()) {
+            let mut h = build(&s);
+            h.attempt(AttemptStatus::Parked { approval_id: "apr".into(), decided: true });
+            let before = h.project();
+            let n = h.attempts.len() as u32;
+            h.push(EventKind::AttemptResumed { run_id: id(&format!("wf-{n}")), attempt: n });
+            let after = h.project();
+            prop_assert_eq!((before.attempts_used, before.charged_attempts), (after.attempts_used, after.charged_attempts));
+        }
+
+        /// Uncharged failures never consume budget; consecutive upstream failures stop at
+        /// their bound.
+        #[test]
+        fn uncharged_failures_are_bounded_but_free(s in steps(), k in 1usize..5) {
+            let mut h = build(&s);
+            let before = h.project();
+            if matches!(before.state, WorkState::Succeeded | WorkState::Cancelled) {
+                return Ok(());
+            }
+            for _ in 0..k {
+                h.attempt(failed(Some(FailureClass::Upstream)));
+            }
+            let p = h.project();
+            prop_assert_eq!(p.charged_attempts, before.charged_attempts);
+            if k >= intent().max_uncharged_attempts as usize {
+                prop_assert_eq!(p.next_action, NextAction::None);
+            }
+        }
     }
 }
 
