@@ -215,6 +215,7 @@ impl WorkWorld {
             policy: Some(FrozenPolicy::new(policy)),
             approval_to: Some("ana".into()),
             concurrency: 1,
+            isolation: harn_core::workflow::run::Isolation::Shared,
         }
     }
 

@@ -54,6 +54,10 @@ pub struct RunArgs {
     /// Without it, `ask` is a denial.
     #[arg(long)]
     approval_to: Option<String>,
+    /// The boundary the run works inside, as you declare it (recorded in run.json, not
+    /// enforced): shared, worktree, sandbox, remote.
+    #[arg(long, default_value = "shared", value_parser = ["shared", "worktree", "sandbox", "remote"])]
+    isolation: String,
     /// Who runs it (default: $USER).
     #[arg(long)]
     actor: Option<String>,
@@ -276,6 +280,7 @@ fn freeze(store: &Store, a: &RunArgs) -> Result<RunLimits, String> {
     Ok(RunLimits {
         policy,
         approval_to: a.approval_to.clone(),
+        isolation: serde_json::from_value(json!(a.isolation)).expect("clap checked the value"),
         timeout: Duration::from_secs(a.timeout_secs),
         concurrency: a.concurrency as usize,
         harness: default,

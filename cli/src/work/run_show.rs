@@ -66,6 +66,8 @@ pub fn run(cmd: RunCmd) -> i32 {
     );
     println!("  workflow   {} (sha256 {})", manifest.script.path, &manifest.script.sha256[..12]);
     println!("  timeout    {} ms", manifest.timeout_ms);
+    let isolation = json!(manifest.isolation);
+    println!("  isolation  {} (declared)", isolation.as_str().unwrap_or(""));
     if let Some(h) = &manifest.harness {
         println!("  harness    {} ({})", h.name, h.spec.command.join(" "));
     }

@@ -51,6 +51,8 @@ pub struct RunLimits {
     pub policy: Option<FrozenPolicy>,
     /// Who is asked when policy says `ask`.
     pub approval_to: Option<String>,
+    /// The declared isolation boundary.
+    pub isolation: harn_core::workflow::run::Isolation,
 }
 
 /// How an attempt's run ended for now.
@@ -104,6 +106,7 @@ pub fn run_attempt(
         policy: limits.policy.clone(),
         approval_to: limits.approval_to.clone(),
         concurrency: limits.concurrency as u32,
+        isolation: limits.isolation,
     };
     let (manifest, start) =
         store.ledger().start_attempt(&item, retry, &options, actor, now).map_err(refusal)?;

@@ -136,6 +136,26 @@ pub struct RunManifest {
     /// Agent calls in flight at once.
     #[serde(default = "default_concurrency")]
     pub concurrency: u32,
+    /// The boundary the operator declared the run works inside; recorded, not enforced.
+    #[serde(default)]
+    pub isolation: Isolation,
+}
+
+/// Where a run's changes land, as the operator declares it. harn records the declaration in
+/// the manifest and the proof's reader sees it; harn does not itself create worktrees or
+/// sandboxes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Isolation {
+    /// The repository's own working tree.
+    #[default]
+    Shared,
+    /// A separate git worktree.
+    Worktree,
+    /// A sandbox (container, VM) around the agents.
+    Sandbox,
+    /// Another machine.
+    Remote,
 }
 
 /// Agent calls in flight at once when nobody says otherwise.
@@ -765,6 +785,7 @@ pub fn fuzz_run_fold(data: &[u8]) {
         policy: None,
         approval_to: None,
         concurrency: DEFAULT_CONCURRENCY,
+        isolation: Isolation::Shared,
     };
     let intent = WorkIntent {
         schema_version: crate::work::intent::INTENT_VERSION,

@@ -25,6 +25,7 @@ fn manifest() -> RunManifest {
         policy: None,
         approval_to: None,
         concurrency: DEFAULT_CONCURRENCY,
+        isolation: Isolation::Shared,
     }
 }
 
