@@ -193,9 +193,12 @@ command = ["{child}", "exit", "1"]
         events.iter().filter(|(_, e)| e["to"] == "starting").map(|(t, _)| *t).collect();
     assert_eq!((exits.len(), starts.len()), (5, 5), "{events:?}");
     for (i, want) in [100, 100, 200, 400].into_iter().enumerate() {
+        // Both times are when the journal recorded the event; under load the exit's record
+        // can land well after the exit the delay was measured from, so the lower bound only
+        // tells the delays apart (100, 200, 400), it does not time them to the millisecond.
         let waited = starts[i + 1] - exits[i];
         assert!(
-            waited >= want - 5 && waited < want + 2000,
+            waited >= want * 3 / 4 && waited < want + 2000,
             "restart {i} waited {waited} ms, not {want}"
         );
     }
