@@ -270,3 +270,16 @@ fn an_item_can_be_cancelled_while_its_attempt_runs() {
     host.wait().unwrap();
     assert_eq!(state(r, "a"), "cancelled", "the run's end does not undo the cancel");
 }
+
+#[test]
+fn cwd_sets_where_the_workflow_runs_and_a_missing_one_is_refused() {
+    let dir = root_with(PASS);
+    let r = dir.path();
+    std::fs::create_dir(r.join("sub")).unwrap();
+    create(r, "a", &[]);
+    let missing = work(r, &["run", "a", "--cwd", "nope"]);
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
+    assert_eq!(doc(r, "a")["projection"]["attempts_used"], 0, "nothing recorded");
+    assert!(work(r, &["run", "a", "--cwd", "sub"]).status.success());
+    assert!(r.join("sub/start.log").exists(), "the workflow ran in sub/");
+}

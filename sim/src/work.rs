@@ -216,6 +216,7 @@ impl WorkWorld {
             approval_to: Some("ana".into()),
             concurrency: 1,
             isolation: harn_core::workflow::run::Isolation::Shared,
+            cwd: None,
         }
     }
 

@@ -28,7 +28,7 @@ pub struct CallGroups {
 
 /// What every call of one run shares.
 pub struct CallContext<'a> {
-    /// The coordination root, the calls' working directory.
+    /// The calls' working directory (the run's `cwd`, else the coordination root).
     pub root: &'a Path,
     /// The run, passed on as `HARN_RUN_ID`.
     pub run_id: &'a str,

@@ -30,7 +30,8 @@ impl Calls {
         while self.in_flight < self.concurrency && !self.queued.is_empty() {
             let (id, dispatch) = self.queued.remove(0);
             let spec = m.harness_spec(&dispatch.harness).cloned();
-            let (tx, root) = (tx.clone(), store.root().to_owned());
+            let root = m.cwd.as_deref().map_or_else(|| store.root().to_owned(), Into::into);
+            let tx = tx.clone();
             let (run_id, agents) = (m.run_id.to_string(), self.agents.clone());
             let billing = m.billing;
             self.in_flight += 1;

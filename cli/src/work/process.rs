@@ -51,7 +51,7 @@ pub fn spawn(store: &mut Store, m: &RunManifest) -> std::io::Result<Child> {
         Command::new(&m.script.path)
     };
     command
-        .current_dir(store.root())
+        .current_dir(m.cwd.as_deref().map_or_else(|| store.root().to_owned(), Into::into))
         .env("HARN_RUN_ID", m.run_id.as_str())
         .env("HARN_WORK_ID", m.work_id.as_str())
         .stdin(Stdio::piped())

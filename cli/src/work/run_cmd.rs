@@ -58,6 +58,10 @@ pub struct RunArgs {
     /// enforced): shared, worktree, sandbox, remote.
     #[arg(long, default_value = "shared", value_parser = ["shared", "worktree", "sandbox", "remote"])]
     isolation: String,
+    /// The working directory of the workflow and its agent calls (default: the root); a
+    /// relative path is taken from the root.
+    #[arg(long)]
+    cwd: Option<std::path::PathBuf>,
     /// Who runs it (default: $USER).
     #[arg(long)]
     actor: Option<String>,
@@ -274,12 +278,25 @@ fn freeze(store: &Store, a: &RunArgs) -> Result<RunLimits, String> {
             Some(FrozenPolicy::new(policy))
         }
     };
+    let cwd = match a.cwd.as_deref() {
+        None => None,
+        Some(dir) => {
+            let dir = store.root().join(dir);
+            let canonical =
+                std::fs::canonicalize(&dir).map_err(|e| format!("--cwd {}: {e}", dir.display()))?;
+            if !canonical.is_dir() {
+                return Err(format!("--cwd {}: not a directory", dir.display()));
+            }
+            Some(canonical.display().to_string())
+        }
+    };
     if a.approval_to.as_deref().is_some_and(|s| s.trim().is_empty()) {
         return Err("--approval-to: may not be empty".into());
     }
     Ok(RunLimits {
         policy,
         approval_to: a.approval_to.clone(),
+        cwd,
         isolation: serde_json::from_value(json!(a.isolation)).expect("clap checked the value"),
         timeout: Duration::from_secs(a.timeout_secs),
         concurrency: a.concurrency as usize,

@@ -68,6 +68,9 @@ pub fn run(cmd: RunCmd) -> i32 {
     println!("  timeout    {} ms", manifest.timeout_ms);
     let isolation = json!(manifest.isolation);
     println!("  isolation  {} (declared)", isolation.as_str().unwrap_or(""));
+    if let Some(cwd) = &manifest.cwd {
+        println!("  cwd        {cwd}");
+    }
     if let Some(h) = &manifest.harness {
         println!("  harness    {} ({})", h.name, h.spec.command.join(" "));
     }

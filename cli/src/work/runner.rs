@@ -53,6 +53,8 @@ pub struct RunLimits {
     pub approval_to: Option<String>,
     /// The declared isolation boundary.
     pub isolation: harn_core::workflow::run::Isolation,
+    /// The workflow's and its calls' working directory (absolute), if not the root.
+    pub cwd: Option<String>,
 }
 
 /// How an attempt's run ended for now.
@@ -107,6 +109,7 @@ pub fn run_attempt(
         approval_to: limits.approval_to.clone(),
         concurrency: limits.concurrency as u32,
         isolation: limits.isolation,
+        cwd: limits.cwd.clone(),
     };
     let (manifest, start) =
         store.ledger().start_attempt(&item, retry, &options, actor, now).map_err(refusal)?;

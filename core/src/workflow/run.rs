@@ -139,6 +139,10 @@ pub struct RunManifest {
     /// The boundary the operator declared the run works inside; recorded, not enforced.
     #[serde(default)]
     pub isolation: Isolation,
+    /// The working directory of the workflow and its agent calls (absolute); none means the
+    /// coordination root.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
 }
 
 /// Where a run's changes land, as the operator declares it. harn records the declaration in
@@ -786,6 +790,7 @@ pub fn fuzz_run_fold(data: &[u8]) {
         approval_to: None,
         concurrency: DEFAULT_CONCURRENCY,
         isolation: Isolation::Shared,
+        cwd: None,
     };
     let intent = WorkIntent {
         schema_version: crate::work::intent::INTENT_VERSION,

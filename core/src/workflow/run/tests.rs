@@ -26,6 +26,7 @@ fn manifest() -> RunManifest {
         approval_to: None,
         concurrency: DEFAULT_CONCURRENCY,
         isolation: Isolation::Shared,
+        cwd: None,
     }
 }
 
