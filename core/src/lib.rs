@@ -9,6 +9,7 @@ pub mod driver;
 pub mod env;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod goal;
 pub mod hash;
 pub mod ids;
 pub mod journal;

@@ -1,0 +1,230 @@
+//! A goal's intent (`.harnery/supervisors/<id>/intent.json`): the root work item, the team by
+//! value, the limits and the automation flags, checked and frozen once. Changing any of them
+//! means a new goal; a read re-checks the digest, so an edited file is refused loudly.
+
+use crate::ids::Id;
+use crate::time::WallTime;
+use crate::work::FieldError;
+use crate::workflow::policy::sha256_hex;
+use crate::workflow::team::Team;
+use serde::{Deserialize, Serialize};
+
+/// Schema version of a goal intent written today.
+pub const GOAL_VERSION: u32 = 1;
+/// Most specialists a goal's team may have.
+pub const TEAM_MAX: usize = 32;
+
+/// The limits a goal runs inside.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoalLimits {
+    /// Cycles one `run` may take (a `tick` takes one).
+    pub max_cycles: u32,
+    /// Wall time one `run` may take, checked between cycles.
+    pub max_runtime_ms: u64,
+    /// Work items dispatched at once.
+    pub max_parallel_work: u32,
+    /// Charged attempts over every governed item, all generations.
+    pub max_total_attempts: u32,
+    /// Agent calls one attempt may make.
+    pub max_agents_per_work: u32,
+    /// Agent calls of one attempt in flight at once.
+    pub agent_concurrency: u32,
+}
+
+impl Default for GoalLimits {
+    fn default() -> GoalLimits {
+        GoalLimits {
+            max_cycles: 50,
+            max_runtime_ms: 14_400_000,
+            max_parallel_work: 1,
+            max_total_attempts: 100,
+            max_agents_per_work: 20,
+            agent_concurrency: 4,
+        }
+    }
+}
+
+impl GoalLimits {
+    /// Checks each limit against its allowed range.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        let check = |field: &str, value: u64, lo: u64, hi: u64| {
+            if (lo..=hi).contains(&value) {
+                Ok(())
+            } else {
+                Err(FieldError::new(
+                    format!("limits.{field}"),
+                    format!("must be {lo} to {hi}, not {value}"),
+                ))
+            }
+        };
+        check("max_cycles", self.max_cycles.into(), 1, 1_000)?;
+        check("max_runtime_ms", self.max_runtime_ms, 1, 604_800_000)?;
+        check("max_parallel_work", self.max_parallel_work.into(), 1, 20)?;
+        check("max_total_attempts", self.max_total_attempts.into(), 1, 10_000)?;
+        check("max_agents_per_work", self.max_agents_per_work.into(), 1, 1_000)?;
+        check("agent_concurrency", self.agent_concurrency.into(), 1, 100)
+    }
+}
+
+/// What the supervisor may do without a person. Every flag fails closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Automation {
+    /// Accept an item whose proof passes (otherwise it waits in review).
+    pub accept_passing_proof: bool,
+    /// Resume an attempt whose approval was ruled on.
+    pub resume_approved: bool,
+    /// Retry a blocked item that may be retried, inside every ceiling.
+    pub retry_blocked: bool,
+}
+
+impl Default for Automation {
+    fn default() -> Automation {
+        Automation { accept_passing_proof: false, resume_approved: true, retry_blocked: false }
+    }
+}
+
+/// The frozen intent of a goal.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoalIntent {
+    /// [`GOAL_VERSION`].
+    pub schema_version: u32,
+    /// The goal.
+    pub id: Id,
+    /// What it is for.
+    pub title: String,
+    /// The work item whose acceptance is the goal's success.
+    pub root_work_id: Id,
+    /// The specialists every governed attempt gets, by value.
+    pub team: Team,
+    /// Its limits.
+    pub limits: GoalLimits,
+    /// Its automation.
+    pub automation: Automation,
+    /// When it was created.
+    pub created_at: WallTime,
+    /// SHA-256 of everything above, so an edit is noticed.
+    pub sha256: String,
+}
+
+impl GoalIntent {
+    /// A checked, digested intent.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: Id,
+        title: String,
+        root_work_id: Id,
+        team: Team,
+        limits: GoalLimits,
+        automation: Automation,
+        created_at: WallTime,
+    ) -> Result<GoalIntent, FieldError> {
+        let mut intent = GoalIntent {
+            schema_version: GOAL_VERSION,
+            id,
+            title,
+            root_work_id,
+            team,
+            limits,
+            automation,
+            created_at,
+            sha256: String::new(),
+        };
+        intent.sha256 = intent.digest();
+        intent.validate()?;
+        Ok(intent)
+    }
+
+    /// The digest of the intent's content (everything but the digest itself).
+    pub fn digest(&self) -> String {
+        let body = serde_json::json!([
+            self.schema_version,
+            self.id,
+            self.title,
+            self.root_work_id,
+            self.team,
+            self.limits,
+            self.automation,
+            self.created_at,
+        ]);
+        sha256_hex(body.to_string().as_bytes())
+    }
+
+    /// Checks every field and the digest.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if self.schema_version != GOAL_VERSION {
+            return Err(FieldError::new(
+                "schema_version",
+                format!("{} is not supported", self.schema_version),
+            ));
+        }
+        let title = self.title.trim();
+        if title.is_empty() || title.len() > 200 {
+            return Err(FieldError::new("title", "must be 1 to 200 bytes"));
+        }
+        if self.team.len() > TEAM_MAX {
+            return Err(FieldError::new("team", format!("at most {TEAM_MAX} specialists")));
+        }
+        self.limits.validate()?;
+        if self.sha256 != self.digest() {
+            return Err(FieldError::new(
+                "sha256",
+                "does not match the intent: it was edited after creation",
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn goal() -> GoalIntent {
+        let id = |s: &str| Id::new(s).expect("valid");
+        let limits = GoalLimits::default();
+        GoalIntent::new(
+            id("g1"),
+            "Ship it".into(),
+            id("w1"),
+            Team::new(),
+            limits,
+            Automation::default(),
+            WallTime(5),
+        )
+        .expect("a valid goal")
+    }
+
+    #[test]
+    fn defaults_match_the_documented_table_and_fail_closed() {
+        let l = GoalLimits::default();
+        assert_eq!((l.max_cycles, l.max_runtime_ms, l.max_parallel_work), (50, 14_400_000, 1));
+        assert_eq!(
+            (l.max_total_attempts, l.max_agents_per_work, l.agent_concurrency),
+            (100, 20, 4)
+        );
+        let a = Automation::default();
+        assert!(!a.accept_passing_proof && a.resume_approved && !a.retry_blocked);
+    }
+
+    #[test]
+    fn limits_out_of_range_name_their_field() {
+        let bad = GoalLimits { max_parallel_work: 21, ..GoalLimits::default() };
+        assert_eq!(bad.validate().unwrap_err().field, "limits.max_parallel_work");
+        let bad = GoalLimits { max_total_attempts: 0, ..GoalLimits::default() };
+        assert_eq!(bad.validate().unwrap_err().field, "limits.max_total_attempts");
+    }
+
+    #[test]
+    fn an_edited_intent_is_refused() {
+        let mut g = goal();
+        assert!(g.validate().is_ok());
+        g.limits.max_total_attempts = 10_000;
+        assert_eq!(g.validate().unwrap_err().field, "sha256");
+        let back: GoalIntent =
+            serde_json::from_str(&serde_json::to_string(&goal()).unwrap()).unwrap();
+        assert!(back.validate().is_ok(), "a written intent reads back valid");
+    }
+}

@@ -1,0 +1,18 @@
+//! Goals: a supervisor drives a work graph to accepted completion inside frozen limits. The
+//! frozen intent (`intent`), the projection of the goal from its graph's work projections and
+//! what a tick may dispatch or accept (`projection`), and the loop's stop rules and
+//! fingerprints (`cycle`). Nothing here reads a file.
+
+pub mod cycle;
+pub mod intent;
+pub mod projection;
+
+pub use cycle::{goal_fingerprint, progress_fingerprint, Mode, RunLoop, Stop, StopReason};
+pub use intent::{Automation, GoalIntent, GoalLimits};
+pub use projection::{
+    acceptances, candidates, project_goal, DispatchAction, GoalItem, GoalNext, GoalProjection,
+    GoalState,
+};
+
+#[cfg(test)]
+mod tests;

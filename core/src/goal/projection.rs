@@ -1,0 +1,349 @@
+//! A goal's state and next action: a pure function of its intent and the projections of the
+//! work items in its active graph (the dependency closure of its root, prerequisites first),
+//! decided by one ordered list of rules, first match wins.
+
+use super::intent::GoalIntent;
+use crate::ids::Id;
+use crate::work::{NextAction as WorkNext, Projection, WorkState};
+use serde::{Deserialize, Serialize};
+
+/// Where a goal stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalState {
+    /// The supervisor has a legal progress action.
+    Ready,
+    /// Another process is ticking it, or one of its items is running elsewhere.
+    Running,
+    /// A person must act (approve, review, run).
+    AwaitingAttention,
+    /// Nothing can go on without an intervention.
+    Blocked,
+    /// A ceiling is reached.
+    BudgetExhausted,
+    /// Its root is accepted.
+    Succeeded,
+}
+
+/// What should happen next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GoalNext {
+    /// Tick it: there is work to dispatch or accept.
+    Run,
+    /// Wait for the process running it (or its work).
+    WaitForRun,
+    /// Rule on a pending approval.
+    ResolveApproval,
+    /// Review a proof and accept or reopen.
+    Review,
+    /// Retry blocked work explicitly.
+    Retry,
+    /// Nothing.
+    None,
+}
+
+/// A governed item as the goal sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GoalItem {
+    /// The work id.
+    pub id: Id,
+    /// Its projection.
+    pub projection: Projection,
+}
+
+/// A goal's projection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GoalProjection {
+    /// The state.
+    pub state: GoalState,
+    /// Why, in words.
+    pub reason: String,
+    /// The next action.
+    pub next_action: GoalNext,
+    /// The active graph, prerequisites first, the root last.
+    pub work_ids: Vec<Id>,
+    /// Items ready to run.
+    pub ready_work: Vec<Id>,
+    /// Items whose approval is ruled on, to resume.
+    pub resumable_work: Vec<Id>,
+    /// Blocked items that may be retried.
+    pub retryable_work: Vec<Id>,
+    /// Items that need a person.
+    pub attention_work: Vec<Id>,
+    /// Items blocked on a decision, with the decision's id.
+    pub decision_blocked_work: Vec<(Id, String)>,
+    /// Attempts over every governed item.
+    pub attempts_used: u32,
+    /// Charged attempts over every governed item.
+    pub charged_attempts: u32,
+    /// Charged attempts left under `max_total_attempts`.
+    pub attempts_remaining: u32,
+}
+
+/// How an item may be dispatched by a tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DispatchAction {
+    /// A first attempt (charged).
+    Run,
+    /// Resume a parked attempt (free).
+    Resume,
+    /// Retry a blocked item (charged).
+    Retry,
+}
+
+/// Classifies the active graph's items for the goal's automation.
+struct Classes<'a> {
+    ready: Vec<&'a GoalItem>,
+    resumable: Vec<&'a GoalItem>,
+    retryable: Vec<&'a GoalItem>,
+    pending_approval: Vec<&'a GoalItem>,
+    /// In review; `acceptable` ones have no open finding.
+    reviews: Vec<&'a GoalItem>,
+    acceptable: Vec<&'a GoalItem>,
+    cancelled: Vec<&'a GoalItem>,
+    stopped: Vec<&'a GoalItem>,
+    running: Vec<&'a GoalItem>,
+}
+
+fn classify(items: &[GoalItem]) -> Classes<'_> {
+    let mut c = Classes {
+        ready: vec![],
+        resumable: vec![],
+        retryable: vec![],
+        pending_approval: vec![],
+        reviews: vec![],
+        acceptable: vec![],
+        cancelled: vec![],
+        stopped: vec![],
+        running: vec![],
+    };
+    for item in items {
+        let p = &item.projection;
+        match (p.state, p.next_action) {
+            (WorkState::Ready, _) => c.ready.push(item),
+            (WorkState::AwaitingApproval, WorkNext::Resume) => c.resumable.push(item),
+            (WorkState::AwaitingApproval, _) => c.pending_approval.push(item),
+            (WorkState::Blocked, WorkNext::Retry) => c.retryable.push(item),
+            (WorkState::Blocked, _) => c.stopped.push(item),
+            (WorkState::InReview, _) => {
+                c.reviews.push(item);
+                if p.open_findings.is_empty() {
+                    c.acceptable.push(item);
+                }
+            }
+            (WorkState::Cancelled, _) => c.cancelled.push(item),
+            (WorkState::Running, _) => c.running.push(item),
+            (WorkState::Waiting | WorkState::Succeeded, _) => {}
+        }
+    }
+    c
+}
+
+fn ids(items: &[&GoalItem]) -> Vec<Id> {
+    items.iter().map(|i| i.id.clone()).collect()
+}
+
+fn list(items: &[&GoalItem]) -> String {
+    let names: Vec<&str> = items.iter().take(3).map(|i| i.id.as_str()).collect();
+    let more = items.len().saturating_sub(3);
+    if more > 0 {
+        format!("{} +{more} more", names.join(", "))
+    } else {
+        names.join(", ")
+    }
+}
+
+/// Projects a goal from its intent and its active graph's items (prerequisites first, the
+/// root last). `lease_held_elsewhere` is true while another process ticks the goal.
+pub fn project_goal(
+    intent: &GoalIntent,
+    items: &[GoalItem],
+    lease_held_elsewhere: bool,
+) -> GoalProjection {
+    let auto = intent.automation;
+    let c = classify(items);
+    let attempts_used = items.iter().map(|i| i.projection.attempts_used).sum();
+    let charged: u32 = items.iter().map(|i| i.projection.charged_attempts).sum();
+    let remaining = intent.limits.max_total_attempts.saturating_sub(charged);
+    let mut attention: Vec<&GoalItem> = c.pending_approval.clone();
+    if !auto.accept_passing_proof {
+        attention.extend(&c.reviews);
+    } else {
+        // An item reopened with findings needs a person's dispositions, never automation.
+        attention.extend(c.reviews.iter().filter(|r| !r.projection.open_findings.is_empty()));
+    }
+    if !auto.resume_approved {
+        attention.extend(&c.resumable);
+    }
+    if !auto.retry_blocked {
+        attention.extend(&c.retryable);
+    }
+    attention.extend(&c.cancelled);
+    attention.extend(&c.stopped);
+    let resumable_dispatchable = if auto.resume_approved { c.resumable.clone() } else { vec![] };
+    let mut attempt_dispatchable = c.ready.clone();
+    if auto.retry_blocked {
+        attempt_dispatchable.extend(&c.retryable);
+    }
+    let root = items.last();
+    let (state, next_action, reason) = decide(&Decision {
+        lease_held_elsewhere,
+        root_succeeded: root.is_some_and(|r| r.projection.state == WorkState::Succeeded),
+        root_id: root.map(|r| r.id.as_str()).unwrap_or(""),
+        c: &c,
+        auto,
+        charged,
+        max_total: intent.limits.max_total_attempts,
+        resumable_dispatchable: &resumable_dispatchable,
+        attempt_dispatchable: &attempt_dispatchable,
+    });
+    GoalProjection {
+        state,
+        reason,
+        next_action,
+        work_ids: items.iter().map(|i| i.id.clone()).collect(),
+        ready_work: ids(&c.ready),
+        resumable_work: ids(&c.resumable),
+        retryable_work: ids(&c.retryable),
+        attention_work: ids(&attention),
+        decision_blocked_work: items
+            .iter()
+            .filter_map(|i| i.projection.blocked_on_decision.clone().map(|d| (i.id.clone(), d)))
+            .collect(),
+        attempts_used,
+        charged_attempts: charged,
+        attempts_remaining: remaining,
+    }
+}
+
+struct Decision<'a> {
+    lease_held_elsewhere: bool,
+    root_succeeded: bool,
+    root_id: &'a str,
+    c: &'a Classes<'a>,
+    auto: super::intent::Automation,
+    charged: u32,
+    max_total: u32,
+    resumable_dispatchable: &'a [&'a GoalItem],
+    attempt_dispatchable: &'a [&'a GoalItem],
+}
+
+/// The ordered rules, first match wins.
+fn decide(d: &Decision<'_>) -> (GoalState, GoalNext, String) {
+    use GoalNext as N;
+    use GoalState as S;
+    let c = d.c;
+    let exhausted = d.charged >= d.max_total;
+    if d.lease_held_elsewhere {
+        return (S::Running, N::WaitForRun, "another process is ticking this goal".into());
+    }
+    if d.root_succeeded {
+        return (S::Succeeded, N::None, format!("the root {} is accepted", d.root_id));
+    }
+    if !c.running.is_empty() {
+        // Work running elsewhere (a manual `harn work run`): wait, never dispatch past it.
+        return (S::Running, N::WaitForRun, format!("{} running elsewhere", list(&c.running)));
+    }
+    if d.auto.accept_passing_proof && !c.acceptable.is_empty() {
+        return (S::Ready, N::Run, format!("{} passed: accept", list(&c.acceptable)));
+    }
+    if !d.resumable_dispatchable.is_empty() {
+        return (
+            S::Ready,
+            N::Run,
+            format!("{}: approval ruled on; resume", list(d.resumable_dispatchable)),
+        );
+    }
+    if exhausted && !d.attempt_dispatchable.is_empty() {
+        let why = format!("{} charged attempts of {} are used up", d.charged, d.max_total);
+        return (S::BudgetExhausted, N::None, why);
+    }
+    if !d.attempt_dispatchable.is_empty() {
+        return (S::Ready, N::Run, format!("{} can run", list(d.attempt_dispatchable)));
+    }
+    if !c.pending_approval.is_empty() {
+        let why = format!("{} waits on an approval", list(&c.pending_approval));
+        return (S::AwaitingAttention, N::ResolveApproval, why);
+    }
+    if !c.reviews.is_empty() {
+        return (S::AwaitingAttention, N::Review, format!("{} is in review", list(&c.reviews)));
+    }
+    if !c.resumable.is_empty() {
+        let why = format!("{} can resume; resuming is not automated", list(&c.resumable));
+        return (S::AwaitingAttention, N::Run, why);
+    }
+    if !c.retryable.is_empty() {
+        let why = format!("{} is blocked; retrying is not automated", list(&c.retryable));
+        return (S::Blocked, N::Retry, why);
+    }
+    if exhausted && c.cancelled.is_empty() {
+        let why = format!("{} charged attempts of {} are used up", d.charged, d.max_total);
+        return (S::BudgetExhausted, N::None, why);
+    }
+    let decided: Vec<&GoalItem> =
+        c.stopped.iter().copied().filter(|i| i.projection.blocked_on_decision.is_some()).collect();
+    let why = if !decided.is_empty() {
+        format!("{} waits on a decision", list(&decided))
+    } else if !c.stopped.is_empty() || !c.cancelled.is_empty() {
+        format!("{} need intervention", c.stopped.len() + c.cancelled.len())
+    } else {
+        "no legal progress action".into()
+    };
+    (S::Blocked, N::None, why)
+}
+
+/// What one tick may dispatch from a projection, in graph order: ready items (charged),
+/// approved resumes (free) and, when automated, retries (charged); a charged candidate passes
+/// only while attempts remain; at most `max_parallel_work`. Nothing unless the goal is
+/// `ready/run`.
+pub fn candidates(
+    intent: &GoalIntent,
+    items: &[GoalItem],
+    p: &GoalProjection,
+) -> Vec<(Id, DispatchAction)> {
+    if (p.state, p.next_action) != (GoalState::Ready, GoalNext::Run) {
+        return Vec::new();
+    }
+    let auto = intent.automation;
+    let mut budget = p.attempts_remaining;
+    let mut out = Vec::new();
+    for item in items {
+        let q = &item.projection;
+        let action = match (q.state, q.next_action) {
+            (WorkState::Ready, _) => DispatchAction::Run,
+            (WorkState::AwaitingApproval, WorkNext::Resume) if auto.resume_approved => {
+                DispatchAction::Resume
+            }
+            (WorkState::Blocked, WorkNext::Retry) if auto.retry_blocked => DispatchAction::Retry,
+            _ => continue,
+        };
+        if action != DispatchAction::Resume {
+            if budget == 0 {
+                continue;
+            }
+            budget -= 1;
+        }
+        out.push((item.id.clone(), action));
+        if out.len() == intent.limits.max_parallel_work as usize {
+            break;
+        }
+    }
+    out
+}
+
+/// Items a tick accepts first: in review with no open finding, only with
+/// `accept_passing_proof`.
+pub fn acceptances(intent: &GoalIntent, items: &[GoalItem]) -> Vec<Id> {
+    if !intent.automation.accept_passing_proof {
+        return Vec::new();
+    }
+    items
+        .iter()
+        .filter(|i| {
+            i.projection.state == WorkState::InReview && i.projection.open_findings.is_empty()
+        })
+        .map(|i| i.id.clone())
+        .collect()
+}

@@ -1,0 +1,335 @@
+//! Table tests of the goal decision procedure and dispatch selection, and properties of the
+//! projection and the loop.
+
+use super::*;
+use crate::ids::Id;
+use crate::time::WallTime;
+use crate::work::{Finding, NextAction as W, Projection, WorkState as S};
+use crate::workflow::team::Team;
+
+fn id(s: &str) -> Id {
+    Id::new(s).expect("a valid id")
+}
+
+fn item(name: &str, state: S, next: W, charged: u32) -> GoalItem {
+    GoalItem {
+        id: id(name),
+        projection: Projection {
+            state,
+            reason: String::new(),
+            next_action: next,
+            unresolved_dependencies: Vec::new(),
+            attempts_used: charged,
+            charged_attempts: charged,
+            attempts_remaining: 3u32.saturating_sub(charged),
+            latest_run_id: None,
+            approval_id: None,
+            blocked_on_decision: None,
+            open_findings: Vec::new(),
+            accepted_seq: None,
+        },
+    }
+}
+
+fn goal(auto: Automation, max_total: u32, parallel: u32) -> GoalIntent {
+    let limits = GoalLimits {
+        max_total_attempts: max_total,
+        max_parallel_work: parallel,
+        ..GoalLimits::default()
+    };
+    GoalIntent::new(id("g"), "G".into(), id("root"), Team::new(), limits, auto, WallTime(0))
+        .expect("a valid goal")
+}
+
+const MANUAL: Automation =
+    Automation { accept_passing_proof: false, resume_approved: true, retry_blocked: false };
+const AUTO: Automation =
+    Automation { accept_passing_proof: true, resume_approved: true, retry_blocked: true };
+
+#[test]
+fn the_decision_procedure_first_match_wins() {
+    use GoalNext as N;
+    use GoalState as G;
+    /// Name, automation, attempt ceiling, graph, lease held elsewhere, expected outcome.
+    type Case = (&'static str, Automation, u32, Vec<GoalItem>, bool, (G, N));
+    let cases: Vec<Case> = vec![
+        (
+            "lease elsewhere",
+            MANUAL,
+            100,
+            vec![item("root", S::Ready, W::Run, 0)],
+            true,
+            (G::Running, N::WaitForRun),
+        ),
+        (
+            "root accepted",
+            MANUAL,
+            100,
+            vec![item("root", S::Succeeded, W::None, 1)],
+            false,
+            (G::Succeeded, N::None),
+        ),
+        (
+            "work running elsewhere",
+            MANUAL,
+            100,
+            vec![item("a", S::Running, W::WaitForRun, 0), item("root", S::Ready, W::Run, 0)],
+            false,
+            (G::Running, N::WaitForRun),
+        ),
+        (
+            "passing proof, automated",
+            AUTO,
+            100,
+            vec![item("root", S::InReview, W::Review, 1)],
+            false,
+            (G::Ready, N::Run),
+        ),
+        (
+            "passing proof, manual",
+            MANUAL,
+            100,
+            vec![item("root", S::InReview, W::Review, 1)],
+            false,
+            (G::AwaitingAttention, N::Review),
+        ),
+        (
+            "approved resume, budget gone",
+            MANUAL,
+            1,
+            vec![item("root", S::AwaitingApproval, W::Resume, 1)],
+            false,
+            (G::Ready, N::Run),
+        ),
+        (
+            "ready, budget gone",
+            MANUAL,
+            1,
+            vec![item("a", S::Succeeded, W::None, 1), item("root", S::Ready, W::Run, 0)],
+            false,
+            (G::BudgetExhausted, N::None),
+        ),
+        ("ready", MANUAL, 100, vec![item("root", S::Ready, W::Run, 0)], false, (G::Ready, N::Run)),
+        (
+            "pending approval",
+            MANUAL,
+            100,
+            vec![item("root", S::AwaitingApproval, W::ResolveApproval, 1)],
+            false,
+            (G::AwaitingAttention, N::ResolveApproval),
+        ),
+        (
+            "resume not automated",
+            Automation { resume_approved: false, ..MANUAL },
+            100,
+            vec![item("root", S::AwaitingApproval, W::Resume, 1)],
+            false,
+            (G::AwaitingAttention, N::Run),
+        ),
+        (
+            "retry not automated",
+            MANUAL,
+            100,
+            vec![item("root", S::Blocked, W::Retry, 1)],
+            false,
+            (G::Blocked, N::Retry),
+        ),
+        (
+            "retry automated",
+            AUTO,
+            100,
+            vec![item("root", S::Blocked, W::Retry, 1)],
+            false,
+            (G::Ready, N::Run),
+        ),
+        (
+            "retry automated, budget gone",
+            AUTO,
+            1,
+            vec![item("root", S::Blocked, W::Retry, 1)],
+            false,
+            (G::BudgetExhausted, N::None),
+        ),
+        (
+            "stopped for good",
+            AUTO,
+            100,
+            vec![item("root", S::Blocked, W::None, 1)],
+            false,
+            (G::Blocked, N::None),
+        ),
+        (
+            "waiting on a stopped prerequisite",
+            AUTO,
+            100,
+            vec![
+                item("a", S::Blocked, W::None, 3),
+                item("root", S::Waiting, W::WaitForDependencies, 0),
+            ],
+            false,
+            (G::Blocked, N::None),
+        ),
+    ];
+    for (name, auto, max_total, items, lease, want) in cases {
+        let p = project_goal(&goal(auto, max_total, 1), &items, lease);
+        assert_eq!((p.state, p.next_action), want, "{name}: {}", p.reason);
+    }
+}
+
+#[test]
+fn an_item_with_open_findings_is_never_accepted_by_automation() {
+    let mut reopened = item("root", S::InReview, W::Review, 2);
+    reopened.projection.open_findings = vec![Finding { id: "f1".into(), statement: "typo".into() }];
+    let g = goal(AUTO, 100, 1);
+    let p = project_goal(&g, std::slice::from_ref(&reopened), false);
+    assert_eq!((p.state, p.next_action), (GoalState::AwaitingAttention, GoalNext::Review));
+    assert!(acceptances(&g, &[reopened]).is_empty());
+}
+
+#[test]
+fn dispatch_takes_graph_order_within_parallelism_and_budget() {
+    let items = vec![
+        item("a", S::Ready, W::Run, 0),
+        item("b", S::AwaitingApproval, W::Resume, 1),
+        item("c", S::Blocked, W::Retry, 1),
+        item("d", S::Ready, W::Run, 0),
+    ];
+    let g = goal(AUTO, 4, 3);
+    let p = project_goal(&g, &items, false);
+    assert_eq!(p.attempts_remaining, 2);
+    let picked = candidates(&g, &items, &p);
+    let want = vec![
+        (id("a"), DispatchAction::Run),
+        (id("b"), DispatchAction::Resume),
+        (id("c"), DispatchAction::Retry),
+    ];
+    assert_eq!(picked, want, "a and c take the two attempts left, b is free, d waits for parallelism");
+    let tight = goal(AUTO, 3, 3);
+    let p = project_goal(&tight, &items, false);
+    let ids: Vec<Id> = candidates(&tight, &items, &p).into_iter().map(|c| c.0).collect();
+    assert_eq!(ids, vec![id("a"), id("b")], "one attempt left: a takes it; the resume is free");
+    let manual = goal(MANUAL, 100, 20);
+    let p = project_goal(&manual, &items, false);
+    let ids: Vec<Id> = candidates(&manual, &items, &p).into_iter().map(|c| c.0).collect();
+    assert_eq!(ids, vec![id("a"), id("b"), id("d")], "no retry without the flag");
+}
+
+#[test]
+fn nothing_is_dispatched_unless_the_goal_is_ready_to_run() {
+    let items = vec![item("a", S::Running, W::WaitForRun, 0), item("root", S::Ready, W::Run, 0)];
+    let g = goal(AUTO, 100, 2);
+    let p = project_goal(&g, &items, false);
+    assert!(candidates(&g, &items, &p).is_empty());
+}
+
+#[test]
+fn a_tick_stops_after_one_cycle_and_a_run_on_no_progress() {
+    let g = goal(MANUAL, 100, 1);
+    let ready = project_goal(&g, &[item("root", S::Ready, W::Run, 0)], false);
+    let mut tick = RunLoop::new(Mode::Tick, &g.limits, WallTime(0));
+    assert!(tick.begin(WallTime(1), &ready).is_none());
+    let s = tick.end(WallTime(2), "x", "y", &ready, true).expect("a tick stops");
+    assert_eq!(s.reason, StopReason::TickComplete);
+    let mut run = RunLoop::new(Mode::Run, &g.limits, WallTime(0));
+    assert!(run.begin(WallTime(1), &ready).is_none());
+    assert!(run.end(WallTime(2), "x", "y", &ready, true).is_none(), "progress: go on");
+    assert!(run.begin(WallTime(3), &ready).is_none());
+    let s = run.end(WallTime(4), "y", "y", &ready, true).expect("no progress stops");
+    assert_eq!(s.reason, StopReason::NoProgress);
+    let late = WallTime(g.limits.max_runtime_ms as i64 + 1);
+    assert_eq!(run.begin(late, &ready).map(|s| s.reason), Some(StopReason::BudgetExhausted));
+    let review = project_goal(&g, &[item("root", S::InReview, W::Review, 1)], false);
+    let mut run = RunLoop::new(Mode::Run, &g.limits, WallTime(0));
+    assert_eq!(
+        run.begin(WallTime(1), &review).map(|s| s.reason),
+        Some(StopReason::AwaitingAttention)
+    );
+}
+
+#[test]
+fn receipts_and_reasons_do_not_move_the_fingerprints() {
+    let g = goal(MANUAL, 100, 1);
+    let items = vec![item("root", S::InReview, W::Review, 1)];
+    let p = project_goal(&g, &items, false);
+    let mut reworded = items.clone();
+    reworded[0].projection.reason = "said differently".into();
+    let q = GoalProjection { reason: "other words".into(), ..p.clone() };
+    assert_eq!(progress_fingerprint(&items), progress_fingerprint(&reworded));
+    assert_eq!(goal_fingerprint(&p, &items), goal_fingerprint(&q, &reworded));
+    let mut moved = items.clone();
+    moved[0].projection.attempts_used = 2;
+    assert_ne!(progress_fingerprint(&items), progress_fingerprint(&moved));
+}
+
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn any_item(n: usize) -> impl Strategy<Value = GoalItem> {
+        let states = prop_oneof![
+            Just((S::Ready, W::Run)),
+            Just((S::Waiting, W::WaitForDependencies)),
+            Just((S::AwaitingApproval, W::Resume)),
+            Just((S::AwaitingApproval, W::ResolveApproval)),
+            Just((S::Blocked, W::Retry)),
+            Just((S::Blocked, W::None)),
+            Just((S::InReview, W::Review)),
+            Just((S::Succeeded, W::None)),
+            Just((S::Cancelled, W::None)),
+        ];
+        (states, 0u32..4).prop_map(move |((s, w), charged)| item(&format!("w{n}"), s, w, charged))
+    }
+
+    fn graph() -> impl Strategy<Value = Vec<GoalItem>> {
+        (1usize..8).prop_flat_map(|len| (0..len).map(any_item).collect::<Vec<_>>())
+    }
+
+    fn automation() -> impl Strategy<Value = Automation> {
+        (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(a, r, t)| Automation {
+            accept_passing_proof: a,
+            resume_approved: r,
+            retry_blocked: t,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn dispatch_never_exceeds_parallelism_budget_or_automation(
+            items in graph(), auto in automation(), max_total in 1u32..12, parallel in 1u32..4,
+        ) {
+            let g = goal(auto, max_total, parallel);
+            let p = project_goal(&g, &items, false);
+            let picked = candidates(&g, &items, &p);
+            prop_assert!(picked.len() <= parallel as usize);
+            let charged = picked.iter().filter(|c| c.1 != DispatchAction::Resume).count() as u32;
+            prop_assert!(charged <= p.attempts_remaining);
+            for (id, action) in &picked {
+                let q = &items.iter().find(|i| &i.id == id).unwrap().projection;
+                match action {
+                    DispatchAction::Run => prop_assert_eq!(q.state, S::Ready),
+                    DispatchAction::Resume => prop_assert!(auto.resume_approved && q.next_action == W::Resume),
+                    DispatchAction::Retry => prop_assert!(auto.retry_blocked && q.next_action == W::Retry),
+                }
+            }
+            if !auto.accept_passing_proof {
+                prop_assert!(acceptances(&g, &items).is_empty());
+            }
+        }
+
+        #[test]
+        fn a_ready_goal_always_has_something_to_do(items in graph(), auto in automation(), max_total in 1u32..12) {
+            let g = goal(auto, max_total, 3);
+            let p = project_goal(&g, &items, false);
+            if (p.state, p.next_action) == (GoalState::Ready, GoalNext::Run) {
+                prop_assert!(!candidates(&g, &items, &p).is_empty() || !acceptances(&g, &items).is_empty(), "{}", p.reason);
+            }
+        }
+
+        #[test]
+        fn success_is_exactly_an_accepted_root(items in graph(), auto in automation()) {
+            let p = project_goal(&goal(auto, 100, 1), &items, false);
+            let root_accepted = items.last().unwrap().projection.state == S::Succeeded;
+            prop_assert_eq!(p.state == GoalState::Succeeded, root_accepted);
+        }
+    }
+}
