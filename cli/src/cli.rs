@@ -30,6 +30,8 @@ enum Top {
     Work(crate::work::cmd::WorkArgs),
     /// Workflow runs: a run's manifest, transcript summary and proof.
     Run(crate::work::run_show::RunCmd),
+    /// Goals: a supervisor drives a work graph to accepted completion inside frozen limits.
+    Supervisor(crate::goal::cmd::SupervisorArgs),
     /// Approvals parked runs wait on: list, show, approve, deny.
     Approval(crate::work::approval_cmd::ApprovalCmd),
     /// Print shell completions for harn.
@@ -58,6 +60,7 @@ pub fn main() -> i32 {
         Top::Work(args) => crate::work::cmd::run(args),
         Top::Run(args) => crate::work::run_show::run(args),
         Top::Approval(args) => crate::work::approval_cmd::run(args),
+        Top::Supervisor(args) => crate::goal::cmd::run(args),
         Top::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "harn", &mut out);

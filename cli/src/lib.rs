@@ -3,6 +3,7 @@
 
 pub mod cli;
 pub mod example;
+pub mod goal;
 pub mod harness;
 pub mod real_clock;
 pub mod real_fs;

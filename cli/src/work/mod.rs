@@ -7,6 +7,7 @@ pub mod calls;
 pub mod cmd;
 pub mod config;
 pub mod host;
+pub mod host_args;
 pub mod process;
 pub mod run_cmd;
 pub mod run_show;

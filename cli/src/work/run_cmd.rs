@@ -2,7 +2,7 @@
 //! operator's acceptance of that proof, and receipts of projections.
 
 use super::cmd::{actor, show};
-use super::config::frozen_harness;
+use super::host_args::HostArgs;
 use super::runner::{run_attempt, Ended, Refusal, RunLimits};
 use super::store::{run_dir, Store};
 use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
@@ -10,27 +10,18 @@ use clap::Args;
 use harn_core::ids::Id;
 use harn_core::work::events::{Disposition, EventKind};
 use harn_core::workflow::approval::ApprovalRequest;
-use harn_core::workflow::policy::{parse_policy, FrozenPolicy};
 use harn_core::workflow::run::may_accept;
-use harn_core::workflow::run::Billing;
 use harn_core::workflow::team::{parse_team, Team};
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
-use std::time::Duration;
 
 /// `harn work run|retry`
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// The work id.
     id: String,
-    /// Kill the workflow's process group after this many seconds (the run fails).
-    #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
-    timeout_secs: u64,
-    /// The harness that answers the workflow's agent calls: `claude-code`, `codex`, or one
-    /// declared in `.harnery/config.json` (default: none; agent calls are declined).
-    #[arg(long)]
-    harness: Option<String>,
+    #[command(flatten)]
+    host: HostArgs,
     /// A team file (JSON keyed by role: instructions, harness, model, effort, maxTurns,
     /// timeoutMs, maxAttempts), frozen into the run by value; a relative path is taken from
     /// the root.
@@ -39,29 +30,9 @@ pub struct RunArgs {
     /// Most agent calls the run may make.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
     max_agents: u32,
-    /// `subscription` removes API-key variables from agent calls, so nothing bills an API
-    /// account per token; `api` passes them on.
-    #[arg(long, default_value = "subscription", value_parser = ["subscription", "api"])]
-    billing: String,
     /// Agent calls in flight at once.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=64))]
     concurrency: u64,
-    /// A host policy file (JSON rules on agent calls and `authorize` requests), frozen into
-    /// the run by content and digest; a relative path is taken from the root.
-    #[arg(long)]
-    policy: Option<std::path::PathBuf>,
-    /// Who is asked when policy says `ask`; the run parks on an approval addressed to them.
-    /// Without it, `ask` is a denial.
-    #[arg(long)]
-    approval_to: Option<String>,
-    /// The boundary the run works inside, as you declare it (recorded in run.json, not
-    /// enforced): shared, worktree, sandbox, remote.
-    #[arg(long, default_value = "shared", value_parser = ["shared", "worktree", "sandbox", "remote"])]
-    isolation: String,
-    /// The working directory of the workflow and its agent calls (default: the root); a
-    /// relative path is taken from the root.
-    #[arg(long)]
-    cwd: Option<std::path::PathBuf>,
     /// Who runs it (default: $USER).
     #[arg(long)]
     actor: Option<String>,
@@ -171,27 +142,33 @@ pub fn accept(store: &mut Store, a: AcceptArgs) -> i32 {
             Ok(d) => d,
             Err(e) => return fail(EXIT_USAGE, format!("--dispose: {e}")),
         };
-    // The lock is held from the read to the append: the decision stands on that history.
-    let (lock, item) = match store.lock_and_read(&id) {
-        Ok(locked) => locked,
-        Err(e) => return fail(EXIT_FAILED, e),
-    };
-    if let Err(why) = may_accept(&item.projection, &dispositions) {
-        return fail(EXIT_FAILED, format!("cannot accept {id}: {why}"));
+    if let Err(e) = accept_item(store, &id, dispositions, &actor(a.actor), a.reason) {
+        return fail(EXIT_FAILED, e);
     }
+    show(store, id.as_str(), a.json)
+}
+
+/// Accepts the latest proof of `id` (in review, every open finding disposed of), recording
+/// the proof's digest; the history lock is held from the read to the append.
+pub fn accept_item(
+    store: &mut Store,
+    id: &Id,
+    dispositions: Vec<Disposition>,
+    actor: &str,
+    reason: Option<String>,
+) -> Result<(), String> {
+    let (lock, item) = store.lock_and_read(id).map_err(|e| e.to_string())?;
+    may_accept(&item.projection, &dispositions)
+        .map_err(|why| format!("cannot accept {id}: {why}"))?;
     let run_id = item.projection.latest_run_id.clone().expect("an item in review has a run");
     let proof_sha256 = match store.run_record_bytes(&run_id, "proof.json") {
         Ok(Some(bytes)) => Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect(),
-        Ok(None) => return fail(EXIT_FAILED, format!("run {run_id} has no proof")),
-        Err(e) => return fail(EXIT_FAILED, e),
+        Ok(None) => return Err(format!("run {run_id} has no proof")),
+        Err(e) => return Err(e.to_string()),
     };
     let attempt = item.projection.attempts_used;
     let kind = EventKind::Accepted { run_id, attempt, proof_sha256, dispositions };
-    if let Err(e) = store.append(&lock, kind, &actor(a.actor), a.reason) {
-        return fail(EXIT_FAILED, e);
-    }
-    drop(lock);
-    show(store, id.as_str(), a.json)
+    store.append(&lock, kind, actor, reason).map_err(|e| e.to_string())
 }
 
 /// `f1=fixed` or `f1=deferred:<reason>`.
@@ -251,59 +228,19 @@ pub fn reconcile(store: &mut Store, id: Option<&str>, actor: &str, json: bool) -
     }
 }
 
-/// The run's limits: the team file read, the default harness and every harness the team
-/// names resolved, all by value.
+/// The run's limits: the team file read and everything it names frozen with the host
+/// options.
 fn freeze(store: &Store, a: &RunArgs) -> Result<RunLimits, String> {
     let team = match a.team.as_deref() {
         None => Team::new(),
-        Some(path) => {
-            let path = &store.root().join(path);
-            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            parse_team(&bytes).map_err(|e| format!("{}: {e}", path.display()))?
-        }
+        Some(path) => read_team(store, path)?,
     };
-    let default = a.harness.as_deref().map(|h| frozen_harness(store.root(), h)).transpose()?;
-    let mut others = BTreeMap::new();
-    for name in team.values().filter_map(|p| p.harness.as_deref()) {
-        if default.as_ref().is_none_or(|d| d.name != name) && !others.contains_key(name) {
-            others.insert(name.to_owned(), frozen_harness(store.root(), name)?.spec);
-        }
-    }
-    let policy = match a.policy.as_deref() {
-        None => None,
-        Some(path) => {
-            let path = &store.root().join(path);
-            let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let policy = parse_policy(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-            Some(FrozenPolicy::new(policy))
-        }
-    };
-    let cwd = match a.cwd.as_deref() {
-        None => None,
-        Some(dir) => {
-            let dir = store.root().join(dir);
-            let canonical =
-                std::fs::canonicalize(&dir).map_err(|e| format!("--cwd {}: {e}", dir.display()))?;
-            if !canonical.is_dir() {
-                return Err(format!("--cwd {}: not a directory", dir.display()));
-            }
-            Some(canonical.display().to_string())
-        }
-    };
-    if a.approval_to.as_deref().is_some_and(|s| s.trim().is_empty()) {
-        return Err("--approval-to: may not be empty".into());
-    }
-    Ok(RunLimits {
-        policy,
-        approval_to: a.approval_to.clone(),
-        cwd,
-        isolation: serde_json::from_value(json!(a.isolation)).expect("clap checked the value"),
-        timeout: Duration::from_secs(a.timeout_secs),
-        concurrency: a.concurrency as usize,
-        harness: default,
-        team,
-        harnesses: others,
-        max_agents: a.max_agents,
-        billing: if a.billing == "api" { Billing::Api } else { Billing::Subscription },
-    })
+    a.host.freeze(store, team, a.max_agents, a.concurrency as usize)
+}
+
+/// Reads and checks a team file (a relative path is taken from the root).
+pub fn read_team(store: &Store, path: &std::path::Path) -> Result<Team, String> {
+    let path = &store.root().join(path);
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse_team(&bytes).map_err(|e| format!("{}: {e}", path.display()))
 }

@@ -168,15 +168,31 @@ impl Store {
 
     /// Takes `id`'s run lease for the life of this store, or says who holds it.
     pub fn lock_run(&mut self, id: &Id) -> Result<(), StoreError> {
-        let lock = run_lock(id);
-        if self.held.contains(&lock) {
-            return Ok(());
-        }
-        if !self.ledger.fs.try_lock(&lock).map_err(|e| StoreError(e.to_string()))? {
+        if !self.hold(&run_lock(id))? {
             return Err(StoreError(format!("work item {id} is being run by another process")));
         }
-        self.held.insert(lock);
         Ok(())
+    }
+
+    /// Takes the lease `lock` (a flock on that file) for the life of this store; false when
+    /// another process holds it.
+    pub fn hold(&mut self, lock: &str) -> Result<bool, StoreError> {
+        if self.held.contains(lock) {
+            return Ok(true);
+        }
+        if let Some(dir) = lock.rsplit_once('/').map(|(d, _)| d) {
+            self.ledger.fs.create_dir_all(dir).map_err(|e| StoreError(e.to_string()))?;
+        }
+        if !self.ledger.fs.try_lock(lock).map_err(|e| StoreError(e.to_string()))? {
+            return Ok(false);
+        }
+        self.held.insert(lock.to_owned());
+        Ok(true)
+    }
+
+    /// True while another process holds the lease `lock`.
+    pub fn held_elsewhere(&self, lock: &str) -> bool {
+        probe(&self.root, &self.held, lock)
     }
 
     /// The bytes of one of a run's records, when present.
@@ -381,13 +397,17 @@ pub struct EventsLock {
 /// True while another process holds `id`'s run lease (this process's own hold, in `held`,
 /// does not count, so a runner re-reads its item as others would see it without it).
 fn runner_live(root: &Path, held: &std::collections::BTreeSet<String>, id: &Id) -> bool {
-    let lock = run_lock(id);
-    if held.contains(&lock) {
+    probe(root, held, &run_lock(id))
+}
+
+/// True while a process other than this one holds `lock`.
+fn probe(root: &Path, held: &std::collections::BTreeSet<String>, lock: &str) -> bool {
+    if held.contains(lock) {
         return false;
     }
     // Probing takes the lock for an instant, so a runner starting at that very instant
     // may be told the item is busy; it never makes a dead runner look alive.
-    match std::fs::File::open(root.join(&lock)) {
+    match std::fs::File::open(root.join(lock)) {
         Ok(file) => matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
         Err(_) => false,
     }

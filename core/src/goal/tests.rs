@@ -203,7 +203,10 @@ fn dispatch_takes_graph_order_within_parallelism_and_budget() {
         (id("b"), DispatchAction::Resume),
         (id("c"), DispatchAction::Retry),
     ];
-    assert_eq!(picked, want, "a and c take the two attempts left, b is free, d waits for parallelism");
+    assert_eq!(
+        picked, want,
+        "a and c take the two attempts left, b is free, d waits for parallelism"
+    );
     let tight = goal(AUTO, 3, 3);
     let p = project_goal(&tight, &items, false);
     let ids: Vec<Id> = candidates(&tight, &items, &p).into_iter().map(|c| c.0).collect();

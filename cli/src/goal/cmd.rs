@@ -1,0 +1,317 @@
+//! `harn supervisor create|list|show|tick|run`: goals that drive a work graph to accepted
+//! completion inside frozen limits.
+
+use super::runner::{drive, goal_limits, words};
+use super::store;
+use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::work::config::frozen_harness;
+use crate::work::host_args::HostArgs;
+use crate::work::run_cmd::read_team;
+use crate::work::store::Store;
+use clap::{Args, Subcommand};
+use harn_core::goal::{Automation, GoalIntent, GoalLimits, Mode};
+use harn_core::ids::Id;
+use serde_json::json;
+use std::path::PathBuf;
+
+/// `harn supervisor …`
+#[derive(Debug, Args)]
+pub struct SupervisorArgs {
+    /// The coordination root (the repository); default: the current directory.
+    #[arg(long, global = true)]
+    root: Option<PathBuf>,
+    #[command(subcommand)]
+    verb: Verb,
+}
+
+#[derive(Debug, Subcommand)]
+enum Verb {
+    /// Create a goal: freeze its root, team, limits and automation.
+    Create(CreateArgs),
+    /// Every goal with its state and next action.
+    List {
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One goal: its projection, its graph and its limits.
+    Show {
+        /// The goal id.
+        id: String,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One cycle of legal progress actions.
+    Tick(DriveArgs),
+    /// Cycles until success, a person, a ceiling or no progress.
+    Run(DriveArgs),
+}
+
+#[derive(Debug, Args)]
+struct CreateArgs {
+    /// The root work item: the goal succeeds when it is accepted.
+    root_work_id: String,
+    /// The team file (JSON keyed by role), frozen by value; a relative path is taken from
+    /// the root.
+    #[arg(long)]
+    team: PathBuf,
+    /// The goal id (default: generated).
+    #[arg(long)]
+    id: Option<String>,
+    /// The title (default: the root item's).
+    #[arg(long)]
+    title: Option<String>,
+    /// Cycles one `run` may take (1 to 1000).
+    #[arg(long, default_value_t = GoalLimits::default().max_cycles)]
+    max_cycles: u32,
+    /// Wall time one `run` may take, in ms (up to 7 days).
+    #[arg(long, default_value_t = GoalLimits::default().max_runtime_ms)]
+    max_runtime_ms: u64,
+    /// Work items dispatched at once (1 to 20).
+    #[arg(long, default_value_t = GoalLimits::default().max_parallel_work)]
+    max_parallel_work: u32,
+    /// Charged attempts over every governed item (1 to 10000).
+    #[arg(long, default_value_t = GoalLimits::default().max_total_attempts)]
+    max_total_attempts: u32,
+    /// Agent calls one attempt may make (1 to 1000).
+    #[arg(long, default_value_t = GoalLimits::default().max_agents_per_work)]
+    max_agents_per_work: u32,
+    /// Agent calls of one attempt in flight at once (1 to 100).
+    #[arg(long, default_value_t = GoalLimits::default().agent_concurrency)]
+    agent_concurrency: u32,
+    /// Accept an item whose proof passes (otherwise it waits in review).
+    #[arg(long)]
+    accept_passing_proof: bool,
+    /// Do not resume an attempt whose approval was ruled on; a person runs it.
+    #[arg(long)]
+    no_resume_approved: bool,
+    /// Retry a blocked item that may be retried, inside every ceiling.
+    #[arg(long)]
+    retry_blocked: bool,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct DriveArgs {
+    /// The goal id.
+    id: String,
+    #[command(flatten)]
+    host: HostArgs,
+    /// Print one JSON document (the report) instead of a line per decision.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs a `supervisor` verb; returns the exit code.
+pub fn run(args: SupervisorArgs) -> i32 {
+    let root = args.root.unwrap_or_else(|| PathBuf::from("."));
+    let root = match std::fs::canonicalize(&root) {
+        Ok(r) => r,
+        Err(e) => return fail(EXIT_USAGE, format!("{}: {e}", root.display())),
+    };
+    let mut store = Store::new(&root);
+    match args.verb {
+        Verb::Create(a) => create(&mut store, a),
+        Verb::List { json } => list(&mut store, json),
+        Verb::Show { id, json } => show(&mut store, &id, json),
+        Verb::Tick(a) => drive_cmd(&mut store, a, Mode::Tick),
+        Verb::Run(a) => drive_cmd(&mut store, a, Mode::Run),
+    }
+}
+
+fn parse_id(s: &str) -> Result<Id, i32> {
+    Id::new(s).map_err(|e| fail(EXIT_USAGE, format!("{s:?}: {e}")))
+}
+
+fn create(store: &mut Store, a: CreateArgs) -> i32 {
+    let root_id = match parse_id(&a.root_work_id) {
+        Ok(id) => id,
+        Err(code) => return code,
+    };
+    let root_intent = match store.intent(&root_id) {
+        Ok(Some(intent)) => intent,
+        Ok(None) => return fail(EXIT_USAGE, format!("root: no work item {root_id}")),
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let team = match read_team(store, &a.team) {
+        Ok(team) => team,
+        Err(e) => return fail(EXIT_USAGE, e),
+    };
+    // Every harness a specialist pins must resolve now, not at the first dispatch.
+    for (role, profile) in &team {
+        if let Some(h) = &profile.harness {
+            if let Err(e) = frozen_harness(store.root(), h) {
+                return fail(EXIT_USAGE, format!("{}: role {role}: {e}", a.team.display()));
+            }
+        }
+    }
+    let id = match a.id.as_deref().map(parse_id) {
+        Some(Ok(id)) => id,
+        Some(Err(code)) => return code,
+        None => store.new_id("g"),
+    };
+    let limits = GoalLimits {
+        max_cycles: a.max_cycles,
+        max_runtime_ms: a.max_runtime_ms,
+        max_parallel_work: a.max_parallel_work,
+        max_total_attempts: a.max_total_attempts,
+        max_agents_per_work: a.max_agents_per_work,
+        agent_concurrency: a.agent_concurrency,
+    };
+    let automation = Automation {
+        accept_passing_proof: a.accept_passing_proof,
+        resume_approved: !a.no_resume_approved,
+        retry_blocked: a.retry_blocked,
+    };
+    let title = a.title.unwrap_or_else(|| root_intent.title.clone());
+    let now = store.now();
+    let intent = match GoalIntent::new(id.clone(), title, root_id, team, limits, automation, now) {
+        Ok(intent) => intent,
+        Err(e) => return fail(EXIT_USAGE, format!("goal: {e}")),
+    };
+    if let Err(e) = store::create(store, &intent) {
+        return fail(EXIT_FAILED, e);
+    }
+    show(store, id.as_str(), a.json)
+}
+
+fn list(store: &mut Store, as_json: bool) -> i32 {
+    let ids = match store::ids(store) {
+        Ok(ids) => ids,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let (mut rows, mut errors) = (Vec::new(), Vec::new());
+    for id in ids {
+        match store::read(store, &id) {
+            Ok(g) => rows.push(json!({
+                "id": id, "title": g.intent.title, "state": g.projection.state,
+                "next_action": g.projection.next_action, "reason": g.projection.reason,
+                "root_work_id": g.intent.root_work_id,
+            })),
+            // One unreadable goal is reported, never hides the others.
+            Err(e) => errors.push(json!({ "id": id, "error": e.to_string() })),
+        }
+    }
+    if as_json {
+        println!("{}", json!({ "goals": rows, "errors": errors }));
+    } else {
+        for r in &rows {
+            println!(
+                "{:<28} {:<32} {}",
+                r["id"].as_str().unwrap_or(""),
+                format!(
+                    "{}/{}",
+                    r["state"].as_str().unwrap_or(""),
+                    r["next_action"].as_str().unwrap_or("")
+                ),
+                r["title"].as_str().unwrap_or("")
+            );
+        }
+        for e in &errors {
+            eprintln!(
+                "harn: goal {}: {}",
+                e["id"].as_str().unwrap_or(""),
+                e["error"].as_str().unwrap_or("")
+            );
+        }
+        if rows.is_empty() && errors.is_empty() {
+            println!("no goals");
+        }
+    }
+    if errors.is_empty() {
+        0
+    } else {
+        EXIT_FAILED
+    }
+}
+
+fn show(store: &mut Store, id: &str, as_json: bool) -> i32 {
+    let id = match parse_id(id) {
+        Ok(id) => id,
+        Err(code) => return code,
+    };
+    let g = match store::read(store, &id) {
+        Ok(g) => g,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let fingerprint = harn_core::goal::goal_fingerprint(&g.projection, &g.items);
+    if as_json {
+        let items: Vec<_> =
+            g.items.iter().map(|i| json!({ "id": i.id, "projection": i.projection })).collect();
+        println!(
+            "{}",
+            json!({ "intent": g.intent, "projection": g.projection, "work": items, "fingerprint": fingerprint })
+        );
+        return 0;
+    }
+    let (p, l, a) = (&g.projection, &g.intent.limits, &g.intent.automation);
+    println!("{id}  {}", g.intent.title);
+    println!("  state      {} — {}", words(p), p.reason);
+    println!("  root       {}", g.intent.root_work_id);
+    println!(
+        "  attempts   {} used, {} charged, {} left of {}",
+        p.attempts_used, p.charged_attempts, p.attempts_remaining, l.max_total_attempts
+    );
+    println!(
+        "  limits     {} cycles, {} ms a run, {} in parallel, {} agents a work item, {} at once",
+        l.max_cycles,
+        l.max_runtime_ms,
+        l.max_parallel_work,
+        l.max_agents_per_work,
+        l.agent_concurrency
+    );
+    println!(
+        "  automation accept passing proof: {}, resume approved: {}, retry blocked: {}",
+        a.accept_passing_proof, a.resume_approved, a.retry_blocked
+    );
+    let team: Vec<&str> = g.intent.team.keys().map(String::as_str).collect();
+    println!("  team       {}", if team.is_empty() { "(none)".into() } else { team.join(", ") });
+    for i in &g.items {
+        let q = &i.projection;
+        let state = json!(q.state);
+        println!("  work       {:<24} {:<18} {}", i.id, state.as_str().unwrap_or(""), q.reason);
+    }
+    0
+}
+
+fn drive_cmd(store: &mut Store, a: DriveArgs, mode: Mode) -> i32 {
+    let id = match parse_id(&a.id) {
+        Ok(id) => id,
+        Err(code) => return code,
+    };
+    let quiet = a.json;
+    let mut say = |line: String| {
+        if !quiet {
+            println!("{line}");
+        }
+    };
+    let intent = match store::intent(store, &id) {
+        Ok(intent) => intent,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let limits = match goal_limits(store, &intent, &a.host) {
+        Ok(limits) => limits,
+        Err(e) => return fail(EXIT_USAGE, e),
+    };
+    let report = match drive(store, &id, mode, &limits, &mut say) {
+        Ok(report) => report,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    if a.json {
+        println!("{}", json!(report));
+    } else {
+        let reason = json!(report.stop.reason);
+        println!(
+            "stop: {} — {} ({} cycles, {} dispatched, {} accepted)",
+            reason.as_str().unwrap_or(""),
+            report.stop.detail,
+            report.cycles,
+            report.dispatches,
+            report.acceptances
+        );
+    }
+    0
+}

@@ -1,0 +1,5 @@
+//! `harn supervisor …`: goals on disk and their verbs, and the loop that ticks them.
+
+pub mod cmd;
+pub mod runner;
+pub mod store;

@@ -1,0 +1,97 @@
+//! Goals on disk: `.harnery/supervisors/<id>/intent.json` (written once, refused if the id
+//! exists, checked against its digest on every read), the goal lease (`lease.lock`, held by
+//! a `tick` or `run`), and the active graph read through the work ledger with every item
+//! read and projected once.
+
+use crate::work::store::{Store, StoreError};
+use harn_core::goal::{project_goal, GoalIntent, GoalItem, GoalProjection};
+use harn_core::ids::Id;
+use harn_core::work::ledger::Known;
+use std::collections::BTreeSet;
+
+/// Where goal `id` lives.
+pub fn goal_dir(id: &Id) -> String {
+    format!(".harnery/supervisors/{id}")
+}
+
+/// The lease a `tick` or `run` of goal `id` holds.
+pub fn goal_lease(id: &Id) -> String {
+    format!("{}/lease.lock", goal_dir(id))
+}
+
+/// A goal as read: its intent, its active graph and its projection.
+#[derive(Clone, Debug)]
+pub struct Goal {
+    /// The intent.
+    pub intent: GoalIntent,
+    /// The active graph, prerequisites first, the root last.
+    pub items: Vec<GoalItem>,
+    /// The projection.
+    pub projection: GoalProjection,
+}
+
+/// Writes a new goal's intent once; refused if the id is taken.
+pub fn create(store: &mut Store, intent: &GoalIntent) -> Result<(), StoreError> {
+    let dir = goal_dir(&intent.id);
+    if store.read_bytes(&format!("{dir}/intent.json"))?.is_some() {
+        return Err(StoreError(format!("goal {} already exists", intent.id)));
+    }
+    store.write_once(&dir, "intent.json", intent).map(drop).map_err(|e| {
+        StoreError(format!("goal {} could not be created (does it exist already?): {e}", intent.id))
+    })
+}
+
+/// Every goal's id, sorted.
+pub fn ids(store: &mut Store) -> Result<Vec<Id>, StoreError> {
+    store.list_ids(".harnery/supervisors")
+}
+
+/// The checked intent of goal `id`.
+pub fn intent(store: &mut Store, id: &Id) -> Result<GoalIntent, StoreError> {
+    let path = format!("{}/intent.json", goal_dir(id));
+    let shown = store.root().join(&path).display().to_string();
+    let intent: GoalIntent =
+        store.read_record(&path)?.ok_or_else(|| StoreError(format!("no goal {id}")))?;
+    intent.validate().map_err(|e| StoreError(format!("{shown}: {e}")))?;
+    if intent.id != *id {
+        return Err(StoreError(format!("{shown}: id is {}, not {id}", intent.id)));
+    }
+    Ok(intent)
+}
+
+/// Reads goal `id`: its intent, its active graph (the dependency closure of its root in
+/// post-order, prerequisites in their declared order first) and its projection.
+pub fn read(store: &mut Store, id: &Id) -> Result<Goal, StoreError> {
+    let intent = intent(store, id)?;
+    let items = graph(store, &intent.root_work_id)?;
+    let lease_elsewhere = store.held_elsewhere(&goal_lease(id));
+    let projection = project_goal(&intent, &items, lease_elsewhere);
+    Ok(Goal { intent, items, projection })
+}
+
+/// The dependency closure of `root`, prerequisites first; each item read once.
+pub fn graph(store: &mut Store, root: &Id) -> Result<Vec<GoalItem>, StoreError> {
+    let mut known = Known::new();
+    let (mut order, mut seen) = (Vec::new(), BTreeSet::new());
+    // An explicit stack, so a chain of a thousand items needs no deep recursion: each entry
+    // is an item and whether its prerequisites have been pushed.
+    let mut stack = vec![(root.clone(), false)];
+    while let Some((id, expanded)) = stack.pop() {
+        if expanded {
+            let item = store.read(&id, &mut known)?;
+            order.push(GoalItem { id, projection: item.projection });
+            continue;
+        }
+        if !seen.insert(id.clone()) {
+            continue;
+        }
+        let item = store.read(&id, &mut known)?;
+        stack.push((id, true));
+        for dep in item.intent.dependencies.iter().rev() {
+            if !seen.contains(dep) {
+                stack.push((dep.clone(), false));
+            }
+        }
+    }
+    Ok(order)
+}

@@ -1,0 +1,107 @@
+//! The workflow host's options, shared by `harn work run|retry` and the supervisor's
+//! `tick|run`: the harness, billing, policy, approver, isolation, working directory and
+//! timeout, each checked and frozen by value into a run's limits.
+
+use super::config::frozen_harness;
+use super::runner::RunLimits;
+use super::store::Store;
+use clap::Args;
+use harn_core::workflow::policy::{parse_policy, FrozenPolicy};
+use harn_core::workflow::run::{Billing, Isolation};
+use harn_core::workflow::team::Team;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Workflow host options.
+#[derive(Debug, Clone, Args)]
+pub struct HostArgs {
+    /// Kill the workflow's process group after this many seconds (the run fails).
+    #[arg(long, default_value_t = 3600, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub timeout_secs: u64,
+    /// The harness that answers the workflow's agent calls: `claude-code`, `codex`, or one
+    /// declared in `.harnery/config.json` (default: none; agent calls are declined).
+    #[arg(long)]
+    pub harness: Option<String>,
+    /// `subscription` removes API-key variables from agent calls, so nothing bills an API
+    /// account per token; `api` passes them on.
+    #[arg(long, default_value = "subscription", value_parser = ["subscription", "api"])]
+    pub billing: String,
+    /// A host policy file (JSON rules on agent calls and `authorize` requests), frozen into
+    /// the run by content and digest; a relative path is taken from the root.
+    #[arg(long)]
+    pub policy: Option<PathBuf>,
+    /// Who is asked when policy says `ask`; the run parks on an approval addressed to them.
+    /// Without it, `ask` is a denial.
+    #[arg(long)]
+    pub approval_to: Option<String>,
+    /// The boundary the run works inside, as you declare it (recorded in run.json, not
+    /// enforced): shared, worktree, sandbox, remote.
+    #[arg(long, default_value = "shared", value_parser = ["shared", "worktree", "sandbox", "remote"])]
+    pub isolation: String,
+    /// The working directory of the workflow and its agent calls (default: the root); a
+    /// relative path is taken from the root.
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+}
+
+impl HostArgs {
+    /// The limits of a run with this team, agent cap and concurrency: every harness named
+    /// resolved, the policy read, the working directory checked, all by value.
+    pub fn freeze(
+        &self,
+        store: &Store,
+        team: Team,
+        max_agents: u32,
+        concurrency: usize,
+    ) -> Result<RunLimits, String> {
+        let default =
+            self.harness.as_deref().map(|h| frozen_harness(store.root(), h)).transpose()?;
+        let mut others = BTreeMap::new();
+        for name in team.values().filter_map(|p| p.harness.as_deref()) {
+            if default.as_ref().is_none_or(|d| d.name != name) && !others.contains_key(name) {
+                others.insert(name.to_owned(), frozen_harness(store.root(), name)?.spec);
+            }
+        }
+        let policy = match self.policy.as_deref() {
+            None => None,
+            Some(path) => {
+                let path = &store.root().join(path);
+                let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let policy =
+                    parse_policy(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+                Some(FrozenPolicy::new(policy))
+            }
+        };
+        let cwd = match self.cwd.as_deref() {
+            None => None,
+            Some(dir) => {
+                let dir = store.root().join(dir);
+                let canonical = std::fs::canonicalize(&dir)
+                    .map_err(|e| format!("--cwd {}: {e}", dir.display()))?;
+                if !canonical.is_dir() {
+                    return Err(format!("--cwd {}: not a directory", dir.display()));
+                }
+                Some(canonical.display().to_string())
+            }
+        };
+        if self.approval_to.as_deref().is_some_and(|s| s.trim().is_empty()) {
+            return Err("--approval-to: may not be empty".into());
+        }
+        let isolation: Isolation = serde_json::from_value(serde_json::json!(self.isolation))
+            .expect("clap checked the value");
+        Ok(RunLimits {
+            policy,
+            approval_to: self.approval_to.clone(),
+            cwd,
+            isolation,
+            timeout: Duration::from_secs(self.timeout_secs),
+            concurrency,
+            harness: default,
+            team,
+            harnesses: others,
+            max_agents,
+            billing: if self.billing == "api" { Billing::Api } else { Billing::Subscription },
+        })
+    }
+}

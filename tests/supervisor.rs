@@ -1,0 +1,164 @@
+//! `harn supervisor` with the real binary and the scripted harness: a two-item graph run to
+//! success with automated acceptance, a stop for review without it, one tick doing exactly
+//! one cycle, blocked work retried inside the ceilings, and bad input refused with nothing
+//! written.
+
+use crate::cli::harn_bin;
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn harn(root: &Path, args: &[&str]) -> Output {
+    Command::new(harn_bin()).args(args).arg("--root").arg(root).output().unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("JSON: {}", text(out)))
+}
+
+/// A root with the example workflow (or `failing` one), the scripted harness, a team, and
+/// items `parser` and `cli` (which depends on `parser`).
+fn root(workflow_body: Option<&str>) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    match workflow_body {
+        None => drop(std::fs::copy(examples.join("workflows/agent-review.sh"), r.join("wf.sh"))),
+        Some(body) => {
+            std::fs::write(r.join("wf.sh"), format!("#!/bin/sh\nread start\n{body}\n")).unwrap();
+            let mut perms = std::fs::metadata(r.join("wf.sh")).unwrap().permissions();
+            std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+            std::fs::set_permissions(r.join("wf.sh"), perms).unwrap();
+        }
+    }
+    std::fs::copy(examples.join("harnesses/scripted.sh"), r.join("harness.sh")).unwrap();
+    std::fs::create_dir_all(r.join(".harnery")).unwrap();
+    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}}}"#;
+    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
+    std::fs::write(
+        r.join("team.json"),
+        r#"{"implementer": {"instructions": "Implement it.", "harness": "scripted"}}"#,
+    )
+    .unwrap();
+    for (id, deps) in [("parser", None), ("cli", Some("parser"))] {
+        let mut args = vec!["work", "create", id, "wf.sh", "--id", id, "--objective", "do it"];
+        args.extend(["--accept", "the agent answered"]);
+        if let Some(d) = deps {
+            args.extend(["--depends-on", d]);
+        }
+        let out = harn(r, &args);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    dir
+}
+
+fn create_goal(r: &Path, extra: &[&str]) {
+    let mut args = vec!["supervisor", "create", "cli", "--team", "team.json", "--id", "ship"];
+    args.extend(extra);
+    let out = harn(r, &args);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+fn goal(r: &Path) -> Value {
+    json(&harn(r, &["supervisor", "show", "ship", "--json"]))
+}
+
+#[test]
+fn a_two_item_graph_runs_to_success_with_automated_acceptance() {
+    let dir = root(None);
+    let r = dir.path();
+    create_goal(r, &["--accept-passing-proof"]);
+    let out = harn(r, &["supervisor", "run", "ship", "--harness", "scripted"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let said = text(&out);
+    let parser = said.find("dispatch parser").expect("parser first");
+    let cli = said.find("dispatch cli").expect("then cli");
+    assert!(parser < cli, "prerequisites are dispatched first: {said}");
+    assert!(said.contains("stop: succeeded"), "{said}");
+    let g = goal(r);
+    assert_eq!(g["projection"]["state"], "succeeded");
+    assert_eq!(g["projection"]["charged_attempts"], 2);
+}
+
+#[test]
+fn without_automated_acceptance_the_run_stops_for_review_and_a_tick_is_one_cycle() {
+    let dir = root(None);
+    let r = dir.path();
+    create_goal(r, &[]);
+    let out = harn(r, &["supervisor", "tick", "ship", "--harness", "scripted", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let report = json(&out);
+    assert_eq!((report["cycles"].as_u64(), report["dispatches"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(report["stop"]["reason"], "tick_complete");
+    let p = &goal(r)["projection"];
+    assert_eq!(
+        (p["state"].as_str(), p["next_action"].as_str()),
+        (Some("awaiting_attention"), Some("review"))
+    );
+    let out = harn(r, &["supervisor", "run", "ship", "--harness", "scripted", "--json"]);
+    assert_eq!(
+        json(&out)["stop"]["reason"],
+        "awaiting_attention",
+        "nothing accepted without the flag"
+    );
+    assert_eq!(json(&out)["dispatches"], 0);
+}
+
+#[test]
+fn blocked_work_is_retried_only_when_automated_and_inside_the_ceiling() {
+    let dir = root(Some("echo '{\"op\":\"result\",\"ok\":false,\"error\":\"tests failed\"}'"));
+    let r = dir.path();
+    create_goal(r, &["--retry-blocked", "--max-total-attempts", "2"]);
+    let out = harn(r, &["supervisor", "run", "ship", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let report = json(&out);
+    assert_eq!(report["dispatches"], 2, "{report}");
+    assert_eq!(report["outcomes"][1]["action"], "retry");
+    assert_eq!(report["stop"]["reason"], "budget_exhausted", "{report}");
+    let p = &goal(r)["projection"];
+    assert_eq!(
+        (p["charged_attempts"].as_u64(), p["attempts_remaining"].as_u64()),
+        (Some(2), Some(0))
+    );
+}
+
+#[test]
+fn bad_input_is_refused_and_an_edited_intent_is_noticed() {
+    let dir = root(None);
+    let r = dir.path();
+    std::fs::write(r.join("bad.json"), r#"{"x": {"harness": "no-such-harness"}}"#).unwrap();
+    let out = harn(r, &["supervisor", "create", "cli", "--team", "bad.json", "--id", "g"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let out = harn(r, &["supervisor", "create", "nope", "--team", "team.json", "--id", "g"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let bad_limit = [
+        "supervisor",
+        "create",
+        "cli",
+        "--team",
+        "team.json",
+        "--id",
+        "g",
+        "--max-parallel-work",
+        "21",
+    ];
+    assert_eq!(harn(r, &bad_limit).status.code(), Some(2));
+    assert!(!r.join(".harnery/supervisors/g").exists(), "nothing written");
+    create_goal(r, &[]);
+    let again = harn(r, &["supervisor", "create", "cli", "--team", "team.json", "--id", "ship"]);
+    assert_eq!(again.status.code(), Some(1), "an id is never reused: {}", text(&again));
+    let path = r.join(".harnery/supervisors/ship/intent.json");
+    let edited = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("\"max_total_attempts\": 100", "\"max_total_attempts\": 10000");
+    std::fs::write(&path, edited).unwrap();
+    let out = harn(r, &["supervisor", "show", "ship"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out).contains("edited after creation"), "{}", text(&out));
+    let list = json(&harn(r, &["supervisor", "list", "--json"]));
+    assert_eq!(list["errors"][0]["id"], "ship", "the list names the unreadable goal: {list}");
+}
