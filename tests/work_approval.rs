@@ -98,7 +98,9 @@ fn an_ask_parks_and_an_approval_resumes_the_same_run_and_attempt() {
     let doc = json(&out);
     assert_eq!(doc["run_id"], run_id.as_str(), "the same run");
     assert_eq!(doc["proof"]["agents"][0]["cached"], true, "{doc}");
-    assert_eq!(doc["proof"]["policy"]["decisions"][0]["approval_id"], approval.as_str());
+    let decisions = doc["proof"]["policy"]["decisions"].as_array().unwrap().clone();
+    assert_eq!(decisions.len(), 2, "the cached call's check is kept: {decisions:?}");
+    assert_eq!(decisions[1]["approval_id"], approval.as_str());
     assert_eq!(agent_calls(dir.path()), 1, "the completed call is not made again");
     let p = projection(dir.path());
     assert_eq!((p["state"].as_str(), p["attempts_used"].as_u64()), (Some("in_review"), Some(1)));
@@ -137,13 +139,18 @@ fn a_ruling_is_recorded_once_and_never_reversed() {
 }
 
 #[test]
-fn without_an_approver_an_ask_is_a_denial() {
+fn without_a_named_approver_an_ask_parks_for_the_user() {
     let dir = root();
-    let out = harn(dir.path(), RUN);
+    let out = Command::new(harn_bin())
+        .args(RUN)
+        .arg("--root")
+        .arg(dir.path())
+        .env("USER", "tester")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    let error = json(&out)["proof"]["run"]["error"].as_str().unwrap().to_owned();
-    assert!(error.contains("names no approver"), "{error}");
-    assert_eq!(projection(dir.path())["state"], "blocked");
+    assert_eq!(json(&out)["approval"]["addressee"], "tester");
+    assert_eq!(projection(dir.path())["state"], "awaiting_approval");
 }
 
 #[test]

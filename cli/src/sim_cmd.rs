@@ -519,8 +519,11 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> i32 {
             total.accepted,
             failures.len()
         );
-        for f in &failures {
+        for f in failures.iter().take(10) {
             eprintln!("harn: {f}");
+        }
+        if failures.len() > 10 {
+            eprintln!("harn: … and {} more", failures.len() - 10);
         }
     }
     if failures.is_empty() {

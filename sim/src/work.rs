@@ -85,6 +85,8 @@ struct WorkWorld {
     records: BTreeMap<String, Vec<u8>>,
     /// Start actions taken, by item (an attempt may only come from one).
     starts: BTreeMap<Id, u64>,
+    /// Items seen parked: the run and the attempts used then, until the run has a proof.
+    parked: BTreeMap<Id, (Id, u32)>,
     runs: u64,
     summary: WorkSimSummary,
 }
@@ -100,6 +102,7 @@ impl WorkWorld {
             events: BTreeMap::new(),
             records: BTreeMap::new(),
             starts: BTreeMap::new(),
+            parked: BTreeMap::new(),
             runs: 0,
             summary: WorkSimSummary::default(),
         }
@@ -217,6 +220,7 @@ impl WorkWorld {
             concurrency: 1,
             isolation: harn_core::workflow::run::Isolation::Shared,
             cwd: None,
+            context: None,
         }
     }
 
@@ -414,13 +418,37 @@ impl WorkWorld {
                     p.charged_attempts, item.intent.max_attempts
                 ));
             }
-            if let Some(run) = &p.latest_run_id {
-                let parked = transcript::parked_on(&self.ledger.transcript(run)?).is_some();
-                let proof = self.ledger.run_records(run)?.1;
-                if parked && proof.is_some() {
-                    return Err(format!("run {run} has a proof while parked"));
+            if let Some(run) =
+                p.latest_run_id.as_ref().filter(|_| p.state == WorkState::AwaitingApproval)
+            {
+                if self.ledger.run_records(run)?.1.is_some() {
+                    return Err(format!("run {run} reads as parked although it has a proof"));
                 }
             }
+            self.check_parked(&id, p)?;
+        }
+        Ok(())
+    }
+
+    /// A parked attempt stays parked, as the same run and attempt, through any crash, until
+    /// its run has a proof: a resumption cut short is resumed again, never lost.
+    fn check_parked(&mut self, id: &Id, p: &harn_core::work::Projection) -> Result<(), String> {
+        if let Some((run, used)) = self.parked.get(id).cloned() {
+            if self.ledger.run_records(&run)?.1.is_some() {
+                self.parked.remove(id);
+            } else if p.state != WorkState::AwaitingApproval
+                || p.latest_run_id.as_ref() != Some(&run)
+                || p.attempts_used != used
+            {
+                return Err(format!(
+                    "parked run {run} (attempt {used}) now reads {:?}/{:?}, run {:?}, {} attempts",
+                    p.state, p.next_action, p.latest_run_id, p.attempts_used
+                ));
+            }
+        }
+        if p.state == WorkState::AwaitingApproval && !self.parked.contains_key(id) {
+            let run = p.latest_run_id.clone().expect("a parked item has a run");
+            self.parked.insert(id.clone(), (run, p.attempts_used));
         }
         Ok(())
     }

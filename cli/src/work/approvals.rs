@@ -56,7 +56,12 @@ impl Store {
         };
         let dir = approval_dir(id.as_str());
         if let Err(e) = self.write_once(&dir, "decision.json", &decision) {
-            let (request, raced) = self.approval(id).map_err(|e| e.0)?.ok_or(e.0)?;
+            // Lost a race: the winner's ruling stands and ours is judged against it. Any other
+            // failure (no space, an IO error) recorded nothing and says so.
+            let (request, raced) = self.approval(id).map_err(|e| e.0)?.ok_or(e.0.clone())?;
+            if raced.is_none() {
+                return Err(e.0);
+            }
             may_rule(raced.as_ref(), verdict)?;
             return Ok(((request, raced), false));
         }

@@ -31,7 +31,7 @@ enum Verb {
     /// Every work item with its state and next action.
     List {
         /// Only items in this state.
-        #[arg(long)]
+        #[arg(long, value_parser = ["waiting", "ready", "running", "awaiting_approval", "in_review", "blocked", "succeeded", "cancelled"])]
         state: Option<String>,
         /// Print one JSON document.
         #[arg(long)]

@@ -140,13 +140,12 @@ pub fn run_segment(
             host.calls.dispatch(store, m, &tx);
         }
     }
-    let Host { fold, mut transcript, stdin, .. } = host;
+    let Host { fold, stdin, .. } = host;
     drop(stdin);
     let (status, _) = exited.expect("the loop ends after the exit");
     let status = status.map_err(|e| StoreError(format!("waiting for the workflow: {e}")))?;
+    // `run.end` is recorded with the proof (`Ledger::finish_attempt`).
     let end = ProcessEnd::Exited { code: status.code(), signal: status.signal(), timed_out };
-    let body = json!({ "event": "run.end", "exit_code": status.code(), "signal": status.signal() });
-    transcript.record(store, body)?;
     Ok(SegmentEnd::Finished(Box::new(fold), end))
 }
 

@@ -31,8 +31,8 @@ pub struct HostArgs {
     /// the run by content and digest; a relative path is taken from the root.
     #[arg(long)]
     pub policy: Option<PathBuf>,
-    /// Who is asked when policy says `ask`; the run parks on an approval addressed to them.
-    /// Without it, `ask` is a denial.
+    /// Who is asked when policy says `ask`; the run parks on an approval addressed to them
+    /// (default: $USER).
     #[arg(long)]
     pub approval_to: Option<String>,
     /// The boundary the run works inside, as you declare it (recorded in run.json, not
@@ -88,11 +88,18 @@ impl HostArgs {
         if self.approval_to.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return Err("--approval-to: may not be empty".into());
         }
+        // With a policy, an `ask` always parks: addressed to whoever was named, else to the
+        // user running harn (a denial nobody chose would charge the attempt).
+        let approval_to = match (&policy, &self.approval_to) {
+            (_, Some(name)) => Some(name.clone()),
+            (Some(_), None) => Some(std::env::var("USER").unwrap_or_else(|_| "operator".into())),
+            (None, None) => None,
+        };
         let isolation: Isolation = serde_json::from_value(serde_json::json!(self.isolation))
             .expect("clap checked the value");
         Ok(RunLimits {
             policy,
-            approval_to: self.approval_to.clone(),
+            approval_to,
             cwd,
             isolation,
             timeout: Duration::from_secs(self.timeout_secs),

@@ -58,6 +58,13 @@ pub fn spawn(store: &mut Store, m: &RunManifest) -> std::io::Result<Child> {
         .stdout(Stdio::piped())
         .stderr(stderr)
         .process_group(0);
+    // Subscription billing holds for the workflow too: a workflow that calls an agent
+    // program itself must not find an API key to bill.
+    if m.billing == harn_core::workflow::run::Billing::Subscription {
+        for var in harn_core::workflow::agent::API_KEY_VARS {
+            command.env_remove(var);
+        }
+    }
     // SAFETY: the closure runs between fork and exec and only makes one async-signal-safe
     // system call. A host that dies takes its workflow with it: the attempt is then lost
     // (its lease is gone, it has no proof) and must not be left running unseen.

@@ -75,6 +75,9 @@ pub fn run_attempt(
     limits: &RunLimits,
     actor: &str,
 ) -> Result<Ended, Refusal> {
+    if !store.exists(id) {
+        return Err(Refusal::NotNow(format!("no work item {id}")));
+    }
     store.lock_run(id)?;
     // The history lock is held from this read to the attempt's event, so a cancel or a
     // reopen cannot land between the decision to start and its record.
@@ -110,6 +113,7 @@ pub fn run_attempt(
         concurrency: limits.concurrency as u32,
         isolation: limits.isolation,
         cwd: limits.cwd.clone(),
+        context: None,
     };
     let (manifest, start) =
         store.ledger().start_attempt(&item, retry, &options, actor, now).map_err(refusal)?;

@@ -158,12 +158,25 @@ impl<F: Fs> Ledger<F> {
 
     /// The approval a run is parked on and whether it has been ruled on.
     pub fn parked_on(&mut self, run_id: &Id) -> Result<Option<(String, bool)>, String> {
-        let Some(approval) = transcript::parked_on(&self.transcript(run_id)?) else {
-            return Ok(None);
-        };
+        let records = self.transcript(run_id)?;
+        self.parked_with(run_id, &records)
+    }
+
+    /// [`Ledger::parked_on`] from transcript records already read; the approval must exist.
+    fn parked_with(
+        &mut self,
+        run_id: &Id,
+        records: &[Value],
+    ) -> Result<Option<(String, bool)>, String> {
+        let Some(approval) = transcript::parked_on(records) else { return Ok(None) };
         Id::new(&approval).map_err(|e| format!("run {run_id}: {e}"))?;
-        let decided = self.approval(&approval)?.is_some_and(|(_, d)| d.is_some());
-        Ok(Some((approval, decided)))
+        match self.approval(&approval)? {
+            Some((_, decision)) => Ok(Some((approval, decision.is_some()))),
+            None => Err(format!(
+                "run {run_id} is parked on approval {approval}, whose {} is missing",
+                self.shown(&format!("{}/request.json", approval_dir(&approval)))
+            )),
+        }
     }
 
     /// What a resumed run takes over: started calls, completed replies, and the rulings of
@@ -236,7 +249,7 @@ impl<F: Fs> Ledger<F> {
             events: &events,
             attempts: &attempts,
             prerequisites: &prerequisites,
-            lease_held_elsewhere: false,
+            lease_held_elsewhere: live,
         };
         let projection = project(&inputs);
         Ok(Item { intent, events, projection })
@@ -253,10 +266,11 @@ impl<F: Fs> Ledger<F> {
         for e in events {
             let EventKind::AttemptStarted { run_id, attempt, .. } = &e.kind else { continue };
             let (manifest, proof) = self.run_records(run_id)?;
-            // Only a run that ended without proof and has no runner may be parked.
+            // Only a run that ended without proof and has no runner may be parked. An
+            // unreadable transcript blocks the attempt; an unreadable approval fails the read.
             let parked = match (&manifest, &proof, runner_live) {
-                (Some(_), None, false) => match self.parked_on(run_id) {
-                    Ok(parked) => parked,
+                (Some(_), None, false) => match self.transcript(run_id) {
+                    Ok(records) => self.parked_with(run_id, &records)?,
                     Err(_) => {
                         attempts.push(AttemptStatus::TranscriptUnreadable);
                         continue;
@@ -440,9 +454,11 @@ impl<F: Fs> Ledger<F> {
         if let Some(before) = prior_manifest.filter(|_| options.team.is_empty()) {
             inherit_team(&mut manifest, before);
         }
-        self.write_record(&run_dir(&run_id), "run.json", &manifest)?;
         let findings = findings_context(&item.events, &item.projection.open_findings);
-        let start = manifest.start_line(&item.intent, AttemptContext { prior, findings }, None);
+        let context = manifest.context_for(&item.intent, AttemptContext { prior, findings });
+        manifest.context = Some(context);
+        self.write_record(&run_dir(&run_id), "run.json", &manifest)?;
+        let start = manifest.start_line(&item.intent, AttemptContext::default(), None);
         Ok((manifest, start))
     }
 
@@ -470,8 +486,8 @@ impl<F: Fs> Ledger<F> {
             EventKind::AttemptResumed { run_id: run_id.clone(), attempt: manifest.attempt };
         self.append(id, resumed, actor, None, now)?;
         let state = self.resume_state(&run_id)?;
-        let consumed = serde_json::json!({ "event": "approval.consumed", "approval_id": approval });
-        self.append_transcript(&run_id, consumed, now)?;
+        let resuming = serde_json::json!({ "event": "run.resuming", "approval_id": approval });
+        self.append_transcript(&run_id, resuming, now)?;
         let prior = match manifest.trigger {
             super::Trigger::Retry => self.prior_synopsis(item, &run_id)?,
             super::Trigger::Initial => None,
@@ -538,7 +554,9 @@ impl<F: Fs> Ledger<F> {
         Ok(Ok(request))
     }
 
-    /// Ends a run segment that finished: its proof is built from the fold and written once.
+    /// Ends a run segment that finished: its proof is built from the fold and written once,
+    /// then `run.end` closes the transcript. In that order, a crash cannot turn a resumed run
+    /// into a lost attempt: until the proof exists, the run is still parked and resumes again.
     pub fn finish_attempt(
         &mut self,
         item: &Item,
@@ -549,6 +567,17 @@ impl<F: Fs> Ledger<F> {
     ) -> Result<Proof, String> {
         let proof = fold.finish(manifest, &item.intent, end, now);
         self.write_record(&run_dir(&manifest.run_id), "proof.json", &proof)?;
+        let body = match end {
+            crate::workflow::run::ProcessEnd::Exited { code, signal, timed_out } => {
+                serde_json::json!({
+                    "event": "run.end", "exit_code": code, "signal": signal, "timed_out": timed_out,
+                })
+            }
+            crate::workflow::run::ProcessEnd::SpawnFailed { error, .. } => {
+                serde_json::json!({ "event": "run.end", "spawn_error": error })
+            }
+        };
+        self.append_transcript(&manifest.run_id, body, now)?;
         Ok(proof)
     }
 

@@ -294,6 +294,11 @@ fn judge_latest(
             }
         }
         AttemptStatus::Succeeded => match stale_prerequisite(inputs, event) {
+            Some(dep) if p.attempts_remaining == 0 => (
+                WorkState::Blocked,
+                NextAction::None,
+                format!("{dep} was accepted again after run {run} made its proof; a new attempt is needed but the charged attempts are used up"),
+            ),
             Some(dep) => (
                 WorkState::Ready,
                 NextAction::Run,

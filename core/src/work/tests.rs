@@ -384,11 +384,25 @@ mod properties {
         }
 
         /// An action the projection offers is one the run decision accepts (the sweep found
-        /// a reopened item offered `run` with its budget spent).
+        /// a reopened item offered `run` with its budget spent), also when a prerequisite was
+        /// accepted again after the latest proof.
         #[test]
-        fn offered_runs_and_retries_are_accepted(s in steps()) {
+        fn offered_runs_and_retries_are_accepted(s in steps(), reaccepted in any::<bool>()) {
+            use crate::work::projection::Prerequisite;
             use crate::workflow::run::may_start;
-            let p = build(&s).project();
+            let mut h = build(&s);
+            let mut prerequisites = BTreeMap::new();
+            if reaccepted {
+                // Every attempt was built on acceptance 1 of p1; p1 is now at acceptance 9.
+                for e in &mut h.events {
+                    if let EventKind::AttemptStarted { prerequisites, .. } = &mut e.kind {
+                        prerequisites.insert(id("p1"), 1);
+                    }
+                }
+                let p1 = Prerequisite { state: WorkState::Succeeded, accepted_seq: Some(9) };
+                prerequisites.insert(id("p1"), Some(p1));
+            }
+            let p = h.project_with(&prerequisites, false);
             match p.next_action {
                 NextAction::Run => prop_assert!(may_start(&p, false).is_ok(), "{:?}", p),
                 NextAction::Retry => prop_assert!(may_start(&p, true).is_ok(), "{:?}", p),

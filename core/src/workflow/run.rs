@@ -143,6 +143,10 @@ pub struct RunManifest {
     /// coordination root.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// The work and attempt context the workflow is started with (`work`, `attempt`),
+    /// frozen here so a resumed run is told exactly what its first segment was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<Value>,
 }
 
 /// Where a run's changes land, as the operator declares it. harn records the declaration in
@@ -293,9 +297,19 @@ impl RunManifest {
         attempt: AttemptContext,
         resume: Option<&str>,
     ) -> Value {
+        let context = self.context.clone().unwrap_or_else(|| self.context_for(intent, attempt));
         json!({
             "op": "start",
             "run_id": self.run_id,
+            "work": context["work"],
+            "attempt": context["attempt"],
+            "resume": resume.map(|approval| json!({ "approval_id": approval })),
+        })
+    }
+
+    /// The work and attempt context of this run, as [`RunManifest::context`] freezes it.
+    pub fn context_for(&self, intent: &WorkIntent, attempt: AttemptContext) -> Value {
+        json!({
             "work": {
                 "id": intent.id, "title": intent.title, "objective": intent.objective,
                 "acceptance": intent.acceptance,
@@ -304,7 +318,6 @@ impl RunManifest {
                 "number": self.attempt, "trigger": self.trigger, "prior": attempt.prior,
                 "findings": attempt.findings,
             },
-            "resume": resume.map(|approval| json!({ "approval_id": approval })),
         })
     }
 }
@@ -514,6 +527,10 @@ pub struct RunFold {
     cache: BTreeMap<String, Vec<String>>,
     /// How often each call key was asked so far (the n-th ask gets the n-th cached reply).
     asked: BTreeMap<String, usize>,
+    /// Request ids of calls an earlier segment started.
+    started: std::collections::BTreeSet<String>,
+    /// Policy checks an earlier segment recorded, by slot.
+    earlier_checks: BTreeMap<u32, PolicyRecord>,
     denied: Option<String>,
     /// The harness of each call in flight.
     in_flight: BTreeMap<String, String>,
@@ -540,8 +557,13 @@ struct CallRecord {
 /// What a resumed run takes over from its earlier segments' transcript and approvals.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ResumeState {
-    /// Agent calls started so far (they count against the cap).
+    /// Distinct agent calls started so far (they count against the cap; a call the park cut
+    /// short and the resumption starts again counts once).
     pub dispatched: u32,
+    /// The request ids of those calls.
+    pub started: std::collections::BTreeSet<String>,
+    /// Policy checks recorded so far, by slot, so the proof keeps those a cached call skips.
+    pub checks: BTreeMap<u32, PolicyRecord>,
     /// Replies of completed calls, by call key, in transcript order.
     pub cache: BTreeMap<String, Vec<String>>,
     /// Rulings of the run's approvals, by slot: the request digest and the ruling.
@@ -558,6 +580,8 @@ impl RunFold {
     /// Carries a parked run's completed calls, agent count and rulings into its resumption.
     pub fn resume(&mut self, state: ResumeState) {
         self.dispatched = state.dispatched;
+        self.started = state.started;
+        self.earlier_checks = state.checks;
         self.cache = state.cache;
         self.rulings = state.rulings;
     }
@@ -791,6 +815,7 @@ pub fn fuzz_run_fold(data: &[u8]) {
         concurrency: DEFAULT_CONCURRENCY,
         isolation: Isolation::Shared,
         cwd: None,
+        context: None,
     };
     let intent = WorkIntent {
         schema_version: crate::work::intent::INTENT_VERSION,

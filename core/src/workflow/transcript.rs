@@ -3,7 +3,7 @@
 //! started, replies of completed calls, the approvals asked).
 
 use super::agent::CallOutcome;
-use super::run::ResumeState;
+use super::run::{PolicyRecord, ResumeState};
 use serde_json::{json, Value};
 
 /// The record of an agent call's start; its key is what a resume matches a request by.
@@ -20,10 +20,15 @@ pub fn agent_end(id: &str, key: Option<&str>, outcome: &CallOutcome) -> Value {
     })
 }
 
-/// The approval the run is parked on: named by the last record when it is `run.parked`.
+/// The approval the run is parked on: named by its last `run.parked` record, as long as no
+/// segment has ended since (`run.end`). A resumption that was cut short by a crash leaves
+/// the run parked on the same approval, so it is resumed again as the same attempt.
 pub fn parked_on(records: &[Value]) -> Option<String> {
-    let last = records.last()?;
-    (last["event"] == "run.parked").then(|| last["approval_id"].as_str().map(str::to_owned))?
+    let at = records.iter().rposition(|r| r["event"] == "run.parked")?;
+    if records[at..].iter().any(|r| r["event"] == "run.end") {
+        return None;
+    }
+    records[at]["approval_id"].as_str().map(str::to_owned)
 }
 
 /// The approvals the run asked for, in the order asked.
@@ -41,7 +46,17 @@ pub fn resume_state(records: &[Value]) -> ResumeState {
     let mut state = ResumeState::default();
     for r in records {
         match r["event"].as_str() {
-            Some("agent.start") => state.dispatched += 1,
+            Some("agent.start") => {
+                if let Some(id) = r["id"].as_str() {
+                    state.started.insert(id.to_owned());
+                }
+                state.dispatched = state.started.len() as u32;
+            }
+            Some("policy.check") => {
+                if let Ok(check) = serde_json::from_value::<PolicyRecord>(r["check"].clone()) {
+                    state.checks.insert(check.slot, check);
+                }
+            }
             Some("agent.end") if r["ok"] == true => {
                 if let (Some(key), Some(text)) = (r["key"].as_str(), r["text"].as_str()) {
                     state.cache.entry(key.to_owned()).or_default().push(text.to_owned());
@@ -58,13 +73,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_run_is_parked_only_while_its_last_record_says_so() {
+    fn a_run_is_parked_from_its_last_park_until_a_segment_ends() {
         let parked = json!({"event":"run.parked","approval_id":"wf-1-p1"});
         assert_eq!(
             parked_on(&[json!({"event":"run.start"}), parked.clone()]),
             Some("wf-1-p1".into())
         );
-        assert_eq!(parked_on(&[parked, json!({"event":"run.resume"})]), None);
+        let resumed = [parked.clone(), json!({"event":"run.resume"})];
+        assert_eq!(parked_on(&resumed), Some("wf-1-p1".into()), "a crashed resume is still parked");
+        let ended = [parked, json!({"event":"run.resume"}), json!({"event":"run.end"})];
+        assert_eq!(parked_on(&ended), None);
         assert_eq!(parked_on(&[]), None);
     }
 

@@ -85,6 +85,11 @@ const finish = (message, code) =>
   process.stdout.write(JSON.stringify(message) + "\n", () => process.exit(code));
 try {
   const module = await import(pathToFileURL(process.argv[2]).href);
+  const declared = module.meta?.acceptance;
+  if (Array.isArray(declared)) {
+    const acceptance = declared.map((c) => ({ id: String(c.id), statement: String(c.statement ?? "") }));
+    send({ op: "meta", acceptance });
+  }
   await module.default(context);
   finish({ op: "result", ok: true }, 0);
 } catch (error) {

@@ -46,6 +46,9 @@ impl RunFold {
         if let Some(text) = cached {
             if self.policy.is_some() {
                 self.slot += 1; // Later checks keep the slot numbers they had.
+                if let Some(check) = self.earlier_checks.get(&self.slot) {
+                    self.policy_log.push(check.clone());
+                }
             }
             let outcome =
                 CallOutcome { ok: true, text: Some(text.clone()), error: None, class: None };
@@ -53,7 +56,8 @@ impl RunFold {
             self.calls.push(CallRecord { id: id.clone(), harness, outcome, cached: true });
             return HostAction::Reply(json!({ "op": "reply", "id": id, "ok": true, "text": text }));
         }
-        if self.max_agents.is_some_and(|max| self.dispatched >= max) {
+        let again = self.started.contains(&id);
+        if !again && self.max_agents.is_some_and(|max| self.dispatched >= max) {
             let why = format!("agent {id}: agent cap reached ({} calls)", self.dispatched);
             return self.decline(&id, why);
         }
@@ -69,7 +73,9 @@ impl RunFold {
         if let Some(schema) = &d.schema {
             d.prompt = with_contract(&d.prompt, schema);
         }
-        self.dispatched += 1;
+        if !self.started.contains(&id) {
+            self.dispatched += 1;
+        }
         self.in_flight.insert(id.clone(), d.harness.clone());
         HostAction::CallAgent { id, dispatch: d, key }
     }

@@ -27,6 +27,7 @@ fn manifest() -> RunManifest {
         concurrency: DEFAULT_CONCURRENCY,
         isolation: Isolation::Shared,
         cwd: None,
+        context: None,
     }
 }
 
