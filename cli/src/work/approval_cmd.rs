@@ -194,6 +194,9 @@ fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling) -> i32 {
         Ok(done) => done,
         Err(e) => return fail(EXIT_FAILED, format!("cannot rule on {id}: {e}")),
     };
+    if applied {
+        note_ruling(store, &request, decision.as_ref());
+    }
     let now = status(decision.as_ref());
     if a.json {
         println!(
@@ -211,4 +214,24 @@ fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling) -> i32 {
         );
     }
     0
+}
+
+/// Records `approval.resolved` in the parked run's transcript, under the run lease so no
+/// runner writes it at the same time. Best effort: the decision file is the record, and a
+/// run being resumed right now will consume it either way.
+fn note_ruling(
+    store: &mut Store,
+    request: &harn_core::workflow::approval::ApprovalRequest,
+    decision: Option<&harn_core::workflow::approval::ApprovalDecision>,
+) {
+    let Some(d) = decision else { return };
+    if !matches!(store.hold(&super::store::run_lock(&request.work_id)), Ok(true)) {
+        return;
+    }
+    let body = json!({
+        "event": "approval.resolved", "approval_id": d.approval_id, "verdict": d.verdict,
+        "actor": d.actor,
+    });
+    let now = store.now();
+    let _ = store.ledger().append_transcript(&request.run_id, body, now);
 }

@@ -48,7 +48,7 @@ fn dir_of(id: &Id) -> String {
 }
 
 /// The run lease: held (flock) by the process running one of the item's attempts.
-fn run_lock(id: &Id) -> String {
+pub fn run_lock(id: &Id) -> String {
     format!("{}/run.lock", dir_of(id))
 }
 
