@@ -220,7 +220,7 @@ fn persist_before_act_bugs_planted_in_the_core_are_found_at_the_step_they_happen
 }
 
 #[test]
-fn the_example_runs_a_work_item_to_review_and_shows_its_proof() {
+fn the_example_runs_a_work_item_to_review_then_a_goal_to_success() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("example");
     let out = Command::new(harn_bin()).args(["example", "--root"]).arg(&root).output().unwrap();
@@ -229,6 +229,8 @@ fn the_example_runs_a_work_item_to_review_and_shows_its_proof() {
     assert!(text.contains("$ harn run show wf-"), "{text}");
     assert!(text.contains("proof      succeeded"), "{text}");
     assert!(text.contains("state      in_review"), "{text}");
+    assert!(text.contains("cycle 1: ready/run"), "each cycle's decisions are printed: {text}");
+    assert!(text.contains("stop: succeeded"), "the goal succeeds: {text}");
     let again = Command::new(harn_bin()).args(["example", "--root"]).arg(&root).output().unwrap();
     assert_eq!(again.status.code(), Some(2), "an existing root is refused");
 }

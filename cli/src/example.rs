@@ -1,6 +1,7 @@
-//! `harn example`: a work item run end to end in a fresh root with the example workflow and
-//! the scripted harness compiled into harn, showing each command as a user would type it:
-//! create, run to `in_review`, the run's proof, and the item's state.
+//! `harn example`: harn end to end in a fresh root with the example workflow, team and
+//! scripted harness compiled into harn, showing each command as a user would type it: a
+//! work item run to `in_review` with its proof, then a goal over a two-item graph driven by
+//! the supervisor to success, one line per decision.
 
 use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
 use clap::Args;
@@ -12,6 +13,8 @@ use std::process::Command;
 const WORKFLOW: &str = include_str!("../../examples/workflows/agent-review.sh");
 /// The scripted harness that stands in for an agent.
 const HARNESS: &str = include_str!("../../examples/harnesses/scripted.sh");
+/// The example team: an implementer and a reviewer, both answered by the scripted harness.
+const TEAM: &str = include_str!("../../examples/team.json");
 
 /// `harn example`
 #[derive(Debug, Args)]
@@ -60,8 +63,46 @@ pub fn run(a: ExampleArgs) -> i32 {
             return code;
         }
     }
-    println!("The item is in review: accept it with");
-    println!("  harn work accept parser --root {}", root.display());
+    println!("The parser is in review. Now a goal: the CLI item depends on the parser, and the");
+    println!("supervisor accepts passing proofs, dispatches in dependency order, and stops on success.\n");
+    let depends = [
+        "work",
+        "create",
+        "Wire the CLI",
+        "wf.sh",
+        "--id",
+        "cli",
+        "--objective",
+        "wire the parser into the CLI",
+        "--accept",
+        "the agent answered",
+        "--depends-on",
+        "parser",
+    ];
+    let goal = [
+        "supervisor",
+        "create",
+        "cli",
+        "--team",
+        "team.json",
+        "--id",
+        "ship",
+        "--title",
+        "Ship the config parser",
+        "--accept-passing-proof",
+    ];
+    let steps: [&[&str]; 4] = [
+        &depends,
+        &goal,
+        &["supervisor", "run", "ship", "--harness", "scripted"],
+        &["supervisor", "show", "ship"],
+    ];
+    for args in steps {
+        if let Err(code) = step(&root, args) {
+            return code;
+        }
+    }
+    println!("Explore the records with `harn work list --root {}`.", root.display());
     0
 }
 
@@ -69,6 +110,7 @@ pub fn run(a: ExampleArgs) -> i32 {
 fn prepare(root: &Path) -> std::io::Result<()> {
     std::fs::create_dir(root)?;
     std::fs::create_dir_all(root.join(".harnery"))?;
+    std::fs::write(root.join("team.json"), TEAM)?;
     for (name, body) in [("wf.sh", WORKFLOW), ("harness.sh", HARNESS)] {
         let path = root.join(name);
         std::fs::write(&path, body)?;
