@@ -39,6 +39,11 @@ fn work_projection_corpus() {
 }
 
 #[test]
+fn goal_projection_corpus() {
+    replay("goal_projection", harn_core::fuzzing::fuzz_goal_projection);
+}
+
+#[test]
 fn protocol_reader_corpus() {
     replay("protocol_reader", harn_core::workflow::protocol::fuzz_reader);
 }

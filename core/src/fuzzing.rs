@@ -152,18 +152,15 @@ fn to_input(h: &Harness, op: &Op) -> Option<HarnessInput> {
     })
 }
 
-/// Arbitrary work histories (valid or not) and attempt inspections: the history validator
-/// never panics, and every history it accepts projects without panicking to a result whose
-/// budgets add up and whose `succeeded` follows only from acceptance.
-pub fn fuzz_work_projection(data: &[u8]) {
-    use crate::work::events::{validate_history, EventKind, Trigger, WorkEvent, EVENT_VERSION};
-    use crate::work::projection::{
-        project, AttemptStatus, FailureClass, Inputs, Prerequisite, WorkState,
-    };
+/// An arbitrary work history (valid or not) with one inspection per attempt, for item `w`.
+fn arbitrary_history(
+    u: &mut Unstructured<'_>,
+    w: &Id,
+) -> (crate::work::WorkIntent, Vec<crate::work::WorkEvent>, Vec<crate::work::AttemptStatus>) {
+    use crate::work::events::{EventKind, Trigger, WorkEvent, EVENT_VERSION};
+    use crate::work::projection::{AttemptStatus, FailureClass};
     use crate::work::{intent::WorkflowRef, WorkIntent};
     use std::collections::BTreeMap;
-    let mut u = Unstructured::new(data);
-    let w = Id::new("w").expect("valid");
     let intent = WorkIntent {
         schema_version: 2,
         id: w.clone(),
@@ -179,7 +176,7 @@ pub fn fuzz_work_projection(data: &[u8]) {
     let mut events = Vec::new();
     let mut attempts = Vec::new();
     for seq in 1..=u.int_in_range(0..=30).unwrap_or(0) {
-        let Ok(tag) = u8::arbitrary(&mut u) else { break };
+        let Ok(tag) = u8::arbitrary(u) else { break };
         // Mostly well-formed (the projection is reached), sometimes not (the validator refuses).
         let well_formed = tag & 0x80 == 0;
         let next = attempts.len() as u32 + 1;
@@ -206,7 +203,7 @@ pub fn fuzz_work_projection(data: &[u8]) {
             _ => EventKind::Reopened { findings: Vec::new() },
         };
         if matches!(kind, EventKind::AttemptStarted { .. }) {
-            let status = match tag % 5 {
+            let status = match tag % 6 {
                 0 => AttemptStatus::Lost,
                 1 => AttemptStatus::Succeeded,
                 2 => AttemptStatus::Parked {
@@ -216,6 +213,10 @@ pub fn fuzz_work_projection(data: &[u8]) {
                 3 => {
                     AttemptStatus::Failed { class: Some(FailureClass::Upstream), decision_id: None }
                 }
+                4 => AttemptStatus::Failed {
+                    class: Some(FailureClass::Decision),
+                    decision_id: Some("d".into()),
+                },
                 _ => AttemptStatus::Failed { class: None, decision_id: None },
             };
             attempts.push(status);
@@ -231,6 +232,19 @@ pub fn fuzz_work_projection(data: &[u8]) {
             kind,
         });
     }
+    (intent, events, attempts)
+}
+
+/// Arbitrary work histories (valid or not) and attempt inspections: the history validator
+/// never panics, and every history it accepts projects without panicking to a result whose
+/// budgets add up and whose `succeeded` follows only from acceptance.
+pub fn fuzz_work_projection(data: &[u8]) {
+    use crate::work::events::{validate_history, EventKind};
+    use crate::work::projection::{project, Inputs, Prerequisite, WorkState};
+    use std::collections::BTreeMap;
+    let mut u = Unstructured::new(data);
+    let w = Id::new("w").expect("valid");
+    let (intent, events, attempts) = arbitrary_history(&mut u, &w);
     if validate_history(&w, &events).is_err() {
         return;
     }
@@ -259,6 +273,87 @@ pub fn fuzz_work_projection(data: &[u8]) {
     assert_eq!(p.state == WorkState::Succeeded, accepted_last);
 }
 
+/// A goal over a chain of work items with arbitrary histories (each depending on the one
+/// before), arbitrary automation and limits: the goal projection never panics; it succeeds
+/// exactly when its root is accepted; what a cycle dispatches respects parallelism, the
+/// attempt ceiling and the automation flags, and is offered only from `ready/run`; a
+/// `ready/run` goal always has something to do; the fingerprints ignore reasons.
+pub fn fuzz_goal_projection(data: &[u8]) {
+    use crate::goal::{
+        acceptances, candidates, goal_fingerprint, project_goal, Automation, DispatchAction,
+        GoalIntent, GoalItem, GoalLimits, GoalNext, GoalState,
+    };
+    use crate::work::events::validate_history;
+    use crate::work::projection::{project, Inputs, Prerequisite, WorkState};
+    use std::collections::BTreeMap;
+    let mut u = Unstructured::new(data);
+    let flags = u8::arbitrary(&mut u).unwrap_or(0);
+    let automation = Automation {
+        accept_passing_proof: flags & 1 != 0,
+        resume_approved: flags & 2 != 0,
+        retry_blocked: flags & 4 != 0,
+    };
+    let limits = GoalLimits {
+        max_parallel_work: u.int_in_range(1..=4).unwrap_or(1),
+        max_total_attempts: u.int_in_range(1..=12).unwrap_or(5),
+        ..GoalLimits::default()
+    };
+    let mut items: Vec<GoalItem> = Vec::new();
+    for n in 0..u.int_in_range(1..=6).unwrap_or(1) {
+        let w = Id::new(&format!("w{n}")).expect("valid");
+        let (intent, events, attempts) = arbitrary_history(&mut u, &w);
+        if validate_history(&w, &events).is_err() {
+            continue;
+        }
+        let mut prerequisites = BTreeMap::new();
+        if let Some(before) = items.last() {
+            let p = &before.projection;
+            let view = Prerequisite { state: p.state, accepted_seq: p.accepted_seq };
+            prerequisites.insert(before.id.clone(), Some(view));
+        }
+        let inputs = Inputs {
+            intent: &intent,
+            events: &events,
+            attempts: &attempts,
+            prerequisites: &prerequisites,
+            lease_held_elsewhere: false,
+        };
+        items.push(GoalItem { id: w, projection: project(&inputs) });
+    }
+    let Some(root) = items.last().map(|i| i.id.clone()) else { return };
+    let team = crate::workflow::team::Team::new();
+    let g = Id::new("g").expect("valid");
+    let t = crate::time::WallTime(0);
+    let intent =
+        GoalIntent::new(g, "g".into(), root, team, limits, automation, t).expect("a valid goal");
+    let p = project_goal(&intent, &items, false);
+    let root_accepted = items.last().is_some_and(|i| i.projection.state == WorkState::Succeeded);
+    assert_eq!(p.state == GoalState::Succeeded, root_accepted);
+    let picked = candidates(&intent, &items, &p);
+    let accepts = acceptances(&intent, &items);
+    assert!(picked.len() <= limits.max_parallel_work as usize);
+    let charged = picked.iter().filter(|c| c.1 != DispatchAction::Resume).count() as u32;
+    assert!(charged <= p.attempts_remaining);
+    let ready = (p.state, p.next_action) == (GoalState::Ready, GoalNext::Run);
+    assert!(picked.is_empty() || ready, "dispatch only from ready/run");
+    assert!(!ready || !picked.is_empty() || !accepts.is_empty(), "ready means work: {}", p.reason);
+    assert!(automation.accept_passing_proof || accepts.is_empty());
+    for (id, action) in &picked {
+        let q = &items.iter().find(|i| &i.id == id).expect("picked from the graph").projection;
+        match action {
+            DispatchAction::Run => assert_eq!(q.state, WorkState::Ready),
+            DispatchAction::Resume => assert!(automation.resume_approved),
+            DispatchAction::Retry => assert!(automation.retry_blocked),
+        }
+    }
+    let mut reworded = items.clone();
+    for i in &mut reworded {
+        i.projection.reason.push_str(" (said again)");
+    }
+    let q = crate::goal::GoalProjection { reason: String::new(), ..p.clone() };
+    assert_eq!(goal_fingerprint(&p, &items), goal_fingerprint(&q, &reworded));
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -273,6 +368,11 @@ mod tests {
         #[test]
         fn arbitrary_work_histories_project_consistently(data in proptest::collection::vec(any::<u8>(), 0..512)) {
             super::fuzz_work_projection(&data);
+        }
+
+        #[test]
+        fn arbitrary_goals_project_and_dispatch_consistently(data in proptest::collection::vec(any::<u8>(), 0..1024)) {
+            super::fuzz_goal_projection(&data);
         }
     }
 }

@@ -272,7 +272,12 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> i32 {
     for i in &g.items {
         let q = &i.projection;
         let state = json!(q.state);
-        println!("  work       {:<24} {:<18} {}", i.id.as_str(), state.as_str().unwrap_or(""), q.reason);
+        println!(
+            "  work       {:<24} {:<18} {}",
+            i.id.as_str(),
+            state.as_str().unwrap_or(""),
+            q.reason
+        );
     }
     0
 }
