@@ -10,9 +10,8 @@
 use super::intent::GoalLimits;
 use super::projection::{GoalItem, GoalProjection, GoalState};
 use crate::time::WallTime;
-use crate::workflow::policy::sha256_hex;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use sha2::{Digest, Sha256};
 
 /// `tick` (one cycle) or `run` (cycles until a stop).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -149,36 +148,48 @@ impl RunLoop {
 /// The progress fingerprint of a goal's graph: every item's durable standing, in graph
 /// order. Equal before and after a cycle means the cycle made no progress.
 pub fn progress_fingerprint(items: &[GoalItem]) -> String {
-    let rows: Vec<_> = items
-        .iter()
-        .map(|i| {
-            let p = &i.projection;
-            json!([
-                i.id,
-                p.state,
-                p.next_action,
-                p.attempts_used,
-                p.charged_attempts,
-                p.latest_run_id
-            ])
-        })
-        .collect();
-    sha256_hex(json!(rows).to_string().as_bytes())[..32].to_owned()
+    let mut h = Sha256::new();
+    feed_items(&mut h, items);
+    hex16(h)
 }
 
 /// The goal fingerprint a service compares between sweeps: the goal's standing and its
-/// graph's ([`progress_fingerprint`]); reasons in words are left out.
+/// graph's (the rows of [`progress_fingerprint`]); reasons in words are left out.
 pub fn goal_fingerprint(p: &GoalProjection, items: &[GoalItem]) -> String {
-    let body = json!([
-        p.state,
-        p.next_action,
-        p.attempts_used,
-        p.attempts_remaining,
-        p.ready_work,
-        p.resumable_work,
-        p.retryable_work,
-        p.attention_work,
-        progress_fingerprint(items),
-    ]);
-    sha256_hex(body.to_string().as_bytes())[..32].to_owned()
+    let mut h = Sha256::new();
+    h.update([p.state as u8, p.next_action as u8]);
+    h.update(p.attempts_used.to_le_bytes());
+    h.update(p.attempts_remaining.to_le_bytes());
+    for list in [&p.ready_work, &p.resumable_work, &p.retryable_work, &p.attention_work] {
+        h.update((list.len() as u32).to_le_bytes());
+        for id in list {
+            feed_str(&mut h, id.as_str());
+        }
+    }
+    feed_items(&mut h, items);
+    hex16(h)
+}
+
+/// Each item's id, state, next action, attempts used, charged attempts and latest run,
+/// length-prefixed so no two graphs feed the same bytes.
+fn feed_items(h: &mut Sha256, items: &[GoalItem]) {
+    h.update((items.len() as u32).to_le_bytes());
+    for i in items {
+        let p = &i.projection;
+        feed_str(h, i.id.as_str());
+        // Declaration positions: the enums only ever grow at the end.
+        h.update([p.state as u8, p.next_action as u8]);
+        h.update(p.attempts_used.to_le_bytes());
+        h.update(p.charged_attempts.to_le_bytes());
+        feed_str(h, p.latest_run_id.as_ref().map_or("", |r| r.as_str()));
+    }
+}
+
+fn feed_str(h: &mut Sha256, s: &str) {
+    h.update((s.len() as u32).to_le_bytes());
+    h.update(s.as_bytes());
+}
+
+fn hex16(h: Sha256) -> String {
+    h.finalize()[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
