@@ -306,7 +306,9 @@ fn drive_cmd(store: &mut Store, a: DriveArgs, mode: Mode) -> i32 {
         Err(e) => return fail(EXIT_FAILED, e),
     };
     if a.json {
-        println!("{}", json!(report));
+        let mut doc = json!(report);
+        doc["goal_id"] = json!(id);
+        println!("{doc}");
     } else {
         let reason = json!(report.stop.reason);
         println!(

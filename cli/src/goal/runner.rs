@@ -1,61 +1,63 @@
-//! `harn supervisor tick|run`: the supervisor's loop over real work. Under the goal lease,
-//! each cycle re-reads the graph from durable records, accepts passing proofs when the goal
-//! automates it, dispatches the core's selection concurrently (each attempt through the
-//! work runner, with the goal's team and limits), and asks the core whether to stop. One
-//! line per decision.
+//! `harn supervisor tick|run` over real work: the core's loop (`goal::engine::drive`) with a
+//! host that holds the goal lease, reads the graph from durable records, accepts through the
+//! work ledger, and runs each selected attempt on its own thread through the work runner
+//! with the goal's team and limits.
 
-use super::store::{self, goal_lease, Goal};
+use super::store::{self, goal_lease};
 use crate::work::run_cmd::accept_item;
 use crate::work::runner::{run_attempt, Ended, Refusal, RunLimits};
 use crate::work::store::{Store, StoreError};
-use harn_core::goal::{
-    acceptances, candidates, progress_fingerprint, DispatchAction, Mode, RunLoop, Stop,
+use harn_core::goal::engine::{
+    drive as drive_loop, GoalHost, GoalView, Outcome, OutcomeStatus, Report,
 };
+use harn_core::goal::{DispatchAction, Mode};
 use harn_core::ids::Id;
-use serde::Serialize;
+use harn_core::time::WallTime;
 use std::path::PathBuf;
 
-/// What one dispatch came to.
-#[derive(Clone, Debug, Serialize)]
-pub struct Outcome {
-    /// The work item.
-    pub work_id: Id,
-    /// How it was dispatched.
-    pub action: DispatchAction,
-    /// `completed` (a proof), `parked` (an approval) or `failed` (no proof).
-    pub status: &'static str,
-    /// The run, when one started.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<Id>,
-    /// Whether its proof passed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub passed: Option<bool>,
-    /// Why it failed or parked.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
+pub use harn_core::goal::engine::words;
+
+/// The real host of one goal's loop.
+struct RealHost<'a> {
+    store: &'a mut Store,
+    goal: Id,
+    actor: String,
+    limits: &'a RunLimits,
+    say: &'a mut dyn FnMut(String),
 }
 
-/// What a `tick` or `run` did.
-#[derive(Clone, Debug, Serialize)]
-pub struct Report {
-    /// The goal.
-    pub goal_id: Id,
-    /// `tick` or `run`.
-    pub mode: Mode,
-    /// Why it stopped.
-    pub stop: Stop,
-    /// Cycles taken.
-    pub cycles: u32,
-    /// Attempts dispatched.
-    pub dispatches: u32,
-    /// Items accepted.
-    pub acceptances: u32,
-    /// Every dispatch's outcome.
-    pub outcomes: Vec<Outcome>,
+impl GoalHost for RealHost<'_> {
+    type Error = StoreError;
+
+    fn now(&mut self) -> WallTime {
+        self.store.now()
+    }
+
+    fn refresh(&mut self) -> Result<GoalView, StoreError> {
+        let goal = store::read(self.store, &self.goal)?;
+        for item in &goal.items {
+            self.store.reconcile(&item.id, &self.actor)?;
+        }
+        let g = store::read(self.store, &self.goal)?;
+        Ok(GoalView { intent: g.intent, items: g.items, projection: g.projection })
+    }
+
+    fn accept(&mut self, work: &Id) -> Result<(), StoreError> {
+        let reason = Some("its proof passed and the goal accepts passing proof".to_owned());
+        accept_item(self.store, work, Vec::new(), &self.actor, reason).map_err(StoreError)
+    }
+
+    fn dispatch(&mut self, picked: &[(Id, DispatchAction)]) -> Vec<Outcome> {
+        dispatch(self.store.root().to_owned(), picked, self.limits, &self.actor)
+    }
+
+    fn say(&mut self, line: String) {
+        (self.say)(line);
+    }
 }
 
-/// Runs the loop with `limits` (the goal's team and per-work limits with the caller's host
-/// options, frozen by [`goal_limits`]); `say` gets one line per decision.
+/// Runs the loop under the goal lease with `limits` (from [`goal_limits`]); `say` gets one
+/// line per decision.
 pub fn drive(
     store: &mut Store,
     id: &Id,
@@ -67,67 +69,8 @@ pub fn drive(
         return Err(StoreError(format!("goal {id} is being ticked by another process")));
     }
     let actor = format!("supervisor:{id}");
-    let goal = store::read(store, id)?;
-    let mut lp = RunLoop::new(mode, &goal.intent.limits, store.now());
-    let mut report = Report {
-        goal_id: id.clone(),
-        mode,
-        stop: harn_core::goal::cycle::by_state(&goal.projection),
-        cycles: 0,
-        dispatches: 0,
-        acceptances: 0,
-        outcomes: Vec::new(),
-    };
-    let mut goal = refresh(store, id, &actor)?;
-    loop {
-        if let Some(stop) = lp.begin(store.now(), &goal.projection) {
-            report.stop = stop;
-            break;
-        }
-        let p = &goal.projection;
-        say(format!("cycle {}: {}: {}", lp.cycles(), words(p), p.reason));
-        let before = progress_fingerprint(&goal.items);
-        let mut acted = false;
-        for work in acceptances(&goal.intent, &goal.items) {
-            accept_item(store, &work, Vec::new(), &actor, Some("passing proof".into()))
-                .map_err(StoreError)?;
-            say(format!("  accept {work}: its proof passed"));
-            report.acceptances += 1;
-            acted = true;
-        }
-        if acted {
-            goal = refresh(store, id, &actor)?;
-        }
-        let picked = candidates(&goal.intent, &goal.items, &goal.projection);
-        for (work, action) in &picked {
-            say(format!("  dispatch {work} ({})", action_word(*action)));
-        }
-        let outcomes = dispatch(store.root().to_owned(), &picked, limits, &actor);
-        for o in outcomes {
-            say(format!("  {}: {}", o.work_id, outcome_words(&o)));
-            report.outcomes.push(o);
-        }
-        report.dispatches += picked.len() as u32;
-        acted |= !picked.is_empty();
-        goal = refresh(store, id, &actor)?;
-        let after = progress_fingerprint(&goal.items);
-        if let Some(stop) = lp.end(store.now(), &before, &after, &goal.projection, acted) {
-            report.stop = stop;
-            break;
-        }
-    }
-    report.cycles = lp.cycles();
-    Ok(report)
-}
-
-/// Reconciles every item of the active graph (a receipt only where something changed), then
-/// reads the goal afresh from durable records.
-fn refresh(store: &mut Store, id: &Id, actor: &str) -> Result<Goal, StoreError> {
-    let goal = store::read(store, id)?;
-    for item in &goal.items {
-        store.reconcile(&item.id, actor)?;
-    }
-    store::read(store, id)
+    let mut host = RealHost { store, goal: id.clone(), actor, limits, say };
+    drive_loop(&mut host, mode)
 }
 
 /// Runs the selected attempts at once, each on its own thread with its own view of the
@@ -156,17 +99,23 @@ fn dispatch(
 }
 
 fn outcome(work_id: Id, action: DispatchAction, ended: Result<Ended, Refusal>) -> Outcome {
-    let mut o =
-        Outcome { work_id, action, status: "failed", run_id: None, passed: None, detail: None };
+    let mut o = Outcome {
+        work_id,
+        action,
+        status: OutcomeStatus::Failed,
+        run_id: None,
+        passed: None,
+        detail: None,
+    };
     match ended {
         Ok(Ended::Proof(run, proof)) => {
-            o.status = "completed";
+            o.status = OutcomeStatus::Completed;
             o.passed = Some(proof.passes());
             o.detail = proof.run.error.clone();
             o.run_id = Some(run);
         }
         Ok(Ended::Parked(request)) => {
-            o.status = "parked";
+            o.status = OutcomeStatus::Parked;
             o.detail = Some(format!("approval {}", request.approval_id));
             o.run_id = Some(request.run_id.clone());
         }
@@ -174,31 +123,6 @@ fn outcome(work_id: Id, action: DispatchAction, ended: Result<Ended, Refusal>) -
         Err(Refusal::Store(e)) => o.detail = Some(e.to_string()),
     }
     o
-}
-
-fn action_word(a: DispatchAction) -> &'static str {
-    match a {
-        DispatchAction::Run => "run",
-        DispatchAction::Resume => "resume",
-        DispatchAction::Retry => "retry",
-    }
-}
-
-fn outcome_words(o: &Outcome) -> String {
-    let run = o.run_id.as_ref().map(|r| format!("run {r} ")).unwrap_or_default();
-    match (o.status, o.passed) {
-        ("completed", Some(true)) => format!("{run}passed; in review"),
-        ("completed", _) => format!("{run}failed: {}", o.detail.clone().unwrap_or_default()),
-        ("parked", _) => format!("{run}parked on {}", o.detail.clone().unwrap_or_default()),
-        _ => format!("not started: {}", o.detail.clone().unwrap_or_default()),
-    }
-}
-
-/// `state/next_action` in words.
-pub fn words(p: &harn_core::goal::GoalProjection) -> String {
-    let state = serde_json::json!(p.state);
-    let next = serde_json::json!(p.next_action);
-    format!("{}/{}", state.as_str().unwrap_or(""), next.as_str().unwrap_or(""))
 }
 
 /// The limits every attempt the goal dispatches runs with: the goal's team, agent cap and

@@ -4,6 +4,7 @@
 //! fingerprints (`cycle`). Nothing here reads a file.
 
 pub mod cycle;
+pub mod engine;
 pub mod intent;
 pub mod projection;
 

@@ -1,0 +1,169 @@
+//! The supervisor's loop, once: read the goal from durable records, accept what automation
+//! may accept, dispatch what the core selects, and stop by the rules of [`RunLoop`]. The
+//! effects go through a [`GoalHost`]; the binary implements it over real files and
+//! processes and the simulator over its faulty world, so both run this loop.
+
+use super::cycle::{by_state, progress_fingerprint, Mode, RunLoop, Stop};
+use super::intent::GoalIntent;
+use super::projection::{acceptances, candidates, DispatchAction, GoalItem, GoalProjection};
+use crate::ids::Id;
+use crate::time::WallTime;
+use serde::{Deserialize, Serialize};
+
+/// How a dispatched attempt came out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeStatus {
+    /// It ended with a proof.
+    Completed,
+    /// It parked on an approval.
+    Parked,
+    /// It did not start or ended without a proof.
+    Failed,
+}
+
+/// What one dispatch came to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outcome {
+    /// The work item.
+    pub work_id: Id,
+    /// How it was dispatched.
+    pub action: DispatchAction,
+    /// How it came out.
+    pub status: OutcomeStatus,
+    /// The run, when one started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<Id>,
+    /// Whether its proof passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed: Option<bool>,
+    /// Why it failed or what it parked on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+/// What a `tick` or `run` did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// `tick` or `run`.
+    pub mode: Mode,
+    /// Why it stopped.
+    pub stop: Stop,
+    /// Cycles taken.
+    pub cycles: u32,
+    /// Attempts dispatched.
+    pub dispatches: u32,
+    /// Items accepted.
+    pub acceptances: u32,
+    /// Every dispatch's outcome.
+    pub outcomes: Vec<Outcome>,
+}
+
+/// A goal as read for one decision.
+#[derive(Clone, Debug)]
+pub struct GoalView {
+    /// The intent.
+    pub intent: GoalIntent,
+    /// The active graph, prerequisites first.
+    pub items: Vec<GoalItem>,
+    /// The projection.
+    pub projection: GoalProjection,
+}
+
+/// What the loop needs done. The host holds the goal lease for the whole loop.
+pub trait GoalHost {
+    /// Why an effect failed (an infrastructure error, never a domain outcome).
+    type Error;
+    /// Wall time now.
+    fn now(&mut self) -> WallTime;
+    /// Reconciles the graph's items and reads the goal afresh from durable records.
+    fn refresh(&mut self) -> Result<GoalView, Self::Error>;
+    /// Accepts the passing proof of an item in review.
+    fn accept(&mut self, work: &Id) -> Result<(), Self::Error>;
+    /// Runs the selected attempts (concurrently where the host can) and reports each.
+    fn dispatch(&mut self, picked: &[(Id, DispatchAction)]) -> Vec<Outcome>;
+    /// One line about a decision.
+    fn say(&mut self, line: String);
+}
+
+/// Runs cycles until the loop's rules stop it.
+pub fn drive<H: GoalHost>(host: &mut H, mode: Mode) -> Result<Report, H::Error> {
+    let mut goal = host.refresh()?;
+    let now = host.now();
+    let mut lp = RunLoop::new(mode, &goal.intent.limits, now);
+    let mut report = Report {
+        mode,
+        stop: by_state(&goal.projection),
+        cycles: 0,
+        dispatches: 0,
+        acceptances: 0,
+        outcomes: Vec::new(),
+    };
+    loop {
+        let now = host.now();
+        if let Some(stop) = lp.begin(now, &goal.projection) {
+            report.stop = stop;
+            break;
+        }
+        let p = &goal.projection;
+        host.say(format!("cycle {}: {}: {}", lp.cycles(), words(p), p.reason));
+        let before = progress_fingerprint(&goal.items);
+        let mut acted = false;
+        for work in acceptances(&goal.intent, &goal.items) {
+            host.accept(&work)?;
+            host.say(format!("  accept {work}: its proof passed"));
+            report.acceptances += 1;
+            acted = true;
+        }
+        if acted {
+            goal = host.refresh()?;
+        }
+        let picked = candidates(&goal.intent, &goal.items, &goal.projection);
+        for (work, action) in &picked {
+            host.say(format!("  dispatch {work} ({})", action_word(*action)));
+        }
+        if !picked.is_empty() {
+            for o in host.dispatch(&picked) {
+                host.say(format!("  {}: {}", o.work_id, outcome_words(&o)));
+                report.outcomes.push(o);
+            }
+            report.dispatches += picked.len() as u32;
+            acted = true;
+        }
+        goal = host.refresh()?;
+        let after = progress_fingerprint(&goal.items);
+        let now = host.now();
+        if let Some(stop) = lp.end(now, &before, &after, &goal.projection, acted) {
+            report.stop = stop;
+            break;
+        }
+    }
+    report.cycles = lp.cycles();
+    Ok(report)
+}
+
+/// `state/next_action` in words.
+pub fn words(p: &GoalProjection) -> String {
+    let state = serde_json::json!(p.state);
+    let next = serde_json::json!(p.next_action);
+    format!("{}/{}", state.as_str().unwrap_or(""), next.as_str().unwrap_or(""))
+}
+
+fn action_word(a: DispatchAction) -> &'static str {
+    match a {
+        DispatchAction::Run => "run",
+        DispatchAction::Resume => "resume",
+        DispatchAction::Retry => "retry",
+    }
+}
+
+fn outcome_words(o: &Outcome) -> String {
+    let run = o.run_id.as_ref().map(|r| format!("run {r} ")).unwrap_or_default();
+    let detail = o.detail.clone().unwrap_or_default();
+    match (o.status, o.passed) {
+        (OutcomeStatus::Completed, Some(true)) => format!("{run}passed; in review"),
+        (OutcomeStatus::Completed, _) => format!("{run}failed: {detail}"),
+        (OutcomeStatus::Parked, _) => format!("{run}parked on {detail}"),
+        (OutcomeStatus::Failed, _) => format!("not started: {detail}"),
+    }
+}
