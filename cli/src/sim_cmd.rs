@@ -49,6 +49,16 @@ pub enum SimCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Goals under crashes: the supervisor loop over the work world, with drawn automation
+    /// and limits, a person ruling and reviewing, and crashes armed before actions.
+    Goals {
+        /// Seeds to run, as `A..B` (B excluded).
+        #[arg(long, value_parser = parse_range)]
+        seeds: (u64, u64),
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
     /// Simulate a day of four harnesses under faults and print what happened.
     Day {
         /// Seed of the day.
@@ -183,6 +193,7 @@ pub fn run(cmd: SimCommand) -> i32 {
         SimCommand::Run(args) => run_one(args),
         SimCommand::Sweep(args) => sweep(args),
         SimCommand::Work { seeds, json } => work_sweep(seeds, json),
+        SimCommand::Goals { seeds, json } => goal_sweep(seeds, json),
         SimCommand::Replay { file } => replay(&file),
         SimCommand::Minimize { file, out, json } => minimize(&file, out, json),
         SimCommand::Day { seed, json } => day(seed, json),
@@ -524,6 +535,54 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> i32 {
         }
         if failures.len() > 10 {
             eprintln!("harn: … and {} more", failures.len() - 10);
+        }
+    }
+    if failures.is_empty() {
+        0
+    } else {
+        EXIT_FAILED
+    }
+}
+
+/// Runs goal seeds; exit 1 naming the first broken invariant of each failing seed.
+fn goal_sweep((from, to): (u64, u64), json: bool) -> i32 {
+    let mut total = harn_sim::goal::GoalSimSummary::default();
+    let (mut succeeded, mut failures) = (0u64, Vec::new());
+    for seed in from..to {
+        match harn_sim::goal::run_goal_seed(seed) {
+            Ok(s) => {
+                total.ticks += s.ticks;
+                total.crashes += s.crashes;
+                total.dispatches += s.dispatches;
+                total.acceptances += s.acceptances;
+                succeeded += u64::from(s.succeeded);
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+    if json {
+        let t = &total;
+        println!(
+            "{}",
+            serde_json::json!({
+                "seeds": to - from, "failures": failures, "ticks": t.ticks, "crashes": t.crashes,
+                "dispatches": t.dispatches, "acceptances": t.acceptances, "succeeded": succeeded,
+            })
+        );
+    } else {
+        println!(
+            "{} seeds: {} ticks, {} crashes, {} dispatches, {} acceptances, {} goals succeeded; \
+             {} failed",
+            to - from,
+            total.ticks,
+            total.crashes,
+            total.dispatches,
+            total.acceptances,
+            succeeded,
+            failures.len()
+        );
+        for f in failures.iter().take(10) {
+            eprintln!("harn: {f}");
         }
     }
     if failures.is_empty() {

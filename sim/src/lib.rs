@@ -10,6 +10,7 @@ pub mod checker;
 pub mod clock;
 pub mod entropy;
 pub mod fs;
+pub mod goal;
 mod liveness;
 #[cfg(feature = "planted-bugs")]
 pub mod lying;

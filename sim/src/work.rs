@@ -55,7 +55,8 @@ const CALM_ACTIONS: u64 = 80;
 /// Runs one seed; the error names the first invariant broken and the action that broke it.
 pub fn run_work_seed(seed: u64) -> Result<WorkSimSummary, String> {
     let mut w = WorkWorld::new(seed);
-    w.setup();
+    // Two independent items and one that depends on the first.
+    w.setup(&[("w1", &[]), ("w2", &[]), ("w3", &["w1"])]);
     for _ in 0..FAULTY_ACTIONS {
         w.action(true)?;
     }
@@ -73,10 +74,10 @@ pub fn run_work_seed(seed: u64) -> Result<WorkSimSummary, String> {
     }
 }
 
-struct WorkWorld {
+pub(crate) struct WorkWorld {
     seed: u64,
-    ledger: Ledger<SimFs>,
-    entropy: SeededEntropy,
+    pub(crate) ledger: Ledger<SimFs>,
+    pub(crate) entropy: SeededEntropy,
     now: i64,
     items: Vec<Id>,
     /// Every acknowledged event, by item.
@@ -88,11 +89,11 @@ struct WorkWorld {
     /// Items seen parked: the run and the attempts used then, until the run has a proof.
     parked: BTreeMap<Id, (Id, u32)>,
     runs: u64,
-    summary: WorkSimSummary,
+    pub(crate) summary: WorkSimSummary,
 }
 
 impl WorkWorld {
-    fn new(seed: u64) -> WorkWorld {
+    pub(crate) fn new(seed: u64) -> WorkWorld {
         WorkWorld {
             seed,
             ledger: Ledger::new(SimFs::new(), "/sim"),
@@ -108,14 +109,14 @@ impl WorkWorld {
         }
     }
 
-    fn wall(&mut self) -> WallTime {
+    pub(crate) fn wall(&mut self) -> WallTime {
         self.now += 1 + self.entropy.below(1_000) as i64;
         WallTime(self.now)
     }
 
-    /// Two independent items and one that depends on the first, created without faults.
-    fn setup(&mut self) {
-        for (n, deps) in [("w1", vec![]), ("w2", vec![]), ("w3", vec!["w1"])] {
+    /// Creates items without faults: each name with the names it depends on.
+    pub(crate) fn setup(&mut self, graph: &[(&str, &[&str])]) {
+        for &(n, deps) in graph {
             let id = Id::new(n).expect("a valid id");
             let intent = WorkIntent {
                 schema_version: INTENT_VERSION,
@@ -138,7 +139,7 @@ impl WorkWorld {
     }
 
     /// One operator action on a drawn item, maybe with a crash armed; then the checks.
-    fn action(&mut self, faults: bool) -> Result<(), String> {
+    pub(crate) fn action(&mut self, faults: bool) -> Result<(), String> {
         self.summary.actions += 1;
         let id = self.items[self.entropy.below(self.items.len() as u64) as usize].clone();
         if faults && self.entropy.chance(1, 3) {
@@ -158,13 +159,13 @@ impl WorkWorld {
         self.check().map_err(|e| self.violation(&id, &e))
     }
 
-    fn violation(&self, id: &Id, what: &str) -> String {
+    pub(crate) fn violation(&self, id: &Id, what: &str) -> String {
         format!("seed {} action {} on {id}: {what}", self.seed, self.summary.actions)
     }
 
     /// Moves what the ledger acknowledged into the checker's books; each record must be
     /// durable the moment it is acknowledged.
-    fn take_acknowledged(&mut self) {
+    pub(crate) fn take_acknowledged(&mut self) {
         let acked = std::mem::take(&mut self.ledger.acknowledged);
         for e in acked.events {
             self.events.entry(e.work_id.clone()).or_default().push(e);
@@ -174,11 +175,11 @@ impl WorkWorld {
         }
     }
 
-    fn read(&mut self, id: &Id) -> Result<Item, String> {
+    pub(crate) fn read(&mut self, id: &Id) -> Result<Item, String> {
         self.ledger.read(id, &mut Known::new(), &mut |_| false)
     }
 
-    fn act(&mut self, id: &Id) -> Result<(), String> {
+    pub(crate) fn act(&mut self, id: &Id) -> Result<(), String> {
         let item = self.read(id)?;
         let p = &item.projection;
         match (p.state, p.next_action) {
@@ -195,7 +196,7 @@ impl WorkWorld {
         }
     }
 
-    fn options(&mut self) -> RunManifest {
+    pub(crate) fn options(&mut self) -> RunManifest {
         self.runs += 1;
         let rules =
             r#"{"rules":[{"name":"ask-push","on":"authorize","action":"push","verdict":"ask"}]}"#;
@@ -224,7 +225,7 @@ impl WorkWorld {
         }
     }
 
-    fn start(&mut self, item: &Item, retry: bool) -> Result<(), String> {
+    pub(crate) fn start(&mut self, item: &Item, retry: bool) -> Result<(), String> {
         *self.starts.entry(item.intent.id.clone()).or_default() += 1;
         let options = self.options();
         let now = self.wall();
@@ -239,7 +240,7 @@ impl WorkWorld {
         self.segment(item, &manifest, fold)
     }
 
-    fn resume(&mut self, item: &Item) -> Result<(), String> {
+    pub(crate) fn resume(&mut self, item: &Item) -> Result<(), String> {
         let now = self.wall();
         let used = item.projection.attempts_used;
         let run = item.projection.latest_run_id.clone();
@@ -262,7 +263,12 @@ impl WorkWorld {
 
     /// A simulated workflow: one agent call, then an `authorize` for a push, then its
     /// result; the agent's outcome and the workflow's exit are drawn.
-    fn segment(&mut self, item: &Item, m: &RunManifest, mut fold: RunFold) -> Result<(), String> {
+    pub(crate) fn segment(
+        &mut self,
+        item: &Item,
+        m: &RunManifest,
+        mut fold: RunFold,
+    ) -> Result<(), String> {
         let run = m.run_id.clone();
         let prompt = item.intent.objective.clone();
         let agent = FromWorkflow::Agent { id: "a1".into(), prompt, specialist: None, schema: None };
@@ -346,7 +352,7 @@ impl WorkWorld {
         Ok(())
     }
 
-    fn rule(&mut self, approval: &str, verdict: Ruling) -> Result<(), String> {
+    pub(crate) fn rule(&mut self, approval: &str, verdict: Ruling) -> Result<(), String> {
         let Some((request, None)) = self.ledger.approval(approval)? else { return Ok(()) };
         let decision = ApprovalDecision {
             schema_version: APPROVAL_VERSION,
@@ -361,7 +367,7 @@ impl WorkWorld {
         Ok(())
     }
 
-    fn review(&mut self, item: &Item) -> Result<(), String> {
+    pub(crate) fn review(&mut self, item: &Item) -> Result<(), String> {
         let id = &item.intent.id;
         let now = self.wall();
         if self.entropy.chance(1, 6) {
@@ -387,7 +393,7 @@ impl WorkWorld {
     }
 
     /// The invariants, over what survived.
-    fn check(&mut self) -> Result<(), String> {
+    pub(crate) fn check(&mut self) -> Result<(), String> {
         for (path, bytes) in &self.records {
             match self.ledger.fs.read(path) {
                 Ok(Some(now)) if now == *bytes => {}
@@ -454,7 +460,7 @@ impl WorkWorld {
     }
 
     /// True when no item has anything left to do but a person's acceptance or nothing.
-    fn at_rest(&mut self) -> Result<bool, String> {
+    pub(crate) fn at_rest(&mut self) -> Result<bool, String> {
         for id in self.items.clone() {
             let p = self.read(&id)?.projection;
             let resting = matches!(
@@ -478,7 +484,7 @@ impl WorkWorld {
         })
     }
 
-    fn states(&mut self) -> Result<String, String> {
+    pub(crate) fn states(&mut self) -> Result<String, String> {
         let mut out = Vec::new();
         for id in self.items.clone() {
             let p = self.read(&id)?.projection;

@@ -6,8 +6,6 @@
 use crate::work::store::{Store, StoreError};
 use harn_core::goal::{project_goal, GoalIntent, GoalItem, GoalProjection};
 use harn_core::ids::Id;
-use harn_core::work::ledger::Known;
-use std::collections::BTreeSet;
 
 /// Where goal `id` lives.
 pub fn goal_dir(id: &Id) -> String {
@@ -71,27 +69,5 @@ pub fn read(store: &mut Store, id: &Id) -> Result<Goal, StoreError> {
 
 /// The dependency closure of `root`, prerequisites first; each item read once.
 pub fn graph(store: &mut Store, root: &Id) -> Result<Vec<GoalItem>, StoreError> {
-    let mut known = Known::new();
-    let (mut order, mut seen) = (Vec::new(), BTreeSet::new());
-    // An explicit stack, so a chain of a thousand items needs no deep recursion: each entry
-    // is an item and whether its prerequisites have been pushed.
-    let mut stack = vec![(root.clone(), false)];
-    while let Some((id, expanded)) = stack.pop() {
-        if expanded {
-            let item = store.read(&id, &mut known)?;
-            order.push(GoalItem { id, projection: item.projection });
-            continue;
-        }
-        if !seen.insert(id.clone()) {
-            continue;
-        }
-        let item = store.read(&id, &mut known)?;
-        stack.push((id, true));
-        for dep in item.intent.dependencies.iter().rev() {
-            if !seen.contains(dep) {
-                stack.push((dep.clone(), false));
-            }
-        }
-    }
-    Ok(order)
+    store.graph(root)
 }

@@ -8,12 +8,10 @@ use super::store::{run_dir, Store};
 use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
 use clap::Args;
 use harn_core::ids::Id;
-use harn_core::work::events::{Disposition, EventKind};
+use harn_core::work::events::Disposition;
 use harn_core::workflow::approval::ApprovalRequest;
-use harn_core::workflow::run::may_accept;
 use harn_core::workflow::team::{parse_team, Team};
 use serde_json::json;
-use sha2::{Digest, Sha256};
 
 /// `harn work run|retry`
 #[derive(Debug, Args)]
@@ -158,17 +156,13 @@ pub fn accept_item(
     reason: Option<String>,
 ) -> Result<(), String> {
     let (lock, item) = store.lock_and_read(id).map_err(|e| e.to_string())?;
-    may_accept(&item.projection, &dispositions)
-        .map_err(|why| format!("cannot accept {id}: {why}"))?;
-    let run_id = item.projection.latest_run_id.clone().expect("an item in review has a run");
-    let proof_sha256 = match store.run_record_bytes(&run_id, "proof.json") {
-        Ok(Some(bytes)) => Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect(),
-        Ok(None) => return Err(format!("run {run_id} has no proof")),
-        Err(e) => return Err(e.to_string()),
-    };
-    let attempt = item.projection.attempts_used;
-    let kind = EventKind::Accepted { run_id, attempt, proof_sha256, dispositions };
-    store.append(&lock, kind, actor, reason).map_err(|e| e.to_string())
+    let now = store.now();
+    let accepted = store.ledger().accept(&item, dispositions, actor, reason, now);
+    drop(lock);
+    accepted.map_err(|r| match r {
+        harn_core::work::ledger::Refusal::NotNow(why)
+        | harn_core::work::ledger::Refusal::Store(why) => why,
+    })
 }
 
 /// `f1=fixed` or `f1=deferred:<reason>`.

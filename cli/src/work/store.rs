@@ -104,6 +104,12 @@ impl Store {
         Ok(self.ledger.read(id, known, &mut |id| runner_live(root, held, id))?)
     }
 
+    /// The dependency closure of `root`, prerequisites first, each item read once.
+    pub fn graph(&mut self, root: &Id) -> Result<Vec<harn_core::goal::GoalItem>, StoreError> {
+        let (root_dir, held) = (&self.root, &self.held);
+        Ok(self.ledger.graph(root, &mut |id| runner_live(root_dir, held, id))?)
+    }
+
     /// Reads `id` afresh.
     fn read_fresh(&mut self, id: &Id) -> Result<Item, StoreError> {
         let (root, held) = (&self.root, &self.held);

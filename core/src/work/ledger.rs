@@ -255,6 +255,61 @@ impl<F: Fs> Ledger<F> {
         Ok(Item { intent, events, projection })
     }
 
+    /// The dependency closure of `root` in post-order (prerequisites first, in their
+    /// declared order; the root last), each item read and projected once.
+    pub fn graph(
+        &mut self,
+        root: &Id,
+        runner_live: &mut dyn FnMut(&Id) -> bool,
+    ) -> Result<Vec<crate::goal::GoalItem>, String> {
+        let mut known = Known::new();
+        let (mut order, mut seen) = (Vec::new(), std::collections::BTreeSet::new());
+        // An explicit stack, so a chain of a thousand items needs no deep recursion: each
+        // entry is an item and whether its prerequisites have been pushed.
+        let mut stack = vec![(root.clone(), false)];
+        while let Some((id, expanded)) = stack.pop() {
+            let item = self.read(&id, &mut known, runner_live)?;
+            if expanded {
+                order.push(crate::goal::GoalItem { id, projection: item.projection });
+                continue;
+            }
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            stack.push((id, true));
+            for dep in item.intent.dependencies.iter().rev() {
+                if !seen.contains(dep) {
+                    stack.push((dep.clone(), false));
+                }
+            }
+        }
+        Ok(order)
+    }
+
+    /// Accepts the latest proof of `item` (read under the history lock, which the caller
+    /// holds): refused unless it is in review with every open finding disposed of; records
+    /// the proof's SHA-256.
+    pub fn accept(
+        &mut self,
+        item: &Item,
+        dispositions: Vec<super::events::Disposition>,
+        actor: &str,
+        reason: Option<String>,
+        now: WallTime,
+    ) -> Result<(), Refusal> {
+        let id = &item.intent.id;
+        crate::workflow::run::may_accept(&item.projection, &dispositions)
+            .map_err(|why| Refusal::NotNow(format!("cannot accept {id}: {why}")))?;
+        let run_id = item.projection.latest_run_id.clone().expect("an item in review has a run");
+        let path = format!("{}/proof.json", run_dir(&run_id));
+        let bytes = self.read_bytes(&path)?.ok_or_else(|| format!("run {run_id} has no proof"))?;
+        let proof_sha256 = crate::workflow::policy::sha256_hex(&bytes);
+        let attempt = item.projection.attempts_used;
+        let kind = EventKind::Accepted { run_id, attempt, proof_sha256, dispositions };
+        self.append(id, kind, actor, reason, now)?;
+        Ok(())
+    }
+
     /// One inspection per `attempt.started`, from the run's records.
     fn inspect_attempts(
         &mut self,
