@@ -44,6 +44,11 @@ fn goal_projection_corpus() {
 }
 
 #[test]
+fn proposal_corpus() {
+    replay("proposal", harn_core::goal::plan::fuzz_proposal);
+}
+
+#[test]
 fn protocol_reader_corpus() {
     replay("protocol_reader", harn_core::workflow::protocol::fuzz_reader);
 }

@@ -6,6 +6,7 @@
 pub mod cycle;
 pub mod engine;
 pub mod intent;
+pub mod plan;
 pub mod projection;
 
 pub use cycle::{goal_fingerprint, progress_fingerprint, Mode, RunLoop, Stop, StopReason};

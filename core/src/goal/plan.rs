@@ -1,0 +1,518 @@
+//! Bounded replanning, decided purely: the replanning policy a goal freezes (planner, limits,
+//! template catalog), the planner's proposal and its host-side validation, and a plan's
+//! status from its event history. Validation is deterministic and names what is wrong: a
+//! proposal may only add new work built from frozen templates, hanging from existing work or
+//! earlier keys, with exactly one final outcome that every proposed item leads to and whose
+//! template may be a root; it never names a script, edits existing intent or removes history.
+
+use crate::ids::Id;
+use crate::work::FieldError;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Most templates a policy may hold.
+pub const TEMPLATES_MAX: usize = 20;
+/// Longest proposal key.
+pub const KEY_MAX: usize = 32;
+/// Most dependencies one proposed item may name.
+pub const DEPENDENCIES_MAX: usize = 50;
+
+/// A workflow a planner may use, frozen by absolute path and SHA-256.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Template {
+    /// The workflow program's absolute path.
+    pub path: String,
+    /// SHA-256 of its bytes when frozen.
+    pub sha256: String,
+    /// The charged-attempt ceiling of work made from it.
+    pub max_attempts: u32,
+    /// Whether work made from it may be a plan's final outcome.
+    pub root: bool,
+}
+
+/// The independent review panel of a policy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewPanel {
+    /// Reviewers, in order, distinct from the planner.
+    pub reviewer_specialists: Vec<String>,
+    /// Revision rounds after a blocking review.
+    pub max_revision_rounds: u32,
+}
+
+/// A goal's frozen replanning policy.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplanningPolicy {
+    /// The specialist who plans (in the goal's team).
+    pub planner_specialist: String,
+    /// Apply valid proposals without a person.
+    pub auto_apply: bool,
+    /// Plans a goal may make (charged ones count).
+    pub max_replans: u32,
+    /// Work items one plan may add.
+    pub max_work_items_per_plan: u32,
+    /// Work items every plan together may add.
+    pub max_total_work_items: u32,
+    /// The catalog, by template id.
+    pub templates: BTreeMap<String, Template>,
+    /// An optional review panel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<ReviewPanel>,
+}
+
+impl ReplanningPolicy {
+    /// Checks the policy against its bounds and the goal's team and agent cap.
+    pub fn validate(&self, team: &[&str], max_agents_per_work: u32) -> Result<(), FieldError> {
+        let range = |field: &str, v: u32, lo: u32, hi: u32| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err(FieldError::new(
+                    format!("replanning.{field}"),
+                    format!("must be {lo} to {hi}, not {v}"),
+                ))
+            }
+        };
+        if !team.contains(&self.planner_specialist.as_str()) {
+            return Err(FieldError::new(
+                "replanning.planner_specialist",
+                format!("{:?} is not in the team", self.planner_specialist),
+            ));
+        }
+        range("max_replans", self.max_replans, 1, 100)?;
+        range("max_total_work_items", self.max_total_work_items, 1, 100)?;
+        range(
+            "max_work_items_per_plan",
+            self.max_work_items_per_plan,
+            1,
+            25.min(self.max_total_work_items),
+        )?;
+        if self.templates.is_empty() || self.templates.len() > TEMPLATES_MAX {
+            return Err(FieldError::new(
+                "replanning.templates",
+                format!("must hold 1 to {TEMPLATES_MAX} templates"),
+            ));
+        }
+        for (id, t) in &self.templates {
+            let at = |f: &str| format!("replanning.templates.{id}.{f}");
+            if !valid_key(id) {
+                return Err(FieldError::new(
+                    format!("replanning.templates.{id}"),
+                    "ids are 1 to 32 lowercase letters, digits and '-'",
+                ));
+            }
+            if !t.path.starts_with('/') {
+                return Err(FieldError::new(at("workflow"), "must resolve to an absolute path"));
+            }
+            range(&format!("templates.{id}.max_attempts"), t.max_attempts, 1, 100)?;
+        }
+        if !self.templates.values().any(|t| t.root) {
+            return Err(FieldError::new(
+                "replanning.templates",
+                "at least one template must be root: true",
+            ));
+        }
+        if let Some(r) = &self.review {
+            let n = r.reviewer_specialists.len();
+            if n == 0 || n > 5 {
+                return Err(FieldError::new(
+                    "replanning.review.reviewer_specialists",
+                    "must name 1 to 5 reviewers",
+                ));
+            }
+            let unique: BTreeSet<&String> = r.reviewer_specialists.iter().collect();
+            if unique.len() != n {
+                return Err(FieldError::new(
+                    "replanning.review.reviewer_specialists",
+                    "reviewers must be distinct",
+                ));
+            }
+            for s in &r.reviewer_specialists {
+                if s == &self.planner_specialist || !team.contains(&s.as_str()) {
+                    return Err(FieldError::new(
+                        "replanning.review.reviewer_specialists",
+                        format!("{s:?} must be in the team and not the planner"),
+                    ));
+                }
+            }
+            range("review.max_revision_rounds", r.max_revision_rounds, 0, 3)?;
+            let worst = 1 + n as u32 * (r.max_revision_rounds + 1) + r.max_revision_rounds;
+            if worst > max_agents_per_work {
+                return Err(FieldError::new("replanning.review", format!("its worst case of {worst} agent calls exceeds max_agents_per_work ({max_agents_per_work})")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A proposal key: 1 to [`KEY_MAX`] lowercase letters, digits and `-`, not starting with `-`.
+pub fn valid_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.len() <= KEY_MAX
+        && !key.starts_with('-')
+        && key.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+/// What the planner decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decision {
+    /// Add this work.
+    Apply,
+    /// The mission is done.
+    Complete,
+    /// A person must look.
+    Attention,
+}
+
+/// One work item a planner proposes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkSpec {
+    /// Its key within the proposal.
+    pub key: String,
+    /// Its title.
+    pub title: String,
+    /// Its objective.
+    pub objective: String,
+    /// Its acceptance statements.
+    #[serde(default)]
+    pub acceptance: Vec<String>,
+    /// Existing work ids or earlier keys it depends on.
+    #[serde(default)]
+    pub dependencies: Vec<String>,
+    /// The catalog template it is made from.
+    pub template: String,
+}
+
+/// A planner's proposal.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Proposal {
+    /// The decision.
+    pub decision: Decision,
+    /// Why.
+    pub rationale: String,
+    /// The work to add (only for `apply`).
+    #[serde(default)]
+    pub work: Vec<WorkSpec>,
+}
+
+/// What validation needs to know of the goal.
+#[derive(Clone, Debug)]
+pub struct PlanContext<'a> {
+    /// The frozen policy.
+    pub policy: &'a ReplanningPolicy,
+    /// Work ids in the active graph.
+    pub active: &'a BTreeSet<Id>,
+    /// Work items earlier plans already added.
+    pub already_planned: u32,
+    /// The plan's id, the prefix of the work ids it creates.
+    pub plan_id: &'a str,
+}
+
+/// A validated `apply`: the work in proposal order, each with its new id and resolved
+/// dependencies, and the inferred root.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValidPlan {
+    /// `(key, work id, resolved dependencies)` in proposal order.
+    pub work: Vec<(String, Id, Vec<Id>)>,
+    /// The new active root: the one proposed item nothing else depends on.
+    pub root: Id,
+}
+
+/// Validates a proposal against the policy and the current graph. `Ok(None)` for a valid
+/// `attention` (or `complete`) decision; the error names the item and field at fault.
+pub fn validate(p: &Proposal, cx: &PlanContext<'_>) -> Result<Option<ValidPlan>, FieldError> {
+    if p.rationale.trim().is_empty() || p.rationale.len() > 2_000 {
+        return Err(FieldError::new("rationale", "must be 1 to 2000 bytes"));
+    }
+    if p.decision != Decision::Apply {
+        if !p.work.is_empty() {
+            return Err(FieldError::new("work", "only an apply decision carries work"));
+        }
+        if p.decision == Decision::Complete {
+            return Err(FieldError::new("decision", "complete is only for missions"));
+        }
+        return Ok(None);
+    }
+    let n = p.work.len() as u32;
+    let per_plan = cx.policy.max_work_items_per_plan;
+    if n == 0 || n > per_plan {
+        return Err(FieldError::new("work", format!("must hold 1 to {per_plan} items, not {n}")));
+    }
+    if cx.already_planned + n > cx.policy.max_total_work_items {
+        let total = cx.policy.max_total_work_items;
+        return Err(FieldError::new(
+            "work",
+            format!(
+                "{} planned items already; {n} more would pass the total of {total}",
+                cx.already_planned
+            ),
+        ));
+    }
+    let mut ids: BTreeMap<&str, Id> = BTreeMap::new();
+    let mut work = Vec::new();
+    for (i, w) in p.work.iter().enumerate() {
+        let at = |f: &str| format!("work[{i}] ({}).{f}", w.key);
+        if !valid_key(&w.key) {
+            return Err(FieldError::new(
+                at("key"),
+                "keys are 1 to 32 lowercase letters, digits and '-'",
+            ));
+        }
+        if ids.contains_key(w.key.as_str()) {
+            return Err(FieldError::new(at("key"), "is used by an earlier item"));
+        }
+        if w.title.trim().is_empty() || w.title.len() > 200 {
+            return Err(FieldError::new(at("title"), "must be 1 to 200 bytes"));
+        }
+        if w.objective.trim().is_empty() || w.objective.len() > 4_000 {
+            return Err(FieldError::new(at("objective"), "must be 1 to 4000 bytes"));
+        }
+        if !cx.policy.templates.contains_key(&w.template) {
+            return Err(FieldError::new(
+                at("template"),
+                format!("{:?} is not in the catalog", w.template),
+            ));
+        }
+        let deps: BTreeSet<&String> = w.dependencies.iter().collect();
+        if deps.len() > DEPENDENCIES_MAX {
+            return Err(FieldError::new(at("dependencies"), format!("at most {DEPENDENCIES_MAX}")));
+        }
+        let mut resolved = Vec::new();
+        for d in &w.dependencies {
+            if let Some(id) = ids.get(d.as_str()) {
+                resolved.push(id.clone());
+            } else if let Some(id) = Id::new(d).ok().filter(|id| cx.active.contains(id)) {
+                resolved.push(id);
+            } else {
+                return Err(FieldError::new(
+                    at("dependencies"),
+                    format!("{d:?} is neither active work nor an earlier key"),
+                ));
+            }
+        }
+        let id = Id::new(&format!("{}-{}", cx.plan_id, w.key))
+            .map_err(|e| FieldError::new(at("key"), format!("makes a bad work id: {e}")))?;
+        ids.insert(&w.key, id.clone());
+        work.push((w.key.clone(), id, resolved));
+    }
+    let depended: BTreeSet<&str> =
+        p.work.iter().flat_map(|w| w.dependencies.iter().map(String::as_str)).collect();
+    let outcomes: Vec<&WorkSpec> =
+        p.work.iter().filter(|w| !depended.contains(w.key.as_str())).collect();
+    let [root] = outcomes.as_slice() else {
+        let keys: Vec<&str> = outcomes.iter().map(|w| w.key.as_str()).collect();
+        return Err(FieldError::new(
+            "work",
+            format!(
+                "exactly one item must be the final outcome that nothing depends on; found {}: {}",
+                keys.len(),
+                keys.join(", ")
+            ),
+        ));
+    };
+    if !cx.policy.templates[&root.template].root {
+        return Err(FieldError::new(
+            format!("work ({}).template", root.key),
+            format!("{:?} may not be a final outcome", root.template),
+        ));
+    }
+    // Every proposed item must lead to the final outcome through proposed dependencies.
+    let mut reached: BTreeSet<&str> = BTreeSet::from([root.key.as_str()]);
+    let mut stack = vec![*root];
+    while let Some(w) = stack.pop() {
+        for d in &w.dependencies {
+            if let Some(dep) = p.work.iter().find(|x| &x.key == d) {
+                if reached.insert(dep.key.as_str()) {
+                    stack.push(dep);
+                }
+            }
+        }
+    }
+    if let Some(stray) = p.work.iter().find(|w| !reached.contains(w.key.as_str())) {
+        return Err(FieldError::new(
+            format!("work ({})", stray.key),
+            "does not lead to the final outcome",
+        ));
+    }
+    Ok(Some(ValidPlan { root: ids[root.key.as_str()].clone(), work }))
+}
+
+/// Fuzz body: an arbitrary planner reply through parsing and validation; never panics, and
+/// a plan it accepts has exactly one root among its work, fresh ids, and dependencies that
+/// are active work or earlier items.
+pub fn fuzz_proposal(data: &[u8]) {
+    let Ok(p) = serde_json::from_slice::<Proposal>(data) else { return };
+    let mut templates = BTreeMap::new();
+    templates.insert(
+        "impl".to_owned(),
+        Template { path: "/wf".into(), sha256: "0".repeat(64), max_attempts: 3, root: false },
+    );
+    templates.insert(
+        "ship".to_owned(),
+        Template { path: "/wf".into(), sha256: "0".repeat(64), max_attempts: 3, root: true },
+    );
+    let policy = ReplanningPolicy {
+        planner_specialist: "planner".into(),
+        auto_apply: false,
+        max_replans: 5,
+        max_work_items_per_plan: 8,
+        max_total_work_items: 25,
+        templates,
+        review: None,
+    };
+    let active = BTreeSet::from([Id::new("w1").expect("valid")]);
+    let cx = PlanContext { policy: &policy, active: &active, already_planned: 3, plan_id: "p2" };
+    if let Ok(Some(plan)) = validate(&p, &cx) {
+        assert!(!plan.work.is_empty() && plan.work.len() <= 8);
+        assert!(plan.work.iter().any(|(_, id, _)| *id == plan.root));
+        for (i, (_, id, deps)) in plan.work.iter().enumerate() {
+            assert!(!active.contains(id), "new work never reuses an active id");
+            for d in deps {
+                let earlier = plan.work[..i].iter().any(|(_, e, _)| e == d);
+                assert!(earlier || active.contains(d), "{d} is neither earlier nor active");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy() -> ReplanningPolicy {
+        let t = |root| Template {
+            path: "/repo/wf.sh".into(),
+            sha256: "a".repeat(64),
+            max_attempts: 3,
+            root,
+        };
+        ReplanningPolicy {
+            planner_specialist: "planner".into(),
+            auto_apply: false,
+            max_replans: 5,
+            max_work_items_per_plan: 3,
+            max_total_work_items: 5,
+            templates: BTreeMap::from([("impl".into(), t(false)), ("ship".into(), t(true))]),
+            review: None,
+        }
+    }
+
+    fn spec(key: &str, deps: &[&str], template: &str) -> WorkSpec {
+        WorkSpec {
+            key: key.into(),
+            title: format!("do {key}"),
+            objective: format!("make {key} happen"),
+            acceptance: vec![],
+            dependencies: deps.iter().map(|d| d.to_string()).collect(),
+            template: template.into(),
+        }
+    }
+
+    fn apply(work: Vec<WorkSpec>) -> Proposal {
+        Proposal { decision: Decision::Apply, rationale: "because".into(), work }
+    }
+
+    fn check(p: &Proposal, planned: u32) -> Result<Option<ValidPlan>, FieldError> {
+        let active = BTreeSet::from([Id::new("parser").unwrap()]);
+        let pol = policy();
+        validate(
+            p,
+            &PlanContext { policy: &pol, active: &active, already_planned: planned, plan_id: "p1" },
+        )
+    }
+
+    #[test]
+    fn a_valid_plan_gets_ids_resolved_dependencies_and_its_root() {
+        let p =
+            apply(vec![spec("tests", &["parser"], "impl"), spec("release", &["tests"], "ship")]);
+        let plan = check(&p, 0).unwrap().unwrap();
+        assert_eq!(plan.root.as_str(), "p1-release");
+        assert_eq!(plan.work[0].2, vec![Id::new("parser").unwrap()]);
+        assert_eq!(plan.work[1].2, vec![Id::new("p1-tests").unwrap()]);
+    }
+
+    #[test]
+    fn every_rule_of_validation_is_enforced_with_its_place() {
+        let cases: Vec<(Proposal, u32, &str)> = vec![
+            (apply(vec![]), 0, "work"),
+            (
+                apply(vec![
+                    spec("a", &[], "impl"),
+                    spec("b", &["a"], "impl"),
+                    spec("c", &["b"], "impl"),
+                    spec("d", &["c"], "ship"),
+                ]),
+                0,
+                "work",
+            ),
+            (apply(vec![spec("a", &[], "ship")]), 5, "work"),
+            (apply(vec![spec("Bad_Key", &[], "ship")]), 0, "work[0] (Bad_Key).key"),
+            (apply(vec![spec("a", &[], "impl"), spec("a", &["a"], "ship")]), 0, "work[1] (a).key"),
+            (apply(vec![spec("a", &[], "script.sh")]), 0, "work[0] (a).template"),
+            (
+                apply(vec![spec("a", &["b"], "impl"), spec("b", &[], "ship")]),
+                0,
+                "work[0] (a).dependencies",
+            ),
+            (apply(vec![spec("a", &["nowhere"], "ship")]), 0, "work[0] (a).dependencies"),
+            (apply(vec![spec("a", &[], "ship"), spec("b", &[], "ship")]), 0, "work"),
+            (apply(vec![spec("a", &[], "impl")]), 0, "work (a).template"),
+            (
+                Proposal {
+                    decision: Decision::Attention,
+                    rationale: "x".into(),
+                    work: vec![spec("a", &[], "ship")],
+                },
+                0,
+                "work",
+            ),
+            (
+                Proposal { decision: Decision::Complete, rationale: "x".into(), work: vec![] },
+                0,
+                "decision",
+            ),
+            (
+                Proposal { decision: Decision::Attention, rationale: " ".into(), work: vec![] },
+                0,
+                "rationale",
+            ),
+        ];
+        for (p, planned, field) in cases {
+            let e = check(&p, planned).unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+        }
+        let attention =
+            Proposal { decision: Decision::Attention, rationale: "unclear".into(), work: vec![] };
+        assert_eq!(check(&attention, 0), Ok(None));
+    }
+
+    #[test]
+    fn a_policy_is_checked_against_its_bounds_team_and_agent_cap() {
+        let team = ["planner", "reviewer"];
+        assert!(policy().validate(&team, 20).is_ok());
+        let mut p = policy();
+        p.planner_specialist = "ghost".into();
+        assert_eq!(p.validate(&team, 20).unwrap_err().field, "replanning.planner_specialist");
+        let mut p = policy();
+        p.templates.values_mut().for_each(|t| t.root = false);
+        assert_eq!(p.validate(&team, 20).unwrap_err().field, "replanning.templates");
+        let mut p = policy();
+        p.review = Some(ReviewPanel {
+            reviewer_specialists: vec!["reviewer".into()],
+            max_revision_rounds: 3,
+        });
+        assert!(p.validate(&team, 8).is_ok(), "1 + 1*4 + 3 = 8 calls fit");
+        assert_eq!(p.validate(&team, 7).unwrap_err().field, "replanning.review");
+        let mut p = policy();
+        p.review = Some(ReviewPanel {
+            reviewer_specialists: vec!["planner".into()],
+            max_revision_rounds: 0,
+        });
+        assert!(p.validate(&team, 20).is_err(), "the planner never reviews itself");
+    }
+}
