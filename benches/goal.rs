@@ -63,15 +63,15 @@ fn bench(c: &mut Criterion) {
     let items = graph();
     let mut group = c.benchmark_group("goal_100_items");
     group.bench_function("project", |b| {
-        b.iter(|| project_goal(black_box(&intent), black_box(&items), false))
+        b.iter(|| project_goal(black_box(&intent), black_box(&items), &[], false))
     });
-    let p = project_goal(&intent, &items, false);
+    let p = project_goal(&intent, &items, &[], false);
     group.bench_function("candidates", |b| {
         b.iter(|| candidates(black_box(&intent), black_box(&items), &p))
     });
     group.bench_function("project_and_fingerprint", |b| {
         b.iter(|| {
-            let p = project_goal(black_box(&intent), black_box(&items), false);
+            let p = project_goal(black_box(&intent), black_box(&items), &[], false);
             goal_fingerprint(&p, &items)
         })
     });

@@ -162,3 +162,85 @@ fn bad_input_is_refused_and_an_edited_intent_is_noticed() {
     let list = json(&harn(r, &["supervisor", "list", "--json"]));
     assert_eq!(list["errors"][0]["id"], "ship", "the list names the unreadable goal: {list}");
 }
+
+#[test]
+fn a_stuck_goal_replans_and_a_rejected_proposal_is_never_applied() {
+    let dir = root(Some("echo '{\"op\":\"result\",\"ok\":false,\"error\":\"tests failed\"}'"));
+    let r = dir.path();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::create_dir_all(r.join("workflows")).unwrap();
+    std::fs::copy(examples.join("workflows/agent-review.sh"), r.join("workflows/agent-review.sh"))
+        .unwrap();
+    std::fs::copy(examples.join("replanning.json"), r.join("replanning.json")).unwrap();
+    std::fs::copy(examples.join("harnesses/planner.sh"), r.join("planner.sh")).unwrap();
+    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}, "planner": {"command": ["./planner.sh"]}}}"#;
+    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
+    std::fs::write(
+        r.join("team.json"),
+        r#"{"planner": {"instructions": "Plan.", "harness": "planner"}}"#,
+    )
+    .unwrap();
+    let out = harn(
+        r,
+        &[
+            "work",
+            "create",
+            "Lone",
+            "wf.sh",
+            "--id",
+            "lone",
+            "--objective",
+            "o",
+            "--max-attempts",
+            "1",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let create = [
+        "supervisor",
+        "create",
+        "lone",
+        "--team",
+        "team.json",
+        "--id",
+        "fixit",
+        "--accept-passing-proof",
+        "--replanning",
+        "replanning.json",
+    ];
+    let out = harn(r, &create);
+    assert!(out.status.success(), "{}", text(&out));
+    let fixit = |r: &Path| json(&harn(r, &["supervisor", "show", "fixit", "--json"]));
+    // The lone item fails for good; the goal asks the planner, which proposes a fix.
+    let out = harn(r, &["supervisor", "run", "fixit", "--harness", "scripted"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let p = &fixit(r)["projection"];
+    assert_eq!(
+        (p["state"].as_str(), p["next_action"].as_str()),
+        (Some("awaiting_attention"), Some("review_plan")),
+        "{p}"
+    );
+    assert_eq!(p["pending_plan_id"], "p1");
+    let out =
+        harn(r, &["supervisor", "plan", "reject", "fixit", "p1", "--reason", "name it better"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!r.join(".harnery/work/p1-fix").exists(), "a rejected proposal is never applied");
+    // A new plan is asked for; this one is approved, applied and run to success.
+    let out = harn(r, &["supervisor", "run", "fixit", "--harness", "scripted"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(fixit(r)["projection"]["pending_plan_id"], "p2");
+    let out = harn(r, &["supervisor", "plan", "approve", "fixit", "p2"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = harn(r, &["supervisor", "run", "fixit", "--harness", "scripted"]);
+    assert!(text(&out).contains("stop: succeeded"), "{}", text(&out));
+    let p = &fixit(r)["projection"];
+    assert_eq!(p["root_work_id"], "p2-fix");
+    assert_eq!(
+        (p["replans_used"].as_u64(), p["attempts_used"].as_u64()),
+        (Some(2), Some(2)),
+        "the lone item's attempt still counts: {p}"
+    );
+    let plans = json(&harn(r, &["supervisor", "plan", "list", "fixit", "--json"]));
+    assert_eq!(plans["plans"][0]["status"], "rejected");
+    assert_eq!(plans["plans"][1]["status"], "applied");
+}

@@ -102,7 +102,7 @@ impl GoalWorld {
     fn view(&mut self) -> Result<GoalView, String> {
         let root = self.intent.root_work_id.clone();
         let items = self.w.ledger.graph(&root, &mut |_| false)?;
-        let projection = project_goal(&self.intent, &items, false);
+        let projection = project_goal(&self.intent, &items, &[], false);
         Ok(GoalView { intent: self.intent.clone(), items, projection })
     }
 
@@ -301,6 +301,11 @@ impl GoalHost for SimHost<'_> {
                 }
             })
             .collect()
+    }
+
+    fn plan(&mut self) -> Result<String, String> {
+        // The simulated goals freeze no replanning policy, so the core never asks for a plan.
+        Err("a goal without replanning was asked to plan".into())
     }
 
     fn say(&mut self, _line: String) {}

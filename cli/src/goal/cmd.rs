@@ -46,6 +46,9 @@ enum Verb {
     Tick(DriveArgs),
     /// Cycles until success, a person, a ceiling or no progress.
     Run(DriveArgs),
+    /// A goal's plans: list, show, approve, reject, retry.
+    #[command(subcommand)]
+    Plan(super::plan_cmd::PlanVerb),
 }
 
 #[derive(Debug, Args)]
@@ -89,6 +92,11 @@ struct CreateArgs {
     /// Retry a blocked item that may be retried, inside every ceiling.
     #[arg(long)]
     retry_blocked: bool,
+    /// A replanning policy file (JSON: planner_specialist, auto_apply, max_replans,
+    /// max_work_items_per_plan, max_total_work_items, templates), frozen by value with every
+    /// template's workflow digest; a relative path is taken from the root.
+    #[arg(long)]
+    replanning: Option<PathBuf>,
     /// Print one JSON document.
     #[arg(long)]
     json: bool,
@@ -119,6 +127,7 @@ pub fn run(args: SupervisorArgs) -> i32 {
         Verb::Show { id, json } => show(&mut store, &id, json),
         Verb::Tick(a) => drive_cmd(&mut store, a, Mode::Tick),
         Verb::Run(a) => drive_cmd(&mut store, a, Mode::Run),
+        Verb::Plan(verb) => super::plan_cmd::run(&mut store, verb),
     }
 }
 
@@ -168,10 +177,21 @@ fn create(store: &mut Store, a: CreateArgs) -> i32 {
     };
     let title = a.title.unwrap_or_else(|| root_intent.title.clone());
     let now = store.now();
-    let intent = match GoalIntent::new(id.clone(), title, root_id, team, limits, automation, now) {
-        Ok(intent) => intent,
-        Err(e) => return fail(EXIT_USAGE, format!("goal: {e}")),
-    };
+    let mut intent =
+        match GoalIntent::new(id.clone(), title, root_id, team, limits, automation, now) {
+            Ok(intent) => intent,
+            Err(e) => return fail(EXIT_USAGE, format!("goal: {e}")),
+        };
+    if let Some(file) = &a.replanning {
+        let policy = match super::plan_cmd::read_policy(store.root(), file) {
+            Ok(p) => p,
+            Err(e) => return fail(EXIT_USAGE, e),
+        };
+        intent = match intent.with_replanning(policy) {
+            Ok(intent) => intent,
+            Err(e) => return fail(EXIT_USAGE, format!("{}: {e}", file.display())),
+        };
+    }
     if let Err(e) = store::create(store, &intent) {
         return fail(EXIT_FAILED, e);
     }

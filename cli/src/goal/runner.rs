@@ -51,6 +51,18 @@ impl GoalHost for RealHost<'_> {
         dispatch(self.store.root().to_owned(), picked, self.limits, &self.actor)
     }
 
+    fn plan(&mut self) -> Result<String, StoreError> {
+        let g = store::read(self.store, &self.goal)?;
+        super::plans::run_planner(
+            self.store,
+            &g.intent,
+            &g.items,
+            &g.plans,
+            self.limits,
+            &self.actor,
+        )
+    }
+
     fn say(&mut self, line: String) {
         (self.say)(line);
     }

@@ -4,7 +4,7 @@
 //! read and projected once.
 
 use crate::work::store::{Store, StoreError};
-use harn_core::goal::{project_goal, GoalIntent, GoalItem, GoalProjection};
+use harn_core::goal::{project_governed, GoalIntent, GoalItem, GoalProjection};
 use harn_core::ids::Id;
 
 /// Where goal `id` lives.
@@ -24,6 +24,8 @@ pub struct Goal {
     pub intent: GoalIntent,
     /// The active graph, prerequisites first, the root last.
     pub items: Vec<GoalItem>,
+    /// Its plans, in sequence order.
+    pub plans: Vec<harn_core::goal::plan::PlanView>,
     /// The projection.
     pub projection: GoalProjection,
 }
@@ -57,14 +59,36 @@ pub fn intent(store: &mut Store, id: &Id) -> Result<GoalIntent, StoreError> {
     Ok(intent)
 }
 
-/// Reads goal `id`: its intent, its active graph (the dependency closure of its root in
-/// post-order, prerequisites in their declared order first) and its projection.
+/// Reads goal `id`: its intent, its plans, its active graph (the dependency closure of the
+/// active root in post-order) and its projection, with the attempts of governed work that
+/// earlier plans left outside the active graph still counted.
 pub fn read(store: &mut Store, id: &Id) -> Result<Goal, StoreError> {
     let intent = intent(store, id)?;
-    let items = graph(store, &intent.root_work_id)?;
+    let plans = super::plans::read_plans(store, id)?;
+    let root = harn_core::goal::plan::active_root(&intent.root_work_id, &plans);
+    let items = graph(store, &root)?;
+    let mut outside: std::collections::BTreeSet<Id> = std::collections::BTreeSet::new();
+    if root != intent.root_work_id {
+        outside.extend(graph(store, &intent.root_work_id)?.into_iter().map(|i| i.id));
+    }
+    for p in &plans {
+        if let Some((_, work)) = &p.applied {
+            outside.extend(work.iter().cloned());
+        }
+    }
+    for i in &items {
+        outside.remove(&i.id);
+    }
+    let (mut used, mut charged) = (0, 0);
+    let mut known = harn_core::work::ledger::Known::new();
+    for w in &outside {
+        let p = store.read(w, &mut known)?.projection;
+        used += p.attempts_used;
+        charged += p.charged_attempts;
+    }
     let lease_elsewhere = store.held_elsewhere(&goal_lease(id));
-    let projection = project_goal(&intent, &items, lease_elsewhere);
-    Ok(Goal { intent, items, projection })
+    let projection = project_governed(&intent, &items, &plans, (used, charged), lease_elsewhere);
+    Ok(Goal { intent, items, plans, projection })
 }
 
 /// The dependency closure of `root`, prerequisites first; each item read once.

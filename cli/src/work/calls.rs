@@ -58,7 +58,7 @@ fn failed(error: String) -> CallOutcome {
 /// Runs a call to a usable reply: up to its attempts, then, with a schema, up to
 /// [`REPAIRS_MAX`] repair calls that quote the rejected reply and its problems. A reply that
 /// still does not match is a charged failure.
-fn call_checked(ctx: &CallContext<'_>, d: &Dispatch, spec: &HarnessSpec) -> CallOutcome {
+pub fn call_checked(ctx: &CallContext<'_>, d: &Dispatch, spec: &HarnessSpec) -> CallOutcome {
     let mut outcome = call_with_retries(ctx, d, spec, &d.prompt);
     let Some(schema) = &d.schema else { return outcome };
     let mut repairs = 0;

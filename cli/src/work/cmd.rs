@@ -142,7 +142,7 @@ pub fn run(args: WorkArgs) -> i32 {
     }
 }
 
-pub(super) fn actor(given: Option<String>) -> String {
+pub fn actor(given: Option<String>) -> String {
     given
         .or_else(|| std::env::var("USER").ok())
         .filter(|a| !a.trim().is_empty())

@@ -153,13 +153,17 @@ pub fn progress_fingerprint(items: &[GoalItem]) -> String {
     hex16(h)
 }
 
-/// The goal fingerprint a service compares between sweeps: the goal's standing and its
-/// graph's (the rows of [`progress_fingerprint`]); reasons in words are left out.
+/// The goal fingerprint a service compares between sweeps, and a cycle before and after:
+/// the goal's standing, its plans' (count, latest status, active root) and its graph's (the
+/// rows of [`progress_fingerprint`]); reasons in words are left out.
 pub fn goal_fingerprint(p: &GoalProjection, items: &[GoalItem]) -> String {
     let mut h = Sha256::new();
     h.update([p.state as u8, p.next_action as u8]);
     h.update(p.attempts_used.to_le_bytes());
     h.update(p.attempts_remaining.to_le_bytes());
+    h.update(p.replans_used.to_le_bytes());
+    h.update([p.latest_plan_status.map_or(0xff, |s| s as u8)]);
+    feed_str(&mut h, p.root_work_id.as_str());
     for list in [&p.ready_work, &p.resumable_work, &p.retryable_work, &p.attention_work] {
         h.update((list.len() as u32).to_le_bytes());
         for id in list {

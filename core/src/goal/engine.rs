@@ -3,9 +3,11 @@
 //! effects go through a [`GoalHost`]; the binary implements it over real files and
 //! processes and the simulator over its faulty world, so both run this loop.
 
-use super::cycle::{by_state, progress_fingerprint, Mode, RunLoop, Stop};
+use super::cycle::{by_state, goal_fingerprint, Mode, RunLoop, Stop};
 use super::intent::GoalIntent;
-use super::projection::{acceptances, candidates, DispatchAction, GoalItem, GoalProjection};
+use super::projection::{
+    acceptances, candidates, DispatchAction, GoalItem, GoalNext, GoalProjection,
+};
 use crate::ids::Id;
 use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
@@ -82,6 +84,9 @@ pub trait GoalHost {
     fn accept(&mut self, work: &Id) -> Result<(), Self::Error>;
     /// Runs the selected attempts (concurrently where the host can) and reports each.
     fn dispatch(&mut self, picked: &[(Id, DispatchAction)]) -> Vec<Outcome>;
+    /// Asks the planner for a plan and records what came of it (a proposal, an attention, an
+    /// applied plan, a failure: all domain outcomes); returns a line saying which.
+    fn plan(&mut self) -> Result<String, Self::Error>;
     /// One line about a decision.
     fn say(&mut self, line: String);
 }
@@ -107,7 +112,19 @@ pub fn drive<H: GoalHost>(host: &mut H, mode: Mode) -> Result<Report, H::Error> 
         }
         let p = &goal.projection;
         host.say(format!("cycle {}: {}: {}", lp.cycles(), words(p), p.reason));
-        let before = progress_fingerprint(&goal.items);
+        let before = goal_fingerprint(&goal.projection, &goal.items);
+        if goal.projection.next_action == GoalNext::Replan {
+            let line = host.plan()?;
+            host.say(format!("  plan: {line}"));
+            goal = host.refresh()?;
+            let after = goal_fingerprint(&goal.projection, &goal.items);
+            let now = host.now();
+            if let Some(stop) = lp.end(now, &before, &after, &goal.projection, true) {
+                report.stop = stop;
+                break;
+            }
+            continue;
+        }
         let mut acted = false;
         for work in acceptances(&goal.intent, &goal.items) {
             host.accept(&work)?;
@@ -131,7 +148,7 @@ pub fn drive<H: GoalHost>(host: &mut H, mode: Mode) -> Result<Report, H::Error> 
             acted = true;
         }
         goal = host.refresh()?;
-        let after = progress_fingerprint(&goal.items);
+        let after = goal_fingerprint(&goal.projection, &goal.items);
         let now = host.now();
         if let Some(stop) = lp.end(now, &before, &after, &goal.projection, acted) {
             report.stop = stop;

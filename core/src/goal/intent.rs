@@ -105,6 +105,9 @@ pub struct GoalIntent {
     pub automation: Automation,
     /// When it was created.
     pub created_at: WallTime,
+    /// Bounded replanning, when the goal allows it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replanning: Option<super::plan::ReplanningPolicy>,
     /// SHA-256 of everything above, so an edit is noticed.
     pub sha256: String,
 }
@@ -130,6 +133,7 @@ impl GoalIntent {
             limits,
             automation,
             created_at,
+            replanning: None,
             sha256: String::new(),
         };
         intent.sha256 = intent.digest();
@@ -139,7 +143,7 @@ impl GoalIntent {
 
     /// The digest of the intent's content (everything but the digest itself).
     pub fn digest(&self) -> String {
-        let body = serde_json::json!([
+        let mut body = serde_json::json!([
             self.schema_version,
             self.id,
             self.title,
@@ -149,7 +153,24 @@ impl GoalIntent {
             self.automation,
             self.created_at,
         ]);
+        // Appended only when present, so intents without it keep their digest.
+        if let (Some(policy), Some(parts)) = (&self.replanning, body.as_array_mut()) {
+            parts.push(serde_json::json!(policy));
+        }
         sha256_hex(body.to_string().as_bytes())
+    }
+
+    /// The same intent with a replanning policy, checked against the team and agent cap.
+    pub fn with_replanning(
+        mut self,
+        policy: super::plan::ReplanningPolicy,
+    ) -> Result<GoalIntent, FieldError> {
+        let team: Vec<&str> = self.team.keys().map(String::as_str).collect();
+        policy.validate(&team, self.limits.max_agents_per_work)?;
+        self.replanning = Some(policy);
+        self.sha256 = self.digest();
+        self.validate()?;
+        Ok(self)
     }
 
     /// Checks every field and the digest.

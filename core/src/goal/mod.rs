@@ -12,8 +12,8 @@ pub mod projection;
 pub use cycle::{goal_fingerprint, progress_fingerprint, Mode, RunLoop, Stop, StopReason};
 pub use intent::{Automation, GoalIntent, GoalLimits};
 pub use projection::{
-    acceptances, candidates, project_goal, DispatchAction, GoalItem, GoalNext, GoalProjection,
-    GoalState,
+    acceptances, candidates, project_goal, project_governed, DispatchAction, GoalItem, GoalNext,
+    GoalProjection, GoalState,
 };
 
 #[cfg(test)]

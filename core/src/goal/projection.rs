@@ -39,6 +39,12 @@ pub enum GoalNext {
     Review,
     /// Retry blocked work explicitly.
     Retry,
+    /// Ask the planner for a new plan (a tick does it).
+    Replan,
+    /// Approve or reject the pending plan.
+    ReviewPlan,
+    /// Ask for a new plan after the planner asked for attention.
+    RetryPlan,
     /// Nothing.
     None,
 }
@@ -79,6 +85,21 @@ pub struct GoalProjection {
     pub charged_attempts: u32,
     /// Charged attempts left under `max_total_attempts`.
     pub attempts_remaining: u32,
+    /// The active root (moved by applied plans).
+    pub root_work_id: Id,
+    /// Plans asked for, all of them.
+    pub replans_used: u32,
+    /// Charged plans left under `max_replans` (0 without replanning).
+    pub replans_remaining: u32,
+    /// The latest plan's status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latest_plan_status: Option<super::plan::PlanStatus>,
+    /// The plan awaiting a decision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_plan_id: Option<String>,
+    /// The plan whose attention still applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attention_plan_id: Option<String>,
 }
 
 /// How an item may be dispatched by a tick.
@@ -160,12 +181,26 @@ fn list(items: &[&GoalItem]) -> String {
 pub fn project_goal(
     intent: &GoalIntent,
     items: &[GoalItem],
+    plans: &[super::plan::PlanView],
+    lease_held_elsewhere: bool,
+) -> GoalProjection {
+    project_governed(intent, items, plans, (0, 0), lease_held_elsewhere)
+}
+
+/// [`project_goal`] for a goal whose earlier generations left governed work outside the
+/// active graph: `outside` is that work's (attempts used, charged attempts), which keep
+/// counting against the goal's ceiling; replanning never resets them.
+pub fn project_governed(
+    intent: &GoalIntent,
+    items: &[GoalItem],
+    plans: &[super::plan::PlanView],
+    outside: (u32, u32),
     lease_held_elsewhere: bool,
 ) -> GoalProjection {
     let auto = intent.automation;
     let c = classify(items);
-    let attempts_used = items.iter().map(|i| i.projection.attempts_used).sum();
-    let charged: u32 = items.iter().map(|i| i.projection.charged_attempts).sum();
+    let attempts_used = outside.0 + items.iter().map(|i| i.projection.attempts_used).sum::<u32>();
+    let charged: u32 = outside.1 + items.iter().map(|i| i.projection.charged_attempts).sum::<u32>();
     let remaining = intent.limits.max_total_attempts.saturating_sub(charged);
     let mut attention: Vec<&GoalItem> = c.pending_approval.clone();
     if !auto.accept_passing_proof {
@@ -188,7 +223,9 @@ pub fn project_goal(
         attempt_dispatchable.extend(&c.retryable);
     }
     let root = items.last();
+    let planning = planning(intent, items, plans);
     let (state, next_action, reason) = decide(&Decision {
+        planning: &planning,
         lease_held_elsewhere,
         root_succeeded: root.is_some_and(|r| r.projection.state == WorkState::Succeeded),
         root_id: root.map(|r| r.id.as_str()).unwrap_or(""),
@@ -215,10 +252,76 @@ pub fn project_goal(
         attempts_used,
         charged_attempts: charged,
         attempts_remaining: remaining,
+        root_work_id: root.map_or_else(|| intent.root_work_id.clone(), |r| r.id.clone()),
+        replans_used: plans.len() as u32,
+        replans_remaining: planning.remaining,
+        latest_plan_status: plans.last().map(|p| p.status),
+        pending_plan_id: planning.pending.clone(),
+        attention_plan_id: planning.attention.clone(),
     }
 }
 
+/// What the goal's plans say, for the decision procedure.
+struct Planning {
+    enabled: bool,
+    remaining: u32,
+    pending: Option<String>,
+    attention: Option<String>,
+    /// A latest plan whose failure stops the goal, with why.
+    stopped: Option<String>,
+}
+
+/// Consecutive uncharged planner failures after which the goal stops.
+pub const UNCHARGED_PLAN_FAILURES_MAX: usize = 3;
+
+fn planning(intent: &GoalIntent, items: &[GoalItem], plans: &[super::plan::PlanView]) -> Planning {
+    use super::plan::PlanStatus;
+    use crate::work::FailureClass;
+    let max = intent.replanning.as_ref().map_or(0, |r| r.max_replans);
+    let charged = plans.iter().filter(|p| p.charged()).count() as u32;
+    let mut out = Planning {
+        enabled: intent.replanning.is_some(),
+        remaining: max.saturating_sub(charged),
+        pending: None,
+        attention: None,
+        stopped: None,
+    };
+    let Some(latest) = plans.last() else { return out };
+    let id = latest.request.plan_id.clone();
+    match (latest.status, latest.class) {
+        (PlanStatus::Proposed, _) => out.pending = Some(id),
+        (PlanStatus::Failed, Some(FailureClass::Environment)) => {
+            out.stopped =
+                Some(format!("plan {id} found a host precondition missing: {}", latest.reason));
+        }
+        (PlanStatus::Failed, Some(FailureClass::Decision)) => {
+            out.stopped = Some(format!("plan {id} needs a person to rule: {}", latest.reason));
+        }
+        (PlanStatus::Failed, Some(FailureClass::Upstream)) => {
+            let trailing = plans.iter().rev().take_while(|p| !p.charged()).count();
+            if trailing >= UNCHARGED_PLAN_FAILURES_MAX {
+                out.stopped = Some(format!(
+                    "the planner's outside service refused {trailing} times in a row"
+                ));
+            }
+        }
+        (PlanStatus::Attention, _) => {
+            // An attention applies while nothing durable changed since it was asked for.
+            let fingerprint = super::cycle::progress_fingerprint(items);
+            let root = items.last().map(|i| &i.id);
+            if latest.request.trigger_fingerprint == fingerprint
+                && root == Some(&latest.request.prior_root_work_id)
+            {
+                out.attention = Some(id);
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
 struct Decision<'a> {
+    planning: &'a Planning,
     lease_held_elsewhere: bool,
     root_succeeded: bool,
     root_id: &'a str,
@@ -238,6 +341,21 @@ fn decide(d: &Decision<'_>) -> (GoalState, GoalNext, String) {
     let exhausted = d.charged >= d.max_total;
     if d.lease_held_elsewhere {
         return (S::Running, N::WaitForRun, "another process is ticking this goal".into());
+    }
+    let plan = d.planning;
+    if let Some(pending) = &plan.pending {
+        return (
+            S::AwaitingAttention,
+            N::ReviewPlan,
+            format!("plan {pending} awaits approval or rejection"),
+        );
+    }
+    if let Some(why) = &plan.stopped {
+        return (S::Blocked, N::None, why.clone());
+    }
+    if let Some(attention) = &plan.attention {
+        let next = if plan.remaining > 0 { N::RetryPlan } else { N::None };
+        return (S::AwaitingAttention, next, format!("plan {attention} asks for a person"));
     }
     if d.root_succeeded {
         return (S::Succeeded, N::None, format!("the root {} is accepted", d.root_id));
@@ -281,6 +399,13 @@ fn decide(d: &Decision<'_>) -> (GoalState, GoalNext, String) {
     if exhausted && c.cancelled.is_empty() {
         let why = format!("{} charged attempts of {} are used up", d.charged, d.max_total);
         return (S::BudgetExhausted, N::None, why);
+    }
+    if plan.enabled && c.cancelled.is_empty() {
+        return if plan.remaining > 0 {
+            (S::Ready, N::Replan, "the graph is stuck; ask the planner for a new plan".into())
+        } else {
+            (S::BudgetExhausted, N::None, "the graph is stuck and every replan is used".into())
+        };
     }
     let decided: Vec<&GoalItem> =
         c.stopped.iter().copied().filter(|i| i.projection.blocked_on_decision.is_some()).collect();

@@ -171,7 +171,7 @@ fn the_decision_procedure_first_match_wins() {
         ),
     ];
     for (name, auto, max_total, items, lease, want) in cases {
-        let p = project_goal(&goal(auto, max_total, 1), &items, lease);
+        let p = project_goal(&goal(auto, max_total, 1), &items, &[], lease);
         assert_eq!((p.state, p.next_action), want, "{name}: {}", p.reason);
     }
 }
@@ -181,7 +181,7 @@ fn an_item_with_open_findings_is_never_accepted_by_automation() {
     let mut reopened = item("root", S::InReview, W::Review, 2);
     reopened.projection.open_findings = vec![Finding { id: "f1".into(), statement: "typo".into() }];
     let g = goal(AUTO, 100, 1);
-    let p = project_goal(&g, std::slice::from_ref(&reopened), false);
+    let p = project_goal(&g, std::slice::from_ref(&reopened), &[], false);
     assert_eq!((p.state, p.next_action), (GoalState::AwaitingAttention, GoalNext::Review));
     assert!(acceptances(&g, &[reopened]).is_empty());
 }
@@ -195,7 +195,7 @@ fn dispatch_takes_graph_order_within_parallelism_and_budget() {
         item("d", S::Ready, W::Run, 0),
     ];
     let g = goal(AUTO, 4, 3);
-    let p = project_goal(&g, &items, false);
+    let p = project_goal(&g, &items, &[], false);
     assert_eq!(p.attempts_remaining, 2);
     let picked = candidates(&g, &items, &p);
     let want = vec![
@@ -208,11 +208,11 @@ fn dispatch_takes_graph_order_within_parallelism_and_budget() {
         "a and c take the two attempts left, b is free, d waits for parallelism"
     );
     let tight = goal(AUTO, 3, 3);
-    let p = project_goal(&tight, &items, false);
+    let p = project_goal(&tight, &items, &[], false);
     let ids: Vec<Id> = candidates(&tight, &items, &p).into_iter().map(|c| c.0).collect();
     assert_eq!(ids, vec![id("a"), id("b")], "one attempt left: a takes it; the resume is free");
     let manual = goal(MANUAL, 100, 20);
-    let p = project_goal(&manual, &items, false);
+    let p = project_goal(&manual, &items, &[], false);
     let ids: Vec<Id> = candidates(&manual, &items, &p).into_iter().map(|c| c.0).collect();
     assert_eq!(ids, vec![id("a"), id("b"), id("d")], "no retry without the flag");
 }
@@ -221,14 +221,14 @@ fn dispatch_takes_graph_order_within_parallelism_and_budget() {
 fn nothing_is_dispatched_unless_the_goal_is_ready_to_run() {
     let items = vec![item("a", S::Running, W::WaitForRun, 0), item("root", S::Ready, W::Run, 0)];
     let g = goal(AUTO, 100, 2);
-    let p = project_goal(&g, &items, false);
+    let p = project_goal(&g, &items, &[], false);
     assert!(candidates(&g, &items, &p).is_empty());
 }
 
 #[test]
 fn a_tick_stops_after_one_cycle_and_a_run_on_no_progress() {
     let g = goal(MANUAL, 100, 1);
-    let ready = project_goal(&g, &[item("root", S::Ready, W::Run, 0)], false);
+    let ready = project_goal(&g, &[item("root", S::Ready, W::Run, 0)], &[], false);
     let mut tick = RunLoop::new(Mode::Tick, &g.limits, WallTime(0));
     assert!(tick.begin(WallTime(1), &ready).is_none());
     let s = tick.end(WallTime(2), "x", "y", &ready, true).expect("a tick stops");
@@ -241,7 +241,7 @@ fn a_tick_stops_after_one_cycle_and_a_run_on_no_progress() {
     assert_eq!(s.reason, StopReason::NoProgress);
     let late = WallTime(g.limits.max_runtime_ms as i64 + 1);
     assert_eq!(run.begin(late, &ready).map(|s| s.reason), Some(StopReason::BudgetExhausted));
-    let review = project_goal(&g, &[item("root", S::InReview, W::Review, 1)], false);
+    let review = project_goal(&g, &[item("root", S::InReview, W::Review, 1)], &[], false);
     let mut run = RunLoop::new(Mode::Run, &g.limits, WallTime(0));
     assert_eq!(
         run.begin(WallTime(1), &review).map(|s| s.reason),
@@ -253,7 +253,7 @@ fn a_tick_stops_after_one_cycle_and_a_run_on_no_progress() {
 fn receipts_and_reasons_do_not_move_the_fingerprints() {
     let g = goal(MANUAL, 100, 1);
     let items = vec![item("root", S::InReview, W::Review, 1)];
-    let p = project_goal(&g, &items, false);
+    let p = project_goal(&g, &items, &[], false);
     let mut reworded = items.clone();
     reworded[0].projection.reason = "said differently".into();
     let q = GoalProjection { reason: "other words".into(), ..p.clone() };
@@ -301,7 +301,7 @@ mod properties {
             items in graph(), auto in automation(), max_total in 1u32..12, parallel in 1u32..4,
         ) {
             let g = goal(auto, max_total, parallel);
-            let p = project_goal(&g, &items, false);
+            let p = project_goal(&g, &items, &[], false);
             let picked = candidates(&g, &items, &p);
             prop_assert!(picked.len() <= parallel as usize);
             let charged = picked.iter().filter(|c| c.1 != DispatchAction::Resume).count() as u32;
@@ -322,7 +322,7 @@ mod properties {
         #[test]
         fn a_ready_goal_always_has_something_to_do(items in graph(), auto in automation(), max_total in 1u32..12) {
             let g = goal(auto, max_total, 3);
-            let p = project_goal(&g, &items, false);
+            let p = project_goal(&g, &items, &[], false);
             if (p.state, p.next_action) == (GoalState::Ready, GoalNext::Run) {
                 prop_assert!(!candidates(&g, &items, &p).is_empty() || !acceptances(&g, &items).is_empty(), "{}", p.reason);
             }
@@ -330,7 +330,7 @@ mod properties {
 
         #[test]
         fn success_is_exactly_an_accepted_root(items in graph(), auto in automation()) {
-            let p = project_goal(&goal(auto, 100, 1), &items, false);
+            let p = project_goal(&goal(auto, 100, 1), &items, &[], false);
             let root_accepted = items.last().unwrap().projection.state == S::Succeeded;
             prop_assert_eq!(p.state == GoalState::Succeeded, root_accepted);
         }

@@ -1,0 +1,341 @@
+//! A goal's plans on disk (`.harnery/supervisors/<goal>/plans/<plan>/`: `request.json` and
+//! `proposal.json` written once, `events.jsonl` appended), the planner call that produces a
+//! proposal, and the application of an approved proposal: every work item created (or found
+//! identical) before `plan.applied` moves the active root.
+
+use super::store::goal_dir;
+use crate::work::agent_call::{CallContext, CallGroups};
+use crate::work::calls::call_checked;
+use crate::work::runner::RunLimits;
+use crate::work::store::{Store, StoreError};
+use harn_core::goal::plan::{
+    validate, PlanContext, PlanEvent, PlanRecord, PlanRequest, PlanStatus, PlanView, Proposal,
+    ValidPlan,
+};
+use harn_core::goal::{progress_fingerprint, GoalIntent, GoalItem};
+use harn_core::ids::Id;
+use harn_core::journal;
+use harn_core::work::{WorkIntent, WorkflowRef};
+use harn_core::workflow::team::dispatch;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+/// Where plan `plan` of goal `goal` lives.
+pub fn plan_dir(goal: &Id, plan: &str) -> String {
+    format!("{}/plans/{plan}", goal_dir(goal))
+}
+
+/// Every plan of `goal`, in sequence order, with its status.
+pub fn read_plans(store: &mut Store, goal: &Id) -> Result<Vec<PlanView>, StoreError> {
+    let mut plans = Vec::new();
+    for id in store.list_ids(&format!("{}/plans", goal_dir(goal)))? {
+        let dir = plan_dir(goal, id.as_str());
+        let Some(request) = store.read_record::<PlanRequest>(&format!("{dir}/request.json"))?
+        else {
+            continue; // A plan whose request never became durable was never asked for.
+        };
+        plans.push(PlanView::new(request, &events(store, goal, id.as_str())?));
+    }
+    plans.sort_by_key(|p| p.request.sequence);
+    Ok(plans)
+}
+
+/// A plan's history.
+pub fn events(store: &mut Store, goal: &Id, plan: &str) -> Result<Vec<PlanRecord>, StoreError> {
+    let path = format!("{}/events.jsonl", plan_dir(goal, plan));
+    let bytes = store.read_bytes(&path)?.unwrap_or_default();
+    let shown = store.root().join(&path).display().to_string();
+    let read =
+        journal::parse_as::<PlanRecord>(&shown, &bytes).map_err(|e| StoreError(e.to_string()))?;
+    Ok(read.records.into_iter().map(|r| r.body).collect())
+}
+
+/// Appends one event to a plan's history (synced).
+pub fn append(
+    store: &mut Store,
+    goal: &Id,
+    plan: &str,
+    event: PlanEvent,
+    actor: &str,
+    reason: &str,
+) -> Result<(), StoreError> {
+    let path = format!("{}/events.jsonl", plan_dir(goal, plan));
+    let mut writer = store.open_journal(&path)?;
+    let record = PlanRecord { event, actor: actor.to_owned(), reason: reason.to_owned() };
+    store.append_journal(&path, &mut writer, &record)
+}
+
+/// The proposal of a plan, when written.
+pub fn proposal(store: &mut Store, goal: &Id, plan: &str) -> Result<Option<Proposal>, StoreError> {
+    store.read_record(&format!("{}/proposal.json", plan_dir(goal, plan)))
+}
+
+/// Work items earlier plans created.
+fn already_planned(plans: &[PlanView]) -> u32 {
+    plans.iter().filter_map(|p| p.applied.as_ref()).map(|(_, w)| w.len() as u32).sum()
+}
+
+/// Asks the planner for the next plan and records the outcome; returns a line saying what
+/// came of it. Planner failures are recorded as `plan.failed`, never returned as errors.
+pub fn run_planner(
+    store: &mut Store,
+    intent: &GoalIntent,
+    items: &[GoalItem],
+    plans: &[PlanView],
+    limits: &RunLimits,
+    actor: &str,
+) -> Result<String, StoreError> {
+    let policy = intent
+        .replanning
+        .as_ref()
+        .ok_or_else(|| StoreError("the goal has no replanning policy".into()))?;
+    let sequence = plans.len() as u32 + 1;
+    let plan_id = format!("p{sequence}");
+    let root = items.last().map(|i| i.id.clone()).unwrap_or_else(|| intent.root_work_id.clone());
+    let request = PlanRequest {
+        plan_id: plan_id.clone(),
+        sequence,
+        prior_root_work_id: root.clone(),
+        trigger_fingerprint: progress_fingerprint(items),
+        created_at: store.now(),
+    };
+    store.write_once(&plan_dir(&intent.id, &plan_id), "request.json", &request)?;
+    let prompt = planner_prompt(intent, items, plans, &plan_id);
+    let default = limits.harness.as_ref().map(|h| h.name.as_str());
+    let mut d = match dispatch(&intent.team, default, Some(&policy.planner_specialist), &prompt) {
+        Ok(d) => d,
+        Err(e) => return fail(store, intent, &plan_id, None, &e, actor),
+    };
+    d.schema = Some(proposal_schema(policy.max_work_items_per_plan));
+    d.prompt =
+        harn_core::workflow::schema::with_contract(&d.prompt, d.schema.as_ref().expect("set"));
+    let spec = match limits
+        .harness
+        .as_ref()
+        .filter(|h| h.name == d.harness)
+        .map(|h| h.spec.clone())
+        .or_else(|| limits.harnesses.get(&d.harness).cloned())
+    {
+        Some(spec) => spec,
+        None => {
+            return fail(
+                store,
+                intent,
+                &plan_id,
+                None,
+                &format!("harness {} is not available", d.harness),
+                actor,
+            )
+        }
+    };
+    let running = Mutex::new(CallGroups::default());
+    let root_dir = store.root().to_owned();
+    let ctx = CallContext {
+        root: &root_dir,
+        run_id: &plan_id,
+        billing: limits.billing,
+        running: &running,
+    };
+    let outcome = call_checked(&ctx, &d, &spec);
+    if !outcome.ok {
+        let why = outcome.error.unwrap_or_else(|| "the planner failed".into());
+        return fail(store, intent, &plan_id, outcome.class, &why, actor);
+    }
+    let text = outcome.text.unwrap_or_default();
+    let proposal: Proposal = match serde_json::from_str(&text) {
+        Ok(p) => p,
+        Err(e) => {
+            return fail(
+                store,
+                intent,
+                &plan_id,
+                None,
+                &format!("the proposal does not parse: {e}"),
+                actor,
+            )
+        }
+    };
+    let active: BTreeSet<Id> = items.iter().map(|i| i.id.clone()).collect();
+    let cx = PlanContext {
+        policy,
+        active: &active,
+        already_planned: already_planned(plans),
+        plan_id: &plan_id,
+    };
+    let valid = match validate(&proposal, &cx) {
+        Ok(v) => v,
+        Err(e) => {
+            return fail(
+                store,
+                intent,
+                &plan_id,
+                None,
+                &format!("the proposal is invalid: {e}"),
+                actor,
+            )
+        }
+    };
+    store.write_once(&plan_dir(&intent.id, &plan_id), "proposal.json", &proposal)?;
+    append(store, &intent.id, &plan_id, PlanEvent::Proposed, actor, &proposal.rationale)?;
+    let Some(valid) = valid else {
+        append(store, &intent.id, &plan_id, PlanEvent::Attention, actor, &proposal.rationale)?;
+        return Ok(format!("plan {plan_id} asks for a person: {}", proposal.rationale));
+    };
+    if policy.auto_apply {
+        apply(store, intent, &plan_id, &proposal, &valid, actor).map_err(StoreError)?;
+        return Ok(format!("plan {plan_id} applied: root {}", valid.root));
+    }
+    Ok(format!("plan {plan_id} proposes {} items; approve or reject it", valid.work.len()))
+}
+
+fn fail(
+    store: &mut Store,
+    intent: &GoalIntent,
+    plan: &str,
+    class: Option<harn_core::work::FailureClass>,
+    why: &str,
+    actor: &str,
+) -> Result<String, StoreError> {
+    append(store, &intent.id, plan, PlanEvent::Failed { class }, actor, why)?;
+    Ok(format!("plan {plan} failed: {why}"))
+}
+
+/// Creates every proposed work item (or finds it identical), then appends `plan.applied`.
+/// A template whose workflow changed since it was frozen is refused before anything is made.
+pub fn apply(
+    store: &mut Store,
+    intent: &GoalIntent,
+    plan: &str,
+    proposal: &Proposal,
+    valid: &ValidPlan,
+    actor: &str,
+) -> Result<(), String> {
+    let policy = intent.replanning.as_ref().ok_or("the goal has no replanning policy")?;
+    let mut intents = Vec::new();
+    for (spec, (_, id, deps)) in proposal.work.iter().zip(&valid.work) {
+        let t = &policy.templates[&spec.template];
+        let bytes = std::fs::read(&t.path)
+            .map_err(|e| format!("template {}: {}: {e}", spec.template, t.path))?;
+        if harn_core::workflow::policy::sha256_hex(&bytes) != t.sha256 {
+            return Err(format!(
+                "template {}: {} changed since the goal froze it",
+                spec.template, t.path
+            ));
+        }
+        let mut acceptance = spec.acceptance.clone();
+        acceptance.retain(|a| !a.trim().is_empty());
+        intents.push(WorkIntent {
+            schema_version: harn_core::work::intent::INTENT_VERSION,
+            id: id.clone(),
+            title: spec.title.clone(),
+            objective: spec.objective.clone(),
+            acceptance,
+            dependencies: deps.clone(),
+            workflow: WorkflowRef { path: t.path.clone(), sha256: t.sha256.clone() },
+            max_attempts: t.max_attempts,
+            max_uncharged_attempts: 3,
+            created_at: store.now(),
+        });
+    }
+    for w in &intents {
+        w.validate().map_err(|e| format!("work {}: {e}", w.id))?;
+        match store.intent(&w.id).map_err(|e| e.to_string())? {
+            Some(existing) if same_intent(&existing, w) => {}
+            Some(_) => return Err(format!("work {} exists and differs from the plan", w.id)),
+            None => store.create(w, actor).map_err(|e| e.to_string())?,
+        }
+    }
+    let event = PlanEvent::Applied {
+        root_work_id: valid.root.clone(),
+        work_ids: intents.iter().map(|w| w.id.clone()).collect(),
+    };
+    append(store, &intent.id, plan, event, actor, "approved").map_err(|e| e.to_string())
+}
+
+fn same_intent(a: &WorkIntent, b: &WorkIntent) -> bool {
+    (&a.title, &a.objective, &a.acceptance, &a.dependencies, &a.workflow, a.max_attempts)
+        == (&b.title, &b.objective, &b.acceptance, &b.dependencies, &b.workflow, b.max_attempts)
+}
+
+/// The schema a planner's reply must match.
+fn proposal_schema(max_items: u32) -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["decision", "rationale", "work"],
+        "properties": {
+            "decision": {"enum": ["apply", "attention"]},
+            "rationale": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "work": {
+                "type": "array",
+                "maxItems": max_items,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["key", "title", "objective", "template"],
+                    "properties": {
+                        "key": {"type": "string", "minLength": 1, "maxLength": 32},
+                        "title": {"type": "string", "minLength": 1, "maxLength": 200},
+                        "objective": {"type": "string", "minLength": 1, "maxLength": 4000},
+                        "acceptance": {"type": "array", "maxItems": 50, "items": {"type": "string"}},
+                        "dependencies": {"type": "array", "maxItems": 50, "items": {"type": "string"}},
+                        "template": {"type": "string"}
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// What the planner is told: the goal, its limits and budgets, the latest plan's outcome (so
+/// a rejection's reason reaches the next planner), the template catalog and the active work.
+fn planner_prompt(
+    intent: &GoalIntent,
+    items: &[GoalItem],
+    plans: &[PlanView],
+    plan_id: &str,
+) -> String {
+    let policy = intent.replanning.as_ref().expect("checked by the caller");
+    let mut out = format!(
+        "You are planning {plan_id} for the goal {:?} ({}).\n\
+         Decide `apply` (new work items that get the goal to done) or `attention` (a person must look).\n\
+         Rules: each item has a key (1-32 lowercase letters, digits, '-'), a title, an objective, \
+         acceptance statements and a template from the catalog; an item's dependencies name \
+         existing work ids below or keys of items listed before it; exactly one item must be \
+         the final outcome that nothing else depends on, every other item must lead to it, and \
+         its template must be root-capable. Do not return a `root` field: it is inferred. \
+         At most {} items.\n",
+        intent.title, intent.id, policy.max_work_items_per_plan
+    );
+    if let Some(last) = plans.last() {
+        let status = json!(last.status);
+        out.push_str(&format!(
+            "The latest plan {} is {}: {}\n",
+            last.request.plan_id,
+            status.as_str().unwrap_or(""),
+            last.reason
+        ));
+    }
+    out.push_str("Templates:\n");
+    for (id, t) in &policy.templates {
+        let root = if t.root { " (may be the final outcome)" } else { "" };
+        out.push_str(&format!("- {id}{root}\n"));
+    }
+    out.push_str("Active work (prerequisites first):\n");
+    for i in items {
+        let state = json!(i.projection.state);
+        out.push_str(&format!(
+            "- {} [{}]: {}\n",
+            i.id,
+            state.as_str().unwrap_or(""),
+            i.projection.reason
+        ));
+    }
+    out
+}
+
+/// The status of `plan` of `goal`, for the plan verbs.
+pub fn status_of(plans: &[PlanView], plan: &str) -> Option<PlanStatus> {
+    plans.iter().find(|p| p.request.plan_id == plan).map(|p| p.status)
+}
