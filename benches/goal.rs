@@ -53,7 +53,7 @@ fn bench(c: &mut Criterion) {
     let intent = GoalIntent::new(
         id("g"),
         "a goal".into(),
-        id(&format!("work-{}", ITEMS - 1)),
+        Some(id(&format!("work-{}", ITEMS - 1))),
         Team::new(),
         limits,
         Automation::default(),

@@ -244,3 +244,58 @@ fn a_stuck_goal_replans_and_a_rejected_proposal_is_never_applied() {
     assert_eq!(plans["plans"][0]["status"], "rejected");
     assert_eq!(plans["plans"][1]["status"], "applied");
 }
+
+#[test]
+fn a_two_milestone_mission_runs_to_completion() {
+    let dir = root(None);
+    let r = dir.path();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::create_dir_all(r.join("workflows")).unwrap();
+    std::fs::copy(examples.join("workflows/agent-review.sh"), r.join("workflows/agent-review.sh"))
+        .unwrap();
+    std::fs::copy(examples.join("replanning.json"), r.join("replanning.json")).unwrap();
+    std::fs::copy(examples.join("mission.json"), r.join("mission.json")).unwrap();
+    std::fs::copy(examples.join("harnesses/mission-planner.sh"), r.join("planner.sh")).unwrap();
+    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}, "planner": {"command": ["./planner.sh"]}}}"#;
+    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
+    std::fs::write(
+        r.join("team.json"),
+        r#"{"planner": {"instructions": "Plan.", "harness": "planner"}}"#,
+    )
+    .unwrap();
+    let policy = std::fs::read_to_string(r.join("replanning.json"))
+        .unwrap()
+        .replace("\"auto_apply\": false", "\"auto_apply\": true");
+    std::fs::write(r.join("replanning.json"), policy).unwrap();
+    let create = [
+        "supervisor",
+        "create",
+        "--team",
+        "team.json",
+        "--id",
+        "mission",
+        "--accept-passing-proof",
+        "--replanning",
+        "replanning.json",
+        "--mission",
+        "mission.json",
+    ];
+    let out = harn(r, &create);
+    assert!(out.status.success(), "{}", text(&out));
+    let show = |r: &Path| json(&harn(r, &["supervisor", "show", "mission", "--json"]));
+    assert_eq!(
+        show(r)["projection"]["next_action"],
+        "plan_initial",
+        "no placeholder work: the first tick plans"
+    );
+    let out = harn(r, &["supervisor", "run", "mission", "--harness", "scripted"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("stop: succeeded"), "{}", text(&out));
+    let p = &show(r)["projection"];
+    assert_eq!(p["state"], "succeeded");
+    let plans = json(&harn(r, &["supervisor", "plan", "list", "mission", "--json"]));
+    let statuses: Vec<&str> =
+        plans["plans"].as_array().unwrap().iter().map(|p| p["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["applied", "applied", "completed"], "two milestones, then completion");
+    assert!(r.join(".harnery/work/p1-m1").exists() && r.join(".harnery/work/p2-m2").exists());
+}

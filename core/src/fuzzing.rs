@@ -324,8 +324,8 @@ pub fn fuzz_goal_projection(data: &[u8]) {
     let team = crate::workflow::team::Team::new();
     let g = Id::new("g").expect("valid");
     let t = crate::time::WallTime(0);
-    let intent =
-        GoalIntent::new(g, "g".into(), root, team, limits, automation, t).expect("a valid goal");
+    let intent = GoalIntent::new(g, "g".into(), Some(root), team, limits, automation, t)
+        .expect("a valid goal");
     let p = project_goal(&intent, &items, &[], false);
     let root_accepted = items.last().is_some_and(|i| i.projection.state == WorkState::Succeeded);
     assert_eq!(p.state == GoalState::Succeeded, root_accepted);

@@ -91,8 +91,9 @@ impl GoalWorld {
         let id = |s: &str| Id::new(s).expect("a valid id");
         let now = w.wall();
         let team = harn_core::workflow::team::Team::new();
-        let intent = GoalIntent::new(id("g"), "G".into(), id("w3"), team, limits, automation, now)
-            .expect("a valid goal");
+        let intent =
+            GoalIntent::new(id("g"), "G".into(), Some(id("w3")), team, limits, automation, now)
+                .expect("a valid goal");
         let intent_bytes =
             w.ledger.write_record(".harnery/supervisors/g", "intent.json", &intent).expect("setup");
         w.take_acknowledged();
@@ -100,7 +101,7 @@ impl GoalWorld {
     }
 
     fn view(&mut self) -> Result<GoalView, String> {
-        let root = self.intent.root_work_id.clone();
+        let root = self.intent.root_work_id.clone().expect("the simulated goal has a root");
         let items = self.w.ledger.graph(&root, &mut |_| false)?;
         let projection = project_goal(&self.intent, &items, &[], false);
         Ok(GoalView { intent: self.intent.clone(), items, projection })

@@ -53,8 +53,9 @@ enum Verb {
 
 #[derive(Debug, Args)]
 struct CreateArgs {
-    /// The root work item: the goal succeeds when it is accepted.
-    root_work_id: String,
+    /// The root work item: the goal succeeds when it is accepted (a mission may start
+    /// without one: its first plan makes it).
+    root_work_id: Option<String>,
     /// The team file (JSON keyed by role), frozen by value; a relative path is taken from
     /// the root.
     #[arg(long)]
@@ -97,6 +98,10 @@ struct CreateArgs {
     /// template's workflow digest; a relative path is taken from the root.
     #[arg(long)]
     replanning: Option<PathBuf>,
+    /// A mission file (JSON: objective, acceptance, max_milestones) reached through
+    /// milestones the planner proposes; needs --replanning.
+    #[arg(long)]
+    mission: Option<PathBuf>,
     /// Print one JSON document.
     #[arg(long)]
     json: bool,
@@ -136,14 +141,34 @@ fn parse_id(s: &str) -> Result<Id, i32> {
 }
 
 fn create(store: &mut Store, a: CreateArgs) -> i32 {
-    let root_id = match parse_id(&a.root_work_id) {
-        Ok(id) => id,
-        Err(code) => return code,
+    let root_id = match a.root_work_id.as_deref().map(parse_id) {
+        Some(Ok(id)) => Some(id),
+        Some(Err(code)) => return code,
+        None => None,
     };
-    let root_intent = match store.intent(&root_id) {
-        Ok(Some(intent)) => intent,
-        Ok(None) => return fail(EXIT_USAGE, format!("root: no work item {root_id}")),
-        Err(e) => return fail(EXIT_FAILED, e),
+    let root_title = match &root_id {
+        None => None,
+        Some(root) => match store.intent(root) {
+            Ok(Some(intent)) => Some(intent.title),
+            Ok(None) => return fail(EXIT_USAGE, format!("root: no work item {root}")),
+            Err(e) => return fail(EXIT_FAILED, e),
+        },
+    };
+    let mission = match a.mission.as_deref() {
+        None => None,
+        Some(file) => {
+            let path = store.root().join(file);
+            let read = std::fs::read(&path)
+                .map_err(|e| format!("{}: {e}", path.display()))
+                .and_then(|b| {
+                    serde_json::from_slice::<harn_core::goal::plan::Mission>(&b)
+                        .map_err(|e| format!("{}:{}: {e}", path.display(), e.line()))
+                });
+            match read {
+                Ok(m) => Some(m),
+                Err(e) => return fail(EXIT_USAGE, e),
+            }
+        }
     };
     let team = match read_team(store, &a.team) {
         Ok(team) => team,
@@ -175,13 +200,19 @@ fn create(store: &mut Store, a: CreateArgs) -> i32 {
         resume_approved: !a.no_resume_approved,
         retry_blocked: a.retry_blocked,
     };
-    let title = a.title.unwrap_or_else(|| root_intent.title.clone());
+    let title = a.title.or(root_title).unwrap_or_else(|| {
+        let objective = mission.as_ref().map_or("a goal", |m| m.objective.as_str());
+        objective.chars().take(200).collect()
+    });
     let now = store.now();
     let mut intent =
         match GoalIntent::new(id.clone(), title, root_id, team, limits, automation, now) {
             Ok(intent) => intent,
             Err(e) => return fail(EXIT_USAGE, format!("goal: {e}")),
         };
+    if mission.is_some() && a.replanning.is_none() {
+        return fail(EXIT_USAGE, "--mission needs --replanning");
+    }
     if let Some(file) = &a.replanning {
         let policy = match super::plan_cmd::read_policy(store.root(), file) {
             Ok(p) => p,
@@ -191,6 +222,15 @@ fn create(store: &mut Store, a: CreateArgs) -> i32 {
             Ok(intent) => intent,
             Err(e) => return fail(EXIT_USAGE, format!("{}: {e}", file.display())),
         };
+    }
+    if let Some(m) = mission {
+        intent = match intent.with_mission(m) {
+            Ok(intent) => intent,
+            Err(e) => return fail(EXIT_USAGE, format!("goal: {e}")),
+        };
+    }
+    if let Err(e) = intent.validate() {
+        return fail(EXIT_USAGE, format!("goal: {e}"));
     }
     if let Err(e) = store::create(store, &intent) {
         return fail(EXIT_FAILED, e);
@@ -270,7 +310,11 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> i32 {
     let (p, l, a) = (&g.projection, &g.intent.limits, &g.intent.automation);
     println!("{id}  {}", g.intent.title);
     println!("  state      {} — {}", words(p), p.reason);
-    println!("  root       {}", g.intent.root_work_id);
+    let root = g.projection.root_work_id.as_ref().map_or("(none yet)".into(), |r| r.to_string());
+    println!("  root       {root}");
+    if let Some(m) = &g.intent.mission {
+        println!("  mission    {} (at most {} milestones)", m.objective, m.max_milestones);
+    }
     println!(
         "  attempts   {} used, {} charged, {} left of {}",
         p.attempts_used, p.charged_attempts, p.attempts_remaining, l.max_total_attempts

@@ -245,7 +245,8 @@ fn show(store: &mut Store, goal: &Id, plan: &str, as_json: bool) -> i32 {
     }
     let status = json!(view.status);
     println!("{plan} of {goal}: {} — {}", status.as_str().unwrap_or(""), view.reason);
-    println!("  asked on   root {}", view.request.prior_root_work_id);
+    let root = view.request.prior_root_work_id.as_ref().map_or("(none)".into(), |r| r.to_string());
+    println!("  asked on   root {root}");
     if let Some(p) = &proposal {
         println!("  rationale  {}", p.rationale);
         for w in &p.work {
@@ -279,7 +280,12 @@ fn approve(store: &mut Store, goal: &Id, plan: &str, actor: &str) -> Result<Stri
         .find(|p| p.request.plan_id == plan)
         .ok_or(format!("goal {goal} has no plan {plan}"))?;
     match view.status {
-        PlanStatus::Applied => return Ok(format!("plan {plan} is already applied")),
+        PlanStatus::Applied | PlanStatus::Completed => {
+            return Ok(format!(
+                "plan {plan} is already {}",
+                json!(view.status).as_str().unwrap_or("")
+            ))
+        }
         PlanStatus::Proposed => {}
         s => {
             return Err(format!(
@@ -289,9 +295,11 @@ fn approve(store: &mut Store, goal: &Id, plan: &str, actor: &str) -> Result<Stri
         }
     }
     if g.projection.root_work_id != view.request.prior_root_work_id {
+        let show = |r: &Option<Id>| r.as_ref().map_or("(none)".into(), |r| r.to_string());
         return Err(format!(
             "plan {plan} was made for root {}, but the root is now {}",
-            view.request.prior_root_work_id, g.projection.root_work_id
+            show(&view.request.prior_root_work_id),
+            show(&g.projection.root_work_id)
         ));
     }
     let proposal = plans::proposal(store, goal, plan)
@@ -301,10 +309,24 @@ fn approve(store: &mut Store, goal: &Id, plan: &str, actor: &str) -> Result<Stri
     let active: BTreeSet<Id> = g.items.iter().map(|i| i.id.clone()).collect();
     let planned =
         g.plans.iter().filter_map(|p| p.applied.as_ref()).map(|(_, w)| w.len() as u32).sum();
-    let cx = PlanContext { policy, active: &active, already_planned: planned, plan_id: plan };
-    let valid = validate(&proposal, &cx)
-        .map_err(|e| format!("plan {plan} no longer holds: {e}"))?
-        .ok_or(format!("plan {plan} proposes no work"))?;
+    let done = plans::milestones_completed(store, &g.plans).map_err(|e| e.to_string())?;
+    let cx = PlanContext {
+        policy,
+        active: &active,
+        already_planned: planned,
+        plan_id: plan,
+        mission: g.intent.mission.as_ref(),
+        trigger: view.request.trigger,
+        milestones_completed: done,
+    };
+    let checked =
+        validate(&proposal, &cx).map_err(|e| format!("plan {plan} no longer holds: {e}"))?;
+    if proposal.decision == harn_core::goal::plan::Decision::Complete {
+        plans::append(store, goal, plan, PlanEvent::Completed, actor, &proposal.rationale)
+            .map_err(|e| e.to_string())?;
+        return Ok(format!("plan {plan}: the mission is complete"));
+    }
+    let valid = checked.ok_or(format!("plan {plan} proposes no work"))?;
     plans::apply(store, &g.intent, plan, &proposal, &valid, actor)?;
     Ok(format!("plan {plan} applied: {} items, root {}", valid.work.len(), valid.root))
 }

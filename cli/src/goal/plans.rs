@@ -9,8 +9,8 @@ use crate::work::calls::call_checked;
 use crate::work::runner::RunLimits;
 use crate::work::store::{Store, StoreError};
 use harn_core::goal::plan::{
-    validate, PlanContext, PlanEvent, PlanRecord, PlanRequest, PlanStatus, PlanView, Proposal,
-    ValidPlan,
+    validate, PlanContext, PlanEvent, PlanRecord, PlanRequest, PlanStatus, PlanTrigger, PlanView,
+    Proposal, ValidPlan,
 };
 use harn_core::goal::{progress_fingerprint, GoalIntent, GoalItem};
 use harn_core::ids::Id;
@@ -72,8 +72,35 @@ pub fn proposal(store: &mut Store, goal: &Id, plan: &str) -> Result<Option<Propo
 }
 
 /// Work items earlier plans created.
-fn already_planned(plans: &[PlanView]) -> u32 {
+pub fn already_planned(plans: &[PlanView]) -> u32 {
     plans.iter().filter_map(|p| p.applied.as_ref()).map(|(_, w)| w.len() as u32).sum()
+}
+
+/// Milestones whose root is accepted now (a reopen can take one back).
+pub fn milestones_completed(store: &mut Store, plans: &[PlanView]) -> Result<u32, StoreError> {
+    let mut n = 0;
+    let mut known = harn_core::work::ledger::Known::new();
+    for p in plans.iter().filter(|p| p.milestone.is_some()) {
+        if let Some((root, _)) = &p.applied {
+            if store.read(root, &mut known)?.projection.state
+                == harn_core::work::WorkState::Succeeded
+            {
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Why a plan is asked for now.
+pub fn trigger(intent: &GoalIntent, items: &[GoalItem]) -> PlanTrigger {
+    let root_accepted =
+        items.last().is_some_and(|i| i.projection.state == harn_core::work::WorkState::Succeeded);
+    match (&intent.mission, items.is_empty(), root_accepted) {
+        (Some(_), true, _) => PlanTrigger::Initial,
+        (Some(_), false, true) => PlanTrigger::Milestone,
+        _ => PlanTrigger::Recovery,
+    }
 }
 
 /// Asks the planner for the next plan and records the outcome; returns a line saying what
@@ -92,22 +119,26 @@ pub fn run_planner(
         .ok_or_else(|| StoreError("the goal has no replanning policy".into()))?;
     let sequence = plans.len() as u32 + 1;
     let plan_id = format!("p{sequence}");
-    let root = items.last().map(|i| i.id.clone()).unwrap_or_else(|| intent.root_work_id.clone());
+    let root = items.last().map(|i| i.id.clone());
+    let trigger = trigger(intent, items);
+    let done = milestones_completed(store, plans)?;
     let request = PlanRequest {
         plan_id: plan_id.clone(),
         sequence,
-        prior_root_work_id: root.clone(),
+        prior_root_work_id: root,
         trigger_fingerprint: progress_fingerprint(items),
+        trigger,
         created_at: store.now(),
     };
     store.write_once(&plan_dir(&intent.id, &plan_id), "request.json", &request)?;
-    let prompt = planner_prompt(intent, items, plans, &plan_id);
+    let prompt = planner_prompt(intent, items, plans, &plan_id, trigger, done);
     let default = limits.harness.as_ref().map(|h| h.name.as_str());
     let mut d = match dispatch(&intent.team, default, Some(&policy.planner_specialist), &prompt) {
         Ok(d) => d,
         Err(e) => return fail(store, intent, &plan_id, None, &e, actor),
     };
-    d.schema = Some(proposal_schema(policy.max_work_items_per_plan));
+    d.schema =
+        Some(proposal_schema(policy.max_work_items_per_plan, trigger == PlanTrigger::Milestone));
     d.prompt =
         harn_core::workflow::schema::with_contract(&d.prompt, d.schema.as_ref().expect("set"));
     let spec = match limits
@@ -162,6 +193,9 @@ pub fn run_planner(
         active: &active,
         already_planned: already_planned(plans),
         plan_id: &plan_id,
+        mission: intent.mission.as_ref(),
+        trigger,
+        milestones_completed: done,
     };
     let valid = match validate(&proposal, &cx) {
         Ok(v) => v,
@@ -179,6 +213,22 @@ pub fn run_planner(
     store.write_once(&plan_dir(&intent.id, &plan_id), "proposal.json", &proposal)?;
     append(store, &intent.id, &plan_id, PlanEvent::Proposed, actor, &proposal.rationale)?;
     let Some(valid) = valid else {
+        if proposal.decision == harn_core::goal::plan::Decision::Complete {
+            if policy.auto_apply {
+                append(
+                    store,
+                    &intent.id,
+                    &plan_id,
+                    PlanEvent::Completed,
+                    actor,
+                    &proposal.rationale,
+                )?;
+                return Ok(format!("plan {plan_id} completes the mission"));
+            }
+            return Ok(format!(
+                "plan {plan_id} proposes the mission is complete; approve or reject it"
+            ));
+        }
         append(store, &intent.id, &plan_id, PlanEvent::Attention, actor, &proposal.rationale)?;
         return Ok(format!("plan {plan_id} asks for a person: {}", proposal.rationale));
     };
@@ -249,6 +299,7 @@ pub fn apply(
     let event = PlanEvent::Applied {
         root_work_id: valid.root.clone(),
         work_ids: intents.iter().map(|w| w.id.clone()).collect(),
+        milestone: proposal.milestone.as_ref().map(|m| m.sequence),
     };
     append(store, &intent.id, plan, event, actor, "approved").map_err(|e| e.to_string())
 }
@@ -259,13 +310,29 @@ fn same_intent(a: &WorkIntent, b: &WorkIntent) -> bool {
 }
 
 /// The schema a planner's reply must match.
-fn proposal_schema(max_items: u32) -> Value {
+fn proposal_schema(max_items: u32, may_complete: bool) -> Value {
+    let decisions = if may_complete {
+        json!(["apply", "complete", "attention"])
+    } else {
+        json!(["apply", "attention"])
+    };
     json!({
         "type": "object",
         "additionalProperties": false,
         "required": ["decision", "rationale", "work"],
         "properties": {
-            "decision": {"enum": ["apply", "attention"]},
+            "decision": {"enum": decisions},
+            "milestone": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["sequence", "title", "objective", "acceptance"],
+                "properties": {
+                    "sequence": {"type": "integer", "minimum": 1},
+                    "title": {"type": "string", "minLength": 1, "maxLength": 200},
+                    "objective": {"type": "string", "minLength": 1, "maxLength": 4000},
+                    "acceptance": {"type": "array", "minItems": 1, "maxItems": 50, "items": {"type": "string"}}
+                }
+            },
             "rationale": {"type": "string", "minLength": 1, "maxLength": 2000},
             "work": {
                 "type": "array",
@@ -295,6 +362,8 @@ fn planner_prompt(
     items: &[GoalItem],
     plans: &[PlanView],
     plan_id: &str,
+    trigger: PlanTrigger,
+    milestones_completed: u32,
 ) -> String {
     let policy = intent.replanning.as_ref().expect("checked by the caller");
     let mut out = format!(
@@ -308,6 +377,19 @@ fn planner_prompt(
          At most {} items.\n",
         intent.title, intent.id, policy.max_work_items_per_plan
     );
+    let why = json!(trigger);
+    out.push_str(&format!("Trigger: {}\n", why.as_str().unwrap_or("")));
+    if let Some(m) = &intent.mission {
+        out.push_str(&format!(
+            "Mission: {}\nMission acceptance: {}\nMilestones completed: {milestones_completed} of at most {}\n\
+             An apply must carry a milestone (sequence {}, title, objective, acceptance) for the \
+             work it adds; when the mission's acceptance holds, decide complete with no work.\n",
+            m.objective,
+            m.acceptance.join("; "),
+            m.max_milestones,
+            milestones_completed + 1
+        ));
+    }
     if let Some(last) = plans.last() {
         let status = json!(last.status);
         out.push_str(&format!(

@@ -65,11 +65,14 @@ pub fn intent(store: &mut Store, id: &Id) -> Result<GoalIntent, StoreError> {
 pub fn read(store: &mut Store, id: &Id) -> Result<Goal, StoreError> {
     let intent = intent(store, id)?;
     let plans = super::plans::read_plans(store, id)?;
-    let root = harn_core::goal::plan::active_root(&intent.root_work_id, &plans);
-    let items = graph(store, &root)?;
+    let root = harn_core::goal::plan::active_root(intent.root_work_id.as_ref(), &plans);
+    let items = match &root {
+        Some(root) => graph(store, root)?,
+        None => Vec::new(),
+    };
     let mut outside: std::collections::BTreeSet<Id> = std::collections::BTreeSet::new();
-    if root != intent.root_work_id {
-        outside.extend(graph(store, &intent.root_work_id)?.into_iter().map(|i| i.id));
+    if let Some(original) = intent.root_work_id.as_ref().filter(|o| root.as_ref() != Some(*o)) {
+        outside.extend(graph(store, original)?.into_iter().map(|i| i.id));
     }
     for p in &plans {
         if let Some((_, work)) = &p.applied {

@@ -163,7 +163,7 @@ pub fn goal_fingerprint(p: &GoalProjection, items: &[GoalItem]) -> String {
     h.update(p.attempts_remaining.to_le_bytes());
     h.update(p.replans_used.to_le_bytes());
     h.update([p.latest_plan_status.map_or(0xff, |s| s as u8)]);
-    feed_str(&mut h, p.root_work_id.as_str());
+    feed_str(&mut h, p.root_work_id.as_ref().map_or("", |r| r.as_str()));
     for list in [&p.ready_work, &p.resumable_work, &p.retryable_work, &p.attention_work] {
         h.update((list.len() as u32).to_le_bytes());
         for id in list {

@@ -113,7 +113,8 @@ pub fn drive<H: GoalHost>(host: &mut H, mode: Mode) -> Result<Report, H::Error> 
         let p = &goal.projection;
         host.say(format!("cycle {}: {}: {}", lp.cycles(), words(p), p.reason));
         let before = goal_fingerprint(&goal.projection, &goal.items);
-        if goal.projection.next_action == GoalNext::Replan {
+        let planning = [GoalNext::Replan, GoalNext::PlanInitial, GoalNext::PlanMilestone];
+        if planning.contains(&goal.projection.next_action) {
             let line = host.plan()?;
             host.say(format!("  plan: {line}"));
             goal = host.refresh()?;

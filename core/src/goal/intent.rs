@@ -95,8 +95,9 @@ pub struct GoalIntent {
     pub id: Id,
     /// What it is for.
     pub title: String,
-    /// The work item whose acceptance is the goal's success.
-    pub root_work_id: Id,
+    /// The work item whose acceptance is the goal's success; none for a mission that starts
+    /// from its objective (its first plan makes the first root).
+    pub root_work_id: Option<Id>,
     /// The specialists every governed attempt gets, by value.
     pub team: Team,
     /// Its limits.
@@ -108,6 +109,9 @@ pub struct GoalIntent {
     /// Bounded replanning, when the goal allows it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replanning: Option<super::plan::ReplanningPolicy>,
+    /// A mission: an objective reached through milestones the planner proposes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mission: Option<super::plan::Mission>,
     /// SHA-256 of everything above, so an edit is noticed.
     pub sha256: String,
 }
@@ -118,7 +122,7 @@ impl GoalIntent {
     pub fn new(
         id: Id,
         title: String,
-        root_work_id: Id,
+        root_work_id: Option<Id>,
         team: Team,
         limits: GoalLimits,
         automation: Automation,
@@ -134,10 +138,11 @@ impl GoalIntent {
             automation,
             created_at,
             replanning: None,
+            mission: None,
             sha256: String::new(),
         };
         intent.sha256 = intent.digest();
-        intent.validate()?;
+        intent.validate_fields()?;
         Ok(intent)
     }
 
@@ -157,6 +162,9 @@ impl GoalIntent {
         if let (Some(policy), Some(parts)) = (&self.replanning, body.as_array_mut()) {
             parts.push(serde_json::json!(policy));
         }
+        if let (Some(mission), Some(parts)) = (&self.mission, body.as_array_mut()) {
+            parts.push(serde_json::json!(["mission", mission]));
+        }
         sha256_hex(body.to_string().as_bytes())
     }
 
@@ -169,12 +177,43 @@ impl GoalIntent {
         policy.validate(&team, self.limits.max_agents_per_work)?;
         self.replanning = Some(policy);
         self.sha256 = self.digest();
-        self.validate()?;
+        self.validate_fields()?;
         Ok(self)
     }
 
-    /// Checks every field and the digest.
+    /// The same intent with a mission (which needs a replanning policy already).
+    pub fn with_mission(mut self, mission: super::plan::Mission) -> Result<GoalIntent, FieldError> {
+        mission.validate()?;
+        self.mission = Some(mission);
+        self.sha256 = self.digest();
+        self.validate_fields()?;
+        Ok(self)
+    }
+
+    /// Checks every field, the rules between root, mission and replanning, and the digest.
     pub fn validate(&self) -> Result<(), FieldError> {
+        self.validate_fields()?;
+        match (&self.mission, &self.replanning, &self.root_work_id) {
+            (Some(_), None, _) => {
+                Err(FieldError::new("mission", "a mission needs a replanning policy"))
+            }
+            (None, _, None) => {
+                Err(FieldError::new("root_work_id", "only a mission may start without a root"))
+            }
+            (Some(m), Some(r), None) if r.max_replans <= m.max_milestones => Err(FieldError::new(
+                "replanning.max_replans",
+                format!(
+                    "must exceed the mission's max_milestones ({}) when it starts from its objective",
+                    m.max_milestones
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// Checks each field on its own and the digest; an intent being built checks these, and
+    /// the rules between fields once it is complete.
+    fn validate_fields(&self) -> Result<(), FieldError> {
         if self.schema_version != GOAL_VERSION {
             return Err(FieldError::new(
                 "schema_version",
@@ -209,7 +248,7 @@ mod tests {
         GoalIntent::new(
             id("g1"),
             "Ship it".into(),
-            id("w1"),
+            Some(id("w1")),
             Team::new(),
             limits,
             Automation::default(),

@@ -155,6 +155,74 @@ pub fn valid_key(key: &str) -> bool {
         && key.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
+/// A mission: an objective with acceptance statements, reached through at most
+/// `max_milestones` milestones the planner proposes one at a time.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mission {
+    /// What the mission achieves.
+    pub objective: String,
+    /// How to tell it is achieved.
+    pub acceptance: Vec<String>,
+    /// Most milestones.
+    #[serde(default = "default_milestones")]
+    pub max_milestones: u32,
+}
+
+fn default_milestones() -> u32 {
+    4
+}
+
+impl Mission {
+    /// Checks the mission's fields.
+    pub fn validate(&self) -> Result<(), FieldError> {
+        if self.objective.trim().is_empty() || self.objective.len() > 4_000 {
+            return Err(FieldError::new("mission.objective", "must be 1 to 4000 bytes"));
+        }
+        let unique: BTreeSet<&String> = self.acceptance.iter().collect();
+        if self.acceptance.is_empty()
+            || self.acceptance.len() > 50
+            || unique.len() != self.acceptance.len()
+        {
+            return Err(FieldError::new(
+                "mission.acceptance",
+                "must hold 1 to 50 distinct statements",
+            ));
+        }
+        if !(1..=20).contains(&self.max_milestones) {
+            return Err(FieldError::new("mission.max_milestones", "must be 1 to 20"));
+        }
+        Ok(())
+    }
+}
+
+/// A milestone a mission's plan proposes.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Milestone {
+    /// 1, 2, …: the next after those completed.
+    pub sequence: u32,
+    /// Its title.
+    pub title: String,
+    /// What it achieves.
+    pub objective: String,
+    /// How to tell.
+    pub acceptance: Vec<String>,
+}
+
+/// Why a plan is asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanTrigger {
+    /// A mission's first plan.
+    Initial,
+    /// The graph is stuck.
+    #[default]
+    Recovery,
+    /// A mission's milestone root was accepted: the next milestone, or completion.
+    Milestone,
+}
+
 /// What the planner decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -198,6 +266,9 @@ pub struct Proposal {
     /// The work to add (only for `apply`).
     #[serde(default)]
     pub work: Vec<WorkSpec>,
+    /// For a mission's `apply`, the milestone this work delivers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub milestone: Option<Milestone>,
 }
 
 /// What validation needs to know of the goal.
@@ -211,6 +282,12 @@ pub struct PlanContext<'a> {
     pub already_planned: u32,
     /// The plan's id, the prefix of the work ids it creates.
     pub plan_id: &'a str,
+    /// The goal's mission, if it is one.
+    pub mission: Option<&'a Mission>,
+    /// Why the plan was asked for.
+    pub trigger: PlanTrigger,
+    /// Milestones whose root is accepted now.
+    pub milestones_completed: u32,
 }
 
 /// A validated `apply`: the work in proposal order, each with its new id and resolved
@@ -230,13 +307,52 @@ pub fn validate(p: &Proposal, cx: &PlanContext<'_>) -> Result<Option<ValidPlan>,
         return Err(FieldError::new("rationale", "must be 1 to 2000 bytes"));
     }
     if p.decision != Decision::Apply {
-        if !p.work.is_empty() {
-            return Err(FieldError::new("work", "only an apply decision carries work"));
+        if !p.work.is_empty() || p.milestone.is_some() {
+            return Err(FieldError::new(
+                "work",
+                "only an apply decision carries work or a milestone",
+            ));
         }
-        if p.decision == Decision::Complete {
-            return Err(FieldError::new("decision", "complete is only for missions"));
+        if p.decision == Decision::Complete
+            && (cx.mission.is_none() || cx.trigger != PlanTrigger::Milestone)
+        {
+            return Err(FieldError::new(
+                "decision",
+                "complete is only for a mission whose milestone was accepted",
+            ));
         }
         return Ok(None);
+    }
+    match (cx.mission, &p.milestone) {
+        (None, Some(_)) => {
+            return Err(FieldError::new("milestone", "only a mission's plan carries a milestone"))
+        }
+        (Some(_), None) => {
+            return Err(FieldError::new("milestone", "a mission's plan must name its milestone"))
+        }
+        (Some(m), Some(ms)) => {
+            let next = if cx.trigger == PlanTrigger::Recovery {
+                cx.milestones_completed.max(1)
+            } else {
+                cx.milestones_completed + 1
+            };
+            if ms.sequence != next || ms.sequence > m.max_milestones {
+                return Err(FieldError::new(
+                    "milestone.sequence",
+                    format!("must be {next} (at most {})", m.max_milestones),
+                ));
+            }
+            if ms.title.trim().is_empty()
+                || ms.objective.trim().is_empty()
+                || ms.acceptance.is_empty()
+            {
+                return Err(FieldError::new(
+                    "milestone",
+                    "needs a title, an objective and acceptance statements",
+                ));
+            }
+        }
+        (None, None) => {}
     }
     let n = p.work.len() as u32;
     let per_plan = cx.policy.max_work_items_per_plan;
@@ -366,7 +482,15 @@ pub fn fuzz_proposal(data: &[u8]) {
         review: None,
     };
     let active = BTreeSet::from([Id::new("w1").expect("valid")]);
-    let cx = PlanContext { policy: &policy, active: &active, already_planned: 3, plan_id: "p2" };
+    let cx = PlanContext {
+        policy: &policy,
+        active: &active,
+        already_planned: 3,
+        plan_id: "p2",
+        mission: None,
+        trigger: PlanTrigger::Recovery,
+        milestones_completed: 0,
+    };
     if let Ok(Some(plan)) = validate(&p, &cx) {
         assert!(!plan.work.is_empty() && plan.work.len() <= 8);
         assert!(plan.work.iter().any(|(_, id, _)| *id == plan.root));
@@ -414,16 +538,22 @@ mod tests {
     }
 
     fn apply(work: Vec<WorkSpec>) -> Proposal {
-        Proposal { decision: Decision::Apply, rationale: "because".into(), work }
+        Proposal { decision: Decision::Apply, rationale: "because".into(), work, milestone: None }
     }
 
     fn check(p: &Proposal, planned: u32) -> Result<Option<ValidPlan>, FieldError> {
         let active = BTreeSet::from([Id::new("parser").unwrap()]);
         let pol = policy();
-        validate(
-            p,
-            &PlanContext { policy: &pol, active: &active, already_planned: planned, plan_id: "p1" },
-        )
+        let cx = PlanContext {
+            policy: &pol,
+            active: &active,
+            already_planned: planned,
+            plan_id: "p1",
+            mission: None,
+            trigger: PlanTrigger::Recovery,
+            milestones_completed: 0,
+        };
+        validate(p, &cx)
     }
 
     #[test]
@@ -467,17 +597,28 @@ mod tests {
                     decision: Decision::Attention,
                     rationale: "x".into(),
                     work: vec![spec("a", &[], "ship")],
+                    milestone: None,
                 },
                 0,
                 "work",
             ),
             (
-                Proposal { decision: Decision::Complete, rationale: "x".into(), work: vec![] },
+                Proposal {
+                    decision: Decision::Complete,
+                    rationale: "x".into(),
+                    work: vec![],
+                    milestone: None,
+                },
                 0,
                 "decision",
             ),
             (
-                Proposal { decision: Decision::Attention, rationale: " ".into(), work: vec![] },
+                Proposal {
+                    decision: Decision::Attention,
+                    rationale: " ".into(),
+                    work: vec![],
+                    milestone: None,
+                },
                 0,
                 "rationale",
             ),
@@ -486,9 +627,60 @@ mod tests {
             let e = check(&p, planned).unwrap_err();
             assert_eq!(e.field, field, "{e}");
         }
-        let attention =
-            Proposal { decision: Decision::Attention, rationale: "unclear".into(), work: vec![] };
+        let attention = Proposal {
+            decision: Decision::Attention,
+            rationale: "unclear".into(),
+            work: vec![],
+            milestone: None,
+        };
         assert_eq!(check(&attention, 0), Ok(None));
+    }
+
+    #[test]
+    fn a_mission_plan_names_the_next_milestone_and_completes_only_after_one() {
+        let pol = policy();
+        let active = BTreeSet::new();
+        let mission = Mission {
+            objective: "ship".into(),
+            acceptance: vec!["it ships".into()],
+            max_milestones: 2,
+        };
+        let cx = |trigger, done| PlanContext {
+            policy: &pol,
+            active: &active,
+            already_planned: 0,
+            plan_id: "p1",
+            mission: Some(&mission),
+            trigger,
+            milestones_completed: done,
+        };
+        let milestone = |n| Milestone {
+            sequence: n,
+            title: "M".into(),
+            objective: "o".into(),
+            acceptance: vec!["a".into()],
+        };
+        let mut p = apply(vec![spec("a", &[], "ship")]);
+        assert_eq!(validate(&p, &cx(PlanTrigger::Initial, 0)).unwrap_err().field, "milestone");
+        p.milestone = Some(milestone(1));
+        assert!(validate(&p, &cx(PlanTrigger::Initial, 0)).is_ok());
+        assert_eq!(
+            validate(&p, &cx(PlanTrigger::Milestone, 1)).unwrap_err().field,
+            "milestone.sequence"
+        );
+        p.milestone = Some(milestone(3));
+        assert!(validate(&p, &cx(PlanTrigger::Milestone, 2)).is_err(), "past max_milestones");
+        let complete = Proposal {
+            decision: Decision::Complete,
+            rationale: "done".into(),
+            work: vec![],
+            milestone: None,
+        };
+        assert_eq!(validate(&complete, &cx(PlanTrigger::Milestone, 2)), Ok(None));
+        assert!(
+            validate(&complete, &cx(PlanTrigger::Initial, 0)).is_err(),
+            "no completion without a milestone"
+        );
     }
 
     #[test]
@@ -531,6 +723,9 @@ pub enum PlanEvent {
         root_work_id: Id,
         /// Every work item the plan created, in order.
         work_ids: Vec<Id>,
+        /// The mission milestone it delivers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        milestone: Option<u32>,
     },
     /// A person rejected the proposal.
     #[serde(rename = "plan.rejected")]
@@ -541,6 +736,9 @@ pub enum PlanEvent {
     /// A person asked for a new plan after an attention.
     #[serde(rename = "plan.retry_requested")]
     RetryRequested,
+    /// The mission is complete (its success).
+    #[serde(rename = "plan.completed")]
+    Completed,
     /// The planner failed (no usable proposal).
     #[serde(rename = "plan.failed")]
     Failed {
@@ -570,10 +768,13 @@ pub struct PlanRequest {
     pub plan_id: String,
     /// Its position among the goal's plans.
     pub sequence: u32,
-    /// The active root when it was asked for.
-    pub prior_root_work_id: Id,
+    /// The active root when it was asked for (none before a mission's first plan).
+    pub prior_root_work_id: Option<Id>,
     /// The goal's progress fingerprint then; an attention plan applies while it holds.
     pub trigger_fingerprint: String,
+    /// Why it was asked for.
+    #[serde(default)]
+    pub trigger: PlanTrigger,
     /// When.
     pub created_at: crate::time::WallTime,
 }
@@ -588,6 +789,8 @@ pub enum PlanStatus {
     Proposed,
     /// Applied.
     Applied,
+    /// The mission it ends is complete.
+    Completed,
     /// Rejected by a person.
     Rejected,
     /// The planner asked for a person.
@@ -602,6 +805,9 @@ pub enum PlanStatus {
 /// last rejection, attention, retry request or failure; otherwise proposed once proposed;
 /// otherwise interrupted.
 pub fn plan_status(events: &[PlanRecord]) -> PlanStatus {
+    if events.iter().any(|e| e.event == PlanEvent::Completed) {
+        return PlanStatus::Completed;
+    }
     if events.iter().any(|e| matches!(e.event, PlanEvent::Applied { .. })) {
         return PlanStatus::Applied;
     }
@@ -628,6 +834,9 @@ pub struct PlanView {
     /// For an applied plan, the root it moved to and the work it created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub applied: Option<(Id, Vec<Id>)>,
+    /// For an applied mission plan, its milestone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub milestone: Option<u32>,
     /// The reason of its last event.
     pub reason: String,
 }
@@ -641,13 +850,17 @@ impl PlanView {
             _ => None,
         });
         let applied = events.iter().find_map(|e| match &e.event {
-            PlanEvent::Applied { root_work_id, work_ids } => {
+            PlanEvent::Applied { root_work_id, work_ids, .. } => {
                 Some((root_work_id.clone(), work_ids.clone()))
             }
             _ => None,
         });
+        let milestone = events.iter().find_map(|e| match &e.event {
+            PlanEvent::Applied { milestone, .. } => *milestone,
+            _ => None,
+        });
         let reason = events.last().map(|e| e.reason.clone()).unwrap_or_default();
-        PlanView { request, status, class, applied, reason }
+        PlanView { request, status, class, applied, milestone, reason }
     }
 
     /// Whether the plan counts against `max_replans`: every plan except a failure classed as
@@ -658,12 +871,12 @@ impl PlanView {
 }
 
 /// The active root: the goal's root, moved by each applied plan in sequence order.
-pub fn active_root(original: &Id, plans: &[PlanView]) -> Id {
+pub fn active_root(original: Option<&Id>, plans: &[PlanView]) -> Option<Id> {
     plans
         .iter()
         .rev()
         .find_map(|p| p.applied.as_ref().map(|(root, _)| root.clone()))
-        .unwrap_or_else(|| original.clone())
+        .or_else(|| original.cloned())
 }
 
 #[cfg(test)]
@@ -677,7 +890,11 @@ mod status_tests {
     #[test]
     fn status_follows_the_history_first_match_wins() {
         let id = |s: &str| Id::new(s).unwrap();
-        let applied = PlanEvent::Applied { root_work_id: id("p1-r"), work_ids: vec![id("p1-r")] };
+        let applied = PlanEvent::Applied {
+            root_work_id: id("p1-r"),
+            work_ids: vec![id("p1-r")],
+            milestone: None,
+        };
         assert_eq!(plan_status(&[]), PlanStatus::Interrupted);
         assert_eq!(plan_status(&[rec(PlanEvent::Proposed)]), PlanStatus::Proposed);
         assert_eq!(
@@ -700,13 +917,14 @@ mod status_tests {
         let request = PlanRequest {
             plan_id: "p1".into(),
             sequence: 1,
-            prior_root_work_id: id("w"),
+            prior_root_work_id: Some(id("w")),
             trigger_fingerprint: "f".into(),
+            trigger: PlanTrigger::Recovery,
             created_at: crate::time::WallTime(0),
         };
         assert!(!PlanView::new(request.clone(), &[rec(upstream)]).charged());
         assert!(PlanView::new(request.clone(), &[rec(PlanEvent::Failed { class: None })]).charged());
         let view = PlanView::new(request, &[rec(PlanEvent::Proposed), rec(applied)]);
-        assert_eq!(active_root(&id("w"), &[view]), id("p1-r"));
+        assert_eq!(active_root(Some(&id("w")), &[view]), Some(id("p1-r")));
     }
 }

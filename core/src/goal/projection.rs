@@ -41,6 +41,10 @@ pub enum GoalNext {
     Retry,
     /// Ask the planner for a new plan (a tick does it).
     Replan,
+    /// Ask the planner for a mission's first plan.
+    PlanInitial,
+    /// Ask the planner for a mission's next milestone, or its completion.
+    PlanMilestone,
     /// Approve or reject the pending plan.
     ReviewPlan,
     /// Ask for a new plan after the planner asked for attention.
@@ -85,8 +89,8 @@ pub struct GoalProjection {
     pub charged_attempts: u32,
     /// Charged attempts left under `max_total_attempts`.
     pub attempts_remaining: u32,
-    /// The active root (moved by applied plans).
-    pub root_work_id: Id,
+    /// The active root (moved by applied plans); none before a mission's first plan.
+    pub root_work_id: Option<Id>,
     /// Plans asked for, all of them.
     pub replans_used: u32,
     /// Charged plans left under `max_replans` (0 without replanning).
@@ -252,7 +256,7 @@ pub fn project_governed(
         attempts_used,
         charged_attempts: charged,
         attempts_remaining: remaining,
-        root_work_id: root.map_or_else(|| intent.root_work_id.clone(), |r| r.id.clone()),
+        root_work_id: root.map(|r| r.id.clone()),
         replans_used: plans.len() as u32,
         replans_remaining: planning.remaining,
         latest_plan_status: plans.last().map(|p| p.status),
@@ -264,6 +268,9 @@ pub fn project_governed(
 /// What the goal's plans say, for the decision procedure.
 struct Planning {
     enabled: bool,
+    mission: bool,
+    /// The mission's completion was recorded.
+    completed: bool,
     remaining: u32,
     pending: Option<String>,
     attention: Option<String>,
@@ -281,6 +288,8 @@ fn planning(intent: &GoalIntent, items: &[GoalItem], plans: &[super::plan::PlanV
     let charged = plans.iter().filter(|p| p.charged()).count() as u32;
     let mut out = Planning {
         enabled: intent.replanning.is_some(),
+        mission: intent.mission.is_some(),
+        completed: plans.iter().any(|p| p.status == PlanStatus::Completed),
         remaining: max.saturating_sub(charged),
         pending: None,
         attention: None,
@@ -310,7 +319,7 @@ fn planning(intent: &GoalIntent, items: &[GoalItem], plans: &[super::plan::PlanV
             let fingerprint = super::cycle::progress_fingerprint(items);
             let root = items.last().map(|i| &i.id);
             if latest.request.trigger_fingerprint == fingerprint
-                && root == Some(&latest.request.prior_root_work_id)
+                && root == latest.request.prior_root_work_id.as_ref()
             {
                 out.attention = Some(id);
             }
@@ -343,6 +352,9 @@ fn decide(d: &Decision<'_>) -> (GoalState, GoalNext, String) {
         return (S::Running, N::WaitForRun, "another process is ticking this goal".into());
     }
     let plan = d.planning;
+    if plan.completed {
+        return (S::Succeeded, N::None, "the mission is complete".into());
+    }
     if let Some(pending) = &plan.pending {
         return (
             S::AwaitingAttention,
@@ -356,6 +368,27 @@ fn decide(d: &Decision<'_>) -> (GoalState, GoalNext, String) {
     if let Some(attention) = &plan.attention {
         let next = if plan.remaining > 0 { N::RetryPlan } else { N::None };
         return (S::AwaitingAttention, next, format!("plan {attention} asks for a person"));
+    }
+    if d.root_id.is_empty() {
+        // Only a mission has no root: before its first plan.
+        return if plan.mission && plan.remaining > 0 {
+            (S::Ready, N::PlanInitial, "the mission needs its first plan".into())
+        } else if plan.mission {
+            (S::BudgetExhausted, N::None, "the mission has no plan and every replan is used".into())
+        } else {
+            (S::Blocked, N::None, "the goal has no root".into())
+        };
+    }
+    if d.root_succeeded && plan.mission {
+        return if plan.remaining > 0 {
+            let why = format!(
+                "milestone root {} is accepted: the next milestone, or completion",
+                d.root_id
+            );
+            (S::Ready, N::PlanMilestone, why)
+        } else {
+            (S::BudgetExhausted, N::None, "a milestone is accepted and every replan is used".into())
+        };
     }
     if d.root_succeeded {
         return (S::Succeeded, N::None, format!("the root {} is accepted", d.root_id));

@@ -37,7 +37,7 @@ fn goal(auto: Automation, max_total: u32, parallel: u32) -> GoalIntent {
         max_parallel_work: parallel,
         ..GoalLimits::default()
     };
-    GoalIntent::new(id("g"), "G".into(), id("root"), Team::new(), limits, auto, WallTime(0))
+    GoalIntent::new(id("g"), "G".into(), Some(id("root")), Team::new(), limits, auto, WallTime(0))
         .expect("a valid goal")
 }
 
