@@ -299,3 +299,67 @@ fn a_two_milestone_mission_runs_to_completion() {
     assert_eq!(statuses, ["applied", "applied", "completed"], "two milestones, then completion");
     assert!(r.join(".harnery/work/p1-m1").exists() && r.join(".harnery/work/p2-m2").exists());
 }
+
+#[test]
+fn a_review_panel_asks_for_one_revision_and_only_a_passed_plan_is_approved() {
+    let dir = root(Some("echo '{\"op\":\"result\",\"ok\":false,\"error\":\"tests failed\"}'"));
+    let r = dir.path();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::create_dir_all(r.join("workflows")).unwrap();
+    std::fs::copy(examples.join("workflows/agent-review.sh"), r.join("workflows/agent-review.sh"))
+        .unwrap();
+    std::fs::copy(examples.join("harnesses/planner.sh"), r.join("planner.sh")).unwrap();
+    std::fs::copy(examples.join("harnesses/reviewer.sh"), r.join("reviewer.sh")).unwrap();
+    let policy = std::fs::read_to_string(examples.join("replanning.json")).unwrap().replace(
+        "\"templates\"",
+        "\"review\": {\"reviewer_specialists\": [\"reviewer\"], \"max_revision_rounds\": 1},\n  \"templates\"",
+    );
+    std::fs::write(r.join("replanning.json"), policy).unwrap();
+    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}, "planner": {"command": ["./planner.sh"]}, "reviewer": {"command": ["./reviewer.sh"]}}}"#;
+    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
+    let team = r#"{"planner": {"instructions": "Plan.", "harness": "planner"}, "reviewer": {"instructions": "Review.", "harness": "reviewer"}}"#;
+    std::fs::write(r.join("team.json"), team).unwrap();
+    let out = harn(
+        r,
+        &[
+            "work",
+            "create",
+            "Lone",
+            "wf.sh",
+            "--id",
+            "lone",
+            "--objective",
+            "o",
+            "--max-attempts",
+            "1",
+        ],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let create = [
+        "supervisor",
+        "create",
+        "lone",
+        "--team",
+        "team.json",
+        "--id",
+        "rev",
+        "--accept-passing-proof",
+        "--replanning",
+        "replanning.json",
+    ];
+    assert!(harn(r, &create).status.success());
+    let out = harn(r, &["supervisor", "run", "rev", "--harness", "scripted"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let receipt: Value = serde_json::from_slice(
+        &std::fs::read(r.join(".harnery/supervisors/rev/plans/p1/review.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(receipt["status"], "passed", "{receipt}");
+    assert_eq!(receipt["rounds"].as_array().unwrap().len(), 2, "one revision, then approval");
+    let shown = json(&harn(r, &["supervisor", "plan", "show", "rev", "p1", "--json"]));
+    assert_eq!(shown["proposal"]["work"][0]["title"], "Fix the parser (revised)");
+    let out = harn(r, &["supervisor", "plan", "approve", "rev", "p1"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = harn(r, &["supervisor", "run", "rev", "--harness", "scripted"]);
+    assert!(text(&out).contains("stop: succeeded"), "{}", text(&out));
+}

@@ -91,7 +91,7 @@ struct PolicyFile {
     max_total_work_items: u32,
     templates: BTreeMap<String, TemplateFile>,
     #[serde(default)]
-    review: Option<serde_json::Value>,
+    review: Option<harn_core::goal::plan::ReviewPanel>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -125,9 +125,6 @@ pub fn read_policy(root: &Path, file: &Path) -> Result<ReplanningPolicy, String>
     let bytes = std::fs::read(&path).map_err(|e| format!("{shown}: {e}"))?;
     let raw: PolicyFile =
         serde_json::from_slice(&bytes).map_err(|e| format!("{shown}:{}: {e}", e.line()))?;
-    if raw.review.is_some() {
-        return Err(format!("{shown}: review: review panels are not supported yet"));
-    }
     let base = path.parent().unwrap_or(root);
     let mut templates = BTreeMap::new();
     for (id, t) in raw.templates {
@@ -150,7 +147,7 @@ pub fn read_policy(root: &Path, file: &Path) -> Result<ReplanningPolicy, String>
         max_work_items_per_plan: raw.max_work_items_per_plan,
         max_total_work_items: raw.max_total_work_items,
         templates,
-        review: None,
+        review: raw.review,
     })
 }
 
@@ -319,6 +316,27 @@ fn approve(store: &mut Store, goal: &Id, plan: &str, actor: &str) -> Result<Stri
         trigger: view.request.trigger,
         milestones_completed: done,
     };
+    if let Some(panel) = &policy.review {
+        // A reviewed plan is approved only as the panel passed it.
+        let path = format!("{}/review.json", plan_dir(goal, plan));
+        let receipt: harn_core::goal::review::Receipt = store
+            .read_record(&path)
+            .map_err(|e| e.to_string())?
+            .ok_or(format!("plan {plan} has no review receipt"))?;
+        harn_core::goal::review::check_receipt(&receipt, panel)
+            .map_err(|e| format!("plan {plan}'s review receipt: {e}"))?;
+        let digest = harn_core::goal::review::candidate_digest(plan, &proposal);
+        let reviewed = plans::events(store, goal, plan)
+            .map_err(|e| e.to_string())?
+            .iter()
+            .any(|e| e.event == PlanEvent::Reviewed);
+        if receipt.status != harn_core::goal::review::ReviewStatus::Passed
+            || receipt.candidate_sha256 != digest
+            || !reviewed
+        {
+            return Err(format!("plan {plan} was not passed by its review panel as proposed"));
+        }
+    }
     let checked =
         validate(&proposal, &cx).map_err(|e| format!("plan {plan} no longer holds: {e}"))?;
     if proposal.decision == harn_core::goal::plan::Decision::Complete {
@@ -366,7 +384,6 @@ fn decide(
     {
         return Err(format!("plan {plan}'s attention no longer applies: the graph changed since"));
     }
-    let _ = plan_dir(goal, plan);
     plans::append(store, goal, plan, event, actor, reason).map_err(|e| e.to_string())?;
     Ok(format!("plan {plan}: {}", json!(done).as_str().unwrap_or("")))
 }

@@ -9,8 +9,12 @@ use crate::work::calls::call_checked;
 use crate::work::runner::RunLimits;
 use crate::work::store::{Store, StoreError};
 use harn_core::goal::plan::{
-    validate, PlanContext, PlanEvent, PlanRecord, PlanRequest, PlanStatus, PlanTrigger, PlanView,
-    Proposal, ValidPlan,
+    validate, Decision, PlanContext, PlanEvent, PlanRecord, PlanRequest, PlanStatus, PlanTrigger,
+    PlanView, Proposal, ReviewPanel, ValidPlan,
+};
+use harn_core::goal::review::{
+    after_round, candidate_digest, review_schema, round_outcome, Receipt, Review, ReviewStatus,
+    Round,
 };
 use harn_core::goal::{progress_fingerprint, GoalIntent, GoalItem};
 use harn_core::ids::Id;
@@ -119,73 +123,23 @@ pub fn run_planner(
         .ok_or_else(|| StoreError("the goal has no replanning policy".into()))?;
     let sequence = plans.len() as u32 + 1;
     let plan_id = format!("p{sequence}");
-    let root = items.last().map(|i| i.id.clone());
     let trigger = trigger(intent, items);
     let done = milestones_completed(store, plans)?;
     let request = PlanRequest {
         plan_id: plan_id.clone(),
         sequence,
-        prior_root_work_id: root,
+        prior_root_work_id: items.last().map(|i| i.id.clone()),
         trigger_fingerprint: progress_fingerprint(items),
         trigger,
         created_at: store.now(),
     };
     store.write_once(&plan_dir(&intent.id, &plan_id), "request.json", &request)?;
     let prompt = planner_prompt(intent, items, plans, &plan_id, trigger, done);
-    let default = limits.harness.as_ref().map(|h| h.name.as_str());
-    let mut d = match dispatch(&intent.team, default, Some(&policy.planner_specialist), &prompt) {
-        Ok(d) => d,
-        Err(e) => return fail(store, intent, &plan_id, None, &e, actor),
-    };
-    d.schema =
-        Some(proposal_schema(policy.max_work_items_per_plan, trigger == PlanTrigger::Milestone));
-    d.prompt =
-        harn_core::workflow::schema::with_contract(&d.prompt, d.schema.as_ref().expect("set"));
-    let spec = match limits
-        .harness
-        .as_ref()
-        .filter(|h| h.name == d.harness)
-        .map(|h| h.spec.clone())
-        .or_else(|| limits.harnesses.get(&d.harness).cloned())
-    {
-        Some(spec) => spec,
-        None => {
-            return fail(
-                store,
-                intent,
-                &plan_id,
-                None,
-                &format!("harness {} is not available", d.harness),
-                actor,
-            )
-        }
-    };
-    let running = Mutex::new(CallGroups::default());
-    let root_dir = store.root().to_owned();
-    let ctx = CallContext {
-        root: &root_dir,
-        run_id: &plan_id,
-        billing: limits.billing,
-        running: &running,
-    };
-    let outcome = call_checked(&ctx, &d, &spec);
-    if !outcome.ok {
-        let why = outcome.error.unwrap_or_else(|| "the planner failed".into());
-        return fail(store, intent, &plan_id, outcome.class, &why, actor);
-    }
-    let text = outcome.text.unwrap_or_default();
-    let proposal: Proposal = match serde_json::from_str(&text) {
-        Ok(p) => p,
-        Err(e) => {
-            return fail(
-                store,
-                intent,
-                &plan_id,
-                None,
-                &format!("the proposal does not parse: {e}"),
-                actor,
-            )
-        }
+    let schema = proposal_schema(policy.max_work_items_per_plan, trigger == PlanTrigger::Milestone);
+    let planner = &policy.planner_specialist;
+    let text = match ask(store, intent, limits, planner, &prompt, &schema, &plan_id) {
+        Ok(text) => text,
+        Err((class, why)) => return fail(store, intent, &plan_id, class, &why, actor),
     };
     let active: BTreeSet<Id> = items.iter().map(|i| i.id.clone()).collect();
     let cx = PlanContext {
@@ -197,46 +151,173 @@ pub fn run_planner(
         trigger,
         milestones_completed: done,
     };
-    let valid = match validate(&proposal, &cx) {
-        Ok(v) => v,
-        Err(e) => {
-            return fail(
-                store,
-                intent,
-                &plan_id,
-                None,
-                &format!("the proposal is invalid: {e}"),
-                actor,
-            )
-        }
+    let (mut proposal, mut valid) = match checked(&text, &cx) {
+        Ok(checked) => checked,
+        Err(why) => return fail(store, intent, &plan_id, None, &why, actor),
     };
-    store.write_once(&plan_dir(&intent.id, &plan_id), "proposal.json", &proposal)?;
-    append(store, &intent.id, &plan_id, PlanEvent::Proposed, actor, &proposal.rationale)?;
-    let Some(valid) = valid else {
-        if proposal.decision == harn_core::goal::plan::Decision::Complete {
-            if policy.auto_apply {
-                append(
-                    store,
-                    &intent.id,
-                    &plan_id,
-                    PlanEvent::Completed,
-                    actor,
-                    &proposal.rationale,
-                )?;
-                return Ok(format!("plan {plan_id} completes the mission"));
-            }
-            return Ok(format!(
-                "plan {plan_id} proposes the mission is complete; approve or reject it"
-            ));
-        }
+    if proposal.decision == Decision::Attention {
+        store.write_once(&plan_dir(&intent.id, &plan_id), "proposal.json", &proposal)?;
+        append(store, &intent.id, &plan_id, PlanEvent::Proposed, actor, &proposal.rationale)?;
         append(store, &intent.id, &plan_id, PlanEvent::Attention, actor, &proposal.rationale)?;
         return Ok(format!("plan {plan_id} asks for a person: {}", proposal.rationale));
-    };
+    }
+    if let Some(panel) = &policy.review {
+        let ask_planner = |store: &mut Store, revision: &str| {
+            let prompt = format!("{prompt}\n{revision}");
+            ask(store, intent, limits, planner, &prompt, &schema, &plan_id)
+                .map_err(|(_, why)| why)
+                .and_then(|text| checked(&text, &cx))
+        };
+        let receipt = review(store, intent, limits, panel, &plan_id, proposal, ask_planner)?;
+        store.write_once(&plan_dir(&intent.id, &plan_id), "review.json", &receipt)?;
+        if receipt.status != ReviewStatus::Passed {
+            let why = format!(
+                "review requires attention: {}",
+                json!(receipt.status).as_str().unwrap_or("")
+            );
+            append(store, &intent.id, &plan_id, PlanEvent::Attention, actor, &why)?;
+            return Ok(format!("plan {plan_id}: {why}"));
+        }
+        append(
+            store,
+            &intent.id,
+            &plan_id,
+            PlanEvent::Reviewed,
+            actor,
+            "the review panel approved",
+        )?;
+        proposal = receipt.candidate;
+        valid = validate(&proposal, &cx).map_err(|e| StoreError(e.to_string()))?;
+    }
+    store.write_once(&plan_dir(&intent.id, &plan_id), "proposal.json", &proposal)?;
+    append(store, &intent.id, &plan_id, PlanEvent::Proposed, actor, &proposal.rationale)?;
+    if proposal.decision == Decision::Complete {
+        if policy.auto_apply {
+            append(store, &intent.id, &plan_id, PlanEvent::Completed, actor, &proposal.rationale)?;
+            return Ok(format!("plan {plan_id} completes the mission"));
+        }
+        return Ok(format!(
+            "plan {plan_id} proposes the mission is complete; approve or reject it"
+        ));
+    }
+    let valid = valid.ok_or_else(|| StoreError("an apply without work".into()))?;
     if policy.auto_apply {
         apply(store, intent, &plan_id, &proposal, &valid, actor).map_err(StoreError)?;
         return Ok(format!("plan {plan_id} applied: root {}", valid.root));
     }
     Ok(format!("plan {plan_id} proposes {} items; approve or reject it", valid.work.len()))
+}
+
+/// A reply parsed as a proposal and validated.
+fn checked(text: &str, cx: &PlanContext<'_>) -> Result<(Proposal, Option<ValidPlan>), String> {
+    let proposal: Proposal =
+        serde_json::from_str(text).map_err(|e| format!("the proposal does not parse: {e}"))?;
+    let valid = validate(&proposal, cx).map_err(|e| format!("the proposal is invalid: {e}"))?;
+    Ok((proposal, valid))
+}
+
+/// One schema-checked call to a specialist of the goal's team; the error carries the
+/// failure's class (a missing program or a vendor refusal is not the planner's fault).
+fn ask(
+    store: &mut Store,
+    intent: &GoalIntent,
+    limits: &RunLimits,
+    role: &str,
+    prompt: &str,
+    schema: &Value,
+    label: &str,
+) -> Result<String, (Option<harn_core::work::FailureClass>, String)> {
+    let default = limits.harness.as_ref().map(|h| h.name.as_str());
+    let mut d = dispatch(&intent.team, default, Some(role), prompt).map_err(|e| (None, e))?;
+    d.schema = Some(schema.clone());
+    d.prompt = harn_core::workflow::schema::with_contract(&d.prompt, schema);
+    let spec = limits
+        .harness
+        .as_ref()
+        .filter(|h| h.name == d.harness)
+        .map(|h| h.spec.clone())
+        .or_else(|| limits.harnesses.get(&d.harness).cloned())
+        .ok_or_else(|| (None, format!("harness {} is not available", d.harness)))?;
+    let running = Mutex::new(CallGroups::default());
+    let root = store.root().to_owned();
+    let ctx =
+        CallContext { root: &root, run_id: label, billing: limits.billing, running: &running };
+    let outcome = call_checked(&ctx, &d, &spec);
+    if !outcome.ok {
+        return Err((outcome.class, outcome.error.unwrap_or_else(|| format!("{role} failed"))));
+    }
+    Ok(outcome.text.unwrap_or_default())
+}
+
+/// The review panel: rounds of every reviewer on the whole candidate, revisions by the
+/// planner while rounds remain, the receipt at the end.
+fn review(
+    store: &mut Store,
+    intent: &GoalIntent,
+    limits: &RunLimits,
+    panel: &ReviewPanel,
+    plan_id: &str,
+    first: Proposal,
+    mut revise: impl FnMut(&mut Store, &str) -> Result<(Proposal, Option<ValidPlan>), String>,
+) -> Result<Receipt, StoreError> {
+    let mut candidate = first;
+    let mut rounds = Vec::new();
+    let finish = |status, candidate: Proposal, rounds| {
+        let candidate_sha256 = candidate_digest(plan_id, &candidate);
+        Receipt { plan_id: plan_id.to_owned(), status, candidate, candidate_sha256, rounds }
+    };
+    for round in 1..=panel.max_revision_rounds + 1 {
+        let digest = candidate_digest(plan_id, &candidate);
+        let shown = serde_json::to_string_pretty(&candidate).expect("proposals serialize");
+        let prompt = format!(
+            "Review this plan for the goal {:?} independently. Approve it, ask for a revision \
+             (with findings: blocking ones must be fixed), or ask for a person's attention.\n\
+             Plan:\n{shown}\n",
+            intent.title
+        );
+        let mut reviews = Vec::new();
+        for reviewer in &panel.reviewer_specialists {
+            let label = format!("{plan_id}-review");
+            let reply = ask(store, intent, limits, reviewer, &prompt, &review_schema(), &label)
+                .map_err(|(_, why)| why)
+                .and_then(|text| serde_json::from_str::<Review>(&text).map_err(|e| e.to_string()));
+            match reply {
+                Ok(r) => reviews.push(r),
+                // A reviewer that cannot review leaves the plan to a person.
+                Err(_) => return Ok(finish(ReviewStatus::Attention, candidate, rounds)),
+            }
+        }
+        let outcome = round_outcome(&reviews);
+        let reviewers = panel.reviewer_specialists.clone();
+        rounds.push(Round {
+            candidate_sha256: digest.clone(),
+            reviewers,
+            reviews: reviews.clone(),
+            outcome,
+        });
+        if let Some(status) = after_round(outcome, round, panel) {
+            return Ok(finish(status, candidate, rounds));
+        }
+        let findings: Vec<String> = reviews
+            .iter()
+            .flat_map(|r| {
+                r.findings.iter().map(|f| {
+                    format!("- [{:?}] {}: {} ({})", f.severity, f.code, f.summary, f.recommendation)
+                })
+            })
+            .collect();
+        let ask_for = format!(
+            "The review panel asked for a revision of this plan:\n{shown}\nFindings:\n{}\n\
+             Return a complete replacement plan, not a patch.",
+            findings.join("\n")
+        );
+        match revise(store, &ask_for) {
+            Ok((next, _)) if candidate_digest(plan_id, &next) != digest => candidate = next,
+            // An invalid revision, or one that changes nothing, leaves it to a person.
+            _ => return Ok(finish(ReviewStatus::Attention, candidate, rounds)),
+        }
+    }
+    Ok(finish(ReviewStatus::Attention, candidate, rounds))
 }
 
 fn fail(

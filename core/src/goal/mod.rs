@@ -8,6 +8,7 @@ pub mod engine;
 pub mod intent;
 pub mod plan;
 pub mod projection;
+pub mod review;
 
 pub use cycle::{goal_fingerprint, progress_fingerprint, Mode, RunLoop, Stop, StopReason};
 pub use intent::{Automation, GoalIntent, GoalLimits};

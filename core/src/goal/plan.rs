@@ -713,6 +713,9 @@ mod tests {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event")]
 pub enum PlanEvent {
+    /// The review panel approved the candidate (before it is proposed).
+    #[serde(rename = "plan.reviewed")]
+    Reviewed,
     /// The planner's proposal was written and awaits a decision.
     #[serde(rename = "plan.proposed")]
     Proposed,
