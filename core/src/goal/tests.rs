@@ -295,7 +295,104 @@ mod properties {
         })
     }
 
+    /// A plan history drawn as statuses: each plan proposed, then maybe decided.
+    fn plan_history() -> impl Strategy<Value = Vec<(u8, bool)>> {
+        proptest::collection::vec((0u8..6, any::<bool>()), 0..6)
+    }
+
+    fn plans_from(history: &[(u8, bool)], graph_fp: &str, root: &Id) -> Vec<plan::PlanView> {
+        use plan::{PlanEvent as E, PlanRecord, PlanRequest, PlanTrigger, PlanView};
+        history
+            .iter()
+            .enumerate()
+            .map(|(n, (kind, same_graph))| {
+                let request = PlanRequest {
+                    plan_id: format!("p{}", n + 1),
+                    sequence: n as u32 + 1,
+                    prior_root_work_id: Some(root.clone()),
+                    trigger_fingerprint: if *same_graph {
+                        graph_fp.to_owned()
+                    } else {
+                        "old".into()
+                    },
+                    trigger: PlanTrigger::Recovery,
+                    created_at: WallTime(0),
+                };
+                let rec = |event| PlanRecord { event, actor: "op".into(), reason: "why".into() };
+                let mut events = vec![rec(E::Proposed)];
+                match kind {
+                    0 => {}
+                    1 => events.push(rec(E::Rejected)),
+                    2 => events.push(rec(E::Attention)),
+                    3 => events.push(rec(E::Failed { class: None })),
+                    4 => events
+                        .push(rec(E::Failed { class: Some(crate::work::FailureClass::Upstream) })),
+                    _ => events.push(rec(E::RetryRequested)),
+                }
+                PlanView::new(request, &events)
+            })
+            .collect()
+    }
+
+    fn replanning_goal(max_replans: u32) -> GoalIntent {
+        use plan::{ReplanningPolicy, Template};
+        let t =
+            Template { path: "/wf".into(), sha256: "0".repeat(64), max_attempts: 2, root: true };
+        let policy = ReplanningPolicy {
+            planner_specialist: "planner".into(),
+            auto_apply: false,
+            max_replans,
+            max_work_items_per_plan: 4,
+            max_total_work_items: 10,
+            templates: std::collections::BTreeMap::from([("ship".into(), t)]),
+            review: None,
+        };
+        let mut team = Team::new();
+        team.insert("planner".into(), Default::default());
+        let limits = GoalLimits { max_total_attempts: 50, ..GoalLimits::default() };
+        GoalIntent::new(id("g"), "G".into(), Some(id("root")), team, limits, MANUAL, WallTime(0))
+            .and_then(|g| g.with_replanning(policy))
+            .expect("a valid goal")
+    }
+
     proptest! {
+        /// Plans never reset attempts: the goal's counts are the graph's (plus the
+        /// superseded generations'), whatever its plans say.
+        #[test]
+        fn replanning_never_resets_attempt_counts(items in graph(), history in plan_history(), outside in 0u32..5) {
+            let g = replanning_goal(5);
+            let root = items.last().unwrap().id.clone();
+            let plans = plans_from(&history, &progress_fingerprint(&items), &root);
+            let p = project_governed(&g, &items, &plans, (outside, outside), false);
+            let charged: u32 = items.iter().map(|i| i.projection.charged_attempts).sum::<u32>() + outside;
+            prop_assert_eq!(p.charged_attempts, charged);
+            prop_assert_eq!(p.attempts_remaining, g.limits.max_total_attempts.saturating_sub(charged));
+        }
+
+        /// A proposed plan always waits for a person; a rejected one is never pending;
+        /// replanning is offered only with a charged replan left; an uncharged planner
+        /// failure never counts against the replan budget.
+        #[test]
+        fn plans_are_decided_by_people_and_budgeted_by_one_rule(items in graph(), history in plan_history(), max in 1u32..4) {
+            let g = replanning_goal(max);
+            let root = items.last().unwrap().id.clone();
+            let plans = plans_from(&history, &progress_fingerprint(&items), &root);
+            let p = project_goal(&g, &items, &plans, false);
+            let charged = plans.iter().filter(|v| v.charged()).count() as u32;
+            prop_assert_eq!(p.replans_remaining, max.saturating_sub(charged));
+            match plans.last().map(|v| v.status) {
+                Some(plan::PlanStatus::Proposed) => {
+                    prop_assert_eq!((p.state, p.next_action), (GoalState::AwaitingAttention, GoalNext::ReviewPlan));
+                }
+                Some(plan::PlanStatus::Rejected) => prop_assert!(p.pending_plan_id.is_none()),
+                _ => {}
+            }
+            if p.next_action == GoalNext::Replan {
+                prop_assert!(p.replans_remaining > 0);
+                prop_assert!(candidates(&g, &items, &p).is_empty(), "never replanning while work can run");
+            }
+        }
+
         #[test]
         fn dispatch_never_exceeds_parallelism_budget_or_automation(
             items in graph(), auto in automation(), max_total in 1u32..12, parallel in 1u32..4,
