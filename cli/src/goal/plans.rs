@@ -1,58 +1,78 @@
-//! A goal's plans on disk (`.harnery/supervisors/<goal>/plans/<plan>/`: `request.json` and
-//! `proposal.json` written once, `events.jsonl` appended), the planner call that produces a
-//! proposal, and the application of an approved proposal: every work item created (or found
-//! identical) before `plan.applied` moves the active root.
+//! A goal's plans over the real filesystem and real agent calls: the core's planning
+//! (`goal::planning`) with a host whose specialists are the goal's team answered by the
+//! run's harnesses, and whose template digests are read from disk.
 
-use super::store::goal_dir;
 use crate::work::agent_call::{CallContext, CallGroups};
 use crate::work::calls::call_checked;
 use crate::work::runner::RunLimits;
 use crate::work::store::{Store, StoreError};
-use harn_core::goal::plan::{
-    validate, Decision, PlanContext, PlanEvent, PlanRecord, PlanRequest, PlanStatus, PlanTrigger,
-    PlanView, Proposal, ReviewPanel, ValidPlan,
-};
-use harn_core::goal::review::{
-    after_round, candidate_digest, review_schema, round_outcome, Receipt, Review, ReviewStatus,
-    Round,
-};
-use harn_core::goal::{progress_fingerprint, GoalIntent, GoalItem};
+use harn_core::goal::plan::{PlanEvent, PlanRecord, PlanView, Proposal, ValidPlan};
+use harn_core::goal::planning::{self, Specialists};
+use harn_core::goal::{GoalIntent, GoalItem};
 use harn_core::ids::Id;
-use harn_core::journal;
-use harn_core::work::{WorkIntent, WorkflowRef};
-use harn_core::workflow::team::dispatch;
-use serde_json::{json, Value};
-use std::collections::BTreeSet;
+use harn_core::work::FailureClass;
+use harn_core::workflow::team::{dispatch, Team};
+use serde_json::Value;
+use std::path::Path;
 use std::sync::Mutex;
 
-/// Where plan `plan` of goal `goal` lives.
-pub fn plan_dir(goal: &Id, plan: &str) -> String {
-    format!("{}/plans/{plan}", goal_dir(goal))
+pub use harn_core::goal::planning::{plan_dir, status_of};
+
+/// The goal's specialists over real processes.
+struct RealSpecialists<'a> {
+    root: &'a Path,
+    team: &'a Team,
+    limits: Option<&'a RunLimits>,
+}
+
+impl Specialists for RealSpecialists<'_> {
+    fn ask(
+        &mut self,
+        role: &str,
+        prompt: &str,
+        schema: &Value,
+        label: &str,
+    ) -> Result<String, (Option<FailureClass>, String)> {
+        let limits = self.limits.ok_or((None, "no harness options were given".to_owned()))?;
+        let default = limits.harness.as_ref().map(|h| h.name.as_str());
+        let mut d = dispatch(self.team, default, Some(role), prompt).map_err(|e| (None, e))?;
+        d.schema = Some(schema.clone());
+        d.prompt = harn_core::workflow::schema::with_contract(&d.prompt, schema);
+        let spec = limits
+            .harness
+            .as_ref()
+            .filter(|h| h.name == d.harness)
+            .map(|h| h.spec.clone())
+            .or_else(|| limits.harnesses.get(&d.harness).cloned())
+            .ok_or_else(|| (None, format!("harness {} is not available", d.harness)))?;
+        let running = Mutex::new(CallGroups::default());
+        let ctx = CallContext {
+            root: self.root,
+            run_id: label,
+            billing: limits.billing,
+            running: &running,
+        };
+        let outcome = call_checked(&ctx, &d, &spec);
+        if !outcome.ok {
+            return Err((outcome.class, outcome.error.unwrap_or_else(|| format!("{role} failed"))));
+        }
+        Ok(outcome.text.unwrap_or_default())
+    }
+
+    fn workflow_digest(&mut self, path: &str) -> Result<String, String> {
+        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        Ok(harn_core::workflow::policy::sha256_hex(&bytes))
+    }
 }
 
 /// Every plan of `goal`, in sequence order, with its status.
 pub fn read_plans(store: &mut Store, goal: &Id) -> Result<Vec<PlanView>, StoreError> {
-    let mut plans = Vec::new();
-    for id in store.list_ids(&format!("{}/plans", goal_dir(goal)))? {
-        let dir = plan_dir(goal, id.as_str());
-        let Some(request) = store.read_record::<PlanRequest>(&format!("{dir}/request.json"))?
-        else {
-            continue; // A plan whose request never became durable was never asked for.
-        };
-        plans.push(PlanView::new(request, &events(store, goal, id.as_str())?));
-    }
-    plans.sort_by_key(|p| p.request.sequence);
-    Ok(plans)
+    Ok(planning::read_plans(store.ledger(), goal)?)
 }
 
 /// A plan's history.
 pub fn events(store: &mut Store, goal: &Id, plan: &str) -> Result<Vec<PlanRecord>, StoreError> {
-    let path = format!("{}/events.jsonl", plan_dir(goal, plan));
-    let bytes = store.read_bytes(&path)?.unwrap_or_default();
-    let shown = store.root().join(&path).display().to_string();
-    let read =
-        journal::parse_as::<PlanRecord>(&shown, &bytes).map_err(|e| StoreError(e.to_string()))?;
-    Ok(read.records.into_iter().map(|r| r.body).collect())
+    Ok(planning::events(store.ledger(), goal, plan)?)
 }
 
 /// Appends one event to a plan's history (synced).
@@ -64,51 +84,22 @@ pub fn append(
     actor: &str,
     reason: &str,
 ) -> Result<(), StoreError> {
-    let path = format!("{}/events.jsonl", plan_dir(goal, plan));
-    let mut writer = store.open_journal(&path)?;
-    let record = PlanRecord { event, actor: actor.to_owned(), reason: reason.to_owned() };
-    store.append_journal(&path, &mut writer, &record)
+    let now = store.now();
+    Ok(planning::append(store.ledger(), goal, plan, event, actor, reason, now)?)
 }
 
 /// The proposal of a plan, when written.
 pub fn proposal(store: &mut Store, goal: &Id, plan: &str) -> Result<Option<Proposal>, StoreError> {
-    store.read_record(&format!("{}/proposal.json", plan_dir(goal, plan)))
+    Ok(planning::proposal(store.ledger(), goal, plan)?)
 }
 
-/// Work items earlier plans created.
-pub fn already_planned(plans: &[PlanView]) -> u32 {
-    plans.iter().filter_map(|p| p.applied.as_ref()).map(|(_, w)| w.len() as u32).sum()
-}
-
-/// Milestones whose root is accepted now (a reopen can take one back).
+/// Milestones whose root is accepted now.
 pub fn milestones_completed(store: &mut Store, plans: &[PlanView]) -> Result<u32, StoreError> {
-    let mut n = 0;
-    let mut known = harn_core::work::ledger::Known::new();
-    for p in plans.iter().filter(|p| p.milestone.is_some()) {
-        if let Some((root, _)) = &p.applied {
-            if store.read(root, &mut known)?.projection.state
-                == harn_core::work::WorkState::Succeeded
-            {
-                n += 1;
-            }
-        }
-    }
-    Ok(n)
+    Ok(planning::milestones_completed(store.ledger(), plans)?)
 }
 
-/// Why a plan is asked for now.
-pub fn trigger(intent: &GoalIntent, items: &[GoalItem]) -> PlanTrigger {
-    let root_accepted =
-        items.last().is_some_and(|i| i.projection.state == harn_core::work::WorkState::Succeeded);
-    match (&intent.mission, items.is_empty(), root_accepted) {
-        (Some(_), true, _) => PlanTrigger::Initial,
-        (Some(_), false, true) => PlanTrigger::Milestone,
-        _ => PlanTrigger::Recovery,
-    }
-}
-
-/// Asks the planner for the next plan and records the outcome; returns a line saying what
-/// came of it. Planner failures are recorded as `plan.failed`, never returned as errors.
+/// Asks the planner for the next plan and records the outcome (see
+/// [`planning::run_planner`]).
 pub fn run_planner(
     store: &mut Store,
     intent: &GoalIntent,
@@ -117,223 +108,13 @@ pub fn run_planner(
     limits: &RunLimits,
     actor: &str,
 ) -> Result<String, StoreError> {
-    let policy = intent
-        .replanning
-        .as_ref()
-        .ok_or_else(|| StoreError("the goal has no replanning policy".into()))?;
-    let sequence = plans.len() as u32 + 1;
-    let plan_id = format!("p{sequence}");
-    let trigger = trigger(intent, items);
-    let done = milestones_completed(store, plans)?;
-    let request = PlanRequest {
-        plan_id: plan_id.clone(),
-        sequence,
-        prior_root_work_id: items.last().map(|i| i.id.clone()),
-        trigger_fingerprint: progress_fingerprint(items),
-        trigger,
-        created_at: store.now(),
-    };
-    store.write_once(&plan_dir(&intent.id, &plan_id), "request.json", &request)?;
-    let prompt = planner_prompt(intent, items, plans, &plan_id, trigger, done);
-    let schema = proposal_schema(policy.max_work_items_per_plan, trigger == PlanTrigger::Milestone);
-    let planner = &policy.planner_specialist;
-    let text = match ask(store, intent, limits, planner, &prompt, &schema, &plan_id) {
-        Ok(text) => text,
-        Err((class, why)) => return fail(store, intent, &plan_id, class, &why, actor),
-    };
-    let active: BTreeSet<Id> = items.iter().map(|i| i.id.clone()).collect();
-    let cx = PlanContext {
-        policy,
-        active: &active,
-        already_planned: already_planned(plans),
-        plan_id: &plan_id,
-        mission: intent.mission.as_ref(),
-        trigger,
-        milestones_completed: done,
-    };
-    let (mut proposal, mut valid) = match checked(&text, &cx) {
-        Ok(checked) => checked,
-        Err(why) => return fail(store, intent, &plan_id, None, &why, actor),
-    };
-    if proposal.decision == Decision::Attention {
-        store.write_once(&plan_dir(&intent.id, &plan_id), "proposal.json", &proposal)?;
-        append(store, &intent.id, &plan_id, PlanEvent::Proposed, actor, &proposal.rationale)?;
-        append(store, &intent.id, &plan_id, PlanEvent::Attention, actor, &proposal.rationale)?;
-        return Ok(format!("plan {plan_id} asks for a person: {}", proposal.rationale));
-    }
-    if let Some(panel) = &policy.review {
-        let ask_planner = |store: &mut Store, revision: &str| {
-            let prompt = format!("{prompt}\n{revision}");
-            ask(store, intent, limits, planner, &prompt, &schema, &plan_id)
-                .map_err(|(_, why)| why)
-                .and_then(|text| checked(&text, &cx))
-        };
-        let receipt = review(store, intent, limits, panel, &plan_id, proposal, ask_planner)?;
-        store.write_once(&plan_dir(&intent.id, &plan_id), "review.json", &receipt)?;
-        if receipt.status != ReviewStatus::Passed {
-            let why = format!(
-                "review requires attention: {}",
-                json!(receipt.status).as_str().unwrap_or("")
-            );
-            append(store, &intent.id, &plan_id, PlanEvent::Attention, actor, &why)?;
-            return Ok(format!("plan {plan_id}: {why}"));
-        }
-        append(
-            store,
-            &intent.id,
-            &plan_id,
-            PlanEvent::Reviewed,
-            actor,
-            "the review panel approved",
-        )?;
-        proposal = receipt.candidate;
-        valid = validate(&proposal, &cx).map_err(|e| StoreError(e.to_string()))?;
-    }
-    store.write_once(&plan_dir(&intent.id, &plan_id), "proposal.json", &proposal)?;
-    append(store, &intent.id, &plan_id, PlanEvent::Proposed, actor, &proposal.rationale)?;
-    if proposal.decision == Decision::Complete {
-        if policy.auto_apply {
-            append(store, &intent.id, &plan_id, PlanEvent::Completed, actor, &proposal.rationale)?;
-            return Ok(format!("plan {plan_id} completes the mission"));
-        }
-        return Ok(format!(
-            "plan {plan_id} proposes the mission is complete; approve or reject it"
-        ));
-    }
-    let valid = valid.ok_or_else(|| StoreError("an apply without work".into()))?;
-    if policy.auto_apply {
-        apply(store, intent, &plan_id, &proposal, &valid, actor).map_err(StoreError)?;
-        return Ok(format!("plan {plan_id} applied: root {}", valid.root));
-    }
-    Ok(format!("plan {plan_id} proposes {} items; approve or reject it", valid.work.len()))
-}
-
-/// A reply parsed as a proposal and validated.
-fn checked(text: &str, cx: &PlanContext<'_>) -> Result<(Proposal, Option<ValidPlan>), String> {
-    let proposal: Proposal =
-        serde_json::from_str(text).map_err(|e| format!("the proposal does not parse: {e}"))?;
-    let valid = validate(&proposal, cx).map_err(|e| format!("the proposal is invalid: {e}"))?;
-    Ok((proposal, valid))
-}
-
-/// One schema-checked call to a specialist of the goal's team; the error carries the
-/// failure's class (a missing program or a vendor refusal is not the planner's fault).
-fn ask(
-    store: &mut Store,
-    intent: &GoalIntent,
-    limits: &RunLimits,
-    role: &str,
-    prompt: &str,
-    schema: &Value,
-    label: &str,
-) -> Result<String, (Option<harn_core::work::FailureClass>, String)> {
-    let default = limits.harness.as_ref().map(|h| h.name.as_str());
-    let mut d = dispatch(&intent.team, default, Some(role), prompt).map_err(|e| (None, e))?;
-    d.schema = Some(schema.clone());
-    d.prompt = harn_core::workflow::schema::with_contract(&d.prompt, schema);
-    let spec = limits
-        .harness
-        .as_ref()
-        .filter(|h| h.name == d.harness)
-        .map(|h| h.spec.clone())
-        .or_else(|| limits.harnesses.get(&d.harness).cloned())
-        .ok_or_else(|| (None, format!("harness {} is not available", d.harness)))?;
-    let running = Mutex::new(CallGroups::default());
+    let now = store.now();
     let root = store.root().to_owned();
-    let ctx =
-        CallContext { root: &root, run_id: label, billing: limits.billing, running: &running };
-    let outcome = call_checked(&ctx, &d, &spec);
-    if !outcome.ok {
-        return Err((outcome.class, outcome.error.unwrap_or_else(|| format!("{role} failed"))));
-    }
-    Ok(outcome.text.unwrap_or_default())
+    let mut specialists = RealSpecialists { root: &root, team: &intent.team, limits: Some(limits) };
+    Ok(planning::run_planner(store.ledger(), intent, items, plans, &mut specialists, actor, now)?)
 }
 
-/// The review panel: rounds of every reviewer on the whole candidate, revisions by the
-/// planner while rounds remain, the receipt at the end.
-fn review(
-    store: &mut Store,
-    intent: &GoalIntent,
-    limits: &RunLimits,
-    panel: &ReviewPanel,
-    plan_id: &str,
-    first: Proposal,
-    mut revise: impl FnMut(&mut Store, &str) -> Result<(Proposal, Option<ValidPlan>), String>,
-) -> Result<Receipt, StoreError> {
-    let mut candidate = first;
-    let mut rounds = Vec::new();
-    let finish = |status, candidate: Proposal, rounds| {
-        let candidate_sha256 = candidate_digest(plan_id, &candidate);
-        Receipt { plan_id: plan_id.to_owned(), status, candidate, candidate_sha256, rounds }
-    };
-    for round in 1..=panel.max_revision_rounds + 1 {
-        let digest = candidate_digest(plan_id, &candidate);
-        let shown = serde_json::to_string_pretty(&candidate).expect("proposals serialize");
-        let prompt = format!(
-            "Review this plan for the goal {:?} independently. Approve it, ask for a revision \
-             (with findings: blocking ones must be fixed), or ask for a person's attention.\n\
-             Plan:\n{shown}\n",
-            intent.title
-        );
-        let mut reviews = Vec::new();
-        for reviewer in &panel.reviewer_specialists {
-            let label = format!("{plan_id}-review");
-            let reply = ask(store, intent, limits, reviewer, &prompt, &review_schema(), &label)
-                .map_err(|(_, why)| why)
-                .and_then(|text| serde_json::from_str::<Review>(&text).map_err(|e| e.to_string()));
-            match reply {
-                Ok(r) => reviews.push(r),
-                // A reviewer that cannot review leaves the plan to a person.
-                Err(_) => return Ok(finish(ReviewStatus::Attention, candidate, rounds)),
-            }
-        }
-        let outcome = round_outcome(&reviews);
-        let reviewers = panel.reviewer_specialists.clone();
-        rounds.push(Round {
-            candidate_sha256: digest.clone(),
-            reviewers,
-            reviews: reviews.clone(),
-            outcome,
-        });
-        if let Some(status) = after_round(outcome, round, panel) {
-            return Ok(finish(status, candidate, rounds));
-        }
-        let findings: Vec<String> = reviews
-            .iter()
-            .flat_map(|r| {
-                r.findings.iter().map(|f| {
-                    format!("- [{:?}] {}: {} ({})", f.severity, f.code, f.summary, f.recommendation)
-                })
-            })
-            .collect();
-        let ask_for = format!(
-            "The review panel asked for a revision of this plan:\n{shown}\nFindings:\n{}\n\
-             Return a complete replacement plan, not a patch.",
-            findings.join("\n")
-        );
-        match revise(store, &ask_for) {
-            Ok((next, _)) if candidate_digest(plan_id, &next) != digest => candidate = next,
-            // An invalid revision, or one that changes nothing, leaves it to a person.
-            _ => return Ok(finish(ReviewStatus::Attention, candidate, rounds)),
-        }
-    }
-    Ok(finish(ReviewStatus::Attention, candidate, rounds))
-}
-
-fn fail(
-    store: &mut Store,
-    intent: &GoalIntent,
-    plan: &str,
-    class: Option<harn_core::work::FailureClass>,
-    why: &str,
-    actor: &str,
-) -> Result<String, StoreError> {
-    append(store, &intent.id, plan, PlanEvent::Failed { class }, actor, why)?;
-    Ok(format!("plan {plan} failed: {why}"))
-}
-
-/// Creates every proposed work item (or finds it identical), then appends `plan.applied`.
-/// A template whose workflow changed since it was frozen is refused before anything is made.
+/// Creates a plan's work and appends `plan.applied` (see [`planning::apply`]).
 pub fn apply(
     store: &mut Store,
     intent: &GoalIntent,
@@ -342,163 +123,8 @@ pub fn apply(
     valid: &ValidPlan,
     actor: &str,
 ) -> Result<(), String> {
-    let policy = intent.replanning.as_ref().ok_or("the goal has no replanning policy")?;
-    let mut intents = Vec::new();
-    for (spec, (_, id, deps)) in proposal.work.iter().zip(&valid.work) {
-        let t = &policy.templates[&spec.template];
-        let bytes = std::fs::read(&t.path)
-            .map_err(|e| format!("template {}: {}: {e}", spec.template, t.path))?;
-        if harn_core::workflow::policy::sha256_hex(&bytes) != t.sha256 {
-            return Err(format!(
-                "template {}: {} changed since the goal froze it",
-                spec.template, t.path
-            ));
-        }
-        let mut acceptance = spec.acceptance.clone();
-        acceptance.retain(|a| !a.trim().is_empty());
-        intents.push(WorkIntent {
-            schema_version: harn_core::work::intent::INTENT_VERSION,
-            id: id.clone(),
-            title: spec.title.clone(),
-            objective: spec.objective.clone(),
-            acceptance,
-            dependencies: deps.clone(),
-            workflow: WorkflowRef { path: t.path.clone(), sha256: t.sha256.clone() },
-            max_attempts: t.max_attempts,
-            max_uncharged_attempts: 3,
-            created_at: store.now(),
-        });
-    }
-    for w in &intents {
-        w.validate().map_err(|e| format!("work {}: {e}", w.id))?;
-        match store.intent(&w.id).map_err(|e| e.to_string())? {
-            Some(existing) if same_intent(&existing, w) => {}
-            Some(_) => return Err(format!("work {} exists and differs from the plan", w.id)),
-            None => store.create(w, actor).map_err(|e| e.to_string())?,
-        }
-    }
-    let event = PlanEvent::Applied {
-        root_work_id: valid.root.clone(),
-        work_ids: intents.iter().map(|w| w.id.clone()).collect(),
-        milestone: proposal.milestone.as_ref().map(|m| m.sequence),
-    };
-    append(store, &intent.id, plan, event, actor, "approved").map_err(|e| e.to_string())
-}
-
-fn same_intent(a: &WorkIntent, b: &WorkIntent) -> bool {
-    (&a.title, &a.objective, &a.acceptance, &a.dependencies, &a.workflow, a.max_attempts)
-        == (&b.title, &b.objective, &b.acceptance, &b.dependencies, &b.workflow, b.max_attempts)
-}
-
-/// The schema a planner's reply must match.
-fn proposal_schema(max_items: u32, may_complete: bool) -> Value {
-    let decisions = if may_complete {
-        json!(["apply", "complete", "attention"])
-    } else {
-        json!(["apply", "attention"])
-    };
-    json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["decision", "rationale", "work"],
-        "properties": {
-            "decision": {"enum": decisions},
-            "milestone": {
-                "type": "object",
-                "additionalProperties": false,
-                "required": ["sequence", "title", "objective", "acceptance"],
-                "properties": {
-                    "sequence": {"type": "integer", "minimum": 1},
-                    "title": {"type": "string", "minLength": 1, "maxLength": 200},
-                    "objective": {"type": "string", "minLength": 1, "maxLength": 4000},
-                    "acceptance": {"type": "array", "minItems": 1, "maxItems": 50, "items": {"type": "string"}}
-                }
-            },
-            "rationale": {"type": "string", "minLength": 1, "maxLength": 2000},
-            "work": {
-                "type": "array",
-                "maxItems": max_items,
-                "items": {
-                    "type": "object",
-                    "additionalProperties": false,
-                    "required": ["key", "title", "objective", "template"],
-                    "properties": {
-                        "key": {"type": "string", "minLength": 1, "maxLength": 32},
-                        "title": {"type": "string", "minLength": 1, "maxLength": 200},
-                        "objective": {"type": "string", "minLength": 1, "maxLength": 4000},
-                        "acceptance": {"type": "array", "maxItems": 50, "items": {"type": "string"}},
-                        "dependencies": {"type": "array", "maxItems": 50, "items": {"type": "string"}},
-                        "template": {"type": "string"}
-                    }
-                }
-            }
-        }
-    })
-}
-
-/// What the planner is told: the goal, its limits and budgets, the latest plan's outcome (so
-/// a rejection's reason reaches the next planner), the template catalog and the active work.
-fn planner_prompt(
-    intent: &GoalIntent,
-    items: &[GoalItem],
-    plans: &[PlanView],
-    plan_id: &str,
-    trigger: PlanTrigger,
-    milestones_completed: u32,
-) -> String {
-    let policy = intent.replanning.as_ref().expect("checked by the caller");
-    let mut out = format!(
-        "You are planning {plan_id} for the goal {:?} ({}).\n\
-         Decide `apply` (new work items that get the goal to done) or `attention` (a person must look).\n\
-         Rules: each item has a key (1-32 lowercase letters, digits, '-'), a title, an objective, \
-         acceptance statements and a template from the catalog; an item's dependencies name \
-         existing work ids below or keys of items listed before it; exactly one item must be \
-         the final outcome that nothing else depends on, every other item must lead to it, and \
-         its template must be root-capable. Do not return a `root` field: it is inferred. \
-         At most {} items.\n",
-        intent.title, intent.id, policy.max_work_items_per_plan
-    );
-    let why = json!(trigger);
-    out.push_str(&format!("Trigger: {}\n", why.as_str().unwrap_or("")));
-    if let Some(m) = &intent.mission {
-        out.push_str(&format!(
-            "Mission: {}\nMission acceptance: {}\nMilestones completed: {milestones_completed} of at most {}\n\
-             An apply must carry a milestone (sequence {}, title, objective, acceptance) for the \
-             work it adds; when the mission's acceptance holds, decide complete with no work.\n",
-            m.objective,
-            m.acceptance.join("; "),
-            m.max_milestones,
-            milestones_completed + 1
-        ));
-    }
-    if let Some(last) = plans.last() {
-        let status = json!(last.status);
-        out.push_str(&format!(
-            "The latest plan {} is {}: {}\n",
-            last.request.plan_id,
-            status.as_str().unwrap_or(""),
-            last.reason
-        ));
-    }
-    out.push_str("Templates:\n");
-    for (id, t) in &policy.templates {
-        let root = if t.root { " (may be the final outcome)" } else { "" };
-        out.push_str(&format!("- {id}{root}\n"));
-    }
-    out.push_str("Active work (prerequisites first):\n");
-    for i in items {
-        let state = json!(i.projection.state);
-        out.push_str(&format!(
-            "- {} [{}]: {}\n",
-            i.id,
-            state.as_str().unwrap_or(""),
-            i.projection.reason
-        ));
-    }
-    out
-}
-
-/// The status of `plan` of `goal`, for the plan verbs.
-pub fn status_of(plans: &[PlanView], plan: &str) -> Option<PlanStatus> {
-    plans.iter().find(|p| p.request.plan_id == plan).map(|p| p.status)
+    let now = store.now();
+    let root = store.root().to_owned();
+    let mut specialists = RealSpecialists { root: &root, team: &intent.team, limits: None };
+    planning::apply(store.ledger(), &mut specialists, intent, plan, proposal, valid, actor, now)
 }

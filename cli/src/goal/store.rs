@@ -7,10 +7,7 @@ use crate::work::store::{Store, StoreError};
 use harn_core::goal::{project_governed, GoalIntent, GoalItem, GoalProjection};
 use harn_core::ids::Id;
 
-/// Where goal `id` lives.
-pub fn goal_dir(id: &Id) -> String {
-    format!(".harnery/supervisors/{id}")
-}
+pub use harn_core::goal::planning::goal_dir;
 
 /// The lease a `tick` or `run` of goal `id` holds.
 pub fn goal_lease(id: &Id) -> String {

@@ -7,6 +7,7 @@ pub mod cycle;
 pub mod engine;
 pub mod intent;
 pub mod plan;
+pub mod planning;
 pub mod projection;
 pub mod review;
 

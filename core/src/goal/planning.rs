@@ -1,0 +1,543 @@
+//! A goal's plans through the [`Fs`] seam: their records
+//! (`.harnery/supervisors/<goal>/plans/<plan>/`: `request.json`, `proposal.json` and
+//! `review.json` written once, `events.jsonl` appended), the planning step (ask the planner,
+//! validate, review, propose or apply) and the application of a plan: every work item
+//! created (or found identical) before `plan.applied` moves the active root. The agent calls
+//! go through [`Specialists`]; the binary and the simulator both run this code.
+
+use super::plan::{
+    validate, Decision, PlanContext, PlanEvent, PlanRecord, PlanRequest, PlanStatus, PlanTrigger,
+    PlanView, Proposal, ReviewPanel, ValidPlan,
+};
+use super::review::{
+    after_round, candidate_digest, review_schema, round_outcome, Receipt, Review, ReviewStatus,
+    Round,
+};
+use super::{progress_fingerprint, GoalIntent, GoalItem};
+use crate::env::Fs;
+use crate::ids::Id;
+use crate::journal::{self, JournalWriter};
+use crate::time::WallTime;
+use crate::work::events::EventKind;
+use crate::work::ledger::{work_dir, Known, Ledger};
+use crate::work::{FailureClass, WorkIntent, WorkflowRef};
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+/// The agent calls and file digests planning needs from its host.
+pub trait Specialists {
+    /// One schema-checked call to `role` of the goal's team; the error carries the
+    /// failure's class (a missing program or a vendor refusal is not the planner's fault).
+    fn ask(
+        &mut self,
+        role: &str,
+        prompt: &str,
+        schema: &Value,
+        label: &str,
+    ) -> Result<String, (Option<FailureClass>, String)>;
+    /// SHA-256 of a workflow file now, to refuse a template that changed since it was frozen.
+    fn workflow_digest(&mut self, path: &str) -> Result<String, String>;
+}
+
+/// Where goal `goal` lives.
+pub fn goal_dir(goal: &Id) -> String {
+    format!(".harnery/supervisors/{goal}")
+}
+
+/// Where plan `plan` of goal `goal` lives.
+pub fn plan_dir(goal: &Id, plan: &str) -> String {
+    format!("{}/plans/{plan}", goal_dir(goal))
+}
+
+/// Every plan of `goal`, in sequence order, with its status.
+pub fn read_plans<F: Fs>(ledger: &mut Ledger<F>, goal: &Id) -> Result<Vec<PlanView>, String> {
+    let mut plans = Vec::new();
+    let names = ledger.fs.list(&format!("{}/plans", goal_dir(goal))).map_err(|e| e.to_string())?;
+    for id in names.iter().filter_map(|n| Id::new(n).ok()) {
+        let dir = plan_dir(goal, id.as_str());
+        let Some(request) = ledger.read_json::<PlanRequest>(&format!("{dir}/request.json"))? else {
+            continue; // A plan whose request never became durable was never asked for.
+        };
+        plans.push(PlanView::new(request, &events(ledger, goal, id.as_str())?));
+    }
+    plans.sort_by_key(|p| p.request.sequence);
+    Ok(plans)
+}
+
+/// A plan's history.
+pub fn events<F: Fs>(
+    ledger: &mut Ledger<F>,
+    goal: &Id,
+    plan: &str,
+) -> Result<Vec<PlanRecord>, String> {
+    let path = format!("{}/events.jsonl", plan_dir(goal, plan));
+    let bytes = ledger.fs.read(&path).map_err(|e| e.to_string())?.unwrap_or_default();
+    let shown = ledger.shown(&path);
+    let read = journal::parse_as::<PlanRecord>(&shown, &bytes).map_err(|e| e.to_string())?;
+    Ok(read.records.into_iter().map(|r| r.body).collect())
+}
+
+/// Appends one event to a plan's history (synced).
+pub fn append<F: Fs>(
+    ledger: &mut Ledger<F>,
+    goal: &Id,
+    plan: &str,
+    event: PlanEvent,
+    actor: &str,
+    reason: &str,
+    now: WallTime,
+) -> Result<(), String> {
+    let path = format!("{}/events.jsonl", plan_dir(goal, plan));
+    let (mut writer, _) =
+        JournalWriter::open_tail(&mut ledger.fs, &path).map_err(|e| e.to_string())?;
+    let record = PlanRecord { event, actor: actor.to_owned(), reason: reason.to_owned() };
+    writer
+        .append(&mut ledger.fs, now, std::slice::from_ref(&record))
+        .map(drop)
+        .map_err(|e| format!("{path}: {e}"))
+}
+
+/// The proposal of a plan, when written.
+pub fn proposal<F: Fs>(
+    ledger: &mut Ledger<F>,
+    goal: &Id,
+    plan: &str,
+) -> Result<Option<Proposal>, String> {
+    ledger.read_json(&format!("{}/proposal.json", plan_dir(goal, plan)))
+}
+
+/// Work items earlier plans created.
+pub fn already_planned(plans: &[PlanView]) -> u32 {
+    plans.iter().filter_map(|p| p.applied.as_ref()).map(|(_, w)| w.len() as u32).sum()
+}
+
+/// Milestones whose root is accepted now (a reopen can take one back).
+pub fn milestones_completed<F: Fs>(
+    ledger: &mut Ledger<F>,
+    plans: &[PlanView],
+) -> Result<u32, String> {
+    let mut n = 0;
+    let mut known = Known::new();
+    for p in plans.iter().filter(|p| p.milestone.is_some()) {
+        if let Some((root, _)) = &p.applied {
+            if ledger.read(root, &mut known, &mut |_| false)?.projection.state
+                == crate::work::WorkState::Succeeded
+            {
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// Why a plan is asked for now.
+pub fn trigger(intent: &GoalIntent, items: &[GoalItem]) -> PlanTrigger {
+    let root_accepted =
+        items.last().is_some_and(|i| i.projection.state == crate::work::WorkState::Succeeded);
+    match (&intent.mission, items.is_empty(), root_accepted) {
+        (Some(_), true, _) => PlanTrigger::Initial,
+        (Some(_), false, true) => PlanTrigger::Milestone,
+        _ => PlanTrigger::Recovery,
+    }
+}
+
+/// Asks the planner for the next plan and records the outcome; returns a line saying what
+/// came of it. Planner failures are recorded as `plan.failed`, never returned as errors.
+pub fn run_planner<F: Fs>(
+    ledger: &mut Ledger<F>,
+    intent: &GoalIntent,
+    items: &[GoalItem],
+    plans: &[PlanView],
+    specialists: &mut dyn Specialists,
+    actor: &str,
+    now: WallTime,
+) -> Result<String, String> {
+    let policy = intent.replanning.as_ref().ok_or("the goal has no replanning policy")?;
+    let sequence = plans.len() as u32 + 1;
+    let plan_id = format!("p{sequence}");
+    let trigger = trigger(intent, items);
+    let done = milestones_completed(ledger, plans)?;
+    let request = PlanRequest {
+        plan_id: plan_id.clone(),
+        sequence,
+        prior_root_work_id: items.last().map(|i| i.id.clone()),
+        trigger_fingerprint: progress_fingerprint(items),
+        trigger,
+        created_at: now,
+    };
+    ledger.write_record(&plan_dir(&intent.id, &plan_id), "request.json", &request)?;
+    let prompt = planner_prompt(intent, items, plans, &plan_id, trigger, done);
+    let schema = proposal_schema(policy.max_work_items_per_plan, trigger == PlanTrigger::Milestone);
+    let planner = &policy.planner_specialist;
+    let text = match specialists.ask(planner, &prompt, &schema, &plan_id) {
+        Ok(text) => text,
+        Err((class, why)) => return fail(ledger, intent, &plan_id, class, &why, actor, now),
+    };
+    let active: BTreeSet<Id> = items.iter().map(|i| i.id.clone()).collect();
+    let cx = PlanContext {
+        policy,
+        active: &active,
+        already_planned: already_planned(plans),
+        plan_id: &plan_id,
+        mission: intent.mission.as_ref(),
+        trigger,
+        milestones_completed: done,
+    };
+    let (mut proposal, mut valid) = match checked(&text, &cx) {
+        Ok(checked) => checked,
+        Err(why) => return fail(ledger, intent, &plan_id, None, &why, actor, now),
+    };
+    if proposal.decision == Decision::Attention {
+        ledger.write_record(&plan_dir(&intent.id, &plan_id), "proposal.json", &proposal)?;
+        append(ledger, &intent.id, &plan_id, PlanEvent::Proposed, actor, &proposal.rationale, now)?;
+        append(
+            ledger,
+            &intent.id,
+            &plan_id,
+            PlanEvent::Attention,
+            actor,
+            &proposal.rationale,
+            now,
+        )?;
+        return Ok(format!("plan {plan_id} asks for a person: {}", proposal.rationale));
+    }
+    if let Some(panel) = &policy.review {
+        let ask_planner = |specialists: &mut dyn Specialists, revision: &str| {
+            let prompt = format!("{prompt}\n{revision}");
+            specialists
+                .ask(planner, &prompt, &schema, &plan_id)
+                .map_err(|(_, why)| why)
+                .and_then(|text| checked(&text, &cx))
+        };
+        let receipt = review(specialists, intent, panel, &plan_id, proposal, ask_planner);
+        ledger.write_record(&plan_dir(&intent.id, &plan_id), "review.json", &receipt)?;
+        if receipt.status != ReviewStatus::Passed {
+            let why = format!(
+                "review requires attention: {}",
+                json!(receipt.status).as_str().unwrap_or("")
+            );
+            append(ledger, &intent.id, &plan_id, PlanEvent::Attention, actor, &why, now)?;
+            return Ok(format!("plan {plan_id}: {why}"));
+        }
+        let approved = "the review panel approved";
+        append(ledger, &intent.id, &plan_id, PlanEvent::Reviewed, actor, approved, now)?;
+        proposal = receipt.candidate;
+        valid = validate(&proposal, &cx).map_err(|e| e.to_string())?;
+    }
+    ledger.write_record(&plan_dir(&intent.id, &plan_id), "proposal.json", &proposal)?;
+    append(ledger, &intent.id, &plan_id, PlanEvent::Proposed, actor, &proposal.rationale, now)?;
+    if proposal.decision == Decision::Complete {
+        if policy.auto_apply {
+            append(
+                ledger,
+                &intent.id,
+                &plan_id,
+                PlanEvent::Completed,
+                actor,
+                &proposal.rationale,
+                now,
+            )?;
+            return Ok(format!("plan {plan_id} completes the mission"));
+        }
+        return Ok(format!(
+            "plan {plan_id} proposes the mission is complete; approve or reject it"
+        ));
+    }
+    let valid = valid.ok_or("an apply without work")?;
+    if policy.auto_apply {
+        apply(ledger, specialists, intent, &plan_id, &proposal, &valid, actor, now)?;
+        return Ok(format!("plan {plan_id} applied: root {}", valid.root));
+    }
+    Ok(format!("plan {plan_id} proposes {} items; approve or reject it", valid.work.len()))
+}
+
+/// A reply parsed as a proposal and validated.
+fn checked(text: &str, cx: &PlanContext<'_>) -> Result<(Proposal, Option<ValidPlan>), String> {
+    let proposal: Proposal =
+        serde_json::from_str(text).map_err(|e| format!("the proposal does not parse: {e}"))?;
+    let valid = validate(&proposal, cx).map_err(|e| format!("the proposal is invalid: {e}"))?;
+    Ok((proposal, valid))
+}
+
+/// The review panel: rounds of every reviewer on the whole candidate, revisions by the
+/// planner while rounds remain, the receipt at the end.
+fn review(
+    specialists: &mut dyn Specialists,
+    intent: &GoalIntent,
+    panel: &ReviewPanel,
+    plan_id: &str,
+    first: Proposal,
+    mut revise: impl FnMut(&mut dyn Specialists, &str) -> Result<(Proposal, Option<ValidPlan>), String>,
+) -> Receipt {
+    let mut candidate = first;
+    let mut rounds = Vec::new();
+    let finish = |status, candidate: Proposal, rounds| {
+        let candidate_sha256 = candidate_digest(plan_id, &candidate);
+        Receipt { plan_id: plan_id.to_owned(), status, candidate, candidate_sha256, rounds }
+    };
+    for round in 1..=panel.max_revision_rounds + 1 {
+        let digest = candidate_digest(plan_id, &candidate);
+        let shown = serde_json::to_string_pretty(&candidate).expect("proposals serialize");
+        let prompt = format!(
+            "Review this plan for the goal {:?} independently. Approve it, ask for a revision \
+             (with findings: blocking ones must be fixed), or ask for a person's attention.\n\
+             Plan:\n{shown}\n",
+            intent.title
+        );
+        let mut reviews = Vec::new();
+        for reviewer in &panel.reviewer_specialists {
+            let label = format!("{plan_id}-review");
+            let reply = specialists
+                .ask(reviewer, &prompt, &review_schema(), &label)
+                .map_err(|(_, why)| why)
+                .and_then(|text| serde_json::from_str::<Review>(&text).map_err(|e| e.to_string()));
+            match reply {
+                Ok(r) => reviews.push(r),
+                // A reviewer that cannot review leaves the plan to a person.
+                Err(_) => return finish(ReviewStatus::Attention, candidate, rounds),
+            }
+        }
+        let outcome = round_outcome(&reviews);
+        let reviewers = panel.reviewer_specialists.clone();
+        rounds.push(Round {
+            candidate_sha256: digest.clone(),
+            reviewers,
+            reviews: reviews.clone(),
+            outcome,
+        });
+        if let Some(status) = after_round(outcome, round, panel) {
+            return finish(status, candidate, rounds);
+        }
+        let findings: Vec<String> = reviews
+            .iter()
+            .flat_map(|r| {
+                r.findings.iter().map(|f| {
+                    format!("- [{:?}] {}: {} ({})", f.severity, f.code, f.summary, f.recommendation)
+                })
+            })
+            .collect();
+        let ask_for = format!(
+            "The review panel asked for a revision of this plan:\n{shown}\nFindings:\n{}\n\
+             Return a complete replacement plan, not a patch.",
+            findings.join("\n")
+        );
+        match revise(&mut *specialists, &ask_for) {
+            Ok((next, _)) if candidate_digest(plan_id, &next) != digest => candidate = next,
+            // An invalid revision, or one that changes nothing, leaves it to a person.
+            _ => return finish(ReviewStatus::Attention, candidate, rounds),
+        }
+    }
+    finish(ReviewStatus::Attention, candidate, rounds)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fail<F: Fs>(
+    ledger: &mut Ledger<F>,
+    intent: &GoalIntent,
+    plan: &str,
+    class: Option<crate::work::FailureClass>,
+    why: &str,
+    actor: &str,
+    now: WallTime,
+) -> Result<String, String> {
+    append(ledger, &intent.id, plan, PlanEvent::Failed { class }, actor, why, now)?;
+    Ok(format!("plan {plan} failed: {why}"))
+}
+
+/// Creates every proposed work item (or finds it identical), then appends `plan.applied`.
+/// A template whose workflow changed since it was frozen is refused before anything is made.
+#[allow(clippy::too_many_arguments)]
+pub fn apply<F: Fs>(
+    ledger: &mut Ledger<F>,
+    specialists: &mut dyn Specialists,
+    intent: &GoalIntent,
+    plan: &str,
+    proposal: &Proposal,
+    valid: &ValidPlan,
+    actor: &str,
+    now: WallTime,
+) -> Result<(), String> {
+    let policy = intent.replanning.as_ref().ok_or("the goal has no replanning policy")?;
+    let mut intents = Vec::new();
+    for (spec, (_, id, deps)) in proposal.work.iter().zip(&valid.work) {
+        let t = &policy.templates[&spec.template];
+        let digest = specialists
+            .workflow_digest(&t.path)
+            .map_err(|e| format!("template {}: {}: {e}", spec.template, t.path))?;
+        if digest != t.sha256 {
+            return Err(format!(
+                "template {}: {} changed since the goal froze it",
+                spec.template, t.path
+            ));
+        }
+        let mut acceptance = spec.acceptance.clone();
+        acceptance.retain(|a| !a.trim().is_empty());
+        intents.push(WorkIntent {
+            schema_version: crate::work::intent::INTENT_VERSION,
+            id: id.clone(),
+            title: spec.title.clone(),
+            objective: spec.objective.clone(),
+            acceptance,
+            dependencies: deps.clone(),
+            workflow: WorkflowRef { path: t.path.clone(), sha256: t.sha256.clone() },
+            max_attempts: t.max_attempts,
+            max_uncharged_attempts: 3,
+            created_at: now,
+        });
+    }
+    for w in &intents {
+        w.validate().map_err(|e| format!("work {}: {e}", w.id))?;
+        match ledger.intent(&w.id)? {
+            Some(existing) if same_intent(&existing, w) => {}
+            Some(_) => return Err(format!("work {} exists and differs from the plan", w.id)),
+            None => create_item(ledger, w, actor, now)?,
+        }
+    }
+    let event = PlanEvent::Applied {
+        root_work_id: valid.root.clone(),
+        work_ids: intents.iter().map(|w| w.id.clone()).collect(),
+        milestone: proposal.milestone.as_ref().map(|m| m.sequence),
+    };
+    append(ledger, &intent.id, plan, event, actor, "approved", now)
+}
+
+fn same_intent(a: &WorkIntent, b: &WorkIntent) -> bool {
+    (&a.title, &a.objective, &a.acceptance, &a.dependencies, &a.workflow, a.max_attempts)
+        == (&b.title, &b.objective, &b.acceptance, &b.dependencies, &b.workflow, b.max_attempts)
+}
+
+/// The schema a planner's reply must match.
+fn proposal_schema(max_items: u32, may_complete: bool) -> Value {
+    let decisions = if may_complete {
+        json!(["apply", "complete", "attention"])
+    } else {
+        json!(["apply", "attention"])
+    };
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["decision", "rationale", "work"],
+        "properties": {
+            "decision": {"enum": decisions},
+            "milestone": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["sequence", "title", "objective", "acceptance"],
+                "properties": {
+                    "sequence": {"type": "integer", "minimum": 1},
+                    "title": {"type": "string", "minLength": 1, "maxLength": 200},
+                    "objective": {"type": "string", "minLength": 1, "maxLength": 4000},
+                    "acceptance": {"type": "array", "minItems": 1, "maxItems": 50, "items": {"type": "string"}}
+                }
+            },
+            "rationale": {"type": "string", "minLength": 1, "maxLength": 2000},
+            "work": {
+                "type": "array",
+                "maxItems": max_items,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["key", "title", "objective", "template"],
+                    "properties": {
+                        "key": {"type": "string", "minLength": 1, "maxLength": 32},
+                        "title": {"type": "string", "minLength": 1, "maxLength": 200},
+                        "objective": {"type": "string", "minLength": 1, "maxLength": 4000},
+                        "acceptance": {"type": "array", "maxItems": 50, "items": {"type": "string"}},
+                        "dependencies": {"type": "array", "maxItems": 50, "items": {"type": "string"}},
+                        "template": {"type": "string"}
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// What the planner is told: the goal, its limits and budgets, the latest plan's outcome (so
+/// a rejection's reason reaches the next planner), the template catalog and the active work.
+fn planner_prompt(
+    intent: &GoalIntent,
+    items: &[GoalItem],
+    plans: &[PlanView],
+    plan_id: &str,
+    trigger: PlanTrigger,
+    milestones_completed: u32,
+) -> String {
+    let policy = intent.replanning.as_ref().expect("checked by the caller");
+    let mut out = format!(
+        "You are planning {plan_id} for the goal {:?} ({}).\n\
+         Decide `apply` (new work items that get the goal to done) or `attention` (a person must look).\n\
+         Rules: each item has a key (1-32 lowercase letters, digits, '-'), a title, an objective, \
+         acceptance statements and a template from the catalog; an item's dependencies name \
+         existing work ids below or keys of items listed before it; exactly one item must be \
+         the final outcome that nothing else depends on, every other item must lead to it, and \
+         its template must be root-capable. Do not return a `root` field: it is inferred. \
+         At most {} items.\n",
+        intent.title, intent.id, policy.max_work_items_per_plan
+    );
+    let why = json!(trigger);
+    out.push_str(&format!("Trigger: {}\n", why.as_str().unwrap_or("")));
+    if let Some(m) = &intent.mission {
+        out.push_str(&format!(
+            "Mission: {}\nMission acceptance: {}\nMilestones completed: {milestones_completed} of at most {}\n\
+             An apply must carry a milestone (sequence {}, title, objective, acceptance) for the \
+             work it adds; when the mission's acceptance holds, decide complete with no work.\n",
+            m.objective,
+            m.acceptance.join("; "),
+            m.max_milestones,
+            milestones_completed + 1
+        ));
+    }
+    if let Some(last) = plans.last() {
+        let status = json!(last.status);
+        out.push_str(&format!(
+            "The latest plan {} is {}: {}\n",
+            last.request.plan_id,
+            status.as_str().unwrap_or(""),
+            last.reason
+        ));
+    }
+    out.push_str("Templates:\n");
+    for (id, t) in &policy.templates {
+        let root = if t.root { " (may be the final outcome)" } else { "" };
+        out.push_str(&format!("- {id}{root}\n"));
+    }
+    out.push_str("Active work (prerequisites first):\n");
+    for i in items {
+        let state = json!(i.projection.state);
+        out.push_str(&format!(
+            "- {} [{}]: {}\n",
+            i.id,
+            state.as_str().unwrap_or(""),
+            i.projection.reason
+        ));
+    }
+    out
+}
+
+/// The status of `plan` of `goal`, for the plan verbs.
+pub fn status_of(plans: &[PlanView], plan: &str) -> Option<PlanStatus> {
+    plans.iter().find(|p| p.request.plan_id == plan).map(|p| p.status)
+}
+
+/// Creates a work item so that a crash at any point leaves it absent or whole: its
+/// `work.created` event first, then its intent, written whole. An item a crash left with its
+/// event but no intent is completed, never given a second creation event.
+pub fn create_item<F: Fs>(
+    ledger: &mut Ledger<F>,
+    intent: &WorkIntent,
+    actor: &str,
+    now: WallTime,
+) -> Result<(), String> {
+    let dir = work_dir(&intent.id);
+    ledger.fs.create_dir_all(&dir).map_err(|e| e.to_string())?;
+    ledger.fs.sync_dir(".harnery/work").map_err(|e| e.to_string())?;
+    let events = ledger.events(&intent.id)?;
+    match events.as_slice() {
+        [] => {
+            ledger.append(&intent.id, EventKind::Created, actor, None, now)?;
+        }
+        [only] if only.kind == EventKind::Created => {}
+        _ => return Err(format!("work {}: a history exists without its intent", intent.id)),
+    }
+    ledger.write_record(&dir, "intent.json", intent).map(drop)
+}
