@@ -555,6 +555,8 @@ fn goal_sweep((from, to): (u64, u64), json: bool) -> i32 {
                 total.crashes += s.crashes;
                 total.dispatches += s.dispatches;
                 total.acceptances += s.acceptances;
+                total.plans += s.plans;
+                total.applied += s.applied;
                 succeeded += u64::from(s.succeeded);
             }
             Err(e) => failures.push(e),
@@ -566,18 +568,21 @@ fn goal_sweep((from, to): (u64, u64), json: bool) -> i32 {
             "{}",
             serde_json::json!({
                 "seeds": to - from, "failures": failures, "ticks": t.ticks, "crashes": t.crashes,
-                "dispatches": t.dispatches, "acceptances": t.acceptances, "succeeded": succeeded,
+                "dispatches": t.dispatches, "acceptances": t.acceptances, "plans": t.plans,
+                "applied": t.applied, "succeeded": succeeded,
             })
         );
     } else {
         println!(
-            "{} seeds: {} ticks, {} crashes, {} dispatches, {} acceptances, {} goals succeeded; \
-             {} failed",
+            "{} seeds: {} ticks, {} crashes, {} dispatches, {} acceptances, {} plans ({} applied), \
+             {} goals succeeded; {} failed",
             to - from,
             total.ticks,
             total.crashes,
             total.dispatches,
             total.acceptances,
+            total.plans,
+            total.applied,
             succeeded,
             failures.len()
         );

@@ -12,12 +12,15 @@ use crate::entropy::Entropy;
 use crate::work::WorkWorld;
 use harn_core::env::Fs;
 use harn_core::goal::engine::{drive, GoalHost, GoalView, Outcome, OutcomeStatus};
+use harn_core::goal::plan::{PlanEvent, PlanStatus, ReplanningPolicy, ReviewPanel, Template};
+use harn_core::goal::planning::{self, Specialists};
 use harn_core::goal::{
-    project_goal, Automation, DispatchAction, GoalIntent, GoalLimits, GoalNext, GoalState, Mode,
+    Automation, DispatchAction, GoalIntent, GoalLimits, GoalNext, GoalState, Mode,
 };
 use harn_core::ids::Id;
 use harn_core::time::WallTime;
 use harn_core::work::events::{EventKind, Trigger};
+use harn_core::work::FailureClass;
 use harn_core::work::{NextAction, WorkState};
 use harn_core::workflow::approval::Ruling;
 
@@ -32,6 +35,10 @@ pub struct GoalSimSummary {
     pub dispatches: u64,
     /// Items the supervisor accepted.
     pub acceptances: u64,
+    /// Plans the goal asked for.
+    pub plans: u64,
+    /// Plans applied.
+    pub applied: u64,
     /// Whether the goal ended succeeded.
     pub succeeded: bool,
 }
@@ -43,6 +50,10 @@ const ACTOR: &str = "supervisor:g";
 
 /// Runs one seed; the error names the first invariant broken.
 pub fn run_goal_seed(seed: u64) -> Result<GoalSimSummary, String> {
+    run_seed(seed).map_err(|e| if e.starts_with("seed ") { e } else { format!("seed {seed}: {e}") })
+}
+
+fn run_seed(seed: u64) -> Result<GoalSimSummary, String> {
     let mut g = GoalWorld::new(seed);
     for _ in 0..FAULTY_ACTIONS {
         g.action(true)?;
@@ -52,7 +63,10 @@ pub fn run_goal_seed(seed: u64) -> Result<GoalSimSummary, String> {
             break;
         }
     }
-    let p = g.view()?.projection;
+    let view = g.view()?;
+    g.summary.plans = view.plans.len() as u64;
+    g.summary.applied = view.plans.iter().filter(|p| p.applied.is_some()).count() as u64;
+    let p = view.projection;
     if matches!(p.state, GoalState::Ready | GoalState::Running) || p.reason.is_empty() {
         return Err(format!(
             "seed {seed}: the goal did not come to rest: {:?}/{:?}: {}",
@@ -76,24 +90,53 @@ impl GoalWorld {
     fn new(seed: u64) -> GoalWorld {
         let mut w = WorkWorld::new(seed);
         w.setup(&[("w1", &[]), ("w2", &[]), ("w3", &["w1", "w2"])]);
+        let replans = w.entropy.chance(1, 2);
         let flags = w.entropy.below(8);
         let automation = Automation {
             accept_passing_proof: flags & 1 != 0,
             resume_approved: flags & 2 != 0,
-            retry_blocked: flags & 4 != 0,
+            // A replanning goal retries until its items' own budgets run out, so its graph
+            // gets stuck for good and the planner is asked.
+            retry_blocked: replans || flags & 4 != 0,
         };
+        let ceiling = if replans { w.entropy.between(6, 16) } else { w.entropy.between(1, 6) };
         let limits = GoalLimits {
             max_cycles: w.entropy.between(1, 10) as u32,
             max_parallel_work: w.entropy.between(1, 2) as u32,
-            max_total_attempts: w.entropy.between(1, 6) as u32,
+            max_total_attempts: ceiling as u32,
             ..GoalLimits::default()
         };
         let id = |s: &str| Id::new(s).expect("a valid id");
         let now = w.wall();
-        let team = harn_core::workflow::team::Team::new();
-        let intent =
+        let mut team = harn_core::workflow::team::Team::new();
+        team.insert("planner".into(), Default::default());
+        team.insert("reviewer".into(), Default::default());
+        let mut intent =
             GoalIntent::new(id("g"), "G".into(), Some(id("w3")), team, limits, automation, now)
                 .expect("a valid goal");
+        if replans {
+            // Half the goals replan: a planner, sometimes a review panel, sometimes auto_apply.
+            let template = Template {
+                path: "/wf".into(),
+                sha256: "0".repeat(64),
+                max_attempts: 2,
+                root: true,
+            };
+            let review = w.entropy.chance(1, 3).then(|| ReviewPanel {
+                reviewer_specialists: vec!["reviewer".into()],
+                max_revision_rounds: w.entropy.below(3) as u32,
+            });
+            let policy = ReplanningPolicy {
+                planner_specialist: "planner".into(),
+                auto_apply: w.entropy.chance(1, 3),
+                max_replans: w.entropy.between(1, 4) as u32,
+                max_work_items_per_plan: 3,
+                max_total_work_items: 6,
+                templates: std::collections::BTreeMap::from([("ship".into(), template)]),
+                review,
+            };
+            intent = intent.with_replanning(policy).expect("a valid policy");
+        }
         let intent_bytes =
             w.ledger.write_record(".harnery/supervisors/g", "intent.json", &intent).expect("setup");
         w.take_acknowledged();
@@ -101,10 +144,7 @@ impl GoalWorld {
     }
 
     fn view(&mut self) -> Result<GoalView, String> {
-        let root = self.intent.root_work_id.clone().expect("the simulated goal has a root");
-        let items = self.w.ledger.graph(&root, &mut |_| false)?;
-        let projection = project_goal(&self.intent, &items, &[], false);
-        Ok(GoalView { intent: self.intent.clone(), items, projection })
+        planning::goal_view(&mut self.w.ledger, &self.intent, &mut |_| false, false)
     }
 
     /// A tick or run (two in three), else a person's action on a drawn item.
@@ -117,8 +157,7 @@ impl GoalWorld {
             let mode = if self.w.entropy.chance(1, 2) { Mode::Tick } else { Mode::Run };
             self.tick(mode)
         } else {
-            let n = self.w.entropy.between(1, 3);
-            self.operate(&Id::new(&format!("w{n}")).expect("a valid id"))
+            self.person()
         };
         let crashed = self.w.ledger.fs.is_crashed();
         self.w.ledger.fs.clear_faults();
@@ -127,9 +166,9 @@ impl GoalWorld {
             self.w.ledger.fs.crash(&mut self.w.entropy);
             self.summary.crashes += 1;
         } else if let Err(e) = result {
+            let (seed, action) = (self.w.seed, self.w.summary.actions);
             return Err(format!(
-                "seed {}: an action failed without a fault: {e}",
-                self.w.summary.actions
+                "seed {seed} action {action}: an action failed without a fault: {e}"
             ));
         }
         if let Some(broken) = self.broken.take() {
@@ -144,6 +183,35 @@ impl GoalWorld {
         self.summary.dispatches += u64::from(report.dispatches);
         self.summary.acceptances += u64::from(report.acceptances);
         Ok(())
+    }
+
+    /// A person's action: a decision on the pending or attention plan, else an item's.
+    fn person(&mut self) -> Result<(), String> {
+        let view = self.view()?;
+        let p = &view.projection;
+        let now = self.w.wall();
+        if let Some(plan) = p.pending_plan_id.clone() {
+            if self.w.entropy.chance(3, 4) {
+                let mut s = SimSpecialists { entropy: &mut self.w.entropy, calls: 0 };
+                planning::approve(&mut self.w.ledger, &mut s, &view, &plan, "ana", now)?;
+            } else {
+                let e = PlanEvent::Rejected;
+                planning::decide(&mut self.w.ledger, &view, &plan, e, "ana", "not this way", now)?;
+            }
+            return Ok(());
+        }
+        if let Some(plan) =
+            p.attention_plan_id.clone().filter(|_| p.next_action == GoalNext::RetryPlan)
+        {
+            let e = PlanEvent::RetryRequested;
+            planning::decide(&mut self.w.ledger, &view, &plan, e, "ana", "try again", now)?;
+            return Ok(());
+        }
+        if view.items.is_empty() {
+            return Ok(());
+        }
+        let n = self.w.entropy.below(view.items.len() as u64) as usize;
+        self.operate(&view.items[n].id)
     }
 
     /// What a person does: rule on a pending approval, accept (or now and then reopen) an
@@ -179,12 +247,17 @@ impl GoalWorld {
                 self.w.take_acknowledged();
                 self.check().map(|()| true)
             }
+            (GoalState::AwaitingAttention, GoalNext::ReviewPlan | GoalNext::RetryPlan) => {
+                self.person()?;
+                self.w.take_acknowledged();
+                self.check().map(|()| true)
+            }
             (
                 GoalState::AwaitingAttention,
                 GoalNext::ResolveApproval | GoalNext::Review | GoalNext::Run,
             ) => {
-                for n in 1..=3 {
-                    self.operate(&Id::new(&format!("w{n}")).expect("a valid id"))?;
+                for item in self.view()?.items {
+                    self.operate(&item.id)?;
                 }
                 self.w.take_acknowledged();
                 self.check().map(|()| true)
@@ -206,6 +279,24 @@ impl GoalWorld {
                 "{} charged attempts over a ceiling of {}",
                 view.projection.charged_attempts, self.intent.limits.max_total_attempts
             ));
+        }
+        for plan in &view.plans {
+            let events =
+                planning::events(&mut self.w.ledger, &self.intent.id, &plan.request.plan_id)?;
+            let applied = events.iter().any(|e| matches!(e.event, PlanEvent::Applied { .. }));
+            if plan.status == PlanStatus::Rejected && applied {
+                return Err(format!("rejected plan {} was applied", plan.request.plan_id));
+            }
+            if let Some((_, work)) = &plan.applied {
+                for w in work {
+                    if self.w.read(w).is_err() {
+                        return Err(format!(
+                            "plan {} applied, but its work {w} does not read",
+                            plan.request.plan_id
+                        ));
+                    }
+                }
+            }
         }
         for item in &view.items {
             let events = self.w.ledger.events(&item.id)?;
@@ -240,6 +331,59 @@ impl GoalWorld {
             }
         }
         Ok(())
+    }
+}
+
+/// Simulated planner and reviewers: drawn replies, good and bad.
+struct SimSpecialists<'a> {
+    entropy: &'a mut crate::entropy::SeededEntropy,
+    calls: u32,
+}
+
+impl Specialists for SimSpecialists<'_> {
+    fn ask(
+        &mut self,
+        role: &str,
+        _prompt: &str,
+        _schema: &serde_json::Value,
+        label: &str,
+    ) -> Result<String, (Option<FailureClass>, String)> {
+        self.calls += 1;
+        let n = self.entropy.below(10);
+        if role == "reviewer" {
+            return Ok(match n {
+                0..=5 => r#"{"verdict":"approve","rationale":"sound","findings":[]}"#.into(),
+                6..=8 => r#"{"verdict":"revise","rationale":"tighten","findings":[{"code":"vague","severity":"blocking","summary":"vague","recommendation":"be precise"}]}"#.into(),
+                _ => r#"{"verdict":"attention","rationale":"unsure","findings":[]}"#.into(),
+            });
+        }
+        let key = format!("fix{}", self.calls);
+        let item = |k: &str, deps: &str| {
+            format!(
+                r#"{{"key":"{k}","title":"Fix {k}","objective":"make {k} work","acceptance":["it works"],"dependencies":[{deps}],"template":"ship"}}"#
+            )
+        };
+        match n {
+            0..=5 => Ok(format!(
+                r#"{{"decision":"apply","rationale":"{label}: replace the stuck root","work":[{}]}}"#,
+                item(&key, "")
+            )),
+            6 => {
+                Ok(r#"{"decision":"attention","rationale":"a person should look","work":[]}"#
+                    .into())
+            }
+            7 => Ok(format!(
+                r#"{{"decision":"apply","rationale":"two roots","work":[{},{}]}}"#,
+                item("a", ""),
+                item("b", "")
+            )),
+            8 => Err((Some(FailureClass::Upstream), "rate limit".into())),
+            _ => Ok("I am not sure what to do".into()),
+        }
+    }
+
+    fn workflow_digest(&mut self, _path: &str) -> Result<String, String> {
+        Ok("0".repeat(64))
     }
 }
 
@@ -305,8 +449,12 @@ impl GoalHost for SimHost<'_> {
     }
 
     fn plan(&mut self) -> Result<String, String> {
-        // The simulated goals freeze no replanning policy, so the core never asks for a plan.
-        Err("a goal without replanning was asked to plan".into())
+        let view = self.g.view()?;
+        let now = self.g.w.wall();
+        let w = &mut self.g.w;
+        let mut s = SimSpecialists { entropy: &mut w.entropy, calls: 0 };
+        let intent = &self.g.intent;
+        planning::run_planner(&mut w.ledger, intent, &view.items, &view.plans, &mut s, ACTOR, now)
     }
 
     fn say(&mut self, _line: String) {}

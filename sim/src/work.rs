@@ -75,7 +75,7 @@ pub fn run_work_seed(seed: u64) -> Result<WorkSimSummary, String> {
 }
 
 pub(crate) struct WorkWorld {
-    seed: u64,
+    pub(crate) seed: u64,
     pub(crate) ledger: Ledger<SimFs>,
     pub(crate) entropy: SeededEntropy,
     now: i64,

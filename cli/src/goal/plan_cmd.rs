@@ -2,18 +2,16 @@
 //! `harn supervisor plan list|show|approve|reject|retry`: a goal's plans and the one place a
 //! person decides on them, under the goal lease.
 
-use super::plans::{self, plan_dir};
+use super::plans;
 use super::store::{self, goal_lease};
 use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
 use crate::work::store::Store;
 use clap::Subcommand;
-use harn_core::goal::plan::{
-    validate, PlanContext, PlanEvent, PlanStatus, ReplanningPolicy, Template,
-};
+use harn_core::goal::plan::{PlanEvent, ReplanningPolicy, Template};
 use harn_core::ids::Id;
 use serde::Deserialize;
 use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// `harn supervisor plan …`
@@ -176,24 +174,12 @@ pub fn run(store: &mut Store, verb: PlanVerb) -> i32 {
         PlanVerb::List { json, .. } => return list(store, &goal, json),
         PlanVerb::Show { plan, json, .. } => return show(store, &goal, &plan, json),
         PlanVerb::Approve { plan, actor: a, .. } => approve(store, &goal, &plan, &actor(&a)),
-        PlanVerb::Reject { plan, reason, actor: a, .. } => decide(
-            store,
-            &goal,
-            &plan,
-            &actor(&a),
-            &reason,
-            PlanStatus::Proposed,
-            PlanEvent::Rejected,
-        ),
-        PlanVerb::Retry { plan, reason, actor: a, .. } => decide(
-            store,
-            &goal,
-            &plan,
-            &actor(&a),
-            &reason,
-            PlanStatus::Attention,
-            PlanEvent::RetryRequested,
-        ),
+        PlanVerb::Reject { plan, reason, actor: a, .. } => {
+            decide(store, &goal, &plan, &actor(&a), &reason, PlanEvent::Rejected)
+        }
+        PlanVerb::Retry { plan, reason, actor: a, .. } => {
+            decide(store, &goal, &plan, &actor(&a), &reason, PlanEvent::RetryRequested)
+        }
     };
     match result {
         Ok(line) => {
@@ -268,85 +254,20 @@ fn lease(store: &mut Store, goal: &Id) -> Result<(), String> {
     }
 }
 
+fn view(store: &mut Store, goal: &Id) -> Result<harn_core::goal::engine::GoalView, String> {
+    let g = store::read(store, goal).map_err(|e| e.to_string())?;
+    Ok(harn_core::goal::engine::GoalView {
+        intent: g.intent,
+        items: g.items,
+        plans: g.plans,
+        projection: g.projection,
+    })
+}
+
 fn approve(store: &mut Store, goal: &Id, plan: &str, actor: &str) -> Result<String, String> {
     lease(store, goal)?;
-    let g = store::read(store, goal).map_err(|e| e.to_string())?;
-    let view = g
-        .plans
-        .iter()
-        .find(|p| p.request.plan_id == plan)
-        .ok_or(format!("goal {goal} has no plan {plan}"))?;
-    match view.status {
-        PlanStatus::Applied | PlanStatus::Completed => {
-            return Ok(format!(
-                "plan {plan} is already {}",
-                json!(view.status).as_str().unwrap_or("")
-            ))
-        }
-        PlanStatus::Proposed => {}
-        s => {
-            return Err(format!(
-                "plan {plan} is {}; only a proposed plan is approved",
-                json!(s).as_str().unwrap_or("")
-            ))
-        }
-    }
-    if g.projection.root_work_id != view.request.prior_root_work_id {
-        let show = |r: &Option<Id>| r.as_ref().map_or("(none)".into(), |r| r.to_string());
-        return Err(format!(
-            "plan {plan} was made for root {}, but the root is now {}",
-            show(&view.request.prior_root_work_id),
-            show(&g.projection.root_work_id)
-        ));
-    }
-    let proposal = plans::proposal(store, goal, plan)
-        .map_err(|e| e.to_string())?
-        .ok_or(format!("plan {plan} has no proposal"))?;
-    let policy = g.intent.replanning.as_ref().ok_or("the goal has no replanning policy")?;
-    let active: BTreeSet<Id> = g.items.iter().map(|i| i.id.clone()).collect();
-    let planned =
-        g.plans.iter().filter_map(|p| p.applied.as_ref()).map(|(_, w)| w.len() as u32).sum();
-    let done = plans::milestones_completed(store, &g.plans).map_err(|e| e.to_string())?;
-    let cx = PlanContext {
-        policy,
-        active: &active,
-        already_planned: planned,
-        plan_id: plan,
-        mission: g.intent.mission.as_ref(),
-        trigger: view.request.trigger,
-        milestones_completed: done,
-    };
-    if let Some(panel) = &policy.review {
-        // A reviewed plan is approved only as the panel passed it.
-        let path = format!("{}/review.json", plan_dir(goal, plan));
-        let receipt: harn_core::goal::review::Receipt = store
-            .read_record(&path)
-            .map_err(|e| e.to_string())?
-            .ok_or(format!("plan {plan} has no review receipt"))?;
-        harn_core::goal::review::check_receipt(&receipt, panel)
-            .map_err(|e| format!("plan {plan}'s review receipt: {e}"))?;
-        let digest = harn_core::goal::review::candidate_digest(plan, &proposal);
-        let reviewed = plans::events(store, goal, plan)
-            .map_err(|e| e.to_string())?
-            .iter()
-            .any(|e| e.event == PlanEvent::Reviewed);
-        if receipt.status != harn_core::goal::review::ReviewStatus::Passed
-            || receipt.candidate_sha256 != digest
-            || !reviewed
-        {
-            return Err(format!("plan {plan} was not passed by its review panel as proposed"));
-        }
-    }
-    let checked =
-        validate(&proposal, &cx).map_err(|e| format!("plan {plan} no longer holds: {e}"))?;
-    if proposal.decision == harn_core::goal::plan::Decision::Complete {
-        plans::append(store, goal, plan, PlanEvent::Completed, actor, &proposal.rationale)
-            .map_err(|e| e.to_string())?;
-        return Ok(format!("plan {plan}: the mission is complete"));
-    }
-    let valid = checked.ok_or(format!("plan {plan} proposes no work"))?;
-    plans::apply(store, &g.intent, plan, &proposal, &valid, actor)?;
-    Ok(format!("plan {plan} applied: {} items, root {}", valid.work.len(), valid.root))
+    let g = view(store, goal)?;
+    plans::approve(store, &g, plan, actor)
 }
 
 fn decide(
@@ -355,35 +276,9 @@ fn decide(
     plan: &str,
     actor: &str,
     reason: &str,
-    from: PlanStatus,
     event: PlanEvent,
 ) -> Result<String, String> {
-    if reason.trim().is_empty() || reason.len() > 2_000 {
-        return Err("--reason must be 1 to 2000 bytes".into());
-    }
     lease(store, goal)?;
-    let g = store::read(store, goal).map_err(|e| e.to_string())?;
-    let latest = g.plans.last().map(|p| p.request.plan_id.as_str());
-    let status =
-        plans::status_of(&g.plans, plan).ok_or(format!("goal {goal} has no plan {plan}"))?;
-    let done = match &event {
-        PlanEvent::Rejected => PlanStatus::Rejected,
-        _ => PlanStatus::RetryRequested,
-    };
-    if status == done {
-        return Ok(format!("plan {plan} is already {}", json!(done).as_str().unwrap_or("")));
-    }
-    if status != from || latest != Some(plan) {
-        return Err(format!(
-            "plan {plan} is {} (the latest is {}); nothing to do",
-            json!(status).as_str().unwrap_or(""),
-            latest.unwrap_or("none")
-        ));
-    }
-    if event == PlanEvent::RetryRequested && g.projection.attention_plan_id.as_deref() != Some(plan)
-    {
-        return Err(format!("plan {plan}'s attention no longer applies: the graph changed since"));
-    }
-    plans::append(store, goal, plan, event, actor, reason).map_err(|e| e.to_string())?;
-    Ok(format!("plan {plan}: {}", json!(done).as_str().unwrap_or("")))
+    let g = view(store, goal)?;
+    plans::decide(store, &g, plan, event, actor, reason)
 }

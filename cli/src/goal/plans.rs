@@ -128,3 +128,30 @@ pub fn apply(
     let mut specialists = RealSpecialists { root: &root, team: &intent.team, limits: None };
     planning::apply(store.ledger(), &mut specialists, intent, plan, proposal, valid, actor, now)
 }
+
+/// Approves a proposed plan (see [`planning::approve`]); the caller holds the goal lease.
+pub fn approve(
+    store: &mut Store,
+    g: &harn_core::goal::engine::GoalView,
+    plan: &str,
+    actor: &str,
+) -> Result<String, String> {
+    let now = store.now();
+    let root = store.root().to_owned();
+    let mut specialists = RealSpecialists { root: &root, team: &g.intent.team, limits: None };
+    planning::approve(store.ledger(), &mut specialists, g, plan, actor, now)
+}
+
+/// Rejects a plan or asks for a new one (see [`planning::decide`]); the caller holds the
+/// goal lease.
+pub fn decide(
+    store: &mut Store,
+    g: &harn_core::goal::engine::GoalView,
+    plan: &str,
+    event: PlanEvent,
+    actor: &str,
+    reason: &str,
+) -> Result<String, String> {
+    let now = store.now();
+    planning::decide(store.ledger(), g, plan, event, actor, reason, now)
+}

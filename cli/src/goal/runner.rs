@@ -39,7 +39,7 @@ impl GoalHost for RealHost<'_> {
             self.store.reconcile(&item.id, &self.actor)?;
         }
         let g = store::read(self.store, &self.goal)?;
-        Ok(GoalView { intent: g.intent, items: g.items, projection: g.projection })
+        Ok(GoalView { intent: g.intent, items: g.items, plans: g.plans, projection: g.projection })
     }
 
     fn accept(&mut self, work: &Id) -> Result<(), StoreError> {

@@ -4,7 +4,7 @@
 //! read and projected once.
 
 use crate::work::store::{Store, StoreError};
-use harn_core::goal::{project_governed, GoalIntent, GoalItem, GoalProjection};
+use harn_core::goal::{GoalIntent, GoalItem, GoalProjection};
 use harn_core::ids::Id;
 
 pub use harn_core::goal::planning::goal_dir;
@@ -56,39 +56,13 @@ pub fn intent(store: &mut Store, id: &Id) -> Result<GoalIntent, StoreError> {
     Ok(intent)
 }
 
-/// Reads goal `id`: its intent, its plans, its active graph (the dependency closure of the
-/// active root in post-order) and its projection, with the attempts of governed work that
-/// earlier plans left outside the active graph still counted.
+/// Reads goal `id`: its intent, plans, active graph and projection (see
+/// [`harn_core::goal::planning::goal_view`]).
 pub fn read(store: &mut Store, id: &Id) -> Result<Goal, StoreError> {
     let intent = intent(store, id)?;
-    let plans = super::plans::read_plans(store, id)?;
-    let root = harn_core::goal::plan::active_root(intent.root_work_id.as_ref(), &plans);
-    let items = match &root {
-        Some(root) => graph(store, root)?,
-        None => Vec::new(),
-    };
-    let mut outside: std::collections::BTreeSet<Id> = std::collections::BTreeSet::new();
-    if let Some(original) = intent.root_work_id.as_ref().filter(|o| root.as_ref() != Some(*o)) {
-        outside.extend(graph(store, original)?.into_iter().map(|i| i.id));
-    }
-    for p in &plans {
-        if let Some((_, work)) = &p.applied {
-            outside.extend(work.iter().cloned());
-        }
-    }
-    for i in &items {
-        outside.remove(&i.id);
-    }
-    let (mut used, mut charged) = (0, 0);
-    let mut known = harn_core::work::ledger::Known::new();
-    for w in &outside {
-        let p = store.read(w, &mut known)?.projection;
-        used += p.attempts_used;
-        charged += p.charged_attempts;
-    }
     let lease_elsewhere = store.held_elsewhere(&goal_lease(id));
-    let projection = project_governed(&intent, &items, &plans, (used, charged), lease_elsewhere);
-    Ok(Goal { intent, items, plans, projection })
+    let view = store.goal_view(&intent, lease_elsewhere)?;
+    Ok(Goal { intent, items: view.items, plans: view.plans, projection: view.projection })
 }
 
 /// The dependency closure of `root`, prerequisites first; each item read once.

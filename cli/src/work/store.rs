@@ -110,6 +110,23 @@ impl Store {
         Ok(self.ledger.graph(root, &mut |id| runner_live(root_dir, held, id))?)
     }
 
+    /// A goal's plans, active graph and projection, with this process's leases excluded.
+    pub fn goal_view(
+        &mut self,
+        intent: &harn_core::goal::GoalIntent,
+        lease_held_elsewhere: bool,
+    ) -> Result<harn_core::goal::engine::GoalView, StoreError> {
+        let (root_dir, held) = (&self.root, &self.held);
+        let mut live = |id: &Id| runner_live(root_dir, held, id);
+        let view = harn_core::goal::planning::goal_view(
+            &mut self.ledger,
+            intent,
+            &mut live,
+            lease_held_elsewhere,
+        )?;
+        Ok(view)
+    }
+
     /// Reads `id` afresh.
     fn read_fresh(&mut self, id: &Id) -> Result<Item, StoreError> {
         let (root, held) = (&self.root, &self.held);

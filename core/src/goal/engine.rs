@@ -68,6 +68,8 @@ pub struct GoalView {
     pub intent: GoalIntent,
     /// The active graph, prerequisites first.
     pub items: Vec<GoalItem>,
+    /// Its plans, in sequence order.
+    pub plans: Vec<super::plan::PlanView>,
     /// The projection.
     pub projection: GoalProjection,
 }

@@ -322,7 +322,14 @@ fn review(
             findings.join("\n")
         );
         match revise(&mut *specialists, &ask_for) {
-            Ok((next, _)) if candidate_digest(plan_id, &next) != digest => candidate = next,
+            // A revision is a complete replacement plan; an attention (or nothing new) is
+            // the planner's way of handing the plan to a person.
+            Ok((next, _))
+                if next.decision != Decision::Attention
+                    && candidate_digest(plan_id, &next) != digest =>
+            {
+                candidate = next
+            }
             // An invalid revision, or one that changes nothing, leaves it to a person.
             _ => return finish(ReviewStatus::Attention, candidate, rounds),
         }
@@ -540,4 +547,163 @@ pub fn create_item<F: Fs>(
         _ => return Err(format!("work {}: a history exists without its intent", intent.id)),
     }
     ledger.write_record(&dir, "intent.json", intent).map(drop)
+}
+
+/// Reads a goal from its (already checked) intent: its plans, its active graph (the
+/// dependency closure of the active root, prerequisites first) and its projection, with the
+/// attempts of governed work earlier plans left outside the active graph still counted.
+pub fn goal_view<F: Fs>(
+    ledger: &mut Ledger<F>,
+    intent: &GoalIntent,
+    runner_live: &mut dyn FnMut(&Id) -> bool,
+    lease_held_elsewhere: bool,
+) -> Result<super::engine::GoalView, String> {
+    let plans = read_plans(ledger, &intent.id)?;
+    let root = super::plan::active_root(intent.root_work_id.as_ref(), &plans);
+    let items = match &root {
+        Some(root) => ledger.graph(root, runner_live)?,
+        None => Vec::new(),
+    };
+    let mut outside = BTreeSet::new();
+    if let Some(original) = intent.root_work_id.as_ref().filter(|o| root.as_ref() != Some(*o)) {
+        outside.extend(ledger.graph(original, runner_live)?.into_iter().map(|i| i.id));
+    }
+    for p in &plans {
+        if let Some((_, work)) = &p.applied {
+            outside.extend(work.iter().cloned());
+        }
+    }
+    for i in &items {
+        outside.remove(&i.id);
+    }
+    let (mut used, mut charged) = (0, 0);
+    let mut known = Known::new();
+    for w in &outside {
+        let p = ledger.read(w, &mut known, runner_live)?.projection;
+        used += p.attempts_used;
+        charged += p.charged_attempts;
+    }
+    let projection = super::projection::project_governed(
+        intent,
+        &items,
+        &plans,
+        (used, charged),
+        lease_held_elsewhere,
+    );
+    Ok(super::engine::GoalView { intent: intent.clone(), items, plans, projection })
+}
+
+/// Approves a proposed plan: the caller holds the goal lease. Refused unless it is proposed,
+/// made for the current root, still valid against the current graph and, with a review
+/// panel, passed exactly as proposed; a completion ends the mission, an apply creates its
+/// work then moves the root. Approving an applied or completed plan changes nothing.
+pub fn approve<F: Fs>(
+    ledger: &mut Ledger<F>,
+    specialists: &mut dyn Specialists,
+    g: &super::engine::GoalView,
+    plan: &str,
+    actor: &str,
+    now: WallTime,
+) -> Result<String, String> {
+    let goal = &g.intent.id;
+    let view = g
+        .plans
+        .iter()
+        .find(|p| p.request.plan_id == plan)
+        .ok_or(format!("goal {goal} has no plan {plan}"))?;
+    let word = |s: PlanStatus| json!(s).as_str().unwrap_or("").to_owned();
+    match view.status {
+        PlanStatus::Applied | PlanStatus::Completed => {
+            return Ok(format!("plan {plan} is already {}", word(view.status)))
+        }
+        PlanStatus::Proposed => {}
+        s => return Err(format!("plan {plan} is {}; only a proposed plan is approved", word(s))),
+    }
+    if g.projection.root_work_id != view.request.prior_root_work_id {
+        let show = |r: &Option<Id>| r.as_ref().map_or("(none)".into(), |r| r.to_string());
+        return Err(format!(
+            "plan {plan} was made for root {}, but the root is now {}",
+            show(&view.request.prior_root_work_id),
+            show(&g.projection.root_work_id)
+        ));
+    }
+    let proposal = proposal(ledger, goal, plan)?.ok_or(format!("plan {plan} has no proposal"))?;
+    let policy = g.intent.replanning.as_ref().ok_or("the goal has no replanning policy")?;
+    let active: BTreeSet<Id> = g.items.iter().map(|i| i.id.clone()).collect();
+    let done = milestones_completed(ledger, &g.plans)?;
+    let cx = PlanContext {
+        policy,
+        active: &active,
+        already_planned: already_planned(&g.plans),
+        plan_id: plan,
+        mission: g.intent.mission.as_ref(),
+        trigger: view.request.trigger,
+        milestones_completed: done,
+    };
+    if let Some(panel) = &policy.review {
+        // A reviewed plan is approved only as the panel passed it.
+        let path = format!("{}/review.json", plan_dir(goal, plan));
+        let receipt: Receipt =
+            ledger.read_json(&path)?.ok_or(format!("plan {plan} has no review receipt"))?;
+        super::review::check_receipt(&receipt, panel)
+            .map_err(|e| format!("plan {plan}'s review receipt: {e}"))?;
+        let reviewed = events(ledger, goal, plan)?.iter().any(|e| e.event == PlanEvent::Reviewed);
+        if receipt.status != ReviewStatus::Passed
+            || receipt.candidate_sha256 != candidate_digest(plan, &proposal)
+            || !reviewed
+        {
+            return Err(format!("plan {plan} was not passed by its review panel as proposed"));
+        }
+    }
+    let checked =
+        validate(&proposal, &cx).map_err(|e| format!("plan {plan} no longer holds: {e}"))?;
+    if proposal.decision == Decision::Complete {
+        append(ledger, goal, plan, PlanEvent::Completed, actor, &proposal.rationale, now)?;
+        return Ok(format!("plan {plan}: the mission is complete"));
+    }
+    let valid = checked.ok_or(format!("plan {plan} proposes no work"))?;
+    apply(ledger, specialists, &g.intent, plan, &proposal, &valid, actor, now)?;
+    Ok(format!("plan {plan} applied: {} items, root {}", valid.work.len(), valid.root))
+}
+
+/// Rejects a proposed plan, or asks for a new plan after an attention that still applies;
+/// the caller holds the goal lease. Only the latest plan is decided on; the same decision
+/// again changes nothing.
+pub fn decide<F: Fs>(
+    ledger: &mut Ledger<F>,
+    g: &super::engine::GoalView,
+    plan: &str,
+    event: PlanEvent,
+    actor: &str,
+    reason: &str,
+    now: WallTime,
+) -> Result<String, String> {
+    if reason.trim().is_empty() || reason.len() > 2_000 {
+        return Err("a reason of 1 to 2000 bytes is required".into());
+    }
+    let (from, done) = match &event {
+        PlanEvent::Rejected => (PlanStatus::Proposed, PlanStatus::Rejected),
+        PlanEvent::RetryRequested => (PlanStatus::Attention, PlanStatus::RetryRequested),
+        other => return Err(format!("{other:?} is not a person's decision")),
+    };
+    let word = |s: PlanStatus| json!(s).as_str().unwrap_or("").to_owned();
+    let latest = g.plans.last().map(|p| p.request.plan_id.as_str());
+    let status =
+        status_of(&g.plans, plan).ok_or(format!("goal {} has no plan {plan}", g.intent.id))?;
+    if status == done {
+        return Ok(format!("plan {plan} is already {}", word(done)));
+    }
+    if status != from || latest != Some(plan) {
+        return Err(format!(
+            "plan {plan} is {} (the latest is {}); nothing to do",
+            word(status),
+            latest.unwrap_or("none")
+        ));
+    }
+    if event == PlanEvent::RetryRequested && g.projection.attention_plan_id.as_deref() != Some(plan)
+    {
+        return Err(format!("plan {plan}'s attention no longer applies: the graph changed since"));
+    }
+    append(ledger, &g.intent.id, plan, event, actor, reason, now)?;
+    Ok(format!("plan {plan}: {}", word(done)))
 }
