@@ -193,7 +193,15 @@ impl GoalWorld {
         if let Some(plan) = p.pending_plan_id.clone() {
             if self.w.entropy.chance(3, 4) {
                 let mut s = SimSpecialists { entropy: &mut self.w.entropy, calls: 0 };
-                planning::approve(&mut self.w.ledger, &mut s, &view, &plan, "ana", now)?;
+                planning::approve(
+                    &mut self.w.ledger,
+                    &mut s,
+                    &view,
+                    &plan,
+                    "ana",
+                    "looks right",
+                    now,
+                )?;
             } else {
                 let e = PlanEvent::Rejected;
                 planning::decide(&mut self.w.ledger, &view, &plan, e, "ana", "not this way", now)?;

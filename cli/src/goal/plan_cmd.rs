@@ -10,7 +10,7 @@ use clap::Subcommand;
 use harn_core::goal::plan::{PlanEvent, ReplanningPolicy, Template};
 use harn_core::ids::Id;
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -44,6 +44,12 @@ pub enum PlanVerb {
         /// Who approves (default: $USER).
         #[arg(long)]
         actor: Option<String>,
+        /// Why (recorded with the plan's event).
+        #[arg(long)]
+        reason: Option<String>,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
     },
     /// Reject a proposed plan; the reason reaches the next planner.
     Reject {
@@ -57,6 +63,9 @@ pub enum PlanVerb {
         /// Who rejects (default: $USER).
         #[arg(long)]
         actor: Option<String>,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
     },
     /// Ask for a new plan after the planner asked for attention.
     Retry {
@@ -70,6 +79,9 @@ pub enum PlanVerb {
         /// Who asks (default: $USER).
         #[arg(long)]
         actor: Option<String>,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -170,10 +182,18 @@ pub fn run(store: &mut Store, verb: PlanVerb) -> i32 {
         return code;
     }
     let actor = |a: &Option<String>| crate::work::cmd::actor(a.clone());
+    let (plan_id, as_json) = match &verb {
+        PlanVerb::Approve { plan, json, .. }
+        | PlanVerb::Reject { plan, json, .. }
+        | PlanVerb::Retry { plan, json, .. } => (plan.clone(), *json),
+        _ => (String::new(), false),
+    };
     let result = match verb {
         PlanVerb::List { json, .. } => return list(store, &goal, json),
         PlanVerb::Show { plan, json, .. } => return show(store, &goal, &plan, json),
-        PlanVerb::Approve { plan, actor: a, .. } => approve(store, &goal, &plan, &actor(&a)),
+        PlanVerb::Approve { plan, actor: a, reason, .. } => {
+            approve(store, &goal, &plan, &actor(&a), reason.as_deref())
+        }
         PlanVerb::Reject { plan, reason, actor: a, .. } => {
             decide(store, &goal, &plan, &actor(&a), &reason, PlanEvent::Rejected)
         }
@@ -182,6 +202,15 @@ pub fn run(store: &mut Store, verb: PlanVerb) -> i32 {
         }
     };
     match result {
+        Ok(line) if as_json => {
+            let status =
+                plans::read_plans(store, &goal).ok().and_then(|ps| plans::status_of(&ps, &plan_id));
+            println!(
+                "{}",
+                json!({ "goal_id": goal, "plan_id": plan_id, "status": status, "result": line })
+            );
+            0
+        }
         Ok(line) => {
             println!("{line}");
             0
@@ -223,13 +252,31 @@ fn show(store: &mut Store, goal: &Id, plan: &str, as_json: bool) -> i32 {
             (Err(e), _) | (_, Err(e)) => return fail(EXIT_FAILED, e),
         };
     if as_json {
-        println!("{}", json!({ "plan": view, "events": events, "proposal": proposal }));
+        let receipt: Option<Value> = store
+            .read_record(&format!("{}/review.json", plans::plan_dir(goal, plan)))
+            .unwrap_or(None);
+        println!(
+            "{}",
+            json!({ "plan": view, "events": events, "proposal": proposal, "review": receipt })
+        );
         return 0;
     }
     let status = json!(view.status);
     println!("{plan} of {goal}: {} — {}", status.as_str().unwrap_or(""), view.reason);
     let root = view.request.prior_root_work_id.as_ref().map_or("(none)".into(), |r| r.to_string());
     println!("  asked on   root {root}");
+    let receipt: Option<harn_core::goal::review::Receipt> =
+        store.read_record(&format!("{}/review.json", plans::plan_dir(goal, plan))).unwrap_or(None);
+    if let Some(r) = &receipt {
+        let findings: usize =
+            r.rounds.iter().flat_map(|round| &round.reviews).map(|v| v.findings.len()).sum();
+        let status = json!(r.status);
+        println!(
+            "  review     {} after {} rounds, {findings} findings",
+            status.as_str().unwrap_or(""),
+            r.rounds.len()
+        );
+    }
     if let Some(p) = &proposal {
         println!("  rationale  {}", p.rationale);
         for w in &p.work {
@@ -264,10 +311,16 @@ fn view(store: &mut Store, goal: &Id) -> Result<harn_core::goal::engine::GoalVie
     })
 }
 
-fn approve(store: &mut Store, goal: &Id, plan: &str, actor: &str) -> Result<String, String> {
+fn approve(
+    store: &mut Store,
+    goal: &Id,
+    plan: &str,
+    actor: &str,
+    reason: Option<&str>,
+) -> Result<String, String> {
     lease(store, goal)?;
     let g = view(store, goal)?;
-    plans::approve(store, &g, plan, actor)
+    plans::approve(store, &g, plan, actor, reason.unwrap_or("approved"))
 }
 
 fn decide(

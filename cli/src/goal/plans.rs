@@ -126,7 +126,8 @@ pub fn apply(
     let now = store.now();
     let root = store.root().to_owned();
     let mut specialists = RealSpecialists { root: &root, team: &intent.team, limits: None };
-    planning::apply(store.ledger(), &mut specialists, intent, plan, proposal, valid, actor, now)
+    let by = (actor, "approved");
+    planning::apply(store.ledger(), &mut specialists, intent, plan, proposal, valid, by, now)
 }
 
 /// Approves a proposed plan (see [`planning::approve`]); the caller holds the goal lease.
@@ -135,11 +136,12 @@ pub fn approve(
     g: &harn_core::goal::engine::GoalView,
     plan: &str,
     actor: &str,
+    reason: &str,
 ) -> Result<String, String> {
     let now = store.now();
     let root = store.root().to_owned();
     let mut specialists = RealSpecialists { root: &root, team: &g.intent.team, limits: None };
-    planning::approve(store.ledger(), &mut specialists, g, plan, actor, now)
+    planning::approve(store.ledger(), &mut specialists, g, plan, actor, reason, now)
 }
 
 /// Rejects a plan or asks for a new one (see [`planning::decide`]); the caller holds the

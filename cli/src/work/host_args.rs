@@ -27,6 +27,10 @@ pub struct HostArgs {
     /// account per token; `api` passes them on.
     #[arg(long, default_value = "subscription", value_parser = ["subscription", "api"])]
     pub billing: String,
+    /// Bill only logged-in subscriptions (the default, `--billing subscription`); refused
+    /// together with `--billing api`.
+    #[arg(long)]
+    pub subscription_only: bool,
     /// A host policy file (JSON rules on agent calls and `authorize` requests), frozen into
     /// the run by content and digest; a relative path is taken from the root.
     #[arg(long)]
@@ -85,6 +89,9 @@ impl HostArgs {
                 Some(canonical.display().to_string())
             }
         };
+        if self.subscription_only && self.billing == "api" {
+            return Err("--subscription-only contradicts --billing api".into());
+        }
         if self.approval_to.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return Err("--approval-to: may not be empty".into());
         }

@@ -245,7 +245,8 @@ pub fn run_planner<F: Fs>(
     }
     let valid = valid.ok_or("an apply without work")?;
     if policy.auto_apply {
-        apply(ledger, specialists, intent, &plan_id, &proposal, &valid, actor, now)?;
+        let by = (actor, "applied automatically (auto_apply)");
+        apply(ledger, specialists, intent, &plan_id, &proposal, &valid, by, now)?;
         return Ok(format!("plan {plan_id} applied: root {}", valid.root));
     }
     Ok(format!("plan {plan_id} proposes {} items; approve or reject it", valid.work.len()))
@@ -361,7 +362,7 @@ pub fn apply<F: Fs>(
     plan: &str,
     proposal: &Proposal,
     valid: &ValidPlan,
-    actor: &str,
+    (actor, reason): (&str, &str),
     now: WallTime,
 ) -> Result<(), String> {
     let policy = intent.replanning.as_ref().ok_or("the goal has no replanning policy")?;
@@ -405,7 +406,7 @@ pub fn apply<F: Fs>(
         work_ids: intents.iter().map(|w| w.id.clone()).collect(),
         milestone: proposal.milestone.as_ref().map(|m| m.sequence),
     };
-    append(ledger, &intent.id, plan, event, actor, "approved", now)
+    append(ledger, &intent.id, plan, event, actor, reason, now)
 }
 
 fn same_intent(a: &WorkIntent, b: &WorkIntent) -> bool {
@@ -597,12 +598,14 @@ pub fn goal_view<F: Fs>(
 /// made for the current root, still valid against the current graph and, with a review
 /// panel, passed exactly as proposed; a completion ends the mission, an apply creates its
 /// work then moves the root. Approving an applied or completed plan changes nothing.
+#[allow(clippy::too_many_arguments)]
 pub fn approve<F: Fs>(
     ledger: &mut Ledger<F>,
     specialists: &mut dyn Specialists,
     g: &super::engine::GoalView,
     plan: &str,
     actor: &str,
+    reason: &str,
     now: WallTime,
 ) -> Result<String, String> {
     let goal = &g.intent.id;
@@ -662,7 +665,7 @@ pub fn approve<F: Fs>(
         return Ok(format!("plan {plan}: the mission is complete"));
     }
     let valid = checked.ok_or(format!("plan {plan} proposes no work"))?;
-    apply(ledger, specialists, &g.intent, plan, &proposal, &valid, actor, now)?;
+    apply(ledger, specialists, &g.intent, plan, &proposal, &valid, (actor, reason), now)?;
     Ok(format!("plan {plan} applied: {} items, root {}", valid.work.len(), valid.root))
 }
 
