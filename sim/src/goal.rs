@@ -461,8 +461,7 @@ impl GoalHost for SimHost<'_> {
         let now = self.g.w.wall();
         let w = &mut self.g.w;
         let mut s = SimSpecialists { entropy: &mut w.entropy, calls: 0 };
-        let intent = &self.g.intent;
-        planning::run_planner(&mut w.ledger, intent, &view.items, &view.plans, &mut s, ACTOR, now)
+        planning::run_planner(&mut w.ledger, &view, &mut s, ACTOR, now)
     }
 
     fn say(&mut self, _line: String) {}

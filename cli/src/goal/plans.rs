@@ -8,7 +8,7 @@ use crate::work::runner::RunLimits;
 use crate::work::store::{Store, StoreError};
 use harn_core::goal::plan::{PlanEvent, PlanRecord, PlanView, Proposal, ValidPlan};
 use harn_core::goal::planning::{self, Specialists};
-use harn_core::goal::{GoalIntent, GoalItem};
+use harn_core::goal::GoalIntent;
 use harn_core::ids::Id;
 use harn_core::work::FailureClass;
 use harn_core::workflow::team::{dispatch, Team};
@@ -102,16 +102,15 @@ pub fn milestones_completed(store: &mut Store, plans: &[PlanView]) -> Result<u32
 /// [`planning::run_planner`]).
 pub fn run_planner(
     store: &mut Store,
-    intent: &GoalIntent,
-    items: &[GoalItem],
-    plans: &[PlanView],
+    view: &harn_core::goal::engine::GoalView,
     limits: &RunLimits,
     actor: &str,
 ) -> Result<String, StoreError> {
     let now = store.now();
     let root = store.root().to_owned();
-    let mut specialists = RealSpecialists { root: &root, team: &intent.team, limits: Some(limits) };
-    Ok(planning::run_planner(store.ledger(), intent, items, plans, &mut specialists, actor, now)?)
+    let team = &view.intent.team;
+    let mut specialists = RealSpecialists { root: &root, team, limits: Some(limits) };
+    Ok(planning::run_planner(store.ledger(), view, &mut specialists, actor, now)?)
 }
 
 /// Creates a plan's work and appends `plan.applied` (see [`planning::apply`]).

@@ -53,14 +53,9 @@ impl GoalHost for RealHost<'_> {
 
     fn plan(&mut self) -> Result<String, StoreError> {
         let g = store::read(self.store, &self.goal)?;
-        super::plans::run_planner(
-            self.store,
-            &g.intent,
-            &g.items,
-            &g.plans,
-            self.limits,
-            &self.actor,
-        )
+        let view =
+            GoalView { intent: g.intent, items: g.items, plans: g.plans, projection: g.projection };
+        super::plans::run_planner(self.store, &view, self.limits, &self.actor)
     }
 
     fn say(&mut self, line: String) {

@@ -200,10 +200,10 @@ impl GoalIntent {
             (None, _, None) => {
                 Err(FieldError::new("root_work_id", "only a mission may start without a root"))
             }
-            (Some(m), Some(r), None) if r.max_replans <= m.max_milestones => Err(FieldError::new(
+            (Some(m), Some(r), _) if r.max_replans <= m.max_milestones => Err(FieldError::new(
                 "replanning.max_replans",
                 format!(
-                    "must exceed the mission's max_milestones ({}) when it starts from its objective",
+                    "must exceed the mission's max_milestones ({}), leaving a plan to complete it",
                     m.max_milestones
                 ),
             )),

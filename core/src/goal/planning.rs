@@ -145,13 +145,13 @@ pub fn trigger(intent: &GoalIntent, items: &[GoalItem]) -> PlanTrigger {
 /// came of it. Planner failures are recorded as `plan.failed`, never returned as errors.
 pub fn run_planner<F: Fs>(
     ledger: &mut Ledger<F>,
-    intent: &GoalIntent,
-    items: &[GoalItem],
-    plans: &[PlanView],
+    view: &super::engine::GoalView,
     specialists: &mut dyn Specialists,
     actor: &str,
     now: WallTime,
 ) -> Result<String, String> {
+    let (intent, items, plans) = (&view.intent, &view.items[..], &view.plans[..]);
+    let bounds = (view.projection.attempts_remaining, view.projection.replans_remaining);
     let policy = intent.replanning.as_ref().ok_or("the goal has no replanning policy")?;
     let sequence = plans.len() as u32 + 1;
     let plan_id = format!("p{sequence}");
@@ -166,7 +166,7 @@ pub fn run_planner<F: Fs>(
         created_at: now,
     };
     ledger.write_record(&plan_dir(&intent.id, &plan_id), "request.json", &request)?;
-    let prompt = planner_prompt(intent, items, plans, &plan_id, trigger, done);
+    let prompt = planner_prompt(intent, items, plans, &plan_id, (trigger, done), bounds);
     let schema = proposal_schema(policy.max_work_items_per_plan, trigger == PlanTrigger::Milestone);
     let planner = &policy.planner_specialist;
     let text = match specialists.ask(planner, &prompt, &schema, &plan_id) {
@@ -398,7 +398,10 @@ pub fn apply<F: Fs>(
         match ledger.intent(&w.id)? {
             Some(existing) if same_intent(&existing, w) => {}
             Some(_) => return Err(format!("work {} exists and differs from the plan", w.id)),
-            None => create_item(ledger, w, actor, now)?,
+            None => {
+                let provenance = format!("created by plan {plan} of goal {}", intent.id);
+                create_item(ledger, w, actor, &provenance, now)?
+            }
         }
     }
     let event = PlanEvent::Applied {
@@ -467,8 +470,8 @@ fn planner_prompt(
     items: &[GoalItem],
     plans: &[PlanView],
     plan_id: &str,
-    trigger: PlanTrigger,
-    milestones_completed: u32,
+    (trigger, milestones_completed): (PlanTrigger, u32),
+    (attempts_left, replans_left): (u32, u32),
 ) -> String {
     let policy = intent.replanning.as_ref().expect("checked by the caller");
     let mut out = format!(
@@ -484,6 +487,11 @@ fn planner_prompt(
     );
     let why = json!(trigger);
     out.push_str(&format!("Trigger: {}\n", why.as_str().unwrap_or("")));
+    out.push_str(&format!(
+        "Remaining: {attempts_left} charged work attempts, {replans_left} plans after this one \
+         counts, {} more planned work items.\n",
+        policy.max_total_work_items.saturating_sub(already_planned(plans))
+    ));
     if let Some(m) = &intent.mission {
         out.push_str(&format!(
             "Mission: {}\nMission acceptance: {}\nMilestones completed: {milestones_completed} of at most {}\n\
@@ -534,6 +542,7 @@ pub fn create_item<F: Fs>(
     ledger: &mut Ledger<F>,
     intent: &WorkIntent,
     actor: &str,
+    provenance: &str,
     now: WallTime,
 ) -> Result<(), String> {
     let dir = work_dir(&intent.id);
@@ -542,7 +551,8 @@ pub fn create_item<F: Fs>(
     let events = ledger.events(&intent.id)?;
     match events.as_slice() {
         [] => {
-            ledger.append(&intent.id, EventKind::Created, actor, None, now)?;
+            let why = Some(provenance.to_owned());
+            ledger.append(&intent.id, EventKind::Created, actor, why, now)?;
         }
         [only] if only.kind == EventKind::Created => {}
         _ => return Err(format!("work {}: a history exists without its intent", intent.id)),
