@@ -14,6 +14,7 @@ pub mod hash;
 pub mod ids;
 pub mod journal;
 pub mod lifecycle;
+pub mod service;
 pub mod time;
 pub mod wake;
 pub mod work;
