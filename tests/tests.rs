@@ -5,6 +5,7 @@ mod fuzz_corpus;
 mod harness_daemon;
 mod lifecycle_model;
 mod purity;
+mod service;
 mod supervisor;
 mod work;
 mod work_agents;

@@ -49,6 +49,9 @@ enum Verb {
     /// A goal's plans: list, show, approve, reject, retry.
     #[command(subcommand)]
     Plan(super::plan_cmd::PlanVerb),
+    /// The optional daemon that ticks enrolled goals: start, run, status, stop, logs, unit.
+    #[command(subcommand)]
+    Service(super::service::ServiceVerb),
 }
 
 #[derive(Debug, Args)]
@@ -133,6 +136,7 @@ pub fn run(args: SupervisorArgs) -> i32 {
         Verb::Tick(a) => drive_cmd(&mut store, a, Mode::Tick),
         Verb::Run(a) => drive_cmd(&mut store, a, Mode::Run),
         Verb::Plan(verb) => super::plan_cmd::run(&mut store, verb),
+        Verb::Service(verb) => super::service::run(&mut store, verb),
     }
 }
 

@@ -4,4 +4,5 @@ pub mod cmd;
 pub mod plan_cmd;
 pub mod plans;
 pub mod runner;
+pub mod service;
 pub mod store;
