@@ -107,3 +107,98 @@ fn the_service_ticks_to_success_survives_a_kill_and_stops() {
     assert_eq!(ticks, 2, "dispatch, then accept; a succeeded goal is only read: {events}");
     assert!(harn(r, &["supervisor", "service", "unit"]).status.success());
 }
+
+/// Kills the daemon with SIGKILL at drawn moments, fifty times, restarting it with the frozen
+/// enrollment each time: the lease is always recovered, no work item is ever dispatched twice
+/// for one attempt window, and no audit line is lost or torn.
+#[test]
+fn fifty_kills_at_random_moments_never_duplicate_a_dispatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    // A workflow that takes a moment, so kills land inside ticks as well as between them.
+    let slow = "#!/bin/sh\nread start\nsleep 0.05\necho '{\"op\":\"result\",\"ok\":false,\"error\":\"not yet\"}'\n";
+    std::fs::write(r.join("wf.sh"), slow).unwrap();
+    let mut perms = std::fs::metadata(r.join("wf.sh")).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(r.join("wf.sh"), perms).unwrap();
+    std::fs::write(r.join("team.json"), r#"{"implementer": {"instructions": "Implement it."}}"#).unwrap();
+    for id in ["a", "b", "c"] {
+        let create = [
+            "work",
+            "create",
+            id,
+            "wf.sh",
+            "--id",
+            id,
+            "--objective",
+            "o",
+            "--max-attempts",
+            "100",
+        ];
+        assert!(harn(r, &create).status.success());
+    }
+    let mut goals = Vec::new();
+    for id in ["a", "b", "c"] {
+        let g = format!("g{id}");
+        let create = [
+            "supervisor",
+            "create",
+            id,
+            "--team",
+            "team.json",
+            "--id",
+            &g,
+            "--retry-blocked",
+            "--max-total-attempts",
+            "1000",
+        ];
+        assert!(harn(r, &create).status.success());
+        goals.push(g);
+    }
+    let mut start = vec!["supervisor", "service", "start"];
+    start.extend(goals.iter().map(String::as_str));
+    start.extend([
+        "--wake-interval-ms",
+        "10",
+        "--heartbeat-interval-ms",
+        "50",
+        "--error-backoff-base-ms",
+        "10",
+    ]);
+    assert!(harn(r, &start).status.success());
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    for _ in 0..50 {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        std::thread::sleep(Duration::from_millis(seed % 150));
+        let status = json(&harn(r, &["supervisor", "service", "status", "--json"]));
+        if let Some(pid) = status["status"]["pid"].as_i64() {
+            Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+        }
+        wait_for("the lease to be free", || liveness(r) != "running");
+        let out = harn(r, &["supervisor", "service", "start"]);
+        assert!(out.status.success(), "the lease is recovered: {}", text(&out));
+    }
+    assert!(harn(r, &["supervisor", "service", "stop"]).status.success());
+    for id in ["a", "b", "c"] {
+        let shown = json(&harn(r, &["work", "show", id, "--json"]));
+        let events = shown["events"].as_array().unwrap();
+        let mut initial = 0;
+        for e in events {
+            if e["kind"]["event"] == "attempt.started" && e["kind"]["trigger"] == "initial" {
+                initial += 1;
+            }
+        }
+        assert!(initial <= 1, "{id}: an acknowledged dispatch was repeated: {shown}");
+        assert!(shown["projection"]["attempts_used"].as_u64().unwrap() > 0, "{id} was worked on");
+    }
+    let audit =
+        std::fs::read_to_string(r.join(".harnery/supervisor-service/events.jsonl")).unwrap();
+    for line in audit.lines() {
+        assert!(
+            serde_json::from_str::<Value>(line).is_ok() || line.is_empty(),
+            "a torn audit line: {line}"
+        );
+    }
+}
