@@ -121,7 +121,8 @@ fn fifty_kills_at_random_moments_never_duplicate_a_dispatch() {
     let mut perms = std::fs::metadata(r.join("wf.sh")).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     std::fs::set_permissions(r.join("wf.sh"), perms).unwrap();
-    std::fs::write(r.join("team.json"), r#"{"implementer": {"instructions": "Implement it."}}"#).unwrap();
+    std::fs::write(r.join("team.json"), r#"{"implementer": {"instructions": "Implement it."}}"#)
+        .unwrap();
     for id in ["a", "b", "c"] {
         let create = [
             "work",

@@ -215,10 +215,14 @@ fn audit(root: &Path, body: serde_json::Value) {
     let mut line = body;
     line["schema_version"] = json!(SERVICE_VERSION);
     line["ts"] = json!(RealClock::new().wall());
-    if let Ok(mut f) =
-        std::fs::OpenOptions::new().create(true).append(true).open(root.join(path("events.jsonl")))
-    {
-        let _ = writeln!(f, "{line}");
+    // One write of the whole line: an append a kill interrupts is never half a line followed
+    // by the next one.
+    let mut bytes = line.to_string().into_bytes();
+    bytes.push(b'\n');
+    let file =
+        std::fs::OpenOptions::new().create(true).append(true).open(root.join(path("events.jsonl")));
+    if let Ok(mut f) = file {
+        let _ = f.write_all(&bytes);
     }
 }
 
