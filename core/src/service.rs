@@ -228,6 +228,73 @@ pub fn liveness(
     }
 }
 
+/// What a sweep needs from its host.
+pub trait SweepHost {
+    /// The monotonic time now.
+    fn now(&mut self) -> crate::time::Instant;
+    /// Reads a goal: its fingerprint and whether it is ready for a tick.
+    fn read(&mut self, goal: &Id) -> Result<(crate::wake::Fingerprint, bool), String>;
+    /// One tick of a ready goal: how it stopped, or the infrastructure error that kept it
+    /// from running (a domain outcome is a stop reason, never an error).
+    fn tick(&mut self, goal: &Id) -> Result<crate::goal::StopReason, String>;
+    /// The goal being ticked now, for the status.
+    fn ticking(&mut self, goal: Option<&Id>);
+    /// A goal's read or tick failed and it backs off.
+    fn failed(&mut self, goal: &Id, error: &str, wake: &GoalWake);
+}
+
+/// One sweep over the enrolled goals, in order: each is read, then ticked, quiesced or left
+/// alone as the wake machine decides; a goal whose read or tick fails backs off alone.
+pub fn sweep<H: SweepHost>(
+    host: &mut H,
+    scheduler: &mut crate::wake::ServiceScheduler,
+) -> Result<(), String> {
+    use crate::wake::{after_tick_err, after_tick_ok, decide, Decision, Fingerprint};
+    let cfg = *scheduler.config();
+    for goal in scheduler.goals().to_vec() {
+        let prev = scheduler.goal(&goal).cloned().unwrap_or_default();
+        let now = host.now();
+        let (fp, ready) = match host.read(&goal) {
+            Ok(read) => read,
+            Err(e) => {
+                let fp = prev.observed.clone().unwrap_or_else(|| Fingerprint::new("unreadable"));
+                let wake = after_tick_err(&prev, fp, now, &cfg);
+                host.failed(&goal, &e, &wake);
+                scheduler.record_goal(now, &goal, wake)?;
+                continue;
+            }
+        };
+        match decide(&prev, &fp, ready, now) {
+            Decision::Skip(_) => {}
+            Decision::BecomeAwaiting(wake) => scheduler.record_goal(now, &goal, wake)?,
+            Decision::Tick => {
+                host.ticking(Some(&goal));
+                let ticked = host.tick(&goal);
+                host.ticking(None);
+                let now = host.now();
+                let wake = match ticked {
+                    Ok(stop) => match host.read(&goal) {
+                        // A tick that changed nothing waits for a change (harnery §9.20).
+                        Ok((fp_after, ready)) => after_tick_ok(
+                            fp_after,
+                            ready && stop != crate::goal::StopReason::NoProgress,
+                        ),
+                        Err(_) => after_tick_ok(fp, false),
+                    },
+                    Err(e) => {
+                        let fp_now = host.read(&goal).map(|(f, _)| f).unwrap_or(fp);
+                        let wake = after_tick_err(&prev, fp_now, now, &cfg);
+                        host.failed(&goal, &e, &wake);
+                        wake
+                    }
+                };
+                scheduler.record_goal(now, &goal, wake)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,12 +16,9 @@ use harn_core::goal::{goal_fingerprint, GoalState, Mode, StopReason};
 use harn_core::ids::Id;
 use harn_core::service::{
     liveness, EngineOptions, Liveness, RuntimeHints, ServiceConfig, ServiceState, ServiceStatus,
-    SERVICE_VERSION,
+    SweepHost, SERVICE_VERSION,
 };
-use harn_core::wake::{
-    after_tick_err, after_tick_ok, decide, Decision, Fingerprint, GoalWake, ServiceEffect,
-    ServiceScheduler,
-};
+use harn_core::wake::{Fingerprint, GoalWake, ServiceEffect, ServiceScheduler};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -359,8 +356,40 @@ fn heartbeat(
     (alive, thread)
 }
 
-/// One sweep: each enrolled goal in order is read, and ticked, quiesced or left alone as the
-/// wake machine decides. One goal's failure backs that goal off alone.
+/// The daemon's sweep host: goals read from the ledger, ticked through the supervisor loop
+/// with the frozen engine options.
+struct RealSweep<'a> {
+    store: &'a mut Store,
+    config: &'a ServiceConfig,
+    shared: &'a Shared,
+    outcomes: &'a mut std::collections::BTreeMap<Id, String>,
+}
+
+impl SweepHost for RealSweep<'_> {
+    fn now(&mut self) -> harn_core::time::Instant {
+        RealClock::new().now()
+    }
+
+    fn read(&mut self, goal: &Id) -> Result<(Fingerprint, bool), String> {
+        let g = store::read(self.store, goal).map_err(|e| e.to_string())?;
+        let fp = Fingerprint::new(goal_fingerprint(&g.projection, &g.items));
+        Ok((fp, g.projection.state == GoalState::Ready))
+    }
+
+    fn tick(&mut self, goal: &Id) -> Result<StopReason, String> {
+        tick(self.store, self.config, goal, self.outcomes)
+    }
+
+    fn ticking(&mut self, goal: Option<&Id>) {
+        self.shared.update(|s| s.active_goal_id = goal.cloned());
+    }
+
+    fn failed(&mut self, goal: &Id, error: &str, wake: &GoalWake) {
+        record_error(self.store.root(), goal, error, wake);
+    }
+}
+
+/// One sweep (see `harn_core::service::sweep`).
 fn sweep(
     store: &mut Store,
     config: &ServiceConfig,
@@ -368,96 +397,38 @@ fn sweep(
     shared: &Shared,
     outcomes: &mut std::collections::BTreeMap<Id, String>,
 ) -> Result<(), String> {
-    let clock = RealClock::new();
-    let cfg = config.wake_config();
-    for goal in config.goal_ids.clone() {
-        let prev = scheduler.goal(&goal).cloned().unwrap_or_default();
-        let now = clock.now();
-        let read = store::read(store, &goal);
-        let g = match read {
-            Ok(g) => g,
-            Err(e) => {
-                let fp = prev.observed.clone().unwrap_or_else(|| Fingerprint::new("unreadable"));
-                let wake = after_tick_err(&prev, fp, now, &cfg);
-                record_error(&shared.root, &goal, &e.to_string(), &wake);
-                scheduler.record_goal(now, &goal, wake)?;
-                continue;
-            }
-        };
-        let fp = Fingerprint::new(goal_fingerprint(&g.projection, &g.items));
-        let ready = g.projection.state == GoalState::Ready;
-        match decide(&prev, &fp, ready, now) {
-            Decision::Skip(_) => {}
-            Decision::BecomeAwaiting(wake) => scheduler.record_goal(now, &goal, wake)?,
-            Decision::Tick => {
-                shared.update(|s| s.active_goal_id = Some(goal.clone()));
-                let wake = tick(store, config, &goal, &prev, fp, outcomes);
-                scheduler.record_goal(clock.now(), &goal, wake)?;
-            }
-        }
-    }
-    Ok(())
+    let mut host = RealSweep { store, config, shared, outcomes };
+    harn_core::service::sweep(&mut host, scheduler)
 }
 
-/// One tick of a ready goal and the wake record it leaves.
+/// One tick of a ready goal, under its goal lease (released when the tick ends, so readers
+/// and a person's `plan approve` see the goal between ticks).
 fn tick(
     store: &mut Store,
     config: &ServiceConfig,
     goal: &Id,
-    prev: &GoalWake,
-    fp: Fingerprint,
     outcomes: &mut std::collections::BTreeMap<Id, String>,
-) -> GoalWake {
-    let clock = RealClock::new();
-    let cfg = config.wake_config();
-    let limits = store::intent(store, goal).map_err(|e| e.to_string()).and_then(|intent| {
-        let mut limits = goal_limits(store, &intent, &host_args(config))?;
-        limits.policy = config.engine.policy.clone();
-        Ok(limits)
-    });
-    // A store of its own, so the goal lease is released when the tick ends and a reader (or
-    // a person's `plan approve`) sees the goal between ticks.
+) -> Result<StopReason, String> {
+    let intent = store::intent(store, goal).map_err(|e| e.to_string())?;
+    let mut limits = goal_limits(store, &intent, &host_args(config))?;
+    limits.policy = config.engine.policy.clone();
     let root = store.root().to_owned();
-    let report = limits.and_then(|limits| {
-        let mut quiet = |_: String| {};
-        let mut tick_store = Store::new(&root);
-        drive(&mut tick_store, goal, Mode::Tick, &limits, &mut quiet).map_err(|e| e.to_string())
-    });
-    match report {
-        Ok(report) => {
-            let after = store::read(store, goal);
-            let (fp_after, ready) = match &after {
-                Ok(g) => (
-                    Fingerprint::new(goal_fingerprint(&g.projection, &g.items)),
-                    g.projection.state == GoalState::Ready,
-                ),
-                Err(_) => (fp, false),
-            };
-            let reason = json!(report.stop.reason);
-            outcomes.insert(
-                goal.clone(),
-                format!("{}: {}", reason.as_str().unwrap_or(""), report.stop.detail),
-            );
-            audit(
-                store.root(),
-                json!({
-                    "event": "goal.tick", "goal_id": goal, "stop_reason": report.stop.reason,
-                    "reason": report.stop.detail, "cycles": report.cycles,
-                    "dispatches": report.dispatches, "acceptances": report.acceptances,
-                }),
-            );
-            // A tick that changed nothing waits for a change rather than ticking again.
-            after_tick_ok(fp_after, ready && report.stop.reason != StopReason::NoProgress)
-        }
-        Err(e) => {
-            let fp_now = store::read(store, goal)
-                .map(|g| Fingerprint::new(goal_fingerprint(&g.projection, &g.items)))
-                .unwrap_or(fp);
-            let wake = after_tick_err(prev, fp_now, clock.now(), &cfg);
-            record_error(store.root(), goal, &e, &wake);
-            wake
-        }
-    }
+    let mut quiet = |_: String| {};
+    let mut tick_store = Store::new(&root);
+    let report =
+        drive(&mut tick_store, goal, Mode::Tick, &limits, &mut quiet).map_err(|e| e.to_string())?;
+    let reason = json!(report.stop.reason);
+    outcomes
+        .insert(goal.clone(), format!("{}: {}", reason.as_str().unwrap_or(""), report.stop.detail));
+    audit(
+        &root,
+        json!({
+            "event": "goal.tick", "goal_id": goal, "stop_reason": report.stop.reason,
+            "reason": report.stop.detail, "cycles": report.cycles,
+            "dispatches": report.dispatches, "acceptances": report.acceptances,
+        }),
+    );
+    Ok(report.stop.reason)
 }
 
 fn record_error(root: &Path, goal: &Id, error: &str, wake: &GoalWake) {
