@@ -59,6 +59,13 @@ pub enum SimCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The supervisor service under faults: its wake machine and sweep over the goal world,
+    /// an unreadable goal, failing ticks, late and missed wakes, and crashes mid-sweep.
+    Service {
+        /// Seeds to run, as `A..B` (B excluded).
+        #[arg(long, value_parser = parse_range)]
+        seeds: (u64, u64),
+    },
     /// Simulate a day of four harnesses under faults and print what happened.
     Day {
         /// Seed of the day.
@@ -194,6 +201,7 @@ pub fn run(cmd: SimCommand) -> i32 {
         SimCommand::Sweep(args) => sweep(args),
         SimCommand::Work { seeds, json } => work_sweep(seeds, json),
         SimCommand::Goals { seeds, json } => goal_sweep(seeds, json),
+        SimCommand::Service { seeds } => service_sweep(seeds),
         SimCommand::Replay { file } => replay(&file),
         SimCommand::Minimize { file, out, json } => minimize(&file, out, json),
         SimCommand::Day { seed, json } => day(seed, json),
@@ -589,6 +597,40 @@ fn goal_sweep((from, to): (u64, u64), json: bool) -> i32 {
         for f in failures.iter().take(10) {
             eprintln!("harn: {f}");
         }
+    }
+    if failures.is_empty() {
+        0
+    } else {
+        EXIT_FAILED
+    }
+}
+
+/// Runs service seeds; exit 1 naming the first broken invariant of each failing seed.
+fn service_sweep((from, to): (u64, u64)) -> i32 {
+    let mut total = harn_sim::service::ServiceSimSummary::default();
+    let mut failures = Vec::new();
+    for seed in from..to {
+        match harn_sim::service::run_service_seed(seed) {
+            Ok(s) => {
+                total.sweeps += s.sweeps;
+                total.ticks += s.ticks;
+                total.failed_ticks += s.failed_ticks;
+                total.crashes += s.crashes;
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+    println!(
+        "{} seeds: {} sweeps, {} ticks ({} failed outside the goal), {} service crashes; {} failed",
+        to - from,
+        total.sweeps,
+        total.ticks,
+        total.failed_ticks,
+        total.crashes,
+        failures.len()
+    );
+    for f in failures.iter().take(10) {
+        eprintln!("harn: {f}");
     }
     if failures.is_empty() {
         0

@@ -77,17 +77,17 @@ fn run_seed(seed: u64) -> Result<GoalSimSummary, String> {
     Ok(g.summary)
 }
 
-struct GoalWorld {
-    w: WorkWorld,
+pub(crate) struct GoalWorld {
+    pub(crate) w: WorkWorld,
     intent: GoalIntent,
     intent_bytes: Vec<u8>,
-    summary: GoalSimSummary,
+    pub(crate) summary: GoalSimSummary,
     /// A broken promise noticed inside the loop, reported after the action.
     broken: Option<String>,
 }
 
 impl GoalWorld {
-    fn new(seed: u64) -> GoalWorld {
+    pub(crate) fn new(seed: u64) -> GoalWorld {
         let mut w = WorkWorld::new(seed);
         w.setup(&[("w1", &[]), ("w2", &[]), ("w3", &["w1", "w2"])]);
         let replans = w.entropy.chance(1, 2);
@@ -143,7 +143,7 @@ impl GoalWorld {
         GoalWorld { w, intent, intent_bytes, summary: GoalSimSummary::default(), broken: None }
     }
 
-    fn view(&mut self) -> Result<GoalView, String> {
+    pub(crate) fn view(&mut self) -> Result<GoalView, String> {
         planning::goal_view(&mut self.w.ledger, &self.intent, &mut |_| false, false)
     }
 
@@ -155,7 +155,7 @@ impl GoalWorld {
         }
         let result = if self.w.entropy.chance(2, 3) {
             let mode = if self.w.entropy.chance(1, 2) { Mode::Tick } else { Mode::Run };
-            self.tick(mode)
+            self.tick(mode).map(drop)
         } else {
             self.person()
         };
@@ -177,16 +177,16 @@ impl GoalWorld {
         self.check()
     }
 
-    fn tick(&mut self, mode: Mode) -> Result<(), String> {
+    pub(crate) fn tick(&mut self, mode: Mode) -> Result<harn_core::goal::StopReason, String> {
         self.summary.ticks += 1;
         let report = drive(&mut SimHost { g: self }, mode)?;
         self.summary.dispatches += u64::from(report.dispatches);
         self.summary.acceptances += u64::from(report.acceptances);
-        Ok(())
+        Ok(report.stop.reason)
     }
 
     /// A person's action: a decision on the pending or attention plan, else an item's.
-    fn person(&mut self) -> Result<(), String> {
+    pub(crate) fn person(&mut self) -> Result<(), String> {
         let view = self.view()?;
         let p = &view.projection;
         let now = self.w.wall();
@@ -274,7 +274,7 @@ impl GoalWorld {
         }
     }
 
-    fn check(&mut self) -> Result<(), String> {
+    pub(crate) fn check(&mut self) -> Result<(), String> {
         self.w.check()?;
         match self.w.ledger.fs.read(INTENT) {
             Ok(Some(bytes)) if bytes == self.intent_bytes => {}

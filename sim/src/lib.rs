@@ -19,6 +19,7 @@ pub mod process;
 pub mod runner;
 mod schedule;
 pub mod seams;
+pub mod service;
 pub mod trace;
 pub mod work;
 pub mod world;
