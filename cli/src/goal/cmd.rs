@@ -123,12 +123,10 @@ struct DriveArgs {
 
 /// Runs a `supervisor` verb; returns the exit code.
 pub fn run(args: SupervisorArgs) -> i32 {
-    let root = args.root.unwrap_or_else(|| PathBuf::from("."));
-    let root = match std::fs::canonicalize(&root) {
-        Ok(r) => r,
-        Err(e) => return fail(EXIT_USAGE, format!("{}: {e}", root.display())),
+    let mut store = match crate::work::store::open_root(args.root) {
+        Ok(store) => store,
+        Err(code) => return code,
     };
-    let mut store = Store::new(&root);
     match args.verb {
         Verb::Create(a) => create(&mut store, a),
         Verb::List { json } => list(&mut store, json),

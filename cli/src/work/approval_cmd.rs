@@ -63,12 +63,10 @@ struct RuleArgs {
 
 /// Runs an `approval` verb; returns the exit code.
 pub fn run(cmd: ApprovalCmd) -> i32 {
-    let root = cmd.root.unwrap_or_else(|| PathBuf::from("."));
-    let root = match std::fs::canonicalize(&root) {
-        Ok(r) => r,
-        Err(e) => return fail(EXIT_USAGE, format!("{}: {e}", root.display())),
+    let mut store = match crate::work::store::open_root(cmd.root) {
+        Ok(store) => store,
+        Err(code) => return code,
     };
-    let mut store = Store::new(&root);
     match cmd.verb {
         ApprovalVerb::List { status, json } => list(&mut store, status.as_deref(), json),
         ApprovalVerb::Show { id, json } => show(&mut store, &id, json),

@@ -33,17 +33,15 @@ enum RunVerb {
 
 /// Runs a `run` verb; returns the exit code.
 pub fn run(cmd: RunCmd) -> i32 {
-    let root = cmd.root.unwrap_or_else(|| PathBuf::from("."));
-    let root = match std::fs::canonicalize(&root) {
-        Ok(r) => r,
-        Err(e) => return fail(EXIT_USAGE, format!("{}: {e}", root.display())),
+    let mut store = match super::store::open_root(cmd.root) {
+        Ok(store) => store,
+        Err(code) => return code,
     };
     let RunVerb::Show { run_id, json } = cmd.verb;
     let run_id = match Id::new(&run_id) {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{run_id:?}: {e}")),
     };
-    let mut store = Store::new(&root);
     let (manifest, proof) = match store.run_records(&run_id) {
         Ok((Some(m), p)) => (m, p),
         Ok((None, _)) => return fail(EXIT_FAILED, format!("no workflow run {run_id}")),

@@ -52,6 +52,16 @@ pub fn run_lock(id: &Id) -> String {
     format!("{}/run.lock", dir_of(id))
 }
 
+/// The store of the coordination root `--root` names (default: the current directory), or
+/// the exit code of a root that does not resolve (bad input).
+pub fn open_root(root: Option<PathBuf>) -> Result<Store, i32> {
+    let root = root.unwrap_or_else(|| PathBuf::from("."));
+    match std::fs::canonicalize(&root) {
+        Ok(r) => Ok(Store::new(&r)),
+        Err(e) => Err(crate::cli::fail(crate::cli::EXIT_USAGE, format!("{}: {e}", root.display()))),
+    }
+}
+
 impl Store {
     /// The ledger under `root`.
     pub fn new(root: &Path) -> Store {
