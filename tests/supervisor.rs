@@ -163,39 +163,56 @@ fn bad_input_is_refused_and_an_edited_intent_is_noticed() {
     assert_eq!(list["errors"][0]["id"], "ship", "the list names the unreadable goal: {list}");
 }
 
-#[test]
-fn a_stuck_goal_replans_and_a_rejected_proposal_is_never_applied() {
-    let dir = root(Some("echo '{\"op\":\"result\",\"ok\":false,\"error\":\"tests failed\"}'"));
-    let r = dir.path();
+/// Adds replanning to a root: the template's workflow, the example policy as `edit` changes
+/// it, the scripted `planner` (and, with `reviewer`, the scripted reviewer) declared as
+/// harnesses, and a team naming them.
+fn replanning(r: &Path, planner: &str, reviewer: bool, edit: impl Fn(String) -> String) {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
     std::fs::create_dir_all(r.join("workflows")).unwrap();
     std::fs::copy(examples.join("workflows/agent-review.sh"), r.join("workflows/agent-review.sh"))
         .unwrap();
-    std::fs::copy(examples.join("replanning.json"), r.join("replanning.json")).unwrap();
-    std::fs::copy(examples.join("harnesses/planner.sh"), r.join("planner.sh")).unwrap();
-    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}, "planner": {"command": ["./planner.sh"]}}}"#;
+    std::fs::copy(examples.join("harnesses").join(planner), r.join("planner.sh")).unwrap();
+    let policy = std::fs::read_to_string(examples.join("replanning.json")).unwrap();
+    std::fs::write(r.join("replanning.json"), edit(policy)).unwrap();
+    let mut harnesses = vec![
+        r#""scripted": {"command": ["./harness.sh"]}"#,
+        r#""planner": {"command": ["./planner.sh"]}"#,
+    ];
+    let mut team = vec![r#""planner": {"instructions": "Plan.", "harness": "planner"}"#];
+    if reviewer {
+        std::fs::copy(examples.join("harnesses/reviewer.sh"), r.join("reviewer.sh")).unwrap();
+        harnesses.push(r#""reviewer": {"command": ["./reviewer.sh"]}"#);
+        team.push(r#""reviewer": {"instructions": "Review.", "harness": "reviewer"}"#);
+    }
+    let config = format!("{{\"harnesses\": {{{}}}}}", harnesses.join(", "));
     std::fs::write(r.join(".harnery/config.json"), config).unwrap();
-    std::fs::write(
-        r.join("team.json"),
-        r#"{"planner": {"instructions": "Plan.", "harness": "planner"}}"#,
-    )
-    .unwrap();
-    let out = harn(
-        r,
-        &[
-            "work",
-            "create",
-            "Lone",
-            "wf.sh",
-            "--id",
-            "lone",
-            "--objective",
-            "o",
-            "--max-attempts",
-            "1",
-        ],
-    );
+    std::fs::write(r.join("team.json"), format!("{{{}}}", team.join(", "))).unwrap();
+}
+
+/// Creates `lone`, an item with one charged attempt, so a failure leaves the graph stuck.
+fn lone(r: &Path) {
+    let create = [
+        "work",
+        "create",
+        "Lone",
+        "wf.sh",
+        "--id",
+        "lone",
+        "--objective",
+        "o",
+        "--max-attempts",
+        "1",
+    ];
+    let out = harn(r, &create);
     assert!(out.status.success(), "{}", text(&out));
+}
+
+#[test]
+fn a_stuck_goal_replans_and_a_rejected_proposal_is_never_applied() {
+    let dir = root(Some("echo '{\"op\":\"result\",\"ok\":false,\"error\":\"tests failed\"}'"));
+    let r = dir.path();
+    replanning(r, "planner.sh", false, |p| p);
+    lone(r);
     let create = [
         "supervisor",
         "create",
@@ -250,23 +267,10 @@ fn a_two_milestone_mission_runs_to_completion() {
     let dir = root(None);
     let r = dir.path();
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    std::fs::create_dir_all(r.join("workflows")).unwrap();
-    std::fs::copy(examples.join("workflows/agent-review.sh"), r.join("workflows/agent-review.sh"))
-        .unwrap();
-    std::fs::copy(examples.join("replanning.json"), r.join("replanning.json")).unwrap();
     std::fs::copy(examples.join("mission.json"), r.join("mission.json")).unwrap();
-    std::fs::copy(examples.join("harnesses/mission-planner.sh"), r.join("planner.sh")).unwrap();
-    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}, "planner": {"command": ["./planner.sh"]}}}"#;
-    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
-    std::fs::write(
-        r.join("team.json"),
-        r#"{"planner": {"instructions": "Plan.", "harness": "planner"}}"#,
-    )
-    .unwrap();
-    let policy = std::fs::read_to_string(r.join("replanning.json"))
-        .unwrap()
-        .replace("\"auto_apply\": false", "\"auto_apply\": true");
-    std::fs::write(r.join("replanning.json"), policy).unwrap();
+    replanning(r, "mission-planner.sh", false, |p| {
+        p.replace("\"auto_apply\": false", "\"auto_apply\": true")
+    });
     let create = [
         "supervisor",
         "create",
@@ -304,37 +308,13 @@ fn a_two_milestone_mission_runs_to_completion() {
 fn a_review_panel_asks_for_one_revision_and_only_a_passed_plan_is_approved() {
     let dir = root(Some("echo '{\"op\":\"result\",\"ok\":false,\"error\":\"tests failed\"}'"));
     let r = dir.path();
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    std::fs::create_dir_all(r.join("workflows")).unwrap();
-    std::fs::copy(examples.join("workflows/agent-review.sh"), r.join("workflows/agent-review.sh"))
-        .unwrap();
-    std::fs::copy(examples.join("harnesses/planner.sh"), r.join("planner.sh")).unwrap();
-    std::fs::copy(examples.join("harnesses/reviewer.sh"), r.join("reviewer.sh")).unwrap();
-    let policy = std::fs::read_to_string(examples.join("replanning.json")).unwrap().replace(
-        "\"templates\"",
-        "\"review\": {\"reviewer_specialists\": [\"reviewer\"], \"max_revision_rounds\": 1},\n  \"templates\"",
-    );
-    std::fs::write(r.join("replanning.json"), policy).unwrap();
-    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}, "planner": {"command": ["./planner.sh"]}, "reviewer": {"command": ["./reviewer.sh"]}}}"#;
-    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
-    let team = r#"{"planner": {"instructions": "Plan.", "harness": "planner"}, "reviewer": {"instructions": "Review.", "harness": "reviewer"}}"#;
-    std::fs::write(r.join("team.json"), team).unwrap();
-    let out = harn(
-        r,
-        &[
-            "work",
-            "create",
-            "Lone",
-            "wf.sh",
-            "--id",
-            "lone",
-            "--objective",
-            "o",
-            "--max-attempts",
-            "1",
-        ],
-    );
-    assert!(out.status.success(), "{}", text(&out));
+    replanning(r, "planner.sh", true, |p| {
+        p.replace(
+            "\"templates\"",
+            "\"review\": {\"reviewer_specialists\": [\"reviewer\"], \"max_revision_rounds\": 1},\n  \"templates\"",
+        )
+    });
+    lone(r);
     let create = [
         "supervisor",
         "create",
