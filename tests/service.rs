@@ -203,3 +203,25 @@ fn fifty_kills_at_random_moments_never_duplicate_a_dispatch() {
         );
     }
 }
+
+#[test]
+fn logs_follow_prints_what_is_appended() {
+    use std::io::{BufRead, BufReader, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    std::fs::create_dir_all(r.join(".harnery/supervisor-service")).unwrap();
+    let log = r.join(".harnery/supervisor-service/service.log");
+    std::fs::write(&log, "first\n").unwrap();
+    let mut child = Command::new(harn_bin())
+        .args(["supervisor", "service", "logs", "--follow", "--root"])
+        .arg(r)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "first");
+    std::fs::OpenOptions::new().append(true).open(&log).unwrap().write_all(b"second\n").unwrap();
+    assert_eq!(lines.next().unwrap().unwrap(), "second", "appended lines follow");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -58,6 +58,9 @@ pub enum ServiceVerb {
         /// Lines from the end (1 to 10000).
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
         lines: u64,
+        /// Keep printing what is appended, until interrupted.
+        #[arg(long)]
+        follow: bool,
     },
     /// A systemd unit for `harn supervisor service run`.
     Unit,
@@ -97,7 +100,7 @@ pub fn run(store: &mut Store, verb: ServiceVerb) -> i32 {
         ServiceVerb::Start(a) => start(store, a),
         ServiceVerb::Status { json } => status_cmd(store, json),
         ServiceVerb::Stop { timeout, json } => stop(store, timeout, json),
-        ServiceVerb::Logs { lines } => logs(store, lines),
+        ServiceVerb::Logs { lines, follow } => logs(store, lines, follow),
         ServiceVerb::Unit => {
             print!("{}", unit(store.root()));
             0
@@ -573,13 +576,39 @@ fn start(store: &mut Store, a: EnrollArgs) -> i32 {
     )
 }
 
-fn logs(store: &mut Store, lines: u64) -> i32 {
-    let text = std::fs::read_to_string(store.root().join(path("service.log"))).unwrap_or_default();
+fn logs(store: &mut Store, lines: u64, follow: bool) -> i32 {
+    use std::io::{Read, Seek, Write};
+    let log = store.root().join(path("service.log"));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     for line in &all[all.len().saturating_sub(lines as usize)..] {
         println!("{line}");
     }
-    0
+    if !follow {
+        return 0;
+    }
+    // Polls for appended bytes; a log that shrinks (replaced) is read again from its start.
+    let mut at = text.len() as u64;
+    let mut out = std::io::stdout();
+    loop {
+        let _ = out.flush();
+        std::thread::sleep(StdDuration::from_millis(200));
+        let Ok(mut f) = std::fs::File::open(&log) else { continue };
+        let len = f.metadata().map_or(0, |m| m.len());
+        if len < at {
+            at = 0;
+        }
+        if len == at || f.seek(std::io::SeekFrom::Start(at)).is_err() {
+            continue;
+        }
+        let mut fresh = Vec::new();
+        if f.read_to_end(&mut fresh).is_ok() {
+            at += fresh.len() as u64;
+            if out.write_all(&fresh).is_err() {
+                return 0; // The reader went away.
+            }
+        }
+    }
 }
 
 /// A systemd unit running the service in the foreground for this root.
