@@ -32,8 +32,19 @@ pub fn harn(cwd: &Path, args: &[&str]) -> Output {
     Command::new(harn_bin()).args(args).current_dir(cwd).output().expect("harn runs")
 }
 
-fn text(out: &Output) -> String {
+/// Runs `harn args… --root root`.
+pub fn harn_at(root: &Path, args: &[&str]) -> Output {
+    Command::new(harn_bin()).args(args).arg("--root").arg(root).output().expect("harn runs")
+}
+
+/// A command's stdout and stderr, for assertion messages.
+pub fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// A command's stdout as one JSON document.
+pub fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("JSON: {}", text(out)))
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! malformed configuration, logs, readiness and the event stream. Every test stops what it
 //! started, even when it fails.
 
-use crate::cli::harn_bin;
+use crate::cli::{harn_bin, text};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -153,10 +153,6 @@ impl Drop for Root {
             }
         }
     }
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 fn state(h: &Value) -> &str {

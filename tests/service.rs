@@ -3,23 +3,11 @@
 //! daemon reads as stale and `start` with no goals recovers it with the frozen enrollment;
 //! stop ends it cleanly.
 
-use crate::cli::harn_bin;
+use crate::cli::{harn_at as harn, harn_bin, json, text};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-fn harn(root: &Path, args: &[&str]) -> Output {
-    Command::new(harn_bin()).args(args).arg("--root").arg(root).output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("JSON: {}", text(out)))
-}
 
 fn liveness(r: &Path) -> String {
     json(&harn(r, &["supervisor", "service", "status", "--json"]))["liveness"]

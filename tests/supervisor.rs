@@ -3,22 +3,9 @@
 //! one cycle, blocked work retried inside the ceilings, and bad input refused with nothing
 //! written.
 
-use crate::cli::harn_bin;
+use crate::cli::{harn_at as harn, json, text};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn harn(root: &Path, args: &[&str]) -> Output {
-    Command::new(harn_bin()).args(args).arg("--root").arg(root).output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("JSON: {}", text(out)))
-}
 
 /// A root with the example workflow (or `failing` one), the scripted harness, a team, and
 /// items `parser` and `cli` (which depends on `parser`).

@@ -1,16 +1,12 @@
 //! `harn work` with the real binary in temporary roots: creation, dependencies, governance,
 //! and corrupt or torn histories reported with file and line.
 
-use crate::cli::harn_bin;
+use crate::cli::{harn_bin, text};
 use std::path::Path;
 use std::process::{Command, Output};
 
 fn work(root: &Path, args: &[&str]) -> Output {
     Command::new(harn_bin()).arg("work").args(args).arg("--root").arg(root).output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 fn state(root: &Path, id: &str) -> (String, String) {

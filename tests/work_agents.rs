@@ -2,16 +2,12 @@
 //! a missing harness program is an uncharged environment block, a vendor refusal is upstream,
 //! a hung call is killed with its group at the harness's timeout, and a bad config is refused.
 
-use crate::cli::harn_bin;
+use crate::cli::{harn_bin, text};
 use std::path::Path;
 use std::process::{Command, Output};
 
 fn work(root: &Path, args: &[&str]) -> Output {
     Command::new(harn_bin()).arg("work").args(args).arg("--root").arg(root).output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 fn projection(root: &Path, id: &str) -> serde_json::Value {

@@ -3,7 +3,7 @@
 //! transcript, a denial fails the run where it parked, rulings are recorded once, and a bad
 //! policy file is refused before anything is recorded.
 
-use crate::cli::harn_bin;
+use crate::cli::{harn_bin, json, text};
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -17,14 +17,6 @@ fn harn(root: &Path, args: &[&str]) -> Output {
         .env("HARN_CALLS_FILE", calls)
         .output()
         .unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|_| panic!("JSON: {}", text(out)))
 }
 
 fn projection(root: &Path) -> Value {

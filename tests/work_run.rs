@@ -2,16 +2,12 @@
 //! proofs for success and failure, timeouts that kill the whole group, budgets, decisions,
 //! refused digests and an acceptance that unblocks a dependent.
 
-use crate::cli::harn_bin;
+use crate::cli::{harn_bin, text};
 use std::path::Path;
 use std::process::{Command, Output};
 
 fn work(root: &Path, args: &[&str]) -> Output {
     Command::new(harn_bin()).arg("work").args(args).arg("--root").arg(root).output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
 fn doc(root: &Path, id: &str) -> serde_json::Value {
