@@ -538,18 +538,8 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> i32 {
             total.accepted,
             failures.len()
         );
-        for f in failures.iter().take(10) {
-            eprintln!("harn: {f}");
-        }
-        if failures.len() > 10 {
-            eprintln!("harn: … and {} more", failures.len() - 10);
-        }
     }
-    if failures.is_empty() {
-        0
-    } else {
-        EXIT_FAILED
-    }
+    seeds_exit(&failures, !json)
 }
 
 /// Runs goal seeds; exit 1 naming the first broken invariant of each failing seed.
@@ -594,15 +584,8 @@ fn goal_sweep((from, to): (u64, u64), json: bool) -> i32 {
             succeeded,
             failures.len()
         );
-        for f in failures.iter().take(10) {
-            eprintln!("harn: {f}");
-        }
     }
-    if failures.is_empty() {
-        0
-    } else {
-        EXIT_FAILED
-    }
+    seeds_exit(&failures, !json)
 }
 
 /// Runs service seeds; exit 1 naming the first broken invariant of each failing seed.
@@ -629,8 +612,19 @@ fn service_sweep((from, to): (u64, u64)) -> i32 {
         total.crashes,
         failures.len()
     );
-    for f in failures.iter().take(10) {
-        eprintln!("harn: {f}");
+    seeds_exit(&failures, true)
+}
+
+/// The exit code of a seed sweep: 1 when any seed failed, whose first ten are named on
+/// stderr when `print` (a JSON document already carries them all).
+fn seeds_exit(failures: &[String], print: bool) -> i32 {
+    if print {
+        for f in failures.iter().take(10) {
+            eprintln!("harn: {f}");
+        }
+        if failures.len() > 10 {
+            eprintln!("harn: … and {} more", failures.len() - 10);
+        }
     }
     if failures.is_empty() {
         0

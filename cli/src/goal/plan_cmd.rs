@@ -302,13 +302,7 @@ fn lease(store: &mut Store, goal: &Id) -> Result<(), String> {
 }
 
 fn view(store: &mut Store, goal: &Id) -> Result<harn_core::goal::engine::GoalView, String> {
-    let g = store::read(store, goal).map_err(|e| e.to_string())?;
-    Ok(harn_core::goal::engine::GoalView {
-        intent: g.intent,
-        items: g.items,
-        plans: g.plans,
-        projection: g.projection,
-    })
+    store::read(store, goal).map_err(|e| e.to_string())
 }
 
 fn approve(

@@ -35,11 +35,12 @@ impl GoalHost for RealHost<'_> {
 
     fn refresh(&mut self) -> Result<GoalView, StoreError> {
         let goal = store::read(self.store, &self.goal)?;
+        // Receipts carry no information (no projection reads them), so the goal read before
+        // them is the goal after them: no second read.
         for item in &goal.items {
             self.store.reconcile(&item.id, &self.actor)?;
         }
-        let g = store::read(self.store, &self.goal)?;
-        Ok(GoalView { intent: g.intent, items: g.items, plans: g.plans, projection: g.projection })
+        Ok(goal)
     }
 
     fn accept(&mut self, work: &Id) -> Result<(), StoreError> {
@@ -52,9 +53,7 @@ impl GoalHost for RealHost<'_> {
     }
 
     fn plan(&mut self) -> Result<String, StoreError> {
-        let g = store::read(self.store, &self.goal)?;
-        let view =
-            GoalView { intent: g.intent, items: g.items, plans: g.plans, projection: g.projection };
+        let view = store::read(self.store, &self.goal)?;
         super::plans::run_planner(self.store, &view, self.limits, &self.actor)
     }
 

@@ -4,7 +4,7 @@
 //! read and projected once.
 
 use crate::work::store::{Store, StoreError};
-use harn_core::goal::{GoalIntent, GoalItem, GoalProjection};
+use harn_core::goal::{GoalIntent, GoalItem};
 use harn_core::ids::Id;
 
 pub use harn_core::goal::planning::goal_dir;
@@ -14,18 +14,8 @@ pub fn goal_lease(id: &Id) -> String {
     format!("{}/lease.lock", goal_dir(id))
 }
 
-/// A goal as read: its intent, its active graph and its projection.
-#[derive(Clone, Debug)]
-pub struct Goal {
-    /// The intent.
-    pub intent: GoalIntent,
-    /// The active graph, prerequisites first, the root last.
-    pub items: Vec<GoalItem>,
-    /// Its plans, in sequence order.
-    pub plans: Vec<harn_core::goal::plan::PlanView>,
-    /// The projection.
-    pub projection: GoalProjection,
-}
+/// A goal as read: its intent, plans, active graph and projection.
+pub type Goal = harn_core::goal::engine::GoalView;
 
 /// Writes a new goal's intent once; refused if the id is taken.
 pub fn create(store: &mut Store, intent: &GoalIntent) -> Result<(), StoreError> {
@@ -61,8 +51,7 @@ pub fn intent(store: &mut Store, id: &Id) -> Result<GoalIntent, StoreError> {
 pub fn read(store: &mut Store, id: &Id) -> Result<Goal, StoreError> {
     let intent = intent(store, id)?;
     let lease_elsewhere = store.held_elsewhere(&goal_lease(id));
-    let view = store.goal_view(&intent, lease_elsewhere)?;
-    Ok(Goal { intent, items: view.items, plans: view.plans, projection: view.projection })
+    store.goal_view(&intent, lease_elsewhere)
 }
 
 /// The dependency closure of `root`, prerequisites first; each item read once.
