@@ -152,20 +152,62 @@ impl WakeConfig {
 }
 
 /// An opaque digest of the durable state of one goal. Only equality matters: a different value
-/// means something durable changed and the goal must be looked at again.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct Fingerprint(String);
+/// means something durable changed and the goal must be looked at again. It is sixteen bytes,
+/// copied and compared without allocation, so a sweep over many quiescent goals costs a read
+/// and a compare each; on disk it is 32 lowercase hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Fingerprint([u8; 16]);
 
 impl Fingerprint {
-    /// Wraps a digest (hex, typically); the text is never interpreted.
-    pub fn new(digest: impl Into<String>) -> Fingerprint {
-        Fingerprint(digest.into())
+    /// The fingerprint of arbitrary bytes (the first half of their SHA-256).
+    pub fn new(bytes: impl AsRef<[u8]>) -> Fingerprint {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(bytes.as_ref());
+        let mut out = [0; 16];
+        out.copy_from_slice(&digest[..16]);
+        Fingerprint(out)
     }
 
-    /// The digest text.
-    pub fn as_str(&self) -> &str {
-        &self.0
+    /// Wraps a digest that is already sixteen bytes.
+    pub const fn from_digest(digest: [u8; 16]) -> Fingerprint {
+        Fingerprint(digest)
+    }
+
+    /// The digest as 32 lowercase hex digits.
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Parses 32 hex digits.
+    pub fn from_hex(text: &str) -> Option<Fingerprint> {
+        if text.len() != 32 || !text.is_ascii() {
+            return None;
+        }
+        let mut out = [0; 16];
+        for (i, byte) in out.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(Fingerprint(out))
+    }
+}
+
+impl fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fingerprint({})", self.to_hex())
+    }
+}
+
+impl Serialize for Fingerprint {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+
+impl<'de> Deserialize<'de> for Fingerprint {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Fingerprint, D::Error> {
+        let text = String::deserialize(d)?;
+        Fingerprint::from_hex(&text)
+            .ok_or_else(|| serde::de::Error::custom("a fingerprint is 32 hex digits"))
     }
 }
 
@@ -310,7 +352,7 @@ pub fn decide(
     if goal_is_ready {
         Decision::Tick
     } else {
-        Decision::BecomeAwaiting(GoalWake::awaiting(current.clone()))
+        Decision::BecomeAwaiting(GoalWake::awaiting(*current))
     }
 }
 
@@ -389,7 +431,10 @@ enum SweepSlot {
 pub struct ServiceScheduler {
     cfg: WakeConfig,
     order: Vec<Id>,
-    wakes: BTreeMap<Id, GoalWake>,
+    /// Each goal's record, by its position in `order`.
+    wakes: Vec<GoalWake>,
+    /// Each goal's position in `order`.
+    index: BTreeMap<Id, usize>,
     now: Instant,
     phase: ServicePhase,
     next_heartbeat_at: Option<Instant>,
@@ -415,19 +460,21 @@ impl ServiceScheduler {
     ) -> Result<ServiceScheduler, WakeConfigError> {
         cfg.validate()?;
         let mut order: Vec<Id> = Vec::with_capacity(goals.len());
-        let mut wakes = BTreeMap::new();
+        let mut wakes = Vec::with_capacity(goals.len());
+        let mut index = BTreeMap::new();
         for id in goals {
-            if wakes.contains_key(&id) {
+            if index.contains_key(&id) {
                 continue;
             }
-            let wake = prior.remove(&id).unwrap_or_default().restored(now, &cfg);
-            wakes.insert(id.clone(), wake);
+            wakes.push(prior.remove(&id).unwrap_or_default().restored(now, &cfg));
+            index.insert(id.clone(), order.len());
             order.push(id);
         }
         Ok(ServiceScheduler {
             cfg,
             order,
             wakes,
+            index,
             now,
             phase: ServicePhase::Running,
             next_heartbeat_at: Some(now),
@@ -521,13 +568,28 @@ impl ServiceScheduler {
     /// or [`after_tick_err`] at `now`. Refuses, changing nothing, a goal that is not enrolled, an
     /// inconsistent record, or a backoff ending later than `now` plus the cap.
     pub fn record_goal(&mut self, now: Instant, id: &Id, wake: GoalWake) -> Result<(), String> {
-        self.advance(now);
-        if !self.wakes.contains_key(id) {
+        let Some(&at) = self.index.get(id) else {
+            self.advance(now);
             return Err(format!("goal {id} is not enrolled"));
-        }
+        };
+        self.record_goal_at(now, at, wake)
+    }
+
+    /// [`record_goal`](Self::record_goal) by the goal's position in [`goals`](Self::goals),
+    /// which a sweep walks without looking ids up.
+    pub fn record_goal_at(
+        &mut self,
+        now: Instant,
+        at: usize,
+        wake: GoalWake,
+    ) -> Result<(), String> {
+        self.advance(now);
+        let Some(id) = self.order.get(at) else {
+            return Err(format!("no goal at position {at}"));
+        };
         wake.check().map_err(|e| format!("goal {id}: {e}"))?;
         self.check_cap(id, &wake)?;
-        self.wakes.insert(id.clone(), wake);
+        self.wakes[at] = wake;
         Ok(())
     }
 
@@ -565,12 +627,17 @@ impl ServiceScheduler {
 
     /// The current record of an enrolled goal.
     pub fn goal(&self, id: &Id) -> Option<&GoalWake> {
-        self.wakes.get(id)
+        self.index.get(id).map(|&at| &self.wakes[at])
+    }
+
+    /// The record of the goal at position `at` of [`goals`](Self::goals).
+    pub fn goal_at(&self, at: usize) -> Option<&GoalWake> {
+        self.wakes.get(at)
     }
 
     /// Every enrolled goal's record, as persisted in the runtime hints.
-    pub fn wakes(&self) -> &BTreeMap<Id, GoalWake> {
-        &self.wakes
+    pub fn wakes(&self) -> BTreeMap<Id, GoalWake> {
+        self.order.iter().cloned().zip(self.wakes.iter().cloned()).collect()
     }
 
     /// Running, stopping or stopped.
@@ -632,11 +699,12 @@ impl ServiceScheduler {
 
     fn check_goals(&self) -> Result<(), String> {
         if self.order.len() != self.wakes.len()
-            || self.order.iter().any(|id| !self.wakes.contains_key(id))
+            || self.order.len() != self.index.len()
+            || self.order.iter().enumerate().any(|(at, id)| self.index.get(id) != Some(&at))
         {
             return Err(format!("goal order {:?} disagrees with records", self.order));
         }
-        for (id, wake) in &self.wakes {
+        for (id, wake) in self.order.iter().zip(&self.wakes) {
             wake.check().map_err(|e| format!("goal {id}: {e}"))?;
             self.check_cap(id, wake)?;
         }
@@ -931,12 +999,15 @@ mod tests {
         let wake = GoalWake::awaiting(fp("ab12"));
         let value = serde_json::to_value(&wake).unwrap();
         let expected = json!({"state": "awaiting_change", "consecutive_errors": 0,
-            "observed": "ab12", "next_wake_at": null});
+            "observed": fp("ab12").to_hex(), "next_wake_at": null});
         assert_eq!(value, expected);
         let b = backoff(2, "ff", Instant(7));
         let text = serde_json::to_string(&b).unwrap();
         assert!(text.contains("\"backoff\""), "{text}");
         assert_eq!(serde_json::from_str::<GoalWake>(&text).unwrap(), b);
+        let short = json!({"state": "idle", "consecutive_errors": 0, "observed": "ab12",
+            "next_wake_at": null});
+        assert!(serde_json::from_value::<GoalWake>(short).is_err(), "not 32 hex digits");
     }
 
     #[test]
@@ -1205,7 +1276,7 @@ mod tests {
             let current = Fingerprint::new(seen);
             let prev = GoalWake {
                 state: WakeState::AwaitingChange,
-                observed: Some(current.clone()),
+                observed: Some(current),
                 ..prev
             };
             let d = decide(&prev, &current, ready, Instant(now));
@@ -1222,7 +1293,7 @@ mod tests {
                 prop_assert_eq!(w.check(), Ok(()));
                 prop_assert_eq!(w.observed.as_ref(), Some(&current));
             }
-            let err = after_tick_err(&prev, current.clone(), now, &cfg);
+            let err = after_tick_err(&prev, current, now, &cfg);
             prop_assert_eq!(err.check(), Ok(()));
             let until = err.next_wake_at.unwrap_or(now);
             prop_assert!(until.saturating_since(now) <= cfg.error_backoff_max);
