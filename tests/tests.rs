@@ -1,10 +1,12 @@
 mod cli;
 mod conformance;
+mod dash;
 mod determinism;
 mod fuzz_corpus;
 mod harness_daemon;
 mod lifecycle_model;
 mod purity;
+mod readers;
 mod service;
 mod supervisor;
 mod work;

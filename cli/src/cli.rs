@@ -34,6 +34,8 @@ enum Top {
     Supervisor(crate::goal::cmd::SupervisorArgs),
     /// Approvals parked runs wait on: list, show, approve, deny.
     Approval(crate::work::approval_cmd::ApprovalCmd),
+    /// A read-only terminal dashboard of the service, goals, work and harnesses.
+    Dash(crate::dash::DashArgs),
     /// Print shell completions for harn.
     Completions {
         /// The shell to complete for.
@@ -60,6 +62,7 @@ pub fn main() -> i32 {
         Top::Work(args) => crate::work::cmd::run(args),
         Top::Run(args) => crate::work::run_show::run(args),
         Top::Approval(args) => crate::work::approval_cmd::run(args),
+        Top::Dash(args) => crate::dash::run(args),
         Top::Supervisor(args) => crate::goal::cmd::run(args),
         Top::Completions { shell } => {
             let mut out = std::io::stdout().lock();

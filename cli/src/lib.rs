@@ -2,9 +2,11 @@
 //! terminal, and carries the clap front end.
 
 pub mod cli;
+pub mod dash;
 pub mod example;
 pub mod goal;
 pub mod harness;
+pub mod readers;
 pub mod real_clock;
 pub mod real_fs;
 pub mod sim_cmd;

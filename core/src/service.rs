@@ -167,9 +167,22 @@ pub struct RuntimeHints {
     /// What each goal's last tick came to, for status readers.
     #[serde(default)]
     pub last_outcome: BTreeMap<Id, String>,
+    /// When these hints were written, on the wall clock and on the writer's monotonic clock:
+    /// together they let another process place a `next_wake_at` on the wall clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written_at: Option<(WallTime, crate::time::Instant)>,
 }
 
 impl RuntimeHints {
+    /// When `at`, an instant of the writer's monotonic clock, falls on the wall clock; `None`
+    /// for hints that do not say when they were written.
+    pub fn wall_of(&self, at: crate::time::Instant) -> Option<WallTime> {
+        let (wall, mono) = self.written_at?;
+        let ahead = i64::try_from(at.0.saturating_sub(mono.0) / 1_000_000).unwrap_or(i64::MAX);
+        let behind = i64::try_from(mono.0.saturating_sub(at.0) / 1_000_000).unwrap_or(i64::MAX);
+        Some(WallTime(wall.0.saturating_add(ahead).saturating_sub(behind)))
+    }
+
     /// The hints for `config`: these, if they belong to it, else none (a new enrollment
     /// starts every goal idle).
     pub fn for_config(self, config: &ServiceConfig) -> RuntimeHints {

@@ -15,8 +15,8 @@ use harn_core::env::Clock;
 use harn_core::goal::{goal_fingerprint, GoalState, Mode, StopReason};
 use harn_core::ids::Id;
 use harn_core::service::{
-    liveness, EngineOptions, Liveness, RuntimeHints, ServiceConfig, ServiceState, ServiceStatus,
-    SweepHost, SERVICE_VERSION,
+    EngineOptions, Liveness, RuntimeHints, ServiceConfig, ServiceState, ServiceStatus, SweepHost,
+    SERVICE_VERSION,
 };
 use harn_core::wake::{Fingerprint, GoalWake, ServiceEffect, ServiceScheduler};
 use serde_json::json;
@@ -308,6 +308,7 @@ fn daemon(store: &mut Store, config: &ServiceConfig) -> i32 {
                 config_created_at: config.created_at,
                 goals: scheduler.wakes().clone(),
                 last_outcome: outcomes.clone(),
+                written_at: Some((clock.wall(), clock.now())),
             };
             let _ = write_whole(&root.join(path("runtime.json")), &hints);
             if let Err(e) = result {
@@ -446,23 +447,23 @@ fn record_error(root: &Path, goal: &Id, error: &str, wake: &GoalWake) {
 
 /// The service's liveness as a reader sees it.
 fn read_liveness(store: &mut Store) -> (Liveness, Option<ServiceConfig>, Option<ServiceStatus>) {
-    let config: Option<ServiceConfig> = store.read_record(&path("config.json")).ok().flatten();
-    let status: Option<ServiceStatus> = store.read_record(&path("status.json")).ok().flatten();
-    let held = store.held_elsewhere(&path("lease.lock"));
-    let interval = config.as_ref().map_or(2_000, |c| c.heartbeat_interval_ms);
-    let live = liveness(status.as_ref(), config.is_some(), held, interval, store.now());
-    (live, config, status)
+    let view = crate::readers::service(store);
+    (view.liveness, view.config, view.status)
 }
 
 fn status_cmd(store: &mut Store, as_json: bool) -> i32 {
-    let (live, config, status) = read_liveness(store);
-    let hints: Option<RuntimeHints> = store.read_record(&path("runtime.json")).ok().flatten();
+    let view = crate::readers::service(store);
+    let (live, config, status, hints) = (view.liveness, view.config, view.status, view.hints);
     if as_json {
         println!(
             "{}",
-            json!({ "liveness": live, "config": config, "status": status, "runtime": hints })
+            json!({ "liveness": live, "config": config, "status": status, "runtime": hints,
+                    "problems": view.problems })
         );
         return 0;
+    }
+    for p in &view.problems {
+        eprintln!("harn: warning: {p}");
     }
     println!("service: {}", json!(live).as_str().unwrap_or(""));
     if let Some(s) = &status {

@@ -1,0 +1,155 @@
+//! `harn dash`: a read-only terminal dashboard of the service, goals, work and harnesses. A
+//! reader thread takes [`Snapshot`]s and hands over only the ones that changed; the screen
+//! thread never reads a file, so a slow read shows as a stale age, never a frozen screen.
+
+mod snapshot;
+mod view;
+
+#[cfg(test)]
+mod tests;
+
+pub use snapshot::Snapshot;
+pub use view::{render, Page};
+
+use clap::Args;
+use ratatui::backend::TestBackend;
+use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use ratatui::Terminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+/// `harn dash`
+#[derive(Debug, Args)]
+pub struct DashArgs {
+    /// The coordination root (default: the current directory).
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// How often the root is read again, in ms.
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+    refresh_ms: u64,
+    /// The page shown first.
+    #[arg(long, value_enum, default_value_t = Page::Goals)]
+    page: Page,
+    /// Print the page once as text, at `--width` by `--height`, and exit.
+    #[arg(long)]
+    once: bool,
+    /// Columns of `--once`.
+    #[arg(long, default_value_t = 110)]
+    width: u16,
+    /// Rows of `--once`.
+    #[arg(long, default_value_t = 30)]
+    height: u16,
+}
+
+/// Runs the dashboard; returns the exit code.
+pub fn run(args: DashArgs) -> i32 {
+    let root = match args.root.clone().unwrap_or_else(|| PathBuf::from(".")).canonicalize() {
+        Ok(r) => r,
+        Err(e) => {
+            let shown = args.root.unwrap_or_else(|| PathBuf::from(".")).display().to_string();
+            return crate::cli::fail(crate::cli::EXIT_USAGE, format!("{shown}: {e}"));
+        }
+    };
+    if args.once {
+        let snapshot = Snapshot::take(&root);
+        print!("{}", once(&snapshot, args.page, args.width, args.height));
+        return 0;
+    }
+    match interactive(root, args.page, Duration::from_millis(args.refresh_ms)) {
+        Ok(()) => 0,
+        Err(e) => crate::cli::fail(crate::cli::EXIT_FAILED, format!("dash: {e}")),
+    }
+}
+
+/// One page drawn into a buffer of `width` by `height`, as text with trailing blanks trimmed.
+pub fn once(snapshot: &Snapshot, page: Page, width: u16, height: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("a test backend");
+    let now = snapshot.taken_at;
+    terminal.draw(|f| render(f, snapshot, page, now)).expect("drawing into memory");
+    let buffer = terminal.backend().buffer();
+    let mut out = String::new();
+    for y in 0..buffer.area.height {
+        let line: String =
+            (0..buffer.area.width).map(|x| buffer[(x, y)].symbol().to_owned()).collect();
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn interactive(root: PathBuf, mut page: Page, refresh: Duration) -> std::io::Result<()> {
+    let (tx, rx) = mpsc::channel::<Snapshot>();
+    let (poke, poked) = mpsc::channel::<()>();
+    let last_read = Arc::new(AtomicI64::new(0));
+    let read_at = last_read.clone();
+    std::thread::spawn(move || reader(&root, refresh, &tx, &poked, &read_at));
+    let mut terminal = ratatui::init();
+    let result = (|| -> std::io::Result<()> {
+        let mut latest: Option<Snapshot> = None;
+        loop {
+            while let Ok(s) = rx.try_recv() {
+                latest = Some(s);
+            }
+            let wall = crate::readers::wall_now();
+            let read_age = wall.0.saturating_sub(last_read.load(Ordering::SeqCst));
+            terminal.draw(|f| match &latest {
+                Some(s) => {
+                    render(f, s, page, wall);
+                    view::read_age(f, read_age, refresh);
+                }
+                None => view::reading(f),
+            })?;
+            // Redraws at least every half second, so ages move while nothing changes.
+            if !event::poll(Duration::from_millis(500))? {
+                continue;
+            }
+            let Event::Key(key) = event::read()? else { continue };
+            if key.kind != KeyEventKind::Press {
+                continue;
+            }
+            match key.code {
+                KeyCode::Char('q') | KeyCode::Esc => return Ok(()),
+                KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                    return Ok(())
+                }
+                KeyCode::Char('r') => {
+                    let _ = poke.send(());
+                }
+                KeyCode::Tab | KeyCode::Right => page = page.next(),
+                KeyCode::BackTab | KeyCode::Left => page = page.previous(),
+                KeyCode::Char(c) => page = Page::from_key(c).unwrap_or(page),
+                _ => {}
+            }
+        }
+    })();
+    ratatui::restore();
+    result
+}
+
+/// Reads the root every `refresh` (or at once when poked) and sends each snapshot that differs
+/// from the last one sent; ends when the screen thread has gone.
+fn reader(
+    root: &std::path::Path,
+    refresh: Duration,
+    tx: &mpsc::Sender<Snapshot>,
+    poked: &mpsc::Receiver<()>,
+    read_at: &AtomicI64,
+) {
+    let mut last: Option<Snapshot> = None;
+    loop {
+        let snapshot = Snapshot::take(root);
+        read_at.store(snapshot.taken_at.0, Ordering::SeqCst);
+        if last.as_ref().is_none_or(|l| !l.same_as(&snapshot)) {
+            if tx.send(snapshot.clone()).is_err() {
+                return;
+            }
+            last = Some(snapshot);
+        }
+        match poked.recv_timeout(refresh) {
+            Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        }
+    }
+}

@@ -1,0 +1,52 @@
+//! One reading of the root for the dashboard: everything a page shows, taken through the
+//! readers alone, so rendering is a pure function of this value and the time.
+
+use crate::readers::{GoalRow, Reader, ServiceView, WorkRow};
+use harn_core::time::WallTime;
+use serde::Serialize;
+use std::path::Path;
+use std::time::Duration;
+
+/// How long the dashboard waits for the harness daemon to answer.
+const HARNESS_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// What the dashboard read, and when.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Snapshot {
+    /// The coordination root, as shown.
+    pub root: String,
+    /// When it was read.
+    pub taken_at: WallTime,
+    /// The supervisor service.
+    pub service: ServiceView,
+    /// Every goal, or why none could be listed.
+    pub goals: Result<Vec<GoalRow>, String>,
+    /// Every work item and the items that could not be read, or why none could be listed.
+    pub work: Result<(Vec<WorkRow>, Vec<String>), String>,
+    /// The harness daemon's status document, or why it could not be had.
+    pub harnesses: Result<serde_json::Value, String>,
+}
+
+impl Snapshot {
+    /// Reads the root.
+    pub fn take(root: &Path) -> Snapshot {
+        let mut reader = Reader::open(root);
+        let service = reader.service();
+        let goals = reader.goals(&service);
+        let work = reader.work();
+        let harnesses = reader.harnesses(HARNESS_TIMEOUT);
+        Snapshot {
+            root: reader.root().display().to_string(),
+            taken_at: reader.now(),
+            service,
+            goals,
+            work,
+            harnesses,
+        }
+    }
+
+    /// Whether two readings show the same thing (the time they were taken aside).
+    pub fn same_as(&self, other: &Snapshot) -> bool {
+        Snapshot { taken_at: other.taken_at, ..self.clone() } == *other
+    }
+}

@@ -1,0 +1,239 @@
+//! Each page drawn from fixed snapshots into ratatui's `TestBackend`, compared with the text
+//! committed under `snapshots/` (`UPDATE_SNAPSHOTS=1 cargo test -p harn dash` rewrites them).
+
+use super::{once, Page, Snapshot};
+use crate::readers::{GoalRow, GoalSummary, ServiceView, WorkRow};
+use harn_core::goal::{GoalNext, GoalState};
+use harn_core::ids::Id;
+use harn_core::service::{
+    EngineOptions, Liveness, RuntimeHints, ServiceConfig, ServiceState, ServiceStatus,
+    SERVICE_VERSION,
+};
+use harn_core::time::{Instant, WallTime};
+use harn_core::wake::{Fingerprint, GoalWake, WakeState};
+use harn_core::work::{NextAction, WorkState};
+use serde_json::json;
+
+const NOW: WallTime = WallTime(1_764_500_000_000);
+
+fn id(s: &str) -> Id {
+    Id::new(s).unwrap()
+}
+
+fn service() -> ServiceView {
+    let config = ServiceConfig {
+        schema_version: SERVICE_VERSION,
+        goal_ids: vec![id("ship-login"), id("fix-flaky-ci")],
+        wake_interval_ms: 5_000,
+        heartbeat_interval_ms: 2_000,
+        error_backoff_base_ms: 2_000,
+        error_backoff_max_ms: 300_000,
+        engine: EngineOptions { timeout_secs: 3_600, ..EngineOptions::default() },
+        created_at: WallTime(NOW.0 - 600_000),
+    };
+    let status = ServiceStatus {
+        schema_version: SERVICE_VERSION,
+        pid: 4242,
+        state: ServiceState::Running,
+        started_at: WallTime(NOW.0 - 600_000),
+        heartbeat_at: WallTime(NOW.0 - 1_200),
+        config_created_at: config.created_at,
+        sweep_count: 118,
+        active_goal_id: Some(id("ship-login")),
+        last_sweep_at: Some(WallTime(NOW.0 - 4_000)),
+        last_error: None,
+        stopped_at: None,
+    };
+    let mut hints = RuntimeHints {
+        config_created_at: config.created_at,
+        written_at: Some((WallTime(NOW.0 - 4_000), Instant(50_000_000_000))),
+        ..RuntimeHints::default()
+    };
+    hints.goals.insert(id("ship-login"), GoalWake::default());
+    hints.goals.insert(
+        id("fix-flaky-ci"),
+        GoalWake {
+            state: WakeState::Backoff,
+            consecutive_errors: 3,
+            observed: Some(Fingerprint::new("x")),
+            next_wake_at: Some(Instant(62_000_000_000)),
+        },
+    );
+    hints.last_outcome.insert(id("ship-login"), "dispatched: work-2 started".into());
+    hints.last_outcome.insert(id("fix-flaky-ci"), "error: workflow not found".into());
+    ServiceView {
+        liveness: Liveness::Running,
+        config: Some(config),
+        status: Some(status),
+        hints: Some(hints),
+        problems: Vec::new(),
+    }
+}
+
+fn goal(
+    name: &str,
+    state: GoalState,
+    next: GoalNext,
+    enrolled: bool,
+    wake: Option<GoalWake>,
+) -> GoalRow {
+    GoalRow {
+        id: id(name),
+        read: Ok(GoalSummary {
+            state,
+            next_action: next,
+            reason: "because".into(),
+            work_items: 2,
+            attempts_used: 1,
+            attempts_remaining: 5,
+        }),
+        enrolled,
+        wake,
+        last_outcome: None,
+    }
+}
+
+fn snapshot() -> Snapshot {
+    let service = service();
+    let hints = service.hints.clone().unwrap();
+    let mut ship = goal(
+        "ship-login",
+        GoalState::Running,
+        GoalNext::WaitForRun,
+        true,
+        hints.goals.get(&id("ship-login")).cloned(),
+    );
+    ship.last_outcome = hints.last_outcome.get(&id("ship-login")).cloned();
+    let mut flaky = goal(
+        "fix-flaky-ci",
+        GoalState::Ready,
+        GoalNext::Run,
+        true,
+        hints.goals.get(&id("fix-flaky-ci")).cloned(),
+    );
+    flaky.last_outcome = hints.last_outcome.get(&id("fix-flaky-ci")).cloned();
+    let broken = GoalRow {
+        id: id("old-goal"),
+        read: Err(".harnery/supervisors/old-goal/events.jsonl line 3: bad checksum".into()),
+        enrolled: false,
+        wake: None,
+        last_outcome: None,
+    };
+    let done = goal("docs-pass", GoalState::Succeeded, GoalNext::None, false, None);
+    let work = vec![
+        WorkRow {
+            id: id("work-1"),
+            title: "Add the login form".into(),
+            state: WorkState::Succeeded,
+            next_action: NextAction::None,
+            charged: 1,
+            max_attempts: 3,
+            uncharged: 0,
+        },
+        WorkRow {
+            id: id("work-2"),
+            title: "Wire the session cookie".into(),
+            state: WorkState::Running,
+            next_action: NextAction::WaitForRun,
+            charged: 1,
+            max_attempts: 3,
+            uncharged: 2,
+        },
+    ];
+    let harnesses = json!({
+        "daemon": { "running": true, "pid": 77, "containment": "process-group", "draining": false },
+        "harnesses": [
+            { "name": "agent-a", "state": "running", "enabled": true, "restarts": 0, "pid": 900,
+              "ready": true, "readiness": "file", "last_exit": null },
+            { "name": "watcher", "state": "restarting", "enabled": true, "restarts": 4, "pid": null,
+              "next_retry_in_ms": 8000, "last_exit": { "code": 1, "forced": false } },
+            { "name": "flaky", "state": "failed", "enabled": true, "restarts": 9, "pid": null,
+              "last_exit": { "signal": 9, "forced": true } }
+        ]
+    });
+    Snapshot {
+        root: "/repo".into(),
+        taken_at: NOW,
+        service,
+        goals: Ok(vec![ship, flaky, broken, done]),
+        work: Ok((work, vec!["work-9: .harnery/work/work-9/intent.json: not JSON".into()])),
+        harnesses: Ok(harnesses),
+    }
+}
+
+/// Compares `text` with `snapshots/<name>.txt`, or rewrites it when asked to.
+fn assert_snapshot(name: &str, text: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("src/dash/snapshots")
+        .join(format!("{name}.txt"));
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, text).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_SNAPSHOTS=1 writes it)", path.display()));
+    assert_eq!(text, expected, "page {name} drew differently from {}", path.display());
+}
+
+#[test]
+fn the_goals_page_shows_the_service_and_each_goal() {
+    assert_snapshot("goals", &once(&snapshot(), Page::Goals, 110, 14));
+}
+
+#[test]
+fn the_work_page_counts_states_and_uncharged_attempts() {
+    assert_snapshot("work", &once(&snapshot(), Page::Work, 110, 10));
+}
+
+#[test]
+fn the_harnesses_page_shows_state_glyphs_and_last_exits() {
+    assert_snapshot("harnesses", &once(&snapshot(), Page::Harnesses, 110, 8));
+}
+
+#[test]
+fn unreadable_sources_degrade_to_a_message() {
+    let mut s = snapshot();
+    s.service = ServiceView {
+        liveness: Liveness::Stale,
+        problems: vec![".harnery/supervisor-service/status.json: not JSON".into()],
+        ..service()
+    };
+    s.goals = Err(".harnery/supervisors: permission denied".into());
+    s.harnesses = Err("control socket: timed out".into());
+    assert_snapshot("unreadable-goals", &once(&s, Page::Goals, 90, 8));
+    assert_snapshot("unreadable-harnesses", &once(&s, Page::Harnesses, 90, 5));
+}
+
+#[test]
+fn an_empty_root_says_how_to_begin() {
+    let s = Snapshot {
+        root: "/repo".into(),
+        taken_at: NOW,
+        service: ServiceView {
+            liveness: Liveness::Unconfigured,
+            config: None,
+            status: None,
+            hints: None,
+            problems: vec![],
+        },
+        goals: Ok(vec![]),
+        work: Ok((vec![], vec![])),
+        harnesses: Ok(json!({ "daemon": { "running": false }, "harnesses": [] })),
+    };
+    let text: String = [Page::Goals, Page::Work, Page::Harnesses]
+        .into_iter()
+        .map(|p| once(&s, p, 80, 6))
+        .collect();
+    assert_snapshot("empty", &text);
+}
+
+#[test]
+fn pages_cycle_both_ways_and_digits_pick_one() {
+    assert_eq!(Page::Goals.next(), Page::Work);
+    assert_eq!(Page::Goals.previous(), Page::Harnesses);
+    assert_eq!(Page::Harnesses.next(), Page::Goals);
+    assert_eq!(Page::from_key('3'), Some(Page::Harnesses));
+    assert_eq!(Page::from_key('0'), None);
+    assert_eq!(Page::from_key('4'), None);
+}

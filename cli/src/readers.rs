@@ -1,0 +1,240 @@
+//! Read-only views of a coordination root: the service's liveness and hints, every goal, every
+//! work item and the harness daemon's status. `harn dash` reaches the root only through this
+//! module, and nothing here writes a file, takes a lease, spawns a process or runs a tick
+//! (`tests/readers.rs` checks both sides of that boundary).
+
+use crate::goal::store as goal_store;
+use crate::harness::client::{self, is_ok, ClientError};
+use crate::harness::paths::Paths;
+use crate::harness::protocol::Request;
+use crate::work::store::Store;
+use harn_core::goal::{GoalNext, GoalState};
+use harn_core::ids::Id;
+use harn_core::service::{liveness, Liveness, RuntimeHints, ServiceConfig, ServiceStatus};
+use harn_core::time::WallTime;
+use harn_core::wake::GoalWake;
+use harn_core::work::{NextAction, WorkState};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// Where the service keeps its files, relative to the root.
+pub const SERVICE_DIR: &str = ".harnery/supervisor-service";
+
+/// The supervisor service as a reader sees it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ServiceView {
+    /// Running, stopping, stopped, stale or never enrolled.
+    pub liveness: Liveness,
+    /// The frozen enrollment.
+    pub config: Option<ServiceConfig>,
+    /// The last heartbeat record.
+    pub status: Option<ServiceStatus>,
+    /// The per-goal wake hints.
+    pub hints: Option<RuntimeHints>,
+    /// A service file that could not be read, named.
+    pub problems: Vec<String>,
+}
+
+/// A coordination root opened for reading only: it offers no way to write, lock or run.
+pub struct Reader {
+    store: Store,
+}
+
+impl Reader {
+    /// The root at `root` (already resolved).
+    pub fn open(root: &Path) -> Reader {
+        Reader { store: Store::new(root) }
+    }
+
+    /// The coordination root.
+    pub fn root(&self) -> &Path {
+        self.store.root()
+    }
+
+    /// The wall-clock time now, as readings are stamped.
+    pub fn now(&self) -> WallTime {
+        self.store.now()
+    }
+
+    /// See [`service`].
+    pub fn service(&mut self) -> ServiceView {
+        service(&mut self.store)
+    }
+
+    /// See [`goals`].
+    pub fn goals(&mut self, service: &ServiceView) -> Result<Vec<GoalRow>, String> {
+        goals(&mut self.store, service)
+    }
+
+    /// See [`work`].
+    pub fn work(&mut self) -> Result<(Vec<WorkRow>, Vec<String>), String> {
+        work(&mut self.store)
+    }
+
+    /// See [`harnesses`].
+    pub fn harnesses(&self, timeout: Duration) -> Result<serde_json::Value, String> {
+        harnesses(self.store.root(), timeout)
+    }
+}
+
+/// Reads the service's files and lease; a file that does not parse is named in `problems`
+/// and read as absent.
+pub fn service(store: &mut Store) -> ServiceView {
+    let mut problems = Vec::new();
+    let config: Option<ServiceConfig> = hint(store, "config.json", &mut problems);
+    let status: Option<ServiceStatus> = hint(store, "status.json", &mut problems);
+    let hints: Option<RuntimeHints> = hint(store, "runtime.json", &mut problems);
+    let held = store.held_elsewhere(&format!("{SERVICE_DIR}/lease.lock"));
+    let interval = config.as_ref().map_or(2_000, |c| c.heartbeat_interval_ms);
+    let live = liveness(status.as_ref(), config.is_some(), held, interval, store.now());
+    let hints = hints.map(|h| match &config {
+        Some(c) => h.for_config(c),
+        None => h,
+    });
+    ServiceView { liveness: live, config, status, hints, problems }
+}
+
+/// One of the service's files, parsed; a file that does not parse is named in `problems`.
+fn hint<T: serde::de::DeserializeOwned>(
+    store: &mut Store,
+    name: &str,
+    problems: &mut Vec<String>,
+) -> Option<T> {
+    store.read_record::<T>(&format!("{SERVICE_DIR}/{name}")).unwrap_or_else(|e| {
+        problems.push(e.to_string());
+        None
+    })
+}
+
+/// One goal as the dashboard shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GoalRow {
+    /// The goal.
+    pub id: Id,
+    /// Its state and next action, or the error that kept it from being read.
+    pub read: Result<GoalSummary, String>,
+    /// Whether the service ticks it.
+    pub enrolled: bool,
+    /// Its wake hint, when enrolled and swept.
+    pub wake: Option<GoalWake>,
+    /// What its last service tick came to.
+    pub last_outcome: Option<String>,
+}
+
+/// A goal's projection, in brief.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GoalSummary {
+    /// Where it stands.
+    pub state: GoalState,
+    /// What it needs next.
+    pub next_action: GoalNext,
+    /// Why, in a sentence.
+    pub reason: String,
+    /// Work items in its active graph.
+    pub work_items: usize,
+    /// Attempts used of its ceiling.
+    pub attempts_used: u32,
+    /// Attempts it may still start.
+    pub attempts_remaining: u32,
+}
+
+/// Every goal under the root, enrolled ones first in enrollment order; one that cannot be
+/// read is a row carrying its error, never a reason to hide the others.
+pub fn goals(store: &mut Store, service: &ServiceView) -> Result<Vec<GoalRow>, String> {
+    let mut ids = goal_store::ids(store).map_err(|e| e.to_string())?;
+    let enrolled: Vec<Id> = service.config.as_ref().map_or(Vec::new(), |c| c.goal_ids.clone());
+    ids.retain(|id| !enrolled.contains(id));
+    let (no_wakes, no_outcomes) = (BTreeMap::new(), BTreeMap::new());
+    let hints = service.hints.as_ref();
+    let wakes = hints.map_or(&no_wakes, |h| &h.goals);
+    let outcomes = hints.map_or(&no_outcomes, |h| &h.last_outcome);
+    let rows = enrolled
+        .iter()
+        .map(|id| (id, true))
+        .chain(ids.iter().map(|id| (id, false)))
+        .map(|(id, enrolled)| GoalRow {
+            id: id.clone(),
+            read: goal_store::read(store, id).map(|g| summary(&g)).map_err(|e| e.to_string()),
+            enrolled,
+            wake: wakes.get(id).cloned(),
+            last_outcome: outcomes.get(id).cloned(),
+        })
+        .collect();
+    Ok(rows)
+}
+
+fn summary(g: &goal_store::Goal) -> GoalSummary {
+    let p = &g.projection;
+    GoalSummary {
+        state: p.state,
+        next_action: p.next_action,
+        reason: p.reason.clone(),
+        work_items: g.items.len(),
+        attempts_used: p.attempts_used,
+        attempts_remaining: p.attempts_remaining,
+    }
+}
+
+/// One work item as the dashboard shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WorkRow {
+    /// The item.
+    pub id: Id,
+    /// Its title.
+    pub title: String,
+    /// Where it stands.
+    pub state: WorkState,
+    /// What it needs next.
+    pub next_action: NextAction,
+    /// Attempts charged against its budget.
+    pub charged: u32,
+    /// Its attempt budget.
+    pub max_attempts: u32,
+    /// Attempts that ran but were not charged (lost, upstream, environment).
+    pub uncharged: u32,
+}
+
+/// Every work item, and the errors of the ones that could not be read.
+pub fn work(store: &mut Store) -> Result<(Vec<WorkRow>, Vec<String>), String> {
+    let ids = store.ids().map_err(|e| e.to_string())?;
+    let mut known = BTreeMap::new();
+    let (mut rows, mut problems) = (Vec::new(), Vec::new());
+    for id in ids {
+        match store.read(&id, &mut known) {
+            Ok(item) => {
+                let p = &item.projection;
+                rows.push(WorkRow {
+                    id,
+                    title: item.intent.title.clone(),
+                    state: p.state,
+                    next_action: p.next_action,
+                    charged: p.charged_attempts,
+                    max_attempts: item.intent.max_attempts,
+                    uncharged: p.attempts_used.saturating_sub(p.charged_attempts),
+                });
+            }
+            Err(e) => problems.push(e.0),
+        }
+    }
+    Ok((rows, problems))
+}
+
+/// The harness daemon's status document (as `harn harness status --json` prints it): asked of
+/// the daemon when it runs, else read from its `state.json`.
+pub fn harnesses(root: &Path, timeout: Duration) -> Result<serde_json::Value, String> {
+    let paths = Paths::new(root).map_err(|e| e.to_string())?;
+    match client::request(&paths, &Request::Status { name: None }, timeout) {
+        Ok(answer) if is_ok(&answer) => Ok(answer),
+        Ok(answer) => Err(answer["error"].as_str().unwrap_or("refused").to_owned()),
+        Err(ClientError::NotRunning(_)) => crate::harness::status::offline_document(&paths, None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// The wall-clock time now, for ages shown next to what was read.
+pub fn wall_now() -> WallTime {
+    use harn_core::env::Clock;
+    crate::real_clock::RealClock::new().wall()
+}

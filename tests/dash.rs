@@ -1,0 +1,147 @@
+//! `harn dash` in a real pseudo-terminal over the example's root: the screen is read back
+//! through a terminal emulator while the service runs for the example's goal, each page is switched to by its key, and `q` ends it with
+//! the terminal restored. `--once` prints a page as text for scripts.
+
+use crate::cli::{harn_at as harn, harn_bin, text};
+use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const ROWS: u16 = 30;
+const COLS: u16 = 120;
+
+/// A root the example ran in: a goal that succeeded and two work items.
+fn example_root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(harn_bin())
+        .args(["example", "--root"])
+        .arg(dir.path().join("ex"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    dir
+}
+
+/// A pseudo-terminal of `ROWS` by `COLS`: the master side and the path of the other side.
+fn pty() -> (OwnedFd, std::path::PathBuf) {
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let size = rustix::termios::Winsize { ws_row: ROWS, ws_col: COLS, ws_xpixel: 0, ws_ypixel: 0 };
+    rustix::termios::tcsetwinsize(&master, size).unwrap();
+    let name = ptsname(&master, Vec::new()).unwrap();
+    (master, std::path::PathBuf::from(name.to_str().unwrap()))
+}
+
+/// The emulated screen, fed by a thread reading the master side.
+struct Screen(Arc<Mutex<vt100::Parser>>);
+
+impl Screen {
+    fn follow(master: std::fs::File) -> Screen {
+        let parser = Arc::new(Mutex::new(vt100::Parser::new(ROWS, COLS, 0)));
+        let feed = parser.clone();
+        std::thread::spawn(move || {
+            let mut master = master;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = master.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                feed.lock().unwrap().process(&buf[..n]);
+            }
+        });
+        Screen(parser)
+    }
+
+    fn contents(&self) -> String {
+        self.0.lock().unwrap().screen().contents()
+    }
+
+    fn wait_for(&self, words: &[&str]) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let screen = self.contents();
+            if words.iter().all(|w| screen.contains(w)) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "never saw {words:?}; the screen:\n{screen}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Stops the service of a root when dropped, so a failing test leaves no daemon behind.
+struct Service<'a>(&'a Path);
+
+impl Drop for Service<'_> {
+    fn drop(&mut self) {
+        let _ = harn(self.0, &["supervisor", "service", "stop", "--timeout", "20"]);
+    }
+}
+
+#[test]
+fn the_dashboard_shows_each_page_in_a_terminal_and_quits_on_q() {
+    let dir = example_root();
+    let root = dir.path().join("ex");
+    let start = ["supervisor", "service", "start", "ship", "--harness", "scripted"];
+    let out = harn(&root, &[&start[..], &["--wake-interval-ms", "200"]].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    let _service = Service(&root);
+    let (master, tty) = pty();
+    let open_tty = || std::fs::OpenOptions::new().read(true).write(true).open(&tty).unwrap();
+    let mut cmd = Command::new(harn_bin());
+    cmd.args(["dash", "--refresh-ms", "200", "--root"]).arg(&root);
+    cmd.stdin(Stdio::from(open_tty()))
+        .stdout(Stdio::from(open_tty()))
+        .stderr(Stdio::from(open_tty()));
+    cmd.env("TERM", "xterm-256color");
+    // SAFETY: runs in the forked child before exec; setsid(2) and the TIOCSCTTY ioctl are
+    // async-signal-safe. The terminal becomes the child's controlling terminal.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            rustix::process::setsid()?;
+            rustix::process::ioctl_tiocsctty(std::os::fd::BorrowedFd::borrow_raw(0))?;
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut keys = std::fs::File::from(master.try_clone().unwrap());
+    let screen = Screen::follow(std::fs::File::from(master));
+    screen.wait_for(&["1 Goals", "service ● running", "enrolled 1 goal", "ship", "succeeded"]);
+    screen.wait_for(&["awaiting change"]);
+    keys.write_all(b"2").unwrap();
+    screen.wait_for(&["ITEM", "parser", "cli", "ATTEMPTS"]);
+    keys.write_all(b"3").unwrap();
+    screen.wait_for(&["daemon ○ not running", "no harnesses"]);
+    keys.write_all(b"q").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("harn dash did not quit on q; the screen:\n{}", screen.contents());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn once_prints_a_page_as_text_and_a_bad_root_is_refused() {
+    let dir = example_root();
+    let root = dir.path().join("ex");
+    let out = harn(&root, &["dash", "--once", "--page", "work"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let page = String::from_utf8(out.stdout).unwrap();
+    assert!(page.contains("2 items"), "{page}");
+    assert!(page.contains("parser"), "{page}");
+    let missing = harn(Path::new("/nonexistent-harn-root"), &["dash", "--once"]);
+    assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
+}

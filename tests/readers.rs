@@ -1,0 +1,79 @@
+//! Architecture invariant 9: the dashboard reaches the root only through `readers`, and
+//! `readers` names no write path, lease, spawner, runner or mutating request. The check reads
+//! the sources (comments stripped), so a new import that crosses the boundary fails here.
+
+use std::path::Path;
+
+/// What a reader may never name: writing, locking for writing, running or spawning.
+const WRITE_PATHS: &[&str] = &[
+    "write",
+    "append",
+    "create",
+    "remove",
+    "rename",
+    "hold(",
+    "lock_",
+    "spawn",
+    "Command",
+    "runner",
+    "drive(",
+    "tick",
+    "reconcile",
+    "start_attempt",
+    "finish_attempt",
+    "park(",
+    "set_permissions",
+    "OpenOptions",
+    "kill",
+    "signal",
+];
+
+fn code_of(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
+}
+
+fn cli_src() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("cli/src")
+}
+
+#[test]
+fn the_dashboard_reaches_the_root_only_through_readers() {
+    let dir = cli_src().join("dash");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        // The snapshot tests write their expected pages; they are not part of the dashboard.
+        if path.extension().is_none_or(|e| e != "rs") || path.ends_with("tests.rs") {
+            continue;
+        }
+        let code = code_of(&path);
+        for (at, _) in code.match_indices("crate::") {
+            let rest = &code[at + "crate::".len()..];
+            assert!(
+                rest.starts_with("readers") || rest.starts_with("cli::"),
+                "{} names crate::{}…: the dashboard may only use crate::readers",
+                path.display(),
+                &rest[..rest.len().min(30)]
+            );
+        }
+        for word in ["std::fs", "std::process", "harn_core::env::Fs", "super::super"] {
+            assert!(!code.contains(word), "{} uses {word}", path.display());
+        }
+        checked += 1;
+    }
+    assert!(checked >= 3, "the dashboard's sources were not found in {}", dir.display());
+}
+
+#[test]
+fn readers_name_no_write_path() {
+    let path = cli_src().join("readers.rs");
+    let code = code_of(&path);
+    for word in WRITE_PATHS {
+        // `Request::Status` is the one request a reader sends; every other one mutates.
+        assert!(!code.contains(word), "{} names {word:?}", path.display());
+    }
+    for (at, _) in code.match_indices("Request::") {
+        assert!(code[at..].starts_with("Request::Status"), "readers send only Request::Status");
+    }
+}
