@@ -213,3 +213,84 @@ fn logs_follow_prints_what_is_appended() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+/// A root whose one work item `w` runs `body` as its workflow, and a goal `g` over it that
+/// retries blocked work.
+fn root_with_workflow(body: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    std::fs::write(r.join("wf.sh"), format!("#!/bin/sh\nread start\n{body}\n")).unwrap();
+    let mut perms = std::fs::metadata(r.join("wf.sh")).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(r.join("wf.sh"), perms).unwrap();
+    std::fs::write(r.join("team.json"), r#"{"implementer": {"instructions": "Implement it."}}"#)
+        .unwrap();
+    let create = ["work", "create", "w", "wf.sh", "--id", "w", "--objective", "o"];
+    assert!(harn(r, &[&create[..], &["--max-attempts", "100"]].concat()).status.success());
+    let goal = ["supervisor", "create", "w", "--team", "team.json", "--id", "g"];
+    let limits = ["--retry-blocked", "--max-total-attempts", "1000"];
+    assert!(harn(r, &[&goal[..], &limits[..]].concat()).status.success());
+    dir
+}
+
+fn audit_events(r: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(r.join(".harnery/supervisor-service/events.jsonl"))
+        .unwrap_or_default();
+    text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+#[test]
+fn a_bounded_stop_terminates_the_ticks_children_and_records_it() {
+    // The workflow and everything it starts ignore SIGTERM: only KILL ends them.
+    let dir = root_with_workflow("trap '' TERM\nsleep 300");
+    let r = dir.path();
+    let start = ["supervisor", "service", "start", "g", "--wake-interval-ms", "50"];
+    assert!(harn(r, &start).status.success());
+    wait_for("the tick to start", || {
+        json(&harn(r, &["supervisor", "service", "status", "--json"]))["status"]["active_goal_id"]
+            == "g"
+    });
+    let began = Instant::now();
+    let out = harn(r, &["supervisor", "service", "stop", "--timeout", "1", "--json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(began.elapsed() < Duration::from_secs(15), "bounded: {:?}", began.elapsed());
+    let answer = json(&out);
+    assert_eq!(answer["after"], "stopped", "{answer}");
+    assert_eq!(answer["forced"], true, "{answer}");
+    let events = audit_events(r);
+    let forced = events.iter().find(|e| e["event"] == "service.forced_stop").expect("recorded");
+    assert_eq!(forced["goal_id"], "g");
+    let evidence = &forced["evidence"];
+    let killed = evidence["killed"].as_array().unwrap();
+    assert!(!killed.is_empty(), "TERM was ignored, so KILL was needed: {forced}");
+    for pgid in killed {
+        let pid = rustix::process::Pid::from_raw(pgid.as_i64().unwrap() as i32).unwrap();
+        // Killed processes are reaped by their parents (or by init) a moment later.
+        wait_for("the killed group to be reaped", || {
+            rustix::process::test_kill_process_group(pid).is_err()
+        });
+    }
+    assert!(events.iter().any(|e| e["event"] == "service.stopped"));
+}
+
+#[test]
+fn the_log_and_the_audit_rotate_at_their_cap() {
+    let dir = root_with_workflow("echo '{\"op\":\"result\",\"ok\":false,\"error\":\"no\"}'");
+    let r = dir.path();
+    let start = ["supervisor", "service", "start", "g", "--wake-interval-ms", "10"];
+    let fast = ["--error-backoff-base-ms", "10", "--error-backoff-max-ms", "20"];
+    let out = harn(r, &[&start[..], &fast[..], &["--log-max-bytes", "2048"]].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    let dir_of = r.join(".harnery/supervisor-service");
+    wait_for("both files to rotate", || {
+        dir_of.join("events.jsonl.1").exists() && dir_of.join("service.log.1").exists()
+    });
+    assert!(harn(r, &["supervisor", "service", "stop"]).status.success());
+    for name in ["events.jsonl", "events.jsonl.1", "service.log", "service.log.1"] {
+        let len = std::fs::metadata(dir_of.join(name)).map_or(0, |m| m.len());
+        assert!(len <= 2048 + 1024, "{name} is {len} bytes, past its cap");
+    }
+    assert!(!dir_of.join("events.jsonl.4").exists(), "three older files are kept, not more");
+    let log = std::fs::read_to_string(dir_of.join("service.log")).unwrap();
+    assert!(log.contains("service.stopped"), "the log says what the daemon decided: {log}");
+}

@@ -1,6 +1,7 @@
 //! harn (library half of the binary): binds harn-core to real files, processes and the
 //! terminal, and carries the clap front end.
 
+pub mod children;
 pub mod cli;
 pub mod dash;
 pub mod example;

@@ -254,6 +254,11 @@ pub trait SweepHost {
     fn ticking(&mut self, goal: Option<&Id>);
     /// A goal's read or tick failed and it backs off.
     fn failed(&mut self, goal: &Id, error: &str, wake: &GoalWake);
+    /// Whether the service was asked to stop: the sweep then ends before its next goal (the
+    /// tick running when the request came finishes first).
+    fn stopping(&mut self) -> bool {
+        false
+    }
 }
 
 /// One sweep over the enrolled goals, in order: each is read, then ticked, quiesced or left
@@ -267,6 +272,9 @@ pub fn sweep<H: SweepHost>(
     // Walks positions, not ids: a quiescent goal costs its read and a compare, with no lookup
     // or copy of its id.
     for at in 0..scheduler.goals().len() {
+        if host.stopping() {
+            break;
+        }
         let goal = &scheduler.goals()[at];
         let prev = scheduler.goal_at(at).expect("every position has a record");
         let now = host.now();

@@ -80,7 +80,12 @@ pub fn call(
         stdout: String::new(),
         stderr: String::new(),
     };
-    let mut child = match command.spawn() {
+    let spawned = if crate::children::forced() {
+        Err(std::io::Error::other("the supervisor service is being stopped"))
+    } else {
+        command.spawn()
+    };
+    let mut child = match spawned {
         Ok(child) => child,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return classify(name, timeout_ms, &CallEnd { missing: true, ..blank });
@@ -91,6 +96,7 @@ pub fn call(
         }
     };
     let pgid = child.id() as i32;
+    let _tracked = crate::children::track(pgid);
     {
         let mut calls = running.lock().unwrap_or_else(|e| e.into_inner());
         calls.groups.insert(pgid);

@@ -64,6 +64,8 @@ pub fn run_segment(
         }
     };
     let pgid = child.id() as i32;
+    // Declared before the groups' guard, so the group is killed before it is forgotten.
+    let _tracked = crate::children::track(pgid);
     let agents = Arc::new(Mutex::new(CallGroups::default()));
     // However the host leaves this function, the workflow's group and its calls' groups go.
     let _groups = Groups { workflow: pgid, agents: agents.clone() };

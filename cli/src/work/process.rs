@@ -32,6 +32,9 @@ pub fn program(m: &RunManifest) -> &str {
 }
 
 pub fn spawn(store: &mut Store, m: &RunManifest) -> std::io::Result<Child> {
+    if crate::children::forced() {
+        return Err(std::io::Error::other("the supervisor service is being stopped"));
+    }
     use std::os::unix::fs::OpenOptionsExt;
     let stderr = std::fs::OpenOptions::new()
         .create(true)

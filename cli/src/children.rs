@@ -1,0 +1,88 @@
+//! The process groups this process started and has not yet seen end (workflows and agent
+//! calls), so a forced stop of the supervisor service can terminate exactly the children of
+//! its tick: TERM to each group, a grace period, then KILL to the groups still there.
+
+use serde::Serialize;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+static GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+static FORCED: AtomicBool = AtomicBool::new(false);
+
+/// Records a group this process just started; removed again when the guard drops.
+#[must_use = "the group is forgotten when the guard drops"]
+pub struct Tracked(i32);
+
+/// Starts tracking process group `pgid`.
+pub fn track(pgid: i32) -> Tracked {
+    GROUPS.lock().unwrap_or_else(|e| e.into_inner()).insert(pgid);
+    Tracked(pgid)
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        GROUPS.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.0);
+    }
+}
+
+/// Whether a forced stop began: nothing new may be started from then on.
+pub fn forced() -> bool {
+    FORCED.load(Ordering::SeqCst)
+}
+
+/// What a forced stop did, for the audit record.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Termination {
+    /// Groups sent SIGTERM.
+    pub terminated: Vec<i32>,
+    /// Groups that were gone before the grace period ended.
+    pub exited_in_grace: Vec<i32>,
+    /// Groups sent SIGKILL after the grace period.
+    pub killed: Vec<i32>,
+    /// How long the grace period lasted, in ms.
+    pub grace_waited_ms: u64,
+}
+
+/// Refuses new children, sends TERM to every tracked group, waits up to `grace` for them to
+/// go, and sends KILL to the ones left.
+pub fn terminate_all(grace: Duration) -> Termination {
+    FORCED.store(true, Ordering::SeqCst);
+    let groups: Vec<i32> =
+        GROUPS.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect();
+    let mut out = Termination::default();
+    for &g in &groups {
+        if signal_group(g, rustix::process::Signal::TERM) {
+            out.terminated.push(g);
+        }
+    }
+    let started = Instant::now();
+    let mut left: Vec<i32> = out.terminated.clone();
+    while !left.is_empty() && started.elapsed() < grace {
+        std::thread::sleep(Duration::from_millis(20));
+        left.retain(|&g| group_exists(g));
+    }
+    out.grace_waited_ms = started.elapsed().as_millis() as u64;
+    for &g in &out.terminated {
+        if left.contains(&g) {
+            if signal_group(g, rustix::process::Signal::KILL) {
+                out.killed.push(g);
+            }
+        } else {
+            out.exited_in_grace.push(g);
+        }
+    }
+    out
+}
+
+fn signal_group(pgid: i32, signal: rustix::process::Signal) -> bool {
+    rustix::process::Pid::from_raw(pgid)
+        .is_some_and(|pid| rustix::process::kill_process_group(pid, signal).is_ok())
+}
+
+/// Whether any process is still in group `pgid` (a zombie not yet reaped counts).
+fn group_exists(pgid: i32) -> bool {
+    rustix::process::Pid::from_raw(pgid)
+        .is_some_and(|pid| rustix::process::test_kill_process_group(pid).is_ok())
+}

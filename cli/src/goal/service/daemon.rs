@@ -1,0 +1,255 @@
+//! The service daemon: the lease, the sweep loop the core's scheduler drives, and a watcher
+//! thread that beats the heartbeat on its own schedule (also during a long tick), notices a
+//! stop request, and past a requested drain deadline terminates the tick's children.
+
+use super::files::{path, write_whole, Audit};
+use super::sweep::{sweep, ReadCache};
+use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::real_clock::RealClock;
+use crate::work::store::Store;
+use harn_core::env::Clock;
+use harn_core::service::{
+    RuntimeHints, ServiceConfig, ServiceState, ServiceStatus, SERVICE_VERSION,
+};
+use harn_core::wake::{ServiceEffect, ServiceScheduler};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant as StdInstant};
+
+/// How long a forced stop waits between TERM and KILL.
+pub const FORCED_STOP_GRACE: Duration = Duration::from_secs(5);
+/// How often the watcher looks for a stop request and a lapsed drain deadline.
+const WATCH_EVERY: Duration = Duration::from_millis(100);
+
+/// `stop.json`: a durable request to stop, and how long the active tick may drain.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct StopRequest {
+    /// When it was asked for.
+    pub requested_at: harn_core::time::WallTime,
+    /// Who asked.
+    pub requested_by_pid: u32,
+    /// How long the active tick may run on before its children are terminated; none waits
+    /// for it to finish.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_timeout_ms: Option<u64>,
+}
+
+/// What the watcher thread and the loop share.
+pub struct Shared {
+    status: Mutex<ServiceStatus>,
+    /// Set by SIGTERM or SIGINT, or by the watcher when `stop.json` appears.
+    pub stop: Arc<AtomicBool>,
+    root: PathBuf,
+    /// The audit ledger and the log.
+    pub audit: Audit,
+}
+
+impl Shared {
+    /// Changes the status and writes it, under the lock, so two writers can never leave an
+    /// older record on disk after a newer one.
+    pub fn update(&self, f: impl FnOnce(&mut ServiceStatus)) {
+        let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut status);
+        let _ = write_whole(&self.root.join(path("status.json")), &*status);
+    }
+
+    fn active_goal(&self) -> Option<String> {
+        let status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        status.active_goal_id.as_ref().map(|g| g.to_string())
+    }
+}
+
+/// Runs the daemon for `config` until asked to stop; `log` is its output file when `start`
+/// made one. The log and the audit ledger rotate as `rotation` says. Returns the exit code.
+pub fn daemon(
+    store: &mut Store,
+    config: &ServiceConfig,
+    log: Option<PathBuf>,
+    rotation: super::files::Rotation,
+) -> i32 {
+    match store.hold(&path("lease.lock")) {
+        Ok(true) => {}
+        Ok(false) => return fail(EXIT_FAILED, "a service already runs for this root"),
+        Err(e) => return fail(EXIT_FAILED, e),
+    }
+    let root = store.root().to_owned();
+    let _ = std::fs::remove_file(root.join(path("stop.json")));
+    let clock = RealClock::new();
+    let started = clock.wall();
+    let shared = Arc::new(Shared {
+        status: Mutex::new(ServiceStatus {
+            schema_version: SERVICE_VERSION,
+            pid: std::process::id(),
+            state: ServiceState::Starting,
+            started_at: started,
+            heartbeat_at: started,
+            config_created_at: config.created_at,
+            sweep_count: 0,
+            active_goal_id: None,
+            last_sweep_at: None,
+            last_error: None,
+            stopped_at: None,
+        }),
+        stop: Arc::new(AtomicBool::new(false)),
+        root: root.clone(),
+        audit: Audit::open(&root, log, rotation),
+    });
+    shared.update(|_| {});
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        if let Err(e) = signal_hook::flag::register(sig, shared.stop.clone()) {
+            return fail(EXIT_FAILED, format!("signal handler: {e}"));
+        }
+    }
+    let hints: RuntimeHints = store
+        .read_record::<RuntimeHints>(&path("runtime.json"))
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+        .for_config(config);
+    let mut scheduler = match ServiceScheduler::new(
+        config.wake_config(),
+        config.goal_ids.clone(),
+        hints.goals.clone(),
+        clock.now(),
+    ) {
+        Ok(s) => s,
+        Err(e) => return fail(EXIT_USAGE, format!("service: {e}")),
+    };
+    let watching = watcher(shared.clone(), config.heartbeat_interval_ms);
+    shared.update(|s| s.state = ServiceState::Running);
+    crate::harness::sdnotify::notify("READY=1");
+    shared.audit.record(json!({
+        "event": "service.started", "pid": std::process::id(), "goals": config.goal_ids.len(),
+        "config_created_at": config.created_at,
+    }));
+    let mut outcomes = hints.last_outcome;
+    let mut cache = ReadCache::default();
+    while !shared.stop.load(Ordering::SeqCst) {
+        scheduler.handle_timeout(clock.now());
+        while let Some(effect) = scheduler.poll_effect() {
+            if effect != ServiceEffect::Sweep || shared.stop.load(Ordering::SeqCst) {
+                continue; // The watcher beats on its own schedule.
+            }
+            let result = sweep(store, config, &mut scheduler, &shared, &mut outcomes, &mut cache);
+            let wall = clock.wall();
+            scheduler.sweep_finished(clock.now(), result.clone());
+            shared.update(|s| {
+                s.active_goal_id = None;
+                s.sweep_count = scheduler.sweep_count();
+                s.last_sweep_at = Some(wall);
+                s.last_error = result.clone().err();
+            });
+            let hints = RuntimeHints {
+                config_created_at: config.created_at,
+                goals: scheduler.wakes(),
+                last_outcome: outcomes.clone(),
+                written_at: Some((clock.wall(), clock.now())),
+            };
+            let _ = write_whole(&root.join(path("runtime.json")), &hints);
+            if let Err(e) = result {
+                shared.audit.record(json!({ "event": "service.sweep_error", "error": e }));
+            }
+        }
+        let wait = scheduler
+            .poll_timeout()
+            .map_or(100, |at| at.0.saturating_sub(clock.now().0) / 1_000_000);
+        std::thread::sleep(Duration::from_millis(wait.clamp(1, 100)));
+    }
+    let (alive, thread) = watching;
+    alive.store(false, Ordering::SeqCst);
+    let _ = thread.join();
+    let wall = clock.wall();
+    shared.update(|s| {
+        s.state = ServiceState::Stopped;
+        s.stopped_at = Some(wall);
+    });
+    shared.audit.record(json!({
+        "event": "service.stopped", "pid": std::process::id(), "sweeps": scheduler.sweep_count(),
+    }));
+    let _ = std::fs::remove_file(root.join(path("stop.json")));
+    0
+}
+
+/// The watcher: beats `status.json` (and the systemd watchdog) every `interval_ms`, turns a
+/// `stop.json` into a stop, and enforces its drain deadline, whatever the loop is doing.
+fn watcher(
+    shared: Arc<Shared>,
+    interval_ms: u64,
+) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
+    let alive = Arc::new(AtomicBool::new(true));
+    let flag = alive.clone();
+    let thread = std::thread::spawn(move || {
+        let clock = RealClock::new();
+        let interval = Duration::from_millis(interval_ms);
+        let mut next_beat = StdInstant::now();
+        let mut drain: Option<Drain> = None;
+        while flag.load(Ordering::SeqCst) {
+            if StdInstant::now() >= next_beat {
+                let now = clock.wall();
+                shared.update(|s| s.heartbeat_at = now);
+                crate::harness::sdnotify::notify("WATCHDOG=1");
+                next_beat = StdInstant::now() + interval;
+            }
+            match &mut drain {
+                None => drain = Drain::begin_if_asked(&shared),
+                Some(d) => d.enforce(&shared),
+            }
+            let until_beat = next_beat.saturating_duration_since(StdInstant::now());
+            std::thread::sleep(until_beat.min(WATCH_EVERY));
+        }
+    });
+    (alive, thread)
+}
+
+/// A stop in progress: when the active tick's children are to be terminated, if ever.
+struct Drain {
+    force_at: Option<StdInstant>,
+    timeout_ms: Option<u64>,
+    forced: bool,
+}
+
+impl Drain {
+    /// A drain, if a signal or a `stop.json` asked for one.
+    fn begin_if_asked(shared: &Arc<Shared>) -> Option<Drain> {
+        let request: Option<StopRequest> = std::fs::read(shared.root.join(path("stop.json")))
+            .ok()
+            .map(|bytes| serde_json::from_slice(&bytes).unwrap_or_default());
+        if request.is_none() && !shared.stop.load(Ordering::SeqCst) {
+            return None;
+        }
+        shared.stop.store(true, Ordering::SeqCst);
+        shared.update(|s| s.state = ServiceState::Stopping);
+        crate::harness::sdnotify::notify("STOPPING=1");
+        let timeout_ms = request.and_then(|r| r.drain_timeout_ms);
+        shared.audit.record(json!({
+            "event": "service.stopping", "active_goal_id": shared.active_goal(),
+            "drain_timeout_ms": timeout_ms,
+        }));
+        Some(Drain {
+            force_at: timeout_ms.map(|ms| StdInstant::now() + Duration::from_millis(ms)),
+            timeout_ms,
+            forced: false,
+        })
+    }
+
+    /// Past the deadline with a tick still running: terminate its children once, on a thread
+    /// of its own so the heartbeat keeps beating through the grace period.
+    fn enforce(&mut self, shared: &Arc<Shared>) {
+        let due = self.force_at.is_some_and(|at| StdInstant::now() >= at);
+        let Some(goal) = shared.active_goal().filter(|_| due && !self.forced) else {
+            return;
+        };
+        self.forced = true;
+        let (shared, timeout_ms) = (shared.clone(), self.timeout_ms);
+        std::thread::spawn(move || {
+            let evidence = crate::children::terminate_all(FORCED_STOP_GRACE);
+            shared.audit.record(json!({
+                "event": "service.forced_stop", "goal_id": goal, "drain_timeout_ms": timeout_ms,
+                "grace_ms": FORCED_STOP_GRACE.as_millis() as u64, "evidence": evidence,
+            }));
+        });
+    }
+}

@@ -1,0 +1,120 @@
+//! The service's own files under `.harnery/supervisor-service/`: hint records written whole,
+//! the audit ledger `events.jsonl` and the daemon's log `service.log`, both rotated at a size
+//! cap. None of them is ever read to decide a goal's state.
+
+use crate::harness::logs::LogSink;
+pub use crate::harness::logs::Rotation;
+use crate::real_clock::RealClock;
+use harn_core::env::Clock;
+use harn_core::service::SERVICE_VERSION;
+use serde_json::json;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+pub use crate::readers::SERVICE_DIR as DIR;
+
+/// The audit ledger and the log each rotate at 8 MiB and keep three older files.
+pub const ROTATION: Rotation = Rotation { max_file_bytes: 8 << 20, keep: 3 };
+
+/// `name` under the service's directory, relative to the root.
+pub fn path(name: &str) -> String {
+    format!("{DIR}/{name}")
+}
+
+/// Writes a hint file whole: temporary name, fsync, rename (a lost hint costs nothing).
+pub fn write_whole(target: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
+    let temp = target.with_extension(format!("tmp.{}", std::process::id()));
+    let mut f = std::fs::File::create(&temp)?;
+    f.write_all(&serde_json::to_vec_pretty(value).expect("records serialize"))?;
+    f.sync_all()?;
+    std::fs::rename(&temp, target)
+}
+
+/// The audit ledger: one JSON line per start, stop, tick and error, each echoed as a line
+/// of the log. Shared by the loop and the heartbeat thread.
+#[derive(Clone)]
+pub struct Audit {
+    sink: Option<Arc<Mutex<LogSink>>>,
+    log: Option<Arc<Mutex<StdioLog>>>,
+}
+
+impl Audit {
+    /// The ledger under `root`; `log` rotates the daemon's own output file when it has one.
+    pub fn open(root: &Path, log: Option<PathBuf>, rotation: Rotation) -> Audit {
+        let sink = LogSink::open(root.join(path("events.jsonl")), rotation).ok();
+        let log = log.map(|path| Arc::new(Mutex::new(StdioLog { path, rotation })));
+        Audit { sink, log }
+    }
+
+    /// Appends one event, stamped, and logs it.
+    pub fn record(&self, mut event: serde_json::Value) {
+        event["schema_version"] = json!(SERVICE_VERSION);
+        event["ts"] = json!(RealClock::new().wall());
+        // One write of the whole line: an append a kill interrupts is never half a line
+        // followed by the next one.
+        let mut bytes = event.to_string().into_bytes();
+        bytes.push(b'\n');
+        if let Some(sink) = &self.sink {
+            let _ = sink.lock().unwrap_or_else(|e| e.into_inner()).write(&bytes);
+        }
+        self.say(&describe(&event));
+    }
+
+    /// One line of the log, after rotating it if it grew past the cap.
+    pub fn say(&self, line: &str) {
+        if let Some(log) = &self.log {
+            log.lock().unwrap_or_else(|e| e.into_inner()).rotate_if_full();
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{} {line}", crate::harness::ledger::utc(RealClock::new().wall().0));
+        let _ = out.flush();
+    }
+}
+
+/// A human line for an audit event: its name and its fields.
+fn describe(event: &serde_json::Value) -> String {
+    let name = event["event"].as_str().unwrap_or("event");
+    let mut parts = vec![name.to_owned()];
+    if let Some(map) = event.as_object() {
+        for (k, v) in map {
+            if !matches!(k.as_str(), "event" | "ts" | "schema_version") {
+                parts.push(format!("{k}={v}"));
+            }
+        }
+    }
+    parts.join(" ")
+}
+
+/// The daemon's output file when `start` made one: standard output and error point at it,
+/// and rotating it points them at a fresh file.
+struct StdioLog {
+    path: PathBuf,
+    rotation: Rotation,
+}
+
+impl StdioLog {
+    fn rotate_if_full(&mut self) {
+        let full = std::fs::metadata(&self.path)
+            .map(|m| m.len() >= self.rotation.max_file_bytes)
+            .unwrap_or(false);
+        if full {
+            let _ = self.rotate();
+        }
+    }
+
+    fn rotate(&mut self) -> std::io::Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let numbered = |n: u32| PathBuf::from(format!("{}.{n}", self.path.display()));
+        for n in (1..self.rotation.keep.max(1)).rev() {
+            let _ = std::fs::rename(numbered(n), numbered(n + 1));
+        }
+        std::fs::rename(&self.path, numbered(1))?;
+        let fresh =
+            std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(&self.path)?;
+        let _ = std::io::stdout().lock().flush();
+        rustix::stdio::dup2_stdout(&fresh)?;
+        rustix::stdio::dup2_stderr(&fresh)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,335 @@
+//! `harn supervisor service start|run|status|stop|logs|unit`: the optional per-repository
+//! daemon that ticks enrolled goals. The core's wake machine (`wake::ServiceScheduler`)
+//! decides when to sweep and, per goal, whether to tick, wait for a change, or back off; this
+//! module carries that out: the lease, a heartbeat on its own thread (so it beats during long
+//! ticks), the status and wake-hint files, the audit log, stop requests and signals.
+
+mod daemon;
+mod files;
+mod stop;
+pub mod sweep;
+
+use super::store;
+use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::work::host_args::HostArgs;
+use crate::work::store::Store;
+use clap::{Args, Subcommand};
+use files::{path, DIR};
+use harn_core::ids::Id;
+use harn_core::service::{
+    EngineOptions, Liveness, ServiceConfig, ServiceState, ServiceStatus, SERVICE_VERSION,
+};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::time::Duration as StdDuration;
+
+/// `harn supervisor service …`
+#[derive(Debug, Subcommand)]
+pub enum ServiceVerb {
+    /// Start the daemon in the background (goals enroll anew; none reuses the enrollment).
+    Start(EnrollArgs),
+    /// Run the daemon in the foreground, for a process manager.
+    Run(EnrollArgs),
+    /// Whether the service runs, its goals and their wake state.
+    Status {
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Ask the daemon to stop after its current tick, and wait for it.
+    Stop {
+        /// Bound the drain: after this many seconds the tick's children are terminated (TERM,
+        /// a grace period, KILL). Without it the tick finishes however long it takes.
+        #[arg(long)]
+        timeout: Option<u64>,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The daemon's log.
+    Logs {
+        /// Lines from the end (1 to 10000).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        lines: u64,
+        /// Keep printing what is appended, until interrupted.
+        #[arg(long)]
+        follow: bool,
+    },
+    /// A systemd unit for `harn supervisor service run`.
+    Unit,
+}
+
+/// Enrollment: goals and intervals, and how their work runs.
+#[derive(Debug, Args)]
+pub struct EnrollArgs {
+    /// Goals to enroll, ticked in this order; none reuses the frozen enrollment.
+    goals: Vec<String>,
+    /// Pause between sweeps, in ms.
+    #[arg(long, default_value_t = 5_000)]
+    wake_interval_ms: u64,
+    /// Heartbeat period, in ms.
+    #[arg(long, default_value_t = 2_000)]
+    heartbeat_interval_ms: u64,
+    /// Backoff after a goal's first failed tick, in ms.
+    #[arg(long, default_value_t = 2_000)]
+    error_backoff_base_ms: u64,
+    /// Cap of every backoff, in ms.
+    #[arg(long, default_value_t = 300_000)]
+    error_backoff_max_ms: u64,
+    #[command(flatten)]
+    host: HostArgs,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+    /// The file the daemon's output goes to, rotated at its cap (set by `start`).
+    #[arg(long, hide = true)]
+    log_file: Option<PathBuf>,
+    /// The size at which the log and the audit ledger rotate, in bytes.
+    #[arg(long, default_value_t = files::ROTATION.max_file_bytes,
+          value_parser = clap::value_parser!(u64).range(1_024..))]
+    log_max_bytes: u64,
+}
+
+/// Runs a service verb; returns the exit code.
+pub fn run(store: &mut Store, verb: ServiceVerb) -> i32 {
+    match verb {
+        ServiceVerb::Run(a) => match enroll(store, &a) {
+            Ok(config) => {
+                let rotation =
+                    files::Rotation { max_file_bytes: a.log_max_bytes, ..files::ROTATION };
+                daemon::daemon(store, &config, a.log_file.clone(), rotation)
+            }
+            Err((code, e)) => fail(code, e),
+        },
+        ServiceVerb::Start(a) => start(store, a),
+        ServiceVerb::Status { json } => status_cmd(store, json),
+        ServiceVerb::Stop { timeout, json } => stop::stop(store, timeout, json),
+        ServiceVerb::Logs { lines, follow } => logs(store, lines, follow),
+        ServiceVerb::Unit => {
+            print!("{}", unit(store.root()));
+            0
+        }
+    }
+}
+
+/// The enrollment to run: a new one from goals and options (refused while a service runs),
+/// or the frozen one when no goals are given.
+fn enroll(store: &mut Store, a: &EnrollArgs) -> Result<ServiceConfig, (i32, String)> {
+    if a.goals.is_empty() {
+        return store
+            .read_record::<ServiceConfig>(&path("config.json"))
+            .map_err(|e| (EXIT_FAILED, e.to_string()))?
+            .ok_or((EXIT_USAGE, "no enrollment yet: name the goals to enroll".into()));
+    }
+    if store.held_elsewhere(&path("lease.lock")) {
+        return Err((
+            EXIT_FAILED,
+            "a service runs for this root; stop it before enrolling anew".into(),
+        ));
+    }
+    let mut goal_ids = Vec::new();
+    for g in &a.goals {
+        let id = Id::new(g).map_err(|e| (EXIT_USAGE, format!("{g:?}: {e}")))?;
+        store::intent(store, &id).map_err(|e| (EXIT_USAGE, e.to_string()))?;
+        goal_ids.push(id);
+    }
+    // The host options are checked (and frozen) exactly as a tick would take them.
+    let limits = a.host.freeze(store, Default::default(), 1, 1).map_err(|e| (EXIT_USAGE, e))?;
+    let engine = EngineOptions {
+        harness: a.host.harness.clone(),
+        cwd: limits.cwd.clone(),
+        billing: limits.billing,
+        isolation: limits.isolation,
+        approval_to: limits.approval_to.clone(),
+        policy: limits.policy.clone(),
+        timeout_secs: a.host.timeout_secs,
+    };
+    let config = ServiceConfig {
+        schema_version: SERVICE_VERSION,
+        goal_ids,
+        wake_interval_ms: a.wake_interval_ms,
+        heartbeat_interval_ms: a.heartbeat_interval_ms,
+        error_backoff_base_ms: a.error_backoff_base_ms,
+        error_backoff_max_ms: a.error_backoff_max_ms,
+        engine,
+        created_at: store.now(),
+    };
+    config.validate().map_err(|e| (EXIT_USAGE, format!("service: {e}")))?;
+    let mut bytes = serde_json::to_vec_pretty(&config).expect("configs serialize");
+    bytes.push(b'\n');
+    harn_core::env::Fs::create_dir_all(&mut store.ledger().fs, DIR)
+        .map_err(|e| (EXIT_FAILED, e.to_string()))?;
+    store.write_file(&path("config.json"), &bytes).map_err(|e| (EXIT_FAILED, e.to_string()))?;
+    Ok(config)
+}
+
+/// The host options a goal's ticks run with, from the frozen engine options.
+pub(crate) fn host_args(config: &ServiceConfig) -> HostArgs {
+    let e = &config.engine;
+    HostArgs {
+        timeout_secs: e.timeout_secs,
+        harness: e.harness.clone(),
+        billing: if e.billing == harn_core::workflow::run::Billing::Api {
+            "api"
+        } else {
+            "subscription"
+        }
+        .into(),
+        subscription_only: false,
+        policy: None,
+        approval_to: e.approval_to.clone(),
+        isolation: json!(e.isolation).as_str().unwrap_or("shared").into(),
+        cwd: e.cwd.as_ref().map(PathBuf::from),
+    }
+}
+
+/// The service's liveness as a reader sees it.
+fn read_liveness(store: &mut Store) -> (Liveness, Option<ServiceConfig>, Option<ServiceStatus>) {
+    let view = crate::readers::service(store);
+    (view.liveness, view.config, view.status)
+}
+
+fn status_cmd(store: &mut Store, as_json: bool) -> i32 {
+    let view = crate::readers::service(store);
+    let (live, config, status, hints) = (view.liveness, view.config, view.status, view.hints);
+    if as_json {
+        println!(
+            "{}",
+            json!({ "liveness": live, "config": config, "status": status, "runtime": hints,
+                    "problems": view.problems })
+        );
+        return 0;
+    }
+    for p in &view.problems {
+        eprintln!("harn: warning: {p}");
+    }
+    println!("service: {}", json!(live).as_str().unwrap_or(""));
+    if let Some(s) = &status {
+        let age = store.now().0.saturating_sub(s.heartbeat_at.0);
+        println!("  pid        {} (heartbeat {age} ms ago, {} sweeps)", s.pid, s.sweep_count);
+        if let Some(g) = &s.active_goal_id {
+            println!("  ticking    {g}");
+        }
+        if let Some(e) = &s.last_error {
+            println!("  last error {e}");
+        }
+    }
+    if let Some(c) = &config {
+        for g in &c.goal_ids {
+            let wake = hints.as_ref().and_then(|h| h.goals.get(g));
+            let state =
+                wake.map_or("idle".into(), |w| json!(w.state).as_str().unwrap_or("").to_owned());
+            let errors = wake.map_or(0, |w| w.consecutive_errors);
+            let last =
+                hints.as_ref().and_then(|h| h.last_outcome.get(g)).cloned().unwrap_or_default();
+            println!("  goal       {g:<24} {state:<16} errors {errors}  {last}");
+        }
+    }
+    0
+}
+
+fn start(store: &mut Store, a: EnrollArgs) -> i32 {
+    let (live, _, _) = read_liveness(store);
+    if matches!(live, Liveness::Running | Liveness::Stopping) {
+        return fail(EXIT_FAILED, "a service already runs for this root");
+    }
+    if let Err((code, e)) = enroll(store, &a) {
+        return fail(code, e);
+    }
+    let root = store.root().to_owned();
+    let log = match std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join(path("service.log")))
+    {
+        Ok(f) => f,
+        Err(e) => return fail(EXIT_FAILED, format!("{}: {e}", path("service.log"))),
+    };
+    let mut cmd = match std::env::current_exe() {
+        Ok(exe) => std::process::Command::new(exe),
+        Err(e) => return fail(EXIT_FAILED, e.to_string()),
+    };
+    cmd.args(["supervisor", "service", "run", "--root"]).arg(&root);
+    cmd.arg("--log-file").arg(root.join(path("service.log")));
+    cmd.arg("--log-max-bytes").arg(a.log_max_bytes.to_string());
+    cmd.stdin(std::process::Stdio::null())
+        .stdout(log.try_clone().expect("a log handle"))
+        .stderr(log);
+    cmd.env_remove("NOTIFY_SOCKET");
+    // SAFETY: runs in the forked child before exec; setsid(2) is async-signal-safe.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| rustix::process::setsid().map(drop).map_err(std::io::Error::from));
+    }
+    let child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => return fail(EXIT_FAILED, format!("starting the service: {e}")),
+    };
+    let deadline = std::time::Instant::now() + StdDuration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        let (live, _, status) = read_liveness(store);
+        if live == Liveness::Running
+            && status.is_some_and(|s| s.pid == child.id() && s.state == ServiceState::Running)
+        {
+            if a.json {
+                println!("{}", json!({ "liveness": live, "pid": child.id() }));
+            } else {
+                println!("service: running (pid {})", child.id());
+            }
+            return 0;
+        }
+        std::thread::sleep(StdDuration::from_millis(50));
+    }
+    fail(
+        EXIT_FAILED,
+        format!("the service did not start; see {}", root.join(path("service.log")).display()),
+    )
+}
+
+fn logs(store: &mut Store, lines: u64, follow: bool) -> i32 {
+    use std::io::{Read, Seek, Write};
+    let log = store.root().join(path("service.log"));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    for line in &all[all.len().saturating_sub(lines as usize)..] {
+        println!("{line}");
+    }
+    if !follow {
+        return 0;
+    }
+    // Polls for appended bytes; a log that shrinks (replaced) is read again from its start.
+    let mut at = text.len() as u64;
+    let mut out = std::io::stdout();
+    loop {
+        let _ = out.flush();
+        std::thread::sleep(StdDuration::from_millis(200));
+        let Ok(mut f) = std::fs::File::open(&log) else { continue };
+        let len = f.metadata().map_or(0, |m| m.len());
+        if len < at {
+            at = 0;
+        }
+        if len == at || f.seek(std::io::SeekFrom::Start(at)).is_err() {
+            continue;
+        }
+        let mut fresh = Vec::new();
+        if f.read_to_end(&mut fresh).is_ok() {
+            at += fresh.len() as u64;
+            if out.write_all(&fresh).is_err() {
+                return 0; // The reader went away.
+            }
+        }
+    }
+}
+
+/// A systemd unit running the service in the foreground for this root.
+fn unit(root: &Path) -> String {
+    let exe =
+        std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "harn".into());
+    format!(
+        "[Unit]\nDescription=harn supervisor service for {root}\n\n[Service]\nType=notify\n\
+         ExecStart={exe} supervisor service run --root {root}\nWorkingDirectory={root}\n\
+         Restart=on-failure\nWatchdogSec=30\nKillMode=mixed\nTimeoutStopSec=infinity\n\n\
+         [Install]\nWantedBy=default.target\n",
+        root = root.display()
+    )
+}
