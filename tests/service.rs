@@ -294,3 +294,37 @@ fn the_log_and_the_audit_rotate_at_their_cap() {
     let log = std::fs::read_to_string(dir_of.join("service.log")).unwrap();
     assert!(log.contains("service.stopped"), "the log says what the daemon decided: {log}");
 }
+
+#[test]
+fn a_change_to_a_watched_file_wakes_the_service_before_its_interval() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::copy(examples.join("workflows/agent-review.sh"), r.join("wf.sh")).unwrap();
+    std::fs::copy(examples.join("harnesses/scripted.sh"), r.join("harness.sh")).unwrap();
+    std::fs::copy(examples.join("team.json"), r.join("team.json")).unwrap();
+    std::fs::create_dir_all(r.join(".harnery")).unwrap();
+    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}}}"#;
+    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
+    let create = ["work", "create", "P", "wf.sh", "--id", "p", "--objective", "o"];
+    assert!(harn(r, &[&create[..], &["--accept", "the agent answered"]].concat()).status.success());
+    assert!(harn(r, &["work", "run", "p", "--harness", "scripted"]).status.success());
+    // Without automated acceptance the goal waits for a person to review `p`.
+    let goal = ["supervisor", "create", "p", "--team", "team.json", "--id", "g"];
+    assert!(harn(r, &goal).status.success());
+    let start = ["supervisor", "service", "start", "g", "--wake-interval-ms", "600000"];
+    assert!(harn(r, &start).status.success());
+    let sweeps = || {
+        json(&harn(r, &["supervisor", "service", "status", "--json"]))["status"]["sweep_count"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    wait_for("the first sweep", || sweeps() >= 1);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(sweeps(), 1, "nothing changed, and the next poll is ten minutes away");
+    assert!(harn(r, &["work", "accept", "p"]).status.success());
+    wait_for("the change to wake a sweep", || sweeps() >= 2);
+    let status = json(&harn(r, &["supervisor", "service", "status", "--json"]));
+    assert_eq!(status["runtime"]["goals"]["g"]["state"], "awaiting_change", "{status}");
+    assert!(harn(r, &["supervisor", "service", "stop"]).status.success());
+}

@@ -45,7 +45,16 @@ enum Top {
 
 /// Parses the process's arguments and runs the command; returns the exit code.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    run_args(std::env::args_os())
+}
+
+/// Parses `args` (the program name first) and runs the command; returns the exit code.
+pub fn run_args<I, T>(args: I) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
             let _ = e.print();

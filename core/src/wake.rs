@@ -28,6 +28,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
+/// The shortest time between the end of a sweep and a sweep an early-wake hint brings forward.
+pub const EARLY_WAKE_GAP: Duration = Duration::from_millis(250);
+
 /// The largest exponent of the backoff: after 21 consecutive errors the delay stops doubling.
 /// `2^20` times even a 1 ms base is over 17 minutes, so with valid settings the cap
 /// (`error_backoff_max`) binds long before this does; the bound keeps the arithmetic small and
@@ -593,6 +596,22 @@ impl ServiceScheduler {
         Ok(())
     }
 
+    /// A hint at `now` that something durable may have changed (a file-change notification):
+    /// brings the next sweep forward to `now`, but to no earlier than [`EARLY_WAKE_GAP`] after
+    /// the last sweep ended, so a burst of changes costs one sweep. Ignored while a sweep is
+    /// queued or running, after a sweep-level error (its backoff stands), and once stopping.
+    /// The poll at `wake_interval` stays the guarantee: a lost hint costs only latency.
+    pub fn wake_early(&mut self, now: Instant) {
+        self.advance(now);
+        if self.sweep_errors > 0 || self.phase != ServicePhase::Running {
+            return;
+        }
+        if let SweepSlot::Waiting(at) = self.sweep {
+            let gap_end = self.last_sweep_at.map_or(self.now, |t| t.saturating_add(EARLY_WAKE_GAP));
+            self.sweep = SweepSlot::Waiting(at.min(gap_end.max(self.now)));
+        }
+    }
+
     /// Asks the service to stop at `now`: at once between sweeps (dropping a sweep not yet
     /// polled), else after the running sweep finishes. Repeating it is harmless.
     pub fn request_stop(&mut self, now: Instant) {
@@ -1076,6 +1095,29 @@ mod tests {
     }
 
     #[test]
+    fn an_early_wake_brings_the_sweep_forward_but_not_closer_than_the_gap() {
+        let mut s = sweeping();
+        s.wake_early(t(10));
+        assert!(s.is_sweeping(), "a hint during a sweep changes nothing");
+        s.sweep_finished(t(1_000), Ok(()));
+        assert_eq!(s.next_sweep_at(), Some(t(6_000)));
+        s.wake_early(t(1_100));
+        assert_eq!(s.next_sweep_at(), Some(t(1_250)), "not sooner than the gap");
+        s.wake_early(t(3_000));
+        assert_eq!(s.next_sweep_at(), Some(t(1_250)), "repeating it never delays");
+        assert_eq!(s.check(), Ok(()));
+    }
+
+    #[test]
+    fn an_early_wake_leaves_a_sweep_level_backoff_alone() {
+        let mut s = sweeping();
+        s.sweep_finished(t(1_000), Err("disk".into()));
+        let backoff = s.next_sweep_at();
+        s.wake_early(t(1_500));
+        assert_eq!(s.next_sweep_at(), backoff);
+    }
+
+    #[test]
     fn the_next_sweep_waits_the_wake_interval_after_the_last_finished() {
         let mut s = sweeping();
         s.sweep_finished(t(3_000), Ok(()));
@@ -1336,6 +1378,7 @@ mod tests {
         Finish(When, bool),
         Record(When, usize, u8, u8),
         Stop(When),
+        WakeEarly(When),
     }
 
     fn op_strategy() -> impl Strategy<Value = Op> {
@@ -1350,6 +1393,7 @@ mod tests {
             4 => (when.clone(), any::<bool>()).prop_map(|(w, ok)| Op::Finish(w, ok)),
             4 => (when.clone(), 0usize..3, 0u8..3, 0u8..3)
                 .prop_map(|(w, g, kind, f)| Op::Record(w, g, kind, f)),
+            2 => when.clone().prop_map(Op::WakeEarly),
             1 => when.prop_map(Op::Stop),
         ]
     }
@@ -1432,6 +1476,26 @@ mod tests {
             Ok(())
         }
 
+        /// An early-wake hint: never delays the sweep, never brings it closer than the gap
+        /// after the last one, never bypasses a sweep-level backoff.
+        fn wake_early(&mut self, w: &When) -> Result<(), TestCaseError> {
+            self.now = next_time(self.now, None, w);
+            let before = self.s.next_sweep_at();
+            self.s.wake_early(self.now);
+            let after = self.s.next_sweep_at();
+            prop_assert_eq!(before.is_some(), after.is_some());
+            if let (Some(b), Some(a)) = (before, after) {
+                prop_assert!(a <= b, "a hint delayed the sweep");
+                if self.s.sweep_errors() > 0 {
+                    prop_assert_eq!(a, b);
+                }
+                if let Some(last) = self.s.last_sweep_at() {
+                    prop_assert!(a >= last.saturating_add(EARLY_WAKE_GAP).min(b));
+                }
+            }
+            Ok(())
+        }
+
         fn stop(&mut self, w: &When) {
             self.now = next_time(self.now, None, w);
             self.s.request_stop(self.now);
@@ -1458,6 +1522,7 @@ mod tests {
                 Op::Timeout(w) => d.timeout(&w)?,
                 Op::Finish(w, ok) => d.finish(&w, ok)?,
                 Op::Record(w, g, kind, f) => d.record(&w, g, kind, f)?,
+                Op::WakeEarly(w) => d.wake_early(&w)?,
                 Op::Stop(w) => d.stop(&w),
             }
             d.after_step()?;

@@ -2,6 +2,7 @@
 //! thread that beats the heartbeat on its own schedule (also during a long tick), notices a
 //! stop request, and past a requested drain deadline terminates the tick's children.
 
+use super::changes::{Changes, Wake};
 use super::files::{path, write_whole, Audit};
 use super::sweep::{sweep, ReadCache};
 use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
@@ -12,17 +13,17 @@ use harn_core::service::{
     RuntimeHints, ServiceConfig, ServiceState, ServiceStatus, SERVICE_VERSION,
 };
 use harn_core::wake::{ServiceEffect, ServiceScheduler};
+use rustix::pipe::PipeFlags;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant as StdInstant};
 
 /// How long a forced stop waits between TERM and KILL.
 pub const FORCED_STOP_GRACE: Duration = Duration::from_secs(5);
-/// How often the watcher looks for a stop request and a lapsed drain deadline.
-const WATCH_EVERY: Duration = Duration::from_millis(100);
 
 /// `stop.json`: a durable request to stop, and how long the active tick may drain.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -98,8 +99,20 @@ pub fn daemon(
         audit: Audit::open(&root, log, rotation),
     });
     shared.update(|_| {});
+    // A signal sets the flag and writes to the pipe the watcher sleeps on, so a stop is seen
+    // at once without anyone polling for it.
+    let (wake_rd, wake_wr) = match rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)
+    {
+        Ok(pair) => pair,
+        Err(e) => return fail(EXIT_FAILED, format!("a pipe: {e}")),
+    };
+    let poke = Arc::new(wake_wr);
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        if let Err(e) = signal_hook::flag::register(sig, shared.stop.clone()) {
+        let registered = signal_hook::flag::register(sig, shared.stop.clone()).and_then(|_| {
+            let end = poke.try_clone()?;
+            signal_hook::low_level::pipe::register(sig, end)
+        });
+        if let Err(e) = registered {
             return fail(EXIT_FAILED, format!("signal handler: {e}"));
         }
     }
@@ -118,15 +131,19 @@ pub fn daemon(
         Ok(s) => s,
         Err(e) => return fail(EXIT_USAGE, format!("service: {e}")),
     };
-    let watching = watcher(shared.clone(), config.heartbeat_interval_ms);
+    let (tx, wakes) = mpsc::channel::<Wake>();
+    let watching = watcher(shared.clone(), config.heartbeat_interval_ms, wake_rd, tx.clone());
+    let mut changes = Changes::start(tx);
     shared.update(|s| s.state = ServiceState::Running);
     crate::harness::sdnotify::notify("READY=1");
     shared.audit.record(json!({
         "event": "service.started", "pid": std::process::id(), "goals": config.goal_ids.len(),
-        "config_created_at": config.created_at,
+        "config_created_at": config.created_at, "file_change_hints": changes.is_some(),
     }));
     let mut outcomes = hints.last_outcome;
     let mut cache = ReadCache::default();
+    let mut swept_at = StdInstant::now();
+    let mut written = None;
     while !shared.stop.load(Ordering::SeqCst) {
         scheduler.handle_timeout(clock.now());
         while let Some(effect) = scheduler.poll_effect() {
@@ -134,6 +151,7 @@ pub fn daemon(
                 continue; // The watcher beats on its own schedule.
             }
             let result = sweep(store, config, &mut scheduler, &shared, &mut outcomes, &mut cache);
+            swept_at = StdInstant::now();
             let wall = clock.wall();
             scheduler.sweep_finished(clock.now(), result.clone());
             shared.update(|s| {
@@ -142,24 +160,42 @@ pub fn daemon(
                 s.last_sweep_at = Some(wall);
                 s.last_error = result.clone().err();
             });
-            let hints = RuntimeHints {
-                config_created_at: config.created_at,
-                goals: scheduler.wakes(),
-                last_outcome: outcomes.clone(),
-                written_at: Some((clock.wall(), clock.now())),
-            };
-            let _ = write_whole(&root.join(path("runtime.json")), &hints);
+            // Written when they change, not every sweep: an idle service writes only its
+            // heartbeat.
+            let now_hints = (scheduler.wakes(), outcomes.clone());
+            if written.as_ref() != Some(&now_hints) {
+                let hints = RuntimeHints {
+                    config_created_at: config.created_at,
+                    goals: now_hints.0.clone(),
+                    last_outcome: now_hints.1.clone(),
+                    written_at: Some((clock.wall(), clock.now())),
+                };
+                if write_whole(&root.join(path("runtime.json")), &hints).is_ok() {
+                    written = Some(now_hints);
+                }
+            }
             if let Err(e) = result {
                 shared.audit.record(json!({ "event": "service.sweep_error", "error": e }));
             }
+            if let Some(c) = changes.as_mut() {
+                c.watch(&root, cache.directories());
+            }
         }
         let wait = scheduler
-            .poll_timeout()
-            .map_or(100, |at| at.0.saturating_sub(clock.now().0) / 1_000_000);
-        std::thread::sleep(Duration::from_millis(wait.clamp(1, 100)));
+            .next_sweep_at()
+            .map_or(1_000, |at| at.0.saturating_sub(clock.now().0) / 1_000_000);
+        match wakes.recv_timeout(Duration::from_millis(wait.max(1))) {
+            // Changes made by the sweep itself were reported while it ran, and are old news.
+            Ok(Wake::Changed(at)) if at > swept_at => scheduler.wake_early(clock.now()),
+            Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(Duration::from_millis(wait.clamp(1, 100)));
+            }
+        }
     }
     let (alive, thread) = watching;
     alive.store(false, Ordering::SeqCst);
+    let _ = rustix::io::write(&*poke, b"x");
     let _ = thread.join();
     let wall = clock.wall();
     shared.update(|s| {
@@ -174,10 +210,13 @@ pub fn daemon(
 }
 
 /// The watcher: beats `status.json` (and the systemd watchdog) every `interval_ms`, turns a
-/// `stop.json` into a stop, and enforces its drain deadline, whatever the loop is doing.
+/// signal or a `stop.json` into a stop, and enforces its drain deadline, whatever the loop is
+/// doing. It sleeps on `wake_rd`, which signals (and the loop, to end it) write to.
 fn watcher(
     shared: Arc<Shared>,
     interval_ms: u64,
+    wake_rd: OwnedFd,
+    tx: mpsc::Sender<Wake>,
 ) -> (Arc<AtomicBool>, std::thread::JoinHandle<()>) {
     let alive = Arc::new(AtomicBool::new(true));
     let flag = alive.clone();
@@ -194,14 +233,33 @@ fn watcher(
                 next_beat = StdInstant::now() + interval;
             }
             match &mut drain {
-                None => drain = Drain::begin_if_asked(&shared),
+                None => {
+                    drain = Drain::begin_if_asked(&shared);
+                    if drain.is_some() {
+                        let _ = tx.send(Wake::Stop);
+                    }
+                }
                 Some(d) => d.enforce(&shared),
             }
-            let until_beat = next_beat.saturating_duration_since(StdInstant::now());
-            std::thread::sleep(until_beat.min(WATCH_EVERY));
+            let mut until = next_beat;
+            if let Some(at) = drain.as_ref().and_then(Drain::next_deadline) {
+                until = until.min(at);
+            }
+            sleep_on(&wake_rd, until.saturating_duration_since(StdInstant::now()));
         }
     });
     (alive, thread)
+}
+
+/// Sleeps until `fd` is readable or `timeout` passes, then empties it.
+fn sleep_on(fd: &OwnedFd, timeout: Duration) {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let mut fds = [PollFd::new(fd, PollFlags::IN)];
+    let timeout =
+        Timespec { tv_sec: timeout.as_secs() as i64, tv_nsec: i64::from(timeout.subsec_nanos()) };
+    let _ = poll(&mut fds, Some(&timeout));
+    let mut buf = [0u8; 64];
+    while rustix::io::read(fd, &mut buf).is_ok_and(|n| n > 0) {}
 }
 
 /// A stop in progress: when the active tick's children are to be terminated, if ever.
@@ -212,6 +270,11 @@ struct Drain {
 }
 
 impl Drain {
+    /// When the watcher must next look at this drain: its deadline, until it was enforced.
+    fn next_deadline(&self) -> Option<StdInstant> {
+        self.force_at.filter(|_| !self.forced)
+    }
+
     /// A drain, if a signal or a `stop.json` asked for one.
     fn begin_if_asked(shared: &Arc<Shared>) -> Option<Drain> {
         let request: Option<StopRequest> = std::fs::read(shared.root.join(path("stop.json")))

@@ -4,6 +4,7 @@
 //! module carries that out: the lease, a heartbeat on its own thread (so it beats during long
 //! ticks), the status and wake-hint files, the audit log, stop requests and signals.
 
+mod changes;
 mod daemon;
 mod files;
 mod stop;

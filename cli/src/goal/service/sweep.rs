@@ -29,6 +29,7 @@ pub const FULL_READ_EVERY: Duration = Duration::from_secs(60);
 #[derive(Debug, Default)]
 pub struct ReadCache {
     goals: BTreeMap<Id, Cached>,
+    directories: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug)]
@@ -40,6 +41,11 @@ struct Cached {
 }
 
 impl ReadCache {
+    /// Every directory a full read so far took a goal's state from.
+    pub fn directories(&self) -> &std::collections::BTreeSet<String> {
+        &self.directories
+    }
+
     /// A goal's fingerprint and readiness: from the cache when its files' signature is the one
     /// of its last full read, else read in full (and cached when nothing of it is in flight).
     pub fn read(&mut self, store: &mut Store, goal: &Id) -> Result<(Fingerprint, bool), String> {
@@ -55,8 +61,12 @@ impl ReadCache {
             Fingerprint::new(goal_fingerprint(&g.projection, &g.items)),
             g.projection.state == GoalState::Ready,
         );
+        let paths = watched_paths(&g);
+        self.directories.extend(paths.iter().map(|p| match p.strip_suffix("/events.jsonl") {
+            Some(dir) => dir.to_owned(),
+            None => p.clone(),
+        }));
         if cacheable(&g) {
-            let paths = watched_paths(&g);
             // Signed after the read: a change in between is caught by the next full read.
             let signature = signature(store.root(), &paths);
             self.goals.insert(goal.clone(), Cached { paths, signature, read, at: Instant::now() });
