@@ -17,5 +17,6 @@ pub mod lifecycle;
 pub mod service;
 pub mod time;
 pub mod wake;
+pub mod watch;
 pub mod work;
 pub mod workflow;

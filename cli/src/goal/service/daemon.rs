@@ -12,7 +12,9 @@ use harn_core::env::Clock;
 use harn_core::service::{
     RuntimeHints, ServiceConfig, ServiceState, ServiceStatus, SERVICE_VERSION,
 };
+use harn_core::time::Duration as CoreDuration;
 use harn_core::wake::{ServiceEffect, ServiceScheduler};
+use harn_core::watch::{WatchEffect, Watcher};
 use rustix::pipe::PipeFlags;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -209,9 +211,10 @@ pub fn daemon(
     0
 }
 
-/// The watcher: beats `status.json` (and the systemd watchdog) every `interval_ms`, turns a
-/// signal or a `stop.json` into a stop, and enforces its drain deadline, whatever the loop is
-/// doing. It sleeps on `wake_rd`, which signals (and the loop, to end it) write to.
+/// The watcher thread: drives the core's `watch::Watcher` with the real clock. It beats
+/// `status.json` (and the systemd watchdog), turns a signal or a `stop.json` into a drain, and
+/// past a requested drain deadline terminates the tick's children, whatever the loop is doing.
+/// It sleeps on `wake_rd`, which signals (and the loop, to end it) write to.
 fn watcher(
     shared: Arc<Shared>,
     interval_ms: u64,
@@ -222,33 +225,72 @@ fn watcher(
     let flag = alive.clone();
     let thread = std::thread::spawn(move || {
         let clock = RealClock::new();
-        let interval = Duration::from_millis(interval_ms);
-        let mut next_beat = StdInstant::now();
-        let mut drain: Option<Drain> = None;
+        let mut w = Watcher::new(CoreDuration::from_millis(interval_ms), clock.now());
+        let mut timeout_ms = None;
         while flag.load(Ordering::SeqCst) {
-            if StdInstant::now() >= next_beat {
-                let now = clock.wall();
-                shared.update(|s| s.heartbeat_at = now);
-                crate::harness::sdnotify::notify("WATCHDOG=1");
-                next_beat = StdInstant::now() + interval;
-            }
-            match &mut drain {
-                None => {
-                    drain = Drain::begin_if_asked(&shared);
-                    if drain.is_some() {
-                        let _ = tx.send(Wake::Stop);
-                    }
+            let now = clock.now();
+            if !w.draining() {
+                if let Some(request) = stop_asked(&shared) {
+                    timeout_ms = request.drain_timeout_ms;
+                    w.stop_requested(now, timeout_ms.map(CoreDuration::from_millis));
                 }
-                Some(d) => d.enforce(&shared),
             }
-            let mut until = next_beat;
-            if let Some(at) = drain.as_ref().and_then(Drain::next_deadline) {
-                until = until.min(at);
+            w.set_ticking(shared.active_goal().is_some());
+            w.handle_timeout(now);
+            while let Some(effect) = w.poll_effect() {
+                carry_out(effect, &shared, &tx, timeout_ms);
             }
-            sleep_on(&wake_rd, until.saturating_duration_since(StdInstant::now()));
+            let wait = w.poll_timeout().0.saturating_sub(clock.now().0);
+            sleep_on(&wake_rd, Duration::from_nanos(wait));
         }
     });
     (alive, thread)
+}
+
+/// The stop asked for, if any: `stop.json` (with its drain deadline), or a signal.
+fn stop_asked(shared: &Shared) -> Option<StopRequest> {
+    match std::fs::read(shared.root.join(path("stop.json"))) {
+        Ok(bytes) => Some(serde_json::from_slice(&bytes).unwrap_or_default()),
+        Err(_) if shared.stop.load(Ordering::SeqCst) => Some(StopRequest::default()),
+        Err(_) => None,
+    }
+}
+
+/// Carries out one effect of the watcher.
+fn carry_out(
+    effect: WatchEffect,
+    shared: &Arc<Shared>,
+    tx: &mpsc::Sender<Wake>,
+    timeout_ms: Option<u64>,
+) {
+    match effect {
+        WatchEffect::Beat => {
+            let now = RealClock::new().wall();
+            shared.update(|s| s.heartbeat_at = now);
+            crate::harness::sdnotify::notify("WATCHDOG=1");
+        }
+        WatchEffect::BeginDrain => {
+            shared.stop.store(true, Ordering::SeqCst);
+            shared.update(|s| s.state = ServiceState::Stopping);
+            crate::harness::sdnotify::notify("STOPPING=1");
+            shared.audit.record(json!({
+                "event": "service.stopping", "active_goal_id": shared.active_goal(),
+                "drain_timeout_ms": timeout_ms,
+            }));
+            let _ = tx.send(Wake::Stop);
+        }
+        WatchEffect::ForceStop => {
+            // On a thread of its own, so the heartbeat keeps beating through the grace period.
+            let (shared, goal) = (shared.clone(), shared.active_goal());
+            std::thread::spawn(move || {
+                let evidence = crate::children::terminate_all(FORCED_STOP_GRACE);
+                shared.audit.record(json!({
+                    "event": "service.forced_stop", "goal_id": goal, "drain_timeout_ms": timeout_ms,
+                    "grace_ms": FORCED_STOP_GRACE.as_millis() as u64, "evidence": evidence,
+                }));
+            });
+        }
+    }
 }
 
 /// Sleeps until `fd` is readable or `timeout` passes, then empties it.
@@ -260,59 +302,4 @@ fn sleep_on(fd: &OwnedFd, timeout: Duration) {
     let _ = poll(&mut fds, Some(&timeout));
     let mut buf = [0u8; 64];
     while rustix::io::read(fd, &mut buf).is_ok_and(|n| n > 0) {}
-}
-
-/// A stop in progress: when the active tick's children are to be terminated, if ever.
-struct Drain {
-    force_at: Option<StdInstant>,
-    timeout_ms: Option<u64>,
-    forced: bool,
-}
-
-impl Drain {
-    /// When the watcher must next look at this drain: its deadline, until it was enforced.
-    fn next_deadline(&self) -> Option<StdInstant> {
-        self.force_at.filter(|_| !self.forced)
-    }
-
-    /// A drain, if a signal or a `stop.json` asked for one.
-    fn begin_if_asked(shared: &Arc<Shared>) -> Option<Drain> {
-        let request: Option<StopRequest> = std::fs::read(shared.root.join(path("stop.json")))
-            .ok()
-            .map(|bytes| serde_json::from_slice(&bytes).unwrap_or_default());
-        if request.is_none() && !shared.stop.load(Ordering::SeqCst) {
-            return None;
-        }
-        shared.stop.store(true, Ordering::SeqCst);
-        shared.update(|s| s.state = ServiceState::Stopping);
-        crate::harness::sdnotify::notify("STOPPING=1");
-        let timeout_ms = request.and_then(|r| r.drain_timeout_ms);
-        shared.audit.record(json!({
-            "event": "service.stopping", "active_goal_id": shared.active_goal(),
-            "drain_timeout_ms": timeout_ms,
-        }));
-        Some(Drain {
-            force_at: timeout_ms.map(|ms| StdInstant::now() + Duration::from_millis(ms)),
-            timeout_ms,
-            forced: false,
-        })
-    }
-
-    /// Past the deadline with a tick still running: terminate its children once, on a thread
-    /// of its own so the heartbeat keeps beating through the grace period.
-    fn enforce(&mut self, shared: &Arc<Shared>) {
-        let due = self.force_at.is_some_and(|at| StdInstant::now() >= at);
-        let Some(goal) = shared.active_goal().filter(|_| due && !self.forced) else {
-            return;
-        };
-        self.forced = true;
-        let (shared, timeout_ms) = (shared.clone(), self.timeout_ms);
-        std::thread::spawn(move || {
-            let evidence = crate::children::terminate_all(FORCED_STOP_GRACE);
-            shared.audit.record(json!({
-                "event": "service.forced_stop", "goal_id": goal, "drain_timeout_ms": timeout_ms,
-                "grace_ms": FORCED_STOP_GRACE.as_millis() as u64, "evidence": evidence,
-            }));
-        });
-    }
 }
