@@ -599,17 +599,26 @@ fn service_sweep((from, to): (u64, u64)) -> i32 {
                 total.ticks += s.ticks;
                 total.failed_ticks += s.failed_ticks;
                 total.crashes += s.crashes;
+                total.stops += s.stops;
+                total.forced_stops += s.forced_stops;
+                total.beats += s.beats;
+                total.wall_jumps += s.wall_jumps;
             }
             Err(e) => failures.push(e),
         }
     }
     println!(
-        "{} seeds: {} sweeps, {} ticks ({} failed outside the goal), {} service crashes; {} failed",
+        "{} seeds: {} sweeps, {} ticks ({} failed outside the goal), {} heartbeats, {} service \
+         crashes, {} stops ({} forced), {} wall-clock jumps; {} failed",
         to - from,
         total.sweeps,
         total.ticks,
         total.failed_ticks,
+        total.beats,
         total.crashes,
+        total.stops,
+        total.forced_stops,
+        total.wall_jumps,
         failures.len()
     );
     seeds_exit(&failures, true)

@@ -1,22 +1,30 @@
-//! The supervisor service under faults: the core's wake machine (`wake::ServiceScheduler`)
-//! and sweep (`service::sweep`, the code the daemon runs) over the goal world of
-//! [`crate::goal`], with an enrolled goal that never reads (a corrupt or missing one), ticks
-//! that fail for reasons outside the goal, a person acting between sweeps, late and missed
-//! wakes, and crashes mid-sweep after which the service restarts from its persisted wake
-//! hints (sometimes stale). After every step: the goal world's invariants (no dispatch
-//! repeated, ceilings, frozen intent), the scheduler's own, no tick of an unchanged
-//! `awaiting_change` goal, no attempt consumed by a failed tick, and the unreadable goal never
-//! stalls the readable one.
+//! The supervisor service under faults: the core's wake machine (`wake::ServiceScheduler`),
+//! sweep (`service::sweep`) and watcher (`watch::Watcher`), the code the daemon runs, over the
+//! goal world of [`crate::goal`]. Faults: an enrolled goal that never reads (a corrupt or
+//! missing one), ticks that fail for reasons outside the goal or take seconds, a person acting
+//! between sweeps, late and missed wakes, spurious and real file-change hints, stop requests
+//! with and without a drain deadline, wall-clock jumps, and crashes mid-sweep, mid-tick and
+//! mid-write after which the service restarts from its persisted wake hints (sometimes
+//! stale). After every step: the goal world's invariants (no dispatch repeated, ceilings,
+//! frozen intent), the scheduler's and the watcher's own, no tick of an unchanged
+//! `awaiting_change` goal, no attempt consumed by a failed tick, the unreadable goal never
+//! stalling the readable one, heartbeats never further apart than their interval plus the
+//! watcher thread's lateness (also during long ticks), and a reader judging a live service
+//! running (unless the wall clock jumped past the lapse) and a crashed one never running.
 
 use crate::entropy::Entropy;
 use crate::goal::GoalWorld;
 use harn_core::goal::{goal_fingerprint, GoalState, Mode, StopReason};
 use harn_core::ids::Id;
-use harn_core::service::{sweep, SweepHost};
-use harn_core::time::{Duration, Instant};
+use harn_core::service::{
+    liveness, sweep, Liveness, ServiceState, ServiceStatus, SweepHost, HEARTBEAT_SLACK_MS,
+    SERVICE_VERSION,
+};
+use harn_core::time::{Duration, Instant, WallTime};
 use harn_core::wake::{
     Fingerprint, GoalWake, ServiceEffect, ServiceScheduler, WakeConfig, WakeState,
 };
+use harn_core::watch::{WatchEffect, Watcher};
 use std::collections::BTreeMap;
 
 /// What one seed did.
@@ -30,6 +38,104 @@ pub struct ServiceSimSummary {
     pub failed_ticks: u64,
     /// Service crashes (restarts from persisted hints).
     pub crashes: u64,
+    /// Graceful stops (followed by a restart).
+    pub stops: u64,
+    /// Stops whose drain deadline passed during a tick, terminating its children.
+    pub forced_stops: u64,
+    /// Heartbeats written.
+    pub beats: u64,
+    /// Wall-clock jumps.
+    pub wall_jumps: u64,
+}
+
+/// How late the watcher thread may run after its deadline (the OS scheduling it).
+const WATCHER_LATENESS_MS: u64 = 20;
+
+/// The wall clock: the monotonic clock plus an offset that jumps now and then.
+#[derive(Debug, Default)]
+struct Wall {
+    offset_ms: i64,
+    /// How far it jumped forward since the last heartbeat.
+    forward_since_beat_ms: i64,
+}
+
+impl Wall {
+    fn at(&self, now: Instant) -> WallTime {
+        WallTime(1_800_000_000_000 + (now.0 / 1_000_000) as i64 + self.offset_ms)
+    }
+
+    fn jump(&mut self, e: &mut impl Entropy) {
+        let hours = e.between(1, 48) as i64 * 3_600_000;
+        let by = if e.chance(1, 2) { hours } else { -hours };
+        let by = if e.chance(1, 3) { by / 10_000 } else { by }; // Sometimes only a little.
+        self.offset_ms += by;
+        self.forward_since_beat_ms += by.max(0);
+    }
+}
+
+/// The daemon's watcher thread, driven at its own deadlines (a little late) while the loop
+/// sweeps, ticks or sleeps.
+struct WatchThread {
+    w: Watcher,
+    last_beat: Option<Instant>,
+    heartbeat_at: WallTime,
+    draining: bool,
+}
+
+impl WatchThread {
+    fn new(now: Instant, wall: &Wall) -> WatchThread {
+        WatchThread {
+            w: Watcher::new(config().heartbeat_interval, now),
+            last_beat: None,
+            heartbeat_at: wall.at(now),
+            draining: false,
+        }
+    }
+
+    /// Runs the thread up to `to`; `ticking` says whether a tick runs meanwhile.
+    fn run_until(
+        &mut self,
+        to: Instant,
+        ticking: bool,
+        e: &mut impl Entropy,
+        wall: &mut Wall,
+        summary: &mut ServiceSimSummary,
+    ) -> Result<(), String> {
+        self.w.set_ticking(ticking);
+        loop {
+            let late = Duration::from_millis(e.below(WATCHER_LATENESS_MS + 1));
+            let at = self.w.poll_timeout().saturating_add(late);
+            if at > to {
+                return Ok(());
+            }
+            self.w.handle_timeout(at);
+            self.w.check()?;
+            while let Some(effect) = self.w.poll_effect() {
+                match effect {
+                    WatchEffect::Beat => {
+                        if let Some(last) = self.last_beat {
+                            let gap = at.saturating_since(last);
+                            let bound = config()
+                                .heartbeat_interval
+                                .saturating_add(Duration::from_millis(WATCHER_LATENESS_MS));
+                            if gap > bound {
+                                return Err(format!("the heartbeat lapsed for {gap:?}"));
+                            }
+                        }
+                        self.last_beat = Some(at);
+                        self.heartbeat_at = wall.at(at);
+                        wall.forward_since_beat_ms = 0;
+                        summary.beats += 1;
+                    }
+                    WatchEffect::BeginDrain => self.draining = true,
+                    WatchEffect::ForceStop if !ticking => {
+                        return Err("a forced stop with no tick running".into());
+                    }
+                    WatchEffect::ForceStop => summary.forced_stops += 1,
+                }
+            }
+        }
+    }
 }
 
 const STEPS: u64 = 150;
@@ -48,79 +154,183 @@ pub fn run_service_seed(seed: u64) -> Result<ServiceSimSummary, String> {
     run(seed).map_err(|e| format!("seed {seed}: {e}"))
 }
 
+/// What a crash or a stop leaves for the next daemon: the persisted hints, and the time.
+struct Service {
+    sched: ServiceScheduler,
+    watch: WatchThread,
+}
+
+fn start(
+    goals: &[Id],
+    persisted: &BTreeMap<Id, GoalWake>,
+    now: Instant,
+    wall: &Wall,
+) -> Result<Service, String> {
+    let sched = ServiceScheduler::new(config(), goals.to_vec(), persisted.clone(), now)
+        .map_err(|e| e.to_string())?;
+    Ok(Service { sched, watch: WatchThread::new(now, wall) })
+}
+
 fn run(seed: u64) -> Result<ServiceSimSummary, String> {
     let mut g = GoalWorld::new(seed);
     let goals = vec![Id::new("g").expect("valid"), Id::new("ghost").expect("valid")];
     let mut now = Instant(0);
+    let mut wall = Wall::default();
     let mut persisted: BTreeMap<Id, GoalWake> = BTreeMap::new();
-    let new_scheduler = |prior, now| {
-        ServiceScheduler::new(config(), goals.clone(), prior, now).map_err(|e| e.to_string())
-    };
-    let mut sched = new_scheduler(persisted.clone(), now)?;
+    let mut svc = start(&goals, &persisted, now, &wall)?;
     let mut summary = ServiceSimSummary::default();
     for _ in 0..STEPS {
-        // Wakes come on time, late, or very late (a missed one).
-        let due = sched.poll_timeout().unwrap_or(now.saturating_add(Duration::from_millis(1_000)));
+        // Wakes come on time, late, or very late (a missed one); the watcher runs meanwhile.
+        let due =
+            svc.sched.poll_timeout().unwrap_or(now.saturating_add(Duration::from_millis(1_000)));
         let late = match g.w.entropy.below(10) {
             0 => Duration::from_millis(g.w.entropy.between(2_000, 20_000)),
             1..=3 => Duration::from_millis(g.w.entropy.below(500)),
             _ => Duration::from_millis(0),
         };
-        now = due.max(now).saturating_add(late);
+        let next = due.max(now).saturating_add(late);
+        svc.watch.run_until(next, false, &mut g.w.entropy, &mut wall, &mut summary)?;
+        now = next;
         if g.w.entropy.chance(1, 5) {
             g.person()?; // Approvals, reviews and plan decisions change what the goal awaits.
             g.w.take_acknowledged();
         }
-        sched.handle_timeout(now);
-        while let Some(effect) = sched.poll_effect() {
-            if effect != ServiceEffect::Sweep {
-                continue;
-            }
-            if g.w.entropy.chance(1, 4) {
-                let after = g.w.entropy.below(60);
-                g.w.ledger.fs.crash_after(after);
-            }
-            let before: BTreeMap<Id, GoalWake> = sched.wakes().clone();
-            let mut broken = None;
-            let mut host = SimSweep {
-                g: &mut g,
-                now,
-                before: &before,
-                summary: &mut summary,
-                broken: &mut broken,
-            };
-            let result = sweep(&mut host, &mut sched);
-            if let Some(violation) = broken {
-                return Err(violation);
-            }
-            if g.w.ledger.fs.is_crashed() {
-                // The service died mid-sweep: the disk loses what was not synced, and a new
-                // daemon starts from the wake hints it last persisted.
-                g.w.ledger.fs.clear_faults();
-                g.w.take_acknowledged();
-                g.w.ledger.fs.crash(&mut g.w.entropy);
-                summary.crashes += 1;
-                sched = new_scheduler(persisted.clone(), now)?;
-                break;
-            }
-            g.w.ledger.fs.clear_faults();
-            g.w.take_acknowledged();
-            sched.sweep_finished(now, result);
-            summary.sweeps += 1;
-            // The unreadable goal backs off alone; it never stalls the sweep.
-            let ghost = sched.goal(&goals[1]).cloned().unwrap_or_default();
-            if ghost.state != WakeState::Backoff || ghost.consecutive_errors == 0 {
-                return Err(format!("the unreadable goal is not backing off: {ghost:?}"));
-            }
-            // `runtime.json` is written after each sweep; now and then the write is lost.
-            if !g.w.entropy.chance(1, 5) {
-                persisted = sched.wakes().clone();
-            }
+        if g.w.entropy.chance(1, 10) {
+            wall.jump(&mut g.w.entropy);
+            summary.wall_jumps += 1;
         }
-        sched.check()?;
+        if g.w.entropy.chance(1, 5) {
+            // A file-change hint: real after a person acted, or spurious.
+            svc.sched.wake_early(now);
+        }
+        if g.w.entropy.chance(1, 30) {
+            let drain =
+                g.w.entropy.chance(1, 2).then(|| Duration::from_millis(g.w.entropy.below(3_000)));
+            svc.watch.w.stop_requested(now, drain);
+        }
+        check_liveness(&svc.watch, &wall, now, true)?;
+        sched_step(&mut g, &mut svc, &mut now, &mut wall, &mut persisted, &mut summary)?;
+        if svc.watch.draining && svc.sched.phase() == harn_core::wake::ServicePhase::Stopped {
+            // A graceful stop; the operator starts it again from the persisted hints.
+            summary.stops += 1;
+            svc = start(&goals, &persisted, now, &wall)?;
+        }
+        svc.sched.check()?;
         g.check()?;
     }
     Ok(summary)
+}
+
+/// One wake of the loop: the scheduler's due effects, a sweep if one is due, and the restart
+/// after a crash mid-sweep.
+fn sched_step(
+    g: &mut GoalWorld,
+    svc: &mut Service,
+    now: &mut Instant,
+    wall: &mut Wall,
+    persisted: &mut BTreeMap<Id, GoalWake>,
+    summary: &mut ServiceSimSummary,
+) -> Result<(), String> {
+    let goals = svc.sched.goals().to_vec();
+    svc.watch.run_until(*now, false, &mut g.w.entropy, wall, summary)?;
+    if svc.watch.draining {
+        svc.sched.request_stop(*now);
+    }
+    svc.sched.handle_timeout(*now);
+    while let Some(effect) = svc.sched.poll_effect() {
+        if effect != ServiceEffect::Sweep {
+            continue; // The watcher beats on its own schedule.
+        }
+        if g.w.entropy.chance(1, 4) {
+            let after = g.w.entropy.below(60);
+            g.w.ledger.fs.crash_after(after);
+        }
+        let before: BTreeMap<Id, GoalWake> = svc.sched.wakes();
+        let mut broken = None;
+        let mut host = SimSweep {
+            g,
+            now: *now,
+            before: &before,
+            summary,
+            broken: &mut broken,
+            watch: &mut svc.watch,
+            wall,
+        };
+        let result = sweep(&mut host, &mut svc.sched);
+        *now = host.now;
+        if let Some(violation) = broken {
+            return Err(violation);
+        }
+        if g.w.ledger.fs.is_crashed() {
+            // The service died mid-sweep: the disk loses what was not synced, a reader sees
+            // a record that says running with nobody holding the lease, and a new daemon
+            // starts from the wake hints it last persisted.
+            g.w.ledger.fs.clear_faults();
+            g.w.take_acknowledged();
+            g.w.ledger.fs.crash(&mut g.w.entropy);
+            summary.crashes += 1;
+            check_liveness(&svc.watch, wall, *now, false)?;
+            *svc = start(&goals, persisted, *now, wall)?;
+            return Ok(());
+        }
+        g.w.ledger.fs.clear_faults();
+        g.w.take_acknowledged();
+        if svc.watch.draining {
+            svc.sched.request_stop(*now);
+        }
+        svc.sched.sweep_finished(*now, result);
+        summary.sweeps += 1;
+        // The unreadable goal backs off alone; it never stalls the sweep (a sweep a stop
+        // ended early may not have reached it).
+        let ghost = svc.sched.goal(&goals[1]).cloned().unwrap_or_default();
+        let reached = ghost.state == WakeState::Backoff && ghost.consecutive_errors > 0;
+        if !reached && !svc.watch.draining {
+            return Err(format!("the unreadable goal is not backing off: {ghost:?}"));
+        }
+        // `runtime.json` is written after each sweep; now and then the write is lost.
+        if !g.w.entropy.chance(1, 5) {
+            *persisted = svc.sched.wakes();
+        }
+    }
+    Ok(())
+}
+
+/// What a reader makes of the service's status record: a live one (holding its lease) reads
+/// running or stopping unless the wall clock jumped forward past the lapse since its last
+/// beat; a crashed one (lease free) never reads running.
+fn check_liveness(
+    watch: &WatchThread,
+    wall: &Wall,
+    now: Instant,
+    alive: bool,
+) -> Result<(), String> {
+    let interval_ms = config().heartbeat_interval.as_millis();
+    let state = if watch.draining { ServiceState::Stopping } else { ServiceState::Running };
+    let status = ServiceStatus {
+        schema_version: SERVICE_VERSION,
+        pid: 1,
+        state,
+        started_at: WallTime(0),
+        heartbeat_at: watch.heartbeat_at,
+        config_created_at: WallTime(0),
+        sweep_count: 0,
+        active_goal_id: None,
+        last_sweep_at: None,
+        last_error: None,
+        stopped_at: None,
+    };
+    let seen = liveness(Some(&status), true, alive, interval_ms, wall.at(now));
+    let lapse = (interval_ms as i64 * 3).max(HEARTBEAT_SLACK_MS);
+    let jumped_past = wall.forward_since_beat_ms > lapse - interval_ms as i64 * 2;
+    match (alive, seen) {
+        (false, Liveness::Running | Liveness::Stopping) => {
+            Err(format!("a crashed service reads {seen:?}"))
+        }
+        (true, Liveness::Stale) if !jumped_past => {
+            Err("a live, beating service reads stale".into())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The simulated sweep host: reads and ticks of the goal world, an unreadable `ghost` goal,
@@ -131,6 +341,8 @@ struct SimSweep<'a> {
     before: &'a BTreeMap<Id, GoalWake>,
     summary: &'a mut ServiceSimSummary,
     broken: &'a mut Option<String>,
+    watch: &'a mut WatchThread,
+    wall: &'a mut Wall,
 }
 
 impl SimSweep<'_> {
@@ -167,6 +379,15 @@ impl SweepHost for SimSweep<'_> {
             }
         }
         self.summary.ticks += 1;
+        // A tick takes time (workflows, agents); the watcher keeps beating meanwhile.
+        let took = Duration::from_millis(self.g.w.entropy.below(4_000));
+        let end = self.now.saturating_add(took);
+        let (e, wall) = (&mut self.g.w.entropy, &mut *self.wall);
+        if let Err(lapse) = self.watch.run_until(end, true, e, wall, self.summary) {
+            self.broken.get_or_insert(lapse.clone());
+            return Err(lapse);
+        }
+        self.now = end;
         if self.g.w.entropy.chance(1, 8) {
             // An infrastructure error: the tick never starts, and must cost nothing.
             let before = self.attempts()?;
@@ -188,6 +409,10 @@ impl SweepHost for SimSweep<'_> {
     fn ticking(&mut self, _goal: Option<&Id>) {}
 
     fn failed(&mut self, _goal: &Id, _error: &str, _wake: &GoalWake) {}
+
+    fn stopping(&mut self) -> bool {
+        self.watch.draining
+    }
 }
 
 #[cfg(test)]
@@ -203,7 +428,11 @@ mod tests {
             total.ticks += s.ticks;
             total.failed_ticks += s.failed_ticks;
             total.crashes += s.crashes;
+            total.stops += s.stops;
+            total.forced_stops += s.forced_stops;
+            total.wall_jumps += s.wall_jumps;
         }
         assert!(total.sweeps > 500 && total.ticks > 20 && total.crashes > 10, "{total:?}");
+        assert!(total.stops > 0 && total.forced_stops > 0 && total.wall_jumps > 10, "{total:?}");
     }
 }
