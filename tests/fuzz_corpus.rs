@@ -44,6 +44,11 @@ fn goal_projection_corpus() {
 }
 
 #[test]
+fn service_corpus() {
+    replay("service", harn_core::fuzzing::fuzz_service);
+}
+
+#[test]
 fn proposal_corpus() {
     replay("proposal", harn_core::goal::plan::fuzz_proposal);
 }

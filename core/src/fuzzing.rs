@@ -354,6 +354,119 @@ pub fn fuzz_goal_projection(data: &[u8]) {
     assert_eq!(goal_fingerprint(&p, &items), goal_fingerprint(&q, &reworded));
 }
 
+/// One fuzzed step against the service's scheduler and watcher.
+#[derive(Debug, Arbitrary)]
+enum ServiceOp {
+    /// Moves time forward (up to about 65 s) and wakes both machines.
+    Advance(u16),
+    /// Runs a sweep over the goals, if one was handed out: each goal read with this
+    /// fingerprint byte and readiness, ticked (ok, no progress, or failed) when decided.
+    Sweep { fingerprints: [u8; 3], ready: [bool; 3], outcome: [u8; 3] },
+    /// A file-change hint.
+    WakeEarly,
+    /// A stop request, with a drain deadline in ms or none.
+    Stop(Option<u16>),
+    /// A tick starts or ends (what a forced stop would terminate).
+    Ticking(bool),
+    /// A crash: both machines start again from the records last persisted.
+    Restart,
+}
+
+/// Drives `wake::ServiceScheduler`, the sweep decisions and `watch::Watcher` with arbitrary
+/// times, reads and outcomes, and checks after every step: both machines' invariants, no tick
+/// of an unchanged `awaiting_change` goal, beats never closer than the interval, and a forced
+/// stop only after a drain. Panics on a violation.
+pub fn fuzz_service(data: &[u8]) {
+    use crate::wake::{
+        after_tick_err, after_tick_ok, decide, Decision, Fingerprint, ServiceEffect,
+        ServiceScheduler, WakeConfig, WakeState,
+    };
+    use crate::watch::{WatchEffect, Watcher};
+    let mut u = Unstructured::new(data);
+    let cfg = WakeConfig {
+        wake_interval: Duration::from_millis(u.int_in_range(1..=10_000).unwrap_or(1_000)),
+        heartbeat_interval: Duration::from_millis(u.int_in_range(1..=5_000).unwrap_or(200)),
+        error_backoff_base: Duration::from_millis(u.int_in_range(1..=5_000).unwrap_or(500)),
+        error_backoff_max: Duration::from_millis(u.int_in_range(5_000..=60_000).unwrap_or(8_000)),
+    };
+    let goals: Vec<Id> = ["a", "b", "c"].iter().map(|g| Id::new(g).expect("valid")).collect();
+    let mut now = Instant(0);
+    let mut persisted = std::collections::BTreeMap::new();
+    let new = |prior, now| ServiceScheduler::new(cfg, goals.clone(), prior, now).expect("valid");
+    let mut sched = new(persisted.clone(), now);
+    let mut watch = Watcher::new(cfg.heartbeat_interval, now);
+    let (mut last_beat, mut drained, mut sweep_due) = (None::<Instant>, false, false);
+    // Exhausted input reads as zeros forever: stop when it runs out.
+    while !u.is_empty() {
+        let Ok(op) = ServiceOp::arbitrary(&mut u) else { break };
+        match op {
+            ServiceOp::Advance(ms) => {
+                now = now.saturating_add(Duration::from_millis(u64::from(ms)));
+                sched.handle_timeout(now);
+                watch.handle_timeout(now);
+            }
+            ServiceOp::Sweep { fingerprints, ready, outcome } if sweep_due => {
+                for (i, goal) in goals.iter().enumerate() {
+                    let prev = sched.goal(goal).expect("enrolled").clone();
+                    let fp = Fingerprint::new([fingerprints[i]]);
+                    let wake = match decide(&prev, &fp, ready[i], now) {
+                        Decision::Skip(_) => continue,
+                        Decision::BecomeAwaiting(w) => w,
+                        Decision::Tick => {
+                            let unchanged = prev.observed.as_ref() == Some(&fp);
+                            assert!(
+                                !(prev.state == WakeState::AwaitingChange && unchanged),
+                                "an unchanged awaiting_change goal was ticked"
+                            );
+                            match outcome[i] % 3 {
+                                0 => after_tick_ok(fp, true),
+                                1 => after_tick_ok(fp, false),
+                                _ => after_tick_err(&prev, fp, now, &cfg),
+                            }
+                        }
+                    };
+                    sched.record_goal(now, goal, wake).expect("a consistent record");
+                }
+                sched.sweep_finished(now, Ok(()));
+                persisted = sched.wakes();
+                sweep_due = false;
+            }
+            ServiceOp::Sweep { .. } => {}
+            ServiceOp::WakeEarly => sched.wake_early(now),
+            ServiceOp::Stop(ms) => {
+                watch.stop_requested(now, ms.map(|m| Duration::from_millis(u64::from(m))));
+                sched.request_stop(now);
+            }
+            ServiceOp::Ticking(on) => watch.set_ticking(on),
+            ServiceOp::Restart => {
+                sched = new(persisted.clone(), now);
+                watch = Watcher::new(cfg.heartbeat_interval, now);
+                (last_beat, drained, sweep_due) = (None, false, false);
+            }
+        }
+        while let Some(effect) = sched.poll_effect() {
+            sweep_due |= effect == ServiceEffect::Sweep;
+        }
+        while let Some(effect) = watch.poll_effect() {
+            match effect {
+                WatchEffect::Beat => {
+                    if let Some(last) = last_beat {
+                        assert!(
+                            now.saturating_since(last) >= cfg.heartbeat_interval,
+                            "beats too close"
+                        );
+                    }
+                    last_beat = Some(now);
+                }
+                WatchEffect::BeginDrain => drained = true,
+                WatchEffect::ForceStop => assert!(drained, "a forced stop without a drain"),
+            }
+        }
+        sched.check().expect("scheduler invariants");
+        watch.check().expect("watcher invariants");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -368,6 +481,11 @@ mod tests {
         #[test]
         fn arbitrary_work_histories_project_consistently(data in proptest::collection::vec(any::<u8>(), 0..512)) {
             super::fuzz_work_projection(&data);
+        }
+
+        #[test]
+        fn arbitrary_service_schedules_keep_the_invariants(data in proptest::collection::vec(any::<u8>(), 0..1024)) {
+            super::fuzz_service(&data);
         }
 
         #[test]
