@@ -328,3 +328,35 @@ fn a_change_to_a_watched_file_wakes_the_service_before_its_interval() {
     assert_eq!(status["runtime"]["goals"]["g"]["state"], "awaiting_change", "{status}");
     assert!(harn(r, &["supervisor", "service", "stop"]).status.success());
 }
+
+#[test]
+fn more_than_a_hundred_goals_enroll_and_quiesce() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    std::fs::write(r.join("wf.sh"), "#!/bin/sh\nread start\n").unwrap();
+    std::fs::write(r.join("team.json"), r#"{"implementer": {"instructions": "x"}}"#).unwrap();
+    let goals: Vec<String> = (0..150).map(|n| format!("g{n}")).collect();
+    for (n, g) in goals.iter().enumerate() {
+        let w = format!("w{n}");
+        let create = ["work", "create", "w", "wf.sh", "--id", &w, "--objective", "o"];
+        assert!(harn(r, &create).status.success());
+        assert!(harn(r, &["work", "cancel", &w]).status.success());
+        let goal = ["supervisor", "create", &w, "--team", "team.json", "--id", g];
+        assert!(harn(r, &goal).status.success());
+    }
+    let mut start = vec!["supervisor", "service", "start"];
+    start.extend(goals.iter().map(String::as_str));
+    let out = harn(r, &start);
+    assert!(out.status.success(), "the reference tool stops at 100: {}", text(&out));
+    wait_for("the first sweep", || {
+        json(&harn(r, &["supervisor", "service", "status", "--json"]))["status"]["sweep_count"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1
+    });
+    let status = json(&harn(r, &["supervisor", "service", "status", "--json"]));
+    let wakes = status["runtime"]["goals"].as_object().unwrap();
+    assert_eq!(wakes.len(), 150);
+    assert!(wakes.values().all(|w| w["state"] == "awaiting_change"), "blocked goals quiesce");
+    assert!(harn(r, &["supervisor", "service", "stop"]).status.success());
+}

@@ -149,6 +149,9 @@ pub struct ServiceStatus {
     /// When the last sweep ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_sweep_at: Option<WallTime>,
+    /// How long the last sweep took, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sweep_ms: Option<u64>,
     /// The last sweep-level error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
@@ -366,6 +369,7 @@ mod tests {
             sweep_count: 0,
             active_goal_id: None,
             last_sweep_at: None,
+            last_sweep_ms: None,
             last_error: None,
             stopped_at: None,
         }
@@ -380,6 +384,39 @@ mod tests {
         let mut c = config();
         c.error_backoff_max_ms = 1_000;
         assert_eq!(c.validate().unwrap_err().field, "error_backoff_max_ms");
+    }
+
+    #[test]
+    fn ten_thousand_goals_enroll_and_one_sweep_quiesces_them() {
+        let mut c = config();
+        c.goal_ids = (0..10_000).map(|n| Id::new(&format!("g{n}")).unwrap()).collect();
+        assert!(c.validate().is_ok(), "no cap at 100");
+        let mut s = crate::wake::ServiceScheduler::new(
+            c.wake_config(),
+            c.goal_ids.clone(),
+            BTreeMap::new(),
+            crate::time::Instant(0),
+        )
+        .unwrap();
+        struct Blocked;
+        impl SweepHost for Blocked {
+            fn now(&mut self) -> crate::time::Instant {
+                crate::time::Instant(0)
+            }
+            fn read(&mut self, g: &Id) -> Result<(crate::wake::Fingerprint, bool), String> {
+                Ok((crate::wake::Fingerprint::new(g.as_str()), false))
+            }
+            fn tick(&mut self, _: &Id) -> Result<crate::goal::StopReason, String> {
+                Err("a blocked goal is never ticked".into())
+            }
+            fn ticking(&mut self, _: Option<&Id>) {}
+            fn failed(&mut self, g: &Id, e: &str, _: &GoalWake) {
+                panic!("{g}: {e}")
+            }
+        }
+        sweep(&mut Blocked, &mut s).unwrap();
+        assert!(s.wakes().values().all(|w| w.state == crate::wake::WakeState::AwaitingChange));
+        assert_eq!(s.check(), Ok(()));
     }
 
     #[test]

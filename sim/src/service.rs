@@ -316,6 +316,7 @@ fn check_liveness(
         sweep_count: 0,
         active_goal_id: None,
         last_sweep_at: None,
+        last_sweep_ms: None,
         last_error: None,
         stopped_at: None,
     };

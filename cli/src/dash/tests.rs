@@ -41,6 +41,7 @@ fn service() -> ServiceView {
         sweep_count: 118,
         active_goal_id: Some(id("ship-login")),
         last_sweep_at: Some(WallTime(NOW.0 - 4_000)),
+        last_sweep_ms: Some(3),
         last_error: None,
         stopped_at: None,
     };

@@ -151,6 +151,9 @@ fn service_lines(s: &Snapshot, now: WallTime) -> Vec<Line<'static>> {
             human_ms(age),
             st.sweep_count
         )));
+        if let Some(ms) = st.last_sweep_ms {
+            first.push(Span::raw(format!(" (last took {})", human_ms(ms))));
+        }
         if let Some(g) = &st.active_goal_id {
             first.push(Span::styled(format!("  ticking {g}"), HEADER));
         }

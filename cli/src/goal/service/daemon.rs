@@ -93,6 +93,7 @@ pub fn daemon(
             sweep_count: 0,
             active_goal_id: None,
             last_sweep_at: None,
+            last_sweep_ms: None,
             last_error: None,
             stopped_at: None,
         }),
@@ -152,14 +153,17 @@ pub fn daemon(
             if effect != ServiceEffect::Sweep || shared.stop.load(Ordering::SeqCst) {
                 continue; // The watcher beats on its own schedule.
             }
+            let began = StdInstant::now();
             let result = sweep(store, config, &mut scheduler, &shared, &mut outcomes, &mut cache);
             swept_at = StdInstant::now();
+            let took_ms = swept_at.duration_since(began).as_millis() as u64;
             let wall = clock.wall();
             scheduler.sweep_finished(clock.now(), result.clone());
             shared.update(|s| {
                 s.active_goal_id = None;
                 s.sweep_count = scheduler.sweep_count();
                 s.last_sweep_at = Some(wall);
+                s.last_sweep_ms = Some(took_ms);
                 s.last_error = result.clone().err();
             });
             // Written when they change, not every sweep: an idle service writes only its

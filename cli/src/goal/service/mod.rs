@@ -207,7 +207,8 @@ fn status_cmd(store: &mut Store, as_json: bool) -> i32 {
     println!("service: {}", json!(live).as_str().unwrap_or(""));
     if let Some(s) = &status {
         let age = store.now().0.saturating_sub(s.heartbeat_at.0);
-        println!("  pid        {} (heartbeat {age} ms ago, {} sweeps)", s.pid, s.sweep_count);
+        let took = s.last_sweep_ms.map_or(String::new(), |ms| format!(", the last took {ms} ms"));
+        println!("  pid        {} (heartbeat {age} ms ago, {} sweeps{took})", s.pid, s.sweep_count);
         if let Some(g) = &s.active_goal_id {
             println!("  ticking    {g}");
         }
