@@ -102,7 +102,9 @@ pub fn run(a: ExampleArgs) -> i32 {
             return code;
         }
     }
-    println!("Explore the records with `harn work list --root {}`.", root.display());
+    let r = root.display();
+    println!("Explore the records with `harn work list --root {r}` or `harn dash --root {r}`.");
+    println!("To leave a goal to the supervisor service and watch it, see the README.");
     0
 }
 

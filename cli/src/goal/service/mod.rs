@@ -107,7 +107,9 @@ pub fn run(store: &mut Store, verb: ServiceVerb) -> i32 {
         ServiceVerb::Stop { timeout, json } => stop::stop(store, timeout, json),
         ServiceVerb::Logs { lines, follow } => logs(store, lines, follow),
         ServiceVerb::Unit => {
-            print!("{}", unit(store.root()));
+            let interval =
+                crate::readers::service(store).config.map_or(2_000, |c| c.heartbeat_interval_ms);
+            print!("{}", unit(store.root(), interval));
             0
         }
     }
@@ -323,15 +325,19 @@ fn logs(store: &mut Store, lines: u64, follow: bool) -> i32 {
     }
 }
 
-/// A systemd unit running the service in the foreground for this root.
-fn unit(root: &Path) -> String {
+/// A systemd unit running the service in the foreground for this root: started means ready
+/// (`READY=1` once the lease is held and the records loaded), the watchdog fed by the
+/// heartbeat, restarted after a crash, and a stop that waits for the tick in progress.
+fn unit(root: &Path, heartbeat_interval_ms: u64) -> String {
     let exe =
         std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "harn".into());
+    // Three missed beats, and never under 30 s: a wedged daemon is restarted, a slow disk is not.
+    let watchdog_secs = (heartbeat_interval_ms * 3).div_ceil(1_000).max(30);
     format!(
         "[Unit]\nDescription=harn supervisor service for {root}\n\n[Service]\nType=notify\n\
-         ExecStart={exe} supervisor service run --root {root}\nWorkingDirectory={root}\n\
-         Restart=on-failure\nWatchdogSec=30\nKillMode=mixed\nTimeoutStopSec=infinity\n\n\
-         [Install]\nWantedBy=default.target\n",
+         NotifyAccess=main\nExecStart={exe} supervisor service run --root {root}\n\
+         WorkingDirectory={root}\nRestart=on-failure\nRestartSec=2\nWatchdogSec={watchdog_secs}\n\
+         KillMode=mixed\nTimeoutStopSec=infinity\n\n[Install]\nWantedBy=default.target\n",
         root = root.display()
     )
 }
