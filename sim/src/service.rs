@@ -109,32 +109,61 @@ impl WatchThread {
                 return Ok(());
             }
             self.w.handle_timeout(at);
-            self.w.check()?;
-            while let Some(effect) = self.w.poll_effect() {
-                match effect {
-                    WatchEffect::Beat => {
-                        if let Some(last) = self.last_beat {
-                            let gap = at.saturating_since(last);
-                            let bound = config()
-                                .heartbeat_interval
-                                .saturating_add(Duration::from_millis(WATCHER_LATENESS_MS));
-                            if gap > bound {
-                                return Err(format!("the heartbeat lapsed for {gap:?}"));
-                            }
+            self.effects(at, ticking, wall, summary)?;
+        }
+    }
+
+    /// A stop request at `now`: the signal wakes the thread, which takes it at once (after
+    /// whatever was due before).
+    fn request_stop(
+        &mut self,
+        now: Instant,
+        drain: Option<Duration>,
+        ticking: bool,
+        e: &mut impl Entropy,
+        wall: &mut Wall,
+        summary: &mut ServiceSimSummary,
+    ) -> Result<(), String> {
+        self.run_until(now, ticking, e, wall, summary)?;
+        self.w.stop_requested(now, drain);
+        self.w.handle_timeout(now);
+        self.effects(now, ticking, wall, summary)
+    }
+
+    /// Carries out what the watcher asks for at `at`, checking the heartbeat's cadence.
+    fn effects(
+        &mut self,
+        at: Instant,
+        ticking: bool,
+        wall: &mut Wall,
+        summary: &mut ServiceSimSummary,
+    ) -> Result<(), String> {
+        self.w.check()?;
+        while let Some(effect) = self.w.poll_effect() {
+            match effect {
+                WatchEffect::Beat => {
+                    if let Some(last) = self.last_beat {
+                        let gap = at.saturating_since(last);
+                        let bound = config()
+                            .heartbeat_interval
+                            .saturating_add(Duration::from_millis(WATCHER_LATENESS_MS));
+                        if gap > bound {
+                            return Err(format!("the heartbeat lapsed for {gap:?}"));
                         }
-                        self.last_beat = Some(at);
-                        self.heartbeat_at = wall.at(at);
-                        wall.forward_since_beat_ms = 0;
-                        summary.beats += 1;
                     }
-                    WatchEffect::BeginDrain => self.draining = true,
-                    WatchEffect::ForceStop if !ticking => {
-                        return Err("a forced stop with no tick running".into());
-                    }
-                    WatchEffect::ForceStop => summary.forced_stops += 1,
+                    self.last_beat = Some(at);
+                    self.heartbeat_at = wall.at(at);
+                    wall.forward_since_beat_ms = 0;
+                    summary.beats += 1;
                 }
+                WatchEffect::BeginDrain => self.draining = true,
+                WatchEffect::ForceStop if !ticking => {
+                    return Err("a forced stop with no tick running".into());
+                }
+                WatchEffect::ForceStop => summary.forced_stops += 1,
             }
         }
+        Ok(())
     }
 }
 
@@ -206,7 +235,7 @@ fn run(seed: u64) -> Result<ServiceSimSummary, String> {
         if g.w.entropy.chance(1, 30) {
             let drain =
                 g.w.entropy.chance(1, 2).then(|| Duration::from_millis(g.w.entropy.below(3_000)));
-            svc.watch.w.stop_requested(now, drain);
+            svc.watch.request_stop(now, drain, false, &mut g.w.entropy, &mut wall, &mut summary)?;
         }
         check_liveness(&svc.watch, &wall, now, true)?;
         sched_step(&mut g, &mut svc, &mut now, &mut wall, &mut persisted, &mut summary)?;
@@ -353,6 +382,19 @@ impl SimSweep<'_> {
         Ok((fp, view.projection.state == GoalState::Ready))
     }
 
+    /// Runs the watcher while a tick lasts until `end`, with a stop request (bounded half the
+    /// time) at a drawn moment in one tick of forty.
+    fn watch_during_tick(&mut self, end: Instant) -> Result<(), String> {
+        let (e, wall) = (&mut self.g.w.entropy, &mut *self.wall);
+        if !self.watch.draining && e.chance(1, 40) {
+            let span = end.saturating_since(self.now).as_millis();
+            let at = self.now.saturating_add(Duration::from_millis(e.below(span + 1)));
+            let drain = e.chance(1, 2).then(|| Duration::from_millis(e.below(2_000)));
+            self.watch.request_stop(at, drain, true, e, wall, self.summary)?;
+        }
+        self.watch.run_until(end, true, e, wall, self.summary)
+    }
+
     fn attempts(&mut self) -> Result<u32, String> {
         Ok(self.g.view()?.projection.attempts_used)
     }
@@ -380,13 +422,13 @@ impl SweepHost for SimSweep<'_> {
             }
         }
         self.summary.ticks += 1;
-        // A tick takes time (workflows, agents); the watcher keeps beating meanwhile.
+        // A tick takes time (workflows, agents); the watcher keeps beating meanwhile, and now
+        // and then a stop is asked for while it runs.
         let took = Duration::from_millis(self.g.w.entropy.below(4_000));
         let end = self.now.saturating_add(took);
-        let (e, wall) = (&mut self.g.w.entropy, &mut *self.wall);
-        if let Err(lapse) = self.watch.run_until(end, true, e, wall, self.summary) {
-            self.broken.get_or_insert(lapse.clone());
-            return Err(lapse);
+        if let Err(violation) = self.watch_during_tick(end) {
+            self.broken.get_or_insert(violation.clone());
+            return Err(violation);
         }
         self.now = end;
         if self.g.w.entropy.chance(1, 8) {
@@ -423,7 +465,7 @@ mod tests {
     #[test]
     fn the_service_keeps_its_promises_through_crashes_and_late_wakes() {
         let mut total = ServiceSimSummary::default();
-        for seed in 0..16 {
+        for seed in 0..64 {
             let s = run_service_seed(seed).unwrap_or_else(|e| panic!("{e}"));
             total.sweeps += s.sweeps;
             total.ticks += s.ticks;
@@ -432,8 +474,10 @@ mod tests {
             total.stops += s.stops;
             total.forced_stops += s.forced_stops;
             total.wall_jumps += s.wall_jumps;
+            total.beats += s.beats;
         }
         assert!(total.sweeps > 500 && total.ticks > 20 && total.crashes > 10, "{total:?}");
         assert!(total.stops > 0 && total.forced_stops > 0 && total.wall_jumps > 10, "{total:?}");
+        assert!(total.beats > total.sweeps, "the watcher beats more often than the loop sweeps");
     }
 }
