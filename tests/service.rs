@@ -360,3 +360,40 @@ fn more_than_a_hundred_goals_enroll_and_quiesce() {
     assert!(wakes.values().all(|w| w["state"] == "awaiting_change"), "blocked goals quiesce");
     assert!(harn(r, &["supervisor", "service", "stop"]).status.success());
 }
+
+#[test]
+fn a_killed_service_keeps_each_goals_backoff_count() {
+    let dir = root_with_workflow("echo '{\"op\":\"result\",\"ok\":true}'");
+    let r = dir.path();
+    // A second goal whose intent goes bad after enrollment: every read of it fails.
+    let goal = ["supervisor", "create", "w", "--team", "team.json", "--id", "bad"];
+    assert!(harn(r, &goal).status.success());
+    let start = ["supervisor", "service", "start", "g", "bad", "--wake-interval-ms", "20"];
+    let fast = ["--error-backoff-base-ms", "10", "--error-backoff-max-ms", "40"];
+    assert!(harn(r, &[&start[..], &fast[..]].concat()).status.success());
+    std::fs::write(r.join(".harnery/supervisors/bad/intent.json"), "{ not json").unwrap();
+    let errors = || {
+        json(&harn(r, &["supervisor", "service", "status", "--json"]))["runtime"]["goals"]["bad"]
+            ["consecutive_errors"]
+            .as_u64()
+            .unwrap_or(0)
+    };
+    wait_for("a few errors in a row", || errors() >= 3);
+    let status = json(&harn(r, &["supervisor", "service", "status", "--json"]));
+    Command::new("kill")
+        .args(["-9", &status["status"]["pid"].as_i64().unwrap().to_string()])
+        .status()
+        .unwrap();
+    wait_for("the crash to show", || liveness(r) == "stale");
+    let before = errors();
+    assert!(harn(r, &["supervisor", "service", "start"]).status.success());
+    wait_for("the next failed read", || errors() != before);
+    assert!(errors() > before, "the count goes on from {before}, it does not start again");
+    assert_eq!(
+        json(&harn(r, &["supervisor", "service", "status", "--json"]))["runtime"]["goals"]["g"]
+            ["state"],
+        "awaiting_change",
+        "the readable goal is not held back by the bad one"
+    );
+    assert!(harn(r, &["supervisor", "service", "stop"]).status.success());
+}

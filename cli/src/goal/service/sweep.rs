@@ -62,9 +62,9 @@ impl ReadCache {
             g.projection.state == GoalState::Ready,
         );
         let paths = watched_paths(&g);
-        self.directories.extend(paths.iter().map(|p| match p.strip_suffix("/events.jsonl") {
-            Some(dir) => dir.to_owned(),
-            None => p.clone(),
+        self.directories.extend(paths.iter().map(|p| {
+            let file = p.strip_suffix("/events.jsonl").or_else(|| p.strip_suffix("/intent.json"));
+            file.map_or_else(|| p.clone(), str::to_owned)
         }));
         if cacheable(&g) {
             // Signed after the read: a change in between is caught by the next full read.
@@ -84,11 +84,18 @@ fn cacheable(g: &store::Goal) -> bool {
         })
 }
 
-/// The files and directories a goal's state is read from: its directory and plans, and for
-/// every work item of its graph the item's directory, journal and latest run.
+/// The files and directories a goal's state is read from: its directory, intent and plans, and
+/// for every work item of its graph the item's directory, journal and latest run.
 fn watched_paths(g: &store::Goal) -> Vec<String> {
     let dir = goal_dir(&g.intent.id);
-    let mut paths = vec![dir.clone(), format!("{dir}/plans"), ".harnery/work".to_owned()];
+    // The intent is written once, but one edited or damaged by hand must be noticed (and
+    // refused) at once, not at the next full read.
+    let mut paths = vec![
+        dir.clone(),
+        format!("{dir}/intent.json"),
+        format!("{dir}/plans"),
+        ".harnery/work".to_owned(),
+    ];
     let mut items: std::collections::BTreeSet<&Id> = g.items.iter().map(|i| &i.id).collect();
     items.extend(g.intent.root_work_id.iter());
     for p in &g.plans {
