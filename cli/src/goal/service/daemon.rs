@@ -9,15 +9,18 @@ use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
 use crate::real_clock::RealClock;
 use crate::work::store::Store;
 use harn_core::env::Clock;
+use harn_core::ids::Id;
 use harn_core::service::{
     RuntimeHints, ServiceConfig, ServiceState, ServiceStatus, SERVICE_VERSION,
 };
 use harn_core::time::Duration as CoreDuration;
+use harn_core::wake::GoalWake;
 use harn_core::wake::{ServiceEffect, ServiceScheduler};
 use harn_core::watch::{WatchEffect, Watcher};
 use rustix::pipe::PipeFlags;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,6 +54,29 @@ pub struct Shared {
 }
 
 impl Shared {
+    fn new(root: &std::path::Path, config: &ServiceConfig, audit: Audit) -> Shared {
+        let started = RealClock::new().wall();
+        Shared {
+            status: Mutex::new(ServiceStatus {
+                schema_version: SERVICE_VERSION,
+                pid: std::process::id(),
+                state: ServiceState::Starting,
+                started_at: started,
+                heartbeat_at: started,
+                config_created_at: config.created_at,
+                sweep_count: 0,
+                active_goal_id: None,
+                last_sweep_at: None,
+                last_sweep_ms: None,
+                last_error: None,
+                stopped_at: None,
+            }),
+            stop: Arc::new(AtomicBool::new(false)),
+            root: root.to_owned(),
+            audit,
+        }
+    }
+
     /// Changes the status and writes it, under the lock, so two writers can never leave an
     /// older record on disk after a newer one.
     pub fn update(&self, f: impl FnOnce(&mut ServiceStatus)) {
@@ -80,51 +106,19 @@ pub fn daemon(
     }
     let root = store.root().to_owned();
     let _ = std::fs::remove_file(root.join(path("stop.json")));
-    let clock = RealClock::new();
-    let started = clock.wall();
-    let shared = Arc::new(Shared {
-        status: Mutex::new(ServiceStatus {
-            schema_version: SERVICE_VERSION,
-            pid: std::process::id(),
-            state: ServiceState::Starting,
-            started_at: started,
-            heartbeat_at: started,
-            config_created_at: config.created_at,
-            sweep_count: 0,
-            active_goal_id: None,
-            last_sweep_at: None,
-            last_sweep_ms: None,
-            last_error: None,
-            stopped_at: None,
-        }),
-        stop: Arc::new(AtomicBool::new(false)),
-        root: root.clone(),
-        audit: Audit::open(&root, log, rotation),
-    });
+    let shared = Arc::new(Shared::new(&root, config, Audit::open(&root, log, rotation)));
     shared.update(|_| {});
-    // A signal sets the flag and writes to the pipe the watcher sleeps on, so a stop is seen
-    // at once without anyone polling for it.
-    let (wake_rd, wake_wr) = match rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)
-    {
-        Ok(pair) => pair,
-        Err(e) => return fail(EXIT_FAILED, format!("a pipe: {e}")),
+    let (wake_rd, poke) = match wake_on_signals(&shared) {
+        Ok(pipe) => pipe,
+        Err(e) => return fail(EXIT_FAILED, format!("signal handling: {e}")),
     };
-    let poke = Arc::new(wake_wr);
-    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        let registered = signal_hook::flag::register(sig, shared.stop.clone()).and_then(|_| {
-            let end = poke.try_clone()?;
-            signal_hook::low_level::pipe::register(sig, end)
-        });
-        if let Err(e) = registered {
-            return fail(EXIT_FAILED, format!("signal handler: {e}"));
-        }
-    }
     let hints: RuntimeHints = store
         .read_record::<RuntimeHints>(&path("runtime.json"))
         .ok()
         .flatten()
         .unwrap_or_default()
         .for_config(config);
+    let clock = RealClock::new();
     let mut scheduler = match ServiceScheduler::new(
         config.wake_config(),
         config.goal_ids.clone(),
@@ -135,74 +129,28 @@ pub fn daemon(
         Err(e) => return fail(EXIT_USAGE, format!("service: {e}")),
     };
     let (tx, wakes) = mpsc::channel::<Wake>();
-    let watching = watcher(shared.clone(), config.heartbeat_interval_ms, wake_rd, tx.clone());
-    let mut changes = Changes::start(tx);
+    let (alive, watching) =
+        watcher(shared.clone(), config.heartbeat_interval_ms, wake_rd, tx.clone());
+    let mut sweeper = Sweeper::new(hints.last_outcome, Changes::start(tx));
     shared.update(|s| s.state = ServiceState::Running);
     crate::harness::sdnotify::notify("READY=1");
     shared.audit.record(json!({
         "event": "service.started", "pid": std::process::id(), "goals": config.goal_ids.len(),
-        "config_created_at": config.created_at, "file_change_hints": changes.is_some(),
+        "config_created_at": config.created_at, "file_change_hints": sweeper.changes.is_some(),
     }));
-    let mut outcomes = hints.last_outcome;
-    let mut cache = ReadCache::default();
-    let mut swept_at = StdInstant::now();
-    let mut written = None;
     while !shared.stop.load(Ordering::SeqCst) {
         scheduler.handle_timeout(clock.now());
         while let Some(effect) = scheduler.poll_effect() {
-            if effect != ServiceEffect::Sweep || shared.stop.load(Ordering::SeqCst) {
-                continue; // The watcher beats on its own schedule.
-            }
-            let began = StdInstant::now();
-            let result = sweep(store, config, &mut scheduler, &shared, &mut outcomes, &mut cache);
-            swept_at = StdInstant::now();
-            let took_ms = swept_at.duration_since(began).as_millis() as u64;
-            let wall = clock.wall();
-            scheduler.sweep_finished(clock.now(), result.clone());
-            shared.update(|s| {
-                s.active_goal_id = None;
-                s.sweep_count = scheduler.sweep_count();
-                s.last_sweep_at = Some(wall);
-                s.last_sweep_ms = Some(took_ms);
-                s.last_error = result.clone().err();
-            });
-            // Written when they change, not every sweep: an idle service writes only its
-            // heartbeat.
-            let now_hints = (scheduler.wakes(), outcomes.clone());
-            if written.as_ref() != Some(&now_hints) {
-                let hints = RuntimeHints {
-                    config_created_at: config.created_at,
-                    goals: now_hints.0.clone(),
-                    last_outcome: now_hints.1.clone(),
-                    written_at: Some((clock.wall(), clock.now())),
-                };
-                if write_whole(&root.join(path("runtime.json")), &hints).is_ok() {
-                    written = Some(now_hints);
-                }
-            }
-            if let Err(e) = result {
-                shared.audit.record(json!({ "event": "service.sweep_error", "error": e }));
-            }
-            if let Some(c) = changes.as_mut() {
-                c.watch(&root, cache.directories());
+            // The watcher beats on its own schedule; the loop only sweeps.
+            if effect == ServiceEffect::Sweep && !shared.stop.load(Ordering::SeqCst) {
+                sweeper.sweep(store, config, &mut scheduler, &shared);
             }
         }
-        let wait = scheduler
-            .next_sweep_at()
-            .map_or(1_000, |at| at.0.saturating_sub(clock.now().0) / 1_000_000);
-        match wakes.recv_timeout(Duration::from_millis(wait.max(1))) {
-            // Changes made by the sweep itself were reported while it ran, and are old news.
-            Ok(Wake::Changed(at)) if at > swept_at => scheduler.wake_early(clock.now()),
-            Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                std::thread::sleep(Duration::from_millis(wait.clamp(1, 100)));
-            }
-        }
+        sweeper.wait(&mut scheduler, &wakes);
     }
-    let (alive, thread) = watching;
     alive.store(false, Ordering::SeqCst);
     let _ = rustix::io::write(&*poke, b"x");
-    let _ = thread.join();
+    let _ = watching.join();
     let wall = clock.wall();
     shared.update(|s| {
         s.state = ServiceState::Stopped;
@@ -213,6 +161,97 @@ pub fn daemon(
     }));
     let _ = std::fs::remove_file(root.join(path("stop.json")));
     0
+}
+
+/// Makes SIGTERM and SIGINT set the stop flag and write to a pipe the watcher sleeps on, so a
+/// stop is seen at once without anyone polling for it. Returns the pipe's read end and a write
+/// end the loop uses to wake the watcher when it ends.
+fn wake_on_signals(shared: &Shared) -> std::io::Result<(OwnedFd, Arc<OwnedFd>)> {
+    let (wake_rd, wake_wr) = rustix::pipe::pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
+    let poke = Arc::new(wake_wr);
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, shared.stop.clone())?;
+        signal_hook::low_level::pipe::register(sig, poke.try_clone()?)?;
+    }
+    Ok((wake_rd, poke))
+}
+
+/// The loop's state between sweeps: the goals' last outcomes, the read cache, the wake hints
+/// last written, and the file-change watches.
+struct Sweeper {
+    outcomes: BTreeMap<Id, String>,
+    cache: ReadCache,
+    swept_at: StdInstant,
+    written: Option<(BTreeMap<Id, GoalWake>, BTreeMap<Id, String>)>,
+    changes: Option<Changes>,
+}
+
+impl Sweeper {
+    fn new(outcomes: BTreeMap<Id, String>, changes: Option<Changes>) -> Sweeper {
+        let (cache, written) = (ReadCache::default(), None);
+        Sweeper { outcomes, cache, swept_at: StdInstant::now(), written, changes }
+    }
+
+    /// One sweep, then its records: the status, the wake hints (when they changed), a
+    /// sweep-level error, and watches for the directories the sweep read.
+    fn sweep(
+        &mut self,
+        store: &mut Store,
+        config: &ServiceConfig,
+        scheduler: &mut ServiceScheduler,
+        shared: &Shared,
+    ) {
+        let clock = RealClock::new();
+        let began = StdInstant::now();
+        let result = sweep(store, config, scheduler, shared, &mut self.outcomes, &mut self.cache);
+        self.swept_at = StdInstant::now();
+        let took_ms = self.swept_at.duration_since(began).as_millis() as u64;
+        let wall = clock.wall();
+        scheduler.sweep_finished(clock.now(), result.clone());
+        shared.update(|s| {
+            s.active_goal_id = None;
+            s.sweep_count = scheduler.sweep_count();
+            s.last_sweep_at = Some(wall);
+            s.last_sweep_ms = Some(took_ms);
+            s.last_error = result.clone().err();
+        });
+        // Written when they change, not every sweep: an idle service writes only its heartbeat.
+        let now_hints = (scheduler.wakes(), self.outcomes.clone());
+        if self.written.as_ref() != Some(&now_hints) {
+            let hints = RuntimeHints {
+                config_created_at: config.created_at,
+                goals: now_hints.0.clone(),
+                last_outcome: now_hints.1.clone(),
+                written_at: Some((clock.wall(), clock.now())),
+            };
+            if write_whole(&shared.root.join(path("runtime.json")), &hints).is_ok() {
+                self.written = Some(now_hints);
+            }
+        }
+        if let Err(e) = result {
+            shared.audit.record(json!({ "event": "service.sweep_error", "error": e }));
+        }
+        if let Some(c) = self.changes.as_mut() {
+            c.watch(&shared.root, self.cache.directories());
+        }
+    }
+
+    /// Sleeps until the next sweep is due, a stop, or a file change reported after the last
+    /// sweep (which brings the next one forward).
+    fn wait(&self, scheduler: &mut ServiceScheduler, wakes: &mpsc::Receiver<Wake>) {
+        let clock = RealClock::new();
+        let wait_ms = scheduler
+            .next_sweep_at()
+            .map_or(1_000, |at| at.0.saturating_sub(clock.now().0) / 1_000_000);
+        match wakes.recv_timeout(Duration::from_millis(wait_ms.max(1))) {
+            // Changes made by the sweep itself were reported while it ran, and are old news.
+            Ok(Wake::Changed(at)) if at > self.swept_at => scheduler.wake_early(clock.now()),
+            Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(Duration::from_millis(wait_ms.clamp(1, 100)));
+            }
+        }
+    }
 }
 
 /// The watcher thread: drives the core's `watch::Watcher` with the real clock. It beats
