@@ -185,21 +185,30 @@ fn sim_day_prints_a_summary() {
     assert!(doc["violation"].is_null(), "{doc}");
 }
 
+/// Every subcommand path of the command line, from clap's own definition.
+fn verb_paths(cmd: &clap::Command, prefix: &[String], out: &mut Vec<Vec<String>>) {
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        let mut path = prefix.to_vec();
+        path.push(sub.get_name().to_owned());
+        out.push(path.clone());
+        verb_paths(sub, &path, out);
+    }
+}
+
 #[test]
 fn every_verb_has_help() {
+    use clap::CommandFactory;
     let dir = tempfile::tempdir().unwrap();
-    for verb in [
-        &["sim"][..],
-        &["sim", "run"],
-        &["sim", "sweep"],
-        &["sim", "replay"],
-        &["sim", "minimize"],
-        &["sim", "day"],
-    ] {
-        let mut args = verb.to_vec();
+    let mut verbs = Vec::new();
+    verb_paths(&harn::cli::Cli::command(), &[], &mut verbs);
+    assert!(verbs.len() > 50, "{verbs:?}");
+    assert!(verbs.iter().any(|v| v == &["dash"]), "{verbs:?}");
+    for verb in verbs {
+        let mut args: Vec<&str> = verb.iter().map(String::as_str).collect();
         args.push("--help");
         let out = harn(dir.path(), &args);
         assert!(out.status.success(), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains("Usage:"), "{args:?}: {}", text(&out));
     }
     let out = harn(dir.path(), &["completions", "bash"]);
     assert!(text(&out).contains("harn"));
