@@ -144,4 +144,7 @@ fn once_prints_a_page_as_text_and_a_bad_root_is_refused() {
     assert!(page.contains("parser"), "{page}");
     let missing = harn(Path::new("/nonexistent-harn-root"), &["dash", "--once"]);
     assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
+    let piped = harn(&root, &["dash"]);
+    assert_eq!(piped.status.code(), Some(2), "no terminal: {}", text(&piped));
+    assert!(text(&piped).contains("--once"), "{}", text(&piped));
 }

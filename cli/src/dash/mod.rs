@@ -57,6 +57,12 @@ pub fn run(args: DashArgs) -> i32 {
         print!("{}", once(&snapshot, args.page, args.width, args.height));
         return 0;
     }
+    if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        return crate::cli::fail(
+            crate::cli::EXIT_USAGE,
+            "harn dash draws on a terminal; use --once to print a page as text",
+        );
+    }
     match interactive(root, args.page, Duration::from_millis(args.refresh_ms)) {
         Ok(()) => 0,
         Err(e) => crate::cli::fail(crate::cli::EXIT_FAILED, format!("dash: {e}")),
@@ -85,7 +91,7 @@ fn interactive(root: PathBuf, mut page: Page, refresh: Duration) -> std::io::Res
     let last_read = Arc::new(AtomicI64::new(0));
     let read_at = last_read.clone();
     std::thread::spawn(move || reader(&root, refresh, &tx, &poked, &read_at));
-    let mut terminal = ratatui::init();
+    let mut terminal = ratatui::try_init()?;
     let result = (|| -> std::io::Result<()> {
         let mut latest: Option<Snapshot> = None;
         loop {
