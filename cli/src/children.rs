@@ -17,7 +17,13 @@ pub struct Tracked(i32);
 
 /// Starts tracking process group `pgid`.
 pub fn track(pgid: i32) -> Tracked {
-    GROUPS.lock().unwrap_or_else(|e| e.into_inner()).insert(pgid);
+    let mut groups = GROUPS.lock().unwrap_or_else(|e| e.into_inner());
+    // Checked under the same lock a forced stop takes its list under: a group started while
+    // the stop began is either on that list or killed here.
+    if FORCED.load(Ordering::SeqCst) {
+        signal_group(pgid, rustix::process::Signal::KILL);
+    }
+    groups.insert(pgid);
     Tracked(pgid)
 }
 
@@ -48,9 +54,11 @@ pub struct Termination {
 /// Refuses new children, sends TERM to every tracked group, waits up to `grace` for them to
 /// go, and sends KILL to the ones left.
 pub fn terminate_all(grace: Duration) -> Termination {
-    FORCED.store(true, Ordering::SeqCst);
-    let groups: Vec<i32> =
-        GROUPS.lock().unwrap_or_else(|e| e.into_inner()).iter().copied().collect();
+    let groups: Vec<i32> = {
+        let groups = GROUPS.lock().unwrap_or_else(|e| e.into_inner());
+        FORCED.store(true, Ordering::SeqCst);
+        groups.iter().copied().collect()
+    };
     let mut out = Termination::default();
     for &g in &groups {
         if signal_group(g, rustix::process::Signal::TERM) {

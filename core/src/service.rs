@@ -292,6 +292,8 @@ pub fn sweep<H: SweepHost>(
         let (goal, prev) = (goal.clone(), prev.clone());
         let (fp, _) = match read {
             Ok(read) => read,
+            // Still backing off: with no fingerprint to compare, nothing proves a change.
+            Err(_) if prev.next_wake_at.is_some_and(|until| until > now) => continue,
             Err(e) => {
                 let fp = prev.observed.unwrap_or_else(|| Fingerprint::new("unreadable"));
                 let wake = after_tick_err(&prev, fp, now, &cfg);
@@ -303,6 +305,8 @@ pub fn sweep<H: SweepHost>(
         let wake = match decision {
             Decision::BecomeAwaiting(wake) => wake,
             Decision::Skip(_) => unreachable!("skipped above"),
+            // A stop asked for while the goal was read: no new tick starts.
+            Decision::Tick if host.stopping() => break,
             Decision::Tick => tick_one(host, &goal, &prev, fp, &cfg),
         };
         scheduler.record_goal_at(host.now(), at, wake)?;
@@ -417,6 +421,85 @@ mod tests {
         sweep(&mut Blocked, &mut s).unwrap();
         assert!(s.wakes().values().all(|w| w.state == crate::wake::WakeState::AwaitingChange));
         assert_eq!(s.check(), Ok(()));
+    }
+
+    /// A host over one goal: unreadable, or ready; counts reads and ticks; stops on demand.
+    struct OneGoal {
+        now: u64,
+        readable: bool,
+        stop_after_read: bool,
+        stopping: bool,
+        reads: u32,
+        ticks: u32,
+    }
+
+    impl SweepHost for OneGoal {
+        fn now(&mut self) -> crate::time::Instant {
+            crate::time::Instant(self.now)
+        }
+        fn read(&mut self, _: &Id) -> Result<(crate::wake::Fingerprint, bool), String> {
+            self.reads += 1;
+            self.stopping |= self.stop_after_read;
+            if self.readable {
+                Ok((crate::wake::Fingerprint::new("fp"), true))
+            } else {
+                Err("intent.json: not JSON".into())
+            }
+        }
+        fn tick(&mut self, _: &Id) -> Result<crate::goal::StopReason, String> {
+            self.ticks += 1;
+            Ok(crate::goal::StopReason::NoProgress)
+        }
+        fn ticking(&mut self, _: Option<&Id>) {}
+        fn failed(&mut self, _: &Id, _: &str, _: &GoalWake) {}
+        fn stopping(&mut self) -> bool {
+            self.stopping
+        }
+    }
+
+    fn one_goal(readable: bool) -> (OneGoal, crate::wake::ServiceScheduler) {
+        let c = config();
+        let s = crate::wake::ServiceScheduler::new(
+            c.wake_config(),
+            c.goal_ids.clone(),
+            BTreeMap::new(),
+            crate::time::Instant(0),
+        )
+        .unwrap();
+        let host = OneGoal {
+            now: 0,
+            readable,
+            stop_after_read: false,
+            stopping: false,
+            reads: 0,
+            ticks: 0,
+        };
+        (host, s)
+    }
+
+    #[test]
+    fn an_unreadable_goal_backs_off_instead_of_counting_an_error_every_sweep() {
+        let (mut host, mut s) = one_goal(false);
+        let g1 = Id::new("g1").unwrap();
+        sweep(&mut host, &mut s).unwrap();
+        assert_eq!(s.goal(&g1).unwrap().consecutive_errors, 1);
+        host.now = 1_000_000_000; // 1 s later, inside the 2 s backoff.
+        sweep(&mut host, &mut s).unwrap();
+        assert_eq!(s.goal(&g1).unwrap().consecutive_errors, 1, "still backing off");
+        host.now = 2_500_000_000;
+        sweep(&mut host, &mut s).unwrap();
+        assert_eq!(s.goal(&g1).unwrap().consecutive_errors, 2, "its backoff ended: tried again");
+    }
+
+    #[test]
+    fn a_stop_asked_for_during_a_read_starts_no_tick() {
+        let (mut host, mut s) = one_goal(true);
+        host.stop_after_read = true;
+        sweep(&mut host, &mut s).unwrap();
+        assert_eq!((host.reads, host.ticks), (1, 0));
+        let (mut host, mut s) = one_goal(true);
+        sweep(&mut host, &mut s).unwrap();
+        assert_eq!(host.ticks, 1, "without a stop the ready goal is ticked");
     }
 
     #[test]

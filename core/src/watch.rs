@@ -72,15 +72,26 @@ impl Watcher {
     }
 
     /// A stop request at `now`, with how long the active tick may drain (none: as long as it
-    /// takes). The first request counts; repeating it changes nothing.
+    /// takes). The first request begins the drain; a later one can only bring its deadline
+    /// forward (a bounded stop after an unbounded one), never push it back.
     pub fn stop_requested(&mut self, now: Instant, drain_timeout: Option<Duration>) {
         self.now = self.now.max(now);
-        if self.drain == Drain::None {
-            self.drain =
-                Drain::Draining { force_at: drain_timeout.map(|d| self.now.saturating_add(d)) };
-            self.drain_queued = true;
-            self.maybe_force();
+        let asked = drain_timeout.map(|d| self.now.saturating_add(d));
+        match self.drain {
+            Drain::None => {
+                self.drain = Drain::Draining { force_at: asked };
+                self.drain_queued = true;
+            }
+            Drain::Draining { force_at } => {
+                let earliest = match (force_at, asked) {
+                    (Some(a), Some(b)) => Some(a.min(b)),
+                    (a, b) => a.or(b),
+                };
+                self.drain = Drain::Draining { force_at: earliest };
+            }
+            Drain::Forced => {}
         }
+        self.maybe_force();
     }
 
     /// Whether a tick is running now (its children are what a forced stop terminates).
@@ -174,13 +185,25 @@ mod tests {
         assert_eq!(effects(&mut w), [WatchEffect::BeginDrain, WatchEffect::Beat]);
         assert_eq!(w.poll_timeout(), ms(1_100));
         w.stop_requested(ms(200), None);
-        assert!(effects(&mut w).is_empty(), "the first request counts");
+        w.stop_requested(ms(300), Some(Duration::from_millis(5_000)));
+        assert!(effects(&mut w).is_empty(), "one drain; a later deadline never delays it");
         w.handle_timeout(ms(1_099));
         assert!(effects(&mut w).is_empty());
         w.handle_timeout(ms(1_100));
         assert_eq!(effects(&mut w), [WatchEffect::ForceStop]);
         w.handle_timeout(ms(5_000));
         assert_eq!(effects(&mut w), [WatchEffect::Beat], "forced once");
+    }
+
+    #[test]
+    fn a_bounded_request_after_an_unbounded_one_sets_the_deadline() {
+        let mut w = Watcher::new(Duration::from_millis(2_000), ms(0));
+        w.set_ticking(true);
+        w.stop_requested(ms(0), None);
+        w.stop_requested(ms(500), Some(Duration::from_millis(1_000)));
+        assert_eq!(effects(&mut w), [WatchEffect::BeginDrain], "one drain");
+        w.handle_timeout(ms(1_500));
+        assert_eq!(effects(&mut w), [WatchEffect::ForceStop, WatchEffect::Beat]);
     }
 
     #[test]

@@ -75,6 +75,11 @@ pub fn run_attempt(
     limits: &RunLimits,
     actor: &str,
 ) -> Result<Ended, Refusal> {
+    // A forced stop of the service refuses new attempts before anything is recorded, so none
+    // is charged for a workflow that was never going to be let run.
+    if crate::children::forced() {
+        return Err(Refusal::NotNow("the supervisor service is being stopped".into()));
+    }
     if !store.exists(id) {
         return Err(Refusal::NotNow(format!("no work item {id}")));
     }

@@ -51,6 +51,9 @@ pub struct Shared {
     root: PathBuf,
     /// The audit ledger and the log.
     pub audit: Audit,
+    /// The thread terminating the tick's children after a forced stop, joined before the
+    /// daemon records that it stopped.
+    forcing: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Shared {
@@ -74,6 +77,7 @@ impl Shared {
             stop: Arc::new(AtomicBool::new(false)),
             root: root.to_owned(),
             audit,
+            forcing: Mutex::new(None),
         }
     }
 
@@ -151,6 +155,9 @@ pub fn daemon(
     alive.store(false, Ordering::SeqCst);
     let _ = rustix::io::write(&*poke, b"x");
     let _ = watching.join();
+    if let Some(forcing) = shared.forcing.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        let _ = forcing.join();
+    }
     let wall = clock.wall();
     shared.update(|s| {
         s.state = ServiceState::Stopped;
@@ -272,11 +279,13 @@ fn watcher(
         let mut timeout_ms = None;
         while flag.load(Ordering::SeqCst) {
             let now = clock.now();
-            if !w.draining() {
-                if let Some(request) = stop_asked(&shared) {
-                    timeout_ms = request.drain_timeout_ms;
-                    w.stop_requested(now, timeout_ms.map(CoreDuration::from_millis));
+            // Looked at on every wake, also while draining: a bounded stop may follow an
+            // unbounded one and bring the deadline forward.
+            if let Some(request) = stop_asked(&shared) {
+                if request.drain_timeout_ms.is_some() || !w.draining() {
+                    timeout_ms = request.drain_timeout_ms.or(timeout_ms);
                 }
+                w.stop_requested(now, request.drain_timeout_ms.map(CoreDuration::from_millis));
             }
             w.set_ticking(shared.active_goal().is_some());
             w.handle_timeout(now);
@@ -324,14 +333,16 @@ fn carry_out(
         }
         WatchEffect::ForceStop => {
             // On a thread of its own, so the heartbeat keeps beating through the grace period.
-            let (shared, goal) = (shared.clone(), shared.active_goal());
-            std::thread::spawn(move || {
+            let (forcing, goal) = (shared.clone(), shared.active_goal());
+            let shared = forcing.clone();
+            let thread = std::thread::spawn(move || {
                 let evidence = crate::children::terminate_all(FORCED_STOP_GRACE);
                 shared.audit.record(json!({
                     "event": "service.forced_stop", "goal_id": goal, "drain_timeout_ms": timeout_ms,
                     "grace_ms": FORCED_STOP_GRACE.as_millis() as u64, "evidence": evidence,
                 }));
             });
+            *forcing.forcing.lock().unwrap_or_else(|e| e.into_inner()) = Some(thread);
         }
     }
 }

@@ -19,7 +19,10 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 pub fn stop(store: &mut Store, timeout_secs: Option<u64>, as_json: bool) -> i32 {
     let before = crate::readers::service(store);
     let requested_at = store.now();
-    if matches!(before.liveness, Liveness::Running | Liveness::Stopping) {
+    // A holder of the lease is stopped even if its heartbeat lapsed (a wedged watcher, a
+    // wall-clock jump): it still runs.
+    let held = store.held_elsewhere(&path("lease.lock"));
+    if held || matches!(before.liveness, Liveness::Running | Liveness::Stopping) {
         let request = StopRequest {
             requested_at,
             requested_by_pid: std::process::id(),
@@ -45,7 +48,7 @@ pub fn stop(store: &mut Store, timeout_secs: Option<u64>, as_json: bool) -> i32 
     } else {
         println!("service: {}", name(after));
     }
-    if matches!(after, Liveness::Running | Liveness::Stopping) {
+    if store.held_elsewhere(&path("lease.lock")) {
         return fail(
             EXIT_FAILED,
             "the service has not stopped yet; it is still finishing its tick",

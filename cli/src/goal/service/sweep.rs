@@ -25,6 +25,10 @@ use std::time::{Duration, Instant};
 /// the size) can go unnoticed.
 pub const FULL_READ_EVERY: Duration = Duration::from_secs(60);
 
+/// How far file timestamps may lag the change they record (coarse kernel clocks, file systems
+/// with whole-second times).
+const TIMESTAMP_SLACK: Duration = Duration::from_secs(2);
+
 /// What the last full read of each goal found, and the signature of its files then.
 #[derive(Debug, Default)]
 pub struct ReadCache {
@@ -50,12 +54,14 @@ impl ReadCache {
     /// of its last full read, else read in full (and cached when nothing of it is in flight).
     pub fn read(&mut self, store: &mut Store, goal: &Id) -> Result<(Fingerprint, bool), String> {
         if let Some(c) = self.goals.get(goal) {
-            if c.at.elapsed() < FULL_READ_EVERY && signature(store.root(), &c.paths) == c.signature
+            if c.at.elapsed() < FULL_READ_EVERY
+                && signature(store.root(), &c.paths).0 == c.signature
             {
                 return Ok(c.read);
             }
         }
         self.goals.remove(goal);
+        let read_at = std::time::SystemTime::now();
         let g = store::read(store, goal).map_err(|e| e.to_string())?;
         let read = (
             Fingerprint::new(goal_fingerprint(&g.projection, &g.items)),
@@ -67,9 +73,14 @@ impl ReadCache {
             file.map_or_else(|| p.clone(), str::to_owned)
         }));
         if cacheable(&g) {
-            // Signed after the read: a change in between is caught by the next full read.
-            let signature = signature(store.root(), &paths);
-            self.goals.insert(goal.clone(), Cached { paths, signature, read, at: Instant::now() });
+            let (signature, newest) = signature(store.root(), &paths);
+            // A file changed during the read, or so close before it that the file system's
+            // coarse timestamps cannot tell, may not be in what was read: such a goal is read
+            // in full again next sweep rather than trusted (git's "racily clean" rule).
+            if newest.is_some_and(|t| t + TIMESTAMP_SLACK < read_at) {
+                self.goals
+                    .insert(goal.clone(), Cached { paths, signature, read, at: Instant::now() });
+            }
         }
         Ok(read)
     }
@@ -116,13 +127,20 @@ fn watched_paths(g: &store::Goal) -> Vec<String> {
 }
 
 /// A digest of the paths' metadata: inode, size, modification and change times (a missing
-/// path counts too, as missing).
-fn signature(root: &Path, paths: &[String]) -> Fingerprint {
+/// path counts too, as missing); and the newest of those times.
+fn signature(root: &Path, paths: &[String]) -> (Fingerprint, Option<std::time::SystemTime>) {
     use std::os::unix::fs::MetadataExt;
     let mut bytes = Vec::with_capacity(paths.len() * 40);
+    let mut newest = Some(std::time::UNIX_EPOCH);
     for p in paths {
         match std::fs::symlink_metadata(root.join(p)) {
             Ok(m) => {
+                let ctime = std::time::UNIX_EPOCH
+                    + Duration::new(
+                        m.ctime().max(0) as u64,
+                        m.ctime_nsec().clamp(0, 999_999_999) as u32,
+                    );
+                newest = newest.max(m.modified().ok()).max(Some(ctime));
                 for n in
                     [m.ino() as i64, m.size() as i64, m.mtime(), m.mtime_nsec(), m.ctime_nsec()]
                 {
@@ -132,7 +150,7 @@ fn signature(root: &Path, paths: &[String]) -> Fingerprint {
             Err(_) => bytes.push(0),
         }
     }
-    Fingerprint::new(bytes)
+    (Fingerprint::new(bytes), newest)
 }
 
 /// The daemon's sweep host: goals read through the cache, ticked through the supervisor loop
