@@ -95,11 +95,11 @@ impl Shared {
     }
 }
 
-/// Runs the daemon for `config` until asked to stop; `log` is its output file when `start`
-/// made one. The log and the audit ledger rotate as `rotation` says. Returns the exit code.
+/// Runs the daemon for `enrollment` (frozen first if new, once the lease is held) until asked
+/// to stop; `log` is its output file when `start` made one. The log and the audit ledger rotate as `rotation` says. Returns the exit code.
 pub fn daemon(
     store: &mut Store,
-    config: &ServiceConfig,
+    enrollment: super::Enrollment,
     log: Option<PathBuf>,
     rotation: super::files::Rotation,
 ) -> i32 {
@@ -107,6 +107,12 @@ pub fn daemon(
         Ok(true) => {}
         Ok(false) => return fail(EXIT_FAILED, "a service already runs for this root"),
         Err(e) => return fail(EXIT_FAILED, e),
+    }
+    let config = &enrollment.config;
+    if enrollment.fresh {
+        if let Err(e) = super::freeze(store, config) {
+            return fail(EXIT_FAILED, format!("{}: {e}", path("config.json")));
+        }
     }
     let root = store.root().to_owned();
     let _ = std::fs::remove_file(root.join(path("stop.json")));

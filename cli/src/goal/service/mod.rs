@@ -85,6 +85,9 @@ pub struct EnrollArgs {
     /// The file the daemon's output goes to, rotated at its cap (set by `start`).
     #[arg(long, hide = true)]
     log_file: Option<PathBuf>,
+    /// A new enrollment `start` checked, to be frozen once this daemon holds the lease.
+    #[arg(long, hide = true, conflicts_with = "goals")]
+    enroll_from: Option<PathBuf>,
     /// The size at which the log and the audit ledger rotate, in bytes.
     #[arg(long, default_value_t = files::ROTATION.max_file_bytes,
           value_parser = clap::value_parser!(u64).range(1_024..))]
@@ -95,10 +98,10 @@ pub struct EnrollArgs {
 pub fn run(store: &mut Store, verb: ServiceVerb) -> i32 {
     match verb {
         ServiceVerb::Run(a) => match enroll(store, &a) {
-            Ok(config) => {
+            Ok(enrollment) => {
                 let rotation =
                     files::Rotation { max_file_bytes: a.log_max_bytes, ..files::ROTATION };
-                daemon::daemon(store, &config, a.log_file.clone(), rotation)
+                daemon::daemon(store, enrollment, a.log_file.clone(), rotation)
             }
             Err((code, e)) => fail(code, e),
         },
@@ -115,14 +118,35 @@ pub fn run(store: &mut Store, verb: ServiceVerb) -> i32 {
     }
 }
 
+/// What a daemon runs: the frozen enrollment, or a new one it freezes (writes
+/// `config.json`) only once it holds the lease, so a daemon that loses the race for the root
+/// never replaces the enrollment of the one that won.
+pub struct Enrollment {
+    /// The enrollment.
+    pub config: ServiceConfig,
+    /// Whether it is new, to be frozen by the lease holder.
+    pub fresh: bool,
+}
+
 /// The enrollment to run: a new one from goals and options (refused while a service runs),
-/// or the frozen one when no goals are given.
-fn enroll(store: &mut Store, a: &EnrollArgs) -> Result<ServiceConfig, (i32, String)> {
+/// one `start` checked and handed over, or the frozen one when no goals are given. Nothing is
+/// written here.
+fn enroll(store: &mut Store, a: &EnrollArgs) -> Result<Enrollment, (i32, String)> {
+    if let Some(pending) = &a.enroll_from {
+        let shown = pending.display();
+        let bytes = std::fs::read(pending).map_err(|e| (EXIT_FAILED, format!("{shown}: {e}")))?;
+        let _ = std::fs::remove_file(pending);
+        let config: ServiceConfig =
+            serde_json::from_slice(&bytes).map_err(|e| (EXIT_USAGE, format!("{shown}: {e}")))?;
+        config.validate().map_err(|e| (EXIT_USAGE, format!("{shown}: {e}")))?;
+        return Ok(Enrollment { config, fresh: true });
+    }
     if a.goals.is_empty() {
-        return store
+        let config = store
             .read_record::<ServiceConfig>(&path("config.json"))
             .map_err(|e| (EXIT_FAILED, e.to_string()))?
-            .ok_or((EXIT_USAGE, "no enrollment yet: name the goals to enroll".into()));
+            .ok_or((EXIT_USAGE, "no enrollment yet: name the goals to enroll".into()))?;
+        return Ok(Enrollment { config, fresh: false });
     }
     if store.held_elsewhere(&path("lease.lock")) {
         return Err((
@@ -158,12 +182,15 @@ fn enroll(store: &mut Store, a: &EnrollArgs) -> Result<ServiceConfig, (i32, Stri
         created_at: store.now(),
     };
     config.validate().map_err(|e| (EXIT_USAGE, format!("service: {e}")))?;
-    let mut bytes = serde_json::to_vec_pretty(&config).expect("configs serialize");
+    Ok(Enrollment { config, fresh: true })
+}
+
+/// Freezes a new enrollment as `config.json`; only the lease holder calls it.
+pub fn freeze(store: &mut Store, config: &ServiceConfig) -> Result<(), String> {
+    let mut bytes = serde_json::to_vec_pretty(config).expect("configs serialize");
     bytes.push(b'\n');
-    harn_core::env::Fs::create_dir_all(&mut store.ledger().fs, DIR)
-        .map_err(|e| (EXIT_FAILED, e.to_string()))?;
-    store.write_file(&path("config.json"), &bytes).map_err(|e| (EXIT_FAILED, e.to_string()))?;
-    Ok(config)
+    harn_core::env::Fs::create_dir_all(&mut store.ledger().fs, DIR).map_err(|e| e.to_string())?;
+    store.write_file(&path("config.json"), &bytes).map_err(|e| e.to_string())
 }
 
 /// The host options a goal's ticks run with, from the frozen engine options.
@@ -237,8 +264,20 @@ fn start(store: &mut Store, a: EnrollArgs) -> i32 {
     if matches!(live, Liveness::Running | Liveness::Stopping) {
         return fail(EXIT_FAILED, "a service already runs for this root");
     }
-    if let Err((code, e)) = enroll(store, &a) {
-        return fail(code, e);
+    let enrollment = match enroll(store, &a) {
+        Ok(enrollment) => enrollment,
+        Err((code, e)) => return fail(code, e),
+    };
+    // A new enrollment goes to the daemon in a file of its own; the daemon freezes it once it
+    // holds the lease.
+    let pending = store.root().join(path(&format!("enroll-{}.json", std::process::id())));
+    if enrollment.fresh {
+        let dir = store.root().join(DIR);
+        let written = std::fs::create_dir_all(&dir)
+            .and_then(|_| files::write_whole(&pending, &enrollment.config));
+        if let Err(e) = written {
+            return fail(EXIT_FAILED, format!("{}: {e}", pending.display()));
+        }
     }
     let root = store.root().to_owned();
     let log = match std::fs::OpenOptions::new()
@@ -254,6 +293,9 @@ fn start(store: &mut Store, a: EnrollArgs) -> i32 {
         Err(e) => return fail(EXIT_FAILED, e.to_string()),
     };
     cmd.args(["supervisor", "service", "run", "--root"]).arg(&root);
+    if enrollment.fresh {
+        cmd.arg("--enroll-from").arg(&pending);
+    }
     cmd.arg("--log-file").arg(root.join(path("service.log")));
     cmd.arg("--log-max-bytes").arg(a.log_max_bytes.to_string());
     cmd.stdin(std::process::Stdio::null())
@@ -267,7 +309,10 @@ fn start(store: &mut Store, a: EnrollArgs) -> i32 {
     }
     let child = match cmd.spawn() {
         Ok(c) => c,
-        Err(e) => return fail(EXIT_FAILED, format!("starting the service: {e}")),
+        Err(e) => {
+            let _ = std::fs::remove_file(&pending);
+            return fail(EXIT_FAILED, format!("starting the service: {e}"));
+        }
     };
     let deadline = std::time::Instant::now() + StdDuration::from_secs(5);
     while std::time::Instant::now() < deadline {
