@@ -24,8 +24,8 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-#[test]
-fn the_service_ticks_to_success_survives_a_kill_and_stops() {
+/// A root with the example workflow, team and scripted harness (declared as `scripted`).
+fn example_root() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let r = dir.path();
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
@@ -33,11 +33,15 @@ fn the_service_ticks_to_success_survives_a_kill_and_stops() {
     std::fs::copy(examples.join("harnesses/scripted.sh"), r.join("harness.sh")).unwrap();
     std::fs::copy(examples.join("team.json"), r.join("team.json")).unwrap();
     std::fs::create_dir_all(r.join(".harnery")).unwrap();
-    std::fs::write(
-        r.join(".harnery/config.json"),
-        r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}}}"#,
-    )
-    .unwrap();
+    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}}}"#;
+    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
+    dir
+}
+
+#[test]
+fn the_service_ticks_to_success_survives_a_kill_and_stops() {
+    let dir = example_root();
+    let r = dir.path();
     let create = [
         "work",
         "create",
@@ -297,15 +301,8 @@ fn the_log_and_the_audit_rotate_at_their_cap() {
 
 #[test]
 fn a_change_to_a_watched_file_wakes_the_service_before_its_interval() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = example_root();
     let r = dir.path();
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    std::fs::copy(examples.join("workflows/agent-review.sh"), r.join("wf.sh")).unwrap();
-    std::fs::copy(examples.join("harnesses/scripted.sh"), r.join("harness.sh")).unwrap();
-    std::fs::copy(examples.join("team.json"), r.join("team.json")).unwrap();
-    std::fs::create_dir_all(r.join(".harnery")).unwrap();
-    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}}}"#;
-    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
     let create = ["work", "create", "P", "wf.sh", "--id", "p", "--objective", "o"];
     assert!(harn(r, &[&create[..], &["--accept", "the agent answered"]].concat()).status.success());
     assert!(harn(r, &["work", "run", "p", "--harness", "scripted"]).status.success());

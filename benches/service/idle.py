@@ -15,18 +15,10 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-DEFAULT_HARN = os.path.join(REPO, "target", "release", "harn")
+from common import DEFAULT_HARN, harn, quiescent_goals
+
 CPU_TARGET_PCT = 0.1
 RSS_TARGET_KIB = 15 * 1024
-
-
-def harn(binary, root, *args):
-    out = subprocess.run([binary, *args, "--root", root], capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"harn {' '.join(args)} failed ({out.returncode}): {out.stderr.strip()}")
-    return out.stdout
 
 
 def cpu_seconds(pid):
@@ -55,17 +47,7 @@ def main():
     a = p.parse_args()
     root = tempfile.mkdtemp(prefix="harn-idle-")
     try:
-        with open(os.path.join(root, "wf.sh"), "w") as f:
-            f.write("#!/bin/sh\nread start\n")
-        with open(os.path.join(root, "team.json"), "w") as f:
-            f.write('{"implementer": {"instructions": "x"}}\n')
-        goals = []
-        for n in range(a.goals):
-            w, g = f"w{n}", f"g{n}"
-            harn(a.harn, root, "work", "create", "w", "wf.sh", "--id", w, "--objective", "o")
-            harn(a.harn, root, "work", "cancel", w)
-            harn(a.harn, root, "supervisor", "create", w, "--team", "team.json", "--id", g)
-            goals.append(g)
+        goals = quiescent_goals(a.harn, root, a.goals)
         harn(a.harn, root, "supervisor", "service", "start", *goals)
         pid = int(open(os.path.join(root, ".harnery", "supervisor-service", "status.json")).read().split('"pid":')[1].split(",")[0])
         time.sleep(a.warmup)

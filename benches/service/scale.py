@@ -15,16 +15,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-DEFAULT_HARN = os.path.join(REPO, "target", "release", "harn")
+from common import DEFAULT_HARN, harn, quiescent_goals
 
-
-def harn(binary, root, *args):
-    out = subprocess.run([binary, *args, "--root", root], capture_output=True, text=True)
-    if out.returncode != 0:
-        sys.exit(f"harn {' '.join(args)} failed ({out.returncode}): {out.stderr.strip()}")
-    return out.stdout
 
 
 def status(binary, root):
@@ -48,18 +40,8 @@ def main():
     a = p.parse_args()
     root = tempfile.mkdtemp(prefix="harn-scale-")
     try:
-        with open(os.path.join(root, "wf.sh"), "w") as f:
-            f.write("#!/bin/sh\nread start\n")
-        with open(os.path.join(root, "team.json"), "w") as f:
-            f.write('{"implementer": {"instructions": "x"}}\n')
         began = time.monotonic()
-        goals = []
-        for n in range(a.goals):
-            w, g = f"w{n}", f"g{n}"
-            harn(a.harn, root, "work", "create", "w", "wf.sh", "--id", w, "--objective", "o")
-            harn(a.harn, root, "work", "cancel", w)
-            harn(a.harn, root, "supervisor", "create", w, "--team", "team.json", "--id", g)
-            goals.append(g)
+        goals = quiescent_goals(a.harn, root, a.goals)
         print(f"setup: {a.goals} goals in {time.monotonic() - began:.0f} s")
         t0 = time.monotonic()
         harn(a.harn, root, "supervisor", "service", "start", *goals, "--wake-interval-ms", "2000")
