@@ -19,6 +19,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+/// How a harness's state and last exit are shown, the same as `harn harness list`.
+pub use crate::harness::status::{last_exit_text, state_glyph};
+
 /// Where the service keeps its files, relative to the root.
 pub const SERVICE_DIR: &str = ".harnery/supervisor-service";
 

@@ -339,28 +339,14 @@ fn harnesses_page(f: &mut Frame, area: Rect, s: &Snapshot) {
 
 fn harness_row(h: &Value) -> Row<'static> {
     let state = h["state"].as_str().unwrap_or("?").to_owned();
-    let (glyph, style) = match state.as_str() {
-        "running" => ('●', Style::new().fg(Color::Green)),
-        "degraded" => ('◐', Style::new().fg(Color::Yellow)),
-        "failed" => ('✖', PROBLEM),
-        "stopped" | "unsupervised" => ('○', Style::new()),
-        _ => ('◌', Style::new()),
+    let glyph = crate::readers::state_glyph(&state);
+    let style = match glyph {
+        '●' => Style::new().fg(Color::Green),
+        '◐' => Style::new().fg(Color::Yellow),
+        '✖' => PROBLEM,
+        _ => Style::new(),
     };
-    let last_exit = match h["last_exit"].as_object() {
-        None => "-".to_owned(),
-        Some(e) => {
-            let how = match (e.get("code"), e.get("signal")) {
-                (Some(c), _) => format!("exit {c}"),
-                (_, Some(s)) => format!("signal {s}"),
-                _ => "spawn failed".into(),
-            };
-            if e.get("forced") == Some(&Value::Bool(true)) {
-                format!("{how}, killed")
-            } else {
-                how
-            }
-        }
-    };
+    let last_exit = crate::readers::last_exit_text(h).unwrap_or_else(|| "-".into());
     let ready = match (h["pid"].is_u64(), h["ready"].as_bool()) {
         (false, _) => "-".to_owned(),
         (true, Some(true)) => "ready".into(),

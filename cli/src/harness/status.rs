@@ -163,15 +163,33 @@ pub fn table(doc: &Value) -> String {
     out
 }
 
-fn row_line(h: &Value) -> String {
-    let state = h["state"].as_str().unwrap_or("?");
-    let glyph = match state {
+/// The glyph of a harness state: ○ stopped, ◌ on its way (starting, restarting, stopping),
+/// ● running, ◐ degraded, ✖ failed.
+pub fn state_glyph(state: &str) -> char {
+    match state {
         "running" => '●',
         "degraded" => '◐',
         "failed" => '✖',
         "stopped" | "unsupervised" => '○',
         _ => '◌',
+    }
+}
+
+/// A row's `last_exit` in words (`exit 1`, `signal 9, killed`, `spawn failed`), if it has one.
+pub fn last_exit_text(h: &Value) -> Option<String> {
+    let e = h["last_exit"].as_object()?;
+    let how = match (e.get("code"), e.get("signal")) {
+        (Some(c), _) => format!("exit {c}"),
+        (_, Some(s)) => format!("signal {s}"),
+        _ => "spawn failed".into(),
     };
+    let forced = if e.get("forced") == Some(&Value::Bool(true)) { ", killed" } else { "" };
+    Some(format!("{how}{forced}"))
+}
+
+fn row_line(h: &Value) -> String {
+    let state = h["state"].as_str().unwrap_or("?");
+    let glyph = state_glyph(state);
     let uptime = h["uptime_ms"].as_u64().map_or("-".into(), human_ms);
     let pid = h["pid"].as_u64().map_or("-".into(), |p| p.to_string());
     let mut notes = Vec::new();
@@ -184,14 +202,8 @@ fn row_line(h: &Value) -> String {
     if h["config_changed"] == true {
         notes.push("config changed, restart to apply".into());
     }
-    if let Some(e) = h["last_exit"].as_object() {
-        let how = match (e.get("code"), e.get("signal")) {
-            (Some(c), _) => format!("exit {c}"),
-            (_, Some(s)) => format!("signal {s}"),
-            _ => "spawn failed".into(),
-        };
-        let forced = if e.get("forced") == Some(&Value::Bool(true)) { ", killed" } else { "" };
-        notes.push(format!("last {how}{forced}"));
+    if let Some(exit) = last_exit_text(h) {
+        notes.push(format!("last {exit}"));
     }
     format!(
         "{glyph} {:<20} {:<11} {:>7} {:>8} {:>9} {:>5}  {}\n",
