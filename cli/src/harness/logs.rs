@@ -56,19 +56,24 @@ impl LogSink {
 
     fn rotate(&mut self) -> std::io::Result<()> {
         self.file = None;
-        let numbered = |n: u32| PathBuf::from(format!("{}.{n}", self.path.display()));
-        if self.rotation.keep == 0 {
-            std::fs::remove_file(&self.path).or_else(ignore_missing)?;
-        } else {
-            std::fs::remove_file(numbered(self.rotation.keep)).or_else(ignore_missing)?;
-            for n in (1..self.rotation.keep).rev() {
-                std::fs::rename(numbered(n), numbered(n + 1)).or_else(ignore_missing)?;
-            }
-            std::fs::rename(&self.path, numbered(1)).or_else(ignore_missing)?;
-        }
+        rotate_files(&self.path, self.rotation.keep)?;
         self.size = 0;
         Ok(())
     }
+}
+
+/// Shifts `PATH.1` … `PATH.keep-1` up by one (dropping `PATH.keep`) and moves `PATH` to
+/// `PATH.1`; with `keep` 0, removes `PATH`. Missing files are skipped.
+pub fn rotate_files(path: &Path, keep: u32) -> std::io::Result<()> {
+    let numbered = |n: u32| PathBuf::from(format!("{}.{n}", path.display()));
+    if keep == 0 {
+        return std::fs::remove_file(path).or_else(ignore_missing);
+    }
+    std::fs::remove_file(numbered(keep)).or_else(ignore_missing)?;
+    for n in (1..keep).rev() {
+        std::fs::rename(numbered(n), numbered(n + 1)).or_else(ignore_missing)?;
+    }
+    std::fs::rename(path, numbered(1)).or_else(ignore_missing)
 }
 
 fn ignore_missing(e: std::io::Error) -> std::io::Result<()> {

@@ -105,11 +105,7 @@ impl StdioLog {
 
     fn rotate(&mut self) -> std::io::Result<()> {
         use std::os::unix::fs::OpenOptionsExt;
-        let numbered = |n: u32| PathBuf::from(format!("{}.{n}", self.path.display()));
-        for n in (1..self.rotation.keep.max(1)).rev() {
-            let _ = std::fs::rename(numbered(n), numbered(n + 1));
-        }
-        std::fs::rename(&self.path, numbered(1))?;
+        crate::harness::logs::rotate_files(&self.path, self.rotation.keep.max(1))?;
         let fresh =
             std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(&self.path)?;
         let _ = std::io::stdout().lock().flush();
