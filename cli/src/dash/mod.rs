@@ -134,7 +134,7 @@ fn interactive(root: PathBuf, mut page: Page, refresh: Duration) -> std::io::Res
     result
 }
 
-/// Reads the root every `refresh` (or at once when poked) and sends each snapshot that differs
+/// Reads the root every `refresh` (longer for a root whose reading is slow; at once when poked)
 /// from the last one sent; ends when the screen thread has gone.
 fn reader(
     root: &std::path::Path,
@@ -145,7 +145,10 @@ fn reader(
 ) {
     let mut last: Option<Snapshot> = None;
     loop {
+        let began = std::time::Instant::now();
         let snapshot = Snapshot::take(root);
+        // A big root is read less often, so reading never takes more than a fifth of a core.
+        let pause = refresh.max(began.elapsed() * 4);
         read_at.store(snapshot.taken_at.0, Ordering::SeqCst);
         if last.as_ref().is_none_or(|l| !l.same_as(&snapshot)) {
             if tx.send(snapshot.clone()).is_err() {
@@ -153,7 +156,7 @@ fn reader(
             }
             last = Some(snapshot);
         }
-        match poked.recv_timeout(refresh) {
+        match poked.recv_timeout(pause) {
             Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
