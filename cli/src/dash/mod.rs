@@ -135,7 +135,8 @@ fn interactive(root: PathBuf, mut page: Page, refresh: Duration) -> std::io::Res
 }
 
 /// Reads the root every `refresh` (longer for a root whose reading is slow; at once when poked)
-/// from the last one sent; ends when the screen thread has gone.
+/// and sends each snapshot that differs from the last one sent; ends when the screen thread
+/// has gone.
 fn reader(
     root: &std::path::Path,
     refresh: Duration,
