@@ -3,11 +3,12 @@
 //! sweep forward (`ServiceScheduler::wake_early`). The poll at the wake interval stays the
 //! guarantee; a watch that cannot be added, or a platform without inotify, costs only latency.
 
-use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
-use std::collections::BTreeSet;
+use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
+use std::collections::BTreeMap;
+use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
 use std::path::Path;
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::Instant;
 
 /// Most directories watched; past this the poll alone serves the rest.
@@ -22,10 +23,10 @@ pub enum Wake {
     Changed(Instant),
 }
 
-/// The inotify instance and the directories it watches.
+/// The inotify instance and the directories it watches, by watch descriptor.
 pub struct Changes {
     fd: Arc<OwnedFd>,
-    watched: BTreeSet<String>,
+    watched: Arc<Mutex<BTreeMap<String, i32>>>,
 }
 
 impl Changes {
@@ -33,17 +34,24 @@ impl Changes {
     /// when inotify is not available.
     pub fn start(tx: mpsc::Sender<Wake>) -> Option<Changes> {
         let fd = Arc::new(inotify::init(CreateFlags::CLOEXEC).ok()?);
-        let reading = fd.clone();
+        let watched = Arc::new(Mutex::new(BTreeMap::new()));
+        let (reading, forget) = (fd.clone(), watched.clone());
         std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            // Blocks until events arrive; their content does not matter, only their moment.
-            while rustix::io::read(&*reading, &mut buf).is_ok_and(|n| n > 0) {
-                if tx.send(Wake::Changed(Instant::now())).is_err() {
+            let mut buf = [MaybeUninit::<u8>::uninit(); 4096];
+            let mut events = inotify::Reader::new(&*reading, &mut buf);
+            // Blocks until events arrive; only their moment matters, and which watches the
+            // kernel dropped (a directory removed): those may be added again later.
+            while let Ok(event) = events.next() {
+                if event.events().contains(ReadFlags::IGNORED) {
+                    let wd = event.wd();
+                    forget.lock().unwrap_or_else(|e| e.into_inner()).retain(|_, w| *w != wd);
+                }
+                if events.is_buffer_empty() && tx.send(Wake::Changed(Instant::now())).is_err() {
                     return;
                 }
             }
         });
-        Some(Changes { fd, watched: BTreeSet::new() })
+        Some(Changes { fd, watched })
     }
 
     /// Adds watches for `dirs` (relative to `root`) not yet watched, up to [`WATCHES_MAX`].
@@ -53,14 +61,15 @@ impl Changes {
             | WatchFlags::MOVED_TO
             | WatchFlags::DELETE
             | WatchFlags::ONLYDIR;
+        let mut watched = self.watched.lock().unwrap_or_else(|e| e.into_inner());
         for dir in dirs {
-            if self.watched.len() >= WATCHES_MAX {
+            if watched.len() >= WATCHES_MAX {
                 return;
             }
-            if !self.watched.contains(dir)
-                && inotify::add_watch(&*self.fd, root.join(dir), flags).is_ok()
-            {
-                self.watched.insert(dir.clone());
+            if !watched.contains_key(dir) {
+                if let Ok(wd) = inotify::add_watch(&*self.fd, root.join(dir), flags) {
+                    watched.insert(dir.clone(), wd);
+                }
             }
         }
     }
