@@ -601,6 +601,7 @@ fn service_sweep((from, to): (u64, u64)) -> i32 {
                 total.crashes += s.crashes;
                 total.stops += s.stops;
                 total.forced_stops += s.forced_stops;
+                total.killed_runs += s.killed_runs;
                 total.beats += s.beats;
                 total.wall_jumps += s.wall_jumps;
             }
@@ -609,7 +610,7 @@ fn service_sweep((from, to): (u64, u64)) -> i32 {
     }
     println!(
         "{} seeds: {} sweeps, {} ticks ({} failed outside the goal), {} heartbeats, {} service \
-         crashes, {} stops ({} forced), {} wall-clock jumps; {} failed",
+         crashes, {} stops ({} forced, killing {} runs), {} wall-clock jumps; {} failed",
         to - from,
         total.sweeps,
         total.ticks,
@@ -618,6 +619,7 @@ fn service_sweep((from, to): (u64, u64)) -> i32 {
         total.crashes,
         total.stops,
         total.forced_stops,
+        total.killed_runs,
         total.wall_jumps,
         failures.len()
     );

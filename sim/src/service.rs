@@ -42,6 +42,8 @@ pub struct ServiceSimSummary {
     pub stops: u64,
     /// Stops whose drain deadline passed during a tick, terminating its children.
     pub forced_stops: u64,
+    /// Workflow runs those forced stops killed.
+    pub killed_runs: u64,
     /// Heartbeats written.
     pub beats: u64,
     /// Wall-clock jumps.
@@ -434,11 +436,15 @@ impl SweepHost for SimSweep<'_> {
         // and then a stop is asked for while it runs.
         let took = Duration::from_millis(self.g.w.entropy.below(4_000));
         let end = self.now.saturating_add(took);
+        let forced_before = self.summary.forced_stops;
         if let Err(violation) = self.watch_during_tick(end) {
             self.broken.get_or_insert(violation.clone());
             return Err(violation);
         }
         self.now = end;
+        // A stop forced during the tick killed its workflows: they end without a result, and
+        // every invariant of the goal world must still hold.
+        self.g.w.killing = self.summary.forced_stops > forced_before;
         if self.g.w.entropy.chance(1, 8) {
             // An infrastructure error: the tick never starts (the goal then backs off).
             self.summary.failed_ticks += 1;
@@ -449,7 +455,12 @@ impl SweepHost for SimSweep<'_> {
             // the goal stays ready, and must now wait for a change rather than be re-ticked.
             return Ok(StopReason::NoProgress);
         }
-        self.g.tick(Mode::Tick)
+        let proofs = self.g.w.summary.proofs;
+        let ticked = self.g.tick(Mode::Tick);
+        if std::mem::take(&mut self.g.w.killing) {
+            self.summary.killed_runs += self.g.w.summary.proofs - proofs;
+        }
+        ticked
     }
 
     fn ticking(&mut self, _goal: Option<&Id>) {}
@@ -476,6 +487,7 @@ mod tests {
             total.crashes += s.crashes;
             total.stops += s.stops;
             total.forced_stops += s.forced_stops;
+            total.killed_runs += s.killed_runs;
             total.wall_jumps += s.wall_jumps;
             total.beats += s.beats;
         }

@@ -89,6 +89,9 @@ pub(crate) struct WorkWorld {
     /// Items seen parked: the run and the attempts used then, until the run has a proof.
     parked: BTreeMap<Id, (Id, u32)>,
     runs: u64,
+    /// While set, every workflow is killed before it finishes (a forced stop of the service
+    /// terminated the tick's process groups).
+    pub(crate) killing: bool,
     pub(crate) summary: WorkSimSummary,
 }
 
@@ -105,6 +108,7 @@ impl WorkWorld {
             starts: BTreeMap::new(),
             parked: BTreeMap::new(),
             runs: 0,
+            killing: false,
             summary: WorkSimSummary::default(),
         }
     }
@@ -269,6 +273,11 @@ impl WorkWorld {
         m: &RunManifest,
         mut fold: RunFold,
     ) -> Result<(), String> {
+        if self.killing {
+            // Killed by SIGKILL with nothing more said: the run ends without a result.
+            let end = ProcessEnd::Exited { code: None, signal: Some(9), timed_out: false };
+            return self.finish_with(item, m, fold, &end);
+        }
         let run = m.run_id.clone();
         let prompt = item.intent.objective.clone();
         let agent = FromWorkflow::Agent { id: "a1".into(), prompt, specialist: None, schema: None };
@@ -343,8 +352,18 @@ impl WorkWorld {
         code: i32,
     ) -> Result<(), String> {
         let end = ProcessEnd::Exited { code: Some(code), signal: None, timed_out: false };
+        self.finish_with(item, m, fold, &end)
+    }
+
+    fn finish_with(
+        &mut self,
+        item: &Item,
+        m: &RunManifest,
+        fold: RunFold,
+        end: &ProcessEnd,
+    ) -> Result<(), String> {
         let now = self.wall();
-        self.ledger.finish_attempt(item, m, fold, &end, now)?;
+        self.ledger.finish_attempt(item, m, fold, end, now)?;
         self.summary.proofs += 1;
         let fresh = self.read(&item.intent.id)?;
         let now = self.wall();
