@@ -594,17 +594,7 @@ fn service_sweep((from, to): (u64, u64)) -> i32 {
     let mut failures = Vec::new();
     for seed in from..to {
         match harn_sim::service::run_service_seed(seed) {
-            Ok(s) => {
-                total.sweeps += s.sweeps;
-                total.ticks += s.ticks;
-                total.failed_ticks += s.failed_ticks;
-                total.crashes += s.crashes;
-                total.stops += s.stops;
-                total.forced_stops += s.forced_stops;
-                total.killed_runs += s.killed_runs;
-                total.beats += s.beats;
-                total.wall_jumps += s.wall_jumps;
-            }
+            Ok(s) => total.add(&s),
             Err(e) => failures.push(e),
         }
     }

@@ -50,6 +50,21 @@ pub struct ServiceSimSummary {
     pub wall_jumps: u64,
 }
 
+impl ServiceSimSummary {
+    /// Adds another seed's counts to these.
+    pub fn add(&mut self, s: &ServiceSimSummary) {
+        self.sweeps += s.sweeps;
+        self.ticks += s.ticks;
+        self.failed_ticks += s.failed_ticks;
+        self.crashes += s.crashes;
+        self.stops += s.stops;
+        self.forced_stops += s.forced_stops;
+        self.killed_runs += s.killed_runs;
+        self.beats += s.beats;
+        self.wall_jumps += s.wall_jumps;
+    }
+}
+
 /// How late the watcher thread may run after its deadline (the OS scheduling it).
 const WATCHER_LATENESS_MS: u64 = 20;
 
@@ -480,16 +495,7 @@ mod tests {
     fn the_service_keeps_its_promises_through_crashes_and_late_wakes() {
         let mut total = ServiceSimSummary::default();
         for seed in 0..64 {
-            let s = run_service_seed(seed).unwrap_or_else(|e| panic!("{e}"));
-            total.sweeps += s.sweeps;
-            total.ticks += s.ticks;
-            total.failed_ticks += s.failed_ticks;
-            total.crashes += s.crashes;
-            total.stops += s.stops;
-            total.forced_stops += s.forced_stops;
-            total.killed_runs += s.killed_runs;
-            total.wall_jumps += s.wall_jumps;
-            total.beats += s.beats;
+            total.add(&run_service_seed(seed).unwrap_or_else(|e| panic!("{e}")));
         }
         assert!(total.sweeps > 500 && total.ticks > 20 && total.crashes > 10, "{total:?}");
         assert!(total.stops > 0 && total.forced_stops > 0 && total.wall_jumps > 10, "{total:?}");
