@@ -7,6 +7,7 @@ pub mod dash;
 pub mod example;
 pub mod goal;
 pub mod harness;
+pub mod private;
 pub mod readers;
 pub mod real_clock;
 pub mod real_fs;

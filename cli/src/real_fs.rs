@@ -1,23 +1,20 @@
 //! The real filesystem behind the [`Fs`] seam: the operating system's files with `fsync` of
-//! files and directories, private modes (directories 0700, files 0600) and refusal of symlinks
-//! (DESIGN.md §4 and §5).
+//! files and directories, private modes (directories 0700, files 0600, whatever the umask) and
+//! refusal of symlinks (DESIGN.md §4 and §5).
 //!
-//! Paths are relative to a root (the coordination root). Before every call, each existing
-//! component of the path is checked with `lstat`, and a symlink is refused with
-//! [`FsErrorKind::Symlink`]. The check and the call are two steps, so it guards against
-//! mistakes and stray links, not against an attacker racing us inside a 0700 directory.
+//! Paths are relative to a root (the coordination root). Every call goes through
+//! [`crate::private`]: the directories of a path are opened one at a time from the root with
+//! `O_NOFOLLOW`, and the final name is opened relative to its verified directory, so a symlink
+//! anywhere below the root is refused when it is used, not only when it was checked.
 
+use crate::private::{self, Dir};
 use harn_core::env::{Fs, FsError, FsErrorKind};
 use std::collections::BTreeMap;
-use std::fs::{self, DirBuilder, File, OpenOptions, TryLockError};
+use std::fs::{File, TryLockError};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-/// Mode of every directory harn creates.
-pub const DIR_MODE: u32 = 0o700;
-/// Mode of every file harn creates.
-pub const FILE_MODE: u32 = 0o600;
+pub use crate::private::{DIR_MODE, FILE_MODE};
 
 /// The operating system's filesystem under `root`.
 #[derive(Debug)]
@@ -38,154 +35,125 @@ impl RealFs {
         &self.root
     }
 
-    /// The full path of `rel`, after refusing odd paths and symlinked components.
-    fn resolve(&self, rel: &str) -> Result<PathBuf, FsError> {
-        if rel.starts_with('/') || rel.split('/').any(|c| c == "." || c == "..") {
-            return Err(FsError::new(FsErrorKind::Other, rel, "not a plain relative path"));
-        }
-        let mut full = self.root.clone();
-        let mut exists = true;
-        for component in rel.split('/').filter(|c| !c.is_empty()) {
-            full.push(component);
-            if !exists {
-                continue;
-            }
-            match fs::symlink_metadata(&full) {
-                Ok(meta) if meta.file_type().is_symlink() => {
-                    return Err(FsError::new(FsErrorKind::Symlink, rel, "symlinks are refused"));
-                }
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => exists = false,
-                Err(e) => return Err(fs_error(rel, e)),
-            }
-        }
-        Ok(full)
+    /// The directory of `rel` and its final name, after refusing odd paths.
+    fn parent(&self, rel: &str) -> Result<(Dir, String), FsError> {
+        check_plain(rel)?;
+        let (dir, name) = rel.rsplit_once('/').unwrap_or(("", rel));
+        let dir = Dir::open(&self.root, dir, false).map_err(|e| fs_error(rel, e))?;
+        Ok((dir, name.to_owned()))
     }
 
-    /// Creates one directory component, syncing its parent when it is new.
-    fn make_dir(&self, rel: &str, full: &Path) -> Result<(), FsError> {
-        match DirBuilder::new().mode(DIR_MODE).create(full) {
-            Ok(()) => {
-                let parent = full.parent().expect("a created directory has a parent");
-                sync_path(parent).map_err(|e| fs_error(rel, e))
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                let meta = fs::symlink_metadata(full).map_err(|e| fs_error(rel, e))?;
-                if meta.file_type().is_symlink() {
-                    Err(FsError::new(FsErrorKind::Symlink, rel, "symlinks are refused"))
-                } else if meta.is_dir() {
-                    Ok(())
-                } else {
-                    Err(FsError::new(FsErrorKind::Other, rel, "not a directory"))
-                }
-            }
-            Err(e) => Err(fs_error(rel, e)),
-        }
+    /// The directory `rel` itself.
+    fn dir(&self, rel: &str) -> Result<Dir, FsError> {
+        check_plain(rel)?;
+        Dir::open(&self.root, rel, false).map_err(|e| fs_error(rel, e))
     }
+}
+
+fn check_plain(rel: &str) -> Result<(), FsError> {
+    if rel.starts_with('/') || rel.split('/').any(|c| c == "." || c == "..") {
+        return Err(FsError::new(FsErrorKind::Other, rel, "not a plain relative path"));
+    }
+    Ok(())
 }
 
 /// Maps an operating-system error to the seam's kinds. EIO and ENOSPC have the same numbers on
 /// Linux and the BSDs.
 fn fs_error(path: &str, e: io::Error) -> FsError {
     let kind = match (e.raw_os_error(), e.kind()) {
+        _ if private::is_symlink_refusal(&e) => FsErrorKind::Symlink,
         (Some(5), _) => FsErrorKind::Io,
         (Some(28), _) => FsErrorKind::NoSpace,
         (_, io::ErrorKind::NotFound) => FsErrorKind::NotFound,
         (_, io::ErrorKind::AlreadyExists) => FsErrorKind::AlreadyExists,
         _ => FsErrorKind::Other,
     };
-    FsError::new(kind, path, e.to_string())
-}
-
-/// `fsync` of a file or a directory.
-fn sync_path(full: &Path) -> io::Result<()> {
-    File::open(full)?.sync_all()
-}
-
-fn write_with(options: &mut OpenOptions, full: &Path, bytes: &[u8]) -> io::Result<()> {
-    options.mode(FILE_MODE).open(full)?.write_all(bytes)
+    let detail = match kind {
+        FsErrorKind::Symlink => "symlinks are refused".to_owned(),
+        _ => e.to_string(),
+    };
+    FsError::new(kind, path, detail)
 }
 
 impl Fs for RealFs {
     fn read(&mut self, path: &str) -> Result<Option<Vec<u8>>, FsError> {
-        match fs::read(self.resolve(path)?) {
-            Ok(bytes) => Ok(Some(bytes)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(fs_error(path, e)),
-        }
+        let (dir, name) = match self.parent(path) {
+            Ok(found) => found,
+            Err(e) if e.kind == FsErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        dir.read(&name).map_err(|e| fs_error(path, e))
     }
 
     fn list(&mut self, dir: &str) -> Result<Vec<String>, FsError> {
-        let entries = match fs::read_dir(self.resolve(dir)?) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(fs_error(dir, e)),
+        let handle = match self.dir(dir) {
+            Ok(d) => d,
+            Err(e) if e.kind == FsErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
         };
-        let mut names = Vec::new();
-        for entry in entries {
-            let name = entry.map_err(|e| fs_error(dir, e))?.file_name();
-            let name = name.into_string().map_err(|raw| {
-                FsError::new(FsErrorKind::Other, dir, format!("a name is not UTF-8: {raw:?}"))
-            })?;
-            names.push(name);
-        }
+        // A name that is not UTF-8 is listed with replacement characters: it can never be a
+        // valid id, so the caller reports that one entry and lists the rest.
+        let mut names: Vec<String> = handle
+            .entries()
+            .map_err(|e| fs_error(dir, e))?
+            .into_iter()
+            .map(|(name, _)| name.to_string_lossy().into_owned())
+            .collect();
         names.sort_unstable();
         Ok(names)
     }
 
     fn create_dir_all(&mut self, dir: &str) -> Result<(), FsError> {
-        self.resolve(dir)?;
-        let mut full = self.root.clone();
-        for component in dir.split('/').filter(|c| !c.is_empty()) {
-            full.push(component);
-            self.make_dir(dir, &full)?;
-        }
-        Ok(())
+        check_plain(dir)?;
+        Dir::open(&self.root, dir, true).map(drop).map_err(|e| fs_error(dir, e))
     }
 
     fn create_new(&mut self, path: &str, bytes: &[u8]) -> Result<(), FsError> {
-        let full = self.resolve(path)?;
-        write_with(OpenOptions::new().write(true).create_new(true), &full, bytes)
-            .map_err(|e| fs_error(path, e))
+        let (dir, name) = self.parent(path)?;
+        dir.create_new(&name, bytes).map_err(|e| fs_error(path, e))
     }
 
     fn write_temp(&mut self, path: &str, bytes: &[u8]) -> Result<(), FsError> {
-        let full = self.resolve(path)?;
-        write_with(OpenOptions::new().write(true).create(true).truncate(true), &full, bytes)
-            .map_err(|e| fs_error(path, e))
+        let (dir, name) = self.parent(path)?;
+        dir.write_temp(&name, bytes).map_err(|e| fs_error(path, e))
     }
 
     fn append(&mut self, path: &str, bytes: &[u8]) -> Result<(), FsError> {
-        let full = self.resolve(path)?;
-        write_with(OpenOptions::new().append(true), &full, bytes).map_err(|e| fs_error(path, e))
+        let (dir, name) = self.parent(path)?;
+        let mut file = dir.append_existing(&name).map_err(|e| fs_error(path, e))?;
+        file.write_all(bytes).map_err(|e| fs_error(path, e))
     }
 
     fn truncate(&mut self, path: &str, len: u64) -> Result<(), FsError> {
-        let full = self.resolve(path)?;
-        let file = OpenOptions::new().write(true).open(full).map_err(|e| fs_error(path, e))?;
+        let (dir, name) = self.parent(path)?;
+        let file = dir.open_write(&name).map_err(|e| fs_error(path, e))?;
         file.set_len(len).map_err(|e| fs_error(path, e))
     }
 
     fn sync_file(&mut self, path: &str) -> Result<(), FsError> {
         // A fresh descriptor is enough: fsync flushes the file, not the descriptor's writes.
-        sync_path(&self.resolve(path)?).map_err(|e| fs_error(path, e))
+        let (dir, name) = self.parent(path)?;
+        let file = dir.open_read(&name).map_err(|e| fs_error(path, e))?;
+        file.sync_all().map_err(|e| fs_error(path, e))
     }
 
     fn rename(&mut self, from: &str, to: &str) -> Result<(), FsError> {
-        let (full_from, full_to) = (self.resolve(from)?, self.resolve(to)?);
-        fs::rename(full_from, full_to).map_err(|e| fs_error(from, e))
+        let (from_dir, from_name) = self.parent(from)?;
+        let (to_dir, to_name) = self.parent(to)?;
+        from_dir.rename(&from_name, &to_dir, &to_name).map_err(|e| fs_error(from, e))
     }
 
     fn sync_dir(&mut self, dir: &str) -> Result<(), FsError> {
-        sync_path(&self.resolve(dir)?).map_err(|e| fs_error(dir, e))
+        self.dir(dir)?.sync().map_err(|e| fs_error(dir, e))
     }
 
     fn remove(&mut self, path: &str) -> Result<(), FsError> {
-        match fs::remove_file(self.resolve(path)?) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(fs_error(path, e)),
-        }
+        let (dir, name) = match self.parent(path) {
+            Ok(found) => found,
+            Err(e) if e.kind == FsErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        dir.remove(&name).map_err(|e| fs_error(path, e))
     }
 
     // `File::try_lock` is stable since Rust 1.89; the workspace's declared minimum is older.
@@ -193,15 +161,8 @@ impl Fs for RealFs {
         if self.locks.contains_key(path) {
             return Ok(false);
         }
-        let full = self.resolve(path)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(FILE_MODE)
-            .open(full)
-            .map_err(|e| fs_error(path, e))?;
+        let (dir, name) = self.parent(path)?;
+        let file = dir.open_lock(&name).map_err(|e| fs_error(path, e))?;
         match file.try_lock() {
             Ok(()) => {
                 self.locks.insert(path.to_owned(), file);
@@ -216,6 +177,7 @@ impl Fs for RealFs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use std::os::unix::fs::{symlink, PermissionsExt};
 
     fn mode(path: &Path) -> u32 {

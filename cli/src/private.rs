@@ -1,0 +1,458 @@
+//! The one way harn touches its own files: every directory under the coordination root is
+//! opened one component at a time from a handle on the root, never following a symlink, and
+//! every file and directory harn creates gets mode 0600 or 0700 exactly, whatever the umask
+//! (DESIGN.md §5).
+//!
+//! Because each step is an `openat` relative to a directory handle already verified, a
+//! symlink planted anywhere below the root (a directory or the final file) is refused with
+//! `ELOOP` at the moment of use; there is no window between a check and the call. The root
+//! itself is the operator's repository and may be reached through a symlink.
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path};
+
+use rustix::fs::{AtFlags, Mode, OFlags};
+
+/// Mode of every directory harn creates.
+pub const DIR_MODE: u32 = 0o700;
+/// Mode of every file harn creates.
+pub const FILE_MODE: u32 = 0o600;
+
+/// The largest file [`Dir::read`] returns whole; anything bigger under `.harnery/` was not
+/// written by harn in one piece and is refused rather than loaded.
+pub const READ_LIMIT: u64 = 1 << 30;
+
+/// A directory reached from the root without following a symlink, open for `*at` calls.
+#[derive(Debug)]
+pub struct Dir {
+    fd: OwnedFd,
+}
+
+/// A symlink met where harn refuses one.
+#[derive(Debug)]
+struct SymlinkRefused(std::path::PathBuf);
+
+impl std::fmt::Display for SymlinkRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: is a symlink, which harn refuses under its root", self.0.display())
+    }
+}
+
+impl std::error::Error for SymlinkRefused {}
+
+trait Context {
+    fn with_context(self, what: &Path) -> io::Error;
+}
+
+impl Context for io::Error {
+    /// Names the path in the error; a refused symlink keeps being recognisable.
+    fn with_context(self, what: &Path) -> io::Error {
+        if is_symlink_refusal(&self) {
+            if self.raw_os_error() == Some(libc::ELOOP) {
+                return io::Error::new(io::ErrorKind::InvalidInput, SymlinkRefused(what.into()));
+            }
+            return self;
+        }
+        io::Error::new(self.kind(), format!("{}: {self}", what.display()))
+    }
+}
+
+/// True when `e` is the refusal of a symlink.
+pub fn is_symlink_refusal(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ELOOP)
+        || e.get_ref().is_some_and(|inner| inner.is::<SymlinkRefused>())
+}
+
+fn dir_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+}
+
+/// Makes a handle's mode exactly `mode` when it is ours and differs (an umask that took owner
+/// bits, or a file an earlier version left group-readable).
+fn tighten(fd: &impl AsFd, mode: u32) -> io::Result<()> {
+    let stat = rustix::fs::fstat(fd)?;
+    if stat.st_mode & 0o7777 != mode && stat.st_uid == rustix::process::geteuid().as_raw() {
+        rustix::fs::fchmod(fd, Mode::from_raw_mode(mode))?;
+    }
+    Ok(())
+}
+
+/// The plain components of a relative path; `..`, `.` and absolute paths are refused.
+fn components(rel: &Path) -> io::Result<Vec<&OsStr>> {
+    rel.components()
+        .map(|c| match c {
+            Component::Normal(name) => Ok(name),
+            _ => Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: not a plain relative path", rel.display()),
+            )),
+        })
+        .collect()
+}
+
+impl Dir {
+    /// The coordination root itself (following a symlink to it is the operator's choice).
+    pub fn root(root: &Path) -> io::Result<Dir> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(root, flags, Mode::empty())
+            .map_err(|e| io::Error::from(e).with_context(root))?;
+        Ok(Dir { fd })
+    }
+
+    /// Opens `rel` below `root`, one component at a time without following symlinks.
+    /// With `create`, missing directories are made 0700 (each parent synced) and existing
+    /// ones of ours are tightened to 0700: the directory is about to be written.
+    pub fn open(root: &Path, rel: impl AsRef<Path>, create: bool) -> io::Result<Dir> {
+        let rel = rel.as_ref();
+        let mut dir = Dir::root(root)?;
+        let mut walked = root.to_path_buf();
+        for name in components(rel)? {
+            walked.push(name);
+            dir = dir.child(name, create).map_err(|e| e.with_context(&walked))?;
+        }
+        Ok(dir)
+    }
+
+    /// Opens `abs`, which must lie below `root`; see [`Dir::open`].
+    pub fn open_below(root: &Path, abs: &Path, create: bool) -> io::Result<Dir> {
+        let rel = abs.strip_prefix(root).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not below {}", abs.display(), root.display()),
+            )
+        })?;
+        Dir::open(root, rel, create)
+    }
+
+    /// True when `name` here is a symlink (not followed).
+    pub fn is_symlink(&self, name: impl AsRef<OsStr>) -> bool {
+        rustix::fs::statat(&self.fd, name.as_ref(), AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|s| rustix::fs::FileType::from_raw_mode(s.st_mode).is_symlink())
+    }
+
+    /// The subdirectory `name`, made 0700 when `create` and missing.
+    pub fn child(&self, name: &OsStr, create: bool) -> io::Result<Dir> {
+        match rustix::fs::openat(&self.fd, name, dir_flags(), Mode::empty()) {
+            // `O_DIRECTORY | O_NOFOLLOW` on a symlink says "not a directory"; say what it is.
+            Err(rustix::io::Errno::NOTDIR) if self.is_symlink(name) => {
+                Err(io::Error::from_raw_os_error(libc::ELOOP))
+            }
+            Ok(fd) => {
+                if create {
+                    tighten(&fd, DIR_MODE)?;
+                }
+                Ok(Dir { fd })
+            }
+            Err(rustix::io::Errno::NOENT) if create => {
+                match rustix::fs::mkdirat(&self.fd, name, Mode::from_raw_mode(DIR_MODE)) {
+                    Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                let fd = rustix::fs::openat(&self.fd, name, dir_flags(), Mode::empty())?;
+                tighten(&fd, DIR_MODE)?;
+                self.sync()?;
+                Ok(Dir { fd })
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The handle, for callers that need `fstat` or an `*at` call of their own.
+    pub fn fd(&self) -> &OwnedFd {
+        &self.fd
+    }
+
+    fn open_file(&self, name: &OsStr, flags: OFlags) -> io::Result<File> {
+        let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(FILE_MODE))?;
+        if flags.contains(OFlags::CREATE) {
+            tighten(&fd, FILE_MODE)?;
+        }
+        let file = File::from(fd);
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+        }
+        Ok(file)
+    }
+
+    /// The whole of file `name`, or `None` when it does not exist.
+    pub fn read(&self, name: impl AsRef<OsStr>) -> io::Result<Option<Vec<u8>>> {
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
+        let mut file = match self.open_file(name.as_ref(), flags) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let len = file.metadata()?.len();
+        if len > READ_LIMIT {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{len} bytes, more than harn ever writes to one file"),
+            ));
+        }
+        let mut bytes = Vec::with_capacity(len as usize);
+        Read::by_ref(&mut file).take(READ_LIMIT + 1).read_to_end(&mut bytes)?;
+        Ok(Some(bytes))
+    }
+
+    /// Creates `name` holding `bytes`; fails if it exists.
+    pub fn create_new(&self, name: impl AsRef<OsStr>, bytes: &[u8]) -> io::Result<()> {
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL;
+        self.open_file(name.as_ref(), flags)?.write_all(bytes)
+    }
+
+    /// Creates or truncates `name` and writes `bytes` (for temporary files).
+    pub fn write_temp(&self, name: impl AsRef<OsStr>, bytes: &[u8]) -> io::Result<()> {
+        let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC;
+        self.open_file(name.as_ref(), flags)?.write_all(bytes)
+    }
+
+    /// Opens `name` for appending, creating it when missing.
+    pub fn append(&self, name: impl AsRef<OsStr>) -> io::Result<File> {
+        self.open_file(name.as_ref(), OFlags::WRONLY | OFlags::APPEND | OFlags::CREATE)
+    }
+
+    /// Opens an existing `name` for appending.
+    pub fn append_existing(&self, name: impl AsRef<OsStr>) -> io::Result<File> {
+        self.open_file(name.as_ref(), OFlags::WRONLY | OFlags::APPEND)
+    }
+
+    /// Opens an existing `name` for writing in place (truncation, syncing).
+    pub fn open_write(&self, name: impl AsRef<OsStr>) -> io::Result<File> {
+        self.open_file(name.as_ref(), OFlags::WRONLY)
+    }
+
+    /// Opens `name` for reading and writing, creating it when missing (lock files).
+    pub fn open_lock(&self, name: impl AsRef<OsStr>) -> io::Result<File> {
+        self.open_file(name.as_ref(), OFlags::RDWR | OFlags::CREATE)
+    }
+
+    /// Opens an existing `name` for reading.
+    pub fn open_read(&self, name: impl AsRef<OsStr>) -> io::Result<File> {
+        self.open_file(name.as_ref(), OFlags::RDONLY | OFlags::NONBLOCK)
+    }
+
+    /// Replaces `name` whole: a temporary file, fsync, rename, fsync of this directory.
+    pub fn replace(&self, name: impl AsRef<OsStr>, bytes: &[u8]) -> io::Result<()> {
+        let name = name.as_ref();
+        let mut temp = OsString::from(".");
+        temp.push(name);
+        temp.push(format!(".tmp.{}", std::process::id()));
+        let result = (|| {
+            let mut file =
+                self.open_file(&temp, OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC)?;
+            file.write_all(bytes)?;
+            file.sync_all()?;
+            self.rename(&temp, self, name)?;
+            self.sync()
+        })();
+        if result.is_err() {
+            let _ = self.remove(&temp);
+        }
+        result
+    }
+
+    /// Renames `from` here to `to` in `dir` (a rename never follows a symlink).
+    pub fn rename(
+        &self,
+        from: impl AsRef<OsStr>,
+        dir: &Dir,
+        to: impl AsRef<OsStr>,
+    ) -> io::Result<()> {
+        Ok(rustix::fs::renameat(&self.fd, from.as_ref(), &dir.fd, to.as_ref())?)
+    }
+
+    /// Removes file `name`; a missing one is fine. A symlink is refused, not removed: what
+    /// planted it is for a person to look at.
+    pub fn remove(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
+        if self.is_symlink(name.as_ref()) {
+            return Err(io::Error::from_raw_os_error(libc::ELOOP));
+        }
+        match rustix::fs::unlinkat(&self.fd, name.as_ref(), AtFlags::empty()) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Removes directory `name` and everything below it, without following a symlink; a
+    /// missing one is fine.
+    pub fn remove_tree(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
+        let name = name.as_ref();
+        let child = match self.child(name, false) {
+            Ok(c) => c,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for (entry, is_dir) in child.entries()? {
+            if is_dir {
+                child.remove_tree(&entry)?;
+            } else {
+                // The entry itself goes, a symlink included; nothing it points at is touched.
+                match rustix::fs::unlinkat(&child.fd, entry.as_os_str(), AtFlags::empty()) {
+                    Ok(()) | Err(rustix::io::Errno::NOENT) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        match rustix::fs::unlinkat(&self.fd, name, AtFlags::REMOVEDIR) {
+            Ok(()) | Err(rustix::io::Errno::NOENT) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Makes this directory's entries durable.
+    pub fn sync(&self) -> io::Result<()> {
+        Ok(rustix::fs::fsync(&self.fd)?)
+    }
+
+    /// The names in this directory, with whether each is a directory (not following links),
+    /// in the order the kernel gives them.
+    pub fn entries(&self) -> io::Result<Vec<(OsString, bool)>> {
+        let fd = rustix::fs::openat(&self.fd, ".", dir_flags(), Mode::empty())?;
+        let mut found = Vec::new();
+        for entry in rustix::fs::Dir::read_from(&fd)? {
+            let entry = entry?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            let name = OsStr::from_bytes(name).to_owned();
+            let is_dir = match entry.file_type() {
+                rustix::fs::FileType::Directory => true,
+                rustix::fs::FileType::Unknown => {
+                    rustix::fs::statat(&self.fd, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+                        .is_ok_and(|s| rustix::fs::FileType::from_raw_mode(s.st_mode).is_dir())
+                }
+                _ => false,
+            };
+            found.push((name, is_dir));
+        }
+        Ok(found)
+    }
+}
+
+/// Splits a path into its parent directory and its final name.
+pub fn split(path: &Path) -> io::Result<(&Path, &OsStr)> {
+    match (path.parent(), path.file_name()) {
+        (Some(parent), Some(name)) => Ok((parent, name)),
+        _ => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: not a file path", path.display()),
+        )),
+    }
+}
+
+/// Opens `abs` (below `root`) for appending, creating it and its directories privately.
+pub fn append_below(root: &Path, abs: &Path) -> io::Result<File> {
+    let (parent, name) = split(abs)?;
+    Dir::open_below(root, parent, true)?.append(name).map_err(|e| e.with_context(abs))
+}
+
+/// Replaces `abs` (below `root`) whole and durably, creating its directories privately.
+pub fn replace_below(root: &Path, abs: &Path, bytes: &[u8]) -> io::Result<()> {
+    let (parent, name) = split(abs)?;
+    Dir::open_below(root, parent, true)?.replace(name, bytes).map_err(|e| e.with_context(abs))
+}
+
+/// Reads `abs` (below `root`) whole without following a symlink; `None` when missing.
+pub fn read_below(root: &Path, abs: &Path) -> io::Result<Option<Vec<u8>>> {
+    let (parent, name) = split(abs)?;
+    match Dir::open_below(root, parent, false) {
+        Ok(dir) => dir.read(name).map_err(|e| e.with_context(abs)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes file `abs` (below `root`); missing is fine.
+pub fn remove_below(root: &Path, abs: &Path) -> io::Result<()> {
+    let (parent, name) = split(abs)?;
+    match Dir::open_below(root, parent, false) {
+        Ok(dir) => dir.remove(name).map_err(|e| e.with_context(abs)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{symlink, PermissionsExt};
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn modes_are_exact_whatever_the_umask() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A umask that takes owner bits would leave 0500 and 0400 without the fchmod.
+        let old = rustix::process::umask(Mode::from_raw_mode(0o277));
+        let dir = Dir::open(tmp.path(), ".harnery/a/b", true);
+        let file = dir.as_ref().map(|d| d.create_new("f", b"x"));
+        rustix::process::umask(old);
+        file.unwrap().unwrap();
+        for p in [".harnery", ".harnery/a", ".harnery/a/b"] {
+            assert_eq!(mode(&tmp.path().join(p)), DIR_MODE, "{p}");
+        }
+        assert_eq!(mode(&tmp.path().join(".harnery/a/b/f")), FILE_MODE);
+    }
+
+    #[test]
+    fn a_directory_being_written_is_tightened() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir(tmp.path().join("d")).unwrap();
+        std::fs::set_permissions(tmp.path().join("d"), PermissionsExt::from_mode(0o755)).unwrap();
+        Dir::open(tmp.path(), "d", false).unwrap();
+        assert_eq!(mode(&tmp.path().join("d")), 0o755, "reading changes nothing");
+        Dir::open(tmp.path(), "d", true).unwrap().append("log").unwrap();
+        assert_eq!(mode(&tmp.path().join("d")), DIR_MODE);
+    }
+
+    #[test]
+    fn symlinks_are_refused_at_every_level() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("victim"), b"v").unwrap();
+        std::fs::create_dir(tmp.path().join("real")).unwrap();
+        symlink(outside.path(), tmp.path().join("linkdir")).unwrap();
+        symlink(outside.path().join("victim"), tmp.path().join("real/log")).unwrap();
+        let e = Dir::open(tmp.path(), "linkdir", true).unwrap_err();
+        assert!(is_symlink_refusal(&e), "{e}");
+        let e = append_below(tmp.path(), &tmp.path().join("linkdir/victim")).unwrap_err();
+        assert!(is_symlink_refusal(&e), "{e}");
+        let real = Dir::open(tmp.path(), "real", true).unwrap();
+        assert!(is_symlink_refusal(&real.append("log").unwrap_err()));
+        assert!(is_symlink_refusal(&real.write_temp("log", b"x").unwrap_err()));
+        assert!(is_symlink_refusal(&real.read("log").unwrap_err()));
+        real.replace("log", b"new").unwrap();
+        assert_eq!(std::fs::read(outside.path().join("victim")).unwrap(), b"v");
+        assert_eq!(std::fs::read(tmp.path().join("real/log")).unwrap(), b"new");
+    }
+
+    #[test]
+    fn a_fifo_or_a_device_is_not_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        rustix::fs::mkfifoat(rustix::fs::CWD, tmp.path().join("fifo"), Mode::from_raw_mode(0o600))
+            .unwrap();
+        let dir = Dir::open(tmp.path(), "", false).unwrap();
+        assert!(dir.read("fifo").is_err(), "a FIFO never blocks the reader");
+    }
+
+    #[test]
+    fn remove_tree_does_not_follow_links() {
+        let tmp = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("keep"), b"k").unwrap();
+        std::fs::create_dir_all(tmp.path().join("t/sub")).unwrap();
+        std::fs::write(tmp.path().join("t/sub/f"), b"f").unwrap();
+        symlink(outside.path(), tmp.path().join("t/link")).unwrap();
+        Dir::root(tmp.path()).unwrap().remove_tree("t").unwrap();
+        assert!(!tmp.path().join("t").exists());
+        assert!(outside.path().join("keep").exists());
+    }
+}
