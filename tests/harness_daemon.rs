@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-const WAIT: Duration = Duration::from_secs(15);
+pub(crate) const WAIT: Duration = Duration::from_secs(15);
 
 /// A coordination root with a daemon that is brought down when the test ends.
-struct Root {
-    dir: tempfile::TempDir,
+pub(crate) struct Root {
+    pub(crate) dir: tempfile::TempDir,
     /// Digits every child of this test carries in its command line.
-    marker: String,
+    pub(crate) marker: String,
 }
 
 fn child_program() -> PathBuf {
@@ -24,7 +24,7 @@ fn child_program() -> PathBuf {
 
 impl Root {
     /// A root whose `harness.toml` is `toml` with `{child}` and `{marker}` filled in.
-    fn new(toml: &str) -> Root {
+    pub(crate) fn new(toml: &str) -> Root {
         let dir = tempfile::tempdir().unwrap();
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -36,14 +36,14 @@ impl Root {
         root
     }
 
-    fn write_config(&self, toml: &str) {
+    pub(crate) fn write_config(&self, toml: &str) {
         let text = toml
             .replace("{child}", &child_program().display().to_string())
             .replace("{marker}", &self.marker);
         std::fs::write(self.dir.path().join("harness.toml"), text).unwrap();
     }
 
-    fn harn(&self, args: &[&str]) -> Output {
+    pub(crate) fn harn(&self, args: &[&str]) -> Output {
         Command::new(harn_bin())
             .arg("harness")
             .args(args)
@@ -53,18 +53,18 @@ impl Root {
             .unwrap()
     }
 
-    fn up(&self) {
+    pub(crate) fn up(&self) {
         let out = self.harn(&["up"]);
         assert!(out.status.success(), "up: {}", text(&out));
     }
 
-    fn status(&self) -> Value {
+    pub(crate) fn status(&self) -> Value {
         let out = self.harn(&["list", "--json"]);
         assert!(out.status.success(), "list: {}", text(&out));
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
-    fn harness(&self, name: &str) -> Value {
+    pub(crate) fn harness(&self, name: &str) -> Value {
         let doc = self.status();
         doc["harnesses"]
             .as_array()
@@ -76,7 +76,7 @@ impl Root {
     }
 
     /// Polls `name`'s status until `ok` holds.
-    fn wait_for(&self, name: &str, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) fn wait_for(&self, name: &str, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
         let started = Instant::now();
         loop {
             let h = self.harness(name);
@@ -89,7 +89,7 @@ impl Root {
     }
 
     /// Live processes (not zombies) whose command line holds `marker`.
-    fn count(&self, marker: &str) -> usize {
+    pub(crate) fn count(&self, marker: &str) -> usize {
         let mut n = 0;
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
             let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
@@ -105,7 +105,7 @@ impl Root {
     }
 
     /// Waits until no process with `marker` is left; returns how many remain at the deadline.
-    fn settle_count(&self, marker: &str, expect: usize) -> usize {
+    pub(crate) fn settle_count(&self, marker: &str, expect: usize) -> usize {
         let started = Instant::now();
         loop {
             let n = self.count(marker);
@@ -117,21 +117,21 @@ impl Root {
     }
 
     /// The events journal's bodies, in order.
-    fn events(&self) -> Vec<(i64, Value)> {
+    pub(crate) fn events(&self) -> Vec<(i64, Value)> {
         let bytes = std::fs::read(self.dir.path().join(".harnery/harness/events.jsonl")).unwrap();
         let read = harn_core::journal::parse("events.jsonl", &bytes).unwrap();
         read.records.into_iter().map(|r| (r.ts.0, r.body)).collect()
     }
 
     /// The recovery ledger's records for `name`.
-    fn ledger(&self, name: &str) -> Vec<Value> {
+    pub(crate) fn ledger(&self, name: &str) -> Vec<Value> {
         let out = self.harn(&["ledger", name, "--json"]);
         assert!(out.status.success(), "ledger: {}", text(&out));
         let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
         doc["records"].as_array().unwrap().clone()
     }
 
-    fn daemon_pid(&self) -> u32 {
+    pub(crate) fn daemon_pid(&self) -> u32 {
         self.status()["daemon"]["pid"].as_u64().expect("the daemon runs") as u32
     }
 }
@@ -155,7 +155,7 @@ impl Drop for Root {
     }
 }
 
-fn state(h: &Value) -> &str {
+pub(crate) fn state(h: &Value) -> &str {
     h["state"].as_str().unwrap_or("")
 }
 

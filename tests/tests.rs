@@ -4,6 +4,7 @@ mod dash;
 mod determinism;
 mod fuzz_corpus;
 mod harness_daemon;
+mod harness_faults;
 mod lifecycle_model;
 mod purity;
 mod readers;

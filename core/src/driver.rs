@@ -249,7 +249,7 @@ impl Driver {
             }
             DaemonEffect::AppendEvents(_) => unreachable!("drain collects events"),
             DaemonEffect::Spawn { name, run, spec } => {
-                let report = match env.spawner.spawn(&name, &spec) {
+                let report = match env.spawner.spawn(&name, run, &spec) {
                     Ok(pid) => {
                         done.push(Executed::Spawned { name: name.clone(), run, pid });
                         HarnessInput::Spawned { run, pid }

@@ -167,8 +167,14 @@ pub struct SpawnError {
 /// Starts children and signals their process groups. Exits arrive as inputs through the
 /// driver's wait, never by polling this trait.
 pub trait Spawner {
-    /// Starts a child of harness `name` in a new session and process group.
-    fn spawn(&mut self, name: &crate::ids::Id, spec: &SpawnSpec) -> Result<Pid, SpawnError>;
+    /// Starts run `run` of harness `name` in a new session and process group. Run numbers
+    /// are never reused, so a spawner may name what it creates for one run by its number.
+    fn spawn(
+        &mut self,
+        name: &crate::ids::Id,
+        run: u64,
+        spec: &SpawnSpec,
+    ) -> Result<Pid, SpawnError>;
     /// Sends `signal` to the process group led by `pid`. A group that is already gone is fine.
     fn signal(&mut self, pid: Pid, signal: Signal) -> Result<(), SpawnError>;
 }

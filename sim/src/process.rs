@@ -213,7 +213,7 @@ fn draw_exit(
 }
 
 impl Spawner for SimProcesses {
-    fn spawn(&mut self, _name: &Id, spec: &SpawnSpec) -> Result<Pid, SpawnError> {
+    fn spawn(&mut self, _name: &Id, _run: u64, spec: &SpawnSpec) -> Result<Pid, SpawnError> {
         let program = spec.argv.first().map(String::as_str).unwrap_or("");
         let behaviour = match Behaviour::of_program(program) {
             Some(Behaviour::Missing) | None => {
@@ -261,15 +261,17 @@ mod tests {
     #[test]
     fn missing_programs_do_not_spawn() {
         let mut p = SimProcesses::default();
-        assert!(p.spawn(&Id::new("t").unwrap(), &spec(Behaviour::Missing)).unwrap_err().not_found);
-        assert!(p.spawn(&Id::new("t").unwrap(), &SpawnSpec::default()).is_err());
+        assert!(
+            p.spawn(&Id::new("t").unwrap(), 1, &spec(Behaviour::Missing)).unwrap_err().not_found
+        );
+        assert!(p.spawn(&Id::new("t").unwrap(), 1, &SpawnSpec::default()).is_err());
     }
 
     #[test]
     fn stubborn_children_ignore_term_but_not_kill() {
         let mut p = SimProcesses::default();
         let mut e = SeededEntropy::new(1);
-        let pid = p.spawn(&Id::new("t").unwrap(), &spec(Behaviour::Stubborn)).unwrap();
+        let pid = p.spawn(&Id::new("t").unwrap(), 1, &spec(Behaviour::Stubborn)).unwrap();
         p.settle(Instant(0), &mut e, false);
         p.signal(pid, Signal::Term).unwrap();
         p.settle(Instant(5), &mut e, false);
@@ -284,7 +286,7 @@ mod tests {
     fn crashy_children_exit_non_zero_soon() {
         let mut p = SimProcesses::default();
         let mut e = SeededEntropy::new(2);
-        let pid = p.spawn(&Id::new("t").unwrap(), &spec(Behaviour::Crashy)).unwrap();
+        let pid = p.spawn(&Id::new("t").unwrap(), 1, &spec(Behaviour::Crashy)).unwrap();
         p.settle(Instant(0), &mut e, false);
         let (at, _) = p.next_exit().unwrap();
         assert!(at.0 < CRASHY_RUN_MAX.0);

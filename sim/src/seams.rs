@@ -56,7 +56,7 @@ struct AuditingSpawner<'a> {
 }
 
 impl Spawner for AuditingSpawner<'_> {
-    fn spawn(&mut self, name: &Id, spec: &SpawnSpec) -> Result<Pid, SpawnError> {
+    fn spawn(&mut self, name: &Id, run: u64, spec: &SpawnSpec) -> Result<Pid, SpawnError> {
         let durable_runs = self
             .fs
             .borrow()
@@ -65,7 +65,7 @@ impl Spawner for AuditingSpawner<'_> {
             .and_then(|state| state.harnesses.get(name).map(|d| d.runs.max(d.reserved_runs)))
             .unwrap_or(0);
         self.audits.push(SpawnAudit { name: name.clone(), durable_runs });
-        self.procs.spawn(name, spec)
+        self.procs.spawn(name, run, spec)
     }
 
     fn signal(&mut self, pid: Pid, signal: Signal) -> Result<(), SpawnError> {

@@ -1,8 +1,13 @@
-//! Containment: where a writable cgroup v2 hierarchy exists, each harness gets a cgroup of its
-//! own and a run ends with the whole cgroup killed, so grandchildren that left the process
-//! group (setsid, double fork, daemonized) go too. Without one, process groups are the
-//! fallback. Also finds processes of an earlier daemon (orphans) so they are stopped before
-//! anything is spawned again.
+//! Containment: where a writable cgroup v2 hierarchy exists, each run of a harness gets a
+//! fresh cgroup of its own, and a run ends with that cgroup killed and removed, so
+//! grandchildren that left the process group (setsid, double fork, daemonized) go too.
+//! Without one, process groups are the fallback. Also finds processes of an earlier daemon
+//! (orphans) so they are stopped before anything is spawned again.
+//!
+//! Layout: `<our cgroup>/harn-<hash of root>/<harness>/run-<N>`. A run's cgroup is never
+//! reused: on the kernels we run on, a child cloned with `CLONE_INTO_CGROUP` into a cgroup
+//! that has had `cgroup.kill` written is killed at birth, so a cgroup that was killed once is
+//! only ever removed. The harness's own directory holds no process and is never killed.
 
 use super::paths::Paths;
 use super::spawner::{HARNESS_ENV, ROOT_ENV};
@@ -10,7 +15,7 @@ use harn_core::hash::fnv64;
 use harn_core::ids::Id;
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How a root's harnesses are contained.
@@ -21,6 +26,8 @@ pub struct Containment {
     /// Where an earlier daemon of this root kept its cgroups, when that was elsewhere (it
     /// ran from another cgroup: another login session, another service).
     earlier_base: Option<PathBuf>,
+    /// Why the hint naming the earlier base was not trusted, for the daemon's log.
+    hint_refused: Option<String>,
     root: PathBuf,
 }
 
@@ -28,30 +35,48 @@ pub struct Containment {
 /// daemon finds processes left there even when it runs from another cgroup.
 const BASE_HINT: &str = "cgroup.path";
 
+/// How many fresh names one run number may take when earlier cgroups of it are still there.
+const FRESH_NAME_TRIES: u32 = 16;
+
+/// The name of this root's cgroup directory: `harn-<hash of the root's path>`.
+fn base_name(root: &Path) -> String {
+    format!("harn-{:016x}", fnv64(root.as_os_str().as_encoded_bytes()))
+}
+
 impl Containment {
     /// Finds a writable cgroup v2 hierarchy for `paths.root`, or settles for process groups.
     pub fn detect(paths: &Paths) -> Containment {
-        let base = cgroup2_home().and_then(|home| {
-            let hash = fnv64(paths.root.as_os_str().as_encoded_bytes());
-            let base = home.join(format!("harn-{hash:016x}"));
+        let found = cgroup2_home();
+        let base = found.as_ref().and_then(|(_, home)| {
+            let base = home.join(base_name(&paths.root));
             std::fs::create_dir_all(&base).ok().map(|()| base)
         });
-        let hint = paths.dir.join(BASE_HINT);
-        let earlier_base = std::fs::read_to_string(&hint)
-            .ok()
-            .map(|s| PathBuf::from(s.trim()))
-            .filter(|p| Some(p) != base.as_ref() && p.join("cgroup.procs").exists());
+        let hint_path = paths.dir.join(BASE_HINT);
+        let (earlier_base, hint_refused) = match &found {
+            Some((mount, _)) => match trusted_hint(&paths.root, &hint_path, mount) {
+                Ok(Some(p)) if Some(&p) != base.as_ref() => (Some(p), None),
+                Ok(_) => (None, None),
+                Err(why) => (None, Some(why)),
+            },
+            None => (None, None),
+        };
         if let Some(b) = &base {
             // A hint only: losing it costs the cross-cgroup search, not correctness (the
             // environment markers still find every process).
-            let _ = std::fs::write(&hint, b.display().to_string());
+            let text = b.as_os_str().as_encoded_bytes();
+            let _ = crate::private::replace_below(&paths.root, &hint_path, text);
         }
-        Containment { base, earlier_base, root: paths.root.clone() }
+        Containment { base, earlier_base, hint_refused, root: paths.root.clone() }
     }
 
     /// Process groups only (for tests and machines without cgroups).
     pub fn process_groups(paths: &Paths) -> Containment {
-        Containment { base: None, earlier_base: None, root: paths.root.clone() }
+        Containment { base: None, earlier_base: None, hint_refused: None, root: paths.root.clone() }
+    }
+
+    /// Why `cgroup.path` was ignored, when it was.
+    pub fn hint_refused(&self) -> Option<&str> {
+        self.hint_refused.as_deref()
     }
 
     /// `cgroup` or `process-group`, as status reports it.
@@ -63,17 +88,41 @@ impl Containment {
         }
     }
 
-    fn dir(&self, name: &Id) -> Option<PathBuf> {
+    fn harness_dir(&self, name: &Id) -> Option<PathBuf> {
         self.base.as_ref().map(|b| b.join(name.as_str()))
     }
 
-    /// Creates the harness's cgroup and opens its `cgroup.procs` for a child to join itself to
-    /// before exec; `None` without cgroups.
-    pub fn join_handle(&self, name: &Id) -> std::io::Result<Option<OwnedFd>> {
-        let Some(dir) = self.dir(name) else { return Ok(None) };
+    /// Creates a fresh cgroup for run `run` of `name` (removing the empty ones of earlier
+    /// runs first); `None` without cgroups. The cgroup has never held a process.
+    pub fn new_run(&self, name: &Id, run: u64) -> std::io::Result<Option<PathBuf>> {
+        let Some(dir) = self.harness_dir(name) else { return Ok(None) };
         std::fs::create_dir_all(&dir)?;
-        let file = std::fs::OpenOptions::new().write(true).open(dir.join("cgroup.procs"))?;
-        Ok(Some(file.into()))
+        prune(&dir);
+        for n in 0..FRESH_NAME_TRIES {
+            let leaf = match n {
+                0 => dir.join(format!("run-{run}")),
+                n => dir.join(format!("run-{run}.{n}")),
+            };
+            match std::fs::create_dir(&leaf) {
+                Ok(()) => return Ok(Some(leaf)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(std::io::Error::other(format!("{}: no fresh run cgroup name left", dir.display())))
+    }
+
+    /// Opens a run cgroup's `cgroup.procs`, for a child to join itself to before exec.
+    pub fn join_handle(leaf: &Path) -> std::io::Result<OwnedFd> {
+        let file = std::fs::OpenOptions::new().write(true).open(leaf.join("cgroup.procs"))?;
+        Ok(file.into())
+    }
+
+    /// Opens a run cgroup's directory, for a child to be cloned into it.
+    pub fn dir_handle(leaf: &Path) -> std::io::Result<OwnedFd> {
+        use rustix::fs::{open, Mode, OFlags};
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        Ok(open(leaf, flags, Mode::empty())?)
     }
 
     /// Removes the cgroups of this root that hold no process: those of harnesses no longer
@@ -85,6 +134,7 @@ impl Containment {
         for entry in entries.flatten().filter(|e| e.path().is_dir()) {
             let name = entry.file_name();
             if !keep.iter().any(|k| k.as_str() == name.to_string_lossy()) {
+                prune(&entry.path());
                 let _ = std::fs::remove_dir(entry.path());
             }
         }
@@ -93,41 +143,30 @@ impl Containment {
         }
     }
 
-    /// Creates the harness's cgroup and opens its directory, for a child to be cloned into it;
-    /// `None` without cgroups.
-    pub fn dir_handle(&self, name: &Id) -> std::io::Result<Option<OwnedFd>> {
-        use rustix::fs::{open, Mode, OFlags};
-        let Some(dir) = self.dir(name) else { return Ok(None) };
-        std::fs::create_dir_all(&dir)?;
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        Ok(Some(open(&dir, flags, Mode::empty())?))
-    }
-
-    /// Every process in the harness's cgroup.
+    /// Every process in the harness's cgroups.
     pub fn members(&self, name: &Id) -> Vec<u32> {
-        let Some(dir) = self.dir(name) else { return Vec::new() };
-        read_pids(&dir.join("cgroup.procs"))
+        self.harness_dir(name).map(|d| tree_members(&d)).unwrap_or_default()
     }
 
-    /// Kills everything left in the harness's cgroup. Returns how many processes were there.
+    /// Kills everything left in one run's cgroup and removes the cgroup once it is empty (a
+    /// killed cgroup is never used again). Returns how many processes were there.
+    pub fn end_run(leaf: &Path) -> usize {
+        let killed = kill_cgroup(leaf);
+        if killed > 0 {
+            wait_empty(leaf, Duration::from_millis(100));
+        }
+        let _ = std::fs::remove_dir(leaf);
+        killed
+    }
+
+    /// Kills everything left in the harness's cgroups. Returns how many processes were there.
     pub fn kill_all(&self, name: &Id) -> usize {
-        let Some(dir) = self.dir(name) else { return 0 };
-        let members = read_pids(&dir.join("cgroup.procs"));
-        if members.is_empty() {
-            return 0;
-        }
-        if std::fs::write(dir.join("cgroup.kill"), "1").is_err() {
-            // Kernels before 5.14 have no cgroup.kill: signal each member instead.
-            for pid in &members {
-                signal(*pid, rustix::process::Signal::KILL);
-            }
-        }
-        members.len()
+        self.harness_dir(name).map(|d| kill_tree(&d)).unwrap_or(0)
     }
 
     /// Processes of this root's harnesses that no daemon supervises, whether or not they are
     /// still configured: every member of every harness cgroup of this root (the current base
-    /// and an earlier daemon's), and every process whose environment names this root.
+    /// and an earlier daemon's), and every process of ours whose environment names this root.
     pub fn orphans(&self) -> BTreeMap<Id, Vec<u32>> {
         let mut found: BTreeMap<Id, Vec<u32>> = BTreeMap::new();
         for base in self.base.iter().chain(self.earlier_base.iter()) {
@@ -135,8 +174,7 @@ impl Containment {
                 let Some(name) = entry.file_name().to_str().and_then(|n| Id::new(n).ok()) else {
                     continue;
                 };
-                let pids = read_pids(&entry.path().join("cgroup.procs"));
-                found.entry(name).or_default().extend(pids);
+                found.entry(name).or_default().extend(tree_members(&entry.path()));
             }
         }
         for (name, pid) in marked_processes(&self.root) {
@@ -151,8 +189,8 @@ impl Containment {
     }
 
     /// Stops orphans of an earlier daemon before anything is spawned: SIGTERM to each
-    /// process group, up to `grace` for them to go, then SIGKILL (and the cgroup killed).
-    /// Returns, per harness, the pids found and whether the stop had to be forced.
+    /// process group, up to `grace` for them to go, then SIGKILL (and the cgroups killed and
+    /// removed). Returns, per harness, the pids found and whether the stop had to be forced.
     pub fn reclaim(&self, grace: Duration) -> BTreeMap<Id, (Vec<u32>, bool)> {
         let orphans = self.orphans();
         for pids in orphans.values() {
@@ -167,19 +205,124 @@ impl Containment {
             for pid in &left {
                 signal_group(*pid, rustix::process::Signal::KILL);
             }
-            self.kill_all(name);
-            if let Some(earlier) = &self.earlier_base {
-                let _ = std::fs::write(earlier.join(name.as_str()).join("cgroup.kill"), "1");
+            for base in self.base.iter().chain(self.earlier_base.iter()) {
+                kill_tree(&base.join(name.as_str()));
             }
             wait_gone(pids, Duration::from_secs(5));
+            for base in self.base.iter().chain(self.earlier_base.iter()) {
+                prune(&base.join(name.as_str()));
+            }
             forced.insert(name.clone(), (pids.clone(), !left.is_empty()));
         }
         forced
     }
 }
 
-/// Our own cgroup in the writable cgroup v2 hierarchy, if there is one.
-fn cgroup2_home() -> Option<PathBuf> {
+/// The cgroups directly below `dir` (run cgroups below a harness's directory).
+fn leaves(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Members of a harness's directory and of its run cgroups (an earlier version of harn kept
+/// a harness's processes in its directory itself).
+fn tree_members(dir: &Path) -> Vec<u32> {
+    let mut pids = read_pids(&dir.join("cgroup.procs"));
+    for leaf in leaves(dir) {
+        pids.extend(read_pids(&leaf.join("cgroup.procs")));
+    }
+    pids
+}
+
+/// Kills every populated cgroup of a harness; returns how many processes were there.
+fn kill_tree(dir: &Path) -> usize {
+    let mut killed = kill_cgroup(dir);
+    for leaf in leaves(dir) {
+        killed += kill_cgroup(&leaf);
+    }
+    killed
+}
+
+/// Removes the run cgroups below `dir` that are empty.
+fn prune(dir: &Path) {
+    for leaf in leaves(dir) {
+        let _ = std::fs::remove_dir(leaf);
+    }
+}
+
+/// Kills every member of one cgroup; returns how many there were.
+fn kill_cgroup(dir: &Path) -> usize {
+    let members = read_pids(&dir.join("cgroup.procs"));
+    if members.is_empty() {
+        return 0;
+    }
+    if std::fs::write(dir.join("cgroup.kill"), "1").is_err() {
+        // Kernels before 5.14 have no cgroup.kill: signal each member instead.
+        for pid in &members {
+            signal(*pid, rustix::process::Signal::KILL);
+        }
+    }
+    members.len()
+}
+
+/// Waits up to `limit` for a cgroup to hold no process.
+fn wait_empty(dir: &Path, limit: Duration) {
+    let started = Instant::now();
+    while !read_pids(&dir.join("cgroup.procs")).is_empty() && started.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The earlier base `cgroup.path` names, if it may be trusted: read without following a
+/// symlink, an absolute plain path below the cgroup v2 mount, named as harn names this
+/// root's cgroup, reached from the mount without following a symlink, and a cgroup. Anything
+/// else is refused with the reason, and never acted on.
+fn trusted_hint(root: &Path, hint: &Path, mount: &Path) -> Result<Option<PathBuf>, String> {
+    let refuse = |why: &str| Err(format!("ignoring {}: {why}", hint.display()));
+    let bytes = match crate::private::read_below(root, hint) {
+        Ok(Some(b)) if b.len() <= 4096 => b,
+        Ok(Some(_)) => return refuse("too long for a path"),
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(format!("ignoring {e}")),
+    };
+    let Ok(text) = std::str::from_utf8(&bytes) else { return refuse("not UTF-8") };
+    let named = PathBuf::from(text.trim());
+    let Ok(below) = named.strip_prefix(mount) else {
+        return refuse(&format!("{} is not in the cgroup v2 hierarchy", named.display()));
+    };
+    if below.components().any(|c| !matches!(c, Component::Normal(_))) {
+        return refuse(&format!("{} is not a plain path", named.display()));
+    }
+    if named.file_name().and_then(|n| n.to_str()) != Some(base_name(root).as_str()) {
+        return refuse(&format!("{} is not a cgroup harn made for this root", named.display()));
+    }
+    // Walk from the mount one component at a time, refusing symlinks.
+    let mut dir = match crate::private::Dir::root(mount) {
+        Ok(d) => d,
+        Err(e) => return Err(format!("ignoring {}: {e}", hint.display())),
+    };
+    for component in below.components() {
+        dir = match dir.child(component.as_os_str(), false) {
+            Ok(d) => d,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return refuse(&format!("{}: {e}", named.display())),
+        };
+    }
+    let is_cgroup = rustix::fs::fstatfs(dir.fd())
+        .is_ok_and(|s| s.f_type as u64 == libc::CGROUP2_SUPER_MAGIC as u64);
+    if !is_cgroup {
+        return refuse(&format!("{} is not a cgroup", named.display()));
+    }
+    Ok(Some(named))
+}
+
+/// The cgroup v2 mount and our own cgroup in it, when it is writable.
+fn cgroup2_home() -> Option<(PathBuf, PathBuf)> {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     let mount = mounts.lines().find_map(|line| {
         let (left, right) = line.split_once(" - ")?;
@@ -189,7 +332,7 @@ fn cgroup2_home() -> Option<PathBuf> {
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let relative = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim_start_matches('/');
     let home = mount.join(relative);
-    home.join("cgroup.procs").exists().then_some(home)
+    home.join("cgroup.procs").exists().then_some((mount, home))
 }
 
 fn read_pids(path: &Path) -> Vec<u32> {
@@ -198,9 +341,12 @@ fn read_pids(path: &Path) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// Processes (other than us) whose environment says they belong to a harness of `root`.
+/// Processes of our user (other than us) whose environment says they belong to a harness of
+/// `root`. Another user's process is never taken for ours, whatever its environment says.
 fn marked_processes(root: &Path) -> Vec<(Id, u32)> {
+    use std::os::unix::fs::MetadataExt;
     let ancestors = ancestors();
+    let uid = rustix::process::geteuid().as_raw();
     let root_marker = format!("{ROOT_ENV}={}", root.display());
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     let mut found = Vec::new();
@@ -210,6 +356,9 @@ fn marked_processes(root: &Path) -> Vec<(Id, u32)> {
         };
         if ancestors.contains(&pid) {
             continue; // Us, or whoever started us (`harn harness up` run inside a harness).
+        }
+        if entry.metadata().map_or(true, |m| m.uid() != uid) {
+            continue;
         }
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
         let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();

@@ -138,6 +138,9 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     let (tx, rx) = mpsc::channel();
     super::signals::forward(tx.clone()).map_err(|e| failed(&e))?;
     let contain = Containment::detect(&paths);
+    if let Some(why) = contain.hint_refused() {
+        log(why);
+    }
     reclaim_orphans(&contain, &config, &mut ledger);
     let mut spawner =
         RealSpawner::new(paths.clone(), Rotation::default(), contain).map_err(|e| failed(&e))?;
@@ -394,7 +397,7 @@ impl Host {
             let Some((name, run)) = self.pids.remove(&pid) else {
                 continue; // An orphaned grandchild we inherited as subreaper.
             };
-            let left = self.spawner.run_ended(pid, &name);
+            let left = self.spawner.run_ended(pid);
             log(&format!("{name}: run {run} (pid {pid}) ended: {status:?}"));
             if left > 0 {
                 log(&format!("{name}: killed {left} leftover processes of run {run} (its cgroup)"));

@@ -28,8 +28,8 @@ pub struct RealSpawner {
     /// Extra environment per harness (the notify socket), set by the daemon from config.
     extra_env: BTreeMap<Id, Vec<(String, String)>>,
     contain: Containment,
-    /// The harness of each run's main process, for SIGKILL to reach its whole cgroup.
-    owners: BTreeMap<Pid, Id>,
+    /// The run cgroup of each run's main process, for SIGKILL to reach all of it.
+    owners: BTreeMap<Pid, Option<PathBuf>>,
     pump: LogPump,
     /// Ready files, removed before each start so a stale one cannot vouch for a new run.
     ready_files: BTreeMap<Id, PathBuf>,
@@ -53,11 +53,14 @@ impl RealSpawner {
         &self.contain
     }
 
-    /// A run's main process was reaped: kill whatever it left behind in its cgroup, so no
-    /// process of one run outlives it or meets the next. Returns how many were left.
-    pub fn run_ended(&mut self, pid: Pid, name: &Id) -> usize {
-        self.owners.remove(&pid);
-        self.contain.kill_all(name)
+    /// A run's main process was reaped: kill whatever it left behind in its cgroup and remove
+    /// the cgroup, so no process of one run outlives it or meets the next. Returns how many
+    /// were left.
+    pub fn run_ended(&mut self, pid: Pid) -> usize {
+        match self.owners.remove(&pid).flatten() {
+            Some(leaf) => Containment::end_run(&leaf),
+            None => 0,
+        }
     }
 
     /// Sets the file whose appearance shows `name` is ready (`None`: readiness is not a file).
@@ -132,10 +135,11 @@ impl RealSpawner {
     fn spawn_into_cgroup(
         &mut self,
         name: &Id,
+        leaf: &std::path::Path,
         spec: &SpawnSpec,
         sink: &Arc<Mutex<LogSink>>,
     ) -> Option<Result<Pid, SpawnError>> {
-        let cgroup = self.contain.dir_handle(name).ok()??;
+        let cgroup = Containment::dir_handle(leaf).ok()?;
         let failed = |detail: String| Some(Err(SpawnError { not_found: false, detail }));
         let mut extra: Vec<(String, String)> =
             spec.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -185,7 +189,7 @@ impl RealSpawner {
                 }
                 self.pump.add(out_r, sink.clone());
                 self.pump.add(err_r, sink.clone());
-                self.owners.insert(pid, name.clone());
+                self.owners.insert(pid, Some(leaf.to_path_buf()));
                 Some(Ok(pid))
             }
         }
@@ -193,7 +197,7 @@ impl RealSpawner {
 }
 
 impl Spawner for RealSpawner {
-    fn spawn(&mut self, name: &Id, spec: &SpawnSpec) -> Result<Pid, SpawnError> {
+    fn spawn(&mut self, name: &Id, run: u64, spec: &SpawnSpec) -> Result<Pid, SpawnError> {
         let program = spec.argv.first().cloned().unwrap_or_default();
         let sink = self.sink(name).map_err(|e| SpawnError {
             not_found: false,
@@ -202,15 +206,26 @@ impl Spawner for RealSpawner {
         if let Some(file) = self.ready_files.get(name) {
             let _ = std::fs::remove_file(file);
         }
-        if let Some(done) = self.spawn_into_cgroup(name, spec, &sink) {
-            return done;
+        // A cgroup that cannot be made degrades this run to process-group containment rather
+        // than failing it.
+        let leaf = self.contain.new_run(name, run).unwrap_or(None);
+        if let Some(leaf) = &leaf {
+            if let Some(done) = self.spawn_into_cgroup(name, leaf, spec, &sink) {
+                if done.is_err() {
+                    Containment::end_run(leaf);
+                }
+                return done;
+            }
         }
-        // A cgroup that cannot be joined degrades this run to process-group containment
-        // rather than failing it.
-        let cgroup = self.contain.join_handle(name).unwrap_or(None);
+        let cgroup = leaf.as_deref().and_then(|l| Containment::join_handle(l).ok());
         let raw = cgroup.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         let spawned = self.command(name, spec, raw).spawn();
         drop(cgroup);
+        if spawned.is_err() {
+            if let Some(leaf) = &leaf {
+                Containment::end_run(leaf);
+            }
+        }
         let mut child = spawned.map_err(|e| {
             let not_found = matches!(
                 e.kind(),
@@ -232,7 +247,7 @@ impl Spawner for RealSpawner {
         }
         // The child is reaped by the daemon's SIGCHLD handling (waitpid on any child), not
         // through this handle; dropping it neither waits nor kills.
-        self.owners.insert(child.id(), name.clone());
+        self.owners.insert(child.id(), leaf);
         Ok(child.id())
     }
 
@@ -245,8 +260,8 @@ impl Spawner for RealSpawner {
             return Err(SpawnError { not_found: false, detail: format!("bad pid {pid}") });
         };
         if signal == Signal::Kill {
-            if let Some(name) = self.owners.get(&pid) {
-                self.contain.kill_all(name);
+            if let Some(Some(leaf)) = self.owners.get(&pid) {
+                Containment::end_run(leaf);
             }
         }
         match rustix::process::kill_process_group(group, sig) {
