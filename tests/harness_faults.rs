@@ -100,3 +100,56 @@ fn a_harness_reclaimed_after_a_daemon_crash_runs_again() {
     let shells = format!("breed\0{}", root.marker);
     assert_eq!(root.settle_count(&shells, 1), 1, "one instance, the new one");
 }
+
+#[test]
+fn running_out_of_descriptors_fails_a_start_not_the_daemon() {
+    let mut toml = String::from("[limits]\nrestart_delay_ms = 200\n");
+    for n in 0..60 {
+        toml.push_str(&format!(
+            "[harness.h{n}]\ncommand = [\"{{child}}\", \"run\", \"{{marker}}\"]\n"
+        ));
+    }
+    let root = Root::new(&toml);
+    // A hard limit of 256 cannot be raised: three descriptors a harness and the daemon's own
+    // reserve leave room for a few dozen, not sixty.
+    let mut up = Command::new(crate::cli::harn_bin());
+    up.args(["harness", "up", "--root"]).arg(root.dir.path());
+    // SAFETY: setrlimit is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut up, || {
+            let limit = rustix::process::Rlimit { current: Some(256), maximum: Some(256) };
+            rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)?;
+            Ok(())
+        });
+    }
+    let out = up.output().unwrap();
+    assert!(out.status.success(), "up: {}", text(&out));
+    std::thread::sleep(Duration::from_secs(2));
+    let doc = root.status();
+    let harnesses = doc["harnesses"].as_array().unwrap();
+    let running = harnesses.iter().filter(|h| state(h) == "running").count();
+    assert!(running > 10 && running < 60, "{running} of 60 run under a limit of 256");
+    let log = std::fs::read_to_string(root.dir.path().join(".harnery/harness/daemon.log")).unwrap();
+    assert!(log.contains("too many open files"), "the failed starts say why: {log}");
+    let daemon = doc["daemon"]["pid"].as_u64().unwrap();
+    assert!(std::path::Path::new(&format!("/proc/{daemon}")).exists(), "the daemon lives");
+    let out = root.harn(&["down"]);
+    assert!(out.status.success(), "down: {}", text(&out));
+    assert_eq!(root.settle_count(&root.marker, 0), 0, "every child stopped");
+}
+
+#[test]
+fn the_generated_units_raise_the_descriptor_limit() {
+    let root = Root::new("[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\n");
+    let harness = root.harn(&["unit"]);
+    assert!(harness.status.success(), "{}", text(&harness));
+    let service = Command::new(crate::cli::harn_bin())
+        .args(["supervisor", "service", "unit", "--root"])
+        .arg(root.dir.path())
+        .output()
+        .unwrap();
+    assert!(service.status.success(), "{}", text(&service));
+    for unit in [text(&harness), text(&service)] {
+        assert!(unit.lines().any(|l| l == "LimitNOFILE=524288"), "{unit}");
+    }
+}

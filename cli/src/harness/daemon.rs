@@ -126,6 +126,9 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     // exists yet, so changing the environment is safe here.
     std::env::remove_var(super::spawner::HARNESS_ENV);
     std::env::remove_var(super::spawner::ROOT_ENV);
+    // Three descriptors per harness: at the usual soft limit of 1,024 a few hundred harnesses
+    // would exhaust it.
+    let nofile = super::fds::raise_limit();
     let mut fs = RealFs::new(paths.root.clone());
     let failed = |e: &dyn std::fmt::Display| DaemonError::Failed(e.to_string());
     fs.create_dir_all(".harnery/harness/logs").map_err(|e| failed(&e))?;
@@ -180,6 +183,8 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         log(&format!("not a child subreaper ({e}): orphaned grandchildren go to init"));
     }
     log(&format!("daemon {} up in {}", std::process::id(), host.paths.root.display()));
+    let show = |n: Option<u64>| n.map_or_else(|| "unlimited".to_owned(), |n| n.to_string());
+    log(&format!("open files: soft limit {} (was {})", show(nofile.1), show(nofile.0)));
     host.after(executed.clone());
     host.record(Cause::Boot, &executed).map_err(|e| failed(&e))?;
     sdnotify::notify("READY=1\nSTATUS=supervising");

@@ -6,6 +6,7 @@ pub mod config;
 pub mod contain;
 pub mod daemon;
 pub mod detach;
+pub mod fds;
 pub mod fork;
 pub mod ledger;
 pub mod logs;

@@ -38,13 +38,42 @@ pub fn listen(paths: &Paths, tx: Sender<Msg>) -> std::io::Result<PathBuf> {
     }
     let listener = UnixListener::bind(&path)?;
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            let tx = tx.clone();
-            std::thread::spawn(move || serve(stream, tx));
-        }
-    });
+    std::thread::spawn(move || accept(&listener, &tx));
     Ok(path)
+}
+
+/// Clients served at once; a connection beyond is told the daemon is busy and closed, so a
+/// flood of clients cannot take the descriptors the daemon keeps for its own files.
+const MAX_CONNECTIONS: usize = 32;
+
+fn accept(listener: &UnixListener, tx: &Sender<Msg>) {
+    let open = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    loop {
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                // Out of descriptors (or another transient failure): wait, do not spin.
+                let pause = if super::fds::is_exhaustion(&e) { 100 } else { 10 };
+                std::thread::sleep(std::time::Duration::from_millis(pause));
+                continue;
+            }
+        };
+        use std::sync::atomic::Ordering;
+        if open.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+            open.fetch_sub(1, Ordering::SeqCst);
+            let mut stream = stream;
+            let _ = writeln!(stream, "{}", err("busy: too many clients at once, try again"));
+            continue;
+        }
+        let (tx, served) = (tx.clone(), open.clone());
+        let spawned = std::thread::Builder::new().spawn(move || {
+            serve(stream, tx);
+            served.fetch_sub(1, Ordering::SeqCst);
+        });
+        if spawned.is_err() {
+            open.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
 }
 
 fn serve(stream: UnixStream, tx: Sender<Msg>) {

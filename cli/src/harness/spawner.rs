@@ -199,6 +199,11 @@ impl RealSpawner {
 impl Spawner for RealSpawner {
     fn spawn(&mut self, name: &Id, run: u64, spec: &SpawnSpec) -> Result<Pid, SpawnError> {
         let program = spec.argv.first().cloned().unwrap_or_default();
+        // Out of descriptors is this harness's failed start, never the daemon's crash.
+        super::fds::room_for_spawn().map_err(|detail| SpawnError {
+            not_found: false,
+            detail: format!("{program}: {detail}"),
+        })?;
         let sink = self.sink(name).map_err(|e| SpawnError {
             not_found: false,
             detail: format!("{}: {e}", self.paths.log(name).display()),

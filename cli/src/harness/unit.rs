@@ -35,6 +35,9 @@ WorkingDirectory={root}
 Restart=on-failure
 RestartSec=2
 WatchdogSec=30
+# Three descriptors a harness: the usual 1,024 would run out at a few hundred (the daemon
+# also raises its soft limit to the hard one at start).
+LimitNOFILE=524288
 # SIGTERM goes to the daemon alone: it drains its harnesses itself (TERM, grace, KILL).
 # Whatever is left when the stop times out is killed with the whole cgroup.
 KillMode=mixed

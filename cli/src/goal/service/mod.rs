@@ -382,7 +382,7 @@ fn unit(root: &Path, heartbeat_interval_ms: u64) -> String {
         "[Unit]\nDescription=harn supervisor service for {root}\n\n[Service]\nType=notify\n\
          NotifyAccess=main\nExecStart={exe} supervisor service run --root {root}\n\
          WorkingDirectory={root}\nRestart=on-failure\nRestartSec=2\nWatchdogSec={watchdog_secs}\n\
-         KillMode=mixed\nTimeoutStopSec=infinity\n\n[Install]\nWantedBy=default.target\n",
+         KillMode=mixed\nTimeoutStopSec=infinity\nLimitNOFILE=524288\n\n[Install]\nWantedBy=default.target\n",
         root = root.display()
     )
 }
