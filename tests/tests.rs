@@ -6,6 +6,8 @@ mod fuzz_corpus;
 mod harness_daemon;
 mod harness_faults;
 mod lifecycle_model;
+mod planted;
+mod private_files;
 mod purity;
 mod readers;
 mod service;

@@ -111,7 +111,7 @@ pub fn run(a: ExampleArgs) -> i32 {
 /// Creates the root with the workflow, the harness and a config declaring the harness.
 fn prepare(root: &Path) -> std::io::Result<()> {
     std::fs::create_dir(root)?;
-    std::fs::create_dir_all(root.join(".harnery"))?;
+    let harnery = crate::private::Dir::open(root, ".harnery", true)?;
     std::fs::write(root.join("team.json"), TEAM)?;
     for (name, body) in [("wf.sh", WORKFLOW), ("harness.sh", HARNESS)] {
         let path = root.join(name);
@@ -120,7 +120,7 @@ fn prepare(root: &Path) -> std::io::Result<()> {
     }
     let config =
         r#"{"schema_version": 1, "harnesses": {"scripted": {"command": ["./harness.sh"]}}}"#;
-    std::fs::write(root.join(".harnery/config.json"), format!("{config}\n"))
+    harnery.create_new("config.json", format!("{config}\n").as_bytes())
 }
 
 /// Prints a command as typed and runs it; a failure stops the example with its code.

@@ -266,6 +266,18 @@ impl Dir {
         Ok(rustix::fs::renameat(&self.fd, from.as_ref(), &dir.fd, to.as_ref())?)
     }
 
+    /// Links `from` here as `to` in `dir`; fails if `to` exists (a write-once record). The
+    /// link is made to `from` itself, never to what a symlink there would point at.
+    pub fn link(
+        &self,
+        from: impl AsRef<OsStr>,
+        dir: &Dir,
+        to: impl AsRef<OsStr>,
+    ) -> io::Result<()> {
+        let flags = AtFlags::empty();
+        Ok(rustix::fs::linkat(&self.fd, from.as_ref(), &dir.fd, to.as_ref(), flags)?)
+    }
+
     /// Removes file `name`; a missing one is fine. A symlink is refused, not removed: what
     /// planted it is for a person to look at.
     pub fn remove(&self, name: impl AsRef<OsStr>) -> io::Result<()> {
@@ -335,6 +347,40 @@ impl Dir {
     }
 }
 
+/// Opens (making when missing) `levels` below `base`, a directory outside any root such as
+/// `$XDG_RUNTIME_DIR` or `/tmp`, where other users may create names too: every level must be
+/// a directory owned by us with no access for group or others, reached without following a
+/// symlink, or the walk is refused naming the level and what is wrong with it.
+pub fn owned_dir(base: &Path, levels: &[&OsStr]) -> io::Result<Dir> {
+    let me = rustix::process::geteuid().as_raw();
+    let mut dir = Dir::root(base)?;
+    let mut walked = base.to_path_buf();
+    for level in levels {
+        walked.push(level);
+        dir = dir.child(level, false).or_else(|e| {
+            if e.kind() != io::ErrorKind::NotFound {
+                return Err(e.with_context(&walked));
+            }
+            match rustix::fs::mkdirat(&dir.fd, *level, Mode::from_raw_mode(DIR_MODE)) {
+                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(io::Error::from(e).with_context(&walked)),
+            }
+            dir.child(level, false).map_err(|e| e.with_context(&walked))
+        })?;
+        let stat = rustix::fs::fstat(&dir.fd)?;
+        if stat.st_uid != me || stat.st_mode & 0o077 != 0 {
+            let msg = format!(
+                "{} must be a directory owned by uid {me} with mode 0700 (it is uid {}, mode {:o})",
+                walked.display(),
+                stat.st_uid,
+                stat.st_mode & 0o7777
+            );
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, msg));
+        }
+    }
+    Ok(dir)
+}
+
 /// Splits a path into its parent directory and its final name.
 pub fn split(path: &Path) -> io::Result<(&Path, &OsStr)> {
     match (path.parent(), path.file_name()) {
@@ -366,6 +412,28 @@ pub fn read_below(root: &Path, abs: &Path) -> io::Result<Option<Vec<u8>>> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
+}
+
+/// Refuses to trust `abs` (below `root`, reached without following a symlink) unless it is a
+/// regular file owned by us with mode 0600: a file that grants authority (a frozen
+/// enrollment) is used only if no one else could have written it.
+pub fn check_ours(root: &Path, abs: &Path) -> io::Result<()> {
+    let (parent, name) = split(abs)?;
+    let file =
+        Dir::open_below(root, parent, false)?.open_read(name).map_err(|e| e.with_context(abs))?;
+    let stat = rustix::fs::fstat(&file)?;
+    let me = rustix::process::geteuid().as_raw();
+    let mode = stat.st_mode & 0o7777;
+    if stat.st_uid != me || mode != FILE_MODE {
+        let msg = format!(
+            "{}: owned by uid {} with mode {mode:o}; harn trusts it only when it is owned by \
+             uid {me} with mode 600",
+            abs.display(),
+            stat.st_uid
+        );
+        return Err(io::Error::new(io::ErrorKind::PermissionDenied, msg));
+    }
+    Ok(())
 }
 
 /// Removes file `abs` (below `root`); missing is fine.
@@ -441,6 +509,23 @@ mod tests {
             .unwrap();
         let dir = Dir::open(tmp.path(), "", false).unwrap();
         assert!(dir.read("fifo").is_err(), "a FIFO never blocks the reader");
+    }
+
+    #[test]
+    fn an_owned_directory_is_refused_when_others_could_reach_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let levels = [OsStr::new("harn-x"), OsStr::new("abc")];
+        owned_dir(tmp.path(), &levels).unwrap();
+        assert_eq!(mode(&tmp.path().join("harn-x")), DIR_MODE);
+        assert_eq!(mode(&tmp.path().join("harn-x/abc")), DIR_MODE);
+        std::fs::set_permissions(tmp.path().join("harn-x"), PermissionsExt::from_mode(0o777))
+            .unwrap();
+        let e = owned_dir(tmp.path(), &levels).unwrap_err();
+        assert!(e.to_string().contains("harn-x must be a directory owned by"), "{e}");
+        std::fs::remove_dir_all(tmp.path().join("harn-x")).unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        symlink(outside.path(), tmp.path().join("harn-x")).unwrap();
+        assert!(is_symlink_refusal(&owned_dir(tmp.path(), &levels).unwrap_err()));
     }
 
     #[test]

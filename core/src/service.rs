@@ -108,6 +108,9 @@ impl ServiceConfig {
             self.error_backoff_base_ms,
             86_400_000,
         )?;
+        if let Some(policy) = &self.engine.policy {
+            policy.verify().map_err(|e| FieldError::new("engine.policy", e))?;
+        }
         self.wake_config().validate().map_err(|e| FieldError::new(e.field(), e.to_string()))
     }
 }
@@ -388,6 +391,21 @@ mod tests {
         let mut c = config();
         c.error_backoff_max_ms = 1_000;
         assert_eq!(c.validate().unwrap_err().field, "error_backoff_max_ms");
+    }
+
+    #[test]
+    fn a_policy_edited_after_it_was_frozen_is_refused() {
+        let rules = r#"{"rules": [{"name": "no-push", "on": "authorize", "action": "push", "verdict": "deny"}]}"#;
+        let policy = crate::workflow::policy::parse_policy(rules.as_bytes()).unwrap();
+        let mut c = config();
+        c.engine.policy = Some(crate::workflow::policy::FrozenPolicy::new(policy));
+        assert!(c.validate().is_ok());
+        let mut edited = c.clone();
+        let rule = &mut edited.engine.policy.as_mut().unwrap().policy.rules[0];
+        rule.verdict = crate::workflow::policy::Verdict::Allow;
+        let e = edited.validate().unwrap_err();
+        assert_eq!(e.field, "engine.policy");
+        assert!(e.to_string().contains("edited after it was frozen"), "{e}");
     }
 
     #[test]

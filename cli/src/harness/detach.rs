@@ -2,7 +2,6 @@
 
 use super::paths::Paths;
 use std::fs::OpenOptions;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -10,8 +9,7 @@ use std::process::{Child, Command, Stdio};
 /// Starts `harn harness daemon` in a session of its own, its output appended to
 /// `daemon.log`, so it outlives the terminal and the `up` process.
 pub fn spawn_daemon(paths: &Paths, config: &Path) -> std::io::Result<Child> {
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&paths.dir)?;
-    let log = OpenOptions::new().create(true).append(true).mode(0o600).open(paths.daemon_log())?;
+    let log = crate::private::append_below(&paths.root, &paths.daemon_log())?;
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.arg("harness").arg("daemon").arg("--root").arg(&paths.root).arg("--config").arg(config);
     cmd.current_dir(&paths.root);

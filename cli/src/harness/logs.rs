@@ -1,10 +1,9 @@
 //! Per-harness log files with size-based rotation and a cap on retained bytes, written by
 //! threads that drain the children's pipes so a fast writer never blocks the daemon loop.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::Write;
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -26,6 +25,9 @@ impl Default for Rotation {
 
 /// One harness's log, shared by the threads reading its stdout and stderr.
 pub struct LogSink {
+    /// The coordination root: every open and rotation walks from it without following a
+    /// symlink (a log planted as a link to a file elsewhere is refused, not written).
+    root: PathBuf,
     path: PathBuf,
     file: Option<File>,
     size: u64,
@@ -33,11 +35,16 @@ pub struct LogSink {
 }
 
 impl LogSink {
-    /// A sink appending to `path`, created 0600 when missing.
-    pub fn open(path: PathBuf, rotation: Rotation) -> std::io::Result<Arc<Mutex<LogSink>>> {
-        let file = open_append(&path)?;
+    /// A sink appending to `path` below `root`, created 0600 when missing.
+    pub fn open(
+        root: &Path,
+        path: PathBuf,
+        rotation: Rotation,
+    ) -> std::io::Result<Arc<Mutex<LogSink>>> {
+        let file = crate::private::append_below(root, &path)?;
         let size = file.metadata()?.len();
-        Ok(Arc::new(Mutex::new(LogSink { path, file: Some(file), size, rotation })))
+        let root = root.to_path_buf();
+        Ok(Arc::new(Mutex::new(LogSink { root, path, file: Some(file), size, rotation })))
     }
 
     /// Appends `bytes`, rotating first when the file would grow past its limit.
@@ -47,7 +54,7 @@ impl LogSink {
         }
         let file = match self.file.as_mut() {
             Some(f) => f,
-            None => self.file.insert(open_append(&self.path)?),
+            None => self.file.insert(crate::private::append_below(&self.root, &self.path)?),
         };
         file.write_all(bytes)?;
         self.size += bytes.len() as u64;
@@ -56,24 +63,31 @@ impl LogSink {
 
     fn rotate(&mut self) -> std::io::Result<()> {
         self.file = None;
-        rotate_files(&self.path, self.rotation.keep)?;
+        rotate_files(&self.root, &self.path, self.rotation.keep)?;
         self.size = 0;
         Ok(())
     }
 }
 
 /// Shifts `PATH.1` … `PATH.keep-1` up by one (dropping `PATH.keep`) and moves `PATH` to
-/// `PATH.1`; with `keep` 0, removes `PATH`. Missing files are skipped.
-pub fn rotate_files(path: &Path, keep: u32) -> std::io::Result<()> {
-    let numbered = |n: u32| PathBuf::from(format!("{}.{n}", path.display()));
+/// `PATH.1`; with `keep` 0, removes `PATH`. Missing files are skipped. Every name is taken
+/// relative to the log's directory, reached from `root` without following a symlink.
+pub fn rotate_files(root: &Path, path: &Path, keep: u32) -> std::io::Result<()> {
+    let (parent, name) = crate::private::split(path)?;
+    let dir = crate::private::Dir::open_below(root, parent, true)?;
+    let numbered = |n: u32| {
+        let mut numbered = name.to_owned();
+        numbered.push(format!(".{n}"));
+        numbered
+    };
     if keep == 0 {
-        return std::fs::remove_file(path).or_else(ignore_missing);
+        return dir.remove(name);
     }
-    std::fs::remove_file(numbered(keep)).or_else(ignore_missing)?;
+    dir.remove(numbered(keep))?;
     for n in (1..keep).rev() {
-        std::fs::rename(numbered(n), numbered(n + 1)).or_else(ignore_missing)?;
+        dir.rename(numbered(n), &dir, numbered(n + 1)).or_else(ignore_missing)?;
     }
-    std::fs::rename(path, numbered(1)).or_else(ignore_missing)
+    dir.rename(name, &dir, numbered(1)).or_else(ignore_missing)
 }
 
 fn ignore_missing(e: std::io::Error) -> std::io::Result<()> {
@@ -82,10 +96,6 @@ fn ignore_missing(e: std::io::Error) -> std::io::Result<()> {
     } else {
         Err(e)
     }
-}
-
-fn open_append(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new().create(true).append(true).mode(0o600).open(path)
 }
 
 /// One thread that copies every child's stdout and stderr into its log: it polls all the
@@ -202,7 +212,8 @@ mod tests {
     fn rotation_keeps_at_most_the_configured_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("a.log");
-        let sink = LogSink::open(path.clone(), Rotation { max_file_bytes: 100, keep: 2 }).unwrap();
+        let rotation = Rotation { max_file_bytes: 100, keep: 2 };
+        let sink = LogSink::open(dir.path(), path.clone(), rotation).unwrap();
         for i in 0..100 {
             sink.lock().unwrap().write(format!("line {i:03} ......\n").as_bytes()).unwrap();
         }

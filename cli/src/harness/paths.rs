@@ -91,6 +91,36 @@ impl Paths {
         self.short_dir().join("control.sock")
     }
 
+    /// Makes the directory the sockets live in, privately: under the root through the
+    /// private write path, or, for a long root, the fallback directory with every level
+    /// checked for owner and mode (another user may have made a name there first).
+    pub fn prepare_socket_dir(&self, sub: &str) -> std::io::Result<PathBuf> {
+        let dir = self.short_dir();
+        if dir.starts_with(&self.root) {
+            crate::private::Dir::open_below(&self.root, &dir.join(sub), true)?;
+        } else {
+            let (base, levels) = self.fallback();
+            let mut levels: Vec<std::ffi::OsString> = levels.into();
+            if !sub.is_empty() {
+                levels.push(sub.into());
+            }
+            let levels: Vec<&std::ffi::OsStr> = levels.iter().map(|l| l.as_os_str()).collect();
+            crate::private::owned_dir(&base, &levels)?;
+        }
+        Ok(dir.join(sub))
+    }
+
+    /// The fallback socket directory: a base and the levels below it.
+    fn fallback(&self) -> (PathBuf, [std::ffi::OsString; 2]) {
+        let base = std::env::var_os("XDG_RUNTIME_DIR")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| PathBuf::from("/tmp"));
+        let uid = rustix::process::geteuid().as_raw();
+        let hash = fnv64(self.root.as_os_str().as_encoded_bytes());
+        (base, [format!("harn-{uid}").into(), format!("{hash:016x}").into()])
+    }
+
     /// `.harnery/harness` when socket paths under it fit, otherwise a private directory in
     /// `$XDG_RUNTIME_DIR` (or `/tmp`) named after a hash of the root.
     fn short_dir(&self) -> PathBuf {
@@ -98,13 +128,8 @@ impl Paths {
         if longest.as_os_str().len() <= SOCKET_PATH_MAX {
             return self.dir.clone();
         }
-        let base = std::env::var_os("XDG_RUNTIME_DIR")
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-            .unwrap_or_else(|| PathBuf::from("/tmp"));
-        let uid = rustix::process::geteuid().as_raw();
-        let hash = fnv64(self.root.as_os_str().as_encoded_bytes());
-        base.join(format!("harn-{uid}")).join(format!("{hash:016x}"))
+        let (base, [user, root]) = self.fallback();
+        base.join(user).join(root)
     }
 }
 

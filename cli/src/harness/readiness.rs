@@ -10,7 +10,6 @@ use harn_core::env::Pid;
 use harn_core::ids::Id;
 use harn_core::lifecycle::Readiness as Kind;
 use std::collections::BTreeMap;
-use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::net::UnixDatagram;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -91,7 +90,7 @@ impl Readiness {
     }
 
     fn bind_notify(&self, paths: &Paths, name: &Id) -> std::io::Result<PathBuf> {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(paths.notify_dir())?;
+        paths.prepare_socket_dir("notify")?;
         let path = paths.notify_socket(name);
         let _ = std::fs::remove_file(&path);
         let socket = UnixDatagram::bind(&path)?;

@@ -6,7 +6,7 @@ use super::daemon::Msg;
 use super::paths::Paths;
 use super::protocol::{err, ok, Request};
 use std::io::{BufRead, BufReader, Write};
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Sender};
@@ -27,11 +27,7 @@ const SUBSCRIBER_QUEUE: usize = 128;
 /// Binds the control socket (replacing a stale one: the caller holds the daemon lock) and
 /// starts accepting. Returns the socket's path.
 pub fn listen(paths: &Paths, tx: Sender<Msg>) -> std::io::Result<PathBuf> {
-    let path = paths.socket();
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-        private_dir(dir)?;
-    }
+    let path = paths.prepare_socket_dir("")?.join("control.sock");
     match std::fs::remove_file(&path) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
         _ => {}
@@ -127,25 +123,6 @@ fn stream_events(mut out: UnixStream, tx: &Sender<Msg>) {
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
     }
-}
-
-/// Refuses a socket directory another user could tamper with: it must be a real directory
-/// (not a symlink), ours, and closed to everyone else. A pre-existing `/tmp/harn-UID` owned by
-/// someone else is exactly what an attacker would plant.
-pub fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::symlink_metadata(dir)?;
-    let me = rustix::process::geteuid().as_raw();
-    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
-        let msg = format!(
-            "{} must be a directory owned by uid {me} with mode 0700 (it is uid {}, mode {:o})",
-            dir.display(),
-            meta.uid(),
-            meta.mode() & 0o7777
-        );
-        return Err(std::io::Error::new(std::io::ErrorKind::PermissionDenied, msg));
-    }
-    Ok(())
 }
 
 /// True when the other end of `stream` runs as our own user.

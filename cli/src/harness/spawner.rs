@@ -80,7 +80,7 @@ impl RealSpawner {
         if let Some(s) = self.sinks.get(name) {
             return Ok(s.clone());
         }
-        let sink = LogSink::open(self.paths.log(name), self.rotation)?;
+        let sink = LogSink::open(&self.paths.root, self.paths.log(name), self.rotation)?;
         self.sinks.insert(name.clone(), sink.clone());
         Ok(sink)
     }

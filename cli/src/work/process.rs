@@ -35,13 +35,10 @@ pub fn spawn(store: &mut Store, m: &RunManifest) -> std::io::Result<Child> {
     if crate::children::forced() {
         return Err(std::io::Error::other("the supervisor service is being stopped"));
     }
-    use std::os::unix::fs::OpenOptionsExt;
-    let stderr = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(store.root().join(format!("{}/stderr.log", run_dir(&m.run_id))))?;
+    let stderr = crate::private::append_below(
+        store.root(),
+        &store.root().join(format!("{}/stderr.log", run_dir(&m.run_id))),
+    )?;
     let mut command = if is_module(&m.script.path) {
         let runner = format!("{}/node-runner.mjs", run_dir(&m.run_id));
         store

@@ -306,13 +306,16 @@ impl Store {
         bytes.push(b'\n');
         // Written whole under a temporary name, then linked into place: a crash never leaves
         // a partial record that would make every later read of the item fail.
-        let temp = format!("{dir}/.{name}.{}.tmp", std::process::id());
-        let path = format!("{dir}/{name}");
+        let temp_name = format!(".{name}.{}.tmp", std::process::id());
+        let temp = format!("{dir}/{temp_name}");
         self.ledger.fs.write_temp(&temp, &bytes).map_err(err)?;
         self.ledger.fs.sync_file(&temp).map_err(err)?;
-        let (full_temp, full) = (self.root.join(&temp), self.root.join(&path));
-        let linked = std::fs::hard_link(&full_temp, &full);
-        let _ = std::fs::remove_file(&full_temp);
+        let full = self.root.join(format!("{dir}/{name}"));
+        let linked = crate::private::Dir::open(&self.root, dir, false).and_then(|d| {
+            let linked = d.link(&temp_name, &d, name);
+            let _ = d.remove(&temp_name);
+            linked
+        });
         linked.map_err(|e| StoreError(format!("{}: {e}", full.display())))?;
         self.ledger.fs.sync_dir(dir).map_err(err)?;
         Ok(bytes)
@@ -331,11 +334,15 @@ impl Store {
         self.ledger.fs.create_dir_all(parent).map_err(err)?;
         // Names starting with '.' are never ids, so a staging directory is never listed.
         let staging = format!("{parent}/.new-{}-{}", intent.id, std::process::id());
-        let _ = std::fs::remove_dir_all(self.root.join(&staging)); // a crashed namesake's
+        let remove_staging = |root: &Path| {
+            let parent = crate::private::Dir::open(root, parent, false);
+            let _ = parent.and_then(|p| p.remove_tree(staging.rsplit('/').next().unwrap_or("")));
+        };
+        remove_staging(&self.root); // a crashed namesake's
         let written = self.write_staged(&staging, intent, actor);
         let renamed = written.and_then(|()| self.ledger.fs.rename(&staging, &dir).map_err(err));
         if let Err(e) = renamed {
-            let _ = std::fs::remove_dir_all(self.root.join(&staging));
+            remove_staging(&self.root);
             let taken = self.root.join(&dir).symlink_metadata().is_ok();
             return Err(if taken { exists() } else { e });
         }
@@ -377,16 +384,9 @@ impl Store {
     /// writer. Hold it across a read, a decision and the append it leads to, so no other
     /// writer changes the history in between; dropping it releases it.
     pub fn lock_events(&self, id: &Id) -> Result<EventsLock, StoreError> {
-        use std::os::unix::fs::OpenOptionsExt;
         let path = self.root.join(format!("{}/events.lock", dir_of(id)));
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&path)
+        let file = crate::private::Dir::open(&self.root, dir_of(id), false)
+            .and_then(|d| d.open_lock("events.lock"))
             .map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
         let started = std::time::Instant::now();
         loop {

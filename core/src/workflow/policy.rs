@@ -88,6 +88,20 @@ impl FrozenPolicy {
     pub fn new(policy: Policy) -> FrozenPolicy {
         FrozenPolicy { sha256: sha256_hex(&canonical(&policy)), policy }
     }
+
+    /// Checks that the recorded digest is the digest of the rules: a frozen policy whose
+    /// rules were edited in place (a broader rule, a digest left as it was) is refused.
+    pub fn verify(&self) -> Result<(), String> {
+        let actual = sha256_hex(&canonical(&self.policy));
+        if actual != self.sha256 {
+            return Err(format!(
+                "the policy's digest {} does not match its rules ({actual}): it was edited after \
+                 it was frozen",
+                self.sha256
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// Parses and checks a policy file; errors name the line (for JSON errors) or the rule and

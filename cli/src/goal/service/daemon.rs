@@ -86,7 +86,7 @@ impl Shared {
     pub fn update(&self, f: impl FnOnce(&mut ServiceStatus)) {
         let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
         f(&mut status);
-        let _ = write_whole(&self.root.join(path("status.json")), &*status);
+        let _ = write_whole(&self.root, "status.json", &*status);
     }
 
     fn active_goal(&self) -> Option<String> {
@@ -115,8 +115,12 @@ pub fn daemon(
         }
     }
     let root = store.root().to_owned();
-    let _ = std::fs::remove_file(root.join(path("stop.json")));
-    let shared = Arc::new(Shared::new(&root, config, Audit::open(&root, log, rotation)));
+    let _ = crate::private::remove_below(&root, &root.join(path("stop.json")));
+    let audit = match Audit::open(&root, log, rotation) {
+        Ok(audit) => audit,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let shared = Arc::new(Shared::new(&root, config, audit));
     shared.update(|_| {});
     let (wake_rd, poke) = match wake_on_signals(&shared) {
         Ok(pipe) => pipe,
@@ -172,7 +176,7 @@ pub fn daemon(
     shared.audit.record(json!({
         "event": "service.stopped", "pid": std::process::id(), "sweeps": scheduler.sweep_count(),
     }));
-    let _ = std::fs::remove_file(root.join(path("stop.json")));
+    let _ = crate::private::remove_below(&root, &root.join(path("stop.json")));
     0
 }
 
@@ -237,7 +241,7 @@ impl Sweeper {
                 last_outcome: now_hints.1.clone(),
                 written_at: Some((clock.wall(), clock.now())),
             };
-            if write_whole(&shared.root.join(path("runtime.json")), &hints).is_ok() {
+            if write_whole(&shared.root, "runtime.json", &hints).is_ok() {
                 self.written = Some(now_hints);
             }
         }

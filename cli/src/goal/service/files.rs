@@ -22,13 +22,11 @@ pub fn path(name: &str) -> String {
     format!("{DIR}/{name}")
 }
 
-/// Writes a hint file whole: temporary name, fsync, rename (a lost hint costs nothing).
-pub fn write_whole(target: &Path, value: &impl serde::Serialize) -> std::io::Result<()> {
-    let temp = target.with_extension(format!("tmp.{}", std::process::id()));
-    let mut f = std::fs::File::create(&temp)?;
-    f.write_all(&serde_json::to_vec_pretty(value).expect("records serialize"))?;
-    f.sync_all()?;
-    std::fs::rename(&temp, target)
+/// Writes a hint file `name` of the service's directory whole: temporary name, fsync, rename
+/// (a lost hint costs nothing), privately and without following a symlink.
+pub fn write_whole(root: &Path, name: &str, value: &impl serde::Serialize) -> std::io::Result<()> {
+    let bytes = serde_json::to_vec_pretty(value).expect("records serialize");
+    crate::private::replace_below(root, &root.join(path(name)), &bytes)
 }
 
 /// The audit ledger: one JSON line per start, stop, tick and error, each echoed as a line
@@ -41,10 +39,13 @@ pub struct Audit {
 
 impl Audit {
     /// The ledger under `root`; `log` rotates the daemon's own output file when it has one.
-    pub fn open(root: &Path, log: Option<PathBuf>, rotation: Rotation) -> Audit {
-        let sink = LogSink::open(root.join(path("events.jsonl")), rotation).ok();
-        let log = log.map(|path| Arc::new(Mutex::new(StdioLog { path, rotation })));
-        Audit { sink, log }
+    /// A ledger that cannot be opened (a planted symlink, a full disk) is an error: a service
+    /// that could not say what it decided does not start.
+    pub fn open(root: &Path, log: Option<PathBuf>, rotation: Rotation) -> std::io::Result<Audit> {
+        let sink = Some(LogSink::open(root, root.join(path("events.jsonl")), rotation)?);
+        let root = root.to_path_buf();
+        let log = log.map(|path| Arc::new(Mutex::new(StdioLog { root, path, rotation })));
+        Ok(Audit { sink, log })
     }
 
     /// Appends one event, stamped, and logs it.
@@ -89,13 +90,14 @@ fn describe(event: &serde_json::Value) -> String {
 /// The daemon's output file when `start` made one: standard output and error point at it,
 /// and rotating it points them at a fresh file.
 struct StdioLog {
+    root: PathBuf,
     path: PathBuf,
     rotation: Rotation,
 }
 
 impl StdioLog {
     fn rotate_if_full(&mut self) {
-        let full = std::fs::metadata(&self.path)
+        let full = std::fs::symlink_metadata(&self.path)
             .map(|m| m.len() >= self.rotation.max_file_bytes)
             .unwrap_or(false);
         if full {
@@ -104,10 +106,8 @@ impl StdioLog {
     }
 
     fn rotate(&mut self) -> std::io::Result<()> {
-        use std::os::unix::fs::OpenOptionsExt;
-        crate::harness::logs::rotate_files(&self.path, self.rotation.keep.max(1))?;
-        let fresh =
-            std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(&self.path)?;
+        crate::harness::logs::rotate_files(&self.root, &self.path, self.rotation.keep.max(1))?;
+        let fresh = crate::private::append_below(&self.root, &self.path)?;
         let _ = std::io::stdout().lock().flush();
         rustix::stdio::dup2_stdout(&fresh)?;
         rustix::stdio::dup2_stderr(&fresh)?;

@@ -134,8 +134,16 @@ pub struct Enrollment {
 fn enroll(store: &mut Store, a: &EnrollArgs) -> Result<Enrollment, (i32, String)> {
     if let Some(pending) = &a.enroll_from {
         let shown = pending.display();
-        let bytes = std::fs::read(pending).map_err(|e| (EXIT_FAILED, format!("{shown}: {e}")))?;
-        let _ = std::fs::remove_file(pending);
+        // Only the service's own directory hands over an enrollment, read without following
+        // a symlink.
+        let dir = store.root().join(DIR);
+        if pending.parent() != Some(dir.as_path()) {
+            return Err((EXIT_USAGE, format!("{shown}: not in {}", dir.display())));
+        }
+        let bytes = crate::private::read_below(store.root(), pending)
+            .map_err(|e| (EXIT_FAILED, e.to_string()))?
+            .ok_or_else(|| (EXIT_FAILED, format!("{shown}: missing")))?;
+        let _ = crate::private::remove_below(store.root(), pending);
         let config: ServiceConfig =
             serde_json::from_slice(&bytes).map_err(|e| (EXIT_USAGE, format!("{shown}: {e}")))?;
         config.validate().map_err(|e| (EXIT_USAGE, format!("{shown}: {e}")))?;
@@ -146,6 +154,15 @@ fn enroll(store: &mut Store, a: &EnrollArgs) -> Result<Enrollment, (i32, String)
             .read_record::<ServiceConfig>(&path("config.json"))
             .map_err(|e| (EXIT_FAILED, e.to_string()))?
             .ok_or((EXIT_USAGE, "no enrollment yet: name the goals to enroll".into()))?;
+        // The frozen enrollment grants authority (billing, a policy): reused only if no one
+        // else could have written it, and only if its policy is the one its digest names.
+        let file = store.root().join(path("config.json"));
+        crate::private::check_ours(store.root(), &file).map_err(|e| {
+            (EXIT_FAILED, format!("{e}; enroll anew by naming the goals, after checking it"))
+        })?;
+        config.validate().map_err(|e| {
+            (EXIT_FAILED, format!("{}: {e}; enroll anew by naming the goals", file.display()))
+        })?;
         return Ok(Enrollment { config, fresh: false });
     }
     if store.held_elsewhere(&path("lease.lock")) {
@@ -270,23 +287,17 @@ fn start(store: &mut Store, a: EnrollArgs) -> i32 {
     };
     // A new enrollment goes to the daemon in a file of its own; the daemon freezes it once it
     // holds the lease.
-    let pending = store.root().join(path(&format!("enroll-{}.json", std::process::id())));
+    let pending_name = format!("enroll-{}.json", std::process::id());
+    let pending = store.root().join(path(&pending_name));
     if enrollment.fresh {
-        let dir = store.root().join(DIR);
-        let written = std::fs::create_dir_all(&dir)
-            .and_then(|_| files::write_whole(&pending, &enrollment.config));
-        if let Err(e) = written {
+        if let Err(e) = files::write_whole(store.root(), &pending_name, &enrollment.config) {
             return fail(EXIT_FAILED, format!("{}: {e}", pending.display()));
         }
     }
     let root = store.root().to_owned();
-    let log = match std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(root.join(path("service.log")))
-    {
+    let log = match crate::private::append_below(&root, &root.join(path("service.log"))) {
         Ok(f) => f,
-        Err(e) => return fail(EXIT_FAILED, format!("{}: {e}", path("service.log"))),
+        Err(e) => return fail(EXIT_FAILED, e),
     };
     let mut cmd = match std::env::current_exe() {
         Ok(exe) => std::process::Command::new(exe),
@@ -310,7 +321,7 @@ fn start(store: &mut Store, a: EnrollArgs) -> i32 {
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            let _ = std::fs::remove_file(&pending);
+            let _ = crate::private::remove_below(&root, &pending);
             return fail(EXIT_FAILED, format!("starting the service: {e}"));
         }
     };

@@ -28,7 +28,7 @@ pub fn stop(store: &mut Store, timeout_secs: Option<u64>, as_json: bool) -> i32 
             requested_by_pid: std::process::id(),
             drain_timeout_ms: timeout_secs.map(|s| s.saturating_mul(1_000)),
         };
-        if let Err(e) = write_whole(&store.root().join(path("stop.json")), &request) {
+        if let Err(e) = write_whole(store.root(), "stop.json", &request) {
             return fail(EXIT_FAILED, format!("{}: {e}", path("stop.json")));
         }
         let pid = before.status.as_ref().map(|s| s.pid as i32);
