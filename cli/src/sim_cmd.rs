@@ -502,15 +502,7 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> i32 {
     let mut failures = Vec::new();
     for seed in from..to {
         match harn_sim::work::run_work_seed(seed) {
-            Ok(s) => {
-                total.actions += s.actions;
-                total.crashes += s.crashes;
-                total.attempts += s.attempts;
-                total.parked += s.parked;
-                total.resumed += s.resumed;
-                total.proofs += s.proofs;
-                total.accepted += s.accepted;
-            }
+            Ok(s) => total.add(&s),
             Err(e) => failures.push(e),
         }
     }
@@ -522,12 +514,13 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> i32 {
                 "seeds": to - from, "failures": failures, "actions": t.actions,
                 "crashes": t.crashes, "attempts": t.attempts, "parked": t.parked,
                 "resumed": t.resumed, "proofs": t.proofs, "accepted": t.accepted,
+                "damaged": t.damaged,
             })
         );
     } else {
         println!(
             "{} seeds: {} actions, {} crashes, {} attempts, {} parked, {} resumed, {} proofs, \
-             {} accepted; {} failed",
+             {} accepted, {} histories damaged; {} failed",
             to - from,
             total.actions,
             total.crashes,
@@ -536,6 +529,7 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> i32 {
             total.resumed,
             total.proofs,
             total.accepted,
+            total.damaged,
             failures.len()
         );
     }

@@ -165,8 +165,10 @@ impl Driver {
                     .map_err(|e| Fatal::Corrupt(format!("{}: {}", paths.state, e.reason)))?,
             ),
         };
-        let (journal, _) =
-            JournalWriter::open_tail(env.fs, &paths.events).map_err(journal_fatal)?;
+        // Every line is verified at boot, not only the tail: the daemon never appends after a
+        // corrupt line, wherever it is (bodies are not materialized, so this stays cheap).
+        let (journal, _) = JournalWriter::open_as::<serde::de::IgnoredAny>(env.fs, &paths.events)
+            .map_err(journal_fatal)?;
         make_durable(env.fs, &paths, persisted.is_some(), journal.next_seq() > 1)?;
         let daemon = Daemon::boot(config, persisted, env.clock.now()).map_err(Fatal::Boot)?;
         Ok((Driver { paths, journal, partial: Vec::new() }, daemon))

@@ -19,10 +19,13 @@
 //!
 //! # Reading
 //!
-//! A final line that lacks its newline, or whose checksum does not verify, is a torn tail left
-//! by a crash: it is reported and left out, and the next writer truncates it. Any other bad line
-//! is corruption and fails the read with the file, the line number and the reason; nothing is
-//! guessed or rewritten.
+//! A torn tail is a final line without its terminating newline: an append a crash cut short
+//! (a writer appends a line and its newline in one write, so a cut never leaves a newline at
+//! the end of a partial line). It is reported and left out, and the next writer truncates it.
+//! Every complete line, the final one included, must verify: a line that ends in its newline
+//! and fails its checksum or its JSON was written whole and damaged later (a flipped bit, a
+//! foreign writer), so it is corruption. The read fails with the file, the line number and the
+//! reason, and no writer truncates or appends after it; nothing is guessed or rewritten.
 
 use crate::env::{parent_dir, Fs, FsError, FsErrorKind};
 use crate::time::WallTime;
@@ -278,12 +281,7 @@ pub fn parse_continuing_as<B: DeserializeOwned>(
         let line = &rest[..nl];
         let line_no = first_seq + records.len() as u64;
         let fail = |reason| JournalError { path: path.to_owned(), line: line_no, reason };
-        if let Err(reason) = verify_checksum(line) {
-            if pos + nl + 1 == bytes.len() {
-                break; // The final line never finished: a torn tail.
-            }
-            return Err(fail(reason));
-        }
+        verify_checksum(line).map_err(fail)?;
         records.push(decode_line(line, line_no).map_err(fail)?);
         pos += nl + 1;
     }
@@ -304,44 +302,31 @@ pub struct TailScan {
     pub torn_tail_bytes: u64,
 }
 
-/// Finds the torn tail and the next sequence number by verifying only the final line (and
-/// the one before it when the final line is torn) and checking that the line before it
-/// carries the previous sequence number. Lines further back are verified by readers, not
-/// here: a writer only appends, so it never builds on them, and its boot stays O(1) in the
-/// length of the file.
+/// Finds the torn tail (the bytes after the last newline) and the next sequence number by
+/// verifying only the last complete line and checking that the line before it carries the
+/// previous sequence number. Lines further back are verified by readers, not here: a writer
+/// only appends, so it never builds on them, and its boot stays O(1) in the length of the
+/// file. A last complete line that fails is corruption, as in [`parse_as`].
 pub fn scan_tail(path: &str, bytes: &[u8]) -> Result<TailScan, JournalError> {
-    let complete_end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-    let mut end = complete_end;
-    // The final complete line may itself be torn, but only when nothing follows it.
-    let mut torn_allowed = complete_end == bytes.len();
+    let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let torn = (bytes.len() - end) as u64;
     let fail = |at: usize, reason| {
         let line = bytes[..at].iter().filter(|&&b| b == b'\n').count() as u64 + 1;
         JournalError { path: path.to_owned(), line, reason }
     };
-    loop {
-        if end == 0 {
-            return Ok(TailScan { valid_len: 0, next_seq: 1, torn_tail_bytes: bytes.len() as u64 });
-        }
-        let start = line_start(bytes, end - 1);
-        let line = &bytes[start..end - 1];
-        match verify_checksum(line) {
-            Ok(()) => {
-                let seq = decode_seq(line).map_err(|r| fail(start, r))?;
-                check_previous_seq(bytes, start, seq).map_err(|(at, r)| fail(at, r))?;
-                let Some(next_seq) = seq.checked_add(1) else {
-                    let reason = JournalErrorReason::BadRecord("seq is at its maximum".into());
-                    return Err(fail(start, reason));
-                };
-                let torn = (bytes.len() - end) as u64;
-                return Ok(TailScan { valid_len: end as u64, next_seq, torn_tail_bytes: torn });
-            }
-            Err(_) if torn_allowed => {
-                torn_allowed = false;
-                end = start;
-            }
-            Err(reason) => return Err(fail(start, reason)),
-        }
+    if end == 0 {
+        return Ok(TailScan { valid_len: 0, next_seq: 1, torn_tail_bytes: torn });
     }
+    let start = line_start(bytes, end - 1);
+    let line = &bytes[start..end - 1];
+    verify_checksum(line).map_err(|r| fail(start, r))?;
+    let seq = decode_seq(line).map_err(|r| fail(start, r))?;
+    check_previous_seq(bytes, start, seq).map_err(|(at, r)| fail(at, r))?;
+    let Some(next_seq) = seq.checked_add(1) else {
+        let reason = JournalErrorReason::BadRecord("seq is at its maximum".into());
+        return Err(fail(start, reason));
+    };
+    Ok(TailScan { valid_len: end as u64, next_seq, torn_tail_bytes: torn })
 }
 
 /// The offset where the line ending just before `newline_at` begins.
@@ -604,11 +589,8 @@ pub fn fuzz_reader(data: &[u8]) {
         assert_eq!(record.seq, i as u64 + 1, "seqs must be consecutive from 1");
         assert_eq!(record.v, JOURNAL_VERSION);
     }
-    // The tail holds at most one line, and if it is complete its checksum fails.
-    if let Some(nl) = tail.iter().position(|&b| b == b'\n') {
-        assert_eq!(nl + 1, tail.len(), "a torn tail is only ever the final line");
-        assert!(!reverify(&tail[..nl]), "dropped a final line that verifies");
-    }
+    // A torn tail is only ever an unfinished final line: a complete line is never dropped.
+    assert!(!tail.contains(&b'\n'), "a complete final line was taken for a torn tail");
 }
 
 /// A deliberately plain second implementation of the checksum rule, for [`fuzz_reader`].
@@ -707,20 +689,22 @@ mod tests {
     }
 
     #[test]
-    fn a_complete_final_line_with_a_bad_checksum_is_a_torn_tail() {
+    fn a_complete_final_line_that_fails_is_corruption_not_a_torn_tail() {
         let mut bytes = journal(3);
         let last = *line_starts(&bytes).last().unwrap();
         for at in last..bytes.len() - 1 {
             let mut damaged = bytes.clone();
             damaged[at] ^= 0x01;
-            let read = parse("events.jsonl", &damaged).unwrap();
-            assert_eq!(read.records.len(), 2, "flipped byte {at}");
-            assert_eq!(read.torn_tail_bytes, (bytes.len() - last) as u64);
+            let err = parse("events.jsonl", &damaged).unwrap_err();
+            assert_eq!(err.line, 3, "flipped byte {at}: {err}");
+            let scan = scan_tail("events.jsonl", &damaged).unwrap_err();
+            assert_eq!(scan.line, 3, "the writer's scan refuses it too: {scan}");
         }
-        // A zero-filled final block, as some filesystems leave after a crash, is torn too.
+        // A zero-filled final block without a newline, as some filesystems leave where an
+        // append was cut by a crash, is a torn tail.
         bytes.extend_from_slice(&[0; 40]);
-        bytes.push(b'\n');
-        assert_eq!(parse("events.jsonl", &bytes).unwrap().records.len(), 3);
+        let read = parse("events.jsonl", &bytes).unwrap();
+        assert_eq!((read.records.len(), read.torn_tail_bytes), (3, 40));
     }
 
     #[test]
@@ -1011,13 +995,13 @@ mod tail_tests {
     }
 
     #[test]
-    fn scan_tail_treats_a_bad_final_line_as_torn_but_not_one_before_a_tail() {
+    fn scan_tail_cuts_only_an_unfinished_line_and_refuses_a_bad_complete_one() {
         let mut bytes = journal(3);
-        let last = bytes.len() - 3;
-        bytes[last] ^= 1; // Damage the final line's checksum digits.
-        let tail = scan_tail("j", &bytes).unwrap();
-        assert_eq!(tail.next_seq, 3);
         bytes.extend_from_slice(b"{\"v\":1,\"se");
+        let tail = scan_tail("j", &bytes).unwrap();
+        assert_eq!((tail.next_seq, tail.torn_tail_bytes), (4, 10));
+        let last = bytes.len() - 10 - 3;
+        bytes[last] ^= 1; // Damage the last complete line's checksum digits.
         let err = scan_tail("j", &bytes).unwrap_err();
         assert_eq!(err.line, 3);
     }

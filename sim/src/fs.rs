@@ -359,6 +359,54 @@ impl SimFs {
         }
     }
 
+    /// Another process writes `bytes` into `path` at `offset` (extending it if needed) and
+    /// syncs it, as a foreign writer or a damaged disk would: harn's code never sees the write
+    /// happen, only its result. Returns false (and changes nothing) when `path` is not a file.
+    pub fn foreign_write(&mut self, path: &str, offset: usize, bytes: &[u8]) -> bool {
+        let Some(Node::File(ino)) =
+            self.dirs.get(parent_dir(path)).and_then(|d| d.get(base_name(path)))
+        else {
+            return false;
+        };
+        let inode = self.inodes.get_mut(&ino).expect("a named inode exists");
+        let end = offset + bytes.len();
+        if inode.data.len() < end {
+            inode.data.resize(end, 0);
+        }
+        inode.data[offset..end].copy_from_slice(bytes);
+        inode.data_hash = Fnv64::default();
+        inode.data_hash.write(&inode.data);
+        inode.sync();
+        true
+    }
+
+    /// Damages the last complete line of `path` whole, keeping its newline: one drawn byte of
+    /// it changes (never into a newline) and the change is durable. Returns the damaged bytes,
+    /// or `None` when the file has no complete line.
+    pub fn damage_last_line(&mut self, path: &str, entropy: &mut dyn Entropy) -> Option<Vec<u8>> {
+        let bytes = self.current_bytes(path)?;
+        let end = bytes.iter().rposition(|&b| b == b'\n')?;
+        let start = bytes[..end].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        if start == end {
+            return None;
+        }
+        let at = start + entropy.below((end - start) as u64) as usize;
+        let mut changed = bytes[at] ^ (1 + entropy.below(255) as u8);
+        if changed == b'\n' {
+            changed = if bytes[at] == b'#' { b'%' } else { b'#' };
+        }
+        self.foreign_write(path, at, &[changed]);
+        self.current_bytes(path)
+    }
+
+    /// The current bytes of `path`, without counting a call.
+    fn current_bytes(&self, path: &str) -> Option<Vec<u8>> {
+        match self.dirs.get(parent_dir(path))?.get(base_name(path))? {
+            Node::File(ino) => Some(self.inodes[&ino].data.clone()),
+            Node::Dir => None,
+        }
+    }
+
     /// The calls performed so far.
     pub fn stats(&self) -> SimFsStats {
         self.stats
@@ -702,6 +750,26 @@ mod tests {
         fs.create_new(path, bytes).unwrap();
         fs.sync_file(path).unwrap();
         fs.sync_dir(parent_dir(path)).unwrap();
+    }
+
+    #[test]
+    fn a_damaged_last_line_keeps_its_newline_and_survives_a_crash() {
+        let mut fs = SimFs::new();
+        let mut e = crate::entropy::SeededEntropy::new(3);
+        fs.create_new("j", b"one\ntwo\n").unwrap();
+        fs.sync_file("j").unwrap();
+        fs.sync_dir("").unwrap();
+        for _ in 0..50 {
+            let damaged = fs.damage_last_line("j", &mut e).unwrap();
+            assert_eq!(&damaged[..4], b"one\n");
+            assert_eq!(damaged.len(), 8);
+            assert_eq!(damaged.iter().filter(|&&b| b == b'\n').count(), 2);
+            assert_ne!(&damaged[4..], b"two\n");
+            fs.crash(&mut e);
+            assert_eq!(fs.read("j").unwrap().unwrap(), damaged, "the damage is durable");
+            fs.foreign_write("j", 4, b"two");
+        }
+        assert!(fs.damage_last_line("missing", &mut e).is_none());
     }
 
     #[test]

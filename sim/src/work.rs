@@ -45,6 +45,22 @@ pub struct WorkSimSummary {
     pub proofs: u64,
     /// Items accepted.
     pub accepted: u64,
+    /// Histories damaged whole by a foreign writer (a complete final line changed).
+    pub damaged: u64,
+}
+
+impl WorkSimSummary {
+    /// Adds another seed's counts.
+    pub fn add(&mut self, other: &WorkSimSummary) {
+        self.actions += other.actions;
+        self.crashes += other.crashes;
+        self.attempts += other.attempts;
+        self.parked += other.parked;
+        self.resumed += other.resumed;
+        self.proofs += other.proofs;
+        self.accepted += other.accepted;
+        self.damaged += other.damaged;
+    }
 }
 
 /// Actions in the faulty phase.
@@ -89,6 +105,9 @@ pub(crate) struct WorkWorld {
     /// Items seen parked: the run and the attempts used then, until the run has a proof.
     parked: BTreeMap<Id, (Id, u32)>,
     runs: u64,
+    /// Items whose history a foreign writer damaged, with the bytes it left and the line it
+    /// damaged: every read must report that line, and no writer may touch the file again.
+    damaged: BTreeMap<Id, (Vec<u8>, u64)>,
     /// While set, every workflow is killed before it finishes (a forced stop of the service
     /// terminated the tick's process groups).
     pub(crate) killing: bool,
@@ -108,6 +127,7 @@ impl WorkWorld {
             starts: BTreeMap::new(),
             parked: BTreeMap::new(),
             runs: 0,
+            damaged: BTreeMap::new(),
             killing: false,
             summary: WorkSimSummary::default(),
         }
@@ -146,6 +166,9 @@ impl WorkWorld {
     pub(crate) fn action(&mut self, faults: bool) -> Result<(), String> {
         self.summary.actions += 1;
         let id = self.items[self.entropy.below(self.items.len() as u64) as usize].clone();
+        if faults && self.damaged.is_empty() && self.entropy.chance(1, 60) {
+            self.damage(&id);
+        }
         if faults && self.entropy.chance(1, 3) {
             let after = self.entropy.below(30);
             self.ledger.fs.crash_after(after);
@@ -157,10 +180,26 @@ impl WorkWorld {
         if crashed {
             self.ledger.fs.crash(&mut self.entropy);
             self.summary.crashes += 1;
+        } else if let Some((_, line)) = self.damaged.get(&id) {
+            // Nothing is decided on a damaged history: the action stops at the read.
+            let at = format!("events.jsonl:{line}:");
+            if !result.as_ref().is_err_and(|e| e.contains(&at)) {
+                return Err(self.violation(&id, &format!("acted on a damaged history: {result:?}")));
+            }
         } else if let Err(e) = result {
             return Err(self.violation(&id, &format!("an action failed without a fault: {e}")));
         }
         self.check().map_err(|e| self.violation(&id, &e))
+    }
+
+    /// A foreign writer damages the last line of `id`'s history whole (its newline kept).
+    fn damage(&mut self, id: &Id) {
+        let path = format!("{}/events.jsonl", work_dir(id));
+        if let Some(bytes) = self.ledger.fs.damage_last_line(&path, &mut self.entropy) {
+            let line = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+            self.damaged.insert(id.clone(), (bytes, line));
+            self.summary.damaged += 1;
+        }
     }
 
     pub(crate) fn violation(&self, id: &Id, what: &str) -> String {
@@ -423,7 +462,22 @@ impl WorkWorld {
                 }
             }
         }
+        for (id, (bytes, line)) in self.damaged.clone() {
+            let path = format!("{}/events.jsonl", work_dir(&id));
+            if self.ledger.fs.read(&path).ok().flatten().as_ref() != Some(&bytes) {
+                return Err(format!("the damaged history of {id} was rewritten"));
+            }
+            match self.read(&id) {
+                Err(e) if e.contains(&format!("events.jsonl:{line}:")) => {}
+                other => {
+                    return Err(format!("{id}'s damaged line {line} was not reported: {other:?}"))
+                }
+            }
+        }
         for id in self.items.clone() {
+            if self.damaged.contains_key(&id) {
+                continue;
+            }
             let item = self.read(&id).map_err(|e| format!("{id} no longer reads: {e}"))?;
             let acked = self.events.get(&id).cloned().unwrap_or_default();
             for e in &acked {
@@ -450,7 +504,10 @@ impl WorkWorld {
                     return Err(format!("run {run} reads as parked although it has a proof"));
                 }
             }
-            self.check_parked(&id, p)?;
+            // A prerequisite that no longer reads holds its dependents where they are.
+            if !item.intent.dependencies.iter().any(|d| self.damaged.contains_key(d)) {
+                self.check_parked(&id, p)?;
+            }
         }
         Ok(())
     }
@@ -481,6 +538,9 @@ impl WorkWorld {
     /// True when no item has anything left to do but a person's acceptance or nothing.
     pub(crate) fn at_rest(&mut self) -> Result<bool, String> {
         for id in self.items.clone() {
+            if self.damaged.contains_key(&id) {
+                continue; // A person must look at it.
+            }
             let p = self.read(&id)?.projection;
             let resting = matches!(
                 (p.state, p.next_action),
@@ -496,18 +556,24 @@ impl WorkWorld {
     /// A waiting item whose prerequisite can never be accepted also rests.
     fn blocked_for_good(&mut self, p: &harn_core::work::Projection) -> bool {
         p.unresolved_dependencies.iter().all(|d| {
-            self.read(d).is_ok_and(|i| {
-                i.projection.next_action == NextAction::None
-                    && i.projection.state != WorkState::Succeeded
-            })
+            self.damaged.contains_key(d)
+                || self.read(d).is_ok_and(|i| {
+                    i.projection.next_action == NextAction::None
+                        && i.projection.state != WorkState::Succeeded
+                })
         })
     }
 
     pub(crate) fn states(&mut self) -> Result<String, String> {
         let mut out = Vec::new();
         for id in self.items.clone() {
-            let p = self.read(&id)?.projection;
-            out.push(format!("{id} {:?}/{:?}", p.state, p.next_action));
+            match self.read(&id) {
+                Ok(item) => {
+                    let p = item.projection;
+                    out.push(format!("{id} {:?}/{:?}", p.state, p.next_action));
+                }
+                Err(e) => out.push(format!("{id} unreadable: {e}")),
+            }
         }
         Ok(out.join(", "))
     }
@@ -521,12 +587,9 @@ mod tests {
     fn seeds_keep_every_promise_and_come_to_rest() {
         let mut total = WorkSimSummary::default();
         for seed in 0..64 {
-            let s = run_work_seed(seed).unwrap_or_else(|e| panic!("{e}"));
-            total.crashes += s.crashes;
-            total.parked += s.parked;
-            total.resumed += s.resumed;
-            total.accepted += s.accepted;
+            total.add(&run_work_seed(seed).unwrap_or_else(|e| panic!("{e}")));
         }
+        assert!(total.damaged > 10, "histories are damaged: {total:?}");
         assert!(total.crashes > 100, "crashes happen: {total:?}");
         assert!(total.parked > 10 && total.resumed > 10, "runs park and resume: {total:?}");
         assert!(total.accepted > 10, "items are accepted: {total:?}");

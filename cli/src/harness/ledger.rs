@@ -75,9 +75,11 @@ pub struct Ledger {
 }
 
 impl Ledger {
-    /// Opens `ledger.jsonl` for appending (cutting a torn tail).
+    /// Opens `ledger.jsonl` for appending after verifying every line (cutting a torn tail; a
+    /// corrupt line anywhere refuses the open, so nothing is appended after it).
     pub fn open(fs: &mut dyn Fs, paths: &Paths) -> Result<Ledger, JournalOpenError> {
-        let (writer, _) = JournalWriter::open_tail(fs, Paths::ledger_relative())?;
+        let (writer, _) =
+            JournalWriter::open_as::<serde::de::IgnoredAny>(fs, Paths::ledger_relative())?;
         let uid = rustix::process::geteuid().as_raw();
         let owner = Owner {
             uid,

@@ -1,0 +1,108 @@
+//! No record is silently dropped: a complete final line that fails its checksum is corruption,
+//! reported with its file and line by every reader, and no writer truncates it or appends
+//! after it. Only a final line without its newline is a torn tail. The driver the daemon runs
+//! is booted over the simulated filesystem, then the real binary over real files.
+
+use crate::cli::{harn_at, json, text};
+use harn_core::daemon::DaemonConfig;
+use harn_core::driver::{DaemonPaths, Driver, Env, Fatal};
+use harn_core::env::Fs;
+use harn_core::journal::encode_line;
+use harn_core::time::WallTime;
+use harn_sim::clock::VirtualClock;
+use harn_sim::entropy::SeededEntropy;
+use harn_sim::fs::SimFs;
+use harn_sim::process::SimProcesses;
+use std::path::Path;
+
+/// Flips one bit in the last complete line of `path`, keeping its newline.
+fn damage_last_line(path: &Path) -> Vec<u8> {
+    let mut bytes = std::fs::read(path).unwrap();
+    let end = bytes.len() - 1;
+    assert_eq!(bytes[end], b'\n');
+    let start = bytes[..end].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    bytes[start + 2] ^= 0x01;
+    std::fs::write(path, &bytes).unwrap();
+    bytes
+}
+
+fn lines(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| b == b'\n').count()
+}
+
+#[test]
+fn the_daemon_driver_refuses_to_boot_over_a_damaged_final_line_and_leaves_it() {
+    let paths = DaemonPaths::default();
+    let mut fs = SimFs::new();
+    fs.create_dir_all(&paths.dir).unwrap();
+    let mut journal = Vec::new();
+    for seq in 1..=3 {
+        journal.extend(encode_line(seq, WallTime(0), &serde_json::json!({"event": "x"})));
+    }
+    fs.create_new(&paths.events, &journal).unwrap();
+    fs.sync_file(&paths.events).unwrap();
+    fs.sync_dir(&paths.dir).unwrap();
+    let mut e = SeededEntropy::new(1);
+    let damaged = fs.damage_last_line(&paths.events, &mut e).unwrap();
+    let (mut procs, clock) = (SimProcesses::default(), VirtualClock::default());
+    let mut env = Env { fs: &mut fs, spawner: &mut procs, clock: &clock };
+    let booted = Driver::open(&mut env, paths.clone(), DaemonConfig::default());
+    match booted {
+        Err(Fatal::Corrupt(why)) => assert!(why.contains("events.jsonl:3"), "{why}"),
+        Err(other) => panic!("not refused as corrupt: {other}"),
+        Ok(_) => panic!("booted over a damaged journal"),
+    }
+    assert_eq!(fs.read(&paths.events).unwrap().unwrap(), damaged, "nothing was cut");
+}
+
+#[test]
+fn a_damaged_final_line_of_a_work_history_is_reported_and_never_cut() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("r");
+    assert!(harn_at(&root, &["example"]).status.success());
+    // The example accepted `parser`: its last line is the acceptance's reconciliation.
+    let events = root.join(".harnery/work/parser/events.jsonl");
+    let damaged = damage_last_line(&events);
+    let at = format!("events.jsonl:{}: checksum mismatch", lines(&damaged));
+
+    let show = harn_at(&root, &["work", "show", "parser"]);
+    assert_eq!(show.status.code(), Some(1), "{}", text(&show));
+    assert!(text(&show).contains(&at), "{}", text(&show));
+    let cancel = harn_at(&root, &["work", "cancel", "parser"]);
+    assert_eq!(cancel.status.code(), Some(1), "{}", text(&cancel));
+    assert!(text(&cancel).contains(&at), "{}", text(&cancel));
+    let list = harn_at(&root, &["work", "list", "--json"]);
+    let row = json(&list)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["id"] == "parser")
+        .cloned()
+        .unwrap_or_default();
+    assert!(row["error"].as_str().unwrap_or("").contains(&at), "listed with its error: {row}");
+    assert_eq!(std::fs::read(&events).unwrap(), damaged, "no writer touched the history");
+}
+
+#[test]
+fn the_harness_daemon_verifies_its_journals_at_boot_and_never_appends_after_damage() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::write(root.join("harness.toml"), "[harness.a]\ncommand = [\"sleep\", \"30\"]\n")
+        .unwrap();
+    for journal in ["events.jsonl", "ledger.jsonl"] {
+        assert!(harn_at(root, &["harness", "up"]).status.success());
+        let down = harn_at(root, &["harness", "down"]);
+        assert!(down.status.success(), "{}", text(&down));
+        let path = root.join(".harnery/harness").join(journal);
+        let good = std::fs::read(&path).unwrap();
+        // Damage a line in the middle: the tail alone would look fine.
+        let mut bytes = good.clone();
+        bytes[3] ^= 0x01;
+        std::fs::write(&path, &bytes).unwrap();
+        let up = harn_at(root, &["harness", "up"]);
+        assert_eq!(up.status.code(), Some(1), "{journal}: {}", text(&up));
+        assert!(text(&up).contains(&format!("{journal}:1:")), "{journal}: {}", text(&up));
+        assert_eq!(std::fs::read(&path).unwrap(), bytes, "{journal} was appended to or cut");
+        std::fs::write(&path, &good).unwrap();
+    }
+}
