@@ -9,12 +9,17 @@ use std::process::{Command, Output};
 
 /// `harn args… --root root` with umask 000, as a careless shell profile would leave it.
 fn harn0(root: &Path, args: &[&str]) -> Output {
+    harn_umask(root, args, 0)
+}
+
+/// `harn args… --root root` with `umask`.
+fn harn_umask(root: &Path, args: &[&str], umask: u32) -> Output {
     let mut cmd = Command::new(harn_bin());
     cmd.args(args).arg("--root").arg(root);
     // SAFETY: umask(2) is async-signal-safe and touches no memory.
     unsafe {
-        cmd.pre_exec(|| {
-            rustix::process::umask(rustix::fs::Mode::empty());
+        cmd.pre_exec(move || {
+            rustix::process::umask(rustix::fs::Mode::from_raw_mode(umask));
             Ok(())
         });
     }
@@ -91,4 +96,16 @@ fn every_writing_verb_leaves_private_files_under_umask_000() {
         found.push(format!(".harnery {harnery:o}"));
     }
     assert!(found.is_empty(), "not private under umask 000:\n{}", found.join("\n"));
+}
+
+#[test]
+fn an_umask_that_takes_owner_bits_still_leaves_exact_modes() {
+    // Under umask 0277 a plain mkdir(0700) gives 0500, which the owner cannot write into.
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("r");
+    let out = harn_umask(&root, &["example"], 0o277);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut found = Vec::new();
+    not_private(&root.join(".harnery"), &mut found);
+    assert!(found.is_empty(), "not exactly private under umask 0277:\n{}", found.join("\n"));
 }

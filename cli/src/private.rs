@@ -362,7 +362,12 @@ pub fn owned_dir(base: &Path, levels: &[&OsStr]) -> io::Result<Dir> {
                 return Err(e.with_context(&walked));
             }
             match rustix::fs::mkdirat(&dir.fd, *level, Mode::from_raw_mode(DIR_MODE)) {
-                Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+                Ok(()) => {
+                    let made = dir.child(level, false).map_err(|e| e.with_context(&walked))?;
+                    tighten(&made.fd, DIR_MODE)?;
+                    return Ok(made);
+                }
+                Err(rustix::io::Errno::EXIST) => {}
                 Err(e) => return Err(io::Error::from(e).with_context(&walked)),
             }
             dir.child(level, false).map_err(|e| e.with_context(&walked))
@@ -379,6 +384,58 @@ pub fn owned_dir(base: &Path, levels: &[&OsStr]) -> io::Result<Dir> {
         }
     }
     Ok(dir)
+}
+
+/// The process that owns a temporary name harn writes, when `name` is one: `.X.tmp.PID` and
+/// `X.tmp.PID` (whole-file replacement), `.X.PID.tmp` (write-once records) and `.new-ID-PID`
+/// (a work item being created).
+pub fn temp_owner(name: &str) -> Option<u32> {
+    fn pid(s: &str) -> Option<u32> {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
+    }
+    if let Some((_, owner)) = name.rsplit_once(".tmp.") {
+        return pid(owner);
+    }
+    if let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) {
+        return pid(rest.rsplit_once('.')?.1);
+    }
+    pid(name.strip_prefix(".new-")?.rsplit_once('-')?.1)
+}
+
+/// True when a process with this pid exists (another user's counts).
+fn pid_alive(pid: u32) -> bool {
+    let Some(pid) = rustix::process::Pid::from_raw(pid as i32) else { return false };
+    !matches!(rustix::process::test_kill_process(pid), Err(rustix::io::Errno::SRCH))
+}
+
+impl Dir {
+    /// Removes what a killed writer left here: temporary files and staging directories (see
+    /// [`temp_owner`]) whose process is gone. Returns the names removed.
+    pub fn sweep_residue(&self) -> Vec<OsString> {
+        let mut swept = Vec::new();
+        for (name, is_dir) in self.entries().unwrap_or_default() {
+            let Some(pid) = name.to_str().and_then(temp_owner) else { continue };
+            if pid == std::process::id() || pid_alive(pid) {
+                continue;
+            }
+            let removed = if is_dir { self.remove_tree(&name) } else { self.remove(&name) };
+            if removed.is_ok() {
+                swept.push(name);
+            }
+        }
+        swept
+    }
+
+    /// True when this directory holds residue of a killed writer and nothing else: one whose
+    /// first record was never written. (An empty one may be a creation in progress.)
+    pub fn only_residue(&self) -> bool {
+        self.entries().is_ok_and(|entries| {
+            !entries.is_empty()
+                && entries.iter().all(|(name, _)| {
+                    name.to_str().and_then(temp_owner).is_some_and(|pid| !pid_alive(pid))
+                })
+        })
+    }
 }
 
 /// Splits a path into its parent directory and its final name.
@@ -456,21 +513,6 @@ mod tests {
     }
 
     #[test]
-    fn modes_are_exact_whatever_the_umask() {
-        let tmp = tempfile::tempdir().unwrap();
-        // A umask that takes owner bits would leave 0500 and 0400 without the fchmod.
-        let old = rustix::process::umask(Mode::from_raw_mode(0o277));
-        let dir = Dir::open(tmp.path(), ".harnery/a/b", true);
-        let file = dir.as_ref().map(|d| d.create_new("f", b"x"));
-        rustix::process::umask(old);
-        file.unwrap().unwrap();
-        for p in [".harnery", ".harnery/a", ".harnery/a/b"] {
-            assert_eq!(mode(&tmp.path().join(p)), DIR_MODE, "{p}");
-        }
-        assert_eq!(mode(&tmp.path().join(".harnery/a/b/f")), FILE_MODE);
-    }
-
-    #[test]
     fn a_directory_being_written_is_tightened() {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::create_dir(tmp.path().join("d")).unwrap();
@@ -526,6 +568,44 @@ mod tests {
         let outside = tempfile::tempdir().unwrap();
         symlink(outside.path(), tmp.path().join("harn-x")).unwrap();
         assert!(is_symlink_refusal(&owned_dir(tmp.path(), &levels).unwrap_err()));
+    }
+
+    #[test]
+    fn temporary_names_name_their_writer() {
+        assert_eq!(temp_owner(".status.json.tmp.42"), Some(42));
+        assert_eq!(temp_owner("status.tmp.42"), Some(42));
+        assert_eq!(temp_owner(".intent.json.42.tmp"), Some(42));
+        assert_eq!(temp_owner(".new-parser-42"), Some(42));
+        for not_temp in ["status.json", "intent.json", ".tmp", "a.tmp.x", ".new-x", "g1", ".x.tmp"]
+        {
+            assert_eq!(temp_owner(not_temp), None, "{not_temp}");
+        }
+    }
+
+    #[test]
+    fn residue_of_dead_writers_is_swept_and_live_ones_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open(tmp.path(), "d", true).unwrap();
+        // A pid far above any pid_max is never alive.
+        let dead = 2_000_000_000u32;
+        let mine = std::process::id();
+        for name in [format!(".status.json.tmp.{dead}"), format!(".status.json.tmp.{mine}")] {
+            dir.write_temp(&name, b"x").unwrap();
+        }
+        std::fs::create_dir_all(tmp.path().join(format!("d/.new-w1-{dead}/sub"))).unwrap();
+        dir.write_temp("status.json", b"{}").unwrap();
+        let mut swept = dir.sweep_residue();
+        swept.sort();
+        let want: Vec<OsString> =
+            [format!(".new-w1-{dead}"), format!(".status.json.tmp.{dead}")].map(Into::into).into();
+        assert_eq!(swept, want);
+        assert!(tmp.path().join(format!("d/.status.json.tmp.{mine}")).exists());
+        assert!(tmp.path().join("d/status.json").exists());
+        let goal = Dir::open(tmp.path(), "g", true).unwrap();
+        goal.write_temp(format!(".intent.json.{dead}.tmp"), b"x").unwrap();
+        assert!(goal.only_residue());
+        goal.write_temp("intent.json", b"{}").unwrap();
+        assert!(!goal.only_residue());
     }
 
     #[test]

@@ -67,7 +67,7 @@ impl Reader {
     }
 
     /// See [`goals`].
-    pub fn goals(&mut self, service: &ServiceView) -> Result<Vec<GoalRow>, String> {
+    pub fn goals(&mut self, service: &ServiceView) -> Result<GoalListing, String> {
         goals(&mut self.store, service)
     }
 
@@ -145,8 +145,9 @@ pub struct GoalSummary {
 
 /// Every goal under the root, enrolled ones first in enrollment order; one that cannot be
 /// read is a row carrying its error, never a reason to hide the others.
-pub fn goals(store: &mut Store, service: &ServiceView) -> Result<Vec<GoalRow>, String> {
-    let mut ids = goal_store::ids(store).map_err(|e| e.to_string())?;
+pub fn goals(store: &mut Store, service: &ServiceView) -> Result<GoalListing, String> {
+    let listing = goal_store::ids(store).map_err(|e| e.to_string())?;
+    let mut ids = listing.ids;
     let enrolled: Vec<Id> = service.config.as_ref().map_or(Vec::new(), |c| c.goal_ids.clone());
     ids.retain(|id| !enrolled.contains(id));
     let (no_wakes, no_outcomes) = (BTreeMap::new(), BTreeMap::new());
@@ -157,16 +158,27 @@ pub fn goals(store: &mut Store, service: &ServiceView) -> Result<Vec<GoalRow>, S
         .iter()
         .map(|id| (id, true))
         .chain(ids.iter().map(|id| (id, false)))
-        .map(|(id, enrolled)| GoalRow {
-            id: id.clone(),
-            read: goal_store::read(store, id).map(|g| summary(&g)).map_err(|e| e.to_string()),
-            enrolled,
-            wake: wakes.get(id).cloned(),
-            last_outcome: outcomes.get(id).cloned(),
+        .filter_map(|(id, enrolled)| {
+            let read = match goal_store::read_listed(store, id) {
+                Ok(Some(g)) => Ok(summary(&g)),
+                Ok(None) if !enrolled => return None, // A creation cut short: not a goal.
+                Ok(None) => Err(format!("no goal {id}")),
+                Err(e) => Err(e.to_string()),
+            };
+            Some(GoalRow {
+                id: id.clone(),
+                read,
+                enrolled,
+                wake: wakes.get(id).cloned(),
+                last_outcome: outcomes.get(id).cloned(),
+            })
         })
         .collect();
-    Ok(rows)
+    Ok((rows, listing.problems))
 }
+
+/// Every goal, and what is wrong with the entries that are not goals.
+pub type GoalListing = (Vec<GoalRow>, Vec<String>);
 
 fn summary(g: &goal_store::Goal) -> GoalSummary {
     let p = &g.projection;
@@ -201,10 +213,10 @@ pub struct WorkRow {
 
 /// Every work item, and the errors of the ones that could not be read.
 pub fn work(store: &mut Store) -> Result<(Vec<WorkRow>, Vec<String>), String> {
-    let ids = store.ids().map_err(|e| e.to_string())?;
+    let listing = store.ids().map_err(|e| e.to_string())?;
     let mut known = BTreeMap::new();
-    let (mut rows, mut problems) = (Vec::new(), Vec::new());
-    for id in ids {
+    let (mut rows, mut problems) = (Vec::new(), listing.problems);
+    for id in listing.ids {
         match store.read(&id, &mut known) {
             Ok(item) => {
                 let p = &item.projection;

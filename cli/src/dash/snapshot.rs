@@ -1,7 +1,7 @@
 //! One reading of the root for the dashboard: everything a page shows, taken through the
 //! readers alone, so rendering is a pure function of this value and the time.
 
-use crate::readers::{GoalRow, Reader, ServiceView, WorkRow};
+use crate::readers::{GoalListing, Reader, ServiceView, WorkRow};
 use harn_core::time::WallTime;
 use serde::Serialize;
 use std::path::Path;
@@ -19,8 +19,8 @@ pub struct Snapshot {
     pub taken_at: WallTime,
     /// The supervisor service.
     pub service: ServiceView,
-    /// Every goal, or why none could be listed.
-    pub goals: Result<Vec<GoalRow>, String>,
+    /// Every goal and the entries that are not goals, or why none could be listed.
+    pub goals: Result<GoalListing, String>,
     /// Every work item and the items that could not be read, or why none could be listed.
     pub work: Result<(Vec<WorkRow>, Vec<String>), String>,
     /// The harness daemon's status document, or why it could not be had.

@@ -156,7 +156,7 @@ fn snapshot() -> Snapshot {
         root: "/repo".into(),
         taken_at: NOW,
         service,
-        goals: Ok(vec![ship, flaky, broken, done]),
+        goals: Ok((vec![ship, flaky, broken, done], Vec::new())),
         work: Ok((work, vec!["work-9: .harnery/work/work-9/intent.json: not JSON".into()])),
         harnesses: Ok(harnesses),
     }
@@ -218,7 +218,7 @@ fn an_empty_root_says_how_to_begin() {
             hints: None,
             problems: vec![],
         },
-        goals: Ok(vec![]),
+        goals: Ok((vec![], Vec::new())),
         work: Ok((vec![], vec![])),
         harnesses: Ok(json!({ "daemon": { "running": false }, "harnesses": [] })),
     };

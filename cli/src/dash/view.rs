@@ -107,16 +107,19 @@ pub fn read_age(f: &mut Frame, age_ms: i64, refresh: Duration) {
 }
 
 fn goals_page(f: &mut Frame, area: Rect, s: &Snapshot, now: WallTime) {
-    let service = service_lines(s, now);
+    let mut service = service_lines(s, now);
+    if let Ok((_, problems)) = &s.goals {
+        service.extend(problems.iter().map(|p| Line::styled(format!(" unreadable: {p}"), PROBLEM)));
+    }
     let [head, table] =
         Layout::vertical([Constraint::Length(service.len() as u16 + 1), Constraint::Min(1)])
             .areas(area);
     f.render_widget(Paragraph::new(service).wrap(Wrap { trim: false }), head);
     let rows = match &s.goals {
-        Ok(rows) if rows.is_empty() => {
+        Ok((rows, _)) if rows.is_empty() => {
             return message(f, table, "no goals yet: harn supervisor create …", DIM);
         }
-        Ok(rows) => rows,
+        Ok((rows, _)) => rows,
         Err(e) => return message(f, table, &format!("goals cannot be listed: {e}"), PROBLEM),
     };
     let hints = s.service.hints.as_ref();

@@ -241,25 +241,30 @@ fn create(store: &mut Store, a: CreateArgs) -> i32 {
 }
 
 fn list(store: &mut Store, as_json: bool) -> i32 {
-    let ids = match store::ids(store) {
-        Ok(ids) => ids,
+    let listing = match store::ids(store) {
+        Ok(listing) => listing,
         Err(e) => return fail(EXIT_FAILED, e),
     };
     let (mut rows, mut errors) = (Vec::new(), Vec::new());
-    for id in ids {
-        match store::read(store, &id) {
-            Ok(g) => rows.push(json!({
+    for id in listing.ids {
+        match store::read_listed(store, &id) {
+            Ok(Some(g)) => rows.push(json!({
                 "id": id, "title": g.intent.title, "state": g.projection.state,
                 "next_action": g.projection.next_action, "reason": g.projection.reason,
                 "root_work_id": g.intent.root_work_id,
             })),
+            Ok(None) => {} // A creation a kill cut short: not a goal.
             // One unreadable goal is reported, never hides the others.
             Err(e) => errors.push(json!({ "id": id, "error": e.to_string() })),
         }
     }
+    let warnings = listing.problems;
     if as_json {
-        println!("{}", json!({ "goals": rows, "errors": errors }));
+        println!("{}", json!({ "goals": rows, "errors": errors, "warnings": warnings }));
     } else {
+        for w in &warnings {
+            eprintln!("harn: warning: {w}");
+        }
         for r in &rows {
             println!(
                 "{:<28} {:<32} {}",

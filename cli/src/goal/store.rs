@@ -19,6 +19,7 @@ pub type Goal = harn_core::goal::engine::GoalView;
 
 /// Writes a new goal's intent once; refused if the id is taken.
 pub fn create(store: &mut Store, intent: &GoalIntent) -> Result<(), StoreError> {
+    sweep_residue(store);
     let dir = goal_dir(&intent.id);
     if store.read_bytes(&format!("{dir}/intent.json"))?.is_some() {
         return Err(StoreError(format!("goal {} already exists", intent.id)));
@@ -29,7 +30,7 @@ pub fn create(store: &mut Store, intent: &GoalIntent) -> Result<(), StoreError> 
 }
 
 /// Every goal's id, sorted.
-pub fn ids(store: &mut Store) -> Result<Vec<Id>, StoreError> {
+pub fn ids(store: &mut Store) -> Result<crate::work::store::Listing, StoreError> {
     store.list_ids(".harnery/supervisors")
 }
 
@@ -52,6 +53,32 @@ pub fn read(store: &mut Store, id: &Id) -> Result<Goal, StoreError> {
     let intent = intent(store, id)?;
     let lease_elsewhere = store.held_elsewhere(&goal_lease(id));
     store.goal_view(&intent, lease_elsewhere)
+}
+
+/// Reads goal `id` as a listing does: `None` when its directory holds no intent (a creation
+/// a kill cut short, which is not a goal), the error of a goal that exists but cannot be read.
+pub fn read_listed(store: &mut Store, id: &Id) -> Result<Option<Goal>, StoreError> {
+    match read(store, id) {
+        Ok(g) => Ok(Some(g)),
+        Err(e) => match store.read_bytes(&format!("{}/intent.json", goal_dir(id))) {
+            Ok(None) => Ok(None),
+            _ => Err(e),
+        },
+    }
+}
+
+/// Sweeps `.harnery/supervisors/`: goal directories a killed `create` left holding nothing
+/// but its temporary file. The next `create` calls it, as the next writer of the directory.
+pub fn sweep_residue(store: &Store) {
+    let Ok(dir) = crate::private::Dir::open(store.root(), ".harnery/supervisors", false) else {
+        return;
+    };
+    for (name, is_dir) in dir.entries().unwrap_or_default() {
+        let residue = is_dir && dir.child(&name, false).is_ok_and(|d| d.only_residue());
+        if residue {
+            let _ = dir.remove_tree(&name);
+        }
+    }
 }
 
 /// The dependency closure of `root`, prerequisites first; each item read once.

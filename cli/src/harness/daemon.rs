@@ -136,6 +136,9 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         return Err(DaemonError::AlreadyRunning(owner_message(&paths)));
     }
     let mut ledger = Ledger::open(&mut fs, &paths).map_err(|e| failed(&e))?;
+    if let Ok(dir) = crate::private::Dir::open(&paths.root, ".harnery/harness", false) {
+        dir.sweep_residue();
+    }
     // Orphaned grandchildren are re-parented to us and reaped, not to init.
     let subreaper = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
     let (tx, rx) = mpsc::channel();

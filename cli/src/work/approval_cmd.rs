@@ -90,12 +90,15 @@ fn document(store: &mut Store, id: &Id) -> Result<Value, String> {
 }
 
 fn list(store: &mut Store, wanted: Option<&str>, as_json: bool) -> i32 {
-    let ids = match store.approval_ids() {
-        Ok(ids) => ids,
+    let listing = match store.approval_ids() {
+        Ok(listing) => listing,
         Err(e) => return fail(EXIT_FAILED, e),
     };
     let (mut rows, mut errors) = (Vec::new(), Vec::new());
-    for id in ids {
+    for w in &listing.problems {
+        eprintln!("harn: warning: {w}");
+    }
+    for id in listing.ids {
         match document(store, &id) {
             Ok(d) if wanted.is_none_or(|w| d["status"] == w) => rows.push(d),
             Ok(_) => {}

@@ -26,7 +26,7 @@ impl Store {
     }
 
     /// Every approval's id, sorted.
-    pub fn approval_ids(&mut self) -> Result<Vec<Id>, StoreError> {
+    pub fn approval_ids(&mut self) -> Result<super::store::Listing, StoreError> {
         self.list_ids(".harnery/approvals")
     }
 

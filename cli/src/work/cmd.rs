@@ -205,37 +205,50 @@ fn frozen_workflow(path: &std::path::Path) -> Result<WorkflowRef, String> {
 }
 
 fn list(store: &mut Store, state: Option<&str>, json: bool) -> i32 {
-    let ids = match store.ids() {
-        Ok(ids) => ids,
+    let listing = match store.ids() {
+        Ok(listing) => listing,
         Err(e) => return fail(EXIT_FAILED, e),
     };
     let mut known = BTreeMap::new();
-    let (mut rows, mut warnings) = (Vec::new(), Vec::new());
-    for id in ids {
-        match store.read(&id, &mut known) {
-            Ok(item) => rows.push(item),
-            // One unreadable item does not hide the others; a direct `show` of it fails.
-            Err(e) => warnings.push(e.0),
-        }
+    let mut rows = Vec::new();
+    for id in listing.ids {
+        // One unreadable item is a row with its error; it never hides the others.
+        rows.push((id.clone(), store.read(&id, &mut known).map_err(|e| e.0)));
     }
     if let Some(s) = state {
-        rows.retain(|i| state_name(i.projection.state) == s);
+        let wanted = |r: &Result<Item, String>| match r {
+            Ok(i) => state_name(i.projection.state) == s,
+            Err(_) => s == UNREADABLE,
+        };
+        rows.retain(|(_, r)| wanted(r));
     }
+    let warnings = listing.problems;
     if json {
-        let items: Vec<Value> = rows.iter().map(summary).collect();
+        let items: Vec<Value> = rows
+            .iter()
+            .map(|(id, r)| match r {
+                Ok(item) => summary(item),
+                Err(e) => json!({ "id": id, "state": UNREADABLE, "error": e }),
+            })
+            .collect();
         println!("{}", json!({ "items": items, "warnings": warnings }));
     } else {
         println!("{:<32} {:<18} {:<22} {:>8}  TITLE", "ID", "STATE", "NEXT", "ATTEMPTS");
-        for i in &rows {
-            let p = &i.projection;
-            println!(
-                "{:<32} {:<18} {:<22} {:>8}  {}",
-                i.intent.id.as_str(),
-                state_name(p.state),
-                json!(p.next_action).as_str().unwrap_or(""),
-                format!("{}/{}", p.charged_attempts, i.intent.max_attempts),
-                i.intent.title
-            );
+        for (id, r) in &rows {
+            match r {
+                Ok(i) => {
+                    let p = &i.projection;
+                    println!(
+                        "{:<32} {:<18} {:<22} {:>8}  {}",
+                        id.as_str(),
+                        state_name(p.state),
+                        json!(p.next_action).as_str().unwrap_or(""),
+                        format!("{}/{}", p.charged_attempts, i.intent.max_attempts),
+                        i.intent.title
+                    );
+                }
+                Err(e) => println!("{:<32} {UNREADABLE:<18} {e}", id.as_str()),
+            }
         }
         for w in &warnings {
             eprintln!("harn: warning: {w}");
@@ -243,6 +256,9 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> i32 {
     }
     0
 }
+
+/// The state `list` shows for an item whose records cannot be read.
+const UNREADABLE: &str = "unreadable";
 
 fn state_name(s: WorkState) -> String {
     json!(s).as_str().unwrap_or("").to_owned()

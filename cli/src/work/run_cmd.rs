@@ -182,14 +182,17 @@ fn parse_disposition(s: &str) -> Result<Disposition, String> {
 
 /// Appends a receipt for each item whose projection changed since its last one.
 pub fn reconcile(store: &mut Store, id: Option<&str>, actor: &str, json: bool) -> i32 {
-    let ids = match id.map(Id::new) {
-        Some(Ok(id)) => vec![id],
+    let (ids, warnings) = match id.map(Id::new) {
+        Some(Ok(id)) => (vec![id], Vec::new()),
         Some(Err(e)) => return fail(EXIT_USAGE, format!("{id:?}: {e}")),
         None => match store.ids() {
-            Ok(ids) => ids,
+            Ok(listing) => (listing.ids, listing.problems),
             Err(e) => return fail(EXIT_FAILED, e),
         },
     };
+    for w in &warnings {
+        eprintln!("harn: warning: {w}");
+    }
     let (mut rows, mut errors) = (Vec::new(), Vec::new());
     for id in ids {
         match store.reconcile(&id, actor) {
@@ -201,7 +204,7 @@ pub fn reconcile(store: &mut Store, id: Option<&str>, actor: &str, json: bool) -
         }
     }
     if json {
-        println!("{}", json!({ "items": rows, "errors": errors }));
+        println!("{}", json!({ "items": rows, "errors": errors, "warnings": warnings }));
     } else {
         for r in &rows {
             let mark = if r["written"] == true { "recorded" } else { "unchanged" };

@@ -65,6 +65,15 @@ pub fn open_root(root: Option<PathBuf>) -> Result<Store, i32> {
     }
 }
 
+/// The entries of one of the root's directories.
+#[derive(Clone, Debug, Default)]
+pub struct Listing {
+    /// The valid ids, sorted.
+    pub ids: Vec<Id>,
+    /// What is wrong with each other entry.
+    pub problems: Vec<String>,
+}
+
 impl Store {
     /// The ledger under `root`.
     pub fn new(root: &Path) -> Store {
@@ -85,14 +94,26 @@ impl Store {
     }
 
     /// Every work id, sorted.
-    pub fn ids(&mut self) -> Result<Vec<Id>, StoreError> {
+    pub fn ids(&mut self) -> Result<Listing, StoreError> {
         self.list_ids(".harnery/work")
     }
 
-    /// The valid ids among the names in directory `dir`, sorted.
-    pub fn list_ids(&mut self, dir: &str) -> Result<Vec<Id>, StoreError> {
+    /// The entries of directory `dir`: the valid ids, sorted, and a problem for each other
+    /// name (one not UTF-8, one harn never makes), so one bad entry never hides the others.
+    /// Names starting with `.` are harn's own staging and temporary files and are skipped.
+    pub fn list_ids(&mut self, dir: &str) -> Result<Listing, StoreError> {
         let names = self.ledger.fs.list(dir).map_err(|e| StoreError(e.to_string()))?;
-        Ok(names.iter().filter_map(|n| Id::new(n).ok()).collect())
+        let mut listing = Listing::default();
+        for name in names.iter().filter(|n| !n.starts_with('.')) {
+            match Id::new(name) {
+                Ok(id) => listing.ids.push(id),
+                Err(e) => listing.problems.push(format!(
+                    "{}: {name:?} is not an id harn made ({e}); move it away",
+                    self.root.join(dir).display()
+                )),
+            }
+        }
+        Ok(listing)
     }
 
     /// True when a work item with this id exists.
@@ -314,6 +335,8 @@ impl Store {
         let linked = crate::private::Dir::open(&self.root, dir, false).and_then(|d| {
             let linked = d.link(&temp_name, &d, name);
             let _ = d.remove(&temp_name);
+            // The next writer of the directory sweeps what a killed one left.
+            d.sweep_residue();
             linked
         });
         linked.map_err(|e| StoreError(format!("{}: {e}", full.display())))?;
@@ -332,6 +355,10 @@ impl Store {
             return Err(exists());
         }
         self.ledger.fs.create_dir_all(parent).map_err(err)?;
+        // Staging directories of creations a kill cut short go first.
+        if let Ok(work) = crate::private::Dir::open(&self.root, parent, false) {
+            work.sweep_residue();
+        }
         // Names starting with '.' are never ids, so a staging directory is never listed.
         let staging = format!("{parent}/.new-{}-{}", intent.id, std::process::id());
         let remove_staging = |root: &Path| {

@@ -116,6 +116,11 @@ pub fn daemon(
     }
     let root = store.root().to_owned();
     let _ = crate::private::remove_below(&root, &root.join(path("stop.json")));
+    // Temporary files a killed daemon or client left here (`.status.json.tmp.PID`, and
+    // `status.tmp.PID` as earlier versions named them).
+    if let Ok(dir) = crate::private::Dir::open(&root, super::DIR, false) {
+        dir.sweep_residue();
+    }
     let audit = match Audit::open(&root, log, rotation) {
         Ok(audit) => audit,
         Err(e) => return fail(EXIT_FAILED, e),

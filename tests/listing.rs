@@ -1,0 +1,98 @@
+//! One bad entry never hides the others: a name that is not UTF-8, a goal directory a killed
+//! `create` left, an unreadable item. Each is one row or one warning, the rest still lists,
+//! and the next writer of the directory sweeps what a kill left behind.
+
+use crate::cli::{harn_at, json, text};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// A pid far above any `pid_max`: never alive.
+const DEAD: u32 = 2_000_000_000;
+
+/// The example's root: items `parser` and `cli`, goal `ship`.
+fn example_root(tmp: &Path) -> PathBuf {
+    let root = tmp.join("r");
+    let out = harn_at(&root, &["example"]);
+    assert!(out.status.success(), "{}", text(&out));
+    root
+}
+
+#[test]
+fn a_name_that_is_not_utf8_is_one_warning_and_everything_else_lists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = example_root(tmp.path());
+    for dir in ["work", "supervisors"] {
+        let odd = root.join(".harnery").join(dir).join(OsStr::from_bytes(b"bad\xff"));
+        std::fs::create_dir(&odd).unwrap();
+    }
+    let list = harn_at(&root, &["work", "list", "--json"]);
+    assert!(list.status.success(), "{}", text(&list));
+    let doc = json(&list);
+    let ids: Vec<&str> =
+        doc["items"].as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["cli", "parser"]);
+    assert!(doc["warnings"][0].as_str().unwrap().contains("is not an id harn made"), "{doc}");
+
+    let goals = harn_at(&root, &["supervisor", "list", "--json"]);
+    assert!(goals.status.success(), "{}", text(&goals));
+    let doc = json(&goals);
+    assert_eq!(doc["goals"][0]["id"], "ship", "{doc}");
+    assert_eq!(doc["warnings"].as_array().unwrap().len(), 1, "{doc}");
+
+    let reconcile = harn_at(&root, &["work", "reconcile"]);
+    assert!(reconcile.status.success(), "{}", text(&reconcile));
+    for page in ["goals", "work"] {
+        let dash = harn_at(&root, &["dash", "--once", "--page", page]);
+        assert!(dash.status.success(), "{}", text(&dash));
+        let want = if page == "goals" { "ship" } else { "parser" };
+        assert!(text(&dash).contains(want), "{page} shows the rest: {}", text(&dash));
+        assert!(text(&dash).contains("unreadable"), "{page} names the bad entry: {}", text(&dash));
+    }
+}
+
+#[test]
+fn a_goal_directory_a_killed_create_left_is_not_a_goal_and_the_next_create_sweeps_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = example_root(tmp.path());
+    let left = root.join(".harnery/supervisors/half");
+    std::fs::create_dir(&left).unwrap();
+    std::fs::write(left.join(format!(".intent.json.{DEAD}.tmp")), b"{").unwrap();
+    let goals = harn_at(&root, &["supervisor", "list", "--json"]);
+    assert!(goals.status.success(), "{}", text(&goals));
+    let doc = json(&goals);
+    assert_eq!(doc["goals"].as_array().unwrap().len(), 1, "only ship: {doc}");
+    assert_eq!(doc["errors"].as_array().unwrap().len(), 0, "{doc}");
+    let create =
+        harn_at(&root, &["supervisor", "create", "cli", "--team", "team.json", "--id", "g2"]);
+    assert!(create.status.success(), "{}", text(&create));
+    assert!(!left.exists(), "the next create swept the residue");
+}
+
+#[test]
+fn crash_residue_is_swept_by_the_next_writer_of_its_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = example_root(tmp.path());
+    let staging = root.join(format!(".harnery/work/.new-half-{DEAD}"));
+    std::fs::create_dir_all(&staging).unwrap();
+    std::fs::write(staging.join("intent.json"), b"{}").unwrap();
+    let create = ["work", "create", "Docs", "wf.sh", "--id", "docs", "--objective", "o"];
+    let out = harn_at(&root, &create);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!staging.exists(), "work create swept a killed creation's staging directory");
+
+    let service = root.join(".harnery/supervisor-service");
+    std::fs::create_dir_all(&service).unwrap();
+    let stale = [format!(".status.json.tmp.{DEAD}"), format!("status.tmp.{DEAD}")];
+    for name in &stale {
+        std::fs::write(service.join(name), b"{").unwrap();
+    }
+    let goal = ["supervisor", "create", "docs", "--team", "team.json", "--id", "dg"];
+    assert!(harn_at(&root, &goal).status.success());
+    let start = harn_at(&root, &["supervisor", "service", "start", "dg", "--harness", "scripted"]);
+    assert!(start.status.success(), "{}", text(&start));
+    assert!(harn_at(&root, &["supervisor", "service", "stop"]).status.success());
+    for name in &stale {
+        assert!(!service.join(name).exists(), "{name} was swept");
+    }
+}
