@@ -1,3 +1,4 @@
+mod charging;
 mod cli;
 mod conformance;
 mod dash;

@@ -10,6 +10,11 @@ use std::time::{Duration, Instant};
 
 static GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 static FORCED: AtomicBool = AtomicBool::new(false);
+/// Whose stop terminated the children, for the proofs of the runs it interrupted.
+static BY: Mutex<Option<String>> = Mutex::new(None);
+
+/// How long a workflow interrupted by an operator's stop has to end before it is killed.
+pub const INTERRUPT_GRACE: Duration = Duration::from_secs(5);
 
 /// Records a group this process just started; removed again when the guard drops.
 #[must_use = "the group is forgotten when the guard drops"]
@@ -36,6 +41,47 @@ impl Drop for Tracked {
 /// Whether a forced stop began: nothing new may be started from then on.
 pub fn forced() -> bool {
     FORCED.load(Ordering::SeqCst)
+}
+
+/// Why nothing new may start once a stop began, in words.
+pub fn stopping() -> String {
+    let by = interrupted_by().unwrap_or_else(|| "an operator's stop".to_owned());
+    format!("{by} is stopping this process's runs")
+}
+
+/// Whose stop terminated this process's children, once one did: a run it ended was
+/// interrupted, not failed, and is not charged.
+pub fn interrupted_by() -> Option<String> {
+    BY.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Makes SIGTERM and SIGINT an operator's stop of whatever this process runs: the children
+/// get TERM, [`INTERRUPT_GRACE`], then KILL, and each run records that it was interrupted
+/// (a foreground `work run`, `supervisor tick` or `run`, stopped by a person or by the
+/// harness it runs in). A second signal is not waited for: the process exits at once.
+pub fn interrupt_on_signals() -> std::io::Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])?;
+    std::thread::Builder::new().name("interrupt".into()).spawn(move || {
+        let mut seen = signals.forever();
+        if let Some(first) = seen.next() {
+            let name = if first == SIGINT { "SIGINT" } else { "SIGTERM" };
+            eprintln!(
+                "harn: {name}: stopping the runs in progress (their attempts are not charged)"
+            );
+            terminate_all_for(&format!("an operator's stop ({name} to harn)"), INTERRUPT_GRACE);
+        }
+        if seen.next().is_some() {
+            std::process::exit(crate::cli::EXIT_FAILED);
+        }
+    })?;
+    Ok(())
+}
+
+/// [`terminate_all`], naming whose stop it is.
+pub fn terminate_all_for(by: &str, grace: Duration) -> Termination {
+    BY.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_with(|| by.to_owned());
+    terminate_all(grace)
 }
 
 /// What a forced stop did, for the audit record.

@@ -331,6 +331,14 @@ fn tick_one<H: SweepHost>(
     let ticked = host.tick(goal);
     host.ticking(None);
     let now = host.now();
+    // A dispatch that could not start is the host's failure: the goal backs off like any
+    // other infrastructure error and is ticked again after the delay.
+    let ticked = match ticked {
+        Ok(crate::goal::StopReason::NotStarted) => {
+            Err("a dispatched attempt could not start its workflow".to_owned())
+        }
+        other => other,
+    };
     match ticked {
         Ok(stop) => match host.read(goal) {
             // A tick that changed nothing waits for a change (harnery §9.20).
@@ -449,6 +457,8 @@ mod tests {
         stopping: bool,
         reads: u32,
         ticks: u32,
+        /// How each tick stops.
+        stop: crate::goal::StopReason,
     }
 
     impl SweepHost for OneGoal {
@@ -466,7 +476,7 @@ mod tests {
         }
         fn tick(&mut self, _: &Id) -> Result<crate::goal::StopReason, String> {
             self.ticks += 1;
-            Ok(crate::goal::StopReason::NoProgress)
+            Ok(self.stop)
         }
         fn ticking(&mut self, _: Option<&Id>) {}
         fn failed(&mut self, _: &Id, _: &str, _: &GoalWake) {}
@@ -491,6 +501,7 @@ mod tests {
             stopping: false,
             reads: 0,
             ticks: 0,
+            stop: crate::goal::StopReason::NoProgress,
         };
         (host, s)
     }
@@ -507,6 +518,23 @@ mod tests {
         host.now = 2_500_000_000;
         sweep(&mut host, &mut s).unwrap();
         assert_eq!(s.goal(&g1).unwrap().consecutive_errors, 2, "its backoff ended: tried again");
+    }
+
+    #[test]
+    fn a_tick_whose_dispatch_never_started_backs_off_like_an_infrastructure_error() {
+        let (mut host, mut s) = one_goal(true);
+        host.stop = crate::goal::StopReason::NotStarted;
+        let g1 = Id::new("g1").unwrap();
+        sweep(&mut host, &mut s).unwrap();
+        let wake = s.goal(&g1).unwrap().clone();
+        assert_eq!(wake.consecutive_errors, 1, "{wake:?}");
+        assert!(wake.next_wake_at.is_some(), "backing off, not quiescent: {wake:?}");
+        host.now = 1_000_000_000; // Inside the 2 s backoff: not ticked again.
+        sweep(&mut host, &mut s).unwrap();
+        assert_eq!(host.ticks, 1);
+        host.now = 2_500_000_000;
+        sweep(&mut host, &mut s).unwrap();
+        assert_eq!(host.ticks, 2, "tried again once the backoff ended");
     }
 
     #[test]

@@ -255,6 +255,8 @@ pub struct SimFs {
     next_ino: Ino,
     locks: BTreeSet<String>,
     fail_next: Option<FsErrorKind>,
+    /// A call to fail later: after this many more calls, with this kind.
+    fail_countdown: Option<(u64, FsErrorKind)>,
     crash_countdown: Option<u64>,
     crashed: bool,
     stats: SimFsStats,
@@ -275,6 +277,7 @@ impl SimFs {
             next_ino: 1,
             locks: BTreeSet::new(),
             fail_next: None,
+            fail_countdown: None,
             crash_countdown: None,
             crashed: false,
             stats: SimFsStats::default(),
@@ -285,6 +288,19 @@ impl SimFs {
     pub fn fail_next(&mut self, kind: FsErrorKind) {
         assert!(kind != FsErrorKind::Crashed, "use crash_after to inject a crash");
         self.fail_next = Some(kind);
+    }
+
+    /// After `ops` more calls, the next call fails with `kind` (EIO or ENOSPC in practice)
+    /// and changes nothing; the calls after it work again.
+    pub fn fail_after(&mut self, ops: u64, kind: FsErrorKind) {
+        assert!(kind != FsErrorKind::Crashed, "use crash_after to inject a crash");
+        self.fail_countdown = Some((ops, kind));
+    }
+
+    /// Cancels a fault armed with [`SimFs::fail_after`] that has not fired yet (a crash armed
+    /// stays armed).
+    pub fn cancel_fail_after(&mut self) {
+        self.fail_countdown = None;
     }
 
     /// After `ops` more calls, the next call is the crash: it fails with
@@ -311,6 +327,7 @@ impl SimFs {
         }
         self.locks.clear();
         self.fail_next = None;
+        self.fail_countdown = None;
         self.crash_countdown = None;
         self.crashed = false;
         self.stats.crashes += 1;
@@ -323,12 +340,14 @@ impl SimFs {
         self.crashed = false;
         self.crash_countdown = None;
         self.fail_next = None;
+        self.fail_countdown = None;
         self.locks.clear();
     }
 
     /// Cancels any injected fault or pending crash that has not fired yet.
     pub fn clear_faults(&mut self) {
         self.fail_next = None;
+        self.fail_countdown = None;
         self.crash_countdown = None;
     }
 
@@ -465,7 +484,18 @@ impl SimFs {
         if let Some(n) = &mut self.crash_countdown {
             *n -= 1;
         }
-        if let Some(kind) = self.fail_next.take() {
+        let due = match &mut self.fail_countdown {
+            Some((0, kind)) => Some(*kind),
+            Some((n, _)) => {
+                *n -= 1;
+                None
+            }
+            None => None,
+        };
+        if let Some(kind) = due.or_else(|| self.fail_next.take()) {
+            if due.is_some() {
+                self.fail_countdown = None;
+            }
             self.stats.injected_errors += 1;
             return Err(FsError::new(kind, path, "injected fault"));
         }

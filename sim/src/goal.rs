@@ -180,6 +180,19 @@ impl GoalWorld {
     pub(crate) fn tick(&mut self, mode: Mode) -> Result<harn_core::goal::StopReason, String> {
         self.summary.ticks += 1;
         let report = drive(&mut SimHost { g: self }, mode)?;
+        // A dispatch whose workflow never ran ends the loop at once, as an infrastructure
+        // error; the last outcomes are that cycle's.
+        let failed = report.outcomes.iter().position(|o| o.status == OutcomeStatus::Failed);
+        if let Some(at) = failed {
+            let last_cycle =
+                report.outcomes.len() - at <= self.intent.limits.max_parallel_work as usize;
+            if report.stop.reason != harn_core::goal::StopReason::NotStarted || !last_cycle {
+                self.broken.get_or_insert(format!(
+                    "the loop went on past a dispatch that never started: {:?}",
+                    report.stop
+                ));
+            }
+        }
         self.summary.dispatches += u64::from(report.dispatches);
         self.summary.acceptances += u64::from(report.acceptances);
         Ok(report.stop.reason)
@@ -434,12 +447,17 @@ impl GoalHost for SimHost<'_> {
         picked
             .iter()
             .map(|(work, action)| {
+                self.g.w.not_started = false;
                 let ran = self.g.w.read(work).and_then(|item| match action {
                     DispatchAction::Run => self.g.w.start(&item, false),
                     DispatchAction::Retry => self.g.w.start(&item, true),
                     DispatchAction::Resume => self.g.w.resume(&item),
                 });
                 let status = match (ran, self.g.w.read(work).map(|i| i.projection.state)) {
+                    // Its workflow never ran: the loop must stop on it, not go round again.
+                    (Ok(()), _) if std::mem::take(&mut self.g.w.not_started) => {
+                        OutcomeStatus::Failed
+                    }
                     (Ok(()), Ok(WorkState::AwaitingApproval)) => OutcomeStatus::Parked,
                     (Ok(()), Ok(_)) => OutcomeStatus::Completed,
                     _ => OutcomeStatus::Failed,

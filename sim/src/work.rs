@@ -9,7 +9,7 @@
 
 use crate::entropy::{Entropy, SeededEntropy};
 use crate::fs::SimFs;
-use harn_core::env::Fs;
+use harn_core::env::{Fs, FsErrorKind};
 use harn_core::ids::Id;
 use harn_core::time::WallTime;
 use harn_core::work::events::{EventKind, WorkEvent};
@@ -47,6 +47,10 @@ pub struct WorkSimSummary {
     pub accepted: u64,
     /// Histories damaged whole by a foreign writer (a complete final line changed).
     pub damaged: u64,
+    /// Starts an IO fault or a failed spawn kept from running their workflow.
+    pub not_started: u64,
+    /// Runs an operator's forced stop interrupted.
+    pub interrupted: u64,
 }
 
 impl WorkSimSummary {
@@ -60,8 +64,13 @@ impl WorkSimSummary {
         self.proofs += other.proofs;
         self.accepted += other.accepted;
         self.damaged += other.damaged;
+        self.not_started += other.not_started;
+        self.interrupted += other.interrupted;
     }
 }
+
+/// What an injected filesystem fault says, to tell it from a real failure.
+const INJECTED: &str = "injected fault";
 
 /// Actions in the faulty phase.
 const FAULTY_ACTIONS: u64 = 60;
@@ -108,6 +117,12 @@ pub(crate) struct WorkWorld {
     /// Items whose history a foreign writer damaged, with the bytes it left and the line it
     /// damaged: every read must report that line, and no writer may touch the file again.
     damaged: BTreeMap<Id, (Vec<u8>, u64)>,
+    /// Runs whose workflow durably started (`run.start` in the transcript) and that no
+    /// operator's stop interrupted: only these may be charged.
+    chargeable: std::collections::BTreeSet<Id>,
+    /// Set when the last start or resume did not get its workflow running (an IO fault before
+    /// the spawn, a failed spawn), for a goal's dispatch to report it.
+    pub(crate) not_started: bool,
     /// While set, every workflow is killed before it finishes (a forced stop of the service
     /// terminated the tick's process groups).
     pub(crate) killing: bool,
@@ -128,6 +143,8 @@ impl WorkWorld {
             parked: BTreeMap::new(),
             runs: 0,
             damaged: BTreeMap::new(),
+            chargeable: std::collections::BTreeSet::new(),
+            not_started: false,
             killing: false,
             summary: WorkSimSummary::default(),
         }
@@ -272,10 +289,23 @@ impl WorkWorld {
         *self.starts.entry(item.intent.id.clone()).or_default() += 1;
         let options = self.options();
         let now = self.wall();
+        // An IO error somewhere before the workflow is spawned (a full disk, a failing
+        // device): whatever it cuts short, nothing ran, so nothing may be charged.
+        if self.entropy.chance(1, 5) {
+            let kind =
+                if self.entropy.chance(1, 2) { FsErrorKind::NoSpace } else { FsErrorKind::Io };
+            let after = self.entropy.below(14);
+            self.ledger.fs.fail_after(after, kind);
+        }
         let (manifest, _start) = match self.ledger.start_attempt(item, retry, &options, "sim", now)
         {
             Ok(started) => started,
             Err(Refusal::NotNow(_)) => return Ok(()),
+            Err(Refusal::Store(e)) if e.contains(INJECTED) => {
+                self.summary.not_started += 1;
+                self.not_started = true;
+                return Ok(());
+            }
             Err(Refusal::Store(e)) => return Err(e),
         };
         self.summary.attempts += 1;
@@ -312,12 +342,46 @@ impl WorkWorld {
         m: &RunManifest,
         mut fold: RunFold,
     ) -> Result<(), String> {
-        if self.killing {
-            // Killed by SIGKILL with nothing more said: the run ends without a result.
-            let end = ProcessEnd::Exited { code: None, signal: Some(9), timed_out: false };
+        let run = m.run_id.clone();
+        // The spawn: it may fail (no attempt ran), or it succeeds and the host records it
+        // before the workflow hears a word. IO faults armed before it end here, unless one
+        // is about to hit the record of the spawn itself.
+        if !self.entropy.chance(1, 4) {
+            self.ledger.fs.cancel_fail_after();
+        }
+        if self.entropy.chance(1, 25) {
+            self.ledger.fs.cancel_fail_after();
+            let end = ProcessEnd::SpawnFailed { error: "fork: EAGAIN".into(), missing: false };
+            self.summary.not_started += 1;
+            self.not_started = true;
             return self.finish_with(item, m, fold, &end);
         }
-        let run = m.run_id.clone();
+        let event =
+            if m.attempt == item.projection.attempts_used { "run.resume" } else { "run.start" };
+        // Spawned: from here the workflow runs, whether or not its record survives.
+        if !self.killing {
+            self.chargeable.insert(run.clone());
+        }
+        let now = self.wall();
+        let spawned =
+            self.ledger.append_transcript(&run, serde_json::json!({ "event": event }), now);
+        self.ledger.fs.cancel_fail_after();
+        match spawned {
+            Ok(_) => {}
+            Err(e) if e.contains(INJECTED) => {
+                self.summary.not_started += 1;
+                self.not_started = true;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+        if self.killing {
+            // An operator's forced stop killed it with nothing more said: interrupted.
+            self.summary.interrupted += 1;
+            let by = "a bounded stop of the service".to_owned();
+            let end = ProcessEnd::Interrupted { by, code: None, signal: Some(9) };
+            return self.finish_with(item, m, fold, &end);
+        }
         let prompt = item.intent.objective.clone();
         let agent = FromWorkflow::Agent { id: "a1".into(), prompt, specialist: None, schema: None };
         let agent_ok = match fold.observe(Ok(agent)) {
@@ -487,6 +551,17 @@ impl WorkWorld {
                 }
             }
             let p = &item.projection;
+            let ran = item.events.iter().filter(|e| match &e.kind {
+                EventKind::AttemptStarted { run_id, .. } => self.chargeable.contains(run_id),
+                _ => false,
+            });
+            let ran = ran.count() as u32;
+            if p.charged_attempts > ran {
+                return Err(format!(
+                    "{} charged attempts, but only {ran} workflows ran to an end of their own",
+                    p.charged_attempts
+                ));
+            }
             let starts = self.starts.get(&id).copied().unwrap_or(0);
             if u64::from(p.attempts_used) > starts {
                 return Err(format!("{} attempts from {starts} start actions", p.attempts_used));

@@ -372,6 +372,9 @@ fn drive_cmd(store: &mut Store, a: DriveArgs, mode: Mode) -> i32 {
         Ok(limits) => limits,
         Err(e) => return fail(EXIT_USAGE, e),
     };
+    if let Err(e) = crate::children::interrupt_on_signals() {
+        return fail(EXIT_FAILED, format!("signal handling: {e}"));
+    }
     let report = match drive(store, &id, mode, &limits, &mut say) {
         Ok(report) => report,
         Err(e) => return fail(EXIT_FAILED, e),
@@ -391,5 +394,10 @@ fn drive_cmd(store: &mut Store, a: DriveArgs, mode: Mode) -> i32 {
             report.acceptances
         );
     }
-    0
+    // An attempt that could not start is a failure of the host, not a decision of the loop.
+    if report.stop.reason == harn_core::goal::StopReason::NotStarted {
+        EXIT_FAILED
+    } else {
+        0
+    }
 }

@@ -115,7 +115,7 @@ fn outcome(work_id: Id, action: DispatchAction, ended: Result<Ended, Refusal>) -
     };
     match ended {
         Ok(Ended::Proof(run, proof)) => {
-            o.status = OutcomeStatus::Completed;
+            o.status = OutcomeStatus::of_proof(proof.run.class);
             o.passed = Some(proof.passes());
             o.detail = proof.run.error.clone();
             o.run_id = Some(run);

@@ -81,7 +81,7 @@ pub fn call(
         stderr: String::new(),
     };
     let spawned = if crate::children::forced() {
-        Err(std::io::Error::other("the supervisor service is being stopped"))
+        Err(std::io::Error::other(crate::children::stopping()))
     } else {
         command.spawn()
     };

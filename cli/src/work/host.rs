@@ -146,8 +146,13 @@ pub fn run_segment(
     drop(stdin);
     let (status, _) = exited.expect("the loop ends after the exit");
     let status = status.map_err(|e| StoreError(format!("waiting for the workflow: {e}")))?;
-    // `run.end` is recorded with the proof (`Ledger::finish_attempt`).
-    let end = ProcessEnd::Exited { code: status.code(), signal: status.signal(), timed_out };
+    // `run.end` is recorded with the proof (`Ledger::finish_attempt`). A run an operator's
+    // stop ended is interrupted, whatever its exit status: not the work's doing.
+    let (code, signal) = (status.code(), status.signal());
+    let end = match crate::children::interrupted_by() {
+        Some(by) if !timed_out => ProcessEnd::Interrupted { by, code, signal },
+        _ => ProcessEnd::Exited { code, signal, timed_out },
+    };
     Ok(SegmentEnd::Finished(Box::new(fold), end))
 }
 

@@ -33,7 +33,7 @@ pub fn program(m: &RunManifest) -> &str {
 
 pub fn spawn(store: &mut Store, m: &RunManifest) -> std::io::Result<Child> {
     if crate::children::forced() {
-        return Err(std::io::Error::other("the supervisor service is being stopped"));
+        return Err(std::io::Error::other(crate::children::stopping()));
     }
     let stderr = crate::private::append_below(
         store.root(),

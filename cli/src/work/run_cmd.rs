@@ -68,6 +68,9 @@ pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> i32 {
         Ok(limits) => limits,
         Err(e) => return fail(EXIT_USAGE, e),
     };
+    if let Err(e) = crate::children::interrupt_on_signals() {
+        return fail(EXIT_FAILED, format!("signal handling: {e}"));
+    }
     let (run_id, proof) = match run_attempt(store, &id, retry, &limits, &actor(a.actor)) {
         Ok(Ended::Proof(run_id, proof)) => (run_id, proof),
         Ok(Ended::Parked(request)) => return parked(store, &request, a.json),

@@ -75,10 +75,10 @@ pub fn run_attempt(
     limits: &RunLimits,
     actor: &str,
 ) -> Result<Ended, Refusal> {
-    // A forced stop of the service refuses new attempts before anything is recorded, so none
-    // is charged for a workflow that was never going to be let run.
+    // An operator's stop refuses new attempts before anything is recorded, so none is
+    // charged for a workflow that was never going to be let run.
     if crate::children::forced() {
-        return Err(Refusal::NotNow("the supervisor service is being stopped".into()));
+        return Err(Refusal::NotNow(crate::children::stopping()));
     }
     if !store.exists(id) {
         return Err(Refusal::NotNow(format!("no work item {id}")));
@@ -120,8 +120,15 @@ pub fn run_attempt(
         cwd: limits.cwd.clone(),
         context: None,
     };
-    let (manifest, start) =
-        store.ledger().start_attempt(&item, retry, &options, actor, now).map_err(refusal)?;
+    let (manifest, start) = store
+        .ledger()
+        .start_attempt(&item, retry, &options, actor, now)
+        .map_err(|r| match refusal(r) {
+            Refusal::Store(e) => {
+                Refusal::Store(StoreError(format!("{e}; nothing ran and no attempt was charged")))
+            }
+            other => other,
+        })?;
     drop(lock);
     let end = run_segment(store, &manifest, &start, manifest.fold())?;
     finish(store, &item, &manifest, end, actor)

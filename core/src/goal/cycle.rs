@@ -41,6 +41,10 @@ pub enum StopReason {
     TickComplete,
     /// Another process is running the goal or its work.
     Running,
+    /// A dispatched attempt could not start its workflow (an IO error, a refused path, a
+    /// changed workflow): an infrastructure error, not an attempt. The loop stops on it and
+    /// the service backs the goal off; nothing is retried in a tight loop.
+    NotStarted,
 }
 
 /// A stop and its reason in words.

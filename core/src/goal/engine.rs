@@ -3,7 +3,7 @@
 //! effects go through a [`GoalHost`]; the binary implements it over real files and
 //! processes and the simulator over its faulty world, so both run this loop.
 
-use super::cycle::{by_state, goal_fingerprint, Mode, RunLoop, Stop};
+use super::cycle::{by_state, goal_fingerprint, Mode, RunLoop, Stop, StopReason};
 use super::intent::GoalIntent;
 use super::projection::{
     acceptances, candidates, DispatchAction, GoalItem, GoalNext, GoalProjection,
@@ -20,8 +20,19 @@ pub enum OutcomeStatus {
     Completed,
     /// It parked on an approval.
     Parked,
-    /// It did not start or ended without a proof.
+    /// It did not start its workflow: nothing recorded, or a proof that says so.
     Failed,
+}
+
+impl OutcomeStatus {
+    /// How an attempt that ended with a proof came out: completed, unless the proof says
+    /// its workflow never started.
+    pub fn of_proof(class: Option<crate::work::FailureClass>) -> OutcomeStatus {
+        match class {
+            Some(crate::work::FailureClass::NotStarted) => OutcomeStatus::Failed,
+            _ => OutcomeStatus::Completed,
+        }
+    }
 }
 
 /// What one dispatch came to.
@@ -143,11 +154,23 @@ pub fn drive<H: GoalHost>(host: &mut H, mode: Mode) -> Result<Report, H::Error> 
             host.say(format!("  dispatch {work} ({})", action_word(*action)));
         }
         if !picked.is_empty() {
-            for o in host.dispatch(&picked) {
+            let outcomes = host.dispatch(&picked);
+            let not_started =
+                outcomes.iter().find(|o| o.status == OutcomeStatus::Failed).map(|o| {
+                    let why = o.detail.clone().unwrap_or_default();
+                    format!("{} did not start: {why}", o.work_id)
+                });
+            for o in outcomes {
                 host.say(format!("  {}: {}", o.work_id, outcome_words(&o)));
                 report.outcomes.push(o);
             }
             report.dispatches += picked.len() as u32;
+            // Not an attempt, and not the work's doing: going round again would only fail
+            // again at once.
+            if let Some(detail) = not_started {
+                report.stop = Stop { reason: StopReason::NotStarted, detail };
+                break;
+            }
             acted = true;
         }
         goal = host.refresh()?;

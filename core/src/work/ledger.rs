@@ -323,21 +323,32 @@ impl<F: Fs> Ledger<F> {
             let (manifest, proof) = self.run_records(run_id)?;
             // Only a run that ended without proof and has no runner may be parked. An
             // unreadable transcript blocks the attempt; an unreadable approval fails the read.
-            let parked = match (&manifest, &proof, runner_live) {
+            // It also tells whether the workflow ever started: a run without a manifest
+            // never got that far.
+            let (parked, started) = match (&manifest, &proof, runner_live) {
                 (Some(_), None, false) => match self.transcript(run_id) {
-                    Ok(records) => self.parked_with(run_id, &records)?,
+                    Ok(records) => {
+                        (self.parked_with(run_id, &records)?, transcript::started(&records))
+                    }
                     Err(_) => {
                         attempts.push(AttemptStatus::TranscriptUnreadable);
                         continue;
                     }
                 },
-                _ => None,
+                _ => (None, false),
             };
             let parked = parked.as_ref().map(|(a, decided)| (a.as_str(), *decided));
             let records = (manifest.as_ref(), proof.as_ref());
-            let status =
-                crate::workflow::run::inspect(id, run_id, *attempt, records, parked, runner_live)
-                    .map_err(|e| format!("work item {id}: {e}"))?;
+            let status = crate::workflow::run::inspect(
+                id,
+                run_id,
+                *attempt,
+                records,
+                parked,
+                started,
+                runner_live,
+            )
+            .map_err(|e| format!("work item {id}: {e}"))?;
             attempts.push(status);
         }
         Ok(attempts)
@@ -390,9 +401,16 @@ impl<F: Fs> Ledger<F> {
         let mut bytes = serde_json::to_vec_pretty(record).expect("records serialize");
         bytes.push(b'\n');
         let temp = format!("{dir}/.{name}.tmp");
-        self.fs.write_temp(&temp, &bytes).map_err(err)?;
-        self.fs.sync_file(&temp).map_err(err)?;
-        self.fs.rename(&temp, &path).map_err(err)?;
+        let written = (|| {
+            self.fs.write_temp(&temp, &bytes)?;
+            self.fs.sync_file(&temp)?;
+            self.fs.rename(&temp, &path)
+        })();
+        if let Err(e) = written {
+            // A full disk leaves no temporary file behind for each refused attempt.
+            let _ = self.fs.remove(&temp);
+            return Err(err(e));
+        }
         self.fs.sync_dir(dir).map_err(err)?;
         self.acknowledged.records.push((path, bytes.clone()));
         Ok(bytes)
@@ -481,8 +499,11 @@ impl<F: Fs> Ledger<F> {
         let mut no_runner = |_: &Id| false;
         let mut prerequisites = BTreeMap::new();
         for d in &item.intent.dependencies {
-            let read = self.read(d, &mut known, &mut no_runner);
-            if let Some(seq) = read.ok().and_then(|i| i.projection.accepted_seq) {
+            // A prerequisite that cannot be read now (an IO error) refuses the start: an
+            // attempt recorded without the acceptance it builds on would later read as
+            // stale and be dispatched again.
+            let read = self.read(d, &mut known, &mut no_runner).map_err(Refusal::Store)?;
+            if let Some(seq) = read.projection.accepted_seq {
                 prerequisites.insert(d.clone(), seq);
             }
         }
@@ -495,9 +516,6 @@ impl<F: Fs> Ledger<F> {
         };
         let attempt = item.projection.attempts_used + 1;
         let run_id = options.run_id.clone();
-        let started =
-            EventKind::AttemptStarted { run_id: run_id.clone(), attempt, trigger, prerequisites };
-        self.append(id, started, actor, None, now)?;
         let mut manifest = RunManifest {
             work_id: id.clone(),
             attempt,
@@ -512,7 +530,12 @@ impl<F: Fs> Ledger<F> {
         let findings = findings_context(&item.events, &item.projection.open_findings);
         let context = manifest.context_for(&item.intent, AttemptContext { prior, findings });
         manifest.context = Some(context);
+        // The manifest first: a run that cannot even record what it would run (a full disk,
+        // a refused path) is no attempt, and its history says nothing of it.
         self.write_record(&run_dir(&run_id), "run.json", &manifest)?;
+        let started =
+            EventKind::AttemptStarted { run_id: run_id.clone(), attempt, trigger, prerequisites };
+        self.append(id, started, actor, None, now)?;
         let start = manifest.start_line(&item.intent, AttemptContext::default(), None);
         Ok((manifest, start))
     }
@@ -626,6 +649,11 @@ impl<F: Fs> Ledger<F> {
             crate::workflow::run::ProcessEnd::Exited { code, signal, timed_out } => {
                 serde_json::json!({
                     "event": "run.end", "exit_code": code, "signal": signal, "timed_out": timed_out,
+                })
+            }
+            crate::workflow::run::ProcessEnd::Interrupted { by, code, signal } => {
+                serde_json::json!({
+                    "event": "run.end", "exit_code": code, "signal": signal, "interrupted_by": by,
                 })
             }
             crate::workflow::run::ProcessEnd::SpawnFailed { error, .. } => {

@@ -66,23 +66,43 @@ pub enum NextAction {
 }
 
 /// A failure that does not charge the attempt budget.
+///
+/// The charging rule, once: an attempt is charged only when its workflow process started and
+/// ended for a reason of its own. So a run that never started its workflow
+/// ([`FailureClass::NotStarted`], and [`AttemptStatus::NotStarted`] when not even a proof could
+/// be written), a host precondition ([`FailureClass::Environment`]), an outside service's
+/// refusal ([`FailureClass::Upstream`]), a person's ruling ([`FailureClass::Decision`]) and an
+/// operator's stop ([`FailureClass::Interrupted`]) are recorded and not charged. Uncharged
+/// attempts that may simply run again are bounded by the item's `max_uncharged_attempts`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureClass {
-    /// A precondition of the host is missing (a harness binary, node): stop at once.
+    /// A precondition of the host is missing (a harness binary, node, an adapter for an
+    /// agent call): stop at once.
     Environment,
     /// An outside service refused (rate limit, vendor outage): retry within a bound.
     Upstream,
     /// The workflow says a person must rule.
     Decision,
+    /// The workflow process never started (an IO error, a refused path, a failed spawn):
+    /// nothing ran, so it may run again.
+    NotStarted,
+    /// An operator's bounded stop ended the run (`service stop --timeout`, a harness stopped
+    /// under it): it may run again.
+    Interrupted,
 }
 
 /// What the run records of one attempt say.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "status")]
 pub enum AttemptStatus {
-    /// No proof and nobody running it: the run was lost (charged).
+    /// No proof and nobody running it, but its workflow had started: the run was lost with
+    /// its host (charged: harn cannot tell the workflow's own doing, an OOM say, from the
+    /// host's).
     Lost,
+    /// No proof, nobody running it, and its transcript never recorded the workflow starting:
+    /// nothing ran (uncharged).
+    NotStarted,
     /// Its runner holds the lease.
     Running,
     /// Parked on an approval.
@@ -110,6 +130,7 @@ impl AttemptStatus {
     pub fn uncharged(&self) -> Option<FailureClass> {
         match self {
             AttemptStatus::Failed { class, .. } => *class,
+            AttemptStatus::NotStarted => Some(FailureClass::NotStarted),
             _ => None,
         }
     }
@@ -316,13 +337,32 @@ fn judge_latest(
             p.blocked_on_decision = Some(decision_id.clone().unwrap_or_default());
             (WorkState::Blocked, NextAction::None, format!("run {run} needs a person to rule"))
         }
-        AttemptStatus::Failed { class: Some(FailureClass::Upstream), .. } => {
+        // Uncharged, and nothing says a person must act first: retry within the item's
+        // ceiling of uncharged attempts in a row, then a person looks.
+        status @ (AttemptStatus::NotStarted
+        | AttemptStatus::Failed {
+            class: Some(FailureClass::Upstream | FailureClass::NotStarted | FailureClass::Interrupted),
+            ..
+        }) => {
             let trailing = trailing_uncharged(inputs, window);
+            let (what, ceiling) = match status.uncharged() {
+                Some(FailureClass::Upstream) => (
+                    "was refused by an outside service",
+                    format!("waiting on an outside service: {trailing} consecutive refusals"),
+                ),
+                Some(FailureClass::Interrupted) => (
+                    "was interrupted by an operator's stop; nothing was charged",
+                    format!("{trailing} attempts in a row were interrupted; retry when ready"),
+                ),
+                _ => (
+                    "never started its workflow; nothing was charged",
+                    format!("{trailing} attempts in a row never started their workflow; fix the host, then retry"),
+                ),
+            };
             if trailing >= inputs.intent.max_uncharged_attempts || p.attempts_remaining == 0 {
-                let reason = format!("waiting on an outside service: {trailing} consecutive refusals");
-                (WorkState::Blocked, NextAction::None, reason)
+                (WorkState::Blocked, NextAction::None, ceiling)
             } else {
-                (WorkState::Blocked, NextAction::Retry, format!("run {run} was refused by an outside service"))
+                (WorkState::Blocked, NextAction::Retry, format!("run {run} {what}"))
             }
         }
         AttemptStatus::Failed { class: None, .. } => {

@@ -157,6 +157,40 @@ fn ordinary_failures_and_lost_runs_are_charged_until_the_budget_is_spent() {
 }
 
 #[test]
+fn a_run_that_never_started_or_that_an_operator_stopped_costs_nothing_and_may_be_retried() {
+    let interrupted = failed(Some(FailureClass::Interrupted));
+    for nothing_ran in
+        [AttemptStatus::NotStarted, failed(Some(FailureClass::NotStarted)), interrupted]
+    {
+        let mut h = History::new();
+        h.attempt(nothing_ran.clone());
+        let p = h.project();
+        assert_eq!(
+            state_and_action(&p),
+            (WorkState::Blocked, NextAction::Retry),
+            "{nothing_ran:?}"
+        );
+        assert_eq!((p.attempts_used, p.charged_attempts, p.attempts_remaining), (1, 0, 3));
+        assert!(p.reason.contains("nothing was charged"), "{}", p.reason);
+        // In a row up to the item's ceiling of uncharged attempts, then a person looks.
+        h.attempt(nothing_ran.clone());
+        let p = h.project();
+        assert_eq!(state_and_action(&p), (WorkState::Blocked, NextAction::None), "{nothing_ran:?}");
+        assert_eq!(p.charged_attempts, 0);
+        assert!(p.reason.contains("2 attempts in a row"), "{}", p.reason);
+    }
+    let mut h = History::new();
+    h.attempt(AttemptStatus::NotStarted).attempt(failed(None)).attempt(AttemptStatus::NotStarted);
+    let p = h.project();
+    assert_eq!(
+        state_and_action(&p),
+        (WorkState::Blocked, NextAction::Retry),
+        "a charged run resets the row"
+    );
+    assert_eq!(p.charged_attempts, 1);
+}
+
+#[test]
 fn reopening_keeps_history_and_budget() {
     let mut h = History::new();
     h.attempt(failed(None)).attempt(AttemptStatus::Succeeded).push(accepted("wf-2", 2));

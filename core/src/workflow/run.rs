@@ -490,12 +490,24 @@ impl Proof {
 /// How the workflow's process ended, as the host saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ProcessEnd {
-    /// It could not be started; `missing` when the program does not exist.
+    /// It could not be started; `missing` when the program does not exist. Nothing ran, so
+    /// it is never charged: a missing program is an environment failure, anything else a run
+    /// that did not start.
     SpawnFailed {
         /// The OS error.
         error: String,
-        /// True for ENOENT: an environment failure, not charged.
+        /// True for ENOENT: an environment failure.
         missing: bool,
+    },
+    /// The host ended it for an operator's stop (a bounded stop of the service, a stop of
+    /// the harness it ran in): not charged.
+    Interrupted {
+        /// Whose stop, in words.
+        by: String,
+        /// Exit code, when it exited.
+        code: Option<i32>,
+        /// Signal, when one ended it.
+        signal: Option<i32>,
     },
     /// It exited or was killed.
     Exited {
@@ -540,6 +552,8 @@ pub struct RunFold {
     evidence: Vec<Evidence>,
     stages: Vec<String>,
     declined: Vec<String>,
+    /// The first agent call declined because nothing could answer it (no harness).
+    no_adapter: Option<String>,
     result: Option<(bool, Option<String>, Option<String>)>,
     blocked: Option<(String, Option<String>)>,
     protocol_error: Option<String>,
@@ -655,13 +669,18 @@ impl RunFold {
     ) -> Proof {
         let (exit_code, signal, timed_out) = match end {
             ProcessEnd::Exited { code, signal, timed_out } => (*code, *signal, *timed_out),
+            ProcessEnd::Interrupted { code, signal, .. } => (*code, *signal, false),
             ProcessEnd::SpawnFailed { .. } => (None, None, false),
         };
         let mut class = None;
         let mut decision_id = None;
         let error = if let ProcessEnd::SpawnFailed { error, missing } = end {
-            class = missing.then_some(FailureClass::Environment);
+            class =
+                Some(if *missing { FailureClass::Environment } else { FailureClass::NotStarted });
             Some(format!("the workflow could not be started: {error}"))
+        } else if let ProcessEnd::Interrupted { by, .. } = end {
+            class = Some(FailureClass::Interrupted);
+            Some(format!("interrupted by {by}"))
         } else if let Some(reason) = &self.denied {
             Some(format!("denied by policy: {reason}"))
         } else if timed_out {
@@ -690,6 +709,15 @@ impl RunFold {
             let outcomes: Vec<CallOutcome> = self.calls.iter().map(|c| c.outcome.clone()).collect();
             class = run_class(&outcomes);
         }
+        // A run that failed after an agent call found no adapter to answer it failed for a
+        // host precondition, not for the work.
+        let error = match (&self.no_adapter, status, class) {
+            (Some(call), RunStatus::Failed, None) if !timed_out => {
+                class = Some(FailureClass::Environment);
+                error.map(|e| format!("{e}; {call}"))
+            }
+            _ => error,
+        };
         let agents = self
             .calls
             .iter()
@@ -748,12 +776,15 @@ fn tail(s: &str, max: usize) -> String {
 /// What a work read learns of an attempt from its records, or why the read must fail.
 /// `runner_live` is true while some process holds the item's run lease; `parked` names the
 /// approval the run's transcript last parked on and whether it has been ruled on.
+/// `started` is true when the run's transcript records its workflow starting: an attempt
+/// that ended without a proof is lost only then, and otherwise never ran.
 pub fn inspect(
     work_id: &Id,
     run_id: &Id,
     attempt: u32,
     records: (Option<&RunManifest>, Option<&Proof>),
     parked: Option<(&str, bool)>,
+    started: bool,
     runner_live: bool,
 ) -> Result<AttemptStatus, String> {
     let (manifest, proof) = records;
@@ -771,7 +802,8 @@ pub fn inspect(
             Some((approval, decided)) => {
                 AttemptStatus::Parked { approval_id: approval.to_owned(), decided }
             }
-            None => AttemptStatus::Lost,
+            None if started => AttemptStatus::Lost,
+            None => AttemptStatus::NotStarted,
         });
     };
     if manifest.is_none() {
@@ -873,6 +905,7 @@ pub fn fuzz_run_fold(data: &[u8]) {
         0 => ProcessEnd::Exited { code: Some(0), signal: None, timed_out: false },
         1 => ProcessEnd::Exited { code: Some(0), signal: None, timed_out: true },
         2 => ProcessEnd::Exited { code: None, signal: Some(9), timed_out: false },
+        3 => ProcessEnd::Interrupted { by: "an operator".into(), code: None, signal: Some(15) },
         _ => ProcessEnd::SpawnFailed { error: "ENOENT".into(), missing: how & 4 != 0 },
     };
     let proof = fold.finish(&m, &intent, &end, WallTime(5));

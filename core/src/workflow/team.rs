@@ -83,6 +83,16 @@ pub struct Dispatch {
     pub schema: Option<serde_json::Value>,
 }
 
+/// Whether a request could find an adapter to answer it: its specialist's harness, else the
+/// run's. (An unknown specialist has an adapter problem of another kind.)
+pub fn has_adapter(team: &Team, default_harness: Option<&str>, specialist: Option<&str>) -> bool {
+    let named = specialist.and_then(|role| team.get(role));
+    if specialist.is_some() && named.is_none() {
+        return true;
+    }
+    default_harness.is_some() || named.is_some_and(|p| p.harness.is_some())
+}
+
 /// Resolves a request: a named specialist must be in the team; its harness, else the run's
 /// default, answers; its instructions come first in the prompt.
 pub fn dispatch(

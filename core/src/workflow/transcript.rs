@@ -31,6 +31,12 @@ pub fn parked_on(records: &[Value]) -> Option<String> {
     records[at]["approval_id"].as_str().map(str::to_owned)
 }
 
+/// Whether the run's workflow process ever started: the host records `run.start` (or
+/// `run.resume`) right after a spawn succeeds, before the workflow hears a word.
+pub fn started(records: &[Value]) -> bool {
+    records.iter().any(|r| r["event"] == "run.start" || r["event"] == "run.resume")
+}
+
 /// The approvals the run asked for, in the order asked.
 pub fn approvals_asked(records: &[Value]) -> Vec<String> {
     records

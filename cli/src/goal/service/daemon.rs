@@ -351,7 +351,8 @@ fn carry_out(
             let (forcing, goal) = (shared.clone(), shared.active_goal());
             let shared = forcing.clone();
             let thread = std::thread::spawn(move || {
-                let evidence = crate::children::terminate_all(FORCED_STOP_GRACE);
+                let by = "a bounded stop of the supervisor service (service stop --timeout)";
+                let evidence = crate::children::terminate_all_for(by, FORCED_STOP_GRACE);
                 shared.audit.record(json!({
                     "event": "service.forced_stop", "goal_id": goal, "drain_timeout_ms": timeout_ms,
                     "grace_ms": FORCED_STOP_GRACE.as_millis() as u64, "evidence": evidence,

@@ -7,7 +7,7 @@ use crate::workflow::agent::CallOutcome;
 use crate::workflow::approval::{approval_id, consume};
 use crate::workflow::policy::{request_digest, sha256_hex, Request, Verdict, DECISIONS_MAX};
 use crate::workflow::schema::with_contract;
-use crate::workflow::team::{dispatch, Dispatch};
+use crate::workflow::team::{dispatch, has_adapter, Dispatch};
 use serde_json::{json, Value};
 
 /// The identity of a call for the resume cache: everything that shapes its answer (harness,
@@ -33,11 +33,23 @@ impl RunFold {
             self.protocol_error.get_or_insert(format!("agent request id {id} reused"));
             return reply_err(&id, "request id reused");
         }
-        let mut d =
-            match dispatch(&self.team, self.harness.as_deref(), specialist.as_deref(), prompt) {
-                Ok(d) => d,
-                Err(e) => return self.decline(&id, format!("agent {id}: {e}")),
-            };
+        let mut d = match dispatch(
+            &self.team,
+            self.harness.as_deref(),
+            specialist.as_deref(),
+            prompt,
+        ) {
+            Ok(d) => d,
+            Err(e) => {
+                let why = format!("agent {id}: {e}");
+                if !has_adapter(&self.team, self.harness.as_deref(), specialist.as_deref()) {
+                    self.no_adapter.get_or_insert(format!(
+                        "{why}: pass --harness, or name a harness for the specialist in the team"
+                    ));
+                }
+                return self.decline(&id, why);
+            }
+        };
         d.schema = schema;
         let key = call_key(&d, specialist.as_deref());
         let nth = self.asked.entry(key.clone()).or_default();

@@ -102,7 +102,19 @@ fn blocked_is_a_decision_and_a_missing_program_is_the_environment() {
     assert_eq!(p.run.class, Some(FailureClass::Environment));
     let denied = ProcessEnd::SpawnFailed { error: "Permission denied".into(), missing: false };
     let p = RunFold::default().finish(&manifest(), &intent(), &denied, WallTime(20));
-    assert_eq!(p.run.class, None, "anything but a missing program is charged");
+    assert_eq!(
+        p.run.class,
+        Some(FailureClass::NotStarted),
+        "a run that never started is not charged"
+    );
+    let stopped = ProcessEnd::Interrupted {
+        by: "service stop --timeout".into(),
+        code: None,
+        signal: Some(9),
+    };
+    let p = RunFold::default().finish(&manifest(), &intent(), &stopped, WallTime(20));
+    assert_eq!(p.run.class, Some(FailureClass::Interrupted));
+    assert!(p.run.error.as_deref().is_some_and(|e| e.contains("service stop --timeout")));
 }
 
 fn reply(action: Option<HostAction>) -> Value {
@@ -168,30 +180,38 @@ fn errors_keep_their_tail_on_a_char_boundary() {
 fn inspection_follows_the_records_and_refuses_foreign_ones() {
     let (w, r) = (id("w1"), id("wf-1"));
     let m = manifest();
-    assert_eq!(inspect(&w, &r, 1, (None, None), None, false), Ok(AttemptStatus::Lost));
-    assert_eq!(inspect(&w, &r, 1, (Some(&m), None), None, true), Ok(AttemptStatus::Running));
+    assert_eq!(inspect(&w, &r, 1, (None, None), None, true, false), Ok(AttemptStatus::Lost));
+    assert_eq!(
+        inspect(&w, &r, 1, (Some(&m), None), None, false, false),
+        Ok(AttemptStatus::NotStarted),
+        "no proof and no record of the workflow starting: nothing ran"
+    );
+    assert_eq!(inspect(&w, &r, 1, (Some(&m), None), None, true, true), Ok(AttemptStatus::Running));
     let parked = AttemptStatus::Parked { approval_id: "wf-1-p1".into(), decided: false };
-    assert_eq!(inspect(&w, &r, 1, (Some(&m), None), Some(("wf-1-p1", false)), false), Ok(parked));
+    assert_eq!(
+        inspect(&w, &r, 1, (Some(&m), None), Some(("wf-1-p1", false)), true, false),
+        Ok(parked)
+    );
     let pass = fold(&[PASSED, OK]).finish(&m, &intent(), &exited(0), WallTime(20));
     assert_eq!(
-        inspect(&w, &r, 1, (Some(&m), Some(&pass)), None, false),
+        inspect(&w, &r, 1, (Some(&m), Some(&pass)), None, true, false),
         Ok(AttemptStatus::Succeeded)
     );
     let fail = fold(&[OK]).finish(&m, &intent(), &exited(1), WallTime(20));
     assert!(matches!(
-        inspect(&w, &r, 1, (Some(&m), Some(&fail)), None, false),
+        inspect(&w, &r, 1, (Some(&m), Some(&fail)), None, true, false),
         Ok(AttemptStatus::Failed { .. })
     ));
     assert!(
-        inspect(&w, &r, 1, (None, Some(&pass)), None, false).is_err(),
+        inspect(&w, &r, 1, (None, Some(&pass)), None, true, false).is_err(),
         "a proof needs a manifest"
     );
     assert!(
-        inspect(&w, &r, 2, (Some(&m), None), None, false).is_err(),
+        inspect(&w, &r, 2, (Some(&m), None), None, true, false).is_err(),
         "another attempt's manifest"
     );
     assert!(
-        inspect(&id("w2"), &r, 1, (Some(&m), None), None, false).is_err(),
+        inspect(&id("w2"), &r, 1, (Some(&m), None), None, true, false).is_err(),
         "another item's run"
     );
 }
@@ -426,4 +446,22 @@ fn the_synopsis_names_causes_in_order_and_never_invents_an_error() {
         WallTime(20),
     );
     assert_eq!(synopsis(&id("wf-1"), Some(&decided))["causes"][0], "decision");
+}
+
+#[test]
+fn a_run_that_failed_for_want_of_an_adapter_is_an_environment_failure() {
+    let asked = r#"{"op":"agent","id":"implement","prompt":"p"}"#;
+    let failed = r#"{"op":"result","ok":false,"error":"declined agent implement: no harness"}"#;
+    let p = fold(&[asked, failed]).finish(&manifest(), &intent(), &exited(1), WallTime(20));
+    assert_eq!(p.run.class, Some(FailureClass::Environment), "not charged");
+    assert!(
+        p.run.error.as_deref().is_some_and(|e| e.contains("pass --harness")),
+        "{:?}",
+        p.run.error
+    );
+    // With a harness, the same failure is the workflow's own.
+    let mut f = RunFold::new(Some("scripted"), crate::workflow::team::Team::new());
+    f.observe(parse(failed));
+    let p = f.finish(&manifest(), &intent(), &exited(1), WallTime(20));
+    assert_eq!(p.run.class, None);
 }

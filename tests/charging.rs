@@ -1,0 +1,218 @@
+//! Nothing is charged that never ran: a full disk, a refused path and a missing adapter cost
+//! no attempt, and `run` stops on them; an operator's bounded stop interrupts an attempt
+//! without charging it. The real binary in real directories (a tmpfs for the full disk, where
+//! this process may mount one).
+
+use crate::cli::{harn_at, harn_bin, json, text};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn projection(root: &Path, id: &str) -> Value {
+    json(&harn_at(root, &["work", "show", id, "--json"]))["projection"].clone()
+}
+
+fn charged(root: &Path, id: &str) -> (u64, u64) {
+    let p = projection(root, id);
+    (p["attempts_used"].as_u64().unwrap(), p["charged_attempts"].as_u64().unwrap())
+}
+
+/// The example's root with item `docs` and goal `dg` over it, which may retry blocked work.
+fn example_root(at: &Path) -> PathBuf {
+    let root = at.join("r");
+    let out = harn_at(&root, &["example"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let create = ["work", "create", "Docs", "wf.sh", "--id", "docs", "--objective", "o"];
+    assert!(harn_at(&root, &create).status.success());
+    let goal = ["supervisor", "create", "docs", "--team", "team.json", "--id", "dg"];
+    let flags = ["--retry-blocked", "--accept-passing-proof"];
+    assert!(harn_at(&root, &[&goal[..], &flags[..]].concat()).status.success());
+    root
+}
+
+/// A small tmpfs, unmounted when dropped.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(at).unwrap();
+        let opts = format!("size={size}");
+        let ok = Command::new("mount").args(["-t", "tmpfs", "-o", &opts, "tmpfs"]).arg(at).status();
+        ok.is_ok_and(|s| s.success()).then(|| Tmpfs(at.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// Every file under `dir` whose name says it is a temporary file.
+fn temporaries(dir: &Path, found: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            temporaries(&path, found);
+        } else if entry.file_name().to_string_lossy().contains(".tmp") {
+            found.push(path);
+        }
+    }
+}
+
+#[test]
+fn a_full_disk_charges_nothing_and_stops_the_run_and_the_tick() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "512k") else {
+        eprintln!("skipped: this process may not mount a tmpfs");
+        return;
+    };
+    let root = example_root(&disk.0);
+    // Fill the disk.
+    let fill = disk.0.join("fill");
+    let _ = Command::new("dd")
+        .arg("if=/dev/zero")
+        .arg(format!("of={}", fill.display()))
+        .arg("bs=4k")
+        .output();
+    let run = harn_at(&root, &["supervisor", "run", "dg", "--harness", "scripted"]);
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run));
+    assert!(text(&run).contains("stop: not_started"), "{}", text(&run));
+    assert!(text(&run).contains("no attempt was charged"), "{}", text(&run));
+    assert_eq!(charged(&root, "docs"), (0, 0), "nothing ran, nothing is an attempt");
+    let single = harn_at(&root, &["work", "run", "docs", "--harness", "scripted"]);
+    assert_eq!(single.status.code(), Some(1), "{}", text(&single));
+    assert_eq!(charged(&root, "docs"), (0, 0));
+    let mut left = Vec::new();
+    temporaries(&root.join(".harnery/workflows"), &mut left);
+    assert!(left.is_empty(), "temporary files left by refused starts: {left:?}");
+
+    std::fs::remove_file(&fill).unwrap();
+    let run = harn_at(&root, &["supervisor", "run", "dg", "--harness", "scripted"]);
+    assert!(run.status.success(), "room again: {}", text(&run));
+    assert_eq!(charged(&root, "docs"), (1, 1), "the one attempt that ran");
+}
+
+#[test]
+fn a_refused_workflows_directory_charges_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = example_root(tmp.path());
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).unwrap();
+    let workflows = root.join(".harnery/workflows");
+    std::fs::rename(&workflows, tmp.path().join("kept")).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &workflows).unwrap();
+    let out = harn_at(&root, &["work", "run", "docs", "--harness", "scripted"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("symlink"), "{}", text(&out));
+    assert_eq!(charged(&root, "docs"), (0, 0));
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0, "nothing written through it");
+}
+
+#[test]
+fn forgetting_the_harness_is_a_host_precondition_not_a_charged_attempt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = example_root(tmp.path());
+    let out = harn_at(&root, &["work", "run", "docs"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("pass --harness"), "says what to type: {}", text(&out));
+    let p = projection(&root, "docs");
+    assert_eq!(
+        (p["attempts_used"].as_u64(), p["charged_attempts"].as_u64()),
+        (Some(1), Some(0)),
+        "{p}"
+    );
+    assert_eq!(
+        (p["state"].as_str(), p["next_action"].as_str()),
+        (Some("blocked"), Some("none")),
+        "{p}"
+    );
+}
+
+/// A root whose item `w` runs a workflow that ignores SIGTERM until killed, and a goal `g`.
+fn stubborn_root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let wf = r.join("wf.sh");
+    std::fs::write(&wf, "#!/bin/sh\nread start\ntrap '' TERM\nsleep 300\n").unwrap();
+    std::fs::set_permissions(&wf, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(r.join("team.json"), r#"{"implementer": {"instructions": "Implement it."}}"#)
+        .unwrap();
+    let create = ["work", "create", "w", "wf.sh", "--id", "w", "--objective", "o"];
+    assert!(harn_at(r, &create).status.success());
+    let goal = ["supervisor", "create", "w", "--team", "team.json", "--id", "g"];
+    assert!(harn_at(r, &goal).status.success());
+    dir
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !ok() {
+        assert!(started.elapsed() < Duration::from_secs(20), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn latest_proof(root: &Path) -> Value {
+    let run = projection(root, "w")["latest_run_id"].as_str().unwrap().to_owned();
+    let bytes = std::fs::read(root.join(format!(".harnery/workflows/{run}/proof.json"))).unwrap();
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+#[test]
+fn a_bounded_service_stop_interrupts_the_attempt_without_charging_it() {
+    let dir = stubborn_root();
+    let r = dir.path();
+    let start = ["supervisor", "service", "start", "g", "--wake-interval-ms", "50"];
+    assert!(harn_at(r, &start).status.success());
+    wait_for("the attempt to start", || projection(r, "w")["state"] == "running");
+    let out = harn_at(r, &["supervisor", "service", "stop", "--timeout", "1"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(charged(r, "w"), (1, 0), "interrupted, not charged");
+    let proof = latest_proof(r);
+    assert_eq!(proof["run"]["class"], "interrupted", "{proof}");
+    assert!(proof["run"]["error"].as_str().unwrap().contains("service stop --timeout"), "{proof}");
+    let p = projection(r, "w");
+    assert!(p["reason"].as_str().unwrap().contains("interrupted by an operator's stop"), "{p}");
+}
+
+#[test]
+fn a_signal_to_a_foreground_run_interrupts_the_attempt_without_charging_it() {
+    let dir = stubborn_root();
+    let r = dir.path();
+    let run = Command::new(harn_bin())
+        .args(["work", "run", "w", "--root"])
+        .arg(r)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the workflow runs: the host records `run.start` right after the spawn.
+    wait_for("the workflow to start", || {
+        let run = projection(r, "w")["latest_run_id"].as_str().map(str::to_owned);
+        run.is_some_and(|run| {
+            std::fs::read_to_string(r.join(format!(".harnery/workflows/{run}/transcript.jsonl")))
+                .is_ok_and(|t| t.contains("\"run.start\""))
+        })
+    });
+    let asked = Instant::now();
+    let pid = rustix::process::Pid::from_raw(run.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let out = run.wait_with_output().unwrap();
+    assert!(asked.elapsed() < Duration::from_secs(15), "the grace is bounded");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(charged(r, "w"), (1, 0), "interrupted, not charged: {}", text(&out));
+    let proof = latest_proof(r);
+    assert_eq!(proof["run"]["class"], "interrupted", "{proof}");
+    assert!(proof["run"]["error"].as_str().unwrap().contains("SIGTERM"), "{proof}");
+    let left = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&r.display().to_string()))
+        })
+        .count();
+    assert_eq!(left, 0, "no process of the run is left");
+}
