@@ -7,9 +7,15 @@ use std::sync::OnceLock;
 /// The `harn` binary, built with the test-only `planted-bugs` feature for this test's
 /// profile. `cargo test --workspace` has already built it; asking cargo again is a no-op then,
 /// and makes `cargo test --test integration` alone, or a plain `cargo build` in between, safe.
+///
+/// `HARN_TEST_BIN` names another binary to test instead (an earlier build, to see which
+/// tests it fails).
 pub fn harn_bin() -> PathBuf {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("HARN_TEST_BIN") {
+            return PathBuf::from(bin);
+        }
         let exe = std::env::current_exe().expect("test executable path");
         let profile_dir = exe.parent().and_then(Path::parent).expect("target profile directory");
         let mut build = Command::new(env!("CARGO"));

@@ -1,3 +1,4 @@
+mod bounded;
 mod charging;
 mod cli;
 mod conformance;

@@ -66,9 +66,7 @@ pub fn interrupt_on_signals() -> std::io::Result<()> {
         let mut seen = signals.forever();
         if let Some(first) = seen.next() {
             let name = if first == SIGINT { "SIGINT" } else { "SIGTERM" };
-            eprintln!(
-                "harn: {name}: stopping the runs in progress (their attempts are not charged)"
-            );
+            errln!("harn: {name}: stopping the runs in progress (their attempts are not charged)");
             terminate_all_for(&format!("an operator's stop ({name} to harn)"), INTERRUPT_GRACE);
         }
         if seen.next().is_some() {

@@ -101,7 +101,7 @@ fn restore_default_sigpipe() {
 
 /// Prints an error the way every verb does and returns the exit code.
 pub fn fail(code: i32, message: impl std::fmt::Display) -> i32 {
-    eprintln!("harn: {message}");
+    errln!("harn: {message}");
     code
 }
 

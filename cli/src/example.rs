@@ -35,7 +35,7 @@ pub fn run(a: ExampleArgs) -> i32 {
         return fail(EXIT_USAGE, format!("{}: {e}", root.display()));
     }
     let root = std::fs::canonicalize(&root).unwrap_or(root);
-    println!("example root: {}\n", root.display());
+    outln!("example root: {}\n", root.display());
     let create = [
         "work",
         "create",
@@ -63,8 +63,8 @@ pub fn run(a: ExampleArgs) -> i32 {
             return code;
         }
     }
-    println!("The parser is in review. Now a goal: the CLI item depends on the parser, and the");
-    println!("supervisor accepts passing proofs, dispatches in dependency order, and stops on success.\n");
+    outln!("The parser is in review. Now a goal: the CLI item depends on the parser, and the");
+    outln!("supervisor accepts passing proofs, dispatches in dependency order, and stops on success.\n");
     let depends = [
         "work",
         "create",
@@ -103,8 +103,8 @@ pub fn run(a: ExampleArgs) -> i32 {
         }
     }
     let r = root.display();
-    println!("Explore the records with `harn work list --root {r}` or `harn dash --root {r}`.");
-    println!("To leave a goal to the supervisor service and watch it, see the README.");
+    outln!("Explore the records with `harn work list --root {r}` or `harn dash --root {r}`.");
+    outln!("To leave a goal to the supervisor service and watch it, see the README.");
     0
 }
 
@@ -129,7 +129,7 @@ fn step(root: &Path, args: &[&str]) -> Result<(), i32> {
         .iter()
         .map(|a| if a.contains(' ') { format!("{a:?}") } else { (*a).to_owned() })
         .collect();
-    println!("$ harn {} --root {}", quoted.join(" "), root.display());
+    outln!("$ harn {} --root {}", quoted.join(" "), root.display());
     let me = std::env::current_exe().map_err(|e| fail(EXIT_FAILED, format!("harn: {e}")))?;
     let status = Command::new(me)
         .args(args)
@@ -137,7 +137,7 @@ fn step(root: &Path, args: &[&str]) -> Result<(), i32> {
         .arg(root)
         .status()
         .map_err(|e| fail(EXIT_FAILED, format!("harn: {e}")))?;
-    println!();
+    outln!();
     match status.code() {
         Some(0) => Ok(()),
         code => Err(fail(EXIT_FAILED, format!("the example stopped: exit {code:?}"))),

@@ -1,12 +1,26 @@
 //! harn (library half of the binary): binds harn-core to real files, processes and the
 //! terminal, and carries the clap front end.
 
+/// `println!` for text that may carry what agents, workflows and titles wrote: control
+/// characters are shown, never sent to the terminal (see `harn_core::text`).
+macro_rules! outln {
+    () => { println!() };
+    ($($arg:tt)*) => { println!("{}", harn_core::text::neutralize(&format!($($arg)*))) };
+}
+
+/// `eprintln!` with control characters shown, as [`outln`].
+macro_rules! errln {
+    () => { eprintln!() };
+    ($($arg:tt)*) => { eprintln!("{}", harn_core::text::neutralize(&format!($($arg)*))) };
+}
+
 pub mod children;
 pub mod cli;
 pub mod dash;
 pub mod example;
 pub mod goal;
 pub mod harness;
+pub mod input;
 pub mod private;
 pub mod readers;
 pub mod real_clock;

@@ -227,16 +227,16 @@ fn run_one(args: RunArgs) -> i32 {
             "seed": out.seed, "steps": out.steps, "harnesses": out.options.harnesses.len(),
             "final_hash": format!("{last_hash:016x}"), "violation": out.violation,
         });
-        println!("{doc}");
+        outln!("{doc}");
     } else {
         match &out.violation {
-            None => println!(
+            None => outln!(
                 "seed {}: {} steps, {} harnesses, every invariant held (final hash {last_hash:016x})",
                 out.seed,
                 out.steps,
                 out.options.harnesses.len()
             ),
-            Some(v) => println!("seed {}: {v}", out.seed),
+            Some(v) => outln!("seed {}: {v}", out.seed),
         }
     }
     if out.violation.is_some() {
@@ -268,7 +268,7 @@ fn sweep(args: SweepArgs) -> i32 {
                 return fail(EXIT_FAILED, format!("{}: {e}", file.display()));
             }
             if !args.json {
-                println!("FAIL seed {seed}: {v}\n     trace: {}", file.display());
+                outln!("FAIL seed {seed}: {v}\n     trace: {}", file.display());
             }
             failures.push((seed, v, file));
         }
@@ -284,9 +284,9 @@ fn sweep(args: SweepArgs) -> i32 {
             "seeds_per_second": seeds as f64 / secs, "steps_per_second": steps as f64 / secs,
             "failures": failing,
         });
-        println!("{doc}");
+        outln!("{doc}");
     } else {
-        println!(
+        outln!(
             "swept {seeds} seeds ({steps} steps) in {secs:.1} s: {:.1} seeds/s, {:.0} steps/s; {} failing",
             seeds as f64 / secs,
             steps as f64 / secs,
@@ -301,8 +301,7 @@ fn sweep(args: SweepArgs) -> i32 {
 }
 
 fn read_trace(file: &Path) -> Result<Trace, i32> {
-    let text = std::fs::read_to_string(file)
-        .map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", file.display())))?;
+    let text = crate::input::read_text(file, 1 << 30).map_err(|e| fail(EXIT_USAGE, e))?;
     Trace::parse(&text).map_err(|e| fail(EXIT_USAGE, format!("{}:{e}", file.display())))
 }
 
@@ -313,16 +312,16 @@ fn replay(file: &Path) -> i32 {
     };
     let report = runner::replay(&trace);
     match report.first_divergence {
-        None => println!("replayed {} steps of seed {}: every state hash matches", report.steps_compared, trace.header.seed),
-        Some((step, want, got)) => println!(
+        None => outln!("replayed {} steps of seed {}: every state hash matches", report.steps_compared, trace.header.seed),
+        Some((step, want, got)) => outln!(
             "replay of seed {} diverges at step {step}: recorded hash {want:016x}, replayed {got:016x}",
             trace.header.seed
         ),
     }
     match (&report.recorded, &report.replayed) {
-        (Some(r), Some(p)) if r == p => println!("reproduced: {p}"),
+        (Some(r), Some(p)) if r == p => outln!("reproduced: {p}"),
         (None, None) => {}
-        (r, p) => println!("outcome differs: recorded {r:?}, replayed {p:?}"),
+        (r, p) => outln!("outcome differs: recorded {r:?}, replayed {p:?}"),
     }
     if report.identical() {
         0
@@ -388,10 +387,10 @@ fn minimize(file: &Path, out: Option<PathBuf>, json: bool) -> i32 {
             "seed": trace.header.seed, "before": before, "after": after,
             "violation": small.violation, "trace": out,
         });
-        println!("{doc}");
+        outln!("{doc}");
         return 0;
     }
-    println!(
+    outln!(
         "minimized seed {}: {} -> {} steps, {} -> {} harnesses, fault classes {} -> {}; {}\nwrote {}",
         trace.header.seed,
         before["steps"],
@@ -458,7 +457,7 @@ fn day(seed: u64, json: bool) -> i32 {
         "violation": result.as_ref().err(),
     });
     if json {
-        println!("{summary}");
+        outln!("{summary}");
     } else {
         print_day(&summary, &rows);
     }
@@ -470,16 +469,22 @@ fn day(seed: u64, json: bool) -> i32 {
 }
 
 fn print_day(s: &serde_json::Value, rows: &[serde_json::Value]) {
-    println!(
+    outln!(
         "simulated {} h of the harness daemon (seed {}): {} steps, {} host crashes, {} journal events, {} ms of real time",
         s["virtual_hours"], s["seed"], s["steps"], s["host_crashes"], s["journal_events"], s["wall_ms"]
     );
-    println!(
+    outln!(
         "{:<6} {:<14} {:<15} {:<11} {:>7} {:>6} {:>9}",
-        "NAME", "PROGRAM", "RESTART", "STATE", "ENABLED", "RUNS", "RESTARTS"
+        "NAME",
+        "PROGRAM",
+        "RESTART",
+        "STATE",
+        "ENABLED",
+        "RUNS",
+        "RESTARTS"
     );
     for r in rows {
-        println!(
+        outln!(
             "{:<6} {:<14} {:<15} {:<11} {:>7} {:>6} {:>9}",
             r["name"].as_str().unwrap_or(""),
             r["program"].as_str().unwrap_or(""),
@@ -491,8 +496,8 @@ fn print_day(s: &serde_json::Value, rows: &[serde_json::Value]) {
         );
     }
     match s["violation"].as_object() {
-        None => println!("every invariant held after every step"),
-        Some(_) => println!("INVARIANT BROKEN: {}", s["violation"]),
+        None => outln!("every invariant held after every step"),
+        Some(_) => outln!("INVARIANT BROKEN: {}", s["violation"]),
     }
 }
 
@@ -508,7 +513,7 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> i32 {
     }
     if json {
         let t = &total;
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "seeds": to - from, "failures": failures, "actions": t.actions,
@@ -518,7 +523,7 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> i32 {
             })
         );
     } else {
-        println!(
+        outln!(
             "{} seeds: {} actions, {} crashes, {} attempts, {} parked, {} resumed, {} proofs, \
              {} accepted, {} histories damaged; {} failed",
             to - from,
@@ -556,7 +561,7 @@ fn goal_sweep((from, to): (u64, u64), json: bool) -> i32 {
     }
     if json {
         let t = &total;
-        println!(
+        outln!(
             "{}",
             serde_json::json!({
                 "seeds": to - from, "failures": failures, "ticks": t.ticks, "crashes": t.crashes,
@@ -565,7 +570,7 @@ fn goal_sweep((from, to): (u64, u64), json: bool) -> i32 {
             })
         );
     } else {
-        println!(
+        outln!(
             "{} seeds: {} ticks, {} crashes, {} dispatches, {} acceptances, {} plans ({} applied), \
              {} goals succeeded; {} failed",
             to - from,
@@ -592,7 +597,7 @@ fn service_sweep((from, to): (u64, u64)) -> i32 {
             Err(e) => failures.push(e),
         }
     }
-    println!(
+    outln!(
         "{} seeds: {} sweeps, {} ticks ({} failed outside the goal), {} heartbeats, {} service \
          crashes, {} stops ({} forced, killing {} runs), {} wall-clock jumps; {} failed",
         to - from,
@@ -615,10 +620,10 @@ fn service_sweep((from, to): (u64, u64)) -> i32 {
 fn seeds_exit(failures: &[String], print: bool) -> i32 {
     if print {
         for f in failures.iter().take(10) {
-            eprintln!("harn: {f}");
+            errln!("harn: {f}");
         }
         if failures.len() > 10 {
-            eprintln!("harn: … and {} more", failures.len() - 10);
+            errln!("harn: … and {} more", failures.len() - 10);
         }
     }
     if failures.is_empty() {

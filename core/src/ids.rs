@@ -8,7 +8,8 @@ pub const ID_MAX_LEN: usize = 64;
 
 /// A name of a harness, a goal, a work item or a profile. Lowercase ASCII letters, digits, `.`,
 /// `_` and `-`; 1 to [`ID_MAX_LEN`] bytes; does not start with `.` and never contains `..`, so it
-/// can never name a parent, a hidden file or another directory.
+/// can never name a parent, a hidden file or another directory; does not start with `-`, so
+/// it never reads as an option where a command line takes it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
 pub struct Id(String);
@@ -24,6 +25,8 @@ pub enum IdError {
     BadChar(char),
     /// The string starts with `.` or contains `..`.
     Dots,
+    /// The string starts with `-`.
+    LeadingDash,
 }
 
 impl fmt::Display for IdError {
@@ -36,6 +39,9 @@ impl fmt::Display for IdError {
                 "an id may hold only lowercase letters, digits, '.', '_' and '-', not {c:?}"
             ),
             IdError::Dots => write!(f, "an id may not start with '.' or contain '..'"),
+            IdError::LeadingDash => {
+                write!(f, "an id may not start with '-' (it would read as an option)")
+            }
         }
     }
 }
@@ -56,6 +62,9 @@ impl Id {
         }
         if s.starts_with('.') || s.contains("..") {
             return Err(IdError::Dots);
+        }
+        if s.starts_with('-') {
+            return Err(IdError::LeadingDash);
         }
         Ok(Id(s.to_owned()))
     }
@@ -108,6 +117,8 @@ mod tests {
         assert_eq!(Id::new("..").unwrap_err(), IdError::Dots);
         assert_eq!(Id::new(".hidden").unwrap_err(), IdError::Dots);
         assert_eq!(Id::new("a..b").unwrap_err(), IdError::Dots);
+        assert_eq!(Id::new("-rf").unwrap_err(), IdError::LeadingDash);
+        assert!(Id::new("a-b").is_ok(), "a dash inside is fine");
         assert_eq!(Id::new("A"), Err(IdError::BadChar('A')));
         assert_eq!(Id::new("a\0"), Err(IdError::BadChar('\0')));
         assert_eq!(Id::new(&"a".repeat(65)), Err(IdError::TooLong(65)));

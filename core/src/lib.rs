@@ -15,6 +15,7 @@ pub mod ids;
 pub mod journal;
 pub mod lifecycle;
 pub mod service;
+pub mod text;
 pub mod time;
 pub mod wake;
 pub mod watch;

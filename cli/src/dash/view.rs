@@ -85,6 +85,22 @@ pub fn render(f: &mut Frame, snapshot: &Snapshot, page: Page, now: WallTime) {
         Page::Harnesses => harnesses_page(f, body, snapshot),
     }
     f.render_widget(Paragraph::new(" q quit · ←/→ or 1-3 page · r read now").style(DIM), bottom);
+    neutralize(f.buffer_mut());
+}
+
+/// Titles, reasons and errors come from agents and workflows: no character of theirs that a
+/// terminal would act on (an escape sequence, a bidi override) reaches it; each becomes `�`.
+fn neutralize(buffer: &mut ratatui::buffer::Buffer) {
+    for cell in buffer.content.iter_mut() {
+        if cell.symbol().chars().any(harn_core::text::is_control) {
+            let shown: String = cell
+                .symbol()
+                .chars()
+                .map(|c| if harn_core::text::is_control(c) { '\u{fffd}' } else { c })
+                .collect();
+            cell.set_symbol(&shown);
+        }
+    }
 }
 
 /// The first screen, before anything was read.

@@ -160,12 +160,10 @@ fn create(store: &mut Store, a: CreateArgs) -> i32 {
         None => None,
         Some(file) => {
             let path = store.root().join(file);
-            let read = std::fs::read(&path)
-                .map_err(|e| format!("{}: {e}", path.display()))
-                .and_then(|b| {
-                    serde_json::from_slice::<harn_core::goal::plan::Mission>(&b)
-                        .map_err(|e| format!("{}:{}: {e}", path.display(), e.line()))
-                });
+            let read = crate::input::read(&path, crate::input::CONFIG_MAX).and_then(|b| {
+                serde_json::from_slice::<harn_core::goal::plan::Mission>(&b)
+                    .map_err(|e| format!("{}:{}: {e}", path.display(), e.line()))
+            });
             match read {
                 Ok(m) => Some(m),
                 Err(e) => return fail(EXIT_USAGE, e),
@@ -260,13 +258,13 @@ fn list(store: &mut Store, as_json: bool) -> i32 {
     }
     let warnings = listing.problems;
     if as_json {
-        println!("{}", json!({ "goals": rows, "errors": errors, "warnings": warnings }));
+        outln!("{}", json!({ "goals": rows, "errors": errors, "warnings": warnings }));
     } else {
         for w in &warnings {
-            eprintln!("harn: warning: {w}");
+            errln!("harn: warning: {w}");
         }
         for r in &rows {
-            println!(
+            outln!(
                 "{:<28} {:<32} {}",
                 r["id"].as_str().unwrap_or(""),
                 format!(
@@ -278,14 +276,14 @@ fn list(store: &mut Store, as_json: bool) -> i32 {
             );
         }
         for e in &errors {
-            eprintln!(
+            errln!(
                 "harn: goal {}: {}",
                 e["id"].as_str().unwrap_or(""),
                 e["error"].as_str().unwrap_or("")
             );
         }
         if rows.is_empty() && errors.is_empty() {
-            println!("no goals");
+            outln!("no goals");
         }
     }
     if errors.is_empty() {
@@ -308,25 +306,28 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> i32 {
     if as_json {
         let items: Vec<_> =
             g.items.iter().map(|i| json!({ "id": i.id, "projection": i.projection })).collect();
-        println!(
+        outln!(
             "{}",
             json!({ "intent": g.intent, "projection": g.projection, "work": items, "fingerprint": fingerprint })
         );
         return 0;
     }
     let (p, l, a) = (&g.projection, &g.intent.limits, &g.intent.automation);
-    println!("{id}  {}", g.intent.title);
-    println!("  state      {} — {}", words(p), p.reason);
+    outln!("{id}  {}", g.intent.title);
+    outln!("  state      {} — {}", words(p), p.reason);
     let root = g.projection.root_work_id.as_ref().map_or("(none yet)".into(), |r| r.to_string());
-    println!("  root       {root}");
+    outln!("  root       {root}");
     if let Some(m) = &g.intent.mission {
-        println!("  mission    {} (at most {} milestones)", m.objective, m.max_milestones);
+        outln!("  mission    {} (at most {} milestones)", m.objective, m.max_milestones);
     }
-    println!(
+    outln!(
         "  attempts   {} used, {} charged, {} left of {}",
-        p.attempts_used, p.charged_attempts, p.attempts_remaining, l.max_total_attempts
+        p.attempts_used,
+        p.charged_attempts,
+        p.attempts_remaining,
+        l.max_total_attempts
     );
-    println!(
+    outln!(
         "  limits     {} cycles, {} ms a run, {} in parallel, {} agents a work item, {} at once",
         l.max_cycles,
         l.max_runtime_ms,
@@ -334,16 +335,18 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> i32 {
         l.max_agents_per_work,
         l.agent_concurrency
     );
-    println!(
+    outln!(
         "  automation accept passing proof: {}, resume approved: {}, retry blocked: {}",
-        a.accept_passing_proof, a.resume_approved, a.retry_blocked
+        a.accept_passing_proof,
+        a.resume_approved,
+        a.retry_blocked
     );
     let team: Vec<&str> = g.intent.team.keys().map(String::as_str).collect();
-    println!("  team       {}", if team.is_empty() { "(none)".into() } else { team.join(", ") });
+    outln!("  team       {}", if team.is_empty() { "(none)".into() } else { team.join(", ") });
     for i in &g.items {
         let q = &i.projection;
         let state = json!(q.state);
-        println!(
+        outln!(
             "  work       {:<24} {:<18} {}",
             i.id.as_str(),
             state.as_str().unwrap_or(""),
@@ -361,7 +364,7 @@ fn drive_cmd(store: &mut Store, a: DriveArgs, mode: Mode) -> i32 {
     let quiet = a.json;
     let mut say = |line: String| {
         if !quiet {
-            println!("{line}");
+            outln!("{line}");
         }
     };
     let intent = match store::intent(store, &id) {
@@ -382,10 +385,10 @@ fn drive_cmd(store: &mut Store, a: DriveArgs, mode: Mode) -> i32 {
     if a.json {
         let mut doc = json!(report);
         doc["goal_id"] = json!(id);
-        println!("{doc}");
+        outln!("{doc}");
     } else {
         let reason = json!(report.stop.reason);
-        println!(
+        outln!(
             "stop: {} — {} ({} cycles, {} dispatched, {} accepted)",
             reason.as_str().unwrap_or(""),
             report.stop.detail,

@@ -132,7 +132,7 @@ fn twenty_five() -> u32 {
 pub fn read_policy(root: &Path, file: &Path) -> Result<ReplanningPolicy, String> {
     let path = root.join(file);
     let shown = path.display();
-    let bytes = std::fs::read(&path).map_err(|e| format!("{shown}: {e}"))?;
+    let bytes = crate::input::read(&path, crate::input::CONFIG_MAX)?;
     let raw: PolicyFile =
         serde_json::from_slice(&bytes).map_err(|e| format!("{shown}:{}: {e}", e.line()))?;
     let base = path.parent().unwrap_or(root);
@@ -140,8 +140,8 @@ pub fn read_policy(root: &Path, file: &Path) -> Result<ReplanningPolicy, String>
     for (id, t) in raw.templates {
         let wf = std::fs::canonicalize(base.join(&t.workflow))
             .map_err(|e| format!("{shown}: templates.{id}.workflow {}: {e}", t.workflow))?;
-        let body =
-            std::fs::read(&wf).map_err(|e| format!("{shown}: templates.{id}.workflow: {e}"))?;
+        let body = crate::input::read(&wf, crate::input::WORKFLOW_MAX)
+            .map_err(|e| format!("{shown}: templates.{id}.workflow: {e}"))?;
         let template = Template {
             path: wf.display().to_string(),
             sha256: harn_core::workflow::policy::sha256_hex(&body),
@@ -205,14 +205,14 @@ pub fn run(store: &mut Store, verb: PlanVerb) -> i32 {
         Ok(line) if as_json => {
             let status =
                 plans::read_plans(store, &goal).ok().and_then(|ps| plans::status_of(&ps, &plan_id));
-            println!(
+            outln!(
                 "{}",
                 json!({ "goal_id": goal, "plan_id": plan_id, "status": status, "result": line })
             );
             0
         }
         Ok(line) => {
-            println!("{line}");
+            outln!("{line}");
             0
         }
         Err(e) => fail(EXIT_FAILED, e),
@@ -225,15 +225,15 @@ fn list(store: &mut Store, goal: &Id, as_json: bool) -> i32 {
         Err(e) => return fail(EXIT_FAILED, e),
     };
     if as_json {
-        println!("{}", json!({ "goal_id": goal, "plans": plans }));
+        outln!("{}", json!({ "goal_id": goal, "plans": plans }));
         return 0;
     }
     for p in &plans {
         let status = json!(p.status);
-        println!("{:<6} {:<16} {}", p.request.plan_id, status.as_str().unwrap_or(""), p.reason);
+        outln!("{:<6} {:<16} {}", p.request.plan_id, status.as_str().unwrap_or(""), p.reason);
     }
     if plans.is_empty() {
-        println!("no plans");
+        outln!("no plans");
     }
     0
 }
@@ -255,32 +255,32 @@ fn show(store: &mut Store, goal: &Id, plan: &str, as_json: bool) -> i32 {
         let receipt: Option<Value> = store
             .read_record(&format!("{}/review.json", plans::plan_dir(goal, plan)))
             .unwrap_or(None);
-        println!(
+        outln!(
             "{}",
             json!({ "plan": view, "events": events, "proposal": proposal, "review": receipt })
         );
         return 0;
     }
     let status = json!(view.status);
-    println!("{plan} of {goal}: {} — {}", status.as_str().unwrap_or(""), view.reason);
+    outln!("{plan} of {goal}: {} — {}", status.as_str().unwrap_or(""), view.reason);
     let root = view.request.prior_root_work_id.as_ref().map_or("(none)".into(), |r| r.to_string());
-    println!("  asked on   root {root}");
+    outln!("  asked on   root {root}");
     let receipt: Option<harn_core::goal::review::Receipt> =
         store.read_record(&format!("{}/review.json", plans::plan_dir(goal, plan))).unwrap_or(None);
     if let Some(r) = &receipt {
         let findings: usize =
             r.rounds.iter().flat_map(|round| &round.reviews).map(|v| v.findings.len()).sum();
         let status = json!(r.status);
-        println!(
+        outln!(
             "  review     {} after {} rounds, {findings} findings",
             status.as_str().unwrap_or(""),
             r.rounds.len()
         );
     }
     if let Some(p) = &proposal {
-        println!("  rationale  {}", p.rationale);
+        outln!("  rationale  {}", p.rationale);
         for w in &p.work {
-            println!(
+            outln!(
                 "  work       {} ({}) after [{}]: {}",
                 w.key,
                 w.template,

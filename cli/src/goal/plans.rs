@@ -60,7 +60,7 @@ impl Specialists for RealSpecialists<'_> {
     }
 
     fn workflow_digest(&mut self, path: &str) -> Result<String, String> {
-        let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+        let bytes = crate::input::read(Path::new(path), crate::input::WORKFLOW_MAX)?;
         Ok(harn_core::workflow::policy::sha256_hex(&bytes))
     }
 }

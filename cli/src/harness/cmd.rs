@@ -112,6 +112,10 @@ enum Verb {
         /// Keep printing what is appended.
         #[arg(long)]
         follow: bool,
+        /// Print the bytes as the child wrote them, control sequences included (by default
+        /// they are shown, not sent to the terminal).
+        #[arg(long)]
+        raw: bool,
     },
     /// Stream lifecycle events as they happen.
     Events {
@@ -165,7 +169,9 @@ pub fn run(args: HarnessArgs) -> i32 {
         Verb::Restart { names } => simple(&paths, Request::Restart { names }),
         Verb::Profile(ProfileVerb::Use { name }) => simple(&paths, Request::UseProfile { name }),
         Verb::Reload => simple(&paths, Request::Reload),
-        Verb::Logs { name, lines, follow } => super::logs_cmd::logs(&paths, &name, lines, follow),
+        Verb::Logs { name, lines, follow, raw } => {
+            super::logs_cmd::logs(&paths, &name, lines, follow, raw)
+        }
         Verb::Events { json } => super::logs_cmd::events(&paths, json),
         Verb::Ledger { name, json } => super::ledger::show(&paths, name.as_deref(), json),
         Verb::Unit => super::unit::print(&paths, &config),
@@ -195,7 +201,7 @@ fn simple(paths: &Paths, request: Request) -> i32 {
         Err(e) => fail(EXIT_FAILED, e),
         Ok(answer) if is_ok(&answer) => {
             if let Some(m) = answer["message"].as_str() {
-                println!("{m}");
+                outln!("{m}");
             }
             0
         }
@@ -224,7 +230,7 @@ fn show(paths: &Paths, name: Option<&str>, json: bool) -> i32 {
                 map.remove("ok");
             }
             if json {
-                println!("{doc}");
+                outln!("{doc}");
             } else {
                 print!("{}", status::table(&doc));
             }
@@ -263,7 +269,7 @@ fn up(paths: &Paths, config: &Path, timeout: Duration) -> i32 {
         }
         if let Ok(answer) = client::request(paths, &Request::Ping, Duration::from_secs(2)) {
             if is_ok(&answer) {
-                println!("harness daemon up (pid {}) in {}", answer["pid"], paths.root.display());
+                outln!("harness daemon up (pid {}) in {}", answer["pid"], paths.root.display());
                 return 0;
             }
         }
@@ -283,7 +289,7 @@ fn down(paths: &Paths, timeout: Option<u64>) -> i32 {
     let request = Request::Shutdown { timeout_ms: timeout.map(|s| s * 1000) };
     match client::request(paths, &request, ANSWER_TIMEOUT) {
         Err(client::ClientError::NotRunning(_)) => {
-            println!("no harness daemon is running in {}", paths.root.display());
+            outln!("no harness daemon is running in {}", paths.root.display());
             return 0;
         }
         Err(e) => return fail(EXIT_FAILED, e),
@@ -292,13 +298,13 @@ fn down(paths: &Paths, timeout: Option<u64>) -> i32 {
         }
         Ok(_) => {}
     }
-    println!("draining: stopping every harness");
+    outln!("draining: stopping every harness");
     // The daemon holds its lock until it exits; when the lock is free, it is gone.
     let limit = Duration::from_secs(timeout.unwrap_or(3600) + 30);
     let started = Instant::now();
     while started.elapsed() < limit {
         if super::detach::lock_is_free(paths) {
-            println!("harness daemon stopped");
+            outln!("harness daemon stopped");
             return 0;
         }
         std::thread::sleep(Duration::from_millis(50));

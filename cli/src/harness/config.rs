@@ -116,12 +116,13 @@ struct RawProfile {
 
 /// Reads and validates `file`.
 pub fn load(file: &Path) -> Result<DaemonConfig, ConfigError> {
-    let text = std::fs::read_to_string(file).map_err(|e| ConfigError {
-        file: file.to_owned(),
-        line: None,
-        key: None,
-        message: e.to_string(),
-    })?;
+    let text =
+        crate::input::read_text(file, crate::input::CONFIG_MAX).map_err(|e| ConfigError {
+            file: file.to_owned(),
+            line: None,
+            key: None,
+            message: e.strip_prefix(&format!("{}: ", file.display())).unwrap_or(&e).to_owned(),
+        })?;
     parse(file, &text)
 }
 
@@ -205,6 +206,17 @@ fn harness(name: &str, raw: &RawHarness) -> Result<HarnessSpec, Refusal> {
     {
         return Err((key("env"), format!("{bad:?} is not a variable name")));
     }
+    if let Some(cwd) = &raw.cwd {
+        if escapes(cwd) {
+            return Err((
+                key("cwd"),
+                format!(
+                    "{cwd:?} leads outside the coordination root; name an absolute path to run \
+                     a harness outside it"
+                ),
+            ));
+        }
+    }
     let readiness = match &raw.readiness {
         RawReadiness::Absent | RawReadiness::Word(ReadinessWord::None) => Readiness::None,
         RawReadiness::Word(ReadinessWord::Notify) => Readiness::Notify,
@@ -232,6 +244,27 @@ fn harness(name: &str, raw: &RawHarness) -> Result<HarnessSpec, Refusal> {
         readiness,
         enabled: raw.enabled,
     })
+}
+
+/// True when a relative path climbs above where it starts (`..` past its own depth); an
+/// absolute path is an explicit choice and never "escapes".
+pub fn escapes(path: &str) -> bool {
+    let path = std::path::Path::new(path);
+    if path.is_absolute() {
+        return false;
+    }
+    let mut depth: i64 = 0;
+    for c in path.components() {
+        match c {
+            std::path::Component::ParentDir => depth -= 1,
+            std::path::Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+        if depth < 0 {
+            return true;
+        }
+    }
+    false
 }
 
 #[cfg(test)]
@@ -293,6 +326,19 @@ autostart = true
         assert!(!web.enabled);
         assert_eq!(c.harnesses[&Id::new("watch").unwrap()].readiness, Readiness::Notify);
         assert!(c.profiles[&Id::new("dev").unwrap()].autostart);
+    }
+
+    #[test]
+    fn a_relative_cwd_stays_inside_the_root_and_an_absolute_one_is_explicit() {
+        for (cwd, escapes_root) in
+            [("site", false), ("a/../b", false), ("..", true), ("a/../../b", true), ("/srv", false)]
+        {
+            assert_eq!(escapes(cwd), escapes_root, "{cwd}");
+        }
+        let e = parse_str("[harness.a]\ncommand = [\"x\"]\ncwd = \"../../..\"\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("harness.a.cwd"), "{e}");
+        assert!(e.message.contains("outside the coordination root"), "{e}");
+        assert!(parse_str("[harness.a]\ncommand = [\"x\"]\ncwd = \"/tmp\"\n").is_ok());
     }
 
     #[test]

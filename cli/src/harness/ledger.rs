@@ -330,11 +330,11 @@ pub fn show(paths: &Paths, name: Option<&str>, json: bool) -> i32 {
         })
         .collect();
     if json {
-        println!("{}", json!({ "records": records }));
+        outln!("{}", json!({ "records": records }));
         return 0;
     }
     for r in &records {
-        println!("{}", line(r));
+        outln!("{}", line(r));
     }
     0
 }

@@ -13,8 +13,18 @@ use std::time::Duration;
 /// How often `--follow` looks for new bytes.
 const FOLLOW_EVERY: Duration = Duration::from_millis(200);
 
+/// Writes log bytes to `out`: as they are with `raw`, else with every control sequence a
+/// child wrote shown instead of sent to the terminal.
+fn emit(out: &mut impl Write, bytes: &[u8], raw: bool) -> std::io::Result<()> {
+    if raw {
+        out.write_all(bytes)
+    } else {
+        out.write_all(&harn_core::text::neutralize_bytes(bytes))
+    }
+}
+
 /// Prints the last `lines` of a harness's log, then follows it if asked.
-pub fn logs(paths: &Paths, name: &str, lines: usize, follow: bool) -> i32 {
+pub fn logs(paths: &Paths, name: &str, lines: usize, follow: bool, raw: bool) -> i32 {
     let id = match Id::new(name) {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{name:?}: {e}")),
@@ -23,7 +33,7 @@ pub fn logs(paths: &Paths, name: &str, lines: usize, follow: bool) -> i32 {
     match tail(&path, lines) {
         Ok(bytes) => {
             let mut out = std::io::stdout().lock();
-            let _ = out.write_all(&bytes);
+            let _ = emit(&mut out, &bytes, raw);
             let _ = out.flush();
         }
         Err(e) => return fail(EXIT_FAILED, format!("{}: {e}", path.display())),
@@ -46,7 +56,7 @@ pub fn logs(paths: &Paths, name: &str, lines: usize, follow: bool) -> i32 {
         if file.read_to_end(&mut buf).is_ok() {
             offset += buf.len() as u64;
             let mut out = std::io::stdout().lock();
-            if out.write_all(&buf).and_then(|()| out.flush()).is_err() {
+            if emit(&mut out, &buf, raw).and_then(|()| out.flush()).is_err() {
                 return 0; // The reader went away (a closed pipe).
             }
         }

@@ -96,7 +96,7 @@ fn list(store: &mut Store, wanted: Option<&str>, as_json: bool) -> i32 {
     };
     let (mut rows, mut errors) = (Vec::new(), Vec::new());
     for w in &listing.problems {
-        eprintln!("harn: warning: {w}");
+        errln!("harn: warning: {w}");
     }
     for id in listing.ids {
         match document(store, &id) {
@@ -106,11 +106,11 @@ fn list(store: &mut Store, wanted: Option<&str>, as_json: bool) -> i32 {
         }
     }
     if as_json {
-        println!("{}", json!({ "approvals": rows, "errors": errors }));
+        outln!("{}", json!({ "approvals": rows, "errors": errors }));
     } else {
         for d in &rows {
             let r = &d["request"];
-            println!(
+            outln!(
                 "{:<44} {:<9} {:<12} asks {} about {}",
                 d["id"].as_str().unwrap_or(""),
                 d["status"].as_str().unwrap_or(""),
@@ -120,10 +120,10 @@ fn list(store: &mut Store, wanted: Option<&str>, as_json: bool) -> i32 {
             );
         }
         if rows.is_empty() && errors.is_empty() {
-            println!("no approvals");
+            outln!("no approvals");
         }
         for e in &errors {
-            eprintln!("harn: {e}");
+            errln!("harn: {e}");
         }
     }
     if errors.is_empty() {
@@ -157,22 +157,22 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> i32 {
         Err(e) => return fail(EXIT_FAILED, e),
     };
     if as_json {
-        println!("{d}");
+        outln!("{d}");
         return 0;
     }
     let r = &d["request"];
-    println!("approval {id}: {}", d["status"].as_str().unwrap_or(""));
-    println!(
+    outln!("approval {id}: {}", d["status"].as_str().unwrap_or(""));
+    outln!(
         "  run        {} (work {})",
         r["run_id"].as_str().unwrap_or(""),
         r["work_id"].as_str().unwrap_or("")
     );
-    println!("  asks       {}", r["addressee"].as_str().unwrap_or(""));
-    println!("  request    {}", summary(&r["request"]));
-    println!("  rules      {}", r["evaluation"]["matched"]);
-    println!("  policy     sha256 {}", r["policy_sha256"].as_str().unwrap_or(""));
+    outln!("  asks       {}", r["addressee"].as_str().unwrap_or(""));
+    outln!("  request    {}", summary(&r["request"]));
+    outln!("  rules      {}", r["evaluation"]["matched"]);
+    outln!("  policy     sha256 {}", r["policy_sha256"].as_str().unwrap_or(""));
     if let Some(decision) = d["decision"].as_object() {
-        println!(
+        outln!(
             "  ruled      {} by {}{}",
             decision["verdict"].as_str().unwrap_or(""),
             decision["actor"].as_str().unwrap_or(""),
@@ -200,18 +200,16 @@ fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling) -> i32 {
     }
     let now = status(decision.as_ref());
     if a.json {
-        println!(
-            "{}",
-            json!({ "id": id, "status": now, "applied": applied, "decision": decision })
-        );
+        outln!("{}", json!({ "id": id, "status": now, "applied": applied, "decision": decision }));
     } else {
         let word = ruling_word(verdict);
         let done = if applied { "recorded" } else { "was already recorded" };
-        println!("approval {id}: {word} {done}");
+        outln!("approval {id}: {word} {done}");
         let then = if now == ApprovalStatus::Approved { "goes on" } else { "fails there" };
-        println!(
+        outln!(
             "  next       harn work run {} resumes run {}, which {then}",
-            request.work_id, request.run_id
+            request.work_id,
+            request.run_id
         );
     }
     0

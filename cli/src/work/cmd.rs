@@ -199,7 +199,8 @@ fn create(store: &mut Store, a: CreateArgs) -> i32 {
 fn frozen_workflow(path: &std::path::Path) -> Result<WorkflowRef, String> {
     let abs =
         std::fs::canonicalize(path).map_err(|e| format!("workflow {}: {e}", path.display()))?;
-    let bytes = std::fs::read(&abs).map_err(|e| format!("workflow {}: {e}", abs.display()))?;
+    let bytes = crate::input::read(&abs, crate::input::WORKFLOW_MAX)
+        .map_err(|e| format!("workflow {e}"))?;
     let sha256 = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
     Ok(WorkflowRef { path: abs.display().to_string(), sha256 })
 }
@@ -231,14 +232,14 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> i32 {
                 Err(e) => json!({ "id": id, "state": UNREADABLE, "error": e }),
             })
             .collect();
-        println!("{}", json!({ "items": items, "warnings": warnings }));
+        outln!("{}", json!({ "items": items, "warnings": warnings }));
     } else {
-        println!("{:<32} {:<18} {:<22} {:>8}  TITLE", "ID", "STATE", "NEXT", "ATTEMPTS");
+        outln!("{:<32} {:<18} {:<22} {:>8}  TITLE", "ID", "STATE", "NEXT", "ATTEMPTS");
         for (id, r) in &rows {
             match r {
                 Ok(i) => {
                     let p = &i.projection;
-                    println!(
+                    outln!(
                         "{:<32} {:<18} {:<22} {:>8}  {}",
                         id.as_str(),
                         state_name(p.state),
@@ -247,11 +248,11 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> i32 {
                         i.intent.title
                     );
                 }
-                Err(e) => println!("{:<32} {UNREADABLE:<18} {e}", id.as_str()),
+                Err(e) => outln!("{:<32} {UNREADABLE:<18} {e}", id.as_str()),
             }
         }
         for w in &warnings {
-            eprintln!("harn: warning: {w}");
+            errln!("harn: warning: {w}");
         }
     }
     0
@@ -286,34 +287,36 @@ pub(super) fn show(store: &mut Store, id: &str, json: bool) -> i32 {
     if json {
         let doc =
             json!({ "intent": item.intent, "projection": item.projection, "events": item.events });
-        println!("{doc}");
+        outln!("{doc}");
         return 0;
     }
     let (i, p) = (&item.intent, &item.projection);
-    println!("{}  {}", i.id, i.title);
-    println!(
+    outln!("{}  {}", i.id, i.title);
+    outln!(
         "  state      {} (next: {}) — {}",
         state_name(p.state),
         json!(p.next_action).as_str().unwrap_or(""),
         p.reason
     );
-    println!("  objective  {}", i.objective);
+    outln!("  objective  {}", i.objective);
     for (n, a) in i.acceptance.iter().enumerate() {
-        println!("  accept-{}   {a}", n + 1);
+        outln!("  accept-{}   {a}", n + 1);
     }
     if !i.dependencies.is_empty() {
         let deps: Vec<&str> = i.dependencies.iter().map(Id::as_str).collect();
-        println!("  depends on {}", deps.join(", "));
+        outln!("  depends on {}", deps.join(", "));
     }
-    println!("  workflow   {} (sha256 {})", i.workflow.path, &i.workflow.sha256[..12]);
-    println!(
+    outln!("  workflow   {} (sha256 {})", i.workflow.path, &i.workflow.sha256[..12]);
+    outln!(
         "  attempts   {} used, {} charged, {} left",
-        p.attempts_used, p.charged_attempts, p.attempts_remaining
+        p.attempts_used,
+        p.charged_attempts,
+        p.attempts_remaining
     );
     for f in &p.open_findings {
-        println!("  finding    {}: {}", f.id, f.statement);
+        outln!("  finding    {}: {}", f.id, f.statement);
     }
-    println!("  history    {} events", item.events.len());
+    outln!("  history    {} events", item.events.len());
     0
 }
 

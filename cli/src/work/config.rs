@@ -21,11 +21,11 @@ struct Config {
 /// value with a relative program path made absolute against the root.
 pub fn frozen_harness(root: &Path, name: &str) -> Result<FrozenHarness, String> {
     let path = root.join(".harnery/config.json");
-    let config = match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice::<Config>(&bytes)
+    let config = match crate::private::read_below(root, &path) {
+        Ok(Some(bytes)) => serde_json::from_slice::<Config>(&bytes)
             .map_err(|e| format!("{}:{}: {e}", path.display(), e.line()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::default(),
-        Err(e) => return Err(format!("{}: {e}", path.display())),
+        Ok(None) => Config::default(),
+        Err(e) => return Err(e.to_string()),
     };
     if let Some(v) = config.schema_version.filter(|&v| v != 1) {
         return Err(format!("{}: schema_version {v} is not supported (1 is)", path.display()));

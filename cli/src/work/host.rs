@@ -92,6 +92,8 @@ pub fn run_segment(
         keys: BTreeMap::new(),
         logged: 0,
         stopped: false,
+        malformed: 0,
+        malformed_bytes: 0,
     };
     let deadline = Instant::now() + Duration::from_millis(m.timeout_ms);
     let (mut timed_out, mut eof) = (false, false);
@@ -123,6 +125,7 @@ pub fn run_segment(
             HostEvent::Line(msg) => {
                 if let Some(parked) = host.on_line(store, msg)? {
                     if let Some(request) = host.park(store, &parked)? {
+                        host.summarize_malformed(store)?;
                         return Ok(SegmentEnd::Parked(Box::new(request)));
                     }
                 }
@@ -142,6 +145,7 @@ pub fn run_segment(
             host.calls.dispatch(store, m, &tx);
         }
     }
+    host.summarize_malformed(store)?;
     let Host { fold, stdin, .. } = host;
     drop(stdin);
     let (status, _) = exited.expect("the loop ends after the exit");
@@ -170,9 +174,31 @@ struct Host<'a> {
     logged: usize,
     /// True once policy stopped the run: nothing more is dispatched.
     stopped: bool,
+    /// Lines that were not protocol messages: the first [`MALFORMED_RECORDED`] are
+    /// recorded one by one, the rest counted (bytes too) and recorded once at the end.
+    malformed: u64,
+    malformed_bytes: u64,
 }
 
+/// Non-protocol lines recorded one by one; a workflow that prints a flood of them costs
+/// one summary record, not an fsync per line.
+const MALFORMED_RECORDED: u64 = 20;
+
 impl Host<'_> {
+    /// Records how many non-protocol lines were counted but not recorded one by one.
+    fn summarize_malformed(&mut self, store: &mut Store) -> Result<(), StoreError> {
+        let left_out = self.malformed.saturating_sub(MALFORMED_RECORDED);
+        if left_out == 0 {
+            return Ok(());
+        }
+        let body = json!({
+            "event": "workflow.malformed", "suppressed": left_out, "total": self.malformed,
+            "error_bytes": self.malformed_bytes,
+        });
+        self.malformed = MALFORMED_RECORDED;
+        self.transcript.record(store, body)
+    }
+
     /// Records a message and carries out the fold's answer; returns a park to carry out.
     fn on_line(
         &mut self,
@@ -180,10 +206,17 @@ impl Host<'_> {
         msg: Result<FromWorkflow, String>,
     ) -> Result<Option<Parked>, StoreError> {
         let body = match &msg {
-            Ok(m) => json!({ "event": "workflow.message", "message": m }),
-            Err(e) => json!({ "event": "workflow.malformed", "error": e }),
+            Ok(m) => Some(json!({ "event": "workflow.message", "message": m })),
+            Err(e) => {
+                self.malformed += 1;
+                self.malformed_bytes += e.len() as u64;
+                (self.malformed <= MALFORMED_RECORDED)
+                    .then(|| json!({ "event": "workflow.malformed", "error": e }))
+            }
         };
-        self.transcript.record(store, body)?;
+        if let Some(body) = body {
+            self.transcript.record(store, body)?;
+        }
         if self.stopped {
             return Ok(None);
         }

@@ -71,7 +71,7 @@ impl HostArgs {
             None => None,
             Some(path) => {
                 let path = &store.root().join(path);
-                let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+                let bytes = crate::input::read(path, crate::input::CONFIG_MAX)?;
                 let policy =
                     parse_policy(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
                 Some(FrozenPolicy::new(policy))
@@ -79,12 +79,23 @@ impl HostArgs {
         };
         let cwd = match self.cwd.as_deref() {
             None => None,
-            Some(dir) => {
-                let dir = store.root().join(dir);
+            Some(given) => {
+                let dir = store.root().join(given);
                 let canonical = std::fs::canonicalize(&dir)
                     .map_err(|e| format!("--cwd {}: {e}", dir.display()))?;
                 if !canonical.is_dir() {
                     return Err(format!("--cwd {}: not a directory", dir.display()));
+                }
+                // A relative directory stays inside the root; leaving it takes an absolute
+                // path, named on purpose.
+                if given.is_relative() && !canonical.starts_with(store.root()) {
+                    return Err(format!(
+                        "--cwd {}: resolves to {}, outside the coordination root {}; give an \
+                         absolute path to run outside it",
+                        given.display(),
+                        canonical.display(),
+                        store.root().display()
+                    ));
                 }
                 Some(canonical.display().to_string())
             }

@@ -35,10 +35,9 @@ pub fn spawn(store: &mut Store, m: &RunManifest) -> std::io::Result<Child> {
     if crate::children::forced() {
         return Err(std::io::Error::other(crate::children::stopping()));
     }
-    let stderr = crate::private::append_below(
-        store.root(),
-        &store.root().join(format!("{}/stderr.log", run_dir(&m.run_id))),
-    )?;
+    // Opened before the spawn, so a run that cannot keep its log never starts.
+    let log = store.root().join(format!("{}/stderr.log", run_dir(&m.run_id)));
+    let stderr = crate::harness::logs::LogSink::open(store.root(), log, STDERR_ROTATION)?;
     let mut command = if is_module(&m.script.path) {
         let runner = format!("{}/node-runner.mjs", run_dir(&m.run_id));
         store
@@ -56,7 +55,7 @@ pub fn spawn(store: &mut Store, m: &RunManifest) -> std::io::Result<Child> {
         .env("HARN_WORK_ID", m.work_id.as_str())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(stderr)
+        .stderr(Stdio::piped())
         .process_group(0);
     // Subscription billing holds for the workflow too: a workflow that calls an agent
     // program itself must not find an API key to bill.
@@ -74,7 +73,28 @@ pub fn spawn(store: &mut Store, m: &RunManifest) -> std::io::Result<Child> {
                 .map_err(std::io::Error::from)
         });
     }
-    command.spawn()
+    let mut child = command.spawn()?;
+    copy_stderr(child.stderr.take().expect("stderr is piped"), stderr);
+    Ok(child)
+}
+
+/// A run's stderr log rotates at 8 MiB and keeps one older file: at most 16 MiB a run, the
+/// newest output kept.
+const STDERR_ROTATION: crate::harness::logs::Rotation =
+    crate::harness::logs::Rotation { max_file_bytes: 8 << 20, keep: 1 };
+
+/// Copies the workflow's stderr into its rotating log on a thread, until every writer of the
+/// pipe is gone.
+fn copy_stderr(
+    mut from: std::process::ChildStderr,
+    sink: std::sync::Arc<std::sync::Mutex<crate::harness::logs::LogSink>>,
+) {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        while let Ok(n @ 1..) = from.read(&mut buf) {
+            let _ = sink.lock().unwrap_or_else(|e| e.into_inner()).write(&buf[..n]);
+        }
+    });
 }
 
 /// Reads the workflow's messages on a thread, so the host can wait with a deadline; ends

@@ -80,32 +80,35 @@ pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> i32 {
     let proof_path = store.root().join(format!("{}/proof.json", run_dir(&run_id)));
     let passed = proof.passes();
     if a.json {
-        println!(
+        outln!(
             "{}",
             json!({ "run_id": run_id, "passed": passed, "proof_path": proof_path, "proof": proof })
         );
     } else {
         let s = &proof.acceptance.summary;
-        println!("run {run_id}: {}", json!(proof.run.status).as_str().unwrap_or(""));
+        outln!("run {run_id}: {}", json!(proof.run.status).as_str().unwrap_or(""));
         if let Some(e) = &proof.run.error {
-            println!("  error      {e}");
+            outln!("  error      {e}");
         }
         if proof.acceptance.none_checked() {
-            println!("  acceptance no criteria were checked");
+            outln!("  acceptance no criteria were checked");
         } else {
-            println!(
+            outln!(
                 "  acceptance {} satisfied, {} unsatisfied, {} unknown, {} undeclared",
-                s.satisfied, s.unsatisfied, s.unknown, s.undeclared
+                s.satisfied,
+                s.unsatisfied,
+                s.unknown,
+                s.undeclared
             );
         }
         for d in &proof.declined {
-            println!("  declined   {d}");
+            outln!("  declined   {d}");
         }
         for c in &proof.agents {
             let how = if c.ok { "ok".to_owned() } else { c.error.clone().unwrap_or_default() };
-            println!("  agent      {} ({}): {how}", c.id, c.harness);
+            outln!("  agent      {} ({}): {how}", c.id, c.harness);
         }
-        println!("  proof      {}", proof_path.display());
+        outln!("  proof      {}", proof_path.display());
         show(store, id.as_str(), false);
     }
     if passed {
@@ -118,14 +121,15 @@ pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> i32 {
 /// Reports a run parked on an approval. Exit 1: the attempt has not ended.
 fn parked(store: &mut Store, r: &ApprovalRequest, json: bool) -> i32 {
     if json {
-        println!("{}", json!({ "run_id": r.run_id, "parked": true, "approval": r }));
+        outln!("{}", json!({ "run_id": r.run_id, "parked": true, "approval": r }));
     } else {
         let rules = r.evaluation.matched.join(", ");
-        println!("run {}: parked on approval {} (rule {rules})", r.run_id, r.approval_id);
-        println!("  asks       {}", r.addressee);
-        println!(
+        outln!("run {}: parked on approval {} (rule {rules})", r.run_id, r.approval_id);
+        outln!("  asks       {}", r.addressee);
+        outln!(
             "  next       harn approval approve {0} (or deny {0}), then harn work run {1}",
-            r.approval_id, r.work_id
+            r.approval_id,
+            r.work_id
         );
         show(store, r.work_id.as_str(), false);
     }
@@ -194,7 +198,7 @@ pub fn reconcile(store: &mut Store, id: Option<&str>, actor: &str, json: bool) -
         },
     };
     for w in &warnings {
-        eprintln!("harn: warning: {w}");
+        errln!("harn: warning: {w}");
     }
     let (mut rows, mut errors) = (Vec::new(), Vec::new());
     for id in ids {
@@ -207,18 +211,18 @@ pub fn reconcile(store: &mut Store, id: Option<&str>, actor: &str, json: bool) -
         }
     }
     if json {
-        println!("{}", json!({ "items": rows, "errors": errors, "warnings": warnings }));
+        outln!("{}", json!({ "items": rows, "errors": errors, "warnings": warnings }));
     } else {
         for r in &rows {
             let mark = if r["written"] == true { "recorded" } else { "unchanged" };
-            println!(
+            outln!(
                 "{:<32} {:<18} {mark}",
                 r["id"].as_str().unwrap_or(""),
                 r["state"].as_str().unwrap_or("")
             );
         }
         for e in &errors {
-            eprintln!("harn: {e}");
+            errln!("harn: {e}");
         }
     }
     if errors.is_empty() {
@@ -241,6 +245,6 @@ fn freeze(store: &Store, a: &RunArgs) -> Result<RunLimits, String> {
 /// Reads and checks a team file (a relative path is taken from the root).
 pub fn read_team(store: &Store, path: &std::path::Path) -> Result<Team, String> {
     let path = &store.root().join(path);
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let bytes = crate::input::read(path, crate::input::CONFIG_MAX)?;
     parse_team(&bytes).map_err(|e| format!("{}: {e}", path.display()))
 }

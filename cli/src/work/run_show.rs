@@ -52,29 +52,29 @@ pub fn run(cmd: RunCmd) -> i32 {
         Err(e) => return fail(EXIT_FAILED, e),
     };
     if json {
-        println!("{}", json!({ "manifest": manifest, "transcript": transcript, "proof": proof }));
+        outln!("{}", json!({ "manifest": manifest, "transcript": transcript, "proof": proof }));
         return 0;
     }
     let trigger = json!(manifest.trigger);
-    println!(
+    outln!(
         "{run_id}  attempt {} of {} ({})",
         manifest.attempt,
         manifest.work_id,
         trigger.as_str().unwrap_or("")
     );
-    println!("  workflow   {} (sha256 {})", manifest.script.path, &manifest.script.sha256[..12]);
-    println!("  timeout    {} ms", manifest.timeout_ms);
+    outln!("  workflow   {} (sha256 {})", manifest.script.path, &manifest.script.sha256[..12]);
+    outln!("  timeout    {} ms", manifest.timeout_ms);
     let isolation = json!(manifest.isolation);
-    println!("  isolation  {} (declared)", isolation.as_str().unwrap_or(""));
+    outln!("  isolation  {} (declared)", isolation.as_str().unwrap_or(""));
     if let Some(cwd) = &manifest.cwd {
-        println!("  cwd        {cwd}");
+        outln!("  cwd        {cwd}");
     }
     if let Some(h) = &manifest.harness {
-        println!("  harness    {} ({})", h.name, h.spec.command.join(" "));
+        outln!("  harness    {} ({})", h.name, h.spec.command.join(" "));
     }
     if let Some(p) = &manifest.policy {
         let to = manifest.approval_to.as_deref().unwrap_or("nobody: ask is a denial");
-        println!(
+        outln!(
             "  policy     {} rules, sha256 {}; asks {to}",
             p.policy.rules.len(),
             &p.sha256[..12]
@@ -82,35 +82,30 @@ pub fn run(cmd: RunCmd) -> i32 {
     }
     let counts = transcript["events"].as_object().cloned().unwrap_or_default();
     let counts: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
-    println!("  transcript {} records: {}", transcript["records"], counts.join(", "));
+    outln!("  transcript {} records: {}", transcript["records"], counts.join(", "));
     match &proof {
-        None => println!("  proof      none yet (running, or lost if its host is gone)"),
+        None => outln!("  proof      none yet (running, or lost if its host is gone)"),
         Some(p) => {
             let status = json!(p.run.status);
-            println!(
+            outln!(
                 "  proof      {} ({} ms)",
                 status.as_str().unwrap_or(""),
                 p.run.ended_at.0 - p.run.started_at.0
             );
             if let Some(e) = &p.run.error {
-                println!("  error      {e}");
+                outln!("  error      {e}");
             }
             if p.acceptance.none_checked() {
-                println!("  acceptance no criteria were checked");
+                outln!("  acceptance no criteria were checked");
             }
             for c in &p.acceptance.criteria {
                 let verdict = json!(c.verdict);
                 let flag = if json!(c.source) == "undeclared" { " (undeclared)" } else { "" };
-                println!(
-                    "  {:<10} {}{flag}: {}",
-                    c.id,
-                    verdict.as_str().unwrap_or(""),
-                    c.statement
-                );
+                outln!("  {:<10} {}{flag}: {}", c.id, verdict.as_str().unwrap_or(""), c.statement);
             }
             for e in &p.evidence {
                 let status = json!(e.status);
-                println!("  evidence   {} {}: {}", e.kind, status.as_str().unwrap_or(""), e.label);
+                outln!("  evidence   {} {}: {}", e.kind, status.as_str().unwrap_or(""), e.label);
             }
             for a in &p.agents {
                 let how = match (a.ok, a.cached) {
@@ -118,13 +113,13 @@ pub fn run(cmd: RunCmd) -> i32 {
                     (true, false) => "ok".to_owned(),
                     _ => a.error.clone().unwrap_or_default(),
                 };
-                println!("  agent      {} ({}): {how}", a.id, a.harness);
+                outln!("  agent      {} ({}): {how}", a.id, a.harness);
             }
             for d in p.policy.iter().flat_map(|p| &p.decisions) {
                 let outcome = json!(d.outcome);
                 let by = d.approval_id.as_deref().map(|a| format!(" by approval {a}"));
                 let request = serde_json::to_string(&d.request).unwrap_or_default();
-                println!(
+                outln!(
                     "  policy p{:<3} {}{}: {request}",
                     d.slot,
                     outcome.as_str().unwrap_or(""),
@@ -132,7 +127,7 @@ pub fn run(cmd: RunCmd) -> i32 {
                 );
             }
             for d in &p.declined {
-                println!("  declined   {d}");
+                outln!("  declined   {d}");
             }
         }
     }

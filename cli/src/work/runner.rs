@@ -166,8 +166,8 @@ fn finish(
 
 /// Refuses a workflow that is gone or differs from the bytes the item was frozen with.
 fn check_digest(path: &str, frozen: &str) -> Result<(), String> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| format!("workflow {path}: {e}; no attempt was recorded"))?;
+    let bytes = crate::input::read(std::path::Path::new(path), crate::input::WORKFLOW_MAX)
+        .map_err(|e| format!("workflow {e}; no attempt was recorded"))?;
     let now: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
     if now != frozen {
         return Err(format!(

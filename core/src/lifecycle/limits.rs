@@ -40,6 +40,9 @@ impl Default for LifecycleLimits {
     }
 }
 
+/// Where the flapping backoff starts when the restart delay is shorter (zero, say).
+pub const FLAPPING_DELAY_FLOOR: Duration = Duration::from_millis(100);
+
 /// Largest doubling exponent of the flapping backoff; beyond it the delay is the cap anyway.
 pub const BACKOFF_EXPONENT_MAX: u32 = 32;
 
@@ -62,9 +65,16 @@ impl LifecycleLimits {
     }
 
     /// The restart delay after the `level`-th consecutive flapping exit: `base × 2^level`,
-    /// capped; `level` 0 is the plain delay. Never overflows.
+    /// capped; `level` 0 is the plain delay. Never overflows. A base under
+    /// [`FLAPPING_DELAY_FLOOR`] grows from the floor, so `restart_delay_ms = 0` still slows a
+    /// crash loop down once it flaps; only a cap of 0 (`restart_delay_max_ms = 0`) asks for
+    /// none.
     pub fn flapping_delay(base: Duration, max: Duration, level: u32) -> Duration {
-        base.saturating_shl(level.min(BACKOFF_EXPONENT_MAX)).min(max.max(base))
+        if level == 0 {
+            return base;
+        }
+        let grown = base.max(FLAPPING_DELAY_FLOOR).saturating_shl(level.min(BACKOFF_EXPONENT_MAX));
+        grown.min(max.max(base))
     }
 }
 
@@ -93,6 +103,15 @@ mod tests {
         assert_eq!(got, [1, 2, 4, 8, 16, 30, 30]);
         assert_eq!(LifecycleLimits::flapping_delay(b, m, u32::MAX), m);
         assert_eq!(LifecycleLimits::flapping_delay(Duration::MAX, m, 3), Duration::MAX);
+    }
+
+    #[test]
+    fn a_zero_restart_delay_still_backs_off_once_flapping_unless_the_cap_is_zero() {
+        let (zero, m) = (Duration::ZERO, Duration::from_secs(30));
+        let got: Vec<u64> =
+            (0..5).map(|k| LifecycleLimits::flapping_delay(zero, m, k).as_millis()).collect();
+        assert_eq!(got, [0, 200, 400, 800, 1600]);
+        assert_eq!(LifecycleLimits::flapping_delay(zero, zero, 4), zero, "a cap of 0 is explicit");
     }
 
     mod properties {

@@ -240,7 +240,7 @@ fn status_cmd(store: &mut Store, as_json: bool) -> i32 {
     let view = crate::readers::service(store);
     let (live, config, status, hints) = (view.liveness, view.config, view.status, view.hints);
     if as_json {
-        println!(
+        outln!(
             "{}",
             json!({ "liveness": live, "config": config, "status": status, "runtime": hints,
                     "problems": view.problems })
@@ -248,18 +248,18 @@ fn status_cmd(store: &mut Store, as_json: bool) -> i32 {
         return 0;
     }
     for p in &view.problems {
-        eprintln!("harn: warning: {p}");
+        errln!("harn: warning: {p}");
     }
-    println!("service: {}", json!(live).as_str().unwrap_or(""));
+    outln!("service: {}", json!(live).as_str().unwrap_or(""));
     if let Some(s) = &status {
         let age = store.now().0.saturating_sub(s.heartbeat_at.0);
         let took = s.last_sweep_ms.map_or(String::new(), |ms| format!(", the last took {ms} ms"));
-        println!("  pid        {} (heartbeat {age} ms ago, {} sweeps{took})", s.pid, s.sweep_count);
+        outln!("  pid        {} (heartbeat {age} ms ago, {} sweeps{took})", s.pid, s.sweep_count);
         if let Some(g) = &s.active_goal_id {
-            println!("  ticking    {g}");
+            outln!("  ticking    {g}");
         }
         if let Some(e) = &s.last_error {
-            println!("  last error {e}");
+            outln!("  last error {e}");
         }
     }
     if let Some(c) = &config {
@@ -270,7 +270,7 @@ fn status_cmd(store: &mut Store, as_json: bool) -> i32 {
             let errors = wake.map_or(0, |w| w.consecutive_errors);
             let last =
                 hints.as_ref().and_then(|h| h.last_outcome.get(g)).cloned().unwrap_or_default();
-            println!("  goal       {g:<24} {state:<16} errors {errors}  {last}");
+            outln!("  goal       {g:<24} {state:<16} errors {errors}  {last}");
         }
     }
     0
@@ -332,9 +332,9 @@ fn start(store: &mut Store, a: EnrollArgs) -> i32 {
             && status.is_some_and(|s| s.pid == child.id() && s.state == ServiceState::Running)
         {
             if a.json {
-                println!("{}", json!({ "liveness": live, "pid": child.id() }));
+                outln!("{}", json!({ "liveness": live, "pid": child.id() }));
             } else {
-                println!("service: running (pid {})", child.id());
+                outln!("service: running (pid {})", child.id());
             }
             return 0;
         }
@@ -352,7 +352,7 @@ fn logs(store: &mut Store, lines: u64, follow: bool) -> i32 {
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     for line in &all[all.len().saturating_sub(lines as usize)..] {
-        println!("{line}");
+        outln!("{line}");
     }
     if !follow {
         return 0;

@@ -42,11 +42,11 @@ pub fn stop(store: &mut Store, timeout_secs: Option<u64>, as_json: bool) -> i32 
     let forced = forced_since(store, requested_at);
     let name = |l: Liveness| json!(l).as_str().unwrap_or("").to_owned();
     if as_json {
-        println!("{}", json!({ "before": before.liveness, "after": after, "forced": forced }));
+        outln!("{}", json!({ "before": before.liveness, "after": after, "forced": forced }));
     } else if forced {
-        println!("service: {} (the tick's children were terminated; see its events)", name(after));
+        outln!("service: {} (the tick's children were terminated; see its events)", name(after));
     } else {
-        println!("service: {}", name(after));
+        outln!("service: {}", name(after));
     }
     if store.held_elsewhere(&path("lease.lock")) {
         return fail(
@@ -69,7 +69,7 @@ fn wait_for_lease(store: &mut Store, bound: Option<Duration>, quiet: bool) {
             let view = crate::readers::service(store);
             let goal = view.status.and_then(|s| s.active_goal_id);
             let what = goal.map_or("its sweep".to_owned(), |g| format!("its tick of goal {g}"));
-            eprintln!("harn: waiting for the service to finish {what}");
+            errln!("harn: waiting for the service to finish {what}");
             said = Instant::now();
         }
         std::thread::sleep(Duration::from_millis(50));

@@ -33,23 +33,19 @@ impl RunFold {
             self.protocol_error.get_or_insert(format!("agent request id {id} reused"));
             return reply_err(&id, "request id reused");
         }
-        let mut d = match dispatch(
-            &self.team,
-            self.harness.as_deref(),
-            specialist.as_deref(),
-            prompt,
-        ) {
-            Ok(d) => d,
-            Err(e) => {
-                let why = format!("agent {id}: {e}");
-                if !has_adapter(&self.team, self.harness.as_deref(), specialist.as_deref()) {
-                    self.no_adapter.get_or_insert(format!(
+        let mut d =
+            match dispatch(&self.team, self.harness.as_deref(), specialist.as_deref(), prompt) {
+                Ok(d) => d,
+                Err(e) => {
+                    let why = format!("agent {id}: {e}");
+                    if !has_adapter(&self.team, self.harness.as_deref(), specialist.as_deref()) {
+                        self.no_adapter.get_or_insert(format!(
                         "{why}: pass --harness, or name a harness for the specialist in the team"
                     ));
+                    }
+                    return self.decline(&id, why);
                 }
-                return self.decline(&id, why);
-            }
-        };
+            };
         d.schema = schema;
         let key = call_key(&d, specialist.as_deref());
         let nth = self.asked.entry(key.clone()).or_default();
