@@ -383,7 +383,13 @@ impl WorkWorld {
             return self.finish_with(item, m, fold, &end);
         }
         let prompt = item.intent.objective.clone();
-        let agent = FromWorkflow::Agent { id: "a1".into(), prompt, specialist: None, schema: None };
+        let agent = FromWorkflow::Agent {
+            id: "a1".into(),
+            prompt,
+            specialist: None,
+            schema: None,
+            continue_session: false,
+        };
         let agent_ok = match fold.observe(Ok(agent)) {
             Some(HostAction::CallAgent { id, dispatch, key }) => {
                 let now = self.wall();
@@ -441,9 +447,22 @@ impl WorkWorld {
                 text: None,
                 error: Some("rate limit".into()),
                 class: Some(FailureClass::Upstream),
+                ..CallOutcome::default()
             },
-            1 => CallOutcome { ok: false, text: None, error: Some("failed".into()), class: None },
-            _ => CallOutcome { ok: true, text: Some("done".into()), error: None, class: None },
+            1 => CallOutcome {
+                ok: false,
+                text: None,
+                error: Some("failed".into()),
+                class: None,
+                ..CallOutcome::default()
+            },
+            _ => CallOutcome {
+                ok: true,
+                text: Some("done".into()),
+                error: None,
+                class: None,
+                ..CallOutcome::default()
+            },
         }
     }
 

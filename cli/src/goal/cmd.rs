@@ -177,7 +177,13 @@ fn create(store: &mut Store, a: CreateArgs) -> i32 {
     // Every harness a specialist pins must resolve now, not at the first dispatch.
     for (role, profile) in &team {
         if let Some(h) = &profile.harness {
-            if let Err(e) = frozen_harness(store.root(), h) {
+            let checked = frozen_harness(store.root(), h).and_then(|frozen| {
+                let kind_of = |_: &str| Some(frozen.spec.kind);
+                let one = harn_core::workflow::team::Team::from([(role.clone(), profile.clone())]);
+                harn_core::workflow::team::check_efforts(&one, None, &kind_of)
+            });
+            if let Err(e) = checked {
+                let e = e.strip_prefix(&format!("role {role}: ")).unwrap_or(&e).to_owned();
                 return fail(EXIT_USAGE, format!("{}: role {role}: {e}", a.team.display()));
             }
         }

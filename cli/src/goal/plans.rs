@@ -45,14 +45,20 @@ impl Specialists for RealSpecialists<'_> {
             .map(|h| h.spec.clone())
             .or_else(|| limits.harnesses.get(&d.harness).cloned())
             .ok_or_else(|| (None, format!("harness {} is not available", d.harness)))?;
+        // A planner or a reviewer reads; it does not change the workspace.
+        d.profile.access = harn_core::workflow::adapter::Access::ReadOnly;
         let running = Mutex::new(CallGroups::default());
         let ctx = CallContext {
             root: self.root,
             run_id: label,
             billing: limits.billing,
             running: &running,
+            progress: &|_| {},
         };
-        let outcome = call_checked(&ctx, &d, &spec);
+        let outcome = match crate::work::calls::preflight_once(&d.harness, &spec, limits.billing) {
+            Ok(()) => call_checked(&ctx, &d, &spec, None, None),
+            Err(why) => harn_core::workflow::agent::preflight_failure(&why),
+        };
         if !outcome.ok {
             return Err((outcome.class, outcome.error.unwrap_or_else(|| format!("{role} failed"))));
         }

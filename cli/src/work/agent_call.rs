@@ -1,17 +1,21 @@
-//! One agent call over real processes: the harness's argv in its own process group, the
-//! prompt on stdin, the reply from stdout, killed with its group at the timeout or when the
-//! host dies. How the call ended is classified by the core.
+//! One agent call over real processes: the harness's argv (its adapter's flags for the call's
+//! options) in its own process group, the prompt on stdin, its output read line by line as it
+//! arrives (each line's progress handed to the host, a silence past the idle timeout ending
+//! the call), killed with its group at the timeout or when the host dies. How the call ended
+//! is classified by the core.
 
+use harn_core::workflow::adapter::{self, CallOptions, Kind};
 use harn_core::workflow::agent::{classify, CallEnd, CallOutcome, HarnessSpec, API_KEY_VARS};
 use harn_core::workflow::run::Billing;
 use harn_core::workflow::team::Profile;
+use serde_json::Value;
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{mpsc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Longest reply kept from an agent's stdout (and failure text from its stderr).
 const OUTPUT_MAX: u64 = 4 << 20;
@@ -36,30 +40,62 @@ pub struct CallContext<'a> {
     pub billing: Billing,
     /// The run's calls in flight.
     pub running: &'a Mutex<CallGroups>,
+    /// Gets what each line of a streaming call shows (a tool used, a turn ended).
+    pub progress: &'a (dyn Fn(Value) + Sync),
 }
 
-/// Runs one call of harness `name` and classifies it. Its process group is in the context's
-/// `running` while it runs, so the host can kill it when the whole run times out.
-pub fn call(
-    ctx: &CallContext<'_>,
-    name: &str,
-    spec: &HarnessSpec,
-    profile: &Profile,
-    prompt: &str,
-) -> CallOutcome {
-    let CallContext { root, run_id, billing, running } = *ctx;
+/// One call: which harness, with which profile and options.
+pub struct CallSpec<'a> {
+    /// The harness's name, for messages.
+    pub name: &'a str,
+    /// How to run it.
+    pub spec: &'a HarnessSpec,
+    /// The specialist's profile (model, effort, turns, timeouts, access).
+    pub profile: &'a Profile,
+    /// The reply's JSON schema, when the request has one.
+    pub schema: Option<&'a Value>,
+    /// The same schema in a file, for an adapter that reads it from one.
+    pub schema_file: Option<&'a str>,
+    /// The vendor session to continue.
+    pub resume: Option<&'a str>,
+}
+
+/// Runs one call and classifies it. Its process group is in the context's `running` while
+/// it runs, so the host can kill it when the whole run times out.
+pub fn call(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcome {
+    let started = Instant::now();
+    let mut outcome = run_once(ctx, c, prompt);
+    outcome.elapsed_ms = Some(started.elapsed().as_millis() as u64);
+    outcome
+}
+
+fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcome {
+    let CallContext { root, run_id, billing, running, progress } = *ctx;
+    let (spec, profile) = (c.spec, c.profile);
     let timeout_ms = profile.timeout_ms.unwrap_or(spec.timeout_ms);
-    let mut command = Command::new(&spec.command[0]);
+    let idle_ms = profile.idle_timeout_ms.unwrap_or(spec.idle_timeout_ms);
+    let options = CallOptions {
+        model: profile.model.as_deref(),
+        effort: profile.effort.as_deref(),
+        max_turns: profile.max_turns,
+        access: profile.access,
+        schema: c.schema,
+        schema_file: c.schema_file,
+        resume: c.resume,
+    };
+    let argv = adapter::argv(spec.kind, &spec.command, &options);
+    let mut command = Command::new(&argv[0]);
     command
-        .args(&spec.command[1..])
-        .args(preset_args(name, profile))
+        .args(&argv[1..])
         .current_dir(root)
         .env("HARN_RUN_ID", run_id)
-        .envs(profile_env(profile))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    if spec.kind == Kind::Text {
+        command.envs(profile_env(profile));
+    }
     if billing == Billing::Subscription {
         for var in API_KEY_VARS {
             command.env_remove(var);
@@ -72,14 +108,6 @@ pub fn call(
                 .map_err(std::io::Error::from)
         });
     }
-    let blank = CallEnd {
-        missing: false,
-        spawn_error: None,
-        timed_out: false,
-        code: None,
-        stdout: String::new(),
-        stderr: String::new(),
-    };
     let spawned = if crate::children::forced() {
         Err(std::io::Error::other(crate::children::stopping()))
     } else {
@@ -88,11 +116,16 @@ pub fn call(
     let mut child = match spawned {
         Ok(child) => child,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return classify(name, timeout_ms, &CallEnd { missing: true, ..blank });
+            return classify(
+                c.name,
+                spec,
+                timeout_ms,
+                &CallEnd { missing: true, ..CallEnd::default() },
+            );
         }
         Err(e) => {
-            let end = CallEnd { spawn_error: Some(e.to_string()), ..blank };
-            return classify(name, timeout_ms, &end);
+            let end = CallEnd { spawn_error: Some(e.to_string()), ..CallEnd::default() };
+            return classify(c.name, spec, timeout_ms, &end);
         }
     };
     let pgid = child.id() as i32;
@@ -111,62 +144,121 @@ pub fn call(
         block_sigpipe();
         let _ = stdin.write_all(prompt.as_bytes());
     });
-    let stdout = drain(child.stdout.take().expect("stdout is piped"));
+    let (lines_tx, lines) = mpsc::channel::<Line>();
+    read_stdout(child.stdout.take().expect("stdout is piped"), lines_tx.clone());
     let stderr = drain(child.stderr.take().expect("stderr is piped"));
-    let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
+        let _ = lines_tx.send(Line::Exited(child.wait()));
     });
-    let mut timed_out = false;
-    let status = match rx.recv_timeout(Duration::from_millis(timeout_ms)) {
-        Ok(status) => status,
-        Err(_) => {
-            timed_out = true;
-            kill_group(pgid);
-            rx.recv().unwrap_or_else(|_| Err(std::io::Error::other("the waiter is gone")))
+    let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+    // Only a program that streams its progress can be judged by its silence.
+    let idle = (spec.kind != Kind::Text).then(|| Duration::from_millis(idle_ms));
+    let (mut stdout, mut timed_out, mut silent) = (String::new(), false, false);
+    let mut last_word = Instant::now();
+    let status = loop {
+        let mut wait = deadline.saturating_duration_since(Instant::now());
+        if let Some(idle) = idle {
+            wait = wait.min(idle.saturating_sub(last_word.elapsed()));
+        }
+        match lines.recv_timeout(wait) {
+            Ok(Line::Out(line)) => {
+                last_word = Instant::now();
+                for shown in adapter::progress(spec.kind, &line) {
+                    progress(shown);
+                }
+                if (stdout.len() as u64) < OUTPUT_MAX {
+                    stdout.push_str(&line);
+                }
+            }
+            Ok(Line::Exited(status)) => break status,
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if Instant::now() >= deadline {
+                    timed_out = true;
+                } else if idle.is_some_and(|i| last_word.elapsed() >= i) {
+                    silent = true;
+                } else {
+                    continue;
+                }
+                kill_group(pgid);
+                break wait_exit(&lines, &mut stdout);
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                break Err(std::io::Error::other("the waiter is gone"))
+            }
         }
     };
     // Whatever the call left in its group goes with it, and its pipes close.
     kill_group(pgid);
     running.lock().unwrap_or_else(|e| e.into_inner()).groups.remove(&pgid);
+    // Lines still buffered when it exited, briefly: a descendant that escaped the group may
+    // hold stdout open.
+    let until = Instant::now() + Duration::from_millis(200);
+    while let Ok(Line::Out(line)) =
+        lines.recv_timeout(until.saturating_duration_since(Instant::now()))
+    {
+        if (stdout.len() as u64) < OUTPUT_MAX {
+            stdout.push_str(&line);
+        }
+    }
     let end = CallEnd {
         timed_out,
+        idle: silent && !timed_out,
         code: status.ok().and_then(|s| s.code()),
-        // A descendant that escaped the group may hold the pipes open: do not wait for it.
-        stdout: stdout.recv_timeout(Duration::from_secs(2)).unwrap_or_default(),
+        stdout,
+        // A descendant that escaped the group may hold the pipe open: do not wait for it.
         stderr: stderr.recv_timeout(Duration::from_secs(2)).unwrap_or_default(),
-        ..blank
+        ..CallEnd::default()
     };
-    classify(name, timeout_ms, &end)
+    classify(c.name, spec, timeout_ms, &end)
 }
 
-/// Flags the built-in presets take for a profile's model, effort and turns (a declared
-/// harness reads them from `HARN_MODEL`, `HARN_EFFORT` and `HARN_MAX_TURNS` instead).
-fn preset_args(name: &str, p: &Profile) -> Vec<String> {
-    let mut args = Vec::new();
-    match name {
-        "claude-code" => {
-            if let Some(m) = &p.model {
-                args.extend(["--model".to_owned(), m.clone()]);
-            }
-            if let Some(t) = p.max_turns {
-                args.extend(["--max-turns".to_owned(), t.to_string()]);
+/// What the call's reader threads send: a line of stdout (with its newline), or the exit.
+enum Line {
+    Out(String),
+    Exited(std::io::Result<std::process::ExitStatus>),
+}
+
+/// Reads stdout line by line on a thread; past [`OUTPUT_MAX`] it keeps reading and drops the
+/// rest, so the program never blocks on a full pipe.
+fn read_stdout(pipe: std::process::ChildStdout, tx: mpsc::Sender<Line>) {
+    std::thread::spawn(move || {
+        let mut reader = std::io::BufReader::new(pipe);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            // A line longer than a MiB is handed on in pieces, never held whole.
+            match (&mut reader).take(1 << 20).read_until(b'\n', &mut line) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {
+                    let text = String::from_utf8_lossy(&line).into_owned();
+                    if tx.send(Line::Out(text)).is_err() {
+                        return;
+                    }
+                }
             }
         }
-        "codex" => {
-            if let Some(m) = &p.model {
-                args.extend(["--model".to_owned(), m.clone()]);
+    });
+}
+
+/// After a kill: waits for the exit, keeping the lines that still arrive.
+fn wait_exit(
+    lines: &mpsc::Receiver<Line>,
+    stdout: &mut String,
+) -> std::io::Result<std::process::ExitStatus> {
+    loop {
+        match lines.recv() {
+            Ok(Line::Out(line)) => {
+                if (stdout.len() as u64) < OUTPUT_MAX {
+                    stdout.push_str(&line);
+                }
             }
-            if let Some(e) = &p.effort {
-                args.extend(["-c".to_owned(), format!("model_reasoning_effort={e}")]);
-            }
+            Ok(Line::Exited(status)) => return status,
+            Err(_) => return Err(std::io::Error::other("the waiter is gone")),
         }
-        _ => {}
     }
-    args
 }
 
-/// A profile's model, effort and turns as environment variables for any harness.
+/// A profile's model, effort and turns as environment variables for a text harness.
 fn profile_env(p: &Profile) -> Vec<(&'static str, String)> {
     let mut env = Vec::new();
     if let Some(m) = &p.model {

@@ -1,46 +1,92 @@
 //! A run's agent calls: queued in request order, started on threads up to the concurrency
-//! bound, each retried up to its attempts, and a reply that must match a JSON schema checked
-//! and repaired a bounded number of times.
+//! bound, each after its harness's pre-flight (once per run: installed, logged in, billing
+//! as the run allows), each retried up to its attempts, and a reply that must match a JSON
+//! schema checked and repaired a bounded number of times.
 
-use super::agent_call::{call, CallContext, CallGroups};
+use super::agent_call::{call, CallContext, CallGroups, CallSpec};
 use super::host::HostEvent;
-use super::store::Store;
+use super::store::{run_dir, Store};
 use harn_core::work::projection::FailureClass;
-use harn_core::workflow::agent::{CallOutcome, HarnessSpec};
-use harn_core::workflow::run::RunManifest;
+use harn_core::workflow::adapter::Kind;
+use harn_core::workflow::agent::{self, CallOutcome, HarnessSpec, Login};
+use harn_core::workflow::run::{Billing, RunManifest};
 use harn_core::workflow::schema::{check_reply, repair_prompt, REPAIRS_MAX};
 use harn_core::workflow::team::Dispatch;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
+
+/// The pre-flight of each harness this run called, by name: passed, or the failure every
+/// call to it gets without running.
+type Preflights = Arc<Mutex<BTreeMap<String, Result<(), String>>>>;
 
 /// Agent calls waiting for a slot, and how many are running.
 pub struct Calls {
-    /// Calls waiting, in the order they were asked for.
-    pub queued: Vec<(String, Dispatch)>,
+    /// Calls waiting, in the order they were asked for, with the vendor session each
+    /// continues.
+    pub queued: Vec<(String, Dispatch, Option<String>)>,
     /// Calls running.
     pub in_flight: usize,
     /// Most calls running at once.
     pub concurrency: usize,
     /// Process groups of the calls running now.
     pub agents: Arc<Mutex<CallGroups>>,
+    /// Pre-flights done in this segment.
+    pub preflights: Preflights,
 }
 
 impl Calls {
+    /// No call yet, at most `concurrency` at once.
+    pub fn new(concurrency: usize, agents: Arc<Mutex<CallGroups>>) -> Calls {
+        Calls {
+            queued: Vec::new(),
+            in_flight: 0,
+            concurrency,
+            agents,
+            preflights: Preflights::default(),
+        }
+    }
+
     /// Starts queued calls, in the order they were asked for, up to the concurrency bound.
     pub fn dispatch(&mut self, store: &Store, m: &RunManifest, tx: &mpsc::SyncSender<HostEvent>) {
         while self.in_flight < self.concurrency && !self.queued.is_empty() {
-            let (id, dispatch) = self.queued.remove(0);
+            let (id, dispatch, resume) = self.queued.remove(0);
             let spec = m.harness_spec(&dispatch.harness).cloned();
-            let root = m.cwd.as_deref().map_or_else(|| store.root().to_owned(), Into::into);
+            let cwd = m.cwd.as_deref().map_or_else(|| store.root().to_owned(), Into::into);
             let tx = tx.clone();
-            let (run_id, agents) = (m.run_id.to_string(), self.agents.clone());
+            let (run_id, agents, preflights) =
+                (m.run_id.to_string(), self.agents.clone(), self.preflights.clone());
             let billing = m.billing;
+            let schema_file =
+                store.root().join(run_dir(&m.run_id)).join(format!("schema-{id}.json"));
+            let root = store.root().to_owned();
             self.in_flight += 1;
             std::thread::spawn(move || {
+                let progress = |shown: serde_json::Value| {
+                    let _ = tx.send(HostEvent::AgentProgress(id.clone(), shown));
+                };
                 let outcome = match spec {
                     Some(spec) => {
-                        let ctx =
-                            CallContext { root: &root, run_id: &run_id, billing, running: &agents };
-                        call_checked(&ctx, &dispatch, &spec)
+                        let ctx = CallContext {
+                            root: &cwd,
+                            run_id: &run_id,
+                            billing,
+                            running: &agents,
+                            progress: &progress,
+                        };
+                        match preflight(&preflights, &dispatch.harness, &spec, billing) {
+                            Err(why) => agent::preflight_failure(&why),
+                            Ok(()) => {
+                                let file = schema_for(&root, &schema_file, &dispatch, spec.kind);
+                                call_checked(
+                                    &ctx,
+                                    &dispatch,
+                                    &spec,
+                                    file.as_deref(),
+                                    resume.as_deref(),
+                                )
+                            }
+                        }
                     }
                     // Every harness the team names is frozen at the start; this is a bug.
                     None => failed(format!("harness {} was not frozen", dispatch.harness)),
@@ -51,15 +97,124 @@ impl Calls {
     }
 }
 
+/// The schema of a Codex call, written to a file beside the run's records (Codex takes a
+/// file); `None` without a schema, for other adapters, or when it cannot be written (harn's
+/// own check of the reply still holds).
+fn schema_for(root: &Path, file: &Path, d: &Dispatch, kind: Kind) -> Option<String> {
+    let schema = d.schema.as_ref().filter(|_| kind == Kind::Codex)?;
+    crate::private::replace_below(root, file, schema.to_string().as_bytes()).ok()?;
+    Some(file.display().to_string())
+}
+
+/// The harness's pre-flight, once per run: the program is there, logged in, and billing as
+/// the run allows. A text harness is only looked for.
+fn preflight(
+    done: &Preflights,
+    name: &str,
+    spec: &HarnessSpec,
+    billing: Billing,
+) -> Result<(), String> {
+    let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(result) = done.get(name) {
+        return result.clone();
+    }
+    let program = find_program(&spec.command[0]);
+    let login = match (&program, spec.kind) {
+        (Some(p), Kind::ClaudeCode | Kind::Codex) => Some(login_of(p, spec.kind, billing)),
+        _ => None,
+    };
+    let result =
+        agent::preflight(name, spec, program.is_some(), login.as_ref(), billing == Billing::Api);
+    done.insert(name.to_owned(), result.clone());
+    result
+}
+
+/// The pre-flight of one call made outside a run (a planner, a reviewer).
+pub fn preflight_once(name: &str, spec: &HarnessSpec, billing: Billing) -> Result<(), String> {
+    preflight(&Preflights::default(), name, spec, billing)
+}
+
+/// The program a command names: a path, or the first match on `PATH`.
+fn find_program(program: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable =
+        |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if program.contains('/') {
+        let p = PathBuf::from(program);
+        return runnable(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|p| runnable(p))
+}
+
+/// Asks the program itself whether it is logged in, with the environment its calls get.
+fn login_of(program: &Path, kind: Kind, billing: Billing) -> Login {
+    let args: &[&str] = match kind {
+        Kind::ClaudeCode => &["auth", "status", "--json"],
+        _ => &["login", "status"],
+    };
+    let mut cmd = std::process::Command::new(program);
+    cmd.args(args).stdin(std::process::Stdio::null());
+    if billing == Billing::Subscription {
+        for var in agent::API_KEY_VARS {
+            cmd.env_remove(var);
+        }
+    }
+    let out = match run_bounded(cmd, std::time::Duration::from_secs(30)) {
+        Some(out) => out,
+        None => {
+            return Login { method: "no answer to its status command".into(), ..Login::default() }
+        }
+    };
+    let text =
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    match kind {
+        Kind::ClaudeCode => agent::claude_login(&String::from_utf8_lossy(&out.stdout)),
+        _ => agent::codex_login(&text, out.status.code()),
+    }
+}
+
+/// Runs a short command with a deadline, killing it past the deadline.
+fn run_bounded(
+    mut cmd: std::process::Command,
+    limit: std::time::Duration,
+) -> Option<std::process::Output> {
+    use std::os::unix::process::CommandExt;
+    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).process_group(0);
+    let child = cmd.spawn().ok()?;
+    let pgid = child.id() as i32;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.ok(),
+        Err(_) => {
+            if let Some(pid) = rustix::process::Pid::from_raw(pgid) {
+                let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+            }
+            None
+        }
+    }
+}
+
 fn failed(error: String) -> CallOutcome {
-    CallOutcome { ok: false, text: None, error: Some(error), class: None }
+    CallOutcome::failed(error, None)
 }
 
 /// Runs a call to a usable reply: up to its attempts, then, with a schema, up to
 /// [`REPAIRS_MAX`] repair calls that quote the rejected reply and its problems. A reply that
 /// still does not match is a charged failure.
-pub fn call_checked(ctx: &CallContext<'_>, d: &Dispatch, spec: &HarnessSpec) -> CallOutcome {
-    let mut outcome = call_with_retries(ctx, d, spec, &d.prompt);
+pub fn call_checked(
+    ctx: &CallContext<'_>,
+    d: &Dispatch,
+    spec: &HarnessSpec,
+    schema_file: Option<&str>,
+    resume: Option<&str>,
+) -> CallOutcome {
+    let schema = d.schema.as_ref();
+    let c = CallSpec { name: &d.harness, spec, profile: &d.profile, schema, schema_file, resume };
+    let mut outcome = call_with_retries(ctx, &c, d.max_attempts, &d.prompt);
     let Some(schema) = &d.schema else { return outcome };
     let mut repairs = 0;
     while outcome.ok {
@@ -78,7 +233,7 @@ pub fn call_checked(ctx: &CallContext<'_>, d: &Dispatch, spec: &HarnessSpec) -> 
             Err(problems) => {
                 repairs += 1;
                 let prompt = repair_prompt(&d.prompt, &text, &problems);
-                outcome = call_with_retries(ctx, d, spec, &prompt);
+                outcome = call_with_retries(ctx, &c, d.max_attempts, &prompt);
             }
         }
     }
@@ -93,13 +248,13 @@ fn cancelled(ctx: &CallContext<'_>) -> bool {
 /// nothing is retried once the run is over.
 fn call_with_retries(
     ctx: &CallContext<'_>,
-    d: &Dispatch,
-    spec: &HarnessSpec,
+    c: &CallSpec<'_>,
+    max_attempts: u32,
     prompt: &str,
 ) -> CallOutcome {
-    let once = || call(ctx, &d.harness, spec, &d.profile, prompt);
+    let once = || call(ctx, c, prompt);
     let mut outcome = once();
-    for _ in 1..d.max_attempts {
+    for _ in 1..max_attempts {
         if outcome.ok || outcome.class == Some(FailureClass::Environment) || cancelled(ctx) {
             break;
         }

@@ -285,8 +285,10 @@ pub(super) fn show(store: &mut Store, id: &str, json: bool) -> i32 {
         Err(e) => return fail(EXIT_FAILED, e),
     };
     if json {
-        let doc =
-            json!({ "intent": item.intent, "projection": item.projection, "events": item.events });
+        let doc = json!({
+            "intent": item.intent, "projection": item.projection, "events": item.events,
+            "usage": item.usage,
+        });
         outln!("{doc}");
         return 0;
     }
@@ -313,6 +315,9 @@ pub(super) fn show(store: &mut Store, id: &str, json: bool) -> i32 {
         p.charged_attempts,
         p.attempts_remaining
     );
+    if let Some(u) = &item.usage {
+        outln!("  agents     {}", super::progress::usage(u));
+    }
     for f in &p.open_findings {
         outln!("  finding    {}: {}", f.id, f.statement);
     }

@@ -28,6 +28,8 @@ pub enum HostEvent {
     Eof,
     /// An agent call ended.
     AgentDone(String, CallOutcome),
+    /// A line of a streaming agent call showed something (a tool used, a turn ended).
+    AgentProgress(String, Value),
     /// The workflow process ended.
     Exited(std::io::Result<std::process::ExitStatus>),
 }
@@ -82,13 +84,21 @@ pub fn run_segment(
         let _ = waiter.send(HostEvent::Exited(status));
     });
     let concurrency = m.concurrency.max(1) as usize;
+    // Sessions earlier segments of this run left, for calls that continue one.
+    let sessions = store
+        .ledger()
+        .transcript(&m.run_id)
+        .map(|records| transcript::sessions(&records))
+        .unwrap_or_default();
     let mut host = Host {
         m,
         fold,
         transcript,
         stdin,
         pgid,
-        calls: Calls { queued: Vec::new(), in_flight: 0, concurrency, agents },
+        calls: Calls::new(concurrency, agents),
+        sessions,
+        harness_of: BTreeMap::new(),
         keys: BTreeMap::new(),
         logged: 0,
         stopped: false,
@@ -140,6 +150,13 @@ pub fn run_segment(
                 kill_group(pgid);
             }
             HostEvent::AgentDone(id, outcome) => host.on_agent_done(store, &id, outcome)?,
+            HostEvent::AgentProgress(id, shown) => {
+                let mut body = json!({ "event": "agent.progress", "id": id });
+                if let (Some(body), Some(shown)) = (body.as_object_mut(), shown.as_object()) {
+                    body.extend(shown.clone());
+                }
+                host.transcript.record(store, body)?;
+            }
         }
         if !timed_out && !host.stopped {
             host.calls.dispatch(store, m, &tx);
@@ -174,6 +191,10 @@ struct Host<'a> {
     logged: usize,
     /// True once policy stopped the run: nothing more is dispatched.
     stopped: bool,
+    /// The vendor session of the last call to each harness, for a call that continues it.
+    sessions: BTreeMap<String, String>,
+    /// The harness of each call in flight.
+    harness_of: BTreeMap<String, String>,
     /// Lines that were not protocol messages: the first [`MALFORMED_RECORDED`] are
     /// recorded one by one, the rest counted (bytes too) and recorded once at the end.
     malformed: u64,
@@ -234,7 +255,12 @@ impl Host<'_> {
                 let body = transcript::agent_start(&id, &dispatch.harness, &key);
                 self.transcript.record(store, body)?;
                 self.keys.insert(id.clone(), key);
-                self.calls.queued.push((id, dispatch));
+                let resume = dispatch
+                    .continue_session
+                    .then(|| self.sessions.get(&dispatch.harness).cloned())
+                    .flatten();
+                self.harness_of.insert(id.clone(), dispatch.harness.clone());
+                self.calls.queued.push((id, dispatch, resume));
             }
             Some(HostAction::Park(parked)) => return Ok(Some(parked)),
             Some(HostAction::Stop) => self.halt(store, "policy.stopped")?,
@@ -252,6 +278,9 @@ impl Host<'_> {
     ) -> Result<(), StoreError> {
         self.calls.in_flight -= 1;
         let key = self.keys.remove(id);
+        if let (Some(harness), Some(session)) = (self.harness_of.remove(id), &outcome.session_id) {
+            self.sessions.insert(harness, session.clone());
+        }
         let body = transcript::agent_end(id, key.as_deref(), &outcome);
         self.transcript.record(store, body)?;
         let reply = self.fold.agent_done(id, outcome);
@@ -302,9 +331,11 @@ impl Transcript {
         Ok(Transcript { path, writer, run_id: run_id.clone() })
     }
 
-    /// Appends one synced record.
+    /// Appends one synced record (and shows it, when progress is live).
     pub fn record(&mut self, store: &mut Store, mut body: Value) -> Result<(), StoreError> {
         body["run_id"] = json!(self.run_id);
-        store.append_journal(&self.path, &mut self.writer, &body)
+        store.append_journal(&self.path, &mut self.writer, &body)?;
+        super::progress::show(&body);
+        Ok(())
     }
 }

@@ -28,9 +28,14 @@ pub struct HostArgs {
     #[arg(long, default_value = "subscription", value_parser = ["subscription", "api"])]
     pub billing: String,
     /// Bill only logged-in subscriptions (the default, `--billing subscription`); refused
-    /// together with `--billing api`.
+    /// together with `--billing api` or `--allow-api-billing`.
     #[arg(long)]
     pub subscription_only: bool,
+    /// Let agent calls bill an API key per token (`--billing api`): an API key in the
+    /// environment, Claude Code's `apiKeyHelper`, or a key in Codex's `auth.json`. Without
+    /// it, a harness that would bill a key is refused at its pre-flight, uncharged.
+    #[arg(long)]
+    pub allow_api_billing: bool,
     /// A host policy file (JSON rules on agent calls and `authorize` requests), frozen into
     /// the run by content and digest; a relative path is taken from the root.
     #[arg(long)]
@@ -100,9 +105,23 @@ impl HostArgs {
                 Some(canonical.display().to_string())
             }
         };
-        if self.subscription_only && self.billing == "api" {
-            return Err("--subscription-only contradicts --billing api".into());
+        let api = self.billing == "api" || self.allow_api_billing;
+        if self.subscription_only && api {
+            return Err(
+                "--subscription-only contradicts --billing api and --allow-api-billing".into()
+            );
         }
+        // Effort words are the harness's own: an unknown one is refused now, not by the
+        // program in the middle of a run.
+        let kind_of = |name: &str| {
+            if default.as_ref().is_some_and(|d| d.name == name) {
+                default.as_ref().map(|d| d.spec.kind)
+            } else {
+                others.get(name).map(|s| s.kind)
+            }
+        };
+        harn_core::workflow::team::check_efforts(&team, self.harness.as_deref(), &kind_of)
+            .map_err(|e| format!("--team: {e}"))?;
         if self.approval_to.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return Err("--approval-to: may not be empty".into());
         }
@@ -126,7 +145,7 @@ impl HostArgs {
             team,
             harnesses: others,
             max_agents,
-            billing: if self.billing == "api" { Billing::Api } else { Billing::Subscription },
+            billing: if api { Billing::Api } else { Billing::Subscription },
         })
     }
 }

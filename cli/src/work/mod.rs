@@ -9,6 +9,7 @@ pub mod config;
 pub mod host;
 pub mod host_args;
 pub mod process;
+pub mod progress;
 pub mod run_cmd;
 pub mod run_show;
 pub mod runner;

@@ -34,6 +34,10 @@ pub struct RunArgs {
     /// Who runs it (default: $USER).
     #[arg(long)]
     actor: Option<String>,
+    /// Print each stage, agent call and tool use as the run goes (the default when standard
+    /// output is a terminal).
+    #[arg(long)]
+    progress: bool,
     /// Print one JSON document.
     #[arg(long)]
     json: bool,
@@ -71,6 +75,9 @@ pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> i32 {
     if let Err(e) = crate::children::interrupt_on_signals() {
         return fail(EXIT_FAILED, format!("signal handling: {e}"));
     }
+    // In a terminal, the run says what it does as it goes.
+    let terminal = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    super::progress::live(!a.json && (a.progress || terminal));
     let (run_id, proof) = match run_attempt(store, &id, retry, &limits, &actor(a.actor)) {
         Ok(Ended::Proof(run_id, proof)) => (run_id, proof),
         Ok(Ended::Parked(request)) => return parked(store, &request, a.json),
@@ -107,6 +114,16 @@ pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> i32 {
         for c in &proof.agents {
             let how = if c.ok { "ok".to_owned() } else { c.error.clone().unwrap_or_default() };
             outln!("  agent      {} ({}): {how}", c.id, c.harness);
+            for d in &c.denials {
+                outln!(
+                    "  denied     {} {} (the agent's own permissions refused it)",
+                    d.tool,
+                    d.summary
+                );
+            }
+        }
+        if let Some(u) = &proof.usage {
+            outln!("  agents     {}", super::progress::usage(u));
         }
         outln!("  proof      {}", proof_path.display());
         show(store, id.as_str(), false);
@@ -239,7 +256,12 @@ fn freeze(store: &Store, a: &RunArgs) -> Result<RunLimits, String> {
         None => Team::new(),
         Some(path) => read_team(store, path)?,
     };
-    a.host.freeze(store, team, a.max_agents, a.concurrency as usize)
+    a.host.freeze(store, team, a.max_agents, a.concurrency as usize).map_err(|e| match &a.team {
+        Some(path) if e.starts_with("--team: ") => {
+            format!("{}: {}", store.root().join(path).display(), &e["--team: ".len()..])
+        }
+        _ => e,
+    })
 }
 
 /// Reads and checks a team file (a relative path is taken from the root).

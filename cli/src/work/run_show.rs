@@ -29,6 +29,26 @@ enum RunVerb {
         #[arg(long)]
         json: bool,
     },
+    /// Recent runs, newest first: the item and attempt, where the run stands, how long it
+    /// has taken, and what its agent calls cost.
+    ///
+    /// Example: `harn run list --limit 5`
+    List {
+        /// How many runs.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print what a run does as it goes (each stage, agent call and tool use), until it ends
+    /// or parks on an approval.
+    ///
+    /// Example: `harn run follow wf-2026-12-01-10-00-00-000-abc123`
+    Follow {
+        /// The run id (`wf-…`).
+        run_id: String,
+    },
 }
 
 /// Runs a `run` verb; returns the exit code.
@@ -37,7 +57,11 @@ pub fn run(cmd: RunCmd) -> i32 {
         Ok(store) => store,
         Err(code) => return code,
     };
-    let RunVerb::Show { run_id, json } = cmd.verb;
+    let (run_id, json) = match cmd.verb {
+        RunVerb::Show { run_id, json } => (run_id, json),
+        RunVerb::List { limit, json } => return list(&mut store, limit, json),
+        RunVerb::Follow { run_id } => return follow(&mut store, &run_id),
+    };
     let run_id = match Id::new(&run_id) {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{run_id:?}: {e}")),
@@ -107,6 +131,9 @@ pub fn run(cmd: RunCmd) -> i32 {
                 let status = json!(e.status);
                 outln!("  evidence   {} {}: {}", e.kind, status.as_str().unwrap_or(""), e.label);
             }
+            if let Some(u) = &p.usage {
+                outln!("  agents     {}", super::progress::usage(u));
+            }
             for a in &p.agents {
                 let how = match (a.ok, a.cached) {
                     (true, true) => "ok (answered from the transcript)".to_owned(),
@@ -114,6 +141,20 @@ pub fn run(cmd: RunCmd) -> i32 {
                     _ => a.error.clone().unwrap_or_default(),
                 };
                 outln!("  agent      {} ({}): {how}", a.id, a.harness);
+                if let Some(session) = &a.session_id {
+                    outln!("               session {session}");
+                }
+                if let Some(u) = &a.usage {
+                    let took = a.elapsed_ms.map(|ms| format!("{}, ", super::progress::elapsed(ms)));
+                    outln!(
+                        "               {}{}",
+                        took.unwrap_or_default(),
+                        super::progress::usage(u)
+                    );
+                }
+                for d in &a.denials {
+                    outln!("               denied {} {}", d.tool, d.summary);
+                }
             }
             for d in p.policy.iter().flat_map(|p| &p.decisions) {
                 let outcome = json!(d.outcome);
@@ -148,4 +189,128 @@ fn transcript_summary(store: &mut Store, run_id: &Id) -> Result<Value, String> {
     Ok(
         json!({ "path": shown, "records": read.records.len(), "events": events, "torn_tail_bytes": read.torn_tail_bytes }),
     )
+}
+
+/// Where a run without a proof stands, from its transcript and its item's run lease.
+fn standing(store: &mut Store, work_id: &Id, records: &[Value]) -> &'static str {
+    use harn_core::workflow::transcript;
+    if store.held_elsewhere(&super::store::run_lock(work_id)) {
+        "running"
+    } else if transcript::parked_on(records).is_some() {
+        "parked"
+    } else if transcript::started(records) {
+        "lost"
+    } else {
+        "not_started"
+    }
+}
+
+/// The agent calls' usage a transcript records so far (a run without a proof yet).
+fn usage_so_far(records: &[Value]) -> Option<harn_core::workflow::adapter::Usage> {
+    let mut total: Option<harn_core::workflow::adapter::Usage> = None;
+    for r in records.iter().filter(|r| r["event"] == "agent.end") {
+        if let Ok(u) = serde_json::from_value(r["usage"].clone()) {
+            total.get_or_insert_with(Default::default).add(&u);
+        }
+    }
+    total
+}
+
+fn list(store: &mut Store, limit: usize, json: bool) -> i32 {
+    let names = match harn_core::env::Fs::list(&mut store.ledger().fs, ".harnery/workflows") {
+        Ok(names) => names,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    // Run ids start with their UTC start time, so names sort by age.
+    let ids: Vec<Id> = names.iter().rev().filter_map(|n| Id::new(n).ok()).take(limit).collect();
+    let now = store.now().0;
+    let mut rows = Vec::new();
+    for id in ids {
+        let Ok((Some(m), proof)) = store.run_records(&id) else { continue };
+        let records = store.ledger().transcript(&id).unwrap_or_default();
+        let (state, ended, usage) = match &proof {
+            Some(p) => {
+                let class = p.run.class.map(|c| json!(c).as_str().unwrap_or("").to_owned());
+                let status = json!(p.run.status).as_str().unwrap_or("").to_owned();
+                let state = class.map_or(status.clone(), |c| format!("{status} ({c})"));
+                (state, Some(p.run.ended_at.0), p.usage.clone())
+            }
+            None => {
+                (standing(store, &m.work_id, &records).to_owned(), None, usage_so_far(&records))
+            }
+        };
+        let elapsed = ended.unwrap_or(now).saturating_sub(m.started_at.0).max(0) as u64;
+        rows.push(json!({
+            "run_id": id, "work_id": m.work_id, "attempt": m.attempt, "state": state,
+            "started_at": m.started_at, "elapsed_ms": elapsed, "usage": usage,
+        }));
+    }
+    if json {
+        outln!("{}", json!({ "runs": rows }));
+        return 0;
+    }
+    if rows.is_empty() {
+        outln!("no runs yet");
+        return 0;
+    }
+    outln!("{:<38} {:<16} {:>3}  {:<22} {:>10}  COST", "RUN", "ITEM", "#", "STATE", "ELAPSED");
+    for r in &rows {
+        let cost =
+            serde_json::from_value::<harn_core::workflow::adapter::Usage>(r["usage"].clone())
+                .ok()
+                .and_then(|u| u.cost_micro_usd)
+                .map_or_else(|| "-".to_owned(), harn_core::workflow::adapter::dollars);
+        outln!(
+            "{:<38} {:<16} {:>3}  {:<22} {:>10}  {cost}",
+            r["run_id"].as_str().unwrap_or(""),
+            r["work_id"].as_str().unwrap_or(""),
+            r["attempt"],
+            r["state"].as_str().unwrap_or(""),
+            super::progress::elapsed(r["elapsed_ms"].as_u64().unwrap_or(0))
+        );
+    }
+    0
+}
+
+/// How often `follow` looks for new transcript records.
+const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+fn follow(store: &mut Store, run_id: &str) -> i32 {
+    let run_id = match Id::new(run_id) {
+        Ok(id) => id,
+        Err(e) => return fail(EXIT_USAGE, format!("{run_id:?}: {e}")),
+    };
+    let work_id = match store.run_records(&run_id) {
+        Ok((Some(m), _)) => m.work_id,
+        Ok((None, _)) => return fail(EXIT_FAILED, format!("no workflow run {run_id}")),
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let mut shown = 0;
+    loop {
+        let records = match store.ledger().transcript(&run_id) {
+            Ok(records) => records,
+            Err(e) => return fail(EXIT_FAILED, e),
+        };
+        for r in records.iter().skip(shown) {
+            if let Some(line) = super::progress::line(r) {
+                outln!("{line}");
+            }
+        }
+        shown = records.len();
+        let proof = store.run_records(&run_id).ok().and_then(|(_, p)| p);
+        if let Some(p) = proof {
+            let status = json!(p.run.status);
+            let error = p.run.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
+            outln!("run {run_id} {}{error}", status.as_str().unwrap_or(""));
+            return if p.passes() { 0 } else { EXIT_FAILED };
+        }
+        match standing(store, &work_id, &records) {
+            "running" => std::thread::sleep(FOLLOW_EVERY),
+            // Not running and no proof: it waits on a person, or its host is gone.
+            other => {
+                outln!("run {run_id} is {}", other.replace('_', " "));
+                return EXIT_FAILED;
+            }
+        }
+    }
 }

@@ -50,6 +50,9 @@ pub struct Item {
     pub events: Vec<WorkEvent>,
     /// The projection.
     pub projection: Projection,
+    /// The tokens, turns and cost of its attempts' agent calls, from their proofs, when any
+    /// reported them.
+    pub usage: Option<crate::workflow::adapter::Usage>,
 }
 
 /// Items already read in one command, so each is read and projected once.
@@ -243,7 +246,7 @@ impl<F: Fs> Ledger<F> {
             prerequisites.insert(dep.clone(), view);
         }
         let live = runner_live(id);
-        let attempts = self.inspect_attempts(id, &events, live)?;
+        let (attempts, usage) = self.inspect_attempts(id, &events, live)?;
         let inputs = Inputs {
             intent: &intent,
             events: &events,
@@ -252,7 +255,7 @@ impl<F: Fs> Ledger<F> {
             lease_held_elsewhere: live,
         };
         let projection = project(&inputs);
-        Ok(Item { intent, events, projection })
+        Ok(Item { intent, events, projection, usage })
     }
 
     /// The dependency closure of `root` in post-order (prerequisites first, in their
@@ -316,11 +319,15 @@ impl<F: Fs> Ledger<F> {
         id: &Id,
         events: &[WorkEvent],
         runner_live: bool,
-    ) -> Result<Vec<AttemptStatus>, String> {
+    ) -> Result<(Vec<AttemptStatus>, Option<crate::workflow::adapter::Usage>), String> {
         let mut attempts = Vec::new();
+        let mut usage: Option<crate::workflow::adapter::Usage> = None;
         for e in events {
             let EventKind::AttemptStarted { run_id, attempt, .. } = &e.kind else { continue };
             let (manifest, proof) = self.run_records(run_id)?;
+            if let Some(u) = proof.as_ref().and_then(|p| p.usage.as_ref()) {
+                usage.get_or_insert_with(Default::default).add(u);
+            }
             // Only a run that ended without proof and has no runner may be parked. An
             // unreadable transcript blocks the attempt; an unreadable approval fails the read.
             // It also tells whether the workflow ever started: a run without a manifest
@@ -351,7 +358,7 @@ impl<F: Fs> Ledger<F> {
             .map_err(|e| format!("work item {id}: {e}"))?;
             attempts.push(status);
         }
-        Ok(attempts)
+        Ok((attempts, usage))
     }
 
     /// Appends one event to `id`'s history with the next sequence number; the caller holds

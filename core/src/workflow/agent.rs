@@ -1,17 +1,52 @@
 //! Agent harnesses, decided purely: the built-in presets and declared harnesses (an argv with
-//! the prompt on stdin and the reply on stdout), and the classification of how a call ended
-//! into a reply or a failure that is charged, environmental or upstream.
+//! the prompt on stdin, read by its [`adapter`](super::adapter)), the pre-flight a run makes
+//! before its first call to a harness, and the one table that classifies how a call ended: a
+//! reply, or a failure that is charged, environmental or upstream.
 
+use super::adapter::{self, Denial, Kind, Usage};
 use crate::work::projection::FailureClass;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Default time an agent call may take before its process group is killed.
 pub const AGENT_TIMEOUT_MS: u64 = 30 * 60 * 1000;
-/// Environment variables that let a harness bill an API account per token; a run in
-/// `subscription` billing removes them from every call.
-pub const API_KEY_VARS: &[&str] =
-    &["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "OPENAI_API_KEY", "CODEX_API_KEY"];
+/// Default time a call that streams its progress may go without a word before it is killed
+/// as stuck (a dead network, a vendor that stopped answering).
+pub const IDLE_TIMEOUT_MS: u64 = 5 * 60 * 1000;
+/// Environment variables that let an agent program bill an account per token, or send its
+/// calls elsewhere (another vendor, a cloud provider's endpoint); a run in `subscription`
+/// billing removes them from every call and every workflow.
+pub const API_KEY_VARS: &[&str] = &[
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "ANTHROPIC_BASE_URL",
+    "ANTHROPIC_BEDROCK_BASE_URL",
+    "ANTHROPIC_VERTEX_BASE_URL",
+    "ANTHROPIC_VERTEX_PROJECT_ID",
+    "CLAUDE_CODE_USE_BEDROCK",
+    "CLAUDE_CODE_USE_VERTEX",
+    "CLAUDE_CODE_USE_FOUNDRY",
+    "AWS_BEARER_TOKEN_BEDROCK",
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_ORG_ID",
+    "OPENAI_PROJECT_ID",
+    "CODEX_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_OPENAI_ENDPOINT",
+    "AZURE_API_KEY",
+    "GOOGLE_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "VERTEXAI_API_KEY",
+    "MISTRAL_API_KEY",
+    "GROQ_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "XAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "TOGETHER_API_KEY",
+    "FIREWORKS_API_KEY",
+];
 /// Longest failure text kept: the tail of stderr, then stdout.
 pub const FAILURE_TEXT_MAX: usize = 500;
 
@@ -21,25 +56,58 @@ pub const FAILURE_TEXT_MAX: usize = 500;
 pub struct HarnessSpec {
     /// The program and its arguments; the prompt arrives on stdin.
     pub command: Vec<String>,
+    /// The command-line dialect it speaks: how options reach it and how its output is read.
+    #[serde(default, skip_serializing_if = "is_text")]
+    pub kind: Kind,
     /// Kill the call's process group after this long.
     #[serde(default = "default_timeout")]
     pub timeout_ms: u64,
+    /// Kill it after this long without a line of output (streaming dialects only).
+    #[serde(default = "default_idle")]
+    pub idle_timeout_ms: u64,
+}
+
+fn is_text(k: &Kind) -> bool {
+    *k == Kind::Text
 }
 
 fn default_timeout() -> u64 {
     AGENT_TIMEOUT_MS
 }
 
-/// The built-in harnesses: `claude-code` (`claude -p`) and `codex` (`codex exec -`), both
-/// reading the prompt on stdin and printing the reply.
+fn default_idle() -> u64 {
+    IDLE_TIMEOUT_MS
+}
+
+impl HarnessSpec {
+    /// A text harness running `command`.
+    pub fn text(command: Vec<String>, timeout_ms: u64) -> HarnessSpec {
+        HarnessSpec { command, kind: Kind::Text, timeout_ms, idle_timeout_ms: IDLE_TIMEOUT_MS }
+    }
+}
+
+/// The built-in harnesses, as the real programs are: `claude-code` (`claude -p` with its
+/// stream of JSON events) and `codex` (`codex exec --json`, allowed outside a git repository;
+/// `codex exec` refuses otherwise).
 pub fn presets() -> BTreeMap<String, HarnessSpec> {
-    let spec = |argv: &[&str]| HarnessSpec {
+    let spec = |kind, argv: &[&str]| HarnessSpec {
         command: argv.iter().map(|s| s.to_string()).collect(),
+        kind,
         timeout_ms: AGENT_TIMEOUT_MS,
+        idle_timeout_ms: IDLE_TIMEOUT_MS,
     };
     BTreeMap::from([
-        ("claude-code".to_owned(), spec(&["claude", "-p", "--output-format", "text"])),
-        ("codex".to_owned(), spec(&["codex", "exec", "-"])),
+        (
+            "claude-code".to_owned(),
+            spec(
+                Kind::ClaudeCode,
+                &["claude", "-p", "--output-format", "stream-json", "--verbose"],
+            ),
+        ),
+        (
+            "codex".to_owned(),
+            spec(Kind::Codex, &["codex", "exec", "--json", "--skip-git-repo-check"]),
+        ),
     ])
 }
 
@@ -58,14 +126,14 @@ pub fn resolve(
     if spec.command.first().is_none_or(|p| p.trim().is_empty()) {
         return Err(format!("harness {name:?}: command is empty"));
     }
-    if spec.timeout_ms == 0 {
-        return Err(format!("harness {name:?}: timeout_ms must be at least 1"));
+    if spec.timeout_ms == 0 || spec.idle_timeout_ms == 0 {
+        return Err(format!("harness {name:?}: timeout_ms and idle_timeout_ms must be at least 1"));
     }
     Ok(spec)
 }
 
 /// How an agent process ended, as the host saw it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CallEnd {
     /// The program could not be found (ENOENT at spawn).
     pub missing: bool,
@@ -73,6 +141,8 @@ pub struct CallEnd {
     pub spawn_error: Option<String>,
     /// True when the host killed it for its timeout.
     pub timed_out: bool,
+    /// True when the host killed it for saying nothing for its idle timeout.
+    pub idle: bool,
     /// Its exit code, when it exited.
     pub code: Option<i32>,
     /// Its stdout.
@@ -82,11 +152,11 @@ pub struct CallEnd {
 }
 
 /// The outcome of an agent call.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallOutcome {
     /// True when the reply is usable.
     pub ok: bool,
-    /// The reply (stdout), on success.
+    /// The reply, on success.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
     /// Why it failed.
@@ -95,59 +165,324 @@ pub struct CallOutcome {
     /// A failure that does not charge the attempt budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<FailureClass>,
+    /// The vendor's session, to continue it or to find it in the vendor's records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Tokens, turns and cost, when the program reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Tool uses the program's permissions refused.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denials: Vec<Denial>,
+    /// How long the call took, in ms (the host's measure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_ms: Option<u64>,
 }
 
-/// Phrases that mean an outside service refused, not that the work failed.
-const UPSTREAM: &[&str] = &[
-    "rate limit",
-    "rate-limit",
-    "too many requests",
-    "overloaded",
-    "service unavailable",
-    "bad gateway",
-    "gateway timeout",
-    "internal server error",
-    "circuit open",
+impl CallOutcome {
+    /// A usable reply.
+    pub fn replied(text: impl Into<String>) -> CallOutcome {
+        CallOutcome { ok: true, text: Some(text.into()), ..CallOutcome::default() }
+    }
+
+    /// A failure, uncharged when it has a class.
+    pub fn failed(error: impl Into<String>, class: Option<FailureClass>) -> CallOutcome {
+        CallOutcome { ok: false, error: Some(error.into()), class, ..CallOutcome::default() }
+    }
+}
+
+/// How to install each preset's program, for the message of a call that found it missing.
+fn install_hint(kind: Kind) -> &'static str {
+    match kind {
+        Kind::ClaudeCode => "; install it with `npm install -g @anthropic-ai/claude-code`",
+        Kind::Codex => "; install it with `npm install -g @openai/codex`",
+        Kind::Text => "",
+    }
+}
+
+/// What to run to log in, for each preset.
+pub fn login_hint(kind: Kind) -> &'static str {
+    match kind {
+        Kind::ClaudeCode => "run `claude auth login` (or `claude` and /login)",
+        Kind::Codex => "run `codex login`",
+        Kind::Text => "log the program in",
+    }
+}
+
+/// One row of the classification table: phrases (lowercase) any of which, found in a failed
+/// call's own words, decide its class.
+struct Row {
+    /// Which failure this is, in words.
+    what: &'static str,
+    /// `None`: charged, the agent's own outcome.
+    class: Option<FailureClass>,
+    phrases: &'static [&'static str],
+}
+
+/// The classification of a failed call, first match wins. Each row is checked against the
+/// real programs' texts in the tests below.
+const TABLE: &[Row] = &[
+    Row {
+        what: "the agent reached its turn limit",
+        class: None,
+        phrases: &[
+            "reached max turns",
+            "error_max_turns",
+            "max turns reached",
+            "maximum number of turns",
+        ],
+    },
+    Row {
+        what: "not logged in",
+        class: Some(FailureClass::Environment),
+        phrases: &[
+            "not logged in",
+            "please run /login",
+            "please log in",
+            "no credentials",
+            "login required",
+        ],
+    },
+    Row {
+        what: "the credentials were refused",
+        class: Some(FailureClass::Environment),
+        phrases: &[
+            "invalid api key",
+            "invalid x-api-key",
+            "incorrect api key",
+            "invalid_api_key",
+            "authentication_error",
+            "authentication failed",
+            "unauthorized",
+            "401",
+            "permission_error",
+            "forbidden",
+            "403",
+            "oauth token has expired",
+            "token expired",
+        ],
+    },
+    Row {
+        what: "there is no network",
+        class: Some(FailureClass::Environment),
+        phrases: &[
+            "waiting for network",
+            "network error",
+            "network is unreachable",
+            "connection refused",
+            "econnrefused",
+            "enotfound",
+            "getaddrinfo",
+            "could not resolve",
+            "failed to connect",
+            "error sending request",
+            "fetch failed",
+            "unable to connect",
+            "stream disconnected",
+            "connection error",
+        ],
+    },
+    Row {
+        what: "a usage or spend limit is reached",
+        class: Some(FailureClass::Upstream),
+        phrases: &[
+            "usage limit",
+            "spend limit",
+            "spending limit",
+            "credit balance is too low",
+            "insufficient_quota",
+            "exceeded your current quota",
+            "out of credits",
+        ],
+    },
+    Row {
+        what: "the vendor is rate limiting or overloaded",
+        class: Some(FailureClass::Upstream),
+        phrases: &[
+            "rate limit",
+            "rate-limit",
+            "rate_limit",
+            "too many requests",
+            "429",
+            "overloaded",
+            "529",
+            "high demand",
+            "exceeded retry limit",
+            "retry limit",
+            "service unavailable",
+            "bad gateway",
+            "gateway timeout",
+            "internal server error",
+            "server_error",
+            "api_error",
+            "500",
+            "502",
+            "503",
+            "504",
+            "circuit open",
+        ],
+    },
 ];
 
-/// Classifies a call: a kill for the timeout fails whatever the exit code (and is charged); a
-/// missing program is the environment; a non-zero exit whose output reads like a refusal by
-/// an outside service is upstream; any other non-zero exit is charged.
-pub fn classify(harness: &str, timeout_ms: u64, end: &CallEnd) -> CallOutcome {
-    let fail =
-        |error: String, class| CallOutcome { ok: false, text: None, error: Some(error), class };
-    if end.missing {
-        return fail(
-            format!("{harness}: the program is not installed"),
-            Some(FailureClass::Environment),
-        );
-    }
-    if let Some(e) = &end.spawn_error {
-        return fail(format!("{harness}: could not start: {e}"), None);
-    }
-    if end.timed_out {
-        return fail(format!("{harness} timed out after {timeout_ms} ms and was killed"), None);
-    }
-    if end.code == Some(0) {
-        return CallOutcome { ok: true, text: Some(end.stdout.clone()), error: None, class: None };
-    }
-    let text = failure_text(&end.stderr, &end.stdout);
+/// The row a failure's words match, if any. Numbers match only as whole numbers.
+fn table_row(text: &str) -> Option<&'static Row> {
     let lower = text.to_lowercase();
-    let upstream = UPSTREAM.iter().any(|p| lower.contains(p)) || http_status(&lower);
-    let code = end.code.map_or("a signal".to_owned(), |c| format!("code {c}"));
-    fail(
-        format!("{harness} exited with {code}: {text}"),
-        upstream.then_some(FailureClass::Upstream),
-    )
+    let numbers: Vec<&str> =
+        lower.split(|c: char| !c.is_ascii_digit()).filter(|n| !n.is_empty()).collect();
+    TABLE.iter().find(|row| {
+        row.phrases.iter().any(|p| {
+            if p.bytes().all(|b| b.is_ascii_digit()) {
+                numbers.contains(p)
+            } else {
+                lower.contains(p)
+            }
+        })
+    })
 }
 
-/// True when the text names a 429 or 5xx status in an HTTP context.
-fn http_status(lower: &str) -> bool {
-    let contexts = ["http", "status", "error"];
-    lower
-        .split(|c: char| !c.is_ascii_digit())
-        .any(|n| n == "429" || (n.len() == 3 && n.starts_with('5')))
-        && contexts.iter().any(|c| lower.contains(c))
+/// Classifies a call: a kill for the timeout fails whatever the exit code (charged); a
+/// watchdog kill of a silent call is no network (environment) or the vendor gone quiet
+/// (upstream); a missing program is the environment; otherwise the program's output is read
+/// by its adapter, and a failure's words go through [`TABLE`].
+pub fn classify(harness: &str, spec: &HarnessSpec, timeout_ms: u64, end: &CallEnd) -> CallOutcome {
+    let kind = spec.kind;
+    if end.missing {
+        let error = format!(
+            "{harness}: the program {} is not installed{}",
+            spec.command[0],
+            install_hint(kind)
+        );
+        return CallOutcome::failed(error, Some(FailureClass::Environment));
+    }
+    if let Some(e) = &end.spawn_error {
+        let error = format!("{harness}: could not start: {e}");
+        return CallOutcome::failed(error, Some(FailureClass::Environment));
+    }
+    let reading = adapter::read(kind, &end.stdout);
+    let with_reading = |mut o: CallOutcome| {
+        o.session_id = reading.session_id.clone();
+        o.usage = reading.usage.clone();
+        o.denials = reading.denials.clone();
+        o
+    };
+    if end.timed_out {
+        let error = format!("{harness} timed out after {timeout_ms} ms and was killed");
+        return with_reading(CallOutcome::failed(error, None));
+    }
+    if end.idle {
+        let said = failure_text(&end.stderr, reading.error.as_deref().unwrap_or(""));
+        let (class, why) = match table_row(&said) {
+            Some(row) if row.class == Some(FailureClass::Environment) => (row.class, row.what),
+            _ => (Some(FailureClass::Upstream), "the vendor stopped answering"),
+        };
+        let idle = spec.idle_timeout_ms;
+        let error = format!("{harness} said nothing for {idle} ms and was killed: {why}: {said}");
+        return with_reading(CallOutcome::failed(error.trim_end_matches(": ").to_owned(), class));
+    }
+    if end.code == Some(0) && reading.error.is_none() {
+        if let Some(reply) = &reading.reply {
+            return with_reading(CallOutcome::replied(reply.clone()));
+        }
+    }
+    let own = reading.error.clone().unwrap_or_default();
+    let stdout = if kind == Kind::Text { end.stdout.as_str() } else { "" };
+    let text = match own.is_empty() {
+        true => failure_text(&end.stderr, stdout),
+        false => failure_text(&end.stderr, &own),
+    };
+    let code = match end.code {
+        Some(0) if kind != Kind::Text => "no reply".to_owned(),
+        Some(c) => format!("exited with code {c}"),
+        None => "was killed by a signal".to_owned(),
+    };
+    let (class, hint) = match table_row(&text) {
+        Some(row)
+            if row.what.starts_with("not logged in") || row.what.starts_with("the credentials") =>
+        {
+            (row.class, format!(" ({}: {})", row.what, login_hint(kind)))
+        }
+        Some(row) => (row.class, format!(" ({})", row.what)),
+        None => (None, String::new()),
+    };
+    with_reading(CallOutcome::failed(format!("{harness} {code}: {text}{hint}"), class))
+}
+
+/// What an adapter's own status command says of its login (`claude auth status --json`,
+/// `codex login status`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Login {
+    /// True when the program has credentials at all.
+    pub logged_in: bool,
+    /// When it would bill an API key per token, where that key comes from (`apiKeyHelper`,
+    /// `ANTHROPIC_API_KEY`, `auth.json`).
+    pub api_key: Option<String>,
+    /// The method in the program's words, for messages.
+    pub method: String,
+}
+
+/// Reads `claude auth status --json`: `loggedIn`, `authMethod` and, for a key, `apiKeySource`.
+pub fn claude_login(stdout: &str) -> Login {
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap_or_default();
+    let method = v["authMethod"].as_str().unwrap_or("none").to_owned();
+    let key_source = v["apiKeySource"].as_str().map(str::to_owned);
+    let api_key = match method.as_str() {
+        "api_key" | "apiKey" | "api-key" => Some(key_source.unwrap_or_else(|| method.clone())),
+        _ => key_source.filter(|s| !s.is_empty() && s != "none"),
+    };
+    Login { logged_in: v["loggedIn"] == true, api_key, method }
+}
+
+/// Reads `codex login status`: `Not logged in`, `Logged in using ChatGPT`, or `Logged in
+/// using an API key - sk-…` (on stdout or stderr, whichever the version uses).
+pub fn codex_login(output: &str, code: Option<i32>) -> Login {
+    let lower = output.to_lowercase();
+    let logged_in =
+        code == Some(0) && lower.contains("logged in") && !lower.contains("not logged in");
+    let api_key = (logged_in && lower.contains("api key")).then(|| "auth.json".to_owned());
+    let method = output
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty() && !l.starts_with("WARNING"))
+        .unwrap_or("")
+        .to_owned();
+    Login { logged_in, api_key, method }
+}
+
+/// The pre-flight of a run's first call to a harness: the program must be there, logged in,
+/// and billing as the run allows. `login` is `None` for a text harness (nothing to ask).
+/// The failure, saying what to do, is an environment failure of every call to the harness:
+/// [`preflight_failure`].
+pub fn preflight(
+    harness: &str,
+    spec: &HarnessSpec,
+    found: bool,
+    login: Option<&Login>,
+    allow_api_billing: bool,
+) -> Result<(), String> {
+    let env = Err;
+    if !found {
+        return env(format!(
+            "{harness}: the program {} is not installed{}",
+            spec.command[0],
+            install_hint(spec.kind)
+        ));
+    }
+    let Some(login) = login else { return Ok(()) };
+    if !login.logged_in {
+        return env(format!("{harness} is not logged in: {}", login_hint(spec.kind)));
+    }
+    if let (Some(source), false) = (&login.api_key, allow_api_billing) {
+        return env(format!(
+            "{harness} would bill an API key ({source}) per token, and this run bills the \
+             subscription only: log in with the subscription, or pass --allow-api-billing"
+        ));
+    }
+    Ok(())
+}
+
+/// The outcome of a call whose harness failed its pre-flight: never charged.
+pub fn preflight_failure(error: &str) -> CallOutcome {
+    CallOutcome::failed(error, Some(FailureClass::Environment))
 }
 
 /// The tail of stderr then stdout, at most [`FAILURE_TEXT_MAX`] bytes.
@@ -183,57 +518,174 @@ mod tests {
     use super::*;
 
     fn end(code: Option<i32>, stderr: &str) -> CallEnd {
-        CallEnd {
-            missing: false,
-            spawn_error: None,
-            timed_out: false,
-            code,
-            stdout: "out".into(),
+        CallEnd { code, stdout: "out".into(), stderr: stderr.into(), ..CallEnd::default() }
+    }
+
+    fn text_spec() -> HarnessSpec {
+        HarnessSpec::text(vec!["h".into()], 9)
+    }
+
+    fn class_of(kind: Kind, stdout: &str, stderr: &str, code: i32) -> Option<FailureClass> {
+        let spec = HarnessSpec { kind, ..text_spec() };
+        let end = CallEnd {
+            code: Some(code),
+            stdout: stdout.into(),
             stderr: stderr.into(),
-        }
+            ..CallEnd::default()
+        };
+        let o = classify("h", &spec, 9, &end);
+        assert!(!o.ok, "{stdout} {stderr}: {o:?}");
+        o.class
     }
 
     #[test]
     fn presets_resolve_and_declared_harnesses_shadow_them() {
         let mut declared = BTreeMap::new();
-        assert_eq!(resolve("codex", &declared).unwrap().command[0], "codex");
-        declared
-            .insert("codex".into(), HarnessSpec { command: vec!["./fake".into()], timeout_ms: 5 });
+        let codex = resolve("codex", &declared).unwrap();
+        assert_eq!((codex.command[0].as_str(), codex.kind), ("codex", Kind::Codex));
+        assert!(codex.command.contains(&"--skip-git-repo-check".to_owned()));
+        assert_eq!(resolve("claude-code", &declared).unwrap().kind, Kind::ClaudeCode);
+        declared.insert("codex".into(), HarnessSpec::text(vec!["./fake".into()], 5));
         assert_eq!(resolve("codex", &declared).unwrap().command[0], "./fake");
         assert!(resolve("nope", &declared).unwrap_err().contains("claude-code"));
-        declared.insert("empty".into(), HarnessSpec { command: vec![], timeout_ms: 5 });
+        declared.insert("empty".into(), HarnessSpec::text(vec![], 5));
         assert!(resolve("empty", &declared).unwrap_err().contains("command is empty"));
     }
 
     #[test]
     fn each_ending_gets_its_class() {
-        let ok = classify("h", 9, &end(Some(0), ""));
+        let spec = text_spec();
+        let ok = classify("h", &spec, 9, &end(Some(0), ""));
         assert_eq!((ok.ok, ok.text.as_deref()), (true, Some("out")));
         let missing = CallEnd { missing: true, ..end(None, "") };
-        assert_eq!(classify("h", 9, &missing).class, Some(FailureClass::Environment));
+        assert_eq!(classify("h", &spec, 9, &missing).class, Some(FailureClass::Environment));
         let timed_out = CallEnd { timed_out: true, ..end(Some(0), "") };
-        let t = classify("h", 9, &timed_out);
+        let t = classify("h", &spec, 9, &timed_out);
         assert!(!t.ok && t.class.is_none() && t.error.unwrap().contains("timed out after 9 ms"));
-        assert_eq!(
-            classify("h", 9, &end(Some(1), "Rate limit reached")).class,
-            Some(FailureClass::Upstream)
-        );
-        assert_eq!(
-            classify("h", 9, &end(Some(1), "HTTP 503 from api")).class,
-            Some(FailureClass::Upstream)
-        );
-        assert_eq!(
-            classify("h", 9, &end(Some(1), "status 429")).class,
-            Some(FailureClass::Upstream)
-        );
-        let plain = classify("h", 9, &end(Some(1), "compile error in main.rs"));
+        let plain = classify("h", &spec, 9, &end(Some(1), "compile error in main.rs"));
         assert_eq!(plain.class, None);
         assert!(plain.error.unwrap().contains("compile error in main.rs out"));
     }
 
     #[test]
+    fn the_table_with_the_real_programs_words() {
+        use FailureClass::{Environment as Env, Upstream as Up};
+        let rows: &[(&str, Option<FailureClass>)] = &[
+            ("Not logged in · Please run /login", Some(Env)),
+            ("Invalid API key · Fix external API key", Some(Env)),
+            (
+                r#"API Error: 401 {"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
+                Some(Env),
+            ),
+            ("unexpected status 401 Unauthorized: Incorrect API key provided", Some(Env)),
+            (
+                r#"API Error: 403 {"type":"error","error":{"type":"permission_error","message":"forbidden"}}"#,
+                Some(Env),
+            ),
+            ("stream disconnected before completion: error sending request for url", Some(Env)),
+            ("Reconnecting... 1/5 (stream disconnected before completion)", Some(Env)),
+            ("API Error: Connection error.", Some(Env)),
+            (
+                r#"API Error: 429 {"type":"error","error":{"type":"rate_limit_error","message":"rate limited"}}"#,
+                Some(Up),
+            ),
+            (
+                r#"API Error: 529 {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+                Some(Up),
+            ),
+            (
+                "We're currently experiencing high demand, which may cause temporary errors.",
+                Some(Up),
+            ),
+            ("exceeded retry limit, last status: 500 Internal Server Error", Some(Up)),
+            ("API Error: 500 Internal server error", Some(Up)),
+            ("Your credit balance is too low to access the Anthropic API.", Some(Up)),
+            (
+                "You exceeded your current quota, please check your plan and billing details.",
+                Some(Up),
+            ),
+            ("You've hit your usage limit.", Some(Up)),
+            ("Error: Reached max turns (2)", None),
+            ("the tests failed: 3 of 40", None),
+        ];
+        for (words, class) in rows {
+            assert_eq!(class_of(Kind::Text, "", words, 1), *class, "{words}");
+        }
+    }
+
+    #[test]
+    fn a_login_failure_says_what_to_run() {
+        let spec = HarnessSpec { kind: Kind::ClaudeCode, ..text_spec() };
+        let stdout = r#"{"type":"result","subtype":"success","is_error":true,"result":"Not logged in · Please run /login","session_id":"s1","num_turns":1,"total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0},"permission_denials":[]}"#;
+        let o = classify(
+            "claude-code",
+            &spec,
+            9,
+            &CallEnd { code: Some(1), stdout: stdout.into(), ..CallEnd::default() },
+        );
+        assert_eq!(o.class, Some(FailureClass::Environment));
+        assert!(o.error.as_deref().unwrap().contains("claude auth login"), "{o:?}");
+        assert_eq!(o.session_id.as_deref(), Some("s1"));
+    }
+
+    #[test]
+    fn a_silent_call_killed_by_the_watchdog_is_never_charged() {
+        let spec = HarnessSpec { kind: Kind::Codex, idle_timeout_ms: 7, ..text_spec() };
+        let idle = |stderr: &str| {
+            classify(
+                "codex",
+                &spec,
+                9,
+                &CallEnd { idle: true, stderr: stderr.into(), ..CallEnd::default() },
+            )
+        };
+        let net = idle(
+            "Reconnecting... 2/5 (stream disconnected before completion: error sending request)",
+        );
+        assert_eq!(net.class, Some(FailureClass::Environment), "{net:?}");
+        assert!(net.error.unwrap().contains("said nothing for 7 ms"));
+        assert_eq!(idle("").class, Some(FailureClass::Upstream));
+    }
+
+    #[test]
+    fn preflight_wants_the_program_a_login_and_the_billing_the_run_allows() {
+        let spec = HarnessSpec { kind: Kind::ClaudeCode, ..text_spec() };
+        let missing = preflight("c", &spec, false, None, false).unwrap_err();
+        assert!(missing.contains("npm install -g @anthropic-ai/claude-code"), "{missing}");
+        assert_eq!(preflight_failure(&missing).class, Some(FailureClass::Environment));
+        let out = Login { logged_in: false, ..Login::default() };
+        let e = preflight("c", &spec, true, Some(&out), false).unwrap_err();
+        assert!(e.contains("claude auth login"));
+        let key = Login {
+            logged_in: true,
+            api_key: Some("apiKeyHelper".into()),
+            method: "api_key".into(),
+        };
+        let e = preflight("c", &spec, true, Some(&key), false).unwrap_err();
+        assert!(e.contains("--allow-api-billing"), "{e:?}");
+        assert_eq!(preflight("c", &spec, true, Some(&key), true), Ok(()));
+        let sub = Login { logged_in: true, api_key: None, method: "claude.ai".into() };
+        assert_eq!(preflight("c", &spec, true, Some(&sub), false), Ok(()));
+        assert_eq!(preflight("t", &text_spec(), true, None, false), Ok(()));
+    }
+
+    #[test]
+    fn login_status_is_read_as_each_program_prints_it() {
+        let out = claude_login(
+            r#"{"loggedIn": false, "authMethod": "none", "apiProvider": "firstParty"}"#,
+        );
+        assert!(!out.logged_in && out.api_key.is_none());
+        let codex = codex_login("Not logged in\n", Some(1));
+        assert!(!codex.logged_in);
+        let key = codex_login("Logged in using an API key - sk-proj-***ABCD\n", Some(0));
+        assert!(key.logged_in && key.api_key.is_some());
+        let chatgpt = codex_login("Logged in using ChatGPT\n", Some(0));
+        assert!(chatgpt.logged_in && chatgpt.api_key.is_none());
+    }
+
+    #[test]
     fn a_run_is_uncharged_only_when_no_call_did_real_work() {
-        let outcome = |ok, class| CallOutcome { ok, text: None, error: None, class };
+        let outcome = |ok, class| CallOutcome { ok, class, ..CallOutcome::default() };
         assert_eq!(run_class(&[]), None);
         let env = outcome(false, Some(FailureClass::Environment));
         let up = outcome(false, Some(FailureClass::Upstream));

@@ -6,6 +6,7 @@
 //! schema check of agent replies (`schema`).
 
 pub mod acceptance;
+pub mod adapter;
 pub mod agent;
 pub mod approval;
 pub mod policy;

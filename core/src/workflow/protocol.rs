@@ -83,6 +83,10 @@ pub enum FromWorkflow {
         /// A JSON schema the reply must match.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         schema: Option<Value>,
+        /// Continue the vendor session of this run's last call to the same harness
+        /// (`"continue": true`), instead of starting a fresh one.
+        #[serde(default, rename = "continue", skip_serializing_if = "std::ops::Not::not")]
+        continue_session: bool,
     },
     /// Records evidence.
     Evidence(Evidence),

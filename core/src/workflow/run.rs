@@ -396,6 +396,9 @@ pub struct Proof {
     /// Every agent call, in the order they ended (never the prompt or the reply).
     #[serde(default)]
     pub agents: Vec<AgentRecord>,
+    /// The calls' tokens, turns and cost added up (calls answered from the transcript aside).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<super::adapter::Usage>,
     /// The frozen policy's digest and every decision it made, when the run had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<ProofPolicy>,
@@ -458,6 +461,18 @@ pub struct AgentRecord {
     /// True when a resumed run answered it from the transcript instead of calling again.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub cached: bool,
+    /// The vendor's session of the call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// Its tokens, turns and cost, when the program reported them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<super::adapter::Usage>,
+    /// Tool uses the program's permissions refused: work the agent meant to do and did not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denials: Vec<super::adapter::Denial>,
+    /// How long it took, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub elapsed_ms: Option<u64>,
 }
 
 /// What the host must do for a message.
@@ -623,8 +638,8 @@ impl RunFold {
             FromWorkflow::Evidence(e) => self.evidence.push(e),
             FromWorkflow::Stage { name } => self.stages.push(name),
             FromWorkflow::Log { .. } => {}
-            FromWorkflow::Agent { id, prompt, specialist, schema } => {
-                return Some(self.agent(id, &prompt, specialist, schema));
+            FromWorkflow::Agent { id, prompt, specialist, schema, continue_session } => {
+                return Some(self.agent(id, &prompt, specialist, schema, continue_session));
             }
             FromWorkflow::Authorize { id, action, target } => {
                 return Some(self.authorize(id, action, target));
@@ -705,9 +720,18 @@ impl RunFold {
             }
         };
         let status = if error.is_none() { RunStatus::Succeeded } else { RunStatus::Failed };
+        let mut error = error;
         if status == RunStatus::Failed && class.is_none() && !timed_out {
             let outcomes: Vec<CallOutcome> = self.calls.iter().map(|c| c.outcome.clone()).collect();
             class = run_class(&outcomes);
+            // Say what the host lacks, with what to do about it, next to the workflow's words.
+            if class == Some(FailureClass::Environment) {
+                let why = outcomes.iter().find(|o| o.class == class).and_then(|o| o.error.clone());
+                error = error.map(|e| match why {
+                    Some(why) if !e.contains(&why) => format!("{e}; {why}"),
+                    _ => e,
+                });
+            }
         }
         // A run that failed after an agent call found no adapter to answer it failed for a
         // host precondition, not for the work.
@@ -728,8 +752,21 @@ impl RunFold {
                 error: c.outcome.error.clone(),
                 class: c.outcome.class,
                 cached: c.cached,
+                session_id: c.outcome.session_id.clone(),
+                usage: c.outcome.usage.clone(),
+                denials: c.outcome.denials.clone(),
+                elapsed_ms: c.outcome.elapsed_ms,
             })
             .collect();
+        let usage =
+            self.calls.iter().filter(|c| !c.cached).filter_map(|c| c.outcome.usage.as_ref()).fold(
+                None,
+                |total: Option<super::adapter::Usage>, u| {
+                    let mut total = total.unwrap_or_default();
+                    total.add(u);
+                    Some(total)
+                },
+            );
         let policy = self
             .policy
             .as_ref()
@@ -759,6 +796,7 @@ impl RunFold {
             stages,
             declined,
             agents,
+            usage,
             policy,
         }
     }
@@ -895,7 +933,13 @@ pub fn fuzz_run_fold(data: &[u8]) {
             Some(HostAction::CallAgent { id, .. }) => {
                 let ok = how & 8 != 0;
                 let class = (!ok).then_some(FailureClass::Upstream);
-                let outcome = CallOutcome { ok, text: ok.then(String::new), error: None, class };
+                let outcome = CallOutcome {
+                    ok,
+                    text: ok.then(String::new),
+                    error: None,
+                    class,
+                    ..CallOutcome::default()
+                };
                 assert_eq!(fold.agent_done(&id, outcome)["id"], id.as_str());
             }
             None => {}

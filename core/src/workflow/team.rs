@@ -36,6 +36,38 @@ pub struct Profile {
     /// Attempts per call (a missing program is never retried).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_attempts: Option<u32>,
+    /// Time a call may go without a line of output before it is killed as stuck.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout_ms: Option<u64>,
+    /// What its calls may change: `write` (the workspace; the default) or `read-only` (a
+    /// reviewer, a planner).
+    #[serde(default, skip_serializing_if = "is_write")]
+    pub access: super::adapter::Access,
+}
+
+fn is_write(a: &super::adapter::Access) -> bool {
+    *a == super::adapter::Access::Write
+}
+
+/// Refuses effort words the harness each profile would run on does not take: the profile's
+/// own harness, else the run's default. `kind_of` resolves a harness name to its dialect
+/// (`None` for a name not known yet: checked when the run freezes it).
+pub fn check_efforts(
+    team: &Team,
+    default_harness: Option<&str>,
+    kind_of: &dyn Fn(&str) -> Option<super::adapter::Kind>,
+) -> Result<(), String> {
+    for (role, p) in team {
+        let (Some(effort), Some(harness)) = (&p.effort, p.harness.as_deref().or(default_harness))
+        else {
+            continue;
+        };
+        if let Some(kind) = kind_of(harness) {
+            super::adapter::check_effort(kind, effort)
+                .map_err(|e| format!("role {role}: effort: {e} (harness {harness})"))?;
+        }
+    }
+    Ok(())
 }
 
 /// A team: profiles by role id.
@@ -52,8 +84,8 @@ pub fn parse_team(bytes: &[u8]) -> Result<Team, String> {
         if !valid_role {
             return Err(format!("role {role:?}: ids are 1 to 64 letters, digits, '.', '_', '-'"));
         }
-        if p.timeout_ms == Some(0) {
-            return Err(format!("role {role}: timeoutMs must be at least 1"));
+        if p.timeout_ms == Some(0) || p.idle_timeout_ms == Some(0) {
+            return Err(format!("role {role}: timeoutMs and idleTimeoutMs must be at least 1"));
         }
         if p.max_turns == Some(0) {
             return Err(format!("role {role}: maxTurns must be at least 1"));
@@ -81,6 +113,8 @@ pub struct Dispatch {
     pub max_attempts: u32,
     /// The JSON schema the reply must match, when the request carries one.
     pub schema: Option<serde_json::Value>,
+    /// Continue the vendor session of the run's last call to this harness.
+    pub continue_session: bool,
 }
 
 /// Whether a request could find an adapter to answer it: its specialist's harness, else the
@@ -119,7 +153,7 @@ pub fn dispatch(
         _ => prompt.to_owned(),
     };
     let max_attempts = profile.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
-    Ok(Dispatch { harness, prompt, profile, max_attempts, schema: None })
+    Ok(Dispatch { harness, prompt, profile, max_attempts, schema: None, continue_session: false })
 }
 
 #[cfg(test)]

@@ -11,13 +11,51 @@ pub fn agent_start(id: &str, harness: &str, key: &str) -> Value {
     json!({ "event": "agent.start", "id": id, "harness": harness, "key": key })
 }
 
-/// The record of an agent call's end; a usable reply's text is kept as the resume cache.
+/// The record of an agent call's end; a usable reply's text is kept as the resume cache, with
+/// the vendor's session, the call's usage, its denials and how long it took.
 pub fn agent_end(id: &str, key: Option<&str>, outcome: &CallOutcome) -> Value {
     let text = if outcome.ok { outcome.text.as_deref() } else { None };
-    json!({
+    let mut body = json!({
         "event": "agent.end", "id": id, "key": key, "ok": outcome.ok, "text": text,
         "error": outcome.error, "class": outcome.class,
-    })
+    });
+    if let Some(session) = &outcome.session_id {
+        body["session_id"] = json!(session);
+    }
+    if let Some(usage) = &outcome.usage {
+        body["usage"] = json!(usage);
+    }
+    if !outcome.denials.is_empty() {
+        body["denials"] = json!(outcome.denials);
+    }
+    if let Some(ms) = outcome.elapsed_ms {
+        body["elapsed_ms"] = json!(ms);
+    }
+    body
+}
+
+/// The vendor session of the last completed call that reported one, per harness: what a
+/// call asking to continue its session (or a resumed attempt) continues.
+pub fn sessions(records: &[Value]) -> std::collections::BTreeMap<String, String> {
+    let mut harness_of = std::collections::BTreeMap::new();
+    let mut sessions = std::collections::BTreeMap::new();
+    for r in records {
+        match r["event"].as_str() {
+            Some("agent.start") => {
+                if let (Some(id), Some(h)) = (r["id"].as_str(), r["harness"].as_str()) {
+                    harness_of.insert(id.to_owned(), h.to_owned());
+                }
+            }
+            Some("agent.end") => {
+                let harness = r["id"].as_str().and_then(|id| harness_of.get(id));
+                if let (Some(h), Some(s)) = (harness, r["session_id"].as_str()) {
+                    sessions.insert(h.clone(), s.to_owned());
+                }
+            }
+            _ => {}
+        }
+    }
+    sessions
 }
 
 /// The approval the run is parked on: named by its last `run.parked` record, as long as no
@@ -94,7 +132,13 @@ mod tests {
 
     #[test]
     fn a_resume_takes_over_started_calls_and_completed_replies_in_order() {
-        let one = CallOutcome { ok: true, text: Some("one".into()), error: None, class: None };
+        let one = CallOutcome {
+            ok: true,
+            text: Some("one".into()),
+            error: None,
+            class: None,
+            ..CallOutcome::default()
+        };
         let records = [
             agent_start("a1", "h", "k"),
             agent_end("a1", Some("k"), &one),

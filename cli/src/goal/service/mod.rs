@@ -223,6 +223,7 @@ pub(crate) fn host_args(config: &ServiceConfig) -> HostArgs {
         }
         .into(),
         subscription_only: false,
+        allow_api_billing: false,
         policy: None,
         approval_to: e.approval_to.clone(),
         isolation: json!(e.isolation).as_str().unwrap_or("shared").into(),

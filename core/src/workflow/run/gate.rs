@@ -28,6 +28,7 @@ impl RunFold {
         prompt: &str,
         specialist: Option<String>,
         schema: Option<Value>,
+        continue_session: bool,
     ) -> HostAction {
         if !self.requested.insert(id.clone()) {
             self.protocol_error.get_or_insert(format!("agent request id {id} reused"));
@@ -47,6 +48,7 @@ impl RunFold {
                 }
             };
         d.schema = schema;
+        d.continue_session = continue_session;
         let key = call_key(&d, specialist.as_deref());
         let nth = self.asked.entry(key.clone()).or_default();
         let cached = self.cache.get(&key).and_then(|replies| replies.get(*nth)).cloned();
@@ -58,8 +60,13 @@ impl RunFold {
                     self.policy_log.push(check.clone());
                 }
             }
-            let outcome =
-                CallOutcome { ok: true, text: Some(text.clone()), error: None, class: None };
+            let outcome = CallOutcome {
+                ok: true,
+                text: Some(text.clone()),
+                error: None,
+                class: None,
+                ..CallOutcome::default()
+            };
             let harness = d.harness.clone();
             self.calls.push(CallRecord { id: id.clone(), harness, outcome, cached: true });
             return HostAction::Reply(json!({ "op": "reply", "id": id, "ok": true, "text": text }));

@@ -153,6 +153,7 @@ fn with_a_harness_calls_are_made_recorded_and_classify_a_failed_run() {
         text: None,
         error: Some("not installed".into()),
         class: Some(FailureClass::Environment),
+        ..CallOutcome::default()
     };
     let r = f.agent_done("a1", missing);
     assert_eq!((r["ok"].as_bool(), r["class"].as_str()), (Some(false), Some("environment")));
@@ -163,7 +164,13 @@ fn with_a_harness_calls_are_made_recorded_and_classify_a_failed_run() {
     assert_eq!((p.agents.len(), p.agents[0].harness.as_str()), (1, "scripted"));
     let mut g = RunFold::new(Some("scripted"), Team::new());
     g.observe(parse(r#"{"op":"agent","id":"a","prompt":"p"}"#));
-    let ok = CallOutcome { ok: true, text: Some("done".into()), error: None, class: None };
+    let ok = CallOutcome {
+        ok: true,
+        text: Some("done".into()),
+        error: None,
+        class: None,
+        ..CallOutcome::default()
+    };
     assert_eq!(g.agent_done("a", ok)["text"], "done");
     let p = g.finish(&manifest(), &intent(), &exited(1), WallTime(20));
     assert_eq!(p.run.class, None, "a run whose agent did real work is charged");
@@ -282,6 +289,7 @@ fn a_specialist_goes_to_its_harness_and_an_unknown_one_is_declined() {
         text: Some("t".into()),
         error: None,
         class: None,
+        ..CallOutcome::default()
     };
     f.agent_done("a1", ok);
     let p = f.finish(&manifest(), &intent(), &exited(0), WallTime(20));
@@ -291,7 +299,7 @@ fn a_specialist_goes_to_its_harness_and_an_unknown_one_is_declined() {
 
 #[test]
 fn requests_past_the_agent_cap_are_declined() {
-    let spec = crate::workflow::agent::HarnessSpec { command: vec!["h".into()], timeout_ms: 1 };
+    let spec = crate::workflow::agent::HarnessSpec::text(vec!["h".into()], 1);
     let harness = Some(FrozenHarness { name: "h".into(), spec });
     let m = RunManifest { harness, max_agents: Some(1), ..manifest() };
     let mut f = m.fold();

@@ -1,0 +1,389 @@
+//! The agent programs harn drives, as adapters. Each speaks one command-line dialect
+//! ([`Kind`]): how a call's argv is made from its options (model, effort, turns, what it may
+//! change, a reply schema, a vendor session to continue), how the program's output is read,
+//! line by line as it arrives and whole at the end, into a reply with the vendor's session,
+//! turns, tokens, cost and permission denials, and which effort words it takes.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// The command-line dialect a harness speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// Prompt on stdin, the reply as plain text on stdout; options reach it as `HARN_MODEL`,
+    /// `HARN_EFFORT` and `HARN_MAX_TURNS`.
+    #[default]
+    Text,
+    /// Claude Code's `claude -p --output-format stream-json --verbose`.
+    ClaudeCode,
+    /// Codex's `codex exec --json`.
+    Codex,
+}
+
+/// What a call may change.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    /// Edit files in the workspace the run may change (the default).
+    #[default]
+    Write,
+    /// Read only: a reviewer, a planner.
+    ReadOnly,
+}
+
+/// One call's options, as the argv carries them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CallOptions<'a> {
+    /// The model to ask for.
+    pub model: Option<&'a str>,
+    /// The effort word (checked against [`efforts`] when the team was frozen).
+    pub effort: Option<&'a str>,
+    /// Turns the agent may take (Claude Code).
+    pub max_turns: Option<u32>,
+    /// What the call may change.
+    pub access: Access,
+    /// The JSON schema the reply must match, inline (Claude Code's `--json-schema`).
+    pub schema: Option<&'a Value>,
+    /// The same schema in a file (Codex's `--output-schema`).
+    pub schema_file: Option<&'a str>,
+    /// The vendor session to continue.
+    pub resume: Option<&'a str>,
+}
+
+/// The turn limit a Claude Code call gets when its profile names none: enough for real work,
+/// bounded so a loop of tool calls ends.
+pub const DEFAULT_MAX_TURNS: u32 = 60;
+
+/// The effort words an adapter takes; `None` when it takes none (a text harness gets the
+/// word in `HARN_EFFORT` and judges it itself).
+pub fn efforts(kind: Kind) -> Option<&'static [&'static str]> {
+    match kind {
+        Kind::Text => None,
+        Kind::ClaudeCode => Some(&["low", "medium", "high", "xhigh", "max"]),
+        Kind::Codex => Some(&["minimal", "low", "medium", "high", "xhigh"]),
+    }
+}
+
+/// Refuses an effort word the adapter does not take, naming the ones it does.
+pub fn check_effort(kind: Kind, word: &str) -> Result<(), String> {
+    match efforts(kind) {
+        Some(words) if !words.contains(&word) => {
+            Err(format!("effort {word:?} is not one this harness takes ({})", words.join(", ")))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The argv of one call: the harness's command, then the options in the adapter's flags.
+/// A Codex call reads its prompt from stdin (`-`, always last).
+pub fn argv(kind: Kind, command: &[String], o: &CallOptions<'_>) -> Vec<String> {
+    let mut argv: Vec<String> = command.to_vec();
+    let mut push = |args: &[&str]| argv.extend(args.iter().map(|s| s.to_string()));
+    match kind {
+        Kind::Text => {}
+        Kind::ClaudeCode => {
+            if let Some(m) = o.model {
+                push(&["--model", m]);
+            }
+            if let Some(e) = o.effort {
+                push(&["--effort", e]);
+            }
+            let turns = o.max_turns.unwrap_or(DEFAULT_MAX_TURNS).to_string();
+            push(&["--max-turns", &turns]);
+            // Headless, a tool the mode does not allow is denied (and listed), never asked.
+            let mode = match o.access {
+                Access::Write => "acceptEdits",
+                Access::ReadOnly => "plan",
+            };
+            push(&["--permission-mode", mode]);
+            if let Some(schema) = o.schema {
+                push(&["--json-schema", &schema.to_string()]);
+            }
+            if let Some(session) = o.resume {
+                push(&["--resume", session]);
+            }
+        }
+        Kind::Codex => {
+            let sandbox = match o.access {
+                Access::Write => "workspace-write",
+                Access::ReadOnly => "read-only",
+            };
+            push(&["--sandbox", sandbox]);
+            if let Some(m) = o.model {
+                push(&["-m", m]);
+            }
+            if let Some(e) = o.effort {
+                push(&["-c", &format!("model_reasoning_effort={e}")]);
+            }
+            if let Some(file) = o.schema_file {
+                push(&["--output-schema", file]);
+            }
+            if let Some(session) = o.resume {
+                push(&["resume", session]);
+            }
+            push(&["-"]);
+        }
+    }
+    argv
+}
+
+/// Tokens and cost of a call, as the program reported them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    /// Input tokens (cache reads and writes included).
+    pub input_tokens: u64,
+    /// Of the input, tokens read from the vendor's cache.
+    pub cached_tokens: u64,
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// Turns the agent took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turns: Option<u32>,
+    /// Cost in millionths of a US dollar, when the program reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_micro_usd: Option<u64>,
+}
+
+impl Usage {
+    /// Adds another call's usage (an unknown cost stays unknown only if both are).
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.cached_tokens += other.cached_tokens;
+        self.output_tokens += other.output_tokens;
+        self.turns = match (self.turns, other.turns) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        self.cost_micro_usd = match (self.cost_micro_usd, other.cost_micro_usd) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+    }
+}
+
+/// A dollar amount as whole millionths (no floats past the parser).
+pub fn micro_usd(dollars: f64) -> u64 {
+    if dollars.is_finite() && dollars > 0.0 {
+        (dollars * 1_000_000.0).round() as u64
+    } else {
+        0
+    }
+}
+
+/// `$0.0123` for millionths of a dollar.
+pub fn dollars(micro: u64) -> String {
+    format!("${}.{:04}", micro / 1_000_000, (micro % 1_000_000) / 100)
+}
+
+/// A tool use the program's own permissions refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Denial {
+    /// The tool (`Write`, `Bash` …).
+    pub tool: String,
+    /// What it was asked to do, in a line.
+    pub summary: String,
+}
+
+/// What a call's output says, read whole.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Reading {
+    /// The reply: the result text or the final agent message.
+    pub reply: Option<String>,
+    /// The program's own failure, when it reported one (an error result, a failed turn).
+    pub error: Option<String>,
+    /// The vendor's session (Claude's `session_id`, Codex's thread).
+    pub session_id: Option<String>,
+    /// Tokens, turns and cost.
+    pub usage: Option<Usage>,
+    /// Tool uses the program's permissions refused.
+    pub denials: Vec<Denial>,
+}
+
+/// Reads a program's whole output. A text harness's reply is its stdout.
+pub fn read(kind: Kind, stdout: &str) -> Reading {
+    match kind {
+        Kind::Text => Reading { reply: Some(stdout.to_owned()), ..Reading::default() },
+        Kind::ClaudeCode => read_claude(stdout),
+        Kind::Codex => read_codex(stdout),
+    }
+}
+
+fn lines(stdout: &str) -> impl Iterator<Item = Value> + '_ {
+    stdout.lines().filter_map(|l| serde_json::from_str::<Value>(l.trim()).ok())
+}
+
+fn str_of(v: &Value) -> Option<String> {
+    v.as_str().filter(|s| !s.is_empty()).map(str::to_owned)
+}
+
+fn u64_of(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// Claude Code: `stream-json` lines ending in a `result` (the same object `--output-format
+/// json` prints alone).
+fn read_claude(stdout: &str) -> Reading {
+    let mut r = Reading::default();
+    for v in lines(stdout) {
+        if let Some(id) = str_of(&v["session_id"]) {
+            r.session_id = Some(id);
+        }
+        if v["type"] != "result" {
+            continue;
+        }
+        let u = &v["usage"];
+        let cache_read = u64_of(&u["cache_read_input_tokens"]);
+        let input =
+            u64_of(&u["input_tokens"]) + cache_read + u64_of(&u["cache_creation_input_tokens"]);
+        r.usage = Some(Usage {
+            input_tokens: input,
+            cached_tokens: cache_read,
+            output_tokens: u64_of(&u["output_tokens"]),
+            turns: v["num_turns"].as_u64().map(|n| n as u32),
+            cost_micro_usd: v["total_cost_usd"].as_f64().map(micro_usd),
+        });
+        r.denials = v["permission_denials"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| Denial {
+                tool: str_of(&d["tool_name"]).unwrap_or_else(|| "tool".into()),
+                summary: summarize_input(&d["tool_input"]),
+            })
+            .collect();
+        let structured = v.get("structured_output").filter(|s| !s.is_null());
+        let text = structured.map(|s| s.to_string()).or_else(|| str_of(&v["result"]));
+        let failed = v["is_error"] == true || v["subtype"].as_str().is_some_and(|s| s != "success");
+        if failed {
+            let subtype = v["subtype"].as_str().unwrap_or("error");
+            r.error = Some(text.unwrap_or_else(|| subtype.replace('_', " ")));
+            if subtype == "error_max_turns"
+                && !r.error.as_deref().unwrap_or("").contains("max turns")
+            {
+                r.error = Some(format!("Reached max turns ({subtype})"));
+            }
+        } else {
+            r.reply = text;
+        }
+    }
+    r
+}
+
+/// Codex: `--json` events; the reply is the last agent message, usage is summed over turns.
+fn read_codex(stdout: &str) -> Reading {
+    let mut r = Reading::default();
+    let mut usage: Option<Usage> = None;
+    let mut errors = Vec::new();
+    for v in lines(stdout) {
+        match v["type"].as_str().unwrap_or("") {
+            "thread.started" => r.session_id = str_of(&v["thread_id"]),
+            "item.completed" if v["item"]["type"] == "agent_message" => {
+                r.reply = str_of(&v["item"]["text"]).or(r.reply.take());
+            }
+            "turn.completed" => {
+                let u = &v["usage"];
+                let turn = Usage {
+                    input_tokens: u64_of(&u["input_tokens"]),
+                    cached_tokens: u64_of(&u["cached_input_tokens"]),
+                    output_tokens: u64_of(&u["output_tokens"]),
+                    turns: Some(1),
+                    cost_micro_usd: None,
+                };
+                usage.get_or_insert_with(Usage::default).add(&turn);
+            }
+            "turn.failed" => errors
+                .push(str_of(&v["error"]["message"]).unwrap_or_else(|| "the turn failed".into())),
+            "error" => errors.push(str_of(&v["message"]).unwrap_or_else(|| "error".into())),
+            _ => {}
+        }
+    }
+    r.usage = usage;
+    if let Some(last) = errors.pop() {
+        r.error = Some(last);
+    }
+    r
+}
+
+/// A tool's input in a line: its path, command or pattern when it has one.
+fn summarize_input(input: &Value) -> String {
+    for key in ["file_path", "path", "command", "pattern", "url", "description"] {
+        if let Some(s) = input[key].as_str() {
+            return one_line(s);
+        }
+    }
+    one_line(&input.to_string())
+}
+
+fn one_line(s: &str) -> String {
+    let flat: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut cut: String = flat.chars().take(120).collect();
+    if cut.len() < flat.len() {
+        cut.push('…');
+    }
+    cut
+}
+
+/// What one line of a program's output shows while the call runs, for the transcript and a
+/// terminal: the session starting, a tool used, a turn ended, a failure. Text streaming and
+/// anything else is left out (the reply is recorded once, at the end).
+pub fn progress(kind: Kind, line: &str) -> Vec<Value> {
+    let Ok(v) = serde_json::from_str::<Value>(line.trim()) else { return Vec::new() };
+    match kind {
+        Kind::Text => Vec::new(),
+        Kind::ClaudeCode => match v["type"].as_str().unwrap_or("") {
+            "system" if v["subtype"] == "init" => {
+                vec![json!({ "what": "session", "session_id": v["session_id"], "model": v["model"] })]
+            }
+            "assistant" => v["message"]["content"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| c["type"] == "tool_use")
+                .map(|c| json!({ "what": "tool", "tool": c["name"], "summary": summarize_input(&c["input"]) }))
+                .collect(),
+            "result" => vec![json!({
+                "what": "result", "subtype": v["subtype"], "turns": v["num_turns"],
+                "cost_usd": v["total_cost_usd"],
+            })],
+            _ => Vec::new(),
+        },
+        Kind::Codex => match v["type"].as_str().unwrap_or("") {
+            "thread.started" => vec![json!({ "what": "session", "session_id": v["thread_id"] })],
+            "item.started" | "item.completed" => {
+                let item = &v["item"];
+                let tool = match item["type"].as_str().unwrap_or("") {
+                    "command_execution" => Some(("shell", summarize_input(item))),
+                    "file_change" => Some(("edit", file_changes(item))),
+                    "mcp_tool_call" => Some(("mcp", one_line(item["tool"].as_str().unwrap_or("")))),
+                    "web_search" => Some(("web_search", one_line(item["query"].as_str().unwrap_or("")))),
+                    _ => None,
+                };
+                match tool {
+                    Some((tool, summary)) if v["type"] == "item.started" || item["type"] == "file_change" => {
+                        vec![json!({ "what": "tool", "tool": tool, "summary": summary })]
+                    }
+                    _ => Vec::new(),
+                }
+            }
+            "turn.completed" => vec![json!({ "what": "turn", "usage": v["usage"] })],
+            "turn.failed" | "error" => {
+                let message = v["error"]["message"].as_str().or(v["message"].as_str()).unwrap_or("");
+                vec![json!({ "what": "error", "message": one_line(message) })]
+            }
+            _ => Vec::new(),
+        },
+    }
+}
+
+fn file_changes(item: &Value) -> String {
+    let paths: Vec<&str> = item["changes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["path"].as_str())
+        .collect();
+    one_line(&paths.join(", "))
+}

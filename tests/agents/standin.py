@@ -1,0 +1,560 @@
+#!/usr/bin/env python3
+"""A local stand-in for the Anthropic Messages API and the OpenAI Responses API.
+
+It lets the real Claude Code and Codex CLIs run with no network: point them at
+http://127.0.0.1:PORT (see README.md beside this file) and every request is
+answered here, deterministically, by a *scenario* named in the prompt as
+``HARN-SCENARIO=<name>`` (default ``text``):
+
+  text          reply "stand-in reply" with fixed, non-zero usage
+  write-file    ask the CLI's own tool to write hello.txt, then reply "done writing"
+  max-turns     ask for a harmless tool call forever (the CLI's turn limit ends it)
+  unauthorized  401          forbidden     403
+  rate-limited  429 with retry-after: 0
+  overloaded    Anthropic 529 overloaded_error / OpenAI 503 server_is_overloaded
+  server-error  500
+  usage-limit   Anthropic 400 "credit balance is too low" / OpenAI 429 insufficient_quota
+  hang          read the request, answer nothing, keep the connection open
+
+Every request is appended to --log FILE as one JSON line
+{"time", "method", "path", "headers" (secrets masked), "scenario", "body"}.
+
+Run:  python3 standin.py --port 0 --log /tmp/standin.jsonl
+      (prints "listening PORT" as its first stdout line; Ctrl-C or SIGTERM stops it)
+
+Python 3.11 standard library only.
+"""
+
+import argparse
+import json
+import re
+import select
+import signal
+import socket
+import struct
+import base64
+import hashlib
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SCENARIO_RE = re.compile(r"HARN-SCENARIO=([a-z][a-z0-9-]*)")
+SECRET_HEADERS = {"authorization", "x-api-key", "cookie", "chatgpt-account-id"}
+REPLY = "stand-in reply"
+FILE_NAME = "hello.txt"
+FILE_TEXT = "hello from the stand-in\n"
+
+# Fixed usage numbers so fixtures and tests can compare exact values.
+ANTHROPIC_USAGE = {"input_tokens": 11, "cache_creation_input_tokens": 3,
+                   "cache_read_input_tokens": 5, "output_tokens": 7}
+OPENAI_USAGE = {"input_tokens": 13, "input_tokens_details": {"cached_tokens": 5},
+                "output_tokens": 7, "output_tokens_details": {"reasoning_tokens": 2},
+                "total_tokens": 20}
+
+ANTHROPIC_ERRORS = {  # scenario -> (status, error type, message)
+    "unauthorized": (401, "authentication_error", "invalid x-api-key"),
+    "forbidden": (403, "permission_error",
+                  "Your API key does not have permission to use the specified resource."),
+    "rate-limited": (429, "rate_limit_error",
+                     "This request would exceed the rate limit for your organization of "
+                     "50 requests per minute. Please try again later."),
+    "overloaded": (529, "overloaded_error", "Overloaded"),
+    "server-error": (500, "api_error", "Internal server error"),
+    "usage-limit": (400, "invalid_request_error",
+                    "Your credit balance is too low to access the Anthropic API. "
+                    "Please go to Plans & Billing to upgrade or purchase credits."),
+}
+OPENAI_ERRORS = {  # scenario -> (status, error type, code, message)
+    "unauthorized": (401, "invalid_request_error", "invalid_api_key",
+                     "Incorrect API key provided: sk-test. You can find your API key at "
+                     "https://platform.openai.com/account/api-keys."),
+    "forbidden": (403, "invalid_request_error", "unsupported_country_region_territory",
+                  "Country, region, or territory not supported"),
+    "rate-limited": (429, "requests", "rate_limit_exceeded",
+                     "Rate limit reached for requests. Please try again in 0s."),
+    "overloaded": (503, "server_error", "server_is_overloaded",
+                   "The server is overloaded or not ready yet."),
+    "server-error": (500, "server_error", None,
+                     "The server had an error while processing your request. Sorry about that!"),
+    "usage-limit": (429, "insufficient_quota", "insufficient_quota",
+                    "You exceeded your current quota, please check your plan and billing "
+                    "details."),
+}
+
+
+# Scenario of each OpenAI response id: a request that continues one (previous_response_id,
+# as Codex does over its WebSocket) sends only the new input items, not the prompt.
+SCENARIOS: dict[str, str] = {}
+
+
+def scenario_of(raw: str) -> str:
+    """The scenario named in the request text (the last one wins), or 'text'."""
+    found = SCENARIO_RE.findall(raw)
+    if found:
+        return found[-1]
+    prev = re.search(r'"previous_response_id":\s*"([^"]+)"', raw)
+    return SCENARIOS.get(prev.group(1), "text") if prev else "text"
+
+
+def sse(event: str, data: dict) -> bytes:
+    return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
+
+
+class Counter:
+    """Deterministic ids: msg_standin_0001, toolu_standin_0001, ..."""
+
+    def __init__(self):
+        self.n, self.lock = 0, threading.Lock()
+
+    def next(self, prefix: str) -> str:
+        with self.lock:
+            self.n += 1
+            return f"{prefix}_standin_{self.n:04d}"
+
+
+IDS = Counter()
+
+
+# ---------------------------------------------------------------- Anthropic
+
+def claude_cwd(body: dict) -> str | None:
+    """The working directory Claude Code states in its system prompt."""
+    text = json.dumps(body.get("system", "")) + json.dumps(body.get("messages", []))
+    m = re.search(r"(?:Primary working directory|Working directory): (/[^\\\"\n]*)", text)
+    return m.group(1).strip() if m else None
+
+
+def last_is_tool_result(messages: list) -> bool:
+    if not messages or messages[-1].get("role") != "user":
+        return False
+    content = messages[-1].get("content")
+    return isinstance(content, list) and any(
+        isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+
+
+def last_tool_failed(messages: list) -> bool:
+    return last_is_tool_result(messages) and any(
+        b.get("type") == "tool_result" and b.get("is_error")
+        for b in messages[-1]["content"] if isinstance(b, dict))
+
+
+def anthropic_reply(body: dict, scenario: str) -> list[dict]:
+    """The content blocks of the assistant's answer."""
+    messages = body.get("messages", [])
+    turn = 1 + sum(1 for m in messages if m.get("role") == "assistant")
+    tool_id = f"toolu_standin_{turn:02d}"
+    if scenario == "write-file" and not last_is_tool_result(messages):
+        cwd = claude_cwd(body) or "."
+        return [{"type": "text", "text": "Writing the file."},
+                {"type": "tool_use", "id": tool_id, "name": "Write",
+                 "input": {"file_path": f"{cwd}/{FILE_NAME}", "content": FILE_TEXT}}]
+    if scenario == "write-file":
+        text = "the write was refused" if last_tool_failed(messages) else "done writing"
+        return [{"type": "text", "text": text}]
+    if scenario == "max-turns":
+        return [{"type": "tool_use", "id": tool_id, "name": "Bash",
+                 "input": {"command": "true", "description": "Do nothing"}}]
+    tools = {t.get("name") for t in body.get("tools", [])}
+    if "StructuredOutput" in tools and not last_is_tool_result(messages):
+        return [{"type": "tool_use", "id": tool_id, "name": "StructuredOutput",
+                 "input": {"answer": REPLY}}]
+    return [{"type": "text", "text": REPLY}]
+
+
+def anthropic_events(blocks: list[dict], model: str, msg_id: str):
+    """The Messages stream events (dicts) that deliver `blocks`."""
+    stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+    yield {"type": "message_start", "message": {
+        "id": msg_id, "type": "message", "role": "assistant", "model": model, "content": [],
+        "stop_reason": None, "stop_sequence": None,
+        "usage": dict(ANTHROPIC_USAGE, output_tokens=1)}}
+    for i, block in enumerate(blocks):
+        if block["type"] == "text":
+            yield {"type": "content_block_start", "index": i,
+                   "content_block": {"type": "text", "text": ""}}
+            yield {"type": "ping"}
+            for piece in re.findall(r"\S+\s*", block["text"]):
+                yield {"type": "content_block_delta", "index": i,
+                       "delta": {"type": "text_delta", "text": piece}}
+        else:
+            yield {"type": "content_block_start", "index": i,
+                   "content_block": dict(block, input={})}
+            raw = json.dumps(block["input"])
+            for k in range(0, len(raw), 20):
+                yield {"type": "content_block_delta", "index": i,
+                       "delta": {"type": "input_json_delta", "partial_json": raw[k:k + 20]}}
+        yield {"type": "content_block_stop", "index": i}
+    yield {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
+           "usage": {"output_tokens": ANTHROPIC_USAGE["output_tokens"]}}
+    yield {"type": "message_stop"}
+
+
+# ---------------------------------------------------------------- OpenAI
+
+def openai_tools(body: dict) -> dict:
+    """name -> tool, from `tools` and from `additional_tools` input items (namespaced)."""
+    found = {}
+
+    def walk(tools):
+        for t in tools or []:
+            if isinstance(t, dict):
+                if t.get("type") == "namespace":
+                    walk(t.get("tools"))
+                else:
+                    found.setdefault(t.get("name"), t)
+
+    walk(body.get("tools"))
+    for item in body.get("input") if isinstance(body.get("input"), list) else []:
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            walk(item.get("tools"))
+    return found
+
+
+def openai_after_tool(body: dict) -> bool:
+    """Whether a tool's output came back since the last user message."""
+    seen = False
+    for item in body.get("input") if isinstance(body.get("input"), list) else []:
+        kind = item.get("type")
+        if kind == "message" and item.get("role") == "user":
+            seen = False
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            seen = True
+    return seen
+
+
+def openai_tool_call(body: dict, patch: str | None, command: str) -> dict:
+    """An output item calling Codex's own tool: apply_patch (for `patch`) or a shell
+    tool (for `command`) when offered directly, else the code-mode `exec` tool, whose
+    input is JavaScript that calls the same tools (Codex 0.171.0 offers only that)."""
+    tools = openai_tools(body)
+    ids = {"id": IDS.next("fc"), "call_id": IDS.next("call"), "status": "completed"}
+    if patch and "apply_patch" in tools:
+        if tools["apply_patch"].get("type") == "custom":
+            return dict(ids, type="custom_tool_call", name="apply_patch", input=patch)
+        return dict(ids, type="function_call", name="apply_patch",
+                    arguments=json.dumps({"input": patch}))
+    for name, args in (("exec_command", {"cmd": command}),
+                       ("shell_command", {"command": command}),
+                       ("shell", {"command": ["bash", "-lc", command]})):
+        if name in tools and not patch:
+            return dict(ids, type="function_call", name=name, arguments=json.dumps(args))
+    if patch:
+        js = f"text(await tools.apply_patch({json.dumps(patch)}));"
+    else:
+        js = f"text(await tools.exec_command({json.dumps({'cmd': command})}));"
+    return dict(ids, type="custom_tool_call", name="exec", input=js)
+
+
+def openai_reply(body: dict, scenario: str) -> list[dict]:
+    """The output items of the response."""
+    text = REPLY
+    if scenario == "write-file":
+        if not openai_after_tool(body):
+            patch = (f"*** Begin Patch\n*** Add File: {FILE_NAME}\n"
+                     f"+{FILE_TEXT.rstrip(chr(10))}\n*** End Patch\n")
+            return [openai_tool_call(body, patch, "")]
+        text = "done writing"
+    elif scenario == "max-turns":
+        return [openai_tool_call(body, None, "true")]
+    fmt = (body.get("text") or {}).get("format") or {}
+    if fmt.get("type") == "json_schema":
+        text = json.dumps({"answer": REPLY})
+    return [{"type": "message", "id": IDS.next("msg"), "status": "completed",
+             "role": "assistant",
+             "content": [{"type": "output_text", "text": text, "annotations": []}]}]
+
+
+def openai_events(items: list[dict], model: str, resp_id: str):
+    """The Responses stream events (dicts) that deliver `items`."""
+    seq = iter(range(10 ** 6))
+    base = {"id": resp_id, "object": "response", "created_at": 1700000000,
+            "model": model, "output": []}
+
+    def ev(kind, **fields):
+        return dict({"type": kind, "sequence_number": next(seq)}, **fields)
+
+    yield ev("response.created", response=dict(base, status="in_progress"))
+    yield ev("response.in_progress", response=dict(base, status="in_progress"))
+    for i, item in enumerate(items):
+        if item["type"] == "message":
+            text = item["content"][0]["text"]
+            yield ev("response.output_item.added", output_index=i,
+                     item=dict(item, status="in_progress", content=[]))
+            part = {"type": "output_text", "text": "", "annotations": []}
+            yield ev("response.content_part.added", item_id=item["id"], output_index=i,
+                     content_index=0, part=part)
+            for piece in re.findall(r"\S+\s*", text):
+                yield ev("response.output_text.delta", item_id=item["id"], output_index=i,
+                         content_index=0, delta=piece)
+            yield ev("response.output_text.done", item_id=item["id"], output_index=i,
+                     content_index=0, text=text)
+            yield ev("response.content_part.done", item_id=item["id"], output_index=i,
+                     content_index=0, part=dict(part, text=text))
+        else:
+            yield ev("response.output_item.added", output_index=i,
+                     item=dict(item, status="in_progress"))
+        yield ev("response.output_item.done", output_index=i, item=item)
+    yield ev("response.completed", response=dict(base, status="completed", output=items,
+                                                 usage=OPENAI_USAGE))
+
+
+# ---------------------------------------------------------------- WebSocket
+# Codex 0.171.0 first tries the Responses API over a WebSocket (GET /v1/responses with
+# Upgrade: websocket); each request is a text frame {"type": "response.create", ...body}
+# and each answer event is one text frame.  Errors are an event
+# {"type": "error", "status": N, "error": {...}, "headers": {...}}.
+
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def ws_read(rfile):
+    """One whole message as (opcode, bytes), or None when the connection ends."""
+    opcode, data = None, b""
+    while True:
+        head = rfile.read(2)
+        if len(head) < 2:
+            return None
+        fin, op, n = head[0] & 0x80, head[0] & 0x0F, head[1] & 0x7F
+        if n == 126:
+            n = struct.unpack(">H", rfile.read(2))[0]
+        elif n == 127:
+            n = struct.unpack(">Q", rfile.read(8))[0]
+        mask = rfile.read(4) if head[1] & 0x80 else b"\0\0\0\0"
+        chunk = rfile.read(n)
+        if len(chunk) < n:
+            return None
+        key = (mask * (n // 4 + 1))[:n]
+        chunk = (int.from_bytes(chunk, "big") ^ int.from_bytes(key, "big")).to_bytes(n, "big")
+        if op >= 8:  # control frames come whole, even between fragments
+            return op, chunk
+        opcode = op if opcode is None else opcode
+        data += chunk
+        if fin:
+            return opcode, data
+
+
+def ws_write(wfile, opcode: int, data: bytes):
+    n = len(data)
+    if n < 126:
+        head = struct.pack(">BB", 0x80 | opcode, n)
+    elif n < 65536:
+        head = struct.pack(">BBH", 0x80 | opcode, 126, n)
+    else:
+        head = struct.pack(">BBQ", 0x80 | opcode, 127, n)
+    wfile.write(head + data)
+    wfile.flush()
+
+
+# ---------------------------------------------------------------- HTTP
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "harn-standin/1"
+
+    def log_message(self, fmt, *args):  # quiet: the JSON log is the record
+        pass
+
+    def record(self, body_text: str, scenario: str, method: str | None = None):
+        headers = {k.lower(): ("<redacted>" if k.lower() in SECRET_HEADERS else v)
+                   for k, v in self.headers.items()}
+        try:
+            body = json.loads(body_text) if body_text else None
+        except ValueError:
+            body = body_text
+        line = json.dumps({"time": round(time.time(), 3), "method": method or self.command,
+                           "path": self.path, "headers": headers, "scenario": scenario,
+                           "body": body})
+        with self.server.log_lock, open(self.server.log_path, "a") as f:
+            f.write(line + "\n")
+
+    def send_json(self, status: int, doc, extra: dict | None = None):
+        data = json.dumps(doc).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("request-id", "req_standin")
+        self.send_header("x-request-id", "req_standin")
+        for k, v in (extra or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def send_stream(self, events):
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("request-id", "req_standin")
+        self.send_header("x-request-id", "req_standin")
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        for event in events:
+            self.wfile.write(sse(event["type"], event))
+            self.wfile.flush()
+
+    def hang(self):
+        """Say nothing until the client goes away (or the server stops)."""
+        self.close_connection = True
+        sock = self.connection
+        while not self.server.stopping.is_set():
+            ready, _, _ = select.select([sock], [], [], 0.5)
+            if ready:
+                try:
+                    if not sock.recv(1, socket.MSG_PEEK):
+                        return
+                except OSError:
+                    return
+                time.sleep(0.5)  # unread bytes (a WebSocket frame): keep waiting
+
+    def do_GET(self):
+        if self.headers.get("upgrade", "").lower() == "websocket":
+            return self.websocket()
+        self.handle_any("")
+
+    def do_HEAD(self):
+        self.handle_any("")
+
+    def do_POST(self):
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length).decode("utf-8", "replace") if length else ""
+        self.handle_any(raw)
+
+    def handle_any(self, raw: str):
+        scenario = scenario_of(raw)
+        self.record(raw, scenario)
+        path = self.path.split("?")[0].rstrip("/")
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError:
+            body = {}
+        if path.endswith("/messages") and self.command == "POST":
+            return self.anthropic_messages(body, scenario)
+        if path.endswith("/messages/count_tokens"):
+            return self.send_json(200, {"input_tokens": ANTHROPIC_USAGE["input_tokens"]})
+        if path.endswith("/responses") and self.command == "POST":
+            return self.openai_responses(body, scenario)
+        if self.command == "HEAD":
+            return self.send_json(200, {})
+        return self.send_json(404, {"type": "error", "error": {
+            "type": "not_found_error", "message": f"stand-in: no route {self.command} {path}"}})
+
+    # -- Anthropic
+
+    def anthropic_messages(self, body: dict, scenario: str):
+        if scenario == "hang":
+            return self.hang()
+        if scenario in ANTHROPIC_ERRORS:
+            status, kind, message = ANTHROPIC_ERRORS[scenario]
+            extra = {"retry-after": "0"} if status == 429 else {}
+            return self.send_json(status, {"type": "error", "error": {
+                "type": kind, "message": message}, "request_id": "req_standin"}, extra)
+        model = body.get("model", "claude-standin")
+        turn = 1 + sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
+        msg_id = f"msg_standin_{turn:02d}"
+        blocks = anthropic_reply(body, scenario)
+        if body.get("stream"):
+            self.send_stream(anthropic_events(blocks, model, msg_id))
+            return
+        stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+        self.send_json(200, {"id": msg_id, "type": "message", "role": "assistant",
+                             "model": model, "content": blocks, "stop_reason": stop,
+                             "stop_sequence": None, "usage": ANTHROPIC_USAGE})
+
+    # -- OpenAI
+
+    def openai_error(self, scenario: str) -> tuple[int, dict, dict]:
+        status, kind, code, message = OPENAI_ERRORS[scenario]
+        extra = {"retry-after": "0"} if status == 429 else {}
+        return status, {"error": {"message": message, "type": kind, "param": None,
+                                  "code": code}}, extra
+
+    def openai_answer(self, body: dict, scenario: str):
+        """The events answering one Responses request."""
+        items = [] if body.get("generate") is False else openai_reply(body, scenario)
+        resp_id = IDS.next("resp")
+        SCENARIOS[resp_id] = scenario
+        return openai_events(items, body.get("model", "gpt-standin"), resp_id)
+
+    def openai_responses(self, body: dict, scenario: str):
+        if scenario == "hang":
+            return self.hang()
+        if scenario in OPENAI_ERRORS:
+            return self.send_json(*self.openai_error(scenario))
+        events = self.openai_answer(body, scenario)
+        if body.get("stream", True):
+            return self.send_stream(events)
+        *_, done = events
+        self.send_json(200, done["response"])
+
+    def websocket(self):
+        key = self.headers.get("sec-websocket-key", "")
+        self.record("", "text", method="GET-websocket")
+        accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+        self.send_response(101)
+        self.send_header("upgrade", "websocket")
+        self.send_header("connection", "Upgrade")
+        self.send_header("sec-websocket-accept", accept)
+        self.send_header("x-request-id", "req_standin")
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+        while True:
+            message = ws_read(self.rfile)
+            if message is None:
+                return
+            opcode, data = message
+            if opcode == 8:  # close
+                ws_write(self.wfile, 8, data[:2])
+                return
+            if opcode == 9:  # ping
+                ws_write(self.wfile, 10, data)
+                continue
+            if opcode != 1:
+                continue
+            raw = data.decode("utf-8", "replace")
+            scenario = scenario_of(raw)
+            self.record(raw, scenario, method="WS")
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                continue
+            if body.get("type") != "response.create":
+                continue
+            if scenario == "hang":
+                return self.hang()
+            if scenario in OPENAI_ERRORS:
+                status, doc, extra = self.openai_error(scenario)
+                event = dict(doc, type="error", status=status, headers=extra)
+                ws_write(self.wfile, 1, json.dumps(event).encode())
+                continue
+            for event in self.openai_answer(body, scenario):
+                ws_write(self.wfile, 1, json.dumps(event).encode())
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    ap.add_argument("--log", default="/dev/null", help="append one JSON line per request")
+    args = ap.parse_args()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    server.log_path, server.log_lock = args.log, threading.Lock()
+    server.stopping = threading.Event()
+    print(f"listening {server.server_address[1]}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stopping.set()
+        server.server_close()
+
+
+def _interrupt(*_):
+    raise KeyboardInterrupt
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, _interrupt)
+    main()
