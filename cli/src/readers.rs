@@ -207,8 +207,42 @@ pub struct WorkRow {
     pub charged: u32,
     /// Its attempt budget.
     pub max_attempts: u32,
-    /// Attempts that ran but were not charged (lost, upstream, environment).
+    /// Attempts that ran but were not charged (not started, upstream, environment …).
     pub uncharged: u32,
+    /// What its agent calls cost, in millionths of a dollar, when any reported a cost.
+    pub cost_micro_usd: Option<u64>,
+    /// Its run in progress, while one runs.
+    pub running: Option<RunningNow>,
+}
+
+/// A run in progress, as its manifest and transcript show it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunningNow {
+    /// The run.
+    pub run_id: Id,
+    /// When it started.
+    pub started_at: WallTime,
+    /// The agent call it waits on, if any: its request id and harness.
+    pub call: Option<(String, String)>,
+}
+
+/// The latest run of a running item: when it started and the call it waits on.
+fn running_now(store: &mut Store, run_id: &Id) -> Option<RunningNow> {
+    let (manifest, proof) = store.run_records(run_id).ok()?;
+    if proof.is_some() {
+        return None;
+    }
+    let records = store.ledger().transcript(run_id).unwrap_or_default();
+    let mut open: Vec<(String, String)> = Vec::new();
+    for r in &records {
+        let id = r["id"].as_str().unwrap_or("").to_owned();
+        match r["event"].as_str() {
+            Some("agent.start") => open.push((id, r["harness"].as_str().unwrap_or("").to_owned())),
+            Some("agent.end") => open.retain(|(i, _)| *i != id),
+            _ => {}
+        }
+    }
+    Some(RunningNow { run_id: run_id.clone(), started_at: manifest?.started_at, call: open.pop() })
 }
 
 /// Every work item, and the errors of the ones that could not be read.
@@ -220,6 +254,10 @@ pub fn work(store: &mut Store) -> Result<(Vec<WorkRow>, Vec<String>), String> {
         match store.read(&id, &mut known) {
             Ok(item) => {
                 let p = &item.projection;
+                let running = match (&p.state, &p.latest_run_id) {
+                    (WorkState::Running, Some(run)) => running_now(store, run),
+                    _ => None,
+                };
                 rows.push(WorkRow {
                     id,
                     title: item.intent.title.clone(),
@@ -228,6 +266,8 @@ pub fn work(store: &mut Store) -> Result<(Vec<WorkRow>, Vec<String>), String> {
                     charged: p.charged_attempts,
                     max_attempts: item.intent.max_attempts,
                     uncharged: p.attempts_used.saturating_sub(p.charged_attempts),
+                    cost_micro_usd: item.usage.as_ref().and_then(|u| u.cost_micro_usd),
+                    running,
                 });
             }
             Err(e) => problems.push(e.0),

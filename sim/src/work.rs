@@ -282,6 +282,7 @@ impl WorkWorld {
             isolation: harn_core::workflow::run::Isolation::Shared,
             cwd: None,
             context: None,
+            goal_spent_micro_usd: None,
         }
     }
 

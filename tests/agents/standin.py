@@ -88,6 +88,15 @@ OPENAI_ERRORS = {  # scenario -> (status, error type, code, message)
 SCENARIOS: dict[str, str] = {}
 
 
+# What each vendor answers a request that carries no credentials at all.
+ANTHROPIC_NO_KEY = (401, "authentication_error", "x-api-key header is required")
+OPENAI_NO_KEY = (401, "invalid_request_error", None,
+                 "You didn't provide an API key. You need to provide your API key in an "
+                 "Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY), "
+                 "or as the basic auth username and password. You can obtain an API key from "
+                 "https://platform.openai.com/account/api-keys.")
+
+
 def scenario_of(raw: str) -> str:
     """The scenario named in the request text (the last one wins), or 'text'."""
     found = SCENARIO_RE.findall(raw)
@@ -442,10 +451,12 @@ class Handler(BaseHTTPRequestHandler):
     # -- Anthropic
 
     def anthropic_messages(self, body: dict, scenario: str):
+        if not (self.headers.get("x-api-key") or self.headers.get("authorization")):
+            scenario = "no-key"
         if scenario == "hang":
             return self.hang()
-        if scenario in ANTHROPIC_ERRORS:
-            status, kind, message = ANTHROPIC_ERRORS[scenario]
+        if scenario in ANTHROPIC_ERRORS or scenario == "no-key":
+            status, kind, message = ANTHROPIC_ERRORS.get(scenario, ANTHROPIC_NO_KEY)
             extra = {"retry-after": "0"} if status == 429 else {}
             return self.send_json(status, {"type": "error", "error": {
                 "type": kind, "message": message}, "request_id": "req_standin"}, extra)
@@ -464,7 +475,7 @@ class Handler(BaseHTTPRequestHandler):
     # -- OpenAI
 
     def openai_error(self, scenario: str) -> tuple[int, dict, dict]:
-        status, kind, code, message = OPENAI_ERRORS[scenario]
+        status, kind, code, message = OPENAI_ERRORS.get(scenario, OPENAI_NO_KEY)
         extra = {"retry-after": "0"} if status == 429 else {}
         return status, {"error": {"message": message, "type": kind, "param": None,
                                   "code": code}}, extra
@@ -477,6 +488,8 @@ class Handler(BaseHTTPRequestHandler):
         return openai_events(items, body.get("model", "gpt-standin"), resp_id)
 
     def openai_responses(self, body: dict, scenario: str):
+        if not self.headers.get("authorization"):
+            return self.send_json(*self.openai_error("no-key"))
         if scenario == "hang":
             return self.hang()
         if scenario in OPENAI_ERRORS:
@@ -490,6 +503,8 @@ class Handler(BaseHTTPRequestHandler):
     def websocket(self):
         key = self.headers.get("sec-websocket-key", "")
         self.record("", "text", method="GET-websocket")
+        if not self.headers.get("authorization"):  # refused at the handshake
+            return self.send_json(*self.openai_error("no-key"))
         accept = base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
         self.send_response(101)
         self.send_header("upgrade", "websocket")

@@ -130,6 +130,8 @@ fn snapshot() -> Snapshot {
             charged: 1,
             max_attempts: 3,
             uncharged: 0,
+            cost_micro_usd: Some(412_300),
+            running: None,
         },
         WorkRow {
             id: id("work-2"),
@@ -139,6 +141,12 @@ fn snapshot() -> Snapshot {
             charged: 1,
             max_attempts: 3,
             uncharged: 2,
+            cost_micro_usd: None,
+            running: Some(crate::readers::RunningNow {
+                run_id: id("wf-2026-12-01-10-00-00-000-abc123"),
+                started_at: harn_core::time::WallTime(NOW.0 - 75_000),
+                call: Some(("implement".into(), "claude-code".into())),
+            }),
         },
     ];
     let harnesses = json!({

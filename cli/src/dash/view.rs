@@ -81,7 +81,7 @@ pub fn render(f: &mut Frame, snapshot: &Snapshot, page: Page, now: WallTime) {
     );
     match page {
         Page::Goals => goals_page(f, body, snapshot, now),
-        Page::Work => work_page(f, body, snapshot),
+        Page::Work => work_page(f, body, snapshot, now),
         Page::Harnesses => harnesses_page(f, body, snapshot),
     }
     f.render_widget(Paragraph::new(" q quit · ←/→ or 1-3 page · r read now").style(DIM), bottom);
@@ -257,7 +257,7 @@ fn wake_text(
     }
 }
 
-fn work_page(f: &mut Frame, area: Rect, s: &Snapshot) {
+fn work_page(f: &mut Frame, area: Rect, s: &Snapshot, now: WallTime) {
     let (rows, problems) = match &s.work {
         Ok((rows, problems)) => (rows, problems),
         Err(e) => return message(f, area, &format!("work cannot be listed: {e}"), PROBLEM),
@@ -272,19 +272,34 @@ fn work_page(f: &mut Frame, area: Rect, s: &Snapshot) {
         return message(f, table, "no work items yet: harn work create …", DIM);
     }
     let widths = [
-        Constraint::Length(24),
-        Constraint::Length(17),
-        Constraint::Length(20),
+        Constraint::Length(18),
+        Constraint::Length(11),
+        Constraint::Length(32),
         Constraint::Length(19),
+        Constraint::Length(8),
         Constraint::Min(10),
     ];
-    let header = Row::new(["ITEM", "STATE", "NEXT", "ATTEMPTS", "TITLE"]).style(HEADER);
+    let header = Row::new(["ITEM", "STATE", "NEXT", "ATTEMPTS", "COST", "TITLE"]).style(HEADER);
     let lines = rows.iter().map(|w| {
+        // A running item shows how long its run has taken and the call it waits on.
+        let next = match &w.running {
+            Some(r) => {
+                let took = human_ms(now.0.saturating_sub(r.started_at.0).max(0) as u64);
+                match &r.call {
+                    Some((id, harness)) => format!("{took} · {id} on {harness}"),
+                    None => format!("{took} · workflow"),
+                }
+            }
+            None => name_of(&w.next_action),
+        };
+        let cost =
+            w.cost_micro_usd.map_or_else(|| "-".to_owned(), harn_core::workflow::adapter::dollars);
         Row::new(vec![
             w.id.to_string(),
             name_of(&w.state),
-            name_of(&w.next_action),
+            next,
             attempts(w),
+            cost,
             w.title.clone(),
         ])
     });

@@ -309,12 +309,14 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> i32 {
         Err(e) => return fail(EXIT_FAILED, e),
     };
     let fingerprint = harn_core::goal::goal_fingerprint(&g.projection, &g.items);
+    let usage = super::runner::usage(store, &id);
     if as_json {
         let items: Vec<_> =
             g.items.iter().map(|i| json!({ "id": i.id, "projection": i.projection })).collect();
         outln!(
             "{}",
-            json!({ "intent": g.intent, "projection": g.projection, "work": items, "fingerprint": fingerprint })
+            json!({ "intent": g.intent, "projection": g.projection, "work": items,
+                    "fingerprint": fingerprint, "usage": usage })
         );
         return 0;
     }
@@ -333,6 +335,9 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> i32 {
         p.attempts_remaining,
         l.max_total_attempts
     );
+    if let Some(u) = &usage {
+        outln!("  agents     {}", crate::work::progress::usage(u));
+    }
     outln!(
         "  limits     {} cycles, {} ms a run, {} in parallel, {} agents a work item, {} at once",
         l.max_cycles,

@@ -49,7 +49,10 @@ impl GoalHost for RealHost<'_> {
     }
 
     fn dispatch(&mut self, picked: &[(Id, DispatchAction)]) -> Vec<Outcome> {
-        dispatch(self.store.root().to_owned(), picked, self.limits, &self.actor)
+        // A goal's cost rules count what its earlier runs spent.
+        let mut limits = self.limits.clone();
+        limits.goal_spent_micro_usd = Some(spent(self.store, &self.goal));
+        dispatch(self.store.root().to_owned(), picked, &limits, &self.actor)
     }
 
     fn plan(&mut self) -> Result<String, StoreError> {
@@ -60,6 +63,24 @@ impl GoalHost for RealHost<'_> {
     fn say(&mut self, line: String) {
         (self.say)(line);
     }
+}
+
+/// What the goal's work has spent on agent calls, in millionths of a dollar (reported costs).
+pub fn spent(store: &mut Store, goal: &Id) -> u64 {
+    usage(store, goal).and_then(|u| u.cost_micro_usd).unwrap_or(0)
+}
+
+/// The agent calls' usage over every item of the goal's graph, when any reported one.
+pub fn usage(store: &mut Store, goal: &Id) -> Option<harn_core::workflow::adapter::Usage> {
+    let view = store::read(store, goal).ok()?;
+    let mut known = std::collections::BTreeMap::new();
+    let mut total: Option<harn_core::workflow::adapter::Usage> = None;
+    for item in &view.items {
+        if let Some(u) = store.read(&item.id, &mut known).ok().and_then(|i| i.usage) {
+            total.get_or_insert_with(Default::default).add(&u);
+        }
+    }
+    total
 }
 
 /// Runs the loop under the goal lease with `limits` (from [`goal_limits`]); `say` gets one

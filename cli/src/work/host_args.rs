@@ -146,6 +146,7 @@ impl HostArgs {
             harnesses: others,
             max_agents,
             billing: if api { Billing::Api } else { Billing::Subscription },
+            goal_spent_micro_usd: None,
         })
     }
 }

@@ -55,6 +55,9 @@ pub struct RunLimits {
     pub isolation: harn_core::workflow::run::Isolation,
     /// The workflow's and its calls' working directory (absolute), if not the root.
     pub cwd: Option<String>,
+    /// What the dispatching goal's earlier runs spent on agent calls, for `scope: goal`
+    /// cost rules; `None` for a run no goal dispatched.
+    pub goal_spent_micro_usd: Option<u64>,
 }
 
 /// How an attempt's run ended for now.
@@ -119,6 +122,7 @@ pub fn run_attempt(
         isolation: limits.isolation,
         cwd: limits.cwd.clone(),
         context: None,
+        goal_spent_micro_usd: limits.goal_spent_micro_usd,
     };
     let (manifest, start) = store
         .ledger()

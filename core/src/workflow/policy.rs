@@ -63,6 +63,60 @@ pub struct Rule {
     /// `authorize` requests for this target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// Agent calls once this much has been spent (in US dollars) in the rule's `scope`:
+    /// `ask` parks the run on an approval before the next call, `deny` fails it there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_usd: Option<Usd>,
+    /// What `max_cost_usd` counts: the run's calls (`run`, the default) or every call of the
+    /// goal that dispatched the run, earlier runs included (`goal`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Scope>,
+    /// What a call whose cost its program did not report counts as (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown_cost_usd: Option<Usd>,
+}
+
+/// A dollar amount, kept as whole millionths so budgets are integer arithmetic; written as a
+/// plain number of dollars (`5`, `0.25`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Usd(pub u64);
+
+impl Serialize for Usd {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0 as f64 / 1_000_000.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Usd {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Usd, D::Error> {
+        let dollars = f64::deserialize(d)?;
+        if !dollars.is_finite() || !(0.0..=1e9).contains(&dollars) {
+            return Err(serde::de::Error::custom("a dollar amount from 0 to 1e9"));
+        }
+        Ok(Usd(super::adapter::micro_usd(dollars)))
+    }
+}
+
+/// What a cost rule counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// The run's own calls.
+    Run,
+    /// Every call of the dispatching goal.
+    Goal,
+}
+
+/// What has been spent when a call is asked for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Spent {
+    /// By the run's calls so far, in millionths of a dollar (reported costs only).
+    pub run_micro_usd: u64,
+    /// Calls of the run whose cost was not reported.
+    pub unknown_calls: u32,
+    /// By the dispatching goal's earlier runs, when a goal dispatched the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal_before_micro_usd: Option<u64>,
 }
 
 /// A policy file (`--policy`): its rules, in order.
@@ -125,7 +179,13 @@ pub fn parse_policy(bytes: &[u8]) -> Result<Policy, String> {
             ("model", r.model.is_some()),
             ("specialist", r.specialist.is_some()),
             ("prompt_bytes_over", r.prompt_bytes_over.is_some()),
+            ("max_cost_usd", r.max_cost_usd.is_some()),
+            ("scope", r.scope.is_some()),
+            ("unknown_cost_usd", r.unknown_cost_usd.is_some()),
         ];
+        if r.max_cost_usd.is_none() && (r.scope.is_some() || r.unknown_cost_usd.is_some()) {
+            return Err(format!("{}: only with max_cost_usd", at("scope")));
+        }
         let authorize_keys = [("action", r.action.is_some()), ("target", r.target.is_some())];
         let foreign = match r.on {
             On::Agent => authorize_keys.iter().find(|k| k.1),
@@ -155,6 +215,9 @@ pub enum Request {
         specialist: Option<String>,
         /// Bytes of the dispatched prompt.
         prompt_bytes: u64,
+        /// What has been spent before this call.
+        #[serde(default, skip_serializing_if = "is_nothing")]
+        spent: Spent,
     },
     /// An external mutation the workflow wants to make.
     Authorize {
@@ -189,17 +252,34 @@ impl Policy {
     }
 }
 
+fn is_nothing(s: &Spent) -> bool {
+    *s == Spent::default()
+}
+
+/// What a cost rule sees spent: the run's reported costs, each unreported call at the rule's
+/// price, and for `goal` the goal's earlier runs.
+fn spent_for(r: &Rule, spent: &Spent) -> u64 {
+    let unknown =
+        r.unknown_cost_usd.map_or(0, |u| u.0).saturating_mul(u64::from(spent.unknown_calls));
+    let run = spent.run_micro_usd.saturating_add(unknown);
+    match r.scope.unwrap_or(Scope::Run) {
+        Scope::Run => run,
+        Scope::Goal => run.saturating_add(spent.goal_before_micro_usd.unwrap_or(0)),
+    }
+}
+
 fn matches(r: &Rule, req: &Request) -> bool {
     let same = |want: &Option<String>, have: Option<&str>| {
         want.as_deref().is_none_or(|w| have.is_some_and(|h| h == w))
     };
     match req {
-        Request::Agent { harness, model, specialist, prompt_bytes } => {
+        Request::Agent { harness, model, specialist, prompt_bytes, spent } => {
             r.on == On::Agent
                 && same(&r.harness, Some(harness))
                 && same(&r.model, model.as_deref())
                 && same(&r.specialist, specialist.as_deref())
                 && r.prompt_bytes_over.is_none_or(|max| *prompt_bytes > max)
+                && r.max_cost_usd.is_none_or(|max| spent_for(r, spent) >= max.0)
         }
         Request::Authorize { action, target } => {
             r.on == On::Authorize
@@ -241,7 +321,47 @@ mod tests {
             model: model.map(str::to_owned),
             specialist: None,
             prompt_bytes: bytes,
+            spent: Spent::default(),
         }
+    }
+
+    #[test]
+    fn a_cost_ceiling_matches_once_reached_in_its_scope() {
+        let p = policy(
+            r#"{"rules": [
+                {"name": "run-budget", "on": "agent", "max_cost_usd": 0.5, "verdict": "ask",
+                 "unknown_cost_usd": 0.1},
+                {"name": "goal-budget", "on": "agent", "max_cost_usd": 2, "scope": "goal", "verdict": "deny"}
+            ]}"#,
+        );
+        let call = |run: u64, unknown: u32, goal: Option<u64>| {
+            let spent =
+                Spent { run_micro_usd: run, unknown_calls: unknown, goal_before_micro_usd: goal };
+            match agent("codex", None, 10) {
+                Request::Agent { harness, model, specialist, prompt_bytes, .. } => {
+                    p.evaluate(&Request::Agent { harness, model, specialist, prompt_bytes, spent })
+                        .verdict
+                }
+                other => unreachable!("{other:?}"),
+            }
+        };
+        assert_eq!(call(0, 0, None), Verdict::Allow);
+        assert_eq!(call(499_999, 0, None), Verdict::Allow);
+        assert_eq!(call(500_000, 0, None), Verdict::Ask, "reached is enough");
+        assert_eq!(call(300_000, 2, None), Verdict::Ask, "two unknown calls count 0.1 each");
+        assert_eq!(
+            call(100_000, 0, Some(1_900_000)),
+            Verdict::Deny,
+            "the goal's earlier runs count"
+        );
+        let e = parse_policy(
+            br#"{"rules": [{"name": "x", "on": "agent", "scope": "goal", "verdict": "deny"}]}"#,
+        );
+        assert!(e.unwrap_err().contains("only with max_cost_usd"));
+        let e = parse_policy(
+            br#"{"rules": [{"name": "x", "on": "agent", "max_cost_usd": -1, "verdict": "deny"}]}"#,
+        );
+        assert!(e.is_err());
     }
 
     fn push(target: Option<&str>) -> Request {

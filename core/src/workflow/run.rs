@@ -147,6 +147,11 @@ pub struct RunManifest {
     /// frozen here so a resumed run is told exactly what its first segment was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context: Option<Value>,
+    /// What the dispatching goal's earlier runs had spent on agent calls when this run was
+    /// dispatched, in millionths of a dollar: what a `scope: goal` cost rule adds to the
+    /// run's own spending.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal_spent_micro_usd: Option<u64>,
 }
 
 /// Where a run's changes land, as the operator declares it. harn records the declaration in
@@ -202,6 +207,7 @@ impl RunManifest {
         fold.policy = self.policy.clone();
         fold.run_id = self.run_id.to_string();
         fold.approval_to = self.approval_to.clone();
+        fold.spent.goal_before_micro_usd = self.goal_spent_micro_usd;
         fold
     }
 
@@ -558,6 +564,8 @@ pub struct RunFold {
     started: std::collections::BTreeSet<String>,
     /// Policy checks an earlier segment recorded, by slot.
     earlier_checks: BTreeMap<u32, PolicyRecord>,
+    /// What earlier segments spent, and the dispatching goal before this run.
+    spent: super::policy::Spent,
     denied: Option<String>,
     /// The harness of each call in flight.
     in_flight: BTreeMap<String, String>,
@@ -597,9 +605,27 @@ pub struct ResumeState {
     pub cache: BTreeMap<String, Vec<String>>,
     /// Rulings of the run's approvals, by slot: the request digest and the ruling.
     pub rulings: BTreeMap<u32, (String, Ruling)>,
+    /// What the completed calls of earlier segments spent.
+    pub spent: super::policy::Spent,
 }
 
 impl RunFold {
+    /// What the run has spent on agent calls so far (earlier segments included), and its
+    /// goal before it: what a cost rule judges the next call by.
+    pub fn spent(&self) -> super::policy::Spent {
+        let mut spent = self.spent;
+        for c in self.calls.iter().filter(|c| !c.cached) {
+            match c.outcome.usage.as_ref().and_then(|u| u.cost_micro_usd) {
+                Some(cost) => spent.run_micro_usd = spent.run_micro_usd.saturating_add(cost),
+                // A call refused before it ran costs nothing; one that ran but did not say
+                // counts as the policy says.
+                None if c.outcome.class == Some(FailureClass::Environment) => {}
+                None => spent.unknown_calls = spent.unknown_calls.saturating_add(1),
+            }
+        }
+        spent
+    }
+
     /// A fold whose agent calls go to their specialist's harness or the named default (a
     /// call neither names is declined).
     pub fn new(harness: Option<&str>, team: Team) -> RunFold {
@@ -613,6 +639,8 @@ impl RunFold {
         self.earlier_checks = state.checks;
         self.cache = state.cache;
         self.rulings = state.rulings;
+        self.spent.run_micro_usd = state.spent.run_micro_usd;
+        self.spent.unknown_calls = state.spent.unknown_calls;
     }
 
     /// Every policy check so far.
@@ -886,6 +914,7 @@ pub fn fuzz_run_fold(data: &[u8]) {
         isolation: Isolation::Shared,
         cwd: None,
         context: None,
+        goal_spent_micro_usd: None,
     };
     let intent = WorkIntent {
         schema_version: crate::work::intent::INTENT_VERSION,

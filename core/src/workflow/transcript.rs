@@ -101,9 +101,17 @@ pub fn resume_state(records: &[Value]) -> ResumeState {
                     state.checks.insert(check.slot, check);
                 }
             }
-            Some("agent.end") if r["ok"] == true => {
-                if let (Some(key), Some(text)) = (r["key"].as_str(), r["text"].as_str()) {
-                    state.cache.entry(key.to_owned()).or_default().push(text.to_owned());
+            Some("agent.end") => {
+                if r["ok"] == true {
+                    if let (Some(key), Some(text)) = (r["key"].as_str(), r["text"].as_str()) {
+                        state.cache.entry(key.to_owned()).or_default().push(text.to_owned());
+                    }
+                }
+                // Spending of earlier segments, as the fold counts it (see `RunFold::spent`).
+                match r["usage"]["cost_micro_usd"].as_u64() {
+                    Some(cost) => state.spent.run_micro_usd += cost,
+                    None if r["class"] == "environment" => {}
+                    None => state.spent.unknown_calls += 1,
                 }
             }
             _ => {}

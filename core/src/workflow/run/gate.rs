@@ -81,6 +81,7 @@ impl RunFold {
             model: d.profile.model.clone(),
             specialist,
             prompt_bytes: d.prompt.len() as u64,
+            spent: self.spent(),
         };
         if let Some(stop) = self.check(request) {
             return stop;

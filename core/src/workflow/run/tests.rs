@@ -28,6 +28,7 @@ fn manifest() -> RunManifest {
         isolation: Isolation::Shared,
         cwd: None,
         context: None,
+        goal_spent_micro_usd: None,
     }
 }
 
