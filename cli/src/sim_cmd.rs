@@ -519,13 +519,15 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> i32 {
                 "seeds": to - from, "failures": failures, "actions": t.actions,
                 "crashes": t.crashes, "attempts": t.attempts, "parked": t.parked,
                 "resumed": t.resumed, "proofs": t.proofs, "accepted": t.accepted,
-                "damaged": t.damaged,
+                "damaged": t.damaged, "not_started": t.not_started, "interrupted": t.interrupted,
+                "silent_calls": t.silent_calls,
             })
         );
     } else {
         outln!(
             "{} seeds: {} actions, {} crashes, {} attempts, {} parked, {} resumed, {} proofs, \
-             {} accepted, {} histories damaged; {} failed",
+             {} accepted, {} histories damaged, {} starts that never ran, {} interrupted, {} silent \
+             calls; {} failed",
             to - from,
             total.actions,
             total.crashes,
@@ -535,6 +537,9 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> i32 {
             total.proofs,
             total.accepted,
             total.damaged,
+            total.not_started,
+            total.interrupted,
+            total.silent_calls,
             failures.len()
         );
     }

@@ -51,6 +51,8 @@ pub struct WorkSimSummary {
     pub not_started: u64,
     /// Runs an operator's forced stop interrupted.
     pub interrupted: u64,
+    /// Agent calls that went silent and the watchdog ended.
+    pub silent_calls: u64,
 }
 
 impl WorkSimSummary {
@@ -66,6 +68,7 @@ impl WorkSimSummary {
         self.damaged += other.damaged;
         self.not_started += other.not_started;
         self.interrupted += other.interrupted;
+        self.silent_calls += other.silent_calls;
     }
 }
 
@@ -123,6 +126,8 @@ pub(crate) struct WorkWorld {
     /// Set when the last start or resume did not get its workflow running (an IO fault before
     /// the spawn, a failed spawn), for a goal's dispatch to report it.
     pub(crate) not_started: bool,
+    /// A silent call the watchdog's classification let through as charged or as a reply.
+    watchdog_broken: Option<String>,
     /// While set, every workflow is killed before it finishes (a forced stop of the service
     /// terminated the tick's process groups).
     pub(crate) killing: bool,
@@ -145,6 +150,7 @@ impl WorkWorld {
             damaged: BTreeMap::new(),
             chargeable: std::collections::BTreeSet::new(),
             not_started: false,
+            watchdog_broken: None,
             killing: false,
             summary: WorkSimSummary::default(),
         }
@@ -441,30 +447,85 @@ impl WorkWorld {
         self.finish(item, m, fold, code)
     }
 
+    /// An agent call's end as the real programs end, drawn, classified by the core's table
+    /// (the code the binary runs): a reply, a refusal by the vendor, no login, a silent call
+    /// the watchdog ended, the agent's own turn limit, or a plain failure.
     fn draw_outcome(&mut self) -> CallOutcome {
-        match self.entropy.below(10) {
-            0 => CallOutcome {
-                ok: false,
-                text: None,
-                error: Some("rate limit".into()),
-                class: Some(FailureClass::Upstream),
-                ..CallOutcome::default()
-            },
-            1 => CallOutcome {
-                ok: false,
-                text: None,
-                error: Some("failed".into()),
-                class: None,
-                ..CallOutcome::default()
-            },
-            _ => CallOutcome {
-                ok: true,
-                text: Some("done".into()),
-                error: None,
-                class: None,
-                ..CallOutcome::default()
-            },
+        use harn_core::workflow::agent::{classify, presets, CallEnd};
+        let codex = presets().remove("codex").expect("a preset");
+        let claude = presets().remove("claude-code").expect("a preset");
+        let lines = |ls: &[&str]| ls.iter().map(|l| format!("{l}\n")).collect::<String>();
+        let (spec, end) = match self.entropy.below(16) {
+            0 => (
+                &codex,
+                CallEnd {
+                    code: Some(1),
+                    stdout: lines(&[
+                        r#"{"type":"error","message":"exceeded retry limit, last status: 429 Too Many Requests"}"#,
+                    ]),
+                    ..CallEnd::default()
+                },
+            ),
+            1 => (
+                &codex,
+                CallEnd {
+                    code: Some(1),
+                    stdout: lines(&[
+                        r#"{"type":"turn.failed","error":{"message":"the patch did not apply"}}"#,
+                    ]),
+                    ..CallEnd::default()
+                },
+            ),
+            2 => (
+                &claude,
+                CallEnd {
+                    code: Some(1),
+                    stdout: lines(&[
+                        r#"{"type":"result","subtype":"success","is_error":true,"result":"Not logged in · Please run /login","session_id":"s","num_turns":1,"total_cost_usd":0,"usage":{}}"#,
+                    ]),
+                    ..CallEnd::default()
+                },
+            ),
+            // Silent: no line for the idle timeout, then the watchdog's kill.
+            3 => {
+                self.summary.silent_calls += 1;
+                (
+                    &codex,
+                    CallEnd {
+                        idle: true,
+                        stderr: "Reconnecting... 1/5".into(),
+                        ..CallEnd::default()
+                    },
+                )
+            }
+            4 => (
+                &claude,
+                CallEnd {
+                    code: Some(1),
+                    stdout: lines(&[
+                        r#"{"type":"result","subtype":"error_max_turns","is_error":true,"session_id":"s","num_turns":3,"total_cost_usd":0.02,"usage":{"input_tokens":10,"output_tokens":5}}"#,
+                    ]),
+                    ..CallEnd::default()
+                },
+            ),
+            _ => (
+                &codex,
+                CallEnd {
+                    code: Some(0),
+                    stdout: lines(&[
+                        r#"{"type":"thread.started","thread_id":"t1"}"#,
+                        r#"{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"done"}}"#,
+                        r#"{"type":"turn.completed","usage":{"input_tokens":100,"cached_input_tokens":40,"output_tokens":20}}"#,
+                    ]),
+                    ..CallEnd::default()
+                },
+            ),
+        };
+        let outcome = classify("sim", spec, 1_000, &end);
+        if end.idle && (outcome.ok || outcome.class.is_none()) {
+            self.watchdog_broken.get_or_insert(format!("a silent call ended as {outcome:?}"));
         }
+        outcome
     }
 
     fn finish(
@@ -534,8 +595,44 @@ impl WorkWorld {
         Ok(())
     }
 
+    /// The charging rule, computed afresh from the run records: a run is charged when its
+    /// proof has no uncharged class, or when it has no proof and its workflow started (it is
+    /// parked, or lost); a proof whose calls all failed uncharged must be uncharged itself.
+    fn expected_charged(&mut self, item: &Item) -> Result<u32, String> {
+        let mut charged = 0;
+        for e in &item.events {
+            let EventKind::AttemptStarted { run_id, .. } = &e.kind else { continue };
+            let (_, proof) = self.ledger.run_records(run_id)?;
+            match proof {
+                Some(p) => {
+                    let calls: Vec<_> = p.agents.iter().filter(|a| !a.cached).collect();
+                    let all_uncharged =
+                        !calls.is_empty() && calls.iter().all(|a| !a.ok && a.class.is_some());
+                    if all_uncharged
+                        && p.run.class.is_none()
+                        && p.run.status != harn_core::workflow::run::RunStatus::Succeeded
+                    {
+                        return Err(format!(
+                            "run {run_id}: every call failed uncharged, the run is charged"
+                        ));
+                    }
+                    charged += u32::from(p.run.class.is_none());
+                }
+                // Parked or lost, it uses the budget once its workflow started.
+                None => {
+                    let records = self.ledger.transcript(run_id)?;
+                    charged += u32::from(harn_core::workflow::transcript::started(&records));
+                }
+            }
+        }
+        Ok(charged)
+    }
+
     /// The invariants, over what survived.
     pub(crate) fn check(&mut self) -> Result<(), String> {
+        if let Some(broken) = self.watchdog_broken.take() {
+            return Err(broken);
+        }
         for (path, bytes) in &self.records {
             match self.ledger.fs.read(path) {
                 Ok(Some(now)) if now == *bytes => {}
@@ -576,6 +673,13 @@ impl WorkWorld {
                 _ => false,
             });
             let ran = ran.count() as u32;
+            let expected = self.expected_charged(&item)?;
+            if p.charged_attempts != expected {
+                return Err(format!(
+                    "{} charged attempts where the charging rule counts {expected}",
+                    p.charged_attempts
+                ));
+            }
             if p.charged_attempts > ran {
                 return Err(format!(
                     "{} charged attempts, but only {ran} workflows ran to an end of their own",

@@ -2,38 +2,48 @@
 """A local stand-in for the Anthropic Messages API and the OpenAI Responses API.
 
 It lets the real Claude Code and Codex CLIs run with no network: point them at
-http://127.0.0.1:PORT (see README.md beside this file) and every request is
-answered here, deterministically, by a *scenario* named in the prompt as
+http://127.0.0.1:PORT (README.md beside this file says how) and every request is
+answered here, deterministically, by a *scenario* named anywhere in the prompt as
 ``HARN-SCENARIO=<name>`` (default ``text``):
 
   text          reply "stand-in reply" with fixed, non-zero usage
-  write-file    ask the CLI's own tool to write hello.txt, then reply "done writing"
-  max-turns     ask for a harmless tool call forever (the CLI's turn limit ends it)
-  unauthorized  401          forbidden     403
+  write-file    ask the CLI's own tool to write hello.txt ("hello from the stand-in\n")
+                in the working directory, then reply "done writing"
+  max-turns     ask for a harmless tool call (`true` in a shell) forever
+  unauthorized  401            forbidden     403
   rate-limited  429 with retry-after: 0
   overloaded    Anthropic 529 overloaded_error / OpenAI 503 server_is_overloaded
   server-error  500
   usage-limit   Anthropic 400 "credit balance is too low" / OpenAI 429 insufficient_quota
   hang          read the request, answer nothing, keep the connection open
 
-Every request is appended to --log FILE as one JSON line
-{"time", "method", "path", "headers" (secrets masked), "scenario", "body"}.
+A request with no credentials at all (no x-api-key / Authorization) gets the vendor's
+401, as a logged-out CLI would.  Structured-output requests (Claude's --json-schema,
+Codex's --output-schema) get a small value that fits the schema.
+
+Routes: POST /v1/messages (stream or not), POST /v1/messages/count_tokens,
+POST /v1/responses (SSE), GET /v1/responses with Upgrade: websocket (Codex's default
+transport), HEAD / (Claude's connectivity probe); anything else is a 404.
+
+Every request is appended to --log FILE as one JSON line {"time", "method", "path",
+"headers" (secrets masked), "scenario", "body"}; "method" is GET-websocket for a
+WebSocket handshake and WS for each message received over it.
 
 Run:  python3 standin.py --port 0 --log /tmp/standin.jsonl
-      (prints "listening PORT" as its first stdout line; Ctrl-C or SIGTERM stops it)
+      prints "listening PORT" as its first stdout line; SIGTERM or Ctrl-C stops it.
 
-Python 3.11 standard library only.
+Python 3.11, standard library only.
 """
 
 import argparse
+import base64
+import hashlib
 import json
 import re
 import select
 import signal
 import socket
 import struct
-import base64
-import hashlib
 import sys
 import threading
 import time
@@ -106,12 +116,36 @@ def scenario_of(raw: str) -> str:
     return SCENARIOS.get(prev.group(1), "text") if prev else "text"
 
 
+def redact(value: str) -> str:
+    """Hide a secret header's value, keeping its scheme ("Bearer <redacted>")."""
+    scheme, _, rest = value.partition(" ")
+    return f"{scheme} <redacted>" if rest else "<redacted>"
+
+
+def example_of(schema: dict):
+    """A small value that satisfies a JSON schema (for structured-output requests)."""
+    kind = schema.get("type")
+    kind = kind[0] if isinstance(kind, list) else kind
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        return {k: example_of(v) for k, v in props.items()
+                if k in schema.get("required", props)}
+    if kind == "array":
+        return []
+    return {"string": REPLY, "integer": 1, "number": 1, "boolean": True,
+            "null": None}.get(kind, REPLY)
+
+
 def sse(event: str, data: dict) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
 class Counter:
-    """Deterministic ids: msg_standin_0001, toolu_standin_0001, ..."""
+    """Ids for OpenAI items and responses: call_standin_0001, resp_standin_0002, ..."""
 
     def __init__(self):
         self.n, self.lock = 0, threading.Lock()
@@ -165,9 +199,10 @@ def anthropic_reply(body: dict, scenario: str) -> list[dict]:
         return [{"type": "tool_use", "id": tool_id, "name": "Bash",
                  "input": {"command": "true", "description": "Do nothing"}}]
     tools = {t.get("name") for t in body.get("tools", [])}
-    if "StructuredOutput" in tools and not last_is_tool_result(messages):
+    if "StructuredOutput" in tools and not last_is_tool_result(messages):  # --json-schema
+        schema = next(t for t in body["tools"] if t.get("name") == "StructuredOutput")
         return [{"type": "tool_use", "id": tool_id, "name": "StructuredOutput",
-                 "input": {"answer": REPLY}}]
+                 "input": example_of(schema.get("input_schema", {}))}]
     return [{"type": "text", "text": REPLY}]
 
 
@@ -267,8 +302,8 @@ def openai_reply(body: dict, scenario: str) -> list[dict]:
     elif scenario == "max-turns":
         return [openai_tool_call(body, None, "true")]
     fmt = (body.get("text") or {}).get("format") or {}
-    if fmt.get("type") == "json_schema":
-        text = json.dumps({"answer": REPLY})
+    if fmt.get("type") == "json_schema":  # --output-schema
+        text = json.dumps(example_of(fmt.get("schema", {})))
     return [{"type": "message", "id": IDS.next("msg"), "status": "completed",
              "role": "assistant",
              "content": [{"type": "output_text", "text": text, "annotations": []}]}]
@@ -365,7 +400,7 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def record(self, body_text: str, scenario: str, method: str | None = None):
-        headers = {k.lower(): ("<redacted>" if k.lower() in SECRET_HEADERS else v)
+        headers = {k.lower(): (redact(v) if k.lower() in SECRET_HEADERS else v)
                    for k, v in self.headers.items()}
         try:
             body = json.loads(body_text) if body_text else None
@@ -547,13 +582,20 @@ class Handler(BaseHTTPRequestHandler):
                 ws_write(self.wfile, 1, json.dumps(event).encode())
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)  # a client hanging up is no news
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--port", type=int, default=0, help="0 picks a free port")
     ap.add_argument("--log", default="/dev/null", help="append one JSON line per request")
     args = ap.parse_args()
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
-    server.daemon_threads = True
+    server = Server(("127.0.0.1", args.port), Handler)
     server.log_path, server.log_lock = args.log, threading.Lock()
     server.stopping = threading.Event()
     print(f"listening {server.server_address[1]}", flush=True)
