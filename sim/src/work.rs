@@ -15,7 +15,7 @@ use harn_core::time::WallTime;
 use harn_core::work::events::{EventKind, WorkEvent};
 use harn_core::work::intent::INTENT_VERSION;
 use harn_core::work::ledger::{approval_dir, work_dir, Item, Known, Ledger, Refusal};
-use harn_core::work::projection::{FailureClass, NextAction, WorkState};
+use harn_core::work::projection::{NextAction, WorkState};
 use harn_core::work::{WorkIntent, WorkflowRef};
 use harn_core::workflow::agent::{resolve, CallOutcome};
 use harn_core::workflow::approval::{ApprovalDecision, Ruling, APPROVAL_VERSION};
