@@ -1,3 +1,4 @@
+mod agents;
 mod bounded;
 mod charging;
 mod cli;

@@ -4,12 +4,14 @@
 Starts standin.py on a free port, runs every case below with a private temporary HOME
 (and CODEX_HOME) and working directory, and writes NAME.stdout, NAME.stderr and
 NAME.code for each into tests/fixtures/agents/claude-VERSION/ and codex-VERSION/,
-replacing the temporary paths and ports with <CWD>, <HOME>, <TMP> and <PORT>.
+replacing the temporary paths and ports with <CWD>, <HOME>, <TMP> and <PORT> (and
+Claude's per-project directory name, the cwd with "/" turned into "-", with <CWD-SLUG>).
 It also writes manifest.json there: each case's argv, extra environment, timeout,
 wall time and the files left in its working directory.
 
     python3 tests/agents/record.py                 # every case (about 6 minutes)
     python3 tests/agents/record.py json-text ...   # only these names (both CLIs)
+    python3 tests/agents/record.py codex claude:json-text   # all of Codex, one of Claude
 
 The CLIs are found as $CLAUDE and $CODEX, else under /tmp/agents/p/node_modules/.bin/
 (npm install --prefix /tmp/agents/p @anthropic-ai/claude-code@2.1.197
@@ -86,6 +88,8 @@ def claude_cases():
         case("json-unauthorized-api-key", CLAUDE_JSON, "HARN-SCENARIO=unauthorized",
              auth="env-key"),
         case("json-rate-limited-retries-2", CLAUDE_JSON, "HARN-SCENARIO=rate-limited",
+             env={"CLAUDE_CODE_MAX_RETRIES": "2"}),
+        case("json-no-network-retries-2", CLAUDE_JSON, prompt, auth="closed", timeout=120,
              env={"CLAUDE_CODE_MAX_RETRIES": "2"}),
         case("json-effort-model", CLAUDE_JSON + ["--effort", "high", "--model", "sonnet"],
              prompt),
@@ -192,9 +196,9 @@ def run(tool: str, c: dict, port: int) -> dict:
 
     def norm(data: bytes) -> str:
         text = data.decode("utf-8", "replace")
+        text = text.replace(str(work).replace("/", "-"), "<CWD-SLUG>")  # Claude's project dir
         for path, mark in ((work, "<CWD>"), (tmp / "home", "<HOME>"), (tmp, "<TMP>")):
             text = text.replace(str(path), mark)
-            text = text.replace(str(path).replace("/", "-"), mark)  # Claude's project slug
         for p in (port, c["closed_port"]):
             text = text.replace(f"127.0.0.1:{p}", "127.0.0.1:<PORT>")
         return text
@@ -223,12 +227,13 @@ def main():
     only = set(sys.argv[1:])
     VERSIONS["claude"], VERSIONS["codex"] = version(CLAUDE), version(CODEX)
     log = Path(tempfile.mkdtemp(prefix="harn-rec-log-")) / "standin.jsonl"
-    server = subprocess.Popen([sys.executable, str(HERE / "standin.py"), "--port", "0",
+    server = subprocess.Popen([sys.executable, "-B", str(HERE / "standin.py"), "--port", "0",
                                "--log", str(log)], stdout=subprocess.PIPE, text=True)
     port = int(server.stdout.readline().split()[1])
     print(f"stand-in on port {port}, log {log}", flush=True)
     jobs = [("claude", c) for c in claude_cases()] + [("codex", c) for c in codex_cases()]
-    jobs = [j for j in jobs if not only or j[1]["name"] in only]
+    jobs = [(t, c) for t, c in jobs
+            if not only or {t, c["name"], f"{t}:{c['name']}"} & only]
     slow = ("unauthorized", "rate-limited", "overloaded", "server-error", "no-network")
     jobs.sort(key=lambda j: not any(w in j[1]["name"] for w in slow))  # the slow ones first
     for tool in VERSIONS:

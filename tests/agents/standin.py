@@ -309,7 +309,7 @@ def openai_reply(body: dict, scenario: str) -> list[dict]:
              "content": [{"type": "output_text", "text": text, "annotations": []}]}]
 
 
-def openai_events(items: list[dict], model: str, resp_id: str):
+def openai_events(items: list[dict], model: str, resp_id: str, usage: dict = OPENAI_USAGE):
     """The Responses stream events (dicts) that deliver `items`."""
     seq = iter(range(10 ** 6))
     base = {"id": resp_id, "object": "response", "created_at": 1700000000,
@@ -340,7 +340,7 @@ def openai_events(items: list[dict], model: str, resp_id: str):
                      item=dict(item, status="in_progress"))
         yield ev("response.output_item.done", output_index=i, item=item)
     yield ev("response.completed", response=dict(base, status="completed", output=items,
-                                                 usage=OPENAI_USAGE))
+                                                 usage=usage))
 
 
 # ---------------------------------------------------------------- WebSocket
@@ -517,10 +517,15 @@ class Handler(BaseHTTPRequestHandler):
 
     def openai_answer(self, body: dict, scenario: str):
         """The events answering one Responses request."""
-        items = [] if body.get("generate") is False else openai_reply(body, scenario)
         resp_id = IDS.next("resp")
         SCENARIOS[resp_id] = scenario
-        return openai_events(items, body.get("model", "gpt-standin"), resp_id)
+        model = body.get("model", "gpt-standin")
+        if body.get("generate") is False:  # Codex's pre-warm: nothing generated, no usage
+            zero = {"input_tokens": 0, "input_tokens_details": {"cached_tokens": 0},
+                    "output_tokens": 0, "output_tokens_details": {"reasoning_tokens": 0},
+                    "total_tokens": 0}
+            return openai_events([], model, resp_id, zero)
+        return openai_events(openai_reply(body, scenario), model, resp_id)
 
     def openai_responses(self, body: dict, scenario: str):
         if not self.headers.get("authorization"):

@@ -162,7 +162,10 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
         }
         match lines.recv_timeout(wait) {
             Ok(Line::Out(line)) => {
-                last_word = Instant::now();
+                // Retries and reconnects are not progress: a call doing only that is stuck.
+                if adapter::is_progress(spec.kind, &line) {
+                    last_word = Instant::now();
+                }
                 for shown in adapter::progress(spec.kind, &line) {
                     progress(shown);
                 }

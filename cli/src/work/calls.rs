@@ -119,8 +119,12 @@ fn preflight(
         return result.clone();
     }
     let program = find_program(&spec.command[0]);
+    // The login is asked of the program itself, when the harness runs it directly (a
+    // wrapper that speaks its dialect, `ssh box claude` say, cannot be asked).
+    let direct = |name: &str| Path::new(&spec.command[0]).file_name().is_some_and(|f| f == name);
     let login = match (&program, spec.kind) {
-        (Some(p), Kind::ClaudeCode | Kind::Codex) => Some(login_of(p, spec.kind, billing)),
+        (Some(p), Kind::ClaudeCode) if direct("claude") => Some(login_of(p, spec.kind, billing)),
+        (Some(p), Kind::Codex) if direct("codex") => Some(login_of(p, spec.kind, billing)),
         _ => None,
     };
     let result =
@@ -153,6 +157,12 @@ fn login_of(program: &Path, kind: Kind, billing: Billing) -> Login {
         Kind::ClaudeCode => &["auth", "status", "--json"],
         _ => &["login", "status"],
     };
+    // Codex bills a key in its environment without counting itself logged in.
+    if kind == Kind::Codex && billing == Billing::Api && std::env::var_os("CODEX_API_KEY").is_some()
+    {
+        let method = "CODEX_API_KEY".to_owned();
+        return Login { logged_in: true, api_key: Some(method.clone()), method };
+    }
     let mut cmd = std::process::Command::new(program);
     cmd.args(args).stdin(std::process::Stdio::null());
     if billing == Billing::Subscription {

@@ -241,6 +241,7 @@ const TABLE: &[Row] = &[
             "please log in",
             "no credentials",
             "login required",
+            "didn't provide an api key",
         ],
     },
     Row {
@@ -278,6 +279,7 @@ const TABLE: &[Row] = &[
             "error sending request",
             "fetch failed",
             "unable to connect",
+            "connection failed",
             "stream disconnected",
             "connection error",
         ],
@@ -292,6 +294,7 @@ const TABLE: &[Row] = &[
             "credit balance is too low",
             "insufficient_quota",
             "exceeded your current quota",
+            "quota exceeded",
             "out of credits",
         ],
     },
@@ -307,6 +310,7 @@ const TABLE: &[Row] = &[
             "overloaded",
             "529",
             "high demand",
+            "at capacity",
             "exceeded retry limit",
             "retry limit",
             "service unavailable",
@@ -386,16 +390,22 @@ pub fn classify(harness: &str, spec: &HarnessSpec, timeout_ms: u64, end: &CallEn
     }
     let own = reading.error.clone().unwrap_or_default();
     let stdout = if kind == Kind::Text { end.stdout.as_str() } else { "" };
-    let text = match own.is_empty() {
-        true => failure_text(&end.stderr, stdout),
-        false => failure_text(&end.stderr, &own),
+    let (text, row) = match own.is_empty() {
+        true => {
+            let text = failure_text(&end.stderr, stdout);
+            let row = table_row(&text);
+            (text, row)
+        }
+        // The program's own last word decides first: its stderr holds retries and
+        // reconnects that say little about why it finally gave up.
+        false => (failure_text("", &own), table_row(&own).or_else(|| table_row(&end.stderr))),
     };
     let code = match end.code {
         Some(0) if kind != Kind::Text => "no reply".to_owned(),
         Some(c) => format!("exited with code {c}"),
         None => "was killed by a signal".to_owned(),
     };
-    let (class, hint) = match table_row(&text) {
+    let (class, hint) = match row {
         Some(row)
             if row.what.starts_with("not logged in") || row.what.starts_with("the credentials") =>
         {
@@ -432,12 +442,12 @@ pub fn claude_login(stdout: &str) -> Login {
     Login { logged_in: v["loggedIn"] == true, api_key, method }
 }
 
-/// Reads `codex login status`: `Not logged in`, `Logged in using ChatGPT`, or `Logged in
-/// using an API key - sk-…` (on stdout or stderr, whichever the version uses).
+/// Reads `codex login status` (0.171 prints it on stderr): `Not logged in` (exit 1), `Logged in
+/// using ChatGPT`, or `API key configured - ***` for a key in `auth.json`.
 pub fn codex_login(output: &str, code: Option<i32>) -> Login {
     let lower = output.to_lowercase();
-    let logged_in =
-        code == Some(0) && lower.contains("logged in") && !lower.contains("not logged in");
+    // `Logged in using ChatGPT`, or `API key configured - ***` for a key in `auth.json`.
+    let logged_in = code == Some(0) && !lower.contains("not logged in");
     let api_key = (logged_in && lower.contains("api key")).then(|| "auth.json".to_owned());
     let method = output
         .lines()

@@ -1,0 +1,203 @@
+//! The claude-code and codex presets over the real binary, with `tests/fixtures/agents/`'s
+//! fake programs replaying output recorded from the real CLIs: not logged in is uncharged
+//! with the command to run, an API key is refused under subscription billing, a denied edit
+//! is visible, session, tokens and cost reach the proof, a silent call is ended by the
+//! watchdog, and the run's progress is printed as it goes.
+
+use crate::cli::{harn_bin, json, text};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents")
+}
+
+/// A root with a one-call workflow `wf.sh`, item `w`, and a `bin/` holding `claude` and
+/// `codex`: the fake programs.
+fn root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::copy(examples.join("workflows/agent-review.sh"), r.join("wf.sh")).unwrap();
+    std::fs::create_dir(r.join("bin")).unwrap();
+    for (name, fake) in [("claude", "fake-claude"), ("codex", "fake-codex")] {
+        let wrapper = r.join("bin").join(name);
+        std::fs::write(
+            &wrapper,
+            format!("#!/bin/sh\nexec '{}' \"$@\"\n", fixtures().join(fake).display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    }
+    let create = ["work", "create", "W", "wf.sh", "--id", "w", "--objective", "write hello.txt"];
+    assert!(harn(r, &create, &[]).status.success());
+    dir
+}
+
+/// `harn args… --root r` with the fakes first on `PATH` and `vars` set.
+fn harn(r: &Path, args: &[&str], vars: &[(&str, &str)]) -> Output {
+    let path = format!("{}:{}", r.join("bin").display(), std::env::var("PATH").unwrap_or_default());
+    let mut cmd = Command::new(harn_bin());
+    cmd.args(args).arg("--root").arg(r).env("PATH", path).current_dir(r);
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn projection(r: &Path) -> Value {
+    json(&harn(r, &["work", "show", "w", "--json"], &[]))["projection"].clone()
+}
+
+fn proof(r: &Path) -> Value {
+    let run = projection(r)["latest_run_id"].as_str().unwrap().to_owned();
+    serde_json::from_slice(
+        &std::fs::read(r.join(format!(".harnery/workflows/{run}/proof.json"))).unwrap(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn not_logged_in_costs_nothing_and_says_what_to_run() {
+    for (harness, auth, hint) in
+        [("claude-code", "logged-out", "claude auth login"), ("codex", "logged-out", "codex login")]
+    {
+        let dir = root();
+        let r = dir.path();
+        let vars = [("HARN_FAKE_AUTH", auth), ("HARN_FAKE_FIXTURE", "stream-text")];
+        let out = harn(r, &["work", "run", "w", "--harness", harness], &vars);
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert!(text(&out).contains(hint), "{harness}: {}", text(&out));
+        let p = projection(r);
+        assert_eq!(
+            (p["attempts_used"].as_u64(), p["charged_attempts"].as_u64()),
+            (Some(1), Some(0)),
+            "{p}"
+        );
+        assert_eq!(proof(r)["run"]["class"], "environment");
+    }
+}
+
+#[test]
+fn an_api_key_is_refused_under_subscription_billing_unless_allowed() {
+    let dir = root();
+    let r = dir.path();
+    // The recorded login is an apiKeyHelper: it bills per token.
+    let vars = [("HARN_FAKE_FIXTURE", "stream-text")];
+    let out = harn(r, &["work", "run", "w", "--harness", "claude-code"], &vars);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("apiKeyHelper") && text(&out).contains("--allow-api-billing"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(projection(r)["charged_attempts"], 0);
+    let retry = ["work", "retry", "w", "--harness", "claude-code", "--allow-api-billing"];
+    let out = harn(r, &retry, &vars);
+    assert!(out.status.success(), "{}", text(&out));
+    let manifest: Value = serde_json::from_slice(
+        &std::fs::read(r.join(format!(
+            ".harnery/workflows/{}/run.json",
+            projection(r)["latest_run_id"].as_str().unwrap()
+        )))
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(manifest["billing"], "api", "frozen like every host option");
+}
+
+#[test]
+fn session_tokens_and_cost_reach_the_proof_and_the_views() {
+    let dir = root();
+    let r = dir.path();
+    let vars = [("HARN_FAKE_FIXTURE", "stream-text")];
+    let run = ["work", "run", "w", "--harness", "claude-code", "--allow-api-billing", "--progress"];
+    let out = harn(r, &run, &vars);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("agent implement replied"), "progress as it goes: {}", text(&out));
+    let p = proof(r);
+    let call = &p["agents"][0];
+    assert_eq!(call["session_id"], "a8fb9f0b-1946-4016-865b-e4e9712068bb", "{p}");
+    assert_eq!(call["usage"]["cost_micro_usd"], 251);
+    assert_eq!(call["usage"]["input_tokens"], 19);
+    assert_eq!(p["usage"]["output_tokens"], 7);
+    let shown = harn(r, &["work", "show", "w"], &[]);
+    assert!(
+        text(&shown).contains("19 tokens in (5 cached), 7 out, 1 turn, $0.0002"),
+        "{}",
+        text(&shown)
+    );
+    let list = json(&harn(r, &["run", "list", "--json"], &[]));
+    assert_eq!(list["runs"][0]["usage"]["cost_micro_usd"], 251, "{list}");
+    let follow = harn(r, &["run", "follow", p["run"]["id"].as_str().unwrap()], &[]);
+    assert!(follow.status.success(), "{}", text(&follow));
+    assert!(text(&follow).contains("agent implement replied"), "{}", text(&follow));
+}
+
+#[test]
+fn a_write_the_agent_was_refused_is_visible_in_the_proof() {
+    let dir = root();
+    let r = dir.path();
+    let vars = [("HARN_FAKE_FIXTURE", "stream-write-denied")];
+    let out =
+        harn(r, &["work", "run", "w", "--harness", "claude-code", "--allow-api-billing"], &vars);
+    assert!(text(&out).contains("denied     Write"), "{}", text(&out));
+    let denials = &proof(r)["agents"][0]["denials"];
+    assert_eq!(denials[0]["tool"], "Write", "{denials}");
+}
+
+#[test]
+fn codex_writes_its_file_and_reports_its_thread() {
+    let dir = root();
+    let r = dir.path();
+    let vars = [
+        ("HARN_FAKE_FIXTURE", "json-write-file"),
+        ("HARN_FAKE_WRITE", "hello.txt:hello from the stand-in\\n"),
+    ];
+    let out = harn(
+        r,
+        &["work", "run", "w", "--harness", "codex", "--allow-api-billing", "--progress"],
+        &vars,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("implement edit"), "the tool use is shown: {}", text(&out));
+    assert!(r.join("hello.txt").exists());
+    assert!(proof(r)["agents"][0]["session_id"].as_str().is_some());
+}
+
+#[test]
+fn the_watchdog_ends_a_call_that_goes_silent_without_charging_it() {
+    let dir = root();
+    let r = dir.path();
+    // A codex-speaking harness that starts its thread and then says nothing.
+    let stuck = r#"{"schema_version": 1, "harnesses": {"stuck": {"command": ["sh", "-c", "cat >/dev/null; echo '{\"type\":\"thread.started\",\"thread_id\":\"t1\"}'; exec sleep 30"], "kind": "codex", "idle_timeout_ms": 700}}}"#;
+    std::fs::write(r.join(".harnery/config.json"), stuck).unwrap();
+    let began = std::time::Instant::now();
+    let out = harn(r, &["work", "run", "w", "--harness", "stuck"], &[]);
+    assert!(began.elapsed() < std::time::Duration::from_secs(20), "{:?}", began.elapsed());
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("said nothing for 700 ms"), "{}", text(&out));
+    assert_eq!(projection(r)["charged_attempts"], 0);
+}
+
+#[test]
+fn an_effort_a_harness_does_not_take_is_refused_naming_the_file_and_role() {
+    let dir = root();
+    let r = dir.path();
+    std::fs::write(
+        r.join("team.json"),
+        r#"{"implementer": {"instructions": "x", "effort": "ultra"}}"#,
+    )
+    .unwrap();
+    let out = harn(r, &["work", "run", "w", "--harness", "codex", "--team", "team.json"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("team.json") && text(&out).contains("role implementer"),
+        "{}",
+        text(&out)
+    );
+    assert!(text(&out).contains("minimal, low, medium, high, xhigh"), "{}", text(&out));
+    assert_eq!(projection(r)["attempts_used"], 0);
+}
