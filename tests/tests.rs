@@ -1,4 +1,4 @@
-mod agents;
+mod agent_presets;
 mod bounded;
 mod charging;
 mod cli;
