@@ -15,6 +15,7 @@ mod planted;
 mod private_files;
 mod purity;
 mod readers;
+mod real_agents;
 mod service;
 mod supervisor;
 mod work;

@@ -1,0 +1,205 @@
+//! Opt-in conformance of the presets with the real programs (`HARN_REAL_AGENTS=1`): Claude
+//! Code and Codex are installed with npm into a temporary prefix and pointed at the local
+//! stand-in of their vendors' APIs (`tests/agents/standin.py`) on 127.0.0.1. A file-writing
+//! call writes the file, Codex works outside a git repository, the effort word reaches the
+//! request, tokens and the session are recorded, and a program that is not logged in costs
+//! nothing. Without the variable the test says it was skipped.
+
+use crate::cli::{harn_bin, text};
+use serde_json::Value;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+const CLAUDE: &str = "@anthropic-ai/claude-code@2.1.197";
+const CODEX: &str = "@openai/codex@0.171.0";
+
+/// The stand-in, stopped when dropped.
+struct StandIn {
+    child: Child,
+    port: u16,
+    log: PathBuf,
+}
+
+impl StandIn {
+    fn start(dir: &Path) -> StandIn {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/agents/standin.py");
+        let log = dir.join("standin.jsonl");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .args(["--port", "0", "--log"])
+            .arg(&log)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs the stand-in");
+        let mut first = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+        let port =
+            first.trim().strip_prefix("listening ").and_then(|p| p.parse().ok()).expect("a port");
+        StandIn { child, port, log }
+    }
+
+    /// Every request the stand-in received.
+    fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+}
+
+impl Drop for StandIn {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A HOME where Claude Code talks to the stand-in through an apiKeyHelper and Codex through
+/// its config, logged in with a key.
+fn home(dir: &Path, port: u16, bin: &Path) -> PathBuf {
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join(".claude")).unwrap();
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    let settings = serde_json::json!({
+        "env": { "ANTHROPIC_BASE_URL": format!("http://127.0.0.1:{port}") },
+        "apiKeyHelper": "echo sk-test",
+    });
+    std::fs::write(home.join(".claude/settings.json"), settings.to_string()).unwrap();
+    let config = format!(
+        "openai_base_url = \"http://127.0.0.1:{port}/v1\"\ncheck_for_update_on_startup = false\n\n\
+         [analytics]\nenabled = false\n\n[features]\nplugins = false\napps = false\nremote_plugin = false\n"
+    );
+    std::fs::write(home.join(".codex/config.toml"), config).unwrap();
+    let mut login = Command::new(bin.join("codex"))
+        .args(["login", "--with-api-key"])
+        .env("HOME", &home)
+        .env("CODEX_HOME", home.join(".codex"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    login.stdin.take().unwrap().write_all(b"sk-test\n").unwrap();
+    assert!(login.wait().unwrap().success(), "codex login --with-api-key");
+    home
+}
+
+fn harn(root: &Path, home: &Path, bin: &Path, args: &[&str]) -> Output {
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    Command::new(harn_bin())
+        .args(args)
+        .arg("--root")
+        .arg(root)
+        .env("PATH", path)
+        .env("HOME", home)
+        .env("CODEX_HOME", home.join(".codex"))
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_ERROR_REPORTING", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .output()
+        .unwrap()
+}
+
+/// A root (not a git repository) whose item `ID` asks the implementer to write a file.
+fn item(root: &Path, home: &Path, bin: &Path, id: &str) {
+    let wf = root.join("wf.sh");
+    std::fs::write(
+        &wf,
+        "#!/bin/sh\nread -r start\n\
+         echo '{\"op\":\"agent\",\"id\":\"a1\",\"specialist\":\"implementer\",\"prompt\":\"Write hello.txt. HARN-SCENARIO=write-file\"}'\n\
+         read -r reply\n\
+         case \"$reply\" in *'\"ok\":true'*) echo '{\"op\":\"result\",\"ok\":true}' ;; *) echo '{\"op\":\"result\",\"ok\":false,\"error\":\"the call failed\"}' ;; esac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&wf, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let team = r#"{"implementer": {"instructions": "You write files.", "effort": "high"}}"#;
+    std::fs::write(root.join("team.json"), team).unwrap();
+    let out = harn(
+        root,
+        home,
+        bin,
+        &["work", "create", "W", "wf.sh", "--id", id, "--objective", "write"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+fn proof_of(root: &Path, id: &str) -> Value {
+    let show: Value = serde_json::from_slice(
+        &Command::new(harn_bin())
+            .args(["work", "show", id, "--json", "--root"])
+            .arg(root)
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    let run = show["projection"]["latest_run_id"].as_str().unwrap().to_owned();
+    serde_json::from_slice(
+        &std::fs::read(root.join(format!(".harnery/workflows/{run}/proof.json"))).unwrap(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn the_real_claude_code_and_codex_do_real_work_through_the_presets() {
+    if std::env::var("HARN_REAL_AGENTS").as_deref() != Ok("1") {
+        eprintln!("skipped: set HARN_REAL_AGENTS=1 to install Claude Code and Codex with npm and run them");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let prefix = tmp.path().join("npm");
+    let install = Command::new("npm")
+        .args(["install", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&prefix)
+        .args([CLAUDE, CODEX])
+        .output()
+        .expect("npm runs");
+    assert!(install.status.success(), "npm install: {}", text(&install));
+    let bin = prefix.join("node_modules/.bin");
+    let standin = StandIn::start(tmp.path());
+    let home = home(tmp.path(), standin.port, &bin);
+
+    for (harness, id) in [("claude-code", "c"), ("codex", "x")] {
+        let root = tmp.path().join(format!("root-{id}"));
+        std::fs::create_dir(&root).unwrap();
+        item(&root, &home, &bin, id);
+        let run =
+            ["work", "run", id, "--harness", harness, "--team", "team.json", "--allow-api-billing"];
+        let out = harn(&root, &home, &bin, &[&run[..], &["--timeout-secs", "300"]].concat());
+        assert!(out.status.success(), "{harness}: {}", text(&out));
+        assert_eq!(
+            std::fs::read_to_string(root.join("hello.txt")).unwrap_or_default(),
+            "hello from the stand-in\n",
+            "{harness} wrote the file (outside a git repository)"
+        );
+        let call = proof_of(&root, id)["agents"][0].clone();
+        assert!(call["session_id"].as_str().is_some_and(|s| !s.is_empty()), "{harness}: {call}");
+        assert!(call["usage"]["input_tokens"].as_u64() > Some(0), "{harness}: {call}");
+    }
+    // The effort word reached both vendors, each in its own field.
+    let requests = standin.requests();
+    let claude_effort = requests.iter().any(|r| r["body"]["output_config"]["effort"] == "high");
+    let codex_effort = requests.iter().any(|r| r["body"]["reasoning"]["effort"] == "high");
+    assert!(claude_effort, "Claude's request carries output_config.effort");
+    assert!(codex_effort, "Codex's request carries reasoning.effort");
+
+    // Nobody logged in: nothing charged, and the message says what to run.
+    let empty = tmp.path().join("empty-home");
+    std::fs::create_dir(&empty).unwrap();
+    let root = tmp.path().join("root-out");
+    std::fs::create_dir(&root).unwrap();
+    item(&root, &empty, &bin, "o");
+    let out = harn(
+        &root,
+        &empty,
+        &bin,
+        &["work", "run", "o", "--harness", "claude-code", "--team", "team.json"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("claude auth login"), "{}", text(&out));
+    assert_eq!(proof_of(&root, "o")["run"]["class"], "environment");
+}
