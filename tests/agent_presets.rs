@@ -201,3 +201,47 @@ fn an_effort_a_harness_does_not_take_is_refused_naming_the_file_and_role() {
     assert!(text(&out).contains("minimal, low, medium, high, xhigh"), "{}", text(&out));
     assert_eq!(projection(r)["attempts_used"], 0);
 }
+
+#[test]
+fn a_call_that_continues_resumes_the_vendor_session_of_the_last_call() {
+    let dir = root();
+    let r = dir.path();
+    // Two calls; the second asks to continue the session of the first.
+    let wf = r.join("two.sh");
+    std::fs::write(
+        &wf,
+        "#!/bin/sh\nread -r start\n\
+         echo '{\"op\":\"agent\",\"id\":\"a1\",\"prompt\":\"first\"}'\nread -r one\n\
+         echo '{\"op\":\"agent\",\"id\":\"a2\",\"prompt\":\"again\",\"continue\":true}'\nread -r two\n\
+         echo '{\"op\":\"result\",\"ok\":true}'\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&wf, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let create = ["work", "create", "T", "two.sh", "--id", "t", "--objective", "o"];
+    assert!(harn(r, &create, &[]).status.success());
+    // A harness speaking Claude Code's dialect that notes its argv, then replays a reply.
+    let argv_log = r.join("argv.log");
+    let claude = fixtures().join("fake-claude");
+    let wrapper = r.join("bin/noting-claude");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n", argv_log.display(), claude.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = format!(
+        r#"{{"schema_version": 1, "harnesses": {{"noted": {{"command": ["{}", "-p", "--output-format", "stream-json", "--verbose"], "kind": "claude-code"}}}}}}"#,
+        wrapper.display()
+    );
+    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
+    let out = harn(r, &["work", "run", "t", "--harness", "noted"], &[("HARN_FAKE_FIXTURE", "stream-text")]);
+    assert!(out.status.success(), "{}", text(&out));
+    let calls: Vec<String> = std::fs::read_to_string(&argv_log).unwrap().lines().map(str::to_owned).collect();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert!(!calls[0].contains("--resume"), "{}", calls[0]);
+    assert!(
+        calls[1].ends_with("--resume a8fb9f0b-1946-4016-865b-e4e9712068bb"),
+        "the second call continues the first's session: {}",
+        calls[1]
+    );
+}
