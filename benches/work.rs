@@ -31,13 +31,15 @@ fn intent() -> WorkIntent {
         max_attempts: 1_000,
         max_uncharged_attempts: 3,
         created_at: WallTime(0),
+        sha256: None,
     }
+    .sealed()
 }
 
 /// A long-lived item: attempts that fail, each followed by an operator's reopen with findings
 /// or a cancel and reopen, up to 1,000 events.
 fn history() -> (Vec<WorkEvent>, Vec<AttemptStatus>) {
-    let mut kinds = vec![EventKind::Created];
+    let mut kinds = vec![EventKind::Created { intent_sha256: None }];
     let mut attempts = Vec::new();
     while kinds.len() < EVENTS {
         let n = attempts.len() as u32 + 1;

@@ -225,18 +225,28 @@ fn a_call_that_continues_resumes_the_vendor_session_of_the_last_call() {
     let wrapper = r.join("bin/noting-claude");
     std::fs::write(
         &wrapper,
-        format!("#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n", argv_log.display(), claude.display()),
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            argv_log.display(),
+            claude.display()
+        ),
     )
     .unwrap();
-    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
     let config = format!(
         r#"{{"schema_version": 1, "harnesses": {{"noted": {{"command": ["{}", "-p", "--output-format", "stream-json", "--verbose"], "kind": "claude-code"}}}}}}"#,
         wrapper.display()
     );
     std::fs::write(r.join(".harnery/config.json"), config).unwrap();
-    let out = harn(r, &["work", "run", "t", "--harness", "noted"], &[("HARN_FAKE_FIXTURE", "stream-text")]);
+    let out = harn(
+        r,
+        &["work", "run", "t", "--harness", "noted"],
+        &[("HARN_FAKE_FIXTURE", "stream-text")],
+    );
     assert!(out.status.success(), "{}", text(&out));
-    let calls: Vec<String> = std::fs::read_to_string(&argv_log).unwrap().lines().map(str::to_owned).collect();
+    let calls: Vec<String> =
+        std::fs::read_to_string(&argv_log).unwrap().lines().map(str::to_owned).collect();
     assert_eq!(calls.len(), 2, "{calls:?}");
     assert!(!calls[0].contains("--resume"), "{}", calls[0]);
     assert!(

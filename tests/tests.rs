@@ -5,6 +5,7 @@ mod cli;
 mod conformance;
 mod dash;
 mod determinism;
+mod forgery;
 mod fuzz_corpus;
 mod harness_daemon;
 mod harness_faults;

@@ -172,6 +172,7 @@ fn arbitrary_history(
         max_attempts: u.int_in_range(1..=5).unwrap_or(3),
         max_uncharged_attempts: u.int_in_range(1..=5).unwrap_or(2),
         created_at: crate::time::WallTime(0),
+        sha256: None,
     };
     let mut events = Vec::new();
     let mut attempts = Vec::new();
@@ -184,8 +185,8 @@ fn arbitrary_history(
         let run = if well_formed { next } else { u.int_in_range(0..=6).unwrap_or(0) };
         let run_id = Id::new(&format!("r{run}")).expect("valid");
         let kind = match tag % 7 {
-            _ if seq == 1 && well_formed => EventKind::Created,
-            0 => EventKind::Created,
+            _ if seq == 1 && well_formed => EventKind::Created { intent_sha256: None },
+            0 => EventKind::Created { intent_sha256: None },
             1 | 2 => EventKind::AttemptStarted {
                 run_id,
                 attempt,

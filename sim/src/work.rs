@@ -14,11 +14,11 @@ use harn_core::ids::Id;
 use harn_core::time::WallTime;
 use harn_core::work::events::{EventKind, WorkEvent};
 use harn_core::work::intent::INTENT_VERSION;
-use harn_core::work::ledger::{approval_dir, work_dir, Item, Known, Ledger, Refusal};
+use harn_core::work::ledger::{work_dir, Item, Known, Ledger, Refusal};
 use harn_core::work::projection::{NextAction, WorkState};
 use harn_core::work::{WorkIntent, WorkflowRef};
 use harn_core::workflow::agent::{resolve, CallOutcome};
-use harn_core::workflow::approval::{ApprovalDecision, Ruling, APPROVAL_VERSION};
+use harn_core::workflow::approval::Ruling;
 use harn_core::workflow::policy::{parse_policy, FrozenPolicy};
 use harn_core::workflow::protocol::{EvidenceStatus, FromWorkflow};
 use harn_core::workflow::run::{
@@ -176,10 +176,12 @@ impl WorkWorld {
                 max_attempts: 3,
                 max_uncharged_attempts: 2,
                 created_at: self.wall(),
-            };
+                sha256: None,
+            }
+            .sealed();
             let now = self.wall();
             self.ledger.write_record(&work_dir(&id), "intent.json", &intent).expect("setup");
-            self.ledger.append(&id, EventKind::Created, "sim", None, now).expect("setup");
+            self.ledger.append(&id, EventKind::created(&intent), "sim", None, now).expect("setup");
             self.items.push(id);
         }
         self.take_acknowledged();
@@ -556,17 +558,9 @@ impl WorkWorld {
     }
 
     pub(crate) fn rule(&mut self, approval: &str, verdict: Ruling) -> Result<(), String> {
-        let Some((request, None)) = self.ledger.approval(approval)? else { return Ok(()) };
-        let decision = ApprovalDecision {
-            schema_version: APPROVAL_VERSION,
-            approval_id: request.approval_id.clone(),
-            run_id: request.run_id.clone(),
-            verdict,
-            actor: "ana".into(),
-            reason: None,
-            decided_at: self.wall(),
-        };
-        self.ledger.write_record(&approval_dir(approval), "decision.json", &decision)?;
+        let Some((_, None)) = self.ledger.approval(approval)? else { return Ok(()) };
+        let now = self.wall();
+        self.ledger.rule(approval, verdict, "ana", None, now)?;
         Ok(())
     }
 
@@ -583,14 +577,7 @@ impl WorkWorld {
             )?;
             return Ok(());
         }
-        let run_id = item.projection.latest_run_id.clone().expect("in review means a run");
-        let kind = EventKind::Accepted {
-            run_id,
-            attempt: item.projection.attempts_used,
-            proof_sha256: "0".repeat(64),
-            dispositions: Vec::new(),
-        };
-        self.ledger.append(id, kind, "sim", None, now)?;
+        self.ledger.accept(item, Vec::new(), "sim", None, now).map_err(|r| format!("{r:?}"))?;
         self.summary.accepted += 1;
         Ok(())
     }

@@ -1,9 +1,11 @@
 //! Goals on disk: `.harnery/supervisors/<id>/intent.json` (written once, refused if the id
-//! exists, checked against its digest on every read), the goal lease (`lease.lock`, held by
+//! exists, checked against its digest and the digest its `events.jsonl` recorded on every
+//! read), the goal lease (`lease.lock`, held by
 //! a `tick` or `run`), and the active graph read through the work ledger with every item
 //! read and projected once.
 
 use crate::work::store::{Store, StoreError};
+use harn_core::goal::intent::{check_created, GoalCreated};
 use harn_core::goal::{GoalIntent, GoalItem};
 use harn_core::ids::Id;
 
@@ -24,6 +26,13 @@ pub fn create(store: &mut Store, intent: &GoalIntent) -> Result<(), StoreError> 
     if store.read_bytes(&format!("{dir}/intent.json"))?.is_some() {
         return Err(StoreError(format!("goal {} already exists", intent.id)));
     }
+    // The journal first: a kill between the two leaves a journal and no intent, which is
+    // no goal, and a later create of the same id appends its own record.
+    let journal = format!("{dir}/events.jsonl");
+    harn_core::env::Fs::create_dir_all(&mut store.ledger().fs, &dir)
+        .map_err(|e| StoreError(e.to_string()))?;
+    let mut writer = store.open_journal(&journal)?;
+    store.append_journal(&journal, &mut writer, &GoalCreated::of(intent))?;
     store.write_once(&dir, "intent.json", intent).map(drop).map_err(|e| {
         StoreError(format!("goal {} could not be created (does it exist already?): {e}", intent.id))
     })
@@ -44,6 +53,17 @@ pub fn intent(store: &mut Store, id: &Id) -> Result<GoalIntent, StoreError> {
     if intent.id != *id {
         return Err(StoreError(format!("{shown}: id is {}, not {id}", intent.id)));
     }
+    let journal = format!("{}/events.jsonl", goal_dir(id));
+    let created = match store.read_bytes(&journal)? {
+        None => None,
+        Some(bytes) => {
+            let shown = store.root().join(&journal).display().to_string();
+            let read = harn_core::journal::parse_as::<GoalCreated>(&shown, &bytes)
+                .map_err(|e| StoreError(e.to_string()))?;
+            Some(read.records.into_iter().map(|r| r.body).collect::<Vec<_>>())
+        }
+    };
+    check_created(&intent, created.as_deref()).map_err(|e| StoreError(format!("{shown}: {e}")))?;
     Ok(intent)
 }
 

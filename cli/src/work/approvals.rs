@@ -1,15 +1,11 @@
 //! Approvals on disk (`.harnery/approvals/<id>/request.json` and `decision.json`, each written
-//! once): the store's side of the `harn approval` verbs.
+//! once, and the rulings journal): the store's side of the `harn approval` verbs.
 
 use super::store::{Store, StoreError};
 use harn_core::ids::Id;
-use harn_core::work::ledger::approval_dir;
-use harn_core::workflow::approval::{
-    may_rule, ApprovalDecision, ApprovalRequest, Ruling, APPROVAL_VERSION,
-};
-
-/// An approval as read: its request and, once ruled on, its decision.
-pub type Approval = (ApprovalRequest, Option<ApprovalDecision>);
+pub use harn_core::work::rulings::Approval;
+use harn_core::work::rulings::RULINGS_LOCK;
+use harn_core::workflow::approval::{ApprovalRequest, Ruling};
 
 impl Store {
     /// Records a parked run's request; see [`harn_core::work::ledger::Ledger::record_approval`].
@@ -30,9 +26,8 @@ impl Store {
         self.list_ids(".harnery/approvals")
     }
 
-    /// Records a ruling once; the same ruling again is accepted without a write (`false`),
-    /// the opposite one refused. Rulers may race, so the decision is linked into place and
-    /// the loser's ruling is judged against the winner's.
+    /// Records a ruling once (see [`harn_core::work::ledger::Ledger::rule`]), under the
+    /// approvals lock, so two rulers are judged one after the other.
     pub fn rule(
         &mut self,
         id: &Id,
@@ -40,32 +35,9 @@ impl Store {
         actor: &str,
         reason: Option<String>,
     ) -> Result<(Approval, bool), String> {
-        let (request, existing) =
-            self.approval(id).map_err(|e| e.0)?.ok_or_else(|| format!("no approval {id}"))?;
-        if !may_rule(existing.as_ref(), verdict)? {
-            return Ok(((request, existing), false));
-        }
-        let decision = ApprovalDecision {
-            schema_version: APPROVAL_VERSION,
-            approval_id: request.approval_id.clone(),
-            run_id: request.run_id.clone(),
-            verdict,
-            actor: actor.to_owned(),
-            reason,
-            decided_at: self.now(),
-        };
-        let dir = approval_dir(id.as_str());
-        if let Err(e) = self.write_once(&dir, "decision.json", &decision) {
-            // Lost a race: the winner's ruling stands and ours is judged against it. Any other
-            // failure (no space, an IO error) recorded nothing and says so.
-            let (request, raced) = self.approval(id).map_err(|e| e.0)?.ok_or(e.0.clone())?;
-            if raced.is_none() {
-                return Err(e.0);
-            }
-            may_rule(raced.as_ref(), verdict)?;
-            return Ok(((request, raced), false));
-        }
-        Ok(((request, Some(decision)), true))
+        let _lock = self.lock_file(RULINGS_LOCK).map_err(|e| e.0)?;
+        let now = self.now();
+        self.ledger().rule(id.as_str(), verdict, actor, reason, now)
     }
 
     /// A run's transcript records.

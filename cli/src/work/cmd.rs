@@ -173,7 +173,9 @@ fn create(store: &mut Store, a: CreateArgs) -> i32 {
         max_attempts: a.max_attempts,
         max_uncharged_attempts: a.max_uncharged_attempts,
         created_at: store.now(),
-    };
+        sha256: None,
+    }
+    .sealed();
     if let Err(e) = intent.validate() {
         return fail(EXIT_USAGE, format!("work item: {e}"));
     }

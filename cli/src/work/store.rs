@@ -40,6 +40,9 @@ impl std::fmt::Display for StoreError {
     }
 }
 
+/// How a lock another writer kept too long is reported.
+const BUSY: &str = "held by another writer";
+
 /// How long a writer waits for another writer of the same item's history.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -399,7 +402,7 @@ impl Store {
             ts: self.now(),
             actor: actor.to_owned(),
             reason: None,
-            kind: EventKind::Created,
+            kind: EventKind::created(intent),
         };
         writer
             .append(&mut self.ledger.fs, event.ts, &[event])
@@ -411,24 +414,35 @@ impl Store {
     /// writer. Hold it across a read, a decision and the append it leads to, so no other
     /// writer changes the history in between; dropping it releases it.
     pub fn lock_events(&self, id: &Id) -> Result<EventsLock, StoreError> {
-        let path = self.root.join(format!("{}/events.lock", dir_of(id)));
-        let file = crate::private::Dir::open(&self.root, dir_of(id), false)
-            .and_then(|d| d.open_lock("events.lock"))
-            .map_err(|e| StoreError(format!("{}: {e}", path.display())))?;
+        let file = self.lock_file(&format!("{}/events.lock", dir_of(id))).map_err(|e| {
+            match e.0.ends_with(BUSY) {
+                true => StoreError(format!("work item {id} is being written by another process")),
+                false => e,
+            }
+        })?;
+        Ok(EventsLock { _file: file, id: id.clone() })
+    }
+
+    /// Takes the writer's lock `path` (a flock, its directory made if needed), waiting a
+    /// little for another writer; dropping the file releases it.
+    pub fn lock_file(&self, path: &str) -> Result<std::fs::File, StoreError> {
+        let shown = self.root.join(path);
+        let (dir, name) = path.rsplit_once('/').unwrap_or((".", path));
+        let file = crate::private::Dir::open(&self.root, dir, true)
+            .and_then(|d| d.open_lock(name))
+            .map_err(|e| StoreError(format!("{}: {e}", shown.display())))?;
         let started = std::time::Instant::now();
         loop {
             match file.try_lock() {
-                Ok(()) => return Ok(EventsLock { _file: file, id: id.clone() }),
+                Ok(()) => return Ok(file),
                 Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_WAIT => {
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
                 Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(StoreError(format!(
-                        "work item {id} is being written by another process"
-                    )));
+                    return Err(StoreError(format!("{}: {BUSY}", shown.display())));
                 }
                 Err(std::fs::TryLockError::Error(e)) => {
-                    return Err(StoreError(format!("{}: {e}", path.display())));
+                    return Err(StoreError(format!("{}: {e}", shown.display())));
                 }
             }
         }

@@ -9,6 +9,45 @@ use crate::workflow::policy::sha256_hex;
 use crate::workflow::team::Team;
 use serde::{Deserialize, Serialize};
 
+/// The first line of a goal's `events.jsonl`, written before its intent: the intent's
+/// digest, so an intent edited with its digest recomputed is still told apart.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GoalCreated {
+    /// Always `goal.created`.
+    pub event: String,
+    /// The goal.
+    pub goal_id: Id,
+    /// The digest of the intent created.
+    pub intent_sha256: String,
+}
+
+impl GoalCreated {
+    /// The record of `intent`'s creation.
+    pub fn of(intent: &GoalIntent) -> GoalCreated {
+        GoalCreated {
+            event: "goal.created".into(),
+            goal_id: intent.id.clone(),
+            intent_sha256: intent.sha256.clone(),
+        }
+    }
+}
+
+/// Checks that `intent` is one its goal's journal says was created: some `goal.created`
+/// record names its id and digest. `None` is a goal created before goals had a journal, which
+/// is read as it was.
+pub fn check_created(intent: &GoalIntent, created: Option<&[GoalCreated]>) -> Result<(), String> {
+    let Some(created) = created else { return Ok(()) };
+    if created.iter().any(|c| c.goal_id == intent.id && c.intent_sha256 == intent.sha256) {
+        return Ok(());
+    }
+    Err(format!(
+        "is not the intent this goal was created with: events.jsonl records no goal.created \
+         with sha256 {}; it was changed after creation",
+        intent.sha256.get(..12).unwrap_or(&intent.sha256)
+    ))
+}
+
 /// Schema version of a goal intent written today.
 pub const GOAL_VERSION: u32 = 1;
 /// Most specialists a goal's team may have.
@@ -286,5 +325,21 @@ mod tests {
         let back: GoalIntent =
             serde_json::from_str(&serde_json::to_string(&goal()).unwrap()).unwrap();
         assert!(back.validate().is_ok(), "a written intent reads back valid");
+    }
+
+    #[test]
+    fn an_intent_edited_with_its_digest_recomputed_is_refused_by_its_journal() {
+        let g = goal();
+        let created = [GoalCreated::of(&g)];
+        assert_eq!(check_created(&g, Some(&created)), Ok(()));
+        let mut forged = g.clone();
+        forged.automation.accept_passing_proof = true;
+        forged.sha256 = forged.digest();
+        assert!(forged.validate().is_ok(), "its own digest holds");
+        let err = check_created(&forged, Some(&created)).unwrap_err();
+        assert!(err.contains("changed after creation"), "{err}");
+        assert_eq!(check_created(&forged, None), Ok(()), "a goal from before journals");
+        let raced = [GoalCreated::of(&forged), GoalCreated::of(&g)];
+        assert_eq!(check_created(&g, Some(&raced)), Ok(()), "two creators: one of them won");
     }
 }

@@ -380,18 +380,22 @@ pub fn apply<F: Fs>(
         }
         let mut acceptance = spec.acceptance.clone();
         acceptance.retain(|a| !a.trim().is_empty());
-        intents.push(WorkIntent {
-            schema_version: crate::work::intent::INTENT_VERSION,
-            id: id.clone(),
-            title: spec.title.clone(),
-            objective: spec.objective.clone(),
-            acceptance,
-            dependencies: deps.clone(),
-            workflow: WorkflowRef { path: t.path.clone(), sha256: t.sha256.clone() },
-            max_attempts: t.max_attempts,
-            max_uncharged_attempts: 3,
-            created_at: now,
-        });
+        intents.push(
+            WorkIntent {
+                schema_version: crate::work::intent::INTENT_VERSION,
+                id: id.clone(),
+                title: spec.title.clone(),
+                objective: spec.objective.clone(),
+                acceptance,
+                dependencies: deps.clone(),
+                workflow: WorkflowRef { path: t.path.clone(), sha256: t.sha256.clone() },
+                max_attempts: t.max_attempts,
+                max_uncharged_attempts: 3,
+                created_at: now,
+                sha256: None,
+            }
+            .sealed(),
+        );
     }
     for w in &intents {
         w.validate().map_err(|e| format!("work {}: {e}", w.id))?;
@@ -552,9 +556,9 @@ pub fn create_item<F: Fs>(
     match events.as_slice() {
         [] => {
             let why = Some(provenance.to_owned());
-            ledger.append(&intent.id, EventKind::Created, actor, why, now)?;
+            ledger.append(&intent.id, EventKind::created(intent), actor, why, now)?;
         }
-        [only] if only.kind == EventKind::Created => {}
+        [only] if only.kind == EventKind::created(intent) => {}
         _ => return Err(format!("work {}: a history exists without its intent", intent.id)),
     }
     ledger.write_record(&dir, "intent.json", intent).map(drop)

@@ -49,6 +49,13 @@ pub enum Disposition {
     },
 }
 
+impl EventKind {
+    /// The creation of `intent`, naming its digest.
+    pub fn created(intent: &super::WorkIntent) -> EventKind {
+        EventKind::Created { intent_sha256: intent.sha256.clone() }
+    }
+}
+
 impl Disposition {
     /// The finding it disposes of.
     pub fn id(&self) -> &str {
@@ -64,7 +71,12 @@ impl Disposition {
 pub enum EventKind {
     /// The first event of every history, exactly once.
     #[serde(rename = "work.created")]
-    Created,
+    Created {
+        /// The digest of the intent it created (absent before intents carried one): an
+        /// intent whose digest differs was not the one created.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        intent_sha256: Option<String>,
+    },
     /// An attempt was recorded, before its workflow started.
     #[serde(rename = "attempt.started")]
     AttemptStarted {
@@ -159,8 +171,8 @@ pub fn validate_history(work_id: &Id, events: &[WorkEvent]) -> Result<(), FieldE
             return Err(at(&format!("seq is {}", e.seq)));
         }
         match (&e.kind, i) {
-            (EventKind::Created, 0) => {}
-            (EventKind::Created, _) => return Err(at("a second work.created")),
+            (EventKind::Created { .. }, 0) => {}
+            (EventKind::Created { .. }, _) => return Err(at("a second work.created")),
             (_, 0) => return Err(at("the first event must be work.created")),
             (EventKind::AttemptStarted { run_id, attempt, .. }, _) => {
                 if *attempt != next_attempt || runs.insert(run_id, *attempt).is_some() {
@@ -200,4 +212,63 @@ pub fn validate_findings(findings: &[Finding]) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Checks that `intent` is the one its history created: when `work.created` recorded a
+/// digest (every item created since intents carry one), the intent's must be that digest.
+pub fn check_created(intent: &super::WorkIntent, events: &[WorkEvent]) -> Result<(), String> {
+    let Some(EventKind::Created { intent_sha256: Some(created) }) = events.first().map(|e| &e.kind)
+    else {
+        return Ok(());
+    };
+    match &intent.sha256 {
+        Some(now) if now == created => Ok(()),
+        now => Err(format!(
+            "is not the intent this item was created with: work.created recorded sha256 {}, \
+             the intent has {}; it was changed after creation",
+            short(created),
+            now.as_deref().map_or("none".to_owned(), short)
+        )),
+    }
+}
+
+/// Checks that every `work.accepted` names the proof it accepted by that proof's digest:
+/// `proofs` holds, for each run of the item, the SHA-256 of its proof's bytes (`None`
+/// without a proof). An acceptance harn did not record against the proof is refused.
+pub fn check_acceptances(
+    events: &[WorkEvent],
+    proofs: &BTreeMap<Id, Option<String>>,
+) -> Result<(), FieldError> {
+    for e in events {
+        let EventKind::Accepted { run_id, proof_sha256, .. } = &e.kind else { continue };
+        let at = |what: String| FieldError::new(format!("event {}", e.seq), what);
+        match proofs.get(run_id) {
+            None => {
+                return Err(at(format!(
+                    "work.accepted names run {run_id}, no attempt of this item"
+                )))
+            }
+            Some(None) => {
+                return Err(at(format!(
+                    "work.accepted names the proof of run {run_id}, which has no proof; \
+                     harn never recorded this acceptance"
+                )))
+            }
+            Some(Some(digest)) if digest != proof_sha256 => {
+                return Err(at(format!(
+                    "work.accepted names proof sha256 {}, but the proof of run {run_id} has \
+                     sha256 {}; harn never recorded this acceptance of that proof",
+                    short(proof_sha256),
+                    short(digest)
+                )))
+            }
+            Some(Some(_)) => {}
+        }
+    }
+    Ok(())
+}
+
+/// The first 12 characters of a digest, as messages show it.
+fn short(digest: &str) -> String {
+    digest.chars().take(12).collect()
 }

@@ -24,7 +24,9 @@ pub(crate) fn intent() -> WorkIntent {
         max_attempts: 3,
         max_uncharged_attempts: 2,
         created_at: WallTime(0),
+        sha256: None,
     }
+    .sealed()
 }
 
 /// A history builder: events and one inspection per attempt.
@@ -36,7 +38,7 @@ pub(crate) struct History {
 impl History {
     pub(crate) fn new() -> History {
         let mut h = History { events: Vec::new(), attempts: Vec::new() };
-        h.push(EventKind::Created);
+        h.push(EventKind::created(&intent()));
         h
     }
 

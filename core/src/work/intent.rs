@@ -6,8 +6,9 @@ use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
-/// Schema version of `intent.json` written today.
-pub const INTENT_VERSION: u32 = 2;
+/// Schema version of `intent.json` written today: 3 carries its own digest. Version 2,
+/// without one, is still read.
+pub const INTENT_VERSION: u32 = 3;
 /// Longest title, in characters.
 pub const TITLE_MAX: usize = 200;
 /// Longest objective, in characters.
@@ -56,13 +57,32 @@ pub struct WorkIntent {
     pub max_uncharged_attempts: u32,
     /// When it was created.
     pub created_at: WallTime,
+    /// SHA-256 of everything above (version 3), so an edit is noticed; `work.created`
+    /// records it too, so an edit that recomputes it is noticed as well.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
 }
 
 impl WorkIntent {
-    /// Checks every bound of the intent on its own; the error names the field.
+    /// The digest of the intent's content: its compact JSON without the digest itself.
+    pub fn digest(&self) -> String {
+        let body = WorkIntent { sha256: None, ..self.clone() };
+        crate::workflow::policy::sha256_hex(&serde_json::to_vec(&body).expect("intents serialize"))
+    }
+
+    /// The same intent with its digest filled in, as it is written.
+    pub fn sealed(mut self) -> WorkIntent {
+        self.sha256 = Some(self.digest());
+        self
+    }
+
+    /// Checks every bound of the intent on its own, and its digest; the error names the field.
     pub fn validate(&self) -> Result<(), FieldError> {
-        if self.schema_version != INTENT_VERSION {
-            return Err(FieldError::new("schema_version", format!("must be {INTENT_VERSION}")));
+        if ![2, INTENT_VERSION].contains(&self.schema_version) {
+            return Err(FieldError::new(
+                "schema_version",
+                format!("must be 2 or {INTENT_VERSION}"),
+            ));
         }
         text("title", &self.title, TITLE_MAX)?;
         text("objective", &self.objective, OBJECTIVE_MAX)?;
@@ -85,7 +105,19 @@ impl WorkIntent {
             return Err(FieldError::new("workflow.sha256", "must be 64 lowercase hex digits"));
         }
         budget("max_attempts", self.max_attempts)?;
-        budget("max_uncharged_attempts", self.max_uncharged_attempts)
+        budget("max_uncharged_attempts", self.max_uncharged_attempts)?;
+        match (self.schema_version, &self.sha256) {
+            (INTENT_VERSION, Some(d)) if *d == self.digest() => Ok(()),
+            (INTENT_VERSION, Some(_)) => Err(FieldError::new(
+                "sha256",
+                "does not match the intent: it was edited after creation",
+            )),
+            (INTENT_VERSION, None) => {
+                Err(FieldError::new("sha256", "is missing from a version 3 intent"))
+            }
+            (_, None) => Ok(()),
+            (_, Some(_)) => Err(FieldError::new("sha256", "a version 2 intent carries no digest")),
+        }
     }
 
     fn validate_dependencies(&self) -> Result<(), FieldError> {

@@ -15,9 +15,11 @@ use crate::env::Fs;
 use crate::ids::Id;
 use crate::journal::{self, JournalWriter};
 use crate::time::WallTime;
-use crate::workflow::approval::{ApprovalDecision, ApprovalRequest};
+use crate::workflow::approval::ApprovalRequest;
+use crate::workflow::policy::sha256_hex;
 use crate::workflow::run::{
-    findings_context, may_start, synopsis, AttemptContext, Proof, ResumeState, RunManifest,
+    findings_context, may_start, synopsis, AttemptContext, Proof, ProofSeal, ResumeState,
+    RunManifest, SEAL, SEAL_VERSION,
 };
 use crate::workflow::transcript;
 use serde_json::Value;
@@ -54,6 +56,14 @@ pub struct Item {
     /// reported them.
     pub usage: Option<crate::workflow::adapter::Usage>,
 }
+
+/// What the inspection of an item's attempts found: each attempt's status, the usage its
+/// proofs report, and each run's proof digest (`None` without a proof).
+type Inspected =
+    (Vec<AttemptStatus>, Option<crate::workflow::adapter::Usage>, BTreeMap<Id, Option<String>>);
+
+/// A proof and the SHA-256 of its bytes.
+pub type SealedProof = (Proof, String);
 
 /// Items already read in one command, so each is read and projected once.
 pub type Known = BTreeMap<Id, Result<Item, String>>;
@@ -129,14 +139,54 @@ impl<F: Fs> Ledger<F> {
         Ok(events)
     }
 
-    /// A run's manifest and proof, each when present.
+    /// A run's manifest and proof, each when present; a proof harn did not seal is refused.
     pub fn run_records(
         &mut self,
         run_id: &Id,
     ) -> Result<(Option<RunManifest>, Option<Proof>), String> {
+        let (manifest, proof) = self.sealed_run_records(run_id)?;
+        Ok((manifest, proof.map(|(p, _)| p)))
+    }
+
+    /// [`Ledger::run_records`] with the SHA-256 of the proof's bytes. A run's proof counts
+    /// only if harn wrote it at the end of that run: from [`crate::workflow::run::RUN_VERSION`] 2, the seal it
+    /// writes just before the proof (`seal.json`) must name the proof's digest.
+    pub fn sealed_run_records(
+        &mut self,
+        run_id: &Id,
+    ) -> Result<(Option<RunManifest>, Option<SealedProof>), String> {
         let dir = run_dir(run_id);
-        let manifest = self.read_json(&format!("{dir}/run.json"))?;
-        Ok((manifest, self.read_json(&format!("{dir}/proof.json"))?))
+        let manifest: Option<RunManifest> = self.read_json(&format!("{dir}/run.json"))?;
+        let path = format!("{dir}/proof.json");
+        let Some(bytes) = self.read_bytes(&path)? else { return Ok((manifest, None)) };
+        let proof: Proof = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{}:{}: {e}", self.shown(&path), e.line()))?;
+        let digest = sha256_hex(&bytes);
+        if manifest.as_ref().is_some_and(|m| m.schema_version >= 2) {
+            let seal: Option<ProofSeal> = self.read_json(&format!("{dir}/{SEAL}"))?;
+            let refuse = |why: String| {
+                format!(
+                    "{}: harn did not write this proof at the end of run {run_id} ({why}); \
+                     it does not count",
+                    self.shown(&path)
+                )
+            };
+            match seal {
+                None => return Err(refuse(format!("{SEAL} is missing"))),
+                Some(s) if s.run_id != *run_id => {
+                    return Err(refuse(format!("{SEAL} seals run {}", s.run_id)))
+                }
+                Some(s) if s.proof_sha256 != digest => {
+                    return Err(refuse(format!(
+                        "{SEAL} names sha256 {}, the proof has {}",
+                        &s.proof_sha256.get(..12).unwrap_or(&s.proof_sha256),
+                        &digest[..12]
+                    )))
+                }
+                Some(_) => {}
+            }
+        }
+        Ok((manifest, Some((proof, digest))))
     }
 
     /// A run's transcript records.
@@ -145,18 +195,6 @@ impl<F: Fs> Ledger<F> {
         let bytes = self.read_bytes(&path)?.unwrap_or_default();
         let read = journal::parse(&self.shown(&path), &bytes).map_err(|e| e.to_string())?;
         Ok(read.records.into_iter().map(|r| r.body).collect())
-    }
-
-    /// Approval `id`: its request and, once ruled on, its decision.
-    pub fn approval(
-        &mut self,
-        id: &str,
-    ) -> Result<Option<(ApprovalRequest, Option<ApprovalDecision>)>, String> {
-        let dir = approval_dir(id);
-        let Some(request) = self.read_json(&format!("{dir}/request.json"))? else {
-            return Ok(None);
-        };
-        Ok(Some((request, self.read_json(&format!("{dir}/decision.json"))?)))
     }
 
     /// The approval a run is parked on and whether it has been ruled on.
@@ -245,8 +283,14 @@ impl<F: Fs> Ledger<F> {
             };
             prerequisites.insert(dep.clone(), view);
         }
+        let shown_events = self.shown(&format!("{}/events.jsonl", work_dir(id)));
+        super::events::check_created(&intent, &events).map_err(|e| {
+            format!("{}: {e}", self.shown(&format!("{}/intent.json", work_dir(id))))
+        })?;
         let live = runner_live(id);
-        let (attempts, usage) = self.inspect_attempts(id, &events, live)?;
+        let (attempts, usage, proofs) = self.inspect_attempts(id, &events, live)?;
+        super::events::check_acceptances(&events, &proofs)
+            .map_err(|e| format!("{shown_events}: {e}"))?;
         let inputs = Inputs {
             intent: &intent,
             events: &events,
@@ -319,12 +363,15 @@ impl<F: Fs> Ledger<F> {
         id: &Id,
         events: &[WorkEvent],
         runner_live: bool,
-    ) -> Result<(Vec<AttemptStatus>, Option<crate::workflow::adapter::Usage>), String> {
+    ) -> Result<Inspected, String> {
         let mut attempts = Vec::new();
         let mut usage: Option<crate::workflow::adapter::Usage> = None;
+        let mut proofs = BTreeMap::new();
         for e in events {
             let EventKind::AttemptStarted { run_id, attempt, .. } = &e.kind else { continue };
-            let (manifest, proof) = self.run_records(run_id)?;
+            let (manifest, sealed) = self.sealed_run_records(run_id)?;
+            proofs.insert(run_id.clone(), sealed.as_ref().map(|(_, d)| d.clone()));
+            let proof = sealed.map(|(p, _)| p);
             if let Some(u) = proof.as_ref().and_then(|p| p.usage.as_ref()) {
                 usage.get_or_insert_with(Default::default).add(u);
             }
@@ -358,7 +405,7 @@ impl<F: Fs> Ledger<F> {
             .map_err(|e| format!("work item {id}: {e}"))?;
             attempts.push(status);
         }
-        Ok((attempts, usage))
+        Ok((attempts, usage, proofs))
     }
 
     /// Appends one event to `id`'s history with the next sequence number; the caller holds
@@ -399,14 +446,22 @@ impl<F: Fs> Ledger<F> {
         name: &str,
         record: &impl serde::Serialize,
     ) -> Result<Vec<u8>, String> {
+        self.write_record_bytes(dir, name, record_bytes(record))
+    }
+
+    /// [`Ledger::write_record`] of bytes already made by [`record_bytes`].
+    pub fn write_record_bytes(
+        &mut self,
+        dir: &str,
+        name: &str,
+        bytes: Vec<u8>,
+    ) -> Result<Vec<u8>, String> {
         let path = format!("{dir}/{name}");
         let err = |e: crate::env::FsError| e.to_string();
         self.fs.create_dir_all(dir).map_err(err)?;
         if self.read_bytes(&path)?.is_some() {
             return Err(format!("{}: already written", self.shown(&path)));
         }
-        let mut bytes = serde_json::to_vec_pretty(record).expect("records serialize");
-        bytes.push(b'\n');
         let temp = format!("{dir}/.{name}.tmp");
         let written = (|| {
             self.fs.write_temp(&temp, &bytes)?;
@@ -443,6 +498,13 @@ impl<F: Fs> Ledger<F> {
         self.append(&item.intent.id, receipt, actor, Some(p.reason.clone()), now)?;
         Ok(true)
     }
+}
+
+/// A record's bytes as written: pretty JSON and a final newline.
+pub fn record_bytes(record: &impl serde::Serialize) -> Vec<u8> {
+    let mut bytes = serde_json::to_vec_pretty(record).expect("records serialize");
+    bytes.push(b'\n');
+    bytes
 }
 
 fn prerequisite(item: &Item) -> Prerequisite {
@@ -651,7 +713,32 @@ impl<F: Fs> Ledger<F> {
         now: WallTime,
     ) -> Result<Proof, String> {
         let proof = fold.finish(manifest, &item.intent, end, now);
-        self.write_record(&run_dir(&manifest.run_id), "proof.json", &proof)?;
+        let run_id = &manifest.run_id;
+        let dir = run_dir(run_id);
+        // Only this run's host writes its proof, and only here; a proof already in place was
+        // put there by someone else. It is kept aside as evidence and never counted.
+        let path = format!("{dir}/proof.json");
+        if let Some(foreign) = self.read_bytes(&path)? {
+            let aside = format!("proof.foreign-{}.json", now.0);
+            self.fs.rename(&path, &format!("{dir}/{aside}")).map_err(|e| e.to_string())?;
+            self.fs.sync_dir(&dir).map_err(|e| e.to_string())?;
+            let body = serde_json::json!({
+                "event": "run.tampered", "file": "proof.json", "moved_to": aside,
+                "sha256": sha256_hex(&foreign),
+            });
+            self.append_transcript(run_id, body, now)?;
+        }
+        let bytes = record_bytes(&proof);
+        // The seal first: a crash between the two leaves a seal without a proof, which
+        // counts for nothing, and the next segment's seal replaces it.
+        let seal = ProofSeal {
+            schema_version: SEAL_VERSION,
+            run_id: run_id.clone(),
+            proof_sha256: sha256_hex(&bytes),
+        };
+        crate::atomic::atomic_replace(&mut self.fs, &format!("{dir}/{SEAL}"), &record_bytes(&seal))
+            .map_err(|e| e.to_string())?;
+        self.write_record_bytes(&dir, "proof.json", bytes)?;
         let body = match end {
             crate::workflow::run::ProcessEnd::Exited { code, signal, timed_out } => {
                 serde_json::json!({

@@ -8,6 +8,7 @@ pub mod events;
 pub mod intent;
 pub mod ledger;
 pub mod projection;
+pub mod rulings;
 
 pub use events::{EventKind, Finding, Trigger, WorkEvent};
 pub use intent::{WorkIntent, WorkflowRef};

@@ -1,7 +1,10 @@
 //! Unit tests of the work intent, history rules and every projection rule, and properties
 //! of the projection over generated histories.
 
-use super::events::{validate_history, Disposition, EventKind, Finding, Trigger, WorkEvent};
+use super::events::{
+    check_acceptances, check_created, validate_history, Disposition, EventKind, Finding, Trigger,
+    WorkEvent,
+};
 use super::fixtures::{id, intent, History};
 use super::intent::{check_dependency_graph, WorkIntent};
 use super::projection::{AttemptStatus, FailureClass, NextAction, Prerequisite, WorkState};
@@ -308,6 +311,54 @@ fn intents_are_validated_field_by_field() {
     assert_eq!(bad(|i| i.workflow.sha256 = "XYZ".into()), "workflow.sha256");
     assert_eq!(bad(|i| i.max_attempts = 0), "max_attempts");
     assert_eq!(bad(|i| i.max_uncharged_attempts = 101), "max_uncharged_attempts");
+}
+
+#[test]
+fn an_intent_edited_after_creation_is_refused_even_with_its_digest_recomputed() {
+    let i = intent();
+    let mut edited = i.clone();
+    edited.max_attempts = 9;
+    assert_eq!(edited.validate().unwrap_err().field, "sha256", "an edit without the digest");
+    let recomputed = edited.clone().sealed();
+    assert_eq!(recomputed.validate(), Ok(()), "a recomputed digest passes on its own");
+    let history = History::new().events.clone();
+    assert_eq!(check_created(&i, &history), Ok(()));
+    let err = check_created(&recomputed, &history).unwrap_err();
+    assert!(err.contains("changed after creation"), "{err}");
+    let legacy = WorkIntent { schema_version: 2, sha256: None, ..i.clone() };
+    assert_eq!(legacy.validate(), Ok(()), "version 2 intents are still read");
+    let unanchored =
+        vec![WorkEvent { kind: EventKind::Created { intent_sha256: None }, ..history[0].clone() }];
+    assert_eq!(check_created(&legacy, &unanchored), Ok(()));
+    assert!(check_created(&legacy, &history).is_err(), "a downgrade still meets the anchor");
+    let v3_unsealed = WorkIntent { sha256: None, ..i };
+    assert_eq!(v3_unsealed.validate().unwrap_err().field, "sha256");
+}
+
+#[test]
+fn an_acceptance_counts_only_against_the_digest_of_its_proof() {
+    let mut h = History::new();
+    h.push(EventKind::AttemptStarted {
+        run_id: id("wf-1"),
+        attempt: 1,
+        trigger: Trigger::Initial,
+        prerequisites: BTreeMap::new(),
+    });
+    h.push(EventKind::Accepted {
+        run_id: id("wf-1"),
+        attempt: 1,
+        proof_sha256: "b".repeat(64),
+        dispositions: Vec::new(),
+    });
+    let proofs = |d: Option<&str>| BTreeMap::from([(id("wf-1"), d.map(str::to_owned))]);
+    let b = "b".repeat(64);
+    assert_eq!(check_acceptances(&h.events, &proofs(Some(&b))), Ok(()));
+    let zero = "0".repeat(64);
+    let err = check_acceptances(&h.events, &proofs(Some(&zero))).unwrap_err();
+    assert_eq!(err.field, "event 3");
+    assert!(err.message.contains("never recorded"), "{}", err.message);
+    assert!(check_acceptances(&h.events, &proofs(None)).is_err(), "no proof at all");
+    assert!(check_acceptances(&h.events, &BTreeMap::new()).is_err(), "a run of no attempt");
 }
 
 #[test]

@@ -18,8 +18,27 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
-/// Schema version of `run.json` and `proof.json` written today.
-pub const RUN_VERSION: u32 = 1;
+/// Schema version of `run.json` and `proof.json` written today. From version 2 a run's proof
+/// counts only with the seal (`seal.json`) harn writes just before it; version 1 runs had none.
+pub const RUN_VERSION: u32 = 2;
+/// The file a run's seal lives in, beside its proof.
+pub const SEAL: &str = "seal.json";
+/// Schema version of `seal.json`.
+pub const SEAL_VERSION: u32 = 1;
+
+/// `seal.json`: what harn writes just before a run's proof, naming the proof's digest, so a
+/// proof put in the run directory by anyone else is told apart and never counted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProofSeal {
+    /// [`SEAL_VERSION`].
+    pub schema_version: u32,
+    /// The run.
+    pub run_id: Id,
+    /// SHA-256 of the bytes of its `proof.json`.
+    pub proof_sha256: String,
+}
+
 /// Longest error text a proof keeps (its tail).
 pub const ERROR_MAX: usize = 2_000;
 
@@ -927,7 +946,9 @@ pub fn fuzz_run_fold(data: &[u8]) {
         max_attempts: 3,
         max_uncharged_attempts: 3,
         created_at: WallTime(0),
-    };
+        sha256: None,
+    }
+    .sealed();
     let mut reader = LineReader::default();
     let mut m = m;
     if how & 32 != 0 {

@@ -104,6 +104,7 @@ fn watched_paths(g: &store::Goal) -> Vec<String> {
     let mut paths = vec![
         dir.clone(),
         format!("{dir}/intent.json"),
+        format!("{dir}/events.jsonl"),
         format!("{dir}/plans"),
         ".harnery/work".to_owned(),
     ];

@@ -1,0 +1,241 @@
+//! A workflow or an agent that forges harn's records, with the real binary in real
+//! directories: an acceptance, an approval ruling, a goal's and an item's intent, a proof.
+//! Uncontained, each forgery lands on disk and every verb that reads it detects it and
+//! refuses it, naming the file; a copied proof is set aside and never counted.
+
+use crate::cli::{harn_bin, json, text};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The forging workflow: forges (directly, or through its agent call when `FORGE_BY=agent`)
+/// and then passes or fails as its mode needs.
+const WORKFLOW: &str = r#"#!/bin/sh
+read -r start
+mode=${FORGE_MODE:-none}
+if [ "$mode" != none ]; then
+  if [ "${FORGE_BY:-workflow}" = agent ]; then
+    echo '{"op":"agent","id":"a1","prompt":"forge"}'
+    read -r reply
+  else
+    python3 "$FORGE_PY" "$mode" || echo "forge refused" >&2
+  fi
+fi
+pass() {
+  echo '{"op":"evidence","kind":"test","status":"passed","label":"it passes","acceptanceIds":["accept-1"]}'
+  echo '{"op":"result","ok":true,"summary":"done"}'
+  exit 0
+}
+case "$mode" in
+  none|goal) pass ;;
+  decision)
+    echo '{"op":"authorize","id":"push","action":"push","target":"main"}'
+    read -r verdict
+    case "$verdict" in *'"verdict":"allow"'*) pass ;; esac
+    echo '{"op":"result","ok":false,"error":"the push was not authorized"}'
+    exit 1 ;;
+  *)
+    echo '{"op":"result","ok":false,"error":"forged, then failed"}'
+    exit 1 ;;
+esac
+"#;
+
+/// A root with the forging workflow, a forging harness and the example policy.
+struct Root {
+    dir: tempfile::TempDir,
+}
+
+impl Root {
+    fn new() -> Root {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("wf.sh"), WORKFLOW).unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(root.join("wf.sh"), mode).unwrap();
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+        std::fs::copy(examples.join("policy.json"), root.join("policy.json")).unwrap();
+        std::fs::create_dir_all(root.join(".harnery")).unwrap();
+        // The agent forges with the same helper, then answers.
+        let config = r#"{"harnesses": {"forger": {"command":
+            ["sh", "-c", "python3 \"$FORGE_PY\" \"$FORGE_MODE\" >&2; echo forged"]}}}"#;
+        std::fs::write(root.join(".harnery/config.json"), config).unwrap();
+        Root { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn harn(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let forge = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/forge.py");
+        Command::new(harn_bin())
+            .args(args)
+            .arg("--root")
+            .arg(self.path())
+            .env("FORGE_PY", forge)
+            .envs(env.iter().copied())
+            .output()
+            .unwrap()
+    }
+
+    fn create(&self, id: &str, extra: &[&str]) {
+        let args = ["work", "create", id, "wf.sh", "--id", id, "--objective", "o"];
+        let out = self.harn(&[&args[..], &["--accept", "it passes"], extra].concat(), &[]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+
+    fn run(&self, id: &str, env: &[(&str, &str)]) -> Output {
+        self.harn(&["work", "run", id, "--harness", "forger", "--json"], env)
+    }
+
+    fn show(&self, id: &str) -> Output {
+        self.harn(&["work", "show", id, "--json"], &[])
+    }
+
+    fn run_dir(&self, run: &str) -> PathBuf {
+        self.path().join(".harnery/workflows").join(run)
+    }
+}
+
+fn latest_run(out: &Output) -> String {
+    json(out)["run_id"].as_str().unwrap_or_else(|| panic!("a run id: {}", text(out))).to_owned()
+}
+
+fn refused(out: &Output, needle: &str) {
+    assert_eq!(out.status.code(), Some(1), "refused: {}", text(out));
+    assert!(text(out).contains(needle), "names the forgery ({needle}): {}", text(out));
+}
+
+/// Each forging party: the workflow itself, and its agent.
+const BY: [&str; 2] = ["workflow", "agent"];
+
+#[test]
+fn a_forged_acceptance_is_refused_and_its_dependent_never_becomes_ready() {
+    for by in BY {
+        let root = Root::new();
+        root.create("a", &[]);
+        root.create("b", &["--depends-on", "a"]);
+        let out = root.run("a", &[("FORGE_MODE", "accept"), ("FORGE_BY", by)]);
+        assert_eq!(out.status.code(), Some(1), "{by}: {}", text(&out));
+        let events = std::fs::read_to_string(root.path().join(".harnery/work/a/events.jsonl"));
+        assert!(events.unwrap().contains("work.accepted"), "{by}: the forgery is on disk");
+        refused(&root.show("a"), "harn never recorded this acceptance");
+        let list = root.harn(&["work", "list"], &[]);
+        assert!(text(&list).contains("never recorded"), "{by}: {}", text(&list));
+        let b = json(&root.show("b"));
+        assert_ne!(b["projection"]["next_action"], "run", "{by}: {b}");
+        let run_b = root.harn(&["work", "run", "b", "--harness", "forger"], &[]);
+        assert_ne!(run_b.status.code(), Some(0), "{by}: {}", text(&run_b));
+    }
+}
+
+#[test]
+fn a_forged_ruling_never_authorizes_and_a_person_ruling_again_sets_it_aside() {
+    for by in BY {
+        let root = Root::new();
+        root.create("s", &[]);
+        // The agent call takes policy check 1, so the push is check 2 when an agent forges.
+        let slot = if by == "agent" { "2" } else { "1" };
+        let env = [("FORGE_MODE", "decision"), ("FORGE_BY", by), ("FORGE_SLOT", slot)];
+        let args = ["work", "run", "s", "--harness", "forger", "--policy", "policy.json"];
+        // The run parks on the push, and its own read of the item meets the forgery.
+        refused(&root.harn(&args, &env), "was not recorded by `harn approval`");
+        let approvals = std::fs::read_dir(root.path().join(".harnery/approvals")).unwrap();
+        let approval = approvals
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .find(|n| n.starts_with("wf-"))
+            .expect("an approval");
+        assert!(approval.ends_with(&format!("-p{slot}")), "{by}: {approval}");
+        let decision = root.path().join(format!(".harnery/approvals/{approval}/decision.json"));
+        assert!(decision.exists(), "{by}: the forgery is on disk");
+        refused(&root.show("s"), "was not recorded by `harn approval`");
+        refused(&root.harn(&["approval", "list"], &[]), "was not recorded by `harn approval`");
+        let resumed = root.harn(&["work", "run", "s"], &env);
+        refused(&resumed, "was not recorded by `harn approval`");
+        // A person's ruling moves the forged decision aside and counts.
+        let out = root.harn(&["approval", "deny", &approval, "--actor", "ana", "--json"], &[]);
+        assert!(out.status.success(), "{by}: {}", text(&out));
+        let dir = decision.parent().unwrap();
+        let aside = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("decision.unrecorded-"));
+        assert!(aside, "{by}: the forged decision is kept as evidence");
+        let out = root.harn(&["work", "run", "s", "--json"], &env);
+        assert_eq!(out.status.code(), Some(1), "{by}: {}", text(&out));
+        let error = json(&out)["proof"]["run"]["error"].as_str().unwrap_or("").to_owned();
+        assert!(error.contains("was denied"), "{by}: the person's ruling counts: {error}");
+    }
+}
+
+#[test]
+fn a_goal_intent_forged_with_its_digest_recomputed_is_refused_by_the_next_tick() {
+    for by in BY {
+        let root = Root::new();
+        root.create("g1", &[]);
+        std::fs::write(root.path().join("team.json"), r#"{"impl": {"harness": "forger"}}"#)
+            .unwrap();
+        let create = ["supervisor", "create", "g1", "--team", "team.json", "--id", "goal"];
+        let out = root.harn(&create, &[]);
+        assert!(out.status.success(), "{}", text(&out));
+        let env = [("FORGE_MODE", "goal"), ("FORGE_BY", by), ("FORGE_GOAL", "goal")];
+        let tick = ["supervisor", "tick", "goal", "--harness", "forger"];
+        // The tick's own read after its cycle already meets the forgery.
+        refused(&root.harn(&tick, &env), "is not the intent this goal was created with");
+        let intent = root.path().join(".harnery/supervisors/goal/intent.json");
+        let forged: Value = serde_json::from_slice(&std::fs::read(intent).unwrap()).unwrap();
+        assert_eq!(forged["automation"]["accept_passing_proof"], true, "{by}: on disk");
+        // Its own digest holds (the forger recomputed it as harn does); the journal's does not.
+        let out = root.harn(&tick, &[]);
+        refused(&out, "is not the intent this goal was created with");
+        refused(&root.harn(&["supervisor", "show", "goal"], &[]), "was created with");
+        let p = json(&root.show("g1"))["projection"].clone();
+        assert_eq!(p["state"], "in_review", "{by}: its work was not accepted: {p}");
+    }
+}
+
+#[test]
+fn a_work_intent_forged_with_its_digest_recomputed_is_refused() {
+    for by in BY {
+        let root = Root::new();
+        root.create("w", &[]);
+        let out = root.run("w", &[("FORGE_MODE", "intent"), ("FORGE_BY", by)]);
+        assert_eq!(out.status.code(), Some(1), "{by}: {}", text(&out));
+        let intent = root.path().join(".harnery/work/w/intent.json");
+        let forged: Value = serde_json::from_slice(&std::fs::read(intent).unwrap()).unwrap();
+        assert_eq!(forged["max_attempts"], 100, "{by}: the forgery is on disk");
+        refused(&root.show("w"), "is not the intent this item was created with");
+        refused(&root.harn(&["work", "run", "w"], &[]), "was created with");
+    }
+}
+
+#[test]
+fn a_copied_proof_is_set_aside_and_one_put_in_place_afterwards_is_refused() {
+    for by in BY {
+        let root = Root::new();
+        root.create("good", &[]);
+        let passing = latest_run(&root.run("good", &[]));
+        root.create("bad", &[]);
+        let env = [("FORGE_MODE", "proof"), ("FORGE_BY", by), ("FORGE_FROM_RUN", &passing)];
+        let out = root.run("bad", &env);
+        assert_eq!(out.status.code(), Some(1), "{by}: {}", text(&out));
+        let failed = latest_run(&out);
+        let p = json(&root.show("bad"))["projection"].clone();
+        assert_ne!(p["state"], "in_review", "{by}: the copied proof did not count: {p}");
+        let dir = root.run_dir(&failed);
+        let aside = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with("proof.foreign-"));
+        assert!(aside, "{by}: the copied proof is kept aside as evidence");
+        let transcript = std::fs::read_to_string(dir.join("transcript.jsonl")).unwrap();
+        assert!(transcript.contains("run.tampered"), "{by}: and the run says so");
+
+        // Another process of the same user replaces the proof after the run.
+        std::fs::copy(root.run_dir(&passing).join("proof.json"), dir.join("proof.json")).unwrap();
+        refused(&root.show("bad"), "harn did not write this proof");
+        refused(&root.harn(&["run", "show", &failed], &[]), "harn did not write this proof");
+        refused(&root.harn(&["work", "accept", "bad"], &[]), "harn did not write this proof");
+    }
+}
