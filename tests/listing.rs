@@ -83,7 +83,7 @@ fn crash_residue_is_swept_by_the_next_writer_of_its_directory() {
 
     let service = root.join(".harnery/supervisor-service");
     std::fs::create_dir_all(&service).unwrap();
-    let stale = [format!(".status.json.tmp.{DEAD}"), format!("status.tmp.{DEAD}")];
+    let stale = [format!(".status.json.tmp.{DEAD}"), format!(".enrollment.json.{DEAD}.tmp")];
     for name in &stale {
         std::fs::write(service.join(name), b"{").unwrap();
     }
@@ -94,5 +94,20 @@ fn crash_residue_is_swept_by_the_next_writer_of_its_directory() {
     assert!(harn_at(&root, &["supervisor", "service", "stop"]).status.success());
     for name in &stale {
         assert!(!service.join(name).exists(), "{name} was swept");
+    }
+}
+
+#[test]
+fn an_item_named_like_a_temporary_file_is_never_swept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    std::fs::write(root.join("wf.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    for id in ["cache.tmp.99999", "x.99999.tmp", "next"] {
+        let out = harn_at(root, &["work", "create", id, "wf.sh", "--id", id, "--objective", "o"]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    for id in ["cache.tmp.99999", "x.99999.tmp"] {
+        let out = harn_at(root, &["work", "show", id]);
+        assert!(out.status.success(), "{id} is still there: {}", text(&out));
     }
 }

@@ -167,14 +167,17 @@ impl Dir {
     }
 
     fn open_file(&self, name: &OsStr, flags: OFlags) -> io::Result<File> {
-        let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        // Non-blocking, so a FIFO planted under a name harn writes fails the open (no reader)
+        // or the check below instead of hanging the writer; on a regular file it changes
+        // nothing.
+        let flags = flags | OFlags::NOFOLLOW | OFlags::CLOEXEC | OFlags::NONBLOCK;
         let fd = rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(FILE_MODE))?;
-        if flags.contains(OFlags::CREATE) {
-            tighten(&fd, FILE_MODE)?;
-        }
         let file = File::from(fd);
         if !file.metadata()?.is_file() {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+        }
+        if flags.contains(OFlags::CREATE) {
+            tighten(&file, FILE_MODE)?;
         }
         Ok(file)
     }
@@ -386,20 +389,22 @@ pub fn owned_dir(base: &Path, levels: &[&OsStr]) -> io::Result<Dir> {
     Ok(dir)
 }
 
-/// The process that owns a temporary name harn writes, when `name` is one: `.X.tmp.PID` and
-/// `X.tmp.PID` (whole-file replacement), `.X.PID.tmp` (write-once records) and `.new-ID-PID`
-/// (a work item being created).
+/// The process that owns a temporary name harn writes, when `name` is one: `.X.tmp.PID`
+/// (whole-file replacement), `.X.PID.tmp` (write-once records) and `.new-ID-PID` (a work item
+/// being created). Every one starts with `.`, which no id may, so a record named like a
+/// temporary file (`cache.tmp.99999`) is never taken for one.
 pub fn temp_owner(name: &str) -> Option<u32> {
     fn pid(s: &str) -> Option<u32> {
         (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
     }
-    if let Some((_, owner)) = name.rsplit_once(".tmp.") {
+    let hidden = name.strip_prefix('.')?;
+    if let Some(staging) = hidden.strip_prefix("new-") {
+        return pid(staging.rsplit_once('-')?.1);
+    }
+    if let Some((_, owner)) = hidden.rsplit_once(".tmp.") {
         return pid(owner);
     }
-    if let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) {
-        return pid(rest.rsplit_once('.')?.1);
-    }
-    pid(name.strip_prefix(".new-")?.rsplit_once('-')?.1)
+    pid(hidden.strip_suffix(".tmp")?.rsplit_once('.')?.1)
 }
 
 /// True when a process with this pid exists (another user's counts).
@@ -416,6 +421,10 @@ impl Dir {
         for (name, is_dir) in self.entries().unwrap_or_default() {
             let Some(pid) = name.to_str().and_then(temp_owner) else { continue };
             if pid == std::process::id() || pid_alive(pid) {
+                continue;
+            }
+            // Only a staging directory is ever removed whole.
+            if is_dir && !name.to_str().is_some_and(|n| n.starts_with(".new-")) {
                 continue;
             }
             let removed = if is_dir { self.remove_tree(&name) } else { self.remove(&name) };
@@ -506,7 +515,7 @@ pub fn remove_below(root: &Path, abs: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::{symlink, PermissionsExt};
+    use std::os::unix::fs::{symlink, OpenOptionsExt, PermissionsExt};
 
     fn mode(path: &Path) -> u32 {
         std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
@@ -571,13 +580,41 @@ mod tests {
     }
 
     #[test]
+    fn a_planted_fifo_is_refused_by_every_write_instead_of_hanging_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = Dir::open(tmp.path(), "d", true).unwrap();
+        let fifo = tmp.path().join("d/daemon.log");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, Mode::from_raw_mode(0o600)).unwrap();
+        assert!(dir.append("daemon.log").is_err(), "append");
+        assert!(dir.write_temp("daemon.log", b"x").is_err(), "write");
+        assert!(dir.open_write("daemon.log").is_err(), "open for writing");
+        assert!(dir.read("daemon.log").is_err(), "read");
+        // With a reader on the other end the open succeeds, and the type check refuses it.
+        let _reader = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&fifo)
+            .unwrap();
+        let err = dir.append("daemon.log").unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+    }
+
+    #[test]
     fn temporary_names_name_their_writer() {
         assert_eq!(temp_owner(".status.json.tmp.42"), Some(42));
-        assert_eq!(temp_owner("status.tmp.42"), Some(42));
         assert_eq!(temp_owner(".intent.json.42.tmp"), Some(42));
         assert_eq!(temp_owner(".new-parser-42"), Some(42));
-        for not_temp in ["status.json", "intent.json", ".tmp", "a.tmp.x", ".new-x", "g1", ".x.tmp"]
-        {
+        for not_temp in [
+            "status.json",
+            "intent.json",
+            ".tmp",
+            "a.tmp.x",
+            ".new-x",
+            "g1",
+            ".x.tmp",
+            "cache.tmp.99999",
+            "x.7.tmp",
+        ] {
             assert_eq!(temp_owner(not_temp), None, "{not_temp}");
         }
     }
