@@ -255,3 +255,66 @@ fn a_call_that_continues_resumes_the_vendor_session_of_the_last_call() {
         calls[1]
     );
 }
+
+/// A codex-speaking harness: its thread starts, then `script` (shell) runs, its prompt read.
+fn codex_like(r: &Path, name: &str, script: &str) {
+    let config = serde_json::json!({
+        "schema_version": 1,
+        "harnesses": { name: {
+            "command": ["sh", "-c", format!("cat >/dev/null; echo '{{\"type\":\"thread.started\",\"thread_id\":\"t1\"}}'; {script}")],
+            "kind": "codex", "idle_timeout_ms": 700,
+        }},
+    });
+    std::fs::write(r.join(".harnery/config.json"), config.to_string()).unwrap();
+}
+
+#[test]
+fn a_tool_that_runs_longer_than_the_idle_timeout_does_not_end_the_call() {
+    let dir = root();
+    let r = dir.path();
+    let item = |id: &str, kind: &str, state: &str, status: &str| {
+        format!(
+            r#"echo '{{"type":"item.{state}","item":{{"id":"{id}","type":"{kind}","command":"cargo test","status":"{status}"}}}}'"#
+        )
+    };
+    let script = [
+        item("i0", "command_execution", "started", "in_progress"),
+        "sleep 2".into(),
+        item("i0", "command_execution", "completed", "completed"),
+        r#"echo '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"tests pass"}}'"#.into(),
+        r#"echo '{"type":"turn.completed","usage":{"input_tokens":5,"output_tokens":2}}'"#.into(),
+    ]
+    .join("; ");
+    codex_like(r, "busy", &script);
+    let out = harn(r, &["work", "run", "w", "--harness", "busy"], &[]);
+    assert!(out.status.success(), "a 2 s tool under a 700 ms idle timeout: {}", text(&out));
+}
+
+#[test]
+fn a_call_that_falls_silent_after_working_is_charged() {
+    let dir = root();
+    let r = dir.path();
+    let script = r#"echo '{"type":"item.completed","item":{"id":"i1","type":"reasoning","text":"thinking"}}'; exec sleep 30"#;
+    codex_like(r, "fell-silent", script);
+    let out = harn(r, &["work", "run", "w", "--harness", "fell-silent"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("fell silent after it had begun"), "{}", text(&out));
+    assert_eq!(projection(r)["charged_attempts"], 1);
+}
+
+#[test]
+fn a_call_whose_tool_output_runs_past_4_mib_keeps_its_reply() {
+    let dir = root();
+    let r = dir.path();
+    let script = r#"python3 -c 'import json
+line = json.dumps({"type": "item.completed", "item": {"id": "x", "type": "command_execution", "aggregated_output": "a" * 4000}})
+for _ in range(1600): print(line)
+print(json.dumps({"type": "item.completed", "item": {"id": "m", "type": "agent_message", "text": "read them all"}}))
+print(json.dumps({"type": "turn.completed", "usage": {"input_tokens": 9, "output_tokens": 3}}))'"#;
+    codex_like(r, "chatty", script);
+    let out = harn(r, &["work", "run", "w", "--harness", "chatty"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let agent = &proof(r)["agents"][0];
+    assert_eq!(agent["session_id"], "t1", "the session line at the start is kept: {agent}");
+    assert_eq!(agent["usage"]["output_tokens"], 3, "and the usage at the end: {agent}");
+}

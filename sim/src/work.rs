@@ -126,7 +126,8 @@ pub(crate) struct WorkWorld {
     /// Set when the last start or resume did not get its workflow running (an IO fault before
     /// the spawn, a failed spawn), for a goal's dispatch to report it.
     pub(crate) not_started: bool,
-    /// A silent call the watchdog's classification let through as charged or as a reply.
+    /// A silent call the watchdog's classification let through as a reply, or charged when it
+    /// never got going (or uncharged when it had).
     watchdog_broken: Option<String>,
     /// While set, every workflow is killed before it finishes (a forced stop of the service
     /// terminated the tick's process groups).
@@ -488,13 +489,15 @@ impl WorkWorld {
                     ..CallEnd::default()
                 },
             ),
-            // Silent: no line for the idle timeout, then the watchdog's kill.
+            // Silent: no line for the idle timeout, then the watchdog's kill, either before
+            // the call got going or after it had worked a while.
             3 => {
                 self.summary.silent_calls += 1;
                 (
                     &codex,
                     CallEnd {
                         idle: true,
+                        progressed: self.entropy.chance(1, 2),
                         stderr: "Reconnecting... 1/5".into(),
                         ..CallEnd::default()
                     },
@@ -524,7 +527,8 @@ impl WorkWorld {
             ),
         };
         let outcome = classify("sim", spec, 1_000, &end);
-        if end.idle && (outcome.ok || outcome.class.is_none()) {
+        // A silent call never succeeds; it is uncharged exactly when it never got going.
+        if end.idle && (outcome.ok || outcome.class.is_none() != end.progressed) {
             self.watchdog_broken.get_or_insert(format!("a silent call ended as {outcome:?}"));
         }
         outcome

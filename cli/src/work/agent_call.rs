@@ -17,7 +17,7 @@ use std::process::{Command, Stdio};
 use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Longest reply kept from an agent's stdout (and failure text from its stderr).
+/// Longest failure text kept from an agent's stderr.
 const OUTPUT_MAX: u64 = 4 << 20;
 
 /// The process groups of a run's calls in flight, and whether the run has ended, so a call
@@ -144,7 +144,8 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
         block_sigpipe();
         let _ = stdin.write_all(prompt.as_bytes());
     });
-    let (lines_tx, lines) = mpsc::channel::<Line>();
+    // Bounded: a program that floods its stdout waits for the host rather than filling memory.
+    let (lines_tx, lines) = mpsc::sync_channel::<Line>(256);
     read_stdout(child.stdout.take().expect("stdout is piped"), lines_tx.clone());
     let stderr = drain(child.stderr.take().expect("stderr is piped"));
     std::thread::spawn(move || {
@@ -153,38 +154,40 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
     let deadline = Instant::now() + Duration::from_millis(timeout_ms);
     // Only a program that streams its progress can be judged by its silence.
     let idle = (spec.kind != Kind::Text).then(|| Duration::from_millis(idle_ms));
-    let (mut stdout, mut timed_out, mut silent) = (String::new(), false, false);
+    let mut stdout = Kept::default();
+    let mut activity = adapter::Activity::default();
+    let (mut timed_out, mut silent) = (false, false);
     let mut last_word = Instant::now();
     let status = loop {
-        let mut wait = deadline.saturating_duration_since(Instant::now());
-        if let Some(idle) = idle {
-            wait = wait.min(idle.saturating_sub(last_word.elapsed()));
+        // Checked before every receive, so steady output cannot postpone either limit.
+        let now = Instant::now();
+        let quiet_for = last_word.elapsed();
+        if now >= deadline {
+            timed_out = true;
+        } else if idle.is_some_and(|i| quiet_for >= i && !activity.busy()) {
+            silent = true;
+        }
+        if timed_out || silent {
+            kill_group(pgid);
+            break wait_exit(&lines, &mut stdout);
+        }
+        let mut wait = deadline.saturating_duration_since(now);
+        if let Some(idle) = idle.filter(|_| !activity.busy()) {
+            wait = wait.min(idle.saturating_sub(quiet_for));
         }
         match lines.recv_timeout(wait) {
             Ok(Line::Out(line)) => {
                 // Retries and reconnects are not progress: a call doing only that is stuck.
-                if adapter::is_progress(spec.kind, &line) {
+                if activity.observe(spec.kind, &line) {
                     last_word = Instant::now();
                 }
                 for shown in adapter::progress(spec.kind, &line) {
                     progress(shown);
                 }
-                if (stdout.len() as u64) < OUTPUT_MAX {
-                    stdout.push_str(&line);
-                }
+                stdout.push(line);
             }
             Ok(Line::Exited(status)) => break status,
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                if Instant::now() >= deadline {
-                    timed_out = true;
-                } else if idle.is_some_and(|i| last_word.elapsed() >= i) {
-                    silent = true;
-                } else {
-                    continue;
-                }
-                kill_group(pgid);
-                break wait_exit(&lines, &mut stdout);
-            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 break Err(std::io::Error::other("the waiter is gone"))
             }
@@ -199,20 +202,61 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
     while let Ok(Line::Out(line)) =
         lines.recv_timeout(until.saturating_duration_since(Instant::now()))
     {
-        if (stdout.len() as u64) < OUTPUT_MAX {
-            stdout.push_str(&line);
-        }
+        stdout.push(line);
     }
     let end = CallEnd {
         timed_out,
         idle: silent && !timed_out,
+        progressed: activity.progressed(),
         code: status.ok().and_then(|s| s.code()),
-        stdout,
+        stdout: stdout.into_text(spec.kind),
         // A descendant that escaped the group may hold the pipe open: do not wait for it.
         stderr: stderr.recv_timeout(Duration::from_secs(2)).unwrap_or_default(),
         ..CallEnd::default()
     };
     classify(c.name, spec, timeout_ms, &end)
+}
+
+/// What a call keeps of its stdout: the first [`HEAD_MAX`] bytes and the last [`TAIL_MAX`]
+/// bytes of whole lines. A long streaming call (tool results are printed inline) keeps both
+/// its session line, near the start, and its result, at the end.
+#[derive(Default)]
+struct Kept {
+    head: String,
+    tail: std::collections::VecDeque<String>,
+    tail_bytes: usize,
+    dropped: u64,
+}
+
+/// The start of a call's stdout that is kept.
+const HEAD_MAX: usize = 1 << 20;
+/// The end of a call's stdout that is kept.
+const TAIL_MAX: usize = 3 << 20;
+
+impl Kept {
+    fn push(&mut self, line: String) {
+        if self.tail.is_empty() && self.head.len() + line.len() <= HEAD_MAX {
+            self.head.push_str(&line);
+            return;
+        }
+        self.tail_bytes += line.len();
+        self.tail.push_back(line);
+        while self.tail_bytes > TAIL_MAX {
+            let Some(old) = self.tail.pop_front() else { break };
+            self.tail_bytes -= old.len();
+            self.dropped += old.len() as u64;
+        }
+    }
+
+    /// The kept text; a text reply says where its middle was left out.
+    fn into_text(self, kind: Kind) -> String {
+        let mut text = self.head;
+        if self.dropped > 0 && kind == Kind::Text {
+            text.push_str(&format!("\n[harn: {} bytes of output left out here]\n", self.dropped));
+        }
+        text.extend(self.tail);
+        text
+    }
 }
 
 /// What the call's reader threads send: a line of stdout (with its newline), or the exit.
@@ -221,9 +265,9 @@ enum Line {
     Exited(std::io::Result<std::process::ExitStatus>),
 }
 
-/// Reads stdout line by line on a thread; past [`OUTPUT_MAX`] it keeps reading and drops the
-/// rest, so the program never blocks on a full pipe.
-fn read_stdout(pipe: std::process::ChildStdout, tx: mpsc::Sender<Line>) {
+/// Reads stdout line by line on a thread and hands each line on (what is kept of them is
+/// [`Kept`]'s decision).
+fn read_stdout(pipe: std::process::ChildStdout, tx: mpsc::SyncSender<Line>) {
     std::thread::spawn(move || {
         let mut reader = std::io::BufReader::new(pipe);
         let mut line = Vec::new();
@@ -246,15 +290,11 @@ fn read_stdout(pipe: std::process::ChildStdout, tx: mpsc::Sender<Line>) {
 /// After a kill: waits for the exit, keeping the lines that still arrive.
 fn wait_exit(
     lines: &mpsc::Receiver<Line>,
-    stdout: &mut String,
+    stdout: &mut Kept,
 ) -> std::io::Result<std::process::ExitStatus> {
     loop {
         match lines.recv() {
-            Ok(Line::Out(line)) => {
-                if (stdout.len() as u64) < OUTPUT_MAX {
-                    stdout.push_str(&line);
-                }
-            }
+            Ok(Line::Out(line)) => stdout.push(line),
             Ok(Line::Exited(status)) => return status,
             Err(_) => return Err(std::io::Error::other("the waiter is gone")),
         }

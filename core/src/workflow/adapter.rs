@@ -347,6 +347,70 @@ pub fn is_progress(kind: Kind, line: &str) -> bool {
     }
 }
 
+/// What a streaming call has shown so far, for its no-progress watchdog: whether it has
+/// made real progress, and which tools it started that have not finished. A tool running
+/// (a test suite, a build) prints nothing until it ends, so the call is not idle then; only
+/// the call's own timeout bounds it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Activity {
+    /// Tool uses (Claude Code) or items (Codex) started and not yet finished.
+    open: std::collections::BTreeSet<String>,
+    /// True once any line was progress.
+    progressed: bool,
+}
+
+impl Activity {
+    /// Takes in one line; true when it is progress (see [`is_progress`]), which restarts the
+    /// idle clock.
+    pub fn observe(&mut self, kind: Kind, line: &str) -> bool {
+        let progress = is_progress(kind, line);
+        let Ok(v) = serde_json::from_str::<Value>(line.trim()) else { return progress };
+        let content = || v["message"]["content"].as_array().into_iter().flatten();
+        let what = v["type"].as_str().unwrap_or("");
+        // Work, not setup: a session or turn starting says the program is alive, not that it
+        // has begun on the task.
+        self.progressed |= progress
+            && match kind {
+                Kind::Text => true,
+                Kind::ClaudeCode => matches!(what, "assistant" | "user" | "result"),
+                Kind::Codex => what.starts_with("item.") || what == "turn.completed",
+            };
+        match (kind, what) {
+            (Kind::ClaudeCode, "assistant") => {
+                for c in content().filter(|c| c["type"] == "tool_use") {
+                    self.open.insert(c["id"].as_str().unwrap_or("").to_owned());
+                }
+            }
+            (Kind::ClaudeCode, "user") => {
+                for c in content().filter(|c| c["type"] == "tool_result") {
+                    self.open.remove(c["tool_use_id"].as_str().unwrap_or(""));
+                }
+            }
+            // Codex announces commands, file changes and tool calls with item.started; a
+            // message or reasoning item arrives completed.
+            (Kind::Codex, "item.started") => {
+                self.open.insert(v["item"]["id"].as_str().unwrap_or("").to_owned());
+            }
+            (Kind::Codex, "item.completed") => {
+                self.open.remove(v["item"]["id"].as_str().unwrap_or(""));
+            }
+            (Kind::Codex, "turn.completed" | "turn.failed") => self.open.clear(),
+            _ => {}
+        }
+        progress
+    }
+
+    /// True while a tool it started is still running: silence is expected then.
+    pub fn busy(&self) -> bool {
+        !self.open.is_empty()
+    }
+
+    /// True once the call has made any progress at all.
+    pub fn progressed(&self) -> bool {
+        self.progressed
+    }
+}
+
 /// What one line of a program's output shows while the call runs, for the transcript and a
 /// terminal: the session starting, a tool used, a turn ended, a failure. Text streaming and
 /// anything else is left out (the reply is recorded once, at the end).
@@ -586,6 +650,40 @@ mod tests {
             "api_retry is not progress"
         );
         assert!(claude.lines().take(1).all(|l| is_progress(Kind::ClaudeCode, l)), "init is");
+    }
+
+    #[test]
+    fn a_running_tool_keeps_a_call_from_being_idle_and_work_done_makes_silence_charged() {
+        for (program, name, kind) in [
+            ("claude-2.1.197", "stream-write-file", Kind::ClaudeCode),
+            ("codex-0.171.0", "json-write-file", Kind::Codex),
+        ] {
+            let stdout = match program {
+                "codex-0.171.0" => fixture!("codex-0.171.0", "json-write-file").0,
+                _ => fixture!("claude-2.1.197", "stream-write-file").0,
+            };
+            let mut a = Activity::default();
+            let mut busy_at = Vec::new();
+            for line in stdout.lines() {
+                a.observe(kind, line);
+                busy_at.push(a.busy());
+            }
+            assert!(busy_at.contains(&true), "{name}: the write is a tool running");
+            assert!(!a.busy(), "{name}: and it finished");
+            assert!(a.progressed(), "{name}");
+        }
+        // A session starting is not work begun.
+        let (stdout, _, _) = fixture!("codex-0.171.0", "json-no-network");
+        let mut a = Activity::default();
+        stdout.lines().for_each(|l| {
+            a.observe(Kind::Codex, l);
+        });
+        assert!(!a.progressed() && !a.busy());
+        let spec = preset("claude-code");
+        let silent = |progressed| CallEnd { idle: true, progressed, ..CallEnd::default() };
+        assert_eq!(classify("c", &spec, 1, &silent(false)).class, Some(FailureClass::Upstream));
+        let charged = classify("c", &spec, 1, &silent(true));
+        assert!(!charged.ok && charged.class.is_none(), "{charged:?}");
     }
 
     #[test]

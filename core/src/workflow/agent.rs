@@ -143,6 +143,8 @@ pub struct CallEnd {
     pub timed_out: bool,
     /// True when the host killed it for saying nothing for its idle timeout.
     pub idle: bool,
+    /// True when it had made progress before that (see [`adapter::Activity`]).
+    pub progressed: bool,
     /// Its exit code, when it exited.
     pub code: Option<i32>,
     /// Its stdout.
@@ -375,8 +377,12 @@ pub fn classify(harness: &str, spec: &HarnessSpec, timeout_ms: u64, end: &CallEn
     }
     if end.idle {
         let said = failure_text(&end.stderr, reading.error.as_deref().unwrap_or(""));
+        // A call that never got going was stopped by its vendor (uncharged). One that had
+        // been working and then fell silent, with no tool running, is charged: retrying it
+        // at once would spend the same tokens again.
         let (class, why) = match table_row(&said) {
             Some(row) if row.class == Some(FailureClass::Environment) => (row.class, row.what),
+            _ if end.progressed => (None, "it fell silent after it had begun"),
             _ => (Some(FailureClass::Upstream), "the vendor stopped answering"),
         };
         let idle = spec.idle_timeout_ms;
