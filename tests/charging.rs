@@ -65,6 +65,8 @@ fn temporaries(dir: &Path, found: &mut Vec<PathBuf>) {
 fn a_full_disk_charges_nothing_and_stops_the_run_and_the_tick() {
     let tmp = tempfile::tempdir().unwrap();
     let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "512k") else {
+        // Root can always mount one: only an unprivileged run may skip this test.
+        assert!(!rustix::process::geteuid().is_root(), "root could not mount a tmpfs");
         eprintln!("skipped: this process may not mount a tmpfs");
         return;
     };
@@ -215,4 +217,60 @@ fn a_signal_to_a_foreground_run_interrupts_the_attempt_without_charging_it() {
         })
         .count();
     assert_eq!(left, 0, "no process of the run is left");
+}
+
+/// A root whose item `w` runs `script` (shell, after reading its start line).
+fn root_running(script: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let wf = r.join("wf.sh");
+    std::fs::write(&wf, format!("#!/bin/sh\nread start\n{script}\n")).unwrap();
+    std::fs::set_permissions(&wf, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let create = ["work", "create", "w", "wf.sh", "--id", "w", "--objective", "o"];
+    assert!(harn_at(r, &create).status.success());
+    dir
+}
+
+#[test]
+fn a_workflow_that_signals_its_own_host_is_still_charged_for_its_failure() {
+    let dir = root_running(
+        "kill -TERM $PPID\nsleep 0.5\necho '{\"op\":\"result\",\"ok\":false,\"error\":\"x\"}'\nexit 1",
+    );
+    let r = dir.path();
+    let out = harn_at(r, &["work", "run", "w"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("a process of a run in progress: ignored"), "{}", text(&out));
+    assert_eq!(charged(r, "w"), (1, 1), "its own failure: {}", text(&out));
+}
+
+#[test]
+fn a_host_killed_while_a_stop_drains_its_run_leaves_it_interrupted_not_charged() {
+    let dir = stubborn_root();
+    let r = dir.path();
+    let mut run = Command::new(harn_bin())
+        .args(["work", "run", "w", "--root"])
+        .arg(r)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let transcript = || {
+        let run = projection(r, "w")["latest_run_id"].as_str().map(str::to_owned);
+        run.and_then(|run| {
+            std::fs::read_to_string(r.join(format!(".harnery/workflows/{run}/transcript.jsonl")))
+                .ok()
+        })
+        .unwrap_or_default()
+    };
+    wait_for("the workflow to start", || transcript().contains("\"run.start\""));
+    let pid = rustix::process::Pid::from_raw(run.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    // The workflow ignores TERM, so the host waits out its grace; it is killed meanwhile.
+    wait_for("the stop to be recorded", || transcript().contains("\"run.interrupted\""));
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+    run.wait().unwrap();
+    wait_for("the runner's lease to go", || projection(r, "w")["state"] != "running");
+    let p = projection(r, "w");
+    assert_eq!(charged(r, "w"), (1, 0), "the stop ended it, not the work: {p}");
+    assert_eq!(p["next_action"], "retry", "{p}");
 }

@@ -3,12 +3,15 @@
 //! its tick: TERM to each group, a grace period, then KILL to the groups still there.
 
 use serde::Serialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 static GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+/// Each running workflow's run id and what to do before its group is signalled (record that
+/// the stop reached it), by the workflow's process group.
+static RUNS: Mutex<BTreeMap<i32, (String, Option<Hook>)>> = Mutex::new(BTreeMap::new());
 static FORCED: AtomicBool = AtomicBool::new(false);
 /// Whose stop terminated the children, for the proofs of the runs it interrupted.
 static BY: Mutex<Option<String>> = Mutex::new(None);
@@ -38,6 +41,47 @@ impl Drop for Tracked {
     }
 }
 
+/// What a run does when an operator's stop reaches it, given whose stop it is; it returns
+/// once the run has recorded it (or could not).
+pub type Hook = Box<dyn Fn(&str) + Send>;
+
+/// A running workflow known to the stop; forgotten when dropped.
+#[must_use = "the run is forgotten when the guard drops"]
+pub struct Registered(i32);
+
+/// Registers the running workflow of `run_id` in group `pgid`: a stop calls `hook` before it
+/// signals the group, and a signal sent by one of the run's own processes is not a stop.
+pub fn register_run(pgid: i32, run_id: &str, hook: Hook) -> Registered {
+    RUNS.lock().unwrap_or_else(|e| e.into_inner()).insert(pgid, (run_id.to_owned(), Some(hook)));
+    Registered(pgid)
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        RUNS.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.0);
+    }
+}
+
+/// True when `pid` is one of the processes of the runs this process is running: in a group
+/// it started, or carrying one of its runs' `HARN_RUN_ID` (which survives `setsid` and a
+/// double fork). Their signals are not an operator's.
+fn of_our_runs(pid: i32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let pgid =
+        stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse().ok());
+    if pgid.is_some_and(|g: i32| GROUPS.lock().unwrap_or_else(|e| e.into_inner()).contains(&g)) {
+        return true;
+    }
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+    let runs: Vec<String> = RUNS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .map(|(run, _)| format!("HARN_RUN_ID={run}"))
+        .collect();
+    environ.split(|&b| b == 0).any(|var| runs.iter().any(|r| r.as_bytes() == var))
+}
+
 /// Whether a forced stop began: nothing new may be started from then on.
 pub fn forced() -> bool {
     FORCED.load(Ordering::SeqCst)
@@ -61,16 +105,28 @@ pub fn interrupted_by() -> Option<String> {
 /// harness it runs in). A second signal is not waited for: the process exits at once.
 pub fn interrupt_on_signals() -> std::io::Result<()> {
     use signal_hook::consts::{SIGINT, SIGTERM};
-    let mut signals = signal_hook::iterator::Signals::new([SIGTERM, SIGINT])?;
+    use signal_hook::iterator::{exfiltrator::WithOrigin, SignalsInfo};
+    let mut signals = SignalsInfo::<WithOrigin>::new([SIGTERM, SIGINT])?;
     std::thread::Builder::new().name("interrupt".into()).spawn(move || {
-        let mut seen = signals.forever();
-        if let Some(first) = seen.next() {
-            let name = if first == SIGINT { "SIGINT" } else { "SIGTERM" };
+        let mut stopping = false;
+        for origin in signals.forever() {
+            let name = if origin.signal == SIGINT { "SIGINT" } else { "SIGTERM" };
+            // A run may not stop its own host to make its failure an uncharged interruption.
+            if let Some(sender) = origin.process.filter(|p| of_our_runs(p.pid)) {
+                errln!(
+                    "harn: {name} from pid {}, a process of a run in progress: ignored",
+                    sender.pid
+                );
+                continue;
+            }
+            if stopping {
+                std::process::exit(crate::cli::EXIT_FAILED);
+            }
+            stopping = true;
             errln!("harn: {name}: stopping the runs in progress (their attempts are not charged)");
-            terminate_all_for(&format!("an operator's stop ({name} to harn)"), INTERRUPT_GRACE);
-        }
-        if seen.next().is_some() {
-            std::process::exit(crate::cli::EXIT_FAILED);
+            std::thread::spawn(move || {
+                terminate_all_for(&format!("an operator's stop ({name} to harn)"), INTERRUPT_GRACE)
+            });
         }
     })?;
     Ok(())
@@ -95,14 +151,28 @@ pub struct Termination {
     pub grace_waited_ms: u64,
 }
 
-/// Refuses new children, sends TERM to every tracked group, waits up to `grace` for them to
-/// go, and sends KILL to the ones left.
+/// Refuses new children, lets every running workflow record that the stop reached it, sends
+/// TERM to every tracked group, waits up to `grace` for them to go, and sends KILL to the
+/// ones left.
 pub fn terminate_all(grace: Duration) -> Termination {
     let groups: Vec<i32> = {
         let groups = GROUPS.lock().unwrap_or_else(|e| e.into_inner());
         FORCED.store(true, Ordering::SeqCst);
         groups.iter().copied().collect()
     };
+    // Recorded before any signal: a host killed during the drain leaves runs that read as
+    // interrupted, not lost. Each hook is taken, so it runs once, and called with no lock
+    // held; the runs stay known, so their own signals are still told apart.
+    let by = interrupted_by().unwrap_or_else(|| "an operator's stop".to_owned());
+    let hooks: Vec<Hook> = RUNS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values_mut()
+        .filter_map(|(_, hook)| hook.take())
+        .collect();
+    for hook in hooks {
+        hook(&by);
+    }
     let mut out = Termination::default();
     for &g in &groups {
         if signal_group(g, rustix::process::Signal::TERM) {

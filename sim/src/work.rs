@@ -386,9 +386,17 @@ impl WorkWorld {
             Err(e) => return Err(e),
         }
         if self.killing {
-            // An operator's forced stop killed it with nothing more said: interrupted.
+            // An operator's forced stop reached it: the host records so before any signal,
+            // then kills it with nothing more said. Sometimes the host itself is killed during
+            // the drain and no proof is written: the record alone keeps it uncharged.
             self.summary.interrupted += 1;
             let by = "a bounded stop of the service".to_owned();
+            let now = self.wall();
+            let record = serde_json::json!({ "event": "run.interrupted", "by": by });
+            self.ledger.append_transcript(&run, record, now)?;
+            if self.entropy.chance(1, 3) {
+                return Ok(());
+            }
             let end = ProcessEnd::Interrupted { by, code: None, signal: Some(9) };
             return self.finish_with(item, m, fold, &end);
         }
@@ -609,10 +617,12 @@ impl WorkWorld {
                     }
                     charged += u32::from(p.run.class.is_none());
                 }
-                // Parked or lost, it uses the budget once its workflow started.
+                // Parked or lost, it uses the budget once its workflow started, unless an
+                // operator's stop had reached it when its host died.
                 None => {
                     let records = self.ledger.transcript(run_id)?;
-                    charged += u32::from(harn_core::workflow::transcript::started(&records));
+                    let started = harn_core::workflow::transcript::started(&records);
+                    charged += u32::from(started == harn_core::workflow::transcript::Started::Ran);
                 }
             }
         }

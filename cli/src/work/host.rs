@@ -32,6 +32,8 @@ pub enum HostEvent {
     AgentProgress(String, Value),
     /// The workflow process ended.
     Exited(std::io::Result<std::process::ExitStatus>),
+    /// An operator's stop (whose, in words) reached the run: record it, then answer.
+    Interrupting(String, mpsc::Sender<()>),
 }
 
 /// How a run segment ended.
@@ -74,6 +76,18 @@ pub fn run_segment(
     let stdin = writer(child.stdin.take().expect("stdin is piped"));
     // Bounded, so a workflow that floods its stdout is slowed down rather than buffered.
     let (tx, events) = mpsc::sync_channel(256);
+    let hook_tx = tx.clone();
+    let _registered = crate::children::register_run(
+        pgid,
+        m.run_id.as_str(),
+        Box::new(move |by: &str| {
+            // Waits a little for the record, never long: the stop has a grace to keep.
+            let (ack, acked) = mpsc::channel();
+            if hook_tx.try_send(HostEvent::Interrupting(by.to_owned(), ack)).is_ok() {
+                let _ = acked.recv_timeout(Duration::from_secs(1));
+            }
+        }),
+    );
     read_lines(child.stdout.take().expect("stdout is piped"), tx.clone());
     let event = if start["resume"].is_null() { "run.start" } else { "run.resume" };
     transcript.record(store, json!({ "event": event, "pid": pgid, "start": start }))?;
@@ -107,6 +121,8 @@ pub fn run_segment(
     };
     let deadline = Instant::now() + Duration::from_millis(m.timeout_ms);
     let (mut timed_out, mut eof) = (false, false);
+    // Whose stop reached the workflow while it ran, before it sent a result.
+    let mut interrupted: Option<String> = None;
     let mut exited: Option<(std::io::Result<std::process::ExitStatus>, Instant)> = None;
     loop {
         if !timed_out && Instant::now() >= deadline {
@@ -149,6 +165,15 @@ pub fn run_segment(
                 // Whatever the workflow left behind in its group goes with it.
                 kill_group(pgid);
             }
+            HostEvent::Interrupting(by, ack) => {
+                // A workflow that already ended, or already gave its result, ended on its own.
+                if exited.is_none() && !host.fold.has_result() {
+                    host.transcript
+                        .record(store, json!({ "event": "run.interrupted", "by": by }))?;
+                    interrupted = Some(by);
+                }
+                let _ = ack.send(());
+            }
             HostEvent::AgentDone(id, outcome) => host.on_agent_done(store, &id, outcome)?,
             HostEvent::AgentProgress(id, shown) => {
                 let mut body = json!({ "event": "agent.progress", "id": id });
@@ -168,9 +193,10 @@ pub fn run_segment(
     let (status, _) = exited.expect("the loop ends after the exit");
     let status = status.map_err(|e| StoreError(format!("waiting for the workflow: {e}")))?;
     // `run.end` is recorded with the proof (`Ledger::finish_attempt`). A run an operator's
-    // stop ended is interrupted, whatever its exit status: not the work's doing.
+    // stop reached while it ran, before its result, is interrupted whatever its exit status:
+    // not the work's doing.
     let (code, signal) = (status.code(), status.signal());
-    let end = match crate::children::interrupted_by() {
+    let end = match interrupted {
         Some(by) if !timed_out => ProcessEnd::Interrupted { by, code, signal },
         _ => ProcessEnd::Exited { code, signal, timed_out },
     };

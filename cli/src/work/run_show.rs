@@ -198,10 +198,12 @@ fn standing(store: &mut Store, work_id: &Id, records: &[Value]) -> &'static str 
         "running"
     } else if transcript::parked_on(records).is_some() {
         "parked"
-    } else if transcript::started(records) {
-        "lost"
     } else {
-        "not_started"
+        match transcript::started(records) {
+            transcript::Started::Ran => "lost",
+            transcript::Started::Interrupted => "interrupted",
+            transcript::Started::Never => "not_started",
+        }
     }
 }
 

@@ -389,7 +389,7 @@ impl<F: Fs> Ledger<F> {
                         continue;
                     }
                 },
-                _ => (None, false),
+                _ => (None, transcript::Started::Never),
             };
             let parked = parked.as_ref().map(|(a, decided)| (a.as_str(), *decided));
             let records = (manifest.as_ref(), proof.as_ref());

@@ -662,7 +662,12 @@ impl RunFold {
         self.spent.unknown_calls = state.spent.unknown_calls;
     }
 
-    /// Every policy check so far.
+    /// True once the workflow sent its `result`.
+    pub fn has_result(&self) -> bool {
+        self.result.is_some()
+    }
+
+    /// Every policy check so far, in order.
     pub fn policy_log(&self) -> &[PolicyRecord] {
         &self.policy_log
     }
@@ -869,9 +874,10 @@ pub fn inspect(
     attempt: u32,
     records: (Option<&RunManifest>, Option<&Proof>),
     parked: Option<(&str, bool)>,
-    started: bool,
+    started: super::transcript::Started,
     runner_live: bool,
 ) -> Result<AttemptStatus, String> {
+    use super::transcript::Started;
     let (manifest, proof) = records;
     if let Some(m) = manifest {
         if m.work_id != *work_id || m.run_id != *run_id || m.attempt != attempt {
@@ -887,8 +893,14 @@ pub fn inspect(
             Some((approval, decided)) => {
                 AttemptStatus::Parked { approval_id: approval.to_owned(), decided }
             }
-            None if started => AttemptStatus::Lost,
-            None => AttemptStatus::NotStarted,
+            None => match started {
+                Started::Never => AttemptStatus::NotStarted,
+                Started::Ran => AttemptStatus::Lost,
+                Started::Interrupted => AttemptStatus::Failed {
+                    class: Some(FailureClass::Interrupted),
+                    decision_id: None,
+                },
+            },
         });
     };
     if manifest.is_none() {

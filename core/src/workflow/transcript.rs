@@ -69,10 +69,35 @@ pub fn parked_on(records: &[Value]) -> Option<String> {
     records[at]["approval_id"].as_str().map(str::to_owned)
 }
 
+/// Whether the run's workflow process ever started, and how its last segment stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Started {
+    /// No `run.start` or `run.resume`: nothing ran.
+    Never,
+    /// It started.
+    Ran,
+    /// It started, and an operator's stop reached its running last segment
+    /// (`run.interrupted` after the last `run.start`/`run.resume`, no `run.end` since): if
+    /// its host died before the proof, the stop ended it, not the work.
+    Interrupted,
+}
+
 /// Whether the run's workflow process ever started: the host records `run.start` (or
-/// `run.resume`) right after a spawn succeeds, before the workflow hears a word.
-pub fn started(records: &[Value]) -> bool {
-    records.iter().any(|r| r["event"] == "run.start" || r["event"] == "run.resume")
+/// `run.resume`) right after a spawn succeeds, before the workflow hears a word, and
+/// `run.interrupted` when an operator's stop reaches it, before any signal is sent.
+pub fn started(records: &[Value]) -> Started {
+    let segment =
+        records.iter().rposition(|r| r["event"] == "run.start" || r["event"] == "run.resume");
+    let Some(at) = segment else { return Started::Never };
+    let mut state = Started::Ran;
+    for r in &records[at..] {
+        match r["event"].as_str() {
+            Some("run.interrupted") => state = Started::Interrupted,
+            Some("run.end") => state = Started::Ran,
+            _ => {}
+        }
+    }
+    state
 }
 
 /// The approvals the run asked for, in the order asked.

@@ -4,6 +4,7 @@
 use super::*;
 use crate::work::fixtures::{id, intent, History};
 use crate::workflow::team::Team;
+use crate::workflow::transcript::Started;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -188,38 +189,49 @@ fn errors_keep_their_tail_on_a_char_boundary() {
 fn inspection_follows_the_records_and_refuses_foreign_ones() {
     let (w, r) = (id("w1"), id("wf-1"));
     let m = manifest();
-    assert_eq!(inspect(&w, &r, 1, (None, None), None, true, false), Ok(AttemptStatus::Lost));
     assert_eq!(
-        inspect(&w, &r, 1, (Some(&m), None), None, false, false),
+        inspect(&w, &r, 1, (None, None), None, Started::Ran, false),
+        Ok(AttemptStatus::Lost)
+    );
+    assert_eq!(
+        inspect(&w, &r, 1, (Some(&m), None), None, Started::Never, false),
         Ok(AttemptStatus::NotStarted),
         "no proof and no record of the workflow starting: nothing ran"
     );
-    assert_eq!(inspect(&w, &r, 1, (Some(&m), None), None, true, true), Ok(AttemptStatus::Running));
+    assert_eq!(
+        inspect(&w, &r, 1, (Some(&m), None), None, Started::Ran, true),
+        Ok(AttemptStatus::Running)
+    );
+    assert_eq!(
+        inspect(&w, &r, 1, (Some(&m), None), None, Started::Interrupted, false),
+        Ok(AttemptStatus::Failed { class: Some(FailureClass::Interrupted), decision_id: None }),
+        "a host killed while an operator's stop drained its run: the stop ended it"
+    );
     let parked = AttemptStatus::Parked { approval_id: "wf-1-p1".into(), decided: false };
     assert_eq!(
-        inspect(&w, &r, 1, (Some(&m), None), Some(("wf-1-p1", false)), true, false),
+        inspect(&w, &r, 1, (Some(&m), None), Some(("wf-1-p1", false)), Started::Ran, false),
         Ok(parked)
     );
     let pass = fold(&[PASSED, OK]).finish(&m, &intent(), &exited(0), WallTime(20));
     assert_eq!(
-        inspect(&w, &r, 1, (Some(&m), Some(&pass)), None, true, false),
+        inspect(&w, &r, 1, (Some(&m), Some(&pass)), None, Started::Ran, false),
         Ok(AttemptStatus::Succeeded)
     );
     let fail = fold(&[OK]).finish(&m, &intent(), &exited(1), WallTime(20));
     assert!(matches!(
-        inspect(&w, &r, 1, (Some(&m), Some(&fail)), None, true, false),
+        inspect(&w, &r, 1, (Some(&m), Some(&fail)), None, Started::Ran, false),
         Ok(AttemptStatus::Failed { .. })
     ));
     assert!(
-        inspect(&w, &r, 1, (None, Some(&pass)), None, true, false).is_err(),
+        inspect(&w, &r, 1, (None, Some(&pass)), None, Started::Ran, false).is_err(),
         "a proof needs a manifest"
     );
     assert!(
-        inspect(&w, &r, 2, (Some(&m), None), None, true, false).is_err(),
+        inspect(&w, &r, 2, (Some(&m), None), None, Started::Ran, false).is_err(),
         "another attempt's manifest"
     );
     assert!(
-        inspect(&id("w2"), &r, 1, (Some(&m), None), None, true, false).is_err(),
+        inspect(&id("w2"), &r, 1, (Some(&m), None), None, Started::Ran, false).is_err(),
         "another item's run"
     );
 }
