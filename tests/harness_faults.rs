@@ -153,3 +153,30 @@ fn the_generated_units_raise_the_descriptor_limit() {
         assert!(unit.lines().any(|l| l == "LimitNOFILE=524288"), "{unit}");
     }
 }
+
+#[test]
+fn a_harness_starts_with_the_descriptor_limit_the_daemon_started_with() {
+    let root = Root::new(
+        "[harness.limits]\ncommand = [\"sh\", \"-c\", \"ulimit -n > {marker}.nofile; exec sleep 60\"]\n",
+    );
+    let mut up = Command::new(crate::cli::harn_bin());
+    up.args(["harness", "up", "--root"]).arg(root.dir.path());
+    // SAFETY: setrlimit is async-signal-safe and touches no memory of the parent.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut up, || {
+            let limit = rustix::process::Rlimit { current: Some(1024), maximum: Some(20000) };
+            rustix::process::setrlimit(rustix::process::Resource::Nofile, limit)?;
+            Ok(())
+        });
+    }
+    let out = up.output().unwrap();
+    assert!(out.status.success(), "up: {}", text(&out));
+    let file = root.dir.path().join(format!("{}.nofile", root.marker));
+    let started = Instant::now();
+    while !file.exists() && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let seen = std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(root.harn(&["down"]).status.success());
+    assert_eq!(seen.trim(), "1024", "the child got the daemon's raised limit");
+}

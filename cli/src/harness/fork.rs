@@ -184,6 +184,7 @@ unsafe fn exec_child(
     if libc::setsid() < 0 {
         fail(*libc::__errno_location());
     }
+    super::fds::restore_for_child();
     for (from, to) in [(stdio.stdin, 0), (stdio.stdout, 1), (stdio.stderr, 2)] {
         if libc::dup2(from.as_raw_fd(), to) < 0 {
             fail(*libc::__errno_location());

@@ -111,13 +111,14 @@ impl RealSpawner {
         }
         cmd.stdin(if spec.stdin.is_empty() { Stdio::null() } else { Stdio::piped() });
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        // SAFETY: the closure runs in the forked child before exec and only makes two
-        // async-signal-safe system calls, allocating nothing: setsid(2), and write(2) of "0"
-        // to the harness's cgroup.procs, whose descriptor the parent keeps open until the
+        // SAFETY: the closure runs in the forked child before exec and only makes
+        // async-signal-safe system calls, allocating nothing: setsid(2), get/setrlimit(2), and
+        // write(2) of "0" to the harness's cgroup.procs, whose descriptor the parent keeps open until the
         // spawn has returned.
         unsafe {
             cmd.pre_exec(move || {
                 rustix::process::setsid().map_err(std::io::Error::from)?;
+                super::fds::restore_for_child();
                 if let Some(fd) = cgroup {
                     let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
                     rustix::io::write(fd, b"0").map_err(std::io::Error::from)?;
