@@ -6,6 +6,7 @@ mod conformance;
 mod dash;
 mod determinism;
 mod forgery;
+mod frozen;
 mod fuzz_corpus;
 mod harness_daemon;
 mod harness_faults;

@@ -241,6 +241,16 @@ impl Dir {
 
     /// Replaces `name` whole: a temporary file, fsync, rename, fsync of this directory.
     pub fn replace(&self, name: impl AsRef<OsStr>, bytes: &[u8]) -> io::Result<()> {
+        self.replace_with_mode(name, bytes, FILE_MODE)
+    }
+
+    /// [`Dir::replace`] with the file's mode exactly `mode` (a program copy is `0o700`).
+    pub fn replace_with_mode(
+        &self,
+        name: impl AsRef<OsStr>,
+        bytes: &[u8],
+        mode: u32,
+    ) -> io::Result<()> {
         let name = name.as_ref();
         let mut temp = OsString::from(".");
         temp.push(name);
@@ -248,6 +258,9 @@ impl Dir {
         let result = (|| {
             let mut file =
                 self.open_file(&temp, OFlags::WRONLY | OFlags::CREATE | OFlags::TRUNC)?;
+            if mode != FILE_MODE {
+                rustix::fs::fchmod(&file, Mode::from_raw_mode(mode))?;
+            }
             file.write_all(bytes)?;
             file.sync_all()?;
             self.rename(&temp, self, name)?;

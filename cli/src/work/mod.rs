@@ -6,6 +6,7 @@ pub mod approvals;
 pub mod calls;
 pub mod cmd;
 pub mod config;
+pub mod frozen;
 pub mod host;
 pub mod host_args;
 pub mod process;

@@ -16,6 +16,8 @@ use super::host::HostEvent;
 
 /// The Node runner that hands a `.mjs`/`.js` workflow module its context object.
 const NODE_RUNNER: &str = include_str!("node/runner.mjs");
+/// Its module hooks, which run the module from the run's frozen copy.
+const NODE_HOOKS: &str = include_str!("node/hooks.mjs");
 
 /// True when the workflow is a JavaScript module, run through `node` and [`NODE_RUNNER`].
 pub fn is_module(path: &str) -> bool {
@@ -38,21 +40,29 @@ pub fn spawn(store: &mut Store, m: &RunManifest) -> std::io::Result<Child> {
     // Opened before the spawn, so a run that cannot keep its log never starts.
     let log = store.root().join(format!("{}/stderr.log", run_dir(&m.run_id)));
     let stderr = crate::harness::logs::LogSink::open(store.root(), log, STDERR_ROTATION)?;
+    // What runs is the run's copy of the frozen bytes, never the file at the frozen path.
+    let copy = super::frozen::install(store, m).map_err(std::io::Error::other)?;
     let mut command = if is_module(&m.script.path) {
-        let runner = format!("{}/node-runner.mjs", run_dir(&m.run_id));
-        store
-            .write_file(&runner, NODE_RUNNER.as_bytes())
-            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let dir = run_dir(&m.run_id);
+        let (runner, hooks) = (format!("{dir}/node-runner.mjs"), format!("{dir}/hooks.mjs"));
+        for (path, text) in [(&runner, NODE_RUNNER), (&hooks, NODE_HOOKS)] {
+            store
+                .write_file(path, text.as_bytes())
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+        }
         let mut node = Command::new("node");
-        node.arg(store.root().join(&runner)).arg(&m.script.path);
+        node.arg(store.root().join(&runner)).arg(&m.script.path).arg(&copy);
         node
     } else {
-        Command::new(&m.script.path)
+        Command::new(&copy)
     };
     command
         .current_dir(m.cwd.as_deref().map_or_else(|| store.root().to_owned(), Into::into))
         .env("HARN_RUN_ID", m.run_id.as_str())
         .env("HARN_WORK_ID", m.work_id.as_str())
+        // The copy runs from the run directory; this is where the frozen file lives, for a
+        // script that finds its siblings from its own path.
+        .env("HARN_WORKFLOW", &m.script.path)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

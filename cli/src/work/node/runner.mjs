@@ -1,8 +1,12 @@
 // harn's Node runner: runs a workflow module written for the JavaScript tool (a default
 // export taking a context object) on top of harn's JSON Lines workflow protocol. harn writes
-// this file next to the run's records and starts `node runner.mjs <workflow>`.
+// this file and hooks.mjs next to the run's records and starts
+// `node runner.mjs <workflow> <frozen copy>`: the module runs from the copy's bytes under its
+// own path (see hooks.mjs).
 import { createInterface } from "node:readline";
-import { pathToFileURL } from "node:url";
+import { register } from "node:module";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { MessageChannel, receiveMessageOnPort } from "node:worker_threads";
 
 // The module's own console output must not corrupt the protocol on stdout.
 for (const name of ["log", "info", "debug", "warn"]) {
@@ -83,8 +87,23 @@ const context = {
 // Exits once the last line is flushed: stdout to a pipe is asynchronous in Node.
 const finish = (message, code) =>
   process.stdout.write(JSON.stringify(message) + "\n", () => process.exit(code));
+const [source, frozen] = process.argv.slice(2);
+const target = pathToFileURL(source).href;
+// The hooks post each file the module imports before handing it over, so once the import has
+// resolved every one of them is waiting on this port.
+const imports = new MessageChannel();
+if (frozen) {
+  const port = imports.port2;
+  register("./hooks.mjs", import.meta.url, { data: { target, frozen, port }, transferList: [port] });
+}
+const reportImports = () => {
+  for (let m; (m = receiveMessageOnPort(imports.port1)); ) {
+    send({ op: "log", message: `imported ${fileURLToPath(m.message.url)} (sha256 ${m.message.sha256})` });
+  }
+};
 try {
-  const module = await import(pathToFileURL(process.argv[2]).href);
+  const module = await import(target);
+  reportImports();
   const declared = module.meta?.acceptance;
   if (Array.isArray(declared)) {
     const acceptance = declared.map((c) => ({ id: String(c.id), statement: String(c.statement ?? "") }));
