@@ -180,3 +180,22 @@ fn a_harness_starts_with_the_descriptor_limit_the_daemon_started_with() {
     assert!(root.harn(&["down"]).status.success());
     assert_eq!(seen.trim(), "1024", "the child got the daemon's raised limit");
 }
+
+#[test]
+fn a_child_that_moves_into_a_cgroup_of_its_own_is_still_stopped() {
+    // The child nests a cgroup inside its run's, moves itself there and leaves a setsid
+    // helper, which no process-group signal reaches.
+    let nest = r#"mnt=$(awk '$9 == \"cgroup2\" {print $5; exit}' /proc/self/mountinfo); cg=$(sed -n 's/^0:://p' /proc/self/cgroup); mkdir \"$mnt$cg/nest\" && echo $$ > \"$mnt$cg/nest/cgroup.procs\"; setsid sh -c 'sleep 300' {marker} & exec sleep 300"#;
+    let root = Root::new(&format!(
+        "[harness.nester]\ncommand = [\"sh\", \"-c\", \"{nest}\"]\nstop_grace_ms = 200\n"
+    ));
+    root.up();
+    if !has_cgroups(&root) {
+        return;
+    }
+    root.wait_for("nester", "running", |h| state(h) == "running");
+    assert_eq!(root.settle_count(&root.marker, 1), 1, "it runs, nested");
+    let out = root.harn(&["down"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(root.settle_count(&root.marker, 0), 0, "the nested child was stopped too");
+}

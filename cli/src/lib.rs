@@ -14,6 +14,7 @@ macro_rules! errln {
     ($($arg:tt)*) => { eprintln!("{}", harn_core::text::neutralize(&format!($($arg)*))) };
 }
 
+pub mod cgroup;
 pub mod children;
 pub mod cli;
 pub mod dash;

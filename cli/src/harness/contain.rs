@@ -11,11 +11,12 @@
 
 use super::paths::Paths;
 use super::spawner::{HARNESS_ENV, ROOT_ENV};
+use crate::cgroup;
 use harn_core::hash::fnv64;
 use harn_core::ids::Id;
 use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// How a root's harnesses are contained.
@@ -46,7 +47,7 @@ fn base_name(root: &Path) -> String {
 impl Containment {
     /// Finds a writable cgroup v2 hierarchy for `paths.root`, or settles for process groups.
     pub fn detect(paths: &Paths) -> Containment {
-        let found = cgroup2_home();
+        let found = cgroup::home();
         let base = found.as_ref().and_then(|(_, home)| {
             let base = home.join(base_name(&paths.root));
             std::fs::create_dir_all(&base).ok().map(|()| base)
@@ -151,12 +152,7 @@ impl Containment {
     /// Kills everything left in one run's cgroup and removes the cgroup once it is empty (a
     /// killed cgroup is never used again). Returns how many processes were there.
     pub fn end_run(leaf: &Path) -> usize {
-        let killed = kill_cgroup(leaf);
-        if killed > 0 {
-            wait_empty(leaf, Duration::from_millis(100));
-        }
-        let _ = std::fs::remove_dir(leaf);
-        killed
+        cgroup::end(leaf)
     }
 
     /// Kills everything left in the harness's cgroups. Returns how many processes were there.
@@ -218,64 +214,21 @@ impl Containment {
     }
 }
 
-/// The cgroups directly below `dir` (run cgroups below a harness's directory).
-fn leaves(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .map(|e| e.path())
-        .collect()
-}
-
-/// Members of a harness's directory and of its run cgroups (an earlier version of harn kept
-/// a harness's processes in its directory itself).
-fn tree_members(dir: &Path) -> Vec<u32> {
-    let mut pids = read_pids(&dir.join("cgroup.procs"));
-    for leaf in leaves(dir) {
-        pids.extend(read_pids(&leaf.join("cgroup.procs")));
-    }
-    pids
-}
-
-/// Kills every populated cgroup of a harness; returns how many processes were there.
-fn kill_tree(dir: &Path) -> usize {
-    let mut killed = kill_cgroup(dir);
-    for leaf in leaves(dir) {
-        killed += kill_cgroup(&leaf);
-    }
-    killed
-}
-
-/// Removes the run cgroups below `dir` that are empty.
+/// Removes the run cgroups below `dir` that are empty (and any a child made inside them).
 fn prune(dir: &Path) {
-    for leaf in leaves(dir) {
-        let _ = std::fs::remove_dir(leaf);
+    for leaf in cgroup::children(dir) {
+        cgroup::remove(&leaf);
     }
 }
 
-/// Kills every member of one cgroup; returns how many there were.
-fn kill_cgroup(dir: &Path) -> usize {
-    let members = read_pids(&dir.join("cgroup.procs"));
-    if members.is_empty() {
-        return 0;
-    }
-    if std::fs::write(dir.join("cgroup.kill"), "1").is_err() {
-        // Kernels before 5.14 have no cgroup.kill: signal each member instead.
-        for pid in &members {
-            signal(*pid, rustix::process::Signal::KILL);
-        }
-    }
-    members.len()
+/// Every process in a harness's cgroups (its directory and its run cgroups, and below).
+fn tree_members(dir: &Path) -> Vec<u32> {
+    cgroup::members(dir)
 }
 
-/// Waits up to `limit` for a cgroup to hold no process.
-fn wait_empty(dir: &Path, limit: Duration) {
-    let started = Instant::now();
-    while !read_pids(&dir.join("cgroup.procs")).is_empty() && started.elapsed() < limit {
-        std::thread::sleep(Duration::from_millis(2));
-    }
+/// Kills every process of a harness's cgroups; returns how many there were.
+fn kill_tree(dir: &Path) -> usize {
+    cgroup::kill(dir)
 }
 
 /// The earlier base `cgroup.path` names, if it may be trusted: read without following a
@@ -292,53 +245,10 @@ fn trusted_hint(root: &Path, hint: &Path, mount: &Path) -> Result<Option<PathBuf
     };
     let Ok(text) = std::str::from_utf8(&bytes) else { return refuse("not UTF-8") };
     let named = PathBuf::from(text.trim());
-    let Ok(below) = named.strip_prefix(mount) else {
-        return refuse(&format!("{} is not in the cgroup v2 hierarchy", named.display()));
-    };
-    if below.components().any(|c| !matches!(c, Component::Normal(_))) {
-        return refuse(&format!("{} is not a plain path", named.display()));
-    }
     if named.file_name().and_then(|n| n.to_str()) != Some(base_name(root).as_str()) {
         return refuse(&format!("{} is not a cgroup harn made for this root", named.display()));
     }
-    // Walk from the mount one component at a time, refusing symlinks.
-    let mut dir = match crate::private::Dir::root(mount) {
-        Ok(d) => d,
-        Err(e) => return Err(format!("ignoring {}: {e}", hint.display())),
-    };
-    for component in below.components() {
-        dir = match dir.child(component.as_os_str(), false) {
-            Ok(d) => d,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return refuse(&format!("{}: {e}", named.display())),
-        };
-    }
-    let is_cgroup = rustix::fs::fstatfs(dir.fd())
-        .is_ok_and(|s| s.f_type as u64 == libc::CGROUP2_SUPER_MAGIC as u64);
-    if !is_cgroup {
-        return refuse(&format!("{} is not a cgroup", named.display()));
-    }
-    Ok(Some(named))
-}
-
-/// The cgroup v2 mount and our own cgroup in it, when it is writable.
-fn cgroup2_home() -> Option<(PathBuf, PathBuf)> {
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount = mounts.lines().find_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        let fstype = right.split_whitespace().next()?;
-        (fstype == "cgroup2").then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
-    })?;
-    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    let relative = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim_start_matches('/');
-    let home = mount.join(relative);
-    home.join("cgroup.procs").exists().then_some((mount, home))
-}
-
-fn read_pids(path: &Path) -> Vec<u32> {
-    std::fs::read_to_string(path)
-        .map(|text| text.lines().filter_map(|l| l.trim().parse().ok()).collect())
-        .unwrap_or_default()
+    cgroup::trusted(&named, mount).map_err(|why| format!("ignoring {}: {why}", hint.display()))
 }
 
 /// Processes of our user (other than us) whose environment says they belong to a harness of
@@ -391,12 +301,6 @@ fn ancestors() -> Vec<u32> {
         }
     }
     chain
-}
-
-fn signal(pid: u32, sig: rustix::process::Signal) {
-    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
-        let _ = rustix::process::kill_process(p, sig);
-    }
 }
 
 fn signal_group(pid: u32, sig: rustix::process::Signal) {
