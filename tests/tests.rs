@@ -18,6 +18,7 @@ mod private_files;
 mod purity;
 mod readers;
 mod real_agents;
+mod run_processes;
 mod service;
 mod supervisor;
 mod work;

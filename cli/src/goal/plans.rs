@@ -54,6 +54,7 @@ impl Specialists for RealSpecialists<'_> {
             billing: limits.billing,
             running: &running,
             progress: &|_| {},
+            confine: &crate::work::confine::Confine::default(),
         };
         let outcome = match crate::work::calls::preflight_once(&d.harness, &spec, limits.billing) {
             Ok(()) => call_checked(&ctx, &d, &spec, None, None),

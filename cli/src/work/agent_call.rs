@@ -42,6 +42,8 @@ pub struct CallContext<'a> {
     pub running: &'a Mutex<CallGroups>,
     /// Gets what each line of a streaming call shows (a tool used, a turn ended).
     pub progress: &'a (dyn Fn(Value) + Sync),
+    /// The run segment's confinement, which every call starts inside.
+    pub confine: &'a super::confine::Confine,
 }
 
 /// One call: which harness, with which profile and options.
@@ -70,7 +72,7 @@ pub fn call(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
 }
 
 fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcome {
-    let CallContext { root, run_id, billing, running, progress } = *ctx;
+    let CallContext { root, run_id, billing, running, progress, confine } = *ctx;
     let (spec, profile) = (c.spec, c.profile);
     let timeout_ms = profile.timeout_ms.unwrap_or(spec.timeout_ms);
     let idle_ms = profile.idle_timeout_ms.unwrap_or(spec.idle_timeout_ms);
@@ -101,17 +103,10 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
             command.env_remove(var);
         }
     }
-    // SAFETY: one async-signal-safe system call between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-                .map_err(std::io::Error::from)
-        });
-    }
     let spawned = if crate::children::forced() {
         Err(std::io::Error::other(crate::children::stopping()))
     } else {
-        command.spawn()
+        confine.apply(&mut command).and_then(|()| command.spawn())
     };
     let mut child = match spawned {
         Ok(child) => child,

@@ -33,17 +33,24 @@ pub struct Calls {
     pub agents: Arc<Mutex<CallGroups>>,
     /// Pre-flights done in this segment.
     pub preflights: Preflights,
+    /// The segment's confinement, which every call starts inside.
+    pub confine: super::confine::Confine,
 }
 
 impl Calls {
     /// No call yet, at most `concurrency` at once.
-    pub fn new(concurrency: usize, agents: Arc<Mutex<CallGroups>>) -> Calls {
+    pub fn new(
+        concurrency: usize,
+        agents: Arc<Mutex<CallGroups>>,
+        confine: super::confine::Confine,
+    ) -> Calls {
         Calls {
             queued: Vec::new(),
             in_flight: 0,
             concurrency,
             agents,
             preflights: Preflights::default(),
+            confine,
         }
     }
 
@@ -60,6 +67,7 @@ impl Calls {
             let schema_file =
                 store.root().join(run_dir(&m.run_id)).join(format!("schema-{id}.json"));
             let root = store.root().to_owned();
+            let confine = self.confine.clone();
             self.in_flight += 1;
             std::thread::spawn(move || {
                 let progress = |shown: serde_json::Value| {
@@ -73,6 +81,7 @@ impl Calls {
                             billing,
                             running: &agents,
                             progress: &progress,
+                            confine: &confine,
                         };
                         match preflight(&preflights, &dispatch.harness, &spec, billing) {
                             Err(why) => agent::preflight_failure(&why),

@@ -363,5 +363,37 @@ fn govern(store: &mut Store, g: Governance, reopen: bool) -> i32 {
         return fail(EXIT_FAILED, e);
     }
     drop(lock);
+    if !reopen {
+        if let Err(e) = stop_running(store, &id) {
+            return fail(EXIT_FAILED, e);
+        }
+    }
     show(store, id.as_str(), g.json)
+}
+
+/// After a cancel: waits for the host running `id` to stop its run (it sees the cancel in
+/// the history, then TERM, the grace, KILL), and reaps a run whose host is gone.
+fn stop_running(store: &mut Store, id: &Id) -> Result<(), String> {
+    let lease = super::store::run_lock(id);
+    if store.held_elsewhere(&lease) {
+        let grace = super::host::CANCEL_GRACE.as_secs();
+        errln!("harn: stopping the run of {id} in progress (TERM, then KILL after {grace} s)");
+        let started = std::time::Instant::now();
+        let limit = super::host::CANCEL_GRACE + std::time::Duration::from_secs(10);
+        while store.held_elsewhere(&lease) {
+            if started.elapsed() > limit {
+                return Err(format!(
+                    "the run of {id} was cancelled but its host has not stopped it after {} s",
+                    limit.as_secs()
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        errln!("harn: the run of {id} stopped");
+    }
+    let recovered = store.recover().map_err(|e| e.0)?;
+    for (run, killed) in &recovered.reaped {
+        errln!("harn: run {run} had lost its host; {killed} of its processes were stopped");
+    }
+    Ok(())
 }

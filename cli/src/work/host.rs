@@ -5,10 +5,15 @@
 
 use super::agent_call::CallGroups;
 use super::calls::Calls;
-use super::process::{kill_group, kill_groups, program, read_lines, send, spawn, writer, Groups};
+use super::confine::Confine;
+use super::hold::RunHold;
+use super::process::{
+    kill_group, kill_groups, program, read_lines, send, signal_groups, spawn, writer, Groups,
+};
 use super::store::{run_dir, Store, StoreError};
 use harn_core::ids::Id;
 use harn_core::journal::JournalWriter;
+use harn_core::work::live::LiveRun;
 use harn_core::workflow::agent::CallOutcome;
 use harn_core::workflow::approval::ApprovalRequest;
 use harn_core::workflow::protocol::FromWorkflow;
@@ -49,14 +54,48 @@ const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// Spawns the workflow with `start` as its first line and carries the conversation to the
 /// end of this segment. `fold` carries whatever an earlier segment of a parked run left.
+/// The segment runs in a cgroup of its own where the machine gives one, and leaves a record
+/// of itself under `.harnery/running/` until everything it started is gone, so a host that
+/// dies leaves the next runner what to reap.
 pub fn run_segment(
     store: &mut Store,
     m: &RunManifest,
     start: &Value,
     fold: RunFold,
 ) -> Result<SegmentEnd, StoreError> {
+    let hold = RunHold::create(store.root(), &m.run_id);
+    let live = LiveRun {
+        schema_version: harn_core::work::live::LIVE_VERSION,
+        run_id: m.run_id.clone(),
+        work_id: m.work_id.clone(),
+        host_pid: std::process::id(),
+        cgroup: hold.leaf.as_ref().map(|l| l.display().to_string()),
+        started_at: store.now(),
+    };
+    let began = store.ledger().begin_live(&live);
+    let ended = match &began {
+        Ok(()) => drive(store, m, start, fold, &hold),
+        Err(e) => Err(StoreError(format!("{e}; nothing ran and no attempt was charged"))),
+    };
+    // Whatever the segment started goes, however it ended, before its record does.
+    hold.end();
+    if began.is_ok() {
+        store.ledger().end_live(&m.run_id)?;
+    }
+    ended
+}
+
+/// [`run_segment`] once the segment's hold and record are in place.
+fn drive(
+    store: &mut Store,
+    m: &RunManifest,
+    start: &Value,
+    fold: RunFold,
+    hold: &RunHold,
+) -> Result<SegmentEnd, StoreError> {
     let mut transcript = Transcript::open(store, &m.run_id)?;
-    let mut child = match spawn(store, m) {
+    let confine = Confine { cgroup: hold.leaf.clone() };
+    let mut child = match spawn(store, m, &confine) {
         Ok(child) => child,
         Err(e) => {
             let missing = e.kind() == std::io::ErrorKind::NotFound;
@@ -90,7 +129,9 @@ pub fn run_segment(
     );
     read_lines(child.stdout.take().expect("stdout is piped"), tx.clone());
     let event = if start["resume"].is_null() { "run.start" } else { "run.resume" };
-    transcript.record(store, json!({ "event": event, "pid": pgid, "start": start }))?;
+    let held = json!({ "holding": hold.holding(), "cgroup": hold.leaf, "why": hold.why_not });
+    transcript
+        .record(store, json!({ "event": event, "pid": pgid, "start": start, "held": held }))?;
     send(&stdin, start);
     let waiter = tx.clone();
     std::thread::spawn(move || {
@@ -110,7 +151,7 @@ pub fn run_segment(
         transcript,
         stdin,
         pgid,
-        calls: Calls::new(concurrency, agents),
+        calls: Calls::new(concurrency, agents, confine.clone()),
         sessions,
         harness_of: BTreeMap::new(),
         keys: BTreeMap::new(),
@@ -120,6 +161,7 @@ pub fn run_segment(
         malformed_bytes: 0,
     };
     let deadline = Instant::now() + Duration::from_millis(m.timeout_ms);
+    let mut cancel = CancelWatch::new(store, m);
     let (mut timed_out, mut eof) = (false, false);
     // Whose stop reached the workflow while it ran, before it sent a result.
     let mut interrupted: Option<String> = None;
@@ -136,9 +178,29 @@ pub fn run_segment(
         if exited.is_some() && output_done && host.calls.in_flight == 0 {
             break;
         }
+        // A cancel recorded in the item's history stops the run: TERM to everything it
+        // started, the grace, then KILL.
+        if exited.is_none() {
+            if let Some(by) = cancel.poll(store) {
+                host.transcript.record(store, json!({ "event": "run.cancelled", "by": by }))?;
+                host.stopped = true;
+                host.calls.queued.clear();
+                signal_groups(pgid, &host.calls.agents, rustix::process::Signal::TERM);
+                hold.term();
+                interrupted.get_or_insert(format!("work cancel by {by}"));
+            }
+            if cancel.grace_over() {
+                kill_groups(pgid, &host.calls.agents);
+                hold.end();
+            }
+        }
         let mut wake = if timed_out { None } else { Some(deadline) };
         if let Some((_, at)) = &exited {
             wake = Some(wake.map_or(*at + EXIT_GRACE, |w| w.min(*at + EXIT_GRACE)));
+        }
+        if exited.is_none() {
+            let next = cancel.next_wake();
+            wake = Some(wake.map_or(next, |w| w.min(next)));
         }
         let event = match wake {
             None => events.recv().expect("the host holds a sender"),
@@ -201,6 +263,71 @@ pub fn run_segment(
         _ => ProcessEnd::Exited { code, signal, timed_out },
     };
     Ok(SegmentEnd::Finished(Box::new(fold), end))
+}
+
+/// How often a running host looks for a cancel in its item's history.
+const CANCEL_POLL: Duration = Duration::from_millis(200);
+/// How long a cancelled run has after TERM before everything it started is killed.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// Watches the item's history for a `work.cancelled` during this run: a cheap look at the
+/// file's length every [`CANCEL_POLL`], a read only when it changed.
+struct CancelWatch {
+    path: std::path::PathBuf,
+    len: u64,
+    work_id: harn_core::ids::Id,
+    run_id: harn_core::ids::Id,
+    next: Instant,
+    /// When the grace of a cancel in progress ends.
+    kill_at: Option<Instant>,
+}
+
+impl CancelWatch {
+    fn new(store: &Store, m: &RunManifest) -> CancelWatch {
+        let path = store.root().join(format!(".harnery/work/{}/events.jsonl", m.work_id));
+        let len = std::fs::metadata(&path).map_or(0, |md| md.len());
+        CancelWatch {
+            path,
+            len,
+            work_id: m.work_id.clone(),
+            run_id: m.run_id.clone(),
+            next: Instant::now() + CANCEL_POLL,
+            kill_at: None,
+        }
+    }
+
+    /// Who cancelled the item, the first time a look finds it.
+    fn poll(&mut self, store: &mut Store) -> Option<String> {
+        if self.kill_at.is_some() || Instant::now() < self.next {
+            return None;
+        }
+        self.next = Instant::now() + CANCEL_POLL;
+        let len = std::fs::metadata(&self.path).map_or(0, |md| md.len());
+        if len == self.len {
+            return None;
+        }
+        self.len = len;
+        let events = store.events(&self.work_id).ok()?;
+        let cancel = harn_core::work::events::cancelled_during(&events, &self.run_id)?;
+        self.kill_at = Some(Instant::now() + CANCEL_GRACE);
+        Some(cancel.actor.clone())
+    }
+
+    /// True once, when a cancel's grace has run out.
+    fn grace_over(&mut self) -> bool {
+        match self.kill_at {
+            Some(at) if Instant::now() >= at => {
+                self.kill_at = Some(Instant::now() + Duration::from_secs(3600));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// When the host loop should look again.
+    fn next_wake(&self) -> Instant {
+        self.kill_at.map_or(self.next, |k| k.min(self.next))
+    }
 }
 
 /// The state of one segment's conversation.

@@ -33,7 +33,11 @@ pub fn program(m: &RunManifest) -> &str {
     }
 }
 
-pub fn spawn(store: &mut Store, m: &RunManifest) -> std::io::Result<Child> {
+pub fn spawn(
+    store: &mut Store,
+    m: &RunManifest,
+    confine: &super::confine::Confine,
+) -> std::io::Result<Child> {
     if crate::children::forced() {
         return Err(std::io::Error::other(crate::children::stopping()));
     }
@@ -74,15 +78,9 @@ pub fn spawn(store: &mut Store, m: &RunManifest) -> std::io::Result<Child> {
             command.env_remove(var);
         }
     }
-    // SAFETY: the closure runs between fork and exec and only makes one async-signal-safe
-    // system call. A host that dies takes its workflow with it: the attempt is then lost
-    // (its lease is gone, it has no proof) and must not be left running unseen.
-    unsafe {
-        command.pre_exec(|| {
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
-                .map_err(std::io::Error::from)
-        });
-    }
+    // Into the segment's cgroup, with the parent-death signal: a host that dies takes its
+    // workflow with it, and what the workflow left is reaped by the next runner.
+    confine.apply(&mut command)?;
     let mut child = command.spawn()?;
     copy_stderr(child.stderr.take().expect("stderr is piped"), stderr);
     Ok(child)
@@ -166,11 +164,22 @@ impl Drop for Groups {
 }
 
 pub fn kill_groups(workflow: i32, agents: &Mutex<CallGroups>) {
-    kill_group(workflow);
+    signal_groups(workflow, agents, rustix::process::Signal::KILL);
+}
+
+/// Sends `sig` to the workflow's group and every running call's group; no new call starts.
+pub fn signal_groups(workflow: i32, agents: &Mutex<CallGroups>, sig: rustix::process::Signal) {
+    signal_group(workflow, sig);
     let mut calls = agents.lock().unwrap_or_else(|e| e.into_inner());
     calls.cancelled = true;
     for &pgid in &calls.groups {
-        kill_group(pgid);
+        signal_group(pgid, sig);
+    }
+}
+
+fn signal_group(pgid: i32, sig: rustix::process::Signal) {
+    if let Some(pid) = rustix::process::Pid::from_raw(pgid) {
+        let _ = rustix::process::kill_process_group(pid, sig);
     }
 }
 

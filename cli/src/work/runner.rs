@@ -87,6 +87,14 @@ pub fn run_attempt(
         return Err(Refusal::NotNow(format!("no work item {id}")));
     }
     store.lock_run(id)?;
+    // What a run whose host died left running goes before anything new starts.
+    let recovered = store.recover()?;
+    for (run, killed) in &recovered.reaped {
+        errln!("harn: run {run} had lost its host; {killed} of its processes were stopped");
+    }
+    for problem in &recovered.problems {
+        errln!("harn: warning: {problem}");
+    }
     // The history lock is held from this read to the attempt's event, so a cancel or a
     // reopen cannot land between the decision to start and its record.
     let (lock, item) = store.lock_and_read(id)?;
@@ -123,6 +131,7 @@ pub fn run_attempt(
         cwd: limits.cwd.clone(),
         context: None,
         goal_spent_micro_usd: limits.goal_spent_micro_usd,
+        containment: Some(planned_containment()),
     };
     let (manifest, start) = store
         .ledger()
@@ -182,4 +191,15 @@ fn check_digest(path: &str, frozen: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// What a run started now would be contained by, for its manifest.
+fn planned_containment() -> harn_core::workflow::containment::Containment {
+    let (holding, holding_why) = super::hold::planned();
+    harn_core::workflow::containment::Containment {
+        holding,
+        holding_why,
+        why: Some("confinement of runs is not available yet".to_owned()),
+        ..Default::default()
+    }
 }

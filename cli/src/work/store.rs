@@ -226,6 +226,17 @@ impl Store {
         Ok((self.read_fresh(id)?, true))
     }
 
+    /// Reaps every run whose host died (see [`harn_core::work::live::recover`]): what it left
+    /// running is killed, its transcript says so and its record goes. Runners call it before
+    /// they start anything.
+    pub fn recover(&mut self) -> Result<harn_core::work::live::Recovered, StoreError> {
+        let now = self.now();
+        let (root, held) = (&self.root, &self.held);
+        let mut lease_free = |work: &Id| !probe(root, held, &run_lock(work));
+        let mut kill = |live: &harn_core::work::live::LiveRun| super::hold::reap(root, live);
+        Ok(harn_core::work::live::recover(&mut self.ledger, &mut lease_free, &mut kill, now)?)
+    }
+
     /// Takes `id`'s run lease for the life of this store, or says who holds it.
     pub fn lock_run(&mut self, id: &Id) -> Result<(), StoreError> {
         if !self.hold(&run_lock(id))? {

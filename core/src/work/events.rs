@@ -272,3 +272,15 @@ pub fn check_acceptances(
 fn short(digest: &str) -> String {
     digest.chars().take(12).collect()
 }
+
+/// The `work.cancelled` recorded after run `run` last started or resumed, if any: a cancel
+/// that its running host must carry out.
+pub fn cancelled_during<'a>(events: &'a [WorkEvent], run: &Id) -> Option<&'a WorkEvent> {
+    let began = events.iter().rposition(|e| match &e.kind {
+        EventKind::AttemptStarted { run_id, .. } | EventKind::AttemptResumed { run_id, .. } => {
+            run_id == run
+        }
+        _ => false,
+    })?;
+    events[began..].iter().find(|e| e.kind == EventKind::Cancelled)
+}

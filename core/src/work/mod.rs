@@ -7,6 +7,7 @@
 pub mod events;
 pub mod intent;
 pub mod ledger;
+pub mod live;
 pub mod projection;
 pub mod rulings;
 

@@ -171,6 +171,10 @@ pub struct RunManifest {
     /// run's own spending.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goal_spent_micro_usd: Option<u64>,
+    /// What contains its processes, as reached when it started (absent before runs
+    /// recorded it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<super::containment::Containment>,
 }
 
 /// Where a run's changes land, as the operator declares it. harn records the declaration in
@@ -427,6 +431,9 @@ pub struct Proof {
     /// The frozen policy's digest and every decision it made, when the run had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<ProofPolicy>,
+    /// What contained the run's processes (from its manifest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<super::containment::Containment>,
 }
 
 /// The policy part of a proof.
@@ -850,6 +857,7 @@ impl RunFold {
             agents,
             usage,
             policy,
+            containment: m.containment.clone(),
         }
     }
 }
@@ -946,6 +954,7 @@ pub fn fuzz_run_fold(data: &[u8]) {
         cwd: None,
         context: None,
         goal_spent_micro_usd: None,
+        containment: None,
     };
     let intent = WorkIntent {
         schema_version: crate::work::intent::INTENT_VERSION,

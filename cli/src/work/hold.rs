@@ -1,0 +1,212 @@
+//! How a run's processes are held and ended: a cgroup of the run segment's own where the
+//! machine gives one (`<our cgroup>/harn-work-<hash of root>/<run>.<host pid>`), else only its
+//! process groups. Ending a segment kills the whole cgroup, and also every process of ours that
+//! still carries the run's `HARN_RUN_ID`, which finds what left the process groups on a machine
+//! without cgroups (setsid, a double fork, a daemon). The same ending reaps a run whose host
+//! died, from the record it left (`harn_core::work::live`).
+
+use crate::cgroup;
+use harn_core::hash::fnv64;
+use harn_core::ids::Id;
+use harn_core::work::live::LiveRun;
+use harn_core::workflow::containment::Holding;
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The directory below our cgroup that holds this root's run cgroups.
+fn base_name(root: &Path) -> String {
+    format!("harn-work-{:016x}", fnv64(root.as_os_str().as_encoded_bytes()))
+}
+
+/// How a run started now on this machine would be held, and why not by a cgroup.
+pub fn planned() -> (Holding, Option<String>) {
+    match cgroup::home() {
+        Some(_) => (Holding::Cgroup, None),
+        None => (
+            Holding::ProcessGroup,
+            Some("no cgroup v2 hierarchy this process may write".to_owned()),
+        ),
+    }
+}
+
+/// One run segment's processes.
+pub struct RunHold {
+    run_id: String,
+    /// The segment's cgroup, when one could be made.
+    pub leaf: Option<PathBuf>,
+    /// Why there is none, when there is none.
+    pub why_not: Option<String>,
+}
+
+impl RunHold {
+    /// A fresh cgroup for a segment of `run_id` (never used before: a killed cgroup is never
+    /// reused), or the process groups alone, with why.
+    pub fn create(root: &Path, run_id: &Id) -> RunHold {
+        let made = cgroup::home()
+            .ok_or_else(|| "no cgroup v2 hierarchy this process may write".to_owned())
+            .and_then(|(_, home)| {
+                let base = home.join(base_name(root));
+                std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
+                let leaf = base.join(format!("{run_id}.{}", std::process::id()));
+                // A leaf of the same name can only be a segment of this run whose host had our
+                // pid; whatever it holds is that segment's and goes first.
+                if leaf.exists() {
+                    cgroup::end(&leaf);
+                }
+                std::fs::create_dir(&leaf).map_err(|e| format!("{}: {e}", leaf.display()))?;
+                Ok(leaf)
+            });
+        let (leaf, why_not) = match made {
+            Ok(leaf) => (Some(leaf), None),
+            Err(why) => (None, Some(why)),
+        };
+        RunHold { run_id: run_id.as_str().to_owned(), leaf, why_not }
+    }
+
+    /// How this segment is held.
+    pub fn holding(&self) -> Holding {
+        if self.leaf.is_some() {
+            Holding::Cgroup
+        } else {
+            Holding::ProcessGroup
+        }
+    }
+
+    /// The cgroup's `cgroup.procs`, opened for a child to join itself to before exec.
+    pub fn join_handle(&self) -> Option<OwnedFd> {
+        let leaf = self.leaf.as_ref()?;
+        let file = std::fs::OpenOptions::new().write(true).open(leaf.join("cgroup.procs")).ok()?;
+        Some(file.into())
+    }
+
+    /// Sends TERM to every process of the segment; returns how many there were.
+    pub fn term(&self) -> usize {
+        match self.leaf.as_deref() {
+            Some(leaf) => cgroup::signal_all(leaf, rustix::process::Signal::TERM),
+            None => {
+                let found = marked(&self.run_id);
+                for &pid in &found {
+                    signal(pid, rustix::process::Signal::TERM);
+                }
+                found.len()
+            }
+        }
+    }
+
+    /// Kills every process of the segment and removes its cgroup; returns how many there were.
+    /// Without a cgroup, the processes that still carry the run's `HARN_RUN_ID` are found by
+    /// a look through `/proc`; a cgroup holds them all already.
+    pub fn end(&self) -> usize {
+        match self.leaf.as_deref() {
+            Some(leaf) => cgroup::end(leaf),
+            None => kill_marked(&self.run_id),
+        }
+    }
+}
+
+/// Ends what a run whose host died left: its cgroup, once the path its record names is
+/// checked to be one harn made for this root and run; without one (or when it is gone), every
+/// process that carries its `HARN_RUN_ID`. Returns how many processes there were.
+pub fn reap(root: &Path, live: &LiveRun) -> usize {
+    if let Some(named) = &live.cgroup {
+        match trusted_leaf(root, live, Path::new(named)) {
+            Ok(Some(leaf)) => return cgroup::end(&leaf),
+            Ok(None) => {}
+            Err(why) => errln!("harn: warning: the record of run {} names {why}", live.run_id),
+        }
+    }
+    kill_marked(live.run_id.as_str())
+}
+
+/// The cgroup a live record names, if harn may act on it: a cgroup reached without a symlink,
+/// named `<run>.<pid>` for this record's run, in this root's `harn-work-` directory.
+fn trusted_leaf(root: &Path, live: &LiveRun, named: &Path) -> Result<Option<PathBuf>, String> {
+    let Some((mount, _)) = cgroup::home().or_else(mount_only) else { return Ok(None) };
+    let leaf_ok = named
+        .file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.strip_prefix(live.run_id.as_str()).is_some_and(|r| r.starts_with('.')));
+    let base_ok = named
+        .parent()
+        .and_then(|p| p.file_name())
+        .is_some_and(|n| n.to_str() == Some(base_name(root).as_str()));
+    if !leaf_ok || !base_ok {
+        return Err(format!("{}, not a cgroup harn made for this run", named.display()));
+    }
+    cgroup::trusted(named, &mount)
+}
+
+/// The cgroup v2 mount, when our own cgroup is not writable (a reaper in another session).
+fn mount_only() -> Option<(PathBuf, PathBuf)> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    mounts.lines().find_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let mount = PathBuf::from(left.split_whitespace().nth(4)?);
+        (right.split_whitespace().next()? == "cgroup2").then(|| (mount.clone(), mount))
+    })
+}
+
+/// Kills the processes that carry `run`'s `HARN_RUN_ID`, giving them a moment to go.
+fn kill_marked(run: &str) -> usize {
+    let found = marked(run);
+    for &pid in &found {
+        signal(pid, rustix::process::Signal::KILL);
+    }
+    let started = std::time::Instant::now();
+    while found.iter().any(|&p| crate::harness::contain::is_alive(p))
+        && started.elapsed() < Duration::from_millis(500)
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    found.len()
+}
+
+/// Processes of our user, other than us and our ancestors, whose environment carries
+/// `HARN_RUN_ID=<run>`. Another user's process is never taken for ours.
+fn marked(run: &str) -> Vec<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let marker = format!("HARN_RUN_ID={run}");
+    let uid = rustix::process::geteuid().as_raw();
+    let ours = ancestors();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if ours.contains(&pid) || entry.metadata().map_or(true, |m| m.uid() != uid) {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+        if environ.split(|&b| b == 0).any(|v| v == marker.as_bytes())
+            && crate::harness::contain::is_alive(pid)
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// Our pid and every ancestor's.
+fn ancestors() -> Vec<u32> {
+    let mut chain = vec![std::process::id()];
+    while chain.len() < 64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", chain[chain.len() - 1]))
+            .unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        match ppid {
+            Some(p) if p > 1 => chain.push(p),
+            _ => break,
+        }
+    }
+    chain
+}
+
+fn signal(pid: u32, sig: rustix::process::Signal) {
+    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+        let _ = rustix::process::kill_process(p, sig);
+    }
+}
