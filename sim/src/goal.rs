@@ -504,6 +504,15 @@ mod tests {
         assert!(total.acceptances > 5 && succeeded > 5, "{total:?}, {succeeded} succeeded");
     }
 
+    /// Seeds where a plan applied again after a crash, at a later time, found the creation
+    /// event of an item whose intent the crash had kept from being written.
+    #[test]
+    fn a_plan_applied_again_after_a_crash_completes_the_items_it_began() {
+        for seed in [162, 437] {
+            run_goal_seed(seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        }
+    }
+
     #[test]
     fn a_goal_seed_is_deterministic() {
         assert_eq!(run_goal_seed(3), run_goal_seed(3));

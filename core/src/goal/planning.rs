@@ -553,15 +553,25 @@ pub fn create_item<F: Fs>(
     ledger.fs.create_dir_all(&dir).map_err(|e| e.to_string())?;
     ledger.fs.sync_dir(".harnery/work").map_err(|e| e.to_string())?;
     let events = ledger.events(&intent.id)?;
-    match events.as_slice() {
+    let intent = match events.as_slice() {
         [] => {
             let why = Some(provenance.to_owned());
             ledger.append(&intent.id, EventKind::created(intent), actor, why, now)?;
+            intent.clone()
         }
-        [only] if only.kind == EventKind::created(intent) => {}
+        // The event seals the intent made before the crash, whose `created_at` was that
+        // event's time: the same proposal made again seals to the same digest at that time.
+        [only] => {
+            let mut again = WorkIntent { created_at: only.ts, sha256: None, ..intent.clone() };
+            again = again.sealed();
+            if only.kind != EventKind::created(&again) {
+                return Err(format!("work {}: a history exists without its intent", intent.id));
+            }
+            again
+        }
         _ => return Err(format!("work {}: a history exists without its intent", intent.id)),
-    }
-    ledger.write_record(&dir, "intent.json", intent).map(drop)
+    };
+    ledger.write_record(&dir, "intent.json", &intent).map(drop)
 }
 
 /// Reads a goal from its (already checked) intent: its plans, its active graph (the
