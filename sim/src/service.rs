@@ -501,4 +501,13 @@ mod tests {
         assert!(total.stops > 0 && total.forced_stops > 0 && total.wall_jumps > 10, "{total:?}");
         assert!(total.beats > total.sweeps, "the watcher beats more often than the loop sweeps");
     }
+
+    /// Seeds where a stop reached a resumed run whose host then died before its proof: the
+    /// stop ended it uncharged, and it no longer counts as parked on its decided approval.
+    #[test]
+    fn a_stopped_resumption_is_interrupted_not_parked() {
+        for seed in [539, 553] {
+            run_service_seed(seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        }
+    }
 }

@@ -714,11 +714,21 @@ impl WorkWorld {
     }
 
     /// A parked attempt stays parked, as the same run and attempt, through any crash, until
-    /// its run has a proof: a resumption cut short is resumed again, never lost.
+    /// its run has a proof: a resumption cut short is resumed again, never lost. Only an
+    /// operator's stop that reached the resumed segment ends it without one.
     fn check_parked(&mut self, id: &Id, p: &harn_core::work::Projection) -> Result<(), String> {
         if let Some((run, used)) = self.parked.get(id).cloned() {
-            if self.ledger.run_records(&run)?.1.is_some() {
+            let proved = self.ledger.run_records(&run)?.1.is_some();
+            let stopped = !proved
+                && transcript::started(&self.ledger.transcript(&run)?)
+                    == transcript::Started::Interrupted;
+            if proved {
                 self.parked.remove(id);
+            } else if stopped {
+                self.parked.remove(id);
+                if p.state == WorkState::AwaitingApproval {
+                    return Err(format!("run {run} reads as parked after a stop ended it"));
+                }
             } else if p.state != WorkState::AwaitingApproval
                 || p.latest_run_id.as_ref() != Some(&run)
                 || p.attempts_used != used

@@ -60,10 +60,12 @@ pub fn sessions(records: &[Value]) -> std::collections::BTreeMap<String, String>
 
 /// The approval the run is parked on: named by its last `run.parked` record, as long as no
 /// segment has ended since (`run.end`). A resumption that was cut short by a crash leaves
-/// the run parked on the same approval, so it is resumed again as the same attempt.
+/// the run parked on the same approval, so it is resumed again as the same attempt; one an
+/// operator's stop reached (`run.interrupted`) was ended by that stop, as it would have been
+/// had its host lived to write the proof, so it is no longer parked.
 pub fn parked_on(records: &[Value]) -> Option<String> {
     let at = records.iter().rposition(|r| r["event"] == "run.parked")?;
-    if records[at..].iter().any(|r| r["event"] == "run.end") {
+    if records[at..].iter().any(|r| r["event"] == "run.end" || r["event"] == "run.interrupted") {
         return None;
     }
     records[at]["approval_id"].as_str().map(str::to_owned)
@@ -158,8 +160,11 @@ mod tests {
         );
         let resumed = [parked.clone(), json!({"event":"run.resume"})];
         assert_eq!(parked_on(&resumed), Some("wf-1-p1".into()), "a crashed resume is still parked");
-        let ended = [parked, json!({"event":"run.resume"}), json!({"event":"run.end"})];
+        let ended = [parked.clone(), json!({"event":"run.resume"}), json!({"event":"run.end"})];
         assert_eq!(parked_on(&ended), None);
+        let stopped = [parked, json!({"event":"run.resume"}), json!({"event":"run.interrupted"})];
+        assert_eq!(parked_on(&stopped), None, "a stop ended the resumed segment");
+        assert_eq!(started(&stopped), Started::Interrupted);
         assert_eq!(parked_on(&[]), None);
     }
 
