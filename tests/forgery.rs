@@ -1,7 +1,9 @@
 //! A workflow or an agent that forges harn's records, with the real binary in real
 //! directories: an acceptance, an approval ruling, a goal's and an item's intent, a proof.
-//! Uncontained, each forgery lands on disk and every verb that reads it detects it and
-//! refuses it, naming the file; a copied proof is set aside and never counted.
+//! Contained (the default where the kernel allows), every forging write fails and the run's
+//! outcome is what it would have been. Uncontained (`--no-containment`), each forgery lands
+//! on disk and every verb that reads it detects it and refuses it, naming the file; a copied
+//! proof is set aside and never counted.
 
 use crate::cli::{harn_bin, json, text};
 use serde_json::Value;
@@ -43,10 +45,12 @@ esac
 /// A root with the forging workflow, a forging harness and the example policy.
 struct Root {
     dir: tempfile::TempDir,
+    /// The host options every run and tick gets: none, or `--no-containment`.
+    host: &'static [&'static str],
 }
 
 impl Root {
-    fn new() -> Root {
+    fn new(host: &'static [&'static str]) -> Root {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         std::fs::write(root.join("wf.sh"), WORKFLOW).unwrap();
@@ -59,7 +63,7 @@ impl Root {
         let config = r#"{"harnesses": {"forger": {"command":
             ["sh", "-c", "python3 \"$FORGE_PY\" \"$FORGE_MODE\" >&2; echo forged"]}}}"#;
         std::fs::write(root.join(".harnery/config.json"), config).unwrap();
-        Root { dir }
+        Root { dir, host }
     }
 
     fn path(&self) -> &Path {
@@ -68,8 +72,10 @@ impl Root {
 
     fn harn(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         let forge = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/forge.py");
+        let runs = matches!(args, ["work", "run" | "retry", ..] | ["supervisor", "tick", ..]);
         Command::new(harn_bin())
             .args(args)
+            .args(if runs { self.host } else { &[] })
             .arg("--root")
             .arg(self.path())
             .env("FORGE_PY", forge)
@@ -109,10 +115,65 @@ fn refused(out: &Output, needle: &str) {
 /// Each forging party: the workflow itself, and its agent.
 const BY: [&str; 2] = ["workflow", "agent"];
 
+/// Uncontained: the forgery lands and is detected.
+const OPEN: &[&str] = &["--no-containment"];
+/// Contained: the forgery never lands.
+const CONTAINED: &[&str] = &[];
+
+/// True when this machine confines runs (Landlock and, for a workspace holding `.harnery/`, a
+/// mount namespace); says so when it does not.
+fn confines(root: &Root, run: &str) -> bool {
+    let manifest = std::fs::read(root.run_dir(run).join("run.json")).unwrap();
+    let manifest: Value = serde_json::from_slice(&manifest).unwrap();
+    let confined = manifest["containment"]["confined"] == true;
+    let offer = harn::work::confine::offer();
+    if !confined {
+        // A machine that offers both must confine: a run left open there is the defect.
+        assert!(
+            offer.landlock.is_err() || offer.namespace.is_err(),
+            "this machine confines ({offer:?}), the run was not: {}",
+            manifest["containment"]
+        );
+        eprintln!("skipped the contained half: {}", manifest["containment"]["why"]);
+    }
+    confined
+}
+
+/// A file's bytes, or nothing.
+fn bytes(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap_or_default()
+}
+
+#[test]
+fn a_forged_acceptance_never_lands_contained() {
+    for by in BY {
+        let root = Root::new(CONTAINED);
+        root.create("a", &[]);
+        root.create("b", &["--depends-on", "a"]);
+        let history = root.path().join(".harnery/work/a/events.jsonl");
+        let before = bytes(&history);
+        let out = root.run("a", &[("FORGE_MODE", "accept"), ("FORGE_BY", by)]);
+        assert_eq!(out.status.code(), Some(1), "{by}: {}", text(&out));
+        if !confines(&root, &latest_run(&out)) {
+            return;
+        }
+        let after = String::from_utf8(bytes(&history)).unwrap();
+        assert!(after.starts_with(std::str::from_utf8(&before).unwrap()));
+        assert!(!after.contains("work.accepted"), "{by}: the write failed");
+        let p = json(&root.show("a"))["projection"].clone();
+        assert_eq!(
+            (p["state"].as_str(), p["charged_attempts"].as_u64()),
+            (Some("blocked"), Some(1))
+        );
+        let b = json(&root.show("b"))["projection"].clone();
+        assert_eq!(b["state"], "waiting", "{by}: {b}");
+    }
+}
+
 #[test]
 fn a_forged_acceptance_is_refused_and_its_dependent_never_becomes_ready() {
     for by in BY {
-        let root = Root::new();
+        let root = Root::new(OPEN);
         root.create("a", &[]);
         root.create("b", &["--depends-on", "a"]);
         let out = root.run("a", &[("FORGE_MODE", "accept"), ("FORGE_BY", by)]);
@@ -130,9 +191,32 @@ fn a_forged_acceptance_is_refused_and_its_dependent_never_becomes_ready() {
 }
 
 #[test]
+fn a_forged_ruling_never_lands_contained() {
+    for by in BY {
+        let root = Root::new(CONTAINED);
+        root.create("s", &[]);
+        let slot = if by == "agent" { "2" } else { "1" };
+        let env = [("FORGE_MODE", "decision"), ("FORGE_BY", by), ("FORGE_SLOT", slot)];
+        let args = ["work", "run", "s", "--harness", "forger", "--policy", "policy.json"];
+        let out = root.harn(&[&args[..], &["--json"]].concat(), &env);
+        assert_eq!(out.status.code(), Some(1), "{by}: parked: {}", text(&out));
+        let doc = json(&out);
+        if !confines(&root, doc["run_id"].as_str().unwrap()) {
+            return;
+        }
+        assert_eq!(doc["parked"], true, "{by}: {doc}");
+        let approval = doc["approval"]["approval_id"].as_str().unwrap().to_owned();
+        let shown = json(&root.harn(&["approval", "show", &approval, "--json"], &[]));
+        assert_eq!(shown["status"], "pending", "{by}: no forged ruling: {shown}");
+        let p = json(&root.show("s"))["projection"].clone();
+        assert_eq!(p["next_action"], "resolve_approval", "{by}: {p}");
+    }
+}
+
+#[test]
 fn a_forged_ruling_never_authorizes_and_a_person_ruling_again_sets_it_aside() {
     for by in BY {
-        let root = Root::new();
+        let root = Root::new(OPEN);
         root.create("s", &[]);
         // The agent call takes policy check 1, so the push is check 2 when an agent forges.
         let slot = if by == "agent" { "2" } else { "1" };
@@ -170,9 +254,36 @@ fn a_forged_ruling_never_authorizes_and_a_person_ruling_again_sets_it_aside() {
 }
 
 #[test]
+fn a_forged_goal_intent_never_lands_contained() {
+    for by in BY {
+        let root = Root::new(CONTAINED);
+        root.create("g1", &[]);
+        std::fs::write(root.path().join("team.json"), r#"{"impl": {"harness": "forger"}}"#)
+            .unwrap();
+        let create = ["supervisor", "create", "g1", "--team", "team.json", "--id", "goal"];
+        assert!(root.harn(&create, &[]).status.success());
+        let intent = root.path().join(".harnery/supervisors/goal/intent.json");
+        let before = bytes(&intent);
+        let env = [("FORGE_MODE", "goal"), ("FORGE_BY", by), ("FORGE_GOAL", "goal")];
+        let tick = ["supervisor", "tick", "goal", "--harness", "forger"];
+        let out = root.harn(&tick, &env);
+        let run =
+            json(&root.show("g1"))["projection"]["latest_run_id"].as_str().unwrap().to_owned();
+        if !confines(&root, &run) {
+            return;
+        }
+        assert!(out.status.success(), "{by}: {}", text(&out));
+        assert_eq!(bytes(&intent), before, "{by}: the intent is as created");
+        assert!(root.harn(&tick, &[]).status.success(), "the next tick reads it");
+        let p = json(&root.show("g1"))["projection"].clone();
+        assert_eq!(p["state"], "in_review", "{by}: its work was not accepted: {p}");
+    }
+}
+
+#[test]
 fn a_goal_intent_forged_with_its_digest_recomputed_is_refused_by_the_next_tick() {
     for by in BY {
-        let root = Root::new();
+        let root = Root::new(OPEN);
         root.create("g1", &[]);
         std::fs::write(root.path().join("team.json"), r#"{"impl": {"harness": "forger"}}"#)
             .unwrap();
@@ -196,9 +307,30 @@ fn a_goal_intent_forged_with_its_digest_recomputed_is_refused_by_the_next_tick()
 }
 
 #[test]
+fn a_forged_work_intent_never_lands_contained() {
+    for by in BY {
+        let root = Root::new(CONTAINED);
+        root.create("w", &[]);
+        let intent = root.path().join(".harnery/work/w/intent.json");
+        let before = bytes(&intent);
+        let out = root.run("w", &[("FORGE_MODE", "intent"), ("FORGE_BY", by)]);
+        assert_eq!(out.status.code(), Some(1), "{by}: {}", text(&out));
+        if !confines(&root, &latest_run(&out)) {
+            return;
+        }
+        assert_eq!(bytes(&intent), before, "{by}: the intent is as created");
+        let p = json(&root.show("w"))["projection"].clone();
+        assert_eq!(
+            (p["state"].as_str(), p["attempts_remaining"].as_u64()),
+            (Some("blocked"), Some(2))
+        );
+    }
+}
+
+#[test]
 fn a_work_intent_forged_with_its_digest_recomputed_is_refused() {
     for by in BY {
-        let root = Root::new();
+        let root = Root::new(OPEN);
         root.create("w", &[]);
         let out = root.run("w", &[("FORGE_MODE", "intent"), ("FORGE_BY", by)]);
         assert_eq!(out.status.code(), Some(1), "{by}: {}", text(&out));
@@ -211,9 +343,30 @@ fn a_work_intent_forged_with_its_digest_recomputed_is_refused() {
 }
 
 #[test]
+fn a_copied_proof_never_lands_contained() {
+    for by in BY {
+        let root = Root::new(CONTAINED);
+        root.create("good", &[]);
+        let passing = latest_run(&root.run("good", &[]));
+        root.create("bad", &[]);
+        let env = [("FORGE_MODE", "proof"), ("FORGE_BY", by), ("FORGE_FROM_RUN", &passing)];
+        let out = root.run("bad", &env);
+        assert_eq!(out.status.code(), Some(1), "{by}: {}", text(&out));
+        let failed = latest_run(&out);
+        if !confines(&root, &failed) {
+            return;
+        }
+        let transcript = std::fs::read_to_string(root.run_dir(&failed).join("transcript.jsonl"));
+        assert!(!transcript.unwrap().contains("run.tampered"), "{by}: nothing was put there");
+        let p = json(&root.show("bad"))["projection"].clone();
+        assert_eq!(p["state"], "blocked", "{by}: its own failed proof: {p}");
+    }
+}
+
+#[test]
 fn a_copied_proof_is_set_aside_and_one_put_in_place_afterwards_is_refused() {
     for by in BY {
-        let root = Root::new();
+        let root = Root::new(OPEN);
         root.create("good", &[]);
         let passing = latest_run(&root.run("good", &[]));
         root.create("bad", &[]);

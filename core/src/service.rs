@@ -45,6 +45,9 @@ pub struct EngineOptions {
     pub policy: Option<FrozenPolicy>,
     /// Each run's wall-clock budget, in seconds.
     pub timeout_secs: u64,
+    /// True when runs are started unconfined (`--no-containment`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub no_containment: bool,
 }
 
 /// `config.json`: what the service was enrolled with.

@@ -15,11 +15,21 @@ struct Config {
     schema_version: Option<u32>,
     #[serde(default)]
     harnesses: BTreeMap<String, HarnessSpec>,
+    #[serde(default)]
+    containment: ContainmentConfig,
 }
 
-/// Resolves harness `name` against the root's declared harnesses and the presets, frozen by
-/// value with a relative program path made absolute against the root.
-pub fn frozen_harness(root: &Path, name: &str) -> Result<FrozenHarness, String> {
+/// `containment`: what every confined run of this root may write besides its workspace, its
+/// temporary directory and its harnesses' state (`~/` is the home directory, a relative path
+/// is taken from the root).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ContainmentConfig {
+    #[serde(default)]
+    writable: Vec<String>,
+}
+
+fn read_config(root: &Path) -> Result<Config, String> {
     let path = root.join(".harnery/config.json");
     let config = match crate::private::read_below(root, &path) {
         Ok(Some(bytes)) => serde_json::from_slice::<Config>(&bytes)
@@ -30,6 +40,19 @@ pub fn frozen_harness(root: &Path, name: &str) -> Result<FrozenHarness, String> 
     if let Some(v) = config.schema_version.filter(|&v| v != 1) {
         return Err(format!("{}: schema_version {v} is not supported (1 is)", path.display()));
     }
+    Ok(config)
+}
+
+/// The paths `.harnery/config.json` lets every confined run write (`containment.writable`).
+pub fn writable(root: &Path) -> Result<Vec<String>, String> {
+    Ok(read_config(root)?.containment.writable)
+}
+
+/// Resolves harness `name` against the root's declared harnesses and the presets, frozen by
+/// value with a relative program path made absolute against the root.
+pub fn frozen_harness(root: &Path, name: &str) -> Result<FrozenHarness, String> {
+    let path = root.join(".harnery/config.json");
+    let config = read_config(root)?;
     let mut spec =
         resolve(name, &config.harnesses).map_err(|e| format!("{}: {e}", path.display()))?;
     let program = Path::new(&spec.command[0]);

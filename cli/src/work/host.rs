@@ -5,7 +5,7 @@
 
 use super::agent_call::CallGroups;
 use super::calls::Calls;
-use super::confine::Confine;
+use super::confine::{Confine, Temp};
 use super::hold::RunHold;
 use super::process::{
     kill_group, kill_groups, program, read_lines, send, signal_groups, spawn, writer, Groups,
@@ -16,6 +16,7 @@ use harn_core::journal::JournalWriter;
 use harn_core::work::live::LiveRun;
 use harn_core::workflow::agent::CallOutcome;
 use harn_core::workflow::approval::ApprovalRequest;
+use harn_core::workflow::containment::{self, Containment, Need};
 use harn_core::workflow::protocol::FromWorkflow;
 use harn_core::workflow::run::{HostAction, Parked, ProcessEnd, RunFold, RunManifest};
 use harn_core::workflow::transcript;
@@ -94,8 +95,12 @@ fn drive(
     hold: &RunHold,
 ) -> Result<SegmentEnd, StoreError> {
     let mut transcript = Transcript::open(store, &m.run_id)?;
-    let confine = Confine { cgroup: hold.leaf.clone() };
-    let mut child = match spawn(store, m, &confine) {
+    let confined = confinement(store, m, hold);
+    let spawned = match &confined {
+        Ok((confine, _, _)) => spawn(store, m, confine),
+        Err(e) => Err(std::io::Error::other(e.to_string())),
+    };
+    let mut child = match spawned {
         Ok(child) => child,
         Err(e) => {
             let missing = e.kind() == std::io::ErrorKind::NotFound;
@@ -106,6 +111,7 @@ fn drive(
             return Ok(SegmentEnd::Finished(Box::new(fold), end));
         }
     };
+    let (confine, _temp, contained) = confined.expect("spawned, so confined as planned");
     let pgid = child.id() as i32;
     // Declared before the groups' guard, so the group is killed before it is forgotten.
     let _tracked = crate::children::track(pgid);
@@ -130,8 +136,10 @@ fn drive(
     read_lines(child.stdout.take().expect("stdout is piped"), tx.clone());
     let event = if start["resume"].is_null() { "run.start" } else { "run.resume" };
     let held = json!({ "holding": hold.holding(), "cgroup": hold.leaf, "why": hold.why_not });
-    transcript
-        .record(store, json!({ "event": event, "pid": pgid, "start": start, "held": held }))?;
+    let body = json!({
+        "event": event, "pid": pgid, "start": start, "held": held, "containment": contained,
+    });
+    transcript.record(store, body)?;
     send(&stdin, start);
     let waiter = tx.clone();
     std::thread::spawn(move || {
@@ -263,6 +271,46 @@ fn drive(
         _ => ProcessEnd::Exited { code, signal, timed_out },
     };
     Ok(SegmentEnd::Finished(Box::new(fold), end))
+}
+
+/// How this segment's children are confined: the core's plan over what the machine offers,
+/// for the run's workspace, a fresh private `TMPDIR` and the writable paths its manifest
+/// froze. A run whose policy requires containment is not spawned where it cannot be had; a
+/// run started before harn confined runs resumes as it started, unconfined.
+fn confinement(
+    store: &Store,
+    m: &RunManifest,
+    hold: &RunHold,
+) -> Result<(Confine, Temp, Containment), String> {
+    let temp = Temp::create(m.run_id.as_str())?;
+    let root = store.root().display().to_string();
+    let planned = m.containment.clone();
+    let off = match &planned {
+        None => Some("a run started before harn confined runs".to_owned()),
+        Some(c) if c.turned_off => Some("--no-containment".to_owned()),
+        Some(_) => None,
+    };
+    let planned = planned.unwrap_or_default();
+    let need = Need {
+        workspace: m.cwd.clone().unwrap_or_else(|| root.clone()),
+        root,
+        temp: temp.0.display().to_string(),
+        writable: planned.writable.clone(),
+        off,
+    };
+    let plan = containment::plan(&need, &super::confine::offer());
+    if let Some(policy) = &m.policy {
+        containment::check(policy.policy.containment, &plan.record)?;
+    }
+    let confine = Confine::prepare(&plan, hold.leaf.clone(), Some(temp.0.clone()))?;
+    let record = Containment {
+        holding: hold.holding(),
+        holding_why: hold.why_not.clone(),
+        writable: planned.writable,
+        turned_off: planned.turned_off,
+        ..plan.record
+    };
+    Ok((confine, temp, record))
 }
 
 /// How often a running host looks for a cancel in its item's history.

@@ -52,6 +52,11 @@ pub struct HostArgs {
     /// relative path is taken from the root.
     #[arg(long)]
     pub cwd: Option<PathBuf>,
+    /// Run the workflow and its agents unconfined: they may write anywhere the user may,
+    /// `.harnery/` included (recorded in run.json and the proof; refused by a policy that
+    /// requires containment).
+    #[arg(long)]
+    pub no_containment: bool,
 }
 
 impl HostArgs {
@@ -134,7 +139,10 @@ impl HostArgs {
         };
         let isolation: Isolation = serde_json::from_value(serde_json::json!(self.isolation))
             .expect("clap checked the value");
+        let writable = super::config::writable(store.root())?;
         Ok(RunLimits {
+            writable,
+            no_containment: self.no_containment,
             policy,
             approval_to,
             cwd,

@@ -55,6 +55,10 @@ pub struct RunLimits {
     pub isolation: harn_core::workflow::run::Isolation,
     /// The workflow's and its calls' working directory (absolute), if not the root.
     pub cwd: Option<String>,
+    /// What the root's configuration lets every confined run write (unresolved).
+    pub writable: Vec<String>,
+    /// True when the operator turned confinement off (`--no-containment`).
+    pub no_containment: bool,
     /// What the dispatching goal's earlier runs spent on agent calls, for `scope: goal`
     /// cost rules; `None` for a run no goal dispatched.
     pub goal_spent_micro_usd: Option<u64>,
@@ -110,6 +114,13 @@ pub fn run_attempt(
         let end = run_segment(store, &manifest, &start, fold)?;
         return finish(store, &item, &manifest, end, actor);
     }
+    // A policy that requires containment refuses a run this machine cannot confine, before
+    // anything is recorded.
+    let containment = planned_containment(store.root(), limits);
+    if let Some(policy) = &limits.policy {
+        harn_core::workflow::containment::check(policy.policy.containment, &containment)
+            .map_err(Refusal::NotNow)?;
+    }
     let options = RunManifest {
         schema_version: RUN_VERSION,
         run_id: store.new_run_id(),
@@ -131,7 +142,7 @@ pub fn run_attempt(
         cwd: limits.cwd.clone(),
         context: None,
         goal_spent_micro_usd: limits.goal_spent_micro_usd,
-        containment: Some(planned_containment()),
+        containment: Some(containment.clone()),
     };
     let (manifest, start) = store
         .ledger()
@@ -193,13 +204,34 @@ fn check_digest(path: &str, frozen: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// What a run started now would be contained by, for its manifest.
-fn planned_containment() -> harn_core::workflow::containment::Containment {
+/// What a run with these limits, started now, would be contained by, for its manifest: the
+/// core's plan over what this machine offers, with the writable paths resolved.
+fn planned_containment(
+    root: &std::path::Path,
+    limits: &RunLimits,
+) -> harn_core::workflow::containment::Containment {
     let (holding, holding_why) = super::hold::planned();
+    let mut writable = Vec::new();
+    let harnesses = limits.harness.iter().map(|h| &h.spec).chain(limits.harnesses.values());
+    for path in harnesses.flat_map(|h| h.writable.iter()).chain(&limits.writable) {
+        let resolved = super::confine::resolve(root, path);
+        if !writable.contains(&resolved) {
+            writable.push(resolved);
+        }
+    }
+    let need = harn_core::workflow::containment::Need {
+        root: root.display().to_string(),
+        workspace: limits.cwd.clone().unwrap_or_else(|| root.display().to_string()),
+        temp: std::env::temp_dir().join("harn-run").display().to_string(),
+        writable: writable.clone(),
+        off: limits.no_containment.then(|| "--no-containment".to_owned()),
+    };
+    let plan = harn_core::workflow::containment::plan(&need, &super::confine::offer());
     harn_core::workflow::containment::Containment {
         holding,
         holding_why,
-        why: Some("confinement of runs is not available yet".to_owned()),
-        ..Default::default()
+        writable,
+        turned_off: limits.no_containment,
+        ..plan.record
     }
 }

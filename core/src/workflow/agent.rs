@@ -65,6 +65,11 @@ pub struct HarnessSpec {
     /// Kill it after this long without a line of output (streaming dialects only).
     #[serde(default = "default_idle")]
     pub idle_timeout_ms: u64,
+    /// Paths outside the workspace the program must write (its own state: sessions, logs,
+    /// credentials being refreshed); `~/` is the home directory. A confined run may write
+    /// these and nothing else outside its workspace and temporary directory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable: Vec<String>,
 }
 
 fn is_text(k: &Kind) -> bool {
@@ -82,7 +87,13 @@ fn default_idle() -> u64 {
 impl HarnessSpec {
     /// A text harness running `command`.
     pub fn text(command: Vec<String>, timeout_ms: u64) -> HarnessSpec {
-        HarnessSpec { command, kind: Kind::Text, timeout_ms, idle_timeout_ms: IDLE_TIMEOUT_MS }
+        HarnessSpec {
+            command,
+            kind: Kind::Text,
+            timeout_ms,
+            idle_timeout_ms: IDLE_TIMEOUT_MS,
+            writable: Vec::new(),
+        }
     }
 }
 
@@ -90,23 +101,28 @@ impl HarnessSpec {
 /// stream of JSON events) and `codex` (`codex exec --json`, allowed outside a git repository;
 /// `codex exec` refuses otherwise).
 pub fn presets() -> BTreeMap<String, HarnessSpec> {
-    let spec = |kind, argv: &[&str]| HarnessSpec {
+    let spec = |kind, argv: &[&str], writable: &[&str]| HarnessSpec {
         command: argv.iter().map(|s| s.to_string()).collect(),
         kind,
         timeout_ms: AGENT_TIMEOUT_MS,
         idle_timeout_ms: IDLE_TIMEOUT_MS,
+        writable: writable.iter().map(|s| s.to_string()).collect(),
     };
+    // Where each program keeps its state: Claude Code its sessions, settings and credentials
+    // in ~/.claude and its account and project state in ~/.claude.json; Codex everything in
+    // ~/.codex.
     BTreeMap::from([
         (
             "claude-code".to_owned(),
             spec(
                 Kind::ClaudeCode,
                 &["claude", "-p", "--output-format", "stream-json", "--verbose"],
+                &["~/.claude", "~/.claude.json"],
             ),
         ),
         (
             "codex".to_owned(),
-            spec(Kind::Codex, &["codex", "exec", "--json", "--skip-git-repo-check"]),
+            spec(Kind::Codex, &["codex", "exec", "--json", "--skip-git-repo-check"], &["~/.codex"]),
         ),
     ])
 }

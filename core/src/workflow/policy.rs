@@ -124,7 +124,16 @@ pub struct Spent {
 #[serde(deny_unknown_fields)]
 pub struct Policy {
     /// The rules.
+    #[serde(default)]
     pub rules: Vec<Rule>,
+    /// Whether a run must be confined (`required`) or is confined where the machine allows
+    /// (`preferred`, the default, left out of the digest so older policies keep theirs).
+    #[serde(default, skip_serializing_if = "is_preferred")]
+    pub containment: super::containment::Requirement,
+}
+
+fn is_preferred(r: &super::containment::Requirement) -> bool {
+    *r == super::containment::Requirement::Preferred
 }
 
 /// A policy as frozen into a run: its normalized content and the digest of that content.

@@ -187,6 +187,7 @@ fn enroll(store: &mut Store, a: &EnrollArgs) -> Result<Enrollment, (i32, String)
         approval_to: limits.approval_to.clone(),
         policy: limits.policy.clone(),
         timeout_secs: a.host.timeout_secs,
+        no_containment: a.host.no_containment,
     };
     let config = ServiceConfig {
         schema_version: SERVICE_VERSION,
@@ -228,6 +229,7 @@ pub(crate) fn host_args(config: &ServiceConfig) -> HostArgs {
         approval_to: e.approval_to.clone(),
         isolation: json!(e.isolation).as_str().unwrap_or("shared").into(),
         cwd: e.cwd.as_ref().map(PathBuf::from),
+        no_containment: e.no_containment,
     }
 }
 
