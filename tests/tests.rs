@@ -3,6 +3,7 @@ mod bounded;
 mod charging;
 mod cli;
 mod conformance;
+mod containment;
 mod dash;
 mod determinism;
 mod forgery;

@@ -47,6 +47,11 @@ impl Specialists for RealSpecialists<'_> {
             .ok_or_else(|| (None, format!("harness {} is not available", d.harness)))?;
         // A planner or a reviewer reads; it does not change the workspace.
         d.profile.access = harn_core::workflow::adapter::Access::ReadOnly;
+        let planned = crate::work::runner::planned_containment(self.root, limits);
+        let off = limits.no_containment.then(|| "--no-containment".to_owned());
+        let (confine, _temp) =
+            crate::work::confine::for_reader(self.root, planned.writable, off, label)
+                .map_err(|e| (Some(FailureClass::Environment), e))?;
         let running = Mutex::new(CallGroups::default());
         let ctx = CallContext {
             root: self.root,
@@ -54,7 +59,7 @@ impl Specialists for RealSpecialists<'_> {
             billing: limits.billing,
             running: &running,
             progress: &|_| {},
-            confine: &crate::work::confine::Confine::default(),
+            confine: &confine,
         };
         let outcome = match crate::work::calls::preflight_once(&d.harness, &spec, limits.billing) {
             Ok(()) => call_checked(&ctx, &d, &spec, None, None),

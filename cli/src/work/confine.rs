@@ -334,3 +334,25 @@ impl Drop for Temp {
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
+
+/// The confinement of a call that only reads the workspace (a goal's planner or reviewer):
+/// it may write its private `TMPDIR` and its harness's own state, nothing of the root.
+pub fn for_reader(
+    root: &std::path::Path,
+    writable: Vec<String>,
+    off: Option<String>,
+    label: &str,
+) -> Result<(Confine, Temp), String> {
+    let temp = Temp::create(label)?;
+    let dir = temp.0.display().to_string();
+    let need = harn_core::workflow::containment::Need {
+        root: root.display().to_string(),
+        workspace: dir.clone(),
+        temp: dir,
+        writable,
+        off,
+    };
+    let plan = harn_core::workflow::containment::plan(&need, &offer());
+    let confine = Confine::prepare(&plan, None, Some(temp.0.clone()))?;
+    Ok((confine, temp))
+}

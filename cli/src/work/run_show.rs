@@ -93,6 +93,18 @@ pub fn run(cmd: RunCmd) -> i32 {
     if let Some(cwd) = &manifest.cwd {
         outln!("  cwd        {cwd}");
     }
+    // What the last segment reached; before its end only the plan is known.
+    let reached = proof.as_ref().and_then(|p| p.containment.clone());
+    match reached.as_ref().or(manifest.containment.as_ref()) {
+        Some(c) => {
+            let planned = if reached.is_none() { " (planned)" } else { "" };
+            outln!("  contained  {}{planned}", c.summary());
+            let holding = json!(c.holding);
+            let why = c.holding_why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default();
+            outln!("  processes  held by {}{why}", holding.as_str().unwrap_or(""));
+        }
+        None => outln!("  contained  none (a run started before harn confined runs)"),
+    }
     if let Some(h) = &manifest.harness {
         outln!("  harness    {} ({})", h.name, h.spec.command.join(" "));
     }

@@ -206,7 +206,7 @@ fn check_digest(path: &str, frozen: &str) -> Result<(), String> {
 
 /// What a run with these limits, started now, would be contained by, for its manifest: the
 /// core's plan over what this machine offers, with the writable paths resolved.
-fn planned_containment(
+pub(crate) fn planned_containment(
     root: &std::path::Path,
     limits: &RunLimits,
 ) -> harn_core::workflow::containment::Containment {

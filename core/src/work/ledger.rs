@@ -712,8 +712,13 @@ impl<F: Fs> Ledger<F> {
         end: &crate::workflow::run::ProcessEnd,
         now: WallTime,
     ) -> Result<Proof, String> {
-        let proof = fold.finish(manifest, &item.intent, end, now);
+        let mut proof = fold.finish(manifest, &item.intent, end, now);
         let run_id = &manifest.run_id;
+        // The containment the last segment reached, as its host recorded it at the spawn;
+        // the manifest holds only what was planned.
+        if let Some(reached) = self.transcript(run_id).ok().and_then(|r| transcript::reached(&r)) {
+            proof.containment = Some(reached);
+        }
         let dir = run_dir(run_id);
         // Only this run's host writes its proof, and only here; a proof already in place was
         // put there by someone else. It is kept aside as evidence and never counted.

@@ -102,6 +102,14 @@ pub fn started(records: &[Value]) -> Started {
     state
 }
 
+/// The containment the run's last segment reached: the `containment` of its last
+/// `run.start` or `run.resume`, when that record has one.
+pub fn reached(records: &[Value]) -> Option<super::containment::Containment> {
+    let segment =
+        records.iter().rev().find(|r| r["event"] == "run.start" || r["event"] == "run.resume")?;
+    serde_json::from_value(segment.get("containment")?.clone()).ok()
+}
+
 /// The approvals the run asked for, in the order asked.
 pub fn approvals_asked(records: &[Value]) -> Vec<String> {
     records
