@@ -26,3 +26,4 @@ mod work;
 mod work_agents;
 mod work_approval;
 mod work_run;
+mod worktree;

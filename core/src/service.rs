@@ -48,6 +48,12 @@ pub struct EngineOptions {
     /// True when runs are started unconfined (`--no-containment`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub no_containment: bool,
+    /// Where items' worktrees are made under `--isolation worktree` (absolute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_root: Option<String>,
+    /// The commit new worktree branches start from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
 }
 
 /// `config.json`: what the service was enrolled with.

@@ -292,6 +292,7 @@ impl WorkWorld {
             cwd: None,
             context: None,
             goal_spent_micro_usd: None,
+            workspace: None,
             containment: None,
         }
     }

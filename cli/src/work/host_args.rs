@@ -44,8 +44,9 @@ pub struct HostArgs {
     /// (default: $USER).
     #[arg(long)]
     pub approval_to: Option<String>,
-    /// The boundary the run works inside, as you declare it (recorded in run.json, not
-    /// enforced): shared, worktree, sandbox, remote.
+    /// Where the run's changes land: shared (the repository's working tree), worktree (the
+    /// item's own git worktree on branch harn/<id>, made by harn and reused by its retries,
+    /// never merged by it); sandbox and remote are recorded as you declare them.
     #[arg(long, default_value = "shared", value_parser = ["shared", "worktree", "sandbox", "remote"])]
     pub isolation: String,
     /// The working directory of the workflow and its agent calls (default: the root); a
@@ -57,6 +58,13 @@ pub struct HostArgs {
     /// requires containment).
     #[arg(long)]
     pub no_containment: bool,
+    /// Under --isolation worktree: the directory the items' worktrees are made in (default:
+    /// `<repository>.worktrees` beside the repository); a relative path is taken from the root.
+    #[arg(long, value_name = "DIR")]
+    pub workspace_root: Option<PathBuf>,
+    /// Under --isolation worktree: the commit a new item's branch starts from (default: HEAD).
+    #[arg(long, value_name = "REV")]
+    pub base: Option<String>,
 }
 
 impl HostArgs {
@@ -140,7 +148,18 @@ impl HostArgs {
         let isolation: Isolation = serde_json::from_value(serde_json::json!(self.isolation))
             .expect("clap checked the value");
         let writable = super::config::writable(store.root())?;
+        let worktree = isolation == Isolation::Worktree;
+        if !worktree && (self.workspace_root.is_some() || self.base.is_some()) {
+            return Err("--workspace-root and --base take --isolation worktree".into());
+        }
+        if worktree && self.cwd.is_some() {
+            return Err("--cwd contradicts --isolation worktree: the item's worktree is the \
+                        working directory"
+                .into());
+        }
         Ok(RunLimits {
+            workspace_root: self.workspace_root.as_ref().map(|p| store.root().join(p)),
+            base: self.base.clone(),
             writable,
             no_containment: self.no_containment,
             policy,

@@ -17,3 +17,4 @@ pub mod run_cmd;
 pub mod run_show;
 pub mod runner;
 pub mod store;
+pub mod worktree;

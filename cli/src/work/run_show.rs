@@ -93,6 +93,20 @@ pub fn run(cmd: RunCmd) -> i32 {
     if let Some(cwd) = &manifest.cwd {
         outln!("  cwd        {cwd}");
     }
+    if let Some(ws) = &manifest.workspace {
+        let again = if ws.reused { ", found again" } else { "" };
+        outln!("  worktree   {} on {} from {}{again}", ws.path, ws.branch, short(&ws.base_commit));
+    }
+    if let Some(a) = proof.as_ref().and_then(|p| p.workspace.as_ref()) {
+        let left = if a.uncommitted { ", changes left uncommitted" } else { "" };
+        outln!(
+            "  final      {}: {} bytes of diff over {} files (sha256 {}){left}",
+            short(&a.final_commit),
+            a.diff_bytes,
+            a.files_changed,
+            short(&a.diff_sha256)
+        );
+    }
     // What the last segment reached; before its end only the plan is known.
     let reached = proof.as_ref().and_then(|p| p.containment.clone());
     match reached.as_ref().or(manifest.containment.as_ref()) {
@@ -327,4 +341,9 @@ fn follow(store: &mut Store, run_id: &str) -> i32 {
             }
         }
     }
+}
+
+/// The first 12 characters of a commit or a digest.
+fn short(hex: &str) -> &str {
+    &hex[..hex.len().min(12)]
 }

@@ -59,6 +59,10 @@ pub struct RunLimits {
     pub writable: Vec<String>,
     /// True when the operator turned confinement off (`--no-containment`).
     pub no_containment: bool,
+    /// Where items' worktrees are made, under `--isolation worktree`.
+    pub workspace_root: Option<std::path::PathBuf>,
+    /// The commit new worktree branches start from.
+    pub base: Option<String>,
     /// What the dispatching goal's earlier runs spent on agent calls, for `scope: goal`
     /// cost rules; `None` for a run no goal dispatched.
     pub goal_spent_micro_usd: Option<u64>,
@@ -114,6 +118,26 @@ pub fn run_attempt(
         let end = run_segment(store, &manifest, &start, fold)?;
         return finish(store, &item, &manifest, end, actor);
     }
+    // Under worktree isolation the item's own worktree is made (or found again) first: it
+    // is the run's working directory, and the repository's git directory is writable too.
+    let (limits, workspace) = match limits.isolation {
+        harn_core::workflow::run::Isolation::Worktree => {
+            let options = super::worktree::Options {
+                root: limits.workspace_root.as_deref(),
+                base: limits.base.as_deref(),
+                recorded_base: recorded_base(store, &item),
+                open: limits.no_containment,
+            };
+            let ws = super::worktree::prepare(store.root(), id, &options)
+                .map_err(|e| Refusal::NotNow(format!("{e}; no attempt was recorded")))?;
+            let mut within = limits.clone();
+            within.cwd = Some(ws.path.clone());
+            within.writable.push(ws.git_dir.clone());
+            (std::borrow::Cow::Owned(within), Some(ws))
+        }
+        _ => (std::borrow::Cow::Borrowed(limits), None),
+    };
+    let limits = limits.as_ref();
     // A policy that requires containment refuses a run this machine cannot confine, before
     // anything is recorded.
     let containment = planned_containment(store.root(), limits);
@@ -142,6 +166,7 @@ pub fn run_attempt(
         cwd: limits.cwd.clone(),
         context: None,
         goal_spent_micro_usd: limits.goal_spent_micro_usd,
+        workspace,
         containment: Some(containment.clone()),
     };
     let (manifest, start) = store
@@ -156,6 +181,22 @@ pub fn run_attempt(
     drop(lock);
     let end = run_segment(store, &manifest, &start, manifest.fold())?;
     finish(store, &item, &manifest, end, actor)
+}
+
+/// The base commit the item's latest earlier attempt recorded for its worktree.
+fn recorded_base(store: &mut Store, item: &Item) -> Option<String> {
+    let runs = item.events.iter().rev().filter_map(|e| match &e.kind {
+        harn_core::work::events::EventKind::AttemptStarted { run_id, .. } => Some(run_id.clone()),
+        _ => None,
+    });
+    for run in runs.collect::<Vec<_>>() {
+        if let Ok((Some(m), _)) = store.ledger().run_records(&run) {
+            if let Some(ws) = m.workspace {
+                return Some(ws.base_commit);
+            }
+        }
+    }
+    None
 }
 
 fn refusal(r: ledger::Refusal) -> Refusal {
@@ -174,7 +215,16 @@ fn finish(
     actor: &str,
 ) -> Result<Ended, Refusal> {
     let ended = match end {
-        SegmentEnd::Finished(fold, end) => {
+        SegmentEnd::Finished(mut fold, end) => {
+            if let Some(ws) = &manifest.workspace {
+                let open = manifest.containment.as_ref().is_some_and(|c| c.turned_off);
+                match super::worktree::attest(ws, store.root(), open) {
+                    Ok(attested) => fold.attest(attested),
+                    Err(e) => {
+                        errln!("harn: warning: the worktree {} was not attested: {e}", ws.path)
+                    }
+                }
+            }
             let now = store.now();
             let proof = store
                 .ledger()

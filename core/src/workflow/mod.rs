@@ -3,7 +3,7 @@
 //! decisions: which attempt may start, its manifest, its proof and its inspection (`run`);
 //! agent harnesses and how a call's ending is classified (`agent`); specialist teams and
 //! how a request becomes a dispatch (`team`); host policy verdicts (`policy`) and the JSON
-//! schema check of agent replies (`schema`).
+//! schema check of agent replies (`schema`); a work item's own git worktree (`workspace`).
 
 pub mod acceptance;
 pub mod adapter;
@@ -16,3 +16,4 @@ pub mod run;
 pub mod schema;
 pub mod team;
 pub mod transcript;
+pub mod workspace;

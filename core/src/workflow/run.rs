@@ -175,11 +175,13 @@ pub struct RunManifest {
     /// recorded it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<super::containment::Containment>,
+    /// The item's own worktree, under `--isolation worktree`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<super::workspace::Workspace>,
 }
 
-/// Where a run's changes land, as the operator declares it. harn records the declaration in
-/// the manifest and the proof's reader sees it; harn does not itself create worktrees or
-/// sandboxes.
+/// Where a run's changes land. `worktree` is made by harn (an item's own git worktree and
+/// branch); `sandbox` and `remote` are the operator's declaration, recorded, not enforced.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Isolation {
@@ -434,6 +436,9 @@ pub struct Proof {
     /// What contained the run's processes (from its manifest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<super::containment::Containment>,
+    /// The item's worktree as the run left it, under `--isolation worktree`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<super::workspace::Attestation>,
 }
 
 /// The policy part of a proof.
@@ -595,6 +600,8 @@ pub struct RunFold {
     denied: Option<String>,
     /// The harness of each call in flight.
     in_flight: BTreeMap<String, String>,
+    /// The worktree as the segment left it, attested by the host before the proof.
+    attested: Option<super::workspace::Attestation>,
     requested: std::collections::BTreeSet<String>,
     calls: Vec<CallRecord>,
     declared: Vec<Criterion>,
@@ -667,6 +674,11 @@ impl RunFold {
         self.rulings = state.rulings;
         self.spent.run_micro_usd = state.spent.run_micro_usd;
         self.spent.unknown_calls = state.spent.unknown_calls;
+    }
+
+    /// Records what the host found in the item's worktree at the segment's end.
+    pub fn attest(&mut self, attestation: super::workspace::Attestation) {
+        self.attested = Some(attestation);
     }
 
     /// True once the workflow sent its `result`.
@@ -858,6 +870,7 @@ impl RunFold {
             usage,
             policy,
             containment: m.containment.clone(),
+            workspace: self.attested,
         }
     }
 }
@@ -954,6 +967,7 @@ pub fn fuzz_run_fold(data: &[u8]) {
         cwd: None,
         context: None,
         goal_spent_micro_usd: None,
+        workspace: None,
         containment: None,
     };
     let intent = WorkIntent {

@@ -188,6 +188,8 @@ fn enroll(store: &mut Store, a: &EnrollArgs) -> Result<Enrollment, (i32, String)
         policy: limits.policy.clone(),
         timeout_secs: a.host.timeout_secs,
         no_containment: a.host.no_containment,
+        workspace_root: limits.workspace_root.as_ref().map(|p| p.display().to_string()),
+        base: limits.base.clone(),
     };
     let config = ServiceConfig {
         schema_version: SERVICE_VERSION,
@@ -230,6 +232,8 @@ pub(crate) fn host_args(config: &ServiceConfig) -> HostArgs {
         isolation: json!(e.isolation).as_str().unwrap_or("shared").into(),
         cwd: e.cwd.as_ref().map(PathBuf::from),
         no_containment: e.no_containment,
+        workspace_root: e.workspace_root.as_ref().map(PathBuf::from),
+        base: e.base.clone(),
     }
 }
 

@@ -30,6 +30,7 @@ fn manifest() -> RunManifest {
         cwd: None,
         context: None,
         goal_spent_micro_usd: None,
+        workspace: None,
         containment: None,
     }
 }

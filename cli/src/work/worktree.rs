@@ -1,0 +1,218 @@
+//! An item's own git worktree under `--isolation worktree`: made (or found again) before an
+//! attempt, attested at a segment's end. harn never merges or removes it: the branch waits
+//! for a person or a later workflow.
+//!
+//! Every git command here runs confined as the run is: a run may write the repository's git
+//! directory (its config, its hooks, `.gitattributes` filters), so what git does on harn's
+//! behalf stays inside the same wall.
+
+use super::confine::{Confine, Temp};
+use harn_core::ids::Id;
+use harn_core::workflow::containment::{self, Need};
+use harn_core::workflow::workspace::{self, Attestation, Workspace};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Where and from what an item's worktree is made.
+pub struct Options<'a> {
+    /// The worktrees' directory; `None` means beside the repository.
+    pub root: Option<&'a Path>,
+    /// The commit a new branch starts from; `None` means the repository's `HEAD`.
+    pub base: Option<&'a str>,
+    /// The base an earlier attempt recorded, for a worktree found again.
+    pub recorded_base: Option<String>,
+    /// True when runs are not confined (`--no-containment`): neither are these commands.
+    pub open: bool,
+}
+
+/// Makes item `id`'s worktree on its branch, or finds the one an earlier attempt made,
+/// holding the repository's worktree lock so two items starting together do not race.
+pub fn prepare(root: &Path, id: &Id, o: &Options<'_>) -> Result<Workspace, String> {
+    let repo = git_text(root, None, &["rev-parse", "--show-toplevel"]).map_err(|e| {
+        format!("--isolation worktree: {} is not in a git repository: {e}", root.display())
+    })?;
+    let git_dir =
+        git_text(root, None, &["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
+    let dir = match o.root {
+        Some(r) => r.to_path_buf(),
+        None => PathBuf::from(workspace::default_root(&repo)),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let dir = std::fs::canonicalize(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = workspace::path(&dir.display().to_string(), id);
+    let branch = workspace::branch(id);
+    let confine = confined(root, &dir, &git_dir, o.open, id.as_str())?;
+    let _lock = lock(&git_dir)?;
+    let c = Some(&confine.0);
+    if Path::new(&path).exists() {
+        let on = git_text(Path::new(&path), c, &["rev-parse", "--abbrev-ref", "HEAD"])?;
+        let common = git_text(
+            Path::new(&path),
+            c,
+            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
+        )?;
+        if on != branch || common != git_dir {
+            return Err(format!(
+                "{path} exists but is not this repository's worktree on {branch} (it is on {on}, \
+                 of {common}); move it aside or give --workspace-root"
+            ));
+        }
+        let base = match &o.recorded_base {
+            Some(b) => b.clone(),
+            None => git_text(root, c, &["merge-base", "HEAD", &branch])?,
+        };
+        return Ok(Workspace { path, branch, base_commit: base, git_dir, reused: true });
+    }
+    let has_branch =
+        git(root, c, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{branch}")])
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+    let base = if has_branch {
+        match &o.recorded_base {
+            Some(b) => b.clone(),
+            None => git_text(root, c, &["merge-base", o.base.unwrap_or("HEAD"), &branch])?,
+        }
+    } else {
+        let wanted = format!("{}^{{commit}}", o.base.unwrap_or("HEAD"));
+        git_text(root, c, &["rev-parse", "--verify", &wanted])
+            .map_err(|e| format!("--base {}: {e}", o.base.unwrap_or("HEAD")))?
+    };
+    let args: Vec<&str> = if has_branch {
+        vec!["worktree", "add", &path, &branch]
+    } else {
+        vec!["worktree", "add", "-b", &branch, &path, &base]
+    };
+    git_text(root, c, &args)?;
+    Ok(Workspace { path, branch, base_commit: base, git_dir, reused: has_branch })
+}
+
+/// What the run left in its worktree: the branch's commit, and the diff from the base to
+/// the files as they are (uncommitted and untracked ones included, read through a scratch
+/// index so the worktree's own index is untouched).
+pub fn attest(ws: &Workspace, root: &Path, open: bool) -> Result<Attestation, String> {
+    let dir = Path::new(&ws.path);
+    let parent = dir.parent().unwrap_or(dir);
+    let label = ws.branch.replace('/', "-");
+    let (confine, temp) = confined(root, parent, &ws.git_dir, open, &label)?;
+    let c = Some(&confine);
+    let final_commit = git_text(dir, c, &["rev-parse", "HEAD"])?;
+    let status = git_text(dir, c, &["status", "--porcelain"])?;
+    let index = temp.0.join("index");
+    let own = git_text(dir, c, &["rev-parse", "--path-format=absolute", "--git-path", "index"])?;
+    std::fs::copy(&own, &index).map_err(|e| format!("{own}: {e}"))?;
+    let scratch = |args: &[&str]| {
+        let mut cmd = command(dir, c, args)?;
+        cmd.env("GIT_INDEX_FILE", &index);
+        Ok::<_, String>(cmd)
+    };
+    run_text(scratch(&["add", "-A"])?)?;
+    let names = run_text(scratch(&["diff", "--cached", "--name-only", &ws.base_commit])?)?;
+    let mut diff =
+        scratch(&["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", &ws.base_commit])?;
+    let (diff_sha256, diff_bytes) = digest(&mut diff)?;
+    Ok(Attestation {
+        workspace: ws.clone(),
+        final_commit,
+        diff_sha256,
+        diff_bytes,
+        files_changed: names.lines().filter(|l| !l.is_empty()).count() as u32,
+        uncommitted: !status.is_empty(),
+    })
+}
+
+/// The confinement of harn's own git commands: the worktrees' directory, the git directory
+/// and a scratch `TMPDIR` are writable, nothing else.
+fn confined(
+    root: &Path,
+    dir: &Path,
+    git_dir: &str,
+    open: bool,
+    label: &str,
+) -> Result<(Confine, Temp), String> {
+    let temp = Temp::create(&format!("git-{label}"))?;
+    let need = Need {
+        root: root.display().to_string(),
+        workspace: dir.display().to_string(),
+        temp: temp.0.display().to_string(),
+        writable: vec![git_dir.to_owned()],
+        off: open.then(|| "--no-containment".to_owned()),
+    };
+    let plan = containment::plan(&need, &super::confine::offer());
+    Ok((Confine::prepare(&plan, None, Some(temp.0.clone()))?, temp))
+}
+
+/// An exclusive lock on the repository's worktree list, released when dropped.
+fn lock(git_dir: &str) -> Result<std::fs::File, String> {
+    let path = Path::new(git_dir).join("harn-worktree.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    file.lock().map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(file)
+}
+
+fn command(dir: &Path, confine: Option<&Confine>, args: &[&str]) -> Result<Command, String> {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(dir).args(args).stdin(Stdio::null());
+    // The caller's own git variables would point these commands at another repository.
+    for var in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR"] {
+        cmd.env_remove(var);
+    }
+    if let Some(c) = confine {
+        c.apply(&mut cmd).map_err(|e| format!("git: {e}"))?;
+    }
+    Ok(cmd)
+}
+
+fn git(
+    dir: &Path,
+    confine: Option<&Confine>,
+    args: &[&str],
+) -> Result<std::process::Output, String> {
+    command(dir, confine, args)?.output().map_err(|e| format!("git: {e}"))
+}
+
+fn git_text(dir: &Path, confine: Option<&Confine>, args: &[&str]) -> Result<String, String> {
+    run_text(command(dir, confine, args)?)
+}
+
+fn run_text(mut cmd: Command) -> Result<String, String> {
+    let out = cmd.output().map_err(|e| format!("git: {e}"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        return Err(format!("git failed ({}): {}", out.status, err.trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Streams a command's output through SHA-256: a diff of any size costs no memory.
+fn digest(cmd: &mut Command) -> Result<(String, u64), String> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("git: {e}"))?;
+    let mut out = child.stdout.take().expect("piped");
+    let (mut hash, mut bytes, mut buf) = (Sha256::new(), 0u64, vec![0u8; 64 * 1024]);
+    loop {
+        match out.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                hash.update(&buf[..n]);
+                bytes += n as u64;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(format!("git diff: {e}")),
+        }
+    }
+    let status = child.wait().map_err(|e| format!("git diff: {e}"))?;
+    if !status.success() {
+        return Err(format!("git diff failed ({status})"));
+    }
+    Ok((hash.finalize().iter().map(|b| format!("{b:02x}")).collect(), bytes))
+}

@@ -1,0 +1,90 @@
+//! A work item's own git worktree (`--isolation worktree`): where it lives and on which
+//! branch, the names harn gives them, and what a run's proof attests about it at its end.
+
+use crate::ids::Id;
+use serde::{Deserialize, Serialize};
+
+/// The worktree a run works in, as prepared before it started.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Workspace {
+    /// The worktree's directory (absolute).
+    pub path: String,
+    /// Its branch (`harn/<work id>`).
+    pub branch: String,
+    /// The commit the branch was made from when the item's first attempt made it.
+    pub base_commit: String,
+    /// The repository's git directory, which the run's git commands write (objects, refs,
+    /// the worktree's index).
+    pub git_dir: String,
+    /// True when this attempt found the worktree an earlier attempt made.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reused: bool,
+}
+
+/// The worktree as the run left it: what the proof attests.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attestation {
+    /// The worktree, its branch and its base.
+    #[serde(flatten)]
+    pub workspace: Workspace,
+    /// The branch's commit at the end.
+    pub final_commit: String,
+    /// SHA-256 of the binary diff from the base to the worktree's files at the end,
+    /// committed or not, untracked files included.
+    pub diff_sha256: String,
+    /// That diff's size in bytes; 0 when nothing changed.
+    pub diff_bytes: u64,
+    /// Files the diff touches.
+    pub files_changed: u32,
+    /// True when changes were left uncommitted on the branch.
+    pub uncommitted: bool,
+}
+
+/// The branch of item `id`'s worktree.
+pub fn branch(id: &Id) -> String {
+    format!("harn/{id}")
+}
+
+/// Where the worktrees of a repository at `repo` live when nobody says: a directory beside
+/// it, `<repo>.worktrees`.
+pub fn default_root(repo: &str) -> String {
+    format!("{}.worktrees", repo.trim_end_matches('/'))
+}
+
+/// The directory of item `id`'s worktree under `root`.
+pub fn path(root: &str, id: &Id) -> String {
+    format!("{}/{id}", root.trim_end_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_items_worktree_is_named_after_it_beside_the_repository() {
+        let id = Id::new("fix-parser").unwrap();
+        assert_eq!(branch(&id), "harn/fix-parser");
+        assert_eq!(default_root("/src/app/"), "/src/app.worktrees");
+        assert_eq!(path(&default_root("/src/app"), &id), "/src/app.worktrees/fix-parser");
+    }
+
+    #[test]
+    fn an_attestation_reads_back_what_it_wrote() {
+        let a = Attestation {
+            workspace: Workspace {
+                path: "/w/a".into(),
+                branch: "harn/a".into(),
+                base_commit: "b".repeat(40),
+                git_dir: "/r/.git".into(),
+                reused: true,
+            },
+            final_commit: "c".repeat(40),
+            diff_sha256: "d".repeat(64),
+            diff_bytes: 12,
+            files_changed: 1,
+            uncommitted: false,
+        };
+        let back: Attestation = serde_json::from_value(serde_json::to_value(&a).unwrap()).unwrap();
+        assert_eq!(back, a);
+    }
+}
