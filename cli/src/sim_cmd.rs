@@ -520,14 +520,14 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> i32 {
                 "crashes": t.crashes, "attempts": t.attempts, "parked": t.parked,
                 "resumed": t.resumed, "proofs": t.proofs, "accepted": t.accepted,
                 "damaged": t.damaged, "not_started": t.not_started, "interrupted": t.interrupted,
-                "silent_calls": t.silent_calls,
+                "silent_calls": t.silent_calls, "hosts_killed": t.hosts_killed, "reaped": t.reaped,
             })
         );
     } else {
         outln!(
             "{} seeds: {} actions, {} crashes, {} attempts, {} parked, {} resumed, {} proofs, \
              {} accepted, {} histories damaged, {} starts that never ran, {} interrupted, {} silent \
-             calls; {} failed",
+             calls, {} hosts killed mid-run, {} runs reaped; {} failed",
             to - from,
             total.actions,
             total.crashes,
@@ -540,6 +540,8 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> i32 {
             total.not_started,
             total.interrupted,
             total.silent_calls,
+            total.hosts_killed,
+            total.reaped,
             failures.len()
         );
     }

@@ -15,6 +15,7 @@ use harn_core::time::WallTime;
 use harn_core::work::events::{EventKind, WorkEvent};
 use harn_core::work::intent::INTENT_VERSION;
 use harn_core::work::ledger::{work_dir, Item, Known, Ledger, Refusal};
+use harn_core::work::live::LiveRun;
 use harn_core::work::projection::{NextAction, WorkState};
 use harn_core::work::{WorkIntent, WorkflowRef};
 use harn_core::workflow::agent::{resolve, CallOutcome};
@@ -53,6 +54,10 @@ pub struct WorkSimSummary {
     pub interrupted: u64,
     /// Agent calls that went silent and the watchdog ended.
     pub silent_calls: u64,
+    /// Hosts killed mid-run, leaving the run's processes alive.
+    pub hosts_killed: u64,
+    /// Runs a later runner reaped.
+    pub reaped: u64,
 }
 
 impl WorkSimSummary {
@@ -69,6 +74,8 @@ impl WorkSimSummary {
         self.not_started += other.not_started;
         self.interrupted += other.interrupted;
         self.silent_calls += other.silent_calls;
+        self.hosts_killed += other.hosts_killed;
+        self.reaped += other.reaped;
     }
 }
 
@@ -83,6 +90,7 @@ const CALM_ACTIONS: u64 = 80;
 /// Runs one seed; the error names the first invariant broken and the action that broke it.
 pub fn run_work_seed(seed: u64) -> Result<WorkSimSummary, String> {
     let mut w = WorkWorld::new(seed);
+    w.kill_hosts = true;
     // Two independent items and one that depends on the first.
     w.setup(&[("w1", &[]), ("w2", &[]), ("w3", &["w1"])]);
     for _ in 0..FAULTY_ACTIONS {
@@ -132,6 +140,14 @@ pub(crate) struct WorkWorld {
     /// While set, every workflow is killed before it finishes (a forced stop of the service
     /// terminated the tick's process groups).
     pub(crate) killing: bool,
+    /// The processes of each run segment still alive on the machine, by run: its host kills
+    /// them at the segment's end; a host killed mid-run leaves them to the next recovery.
+    processes: BTreeMap<Id, u32>,
+    /// Set while the host of the segment in progress has been killed.
+    host_killed: bool,
+    /// True when hosts may be killed mid-run. Only where each action is its own host
+    /// process: in the goal world the host is the tick itself, whose death a crash models.
+    pub(crate) kill_hosts: bool,
     pub(crate) summary: WorkSimSummary,
 }
 
@@ -153,6 +169,9 @@ impl WorkWorld {
             not_started: false,
             watchdog_broken: None,
             killing: false,
+            processes: BTreeMap::new(),
+            host_killed: false,
+            kill_hosts: false,
             summary: WorkSimSummary::default(),
         }
     }
@@ -206,6 +225,8 @@ impl WorkWorld {
         if crashed {
             self.ledger.fs.crash(&mut self.entropy);
             self.summary.crashes += 1;
+            // The machine went down: every process on it ended.
+            self.processes.clear();
         } else if let Some((_, line)) = self.damaged.get(&id) {
             // Nothing is decided on a damaged history: the action stops at the read.
             let at = format!("events.jsonl:{line}:");
@@ -297,7 +318,23 @@ impl WorkWorld {
         }
     }
 
+    /// What a runner does before anything new starts (the code `harn work run` runs): reap
+    /// every run whose host is gone. No host is alive between actions, so afterwards no
+    /// run's processes may be left.
+    fn recover(&mut self) -> Result<(), String> {
+        let now = self.wall();
+        let processes = &mut self.processes;
+        let mut kill = |live: &LiveRun| processes.remove(&live.run_id).unwrap_or(0) as usize;
+        let done = harn_core::work::live::recover(&mut self.ledger, &mut |_| true, &mut kill, now)?;
+        self.summary.reaped += done.reaped.len() as u64;
+        if let Some((run, n)) = self.processes.iter().next() {
+            return Err(format!("{n} processes of run {run} outlived the recovery"));
+        }
+        Ok(())
+    }
+
     pub(crate) fn start(&mut self, item: &Item, retry: bool) -> Result<(), String> {
+        self.recover()?;
         *self.starts.entry(item.intent.id.clone()).or_default() += 1;
         let options = self.options();
         let now = self.wall();
@@ -326,6 +363,7 @@ impl WorkWorld {
     }
 
     pub(crate) fn resume(&mut self, item: &Item) -> Result<(), String> {
+        self.recover()?;
         let now = self.wall();
         let used = item.projection.attempts_used;
         let run = item.projection.latest_run_id.clone();
@@ -346,14 +384,58 @@ impl WorkWorld {
         self.segment(item, &manifest, fold)
     }
 
-    /// A simulated workflow: one agent call, then an `authorize` for a push, then its
-    /// result; the agent's outcome and the workflow's exit are drawn.
+    /// A run segment as its host carries it (`work::host::run_segment`): the record of the
+    /// segment in progress first, then the workflow; at its end the host kills what the
+    /// segment started, then removes the record. A host killed mid-run does neither.
     pub(crate) fn segment(
         &mut self,
         item: &Item,
         m: &RunManifest,
-        mut fold: RunFold,
+        fold: RunFold,
     ) -> Result<(), String> {
+        let now = self.wall();
+        let live = LiveRun {
+            schema_version: harn_core::work::live::LIVE_VERSION,
+            run_id: m.run_id.clone(),
+            work_id: m.work_id.clone(),
+            host_pid: 4242,
+            cgroup: None,
+            started_at: now,
+        };
+        match self.ledger.begin_live(&live) {
+            Ok(()) => {}
+            Err(e) if e.contains(INJECTED) => {
+                self.summary.not_started += 1;
+                self.not_started = true;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+        self.host_killed = false;
+        let ended = self.workflow(item, m, fold);
+        if std::mem::take(&mut self.host_killed) {
+            return ended;
+        }
+        self.processes.remove(&m.run_id);
+        match self.ledger.end_live(&m.run_id) {
+            Err(e) if !e.contains(INJECTED) => Err(e),
+            _ => ended,
+        }
+    }
+
+    /// Sometimes the host is killed here (`kill -9`): the workflow's descendants live on.
+    fn host_dies(&mut self, run: &Id) -> bool {
+        if self.kill_hosts && self.processes.contains_key(run) && self.entropy.chance(1, 30) {
+            self.host_killed = true;
+            self.summary.hosts_killed += 1;
+            return true;
+        }
+        false
+    }
+
+    /// A simulated workflow: one agent call, then an `authorize` for a push, then its
+    /// result; the agent's outcome and the workflow's exit are drawn.
+    fn workflow(&mut self, item: &Item, m: &RunManifest, mut fold: RunFold) -> Result<(), String> {
         let run = m.run_id.clone();
         // The spawn: it may fail (no attempt ran), or it succeeds and the host records it
         // before the workflow hears a word. IO faults armed before it end here, unless one
@@ -378,7 +460,11 @@ impl WorkWorld {
         let spawned =
             self.ledger.append_transcript(&run, serde_json::json!({ "event": event }), now);
         self.ledger.fs.cancel_fail_after();
+        // The workflow and whatever it starts, in its own group, after setsid, as a daemon.
+        let alive = if self.kill_hosts { 1 + self.entropy.below(4) as u32 } else { 1 };
+        self.processes.insert(run.clone(), alive);
         match spawned {
+            Ok(_) if self.host_dies(&run) => return Ok(()),
             Ok(_) => {}
             Err(e) if e.contains(INJECTED) => {
                 self.summary.not_started += 1;
@@ -415,6 +501,10 @@ impl WorkWorld {
                 let now = self.wall();
                 let start = transcript::agent_start(&id, &dispatch.harness, &key);
                 self.ledger.append_transcript(&run, start, now)?;
+                *self.processes.entry(run.clone()).or_default() += 1;
+                if self.host_dies(&run) {
+                    return Ok(());
+                }
                 let outcome = self.draw_outcome();
                 let now = self.wall();
                 let end = transcript::agent_end(&id, Some(&key), &outcome);
