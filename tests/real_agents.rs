@@ -174,8 +174,15 @@ fn the_real_claude_code_and_codex_do_real_work_through_the_presets() {
         assert_eq!(
             std::fs::read_to_string(root.join("hello.txt")).unwrap_or_default(),
             "hello from the stand-in\n",
-            "{harness} wrote the file (outside a git repository)"
+            "{harness} wrote the file (outside a git repository): {}",
+            proof_of(&root, id)["agents"][0]
         );
+        let contained = proof_of(&root, id)["containment"].clone();
+        if harn::work::confine::offer().landlock.is_ok() {
+            // Codex's own sandbox (bubblewrap) runs inside harn's namespace, Claude Code
+            // inside Landlock as well.
+            assert_eq!(contained["confined"], true, "{harness}: {contained}");
+        }
         let call = proof_of(&root, id)["agents"][0].clone();
         assert!(call["session_id"].as_str().is_some_and(|s| !s.is_empty()), "{harness}: {call}");
         assert!(call["usage"]["input_tokens"].as_u64() > Some(0), "{harness}: {call}");

@@ -106,7 +106,8 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
     let spawned = if crate::children::forced() {
         Err(std::io::Error::other(crate::children::stopping()))
     } else {
-        confine.apply(&mut command).and_then(|()| command.spawn())
+        let own = adapter::sandbox_mounts(spec.kind).then(|| confine.for_own_sandbox());
+        own.as_ref().unwrap_or(confine).apply(&mut command).and_then(|()| command.spawn())
     };
     let mut child = match spawned {
         Ok(child) => child,

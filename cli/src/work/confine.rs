@@ -30,6 +30,9 @@ pub struct Confine {
     landlock: Option<Arc<OwnedFd>>,
     /// The mount namespace every child enters.
     namespace: Option<Arc<Namespace>>,
+    /// The namespace a call whose program sandboxes itself by mounting enters instead of
+    /// Landlock ([`harn_core::workflow::adapter::sandbox_mounts`]).
+    own_sandbox: Option<Arc<Namespace>>,
 }
 
 /// What a child needs to bind `.harnery/` read-only in a namespace of its own.
@@ -39,6 +42,18 @@ struct Namespace {
     harnery: CString,
     /// `Some` for a user namespace: the `uid_map` and `gid_map` lines mapping the host's ids.
     maps: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Namespace {
+    fn new(dir: &str, userns: bool) -> Result<Namespace, String> {
+        let harnery = CString::new(dir.as_bytes()).map_err(|e| format!("{dir}: {e}"))?;
+        let maps = userns.then(|| {
+            let uid = rustix::process::geteuid().as_raw();
+            let gid = rustix::process::getegid().as_raw();
+            (format!("{uid} {uid} 1\n").into_bytes(), format!("{gid} {gid} 1\n").into_bytes())
+        });
+        Ok(Namespace { harnery, maps })
+    }
 }
 
 impl Confine {
@@ -54,21 +69,31 @@ impl Confine {
             None => None,
         };
         let namespace = match &plan.bind_readonly {
-            Some(dir) => {
-                let harnery = CString::new(dir.as_bytes()).map_err(|e| format!("{dir}: {e}"))?;
-                let maps = plan.userns.then(|| {
-                    let uid = rustix::process::geteuid().as_raw();
-                    let gid = rustix::process::getegid().as_raw();
-                    (
-                        format!("{uid} {uid} 1\n").into_bytes(),
-                        format!("{gid} {gid} 1\n").into_bytes(),
-                    )
-                });
-                Some(Arc::new(Namespace { harnery, maps }))
-            }
+            Some(dir) => Some(Arc::new(Namespace::new(dir, plan.userns)?)),
             None => None,
         };
-        Ok(Confine { cgroup, temp, landlock, namespace })
+        let own_sandbox = match &plan.own_sandbox {
+            Some((dir, userns)) if plan.landlock.is_some() => {
+                Some(Arc::new(Namespace::new(dir, *userns)?))
+            }
+            _ => None,
+        };
+        Ok(Confine { cgroup, temp, landlock, namespace, own_sandbox })
+    }
+
+    /// The confinement of a call whose program brings a sandbox that has to mount: the
+    /// same cgroup and `TMPDIR`, the namespace with `.harnery/` read-only, no Landlock. An
+    /// unconfined segment's calls stay unconfined.
+    pub fn for_own_sandbox(&self) -> Confine {
+        match &self.own_sandbox {
+            Some(ns) => Confine {
+                landlock: None,
+                namespace: Some(ns.clone()),
+                own_sandbox: None,
+                ..self.clone()
+            },
+            None => self.clone(),
+        }
     }
 
     /// Sets `command` up to start inside the segment's cgroup and confinement (with the

@@ -483,6 +483,15 @@ fn file_changes(item: &Value) -> String {
     one_line(&paths.join(", "))
 }
 
+/// True when `kind`'s program confines what its model runs in a sandbox of its own that
+/// has to mount: Codex's is bubblewrap (a user namespace and bind mounts), which cannot start
+/// under Landlock, since a Landlock domain may not change mounts. Such a call runs in the
+/// run's mount namespace, with `.harnery/` read-only, and without Landlock, so the program's
+/// own sandbox is the inner wall and harn's namespace the outer one.
+pub fn sandbox_mounts(kind: Kind) -> bool {
+    kind == Kind::Codex
+}
+
 #[cfg(test)]
 mod tests {
     //! Against fixtures recorded from the real programs (`tests/fixtures/agents/`, see the

@@ -114,6 +114,11 @@ pub struct Plan {
     pub userns: bool,
     /// Writable paths refused because they lie inside `.harnery/`.
     pub refused: Vec<String>,
+    /// For a call whose program brings a sandbox of its own that must mount (see
+    /// [`crate::workflow::adapter::sandbox_mounts`]), which Landlock forbids: the namespace
+    /// that binds `.harnery/` read-only in its stead, and whether it needs a user namespace.
+    /// `None` when the machine offers no namespace or the segment is not confined.
+    pub own_sandbox: Option<(String, bool)>,
     /// What the run records (its `holding` is the shell's to fill).
     pub record: Containment,
 }
@@ -159,7 +164,7 @@ pub fn plan(need: &Need, offer: &Offer) -> Plan {
     let holds_harnery = writable.iter().any(|p| within(&harnery, p));
     let (bind_readonly, userns, namespace) = match (holds_harnery, &offer.namespace) {
         (false, _) => (None, false, false),
-        (true, Ok(kind)) => (Some(harnery), *kind == NamespaceKind::UserAndMount, true),
+        (true, Ok(kind)) => (Some(harnery.clone()), *kind == NamespaceKind::UserAndMount, true),
         (true, Err(why)) => {
             return unconfined(format!(
                 "the workspace holds {harnery}, which only a mount namespace can keep \
@@ -169,7 +174,9 @@ pub fn plan(need: &Need, offer: &Offer) -> Plan {
     };
     let record =
         Containment { landlock: Some(abi), namespace, confined: true, ..Containment::default() };
-    Plan { landlock: Some(abi), writable, bind_readonly, userns, refused, record }
+    let own_sandbox =
+        offer.namespace.as_ref().ok().map(|k| (harnery.clone(), *k == NamespaceKind::UserAndMount));
+    Plan { landlock: Some(abi), writable, bind_readonly, userns, refused, own_sandbox, record }
 }
 
 /// Whether a run must be confined.
@@ -222,9 +229,14 @@ mod tests {
         assert_eq!(p.record.summary(), "landlock v7 + namespace");
         assert_eq!(p.writable, ["/repo", "/tmp/harn-run", "/home/u/.claude"]);
         assert_eq!(p.refused, ["/repo/.harnery/work"], "nothing inside .harnery is writable");
+        let own = Some(("/repo/.harnery".to_owned(), true));
+        assert_eq!(p.own_sandbox, own, "a self-sandboxing call gets the namespace instead");
+        let p = plan(&need("/work/trees/w1"), &offer(Ok(NamespaceKind::Mount)));
+        assert_eq!(p.own_sandbox, Some(("/repo/.harnery".to_owned(), false)), "in a worktree too");
 
         let p = plan(&need("/work/trees/w1"), &offer(Err("no user namespaces".into())));
         assert_eq!(p.bind_readonly, None, "Landlock alone keeps .harnery out of reach");
+        assert_eq!(p.own_sandbox, None);
         assert_eq!(p.record.summary(), "landlock v7");
 
         let p = plan(&need("/repo"), &offer(Err("user namespaces are off".into())));
