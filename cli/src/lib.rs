@@ -23,6 +23,7 @@ pub mod goal;
 pub mod harness;
 pub mod input;
 pub mod private;
+pub mod procfs;
 pub mod readers;
 pub mod real_clock;
 pub mod real_fs;

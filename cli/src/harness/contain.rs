@@ -251,56 +251,21 @@ fn trusted_hint(root: &Path, hint: &Path, mount: &Path) -> Result<Option<PathBuf
     cgroup::trusted(&named, mount).map_err(|why| format!("ignoring {}: {why}", hint.display()))
 }
 
-/// Processes of our user (other than us) whose environment says they belong to a harness of
-/// `root`. Another user's process is never taken for ours, whatever its environment says.
+/// Processes of our user (other than us and our ancestors, such as `harn harness up` run
+/// inside a harness) whose environment says they belong to a harness of `root`.
 fn marked_processes(root: &Path) -> Vec<(Id, u32)> {
-    use std::os::unix::fs::MetadataExt;
-    let ancestors = ancestors();
-    let uid = rustix::process::geteuid().as_raw();
     let root_marker = format!("{ROOT_ENV}={}", root.display());
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if ancestors.contains(&pid) {
-            continue; // Us, or whoever started us (`harn harness up` run inside a harness).
-        }
-        if entry.metadata().map_or(true, |m| m.uid() != uid) {
-            continue;
-        }
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
-        let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
+    let name_prefix = format!("{HARNESS_ENV}=");
+    let found = crate::procfs::ours_where(|vars| {
         if !vars.contains(&root_marker.as_bytes()) {
-            continue;
+            return None;
         }
-        let name = vars.iter().find_map(|v| {
+        vars.iter().find_map(|v| {
             let v = std::str::from_utf8(v).ok()?;
-            v.strip_prefix(&format!("{HARNESS_ENV}=")).and_then(|n| Id::new(n).ok())
-        });
-        if let Some(name) = name {
-            found.push((name, pid));
-        }
-    }
-    found
-}
-
-/// Our pid and every ancestor's, up to init.
-fn ancestors() -> Vec<u32> {
-    let mut chain = vec![std::process::id()];
-    while chain.len() < 64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", chain[chain.len() - 1]))
-            .unwrap_or_default();
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
-        match ppid {
-            Some(p) if p > 1 => chain.push(p),
-            _ => break,
-        }
-    }
-    chain
+            v.strip_prefix(&name_prefix).and_then(|n| Id::new(n).ok())
+        })
+    });
+    found.into_iter().map(|(pid, name)| (name, pid)).collect()
 }
 
 fn signal_group(pid: u32, sig: rustix::process::Signal) {

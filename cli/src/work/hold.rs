@@ -163,46 +163,15 @@ fn kill_marked(run: &str) -> usize {
 }
 
 /// Processes of our user, other than us and our ancestors, whose environment carries
-/// `HARN_RUN_ID=<run>`. Another user's process is never taken for ours.
+/// `HARN_RUN_ID=<run>`.
 fn marked(run: &str) -> Vec<u32> {
-    use std::os::unix::fs::MetadataExt;
     let marker = format!("HARN_RUN_ID={run}");
-    let uid = rustix::process::geteuid().as_raw();
-    let ours = ancestors();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if ours.contains(&pid) || entry.metadata().map_or(true, |m| m.uid() != uid) {
-            continue;
-        }
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
-        if environ.split(|&b| b == 0).any(|v| v == marker.as_bytes())
-            && crate::harness::contain::is_alive(pid)
-        {
-            found.push(pid);
-        }
-    }
+    let found = crate::procfs::ours_where(|vars| vars.contains(&marker.as_bytes()).then_some(()));
     found
-}
-
-/// Our pid and every ancestor's.
-fn ancestors() -> Vec<u32> {
-    let mut chain = vec![std::process::id()];
-    while chain.len() < 64 {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", chain[chain.len() - 1]))
-            .unwrap_or_default();
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
-        match ppid {
-            Some(p) if p > 1 => chain.push(p),
-            _ => break,
-        }
-    }
-    chain
+        .into_iter()
+        .map(|(pid, ())| pid)
+        .filter(|&pid| crate::harness::contain::is_alive(pid))
+        .collect()
 }
 
 fn signal(pid: u32, sig: rustix::process::Signal) {

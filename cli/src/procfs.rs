@@ -1,0 +1,46 @@
+//! Our user's other processes as `/proc` shows them, with their environments: how a harness
+//! daemon finds an earlier daemon's children, and a run host what a run left, where no
+//! cgroup holds them.
+
+use std::os::unix::fs::MetadataExt;
+
+/// Our pid and every ancestor's, up to init.
+pub fn ancestors() -> Vec<u32> {
+    let mut chain = vec![std::process::id()];
+    while chain.len() < 64 {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", chain[chain.len() - 1]))
+            .unwrap_or_default();
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+        match ppid {
+            Some(p) if p > 1 => chain.push(p),
+            _ => break,
+        }
+    }
+    chain
+}
+
+/// Every process of our user but us and our ancestors (whoever started us may carry the
+/// same markers), with the variables of its environment for `pick` to choose from. Another
+/// user's process is never taken for ours, whatever its environment says.
+pub fn ours_where<T>(mut pick: impl FnMut(&[&[u8]]) -> Option<T>) -> Vec<(u32, T)> {
+    let ancestors = ancestors();
+    let uid = rustix::process::geteuid().as_raw();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if ancestors.contains(&pid) || entry.metadata().map_or(true, |m| m.uid() != uid) {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else { continue };
+        let vars: Vec<&[u8]> = environ.split(|&b| b == 0).collect();
+        if let Some(t) = pick(&vars) {
+            found.push((pid, t));
+        }
+    }
+    found
+}
