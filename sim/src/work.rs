@@ -12,6 +12,7 @@ use crate::fs::SimFs;
 use harn_core::env::{Fs, FsErrorKind};
 use harn_core::ids::Id;
 use harn_core::time::WallTime;
+use harn_core::work::attempt::{run_attempt, AttemptHost, Ended, SegmentEnd};
 use harn_core::work::events::{EventKind, WorkEvent};
 use harn_core::work::intent::INTENT_VERSION;
 use harn_core::work::ledger::{work_dir, Item, Known, Ledger, Refusal};
@@ -286,7 +287,7 @@ impl WorkWorld {
         }
     }
 
-    pub(crate) fn options(&mut self) -> RunManifest {
+    pub(crate) fn manifest(&mut self) -> RunManifest {
         self.runs += 1;
         let rules =
             r#"{"rules":[{"name":"ask-push","on":"authorize","action":"push","verdict":"ask"}]}"#;
@@ -321,7 +322,7 @@ impl WorkWorld {
     /// What a runner does before anything new starts (the code `harn work run` runs): reap
     /// every run whose host is gone. No host is alive between actions, so afterwards no
     /// run's processes may be left.
-    fn recover(&mut self) -> Result<(), String> {
+    fn reap(&mut self) -> Result<(), String> {
         let now = self.wall();
         let processes = &mut self.processes;
         let mut kill = |live: &LiveRun| processes.remove(&live.run_id).unwrap_or(0) as usize;
@@ -333,66 +334,57 @@ impl WorkWorld {
         Ok(())
     }
 
+    /// A start action on `item` (a retry when `retry`): one attempt through the core's
+    /// procedure, the one `harn work run` runs.
     pub(crate) fn start(&mut self, item: &Item, retry: bool) -> Result<(), String> {
-        self.recover()?;
         *self.starts.entry(item.intent.id.clone()).or_default() += 1;
-        let options = self.options();
-        let now = self.wall();
-        // An IO error somewhere before the workflow is spawned (a full disk, a failing
-        // device): whatever it cuts short, nothing ran, so nothing may be charged.
-        if self.entropy.chance(1, 5) {
-            let kind =
-                if self.entropy.chance(1, 2) { FsErrorKind::NoSpace } else { FsErrorKind::Io };
-            let after = self.entropy.below(14);
-            self.ledger.fs.fail_after(after, kind);
-        }
-        let (manifest, _start) = match self.ledger.start_attempt(item, retry, &options, "sim", now)
-        {
-            Ok(started) => started,
-            Err(Refusal::NotNow(_)) => return Ok(()),
-            Err(Refusal::Store(e)) if e.contains(INJECTED) => {
-                self.summary.not_started += 1;
-                self.not_started = true;
-                return Ok(());
-            }
-            Err(Refusal::Store(e)) => return Err(e),
-        };
-        self.summary.attempts += 1;
-        let fold = manifest.fold();
-        self.segment(item, &manifest, fold)
+        self.attempt(&item.intent.id, retry)
     }
 
+    /// A resume action on a parked `item` whose approval was ruled on.
     pub(crate) fn resume(&mut self, item: &Item) -> Result<(), String> {
-        self.recover()?;
-        let now = self.wall();
-        let used = item.projection.attempts_used;
-        let run = item.projection.latest_run_id.clone();
-        let (manifest, state, _start) = match self.ledger.resume_attempt(item, "sim", now) {
-            Ok(resumed) => resumed,
-            Err(Refusal::NotNow(_)) => return Ok(()),
-            Err(Refusal::Store(e)) => return Err(e),
-        };
-        if Some(&manifest.run_id) != run.as_ref() || manifest.attempt != used {
-            return Err(format!(
-                "resumed run {} attempt {} is not the parked run {run:?} attempt {used}",
-                manifest.run_id, manifest.attempt
-            ));
+        self.attempt(&item.intent.id, false)
+    }
+
+    fn attempt(&mut self, id: &Id, retry: bool) -> Result<(), String> {
+        match run_attempt(self, id, retry, "sim") {
+            Ok(Ended::Proof(..)) => {
+                self.summary.proofs += 1;
+                Ok(())
+            }
+            Ok(Ended::Parked(_) | Ended::Abandoned) | Err(Refusal::NotNow(_)) => Ok(()),
+            // An IO error before the spawn (a full disk, a failing device): whatever it cut
+            // short, nothing ran, so nothing may be charged.
+            Err(Refusal::Store(e)) if e.contains(INJECTED) && !self.ledger.fs.is_crashed() => {
+                self.summary.not_started += 1;
+                self.not_started = true;
+                Ok(())
+            }
+            Err(Refusal::Store(e)) => Err(e),
         }
-        self.summary.resumed += 1;
-        let mut fold = manifest.fold();
-        fold.resume(state);
-        self.segment(item, &manifest, fold)
     }
 
     /// A run segment as its host carries it (`work::host::run_segment`): the record of the
     /// segment in progress first, then the workflow; at its end the host kills what the
     /// segment started, then removes the record. A host killed mid-run does neither.
-    pub(crate) fn segment(
+    fn carry_segment(
         &mut self,
         item: &Item,
         m: &RunManifest,
         fold: RunFold,
-    ) -> Result<(), String> {
+    ) -> Result<SegmentEnd, String> {
+        if item.projection.state == WorkState::AwaitingApproval {
+            let (used, run) = (item.projection.attempts_used, &item.projection.latest_run_id);
+            if Some(&m.run_id) != run.as_ref() || m.attempt != used {
+                return Err(format!(
+                    "resumed run {} attempt {} is not the parked run {run:?} attempt {used}",
+                    m.run_id, m.attempt
+                ));
+            }
+            self.summary.resumed += 1;
+        } else {
+            self.summary.attempts += 1;
+        }
         let now = self.wall();
         let live = LiveRun {
             schema_version: harn_core::work::live::LIVE_VERSION,
@@ -407,7 +399,7 @@ impl WorkWorld {
             Err(e) if e.contains(INJECTED) => {
                 self.summary.not_started += 1;
                 self.not_started = true;
-                return Ok(());
+                return Ok(SegmentEnd::Abandoned);
             }
             Err(e) => return Err(e),
         }
@@ -435,7 +427,12 @@ impl WorkWorld {
 
     /// A simulated workflow: one agent call, then an `authorize` for a push, then its
     /// result; the agent's outcome and the workflow's exit are drawn.
-    fn workflow(&mut self, item: &Item, m: &RunManifest, mut fold: RunFold) -> Result<(), String> {
+    fn workflow(
+        &mut self,
+        item: &Item,
+        m: &RunManifest,
+        mut fold: RunFold,
+    ) -> Result<SegmentEnd, String> {
         let run = m.run_id.clone();
         // The spawn: it may fail (no attempt ran), or it succeeds and the host records it
         // before the workflow hears a word. IO faults armed before it end here, unless one
@@ -448,7 +445,7 @@ impl WorkWorld {
             let end = ProcessEnd::SpawnFailed { error: "fork: EAGAIN".into(), missing: false };
             self.summary.not_started += 1;
             self.not_started = true;
-            return self.finish_with(item, m, fold, &end);
+            return Ok(SegmentEnd::Finished(Box::new(fold), end));
         }
         let event =
             if m.attempt == item.projection.attempts_used { "run.resume" } else { "run.start" };
@@ -464,12 +461,12 @@ impl WorkWorld {
         let alive = if self.kill_hosts { 1 + self.entropy.below(4) as u32 } else { 1 };
         self.processes.insert(run.clone(), alive);
         match spawned {
-            Ok(_) if self.host_dies(&run) => return Ok(()),
+            Ok(_) if self.host_dies(&run) => return Ok(SegmentEnd::Abandoned),
             Ok(_) => {}
             Err(e) if e.contains(INJECTED) => {
                 self.summary.not_started += 1;
                 self.not_started = true;
-                return Ok(());
+                return Ok(SegmentEnd::Abandoned);
             }
             Err(e) => return Err(e),
         }
@@ -483,10 +480,10 @@ impl WorkWorld {
             let record = serde_json::json!({ "event": "run.interrupted", "by": by });
             self.ledger.append_transcript(&run, record, now)?;
             if self.entropy.chance(1, 3) {
-                return Ok(());
+                return Ok(SegmentEnd::Abandoned);
             }
             let end = ProcessEnd::Interrupted { by, code: None, signal: Some(9) };
-            return self.finish_with(item, m, fold, &end);
+            return Ok(SegmentEnd::Finished(Box::new(fold), end));
         }
         let prompt = item.intent.objective.clone();
         let agent = FromWorkflow::Agent {
@@ -503,7 +500,7 @@ impl WorkWorld {
                 self.ledger.append_transcript(&run, start, now)?;
                 *self.processes.entry(run.clone()).or_default() += 1;
                 if self.host_dies(&run) {
-                    return Ok(());
+                    return Ok(SegmentEnd::Abandoned);
                 }
                 let outcome = self.draw_outcome();
                 let now = self.wall();
@@ -524,14 +521,14 @@ impl WorkWorld {
                 Some(HostAction::Park(parked)) => {
                     let now = self.wall();
                     return match self.ledger.park(m, &parked, now)? {
-                        Ok(_) => {
+                        Ok(request) => {
                             self.summary.parked += 1;
-                            Ok(())
+                            Ok(SegmentEnd::Parked(Box::new(request)))
                         }
                         Err(why) => Err(format!("a replayed request was refused: {why}")),
                     };
                 }
-                Some(HostAction::Stop) => return self.finish(item, m, fold, 0),
+                Some(HostAction::Stop) => return Ok(exited(fold, 0)),
                 _ => {}
             }
             let evidence = harn_core::workflow::protocol::Evidence {
@@ -547,7 +544,7 @@ impl WorkWorld {
         let result = FromWorkflow::Result { ok: agent_ok, summary: None, error: None };
         fold.observe(Ok(result));
         let code = if self.entropy.chance(1, 10) { 1 } else { 0 };
-        self.finish(item, m, fold, code)
+        Ok(exited(fold, code))
     }
 
     /// An agent call's end as the real programs end, drawn, classified by the core's table
@@ -632,33 +629,6 @@ impl WorkWorld {
             self.watchdog_broken.get_or_insert(format!("a silent call ended as {outcome:?}"));
         }
         outcome
-    }
-
-    fn finish(
-        &mut self,
-        item: &Item,
-        m: &RunManifest,
-        fold: RunFold,
-        code: i32,
-    ) -> Result<(), String> {
-        let end = ProcessEnd::Exited { code: Some(code), signal: None, timed_out: false };
-        self.finish_with(item, m, fold, &end)
-    }
-
-    fn finish_with(
-        &mut self,
-        item: &Item,
-        m: &RunManifest,
-        fold: RunFold,
-        end: &ProcessEnd,
-    ) -> Result<(), String> {
-        let now = self.wall();
-        self.ledger.finish_attempt(item, m, fold, end, now)?;
-        self.summary.proofs += 1;
-        let fresh = self.read(&item.intent.id)?;
-        let now = self.wall();
-        self.ledger.reconcile(&fresh, "sim", now)?;
-        Ok(())
     }
 
     pub(crate) fn rule(&mut self, approval: &str, verdict: Ruling) -> Result<(), String> {
@@ -878,6 +848,77 @@ impl WorkWorld {
             }
         }
         Ok(out.join(", "))
+    }
+}
+
+/// A finished segment whose workflow exited with `code` on its own.
+fn exited(fold: RunFold, code: i32) -> SegmentEnd {
+    let end = ProcessEnd::Exited { code: Some(code), signal: None, timed_out: false };
+    SegmentEnd::Finished(Box::new(fold), end)
+}
+
+/// The simulated machine as an attempt's host: no other host is ever alive between actions,
+/// so leases are always free and locks uncontended; the workflow is simulated, the filesystem
+/// faulty.
+impl AttemptHost for WorkWorld {
+    type Fs = SimFs;
+
+    fn ledger(&mut self) -> &mut Ledger<SimFs> {
+        &mut self.ledger
+    }
+
+    fn now(&mut self) -> WallTime {
+        self.wall()
+    }
+
+    fn lease(&mut self, _id: &Id) -> Result<(), Refusal> {
+        Ok(())
+    }
+
+    fn recover(&mut self) -> Result<(), Refusal> {
+        self.reap().map_err(Refusal::Store)
+    }
+
+    fn read_locked(&mut self, id: &Id) -> Result<Item, Refusal> {
+        self.read(id).map_err(Refusal::Store)
+    }
+
+    fn unlock(&mut self) {}
+
+    fn check_workflow(&mut self, _item: &Item) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn options(&mut self, _item: &Item) -> Result<RunManifest, Refusal> {
+        let options = self.manifest();
+        // An IO error somewhere before the workflow is spawned (a full disk, a failing
+        // device): whatever it cuts short, nothing ran, so nothing may be charged.
+        if self.entropy.chance(1, 5) {
+            let kind =
+                if self.entropy.chance(1, 2) { FsErrorKind::NoSpace } else { FsErrorKind::Io };
+            let after = self.entropy.below(14);
+            self.ledger.fs.fail_after(after, kind);
+        }
+        Ok(options)
+    }
+
+    fn segment(
+        &mut self,
+        item: &Item,
+        m: &RunManifest,
+        _start: &serde_json::Value,
+        fold: RunFold,
+    ) -> Result<SegmentEnd, Refusal> {
+        self.carry_segment(item, m, fold).map_err(Refusal::Store)
+    }
+
+    fn attest(&mut self, _m: &RunManifest, _fold: &mut RunFold) {}
+
+    fn reconcile(&mut self, id: &Id, actor: &str) -> Result<(), Refusal> {
+        let fresh = self.read(id)?;
+        let now = self.wall();
+        self.ledger.reconcile(&fresh, actor, now)?;
+        Ok(())
     }
 }
 

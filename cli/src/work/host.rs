@@ -42,13 +42,7 @@ pub enum HostEvent {
     Interrupting(String, mpsc::Sender<()>),
 }
 
-/// How a run segment ended.
-pub enum SegmentEnd {
-    /// The workflow is gone: the fold and how it ended make the proof.
-    Finished(Box<RunFold>, ProcessEnd),
-    /// Policy asked a person: the run waits on this approval, with no proof.
-    Parked(Box<ApprovalRequest>),
-}
+pub use harn_core::work::attempt::SegmentEnd;
 
 /// How long output may still arrive after the workflow exits.
 const EXIT_GRACE: Duration = Duration::from_secs(2);

@@ -2,11 +2,11 @@
 //! frozen before the workflow is spawned, or a parked attempt is resumed as the same run;
 //! the proof is written for success and failure alike, never for a run that parked.
 
-use super::host::{run_segment, SegmentEnd};
+use super::host::run_segment;
 use super::store::{Item, Store, StoreError};
 use harn_core::ids::Id;
+use harn_core::work::attempt::{self, SegmentEnd};
 use harn_core::work::ledger;
-use harn_core::work::projection::WorkState;
 use harn_core::workflow::agent::HarnessSpec;
 use harn_core::workflow::approval::ApprovalRequest;
 use harn_core::workflow::policy::FrozenPolicy;
@@ -77,7 +77,8 @@ pub enum Ended {
 }
 
 /// Runs one attempt of `id` (a retry when `retry`), or resumes its parked attempt once the
-/// approval it waits on has been ruled on. A resumed run takes every option from its
+/// approval it waits on has been ruled on: the core's [`attempt::run_attempt`] over this
+/// process's store, lease, spawner and git. A resumed run takes every option from its
 /// manifest, none from the caller.
 pub fn run_attempt(
     store: &mut Store,
@@ -86,101 +87,159 @@ pub fn run_attempt(
     limits: &RunLimits,
     actor: &str,
 ) -> Result<Ended, Refusal> {
-    // An operator's stop refuses new attempts before anything is recorded, so none is
-    // charged for a workflow that was never going to be let run.
-    if crate::children::forced() {
-        return Err(Refusal::NotNow(crate::children::stopping()));
-    }
-    if !store.exists(id) {
-        return Err(Refusal::NotNow(format!("no work item {id}")));
-    }
-    store.lock_run(id)?;
-    // What a run whose host died left running goes before anything new starts.
-    let recovered = store.recover()?;
-    for (run, killed) in &recovered.reaped {
-        errln!("harn: run {run} had lost its host; {killed} of its processes were stopped");
-    }
-    for problem in &recovered.problems {
-        errln!("harn: warning: {problem}");
-    }
-    // The history lock is held from this read to the attempt's event, so a cancel or a
-    // reopen cannot land between the decision to start and its record.
-    let (lock, item) = store.lock_and_read(id)?;
-    check_digest(&item.intent.workflow.path, &item.intent.workflow.sha256)
-        .map_err(Refusal::NotNow)?;
-    let now = store.now();
-    if item.projection.state == WorkState::AwaitingApproval {
-        let (manifest, state, start) =
-            store.ledger().resume_attempt(&item, actor, now).map_err(refusal)?;
-        drop(lock);
-        let mut fold = manifest.fold();
-        fold.resume(state);
-        let end = run_segment(store, &manifest, &start, fold)?;
-        return finish(store, &item, &manifest, end, actor);
-    }
-    // Under worktree isolation the item's own worktree is made (or found again) first: it
-    // is the run's working directory, and the repository's git directory is writable too.
-    let (limits, workspace) = match limits.isolation {
-        harn_core::workflow::run::Isolation::Worktree => {
-            let options = super::worktree::Options {
-                root: limits.workspace_root.as_deref(),
-                base: limits.base.as_deref(),
-                recorded_base: recorded_base(store, &item),
-                open: limits.no_containment,
-            };
-            let ws = super::worktree::prepare(store.root(), id, &options)
-                .map_err(|e| Refusal::NotNow(format!("{e}; no attempt was recorded")))?;
-            let mut within = limits.clone();
-            within.cwd = Some(ws.path.clone());
-            within.writable.push(ws.git_dir.clone());
-            (std::borrow::Cow::Owned(within), Some(ws))
+    let mut host = Host { store, limits, lock: None };
+    match attempt::run_attempt(&mut host, id, retry, actor) {
+        Ok(attempt::Ended::Proof(run, proof)) => Ok(Ended::Proof(run, proof)),
+        Ok(attempt::Ended::Parked(request)) => Ok(Ended::Parked(request)),
+        Ok(attempt::Ended::Abandoned) => {
+            Err(Refusal::Store(StoreError("the run's host gave it up before its proof".into())))
         }
-        _ => (std::borrow::Cow::Borrowed(limits), None),
-    };
-    let limits = limits.as_ref();
-    // A policy that requires containment refuses a run this machine cannot confine, before
-    // anything is recorded.
-    let containment = planned_containment(store.root(), limits);
-    if let Some(policy) = &limits.policy {
-        harn_core::workflow::containment::check(policy.policy.containment, &containment)
-            .map_err(Refusal::NotNow)?;
+        Err(ledger::Refusal::NotNow(why)) => Err(Refusal::NotNow(why)),
+        Err(ledger::Refusal::Store(e)) => Err(Refusal::Store(StoreError(e))),
     }
-    let options = RunManifest {
-        schema_version: RUN_VERSION,
-        run_id: store.new_run_id(),
-        work_id: id.clone(),
-        attempt: 0,
-        trigger: harn_core::work::Trigger::Initial,
-        started_at: now,
-        script: item.intent.workflow.clone(),
-        timeout_ms: limits.timeout.as_millis() as u64,
-        harness: limits.harness.clone(),
-        team: limits.team.clone(),
-        harnesses: limits.harnesses.clone(),
-        max_agents: Some(limits.max_agents),
-        billing: limits.billing,
-        policy: limits.policy.clone(),
-        approval_to: limits.approval_to.clone(),
-        concurrency: limits.concurrency as u32,
-        isolation: limits.isolation,
-        cwd: limits.cwd.clone(),
-        context: None,
-        goal_spent_micro_usd: limits.goal_spent_micro_usd,
-        workspace,
-        containment: Some(containment.clone()),
-    };
-    let (manifest, start) = store
-        .ledger()
-        .start_attempt(&item, retry, &options, actor, now)
-        .map_err(|r| match refusal(r) {
-            Refusal::Store(e) => {
-                Refusal::Store(StoreError(format!("{e}; nothing ran and no attempt was charged")))
+}
+
+/// This process as an attempt's host.
+struct Host<'a> {
+    store: &'a mut Store,
+    limits: &'a RunLimits,
+    /// The item's history lock, from the read to the attempt's record.
+    lock: Option<super::store::EventsLock>,
+}
+
+fn store_refusal(e: StoreError) -> ledger::Refusal {
+    ledger::Refusal::Store(e.0)
+}
+
+impl attempt::AttemptHost for Host<'_> {
+    type Fs = crate::real_fs::RealFs;
+
+    fn ledger(&mut self) -> &mut ledger::Ledger<Self::Fs> {
+        self.store.ledger()
+    }
+
+    fn now(&mut self) -> harn_core::time::WallTime {
+        self.store.now()
+    }
+
+    fn lease(&mut self, id: &Id) -> Result<(), ledger::Refusal> {
+        // An operator's stop refuses new attempts before anything is recorded, so none is
+        // charged for a workflow that was never going to be let run.
+        if crate::children::forced() {
+            return Err(ledger::Refusal::NotNow(crate::children::stopping()));
+        }
+        if !self.store.exists(id) {
+            return Err(ledger::Refusal::NotNow(format!("no work item {id}")));
+        }
+        self.store.lock_run(id).map_err(store_refusal)
+    }
+
+    fn recover(&mut self) -> Result<(), ledger::Refusal> {
+        let recovered = self.store.recover().map_err(store_refusal)?;
+        for (run, killed) in &recovered.reaped {
+            errln!("harn: run {run} had lost its host; {killed} of its processes were stopped");
+        }
+        for problem in &recovered.problems {
+            errln!("harn: warning: {problem}");
+        }
+        Ok(())
+    }
+
+    fn read_locked(&mut self, id: &Id) -> Result<Item, ledger::Refusal> {
+        let (lock, item) = self.store.lock_and_read(id).map_err(store_refusal)?;
+        self.lock = Some(lock);
+        Ok(item)
+    }
+
+    fn unlock(&mut self) {
+        self.lock = None;
+    }
+
+    fn check_workflow(&mut self, item: &Item) -> Result<(), String> {
+        check_digest(&item.intent.workflow.path, &item.intent.workflow.sha256)
+    }
+
+    fn options(&mut self, item: &Item) -> Result<RunManifest, ledger::Refusal> {
+        let (id, limits) = (&item.intent.id, self.limits);
+        // Under worktree isolation the item's own worktree is made (or found again) first:
+        // it is the run's working directory, and the repository's git directory is
+        // writable too.
+        let (limits, workspace) = match limits.isolation {
+            harn_core::workflow::run::Isolation::Worktree => {
+                let options = super::worktree::Options {
+                    root: limits.workspace_root.as_deref(),
+                    base: limits.base.as_deref(),
+                    recorded_base: recorded_base(self.store, item),
+                    open: limits.no_containment,
+                };
+                let ws =
+                    super::worktree::prepare(self.store.root(), id, &options).map_err(|e| {
+                        ledger::Refusal::NotNow(format!("{e}; no attempt was recorded"))
+                    })?;
+                let mut within = limits.clone();
+                within.cwd = Some(ws.path.clone());
+                within.writable.push(ws.git_dir.clone());
+                (std::borrow::Cow::Owned(within), Some(ws))
             }
-            other => other,
-        })?;
-    drop(lock);
-    let end = run_segment(store, &manifest, &start, manifest.fold())?;
-    finish(store, &item, &manifest, end, actor)
+            _ => (std::borrow::Cow::Borrowed(limits), None),
+        };
+        let limits = limits.as_ref();
+        // A policy that requires containment refuses a run this machine cannot confine,
+        // before anything is recorded.
+        let containment = planned_containment(self.store.root(), limits);
+        if let Some(policy) = &limits.policy {
+            harn_core::workflow::containment::check(policy.policy.containment, &containment)
+                .map_err(ledger::Refusal::NotNow)?;
+        }
+        Ok(RunManifest {
+            schema_version: RUN_VERSION,
+            run_id: self.store.new_run_id(),
+            work_id: id.clone(),
+            attempt: 0,
+            trigger: harn_core::work::Trigger::Initial,
+            started_at: self.store.now(),
+            script: item.intent.workflow.clone(),
+            timeout_ms: limits.timeout.as_millis() as u64,
+            harness: limits.harness.clone(),
+            team: limits.team.clone(),
+            harnesses: limits.harnesses.clone(),
+            max_agents: Some(limits.max_agents),
+            billing: limits.billing,
+            policy: limits.policy.clone(),
+            approval_to: limits.approval_to.clone(),
+            concurrency: limits.concurrency as u32,
+            isolation: limits.isolation,
+            cwd: limits.cwd.clone(),
+            context: None,
+            goal_spent_micro_usd: limits.goal_spent_micro_usd,
+            workspace,
+            containment: Some(containment),
+        })
+    }
+
+    fn segment(
+        &mut self,
+        _item: &Item,
+        m: &RunManifest,
+        start: &serde_json::Value,
+        fold: harn_core::workflow::run::RunFold,
+    ) -> Result<SegmentEnd, ledger::Refusal> {
+        run_segment(self.store, m, start, fold).map_err(store_refusal)
+    }
+
+    fn attest(&mut self, m: &RunManifest, fold: &mut harn_core::workflow::run::RunFold) {
+        if let Some(ws) = &m.workspace {
+            let open = m.containment.as_ref().is_some_and(|c| c.turned_off);
+            match super::worktree::attest(ws, self.store.root(), open) {
+                Ok(attested) => fold.attest(attested),
+                Err(e) => errln!("harn: warning: the worktree {} was not attested: {e}", ws.path),
+            }
+        }
+    }
+
+    fn reconcile(&mut self, id: &Id, actor: &str) -> Result<(), ledger::Refusal> {
+        self.store.reconcile(id, actor).map(drop).map_err(store_refusal)
+    }
 }
 
 /// The base commit the item's latest earlier attempt recorded for its worktree.
@@ -197,45 +256,6 @@ fn recorded_base(store: &mut Store, item: &Item) -> Option<String> {
         }
     }
     None
-}
-
-fn refusal(r: ledger::Refusal) -> Refusal {
-    match r {
-        ledger::Refusal::NotNow(why) => Refusal::NotNow(why),
-        ledger::Refusal::Store(e) => Refusal::Store(StoreError(e)),
-    }
-}
-
-/// Writes the proof of a finished segment and reconciles; a parked one leaves no proof.
-fn finish(
-    store: &mut Store,
-    item: &Item,
-    manifest: &RunManifest,
-    end: SegmentEnd,
-    actor: &str,
-) -> Result<Ended, Refusal> {
-    let ended = match end {
-        SegmentEnd::Finished(mut fold, end) => {
-            if let Some(ws) = &manifest.workspace {
-                let open = manifest.containment.as_ref().is_some_and(|c| c.turned_off);
-                match super::worktree::attest(ws, store.root(), open) {
-                    Ok(attested) => fold.attest(attested),
-                    Err(e) => {
-                        errln!("harn: warning: the worktree {} was not attested: {e}", ws.path)
-                    }
-                }
-            }
-            let now = store.now();
-            let proof = store
-                .ledger()
-                .finish_attempt(item, manifest, *fold, &end, now)
-                .map_err(StoreError)?;
-            Ended::Proof(manifest.run_id.clone(), Box::new(proof))
-        }
-        SegmentEnd::Parked(request) => Ended::Parked(request),
-    };
-    store.reconcile(&item.intent.id, actor)?;
-    Ok(ended)
 }
 
 /// Refuses a workflow that is gone or differs from the bytes the item was frozen with.

@@ -4,6 +4,7 @@
 //! Nothing here reads a file: callers hand in the parsed intent, the history, one inspection
 //! per attempt and the projections of the prerequisites, and get back a projection.
 
+pub mod attempt;
 pub mod events;
 pub mod intent;
 pub mod ledger;
