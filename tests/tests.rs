@@ -1,3 +1,6 @@
+//! The integration tests, one module per area, built into one binary so the real `harn`
+//! is linked once.
+
 mod agent_presets;
 mod bounded;
 mod charging;
@@ -22,6 +25,7 @@ mod real_agents;
 mod run_processes;
 mod service;
 mod supervisor;
+mod tidy;
 mod work;
 mod work_agents;
 mod work_approval;

@@ -1,5 +1,12 @@
-//! A small, stable, non-keyed hash (FNV-1a 64) for state hashes in traces. Deterministic
-//! across runs, unlike std's randomly keyed `DefaultHasher`.
+//! Hashes: a small, stable, non-keyed one (FNV-1a 64) for state hashes in traces,
+//! deterministic across runs unlike std's randomly keyed `DefaultHasher`; and the SHA-256
+//! digests every frozen record is named by.
+
+/// Lowercase hex SHA-256.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
 
 /// FNV-1a, 64-bit.
 #[derive(Clone, Copy, Debug)]

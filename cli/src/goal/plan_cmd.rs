@@ -144,7 +144,7 @@ pub fn read_policy(root: &Path, file: &Path) -> Result<ReplanningPolicy, String>
             .map_err(|e| format!("{shown}: templates.{id}.workflow: {e}"))?;
         let template = Template {
             path: wf.display().to_string(),
-            sha256: harn_core::workflow::policy::sha256_hex(&body),
+            sha256: harn_core::hash::sha256_hex(&body),
             max_attempts: t.max_attempts,
             root: t.root,
         };

@@ -73,7 +73,7 @@ impl Specialists for RealSpecialists<'_> {
 
     fn workflow_digest(&mut self, path: &str) -> Result<String, String> {
         let bytes = crate::input::read(Path::new(path), crate::input::WORKFLOW_MAX)?;
-        Ok(harn_core::workflow::policy::sha256_hex(&bytes))
+        Ok(harn_core::hash::sha256_hex(&bytes))
     }
 }
 

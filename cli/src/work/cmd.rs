@@ -10,7 +10,6 @@ use harn_core::work::intent::{check_dependency_graph, INTENT_VERSION};
 use harn_core::work::projection::{cancellable, reopenable};
 use harn_core::work::{WorkIntent, WorkState, WorkflowRef};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -203,7 +202,7 @@ fn frozen_workflow(path: &std::path::Path) -> Result<WorkflowRef, String> {
         std::fs::canonicalize(path).map_err(|e| format!("workflow {}: {e}", path.display()))?;
     let bytes = crate::input::read(&abs, crate::input::WORKFLOW_MAX)
         .map_err(|e| format!("workflow {e}"))?;
-    let sha256 = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    let sha256 = harn_core::hash::sha256_hex(&bytes);
     Ok(WorkflowRef { path: abs.display().to_string(), sha256 })
 }
 

@@ -5,8 +5,8 @@
 //! resolve beside it; those siblings are read as they are when imported (decision 0008).
 
 use super::store::{run_dir, Store};
+use harn_core::hash::sha256_hex;
 use harn_core::workflow::run::RunManifest;
-use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
 /// The copy's file name in the run directory: `workflow` with the original's extension, so
@@ -16,10 +16,6 @@ fn copy_name(path: &str) -> String {
         Some(ext) => format!("workflow.{ext}"),
         None => "workflow".to_owned(),
     }
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The run's copy of its workflow, made now from the frozen path (its digest checked) or, for

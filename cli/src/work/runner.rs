@@ -11,7 +11,6 @@ use harn_core::workflow::agent::HarnessSpec;
 use harn_core::workflow::approval::ApprovalRequest;
 use harn_core::workflow::policy::FrozenPolicy;
 use harn_core::workflow::run::{Billing, FrozenHarness, Proof, RunManifest, RUN_VERSION};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -262,7 +261,7 @@ fn recorded_base(store: &mut Store, item: &Item) -> Option<String> {
 fn check_digest(path: &str, frozen: &str) -> Result<(), String> {
     let bytes = crate::input::read(std::path::Path::new(path), crate::input::WORKFLOW_MAX)
         .map_err(|e| format!("workflow {e}; no attempt was recorded"))?;
-    let now: String = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    let now = harn_core::hash::sha256_hex(&bytes);
     if now != frozen {
         return Err(format!(
             "workflow {path} changed since the work item was frozen (sha256 {} now, {} then); \

@@ -2,10 +2,10 @@
 //! value, the limits and the automation flags, checked and frozen once. Changing any of them
 //! means a new goal; a read re-checks the digest, so an edited file is refused loudly.
 
+use crate::hash::sha256_hex;
 use crate::ids::Id;
 use crate::time::WallTime;
 use crate::work::FieldError;
-use crate::workflow::policy::sha256_hex;
 use crate::workflow::team::Team;
 use serde::{Deserialize, Serialize};
 

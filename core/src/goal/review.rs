@@ -6,7 +6,7 @@
 //! against the frozen panel.
 
 use super::plan::{Proposal, ReviewPanel};
-use crate::workflow::policy::sha256_hex;
+use crate::hash::sha256_hex;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 

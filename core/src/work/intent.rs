@@ -67,7 +67,7 @@ impl WorkIntent {
     /// The digest of the intent's content: its compact JSON without the digest itself.
     pub fn digest(&self) -> String {
         let body = WorkIntent { sha256: None, ..self.clone() };
-        crate::workflow::policy::sha256_hex(&serde_json::to_vec(&body).expect("intents serialize"))
+        crate::hash::sha256_hex(&serde_json::to_vec(&body).expect("intents serialize"))
     }
 
     /// The same intent with its digest filled in, as it is written.

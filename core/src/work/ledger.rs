@@ -12,11 +12,11 @@ use super::events::{validate_history, EventKind, WorkEvent, EVENT_VERSION};
 use super::projection::{project, AttemptStatus, Inputs, Prerequisite};
 use super::{Projection, WorkIntent};
 use crate::env::Fs;
+use crate::hash::sha256_hex;
 use crate::ids::Id;
 use crate::journal::{self, JournalWriter};
 use crate::time::WallTime;
 use crate::workflow::approval::ApprovalRequest;
-use crate::workflow::policy::sha256_hex;
 use crate::workflow::run::{
     findings_context, may_start, synopsis, AttemptContext, Proof, ProofSeal, ResumeState,
     RunManifest, SEAL, SEAL_VERSION,
@@ -350,7 +350,7 @@ impl<F: Fs> Ledger<F> {
         let run_id = item.projection.latest_run_id.clone().expect("an item in review has a run");
         let path = format!("{}/proof.json", run_dir(&run_id));
         let bytes = self.read_bytes(&path)?.ok_or_else(|| format!("run {run_id} has no proof"))?;
-        let proof_sha256 = crate::workflow::policy::sha256_hex(&bytes);
+        let proof_sha256 = crate::hash::sha256_hex(&bytes);
         let attempt = item.projection.attempts_used;
         let kind = EventKind::Accepted { run_id, attempt, proof_sha256, dispositions };
         self.append(id, kind, actor, reason, now)?;

@@ -6,13 +6,13 @@
 
 use super::ledger::{approval_dir, record_bytes, Ledger};
 use crate::env::Fs;
+use crate::hash::sha256_hex;
 use crate::ids::Id;
 use crate::journal::{self, JournalWriter};
 use crate::time::WallTime;
 use crate::workflow::approval::{
     may_rule, ApprovalDecision, ApprovalRequest, Ruling, APPROVAL_VERSION,
 };
-use crate::workflow::policy::sha256_hex;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 

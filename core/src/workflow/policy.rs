@@ -4,9 +4,9 @@
 //! allow); a request no rule matches gets its kind's default (agent calls allow, external
 //! mutations deny), so authority over the outside world is only ever granted explicitly.
 
+use crate::hash::sha256_hex;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 
 /// Most rules a policy may hold.
 pub const RULES_MAX: usize = 100;
@@ -309,11 +309,6 @@ pub fn request_digest(policy_sha256: &str, req: &Request, eval: &Evaluation) -> 
 fn canonical(value: &impl Serialize) -> Vec<u8> {
     let value: Value = serde_json::to_value(value).expect("policy values serialize");
     serde_json::to_vec(&value).expect("JSON values serialize")
-}
-
-/// Lowercase hex SHA-256.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -3,9 +3,10 @@
 //! recorded for its slot or parks the run; `deny` stops it.
 
 use super::{CallRecord, HostAction, Parked, PolicyRecord, RunFold};
+use crate::hash::sha256_hex;
 use crate::workflow::agent::CallOutcome;
 use crate::workflow::approval::{approval_id, consume};
-use crate::workflow::policy::{request_digest, sha256_hex, Request, Verdict, DECISIONS_MAX};
+use crate::workflow::policy::{request_digest, Request, Verdict, DECISIONS_MAX};
 use crate::workflow::schema::with_contract;
 use crate::workflow::team::{dispatch, has_adapter, Dispatch};
 use serde_json::{json, Value};
