@@ -379,8 +379,8 @@ enum ServiceOp {
 /// stop only after a drain. Panics on a violation.
 pub fn fuzz_service(data: &[u8]) {
     use crate::wake::{
-        after_tick_err, after_tick_ok, decide, Decision, Fingerprint, ServiceEffect,
-        ServiceScheduler, WakeConfig, WakeState,
+        after_tick_err, after_tick_ok, decide, Fingerprint, ServiceEffect, ServiceScheduler,
+        SweepDecision, WakeConfig, WakeState,
     };
     use crate::watch::{WatchEffect, Watcher};
     let mut u = Unstructured::new(data);
@@ -411,9 +411,9 @@ pub fn fuzz_service(data: &[u8]) {
                     let prev = sched.goal(goal).expect("enrolled").clone();
                     let fp = Fingerprint::new([fingerprints[i]]);
                     let wake = match decide(&prev, &fp, ready[i], now) {
-                        Decision::Skip(_) => continue,
-                        Decision::BecomeAwaiting(w) => w,
-                        Decision::Tick => {
+                        SweepDecision::Skip(_) => continue,
+                        SweepDecision::BecomeAwaiting(w) => w,
+                        SweepDecision::Tick => {
                             let unchanged = prev.observed.as_ref() == Some(&fp);
                             assert!(
                                 !(prev.state == WakeState::AwaitingChange && unchanged),

@@ -282,7 +282,7 @@ pub fn sweep<H: SweepHost>(
     host: &mut H,
     scheduler: &mut crate::wake::ServiceScheduler,
 ) -> Result<(), String> {
-    use crate::wake::{after_tick_err, decide, Decision, Fingerprint};
+    use crate::wake::{after_tick_err, decide, Fingerprint, SweepDecision};
     let cfg = *scheduler.config();
     // Walks positions, not ids: a quiescent goal costs its read and a compare, with no lookup
     // or copy of its id.
@@ -296,9 +296,9 @@ pub fn sweep<H: SweepHost>(
         let read = host.read(goal);
         let decision = match &read {
             Ok((fp, ready)) => decide(prev, fp, *ready, now),
-            Err(_) => Decision::Tick,
+            Err(_) => SweepDecision::Tick,
         };
-        if matches!(decision, Decision::Skip(_)) {
+        if matches!(decision, SweepDecision::Skip(_)) {
             continue;
         }
         let (goal, prev) = (goal.clone(), prev.clone());
@@ -315,11 +315,11 @@ pub fn sweep<H: SweepHost>(
             }
         };
         let wake = match decision {
-            Decision::BecomeAwaiting(wake) => wake,
-            Decision::Skip(_) => unreachable!("skipped above"),
+            SweepDecision::BecomeAwaiting(wake) => wake,
+            SweepDecision::Skip(_) => unreachable!("skipped above"),
             // A stop asked for while the goal was read: no new tick starts.
-            Decision::Tick if host.stopping() => break,
-            Decision::Tick => tick_one(host, &goal, &prev, fp, &cfg),
+            SweepDecision::Tick if host.stopping() => break,
+            SweepDecision::Tick => tick_one(host, &goal, &prev, fp, &cfg),
         };
         scheduler.record_goal_at(host.now(), at, wake)?;
     }

@@ -317,7 +317,7 @@ pub enum SkipReason {
 
 /// What a sweep does with one goal.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub enum SweepDecision {
     /// Leave the goal and its record as they are; no tick.
     Skip(SkipReason),
     /// The goal is not ready: store this record (quiescent on the current fingerprint, errors
@@ -335,27 +335,27 @@ pub fn decide(
     current: &Fingerprint,
     goal_is_ready: bool,
     now: Instant,
-) -> Decision {
+) -> SweepDecision {
     // Only a fingerprint actually seen before can have changed; with none, the record's state
     // decides alone (a backoff without one still waits its delay).
     let changed = prev.observed.as_ref().is_some_and(|seen| seen != current);
     if !changed {
         match (prev.state, prev.next_wake_at) {
             (WakeState::Backoff, Some(until)) if until > now => {
-                return Decision::Skip(SkipReason::BackoffNotElapsed { until });
+                return SweepDecision::Skip(SkipReason::BackoffNotElapsed { until });
             }
             // Without an observed fingerprint the record is inconsistent and cannot prove the
             // goal unchanged; reading it again is the safe side.
             (WakeState::AwaitingChange, _) if prev.observed.is_some() => {
-                return Decision::Skip(SkipReason::Unchanged);
+                return SweepDecision::Skip(SkipReason::Unchanged);
             }
             _ => {}
         }
     }
     if goal_is_ready {
-        Decision::Tick
+        SweepDecision::Tick
     } else {
-        Decision::BecomeAwaiting(GoalWake::awaiting(*current))
+        SweepDecision::BecomeAwaiting(GoalWake::awaiting(*current))
     }
 }
 
@@ -924,60 +924,63 @@ mod tests {
     #[test]
     fn a_ready_idle_goal_is_ticked_every_time() {
         let prev = after_tick_ok(fp("a"), true);
-        assert_eq!(decide(&prev, &fp("a"), true, t(0)), Decision::Tick);
-        assert_eq!(decide(&GoalWake::default(), &fp("a"), true, t(0)), Decision::Tick);
+        assert_eq!(decide(&prev, &fp("a"), true, t(0)), SweepDecision::Tick);
+        assert_eq!(decide(&GoalWake::default(), &fp("a"), true, t(0)), SweepDecision::Tick);
     }
 
     #[test]
     fn a_goal_that_is_not_ready_becomes_awaiting_with_errors_forgiven() {
         let prev = backoff(4, "a", t(10));
         let expected = GoalWake::awaiting(fp("a"));
-        assert_eq!(decide(&prev, &fp("a"), false, t(10)), Decision::BecomeAwaiting(expected));
+        assert_eq!(decide(&prev, &fp("a"), false, t(10)), SweepDecision::BecomeAwaiting(expected));
         let d = decide(&GoalWake::default(), &fp("b"), false, t(0));
-        assert_eq!(d, Decision::BecomeAwaiting(GoalWake::awaiting(fp("b"))));
+        assert_eq!(d, SweepDecision::BecomeAwaiting(GoalWake::awaiting(fp("b"))));
     }
 
     #[test]
     fn backoff_skips_until_its_deadline_then_ticks() {
         let prev = backoff(1, "a", t(10));
-        let skip = Decision::Skip(SkipReason::BackoffNotElapsed { until: t(10) });
+        let skip = SweepDecision::Skip(SkipReason::BackoffNotElapsed { until: t(10) });
         assert_eq!(decide(&prev, &fp("a"), true, t(9)), skip);
-        assert_eq!(decide(&prev, &fp("a"), true, t(10)), Decision::Tick);
-        assert_eq!(decide(&prev, &fp("a"), true, t(11)), Decision::Tick);
+        assert_eq!(decide(&prev, &fp("a"), true, t(10)), SweepDecision::Tick);
+        assert_eq!(decide(&prev, &fp("a"), true, t(11)), SweepDecision::Tick);
     }
 
     #[test]
     fn a_changed_fingerprint_bypasses_backoff() {
         let prev = backoff(3, "a", t(1_000));
-        assert_eq!(decide(&prev, &fp("b"), true, t(0)), Decision::Tick);
+        assert_eq!(decide(&prev, &fp("b"), true, t(0)), SweepDecision::Tick);
         let d = decide(&prev, &fp("b"), false, t(0));
-        assert_eq!(d, Decision::BecomeAwaiting(GoalWake::awaiting(fp("b"))));
+        assert_eq!(d, SweepDecision::BecomeAwaiting(GoalWake::awaiting(fp("b"))));
     }
 
     #[test]
     fn an_unchanged_awaiting_goal_costs_no_tick_even_if_it_claims_ready() {
         let prev = GoalWake::awaiting(fp("a"));
-        assert_eq!(decide(&prev, &fp("a"), true, t(0)), Decision::Skip(SkipReason::Unchanged));
-        assert_eq!(decide(&prev, &fp("a"), false, t(0)), Decision::Skip(SkipReason::Unchanged));
+        assert_eq!(decide(&prev, &fp("a"), true, t(0)), SweepDecision::Skip(SkipReason::Unchanged));
+        assert_eq!(
+            decide(&prev, &fp("a"), false, t(0)),
+            SweepDecision::Skip(SkipReason::Unchanged)
+        );
     }
 
     #[test]
     fn a_changed_fingerprint_bypasses_quiescence() {
         let prev = GoalWake::awaiting(fp("a"));
-        assert_eq!(decide(&prev, &fp("b"), true, t(0)), Decision::Tick);
+        assert_eq!(decide(&prev, &fp("b"), true, t(0)), SweepDecision::Tick);
         let d = decide(&prev, &fp("b"), false, t(0));
-        assert_eq!(d, Decision::BecomeAwaiting(GoalWake::awaiting(fp("b"))));
+        assert_eq!(d, SweepDecision::BecomeAwaiting(GoalWake::awaiting(fp("b"))));
     }
 
     #[test]
     fn inconsistent_records_fall_on_the_side_of_reading_again() {
         let no_deadline = GoalWake { next_wake_at: None, ..backoff(1, "a", t(0)) };
-        assert_eq!(decide(&no_deadline, &fp("a"), true, t(0)), Decision::Tick);
+        assert_eq!(decide(&no_deadline, &fp("a"), true, t(0)), SweepDecision::Tick);
         let blind = GoalWake { observed: None, ..GoalWake::awaiting(fp("a")) };
-        assert_eq!(decide(&blind, &fp("a"), true, t(0)), Decision::Tick);
+        assert_eq!(decide(&blind, &fp("a"), true, t(0)), SweepDecision::Tick);
         // A backoff with no fingerprint cannot be "changed", so it still waits its delay.
         let unseen = GoalWake { observed: None, ..backoff(1, "a", t(5)) };
-        assert!(matches!(decide(&unseen, &fp("b"), true, t(0)), Decision::Skip(_)));
+        assert!(matches!(decide(&unseen, &fp("b"), true, t(0)), SweepDecision::Skip(_)));
     }
 
     // --- after a tick ---
@@ -1245,13 +1248,13 @@ mod tests {
         let mut s = sweeping();
         let a = id("a");
         let prev = s.goal(&a).unwrap().clone();
-        let Decision::BecomeAwaiting(wake) = decide(&prev, &fp("1"), false, t(0)) else {
+        let SweepDecision::BecomeAwaiting(wake) = decide(&prev, &fp("1"), false, t(0)) else {
             panic!("not ready goal must become awaiting");
         };
         s.record_goal(t(0), &a, wake).unwrap();
         let prev = s.goal(&a).unwrap().clone();
-        assert_eq!(decide(&prev, &fp("1"), true, t(9)), Decision::Skip(SkipReason::Unchanged));
-        assert_eq!(decide(&prev, &fp("2"), true, t(9)), Decision::Tick);
+        assert_eq!(decide(&prev, &fp("1"), true, t(9)), SweepDecision::Skip(SkipReason::Unchanged));
+        assert_eq!(decide(&prev, &fp("2"), true, t(9)), SweepDecision::Tick);
     }
 
     // --- properties ---
@@ -1308,7 +1311,7 @@ mod tests {
             let current = Fingerprint::new(format!("{seen}'"));
             let prev = GoalWake { observed: Some(Fingerprint::new(seen)), ..prev };
             let d = decide(&prev, &current, ready, Instant(now));
-            prop_assert!(!matches!(d, Decision::Skip(_)), "{:?}", d);
+            prop_assert!(!matches!(d, SweepDecision::Skip(_)), "{:?}", d);
         }
 
         #[test]
@@ -1322,7 +1325,7 @@ mod tests {
                 ..prev
             };
             let d = decide(&prev, &current, ready, Instant(now));
-            prop_assert_ne!(d, Decision::Tick);
+            prop_assert_ne!(d, SweepDecision::Tick);
         }
 
         #[test]
@@ -1331,7 +1334,7 @@ mod tests {
             cfg in config_strategy()
         ) {
             let (current, now) = (Fingerprint::new(current), Instant(now));
-            if let Decision::BecomeAwaiting(w) = decide(&prev, &current, ready, now) {
+            if let SweepDecision::BecomeAwaiting(w) = decide(&prev, &current, ready, now) {
                 prop_assert_eq!(w.check(), Ok(()));
                 prop_assert_eq!(w.observed.as_ref(), Some(&current));
             }

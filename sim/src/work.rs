@@ -12,7 +12,7 @@ use crate::fs::SimFs;
 use harn_core::env::{Fs, FsErrorKind};
 use harn_core::ids::Id;
 use harn_core::time::WallTime;
-use harn_core::work::attempt::{run_attempt, AttemptHost, Ended, SegmentEnd};
+use harn_core::work::attempt::{run_attempt, AttemptEnded, AttemptHost, SegmentEnd};
 use harn_core::work::events::{EventKind, WorkEvent};
 use harn_core::work::intent::INTENT_VERSION;
 use harn_core::work::ledger::{work_dir, Item, Known, Ledger, Refusal};
@@ -348,11 +348,13 @@ impl WorkWorld {
 
     fn attempt(&mut self, id: &Id, retry: bool) -> Result<(), String> {
         match run_attempt(self, id, retry, "sim") {
-            Ok(Ended::Proof(..)) => {
+            Ok(AttemptEnded::Proof(..)) => {
                 self.summary.proofs += 1;
                 Ok(())
             }
-            Ok(Ended::Parked(_) | Ended::Abandoned) | Err(Refusal::NotNow(_)) => Ok(()),
+            Ok(AttemptEnded::Parked(_) | AttemptEnded::Abandoned) | Err(Refusal::NotNow(_)) => {
+                Ok(())
+            }
             // An IO error before the spawn (a full disk, a failing device): whatever it cut
             // short, nothing ran, so nothing may be charged.
             Err(Refusal::Store(e)) if e.contains(INJECTED) && !self.ledger.fs.is_crashed() => {

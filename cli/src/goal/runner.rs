@@ -5,7 +5,7 @@
 
 use super::store::{self, goal_lease};
 use crate::work::run_cmd::accept_item;
-use crate::work::runner::{run_attempt, Ended, Refusal, RunLimits};
+use crate::work::runner::{run_attempt, AttemptRefusal, Ended, RunLimits};
 use crate::work::store::{Store, StoreError};
 use harn_core::goal::engine::{
     drive as drive_loop, GoalHost, GoalView, Outcome, OutcomeStatus, Report,
@@ -125,7 +125,7 @@ fn dispatch(
     })
 }
 
-fn outcome(work_id: Id, action: DispatchAction, ended: Result<Ended, Refusal>) -> Outcome {
+fn outcome(work_id: Id, action: DispatchAction, ended: Result<Ended, AttemptRefusal>) -> Outcome {
     let mut o = Outcome {
         work_id,
         action,
@@ -146,8 +146,8 @@ fn outcome(work_id: Id, action: DispatchAction, ended: Result<Ended, Refusal>) -
             o.detail = Some(format!("approval {}", request.approval_id));
             o.run_id = Some(request.run_id.clone());
         }
-        Err(Refusal::NotNow(why)) => o.detail = Some(why),
-        Err(Refusal::Store(e)) => o.detail = Some(e.to_string()),
+        Err(AttemptRefusal::NotNow(why)) => o.detail = Some(why),
+        Err(AttemptRefusal::Store(e)) => o.detail = Some(e.to_string()),
     }
     o
 }

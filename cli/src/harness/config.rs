@@ -173,9 +173,9 @@ fn line_of(text: &str, offset: usize) -> usize {
     text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
 }
 
-type Refusal = (String, String);
+type FieldRefusal = (String, String);
 
-fn limits(raw: &RawLimits) -> Result<LifecycleLimits, Refusal> {
+fn limits(raw: &RawLimits) -> Result<LifecycleLimits, FieldRefusal> {
     let d = LifecycleLimits::default();
     let ms = |v: Option<u64>, default: Duration| v.map_or(default, Duration::from_millis);
     let limits = LifecycleLimits {
@@ -194,7 +194,7 @@ fn limits(raw: &RawLimits) -> Result<LifecycleLimits, Refusal> {
     Ok(limits)
 }
 
-fn harness(name: &str, raw: &RawHarness) -> Result<HarnessSpec, Refusal> {
+fn harness(name: &str, raw: &RawHarness) -> Result<HarnessSpec, FieldRefusal> {
     let key = |field: &str| format!("harness.{name}.{field}");
     if raw.command.first().is_none_or(|p| p.is_empty()) {
         return Err((

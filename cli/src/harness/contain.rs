@@ -1,4 +1,4 @@
-//! Containment: where a writable cgroup v2 hierarchy exists, each run of a harness gets a
+//! How harnesses are held: where a writable cgroup v2 hierarchy exists, each run of a harness gets a
 //! fresh cgroup of its own, and a run ends with that cgroup killed and removed, so
 //! grandchildren that left the process group (setsid, double fork, daemonized) go too.
 //! Without one, process groups are the fallback. Also finds processes of an earlier daemon
@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 /// How a root's harnesses are contained.
 #[derive(Clone, Debug)]
-pub struct Containment {
+pub struct HarnessCgroups {
     /// `<cgroup2 mount><our cgroup>/harn-<hash of root>`, when it could be created.
     base: Option<PathBuf>,
     /// Where an earlier daemon of this root kept its cgroups, when that was elsewhere (it
@@ -44,9 +44,9 @@ fn base_name(root: &Path) -> String {
     format!("harn-{:016x}", fnv64(root.as_os_str().as_encoded_bytes()))
 }
 
-impl Containment {
+impl HarnessCgroups {
     /// Finds a writable cgroup v2 hierarchy for `paths.root`, or settles for process groups.
-    pub fn detect(paths: &Paths) -> Containment {
+    pub fn detect(paths: &Paths) -> HarnessCgroups {
         let found = cgroup::home();
         let base = found.as_ref().and_then(|(_, home)| {
             let base = home.join(base_name(&paths.root));
@@ -67,12 +67,17 @@ impl Containment {
             let text = b.as_os_str().as_encoded_bytes();
             let _ = crate::private::replace_below(&paths.root, &hint_path, text);
         }
-        Containment { base, earlier_base, hint_refused, root: paths.root.clone() }
+        HarnessCgroups { base, earlier_base, hint_refused, root: paths.root.clone() }
     }
 
     /// Process groups only (for tests and machines without cgroups).
-    pub fn process_groups(paths: &Paths) -> Containment {
-        Containment { base: None, earlier_base: None, hint_refused: None, root: paths.root.clone() }
+    pub fn process_groups(paths: &Paths) -> HarnessCgroups {
+        HarnessCgroups {
+            base: None,
+            earlier_base: None,
+            hint_refused: None,
+            root: paths.root.clone(),
+        }
     }
 
     /// Why `cgroup.path` was ignored, when it was.

@@ -4,12 +4,12 @@
 //! next deadline; with nothing due it blocks without waking.
 
 use super::config::{self, ConfigError};
-use super::contain::Containment;
-use super::ledger::{Cause, Facts, Ledger};
+use super::contain::HarnessCgroups;
+use super::ledger::{Cause, Facts, RecoveryLedger};
 use super::logs::Rotation;
 use super::paths::Paths;
 use super::protocol::{err, ok, Request};
-use super::readiness::Readiness;
+use super::readiness::ReadinessWatch;
 use super::sdnotify;
 use super::spawner::RealSpawner;
 use super::status;
@@ -102,14 +102,14 @@ struct Host {
     config: DaemonConfig,
     pids: BTreeMap<Pid, (Id, u64)>,
     subscribers: Subscribers,
-    readiness: Readiness,
+    readiness: ReadinessWatch,
     drain_deadline: Option<Instant>,
     /// Set once the drain deadline passed.
     drain_expired: bool,
     watchdog: Option<(Duration, std::time::Instant)>,
     /// When WATCHDOG=1 was last sent, unix ms.
     last_watchdog_ms: Option<i64>,
-    ledger: Ledger,
+    ledger: RecoveryLedger,
     next_command_id: u64,
     started_wall_ms: i64,
 }
@@ -135,7 +135,7 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     if !fs.try_lock(Paths::lock_relative()).map_err(|e| failed(&e))? {
         return Err(DaemonError::AlreadyRunning(owner_message(&paths)));
     }
-    let mut ledger = Ledger::open(&mut fs, &paths).map_err(|e| failed(&e))?;
+    let mut ledger = RecoveryLedger::open(&mut fs, &paths).map_err(|e| failed(&e))?;
     if let Ok(dir) = crate::private::Dir::open(&paths.root, ".harnery/harness", false) {
         dir.sweep_residue();
     }
@@ -143,7 +143,7 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     let subreaper = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
     let (tx, rx) = mpsc::channel();
     super::signals::forward(tx.clone()).map_err(|e| failed(&e))?;
-    let contain = Containment::detect(&paths);
+    let contain = HarnessCgroups::detect(&paths);
     if let Some(why) = contain.hint_refused() {
         log(why);
     }
@@ -151,7 +151,7 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     let mut spawner =
         RealSpawner::new(paths.clone(), Rotation::default(), contain).map_err(|e| failed(&e))?;
     let readiness =
-        Readiness::new(&paths, &config, &mut spawner, tx.clone()).map_err(|e| failed(&e))?;
+        ReadinessWatch::new(&paths, &config, &mut spawner, tx.clone()).map_err(|e| failed(&e))?;
     let clock = RealClock::new();
     let mut env = Env { fs: &mut fs, spawner: &mut spawner, clock: &clock };
     let (mut driver, mut daemon) =
@@ -213,7 +213,7 @@ impl Drop for RemoveOnDrop {
 
 /// Stops every process an earlier daemon of this root left behind (it was killed, or crashed)
 /// before anything is spawned, so one harness never has two live instances.
-fn reclaim_orphans(contain: &Containment, config: &DaemonConfig, ledger: &mut Ledger) {
+fn reclaim_orphans(contain: &HarnessCgroups, config: &DaemonConfig, ledger: &mut RecoveryLedger) {
     let names: Vec<Id> = config.harnesses.keys().cloned().collect();
     let grace = config
         .harnesses

@@ -67,17 +67,17 @@ pub struct Facts<'a> {
 }
 
 /// The ledger writer.
-pub struct Ledger {
+pub struct RecoveryLedger {
     writer: JournalWriter,
     owner: Owner,
     notes: BTreeMap<Id, Notes>,
     paths: Paths,
 }
 
-impl Ledger {
+impl RecoveryLedger {
     /// Opens `ledger.jsonl` for appending after verifying every line (cutting a torn tail; a
     /// corrupt line anywhere refuses the open, so nothing is appended after it).
-    pub fn open(fs: &mut dyn Fs, paths: &Paths) -> Result<Ledger, JournalOpenError> {
+    pub fn open(fs: &mut dyn Fs, paths: &Paths) -> Result<RecoveryLedger, JournalOpenError> {
         let (writer, _) =
             JournalWriter::open_as::<serde::de::IgnoredAny>(fs, Paths::ledger_relative())?;
         let uid = rustix::process::geteuid().as_raw();
@@ -90,7 +90,7 @@ impl Ledger {
                 .unwrap_or_default(),
             state_path: paths.state().display().to_string(),
         };
-        Ok(Ledger { writer, owner, notes: BTreeMap::new(), paths: paths.clone() })
+        Ok(RecoveryLedger { writer, owner, notes: BTreeMap::new(), paths: paths.clone() })
     }
 
     /// Notes who asked for what before the command reaches the core.

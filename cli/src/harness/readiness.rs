@@ -20,8 +20,8 @@ use std::time::Duration;
 /// How often files and probes are checked while a run awaits them.
 const CHECK_EVERY: Duration = Duration::from_millis(250);
 
-/// Readiness watches of every harness.
-pub struct Readiness {
+/// The readiness watches of every harness.
+pub struct ReadinessWatch {
     kinds: BTreeMap<Id, Kind>,
     cwd: BTreeMap<Id, PathBuf>,
     /// Runs that await a file or a probe.
@@ -34,15 +34,15 @@ pub struct Readiness {
     tx: Sender<Msg>,
 }
 
-impl Readiness {
+impl ReadinessWatch {
     /// Sets up the watches (and notify sockets) for `config`.
     pub fn new(
         paths: &Paths,
         config: &DaemonConfig,
         spawner: &mut RealSpawner,
         tx: Sender<Msg>,
-    ) -> std::io::Result<Readiness> {
-        let mut r = Readiness {
+    ) -> std::io::Result<ReadinessWatch> {
+        let mut r = ReadinessWatch {
             kinds: BTreeMap::new(),
             cwd: BTreeMap::new(),
             awaiting: BTreeMap::new(),
@@ -119,7 +119,7 @@ impl Readiness {
         }
     }
 
-    /// How long until [`Readiness::check`] has work; `None` when nothing awaits.
+    /// How long until [`ReadinessWatch::check`] has work; `None` when nothing awaits.
     pub fn poll_interval(&self) -> Option<Duration> {
         if self.awaiting.is_empty() {
             return None;
@@ -192,7 +192,7 @@ impl Readiness {
 /// How long a probe may run before it counts as a failure and is killed.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
-impl Readiness {
+impl ReadinessWatch {
     /// Kills probes that ran too long or whose run ended; their exits are reaped as failures.
     pub fn expire_probes(&mut self, live: &dyn Fn(&Id, u64) -> bool) {
         for (pid, (name, run, started)) in &self.probes {

@@ -1,7 +1,7 @@
 //! The real `Spawner`: each child in its own session and process group, its stdout and
 //! stderr drained into its rotating log, signals sent to the whole group.
 
-use super::contain::Containment;
+use super::contain::HarnessCgroups;
 use super::fork;
 use super::logs::{LogPump, LogSink, Rotation};
 use super::paths::Paths;
@@ -27,7 +27,7 @@ pub struct RealSpawner {
     sinks: BTreeMap<Id, Arc<Mutex<LogSink>>>,
     /// Extra environment per harness (the notify socket), set by the daemon from config.
     extra_env: BTreeMap<Id, Vec<(String, String)>>,
-    contain: Containment,
+    contain: HarnessCgroups,
     /// The run cgroup of each run's main process, for SIGKILL to reach all of it.
     owners: BTreeMap<Pid, Option<PathBuf>>,
     pump: LogPump,
@@ -40,7 +40,7 @@ impl RealSpawner {
     pub fn new(
         paths: Paths,
         rotation: Rotation,
-        contain: Containment,
+        contain: HarnessCgroups,
     ) -> std::io::Result<RealSpawner> {
         let (sinks, extra_env, owners) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
         let pump = LogPump::start()?;
@@ -49,7 +49,7 @@ impl RealSpawner {
     }
 
     /// How children are contained.
-    pub fn containment(&self) -> &Containment {
+    pub fn containment(&self) -> &HarnessCgroups {
         &self.contain
     }
 
@@ -58,7 +58,7 @@ impl RealSpawner {
     /// were left.
     pub fn run_ended(&mut self, pid: Pid) -> usize {
         match self.owners.remove(&pid).flatten() {
-            Some(leaf) => Containment::end_run(&leaf),
+            Some(leaf) => HarnessCgroups::end_run(&leaf),
             None => 0,
         }
     }
@@ -140,7 +140,7 @@ impl RealSpawner {
         spec: &SpawnSpec,
         sink: &Arc<Mutex<LogSink>>,
     ) -> Option<Result<Pid, SpawnError>> {
-        let cgroup = Containment::dir_handle(leaf).ok()?;
+        let cgroup = HarnessCgroups::dir_handle(leaf).ok()?;
         let failed = |detail: String| Some(Err(SpawnError { not_found: false, detail }));
         let mut extra: Vec<(String, String)> =
             spec.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -218,18 +218,18 @@ impl Spawner for RealSpawner {
         if let Some(leaf) = &leaf {
             if let Some(done) = self.spawn_into_cgroup(name, leaf, spec, &sink) {
                 if done.is_err() {
-                    Containment::end_run(leaf);
+                    HarnessCgroups::end_run(leaf);
                 }
                 return done;
             }
         }
-        let cgroup = leaf.as_deref().and_then(|l| Containment::join_handle(l).ok());
+        let cgroup = leaf.as_deref().and_then(|l| HarnessCgroups::join_handle(l).ok());
         let raw = cgroup.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         let spawned = self.command(name, spec, raw).spawn();
         drop(cgroup);
         if spawned.is_err() {
             if let Some(leaf) = &leaf {
-                Containment::end_run(leaf);
+                HarnessCgroups::end_run(leaf);
             }
         }
         let mut child = spawned.map_err(|e| {
@@ -267,7 +267,7 @@ impl Spawner for RealSpawner {
         };
         if signal == Signal::Kill {
             if let Some(Some(leaf)) = self.owners.get(&pid) {
-                Containment::end_run(leaf);
+                HarnessCgroups::end_run(leaf);
             }
         }
         match rustix::process::kill_process_group(group, sig) {

@@ -2,7 +2,7 @@
 //! from the daemon core's state when the daemon is up, or from `state.json` when it is not.
 
 use super::paths::Paths;
-use super::readiness::Readiness;
+use super::readiness::ReadinessWatch;
 use harn_core::daemon::{Daemon, DaemonConfig, PersistedState};
 use harn_core::env::ExitStatus;
 use harn_core::ids::Id;
@@ -32,7 +32,7 @@ pub fn document(
     ctx: Context<'_>,
     daemon: &Daemon,
     config: &DaemonConfig,
-    readiness: &Readiness,
+    readiness: &ReadinessWatch,
     name: Option<&str>,
 ) -> Result<Value, String> {
     let mut rows = Vec::new();
@@ -65,7 +65,7 @@ fn live_row(
     id: &Id,
     h: &Harness,
     config: &DaemonConfig,
-    readiness: &Readiness,
+    readiness: &ReadinessWatch,
     now: Instant,
 ) -> Value {
     let spec = h.active_spec();

@@ -5,7 +5,7 @@
 //! is classified by the core.
 
 use harn_core::workflow::adapter::{self, CallOptions, Kind};
-use harn_core::workflow::agent::{classify, CallEnd, CallOutcome, HarnessSpec, API_KEY_VARS};
+use harn_core::workflow::agent::{classify, AdapterSpec, CallEnd, CallOutcome, API_KEY_VARS};
 use harn_core::workflow::run::Billing;
 use harn_core::workflow::team::Profile;
 use serde_json::Value;
@@ -51,7 +51,7 @@ pub struct CallSpec<'a> {
     /// The harness's name, for messages.
     pub name: &'a str,
     /// How to run it.
-    pub spec: &'a HarnessSpec,
+    pub spec: &'a AdapterSpec,
     /// The specialist's profile (model, effort, turns, timeouts, access).
     pub profile: &'a Profile,
     /// The reply's JSON schema, when the request has one.

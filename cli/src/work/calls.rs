@@ -8,7 +8,7 @@ use super::host::HostEvent;
 use super::store::{run_dir, Store};
 use harn_core::work::projection::FailureClass;
 use harn_core::workflow::adapter::Kind;
-use harn_core::workflow::agent::{self, CallOutcome, HarnessSpec, Login};
+use harn_core::workflow::agent::{self, AdapterSpec, CallOutcome, Login};
 use harn_core::workflow::run::{Billing, RunManifest};
 use harn_core::workflow::schema::{check_reply, repair_prompt, REPAIRS_MAX};
 use harn_core::workflow::team::Dispatch;
@@ -120,7 +120,7 @@ fn schema_for(root: &Path, file: &Path, d: &Dispatch, kind: Kind) -> Option<Stri
 fn preflight(
     done: &Preflights,
     name: &str,
-    spec: &HarnessSpec,
+    spec: &AdapterSpec,
     billing: Billing,
 ) -> Result<(), String> {
     let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
@@ -143,7 +143,7 @@ fn preflight(
 }
 
 /// The pre-flight of one call made outside a run (a planner, a reviewer).
-pub fn preflight_once(name: &str, spec: &HarnessSpec, billing: Billing) -> Result<(), String> {
+pub fn preflight_once(name: &str, spec: &AdapterSpec, billing: Billing) -> Result<(), String> {
     preflight(&Preflights::default(), name, spec, billing)
 }
 
@@ -227,7 +227,7 @@ fn failed(error: String) -> CallOutcome {
 pub fn call_checked(
     ctx: &CallContext<'_>,
     d: &Dispatch,
-    spec: &HarnessSpec,
+    spec: &AdapterSpec,
     schema_file: Option<&str>,
     resume: Option<&str>,
 ) -> CallOutcome {

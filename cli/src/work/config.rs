@@ -1,7 +1,7 @@
 //! `.harnery/config.json`: harnesses declared for this root, read with errors that name the
 //! file, the line and the field.
 
-use harn_core::workflow::agent::{resolve, HarnessSpec};
+use harn_core::workflow::agent::{resolve, AdapterSpec};
 use harn_core::workflow::run::FrozenHarness;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -14,7 +14,7 @@ struct Config {
     #[serde(default)]
     schema_version: Option<u32>,
     #[serde(default)]
-    harnesses: BTreeMap<String, HarnessSpec>,
+    harnesses: BTreeMap<String, AdapterSpec>,
     #[serde(default)]
     containment: ContainmentConfig,
 }

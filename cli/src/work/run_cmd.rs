@@ -3,7 +3,7 @@
 
 use super::cmd::{actor, show};
 use super::host_args::HostArgs;
-use super::runner::{run_attempt, Ended, Refusal, RunLimits};
+use super::runner::{run_attempt, AttemptRefusal, Ended, RunLimits};
 use super::store::{run_dir, Store};
 use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
 use clap::Args;
@@ -81,8 +81,8 @@ pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> i32 {
     let (run_id, proof) = match run_attempt(store, &id, retry, &limits, &actor(a.actor)) {
         Ok(Ended::Proof(run_id, proof)) => (run_id, proof),
         Ok(Ended::Parked(request)) => return parked(store, &request, a.json),
-        Err(Refusal::NotNow(why)) => return fail(EXIT_FAILED, why),
-        Err(Refusal::Store(e)) => return fail(EXIT_FAILED, e),
+        Err(AttemptRefusal::NotNow(why)) => return fail(EXIT_FAILED, why),
+        Err(AttemptRefusal::Store(e)) => return fail(EXIT_FAILED, e),
     };
     let proof_path = store.root().join(format!("{}/proof.json", run_dir(&run_id)));
     let passed = proof.passes();

@@ -7,7 +7,7 @@ use super::store::{Item, Store, StoreError};
 use harn_core::ids::Id;
 use harn_core::work::attempt::{self, SegmentEnd};
 use harn_core::work::ledger;
-use harn_core::workflow::agent::HarnessSpec;
+use harn_core::workflow::agent::AdapterSpec;
 use harn_core::workflow::approval::ApprovalRequest;
 use harn_core::workflow::policy::FrozenPolicy;
 use harn_core::workflow::run::{Billing, FrozenHarness, Proof, RunManifest, RUN_VERSION};
@@ -16,16 +16,16 @@ use std::time::Duration;
 
 /// Why an attempt did not end in a proof.
 #[derive(Debug)]
-pub enum Refusal {
+pub enum AttemptRefusal {
     /// Nothing was recorded: the item may not start an attempt now.
     NotNow(String),
     /// A record could not be read or written.
     Store(StoreError),
 }
 
-impl From<StoreError> for Refusal {
-    fn from(e: StoreError) -> Refusal {
-        Refusal::Store(e)
+impl From<StoreError> for AttemptRefusal {
+    fn from(e: StoreError) -> AttemptRefusal {
+        AttemptRefusal::Store(e)
     }
 }
 
@@ -41,7 +41,7 @@ pub struct RunLimits {
     /// The specialist team.
     pub team: harn_core::workflow::team::Team,
     /// Every other harness the team names.
-    pub harnesses: BTreeMap<String, HarnessSpec>,
+    pub harnesses: BTreeMap<String, AdapterSpec>,
     /// Most agent calls.
     pub max_agents: u32,
     /// Which account calls may bill.
@@ -85,16 +85,16 @@ pub fn run_attempt(
     retry: bool,
     limits: &RunLimits,
     actor: &str,
-) -> Result<Ended, Refusal> {
+) -> Result<Ended, AttemptRefusal> {
     let mut host = Host { store, limits, lock: None };
     match attempt::run_attempt(&mut host, id, retry, actor) {
-        Ok(attempt::Ended::Proof(run, proof)) => Ok(Ended::Proof(run, proof)),
-        Ok(attempt::Ended::Parked(request)) => Ok(Ended::Parked(request)),
-        Ok(attempt::Ended::Abandoned) => {
-            Err(Refusal::Store(StoreError("the run's host gave it up before its proof".into())))
-        }
-        Err(ledger::Refusal::NotNow(why)) => Err(Refusal::NotNow(why)),
-        Err(ledger::Refusal::Store(e)) => Err(Refusal::Store(StoreError(e))),
+        Ok(attempt::AttemptEnded::Proof(run, proof)) => Ok(Ended::Proof(run, proof)),
+        Ok(attempt::AttemptEnded::Parked(request)) => Ok(Ended::Parked(request)),
+        Ok(attempt::AttemptEnded::Abandoned) => Err(AttemptRefusal::Store(StoreError(
+            "the run's host gave it up before its proof".into(),
+        ))),
+        Err(ledger::Refusal::NotNow(why)) => Err(AttemptRefusal::NotNow(why)),
+        Err(ledger::Refusal::Store(e)) => Err(AttemptRefusal::Store(StoreError(e))),
     }
 }
 

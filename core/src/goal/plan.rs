@@ -226,7 +226,7 @@ pub enum PlanTrigger {
 /// What the planner decided.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Decision {
+pub enum PlanDecision {
     /// Add this work.
     Apply,
     /// The mission is done.
@@ -260,7 +260,7 @@ pub struct WorkSpec {
 #[serde(deny_unknown_fields)]
 pub struct Proposal {
     /// The decision.
-    pub decision: Decision,
+    pub decision: PlanDecision,
     /// Why.
     pub rationale: String,
     /// The work to add (only for `apply`).
@@ -306,14 +306,14 @@ pub fn validate(p: &Proposal, cx: &PlanContext<'_>) -> Result<Option<ValidPlan>,
     if p.rationale.trim().is_empty() || p.rationale.len() > 2_000 {
         return Err(FieldError::new("rationale", "must be 1 to 2000 bytes"));
     }
-    if p.decision != Decision::Apply {
+    if p.decision != PlanDecision::Apply {
         if !p.work.is_empty() || p.milestone.is_some() {
             return Err(FieldError::new(
                 "work",
                 "only an apply decision carries work or a milestone",
             ));
         }
-        if p.decision == Decision::Complete
+        if p.decision == PlanDecision::Complete
             && (cx.mission.is_none() || cx.trigger != PlanTrigger::Milestone)
         {
             return Err(FieldError::new(
@@ -538,7 +538,12 @@ mod tests {
     }
 
     fn apply(work: Vec<WorkSpec>) -> Proposal {
-        Proposal { decision: Decision::Apply, rationale: "because".into(), work, milestone: None }
+        Proposal {
+            decision: PlanDecision::Apply,
+            rationale: "because".into(),
+            work,
+            milestone: None,
+        }
     }
 
     fn check(p: &Proposal, planned: u32) -> Result<Option<ValidPlan>, FieldError> {
@@ -594,7 +599,7 @@ mod tests {
             (apply(vec![spec("a", &[], "impl")]), 0, "work (a).template"),
             (
                 Proposal {
-                    decision: Decision::Attention,
+                    decision: PlanDecision::Attention,
                     rationale: "x".into(),
                     work: vec![spec("a", &[], "ship")],
                     milestone: None,
@@ -604,7 +609,7 @@ mod tests {
             ),
             (
                 Proposal {
-                    decision: Decision::Complete,
+                    decision: PlanDecision::Complete,
                     rationale: "x".into(),
                     work: vec![],
                     milestone: None,
@@ -614,7 +619,7 @@ mod tests {
             ),
             (
                 Proposal {
-                    decision: Decision::Attention,
+                    decision: PlanDecision::Attention,
                     rationale: " ".into(),
                     work: vec![],
                     milestone: None,
@@ -628,7 +633,7 @@ mod tests {
             assert_eq!(e.field, field, "{e}");
         }
         let attention = Proposal {
-            decision: Decision::Attention,
+            decision: PlanDecision::Attention,
             rationale: "unclear".into(),
             work: vec![],
             milestone: None,
@@ -671,7 +676,7 @@ mod tests {
         p.milestone = Some(milestone(3));
         assert!(validate(&p, &cx(PlanTrigger::Milestone, 2)).is_err(), "past max_milestones");
         let complete = Proposal {
-            decision: Decision::Complete,
+            decision: PlanDecision::Complete,
             rationale: "done".into(),
             work: vec![],
             milestone: None,

@@ -6,8 +6,8 @@
 //! go through [`Specialists`]; the binary and the simulator both run this code.
 
 use super::plan::{
-    validate, Decision, PlanContext, PlanEvent, PlanRecord, PlanRequest, PlanStatus, PlanTrigger,
-    PlanView, Proposal, ReviewPanel, ValidPlan,
+    validate, PlanContext, PlanDecision, PlanEvent, PlanRecord, PlanRequest, PlanStatus,
+    PlanTrigger, PlanView, Proposal, ReviewPanel, ValidPlan,
 };
 use super::review::{
     after_round, candidate_digest, review_schema, round_outcome, Receipt, Review, ReviewStatus,
@@ -187,7 +187,7 @@ pub fn run_planner<F: Fs>(
         Ok(checked) => checked,
         Err(why) => return fail(ledger, intent, &plan_id, None, &why, actor, now),
     };
-    if proposal.decision == Decision::Attention {
+    if proposal.decision == PlanDecision::Attention {
         ledger.write_record(&plan_dir(&intent.id, &plan_id), "proposal.json", &proposal)?;
         append(ledger, &intent.id, &plan_id, PlanEvent::Proposed, actor, &proposal.rationale, now)?;
         append(
@@ -226,7 +226,7 @@ pub fn run_planner<F: Fs>(
     }
     ledger.write_record(&plan_dir(&intent.id, &plan_id), "proposal.json", &proposal)?;
     append(ledger, &intent.id, &plan_id, PlanEvent::Proposed, actor, &proposal.rationale, now)?;
-    if proposal.decision == Decision::Complete {
+    if proposal.decision == PlanDecision::Complete {
         if policy.auto_apply {
             append(
                 ledger,
@@ -326,7 +326,7 @@ fn review(
             // A revision is a complete replacement plan; an attention (or nothing new) is
             // the planner's way of handing the plan to a person.
             Ok((next, _))
-                if next.decision != Decision::Attention
+                if next.decision != PlanDecision::Attention
                     && candidate_digest(plan_id, &next) != digest =>
             {
                 candidate = next
@@ -684,7 +684,7 @@ pub fn approve<F: Fs>(
     }
     let checked =
         validate(&proposal, &cx).map_err(|e| format!("plan {plan} no longer holds: {e}"))?;
-    if proposal.decision == Decision::Complete {
+    if proposal.decision == PlanDecision::Complete {
         append(ledger, goal, plan, PlanEvent::Completed, actor, &proposal.rationale, now)?;
         return Ok(format!("plan {plan}: the mission is complete"));
     }

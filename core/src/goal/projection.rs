@@ -228,7 +228,7 @@ pub fn project_governed(
     }
     let root = items.last();
     let planning = planning(intent, items, plans);
-    let (state, next_action, reason) = decide(&Decision {
+    let (state, next_action, reason) = decide(&GoalFacts {
         planning: &planning,
         lease_held_elsewhere,
         root_succeeded: root.is_some_and(|r| r.projection.state == WorkState::Succeeded),
@@ -329,7 +329,7 @@ fn planning(intent: &GoalIntent, items: &[GoalItem], plans: &[super::plan::PlanV
     out
 }
 
-struct Decision<'a> {
+struct GoalFacts<'a> {
     planning: &'a Planning,
     lease_held_elsewhere: bool,
     root_succeeded: bool,
@@ -343,7 +343,7 @@ struct Decision<'a> {
 }
 
 /// The ordered rules, first match wins.
-fn decide(d: &Decision<'_>) -> (GoalState, GoalNext, String) {
+fn decide(d: &GoalFacts<'_>) -> (GoalState, GoalNext, String) {
     use GoalNext as N;
     use GoalState as S;
     let c = d.c;

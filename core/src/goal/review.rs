@@ -218,7 +218,7 @@ pub fn review_schema() -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::goal::plan::Decision;
+    use crate::goal::plan::PlanDecision;
 
     fn review(verdict: Verdict, blocking: bool) -> Review {
         let findings = blocking
@@ -260,7 +260,7 @@ mod tests {
             Some(ReviewStatus::RevisionExhausted)
         );
         let candidate = Proposal {
-            decision: Decision::Attention,
+            decision: PlanDecision::Attention,
             rationale: "x".into(),
             work: vec![],
             milestone: None,

@@ -27,7 +27,7 @@ pub enum SegmentEnd {
 }
 
 /// How an attempt's run ended for now.
-pub enum Ended {
+pub enum AttemptEnded {
     /// With a proof.
     Proof(Id, Box<Proof>),
     /// Parked on an approval; no proof yet.
@@ -81,7 +81,7 @@ pub fn run_attempt<H: AttemptHost>(
     id: &Id,
     retry: bool,
     actor: &str,
-) -> Result<Ended, Refusal> {
+) -> Result<AttemptEnded, Refusal> {
     host.lease(id)?;
     host.recover()?;
     let item = host.read_locked(id)?;
@@ -94,10 +94,10 @@ pub fn run_attempt<H: AttemptHost>(
             host.attest(&manifest, &mut fold);
             let now = host.now();
             let proof = host.ledger().finish_attempt(&item, &manifest, *fold, &end, now)?;
-            Ended::Proof(manifest.run_id.clone(), Box::new(proof))
+            AttemptEnded::Proof(manifest.run_id.clone(), Box::new(proof))
         }
-        SegmentEnd::Parked(request) => Ended::Parked(request),
-        SegmentEnd::Abandoned => return Ok(Ended::Abandoned),
+        SegmentEnd::Parked(request) => AttemptEnded::Parked(request),
+        SegmentEnd::Abandoned => return Ok(AttemptEnded::Abandoned),
     };
     host.reconcile(id, actor)?;
     Ok(ended)

@@ -498,7 +498,7 @@ mod tests {
     //! README beside the stand-in that recorded them).
     use super::*;
     use crate::work::projection::FailureClass;
-    use crate::workflow::agent::{classify, presets, CallEnd, HarnessSpec};
+    use crate::workflow::agent::{classify, presets, AdapterSpec, CallEnd};
 
     macro_rules! fixture {
         ($program:literal, $name:literal) => {
@@ -528,7 +528,7 @@ mod tests {
         };
     }
 
-    fn preset(name: &str) -> HarnessSpec {
+    fn preset(name: &str) -> AdapterSpec {
         presets().remove(name).unwrap()
     }
 

@@ -50,10 +50,11 @@ pub const API_KEY_VARS: &[&str] = &[
 /// Longest failure text kept: the tail of stderr, then stdout.
 pub const FAILURE_TEXT_MAX: usize = 500;
 
-/// A harness: how to run one agent call.
+/// An adapter, which users name as a harness (`--harness`, a team's `harness` key,
+/// `.harnery/config.json`): how to run one agent call.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct HarnessSpec {
+pub struct AdapterSpec {
     /// The program and its arguments; the prompt arrives on stdin.
     pub command: Vec<String>,
     /// The command-line dialect it speaks: how options reach it and how its output is read.
@@ -84,10 +85,10 @@ fn default_idle() -> u64 {
     IDLE_TIMEOUT_MS
 }
 
-impl HarnessSpec {
+impl AdapterSpec {
     /// A text harness running `command`.
-    pub fn text(command: Vec<String>, timeout_ms: u64) -> HarnessSpec {
-        HarnessSpec {
+    pub fn text(command: Vec<String>, timeout_ms: u64) -> AdapterSpec {
+        AdapterSpec {
             command,
             kind: Kind::Text,
             timeout_ms,
@@ -100,8 +101,8 @@ impl HarnessSpec {
 /// The built-in harnesses, as the real programs are: `claude-code` (`claude -p` with its
 /// stream of JSON events) and `codex` (`codex exec --json`, allowed outside a git repository;
 /// `codex exec` refuses otherwise).
-pub fn presets() -> BTreeMap<String, HarnessSpec> {
-    let spec = |kind, argv: &[&str], writable: &[&str]| HarnessSpec {
+pub fn presets() -> BTreeMap<String, AdapterSpec> {
+    let spec = |kind, argv: &[&str], writable: &[&str]| AdapterSpec {
         command: argv.iter().map(|s| s.to_string()).collect(),
         kind,
         timeout_ms: AGENT_TIMEOUT_MS,
@@ -130,8 +131,8 @@ pub fn presets() -> BTreeMap<String, HarnessSpec> {
 /// Finds `name` among declared harnesses, then the presets; declared ones shadow presets.
 pub fn resolve(
     name: &str,
-    declared: &BTreeMap<String, HarnessSpec>,
-) -> Result<HarnessSpec, String> {
+    declared: &BTreeMap<String, AdapterSpec>,
+) -> Result<AdapterSpec, String> {
     let spec = declared.get(name).cloned().or_else(|| presets().remove(name)).ok_or_else(|| {
         let mut known: Vec<String> = presets().into_keys().collect();
         known.extend(declared.keys().cloned());
@@ -366,7 +367,7 @@ fn table_row(text: &str) -> Option<&'static Row> {
 /// watchdog kill of a silent call is no network (environment) or the vendor gone quiet
 /// (upstream); a missing program is the environment; otherwise the program's output is read
 /// by its adapter, and a failure's words go through [`TABLE`].
-pub fn classify(harness: &str, spec: &HarnessSpec, timeout_ms: u64, end: &CallEnd) -> CallOutcome {
+pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEnd) -> CallOutcome {
     let kind = spec.kind;
     if end.missing {
         let error = format!(
@@ -486,7 +487,7 @@ pub fn codex_login(output: &str, code: Option<i32>) -> Login {
 /// [`preflight_failure`].
 pub fn preflight(
     harness: &str,
-    spec: &HarnessSpec,
+    spec: &AdapterSpec,
     found: bool,
     login: Option<&Login>,
     allow_api_billing: bool,
@@ -553,12 +554,12 @@ mod tests {
         CallEnd { code, stdout: "out".into(), stderr: stderr.into(), ..CallEnd::default() }
     }
 
-    fn text_spec() -> HarnessSpec {
-        HarnessSpec::text(vec!["h".into()], 9)
+    fn text_spec() -> AdapterSpec {
+        AdapterSpec::text(vec!["h".into()], 9)
     }
 
     fn class_of(kind: Kind, stdout: &str, stderr: &str, code: i32) -> Option<FailureClass> {
-        let spec = HarnessSpec { kind, ..text_spec() };
+        let spec = AdapterSpec { kind, ..text_spec() };
         let end = CallEnd {
             code: Some(code),
             stdout: stdout.into(),
@@ -577,10 +578,10 @@ mod tests {
         assert_eq!((codex.command[0].as_str(), codex.kind), ("codex", Kind::Codex));
         assert!(codex.command.contains(&"--skip-git-repo-check".to_owned()));
         assert_eq!(resolve("claude-code", &declared).unwrap().kind, Kind::ClaudeCode);
-        declared.insert("codex".into(), HarnessSpec::text(vec!["./fake".into()], 5));
+        declared.insert("codex".into(), AdapterSpec::text(vec!["./fake".into()], 5));
         assert_eq!(resolve("codex", &declared).unwrap().command[0], "./fake");
         assert!(resolve("nope", &declared).unwrap_err().contains("claude-code"));
-        declared.insert("empty".into(), HarnessSpec::text(vec![], 5));
+        declared.insert("empty".into(), AdapterSpec::text(vec![], 5));
         assert!(resolve("empty", &declared).unwrap_err().contains("command is empty"));
     }
 
@@ -647,7 +648,7 @@ mod tests {
 
     #[test]
     fn a_login_failure_says_what_to_run() {
-        let spec = HarnessSpec { kind: Kind::ClaudeCode, ..text_spec() };
+        let spec = AdapterSpec { kind: Kind::ClaudeCode, ..text_spec() };
         let stdout = r#"{"type":"result","subtype":"success","is_error":true,"result":"Not logged in · Please run /login","session_id":"s1","num_turns":1,"total_cost_usd":0,"usage":{"input_tokens":0,"output_tokens":0},"permission_denials":[]}"#;
         let o = classify(
             "claude-code",
@@ -662,7 +663,7 @@ mod tests {
 
     #[test]
     fn a_silent_call_killed_by_the_watchdog_is_never_charged() {
-        let spec = HarnessSpec { kind: Kind::Codex, idle_timeout_ms: 7, ..text_spec() };
+        let spec = AdapterSpec { kind: Kind::Codex, idle_timeout_ms: 7, ..text_spec() };
         let idle = |stderr: &str| {
             classify(
                 "codex",
@@ -681,7 +682,7 @@ mod tests {
 
     #[test]
     fn preflight_wants_the_program_a_login_and_the_billing_the_run_allows() {
-        let spec = HarnessSpec { kind: Kind::ClaudeCode, ..text_spec() };
+        let spec = AdapterSpec { kind: Kind::ClaudeCode, ..text_spec() };
         let missing = preflight("c", &spec, false, None, false).unwrap_err();
         assert!(missing.contains("npm install -g @anthropic-ai/claude-code"), "{missing}");
         assert_eq!(preflight_failure(&missing).class, Some(FailureClass::Environment));

@@ -4,7 +4,7 @@
 //! read inspects an attempt from those records.
 
 use super::acceptance::{roll_up, Acceptance};
-use super::agent::{run_class, CallOutcome, HarnessSpec};
+use super::agent::{run_class, AdapterSpec, CallOutcome};
 use super::approval::{ApprovalRequest, Ruling, APPROVAL_VERSION};
 use super::policy::{Evaluation, FrozenPolicy, Request, Verdict};
 use super::protocol::{Criterion, Evidence, FromWorkflow};
@@ -139,7 +139,7 @@ pub struct RunManifest {
     pub team: Team,
     /// Every other harness the team names, frozen by value.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub harnesses: BTreeMap<String, HarnessSpec>,
+    pub harnesses: BTreeMap<String, AdapterSpec>,
     /// Most agent calls the run may make; a request past it is declined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_agents: Option<u32>,
@@ -217,7 +217,7 @@ pub enum Billing {
 
 impl RunManifest {
     /// The frozen spec of harness `name`.
-    pub fn harness_spec(&self, name: &str) -> Option<&HarnessSpec> {
+    pub fn harness_spec(&self, name: &str) -> Option<&AdapterSpec> {
         match &self.harness {
             Some(h) if h.name == name => Some(&h.spec),
             _ => self.harnesses.get(name),
@@ -262,7 +262,7 @@ pub struct FrozenHarness {
     /// Its name.
     pub name: String,
     /// How to run it.
-    pub spec: HarnessSpec,
+    pub spec: AdapterSpec,
 }
 
 /// What a retry is told of the attempt before it (`attempt.prior` in the start line): the

@@ -314,7 +314,7 @@ fn a_specialist_goes_to_its_harness_and_an_unknown_one_is_declined() {
 
 #[test]
 fn requests_past_the_agent_cap_are_declined() {
-    let spec = crate::workflow::agent::HarnessSpec::text(vec!["h".into()], 1);
+    let spec = crate::workflow::agent::AdapterSpec::text(vec!["h".into()], 1);
     let harness = Some(FrozenHarness { name: "h".into(), spec });
     let m = RunManifest { harness, max_agents: Some(1), ..manifest() };
     let mut f = m.fold();
