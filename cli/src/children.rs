@@ -173,29 +173,49 @@ pub fn terminate_all(grace: Duration) -> Termination {
     for hook in hooks {
         hook(&by);
     }
-    let mut out = Termination::default();
-    for &g in &groups {
-        if signal_group(g, rustix::process::Signal::TERM) {
-            out.terminated.push(g);
-        }
+    let stopped = stop(&groups, grace, signal_group, group_exists);
+    let exited_in_grace =
+        stopped.sent.iter().copied().filter(|g| !stopped.left.contains(g)).collect();
+    Termination {
+        terminated: stopped.sent,
+        exited_in_grace,
+        killed: stopped.left,
+        grace_waited_ms: stopped.waited.as_millis() as u64,
     }
+}
+
+/// What [`stop`] did.
+pub struct Stopped<T> {
+    /// The targets SIGTERM reached.
+    pub sent: Vec<T>,
+    /// Those still there when the grace ended, sent SIGKILL.
+    pub left: Vec<T>,
+    /// How long the grace lasted.
+    pub waited: Duration,
+}
+
+/// The one stop sequence: SIGTERM to each target (a process group, a process), up to `grace`
+/// for them to go, SIGKILL to those left. `signal` says whether a signal reached its target;
+/// `alive` whether it is still there.
+pub fn stop<T: Copy + PartialEq>(
+    targets: &[T],
+    grace: Duration,
+    signal: impl Fn(T, rustix::process::Signal) -> bool,
+    alive: impl Fn(T) -> bool,
+) -> Stopped<T> {
+    let sent: Vec<T> =
+        targets.iter().copied().filter(|&t| signal(t, rustix::process::Signal::TERM)).collect();
     let started = Instant::now();
-    let mut left: Vec<i32> = out.terminated.clone();
+    let mut left = sent.clone();
     while !left.is_empty() && started.elapsed() < grace {
         std::thread::sleep(Duration::from_millis(20));
-        left.retain(|&g| group_exists(g));
+        left.retain(|&t| alive(t));
     }
-    out.grace_waited_ms = started.elapsed().as_millis() as u64;
-    for &g in &out.terminated {
-        if left.contains(&g) {
-            if signal_group(g, rustix::process::Signal::KILL) {
-                out.killed.push(g);
-            }
-        } else {
-            out.exited_in_grace.push(g);
-        }
+    let waited = started.elapsed();
+    for &t in &left {
+        signal(t, rustix::process::Signal::KILL);
     }
-    out
+    Stopped { sent, left, waited }
 }
 
 fn signal_group(pgid: i32, signal: rustix::process::Signal) -> bool {

@@ -194,18 +194,12 @@ impl HarnessCgroups {
     /// removed). Returns, per harness, the pids found and whether the stop had to be forced.
     pub fn reclaim(&self, grace: Duration) -> BTreeMap<Id, (Vec<u32>, bool)> {
         let orphans = self.orphans();
-        for pids in orphans.values() {
-            for pid in pids {
-                signal_group(*pid, rustix::process::Signal::TERM);
-            }
-        }
-        let started = Instant::now();
+        let every: Vec<u32> = orphans.values().flatten().copied().collect();
+        let stopped = crate::children::stop(&every, grace, signal_group, is_alive);
         let mut forced = BTreeMap::new();
         for (name, pids) in &orphans {
-            let left = wait_gone(pids, grace.saturating_sub(started.elapsed()));
-            for pid in &left {
-                signal_group(*pid, rustix::process::Signal::KILL);
-            }
+            let left: Vec<u32> =
+                pids.iter().copied().filter(|p| stopped.left.contains(p)).collect();
             for base in self.base.iter().chain(self.earlier_base.iter()) {
                 kill_tree(&base.join(name.as_str()));
             }
@@ -273,14 +267,12 @@ fn marked_processes(root: &Path) -> Vec<(Id, u32)> {
     found.into_iter().map(|(pid, name)| (name, pid)).collect()
 }
 
-fn signal_group(pid: u32, sig: rustix::process::Signal) {
-    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
-        // The pid leads its group when it is a harness's main process; a grandchild in
-        // another group is signalled directly.
-        if rustix::process::kill_process_group(p, sig).is_err() {
-            let _ = rustix::process::kill_process(p, sig);
-        }
-    }
+fn signal_group(pid: u32, sig: rustix::process::Signal) -> bool {
+    let Some(p) = rustix::process::Pid::from_raw(pid as i32) else { return false };
+    // The pid leads its group when it is a harness's main process; a grandchild in another
+    // group is signalled directly.
+    rustix::process::kill_process_group(p, sig).is_ok()
+        || rustix::process::kill_process(p, sig).is_ok()
 }
 
 /// Waits up to `limit` for every pid to be gone (or a zombie); returns those still alive.
