@@ -23,7 +23,7 @@ use std::time::Duration;
 pub use crate::harness::status::{last_exit_text, state_glyph};
 
 /// Where the service keeps its files, relative to the root.
-pub const SERVICE_DIR: &str = ".harnery/supervisor-service";
+pub const SERVICE_DIR: &str = harn_core::layout::SERVICE;
 
 /// The supervisor service as a reader sees it.
 #[derive(Clone, Debug, PartialEq, Serialize)]

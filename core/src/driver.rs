@@ -27,7 +27,7 @@ pub struct DaemonPaths {
 impl Default for DaemonPaths {
     fn default() -> DaemonPaths {
         DaemonPaths {
-            dir: ".harnery/harness".into(),
+            dir: crate::layout::HARNESS.into(),
             state: ".harnery/harness/state.json".into(),
             events: ".harnery/harness/events.jsonl".into(),
         }

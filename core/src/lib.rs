@@ -13,6 +13,7 @@ pub mod goal;
 pub mod hash;
 pub mod ids;
 pub mod journal;
+pub mod layout;
 pub mod lifecycle;
 pub mod service;
 pub mod text;

@@ -40,7 +40,7 @@ pub fn create(store: &mut Store, intent: &GoalIntent) -> Result<(), StoreError> 
 
 /// Every goal's id, sorted.
 pub fn ids(store: &mut Store) -> Result<crate::work::store::Listing, StoreError> {
-    store.list_ids(".harnery/supervisors")
+    store.list_ids(harn_core::layout::SUPERVISORS)
 }
 
 /// The checked intent of goal `id`.
@@ -90,7 +90,8 @@ pub fn read_listed(store: &mut Store, id: &Id) -> Result<Option<Goal>, StoreErro
 /// Sweeps `.harnery/supervisors/`: goal directories a killed `create` left holding nothing
 /// but its temporary file. The next `create` calls it, as the next writer of the directory.
 pub fn sweep_residue(store: &Store) {
-    let Ok(dir) = crate::private::Dir::open(store.root(), ".harnery/supervisors", false) else {
+    let Ok(dir) = crate::private::Dir::open(store.root(), harn_core::layout::SUPERVISORS, false)
+    else {
         return;
     };
     for (name, is_dir) in dir.entries().unwrap_or_default() {

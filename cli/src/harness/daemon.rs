@@ -136,7 +136,7 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         return Err(DaemonError::AlreadyRunning(owner_message(&paths)));
     }
     let mut ledger = RecoveryLedger::open(&mut fs, &paths).map_err(|e| failed(&e))?;
-    if let Ok(dir) = crate::private::Dir::open(&paths.root, ".harnery/harness", false) {
+    if let Ok(dir) = crate::private::Dir::open(&paths.root, harn_core::layout::HARNESS, false) {
         dir.sweep_residue();
     }
     // Orphaned grandchildren are re-parented to us and reaped, not to init.

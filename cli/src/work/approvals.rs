@@ -23,7 +23,7 @@ impl Store {
 
     /// Every approval's id, sorted.
     pub fn approval_ids(&mut self) -> Result<super::store::Listing, StoreError> {
-        self.list_ids(".harnery/approvals")
+        self.list_ids(harn_core::layout::APPROVALS)
     }
 
     /// Records a ruling once (see [`harn_core::work::ledger::Ledger::rule`]), under the

@@ -30,7 +30,7 @@ struct ContainmentConfig {
 }
 
 fn read_config(root: &Path) -> Result<Config, String> {
-    let path = root.join(".harnery/config.json");
+    let path = root.join(harn_core::layout::CONFIG);
     let config = match crate::private::read_below(root, &path) {
         Ok(Some(bytes)) => serde_json::from_slice::<Config>(&bytes)
             .map_err(|e| format!("{}:{}: {e}", path.display(), e.line()))?,
@@ -51,7 +51,7 @@ pub fn writable(root: &Path) -> Result<Vec<String>, String> {
 /// Resolves harness `name` against the root's declared harnesses and the presets, frozen by
 /// value with a relative program path made absolute against the root.
 pub fn frozen_harness(root: &Path, name: &str) -> Result<FrozenHarness, String> {
-    let path = root.join(".harnery/config.json");
+    let path = root.join(harn_core::layout::CONFIG);
     let config = read_config(root)?;
     let mut spec =
         resolve(name, &config.harnesses).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -326,7 +326,8 @@ struct CancelWatch {
 
 impl CancelWatch {
     fn new(store: &Store, m: &RunManifest) -> CancelWatch {
-        let path = store.root().join(format!(".harnery/work/{}/events.jsonl", m.work_id));
+        let path =
+            store.root().join(format!("{}/events.jsonl", harn_core::layout::work_dir(&m.work_id)));
         let len = std::fs::metadata(&path).map_or(0, |md| md.len());
         CancelWatch {
             path,

@@ -245,7 +245,8 @@ fn usage_so_far(records: &[Value]) -> Option<harn_core::workflow::adapter::Usage
 }
 
 fn list(store: &mut Store, limit: usize, json: bool) -> i32 {
-    let names = match harn_core::env::Fs::list(&mut store.ledger().fs, ".harnery/workflows") {
+    let names = match harn_core::env::Fs::list(&mut store.ledger().fs, harn_core::layout::WORKFLOWS)
+    {
         Ok(names) => names,
         Err(e) => return fail(EXIT_FAILED, e),
     };

@@ -98,7 +98,7 @@ impl Store {
 
     /// Every work id, sorted.
     pub fn ids(&mut self) -> Result<Listing, StoreError> {
-        self.list_ids(".harnery/work")
+        self.list_ids(harn_core::layout::WORK)
     }
 
     /// The entries of directory `dir`: the valid ids, sorted, and a problem for each other
@@ -363,7 +363,7 @@ impl Store {
     /// never leaves an intent without its first event. Refused if the item exists.
     pub fn create(&mut self, intent: &WorkIntent, actor: &str) -> Result<(), StoreError> {
         let err = |e: harn_core::env::FsError| StoreError(e.to_string());
-        let (parent, dir) = (".harnery/work", dir_of(&intent.id));
+        let (parent, dir) = (harn_core::layout::WORK, dir_of(&intent.id));
         let exists = || StoreError(format!("work item {} already exists", intent.id));
         if self.root.join(&dir).symlink_metadata().is_ok() {
             return Err(exists());

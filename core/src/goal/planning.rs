@@ -39,10 +39,7 @@ pub trait Specialists {
     fn workflow_digest(&mut self, path: &str) -> Result<String, String>;
 }
 
-/// Where goal `goal` lives.
-pub fn goal_dir(goal: &Id) -> String {
-    format!(".harnery/supervisors/{goal}")
-}
+pub use crate::layout::goal_dir;
 
 /// Where plan `plan` of goal `goal` lives.
 pub fn plan_dir(goal: &Id, plan: &str) -> String {
@@ -551,7 +548,7 @@ pub fn create_item<F: Fs>(
 ) -> Result<(), String> {
     let dir = work_dir(&intent.id);
     ledger.fs.create_dir_all(&dir).map_err(|e| e.to_string())?;
-    ledger.fs.sync_dir(".harnery/work").map_err(|e| e.to_string())?;
+    ledger.fs.sync_dir(crate::layout::WORK).map_err(|e| e.to_string())?;
     let events = ledger.events(&intent.id)?;
     let intent = match events.as_slice() {
         [] => {

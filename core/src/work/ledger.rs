@@ -28,20 +28,7 @@ use std::collections::BTreeMap;
 /// Deepest dependency chain a read follows.
 pub const DEPTH_MAX: usize = 1000;
 
-/// Where work item `id` lives.
-pub fn work_dir(id: &Id) -> String {
-    format!(".harnery/work/{id}")
-}
-
-/// Where a workflow run's records live.
-pub fn run_dir(run_id: &Id) -> String {
-    format!(".harnery/workflows/{run_id}")
-}
-
-/// Where approval `id`'s records live.
-pub fn approval_dir(id: &str) -> String {
-    format!(".harnery/approvals/{id}")
-}
+pub use crate::layout::{approval_dir, run_dir, work_dir};
 
 /// A work item as read: its intent, history and projection.
 #[derive(Clone, Debug)]

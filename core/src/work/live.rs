@@ -13,7 +13,7 @@ use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
 
 /// Where the records of runs in progress live.
-pub const LIVE_DIR: &str = ".harnery/running";
+pub const LIVE_DIR: &str = crate::layout::RUNNING;
 
 /// Schema version of a live-run record.
 pub const LIVE_VERSION: u32 = 1;

@@ -106,7 +106,7 @@ fn watched_paths(g: &store::Goal) -> Vec<String> {
         format!("{dir}/intent.json"),
         format!("{dir}/events.jsonl"),
         format!("{dir}/plans"),
-        ".harnery/work".to_owned(),
+        harn_core::layout::WORK.to_owned(),
     ];
     let mut items: std::collections::BTreeSet<&Id> = g.items.iter().map(|i| &i.id).collect();
     items.extend(g.intent.root_work_id.iter());
@@ -118,11 +118,11 @@ fn watched_paths(g: &store::Goal) -> Vec<String> {
         items.extend(p.applied.iter().flat_map(|(_, work)| work));
     }
     for id in items {
-        paths.push(format!(".harnery/work/{id}"));
-        paths.push(format!(".harnery/work/{id}/events.jsonl"));
+        paths.push(harn_core::layout::work_dir(id));
+        paths.push(format!("{}/events.jsonl", harn_core::layout::work_dir(id)));
     }
     for run in g.items.iter().filter_map(|i| i.projection.latest_run_id.as_ref()) {
-        paths.push(format!(".harnery/workflows/{run}"));
+        paths.push(harn_core::layout::run_dir(run));
     }
     paths
 }

@@ -1,0 +1,64 @@
+//! Every path under the coordination root's `.harnery/`, relative to the root: the one place
+//! that names them, so a record's location is never spelled twice.
+
+use crate::ids::Id;
+
+/// The directory every record lives in.
+pub const HARNERY: &str = ".harnery";
+/// Work items, one directory each.
+pub const WORK: &str = ".harnery/work";
+/// Workflow runs, one directory each.
+pub const WORKFLOWS: &str = ".harnery/workflows";
+/// Approvals, one directory each, and the rulings journal.
+pub const APPROVALS: &str = ".harnery/approvals";
+/// Goals, one directory each.
+pub const SUPERVISORS: &str = ".harnery/supervisors";
+/// The supervisor service's files.
+pub const SERVICE: &str = ".harnery/supervisor-service";
+/// The harness daemon's files.
+pub const HARNESS: &str = ".harnery/harness";
+/// The records of run segments in progress.
+pub const RUNNING: &str = ".harnery/running";
+/// The agent harnesses and containment configuration.
+pub const CONFIG: &str = ".harnery/config.json";
+
+/// Where work item `id` lives.
+pub fn work_dir(id: &Id) -> String {
+    format!("{WORK}/{id}")
+}
+
+/// Where a workflow run's records live.
+pub fn run_dir(run_id: &Id) -> String {
+    format!("{WORKFLOWS}/{run_id}")
+}
+
+/// Where approval `id`'s records live.
+pub fn approval_dir(id: &str) -> String {
+    format!("{APPROVALS}/{id}")
+}
+
+/// Where goal `goal` lives.
+pub fn goal_dir(goal: &Id) -> String {
+    format!("{SUPERVISORS}/{goal}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_directory_is_under_harnery() {
+        for dir in [WORK, WORKFLOWS, APPROVALS, SUPERVISORS, SERVICE, HARNESS, RUNNING, CONFIG] {
+            assert!(dir.starts_with(&format!("{HARNERY}/")), "{dir}");
+        }
+        let id = Id::new("w1").unwrap();
+        assert_eq!(work_dir(&id), ".harnery/work/w1");
+        assert_eq!(run_dir(&id), ".harnery/workflows/w1");
+        assert_eq!(goal_dir(&id), ".harnery/supervisors/w1");
+        assert_eq!(approval_dir("a"), ".harnery/approvals/a");
+        // Files named in their own modules still live where this one says.
+        for file in [crate::work::rulings::RULINGS, crate::work::rulings::RULINGS_LOCK] {
+            assert!(file.starts_with(&format!("{APPROVALS}/")), "{file}");
+        }
+    }
+}
