@@ -12,7 +12,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-pub use crate::readers::SERVICE_DIR as DIR;
+pub use harn_core::layout::SERVICE as DIR;
 
 /// The audit ledger and the log each rotate at 8 MiB and keep three older files.
 pub const ROTATION: Rotation = Rotation { max_file_bytes: 8 << 20, keep: 3 };
