@@ -7,6 +7,7 @@
 //! or work lists. Receipts (`work.reconciled`), reasons in words and timestamps are not
 //! durable change: appending a receipt never makes a quiet goal look busy.
 
+use super::fingerprint::{feed_items, feed_str, hex16};
 use super::intent::GoalLimits;
 use super::projection::{GoalItem, GoalProjection, GoalState};
 use crate::time::WallTime;
@@ -149,14 +150,6 @@ impl RunLoop {
     }
 }
 
-/// The progress fingerprint of a goal's graph: every item's durable standing, in graph
-/// order. Equal before and after a cycle means the cycle made no progress.
-pub fn progress_fingerprint(items: &[GoalItem]) -> String {
-    let mut h = Sha256::new();
-    feed_items(&mut h, items);
-    hex16(h)
-}
-
 /// The goal fingerprint a service compares between sweeps, and a cycle before and after:
 /// the goal's standing, its plans' (count, latest status, active root) and its graph's (the
 /// rows of [`progress_fingerprint`]); reasons in words are left out.
@@ -176,28 +169,4 @@ pub fn goal_fingerprint(p: &GoalProjection, items: &[GoalItem]) -> String {
     }
     feed_items(&mut h, items);
     hex16(h)
-}
-
-/// Each item's id, state, next action, attempts used, charged attempts and latest run,
-/// length-prefixed so no two graphs feed the same bytes.
-fn feed_items(h: &mut Sha256, items: &[GoalItem]) {
-    h.update((items.len() as u32).to_le_bytes());
-    for i in items {
-        let p = &i.projection;
-        feed_str(h, i.id.as_str());
-        // Declaration positions: the enums only ever grow at the end.
-        h.update([p.state as u8, p.next_action as u8]);
-        h.update(p.attempts_used.to_le_bytes());
-        h.update(p.charged_attempts.to_le_bytes());
-        feed_str(h, p.latest_run_id.as_ref().map_or("", |r| r.as_str()));
-    }
-}
-
-fn feed_str(h: &mut Sha256, s: &str) {
-    h.update((s.len() as u32).to_le_bytes());
-    h.update(s.as_bytes());
-}
-
-fn hex16(h: Sha256) -> String {
-    h.finalize()[..16].iter().map(|b| format!("{b:02x}")).collect()
 }

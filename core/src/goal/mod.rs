@@ -1,17 +1,20 @@
 //! Goals: a supervisor drives a work graph to accepted completion inside frozen limits. The
 //! frozen intent (`intent`), the projection of the goal from its graph's work projections and
-//! what a tick may dispatch or accept (`projection`), and the loop's stop rules and
+//! what a tick may dispatch or accept (`projection`), the graph's progress fingerprint
+//! (`fingerprint`), and the loop's stop rules and
 //! fingerprints (`cycle`). Nothing here reads a file.
 
 pub mod cycle;
 pub mod engine;
+pub mod fingerprint;
 pub mod intent;
 pub mod plan;
 pub mod planning;
 pub mod projection;
 pub mod review;
 
-pub use cycle::{goal_fingerprint, progress_fingerprint, Mode, RunLoop, Stop, StopReason};
+pub use cycle::{goal_fingerprint, Mode, RunLoop, Stop, StopReason};
+pub use fingerprint::progress_fingerprint;
 pub use intent::{Automation, GoalIntent, GoalLimits};
 pub use projection::{
     acceptances, candidates, project_goal, project_governed, DispatchAction, GoalItem, GoalNext,

@@ -4,7 +4,7 @@
 
 use super::intent::GoalIntent;
 use crate::ids::Id;
-use crate::work::{NextAction as WorkNext, Projection, WorkState};
+use crate::work::{NextAction as WorkNext, WorkState};
 use serde::{Deserialize, Serialize};
 
 /// Where a goal stands.
@@ -53,14 +53,8 @@ pub enum GoalNext {
     None,
 }
 
-/// A governed item as the goal sees it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GoalItem {
-    /// The work id.
-    pub id: Id,
-    /// Its projection.
-    pub projection: Projection,
-}
+/// A governed item as the goal sees it: a node of its work graph.
+pub use crate::work::projection::GraphItem as GoalItem;
 
 /// A goal's projection.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -316,7 +310,7 @@ fn planning(intent: &GoalIntent, items: &[GoalItem], plans: &[super::plan::PlanV
         }
         (PlanStatus::Attention, _) => {
             // An attention applies while nothing durable changed since it was asked for.
-            let fingerprint = super::cycle::progress_fingerprint(items);
+            let fingerprint = super::fingerprint::progress_fingerprint(items);
             let root = items.last().map(|i| &i.id);
             if latest.request.trigger_fingerprint == fingerprint
                 && root == latest.request.prior_root_work_id.as_ref()

@@ -295,7 +295,7 @@ impl<F: Fs> Ledger<F> {
         &mut self,
         root: &Id,
         runner_live: &mut dyn FnMut(&Id) -> bool,
-    ) -> Result<Vec<crate::goal::GoalItem>, String> {
+    ) -> Result<Vec<super::projection::GraphItem>, String> {
         let mut known = Known::new();
         let (mut order, mut seen) = (Vec::new(), std::collections::BTreeSet::new());
         // An explicit stack, so a chain of a thousand items needs no deep recursion: each
@@ -304,7 +304,7 @@ impl<F: Fs> Ledger<F> {
         while let Some((id, expanded)) = stack.pop() {
             let item = self.read(&id, &mut known, runner_live)?;
             if expanded {
-                order.push(crate::goal::GoalItem { id, projection: item.projection });
+                order.push(super::projection::GraphItem { id, projection: item.projection });
                 continue;
             }
             if !seen.insert(id.clone()) {

@@ -188,6 +188,15 @@ pub struct Projection {
     pub accepted_seq: Option<u64>,
 }
 
+/// An item of a dependency graph, read and projected: what a goal governs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GraphItem {
+    /// The work id.
+    pub id: Id,
+    /// Its projection.
+    pub projection: Projection,
+}
+
 /// Projects a work item. `inputs.attempts` must have one entry per `attempt.started`.
 pub fn project(inputs: &Inputs<'_>) -> Projection {
     let attempt_events: Vec<&WorkEvent> = inputs
