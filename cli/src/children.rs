@@ -120,7 +120,7 @@ pub fn interrupt_on_signals() -> std::io::Result<()> {
                 continue;
             }
             if stopping {
-                std::process::exit(crate::cli::EXIT_FAILED);
+                std::process::exit(crate::exit::EXIT_FAILED);
             }
             stopping = true;
             errln!("harn: {name}: stopping the runs in progress (their attempts are not charged)");

@@ -4,10 +4,7 @@
 use clap::{CommandFactory, Parser, Subcommand};
 use std::io::Write;
 
-/// Exit code: the operation failed.
-pub const EXIT_FAILED: i32 = 1;
-/// Exit code: bad input or usage.
-pub const EXIT_USAGE: i32 = 2;
+pub use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 
 /// harn keeps a team of coding agents working on one repository for hours, safely.
 #[derive(Debug, Parser)]
@@ -97,12 +94,6 @@ fn restore_default_sigpipe() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-}
-
-/// Prints an error the way every verb does and returns the exit code.
-pub fn fail(code: i32, message: impl std::fmt::Display) -> i32 {
-    errln!("harn: {message}");
-    code
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! work item run to `in_review` with its proof, then a goal over a two-item graph driven by
 //! the supervisor to success, one line per decision.
 
-use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 use clap::Args;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -19,6 +19,7 @@ pub mod children;
 pub mod cli;
 pub mod dash;
 pub mod example;
+pub mod exit;
 pub mod goal;
 pub mod harness;
 pub mod input;

@@ -1,7 +1,7 @@
 //! `harn sim …`: run, sweep, replay and minimize deterministic simulations, and `sim day`, a
 //! simulated day of harnesses under faults with a summary.
 
-use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 #[cfg(feature = "planted-bugs")]
 use clap::ValueEnum;
 use clap::{Args, Subcommand};

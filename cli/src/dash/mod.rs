@@ -49,7 +49,7 @@ pub fn run(args: DashArgs) -> i32 {
         Ok(r) => r,
         Err(e) => {
             let shown = args.root.unwrap_or_else(|| PathBuf::from(".")).display().to_string();
-            return crate::cli::fail(crate::cli::EXIT_USAGE, format!("{shown}: {e}"));
+            return crate::exit::fail(crate::exit::EXIT_USAGE, format!("{shown}: {e}"));
         }
     };
     if args.once {
@@ -58,14 +58,14 @@ pub fn run(args: DashArgs) -> i32 {
         return 0;
     }
     if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-        return crate::cli::fail(
-            crate::cli::EXIT_USAGE,
+        return crate::exit::fail(
+            crate::exit::EXIT_USAGE,
             "harn dash draws on a terminal; use --once to print a page as text",
         );
     }
     match interactive(root, args.page, Duration::from_millis(args.refresh_ms)) {
         Ok(()) => 0,
-        Err(e) => crate::cli::fail(crate::cli::EXIT_FAILED, format!("dash: {e}")),
+        Err(e) => crate::exit::fail(crate::exit::EXIT_FAILED, format!("dash: {e}")),
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::runner::{drive, goal_limits, words};
 use super::store;
-use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 use crate::work::config::frozen_harness;
 use crate::work::host_args::HostArgs;
 use crate::work::run_cmd::read_team;

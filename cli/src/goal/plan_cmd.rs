@@ -4,7 +4,7 @@
 
 use super::plans;
 use super::store::{self, goal_lease};
-use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 use crate::work::store::Store;
 use clap::Subcommand;
 use harn_core::goal::plan::{PlanEvent, ReplanningPolicy, Template};

@@ -5,7 +5,7 @@ use super::daemon::{self, DaemonError, Options};
 use super::paths::Paths;
 use super::protocol::Request;
 use super::status;
-use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

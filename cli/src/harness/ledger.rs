@@ -305,7 +305,7 @@ fn user_name(uid: u32) -> String {
 
 /// `harn harness ledger [NAME] [--json]`: prints the ledger, verified line by line.
 pub fn show(paths: &Paths, name: Option<&str>, json: bool) -> i32 {
-    use crate::cli::{fail, EXIT_FAILED};
+    use crate::exit::{fail, EXIT_FAILED};
     let bytes = match std::fs::read(paths.ledger()) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),

@@ -5,7 +5,7 @@ use super::client;
 use super::logs::tail;
 use super::paths::Paths;
 use super::protocol::Request;
-use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 use harn_core::ids::Id;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::time::Duration;

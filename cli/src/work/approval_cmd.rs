@@ -4,7 +4,7 @@
 
 use super::cmd::actor;
 use super::store::Store;
-use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::workflow::approval::{ruling_word, status, ApprovalStatus, Ruling};

@@ -2,7 +2,7 @@
 //! reopening work items on the core projection. Attempts and acceptance are in `run_cmd`.
 
 use super::store::{Item, Store};
-use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::work::events::{EventKind, Finding};

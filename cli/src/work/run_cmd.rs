@@ -5,7 +5,7 @@ use super::cmd::{actor, show};
 use super::host_args::HostArgs;
 use super::runner::{run_attempt, AttemptRefusal, Ended, RunLimits};
 use super::store::{run_dir, Store};
-use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 use clap::Args;
 use harn_core::ids::Id;
 use harn_core::work::events::Disposition;

@@ -1,7 +1,7 @@
 //! `harn run show`: one workflow run's manifest, a summary of its transcript, and its proof.
 
 use super::store::{run_dir, Store};
-use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::journal;

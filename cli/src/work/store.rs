@@ -64,7 +64,9 @@ pub fn open_root(root: Option<PathBuf>) -> Result<Store, i32> {
     let root = root.unwrap_or_else(|| PathBuf::from("."));
     match std::fs::canonicalize(&root) {
         Ok(r) => Ok(Store::new(&r)),
-        Err(e) => Err(crate::cli::fail(crate::cli::EXIT_USAGE, format!("{}: {e}", root.display()))),
+        Err(e) => {
+            Err(crate::exit::fail(crate::exit::EXIT_USAGE, format!("{}: {e}", root.display())))
+        }
     }
 }
 

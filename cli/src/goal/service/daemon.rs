@@ -5,7 +5,7 @@
 use super::changes::{Changes, Wake};
 use super::files::{path, write_whole, Audit};
 use super::sweep::{sweep, ReadCache};
-use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 use crate::real_clock::RealClock;
 use crate::work::store::Store;
 use harn_core::env::Clock;

@@ -11,7 +11,7 @@ mod stop;
 pub mod sweep;
 
 use super::store;
-use crate::cli::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 use crate::work::host_args::HostArgs;
 use crate::work::store::Store;
 use clap::{Args, Subcommand};

@@ -4,7 +4,7 @@
 
 use super::daemon::{StopRequest, FORCED_STOP_GRACE};
 use super::files::{path, write_whole};
-use crate::cli::{fail, EXIT_FAILED};
+use crate::exit::{fail, EXIT_FAILED};
 use crate::work::store::Store;
 use harn_core::service::Liveness;
 use serde_json::json;
