@@ -505,12 +505,59 @@ mod tests {
     }
 
     /// Seeds where a plan applied again after a crash, at a later time, found the creation
-    /// event of an item whose intent the crash had kept from being written.
+    /// event of an item whose intent the crash had kept from being written (they found it
+    /// before the attempt moved into the core; the test below pins the case itself).
     #[test]
     fn a_plan_applied_again_after_a_crash_completes_the_items_it_began() {
         for seed in [162, 437] {
             run_goal_seed(seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         }
+    }
+
+    /// The case itself: the creation event is durable, the intent is not, and the same item
+    /// is made again later. It is completed with the event's time and digest, never refused.
+    #[test]
+    fn an_item_whose_creation_event_survived_alone_is_completed_at_that_events_time() {
+        use harn_core::goal::planning::create_item;
+        use harn_core::work::events::EventKind;
+        use harn_core::work::intent::INTENT_VERSION;
+        use harn_core::work::ledger::{work_dir, Ledger};
+        use harn_core::work::{WorkIntent, WorkflowRef};
+        let mut ledger = Ledger::new(crate::fs::SimFs::new(), "/sim");
+        let intent = |at: i64| {
+            WorkIntent {
+                schema_version: INTENT_VERSION,
+                id: Id::new("p1-fix").unwrap(),
+                title: "fix".into(),
+                objective: "fix it".into(),
+                acceptance: vec![],
+                dependencies: vec![],
+                workflow: WorkflowRef { path: "/wf".into(), sha256: "0".repeat(64) },
+                max_attempts: 3,
+                max_uncharged_attempts: 3,
+                created_at: WallTime(at),
+                sha256: None,
+            }
+            .sealed()
+        };
+        let first = intent(1_000);
+        let dir = work_dir(&first.id);
+        harn_core::env::Fs::create_dir_all(&mut ledger.fs, &dir).unwrap();
+        // What the crash left: the event, and no intent.
+        ledger.append(&first.id, EventKind::created(&first), "sim", None, WallTime(1_000)).unwrap();
+        create_item(&mut ledger, &intent(9_000), "sim", "plan p1", WallTime(9_000))
+            .expect("the item is completed, not refused");
+        let written = ledger.intent(&first.id).unwrap().expect("the intent is written");
+        assert_eq!(written, first, "with the creation event's time, so with its digest");
+        // A different proposal never completes an item another one began.
+        let id = Id::new("p2-fix").unwrap();
+        let began = WorkIntent { id: id.clone(), sha256: None, ..intent(2_000) }.sealed();
+        harn_core::env::Fs::create_dir_all(&mut ledger.fs, &work_dir(&id)).unwrap();
+        ledger.append(&id, EventKind::created(&began), "sim", None, WallTime(2_000)).unwrap();
+        let other = WorkIntent { title: "another".into(), sha256: None, ..began.clone() }.sealed();
+        let refused = create_item(&mut ledger, &other, "sim", "plan p2", WallTime(9_500));
+        assert!(refused.is_err_and(|e| e.contains("without its intent")));
+        assert_eq!(ledger.intent(&id).unwrap(), None, "nothing was written");
     }
 
     #[test]
