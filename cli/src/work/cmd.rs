@@ -49,8 +49,10 @@ enum Verb {
     /// Reopen a work item, keeping its history and budgets, optionally with findings.
     Reopen(Governance),
     /// Run the next attempt of a ready work item: its workflow, to a proof.
+    #[command(after_help = RUN_EXAMPLES)]
     Run(super::run_cmd::RunArgs),
     /// Retry a blocked work item: a new attempt that sees the prior attempt's outcome.
+    #[command(after_help = RUN_EXAMPLES)]
     Retry(super::run_cmd::RunArgs),
     /// Accept the proof of a work item in review, disposing of every open finding.
     Accept(super::run_cmd::AcceptArgs),
@@ -117,6 +119,17 @@ struct Governance {
     #[arg(long)]
     json: bool,
 }
+
+/// Examples shown under `work run --help` and `work retry --help`.
+const RUN_EXAMPLES: &str = "Examples:
+  harn work run fix-parser --harness claude-code
+      one attempt in the repository, confined (see `harn run show RUN` for what was reached)
+  harn work run fix-parser --harness codex --isolation worktree --base main
+      in the item's own worktree on branch harn/fix-parser, beside the repository
+  harn work retry fix-parser --harness claude-code --policy policy.json
+      a new attempt after a blocked one, under a host policy
+  harn work run fix-parser --harness claude-code --no-containment
+      unconfined, recorded as such in run.json and the proof";
 
 /// Runs a `work` verb; returns the exit code.
 pub fn run(args: WorkArgs) -> i32 {
