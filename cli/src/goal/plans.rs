@@ -50,7 +50,7 @@ impl Specialists for RealSpecialists<'_> {
         let planned = crate::work::runner::planned_containment(self.root, limits);
         let off = limits.no_containment.then(|| "--no-containment".to_owned());
         let (confine, _temp) =
-            crate::work::confine::for_reader(self.root, planned.writable, off, label)
+            crate::work::confine::scratch(self.root, None, planned.writable, off, label)
                 .map_err(|e| (Some(FailureClass::Environment), e))?;
         let running = Mutex::new(CallGroups::default());
         let ctx = CallContext {

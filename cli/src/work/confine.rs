@@ -297,14 +297,7 @@ fn namespace_probe() -> Result<NamespaceKind, String> {
     let kind = if root { NamespaceKind::Mount } else { NamespaceKind::UserAndMount };
     let dir = std::env::temp_dir();
     let probe = CString::new(dir.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
-    let uid = rustix::process::geteuid().as_raw();
-    let gid = rustix::process::getegid().as_raw();
-    let ns = Namespace {
-        harnery: probe,
-        maps: (!root).then(|| {
-            (format!("{uid} {uid} 1\n").into_bytes(), format!("{gid} {gid} 1\n").into_bytes())
-        }),
-    };
+    let ns = Namespace { harnery: probe, ..Namespace::new("/", !root)? };
     let mut command = Command::new("/bin/true");
     command.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::null());
     command.stderr(std::process::Stdio::null());
@@ -360,10 +353,12 @@ impl Drop for Temp {
     }
 }
 
-/// The confinement of a call that only reads the workspace (a goal's planner or reviewer):
-/// it may write its private `TMPDIR` and its harness's own state, nothing of the root.
-pub fn for_reader(
+/// The confinement of a short-lived child harn starts outside a run segment: it may write
+/// `workspace` (none: nothing of the root, as for a goal's planner or reviewer, which only
+/// read), the `writable` paths and a private `TMPDIR` made for it, removed with the `Temp`.
+pub fn scratch(
     root: &std::path::Path,
+    workspace: Option<&std::path::Path>,
     writable: Vec<String>,
     off: Option<String>,
     label: &str,
@@ -372,7 +367,7 @@ pub fn for_reader(
     let dir = temp.0.display().to_string();
     let need = harn_core::workflow::containment::Need {
         root: root.display().to_string(),
-        workspace: dir.clone(),
+        workspace: workspace.map_or(dir.clone(), |w| w.display().to_string()),
         temp: dir,
         writable,
         off,

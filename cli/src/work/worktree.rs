@@ -8,10 +8,10 @@
 
 use super::confine::{Confine, Temp};
 use harn_core::ids::Id;
-use harn_core::workflow::containment::{self, Need};
 use harn_core::workflow::workspace::{self, Attestation, Workspace};
 use sha2::{Digest, Sha256};
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -131,16 +131,8 @@ fn confined(
     open: bool,
     label: &str,
 ) -> Result<(Confine, Temp), String> {
-    let temp = Temp::create(&format!("git-{label}"))?;
-    let need = Need {
-        root: root.display().to_string(),
-        workspace: dir.display().to_string(),
-        temp: temp.0.display().to_string(),
-        writable: vec![git_dir.to_owned()],
-        off: open.then(|| "--no-containment".to_owned()),
-    };
-    let plan = containment::plan(&need, &super::confine::offer());
-    Ok((Confine::prepare(&plan, None, Some(temp.0.clone()))?, temp))
+    let off = open.then(|| "--no-containment".to_owned());
+    super::confine::scratch(root, Some(dir), vec![git_dir.to_owned()], off, &format!("git-{label}"))
 }
 
 /// An exclusive lock on the repository's worktree list, released when dropped.
@@ -150,6 +142,8 @@ fn lock(git_dir: &str) -> Result<std::fs::File, String> {
         .create(true)
         .truncate(false)
         .write(true)
+        // A run may write the git directory: a link planted here is refused, never followed.
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     file.lock().map_err(|e| format!("{}: {e}", path.display()))?;
