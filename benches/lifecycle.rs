@@ -3,11 +3,11 @@
 //! view, the state.json encoding and effect batching).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use harn_core::daemon::{Daemon, DaemonConfig, DaemonEffect, DaemonInput};
 use harn_core::env::{ExitStatus, SpawnSpec};
+use harn_core::harness::daemon::{Daemon, DaemonConfig, DaemonEffect, DaemonInput};
+use harn_core::harness::lifecycle::harness::Durable;
+use harn_core::harness::lifecycle::{Harness, HarnessInput, HarnessSpec, LifecycleLimits};
 use harn_core::ids::Id;
-use harn_core::lifecycle::harness::Durable;
-use harn_core::lifecycle::{Harness, HarnessInput, HarnessSpec, LifecycleLimits};
 use harn_core::time::{Duration, Instant};
 use std::hint::black_box;
 

@@ -4,9 +4,9 @@
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use harn_core::goal::StopReason;
 use harn_core::ids::Id;
+use harn_core::service::wake::{Fingerprint, GoalWake, ServiceScheduler, WakeConfig};
 use harn_core::service::{sweep, SweepHost};
 use harn_core::time::Instant;
-use harn_core::wake::{Fingerprint, GoalWake, ServiceScheduler, WakeConfig};
 use std::hint::black_box;
 
 const GOALS: usize = 100_000;

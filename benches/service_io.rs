@@ -7,9 +7,9 @@ use harn::goal::service::sweep::ReadCache;
 use harn::work::store::Store;
 use harn_core::goal::StopReason;
 use harn_core::ids::Id;
+use harn_core::service::wake::{Fingerprint, GoalWake, ServiceScheduler, WakeConfig};
 use harn_core::service::{sweep, SweepHost};
 use harn_core::time::Instant;
-use harn_core::wake::{Fingerprint, GoalWake, ServiceScheduler, WakeConfig};
 use std::path::Path;
 
 const GOALS: usize = 1_000;

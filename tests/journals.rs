@@ -4,9 +4,9 @@
 //! is booted over the simulated filesystem, then the real binary over real files.
 
 use crate::cli::{harn_at, json, text};
-use harn_core::daemon::DaemonConfig;
-use harn_core::driver::{DaemonPaths, Driver, Env, Fatal};
 use harn_core::env::Fs;
+use harn_core::harness::daemon::DaemonConfig;
+use harn_core::harness::driver::{DaemonPaths, Driver, Env, Fatal};
 use harn_core::journal::encode_line;
 use harn_core::time::WallTime;
 use harn_sim::clock::VirtualClock;

@@ -3,11 +3,11 @@
 //! latch, failure count and liveness compared after every transition.
 
 use harn_core::env::{ExitStatus, SpawnSpec};
-use harn_core::ids::Id;
-use harn_core::lifecycle::harness::Durable;
-use harn_core::lifecycle::{
+use harn_core::harness::lifecycle::harness::Durable;
+use harn_core::harness::lifecycle::{
     Harness, HarnessInput, HarnessOut, HarnessSpec, LifecycleLimits, RestartPolicy, State,
 };
+use harn_core::ids::Id;
 use harn_core::time::{Duration, Instant};
 use proptest::prelude::*;
 use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMachineTest};

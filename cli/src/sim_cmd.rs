@@ -5,8 +5,8 @@ use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 #[cfg(feature = "planted-bugs")]
 use clap::ValueEnum;
 use clap::{Args, Subcommand};
+use harn_core::harness::lifecycle::RestartPolicy;
 use harn_core::journal;
-use harn_core::lifecycle::RestartPolicy;
 use harn_core::time::{Duration, Instant};
 use harn_sim::entropy::SeededEntropy;
 use harn_sim::options::{InjectedBug, SimHarness, SimOptions};

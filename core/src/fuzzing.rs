@@ -2,11 +2,11 @@
 //! committed corpus replays under `cargo test` on stable.
 
 use crate::env::{ExitStatus, SpawnSpec};
-use crate::ids::Id;
-use crate::lifecycle::harness::Durable;
-use crate::lifecycle::{
+use crate::harness::lifecycle::harness::Durable;
+use crate::harness::lifecycle::{
     Harness, HarnessInput, HarnessSpec, LifecycleLimits, Readiness, RestartPolicy,
 };
+use crate::ids::Id;
 use crate::time::{Duration, Instant};
 use arbitrary::{Arbitrary, Result, Unstructured};
 
@@ -378,11 +378,11 @@ enum ServiceOp {
 /// of an unchanged `awaiting_change` goal, beats never closer than the interval, and a forced
 /// stop only after a drain. Panics on a violation.
 pub fn fuzz_service(data: &[u8]) {
-    use crate::wake::{
+    use crate::service::wake::{
         after_tick_err, after_tick_ok, decide, Fingerprint, ServiceEffect, ServiceScheduler,
         SweepDecision, WakeConfig, WakeState,
     };
-    use crate::watch::{WatchEffect, Watcher};
+    use crate::service::watch::{WatchEffect, Watcher};
     let mut u = Unstructured::new(data);
     let cfg = WakeConfig {
         wake_interval: Duration::from_millis(u.int_in_range(1..=10_000).unwrap_or(1_000)),

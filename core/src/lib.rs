@@ -4,21 +4,17 @@
 #![warn(missing_docs)]
 
 pub mod atomic;
-pub mod daemon;
-pub mod driver;
 pub mod env;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod goal;
+pub mod harness;
 pub mod hash;
 pub mod ids;
 pub mod journal;
 pub mod layout;
-pub mod lifecycle;
 pub mod service;
 pub mod text;
 pub mod time;
-pub mod wake;
-pub mod watch;
 pub mod work;
 pub mod workflow;

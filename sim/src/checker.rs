@@ -3,9 +3,9 @@
 
 use crate::process::SimProcesses;
 use crate::seams::SpawnAudit;
-use harn_core::daemon::{Command, Daemon, PersistedState};
-use harn_core::driver::{DaemonPaths, Executed};
 use harn_core::env::Pid;
+use harn_core::harness::daemon::{Command, Daemon, PersistedState};
+use harn_core::harness::driver::{DaemonPaths, Executed};
 use harn_core::ids::Id;
 use harn_core::journal;
 use serde::de::IgnoredAny;

@@ -5,10 +5,10 @@ use crate::checker::Violation;
 use crate::entropy::Entropy;
 use crate::trace::StepEvent;
 use crate::world::{World, LIVENESS_STEPS_MAX};
-use harn_core::daemon::{Command, Daemon};
-use harn_core::driver::Wake;
+use harn_core::harness::daemon::{Command, Daemon};
+use harn_core::harness::driver::Wake;
+use harn_core::harness::lifecycle::State;
 use harn_core::ids::Id;
-use harn_core::lifecycle::State;
 use harn_core::time::Instant;
 
 impl<E: Entropy> World<E> {
@@ -33,7 +33,7 @@ impl<E: Entropy> World<E> {
         }
         self.step_with(StepEvent::Calm, Wake::Timeout)?;
         let failed: Vec<Id> = self.daemon().map_or_else(Vec::new, |d| {
-            let healthy_and_failed = |(n, h): &(&Id, &harn_core::lifecycle::Harness)| {
+            let healthy_and_failed = |(n, h): &(&Id, &harn_core::harness::lifecycle::Harness)| {
                 h.state() == State::Failed && self.is_healthy(n)
             };
             d.harnesses().iter().filter(healthy_and_failed).map(|(n, _)| n.clone()).collect()

@@ -3,10 +3,10 @@
 
 use crate::entropy::Entropy;
 use crate::process::Behaviour;
-use harn_core::daemon::{DaemonConfig, Profile};
 use harn_core::env::SpawnSpec;
+use harn_core::harness::daemon::{DaemonConfig, Profile};
+use harn_core::harness::lifecycle::{HarnessSpec, LifecycleLimits, RestartPolicy};
 use harn_core::ids::Id;
-use harn_core::lifecycle::{HarnessSpec, LifecycleLimits, RestartPolicy};
 use harn_core::time::Duration;
 use serde::{Deserialize, Serialize};
 
@@ -208,10 +208,13 @@ pub(crate) fn loses_exit_reports(bug: Option<InjectedBug>) -> bool {
 }
 
 /// Plants the core-level bug, if that is the one chosen, in a freshly booted core.
-pub(crate) fn plant_core_bug(bug: Option<InjectedBug>, daemon: &mut harn_core::daemon::Daemon) {
+pub(crate) fn plant_core_bug(
+    bug: Option<InjectedBug>,
+    daemon: &mut harn_core::harness::daemon::Daemon,
+) {
     #[cfg(feature = "planted-bugs")]
     {
-        use harn_core::daemon::PlantedBug;
+        use harn_core::harness::daemon::PlantedBug;
         match bug {
             Some(InjectedBug::SpawnBeforePersist) => daemon.plant(PlantedBug::SpawnBeforePersist),
             Some(InjectedBug::AckBeforePersist) => daemon.plant(PlantedBug::AckBeforePersist),

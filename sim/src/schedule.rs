@@ -6,11 +6,11 @@ use crate::entropy::Entropy;
 use crate::options::{draw_limits, harness_name};
 use crate::trace::StepEvent;
 use crate::world::World;
-use harn_core::daemon::{Command, DaemonInput};
-use harn_core::driver::Wake;
 use harn_core::env::{Clock, FsErrorKind};
+use harn_core::harness::daemon::{Command, DaemonInput};
+use harn_core::harness::driver::Wake;
+use harn_core::harness::lifecycle::{HarnessInput, RestartPolicy};
 use harn_core::ids::Id;
-use harn_core::lifecycle::{HarnessInput, RestartPolicy};
 use harn_core::time::{Duration, Instant};
 
 impl<E: Entropy> World<E> {

@@ -5,9 +5,9 @@
 use crate::fs::SimFs;
 use crate::options::InjectedBug;
 use crate::process::SimProcesses;
-use harn_core::daemon::PersistedState;
-use harn_core::driver::Env;
 use harn_core::env::{Clock, Fs, FsError, Pid, Signal, SpawnError, SpawnSpec, Spawner};
+use harn_core::harness::daemon::PersistedState;
+use harn_core::harness::driver::Env;
 use harn_core::ids::Id;
 use std::cell::RefCell;
 use std::rc::Rc;

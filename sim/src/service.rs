@@ -16,15 +16,15 @@ use crate::entropy::Entropy;
 use crate::goal::GoalWorld;
 use harn_core::goal::{goal_fingerprint, GoalState, Mode, StopReason};
 use harn_core::ids::Id;
+use harn_core::service::wake::{
+    Fingerprint, GoalWake, ServiceEffect, ServiceScheduler, WakeConfig, WakeState,
+};
+use harn_core::service::watch::{WatchEffect, Watcher};
 use harn_core::service::{
     liveness, sweep, Liveness, ServiceState, ServiceStatus, SweepHost, HEARTBEAT_SLACK_MS,
     SERVICE_VERSION,
 };
 use harn_core::time::{Duration, Instant, WallTime};
-use harn_core::wake::{
-    Fingerprint, GoalWake, ServiceEffect, ServiceScheduler, WakeConfig, WakeState,
-};
-use harn_core::watch::{WatchEffect, Watcher};
 use std::collections::BTreeMap;
 
 /// What one seed did.
@@ -256,7 +256,9 @@ fn run(seed: u64) -> Result<ServiceSimSummary, String> {
         }
         check_liveness(&svc.watch, &wall, now, true)?;
         sched_step(&mut g, &mut svc, &mut now, &mut wall, &mut persisted, &mut summary)?;
-        if svc.watch.draining && svc.sched.phase() == harn_core::wake::ServicePhase::Stopped {
+        if svc.watch.draining
+            && svc.sched.phase() == harn_core::service::wake::ServicePhase::Stopped
+        {
             // A graceful stop; the operator starts it again from the persisted hints.
             summary.stops += 1;
             svc = start(&goals, &persisted, now, &wall)?;

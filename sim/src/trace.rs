@@ -3,7 +3,7 @@
 
 use crate::checker::Violation;
 use crate::options::SimOptions;
-use harn_core::driver::Executed;
+use harn_core::harness::driver::Executed;
 use serde::{Deserialize, Serialize};
 
 /// Version of the trace format written today.

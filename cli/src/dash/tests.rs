@@ -5,12 +5,12 @@ use super::{once, Page, Snapshot};
 use crate::readers::{GoalRow, GoalSummary, ServiceView, WorkRow};
 use harn_core::goal::{GoalNext, GoalState};
 use harn_core::ids::Id;
+use harn_core::service::wake::{Fingerprint, GoalWake, WakeState};
 use harn_core::service::{
     EngineOptions, Liveness, RuntimeHints, ServiceConfig, ServiceState, ServiceStatus,
     SERVICE_VERSION,
 };
 use harn_core::time::{Instant, WallTime};
-use harn_core::wake::{Fingerprint, GoalWake, WakeState};
 use harn_core::work::{NextAction, WorkState};
 use serde_json::json;
 

@@ -3,9 +3,9 @@
 
 use super::Snapshot;
 use crate::readers::{GoalRow, WorkRow};
+use harn_core::service::wake::{GoalWake, WakeState};
 use harn_core::service::Liveness;
 use harn_core::time::WallTime;
-use harn_core::wake::{GoalWake, WakeState};
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};

@@ -1,10 +1,10 @@
 //! `harness.toml`: parsing and validation into the core's `DaemonConfig`. Every error names
 //! the file, the line and the key; nothing is applied from a file that fails.
 
-use harn_core::daemon::{DaemonConfig, Profile};
 use harn_core::env::SpawnSpec;
+use harn_core::harness::daemon::{DaemonConfig, Profile};
+use harn_core::harness::lifecycle::{HarnessSpec, LifecycleLimits, Readiness, RestartPolicy};
 use harn_core::ids::Id;
-use harn_core::lifecycle::{HarnessSpec, LifecycleLimits, Readiness, RestartPolicy};
 use harn_core::time::Duration;
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -4,12 +4,12 @@
 //! what an operator reads after the fact to learn why the daemon did what it did.
 
 use super::paths::Paths;
-use harn_core::daemon::{Command, Daemon, DaemonConfig};
-use harn_core::driver::Executed;
 use harn_core::env::{Clock, Fs, FsError};
+use harn_core::harness::daemon::{Command, Daemon, DaemonConfig};
+use harn_core::harness::driver::Executed;
+use harn_core::harness::lifecycle::{Event, Harness, State};
 use harn_core::ids::Id;
 use harn_core::journal::{JournalOpenError, JournalWriter};
-use harn_core::lifecycle::{Event, Harness, State};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! Where the harness daemon keeps its files under a coordination root, and where its control
 //! socket lives (the root's own directory unless that path is too long for a Unix socket).
 
-use harn_core::driver::DaemonPaths;
+use harn_core::harness::driver::DaemonPaths;
 use harn_core::hash::fnv64;
 use harn_core::ids::Id;
 use std::path::{Path, PathBuf};

@@ -5,10 +5,10 @@
 use super::daemon::Msg;
 use super::paths::Paths;
 use super::spawner::RealSpawner;
-use harn_core::daemon::{Daemon, DaemonConfig};
 use harn_core::env::Pid;
+use harn_core::harness::daemon::{Daemon, DaemonConfig};
+use harn_core::harness::lifecycle::Readiness as Kind;
 use harn_core::ids::Id;
-use harn_core::lifecycle::Readiness as Kind;
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixDatagram;
 use std::os::unix::process::CommandExt;

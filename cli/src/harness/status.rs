@@ -3,11 +3,11 @@
 
 use super::paths::Paths;
 use super::readiness::ReadinessWatch;
-use harn_core::daemon::{Daemon, DaemonConfig, PersistedState};
 use harn_core::env::ExitStatus;
+use harn_core::harness::daemon::{Daemon, DaemonConfig, PersistedState};
+use harn_core::harness::lifecycle::harness::{Durable, LastExit};
+use harn_core::harness::lifecycle::Harness;
 use harn_core::ids::Id;
-use harn_core::lifecycle::harness::{Durable, LastExit};
-use harn_core::lifecycle::Harness;
 use harn_core::time::Instant;
 use serde_json::{json, Value};
 

@@ -10,13 +10,13 @@ use crate::real_clock::RealClock;
 use crate::work::store::Store;
 use harn_core::env::Clock;
 use harn_core::ids::Id;
+use harn_core::service::wake::GoalWake;
+use harn_core::service::wake::{ServiceEffect, ServiceScheduler};
+use harn_core::service::watch::{WatchEffect, Watcher};
 use harn_core::service::{
     RuntimeHints, ServiceConfig, ServiceState, ServiceStatus, SERVICE_VERSION,
 };
 use harn_core::time::Duration as CoreDuration;
-use harn_core::wake::GoalWake;
-use harn_core::wake::{ServiceEffect, ServiceScheduler};
-use harn_core::watch::{WatchEffect, Watcher};
 use rustix::pipe::PipeFlags;
 use serde::{Deserialize, Serialize};
 use serde_json::json;

@@ -5,11 +5,13 @@
 //! and boots again from disk, which is the recovery path anyway. Retrying a failed fsync in
 //! place is how data gets lost; a fresh boot cannot be wrong about what is durable.
 
-use crate::daemon::{BootError, Daemon, DaemonConfig, DaemonEffect, DaemonInput, PersistedState};
 use crate::env::{Clock, Fs, FsError, Pid, Signal, SpawnError, Spawner};
+use crate::harness::daemon::{
+    BootError, Daemon, DaemonConfig, DaemonEffect, DaemonInput, PersistedState,
+};
+use crate::harness::lifecycle::{Event, HarnessInput};
 use crate::ids::Id;
 use crate::journal::{JournalError, JournalOpenError, JournalWriter};
-use crate::lifecycle::{Event, HarnessInput};
 use crate::time::Instant;
 use serde::Serialize;
 

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::env::ExitStatus;
-use crate::lifecycle::{HarnessSpec, RestartPolicy, State};
+use crate::harness::lifecycle::{HarnessSpec, RestartPolicy, State};
 
 fn id(s: &str) -> Id {
     Id::new(s).unwrap()
@@ -341,7 +341,7 @@ fn lowering_limits_by_reload_keeps_every_invariant() {
 
 #[test]
 fn run_numbers_are_reserved_in_blocks_so_most_respawns_write_nothing_first() {
-    let mut limits = crate::lifecycle::LifecycleLimits {
+    let mut limits = crate::harness::lifecycle::LifecycleLimits {
         restart_delay: crate::time::Duration::ZERO,
         give_up_after: 0,
         ..Default::default()

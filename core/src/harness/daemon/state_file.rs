@@ -1,7 +1,7 @@
 //! `state.json`: the daemon's durable intent and counters, written atomically, versioned.
 
+use crate::harness::lifecycle::harness::Durable;
 use crate::ids::Id;
-use crate::lifecycle::harness::Durable;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -1,8 +1,8 @@
 //! The daemon's configuration as the core sees it: harness specs, profiles and limits,
 //! already parsed and validated by the shell (`harness.toml`).
 
+use crate::harness::lifecycle::{HarnessSpec, LifecycleLimits};
 use crate::ids::Id;
-use crate::lifecycle::{HarnessSpec, LifecycleLimits};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

@@ -13,9 +13,9 @@ pub use config::{DaemonConfig, Profile};
 pub use state_file::{PersistedHarness, PersistedState, StateFileError, STATE_VERSION};
 
 use crate::env::{Pid, Signal, SpawnSpec};
+use crate::harness::lifecycle::harness::Durable;
+use crate::harness::lifecycle::{Event, Harness, HarnessInput, HarnessOut};
 use crate::ids::Id;
-use crate::lifecycle::harness::Durable;
-use crate::lifecycle::{Event, Harness, HarnessInput, HarnessOut};
 use crate::time::Instant;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};

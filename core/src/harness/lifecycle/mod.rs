@@ -1,6 +1,6 @@
 //! The harness lifecycle: the seven states, restart policies, timing limits, and the events a
 //! harness emits. The machine for one harness is in [`harness`]; many of them under one daemon,
-//! with profiles and durable intent, are in [`crate::daemon`].
+//! with profiles and durable intent, are in [`crate::harness::daemon`].
 
 pub mod harness;
 pub mod limits;
