@@ -2,10 +2,10 @@
 //! sweep: what a quiescent goal costs the sweep itself, the reads being already in memory.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
-use harn_core::goal::StopReason;
+
 use harn_core::ids::Id;
 use harn_core::service::wake::{Fingerprint, GoalWake, ServiceScheduler, WakeConfig};
-use harn_core::service::{sweep, SweepHost};
+use harn_core::service::{sweep, SweepHost, Ticked};
 use harn_core::time::Instant;
 use std::hint::black_box;
 
@@ -31,7 +31,7 @@ impl SweepHost for MemoryHost {
         Ok((fp, false))
     }
 
-    fn tick(&mut self, _goal: &Id) -> Result<StopReason, String> {
+    fn tick(&mut self, _goal: &Id) -> Result<Ticked, String> {
         unreachable!("no goal is ready")
     }
 

@@ -5,10 +5,10 @@
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
 use harn::goal::service::sweep::ReadCache;
 use harn::work::store::Store;
-use harn_core::goal::StopReason;
+
 use harn_core::ids::Id;
 use harn_core::service::wake::{Fingerprint, GoalWake, ServiceScheduler, WakeConfig};
-use harn_core::service::{sweep, SweepHost};
+use harn_core::service::{sweep, SweepHost, Ticked};
 use harn_core::time::Instant;
 use std::path::Path;
 
@@ -33,7 +33,7 @@ impl SweepHost for FileHost<'_> {
         self.cache.read(self.store, goal)
     }
 
-    fn tick(&mut self, goal: &Id) -> Result<StopReason, String> {
+    fn tick(&mut self, goal: &Id) -> Result<Ticked, String> {
         unreachable!("{goal} is quiescent")
     }
 

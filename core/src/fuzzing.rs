@@ -429,7 +429,6 @@ pub fn fuzz_service(data: &[u8]) {
                     sched.record_goal(now, goal, wake).expect("a consistent record");
                 }
                 sched.sweep_finished(now, Ok(()));
-                persisted = sched.wakes();
                 sweep_due = false;
             }
             ServiceOp::Sweep { .. } => {}
@@ -446,7 +445,10 @@ pub fn fuzz_service(data: &[u8]) {
             }
         }
         while let Some(effect) = sched.poll_effect() {
-            sweep_due |= effect == ServiceEffect::Sweep;
+            match effect {
+                ServiceEffect::Sweep => sweep_due = true,
+                ServiceEffect::WriteHints => persisted = sched.wakes(),
+            }
         }
         while let Some(effect) = watch.poll_effect() {
             match effect {

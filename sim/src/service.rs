@@ -21,7 +21,7 @@ use harn_core::service::wake::{
 };
 use harn_core::service::watch::{WatchEffect, Watcher};
 use harn_core::service::{
-    liveness, sweep, Liveness, ServiceState, ServiceStatus, SweepHost, HEARTBEAT_SLACK_MS,
+    liveness, sweep, Liveness, ServiceState, ServiceStatus, SweepHost, Ticked, HEARTBEAT_SLACK_MS,
     SERVICE_VERSION,
 };
 use harn_core::time::{Duration, Instant, WallTime};
@@ -246,8 +246,14 @@ fn run(seed: u64) -> Result<ServiceSimSummary, String> {
             summary.wall_jumps += 1;
         }
         if g.w.entropy.chance(1, 5) {
-            // A file-change hint: real after a person acted, or spurious.
-            svc.sched.wake_early(now);
+            // A file-change hint: real after a person acted, spurious, or old news (seen
+            // before the last sweep ended, and delivered only now).
+            let seen_at = Instant(now.0.saturating_sub(g.w.entropy.below(3_000) * 1_000_000));
+            let (before, ended) = (svc.sched.next_sweep_at(), svc.sched.last_sweep_at());
+            svc.sched.file_changed(now, seen_at);
+            if ended.is_some_and(|e| seen_at <= e) && svc.sched.next_sweep_at() != before {
+                return Err(format!("a change seen at {seen_at:?}, before the sweep that ended at {ended:?}, brought the next sweep forward"));
+            }
         }
         if g.w.entropy.chance(1, 30) {
             let drain =
@@ -286,8 +292,15 @@ fn sched_step(
     }
     svc.sched.handle_timeout(*now);
     while let Some(effect) = svc.sched.poll_effect() {
-        if effect != ServiceEffect::Sweep {
-            continue; // The watcher beats on its own schedule.
+        if effect == ServiceEffect::WriteHints {
+            // `runtime.json` is written when the hints changed; now and then the write is
+            // lost, and the scheduler must queue it again after the next sweep.
+            if g.w.entropy.chance(1, 5) {
+                svc.sched.hints_lost();
+            } else {
+                *persisted = svc.sched.wakes();
+            }
+            continue;
         }
         if g.w.entropy.chance(1, 4) {
             let after = g.w.entropy.below(60);
@@ -334,10 +347,6 @@ fn sched_step(
         let reached = ghost.state == WakeState::Backoff && ghost.consecutive_errors > 0;
         if !reached && !svc.watch.draining {
             return Err(format!("the unreadable goal is not backing off: {ghost:?}"));
-        }
-        // `runtime.json` is written after each sweep; now and then the write is lost.
-        if !g.w.entropy.chance(1, 5) {
-            *persisted = svc.sched.wakes();
         }
     }
     Ok(())
@@ -427,7 +436,7 @@ impl SweepHost for SimSweep<'_> {
         self.fingerprint()
     }
 
-    fn tick(&mut self, goal: &Id) -> Result<StopReason, String> {
+    fn tick(&mut self, goal: &Id) -> Result<Ticked, String> {
         let (fp, _) = self.fingerprint()?;
         if let Some(prev) = self.before.get(goal) {
             let unchanged = prev.observed.as_ref() == Some(&fp);
@@ -470,14 +479,14 @@ impl SweepHost for SimSweep<'_> {
         if self.g.w.entropy.chance(1, 8) {
             // A tick that ran and changed nothing durable (a dispatch that could not start):
             // the goal stays ready, and must now wait for a change rather than be re-ticked.
-            return Ok(StopReason::NoProgress);
+            return Ok(Ticked { reason: StopReason::NoProgress, detail: "no change".into() });
         }
         let proofs = self.g.w.summary.proofs;
         let ticked = self.g.tick(Mode::Tick);
         if std::mem::take(&mut self.g.w.killing) {
             self.summary.killed_runs += self.g.w.summary.proofs - proofs;
         }
-        ticked
+        ticked.map(|reason| Ticked { reason, detail: String::new() })
     }
 
     fn ticking(&mut self, _goal: Option<&Id>) {}

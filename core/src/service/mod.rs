@@ -9,4 +9,4 @@ pub mod wake;
 pub mod watch;
 
 pub use records::*;
-pub use sweep::{sweep, SweepHost};
+pub use sweep::{sweep, SweepHost, Ticked};

@@ -12,7 +12,7 @@ pub trait SweepHost {
     fn read(&mut self, goal: &Id) -> Result<(crate::service::wake::Fingerprint, bool), String>;
     /// One tick of a ready goal: how it stopped, or the infrastructure error that kept it
     /// from running (a domain outcome is a stop reason, never an error).
-    fn tick(&mut self, goal: &Id) -> Result<crate::goal::StopReason, String>;
+    fn tick(&mut self, goal: &Id) -> Result<Ticked, String>;
     /// The goal being ticked now, for the status.
     fn ticking(&mut self, goal: Option<&Id>);
     /// A goal's read or tick failed and it backs off.
@@ -21,6 +21,23 @@ pub trait SweepHost {
     /// tick running when the request came finishes first).
     fn stopping(&mut self) -> bool {
         false
+    }
+}
+
+/// How a goal's tick stopped.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Ticked {
+    /// The stop reason.
+    pub reason: crate::goal::StopReason,
+    /// What it said about it.
+    pub detail: String,
+}
+
+impl Ticked {
+    /// The outcome the service keeps for status readers: `"<stop reason>: <detail>"`.
+    pub fn outcome(&self) -> String {
+        let reason = serde_json::to_value(self.reason).unwrap_or_default();
+        format!("{}: {}", reason.as_str().unwrap_or(""), self.detail)
     }
 }
 
@@ -67,7 +84,7 @@ pub fn sweep<H: SweepHost>(
             SweepDecision::Skip(_) => unreachable!("skipped above"),
             // A stop asked for while the goal was read: no new tick starts.
             SweepDecision::Tick if host.stopping() => break,
-            SweepDecision::Tick => tick_one(host, &goal, &prev, fp, &cfg),
+            SweepDecision::Tick => tick_one(host, scheduler, &goal, &prev, fp),
         };
         scheduler.record_goal_at(host.now(), at, wake)?;
     }
@@ -78,19 +95,23 @@ pub fn sweep<H: SweepHost>(
 /// or left it not ready, backed off after a failed one.
 fn tick_one<H: SweepHost>(
     host: &mut H,
+    scheduler: &mut crate::service::wake::ServiceScheduler,
     goal: &Id,
     prev: &GoalWake,
     fp: crate::service::wake::Fingerprint,
-    cfg: &crate::service::wake::WakeConfig,
 ) -> GoalWake {
     use crate::service::wake::{after_tick_err, after_tick_ok};
+    let cfg = *scheduler.config();
     host.ticking(Some(goal));
     let ticked = host.tick(goal);
     host.ticking(None);
     let now = host.now();
+    if let Ok(ticked) = &ticked {
+        scheduler.record_outcome(goal, ticked.outcome());
+    }
     // A dispatch that could not start is the host's failure: the goal backs off like any
     // other infrastructure error and is ticked again after the delay.
-    let ticked = match ticked {
+    let ticked = match ticked.map(|t| t.reason) {
         Ok(crate::goal::StopReason::NotStarted) => {
             Err("a dispatched attempt could not start its workflow".to_owned())
         }
@@ -106,7 +127,7 @@ fn tick_one<H: SweepHost>(
         },
         Err(e) => {
             let fp_now = host.read(goal).map(|(f, _)| f).unwrap_or(fp);
-            let wake = after_tick_err(prev, fp_now, now, cfg);
+            let wake = after_tick_err(prev, fp_now, now, &cfg);
             host.failed(goal, &e, &wake);
             wake
         }
@@ -156,7 +177,7 @@ mod tests {
             ) -> Result<(crate::service::wake::Fingerprint, bool), String> {
                 Ok((crate::service::wake::Fingerprint::new(g.as_str()), false))
             }
-            fn tick(&mut self, _: &Id) -> Result<crate::goal::StopReason, String> {
+            fn tick(&mut self, _: &Id) -> Result<Ticked, String> {
                 Err("a blocked goal is never ticked".into())
             }
             fn ticking(&mut self, _: Option<&Id>) {}
@@ -197,9 +218,9 @@ mod tests {
                 Err("intent.json: not JSON".into())
             }
         }
-        fn tick(&mut self, _: &Id) -> Result<crate::goal::StopReason, String> {
+        fn tick(&mut self, _: &Id) -> Result<Ticked, String> {
             self.ticks += 1;
-            Ok(self.stop)
+            Ok(Ticked { reason: self.stop, detail: "ticked".into() })
         }
         fn ticking(&mut self, _: Option<&Id>) {}
         fn failed(&mut self, _: &Id, _: &str, _: &GoalWake) {}

@@ -1,5 +1,6 @@
 //! The service wake and backoff machine: per-goal sweep decisions over an opaque fingerprint, and
-//! the sans-IO [`ServiceScheduler`] that says when to sweep and when to beat the heartbeat.
+//! the sans-IO [`ServiceScheduler`] that says when to sweep, which file change brings a sweep
+//! forward, and when the wake hints need writing.
 //!
 //! The rules (harnery §6.3, ADR 0026) live in three pure functions, [`decide`],
 //! [`after_tick_ok`] and [`after_tick_err`], over a [`GoalWake`] hint:
@@ -389,14 +390,17 @@ pub fn after_tick_err(
     }
 }
 
-/// Work the driver must do for the [`ServiceScheduler`].
+/// Work the driver must do for the [`ServiceScheduler`]. The heartbeat is not among them: the
+/// watcher (`service::watch`) beats on its own schedule, also while a sweep runs for hours.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ServiceEffect {
-    /// Rewrite the status file with a fresh heartbeat.
-    Heartbeat,
     /// Run one sweep over [`ServiceScheduler::goals`] in order, recording each goal's new wake
     /// with [`ServiceScheduler::record_goal`], then report [`ServiceScheduler::sweep_finished`].
     Sweep,
+    /// Persist the wake hints (`runtime.json`): [`ServiceScheduler::wakes`] and
+    /// [`ServiceScheduler::outcomes`] changed since they were last written. A write that
+    /// fails is reported with [`ServiceScheduler::hints_lost`], so the next sweep tries again.
+    WriteHints,
 }
 
 /// Whether the service is still sweeping.
@@ -406,7 +410,7 @@ pub enum ServicePhase {
     /// Sweeping and beating.
     Running,
     /// A stop was requested during a sweep; the sweep finishes (so it orphans no workflow
-    /// child) and the heartbeat keeps going until it does.
+    /// child) first.
     Stopping,
     /// Done: no effects, no deadlines.
     Stopped,
@@ -425,9 +429,10 @@ enum SweepSlot {
     Off,
 }
 
-/// The sans-IO service loop (harnery §6.4): a heartbeat every `heartbeat_interval`, a sweep
-/// `wake_interval` after the previous one finished, a capped exponential pause after a failed
-/// sweep, and a graceful stop between sweeps. Every decision uses the `now` it is given, never
+/// The sans-IO service loop (harnery §6.4): a sweep `wake_interval` after the previous one
+/// finished, a capped exponential pause after a failed sweep, early wakes on file changes
+/// that came after the last sweep, the wake hints written when they changed, and a graceful
+/// stop between sweeps. Every decision uses the `now` it is given, never
 /// a count of wakes, so a late, early or repeated [`handle_timeout`](Self::handle_timeout) only
 /// shifts work in time. A `now` older than one already seen is treated as the latest seen.
 #[derive(Clone, Debug)]
@@ -440,10 +445,12 @@ pub struct ServiceScheduler {
     index: BTreeMap<Id, usize>,
     now: Instant,
     phase: ServicePhase,
-    next_heartbeat_at: Option<Instant>,
-    last_heartbeat_at: Option<Instant>,
-    heartbeat_queued: bool,
     sweep: SweepSlot,
+    /// What each goal's last tick came to, for status readers.
+    outcomes: BTreeMap<Id, String>,
+    /// The records and outcomes last handed out to be persisted; `None` before the first.
+    written: Option<(Vec<GoalWake>, BTreeMap<Id, String>)>,
+    hints_queued: bool,
     sweep_count: u64,
     sweep_errors: u32,
     last_error: Option<String>,
@@ -454,7 +461,7 @@ impl ServiceScheduler {
     /// A running service at `now` over the enrolled `goals` (duplicates dropped, first kept),
     /// restoring each goal's record from `prior` (see the module documentation: records of
     /// goals no longer enrolled are dropped, missing ones start `idle`, inconsistent ones are
-    /// repaired). The first heartbeat and the first sweep are due at once.
+    /// repaired). The first sweep is due at once.
     pub fn new(
         cfg: WakeConfig,
         goals: Vec<Id>,
@@ -480,10 +487,10 @@ impl ServiceScheduler {
             index,
             now,
             phase: ServicePhase::Running,
-            next_heartbeat_at: Some(now),
-            last_heartbeat_at: None,
-            heartbeat_queued: false,
             sweep: SweepSlot::Waiting(now),
+            outcomes: BTreeMap::new(),
+            written: None,
+            hints_queued: false,
             sweep_count: 0,
             sweep_errors: 0,
             last_error: None,
@@ -491,29 +498,30 @@ impl ServiceScheduler {
         })
     }
 
-    /// Queues whatever is due at `now`: at most one heartbeat, rescheduled from `now` (a late
-    /// wake yields one heartbeat, not a burst of catch-up ones), and the sweep if its time came.
-    /// Heartbeats are due whether or not a sweep is running.
+    /// The last outcomes of the goals' ticks a previous daemon persisted (for status readers
+    /// until each goal is ticked again); outcomes of goals not enrolled are dropped.
+    pub fn restore_outcomes(&mut self, mut outcomes: BTreeMap<Id, String>) {
+        outcomes.retain(|id, _| self.index.contains_key(id));
+        self.outcomes = outcomes;
+    }
+
+    /// Queues the sweep if its time came at `now`. Harmless when early, late or repeated.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.advance(now);
         if self.phase == ServicePhase::Stopped {
             return;
-        }
-        if self.next_heartbeat_at.is_some_and(|at| at <= self.now) {
-            self.heartbeat_queued = true;
-            self.last_heartbeat_at = Some(self.now);
-            self.next_heartbeat_at = Some(self.now.saturating_add(self.cfg.heartbeat_interval));
         }
         if matches!(self.sweep, SweepSlot::Waiting(at) if at <= self.now) {
             self.sweep = SweepSlot::Queued;
         }
     }
 
-    /// The next effect to execute, heartbeat first. A due heartbeat that was not polled yet is
-    /// not queued twice.
+    /// The next effect to execute: the hints of the sweep that just ended, then a due sweep.
+    /// Handing out [`ServiceEffect::WriteHints`] counts the current hints as written.
     pub fn poll_effect(&mut self) -> Option<ServiceEffect> {
-        if std::mem::take(&mut self.heartbeat_queued) {
-            return Some(ServiceEffect::Heartbeat);
+        if std::mem::take(&mut self.hints_queued) {
+            self.written = Some((self.wakes.clone(), self.outcomes.clone()));
+            return Some(ServiceEffect::WriteHints);
         }
         if self.sweep == SweepSlot::Queued {
             self.sweep = SweepSlot::Running(self.now);
@@ -522,16 +530,22 @@ impl ServiceScheduler {
         None
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) should next be called; `None` once
-    /// stopped. A running sweep has no deadline of its own; the heartbeat always has one.
+    /// When [`handle_timeout`](Self::handle_timeout) should next be called: the next sweep;
+    /// `None` while one is queued or running (it has no deadline of its own) and once stopped.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let sweep = match self.sweep {
-            SweepSlot::Waiting(at) => Some(at),
-            _ => None,
-        };
-        match (self.next_heartbeat_at, sweep) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        self.next_sweep_at()
+    }
+
+    /// The write handed out with the last [`ServiceEffect::WriteHints`] failed: the hints count
+    /// as unwritten, and the next sweep's end queues them again.
+    pub fn hints_lost(&mut self) {
+        self.written = None;
+    }
+
+    /// Records what a goal's tick came to (`"<stop reason>: <detail>"`), for the hints.
+    pub fn record_outcome(&mut self, id: &Id, outcome: String) {
+        if self.index.contains_key(id) {
+            self.outcomes.insert(id.clone(), outcome);
         }
     }
 
@@ -560,6 +574,9 @@ impl ServiceScheduler {
             }
         };
         self.last_sweep_at = Some(self.now);
+        // Written when they change, not every sweep: an idle service writes only its heartbeat.
+        let now_hints = (&self.wakes, &self.outcomes);
+        self.hints_queued = self.written.as_ref().map(|(w, o)| (w, o)) != Some(now_hints);
         if self.phase == ServicePhase::Stopping {
             self.stop_now();
         } else {
@@ -612,6 +629,17 @@ impl ServiceScheduler {
         }
     }
 
+    /// A watched file changed at `seen_at`, reported at `now`: [`wake_early`](Self::wake_early)
+    /// unless the change is old news, seen before the last sweep ended (that sweep made it
+    /// itself, or read after it).
+    pub fn file_changed(&mut self, now: Instant, seen_at: Instant) {
+        if self.last_sweep_at.is_some_and(|ended| seen_at <= ended) {
+            self.advance(now);
+            return;
+        }
+        self.wake_early(now);
+    }
+
     /// Asks the service to stop at `now`: at once between sweeps (dropping a sweep not yet
     /// polled), else after the running sweep finishes. Repeating it is harmless.
     pub fn request_stop(&mut self, now: Instant) {
@@ -626,8 +654,6 @@ impl ServiceScheduler {
     fn stop_now(&mut self) {
         self.phase = ServicePhase::Stopped;
         self.sweep = SweepSlot::Off;
-        self.next_heartbeat_at = None;
-        self.heartbeat_queued = false;
     }
 
     fn advance(&mut self, now: Instant) {
@@ -692,9 +718,9 @@ impl ServiceScheduler {
         }
     }
 
-    /// When the next heartbeat is due; `None` once stopped.
-    pub fn next_heartbeat_at(&self) -> Option<Instant> {
-        self.next_heartbeat_at
+    /// What each goal's last tick came to.
+    pub fn outcomes(&self) -> &BTreeMap<Id, String> {
+        &self.outcomes
     }
 
     /// Whether a sweep is queued or running.
@@ -747,30 +773,16 @@ impl ServiceScheduler {
             SweepSlot::Running(_) => !stopped,
             SweepSlot::Waiting(_) | SweepSlot::Queued => self.phase == ServicePhase::Running,
         };
-        if !consistent
-            || stopped != self.next_heartbeat_at.is_none()
-            || (stopped && self.heartbeat_queued)
-        {
-            return Err(format!(
-                "phase {:?} with sweep {:?}, heartbeat {:?}",
-                self.phase, self.sweep, self.next_heartbeat_at
-            ));
+        if !consistent {
+            return Err(format!("phase {:?} with sweep {:?}", self.phase, self.sweep));
+        }
+        if let Some(id) = self.outcomes.keys().find(|id| !self.index.contains_key(*id)) {
+            return Err(format!("an outcome for {id}, which is not enrolled"));
         }
         Ok(())
     }
 
     fn check_deadlines(&self) -> Result<(), String> {
-        if let Some(at) = self.next_heartbeat_at {
-            let ahead = at.saturating_since(self.now);
-            if ahead > self.cfg.heartbeat_interval
-                || self.last_heartbeat_at.is_some_and(|last| last >= at)
-            {
-                return Err(format!(
-                    "heartbeat at {at:?} after {:?}, now {:?}",
-                    self.last_heartbeat_at, self.now
-                ));
-            }
-        }
         if let SweepSlot::Waiting(at) = self.sweep {
             let longest = self.cfg.wake_interval.max(self.cfg.error_backoff_max);
             if at.saturating_since(self.now) > longest {
@@ -825,7 +837,7 @@ mod tests {
     fn sweeping() -> ServiceScheduler {
         let mut s = scheduler(&["a"]);
         s.handle_timeout(t(0));
-        assert_eq!(drain(&mut s), [ServiceEffect::Heartbeat, ServiceEffect::Sweep]);
+        assert_eq!(drain(&mut s), [ServiceEffect::Sweep]);
         s
     }
 
@@ -1049,52 +1061,75 @@ mod tests {
     // --- scheduler ---
 
     #[test]
-    fn a_new_service_beats_and_sweeps_at_once() {
+    fn a_new_service_sweeps_at_once() {
         let mut s = scheduler(&["a"]);
         assert_eq!(s.poll_timeout(), Some(t(0)));
         assert_eq!(s.check(), Ok(()));
         s.handle_timeout(t(0));
-        assert_eq!(drain(&mut s), [ServiceEffect::Heartbeat, ServiceEffect::Sweep]);
+        assert_eq!(drain(&mut s), [ServiceEffect::Sweep]);
         assert!(s.is_sweeping());
-        assert_eq!(s.poll_timeout(), Some(t(2_000)));
+        assert_eq!(s.poll_timeout(), None, "a running sweep has no deadline of its own");
     }
 
     #[test]
-    fn early_and_repeated_wakes_do_nothing() {
+    fn early_late_and_repeated_wakes_during_a_sweep_do_nothing() {
         let mut s = sweeping();
-        s.handle_timeout(t(0));
-        assert!(drain(&mut s).is_empty());
-        s.handle_timeout(t(1_999));
-        assert!(drain(&mut s).is_empty());
-        assert_eq!(s.next_heartbeat_at(), Some(t(2_000)));
-    }
-
-    #[test]
-    fn the_heartbeat_keeps_going_during_a_long_sweep() {
-        let mut s = sweeping();
-        for n in 1..=5 {
-            s.handle_timeout(t(2_000 * n));
-            assert_eq!(drain(&mut s), [ServiceEffect::Heartbeat]);
-            assert_eq!(s.poll_timeout(), Some(t(2_000 * (n + 1))));
+        for at in [0, 1_999, 11_000, 11_000] {
+            s.handle_timeout(t(at));
+            assert!(drain(&mut s).is_empty());
         }
     }
 
     #[test]
-    fn a_late_wake_beats_once_and_reschedules_from_now() {
+    fn the_hints_are_written_after_the_first_sweep_then_only_when_they_change() {
         let mut s = sweeping();
-        s.handle_timeout(t(11_000));
-        assert_eq!(drain(&mut s), [ServiceEffect::Heartbeat]);
-        assert_eq!(s.next_heartbeat_at(), Some(t(13_000)));
-        s.handle_timeout(t(11_000));
-        assert!(drain(&mut s).is_empty());
+        s.sweep_finished(t(10), Ok(()));
+        assert_eq!(drain(&mut s), [ServiceEffect::WriteHints], "nothing written yet");
+        let next_sweep = |s: &mut ServiceScheduler| {
+            let at = s.next_sweep_at().expect("waiting");
+            s.handle_timeout(at);
+            assert_eq!(drain(s), [ServiceEffect::Sweep]);
+            at.saturating_add(ms(10))
+        };
+        for _ in 0..3 {
+            let end = next_sweep(&mut s);
+            s.sweep_finished(end, Ok(()));
+            assert!(drain(&mut s).is_empty(), "an idle service writes no hints");
+        }
+        let end = next_sweep(&mut s);
+        s.record_outcome(&id("a"), "no_progress: nothing to do".into());
+        s.record_outcome(&id("ghost"), "never enrolled".into());
+        s.sweep_finished(end, Ok(()));
+        assert_eq!(drain(&mut s), [ServiceEffect::WriteHints], "an outcome changed");
+        assert_eq!(s.outcomes().len(), 1, "only enrolled goals have outcomes");
+        s.hints_lost();
+        let end = next_sweep(&mut s);
+        s.sweep_finished(end, Ok(()));
+        assert_eq!(drain(&mut s), [ServiceEffect::WriteHints], "a lost write is tried again");
+        assert_eq!(s.check(), Ok(()));
     }
 
     #[test]
-    fn an_unpolled_heartbeat_is_not_queued_twice() {
+    fn a_file_change_seen_before_the_last_sweep_ended_is_old_news() {
         let mut s = sweeping();
-        s.handle_timeout(t(2_000));
-        s.handle_timeout(t(4_000));
-        assert_eq!(drain(&mut s), [ServiceEffect::Heartbeat]);
+        s.sweep_finished(t(1_000), Ok(()));
+        drain(&mut s);
+        assert_eq!(s.next_sweep_at(), Some(t(6_000)));
+        s.file_changed(t(2_000), t(900));
+        assert_eq!(s.next_sweep_at(), Some(t(6_000)), "the sweep made it, or read after it");
+        s.file_changed(t(2_000), t(1_000));
+        assert_eq!(s.next_sweep_at(), Some(t(6_000)), "seen as the sweep ended");
+        s.file_changed(t(2_000), t(1_001));
+        assert_eq!(s.next_sweep_at(), Some(t(2_000)), "a change after the sweep wakes it early");
+    }
+
+    #[test]
+    fn outcomes_of_goals_no_longer_enrolled_are_dropped_on_restore() {
+        let mut s = scheduler(&["a"]);
+        let prior = [("a", "succeeded: done"), ("gone", "blocked: x")];
+        s.restore_outcomes(prior.iter().map(|(g, o)| (id(g), o.to_string())).collect());
+        assert_eq!(s.outcomes().keys().collect::<Vec<_>>(), [&id("a")]);
+        assert_eq!(s.check(), Ok(()));
     }
 
     #[test]
@@ -1126,8 +1161,9 @@ mod tests {
         s.sweep_finished(t(3_000), Ok(()));
         assert_eq!((s.sweep_count(), s.last_sweep_at()), (1, Some(t(3_000))));
         assert_eq!(s.next_sweep_at(), Some(t(8_000)));
+        assert_eq!(drain(&mut s), [ServiceEffect::WriteHints]);
         s.handle_timeout(t(7_999));
-        assert_eq!(drain(&mut s), [ServiceEffect::Heartbeat]);
+        assert!(drain(&mut s).is_empty());
         s.handle_timeout(t(8_000));
         assert_eq!(drain(&mut s), [ServiceEffect::Sweep]);
     }
@@ -1166,6 +1202,7 @@ mod tests {
     fn a_stop_between_sweeps_is_immediate() {
         let mut s = sweeping();
         s.sweep_finished(t(1), Ok(()));
+        assert_eq!(drain(&mut s), [ServiceEffect::WriteHints]);
         s.request_stop(t(2));
         assert_eq!(s.phase(), ServicePhase::Stopped);
         assert_eq!(s.poll_timeout(), None);
@@ -1185,13 +1222,14 @@ mod tests {
     }
 
     #[test]
-    fn a_stop_during_a_sweep_waits_for_it_and_keeps_beating() {
+    fn a_stop_during_a_sweep_waits_for_it_then_writes_its_hints() {
         let mut s = sweeping();
         s.request_stop(t(1));
         assert_eq!(s.phase(), ServicePhase::Stopping);
         s.handle_timeout(t(2_000));
-        assert_eq!(drain(&mut s), [ServiceEffect::Heartbeat]);
+        assert!(drain(&mut s).is_empty());
         s.sweep_finished(t(2_500), Ok(()));
+        assert_eq!(drain(&mut s), [ServiceEffect::WriteHints], "the last sweep's hints");
         assert_eq!((s.phase(), s.sweep_count()), (ServicePhase::Stopped, 1));
         assert_eq!(s.poll_timeout(), None);
         assert_eq!(s.check(), Ok(()));
@@ -1378,7 +1416,10 @@ mod tests {
     #[derive(Clone, Debug)]
     enum Op {
         Timeout(When),
-        Finish(When, bool),
+        /// A sweep report: whether it succeeded, whether its hints' write is lost.
+        Finish(When, bool, bool),
+        /// A file change seen this many nanoseconds before it is reported.
+        Changed(When, u64),
         Record(When, usize, u8, u8),
         Stop(When),
         WakeEarly(When),
@@ -1393,7 +1434,9 @@ mod tests {
         ];
         prop_oneof![
             12 => when.clone().prop_map(Op::Timeout),
-            4 => (when.clone(), any::<bool>()).prop_map(|(w, ok)| Op::Finish(w, ok)),
+            4 => (when.clone(), any::<bool>(), any::<bool>())
+                .prop_map(|(w, ok, lost)| Op::Finish(w, ok, lost)),
+            2 => (when.clone(), 0u64..20_000_000_000).prop_map(|(w, back)| Op::Changed(w, back)),
             4 => (when.clone(), 0usize..3, 0u8..3, 0u8..3)
                 .prop_map(|(w, g, kind, f)| Op::Record(w, g, kind, f)),
             2 => when.clone().prop_map(Op::WakeEarly),
@@ -1417,33 +1460,22 @@ mod tests {
         goals: Vec<Id>,
         s: ServiceScheduler,
         now: Instant,
-        last_beat: Option<Instant>,
         sweeping: bool,
+        /// The hints last handed out to be written, as the model sees them.
+        written: Option<BTreeMap<Id, GoalWake>>,
     }
 
     impl Driver {
-        /// Wakes the machine and checks that effects come only once a deadline passed, that a
-        /// due heartbeat is always emitted (sweep running or not) and that heartbeats are
-        /// strictly increasing in time and at least one interval apart.
+        /// Wakes the machine and checks that effects come only once a deadline passed, and
+        /// that a sweep is handed out only when none runs.
         fn timeout(&mut self, w: &When) -> Result<(), TestCaseError> {
             let now = next_time(self.now, self.s.poll_timeout(), w);
             let deadline = self.s.poll_timeout();
-            let beat_due = self.s.next_heartbeat_at().is_some_and(|at| at <= now);
             self.s.handle_timeout(now);
             let effects = drain(&mut self.s);
             if !effects.is_empty() {
                 prop_assert!(deadline.is_some_and(|d| d <= now));
-            }
-            let beats = effects.iter().filter(|e| **e == ServiceEffect::Heartbeat).count();
-            prop_assert_eq!(beats, usize::from(beat_due));
-            if beats == 1 {
-                if let Some(last) = self.last_beat {
-                    prop_assert!(now > last, "two heartbeats at {:?}", now);
-                    prop_assert!(now.saturating_since(last) >= self.cfg.heartbeat_interval);
-                }
-                self.last_beat = Some(now);
-            }
-            if effects.contains(&ServiceEffect::Sweep) {
+                prop_assert_eq!(&effects, &[ServiceEffect::Sweep]);
                 prop_assert!(!self.sweeping, "a second sweep while one runs");
                 self.sweeping = true;
             }
@@ -1451,8 +1483,9 @@ mod tests {
             Ok(())
         }
 
-        /// Reports a sweep (or a stray report) and checks the next sweep's delay.
-        fn finish(&mut self, w: &When, ok: bool) -> Result<(), TestCaseError> {
+        /// Reports a sweep (or a stray report) and checks the next sweep's delay, and that the
+        /// hints are handed out exactly when they differ from the last ones written.
+        fn finish(&mut self, w: &When, ok: bool, lost: bool) -> Result<(), TestCaseError> {
             self.now = next_time(self.now, None, w);
             let result = if ok { Ok(()) } else { Err("boom".into()) };
             self.s.sweep_finished(self.now, result);
@@ -1461,7 +1494,33 @@ mod tests {
                 let delay = if ok { self.cfg.wake_interval } else { self.cfg.backoff(errors) };
                 prop_assert_eq!(self.s.next_sweep_at(), Some(self.now.saturating_add(delay)));
             }
+            let effects = drain(&mut self.s);
+            let changed = self.written.as_ref() != Some(&self.s.wakes());
+            if self.sweeping && changed {
+                prop_assert_eq!(&effects, &[ServiceEffect::WriteHints]);
+                self.written = Some(self.s.wakes());
+                if lost {
+                    self.s.hints_lost();
+                    self.written = None;
+                }
+            } else {
+                prop_assert!(effects.is_empty(), "hints written unchanged: {:?}", effects);
+            }
             self.sweeping = false;
+            Ok(())
+        }
+
+        /// A file change: old news (seen before the last sweep ended) changes nothing, a new
+        /// one acts as an early wake.
+        fn changed(&mut self, w: &When, back: u64) -> Result<(), TestCaseError> {
+            self.now = next_time(self.now, None, w);
+            let seen_at = Instant(self.now.0.saturating_sub(back));
+            let before = self.s.next_sweep_at();
+            let old_news = self.s.last_sweep_at().is_some_and(|ended| seen_at <= ended);
+            self.s.file_changed(self.now, seen_at);
+            if old_news {
+                prop_assert_eq!(self.s.next_sweep_at(), before);
+            }
             Ok(())
         }
 
@@ -1510,7 +1569,7 @@ mod tests {
             prop_assert!(drain(&mut self.s).is_empty(), "effects outside handle_timeout");
             prop_assert_eq!(self.s.check(), Ok(()));
             let stopped = self.s.phase() == ServicePhase::Stopped;
-            prop_assert_eq!(self.s.poll_timeout().is_none(), stopped);
+            prop_assert_eq!(self.s.poll_timeout().is_none(), stopped || self.s.is_sweeping());
             Ok(())
         }
     }
@@ -1519,11 +1578,12 @@ mod tests {
     fn drive(cfg: WakeConfig, start: Instant, ops: Vec<Op>) -> Result<(), TestCaseError> {
         let goals: Vec<Id> = ["g0", "g1", "g2"].map(id).to_vec();
         let s = ServiceScheduler::new(cfg, goals.clone(), BTreeMap::new(), start).unwrap();
-        let mut d = Driver { cfg, goals, s, now: start, last_beat: None, sweeping: false };
+        let mut d = Driver { cfg, goals, s, now: start, sweeping: false, written: None };
         for op in ops {
             match op {
                 Op::Timeout(w) => d.timeout(&w)?,
-                Op::Finish(w, ok) => d.finish(&w, ok)?,
+                Op::Finish(w, ok, lost) => d.finish(&w, ok, lost)?,
+                Op::Changed(w, back) => d.changed(&w, back)?,
                 Op::Record(w, g, kind, f) => d.record(&w, g, kind, f)?,
                 Op::WakeEarly(w) => d.wake_early(&w)?,
                 Op::Stop(w) => d.stop(&w),

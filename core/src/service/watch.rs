@@ -24,10 +24,11 @@ pub enum WatchEffect {
 enum Drain {
     /// No stop asked for.
     None,
-    /// Stopping; `force_at` is the deadline, if one was given.
-    Draining { force_at: Option<Instant> },
-    /// The children were terminated; nothing more to do.
-    Forced,
+    /// Stopping; `force_at` is the deadline, if one was given, and `timeout` the drain timeout
+    /// of the request that set it.
+    Draining { force_at: Option<Instant>, timeout: Option<Duration> },
+    /// The children were terminated after the drain `timeout`; nothing more to do.
+    Forced { timeout: Option<Duration> },
 }
 
 /// The watcher (see the module documentation).
@@ -79,17 +80,16 @@ impl Watcher {
         let asked = drain_timeout.map(|d| self.now.saturating_add(d));
         match self.drain {
             Drain::None => {
-                self.drain = Drain::Draining { force_at: asked };
+                self.drain = Drain::Draining { force_at: asked, timeout: drain_timeout };
                 self.drain_queued = true;
             }
-            Drain::Draining { force_at } => {
-                let earliest = match (force_at, asked) {
-                    (Some(a), Some(b)) => Some(a.min(b)),
-                    (a, b) => a.or(b),
-                };
-                self.drain = Drain::Draining { force_at: earliest };
+            // The earlier deadline wins; the timeout reported is the one that set it.
+            Drain::Draining { force_at: Some(at), .. } if asked.is_none_or(|b| at <= b) => {}
+            Drain::Draining { .. } if asked.is_none() => {}
+            Drain::Draining { .. } => {
+                self.drain = Drain::Draining { force_at: asked, timeout: drain_timeout };
             }
-            Drain::Forced => {}
+            Drain::Forced { .. } => {}
         }
         self.maybe_force();
     }
@@ -101,9 +101,9 @@ impl Watcher {
     }
 
     fn maybe_force(&mut self) {
-        if let Drain::Draining { force_at: Some(at) } = self.drain {
+        if let Drain::Draining { force_at: Some(at), timeout } = self.drain {
             if at <= self.now && self.ticking {
-                self.drain = Drain::Forced;
+                self.drain = Drain::Forced { timeout };
                 self.force_queued = true;
             }
         }
@@ -124,7 +124,7 @@ impl Watcher {
     /// drain deadline if that comes first and a tick runs.
     pub fn poll_timeout(&self) -> Instant {
         match self.drain {
-            Drain::Draining { force_at: Some(at) } if self.ticking => at.min(self.next_beat),
+            Drain::Draining { force_at: Some(at), .. } if self.ticking => at.min(self.next_beat),
             _ => self.next_beat,
         }
     }
@@ -132,6 +132,16 @@ impl Watcher {
     /// Whether a stop was asked for.
     pub fn draining(&self) -> bool {
         self.drain != Drain::None
+    }
+
+    /// The drain timeout in force: that of the request whose deadline stands (the earliest
+    /// asked for), `None` when no stop was asked for or none was bounded. The records of the
+    /// drain and of a forced stop name it.
+    pub fn drain_timeout(&self) -> Option<Duration> {
+        match self.drain {
+            Drain::None => None,
+            Drain::Draining { timeout, .. } | Drain::Forced { timeout } => timeout,
+        }
     }
 
     /// Checks the invariants: the next beat is never further than one interval ahead, and a
@@ -143,7 +153,7 @@ impl Watcher {
                 self.next_beat, self.now
             ));
         }
-        if self.force_queued && self.drain != Drain::Forced {
+        if self.force_queued && !matches!(self.drain, Drain::Forced { .. }) {
             return Err("a forced stop without a drain".into());
         }
         Ok(())
@@ -196,11 +206,29 @@ mod tests {
     }
 
     #[test]
+    fn the_timeout_reported_is_the_one_whose_deadline_stands() {
+        let mut w = Watcher::new(Duration::from_millis(2_000), ms(0));
+        assert_eq!(w.drain_timeout(), None);
+        w.stop_requested(ms(0), Some(Duration::from_millis(5_000)));
+        assert_eq!(w.drain_timeout(), Some(Duration::from_millis(5_000)));
+        w.stop_requested(ms(100), None);
+        w.stop_requested(ms(200), Some(Duration::from_millis(9_000)));
+        assert_eq!(w.drain_timeout(), Some(Duration::from_millis(5_000)), "later deadlines lose");
+        w.stop_requested(ms(300), Some(Duration::from_millis(1_000)));
+        assert_eq!(w.drain_timeout(), Some(Duration::from_millis(1_000)), "an earlier one wins");
+        w.set_ticking(true);
+        w.handle_timeout(ms(1_300));
+        assert!(effects(&mut w).contains(&WatchEffect::ForceStop));
+        assert_eq!(w.drain_timeout(), Some(Duration::from_millis(1_000)), "kept once forced");
+    }
+
+    #[test]
     fn a_bounded_request_after_an_unbounded_one_sets_the_deadline() {
         let mut w = Watcher::new(Duration::from_millis(2_000), ms(0));
         w.set_ticking(true);
         w.stop_requested(ms(0), None);
         w.stop_requested(ms(500), Some(Duration::from_millis(1_000)));
+        assert_eq!(w.drain_timeout(), Some(Duration::from_millis(1_000)));
         assert_eq!(effects(&mut w), [WatchEffect::BeginDrain], "one drain");
         w.handle_timeout(ms(1_500));
         assert_eq!(effects(&mut w), [WatchEffect::ForceStop, WatchEffect::Beat]);

@@ -3,13 +3,13 @@
 //! sweep forward (`ServiceScheduler::wake_early`). The poll at the wake interval stays the
 //! guarantee; a watch that cannot be added, or a platform without inotify, costs only latency.
 
+use harn_core::env::Clock;
 use rustix::fs::inotify::{self, CreateFlags, ReadFlags, WatchFlags};
 use std::collections::BTreeMap;
 use std::mem::MaybeUninit;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::Instant;
 
 /// Most directories watched; past this the poll alone serves the rest.
 pub const WATCHES_MAX: usize = 4_096;
@@ -19,8 +19,8 @@ pub const WATCHES_MAX: usize = 4_096;
 pub enum Wake {
     /// A stop was asked for.
     Stop,
-    /// A watched directory changed at this instant.
-    Changed(Instant),
+    /// A watched directory changed at this instant (of the process's `RealClock`).
+    Changed(harn_core::time::Instant),
 }
 
 /// The inotify instance and the directories it watches, by watch descriptor.
@@ -46,7 +46,8 @@ impl Changes {
                     let wd = event.wd();
                     forget.lock().unwrap_or_else(|e| e.into_inner()).retain(|_, w| *w != wd);
                 }
-                if events.is_buffer_empty() && tx.send(Wake::Changed(Instant::now())).is_err() {
+                let seen_at = crate::real_clock::RealClock::new().now();
+                if events.is_buffer_empty() && tx.send(Wake::Changed(seen_at)).is_err() {
                     return;
                 }
             }

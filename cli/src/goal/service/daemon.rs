@@ -9,9 +9,7 @@ use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 use crate::real_clock::RealClock;
 use crate::work::store::Store;
 use harn_core::env::Clock;
-use harn_core::ids::Id;
-use harn_core::service::wake::GoalWake;
-use harn_core::service::wake::{ServiceEffect, ServiceScheduler};
+use harn_core::service::wake::{ServiceEffect, ServicePhase, ServiceScheduler};
 use harn_core::service::watch::{WatchEffect, Watcher};
 use harn_core::service::{
     RuntimeHints, ServiceConfig, ServiceState, ServiceStatus, SERVICE_VERSION,
@@ -20,12 +18,11 @@ use harn_core::time::Duration as CoreDuration;
 use rustix::pipe::PipeFlags;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant as StdInstant};
+use std::time::Duration;
 
 /// How long a forced stop waits between TERM and KILL.
 pub const FORCED_STOP_GRACE: Duration = Duration::from_secs(5);
@@ -147,23 +144,36 @@ pub fn daemon(
         Ok(s) => s,
         Err(e) => return fail(EXIT_USAGE, format!("service: {e}")),
     };
+    scheduler.restore_outcomes(hints.last_outcome);
     let (tx, wakes) = mpsc::channel::<Wake>();
     let (alive, watching) =
         watcher(shared.clone(), config.heartbeat_interval_ms, wake_rd, tx.clone());
-    let mut sweeper = Sweeper::new(hints.last_outcome, Changes::start(tx));
+    let mut sweeper = Sweeper::new(Changes::start(tx));
     shared.update(|s| s.state = ServiceState::Running);
     crate::harness::sdnotify::notify("READY=1");
     shared.audit.record(json!({
         "event": "service.started", "pid": std::process::id(), "goals": config.goal_ids.len(),
         "config_created_at": config.created_at, "file_change_hints": sweeper.changes.is_some(),
     }));
-    while !shared.stop.load(Ordering::SeqCst) {
+    // The watcher beats on its own schedule and begins the drain; this loop carries out the
+    // scheduler's effects until the drain has stopped it.
+    loop {
+        if shared.stop.load(Ordering::SeqCst) {
+            scheduler.request_stop(clock.now());
+        }
         scheduler.handle_timeout(clock.now());
         while let Some(effect) = scheduler.poll_effect() {
-            // The watcher beats on its own schedule; the loop only sweeps.
-            if effect == ServiceEffect::Sweep && !shared.stop.load(Ordering::SeqCst) {
-                sweeper.sweep(store, config, &mut scheduler, &shared);
+            match effect {
+                ServiceEffect::Sweep => sweeper.sweep(store, config, &mut scheduler, &shared),
+                ServiceEffect::WriteHints => {
+                    if !write_hints(config, &scheduler, &shared) {
+                        scheduler.hints_lost();
+                    }
+                }
             }
+        }
+        if scheduler.phase() == ServicePhase::Stopped {
+            break;
         }
         sweeper.wait(&mut scheduler, &wakes);
     }
@@ -198,24 +208,32 @@ fn wake_on_signals(shared: &Shared) -> std::io::Result<(OwnedFd, Arc<OwnedFd>)> 
     Ok((wake_rd, poke))
 }
 
-/// The loop's state between sweeps: the goals' last outcomes, the read cache, the wake hints
-/// last written, and the file-change watches.
+/// Writes the wake hints (`runtime.json`) the scheduler holds now; false if the write failed.
+fn write_hints(config: &ServiceConfig, scheduler: &ServiceScheduler, shared: &Shared) -> bool {
+    let clock = RealClock::new();
+    let hints = RuntimeHints {
+        config_created_at: config.created_at,
+        goals: scheduler.wakes(),
+        last_outcome: scheduler.outcomes().clone(),
+        written_at: Some((clock.wall(), clock.now())),
+    };
+    write_whole(&shared.root, "runtime.json", &hints).is_ok()
+}
+
+/// The loop's state between sweeps: the read cache and the file-change watches.
 struct Sweeper {
-    outcomes: BTreeMap<Id, String>,
     cache: ReadCache,
-    swept_at: StdInstant,
-    written: Option<(BTreeMap<Id, GoalWake>, BTreeMap<Id, String>)>,
     changes: Option<Changes>,
 }
 
 impl Sweeper {
-    fn new(outcomes: BTreeMap<Id, String>, changes: Option<Changes>) -> Sweeper {
-        let (cache, written) = (ReadCache::default(), None);
-        Sweeper { outcomes, cache, swept_at: StdInstant::now(), written, changes }
+    fn new(changes: Option<Changes>) -> Sweeper {
+        Sweeper { cache: ReadCache::default(), changes }
     }
 
-    /// One sweep, then its records: the status, the wake hints (when they changed), a
-    /// sweep-level error, and watches for the directories the sweep read.
+    /// One sweep, then its records: the status, a sweep-level error, and watches for the
+    /// directories the sweep read. A stop asked for during the sweep is handed to the
+    /// scheduler before the sweep's end, so the scheduler stops instead of waiting again.
     fn sweep(
         &mut self,
         store: &mut Store,
@@ -224,32 +242,21 @@ impl Sweeper {
         shared: &Shared,
     ) {
         let clock = RealClock::new();
-        let began = StdInstant::now();
-        let result = sweep(store, config, scheduler, shared, &mut self.outcomes, &mut self.cache);
-        self.swept_at = StdInstant::now();
-        let took_ms = self.swept_at.duration_since(began).as_millis() as u64;
+        let began = clock.now();
+        let result = sweep(store, config, scheduler, shared, &mut self.cache);
+        let ended = clock.now();
+        if shared.stop.load(Ordering::SeqCst) {
+            scheduler.request_stop(ended);
+        }
+        scheduler.sweep_finished(ended, result.clone());
         let wall = clock.wall();
-        scheduler.sweep_finished(clock.now(), result.clone());
         shared.update(|s| {
             s.active_goal_id = None;
             s.sweep_count = scheduler.sweep_count();
             s.last_sweep_at = Some(wall);
-            s.last_sweep_ms = Some(took_ms);
+            s.last_sweep_ms = Some(ended.saturating_since(began).as_millis());
             s.last_error = result.clone().err();
         });
-        // Written when they change, not every sweep: an idle service writes only its heartbeat.
-        let now_hints = (scheduler.wakes(), self.outcomes.clone());
-        if self.written.as_ref() != Some(&now_hints) {
-            let hints = RuntimeHints {
-                config_created_at: config.created_at,
-                goals: now_hints.0.clone(),
-                last_outcome: now_hints.1.clone(),
-                written_at: Some((clock.wall(), clock.now())),
-            };
-            if write_whole(&shared.root, "runtime.json", &hints).is_ok() {
-                self.written = Some(now_hints);
-            }
-        }
         if let Err(e) = result {
             shared.audit.record(json!({ "event": "service.sweep_error", "error": e }));
         }
@@ -258,17 +265,16 @@ impl Sweeper {
         }
     }
 
-    /// Sleeps until the next sweep is due, a stop, or a file change reported after the last
-    /// sweep (which brings the next one forward).
+    /// Sleeps until the next sweep is due, a stop, or a file change (which the scheduler may
+    /// take to bring the next sweep forward).
     fn wait(&self, scheduler: &mut ServiceScheduler, wakes: &mpsc::Receiver<Wake>) {
         let clock = RealClock::new();
         let wait_ms = scheduler
             .next_sweep_at()
             .map_or(1_000, |at| at.0.saturating_sub(clock.now().0) / 1_000_000);
         match wakes.recv_timeout(Duration::from_millis(wait_ms.max(1))) {
-            // Changes made by the sweep itself were reported while it ran, and are old news.
-            Ok(Wake::Changed(at)) if at > self.swept_at => scheduler.wake_early(clock.now()),
-            Ok(_) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Ok(Wake::Changed(seen_at)) => scheduler.file_changed(clock.now(), seen_at),
+            Ok(Wake::Stop) | Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 std::thread::sleep(Duration::from_millis(wait_ms.clamp(1, 100)));
             }
@@ -291,19 +297,16 @@ fn watcher(
     let thread = std::thread::spawn(move || {
         let clock = RealClock::new();
         let mut w = Watcher::new(CoreDuration::from_millis(interval_ms), clock.now());
-        let mut timeout_ms = None;
         while flag.load(Ordering::SeqCst) {
             let now = clock.now();
             // Looked at on every wake, also while draining: a bounded stop may follow an
-            // unbounded one and bring the deadline forward.
+            // unbounded one and bring the deadline forward (the watcher decides which wins).
             if let Some(request) = stop_asked(&shared) {
-                if request.drain_timeout_ms.is_some() || !w.draining() {
-                    timeout_ms = request.drain_timeout_ms.or(timeout_ms);
-                }
                 w.stop_requested(now, request.drain_timeout_ms.map(CoreDuration::from_millis));
             }
             w.set_ticking(shared.active_goal().is_some());
             w.handle_timeout(now);
+            let timeout_ms = w.drain_timeout().map(|d| d.as_millis());
             while let Some(effect) = w.poll_effect() {
                 carry_out(effect, &shared, &tx, timeout_ms);
             }

@@ -9,10 +9,10 @@ use crate::goal::store;
 use crate::work::store::Store;
 use harn_core::env::Clock;
 use harn_core::goal::planning::goal_dir;
-use harn_core::goal::{goal_fingerprint, GoalState, Mode, StopReason};
+use harn_core::goal::{goal_fingerprint, GoalState, Mode};
 use harn_core::ids::Id;
 use harn_core::service::wake::{Fingerprint, GoalWake, ServiceScheduler};
-use harn_core::service::{ServiceConfig, SweepHost};
+use harn_core::service::{ServiceConfig, SweepHost, Ticked};
 use harn_core::work::WorkState;
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -160,7 +160,6 @@ struct RealSweep<'a> {
     store: &'a mut Store,
     config: &'a ServiceConfig,
     shared: &'a Shared,
-    outcomes: &'a mut BTreeMap<Id, String>,
     cache: &'a mut ReadCache,
 }
 
@@ -173,8 +172,8 @@ impl SweepHost for RealSweep<'_> {
         self.cache.read(self.store, goal)
     }
 
-    fn tick(&mut self, goal: &Id) -> Result<StopReason, String> {
-        tick(self.store, self.config, self.shared, goal, self.outcomes)
+    fn tick(&mut self, goal: &Id) -> Result<Ticked, String> {
+        tick(self.store, self.config, self.shared, goal)
     }
 
     fn ticking(&mut self, goal: Option<&Id>) {
@@ -199,10 +198,9 @@ pub fn sweep(
     config: &ServiceConfig,
     scheduler: &mut ServiceScheduler,
     shared: &Shared,
-    outcomes: &mut BTreeMap<Id, String>,
     cache: &mut ReadCache,
 ) -> Result<(), String> {
-    let mut host = RealSweep { store, config, shared, outcomes, cache };
+    let mut host = RealSweep { store, config, shared, cache };
     harn_core::service::sweep(&mut host, scheduler)
 }
 
@@ -213,8 +211,7 @@ fn tick(
     config: &ServiceConfig,
     shared: &Shared,
     goal: &Id,
-    outcomes: &mut BTreeMap<Id, String>,
-) -> Result<StopReason, String> {
+) -> Result<Ticked, String> {
     let intent = store::intent(store, goal).map_err(|e| e.to_string())?;
     let mut limits = goal_limits(store, &intent, &super::host_args(config))?;
     limits.policy = config.engine.policy.clone();
@@ -222,13 +219,10 @@ fn tick(
     let mut tick_store = Store::new(store.root());
     let report =
         drive(&mut tick_store, goal, Mode::Tick, &limits, &mut quiet).map_err(|e| e.to_string())?;
-    let reason = json!(report.stop.reason);
-    outcomes
-        .insert(goal.clone(), format!("{}: {}", reason.as_str().unwrap_or(""), report.stop.detail));
     shared.audit.record(json!({
         "event": "goal.tick", "goal_id": goal, "stop_reason": report.stop.reason,
         "reason": report.stop.detail, "cycles": report.cycles,
         "dispatches": report.dispatches, "acceptances": report.acceptances,
     }));
-    Ok(report.stop.reason)
+    Ok(Ticked { reason: report.stop.reason, detail: report.stop.detail })
 }
