@@ -3,6 +3,7 @@
 //! heartbeat and drains on a stop (`watch`). All sans-IO: the CLI's daemon and the simulator
 //! drive the same machines with `now`.
 
+pub mod cache;
 pub mod records;
 pub mod sweep;
 pub mod wake;

@@ -1,7 +1,8 @@
 //! One sweep of the daemon over its enrolled goals (the decisions are the core's
 //! `service::sweep`), and the read cache that makes a quiescent goal cheap: a goal is read in
 //! full only when the metadata of the files its state comes from changed, when it has work in
-//! flight, or when its last full read is older than [`FULL_READ_EVERY`].
+//! flight, or when its last full read is older than `FULL_READ_EVERY` (the rule is the core's
+//! `service::cache`; this collects the metadata).
 
 use super::daemon::Shared;
 use crate::goal::runner::{drive, goal_limits};
@@ -11,23 +12,16 @@ use harn_core::env::Clock;
 use harn_core::goal::planning::goal_dir;
 use harn_core::goal::{goal_fingerprint, GoalState, Mode};
 use harn_core::ids::Id;
+use harn_core::service::cache::{self, PathMeta, Signature};
 use harn_core::service::wake::{Fingerprint, GoalWake, ServiceScheduler};
 use harn_core::service::{ServiceConfig, SweepHost, Ticked};
+use harn_core::time::Duration as CoreDuration;
 use harn_core::work::WorkState;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
-
-/// The longest a goal goes without a full read, whatever its files' metadata says: a bound on
-/// how long a change the metadata cannot show (a rewrite within one timestamp tick that keeps
-/// the size) can go unnoticed.
-pub const FULL_READ_EVERY: Duration = Duration::from_secs(60);
-
-/// How far file timestamps may lag the change they record (coarse kernel clocks, file systems
-/// with whole-second times).
-const TIMESTAMP_SLACK: Duration = Duration::from_secs(2);
+use std::time::Instant;
 
 /// What the last full read of each goal found, and the signature of its files then.
 #[derive(Debug, Default)]
@@ -39,7 +33,7 @@ pub struct ReadCache {
 #[derive(Debug)]
 struct Cached {
     paths: Vec<String>,
-    signature: Fingerprint,
+    signature: Signature,
     read: (Fingerprint, bool),
     at: Instant,
 }
@@ -54,14 +48,13 @@ impl ReadCache {
     /// of its last full read, else read in full (and cached when nothing of it is in flight).
     pub fn read(&mut self, store: &mut Store, goal: &Id) -> Result<(Fingerprint, bool), String> {
         if let Some(c) = self.goals.get(goal) {
-            if c.at.elapsed() < FULL_READ_EVERY
-                && signature(store.root(), &c.paths).0 == c.signature
-            {
+            let age = CoreDuration(u64::try_from(c.at.elapsed().as_nanos()).unwrap_or(u64::MAX));
+            if cache::still_valid(&c.signature, &signature(store.root(), &c.paths), age) {
                 return Ok(c.read);
             }
         }
         self.goals.remove(goal);
-        let read_at = std::time::SystemTime::now();
+        let read_at = unix_ns(std::time::SystemTime::now());
         let g = store::read(store, goal).map_err(|e| e.to_string())?;
         let read = (
             Fingerprint::new(goal_fingerprint(&g.projection, &g.items)),
@@ -72,12 +65,9 @@ impl ReadCache {
             let file = p.strip_suffix("/events.jsonl").or_else(|| p.strip_suffix("/intent.json"));
             file.map_or_else(|| p.clone(), str::to_owned)
         }));
-        if cacheable(&g) {
-            let (signature, newest) = signature(store.root(), &paths);
-            // A file changed during the read, or so close before it that the file system's
-            // coarse timestamps cannot tell, may not be in what was read: such a goal is read
-            // in full again next sweep rather than trusted (git's "racily clean" rule).
-            if newest.is_some_and(|t| t + TIMESTAMP_SLACK < read_at) {
+        if settled(&g) {
+            let signature = signature(store.root(), &paths);
+            if cache::cacheable(&signature, read_at) {
                 self.goals
                     .insert(goal.clone(), Cached { paths, signature, read, at: Instant::now() });
             }
@@ -88,7 +78,7 @@ impl ReadCache {
 
 /// Whether a goal's state follows from its files alone: nothing running or parked, whose end
 /// or ruling shows first in a lease or in a file this cache does not watch.
-fn cacheable(g: &store::Goal) -> bool {
+fn settled(g: &store::Goal) -> bool {
     g.projection.state != GoalState::Running
         && g.items.iter().all(|i| {
             !matches!(i.projection.state, WorkState::Running | WorkState::AwaitingApproval)
@@ -127,31 +117,30 @@ fn watched_paths(g: &store::Goal) -> Vec<String> {
     paths
 }
 
-/// A digest of the paths' metadata: inode, size, modification and change times (a missing
-/// path counts too, as missing); and the newest of those times.
-fn signature(root: &Path, paths: &[String]) -> (Fingerprint, Option<std::time::SystemTime>) {
+/// The signature of the paths' metadata (a missing path counts too, as missing).
+fn signature(root: &Path, paths: &[String]) -> Signature {
     use std::os::unix::fs::MetadataExt;
-    let mut bytes = Vec::with_capacity(paths.len() * 40);
-    let mut newest = Some(std::time::UNIX_EPOCH);
-    for p in paths {
-        match std::fs::symlink_metadata(root.join(p)) {
-            Ok(m) => {
-                let ctime = std::time::UNIX_EPOCH
-                    + Duration::new(
-                        m.ctime().max(0) as u64,
-                        m.ctime_nsec().clamp(0, 999_999_999) as u32,
-                    );
-                newest = newest.max(m.modified().ok()).max(Some(ctime));
-                for n in
-                    [m.ino() as i64, m.size() as i64, m.mtime(), m.mtime_nsec(), m.ctime_nsec()]
-                {
-                    bytes.extend_from_slice(&n.to_le_bytes());
-                }
-            }
-            Err(_) => bytes.push(0),
-        }
+    let metas: Vec<PathMeta> = paths
+        .iter()
+        .map(|p| match std::fs::symlink_metadata(root.join(p)) {
+            Ok(m) => PathMeta::Present {
+                ino: m.ino(),
+                size: m.size(),
+                mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+                ctime_ns: i128::from(m.ctime()) * 1_000_000_000 + i128::from(m.ctime_nsec()),
+            },
+            Err(_) => PathMeta::Missing,
+        })
+        .collect();
+    cache::signature(&metas)
+}
+
+/// A wall-clock time in nanoseconds since the unix epoch (negative before it).
+fn unix_ns(t: std::time::SystemTime) -> i128 {
+    match t.duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => d.as_nanos() as i128,
+        Err(e) => -(e.duration().as_nanos() as i128),
     }
-    (Fingerprint::new(bytes), newest)
 }
 
 /// The daemon's sweep host: goals read through the cache, ticked through the supervisor loop
