@@ -99,7 +99,13 @@ impl<E: Entropy> World<E> {
         let count = self.options.harnesses.len() as u64;
         let name = harness_name(self.entropy.below(count) as usize);
         match self.entropy.below(41) {
-            40 => Command::Shutdown,
+            // Half the shutdowns are bounded: past their deadline the core kills what is
+            // still stopping, a harness that ignores TERM included.
+            40 => {
+                let bounded = self.entropy.chance(1, 2);
+                let timeout = bounded.then(|| Duration::from_millis(self.entropy.below(3_000)));
+                Command::Shutdown { drain_timeout: timeout }
+            }
             30..=39 => Command::Start { name },
             0..=9 => Command::Stop { name },
             10..=17 => Command::Restart { name },

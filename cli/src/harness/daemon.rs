@@ -20,7 +20,6 @@ use harn_core::harness::daemon::{Command, Daemon, DaemonConfig, DaemonInput};
 use harn_core::harness::driver::{Driver, Env, Executed, Fatal, Wake};
 use harn_core::harness::lifecycle::HarnessInput;
 use harn_core::ids::Id;
-use harn_core::time::Instant;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
@@ -103,9 +102,6 @@ struct Host {
     pids: BTreeMap<Pid, (Id, u64)>,
     subscribers: Subscribers,
     readiness: ReadinessWatch,
-    drain_deadline: Option<Instant>,
-    /// Set once the drain deadline passed.
-    drain_expired: bool,
     watchdog: Option<(Duration, std::time::Instant)>,
     /// When WATCHDOG=1 was last sent, unix ms.
     last_watchdog_ms: Option<i64>,
@@ -172,8 +168,6 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         pids: BTreeMap::new(),
         subscribers: Subscribers { list: Vec::new() },
         readiness,
-        drain_deadline: None,
-        drain_expired: false,
         watchdog: sdnotify::watchdog_interval().map(|d| (d, std::time::Instant::now())),
         last_watchdog_ms: None,
         ledger,
@@ -301,11 +295,8 @@ impl Host {
     /// or a readiness check; `None` blocks until a message.
     fn wait_for(&self) -> Option<Duration> {
         let now = self.clock.now();
-        let core = [self.daemon.poll_timeout(), self.drain_deadline]
-            .into_iter()
-            .flatten()
-            .min()
-            .map(|t| Duration::from_nanos(t.saturating_since(now).0));
+        let core =
+            self.daemon.poll_timeout().map(|t| Duration::from_nanos(t.saturating_since(now).0));
         let watchdog = self.watchdog.map(|(every, last)| every.saturating_sub(last.elapsed()));
         [core, watchdog, self.readiness.poll_interval()].into_iter().flatten().min()
     }
@@ -324,13 +315,6 @@ impl Host {
     /// core's timers. Harmless when nothing is due.
     fn on_due(&mut self) -> Result<(), Fatal> {
         let now = self.clock.now();
-        if self.drain_deadline.is_some_and(|d| d <= now) && !self.drain_expired {
-            self.drain_expired = true;
-            log("drain deadline expired: SIGKILL to everything still stopping");
-            if let Err(refused) = self.command(Command::ForceStop)? {
-                log(&format!("forced stop refused: {refused}"));
-            }
-        }
         let daemon = &self.daemon;
         let live = |name: &Id, run: u64| {
             daemon.harnesses().get(name).and_then(|h| h.current_run()) == Some(run)
@@ -341,7 +325,11 @@ impl Host {
             self.step(Cause::Timer, Wake::Input(DaemonInput::Process { name, report }))?;
         }
         if self.daemon.poll_timeout().is_some_and(|t| t <= now) {
+            let forced = self.daemon.drain_forced();
             self.step(Cause::Timer, Wake::Timeout)?;
+            if self.daemon.drain_forced() && !forced {
+                log("drain deadline expired: SIGKILL to everything still stopping");
+            }
         }
         Ok(())
     }
@@ -357,7 +345,7 @@ impl Host {
             }
             Msg::Signal(sig) => {
                 log(&format!("signal {sig}: shutting down"));
-                self.command(Command::Shutdown).map(drop)
+                self.command(Command::Shutdown { drain_timeout: None }).map(drop)
             }
             Msg::Request(request, reply) => {
                 let answer = self.request(request)?;
@@ -452,13 +440,9 @@ impl Host {
                 Err((message, false)) => err(message),
             }),
             Request::Shutdown { timeout_ms } => {
-                if let Some(ms) = timeout_ms {
-                    let deadline =
-                        self.clock.now().saturating_add(harn_core::time::Duration::from_millis(ms));
-                    self.drain_deadline = Some(deadline);
-                }
                 log("shutdown requested: intake closed, stopping every harness");
-                Ok(match self.command(Command::Shutdown)? {
+                let drain_timeout = timeout_ms.map(harn_core::time::Duration::from_millis);
+                Ok(match self.command(Command::Shutdown { drain_timeout })? {
                     Ok(()) => ok(serde_json::json!({})),
                     Err(e) => err(e),
                 })
@@ -553,7 +537,7 @@ impl Host {
         let readiness = &self.readiness;
         let kind = |name: &Id| readiness.kind(name);
         let now = self.clock.now();
-        let drain_deadline_ms = self.drain_deadline.map(|d| {
+        let drain_deadline_ms = self.daemon.drain_deadline().map(|d| {
             let ahead_ns = d.0 as i64 - now.0 as i64;
             self.clock.wall().0 + ahead_ns / 1_000_000
         });
@@ -565,7 +549,7 @@ impl Host {
             cgroup_members: &members,
             last_watchdog_ms: self.last_watchdog_ms,
             drain_deadline_ms,
-            drain_expired: self.drain_expired,
+            drain_expired: self.daemon.drain_forced(),
         };
         let (fs, clock) = (&mut self.fs, &self.clock);
         self.ledger.record(fs, clock, cause, done, &self.daemon, &facts).map_err(Fatal::Fs)

@@ -114,7 +114,7 @@ impl RecoveryLedger {
                     }
                 }
             }
-            Command::Shutdown | Command::ForceStop => {
+            Command::Shutdown { .. } => {
                 for name in daemon.harnesses().keys() {
                     let n = self.notes.entry(name.clone()).or_default();
                     n.stop_requested.get_or_insert_with(|| stop("shutdown"));

@@ -50,6 +50,8 @@ impl Daemon {
             config,
             harnesses,
             draining: false,
+            drain_deadline: None,
+            drain_forced: false,
             removed: Vec::new(),
             retired,
             effects: VecDeque::new(),
@@ -83,9 +85,17 @@ impl Daemon {
         self.finish(batch, ack);
     }
 
-    /// Acts on every due deadline. Harmless when late, early or repeated.
+    /// Acts on every due deadline: the drain deadline (SIGKILL to every run still stopping),
+    /// then each harness's timers. Harmless when late, early or repeated.
     pub fn handle_timeout(&mut self, now: Instant) {
         let mut batch = Batch::default();
+        if !self.drain_forced && self.drain_deadline.is_some_and(|at| at <= now) {
+            self.drain_forced = true;
+            let names: Vec<Id> = self.harnesses.keys().cloned().collect();
+            for name in names {
+                self.deliver(now, &name, HarnessInput::KillNow, &mut batch);
+            }
+        }
         for (name, h) in self.harnesses.iter_mut() {
             if h.poll_timeout(&self.config.limits).is_some_and(|at| at <= now) {
                 h.handle_timeout(now, &self.config.limits, &mut self.scratch);
@@ -105,16 +115,22 @@ impl Daemon {
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         let limits = &self.config.limits;
-        self.harnesses.values().filter_map(|h| h.poll_timeout(limits)).min()
+        let drain = self.drain_deadline.filter(|_| !self.drain_forced);
+        self.harnesses.values().filter_map(|h| h.poll_timeout(limits)).chain(drain).min()
     }
 
     fn command(&mut self, now: Instant, command: Command, batch: &mut Batch) -> Result<(), String> {
-        if self.draining && !matches!(command, Command::Shutdown | Command::ForceStop) {
+        if self.draining && !matches!(command, Command::Shutdown { .. }) {
             return Err("the daemon is shutting down and takes no more commands".into());
         }
         match command {
-            Command::Shutdown => self.broadcast(now, HarnessInput::Halt, batch),
-            Command::ForceStop => self.broadcast(now, HarnessInput::KillNow, batch),
+            Command::Shutdown { drain_timeout } => {
+                if let Some(timeout) = drain_timeout {
+                    let asked = now.saturating_add(timeout);
+                    self.drain_deadline = Some(self.drain_deadline.map_or(asked, |d| d.min(asked)));
+                }
+                self.broadcast(now, HarnessInput::Halt, batch)
+            }
             Command::Start { name } => self.operator(now, &name, HarnessInput::Start, batch),
             Command::Stop { name } => self.operator(now, &name, HarnessInput::Stop, batch),
             Command::Restart { name } => self.operator(now, &name, HarnessInput::Restart, batch),
@@ -159,6 +175,16 @@ impl Daemon {
     /// True once a shutdown was asked for.
     pub fn draining(&self) -> bool {
         self.draining
+    }
+
+    /// The drain deadline of a bounded shutdown, if one was asked for.
+    pub fn drain_deadline(&self) -> Option<Instant> {
+        self.drain_deadline
+    }
+
+    /// True once the drain deadline passed and every run still stopping was killed.
+    pub fn drain_forced(&self) -> bool {
+        self.drain_forced
     }
 
     fn use_profile(&mut self, now: Instant, profile: Id, batch: &mut Batch) -> Result<(), String> {
@@ -365,6 +391,12 @@ impl Daemon {
                 return Err(format!("{name}: removed but kept without a live run"));
             }
         }
+        if (self.drain_deadline.is_some() || self.drain_forced) && !self.draining {
+            return Err("a drain deadline without a shutdown".into());
+        }
+        if self.drain_forced && self.drain_deadline.is_none() {
+            return Err("a forced drain without a deadline".into());
+        }
         Ok(())
     }
 
@@ -374,6 +406,8 @@ impl Daemon {
         self.generation.hash(&mut hasher);
         self.active_profile.hash(&mut hasher);
         self.draining.hash(&mut hasher);
+        self.drain_deadline.hash(&mut hasher);
+        self.drain_forced.hash(&mut hasher);
         for h in self.harnesses.values() {
             h.hash_into(&mut hasher);
         }

@@ -16,7 +16,7 @@ use crate::env::{Pid, Signal, SpawnSpec};
 use crate::harness::lifecycle::harness::Durable;
 use crate::harness::lifecycle::{Event, Harness, HarnessInput, HarnessOut};
 use crate::ids::Id;
-use crate::time::Instant;
+use crate::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -50,10 +50,15 @@ pub enum Command {
         config: DaemonConfig,
     },
     /// Close intake and stop every harness gracefully, keeping every intent, so the daemon
-    /// can exit; see [`Daemon::drained`].
-    Shutdown,
-    /// The drain deadline passed: SIGKILL every run still stopping.
-    ForceStop,
+    /// can exit; see [`Daemon::drained`]. With a drain timeout, every run still stopping when
+    /// it has passed is killed (SIGKILL) by [`Daemon::handle_timeout`]; a later shutdown can
+    /// bring that deadline forward, never push it back.
+    Shutdown {
+        /// How long the harnesses may take to stop; `None` waits for each one's own kill
+        /// deadline.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        drain_timeout: Option<Duration>,
+    },
 }
 
 /// One input to the daemon core.
@@ -161,6 +166,10 @@ pub struct Daemon {
     active_profile: Option<Id>,
     /// Set by [`Command::Shutdown`]: no command but another shutdown is accepted.
     draining: bool,
+    /// The drain deadline a bounded shutdown set, and whether it passed (and everything still
+    /// stopping was killed).
+    drain_deadline: Option<Instant>,
+    drain_forced: bool,
     generation: u64,
     persisted: PersistedState,
     effects: VecDeque<DaemonEffect>,

@@ -259,7 +259,7 @@ fn shutdown_closes_intake_stops_everything_and_keeps_intent() {
     drain(&mut d);
     spawned(&mut d, "a", 10);
     spawned(&mut d, "b", 11);
-    let effects = command(&mut d, 1, Command::Shutdown);
+    let effects = command(&mut d, 1, Command::Shutdown { drain_timeout: None });
     assert_eq!(kinds(&effects).iter().filter(|k| **k == "signal").count(), 2);
     assert!(!kinds(&effects).contains(&"persist"), "intent does not change");
     assert!(d.draining() && !d.drained());
@@ -276,15 +276,28 @@ fn shutdown_closes_intake_stops_everything_and_keeps_intent() {
 }
 
 #[test]
-fn force_stop_kills_what_is_still_stopping() {
+fn a_bounded_shutdown_kills_what_is_still_stopping_at_its_deadline() {
     let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
     drain(&mut d);
     spawned(&mut d, "a", 10);
-    command(&mut d, 1, Command::Shutdown);
-    let effects = command(&mut d, 2, Command::ForceStop);
-    assert!(effects
-        .iter()
-        .any(|e| matches!(e, DaemonEffect::Signal { signal: crate::env::Signal::Kill, .. })));
+    let secs = |n: u64| crate::time::Duration::from_millis(n * 1_000);
+    command(&mut d, 1, Command::Shutdown { drain_timeout: Some(secs(3)) });
+    command(&mut d, 2, Command::Shutdown { drain_timeout: Some(secs(9)) });
+    let deadline = Instant(0).saturating_add(secs(3));
+    assert_eq!(d.drain_deadline(), Some(deadline), "a later shutdown never pushes it back");
+    assert!(d.poll_timeout().is_some_and(|at| at <= deadline));
+    let kill = |effects: &[DaemonEffect]| {
+        effects
+            .iter()
+            .any(|e| matches!(e, DaemonEffect::Signal { signal: crate::env::Signal::Kill, .. }))
+    };
+    d.handle_timeout(Instant(deadline.0 - 1));
+    assert!(!kill(&drain(&mut d)) && !d.drain_forced(), "not before the deadline");
+    d.handle_timeout(deadline);
+    assert!(kill(&drain(&mut d)) && d.drain_forced());
+    d.handle_timeout(deadline);
+    assert!(!kill(&drain(&mut d)), "forced once");
+    assert_eq!(d.check(), Ok(()));
 }
 
 #[test]
