@@ -1,5 +1,8 @@
 //! harn-core: the pure, deterministic heart of harn. State machines, formats and projections,
-//! all plain functions of their inputs and `now`. This crate performs no IO of any kind.
+//! all plain functions of their inputs and `now`. The crate performs no IO of its own: the
+//! short durable transactions it holds (a journal append, a ledger step, a plan record) read
+//! and write only through the `Fs` seam a host provides (`env`), and the long-lived loops are
+//! sans-IO machines that hand back effects.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

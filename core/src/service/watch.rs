@@ -100,6 +100,14 @@ impl Watcher {
         self.maybe_force();
     }
 
+    /// In debug builds, the invariants after every transition.
+    fn debug_check(&self) {
+        #[cfg(debug_assertions)]
+        if let Err(broken) = self.check() {
+            panic!("service watcher invariant broken: {broken}");
+        }
+    }
+
     fn maybe_force(&mut self) {
         if let Drain::Draining { force_at: Some(at), timeout } = self.drain {
             if at <= self.now && self.ticking {
@@ -107,6 +115,8 @@ impl Watcher {
                 self.force_queued = true;
             }
         }
+        // The last step of every transition.
+        self.debug_check();
     }
 
     /// The next effect to carry out, in the order: drain, forced stop, beat.

@@ -294,6 +294,12 @@ impl Daemon {
             self.effects.push_back(DaemonEffect::Ack { id, result });
         }
         assert!(self.effects.len() <= MAX_QUEUED_EFFECTS, "runaway effect queue");
+        // Every input ends here: in debug builds the invariants are checked after each one,
+        // not only where the simulator looks.
+        #[cfg(debug_assertions)]
+        if let Err(broken) = self.check() {
+            panic!("daemon invariant broken: {broken}");
+        }
     }
 
     /// Plants a bug in this core (test builds only).

@@ -291,6 +291,16 @@ impl Harness {
                 }
             }
         }
+        self.debug_check(limits);
+    }
+
+    /// In debug builds, the invariants after every input and timeout.
+    fn debug_check(&self, limits: &LifecycleLimits) {
+        #[cfg(debug_assertions)]
+        if let Err(broken) = self.check(limits) {
+            panic!("harness {} invariant broken: {broken}", self.name);
+        }
+        let _ = limits;
     }
 
     /// Acts on every deadline that is due at `now`. Harmless when nothing is due.
@@ -312,6 +322,7 @@ impl Harness {
         if let Some(run) = self.run.filter(|r| r.pid.is_some()) {
             self.forget_outlived(now, run.started_at, limits, Some(out));
         }
+        self.debug_check(limits);
     }
 
     /// The earliest instant at which [`Harness::handle_timeout`] has something to do.

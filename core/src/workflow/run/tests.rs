@@ -183,7 +183,7 @@ fn with_a_harness_calls_are_made_recorded_and_classify_a_failed_run() {
 #[test]
 fn errors_keep_their_tail_on_a_char_boundary() {
     let long = format!("{}é-end", "x".repeat(3 * ERROR_MAX));
-    let t = tail(&long, ERROR_MAX);
+    let t = fold::tail(&long, ERROR_MAX);
     assert!(t.len() <= ERROR_MAX && t.ends_with("é-end"));
 }
 

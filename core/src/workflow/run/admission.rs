@@ -1,0 +1,72 @@
+//! Which attempt a `run` or `retry` may start, and which proof may be accepted.
+
+use super::*;
+
+/// Decides whether a `run` (or, with `retry`, a `retry`) may start an attempt now, and with
+/// which trigger. Refusals say what the operator should do instead.
+pub fn may_start(p: &Projection, retry: bool) -> Result<Trigger, String> {
+    match (p.state, retry) {
+        (WorkState::Ready, false) => {}
+        (WorkState::Ready, true) => return Err("it is ready: start it with run, not retry".into()),
+        (WorkState::Blocked, true) => {}
+        (WorkState::Blocked, false) => {
+            return Err(format!("it is blocked ({}): retry it explicitly", p.reason))
+        }
+        (state, _) => return Err(format!("it is {} ({})", state_word(state), p.reason)),
+    }
+    if p.attempts_remaining == 0 {
+        return Err(format!("its {} charged attempts are used up", p.charged_attempts));
+    }
+    Ok(if retry { Trigger::Retry } else { Trigger::Initial })
+}
+
+fn state_word(s: WorkState) -> &'static str {
+    match s {
+        WorkState::Waiting => "waiting",
+        WorkState::Ready => "ready",
+        WorkState::Running => "running",
+        WorkState::AwaitingApproval => "awaiting approval",
+        WorkState::InReview => "in review",
+        WorkState::Blocked => "blocked",
+        WorkState::Succeeded => "succeeded",
+        WorkState::Cancelled => "cancelled",
+    }
+}
+
+/// Decides whether the latest proof may be accepted with these dispositions: only in review,
+/// and only when every open finding is disposed of, each exactly once, a deferral with a reason.
+pub fn may_accept(p: &Projection, dispositions: &[Disposition]) -> Result<(), String> {
+    if p.state != WorkState::InReview {
+        return Err(format!(
+            "it is {} ({}); only an item in review is accepted",
+            state_word(p.state),
+            p.reason
+        ));
+    }
+    for (i, d) in dispositions.iter().enumerate() {
+        if !p.open_findings.iter().any(|f| f.id == d.id()) {
+            return Err(format!("{} is not an open finding", d.id()));
+        }
+        if dispositions[..i].iter().any(|e| e.id() == d.id()) {
+            return Err(format!("{} is disposed of twice", d.id()));
+        }
+        if let Disposition::Deferred { reason, .. } = d {
+            if reason.trim().is_empty() {
+                return Err(format!("deferring {} needs a reason", d.id()));
+            }
+        }
+    }
+    let open: Vec<&str> = p
+        .open_findings
+        .iter()
+        .filter(|f| dispositions.iter().all(|d| d.id() != f.id))
+        .map(|f| f.id.as_str())
+        .collect();
+    if !open.is_empty() {
+        return Err(format!(
+            "findings still open: {} (dispose of each: fixed or deferred)",
+            open.join(", ")
+        ));
+    }
+    Ok(())
+}

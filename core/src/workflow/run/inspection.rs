@@ -1,0 +1,110 @@
+//! How a work read inspects an attempt from its records: the synopsis, the findings
+//! context a retry is shown, and the inspection of a run.
+
+use super::*;
+
+/// What a retry is told of the attempt before it (`attempt.prior` in the start line): the
+/// run, why it did not pass (`causes`, in a fixed order), its error, the acceptance counts
+/// and every criterion not satisfied. An attempt without a proof is `lost`, with no invented
+/// error; an uncharged one names its class.
+pub fn synopsis(run_id: &Id, proof: Option<&Proof>) -> Value {
+    let Some(p) = proof else {
+        return json!({ "run_id": run_id, "causes": ["lost"], "unresolved": [] });
+    };
+    let mut causes = Vec::new();
+    if let Some(class) = p.run.class {
+        causes.push(json!(class));
+    } else if p.run.status == RunStatus::Failed {
+        causes.push(json!("workflow_error"));
+    }
+    let s = &p.acceptance.summary;
+    if s.unsatisfied > 0 {
+        causes.push(json!("acceptance_unsatisfied"));
+    }
+    if s.unknown > 0 {
+        causes.push(json!("acceptance_unknown"));
+    }
+    let unresolved: Vec<Value> = p
+        .acceptance
+        .criteria
+        .iter()
+        .filter(|c| c.verdict != crate::workflow::acceptance::Verdict::Satisfied)
+        .map(|c| json!({ "id": c.id, "statement": c.statement, "status": c.verdict }))
+        .collect();
+    json!({
+        "run_id": run_id, "status": p.run.status, "causes": causes, "error": p.run.error,
+        "acceptance": s, "unresolved": unresolved,
+    })
+}
+
+/// The open findings an attempt is started with: id, statement and who raised them.
+pub fn findings_context(events: &[crate::work::WorkEvent], open: &[crate::work::Finding]) -> Value {
+    let raised_by = |id: &str| {
+        events.iter().rev().find_map(|e| match &e.kind {
+            crate::work::EventKind::Reopened { findings }
+                if findings.iter().any(|f| f.id == id) =>
+            {
+                Some(e.actor.clone())
+            }
+            _ => None,
+        })
+    };
+    Value::Array(
+        open.iter()
+            .map(|f| json!({ "id": f.id, "statement": f.statement, "actor": raised_by(&f.id) }))
+            .collect(),
+    )
+}
+
+/// What a work read learns of an attempt from its records, or why the read must fail.
+/// `runner_live` is true while some process holds the item's run lease; `parked` names the
+/// approval the run's transcript last parked on and whether it has been ruled on.
+/// `started` is true when the run's transcript records its workflow starting: an attempt
+/// that ended without a proof is lost only then, and otherwise never ran.
+pub fn inspect(
+    work_id: &Id,
+    run_id: &Id,
+    attempt: u32,
+    records: (Option<&RunManifest>, Option<&Proof>),
+    parked: Option<(&str, bool)>,
+    started: crate::workflow::transcript::Started,
+    runner_live: bool,
+) -> Result<AttemptStatus, String> {
+    use crate::workflow::transcript::Started;
+    let (manifest, proof) = records;
+    if let Some(m) = manifest {
+        if m.work_id != *work_id || m.run_id != *run_id || m.attempt != attempt {
+            return Err(format!(
+                "run {run_id}'s manifest names {} attempt {} of run {}",
+                m.work_id, m.attempt, m.run_id
+            ));
+        }
+    }
+    let Some(p) = proof else {
+        return Ok(match parked {
+            _ if runner_live => AttemptStatus::Running,
+            Some((approval, decided)) => {
+                AttemptStatus::Parked { approval_id: approval.to_owned(), decided }
+            }
+            None => match started {
+                Started::Never => AttemptStatus::NotStarted,
+                Started::Ran => AttemptStatus::Lost,
+                Started::Interrupted => AttemptStatus::Failed {
+                    class: Some(FailureClass::Interrupted),
+                    decision_id: None,
+                },
+            },
+        });
+    };
+    if manifest.is_none() {
+        return Err(format!("run {run_id} has a proof but no manifest"));
+    }
+    if p.run.work_id != *work_id || p.run.id != *run_id || p.run.attempt != attempt {
+        return Err(format!("run {run_id}'s proof belongs to another attempt"));
+    }
+    Ok(if p.passes() {
+        AttemptStatus::Succeeded
+    } else {
+        AttemptStatus::Failed { class: p.run.class, decision_id: p.run.decision_id.clone() }
+    })
+}
