@@ -255,6 +255,28 @@ fn a_child_ignoring_term_is_killed_after_the_grace() {
 }
 
 #[test]
+fn the_ledger_names_who_started_each_run_from_the_core_events() {
+    let root = Root::new("[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\n");
+    root.up();
+    root.wait_for("a", "running", |h| state(h) == "running");
+    assert!(root.harn(&["restart", "a"]).status.success());
+    root.wait_for("a", "run 2", |h| state(h) == "running" && h["runs"] == 2);
+    let pid = root.harness("a")["pid"].as_u64().unwrap();
+    Command::new("kill").arg("-9").arg(pid.to_string()).status().unwrap();
+    root.wait_for("a", "run 3", |h| state(h) == "running" && h["runs"] == 3);
+    let starts: Vec<String> = root
+        .ledger("a")
+        .iter()
+        .filter(|r| r["detail"]["to"] == "starting")
+        .map(|r| r["started_by"].as_str().unwrap_or("?").to_owned())
+        .collect();
+    assert_eq!(starts, ["autostart", "operator", "restart policy"]);
+    let events = root.events();
+    let caused: Vec<&str> = events.iter().filter_map(|(_, e)| e["cause"].as_str()).collect();
+    assert_eq!(caused, ["autostart", "operator", "operator", "restart_policy"], "{events:?}");
+}
+
+#[test]
 fn grandchildren_are_gone_after_stop_in_every_spawn_style() {
     let styles = ["same-group", "setsid", "double-fork", "daemonized"];
     let mut toml = String::new();

@@ -5,7 +5,7 @@
 
 use super::config::{self, ConfigError};
 use super::contain::HarnessCgroups;
-use super::ledger::{Cause, Facts, RecoveryLedger};
+use super::ledger::{Facts, RecoveryLedger};
 use super::logs::Rotation;
 use super::paths::Paths;
 use super::protocol::{err, ok, Request};
@@ -183,7 +183,7 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     let show = |n: Option<u64>| n.map_or_else(|| "unlimited".to_owned(), |n| n.to_string());
     log(&format!("open files: soft limit {} (was {})", show(nofile.1), show(nofile.0)));
     host.after(executed.clone());
-    host.record(Cause::Boot, &executed).map_err(|e| failed(&e))?;
+    host.record(&executed).map_err(|e| failed(&e))?;
     sdnotify::notify("READY=1\nSTATUS=supervising");
     ready(&host.paths);
     let result = host.serve(rx);
@@ -322,11 +322,11 @@ impl Host {
         self.readiness.expire_probes(&live);
         for (name, run) in self.readiness.check(&self.daemon) {
             let report = HarnessInput::Ready { run };
-            self.step(Cause::Timer, Wake::Input(DaemonInput::Process { name, report }))?;
+            self.step(Wake::Input(DaemonInput::Process { name, report }))?;
         }
         if self.daemon.poll_timeout().is_some_and(|t| t <= now) {
             let forced = self.daemon.drain_forced();
-            self.step(Cause::Timer, Wake::Timeout)?;
+            self.step(Wake::Timeout)?;
             if self.daemon.drain_forced() && !forced {
                 log("drain deadline expired: SIGKILL to everything still stopping");
             }
@@ -366,7 +366,7 @@ impl Host {
                     return Ok(());
                 }
                 let report = HarnessInput::Ready { run };
-                self.step(Cause::Timer, Wake::Input(DaemonInput::Process { name, report }))
+                self.step(Wake::Input(DaemonInput::Process { name, report }))
             }
         }
     }
@@ -386,7 +386,7 @@ impl Host {
             if let Some(vouched) = self.readiness.probe_exited(pid, status == ExitStatus::Code(0)) {
                 if let Some((name, run)) = vouched {
                     let report = HarnessInput::Ready { run };
-                    self.step(Cause::Timer, Wake::Input(DaemonInput::Process { name, report }))?;
+                    self.step(Wake::Input(DaemonInput::Process { name, report }))?;
                 }
                 continue;
             }
@@ -399,7 +399,7 @@ impl Host {
                 log(&format!("{name}: killed {left} leftover processes of run {run} (its cgroup)"));
             }
             let report = HarnessInput::Exited { run, status };
-            self.step(Cause::Exit, Wake::Input(DaemonInput::Process { name, report }))?;
+            self.step(Wake::Input(DaemonInput::Process { name, report }))?;
         }
         Ok(())
     }
@@ -506,9 +506,8 @@ impl Host {
     fn command(&mut self, command: Command) -> Result<Result<(), String>, Fatal> {
         self.next_command_id += 1;
         let id = self.next_command_id;
-        self.ledger.note_command(&command, self.clock.wall().0, &self.daemon);
         let wake = Wake::Input(DaemonInput::Command { id, command });
-        let done = self.step_collect(Cause::Operator, wake)?;
+        let done = self.step_collect(wake)?;
         let answer = done.iter().find_map(|e| match e {
             Executed::Acked { id: acked, error } if *acked == id => Some(error.clone()),
             _ => None,
@@ -519,21 +518,21 @@ impl Host {
         })
     }
 
-    fn step(&mut self, cause: Cause, wake: Wake) -> Result<(), Fatal> {
-        self.step_collect(cause, wake).map(drop)
+    fn step(&mut self, wake: Wake) -> Result<(), Fatal> {
+        self.step_collect(wake).map(drop)
     }
 
-    fn step_collect(&mut self, cause: Cause, wake: Wake) -> Result<Vec<Executed>, Fatal> {
+    fn step_collect(&mut self, wake: Wake) -> Result<Vec<Executed>, Fatal> {
         let now = self.clock.now();
         let mut env = Env { fs: &mut self.fs, spawner: &mut self.spawner, clock: &self.clock };
         let done = self.driver.step(&mut env, &mut self.daemon, now, wake)?;
         self.after(done.clone());
-        self.record(cause, &done)?;
+        self.record(&done)?;
         Ok(done)
     }
 
     /// Appends the step's lifecycle decisions to the recovery ledger, durably.
-    fn record(&mut self, cause: Cause, done: &[Executed]) -> Result<(), Fatal> {
+    fn record(&mut self, done: &[Executed]) -> Result<(), Fatal> {
         let readiness = &self.readiness;
         let kind = |name: &Id| readiness.kind(name);
         let now = self.clock.now();
@@ -552,7 +551,7 @@ impl Host {
             drain_expired: self.daemon.drain_forced(),
         };
         let (fs, clock) = (&mut self.fs, &self.clock);
-        self.ledger.record(fs, clock, cause, done, &self.daemon, &facts).map_err(Fatal::Fs)
+        self.ledger.record(fs, clock, done, &self.daemon, &facts).map_err(Fatal::Fs)
     }
 
     /// Bookkeeping after the driver carried out effects: the pid map, the decision log, the

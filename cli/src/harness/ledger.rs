@@ -5,26 +5,13 @@
 
 use super::paths::Paths;
 use harn_core::env::{Clock, Fs, FsError};
-use harn_core::harness::daemon::{Command, Daemon, DaemonConfig};
+use harn_core::harness::daemon::{Daemon, DaemonConfig};
 use harn_core::harness::driver::Executed;
-use harn_core::harness::lifecycle::{Event, Harness, State};
+use harn_core::harness::lifecycle::{Cause, Event, Harness, State};
 use harn_core::ids::Id;
 use harn_core::journal::{JournalOpenError, JournalWriter};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
-
-/// What made the daemon act in a step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Cause {
-    /// The daemon booted.
-    Boot,
-    /// An operator's command.
-    Operator,
-    /// A timer (restart delay, kill deadline, flap window) or readiness evidence.
-    Timer,
-    /// A child's exit.
-    Exit,
-}
 
 /// Facts that hold for the daemon's whole life.
 struct Owner {
@@ -35,17 +22,14 @@ struct Owner {
     state_path: String,
 }
 
-/// Per-harness notes the core does not keep.
+/// Per-harness notes kept between records. Who started or stopped a harness is not among
+/// them: the core's state change carries its cause.
 #[derive(Default)]
 struct Notes {
-    /// An operator asked for a start (or restart) that has not happened yet.
-    operator_start: bool,
-    /// The last stop request: when and by whom.
+    /// The last stop request: when and by whom (from the state change that began it).
     stop_requested: Option<Value>,
     /// Orphans of an earlier daemon stopped before this harness's first spawn.
     reclaimed: Option<Value>,
-    /// A reload is being applied: a start now follows the configuration.
-    config_start: bool,
     /// The columns of the last record, for the records that follow the harness's removal.
     last: Option<Value>,
 }
@@ -93,46 +77,6 @@ impl RecoveryLedger {
         Ok(RecoveryLedger { writer, owner, notes: BTreeMap::new(), paths: paths.clone() })
     }
 
-    /// Notes who asked for what before the command reaches the core.
-    pub fn note_command(&mut self, command: &Command, wall_ms: i64, daemon: &Daemon) {
-        let stop = |by: &str| json!({ "at_ms": wall_ms, "by": by });
-        match command {
-            Command::Start { name } | Command::Restart { name } => {
-                self.notes.entry(name.clone()).or_default().operator_start = true;
-            }
-            Command::Stop { name } => {
-                self.notes.entry(name.clone()).or_default().stop_requested = Some(stop("operator"));
-            }
-            Command::UseProfile { profile } => {
-                let members = daemon.config().profiles.get(profile).map(|p| p.harnesses.clone());
-                for name in daemon.harnesses().keys() {
-                    let n = self.notes.entry(name.clone()).or_default();
-                    match &members {
-                        Some(m) if m.contains(name) => n.operator_start = true,
-                        Some(_) => n.stop_requested = Some(stop("operator (profile use)")),
-                        None => {}
-                    }
-                }
-            }
-            Command::Shutdown { .. } => {
-                for name in daemon.harnesses().keys() {
-                    let n = self.notes.entry(name.clone()).or_default();
-                    n.stop_requested.get_or_insert_with(|| stop("shutdown"));
-                }
-            }
-            Command::Reload { config } => {
-                for name in config.harnesses.keys() {
-                    self.notes.entry(name.clone()).or_default().config_start = true;
-                }
-                for name in daemon.harnesses().keys().filter(|n| !config.harnesses.contains_key(*n))
-                {
-                    let n = self.notes.entry(name.clone()).or_default();
-                    n.stop_requested = Some(stop("reload (removed from the configuration)"));
-                }
-            }
-        }
-    }
-
     /// Notes processes of an earlier daemon stopped before this harness's first spawn.
     pub fn note_reclaimed(&mut self, name: &Id, pids: &[u32], forced: bool) {
         let note = json!({ "pids": pids, "forced": forced });
@@ -144,22 +88,19 @@ impl RecoveryLedger {
         &mut self,
         fs: &mut dyn Fs,
         clock: &dyn Clock,
-        cause: Cause,
         executed: &[Executed],
         daemon: &Daemon,
         facts: &Facts<'_>,
     ) -> Result<(), FsError> {
         let mut records = Vec::new();
+        let wall_ms = clock.wall().0;
         for e in executed {
             let Executed::Appended { events, .. } = e else { continue };
             for event in events {
-                if let Some(record) = self.decision(event, cause, daemon, facts) {
+                if let Some(record) = self.decision(event, wall_ms, daemon, facts) {
                     records.push(record);
                 }
             }
-        }
-        for n in self.notes.values_mut() {
-            n.config_start = false;
         }
         if records.is_empty() {
             return Ok(());
@@ -170,12 +111,12 @@ impl RecoveryLedger {
     fn decision(
         &mut self,
         event: &Event,
-        cause: Cause,
+        wall_ms: i64,
         daemon: &Daemon,
         facts: &Facts<'_>,
     ) -> Option<Value> {
         let (name, decision, detail) = match event {
-            Event::HarnessStateChanged { name, from, to } => {
+            Event::HarnessStateChanged { name, from, to, .. } => {
                 (name, "state_changed", json!({ "from": from, "to": to }))
             }
             Event::HarnessExited { name, code, signal } => {
@@ -189,15 +130,13 @@ impl RecoveryLedger {
         };
         let notes = self.notes.entry(name.clone()).or_default();
         let started_by = match event {
-            Event::HarnessStateChanged { to: State::Starting, .. } => {
-                let by = match cause {
-                    Cause::Boot => "autostart",
-                    _ if std::mem::take(&mut notes.operator_start) => "operator",
-                    Cause::Operator if notes.config_start => "configuration",
-                    _ => "restart policy",
-                };
+            Event::HarnessStateChanged { to: State::Starting, cause, .. } => {
                 notes.stop_requested = None;
-                Some(by)
+                cause.map(Cause::as_str)
+            }
+            Event::HarnessStateChanged { cause: Some(cause), .. } => {
+                notes.stop_requested = Some(json!({ "at_ms": wall_ms, "by": cause.as_str() }));
+                None
             }
             _ => None,
         };

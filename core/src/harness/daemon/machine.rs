@@ -198,10 +198,10 @@ impl Daemon {
             .map(|(name, _)| name.clone())
             .collect();
         for name in outside {
-            self.deliver(now, &name, HarnessInput::Stop, batch);
+            self.deliver_because(now, &name, HarnessInput::Stop, Cause::Profile, batch);
         }
         for name in &members {
-            self.deliver(now, name, HarnessInput::Start, batch);
+            self.deliver_because(now, name, HarnessInput::Start, Cause::Profile, batch);
         }
         self.active_profile = Some(profile);
         Ok(())
@@ -227,7 +227,7 @@ impl Daemon {
                     ..Durable::default()
                 };
                 let mut h = Harness::new(name.clone(), spec.clone(), durable);
-                h.boot(now, &mut self.scratch);
+                h.boot_because(now, Cause::Configuration, &mut self.scratch);
                 batch.take(name, &mut self.scratch);
                 self.harnesses.insert(name.clone(), h);
             }
@@ -235,7 +235,7 @@ impl Daemon {
         let gone: Vec<Id> =
             self.harnesses.keys().filter(|n| !config.harnesses.contains_key(*n)).cloned().collect();
         for name in gone {
-            self.deliver(now, &name, HarnessInput::Stop, batch);
+            self.deliver_because(now, &name, HarnessInput::Stop, Cause::Configuration, batch);
             if !self.removed.contains(&name) {
                 self.removed.push(name);
             }
@@ -257,6 +257,22 @@ impl Daemon {
             return; // A report about a harness that no longer exists: stale.
         };
         h.handle(now, &self.config.limits, input, &mut self.scratch);
+        batch.take(name, &mut self.scratch);
+    }
+
+    /// [`deliver`](Self::deliver) on behalf of `cause` (a profile, a reload).
+    fn deliver_because(
+        &mut self,
+        now: Instant,
+        name: &Id,
+        input: HarnessInput,
+        cause: Cause,
+        batch: &mut Batch,
+    ) {
+        let Some(h) = self.harnesses.get_mut(name) else {
+            return;
+        };
+        h.handle_because(now, &self.config.limits, input, cause, &mut self.scratch);
         batch.take(name, &mut self.scratch);
     }
 

@@ -14,7 +14,7 @@ pub use state_file::{PersistedHarness, PersistedState, StateFileError, STATE_VER
 
 use crate::env::{Pid, Signal, SpawnSpec};
 use crate::harness::lifecycle::harness::Durable;
-use crate::harness::lifecycle::{Event, Harness, HarnessInput, HarnessOut};
+use crate::harness::lifecycle::{Cause, Event, Harness, HarnessInput, HarnessOut};
 use crate::ids::Id;
 use crate::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};

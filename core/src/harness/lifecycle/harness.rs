@@ -4,7 +4,7 @@
 //! the next deadline derived from state. Deadlines are compared with `now`, never counted, so a
 //! late, early, missed or repeated `handle_timeout` only delays a decision, never changes it.
 
-use super::{Event, HarnessSpec, LifecycleLimits, Readiness, RestartPolicy, State};
+use super::{Cause, Event, HarnessSpec, LifecycleLimits, Readiness, RestartPolicy, State};
 use crate::env::{ExitStatus, Pid, Signal, SpawnSpec};
 use crate::ids::Id;
 use crate::time::{Duration, Instant};
@@ -154,7 +154,8 @@ pub struct Harness {
     retry_delay: Duration,
     kill_at: Option<Instant>,
     kill_sent: bool,
-    start_after_stop: bool,
+    /// A start asked for while stopping, and who asked: it happens once the run has ended.
+    start_after_stop: Option<Cause>,
     /// Numbers reserved by an earlier life may have been used: the next run is numbered
     /// past all of them.
     run_floor: u64,
@@ -177,7 +178,7 @@ impl Harness {
             retry_delay: Duration::ZERO,
             kill_at: None,
             kill_sent: false,
-            start_after_stop: false,
+            start_after_stop: None,
             run_floor: durable.reserved_runs,
         }
     }
@@ -242,13 +243,20 @@ impl Harness {
     /// Starts the harness if its intent says so: the boot path, shared by a fresh start and a
     /// restart after a crash.
     pub fn boot(&mut self, now: Instant, out: &mut Vec<HarnessOut>) {
+        self.boot_because(now, Cause::Autostart, out);
+    }
+
+    /// [`boot`](Self::boot) on behalf of `cause`: a harness a reload added starts because
+    /// of the configuration.
+    pub fn boot_because(&mut self, now: Instant, cause: Cause, out: &mut Vec<HarnessOut>) {
         assert!(self.run.is_none(), "boot with a live run");
         if self.durable.enabled && !self.durable.failed {
-            self.start_run(now, out);
+            self.start_run(now, cause, out);
         }
     }
 
-    /// Handles one input.
+    /// Handles one input, asked for by whom the input says: an operator for a start, stop or
+    /// restart, the configuration for `FollowConfig`, a shutdown for `Halt` and `KillNow`.
     pub fn handle(
         &mut self,
         now: Instant,
@@ -256,24 +264,42 @@ impl Harness {
         input: HarnessInput,
         out: &mut Vec<HarnessOut>,
     ) {
+        let cause = match input {
+            HarnessInput::FollowConfig(_) => Cause::Configuration,
+            HarnessInput::Halt | HarnessInput::KillNow => Cause::Shutdown,
+            _ => Cause::Operator,
+        };
+        self.handle_because(now, limits, input, cause, out);
+    }
+
+    /// Handles one input on behalf of `cause`, which the state changes it brings about carry
+    /// (a start or stop the daemon makes for a profile or a reload says so).
+    pub fn handle_because(
+        &mut self,
+        now: Instant,
+        limits: &LifecycleLimits,
+        input: HarnessInput,
+        cause: Cause,
+        out: &mut Vec<HarnessOut>,
+    ) {
         match input {
             HarnessInput::Start => {
                 self.durable.pinned = true;
-                self.on_start(now, out)
+                self.on_start(now, cause, out)
             }
             HarnessInput::Stop => {
                 self.durable.pinned = true;
-                self.on_stop(now, limits, out)
+                self.on_stop(now, limits, cause, out)
             }
             HarnessInput::Restart => {
                 self.durable.pinned = true;
-                self.on_restart(now, limits, out)
+                self.on_restart(now, limits, cause, out)
             }
             HarnessInput::FollowConfig(want) if !self.durable.pinned && want != self.enabled() => {
                 if want {
-                    self.on_start(now, out)
+                    self.on_start(now, cause, out)
                 } else {
-                    self.on_stop(now, limits, out)
+                    self.on_stop(now, limits, cause, out)
                 }
             }
             HarnessInput::FollowConfig(_) => {}
@@ -284,7 +310,7 @@ impl Harness {
             }
             HarnessInput::Ready { run } => self.on_ready(run),
             HarnessInput::Reconfigure(spec) => self.on_reconfigure(spec),
-            HarnessInput::Halt => self.on_halt(now, limits, out),
+            HarnessInput::Halt => self.on_halt(now, limits, cause, out),
             HarnessInput::KillNow => {
                 if self.state == State::Stopping {
                     self.send_kill(out);
@@ -313,7 +339,7 @@ impl Harness {
         if self.retry_at.is_some_and(|at| at <= now) {
             debug_assert!(matches!(self.state, State::Restarting | State::Degraded));
             self.retry_at = None;
-            self.start_run(now, out);
+            self.start_run(now, Cause::RestartPolicy, out);
         }
         if self.kill_at.is_some_and(|at| at <= now) {
             self.send_kill(out);
@@ -340,64 +366,82 @@ impl Harness {
         next
     }
 
-    fn on_start(&mut self, now: Instant, out: &mut Vec<HarnessOut>) {
+    fn on_start(&mut self, now: Instant, cause: Cause, out: &mut Vec<HarnessOut>) {
         self.durable.enabled = true;
         match self.state {
             State::Stopped | State::Failed => {
                 self.clear_crash_bookkeeping();
-                self.start_run(now, out);
+                self.start_run(now, cause, out);
             }
-            State::Stopping => self.start_after_stop = true,
+            State::Stopping => self.start_after_stop = Some(cause),
             State::Starting | State::Running | State::Degraded | State::Restarting => {}
         }
     }
 
-    fn on_stop(&mut self, now: Instant, limits: &LifecycleLimits, out: &mut Vec<HarnessOut>) {
+    fn on_stop(
+        &mut self,
+        now: Instant,
+        limits: &LifecycleLimits,
+        cause: Cause,
+        out: &mut Vec<HarnessOut>,
+    ) {
         self.durable.enabled = false;
-        self.start_after_stop = false;
+        self.start_after_stop = None;
         match self.state {
             State::Starting | State::Running | State::Degraded if self.run.is_some() => {
-                self.begin_stopping(now, limits, out)
+                self.begin_stopping(now, limits, cause, out)
             }
             State::Restarting | State::Degraded | State::Failed => {
                 self.retry_at = None;
                 self.clear_crash_bookkeeping();
-                self.set_state(State::Stopped, out);
+                self.set_state_because(State::Stopped, Some(cause), out);
             }
             State::Starting | State::Running => unreachable!("{:?} without a run", self.state),
             State::Stopping | State::Stopped => {}
         }
     }
 
-    fn on_halt(&mut self, now: Instant, limits: &LifecycleLimits, out: &mut Vec<HarnessOut>) {
-        self.start_after_stop = false;
+    fn on_halt(
+        &mut self,
+        now: Instant,
+        limits: &LifecycleLimits,
+        cause: Cause,
+        out: &mut Vec<HarnessOut>,
+    ) {
+        self.start_after_stop = None;
         match self.state {
             State::Starting | State::Running | State::Degraded if self.run.is_some() => {
-                self.begin_stopping(now, limits, out)
+                self.begin_stopping(now, limits, cause, out)
             }
             State::Restarting | State::Degraded => {
                 self.retry_at = None;
-                self.set_state(State::Stopped, out);
+                self.set_state_because(State::Stopped, Some(cause), out);
             }
             State::Starting | State::Running => unreachable!("{:?} without a run", self.state),
             State::Stopping | State::Stopped | State::Failed => {}
         }
     }
 
-    fn on_restart(&mut self, now: Instant, limits: &LifecycleLimits, out: &mut Vec<HarnessOut>) {
+    fn on_restart(
+        &mut self,
+        now: Instant,
+        limits: &LifecycleLimits,
+        cause: Cause,
+        out: &mut Vec<HarnessOut>,
+    ) {
         self.durable.enabled = true;
         self.clear_crash_bookkeeping();
         match self.state {
             State::Starting => {}
             State::Running | State::Degraded if self.run.is_some() => {
-                self.begin_stopping(now, limits, out);
-                self.start_after_stop = true;
+                self.begin_stopping(now, limits, cause, out);
+                self.start_after_stop = Some(cause);
             }
-            State::Stopping => self.start_after_stop = true,
+            State::Stopping => self.start_after_stop = Some(cause),
             State::Running => unreachable!("running without a run"),
             State::Degraded | State::Restarting | State::Stopped | State::Failed => {
                 self.retry_at = None;
-                self.start_run(now, out);
+                self.start_run(now, cause, out);
             }
         }
     }
@@ -485,9 +529,9 @@ impl Harness {
 
     fn finish_stopping(&mut self, now: Instant, out: &mut Vec<HarnessOut>) {
         self.set_state(State::Stopped, out);
-        if std::mem::take(&mut self.start_after_stop) {
+        if let Some(cause) = self.start_after_stop.take() {
             self.durable.enabled = true;
-            self.start_run(now, out);
+            self.start_run(now, cause, out);
         }
     }
 
@@ -582,7 +626,7 @@ impl Harness {
         // covers both the exit and the new run, instead of one each.
         if self.retry_delay == Duration::ZERO {
             self.retry_at = None;
-            self.start_run(now, out);
+            self.start_run(now, Cause::RestartPolicy, out);
         }
     }
 
@@ -613,7 +657,7 @@ impl Harness {
         }
     }
 
-    fn start_run(&mut self, now: Instant, out: &mut Vec<HarnessOut>) {
+    fn start_run(&mut self, now: Instant, cause: Cause, out: &mut Vec<HarnessOut>) {
         assert!(self.run.is_none(), "{}: start with a live run", self.name);
         if let Some(spec) = self.staged.take() {
             self.active = spec;
@@ -626,7 +670,7 @@ impl Harness {
         }
         let id = self.durable.runs;
         self.run = Some(Run { id, pid: None, started_at: now, ready: false });
-        self.set_state(State::Starting, out);
+        self.set_state_because(State::Starting, Some(cause), out);
         out.push(HarnessOut::Spawn { run: id, spec: self.active.spawn.clone() });
     }
 
@@ -634,10 +678,11 @@ impl Harness {
         &mut self,
         now: Instant,
         limits: &LifecycleLimits,
+        cause: Cause,
         out: &mut Vec<HarnessOut>,
     ) {
         self.retry_at = None;
-        self.set_state(State::Stopping, out);
+        self.set_state_because(State::Stopping, Some(cause), out);
         if self.pid().is_some() {
             self.signal_term(now, limits, out);
         }
@@ -666,7 +711,14 @@ impl Harness {
         self.durable.failed = false;
     }
 
+    /// A state change that follows from the machine's own rules (a spawn confirmed, an
+    /// exit, a deadline).
     fn set_state(&mut self, to: State, out: &mut Vec<HarnessOut>) {
+        self.set_state_because(to, None, out);
+    }
+
+    /// A state change, carrying who asked for it when someone did.
+    fn set_state_because(&mut self, to: State, cause: Option<Cause>, out: &mut Vec<HarnessOut>) {
         let from = self.state;
         if from == to {
             return;
@@ -676,6 +728,7 @@ impl Harness {
             name: self.name.clone(),
             from,
             to,
+            cause,
         }));
     }
 

@@ -138,6 +138,38 @@ impl HarnessSpec {
     }
 }
 
+/// Who or what made a harness start or stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Cause {
+    /// The daemon booted, and the harness's intent says run.
+    Autostart,
+    /// An operator's start, stop or restart.
+    Operator,
+    /// An operator made a profile active.
+    Profile,
+    /// The configuration: its intent after a reload, or the harness removed from it.
+    Configuration,
+    /// The restart policy, after an exit.
+    RestartPolicy,
+    /// The daemon shutting down.
+    Shutdown,
+}
+
+impl Cause {
+    /// The cause in words, as the recovery ledger records it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Autostart => "autostart",
+            Cause::Operator => "operator",
+            Cause::Profile => "operator (profile use)",
+            Cause::Configuration => "configuration",
+            Cause::RestartPolicy => "restart policy",
+            Cause::Shutdown => "shutdown",
+        }
+    }
+}
+
 /// What a harness tells the world, pushed to subscribers and appended to the events journal.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
@@ -150,6 +182,10 @@ pub enum Event {
         from: State,
         /// The state it entered.
         to: State,
+        /// Who asked for it: set on a start, on a stop request, and on a stop that ended a
+        /// pending restart; absent where the machine's own rules moved it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<Cause>,
     },
     /// A run ended (or never began: a spawn failure has neither code nor signal).
     HarnessExited {

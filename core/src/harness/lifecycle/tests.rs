@@ -566,3 +566,70 @@ fn a_zero_restart_delay_restarts_within_the_same_transition() {
     assert_eq!(r.h.durable().restarts, 1);
     assert!(r.h.retry_at().is_none());
 }
+
+/// The causes the state changes in `out` carry, as `(to, cause)`.
+fn causes(r: &Rig) -> Vec<(State, Option<Cause>)> {
+    r.events()
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::HarnessStateChanged { to, cause, .. } => Some((to, cause)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_start_and_stop_carries_who_asked_for_it() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.out.clear();
+    r.h.boot(r.now, &mut r.out);
+    assert_eq!(causes(&r), [(State::Starting, Some(Cause::Autostart))]);
+    let run = r.spawned_run().unwrap();
+    r.input(HarnessInput::Spawned { run, pid: 7 });
+    assert_eq!(causes(&r), [(State::Running, None)], "the machine's own rule");
+    // A restart asked while running starts again only after the old run ended, and the
+    // new start still names the operator, not the exit that let it happen.
+    r.input(HarnessInput::Restart);
+    assert_eq!(causes(&r), [(State::Stopping, Some(Cause::Operator))]);
+    r.exit(0);
+    assert_eq!(
+        causes(&r),
+        [(State::Stopped, None), (State::Starting, Some(Cause::Operator))],
+        "{:?}",
+        r.events()
+    );
+    let run = r.spawned_run().unwrap();
+    r.input(HarnessInput::Spawned { run, pid: 8 });
+    r.exit(1);
+    r.respawn();
+    let mut r2 = Rig::new(RestartPolicy::Always);
+    r2.boot_and_spawn();
+    r2.exit(1);
+    r2.out.clear();
+    let at = r2.h.retry_at().unwrap();
+    r2.h.handle_timeout(at, &r2.limits, &mut r2.out);
+    assert_eq!(causes(&r2), [(State::Starting, Some(Cause::RestartPolicy))]);
+    r.out.clear();
+    r.h.handle_because(r.now, &r.limits, HarnessInput::Stop, Cause::Profile, &mut r.out);
+    assert_eq!(causes(&r), [(State::Stopping, Some(Cause::Profile))]);
+    r.out.clear();
+    r.h.handle(r.now, &r.limits, HarnessInput::Halt, &mut r.out);
+    r.h.handle(r.now, &r.limits, HarnessInput::FollowConfig(true), &mut r.out);
+    assert!(causes(&r).is_empty(), "already stopping: nothing new to say");
+}
+
+#[test]
+fn a_cause_is_absent_from_older_records_and_round_trips() {
+    let old = r#"{"event":"harness_state_changed","name":"h","from":"stopped","to":"starting"}"#;
+    let e: Event = serde_json::from_str(old).unwrap();
+    assert!(matches!(e, Event::HarnessStateChanged { cause: None, .. }));
+    let new = Event::HarnessStateChanged {
+        name: Id::new("h").unwrap(),
+        from: State::Stopped,
+        to: State::Starting,
+        cause: Some(Cause::RestartPolicy),
+    };
+    let text = serde_json::to_string(&new).unwrap();
+    assert!(text.contains(r#""cause":"restart_policy""#), "{text}");
+    assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), new);
+}
