@@ -6,11 +6,10 @@
 use super::agent_call::{call, CallContext, CallGroups, CallSpec};
 use super::host::HostEvent;
 use super::store::{run_dir, Store};
-use harn_core::work::projection::FailureClass;
 use harn_core::workflow::adapter::Kind;
 use harn_core::workflow::agent::{self, AdapterSpec, CallOutcome, Login};
+use harn_core::workflow::call::{CallLoop, CallStep};
 use harn_core::workflow::run::{Billing, RunManifest};
-use harn_core::workflow::schema::{check_reply, repair_prompt, REPAIRS_MAX};
 use harn_core::workflow::team::Dispatch;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -221,9 +220,9 @@ fn failed(error: String) -> CallOutcome {
     CallOutcome::failed(error, None)
 }
 
-/// Runs a call to a usable reply: up to its attempts, then, with a schema, up to
-/// [`REPAIRS_MAX`] repair calls that quote the rejected reply and its problems. A reply that
-/// still does not match is a charged failure.
+/// Runs a call to a usable reply, as the core's `workflow::call::CallLoop` steps it: up to
+/// its attempts, then, with a schema, up to `REPAIRS_MAX` repair calls that quote the
+/// rejected reply and its problems. A reply that still does not match is a charged failure.
 pub fn call_checked(
     ctx: &CallContext<'_>,
     d: &Dispatch,
@@ -233,51 +232,18 @@ pub fn call_checked(
 ) -> CallOutcome {
     let schema = d.schema.as_ref();
     let c = CallSpec { name: &d.harness, spec, profile: &d.profile, schema, schema_file, resume };
-    let mut outcome = call_with_retries(ctx, &c, d.max_attempts, &d.prompt);
-    let Some(schema) = &d.schema else { return outcome };
-    let mut repairs = 0;
-    while outcome.ok {
-        let text = outcome.text.clone().unwrap_or_default();
-        match check_reply(&text, schema) {
-            Ok(value) => {
-                outcome.text = Some(value.to_string());
-                break;
+    let (mut calls, mut step) = CallLoop::start(&d.prompt, d.max_attempts, d.schema.clone());
+    loop {
+        match step {
+            CallStep::Call(prompt) => {
+                let outcome = call(ctx, &c, &prompt);
+                step = calls.next(outcome, cancelled(ctx));
             }
-            Err(problems) if repairs == REPAIRS_MAX || cancelled(ctx) => {
-                return failed(format!(
-                    "the reply does not match its schema after {repairs} repairs: {}",
-                    problems.join("; ")
-                ));
-            }
-            Err(problems) => {
-                repairs += 1;
-                let prompt = repair_prompt(&d.prompt, &text, &problems);
-                outcome = call_with_retries(ctx, &c, d.max_attempts, &prompt);
-            }
+            CallStep::Done(outcome) => return outcome,
         }
     }
-    outcome
 }
 
 fn cancelled(ctx: &CallContext<'_>) -> bool {
     ctx.running.lock().unwrap_or_else(|e| e.into_inner()).cancelled
-}
-
-/// Runs a call up to its attempts: a usable reply or a missing program ends it at once, and
-/// nothing is retried once the run is over.
-fn call_with_retries(
-    ctx: &CallContext<'_>,
-    c: &CallSpec<'_>,
-    max_attempts: u32,
-    prompt: &str,
-) -> CallOutcome {
-    let once = || call(ctx, c, prompt);
-    let mut outcome = once();
-    for _ in 1..max_attempts {
-        if outcome.ok || outcome.class == Some(FailureClass::Environment) || cancelled(ctx) {
-            break;
-        }
-        outcome = once();
-    }
-    outcome
 }

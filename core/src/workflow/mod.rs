@@ -9,6 +9,7 @@ pub mod acceptance;
 pub mod adapter;
 pub mod agent;
 pub mod approval;
+pub mod call;
 pub mod containment;
 pub mod policy;
 pub mod protocol;
