@@ -436,6 +436,22 @@ fn readiness_is_evidence_not_a_live_pid() {
 }
 
 #[test]
+fn a_probe_vouches_only_once_it_exits_zero() {
+    // The probe fails until the child has written its flag, and is started again at each
+    // check (the schedule's timeouts and kills are the core's unit tests).
+    let root = Root::new(
+        "[harness.web]\ncommand = [\"sh\", \"-c\", \"sleep 1; exec {child} ready-file up.flag {marker}\"]\nreadiness = { probe = [\"test\", \"-e\", \"up.flag\"] }\n",
+    );
+    root.up();
+    let early = root.wait_for("web", "running", |h| state(h) == "running");
+    assert_eq!(
+        (early["ready"].clone(), early["readiness"].clone()),
+        (false.into(), "probe".into())
+    );
+    root.wait_for("web", "ready", |h| h["ready"] == true);
+}
+
+#[test]
 fn events_are_pushed_to_subscribers() {
     let root =
         Root::new("[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\nenabled = false\n");

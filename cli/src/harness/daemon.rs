@@ -298,7 +298,9 @@ impl Host {
         let core =
             self.daemon.poll_timeout().map(|t| Duration::from_nanos(t.saturating_since(now).0));
         let watchdog = self.watchdog.map(|(every, last)| every.saturating_sub(last.elapsed()));
-        [core, watchdog, self.readiness.poll_interval()].into_iter().flatten().min()
+        let readiness =
+            self.readiness.poll_timeout().map(|t| Duration::from_nanos(t.saturating_since(now).0));
+        [core, watchdog, readiness].into_iter().flatten().min()
     }
 
     fn tick_watchdog(&mut self) {
@@ -315,12 +317,7 @@ impl Host {
     /// core's timers. Harmless when nothing is due.
     fn on_due(&mut self) -> Result<(), Fatal> {
         let now = self.clock.now();
-        let daemon = &self.daemon;
-        let live = |name: &Id, run: u64| {
-            daemon.harnesses().get(name).and_then(|h| h.current_run()) == Some(run)
-        };
-        self.readiness.expire_probes(&live);
-        for (name, run) in self.readiness.check(&self.daemon) {
+        for (name, run) in self.readiness.check(now, &self.daemon) {
             let report = HarnessInput::Ready { run };
             self.step(Wake::Input(DaemonInput::Process { name, report }))?;
         }
@@ -562,7 +559,7 @@ impl Host {
                 Executed::Spawned { name, run, pid } => {
                     log(&format!("{name}: started run {run} as pid {pid}"));
                     self.pids.insert(pid, (name.clone(), run));
-                    self.readiness.started(&name, run);
+                    self.readiness.started(self.clock.now(), &name, run);
                 }
                 Executed::SpawnFailed { name, run, detail } => {
                     log(&format!("{name}: run {run} could not start: {detail}"));

@@ -1,6 +1,7 @@
 //! Readiness evidence beyond a live pid: a file that appears, a probe command that exits 0,
-//! or `READY=1` on the harness's notify socket. Files and probes are checked every
-//! `CHECK_EVERY` only while some run awaits them; notify needs no checking at all.
+//! or `READY=1` on the harness's notify socket. When to look and what a probe vouches for is
+//! the core's `harness::readiness::ReadinessSchedule`; this looks at files, starts and kills
+//! probes, and listens on the notify sockets.
 
 use super::daemon::Msg;
 use super::paths::Paths;
@@ -8,28 +9,20 @@ use super::spawner::RealSpawner;
 use harn_core::env::Pid;
 use harn_core::harness::daemon::{Daemon, DaemonConfig};
 use harn_core::harness::lifecycle::Readiness as Kind;
+use harn_core::harness::readiness::{ReadinessEffect, ReadinessSchedule};
 use harn_core::ids::Id;
+use harn_core::time::Instant;
 use std::collections::BTreeMap;
 use std::os::unix::net::UnixDatagram;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::mpsc::Sender;
-use std::time::Duration;
-
-/// How often files and probes are checked while a run awaits them.
-const CHECK_EVERY: Duration = Duration::from_millis(250);
 
 /// The readiness watches of every harness.
 pub struct ReadinessWatch {
-    kinds: BTreeMap<Id, Kind>,
+    schedule: ReadinessSchedule,
     cwd: BTreeMap<Id, PathBuf>,
-    /// Runs that await a file or a probe.
-    awaiting: BTreeMap<Id, u64>,
-    /// When files and probes were last checked.
-    last_check: Option<std::time::Instant>,
-    /// Probe processes in flight: pid to (harness, run).
-    probes: BTreeMap<Pid, (Id, u64, std::time::Instant)>,
     notify_sockets: BTreeMap<Id, PathBuf>,
     tx: Sender<Msg>,
 }
@@ -43,12 +36,8 @@ impl ReadinessWatch {
         tx: Sender<Msg>,
     ) -> std::io::Result<ReadinessWatch> {
         let mut r = ReadinessWatch {
-            kinds: BTreeMap::new(),
+            schedule: ReadinessSchedule::default(),
             cwd: BTreeMap::new(),
-            awaiting: BTreeMap::new(),
-            last_check: None,
-            probes: BTreeMap::new(),
-
             notify_sockets: BTreeMap::new(),
             tx,
         };
@@ -84,8 +73,8 @@ impl ReadinessWatch {
                 _ => None,
             };
             spawner.set_ready_file(name, file);
-            self.kinds.insert(name.clone(), spec.readiness.clone());
         }
+        self.schedule.configure(config.harnesses.iter().map(|(n, spec)| (n, &spec.readiness)));
         Ok(())
     }
 
@@ -112,96 +101,66 @@ impl ReadinessWatch {
         Ok(path)
     }
 
-    /// A run started: watch for its file or probe.
-    pub fn started(&mut self, name: &Id, run: u64) {
-        if matches!(self.kinds.get(name), Some(Kind::File { .. } | Kind::Probe { .. })) {
-            self.awaiting.insert(name.clone(), run);
-        }
+    /// A run started at `now`: the schedule watches for its file or probe.
+    pub fn started(&mut self, now: Instant, name: &Id, run: u64) {
+        self.schedule.started(now, name, run);
     }
 
-    /// How long until [`ReadinessWatch::check`] has work; `None` when nothing awaits.
-    pub fn poll_interval(&self) -> Option<Duration> {
-        if self.awaiting.is_empty() {
-            return None;
-        }
-        Some(self.last_check.map_or(Duration::ZERO, |t| CHECK_EVERY.saturating_sub(t.elapsed())))
+    /// When [`ReadinessWatch::check`] next has work; `None` when nothing awaits.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.schedule.poll_timeout()
     }
 
-    /// Checks files and starts probes for runs still awaiting them, at most every
-    /// `CHECK_EVERY`; returns runs now ready.
-    pub fn check(&mut self, daemon: &Daemon) -> Vec<(Id, u64)> {
-        if self.poll_interval() != Some(Duration::ZERO) {
-            return Vec::new();
-        }
-        self.last_check = Some(std::time::Instant::now());
+    /// Carries out what the schedule asks at `now`: looks at files, starts probes, kills
+    /// probes that ran too long or outlived their run. Returns the runs now ready.
+    pub fn check(&mut self, now: Instant, daemon: &Daemon) -> Vec<(Id, u64)> {
         let live = |name: &Id, run: u64| {
             daemon.harnesses().get(name).and_then(|h| h.current_run()) == Some(run)
         };
-        self.awaiting.retain(|name, run| live(name, *run));
+        self.schedule.handle_timeout(now, &live);
         let mut ready = Vec::new();
-        for (name, run) in self.awaiting.clone() {
-            match self.kinds.get(&name) {
-                Some(Kind::File { path }) if self.cwd[&name].join(path).exists() => {
-                    self.awaiting.remove(&name);
-                    ready.push((name, run));
+        while let Some(effect) = self.schedule.poll_effect() {
+            match effect {
+                ReadinessEffect::CheckFile { name, run, path } => {
+                    let present = self.cwd.get(&name).is_some_and(|cwd| cwd.join(&path).exists());
+                    if present && self.schedule.file_found(&name, run) {
+                        ready.push((name, run));
+                    }
                 }
-                Some(Kind::Probe { command })
-                    if !self.probes.values().any(|(n, _, _)| *n == name) =>
-                {
-                    let command = command.clone();
-                    self.start_probe(&name, run, &command);
+                ReadinessEffect::StartProbe { name, run, command } => {
+                    if let Some(pid) = self.start_probe(&name, &command) {
+                        self.schedule.probe_started(now, pid, &name, run);
+                    }
                 }
-                _ => {}
+                ReadinessEffect::KillProbe { pid } => {
+                    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+                        let _ =
+                            rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+                    }
+                }
             }
         }
         ready
     }
 
-    fn start_probe(&mut self, name: &Id, run: u64, command: &[String]) {
-        let mut cmd = Command::new(&command[0]);
-        cmd.args(&command[1..]).current_dir(&self.cwd[name]);
+    fn start_probe(&self, name: &Id, command: &[String]) -> Option<Pid> {
+        let (program, args) = command.split_first()?;
+        let mut cmd = Command::new(program);
+        cmd.args(args).current_dir(self.cwd.get(name)?);
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         cmd.process_group(0);
-        if let Ok(child) = cmd.spawn() {
-            self.probes.insert(child.id(), (name.clone(), run, std::time::Instant::now()));
-        }
+        cmd.spawn().ok().map(|child| child.id())
     }
 
     /// The reaper found `pid` exited: if it was a probe, the run it vouches for when it
     /// exited 0.
     pub fn probe_exited(&mut self, pid: Pid, success: bool) -> Option<Option<(Id, u64)>> {
-        let (name, run, _) = self.probes.remove(&pid)?;
-        if success && self.awaiting.get(&name) == Some(&run) {
-            self.awaiting.remove(&name);
-            return Some(Some((name, run)));
-        }
-        Some(None)
+        self.schedule.probe_exited(pid, success)
     }
 
     /// The kind of evidence a harness needs, for status.
     pub fn kind(&self, name: &Id) -> &'static str {
-        match self.kinds.get(name) {
-            None | Some(Kind::None) => "none",
-            Some(Kind::File { .. }) => "file",
-            Some(Kind::Probe { .. }) => "probe",
-            Some(Kind::Notify) => "notify",
-        }
-    }
-}
-
-/// How long a probe may run before it counts as a failure and is killed.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
-
-impl ReadinessWatch {
-    /// Kills probes that ran too long or whose run ended; their exits are reaped as failures.
-    pub fn expire_probes(&mut self, live: &dyn Fn(&Id, u64) -> bool) {
-        for (pid, (name, run, started)) in &self.probes {
-            if started.elapsed() > PROBE_TIMEOUT || !live(name, *run) {
-                if let Some(p) = rustix::process::Pid::from_raw(*pid as i32) {
-                    let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
-                }
-            }
-        }
+        self.schedule.kind(name)
     }
 }
 

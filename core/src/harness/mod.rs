@@ -5,3 +5,4 @@
 pub mod daemon;
 pub mod driver;
 pub mod lifecycle;
+pub mod readiness;
