@@ -10,7 +10,6 @@
 //! only ever removed. The harness's own directory holds no process and is never killed.
 
 use super::paths::Paths;
-use super::spawner::{HARNESS_ENV, ROOT_ENV};
 use crate::cgroup;
 use harn_core::hash::fnv64;
 use harn_core::ids::Id;
@@ -18,6 +17,12 @@ use std::collections::BTreeMap;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+/// Environment variable naming the harness a process belongs to (inherited by its
+/// descendants, which lets a restarted daemon find processes of an earlier one).
+pub const HARNESS_ENV: &str = "HARN_HARNESS";
+/// Environment variable naming the coordination root of that harness.
+pub const ROOT_ENV: &str = "HARN_ROOT";
 
 /// How a root's harnesses are contained.
 #[derive(Clone, Debug)]

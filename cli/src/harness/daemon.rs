@@ -8,6 +8,7 @@ use super::contain::HarnessCgroups;
 use super::ledger::{Facts, RecoveryLedger};
 use super::logs::Rotation;
 use super::paths::Paths;
+use super::protocol::Msg;
 use super::protocol::{err, ok, Request};
 use super::readiness::ReadinessWatch;
 use super::sdnotify;
@@ -22,20 +23,8 @@ use harn_core::harness::lifecycle::HarnessInput;
 use harn_core::ids::Id;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Receiver, Sender, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
 use std::time::Duration;
-
-/// What the loop reacts to.
-pub enum Msg {
-    /// A signal arrived (SIGCHLD, SIGTERM, SIGINT, SIGHUP).
-    Signal(i32),
-    /// A control request and where to send its answer.
-    Request(Request, Sender<serde_json::Value>),
-    /// A client wants the event stream.
-    Subscribe(SyncSender<String>),
-    /// Someone wrote `READY=1` on a harness's notify socket: the harness and the sender's pid.
-    Notified(Id, u32),
-}
 
 /// Options of the foreground daemon.
 #[derive(Clone, Debug)]
@@ -120,8 +109,8 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     // Started from inside a harness (an agent's shell), the daemon must not carry that
     // harness's markers, or it would mistake itself for one of its processes. No thread
     // exists yet, so changing the environment is safe here.
-    std::env::remove_var(super::spawner::HARNESS_ENV);
-    std::env::remove_var(super::spawner::ROOT_ENV);
+    std::env::remove_var(super::contain::HARNESS_ENV);
+    std::env::remove_var(super::contain::ROOT_ENV);
     // Three descriptors per harness: at the usual soft limit of 1,024 a few hundred harnesses
     // would exhaust it.
     let nofile = super::fds::raise_limit();

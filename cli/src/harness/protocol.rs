@@ -1,7 +1,9 @@
 //! The control protocol on the daemon's Unix socket: one JSON request per line, one JSON
 //! response per line; `subscribe` turns the connection into a stream of event lines.
 
+use harn_core::ids::Id;
 use serde::{Deserialize, Serialize};
+use std::sync::mpsc::{Sender, SyncSender};
 
 /// A request from a client.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,4 +67,17 @@ pub fn bad_input(message: impl Into<String>) -> serde_json::Value {
 /// An error response.
 pub fn err(message: impl Into<String>) -> serde_json::Value {
     serde_json::json!({ "ok": false, "error": message.into() })
+}
+
+/// What the daemon's loop reacts to: signals, control requests, subscriptions and notify
+/// datagrams, each sent by a thread of its own.
+pub enum Msg {
+    /// A signal arrived (SIGCHLD, SIGTERM, SIGINT, SIGHUP).
+    Signal(i32),
+    /// A control request and where to send its answer.
+    Request(Request, Sender<serde_json::Value>),
+    /// A client wants the event stream.
+    Subscribe(SyncSender<String>),
+    /// Someone wrote `READY=1` on a harness's notify socket: the harness and the sender's pid.
+    Notified(Id, u32),
 }

@@ -3,8 +3,8 @@
 //! the core's `harness::readiness::ReadinessSchedule`; this looks at files, starts and kills
 //! probes, and listens on the notify sockets.
 
-use super::daemon::Msg;
 use super::paths::Paths;
+use super::protocol::Msg;
 use super::spawner::RealSpawner;
 use harn_core::env::Pid;
 use harn_core::harness::daemon::{Daemon, DaemonConfig};

@@ -2,8 +2,8 @@
 //! (checked with SO_PEERCRED). Each connection has a thread that forwards requests to the
 //! daemon loop and writes back its answers, or streams events after `subscribe`.
 
-use super::daemon::Msg;
 use super::paths::Paths;
+use super::protocol::Msg;
 use super::protocol::{err, ok, Request};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;

@@ -1,7 +1,7 @@
 //! Forwards SIGCHLD, SIGTERM, SIGINT and SIGHUP to the daemon loop as messages, so child
 //! exits are observed by event, never by polling.
 
-use super::daemon::Msg;
+use super::protocol::Msg;
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 use std::sync::mpsc::Sender;

@@ -1,7 +1,7 @@
 //! The real `Spawner`: each child in its own session and process group, its stdout and
 //! stderr drained into its rotating log, signals sent to the whole group.
 
-use super::contain::HarnessCgroups;
+use super::contain::{HarnessCgroups, HARNESS_ENV, ROOT_ENV};
 use super::fork;
 use super::logs::{LogPump, LogSink, Rotation};
 use super::paths::Paths;
@@ -13,12 +13,6 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
-
-/// Environment variable naming the harness a process belongs to (inherited by its
-/// descendants, which lets a restarted daemon find processes of an earlier one).
-pub const HARNESS_ENV: &str = "HARN_HARNESS";
-/// Environment variable naming the coordination root of that harness.
-pub const ROOT_ENV: &str = "HARN_ROOT";
 
 /// Starts and signals real children.
 pub struct RealSpawner {

@@ -4,7 +4,7 @@
 //! schema checked and repaired a bounded number of times.
 
 use super::agent_call::{call, CallContext, CallGroups, CallSpec};
-use super::host::HostEvent;
+use super::inbox::HostEvent;
 use super::store::{run_dir, Store};
 use harn_core::workflow::adapter::Kind;
 use harn_core::workflow::agent::{self, AdapterSpec, CallOutcome, Login};

@@ -7,6 +7,7 @@ use super::agent_call::CallGroups;
 use super::calls::Calls;
 use super::confine::{Confine, Temp};
 use super::hold::RunHold;
+pub use super::inbox::HostEvent;
 use super::process::{
     kill_group, kill_groups, program, read_lines, send, signal_groups, spawn, writer, Groups,
 };
@@ -25,22 +26,6 @@ use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// What the host loop waits for.
-pub enum HostEvent {
-    /// A line of the workflow's stdout.
-    Line(Result<FromWorkflow, String>),
-    /// The end of the workflow's stdout.
-    Eof,
-    /// An agent call ended.
-    AgentDone(String, CallOutcome),
-    /// A line of a streaming agent call showed something (a tool used, a turn ended).
-    AgentProgress(String, Value),
-    /// The workflow process ended.
-    Exited(std::io::Result<std::process::ExitStatus>),
-    /// An operator's stop (whose, in words) reached the run: record it, then answer.
-    Interrupting(String, mpsc::Sender<()>),
-}
 
 pub use harn_core::work::attempt::SegmentEnd;
 

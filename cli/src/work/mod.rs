@@ -11,6 +11,7 @@ pub mod frozen;
 pub mod hold;
 pub mod host;
 pub mod host_args;
+pub mod inbox;
 pub mod process;
 pub mod progress;
 pub mod run_cmd;

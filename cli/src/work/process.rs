@@ -12,7 +12,7 @@ use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 
-use super::host::HostEvent;
+use super::inbox::HostEvent;
 
 /// The Node runner that hands a `.mjs`/`.js` workflow module its context object.
 const NODE_RUNNER: &str = include_str!("node/runner.mjs");

@@ -4,6 +4,7 @@
 
 use super::changes::{Changes, Wake};
 use super::files::{path, write_whole, Audit};
+use super::shared::Shared;
 use super::sweep::{sweep, ReadCache};
 use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 use crate::real_clock::RealClock;
@@ -11,9 +12,7 @@ use crate::work::store::Store;
 use harn_core::env::Clock;
 use harn_core::service::wake::{ServiceEffect, ServicePhase, ServiceScheduler};
 use harn_core::service::watch::{WatchEffect, Watcher};
-use harn_core::service::{
-    RuntimeHints, ServiceConfig, ServiceState, ServiceStatus, SERVICE_VERSION,
-};
+use harn_core::service::{RuntimeHints, ServiceConfig, ServiceState};
 use harn_core::time::Duration as CoreDuration;
 use rustix::pipe::PipeFlags;
 use serde::{Deserialize, Serialize};
@@ -21,7 +20,7 @@ use serde_json::json;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 /// How long a forced stop waits between TERM and KILL.
@@ -38,58 +37,6 @@ pub struct StopRequest {
     /// for it to finish.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain_timeout_ms: Option<u64>,
-}
-
-/// What the watcher thread and the loop share.
-pub struct Shared {
-    status: Mutex<ServiceStatus>,
-    /// Set by SIGTERM or SIGINT, or by the watcher when `stop.json` appears.
-    pub stop: Arc<AtomicBool>,
-    root: PathBuf,
-    /// The audit ledger and the log.
-    pub audit: Audit,
-    /// The thread terminating the tick's children after a forced stop, joined before the
-    /// daemon records that it stopped.
-    forcing: Mutex<Option<std::thread::JoinHandle<()>>>,
-}
-
-impl Shared {
-    fn new(root: &std::path::Path, config: &ServiceConfig, audit: Audit) -> Shared {
-        let started = RealClock::new().wall();
-        Shared {
-            status: Mutex::new(ServiceStatus {
-                schema_version: SERVICE_VERSION,
-                pid: std::process::id(),
-                state: ServiceState::Starting,
-                started_at: started,
-                heartbeat_at: started,
-                config_created_at: config.created_at,
-                sweep_count: 0,
-                active_goal_id: None,
-                last_sweep_at: None,
-                last_sweep_ms: None,
-                last_error: None,
-                stopped_at: None,
-            }),
-            stop: Arc::new(AtomicBool::new(false)),
-            root: root.to_owned(),
-            audit,
-            forcing: Mutex::new(None),
-        }
-    }
-
-    /// Changes the status and writes it, under the lock, so two writers can never leave an
-    /// older record on disk after a newer one.
-    pub fn update(&self, f: impl FnOnce(&mut ServiceStatus)) {
-        let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut status);
-        let _ = write_whole(&self.root, "status.json", &*status);
-    }
-
-    fn active_goal(&self) -> Option<String> {
-        let status = self.status.lock().unwrap_or_else(|e| e.into_inner());
-        status.active_goal_id.as_ref().map(|g| g.to_string())
-    }
 }
 
 /// Runs the daemon for `enrollment` (frozen first if new, once the lease is held) until asked

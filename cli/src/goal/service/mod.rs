@@ -7,6 +7,7 @@
 mod changes;
 mod daemon;
 mod files;
+mod shared;
 mod stop;
 pub mod sweep;
 

@@ -4,7 +4,7 @@
 //! flight, or when its last full read is older than `FULL_READ_EVERY` (the rule is the core's
 //! `service::cache`; this collects the metadata).
 
-use super::daemon::Shared;
+use super::shared::Shared;
 use crate::goal::runner::{drive, goal_limits};
 use crate::goal::store;
 use crate::work::store::Store;

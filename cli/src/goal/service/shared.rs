@@ -1,0 +1,63 @@
+//! What the service daemon's loop, its watcher thread and the sweep share: the status record
+//! (written under its lock), the stop flag, the audit ledger, and the thread carrying out a
+//! forced stop.
+
+use super::files::{write_whole, Audit};
+use crate::real_clock::RealClock;
+use harn_core::env::Clock;
+use harn_core::service::{ServiceConfig, ServiceState, ServiceStatus, SERVICE_VERSION};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+/// What the watcher thread and the loop share.
+pub struct Shared {
+    status: Mutex<ServiceStatus>,
+    /// Set by SIGTERM or SIGINT, or by the watcher when `stop.json` appears.
+    pub stop: Arc<AtomicBool>,
+    pub(super) root: PathBuf,
+    /// The audit ledger and the log.
+    pub audit: Audit,
+    /// The thread terminating the tick's children after a forced stop, joined before the
+    /// daemon records that it stopped.
+    pub(super) forcing: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Shared {
+    pub(super) fn new(root: &std::path::Path, config: &ServiceConfig, audit: Audit) -> Shared {
+        let started = RealClock::new().wall();
+        Shared {
+            status: Mutex::new(ServiceStatus {
+                schema_version: SERVICE_VERSION,
+                pid: std::process::id(),
+                state: ServiceState::Starting,
+                started_at: started,
+                heartbeat_at: started,
+                config_created_at: config.created_at,
+                sweep_count: 0,
+                active_goal_id: None,
+                last_sweep_at: None,
+                last_sweep_ms: None,
+                last_error: None,
+                stopped_at: None,
+            }),
+            stop: Arc::new(AtomicBool::new(false)),
+            root: root.to_owned(),
+            audit,
+            forcing: Mutex::new(None),
+        }
+    }
+
+    /// Changes the status and writes it, under the lock, so two writers can never leave an
+    /// older record on disk after a newer one.
+    pub fn update(&self, f: impl FnOnce(&mut ServiceStatus)) {
+        let mut status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut status);
+        let _ = write_whole(&self.root, "status.json", &*status);
+    }
+
+    pub(super) fn active_goal(&self) -> Option<String> {
+        let status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        status.active_goal_id.as_ref().map(|g| g.to_string())
+    }
+}

@@ -1,0 +1,23 @@
+//! What the host loop of a run segment waits for: the workflow's lines and exit, the agent
+//! calls' progress and ends, and an operator's stop, each sent by a thread of its own.
+
+use harn_core::workflow::agent::CallOutcome;
+use harn_core::workflow::protocol::FromWorkflow;
+use serde_json::Value;
+use std::sync::mpsc;
+
+/// What the host loop waits for.
+pub enum HostEvent {
+    /// A line of the workflow's stdout.
+    Line(Result<FromWorkflow, String>),
+    /// The end of the workflow's stdout.
+    Eof,
+    /// An agent call ended.
+    AgentDone(String, CallOutcome),
+    /// A line of a streaming agent call showed something (a tool used, a turn ended).
+    AgentProgress(String, Value),
+    /// The workflow process ended.
+    Exited(std::io::Result<std::process::ExitStatus>),
+    /// An operator's stop (whose, in words) reached the run: record it, then answer.
+    Interrupting(String, mpsc::Sender<()>),
+}
