@@ -22,7 +22,6 @@ use harn_core::service::wake::{
 use harn_core::service::watch::{WatchEffect, Watcher};
 use harn_core::service::{
     liveness, sweep, Liveness, ServiceState, ServiceStatus, SweepHost, Ticked, HEARTBEAT_SLACK_MS,
-    SERVICE_VERSION,
 };
 use harn_core::time::{Duration, Instant, WallTime};
 use std::collections::BTreeMap;
@@ -363,20 +362,9 @@ fn check_liveness(
 ) -> Result<(), String> {
     let interval_ms = config().heartbeat_interval.as_millis();
     let state = if watch.draining { ServiceState::Stopping } else { ServiceState::Running };
-    let status = ServiceStatus {
-        schema_version: SERVICE_VERSION,
-        pid: 1,
-        state,
-        started_at: WallTime(0),
-        heartbeat_at: watch.heartbeat_at,
-        config_created_at: WallTime(0),
-        sweep_count: 0,
-        active_goal_id: None,
-        last_sweep_at: None,
-        last_sweep_ms: None,
-        last_error: None,
-        stopped_at: None,
-    };
+    let mut status = ServiceStatus::starting(1, WallTime(0), WallTime(0));
+    status.state = state;
+    status.heartbeat_at = watch.heartbeat_at;
     let seen = liveness(Some(&status), true, alive, interval_ms, wall.at(now));
     let lapse = (interval_ms as i64 * 3).max(HEARTBEAT_SLACK_MS);
     let jumped_past = wall.forward_since_beat_ms > lapse - interval_ms as i64 * 2;

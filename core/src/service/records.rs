@@ -172,6 +172,27 @@ pub struct ServiceStatus {
     pub stopped_at: Option<WallTime>,
 }
 
+impl ServiceStatus {
+    /// The record of a daemon `pid` starting at `started` for the enrollment made at
+    /// `config_created_at`: no sweep yet, its first heartbeat now.
+    pub fn starting(pid: u32, started: WallTime, config_created_at: WallTime) -> ServiceStatus {
+        ServiceStatus {
+            schema_version: SERVICE_VERSION,
+            pid,
+            state: ServiceState::Starting,
+            started_at: started,
+            heartbeat_at: started,
+            config_created_at,
+            sweep_count: 0,
+            active_goal_id: None,
+            last_sweep_at: None,
+            last_sweep_ms: None,
+            last_error: None,
+            stopped_at: None,
+        }
+    }
+}
+
 /// `runtime.json`: per-goal wake hints of one enrollment.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuntimeHints {
@@ -257,10 +278,11 @@ pub fn liveness(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn config() -> ServiceConfig {
+    /// An enrollment of one goal, `g1`, made at `WallTime(7)`, with the default intervals.
+    pub(crate) fn config() -> ServiceConfig {
         ServiceConfig {
             schema_version: SERVICE_VERSION,
             goal_ids: vec![Id::new("g1").unwrap()],
@@ -274,20 +296,10 @@ mod tests {
     }
 
     fn status(state: ServiceState, heartbeat: i64) -> ServiceStatus {
-        ServiceStatus {
-            schema_version: SERVICE_VERSION,
-            pid: 1,
-            state,
-            started_at: WallTime(0),
-            heartbeat_at: WallTime(heartbeat),
-            config_created_at: WallTime(7),
-            sweep_count: 0,
-            active_goal_id: None,
-            last_sweep_at: None,
-            last_sweep_ms: None,
-            last_error: None,
-            stopped_at: None,
-        }
+        let mut s = ServiceStatus::starting(1, WallTime(0), WallTime(7));
+        s.state = state;
+        s.heartbeat_at = WallTime(heartbeat);
+        s
     }
 
     #[test]

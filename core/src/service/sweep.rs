@@ -137,22 +137,8 @@ fn tick_one<H: SweepHost>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::service::records::{EngineOptions, ServiceConfig, SERVICE_VERSION};
-    use crate::time::WallTime;
+    use crate::service::records::tests::config;
     use std::collections::BTreeMap;
-
-    fn config() -> ServiceConfig {
-        ServiceConfig {
-            schema_version: SERVICE_VERSION,
-            goal_ids: vec![Id::new("g1").unwrap()],
-            wake_interval_ms: 5_000,
-            heartbeat_interval_ms: 2_000,
-            error_backoff_base_ms: 2_000,
-            error_backoff_max_ms: 300_000,
-            engine: EngineOptions { timeout_secs: 3_600, ..EngineOptions::default() },
-            created_at: WallTime(7),
-        }
-    }
 
     #[test]
     fn ten_thousand_goals_enroll_and_one_sweep_quiesces_them() {

@@ -5,7 +5,7 @@
 use super::files::{write_whole, Audit};
 use crate::real_clock::RealClock;
 use harn_core::env::Clock;
-use harn_core::service::{ServiceConfig, ServiceState, ServiceStatus, SERVICE_VERSION};
+use harn_core::service::{ServiceConfig, ServiceStatus};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -27,20 +27,11 @@ impl Shared {
     pub(super) fn new(root: &std::path::Path, config: &ServiceConfig, audit: Audit) -> Shared {
         let started = RealClock::new().wall();
         Shared {
-            status: Mutex::new(ServiceStatus {
-                schema_version: SERVICE_VERSION,
-                pid: std::process::id(),
-                state: ServiceState::Starting,
-                started_at: started,
-                heartbeat_at: started,
-                config_created_at: config.created_at,
-                sweep_count: 0,
-                active_goal_id: None,
-                last_sweep_at: None,
-                last_sweep_ms: None,
-                last_error: None,
-                stopped_at: None,
-            }),
+            status: Mutex::new(ServiceStatus::starting(
+                std::process::id(),
+                started,
+                config.created_at,
+            )),
             stop: Arc::new(AtomicBool::new(false)),
             root: root.to_owned(),
             audit,
