@@ -61,7 +61,7 @@ where
     if !cli.command.is_daemon() {
         restore_default_sigpipe();
     }
-    match cli.command {
+    let outcome = match cli.command {
         Top::Example(args) => crate::example::run(args),
         Top::Sim(cmd) => crate::sim_cmd::run(cmd),
         Top::Harness(args) => crate::harness::cmd::run(args),
@@ -74,9 +74,10 @@ where
             let mut out = std::io::stdout().lock();
             clap_complete::generate(shell, &mut Cli::command(), "harn", &mut out);
             let _ = out.flush();
-            0
+            Ok(0)
         }
-    }
+    };
+    crate::exit::report(outcome)
 }
 
 impl Top {

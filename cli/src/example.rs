@@ -3,7 +3,7 @@
 //! work item run to `in_review` with its proof, then a goal over a two-item graph driven by
 //! the supervisor to success, one line per decision.
 
-use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use clap::Args;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -26,7 +26,7 @@ pub struct ExampleArgs {
 }
 
 /// Sets up the root and runs the example's commands; returns the exit code.
-pub fn run(a: ExampleArgs) -> i32 {
+pub fn run(a: ExampleArgs) -> Exit {
     let root = match a.root {
         Some(root) => root,
         None => std::env::temp_dir().join(format!("harn-example-{}", std::process::id())),
@@ -50,18 +50,14 @@ pub fn run(a: ExampleArgs) -> i32 {
     ];
     let steps: [&[&str]; 2] = [&create, &["work", "run", "parser", "--harness", "scripted"]];
     for args in steps {
-        if let Err(code) = step(&root, args) {
-            return code;
-        }
+        step(&root, args)?
     }
     let run_id = match latest_run(&root) {
         Ok(run) => run,
         Err(e) => return fail(EXIT_FAILED, e),
     };
     for args in [&["run", "show", run_id.as_str()][..], &["work", "show", "parser"]] {
-        if let Err(code) = step(&root, args) {
-            return code;
-        }
+        step(&root, args)?
     }
     outln!("The parser is in review. Now a goal: the CLI item depends on the parser, and the");
     outln!("supervisor accepts passing proofs, dispatches in dependency order, and stops on success.\n");
@@ -98,14 +94,12 @@ pub fn run(a: ExampleArgs) -> i32 {
         &["supervisor", "show", "ship"],
     ];
     for args in steps {
-        if let Err(code) = step(&root, args) {
-            return code;
-        }
+        step(&root, args)?
     }
     let r = root.display();
     outln!("Explore the records with `harn work list --root {r}` or `harn dash --root {r}`.");
     outln!("To leave a goal to the supervisor service and watch it, see the README.");
-    0
+    Ok(0)
 }
 
 /// Creates the root with the workflow, the harness and a config declaring the harness.
@@ -124,23 +118,24 @@ fn prepare(root: &Path) -> std::io::Result<()> {
 }
 
 /// Prints a command as typed and runs it; a failure stops the example with its code.
-fn step(root: &Path, args: &[&str]) -> Result<(), i32> {
+fn step(root: &Path, args: &[&str]) -> Result<(), Failure> {
     let quoted: Vec<String> = args
         .iter()
         .map(|a| if a.contains(' ') { format!("{a:?}") } else { (*a).to_owned() })
         .collect();
     outln!("$ harn {} --root {}", quoted.join(" "), root.display());
-    let me = std::env::current_exe().map_err(|e| fail(EXIT_FAILED, format!("harn: {e}")))?;
+    let me =
+        std::env::current_exe().map_err(|e| Failure::new(EXIT_FAILED, format!("harn: {e}")))?;
     let status = Command::new(me)
         .args(args)
         .arg("--root")
         .arg(root)
         .status()
-        .map_err(|e| fail(EXIT_FAILED, format!("harn: {e}")))?;
+        .map_err(|e| Failure::new(EXIT_FAILED, format!("harn: {e}")))?;
     outln!();
     match status.code() {
         Some(0) => Ok(()),
-        code => Err(fail(EXIT_FAILED, format!("the example stopped: exit {code:?}"))),
+        code => fail(EXIT_FAILED, format!("the example stopped: exit {code:?}")),
     }
 }
 

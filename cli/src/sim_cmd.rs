@@ -1,7 +1,7 @@
 //! `harn sim …`: run, sweep, replay and minimize deterministic simulations, and `sim day`, a
 //! simulated day of harnesses under faults with a summary.
 
-use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 #[cfg(feature = "planted-bugs")]
 use clap::ValueEnum;
 use clap::{Args, Subcommand};
@@ -195,7 +195,7 @@ fn parse_range(s: &str) -> Result<(u64, u64), String> {
 }
 
 /// Runs a `sim` verb; returns the exit code.
-pub fn run(cmd: SimCommand) -> i32 {
+pub fn run(cmd: SimCommand) -> Exit {
     match cmd {
         SimCommand::Run(args) => run_one(args),
         SimCommand::Sweep(args) => sweep(args),
@@ -214,7 +214,7 @@ fn outcome_for(seed: u64, steps: u64, bug: Option<InjectedBug>, trace: bool) -> 
     runner::run_with(seed, options, trace)
 }
 
-fn run_one(args: RunArgs) -> i32 {
+fn run_one(args: RunArgs) -> Exit {
     let out = outcome_for(args.seed, args.steps, planted(args.inject_bug()), args.trace.is_some());
     if let (Some(path), Some(trace)) = (&args.trace, &out.trace) {
         if let Err(e) = std::fs::write(path, trace.to_jsonl()) {
@@ -240,13 +240,13 @@ fn run_one(args: RunArgs) -> i32 {
         }
     }
     if out.violation.is_some() {
-        EXIT_FAILED
+        Ok(EXIT_FAILED)
     } else {
-        0
+        Ok(0)
     }
 }
 
-fn sweep(args: SweepArgs) -> i32 {
+fn sweep(args: SweepArgs) -> Exit {
     let started = std::time::Instant::now();
     let budget = args.budget_secs.map(std::time::Duration::from_secs);
     let (mut seeds, mut steps) = (0u64, 0u64);
@@ -294,22 +294,19 @@ fn sweep(args: SweepArgs) -> i32 {
         );
     }
     if failures.is_empty() {
-        0
+        Ok(0)
     } else {
-        EXIT_FAILED
+        Ok(EXIT_FAILED)
     }
 }
 
-fn read_trace(file: &Path) -> Result<Trace, i32> {
-    let text = crate::input::read_text(file, 1 << 30).map_err(|e| fail(EXIT_USAGE, e))?;
-    Trace::parse(&text).map_err(|e| fail(EXIT_USAGE, format!("{}:{e}", file.display())))
+fn read_trace(file: &Path) -> Result<Trace, Failure> {
+    let text = crate::input::read_text(file, 1 << 30).map_err(|e| Failure::new(EXIT_USAGE, e))?;
+    Trace::parse(&text).map_err(|e| Failure::new(EXIT_USAGE, format!("{}:{e}", file.display())))
 }
 
-fn replay(file: &Path) -> i32 {
-    let trace = match read_trace(file) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
+fn replay(file: &Path) -> Exit {
+    let trace = read_trace(file)?;
     let report = runner::replay(&trace);
     match report.first_divergence {
         None => outln!("replayed {} steps of seed {}: every state hash matches", report.steps_compared, trace.header.seed),
@@ -324,9 +321,9 @@ fn replay(file: &Path) -> i32 {
         (r, p) => outln!("outcome differs: recorded {r:?}, replayed {p:?}"),
     }
     if report.identical() {
-        0
+        Ok(0)
     } else {
-        EXIT_FAILED
+        Ok(EXIT_FAILED)
     }
 }
 
@@ -350,11 +347,8 @@ fn run_size(steps: u64, o: &SimOptions) -> serde_json::Value {
     serde_json::json!({ "steps": steps, "harnesses": o.harnesses.len(), "fault_classes": faults })
 }
 
-fn minimize(file: &Path, out: Option<PathBuf>, json: bool) -> i32 {
-    let trace = match read_trace(file) {
-        Ok(t) => t,
-        Err(code) => return code,
-    };
+fn minimize(file: &Path, out: Option<PathBuf>, json: bool) -> Exit {
+    let trace = read_trace(file)?;
     if trace.end.violation.is_none() {
         return fail(
             EXIT_USAGE,
@@ -388,7 +382,7 @@ fn minimize(file: &Path, out: Option<PathBuf>, json: bool) -> i32 {
             "violation": small.violation, "trace": out,
         });
         outln!("{doc}");
-        return 0;
+        return Ok(0);
     }
     outln!(
         "minimized seed {}: {} -> {} steps, {} -> {} harnesses, fault classes {} -> {}; {}\nwrote {}",
@@ -402,7 +396,7 @@ fn minimize(file: &Path, out: Option<PathBuf>, json: bool) -> i32 {
         small.violation.as_ref().map_or("no violation".into(), |v| v.to_string()),
         out.display()
     );
-    0
+    Ok(0)
 }
 
 /// The harnesses of the simulated day: one of each interesting kind.
@@ -424,7 +418,7 @@ fn day_options() -> SimOptions {
     o
 }
 
-fn day(seed: u64, json: bool) -> i32 {
+fn day(seed: u64, json: bool) -> Exit {
     const DAY: Duration = Duration::from_secs(24 * 3600);
     let started = std::time::Instant::now();
     let mut world = World::new(day_options(), SeededEntropy::new(seed), false);
@@ -462,9 +456,9 @@ fn day(seed: u64, json: bool) -> i32 {
         print_day(&summary, &rows);
     }
     if result.is_err() {
-        EXIT_FAILED
+        Ok(EXIT_FAILED)
     } else {
-        0
+        Ok(0)
     }
 }
 
@@ -502,7 +496,7 @@ fn print_day(s: &serde_json::Value, rows: &[serde_json::Value]) {
 }
 
 /// Runs work-ledger seeds; exit 1 naming the first broken invariant of each failing seed.
-fn work_sweep((from, to): (u64, u64), json: bool) -> i32 {
+fn work_sweep((from, to): (u64, u64), json: bool) -> Exit {
     let mut total = harn_sim::work::WorkSimSummary::default();
     let mut failures = Vec::new();
     for seed in from..to {
@@ -549,7 +543,7 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> i32 {
 }
 
 /// Runs goal seeds; exit 1 naming the first broken invariant of each failing seed.
-fn goal_sweep((from, to): (u64, u64), json: bool) -> i32 {
+fn goal_sweep((from, to): (u64, u64), json: bool) -> Exit {
     let mut total = harn_sim::goal::GoalSimSummary::default();
     let (mut succeeded, mut failures) = (0u64, Vec::new());
     for seed in from..to {
@@ -595,7 +589,7 @@ fn goal_sweep((from, to): (u64, u64), json: bool) -> i32 {
 }
 
 /// Runs service seeds; exit 1 naming the first broken invariant of each failing seed.
-fn service_sweep((from, to): (u64, u64)) -> i32 {
+fn service_sweep((from, to): (u64, u64)) -> Exit {
     let mut total = harn_sim::service::ServiceSimSummary::default();
     let mut failures = Vec::new();
     for seed in from..to {
@@ -624,7 +618,7 @@ fn service_sweep((from, to): (u64, u64)) -> i32 {
 
 /// The exit code of a seed sweep: 1 when any seed failed, whose first ten are named on
 /// stderr when `print` (a JSON document already carries them all).
-fn seeds_exit(failures: &[String], print: bool) -> i32 {
+fn seeds_exit(failures: &[String], print: bool) -> Exit {
     if print {
         for f in failures.iter().take(10) {
             errln!("harn: {f}");
@@ -634,8 +628,8 @@ fn seeds_exit(failures: &[String], print: bool) -> i32 {
         }
     }
     if failures.is_empty() {
-        0
+        Ok(0)
     } else {
-        EXIT_FAILED
+        Ok(EXIT_FAILED)
     }
 }

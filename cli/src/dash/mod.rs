@@ -11,6 +11,7 @@ mod tests;
 pub use snapshot::Snapshot;
 pub use view::{render, Page};
 
+use crate::exit::Exit;
 use clap::Args;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
@@ -44,7 +45,7 @@ pub struct DashArgs {
 }
 
 /// Runs the dashboard; returns the exit code.
-pub fn run(args: DashArgs) -> i32 {
+pub fn run(args: DashArgs) -> Exit {
     let root = match args.root.clone().unwrap_or_else(|| PathBuf::from(".")).canonicalize() {
         Ok(r) => r,
         Err(e) => {
@@ -55,7 +56,7 @@ pub fn run(args: DashArgs) -> i32 {
     if args.once {
         let snapshot = Snapshot::take(&root);
         print!("{}", once(&snapshot, args.page, args.width, args.height));
-        return 0;
+        return Ok(0);
     }
     if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
         return crate::exit::fail(
@@ -64,7 +65,7 @@ pub fn run(args: DashArgs) -> i32 {
         );
     }
     match interactive(root, args.page, Duration::from_millis(args.refresh_ms)) {
-        Ok(()) => 0,
+        Ok(()) => Ok(0),
         Err(e) => crate::exit::fail(crate::exit::EXIT_FAILED, format!("dash: {e}")),
     }
 }

@@ -3,7 +3,7 @@
 
 use super::runner::{drive, goal_limits, words};
 use super::store;
-use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use crate::work::config::frozen_harness;
 use crate::work::host_args::HostArgs;
 use crate::work::run_cmd::read_team;
@@ -122,11 +122,8 @@ struct DriveArgs {
 }
 
 /// Runs a `supervisor` verb; returns the exit code.
-pub fn run(args: SupervisorArgs) -> i32 {
-    let mut store = match crate::work::store::open_root(args.root) {
-        Ok(store) => store,
-        Err(code) => return code,
-    };
+pub fn run(args: SupervisorArgs) -> Exit {
+    let mut store = crate::work::store::open_root(args.root)?;
     match args.verb {
         Verb::Create(a) => create(&mut store, a),
         Verb::List { json } => list(&mut store, json),
@@ -138,14 +135,14 @@ pub fn run(args: SupervisorArgs) -> i32 {
     }
 }
 
-fn parse_id(s: &str) -> Result<Id, i32> {
-    Id::new(s).map_err(|e| fail(EXIT_USAGE, format!("{s:?}: {e}")))
+fn parse_id(s: &str) -> Result<Id, Failure> {
+    Id::new(s).map_err(|e| Failure::new(EXIT_USAGE, format!("{s:?}: {e}")))
 }
 
-fn create(store: &mut Store, a: CreateArgs) -> i32 {
+fn create(store: &mut Store, a: CreateArgs) -> Exit {
     let root_id = match a.root_work_id.as_deref().map(parse_id) {
         Some(Ok(id)) => Some(id),
-        Some(Err(code)) => return code,
+        Some(Err(f)) => return Err(f),
         None => None,
     };
     let root_title = match &root_id {
@@ -190,7 +187,7 @@ fn create(store: &mut Store, a: CreateArgs) -> i32 {
     }
     let id = match a.id.as_deref().map(parse_id) {
         Some(Ok(id)) => id,
-        Some(Err(code)) => return code,
+        Some(Err(f)) => return Err(f),
         None => store.new_id("g"),
     };
     let limits = GoalLimits {
@@ -244,7 +241,7 @@ fn create(store: &mut Store, a: CreateArgs) -> i32 {
     show(store, id.as_str(), a.json)
 }
 
-fn list(store: &mut Store, as_json: bool) -> i32 {
+fn list(store: &mut Store, as_json: bool) -> Exit {
     let listing = match store::ids(store) {
         Ok(listing) => listing,
         Err(e) => return fail(EXIT_FAILED, e),
@@ -293,17 +290,14 @@ fn list(store: &mut Store, as_json: bool) -> i32 {
         }
     }
     if errors.is_empty() {
-        0
+        Ok(0)
     } else {
-        EXIT_FAILED
+        Ok(EXIT_FAILED)
     }
 }
 
-fn show(store: &mut Store, id: &str, as_json: bool) -> i32 {
-    let id = match parse_id(id) {
-        Ok(id) => id,
-        Err(code) => return code,
-    };
+fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
+    let id = parse_id(id)?;
     let g = match store::read(store, &id) {
         Ok(g) => g,
         Err(e) => return fail(EXIT_FAILED, e),
@@ -318,7 +312,7 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> i32 {
             json!({ "intent": g.intent, "projection": g.projection, "work": items,
                     "fingerprint": fingerprint, "usage": usage })
         );
-        return 0;
+        return Ok(0);
     }
     let (p, l, a) = (&g.projection, &g.intent.limits, &g.intent.automation);
     outln!("{id}  {}", g.intent.title);
@@ -364,14 +358,11 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> i32 {
             q.reason
         );
     }
-    0
+    Ok(0)
 }
 
-fn drive_cmd(store: &mut Store, a: DriveArgs, mode: Mode) -> i32 {
-    let id = match parse_id(&a.id) {
-        Ok(id) => id,
-        Err(code) => return code,
-    };
+fn drive_cmd(store: &mut Store, a: DriveArgs, mode: Mode) -> Exit {
+    let id = parse_id(&a.id)?;
     let quiet = a.json;
     let mut say = |line: String| {
         if !quiet {
@@ -410,8 +401,8 @@ fn drive_cmd(store: &mut Store, a: DriveArgs, mode: Mode) -> i32 {
     }
     // An attempt that could not start is a failure of the host, not a decision of the loop.
     if report.stop.reason == harn_core::goal::StopReason::NotStarted {
-        EXIT_FAILED
+        Ok(EXIT_FAILED)
     } else {
-        0
+        Ok(0)
     }
 }

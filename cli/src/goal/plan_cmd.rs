@@ -4,7 +4,7 @@
 
 use super::plans;
 use super::store::{self, goal_lease};
-use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use crate::work::store::Store;
 use clap::Subcommand;
 use harn_core::goal::plan::{PlanEvent, ReplanningPolicy, Template};
@@ -161,12 +161,12 @@ pub fn read_policy(root: &Path, file: &Path) -> Result<ReplanningPolicy, String>
     })
 }
 
-fn parse_id(s: &str) -> Result<Id, i32> {
-    Id::new(s).map_err(|e| fail(EXIT_USAGE, format!("{s:?}: {e}")))
+fn parse_id(s: &str) -> Result<Id, Failure> {
+    Id::new(s).map_err(|e| Failure::new(EXIT_USAGE, format!("{s:?}: {e}")))
 }
 
 /// Runs a plan verb; returns the exit code.
-pub fn run(store: &mut Store, verb: PlanVerb) -> i32 {
+pub fn run(store: &mut Store, verb: PlanVerb) -> Exit {
     let (goal, plan) = match &verb {
         PlanVerb::List { goal, .. } => (goal, None),
         PlanVerb::Show { goal, plan, .. }
@@ -174,12 +174,9 @@ pub fn run(store: &mut Store, verb: PlanVerb) -> i32 {
         | PlanVerb::Reject { goal, plan, .. }
         | PlanVerb::Retry { goal, plan, .. } => (goal, Some(plan)),
     };
-    let goal = match parse_id(goal) {
-        Ok(id) => id,
-        Err(code) => return code,
-    };
+    let goal = parse_id(goal)?;
     if let Some(Err(code)) = plan.map(|p| parse_id(p)) {
-        return code;
+        return Err(code);
     }
     let actor = |a: &Option<String>| crate::work::cmd::actor(a.clone());
     let (plan_id, as_json) = match &verb {
@@ -209,24 +206,24 @@ pub fn run(store: &mut Store, verb: PlanVerb) -> i32 {
                 "{}",
                 json!({ "goal_id": goal, "plan_id": plan_id, "status": status, "result": line })
             );
-            0
+            Ok(0)
         }
         Ok(line) => {
             outln!("{line}");
-            0
+            Ok(0)
         }
         Err(e) => fail(EXIT_FAILED, e),
     }
 }
 
-fn list(store: &mut Store, goal: &Id, as_json: bool) -> i32 {
+fn list(store: &mut Store, goal: &Id, as_json: bool) -> Exit {
     let plans = match plans::read_plans(store, goal) {
         Ok(p) => p,
         Err(e) => return fail(EXIT_FAILED, e),
     };
     if as_json {
         outln!("{}", json!({ "goal_id": goal, "plans": plans }));
-        return 0;
+        return Ok(0);
     }
     for p in &plans {
         let status = json!(p.status);
@@ -235,10 +232,10 @@ fn list(store: &mut Store, goal: &Id, as_json: bool) -> i32 {
     if plans.is_empty() {
         outln!("no plans");
     }
-    0
+    Ok(0)
 }
 
-fn show(store: &mut Store, goal: &Id, plan: &str, as_json: bool) -> i32 {
+fn show(store: &mut Store, goal: &Id, plan: &str, as_json: bool) -> Exit {
     let found =
         plans::read_plans(store, goal).map(|ps| ps.into_iter().find(|p| p.request.plan_id == plan));
     let view = match found {
@@ -259,7 +256,7 @@ fn show(store: &mut Store, goal: &Id, plan: &str, as_json: bool) -> i32 {
             "{}",
             json!({ "plan": view, "events": events, "proposal": proposal, "review": receipt })
         );
-        return 0;
+        return Ok(0);
     }
     let status = json!(view.status);
     outln!("{plan} of {goal}: {} — {}", status.as_str().unwrap_or(""), view.reason);
@@ -289,7 +286,7 @@ fn show(store: &mut Store, goal: &Id, plan: &str, as_json: bool) -> i32 {
             );
         }
     }
-    0
+    Ok(0)
 }
 
 /// Takes the goal lease for a decision on a plan.

@@ -5,7 +5,7 @@ use super::daemon::{self, DaemonError, Options};
 use super::paths::Paths;
 use super::protocol::Request;
 use super::status;
-use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -25,9 +25,9 @@ pub struct Where {
 }
 
 impl Where {
-    fn paths(&self) -> Result<Paths, i32> {
+    fn paths(&self) -> Result<Paths, Failure> {
         let root = self.root.clone().unwrap_or_else(|| PathBuf::from("."));
-        Paths::new(&root).map_err(|e| fail(EXIT_USAGE, format!("{}: {e}", root.display())))
+        Paths::new(&root).map_err(|e| Failure::new(EXIT_USAGE, format!("{}: {e}", root.display())))
     }
 
     fn config_file(&self, paths: &Paths) -> PathBuf {
@@ -152,11 +152,8 @@ impl HarnessArgs {
 }
 
 /// Runs a `harness` verb; returns the exit code.
-pub fn run(args: HarnessArgs) -> i32 {
-    let paths = match args.at.paths() {
-        Ok(p) => p,
-        Err(code) => return code,
-    };
+pub fn run(args: HarnessArgs) -> Exit {
+    let paths = args.at.paths()?;
     let config = args.at.config_file(&paths);
     match args.verb {
         Verb::Daemon => foreground(paths, config),
@@ -178,15 +175,15 @@ pub fn run(args: HarnessArgs) -> i32 {
     }
 }
 
-fn foreground(paths: Paths, config: PathBuf) -> i32 {
+fn foreground(paths: Paths, config: PathBuf) -> Exit {
     match daemon::run(Options { root: paths.root, config }, |_| {}) {
-        Ok(()) => 0,
+        Ok(()) => Ok(0),
         Err(e @ DaemonError::Config(_)) => fail(EXIT_USAGE, e),
         Err(e) => fail(EXIT_FAILED, e),
     }
 }
 
-fn simple(paths: &Paths, request: Request) -> i32 {
+fn simple(paths: &Paths, request: Request) -> Exit {
     let names: &[String] = match &request {
         Request::Start { names } | Request::Stop { names } | Request::Restart { names } => names,
         Request::UseProfile { name } => std::slice::from_ref(name),
@@ -203,7 +200,7 @@ fn simple(paths: &Paths, request: Request) -> i32 {
             if let Some(m) = answer["message"].as_str() {
                 outln!("{m}");
             }
-            0
+            Ok(0)
         }
         Ok(answer) => {
             let code = if answer["bad_input"] == true { EXIT_USAGE } else { EXIT_FAILED };
@@ -212,7 +209,7 @@ fn simple(paths: &Paths, request: Request) -> i32 {
     }
 }
 
-fn show(paths: &Paths, name: Option<&str>, json: bool) -> i32 {
+fn show(paths: &Paths, name: Option<&str>, json: bool) -> Exit {
     let doc = match client::request(
         paths,
         &Request::Status { name: name.map(Into::into) },
@@ -234,12 +231,12 @@ fn show(paths: &Paths, name: Option<&str>, json: bool) -> i32 {
             } else {
                 print!("{}", status::table(&doc));
             }
-            0
+            Ok(0)
         }
     }
 }
 
-fn up(paths: &Paths, config: &Path, timeout: Duration) -> i32 {
+fn up(paths: &Paths, config: &Path, timeout: Duration) -> Exit {
     if let Ok(answer) = client::request(paths, &Request::Ping, Duration::from_secs(2)) {
         let pid = answer["pid"].as_u64().unwrap_or(0);
         return fail(
@@ -270,7 +267,7 @@ fn up(paths: &Paths, config: &Path, timeout: Duration) -> i32 {
         if let Ok(answer) = client::request(paths, &Request::Ping, Duration::from_secs(2)) {
             if is_ok(&answer) {
                 outln!("harness daemon up (pid {}) in {}", answer["pid"], paths.root.display());
-                return 0;
+                return Ok(0);
             }
         }
         std::thread::sleep(Duration::from_millis(50));
@@ -285,12 +282,12 @@ fn up(paths: &Paths, config: &Path, timeout: Duration) -> i32 {
     )
 }
 
-fn down(paths: &Paths, timeout: Option<u64>) -> i32 {
+fn down(paths: &Paths, timeout: Option<u64>) -> Exit {
     let request = Request::Shutdown { timeout_ms: timeout.map(|s| s * 1000) };
     match client::request(paths, &request, ANSWER_TIMEOUT) {
         Err(client::ClientError::NotRunning(_)) => {
             outln!("no harness daemon is running in {}", paths.root.display());
-            return 0;
+            return Ok(0);
         }
         Err(e) => return fail(EXIT_FAILED, e),
         Ok(answer) if !is_ok(&answer) => {
@@ -305,7 +302,7 @@ fn down(paths: &Paths, timeout: Option<u64>) -> i32 {
     while started.elapsed() < limit {
         if super::detach::lock_is_free(paths) {
             outln!("harness daemon stopped");
-            return 0;
+            return Ok(0);
         }
         std::thread::sleep(Duration::from_millis(50));
     }

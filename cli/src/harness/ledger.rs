@@ -243,7 +243,7 @@ fn user_name(uid: u32) -> String {
 }
 
 /// `harn harness ledger [NAME] [--json]`: prints the ledger, verified line by line.
-pub fn show(paths: &Paths, name: Option<&str>, json: bool) -> i32 {
+pub fn show(paths: &Paths, name: Option<&str>, json: bool) -> crate::exit::Exit {
     use crate::exit::{fail, EXIT_FAILED};
     let bytes = match std::fs::read(paths.ledger()) {
         Ok(b) => b,
@@ -270,12 +270,12 @@ pub fn show(paths: &Paths, name: Option<&str>, json: bool) -> i32 {
         .collect();
     if json {
         outln!("{}", json!({ "records": records }));
-        return 0;
+        return Ok(0);
     }
     for r in &records {
         outln!("{}", line(r));
     }
-    0
+    Ok(0)
 }
 
 /// One record as a line: when, which harness, what was decided, and the facts around it.

@@ -5,7 +5,7 @@ use super::client;
 use super::logs::tail;
 use super::paths::Paths;
 use super::protocol::Request;
-use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use harn_core::ids::Id;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::time::Duration;
@@ -24,7 +24,7 @@ fn emit(out: &mut impl Write, bytes: &[u8], raw: bool) -> std::io::Result<()> {
 }
 
 /// Prints the last `lines` of a harness's log, then follows it if asked.
-pub fn logs(paths: &Paths, name: &str, lines: usize, follow: bool, raw: bool) -> i32 {
+pub fn logs(paths: &Paths, name: &str, lines: usize, follow: bool, raw: bool) -> Exit {
     let id = match Id::new(name) {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{name:?}: {e}")),
@@ -39,7 +39,7 @@ pub fn logs(paths: &Paths, name: &str, lines: usize, follow: bool, raw: bool) ->
         Err(e) => return fail(EXIT_FAILED, format!("{}: {e}", path.display())),
     }
     if !follow {
-        return 0;
+        return Ok(0);
     }
     let mut offset = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     loop {
@@ -57,14 +57,14 @@ pub fn logs(paths: &Paths, name: &str, lines: usize, follow: bool, raw: bool) ->
             offset += buf.len() as u64;
             let mut out = std::io::stdout().lock();
             if emit(&mut out, &buf, raw).and_then(|()| out.flush()).is_err() {
-                return 0; // The reader went away (a closed pipe).
+                return Ok(0); // The reader went away (a closed pipe).
             }
         }
     }
 }
 
 /// Streams lifecycle events until the daemon stops or the reader goes away.
-pub fn events(paths: &Paths, json: bool) -> i32 {
+pub fn events(paths: &Paths, json: bool) -> Exit {
     let stream = match client::connect(paths) {
         Ok(s) => s,
         Err(e) => return fail(EXIT_FAILED, e),
@@ -87,10 +87,10 @@ pub fn events(paths: &Paths, json: bool) -> i32 {
         let shown = if json { line } else { describe(&line) };
         let mut out = std::io::stdout().lock();
         if writeln!(out, "{shown}").and_then(|()| out.flush()).is_err() {
-            return 0;
+            return Ok(0);
         }
     }
-    0
+    Ok(0)
 }
 
 /// One event as a sentence.

@@ -2,10 +2,11 @@
 
 use super::config;
 use super::paths::Paths;
+use crate::exit::Exit;
 use std::path::Path;
 
 /// Prints the unit for the daemon of `paths.root` with `config_file`.
-pub fn print(paths: &Paths, config_file: &Path) -> i32 {
+pub fn print(paths: &Paths, config_file: &Path) -> Exit {
     let exe = std::env::current_exe().map_or_else(|_| "harn".into(), |p| p.display().to_string());
     // Stopping drains every harness; systemd must wait longer than the longest grace.
     let grace_ms = config::load(config_file)
@@ -51,5 +52,5 @@ WantedBy=default.target
         root = paths.root.display(),
         config = config_file.display(),
     );
-    0
+    Ok(0)
 }

@@ -4,7 +4,7 @@
 
 use super::cmd::actor;
 use super::store::Store;
-use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::workflow::approval::{ruling_word, status, ApprovalStatus, Ruling};
@@ -62,11 +62,8 @@ struct RuleArgs {
 }
 
 /// Runs an `approval` verb; returns the exit code.
-pub fn run(cmd: ApprovalCmd) -> i32 {
-    let mut store = match crate::work::store::open_root(cmd.root) {
-        Ok(store) => store,
-        Err(code) => return code,
-    };
+pub fn run(cmd: ApprovalCmd) -> Exit {
+    let mut store = crate::work::store::open_root(cmd.root)?;
     match cmd.verb {
         ApprovalVerb::List { status, json } => list(&mut store, status.as_deref(), json),
         ApprovalVerb::Show { id, json } => show(&mut store, &id, json),
@@ -75,8 +72,8 @@ pub fn run(cmd: ApprovalCmd) -> i32 {
     }
 }
 
-fn parse_id(s: &str) -> Result<Id, i32> {
-    Id::new(s).map_err(|e| fail(EXIT_USAGE, format!("{s:?}: {e}")))
+fn parse_id(s: &str) -> Result<Id, Failure> {
+    Id::new(s).map_err(|e| Failure::new(EXIT_USAGE, format!("{s:?}: {e}")))
 }
 
 /// An approval as one JSON document.
@@ -89,7 +86,7 @@ fn document(store: &mut Store, id: &Id) -> Result<Value, String> {
     }))
 }
 
-fn list(store: &mut Store, wanted: Option<&str>, as_json: bool) -> i32 {
+fn list(store: &mut Store, wanted: Option<&str>, as_json: bool) -> Exit {
     let listing = match store.approval_ids() {
         Ok(listing) => listing,
         Err(e) => return fail(EXIT_FAILED, e),
@@ -127,9 +124,9 @@ fn list(store: &mut Store, wanted: Option<&str>, as_json: bool) -> i32 {
         }
     }
     if errors.is_empty() {
-        0
+        Ok(0)
     } else {
-        EXIT_FAILED
+        Ok(EXIT_FAILED)
     }
 }
 
@@ -147,18 +144,15 @@ fn summary(req: &Value) -> String {
     }
 }
 
-fn show(store: &mut Store, id: &str, as_json: bool) -> i32 {
-    let id = match parse_id(id) {
-        Ok(id) => id,
-        Err(code) => return code,
-    };
+fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
+    let id = parse_id(id)?;
     let d = match document(store, &id) {
         Ok(d) => d,
         Err(e) => return fail(EXIT_FAILED, e),
     };
     if as_json {
         outln!("{d}");
-        return 0;
+        return Ok(0);
     }
     let r = &d["request"];
     outln!("approval {id}: {}", d["status"].as_str().unwrap_or(""));
@@ -183,14 +177,11 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> i32 {
                 .unwrap_or_default()
         );
     }
-    0
+    Ok(0)
 }
 
-fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling) -> i32 {
-    let id = match parse_id(&a.id) {
-        Ok(id) => id,
-        Err(code) => return code,
-    };
+fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling) -> Exit {
+    let id = parse_id(&a.id)?;
     let ((request, decision), applied) = match store.rule(&id, verdict, &actor(a.actor), a.reason) {
         Ok(done) => done,
         Err(e) => return fail(EXIT_FAILED, format!("cannot rule on {id}: {e}")),
@@ -212,7 +203,7 @@ fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling) -> i32 {
             request.run_id
         );
     }
-    0
+    Ok(0)
 }
 
 /// Records `approval.resolved` in the parked run's transcript, under the run lease so no

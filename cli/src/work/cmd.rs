@@ -2,7 +2,7 @@
 //! reopening work items on the core projection. Attempts and acceptance are in `run_cmd`.
 
 use super::store::{Item, Store};
-use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::work::events::{EventKind, Finding};
@@ -132,11 +132,8 @@ const RUN_EXAMPLES: &str = "Examples:
       unconfined, recorded as such in run.json and the proof";
 
 /// Runs a `work` verb; returns the exit code.
-pub fn run(args: WorkArgs) -> i32 {
-    let mut store = match crate::work::store::open_root(args.root) {
-        Ok(store) => store,
-        Err(code) => return code,
-    };
+pub fn run(args: WorkArgs) -> Exit {
+    let mut store = crate::work::store::open_root(args.root)?;
     match args.verb {
         Verb::Create(a) => create(&mut store, a),
         Verb::List { state, json } => list(&mut store, state.as_deref(), json),
@@ -159,7 +156,7 @@ pub fn actor(given: Option<String>) -> String {
         .unwrap_or_else(|| "operator".into())
 }
 
-fn create(store: &mut Store, a: CreateArgs) -> i32 {
+fn create(store: &mut Store, a: CreateArgs) -> Exit {
     let id = match a.id.as_deref().map(Id::new).transpose() {
         Ok(Some(id)) => id,
         Ok(None) => store.new_id("work"),
@@ -219,7 +216,7 @@ fn frozen_workflow(path: &std::path::Path) -> Result<WorkflowRef, String> {
     Ok(WorkflowRef { path: abs.display().to_string(), sha256 })
 }
 
-fn list(store: &mut Store, state: Option<&str>, json: bool) -> i32 {
+fn list(store: &mut Store, state: Option<&str>, json: bool) -> Exit {
     let listing = match store.ids() {
         Ok(listing) => listing,
         Err(e) => return fail(EXIT_FAILED, e),
@@ -269,7 +266,7 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> i32 {
             errln!("harn: warning: {w}");
         }
     }
-    0
+    Ok(0)
 }
 
 /// The state `list` shows for an item whose records cannot be read.
@@ -289,7 +286,7 @@ fn summary(i: &Item) -> Value {
     })
 }
 
-pub(super) fn show(store: &mut Store, id: &str, json: bool) -> i32 {
+pub(super) fn show(store: &mut Store, id: &str, json: bool) -> Exit {
     let id = match Id::new(id) {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{id:?}: {e}")),
@@ -304,7 +301,7 @@ pub(super) fn show(store: &mut Store, id: &str, json: bool) -> i32 {
             "usage": item.usage,
         });
         outln!("{doc}");
-        return 0;
+        return Ok(0);
     }
     let (i, p) = (&item.intent, &item.projection);
     outln!("{}  {}", i.id, i.title);
@@ -336,10 +333,10 @@ pub(super) fn show(store: &mut Store, id: &str, json: bool) -> i32 {
         outln!("  finding    {}: {}", f.id, f.statement);
     }
     outln!("  history    {} events", item.events.len());
-    0
+    Ok(0)
 }
 
-fn govern(store: &mut Store, g: Governance, reopen: bool) -> i32 {
+fn govern(store: &mut Store, g: Governance, reopen: bool) -> Exit {
     let id = match Id::new(&g.id) {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{:?}: {e}", g.id)),

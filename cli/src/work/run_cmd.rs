@@ -5,7 +5,7 @@ use super::cmd::{actor, show};
 use super::host_args::HostArgs;
 use super::runner::{run_attempt, AttemptRefusal, Ended, RunLimits};
 use super::store::{run_dir, Store};
-use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use clap::Args;
 use harn_core::ids::Id;
 use harn_core::work::events::Disposition;
@@ -63,7 +63,7 @@ pub struct AcceptArgs {
 }
 
 /// Runs one attempt; exit 0 when its proof passes, 1 when it fails or cannot start.
-pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> i32 {
+pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> Exit {
     let id = match Id::new(&a.id) {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{:?}: {e}", a.id)),
@@ -126,17 +126,17 @@ pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> i32 {
             outln!("  agents     {}", super::progress::usage(u));
         }
         outln!("  proof      {}", proof_path.display());
-        show(store, id.as_str(), false);
+        let _ = crate::exit::report(show(store, id.as_str(), false));
     }
     if passed {
-        0
+        Ok(0)
     } else {
-        EXIT_FAILED
+        Ok(EXIT_FAILED)
     }
 }
 
 /// Reports a run parked on an approval. Exit 1: the attempt has not ended.
-fn parked(store: &mut Store, r: &ApprovalRequest, json: bool) -> i32 {
+fn parked(store: &mut Store, r: &ApprovalRequest, json: bool) -> Exit {
     if json {
         outln!("{}", json!({ "run_id": r.run_id, "parked": true, "approval": r }));
     } else {
@@ -148,13 +148,13 @@ fn parked(store: &mut Store, r: &ApprovalRequest, json: bool) -> i32 {
             r.approval_id,
             r.work_id
         );
-        show(store, r.work_id.as_str(), false);
+        let _ = crate::exit::report(show(store, r.work_id.as_str(), false));
     }
-    EXIT_FAILED
+    Ok(EXIT_FAILED)
 }
 
 /// Accepts the latest proof of an item in review.
-pub fn accept(store: &mut Store, a: AcceptArgs) -> i32 {
+pub fn accept(store: &mut Store, a: AcceptArgs) -> Exit {
     let id = match Id::new(&a.id) {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{:?}: {e}", a.id)),
@@ -205,7 +205,7 @@ fn parse_disposition(s: &str) -> Result<Disposition, String> {
 }
 
 /// Appends a receipt for each item whose projection changed since its last one.
-pub fn reconcile(store: &mut Store, id: Option<&str>, actor: &str, json: bool) -> i32 {
+pub fn reconcile(store: &mut Store, id: Option<&str>, actor: &str, json: bool) -> Exit {
     let (ids, warnings) = match id.map(Id::new) {
         Some(Ok(id)) => (vec![id], Vec::new()),
         Some(Err(e)) => return fail(EXIT_USAGE, format!("{id:?}: {e}")),
@@ -243,9 +243,9 @@ pub fn reconcile(store: &mut Store, id: Option<&str>, actor: &str, json: bool) -
         }
     }
     if errors.is_empty() {
-        0
+        Ok(0)
     } else {
-        EXIT_FAILED
+        Ok(EXIT_FAILED)
     }
 }
 

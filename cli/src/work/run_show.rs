@@ -1,7 +1,7 @@
 //! `harn run show`: one workflow run's manifest, a summary of its transcript, and its proof.
 
 use super::store::{run_dir, Store};
-use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::journal;
@@ -52,11 +52,8 @@ enum RunVerb {
 }
 
 /// Runs a `run` verb; returns the exit code.
-pub fn run(cmd: RunCmd) -> i32 {
-    let mut store = match super::store::open_root(cmd.root) {
-        Ok(store) => store,
-        Err(code) => return code,
-    };
+pub fn run(cmd: RunCmd) -> Exit {
+    let mut store = super::store::open_root(cmd.root)?;
     let (run_id, json) = match cmd.verb {
         RunVerb::Show { run_id, json } => (run_id, json),
         RunVerb::List { limit, json } => return list(&mut store, limit, json),
@@ -77,7 +74,7 @@ pub fn run(cmd: RunCmd) -> i32 {
     };
     if json {
         outln!("{}", json!({ "manifest": manifest, "transcript": transcript, "proof": proof }));
-        return 0;
+        return Ok(0);
     }
     let trigger = json!(manifest.trigger);
     outln!(
@@ -198,7 +195,7 @@ pub fn run(cmd: RunCmd) -> i32 {
             }
         }
     }
-    0
+    Ok(0)
 }
 
 /// How many transcript records of each kind, read with the journal's checks.
@@ -244,7 +241,7 @@ fn usage_so_far(records: &[Value]) -> Option<harn_core::workflow::adapter::Usage
     total
 }
 
-fn list(store: &mut Store, limit: usize, json: bool) -> i32 {
+fn list(store: &mut Store, limit: usize, json: bool) -> Exit {
     let names = match harn_core::env::Fs::list(&mut store.ledger().fs, harn_core::layout::WORKFLOWS)
     {
         Ok(names) => names,
@@ -276,11 +273,11 @@ fn list(store: &mut Store, limit: usize, json: bool) -> i32 {
     }
     if json {
         outln!("{}", json!({ "runs": rows }));
-        return 0;
+        return Ok(0);
     }
     if rows.is_empty() {
         outln!("no runs yet");
-        return 0;
+        return Ok(0);
     }
     outln!("{:<38} {:<16} {:>3}  {:<22} {:>10}  COST", "RUN", "ITEM", "#", "STATE", "ELAPSED");
     for r in &rows {
@@ -298,13 +295,13 @@ fn list(store: &mut Store, limit: usize, json: bool) -> i32 {
             super::progress::elapsed(r["elapsed_ms"].as_u64().unwrap_or(0))
         );
     }
-    0
+    Ok(0)
 }
 
 /// How often `follow` looks for new transcript records.
 const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
 
-fn follow(store: &mut Store, run_id: &str) -> i32 {
+fn follow(store: &mut Store, run_id: &str) -> Exit {
     let run_id = match Id::new(run_id) {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{run_id:?}: {e}")),
@@ -331,14 +328,14 @@ fn follow(store: &mut Store, run_id: &str) -> i32 {
             let status = json!(p.run.status);
             let error = p.run.error.as_deref().map(|e| format!(": {e}")).unwrap_or_default();
             outln!("run {run_id} {}{error}", status.as_str().unwrap_or(""));
-            return if p.passes() { 0 } else { EXIT_FAILED };
+            return Ok(if p.passes() { 0 } else { EXIT_FAILED });
         }
         match standing(store, &work_id, &records) {
             "running" => std::thread::sleep(FOLLOW_EVERY),
             // Not running and no proof: it waits on a person, or its host is gone.
             other => {
                 outln!("run {run_id} is {}", other.replace('_', " "));
-                return EXIT_FAILED;
+                return Ok(EXIT_FAILED);
             }
         }
     }

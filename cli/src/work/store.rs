@@ -2,6 +2,7 @@
 //! only a real process has: flock-held history locks and run leases, a probe of another
 //! process's lease, item creation by a staging-directory rename, and run ids.
 
+use crate::exit::Failure;
 use crate::real_clock::RealClock;
 use crate::real_fs::RealFs;
 use harn_core::env::{Clock, Fs};
@@ -60,13 +61,11 @@ const LEASE_TRIES: u32 = 10;
 
 /// The store of the coordination root `--root` names (default: the current directory), or
 /// the exit code of a root that does not resolve (bad input).
-pub fn open_root(root: Option<PathBuf>) -> Result<Store, i32> {
+pub fn open_root(root: Option<PathBuf>) -> Result<Store, Failure> {
     let root = root.unwrap_or_else(|| PathBuf::from("."));
     match std::fs::canonicalize(&root) {
         Ok(r) => Ok(Store::new(&r)),
-        Err(e) => {
-            Err(crate::exit::fail(crate::exit::EXIT_USAGE, format!("{}: {e}", root.display())))
-        }
+        Err(e) => crate::exit::fail(crate::exit::EXIT_USAGE, format!("{}: {e}", root.display())),
     }
 }
 

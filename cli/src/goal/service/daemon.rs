@@ -6,7 +6,7 @@ use super::changes::{Changes, Wake};
 use super::files::{path, write_whole, Audit};
 use super::shared::Shared;
 use super::sweep::{sweep, ReadCache};
-use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use crate::real_clock::RealClock;
 use crate::work::store::Store;
 use harn_core::env::Clock;
@@ -46,7 +46,7 @@ pub fn daemon(
     enrollment: super::Enrollment,
     log: Option<PathBuf>,
     rotation: super::files::Rotation,
-) -> i32 {
+) -> Exit {
     match store.hold(&path("lease.lock")) {
         Ok(true) => {}
         Ok(false) => return fail(EXIT_FAILED, "a service already runs for this root"),
@@ -139,7 +139,7 @@ pub fn daemon(
         "event": "service.stopped", "pid": std::process::id(), "sweeps": scheduler.sweep_count(),
     }));
     let _ = crate::private::remove_below(&root, &root.join(path("stop.json")));
-    0
+    Ok(0)
 }
 
 /// Makes SIGTERM and SIGINT set the stop flag and write to a pipe the watcher sleeps on, so a

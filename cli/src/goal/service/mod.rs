@@ -12,7 +12,7 @@ mod stop;
 pub mod sweep;
 
 use super::store;
-use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use crate::work::host_args::HostArgs;
 use crate::work::store::Store;
 use clap::{Args, Subcommand};
@@ -96,7 +96,7 @@ pub struct EnrollArgs {
 }
 
 /// Runs a service verb; returns the exit code.
-pub fn run(store: &mut Store, verb: ServiceVerb) -> i32 {
+pub fn run(store: &mut Store, verb: ServiceVerb) -> Exit {
     match verb {
         ServiceVerb::Run(a) => match enroll(store, &a) {
             Ok(enrollment) => {
@@ -114,7 +114,7 @@ pub fn run(store: &mut Store, verb: ServiceVerb) -> i32 {
             let interval =
                 crate::readers::service(store).config.map_or(2_000, |c| c.heartbeat_interval_ms);
             print!("{}", unit(store.root(), interval));
-            0
+            Ok(0)
         }
     }
 }
@@ -244,7 +244,7 @@ fn read_liveness(store: &mut Store) -> (Liveness, Option<ServiceConfig>, Option<
     (view.liveness, view.config, view.status)
 }
 
-fn status_cmd(store: &mut Store, as_json: bool) -> i32 {
+fn status_cmd(store: &mut Store, as_json: bool) -> Exit {
     let view = crate::readers::service(store);
     let (live, config, status, hints) = (view.liveness, view.config, view.status, view.hints);
     if as_json {
@@ -253,7 +253,7 @@ fn status_cmd(store: &mut Store, as_json: bool) -> i32 {
             json!({ "liveness": live, "config": config, "status": status, "runtime": hints,
                     "problems": view.problems })
         );
-        return 0;
+        return Ok(0);
     }
     for p in &view.problems {
         errln!("harn: warning: {p}");
@@ -281,10 +281,10 @@ fn status_cmd(store: &mut Store, as_json: bool) -> i32 {
             outln!("  goal       {g:<24} {state:<16} errors {errors}  {last}");
         }
     }
-    0
+    Ok(0)
 }
 
-fn start(store: &mut Store, a: EnrollArgs) -> i32 {
+fn start(store: &mut Store, a: EnrollArgs) -> Exit {
     let (live, _, _) = read_liveness(store);
     if matches!(live, Liveness::Running | Liveness::Stopping) {
         return fail(EXIT_FAILED, "a service already runs for this root");
@@ -344,7 +344,7 @@ fn start(store: &mut Store, a: EnrollArgs) -> i32 {
             } else {
                 outln!("service: running (pid {})", child.id());
             }
-            return 0;
+            return Ok(0);
         }
         std::thread::sleep(StdDuration::from_millis(50));
     }
@@ -354,7 +354,7 @@ fn start(store: &mut Store, a: EnrollArgs) -> i32 {
     )
 }
 
-fn logs(store: &mut Store, lines: u64, follow: bool) -> i32 {
+fn logs(store: &mut Store, lines: u64, follow: bool) -> Exit {
     use std::io::{Read, Seek, Write};
     let log = store.root().join(path("service.log"));
     let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -363,7 +363,7 @@ fn logs(store: &mut Store, lines: u64, follow: bool) -> i32 {
         outln!("{line}");
     }
     if !follow {
-        return 0;
+        return Ok(0);
     }
     // Polls for appended bytes; a log that shrinks (replaced) is read again from its start.
     let mut at = text.len() as u64;
@@ -383,7 +383,7 @@ fn logs(store: &mut Store, lines: u64, follow: bool) -> i32 {
         if f.read_to_end(&mut fresh).is_ok() {
             at += fresh.len() as u64;
             if out.write_all(&fresh).is_err() {
-                return 0; // The reader went away.
+                return Ok(0); // The reader went away.
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use super::daemon::{StopRequest, FORCED_STOP_GRACE};
 use super::files::{path, write_whole};
-use crate::exit::{fail, EXIT_FAILED};
+use crate::exit::{fail, Exit, EXIT_FAILED};
 use crate::work::store::Store;
 use harn_core::service::Liveness;
 use serde_json::json;
@@ -16,7 +16,7 @@ const MARGIN: Duration = Duration::from_secs(5);
 const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 /// Stops the service; returns the exit code.
-pub fn stop(store: &mut Store, timeout_secs: Option<u64>, as_json: bool) -> i32 {
+pub fn stop(store: &mut Store, timeout_secs: Option<u64>, as_json: bool) -> Exit {
     let before = crate::readers::service(store);
     let requested_at = store.now();
     // A holder of the lease is stopped even if its heartbeat lapsed (a wedged watcher, a
@@ -54,7 +54,7 @@ pub fn stop(store: &mut Store, timeout_secs: Option<u64>, as_json: bool) -> i32 
             "the service has not stopped yet; it is still finishing its tick",
         );
     }
-    0
+    Ok(0)
 }
 
 /// Waits until the daemon lets go of its lease, or `bound` passes.
