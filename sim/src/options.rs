@@ -134,7 +134,7 @@ impl SimOptions {
                 restart_delay: overrides.then(|| knobs.limits.restart_delay.saturating_shl(1)),
                 stop_grace: overrides.then(|| Duration::from_millis(500)),
                 enabled: h.enabled,
-                ..Default::default()
+                readiness: readiness_of(i),
             };
             config.harnesses.insert(harness_name(i), spec);
         }
@@ -223,4 +223,15 @@ pub(crate) fn plant_core_bug(
     }
     #[cfg(not(feature = "planted-bugs"))]
     let _ = (bug, daemon);
+}
+
+/// The readiness evidence harness `i` asks for: none, a file, or a probe, in turn, so every
+/// run with three harnesses or more exercises the core's readiness schedule.
+pub fn readiness_of(i: usize) -> harn_core::harness::lifecycle::Readiness {
+    use harn_core::harness::lifecycle::Readiness;
+    match i % 3 {
+        1 => Readiness::File { path: "ready.flag".into() },
+        2 => Readiness::Probe { command: vec!["probe".into()] },
+        _ => Readiness::None,
+    }
 }

@@ -10,6 +10,7 @@ use harn_core::env::{Clock, FsErrorKind};
 use harn_core::harness::daemon::{Command, DaemonInput};
 use harn_core::harness::driver::Wake;
 use harn_core::harness::lifecycle::{HarnessInput, RestartPolicy};
+use harn_core::harness::readiness::ReadinessEffect;
 use harn_core::ids::Id;
 use harn_core::time::{Duration, Instant};
 
@@ -22,7 +23,8 @@ impl<E: Entropy> World<E> {
         let exit = self.procs.next_exit();
         let command = self.next_command_at;
         let exit_t = exit.map(|(t, _)| t);
-        let Some(first) = [exit_t, command, timer].into_iter().flatten().min() else {
+        let readiness = self.readiness_due();
+        let Some(first) = [exit_t, command, timer, readiness].into_iter().flatten().min() else {
             // Nothing will ever happen: a long idle stretch ends in a spurious wake.
             self.clock.advance(Duration::from_secs(60));
             return (StepEvent::Timeout { spurious: true }, Wake::Timeout);
@@ -38,7 +40,84 @@ impl<E: Entropy> World<E> {
             self.schedule_command();
             return self.deliver_command(command);
         }
+        if Some(first) == readiness && timer.is_none_or(|t| t > first) {
+            self.clock.advance_to(first.max(now));
+            return self.readiness_wake();
+        }
         self.timer_wake(first.max(now))
+    }
+
+    /// When the readiness schedule next has work, or a simulated probe exits.
+    fn readiness_due(&self) -> Option<Instant> {
+        self.daemon()?;
+        let probe = self.probes.values().map(|(at, _)| *at).min();
+        [self.readiness.poll_timeout(), probe].into_iter().flatten().min()
+    }
+
+    /// The daemon's readiness watch wakes: a probe's exit is reaped, or the core's schedule
+    /// asks to look at files (each found with a drawn chance), start probes (each drawn to
+    /// exit soon, succeeding half the time) and kill probes. At most one run is reported
+    /// ready per step; a look that finds nothing is a wake with nothing to deliver.
+    fn readiness_wake(&mut self) -> (StepEvent, Wake) {
+        let now = self.clock.now();
+        let nothing = (StepEvent::Timeout { spurious: true }, Wake::Timeout);
+        let ready = |name: Id, run: u64, evidence: &str| {
+            let event = StepEvent::Ready { name: name.to_string(), run, evidence: evidence.into() };
+            let input = DaemonInput::Process { name, report: HarnessInput::Ready { run } };
+            (event, Wake::Input(input))
+        };
+        let exited = self.probes.iter().find(|(_, (at, _))| *at <= now).map(|(p, e)| (*p, e.1));
+        if let Some((pid, ok)) = exited {
+            self.probes.remove(&pid);
+            return match self.readiness.probe_exited(pid, ok) {
+                Some(Some((name, run))) => {
+                    self.vouched.insert((name.clone(), run));
+                    ready(name, run, "probe")
+                }
+                _ => nothing,
+            };
+        }
+        let Some(daemon) = self.daemon() else { return nothing };
+        let live: Vec<(Id, u64)> = daemon
+            .harnesses()
+            .iter()
+            .filter_map(|(n, h)| h.current_run().map(|r| (n.clone(), r)))
+            .collect();
+        let is_live = |name: &Id, run: u64| live.iter().any(|(n, r)| n == name && *r == run);
+        self.readiness.handle_timeout(now, &is_live);
+        let mut found = None;
+        while let Some(effect) = self.readiness.poll_effect() {
+            match effect {
+                ReadinessEffect::CheckFile { name, run, .. } => {
+                    if found.is_none()
+                        && self.entropy.chance(1, 3)
+                        && self.readiness.file_found(&name, run)
+                    {
+                        found = Some((name, run));
+                    }
+                }
+                ReadinessEffect::StartProbe { name, run, .. } => {
+                    self.next_probe_pid += 1;
+                    let pid = self.next_probe_pid;
+                    let took = Duration::from_millis(self.entropy.below(400));
+                    let ok = self.entropy.chance(1, 2);
+                    self.probes.insert(pid, (now.saturating_add(took), ok));
+                    self.readiness.probe_started(now, pid, &name, run);
+                }
+                ReadinessEffect::KillProbe { pid } => {
+                    if let Some(probe) = self.probes.get_mut(&pid) {
+                        *probe = (now, false);
+                    }
+                }
+            }
+        }
+        match found {
+            Some((name, run)) => {
+                self.vouched.insert((name.clone(), run));
+                ready(name, run, "file")
+            }
+            None => nothing,
+        }
     }
 
     fn timer_wake(&mut self, due: Instant) -> (StepEvent, Wake) {

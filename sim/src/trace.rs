@@ -58,6 +58,15 @@ pub enum StepEvent {
         /// True when nothing was due (a spurious wake).
         spurious: bool,
     },
+    /// Readiness evidence arrived for a run: its file was found, or its probe exited 0.
+    Ready {
+        /// The harness.
+        name: String,
+        /// The run it vouches for.
+        run: u64,
+        /// `file` or `probe`.
+        evidence: String,
+    },
     /// The fault phase ended; faults are off from here on.
     Calm,
 }

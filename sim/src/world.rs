@@ -14,6 +14,7 @@ use crate::trace::{StepEnd, StepEvent, Trace, TraceStep};
 use harn_core::env::{Clock, FsErrorKind};
 use harn_core::harness::daemon::{Command, Daemon};
 use harn_core::harness::driver::{DaemonPaths, Driver, Executed, Fatal, Wake};
+use harn_core::harness::readiness::ReadinessSchedule;
 use harn_core::time::{Duration, Instant};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -40,6 +41,13 @@ pub struct World<E: Entropy> {
     pub(crate) timer_floor: Instant,
     pub(crate) faults: bool,
     pub(crate) step: u64,
+    /// The daemon's readiness schedule (the core's, as the real daemon keeps it beside its
+    /// core) and the simulated probes: pid to when it exits and whether it succeeds.
+    pub(crate) readiness: ReadinessSchedule,
+    pub(crate) probes: BTreeMap<u32, (Instant, bool)>,
+    pub(crate) next_probe_pid: u32,
+    /// Every run some readiness evidence vouched for.
+    pub(crate) vouched: std::collections::BTreeSet<(harn_core::ids::Id, u64)>,
     checker: Checker,
     /// Per-step state hashes, always kept (cheap) for replay and determinism checks.
     pub hashes: Vec<u64>,
@@ -82,6 +90,10 @@ impl<E: Entropy> World<E> {
             timer_floor: Instant::ZERO,
             faults: true,
             step: 0,
+            readiness: ReadinessSchedule::default(),
+            probes: BTreeMap::new(),
+            next_probe_pid: 900_000,
+            vouched: std::collections::BTreeSet::new(),
             checker: Checker::default(),
             hashes: Vec::new(),
             records: trace.then(Vec::new),
@@ -181,7 +193,26 @@ impl<E: Entropy> World<E> {
         let facts_result = self.check_outcome(&outcome, &audits, durable_before.as_deref());
         self.finish_outcome(&outcome);
         self.record(outcome);
-        facts_result
+        facts_result.and_then(|()| self.check_readiness())
+    }
+
+    /// The readiness schedule's own invariants, and that a harness that needs evidence reads
+    /// ready only for a run some evidence vouched for.
+    fn check_readiness(&self) -> Result<(), Violation> {
+        self.readiness.check().map_err(|e| self.violation("readiness schedule", e))?;
+        let Some(daemon) = self.daemon() else { return Ok(()) };
+        for (name, h) in daemon.harnesses() {
+            let needs = h.active_spec().readiness != harn_core::harness::lifecycle::Readiness::None;
+            let Some(run) = h.current_run().filter(|_| needs && h.pid().is_some() && h.ready())
+            else {
+                continue;
+            };
+            if !self.vouched.contains(&(name.clone(), run)) {
+                let detail = format!("{name} run {run} reads ready with no evidence");
+                return Err(self.violation("readiness is evidence", detail));
+            }
+        }
+        Ok(())
     }
 
     /// Whether this step ends in a crash: none, the whole host, or the daemon alone.
@@ -223,6 +254,10 @@ impl<E: Entropy> World<E> {
         let event = StepEvent::Boot { reclaimed };
         match booted {
             Ok((driver, daemon, executed)) => {
+                // A new daemon knows no probe of an earlier one; its schedule starts empty.
+                let kinds = daemon.config().harnesses.iter().map(|(n, h)| (n, &h.readiness));
+                self.readiness = ReadinessSchedule::new(kinds);
+                self.probes.clear();
                 self.up = Some((driver, daemon));
                 let end = crash.map(|kind| kind.end(false));
                 Outcome { event, executed, end }
@@ -315,10 +350,17 @@ impl<E: Entropy> World<E> {
     }
 
     fn attach_owners(&mut self, executed: &[Executed]) {
+        let now = self.clock.now();
         for e in executed {
             if let Executed::Spawned { name, run, pid } = e {
                 self.procs.set_owner(*pid, name.clone(), *run);
+                self.readiness.started(now, name, *run);
             }
+        }
+        // A reload may have changed what a harness's readiness is.
+        if let Some((_, daemon)) = self.up.as_ref() {
+            let kinds = daemon.config().harnesses.iter().map(|(n, h)| (n, &h.readiness));
+            self.readiness.configure(kinds);
         }
     }
 
