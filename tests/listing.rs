@@ -111,3 +111,30 @@ fn an_item_named_like_a_temporary_file_is_never_swept() {
         assert!(out.status.success(), "{id} is still there: {}", text(&out));
     }
 }
+
+#[test]
+fn a_work_create_cut_short_is_no_item_and_the_same_create_completes_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = example_root(tmp.path());
+    let create = ["work", "create", "Docs", "wf.sh", "--id", "docs", "--objective", "o"];
+    let out = harn_at(&root, &create);
+    assert!(out.status.success(), "{}", text(&out));
+    // What a kill between the creation event and the intent leaves.
+    let dir = root.join(".harnery/work/docs");
+    std::fs::remove_file(dir.join("intent.json")).unwrap();
+    let list = json(&harn_at(&root, &["work", "list", "--json"]));
+    let ids: Vec<&str> =
+        list["items"].as_array().unwrap().iter().map(|i| i["id"].as_str().unwrap()).collect();
+    assert!(!ids.contains(&"docs"), "a creation cut short is no item: {list}");
+    assert!(ids.contains(&"parser"), "{list}");
+    let other = ["work", "create", "Other", "wf.sh", "--id", "docs", "--objective", "o"];
+    let refused = harn_at(&root, &other);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    assert!(text(&refused).contains("give the item another id"), "{}", text(&refused));
+    assert!(!dir.join("intent.json").exists(), "a refusal writes nothing");
+    let again = harn_at(&root, &create);
+    assert!(again.status.success(), "{}", text(&again));
+    let shown = json(&harn_at(&root, &["work", "show", "docs", "--json"]));
+    assert_eq!(shown["events"].as_array().unwrap().len(), 1, "one creation event: {shown}");
+    assert_eq!(shown["intent"]["title"], "Docs");
+}

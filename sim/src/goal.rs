@@ -518,7 +518,6 @@ mod tests {
     /// is made again later. It is completed with the event's time and digest, never refused.
     #[test]
     fn an_item_whose_creation_event_survived_alone_is_completed_at_that_events_time() {
-        use harn_core::goal::planning::create_item;
         use harn_core::work::events::EventKind;
         use harn_core::work::intent::INTENT_VERSION;
         use harn_core::work::ledger::{work_dir, Ledger};
@@ -545,7 +544,8 @@ mod tests {
         harn_core::env::Fs::create_dir_all(&mut ledger.fs, &dir).unwrap();
         // What the crash left: the event, and no intent.
         ledger.append(&first.id, EventKind::created(&first), "sim", None, WallTime(1_000)).unwrap();
-        create_item(&mut ledger, &intent(9_000), "sim", "plan p1", WallTime(9_000))
+        ledger
+            .create_item(&intent(9_000), "sim", Some("plan p1".into()))
             .expect("the item is completed, not refused");
         let written = ledger.intent(&first.id).unwrap().expect("the intent is written");
         assert_eq!(written, first, "with the creation event's time, so with its digest");
@@ -555,7 +555,8 @@ mod tests {
         harn_core::env::Fs::create_dir_all(&mut ledger.fs, &work_dir(&id)).unwrap();
         ledger.append(&id, EventKind::created(&began), "sim", None, WallTime(2_000)).unwrap();
         let other = WorkIntent { title: "another".into(), sha256: None, ..began.clone() }.sealed();
-        let refused = create_item(&mut ledger, &other, "sim", "plan p2", WallTime(9_500));
+        let other = WorkIntent { created_at: WallTime(9_500), sha256: None, ..other }.sealed();
+        let refused = ledger.create_item(&other, "sim", Some("plan p2".into()));
         assert!(refused.is_err_and(|e| e.contains("without its intent")));
         assert_eq!(ledger.intent(&id).unwrap(), None, "nothing was written");
     }

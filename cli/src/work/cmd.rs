@@ -224,8 +224,13 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> Exit {
     let mut known = BTreeMap::new();
     let mut rows = Vec::new();
     for id in listing.ids {
-        // One unreadable item is a row with its error; it never hides the others.
-        rows.push((id.clone(), store.read(&id, &mut known).map_err(|e| e.0)));
+        // One unreadable item is a row with its error; it never hides the others. A creation
+        // a kill cut short is no item yet.
+        let read = store.read(&id, &mut known).map_err(|e| e.0);
+        if read.is_err() && store.creation_pending(&id) {
+            continue;
+        }
+        rows.push((id.clone(), read));
     }
     if let Some(s) = state {
         let wanted = |r: &Result<Item, String>| match r {

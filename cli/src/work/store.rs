@@ -359,67 +359,23 @@ impl Store {
         Ok(bytes)
     }
 
-    /// Creates a work item whole or not at all: the intent and its `work.created` event are
-    /// written and synced in a staging directory that is then renamed into place, so a crash
-    /// never leaves an intent without its first event. Refused if the item exists.
+    /// Creates a work item in the core's one protocol (`Ledger::create_item`: its creation
+    /// event first, then its intent whole), so a kill leaves it absent, or pending and
+    /// completed by the same `create` run again. Refused if the item exists.
     pub fn create(&mut self, intent: &WorkIntent, actor: &str) -> Result<(), StoreError> {
-        let err = |e: harn_core::env::FsError| StoreError(e.to_string());
-        let (parent, dir) = (harn_core::layout::WORK, dir_of(&intent.id));
-        let exists = || StoreError(format!("work item {} already exists", intent.id));
-        if self.root.join(&dir).symlink_metadata().is_ok() {
-            return Err(exists());
-        }
-        self.ledger.fs.create_dir_all(parent).map_err(err)?;
-        // Staging directories of creations a kill cut short go first.
+        let parent = harn_core::layout::WORK;
+        self.ledger.fs.create_dir_all(parent).map_err(|e| StoreError(e.to_string()))?;
+        // Temporary files and staging directories of writers a kill cut short go first
+        // (earlier versions staged a whole item and renamed it into place).
         if let Ok(work) = crate::private::Dir::open(&self.root, parent, false) {
             work.sweep_residue();
         }
-        // Names starting with '.' are never ids, so a staging directory is never listed.
-        let staging = format!("{parent}/.new-{}-{}", intent.id, std::process::id());
-        let remove_staging = |root: &Path| {
-            let parent = crate::private::Dir::open(root, parent, false);
-            let _ = parent.and_then(|p| p.remove_tree(staging.rsplit('/').next().unwrap_or("")));
-        };
-        remove_staging(&self.root); // a crashed namesake's
-        let written = self.write_staged(&staging, intent, actor);
-        let renamed = written.and_then(|()| self.ledger.fs.rename(&staging, &dir).map_err(err));
-        if let Err(e) = renamed {
-            remove_staging(&self.root);
-            let taken = self.root.join(&dir).symlink_metadata().is_ok();
-            return Err(if taken { exists() } else { e });
-        }
-        self.ledger.fs.sync_dir(parent).map_err(err)
+        self.ledger.create_item(intent, actor, None).map(drop).map_err(StoreError)
     }
 
-    fn write_staged(
-        &mut self,
-        staging: &str,
-        intent: &WorkIntent,
-        actor: &str,
-    ) -> Result<(), StoreError> {
-        let err = |e: harn_core::env::FsError| StoreError(e.to_string());
-        self.ledger.fs.create_dir_all(staging).map_err(err)?;
-        let mut bytes = serde_json::to_vec_pretty(intent).expect("intents serialize");
-        bytes.push(b'\n');
-        let path = format!("{staging}/intent.json");
-        self.ledger.fs.create_new(&path, &bytes).map_err(err)?;
-        self.ledger.fs.sync_file(&path).map_err(err)?;
-        let events = format!("{staging}/events.jsonl");
-        let (mut writer, _) = JournalWriter::open_tail(&mut self.ledger.fs, &events)
-            .map_err(|e| StoreError(e.to_string()))?;
-        let event = WorkEvent {
-            schema_version: harn_core::work::events::EVENT_VERSION,
-            work_id: intent.id.clone(),
-            seq: writer.next_seq(),
-            ts: self.now(),
-            actor: actor.to_owned(),
-            reason: None,
-            kind: EventKind::created(intent),
-        };
-        writer
-            .append(&mut self.ledger.fs, event.ts, &[event])
-            .map_err(|e| StoreError(e.to_string()))?;
-        self.ledger.fs.sync_dir(staging).map_err(err)
+    /// True when `id` is a creation a kill cut short (see `Ledger::creation_pending`).
+    pub fn creation_pending(&mut self, id: &Id) -> bool {
+        self.ledger.creation_pending(id).unwrap_or(false)
     }
 
     /// Takes `id`'s history lock (flock on `events.lock`), waiting a little for another

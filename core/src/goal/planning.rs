@@ -18,8 +18,7 @@ use crate::env::Fs;
 use crate::ids::Id;
 use crate::journal::{self, JournalWriter};
 use crate::time::WallTime;
-use crate::work::events::EventKind;
-use crate::work::ledger::{work_dir, Known, Ledger};
+use crate::work::ledger::{Known, Ledger};
 use crate::work::{FailureClass, WorkIntent, WorkflowRef};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
@@ -401,7 +400,7 @@ pub fn apply<F: Fs>(
             Some(_) => return Err(format!("work {} exists and differs from the plan", w.id)),
             None => {
                 let provenance = format!("created by plan {plan} of goal {}", intent.id);
-                create_item(ledger, w, actor, &provenance, now)?
+                ledger.create_item(w, actor, Some(provenance))?;
             }
         }
     }
@@ -534,41 +533,6 @@ fn planner_prompt(
 /// The status of `plan` of `goal`, for the plan verbs.
 pub fn status_of(plans: &[PlanView], plan: &str) -> Option<PlanStatus> {
     plans.iter().find(|p| p.request.plan_id == plan).map(|p| p.status)
-}
-
-/// Creates a work item so that a crash at any point leaves it absent or whole: its
-/// `work.created` event first, then its intent, written whole. An item a crash left with its
-/// event but no intent is completed, never given a second creation event.
-pub fn create_item<F: Fs>(
-    ledger: &mut Ledger<F>,
-    intent: &WorkIntent,
-    actor: &str,
-    provenance: &str,
-    now: WallTime,
-) -> Result<(), String> {
-    let dir = work_dir(&intent.id);
-    ledger.fs.create_dir_all(&dir).map_err(|e| e.to_string())?;
-    ledger.fs.sync_dir(crate::layout::WORK).map_err(|e| e.to_string())?;
-    let events = ledger.events(&intent.id)?;
-    let intent = match events.as_slice() {
-        [] => {
-            let why = Some(provenance.to_owned());
-            ledger.append(&intent.id, EventKind::created(intent), actor, why, now)?;
-            intent.clone()
-        }
-        // The event seals the intent made before the crash, whose `created_at` was that
-        // event's time: the same proposal made again seals to the same digest at that time.
-        [only] => {
-            let mut again = WorkIntent { created_at: only.ts, sha256: None, ..intent.clone() };
-            again = again.sealed();
-            if only.kind != EventKind::created(&again) {
-                return Err(format!("work {}: a history exists without its intent", intent.id));
-            }
-            again
-        }
-        _ => return Err(format!("work {}: a history exists without its intent", intent.id)),
-    };
-    ledger.write_record(&dir, "intent.json", &intent).map(drop)
 }
 
 /// Reads a goal from its (already checked) intent: its plans, its active graph (the

@@ -126,6 +126,70 @@ impl<F: Fs> Ledger<F> {
         Ok(events)
     }
 
+    /// Creates work item `intent` so that a crash or a kill at any point leaves it absent or
+    /// whole, in the one protocol every creator follows (`harn work create` and a plan's
+    /// application): its `work.created` event first, at the intent's `created_at`, then its
+    /// intent, written whole. An item a crash left with that event and no intent is no item
+    /// yet ([`Ledger::creation_pending`]); creating it again with the same intent completes it,
+    /// sealed at the first event's time, never with a second creation event. Refused: an item
+    /// that exists, and a different intent over an event another creation left. Returns the
+    /// intent as written.
+    pub fn create_item(
+        &mut self,
+        intent: &WorkIntent,
+        actor: &str,
+        reason: Option<String>,
+    ) -> Result<WorkIntent, String> {
+        let dir = work_dir(&intent.id);
+        if self.intent(&intent.id)?.is_some() {
+            return Err(format!("work item {} already exists", intent.id));
+        }
+        self.fs.create_dir_all(&dir).map_err(|e| e.to_string())?;
+        self.fs.sync_dir(crate::layout::WORK).map_err(|e| e.to_string())?;
+        let events = self.events(&intent.id)?;
+        let intent = match events.as_slice() {
+            [] => {
+                let kind = EventKind::created(intent);
+                self.append(&intent.id, kind, actor, reason, intent.created_at)?;
+                intent.clone()
+            }
+            // The event seals the intent made before the crash, whose `created_at` was that
+            // event's time: the same intent made again seals to the same digest at that time.
+            [only] => {
+                let mut again = WorkIntent { created_at: only.ts, sha256: None, ..intent.clone() };
+                again = again.sealed();
+                if only.kind != EventKind::created(&again) {
+                    return Err(format!(
+                        "work {}: a creation of other content was cut short here, leaving a \
+                         history without its intent ({}); give the item another id",
+                        intent.id,
+                        self.shown(&dir)
+                    ));
+                }
+                again
+            }
+            _ => {
+                let shown = self.shown(&dir);
+                return Err(format!(
+                    "work {}: a history exists without its intent ({shown})",
+                    intent.id
+                ));
+            }
+        };
+        self.write_record(&dir, "intent.json", &intent)?;
+        Ok(intent)
+    }
+
+    /// True when `id` holds a creation a crash or a kill cut short: no intent, and at most its
+    /// `work.created` event. Such a directory is not a work item yet, and listings skip it.
+    pub fn creation_pending(&mut self, id: &Id) -> Result<bool, String> {
+        if self.read_bytes(&format!("{}/intent.json", work_dir(id)))?.is_some() {
+            return Ok(false);
+        }
+        let events = self.events(id)?;
+        Ok(events.iter().all(|e| matches!(e.kind, EventKind::Created { .. })) && events.len() <= 1)
+    }
+
     /// A run's manifest and proof, each when present; a proof harn did not seal is refused.
     pub fn run_records(
         &mut self,
