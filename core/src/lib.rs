@@ -8,6 +8,7 @@
 
 pub mod atomic;
 pub mod env;
+pub mod error;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod goal;

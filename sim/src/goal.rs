@@ -557,8 +557,31 @@ mod tests {
         let other = WorkIntent { title: "another".into(), sha256: None, ..began.clone() }.sealed();
         let other = WorkIntent { created_at: WallTime(9_500), sha256: None, ..other }.sealed();
         let refused = ledger.create_item(&other, "sim", Some("plan p2".into()));
-        assert!(refused.is_err_and(|e| e.contains("without its intent")));
+        assert!(refused.is_err_and(|e| e.to_string().contains("without its intent")));
         assert_eq!(ledger.intent(&id).unwrap(), None, "nothing was written");
+    }
+
+    /// The ledger's errors are typed: a record that does not parse names its file and line,
+    /// one that breaks a rule names its file, a creation over an existing item is refused.
+    #[test]
+    fn ledger_errors_name_their_file_and_line() {
+        use harn_core::error::RecordError;
+        use harn_core::work::ledger::{work_dir, Ledger};
+        let mut ledger = Ledger::new(crate::fs::SimFs::new(), "/sim");
+        let id = Id::new("w1").unwrap();
+        let dir = work_dir(&id);
+        harn_core::env::Fs::create_dir_all(&mut ledger.fs, &dir).unwrap();
+        let path = format!("{dir}/intent.json");
+        harn_core::env::Fs::create_new(&mut ledger.fs, &path, b"{\n  \"id\": ").unwrap();
+        match ledger.intent(&id) {
+            Err(RecordError::Parse { file, line: Some(2), .. }) => {
+                assert_eq!(file, format!("/sim/{path}"));
+            }
+            other => panic!("not a parse error with its line: {other:?}"),
+        }
+        let e = ledger.intent(&id).unwrap_err();
+        assert!(e.to_string().starts_with(&format!("/sim/{path}:2: ")), "{e}");
+        assert_eq!(e.file(), Some(format!("/sim/{path}").as_str()));
     }
 
     #[test]

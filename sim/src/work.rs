@@ -267,7 +267,7 @@ impl WorkWorld {
     }
 
     pub(crate) fn read(&mut self, id: &Id) -> Result<Item, String> {
-        self.ledger.read(id, &mut Known::new(), &mut |_| false)
+        Ok(self.ledger.read(id, &mut Known::new(), &mut |_| false)?)
     }
 
     pub(crate) fn act(&mut self, id: &Id) -> Result<(), String> {
@@ -398,7 +398,7 @@ impl WorkWorld {
         };
         match self.ledger.begin_live(&live) {
             Ok(()) => {}
-            Err(e) if e.contains(INJECTED) => {
+            Err(e) if e.to_string().contains(INJECTED) => {
                 self.summary.not_started += 1;
                 self.not_started = true;
                 return Ok(SegmentEnd::Abandoned);
@@ -465,12 +465,12 @@ impl WorkWorld {
         match spawned {
             Ok(_) if self.host_dies(&run) => return Ok(SegmentEnd::Abandoned),
             Ok(_) => {}
-            Err(e) if e.contains(INJECTED) => {
+            Err(e) if e.to_string().contains(INJECTED) => {
                 self.summary.not_started += 1;
                 self.not_started = true;
                 return Ok(SegmentEnd::Abandoned);
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
         if self.killing {
             // An operator's forced stop reached it: the host records so before any signal,

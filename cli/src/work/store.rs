@@ -35,6 +35,12 @@ impl From<String> for StoreError {
     }
 }
 
+impl From<harn_core::error::RecordError> for StoreError {
+    fn from(e: harn_core::error::RecordError) -> StoreError {
+        StoreError(e.to_string())
+    }
+}
+
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
@@ -370,7 +376,7 @@ impl Store {
         if let Ok(work) = crate::private::Dir::open(&self.root, parent, false) {
             work.sweep_residue();
         }
-        self.ledger.create_item(intent, actor, None).map(drop).map_err(StoreError)
+        self.ledger.create_item(intent, actor, None).map(drop).map_err(StoreError::from)
     }
 
     /// True when `id` is a creation a kill cut short (see `Ledger::creation_pending`).

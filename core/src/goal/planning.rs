@@ -99,7 +99,7 @@ pub fn proposal<F: Fs>(
     goal: &Id,
     plan: &str,
 ) -> Result<Option<Proposal>, String> {
-    ledger.read_json(&format!("{}/proposal.json", plan_dir(goal, plan)))
+    Ok(ledger.read_json(&format!("{}/proposal.json", plan_dir(goal, plan)))?)
 }
 
 /// Work items earlier plans created.

@@ -12,6 +12,7 @@ use super::events::{validate_history, EventKind, WorkEvent, EVENT_VERSION};
 use super::projection::{project, AttemptStatus, Inputs, Prerequisite};
 use super::{Projection, WorkIntent};
 use crate::env::Fs;
+use crate::error::RecordError;
 use crate::hash::sha256_hex;
 use crate::ids::Id;
 use crate::journal::{self, JournalWriter};
@@ -53,7 +54,7 @@ type Inspected =
 pub type SealedProof = (Proof, String);
 
 /// Items already read in one command, so each is read and projected once.
-pub type Known = BTreeMap<Id, Result<Item, String>>;
+pub type Known = BTreeMap<Id, Result<Item, RecordError>>;
 
 /// The ledger of one coordination root over a filesystem.
 pub struct Ledger<F: Fs> {
@@ -88,41 +89,45 @@ impl<F: Fs> Ledger<F> {
         format!("{}/{path}", self.shown_root)
     }
 
-    fn read_bytes(&mut self, path: &str) -> Result<Option<Vec<u8>>, String> {
-        self.fs.read(path).map_err(|e| e.to_string())
+    fn read_bytes(&mut self, path: &str) -> Result<Option<Vec<u8>>, RecordError> {
+        self.fs.read(path).map_err(RecordError::Fs)
     }
 
     /// A JSON record, when present; a malformed one names its file and line.
     pub fn read_json<T: serde::de::DeserializeOwned>(
         &mut self,
         path: &str,
-    ) -> Result<Option<T>, String> {
+    ) -> Result<Option<T>, RecordError> {
         let Some(bytes) = self.read_bytes(path)? else { return Ok(None) };
-        serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| format!("{}:{}: {e}", self.shown(path), e.line()))
+        serde_json::from_slice(&bytes).map(Some).map_err(|e| self.parse_error(path, &e))
+    }
+
+    /// A JSON record of `path` that does not parse, with its file and line.
+    fn parse_error(&self, path: &str, e: &serde_json::Error) -> RecordError {
+        RecordError::Parse { file: self.shown(path), line: Some(e.line()), detail: e.to_string() }
     }
 
     /// The intent of `id`, checked; `None` when there is no such item.
-    pub fn intent(&mut self, id: &Id) -> Result<Option<WorkIntent>, String> {
+    pub fn intent(&mut self, id: &Id) -> Result<Option<WorkIntent>, RecordError> {
         let path = format!("{}/intent.json", work_dir(id));
         let Some(intent) = self.read_json::<WorkIntent>(&path)? else { return Ok(None) };
-        intent.validate().map_err(|e| format!("{}: {e}", self.shown(&path)))?;
+        intent.validate().map_err(|e| RecordError::invalid(self.shown(&path), e))?;
         if intent.id != *id {
-            return Err(format!("{}: id is {}, not {id}", self.shown(&path), intent.id));
+            let detail = format!("id is {}, not {id}", intent.id);
+            return Err(RecordError::invalid(self.shown(&path), detail));
         }
         Ok(Some(intent))
     }
 
     /// The verified history of `id`. A torn final line is an append a crash interrupted: it
     /// never happened; readers ignore it and the next append cuts it off.
-    pub fn events(&mut self, id: &Id) -> Result<Vec<WorkEvent>, String> {
+    pub fn events(&mut self, id: &Id) -> Result<Vec<WorkEvent>, RecordError> {
         let path = format!("{}/events.jsonl", work_dir(id));
         let shown = self.shown(&path);
         let bytes = self.read_bytes(&path)?.unwrap_or_default();
-        let read = journal::parse_as::<WorkEvent>(&shown, &bytes).map_err(|e| e.to_string())?;
+        let read = journal::parse_as::<WorkEvent>(&shown, &bytes)?;
         let events: Vec<WorkEvent> = read.records.into_iter().map(|r| r.body).collect();
-        validate_history(id, &events).map_err(|e| format!("{shown}: {e}"))?;
+        validate_history(id, &events).map_err(|e| RecordError::invalid(shown, e))?;
         Ok(events)
     }
 
@@ -139,13 +144,13 @@ impl<F: Fs> Ledger<F> {
         intent: &WorkIntent,
         actor: &str,
         reason: Option<String>,
-    ) -> Result<WorkIntent, String> {
+    ) -> Result<WorkIntent, RecordError> {
         let dir = work_dir(&intent.id);
         if self.intent(&intent.id)?.is_some() {
-            return Err(format!("work item {} already exists", intent.id));
+            return Err(RecordError::refused(format!("work item {} already exists", intent.id)));
         }
-        self.fs.create_dir_all(&dir).map_err(|e| e.to_string())?;
-        self.fs.sync_dir(crate::layout::WORK).map_err(|e| e.to_string())?;
+        self.fs.create_dir_all(&dir)?;
+        self.fs.sync_dir(crate::layout::WORK)?;
         let events = self.events(&intent.id)?;
         let intent = match events.as_slice() {
             [] => {
@@ -159,21 +164,18 @@ impl<F: Fs> Ledger<F> {
                 let mut again = WorkIntent { created_at: only.ts, sha256: None, ..intent.clone() };
                 again = again.sealed();
                 if only.kind != EventKind::created(&again) {
-                    return Err(format!(
+                    return Err(RecordError::refused(format!(
                         "work {}: a creation of other content was cut short here, leaving a \
                          history without its intent ({}); give the item another id",
                         intent.id,
                         self.shown(&dir)
-                    ));
+                    )));
                 }
                 again
             }
             _ => {
-                let shown = self.shown(&dir);
-                return Err(format!(
-                    "work {}: a history exists without its intent ({shown})",
-                    intent.id
-                ));
+                let detail = format!("work {}: a history exists without its intent", intent.id);
+                return Err(RecordError::invalid(self.shown(&dir), detail));
             }
         };
         self.write_record(&dir, "intent.json", &intent)?;
@@ -182,7 +184,7 @@ impl<F: Fs> Ledger<F> {
 
     /// True when `id` holds a creation a crash or a kill cut short: no intent, and at most its
     /// `work.created` event. Such a directory is not a work item yet, and listings skip it.
-    pub fn creation_pending(&mut self, id: &Id) -> Result<bool, String> {
+    pub fn creation_pending(&mut self, id: &Id) -> Result<bool, RecordError> {
         if self.read_bytes(&format!("{}/intent.json", work_dir(id)))?.is_some() {
             return Ok(false);
         }
@@ -194,7 +196,7 @@ impl<F: Fs> Ledger<F> {
     pub fn run_records(
         &mut self,
         run_id: &Id,
-    ) -> Result<(Option<RunManifest>, Option<Proof>), String> {
+    ) -> Result<(Option<RunManifest>, Option<Proof>), RecordError> {
         let (manifest, proof) = self.sealed_run_records(run_id)?;
         Ok((manifest, proof.map(|(p, _)| p)))
     }
@@ -205,22 +207,22 @@ impl<F: Fs> Ledger<F> {
     pub fn sealed_run_records(
         &mut self,
         run_id: &Id,
-    ) -> Result<(Option<RunManifest>, Option<SealedProof>), String> {
+    ) -> Result<(Option<RunManifest>, Option<SealedProof>), RecordError> {
         let dir = run_dir(run_id);
         let manifest: Option<RunManifest> = self.read_json(&format!("{dir}/run.json"))?;
         let path = format!("{dir}/proof.json");
         let Some(bytes) = self.read_bytes(&path)? else { return Ok((manifest, None)) };
-        let proof: Proof = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("{}:{}: {e}", self.shown(&path), e.line()))?;
+        let proof: Proof =
+            serde_json::from_slice(&bytes).map_err(|e| self.parse_error(&path, &e))?;
         let digest = sha256_hex(&bytes);
         if manifest.as_ref().is_some_and(|m| m.schema_version >= 2) {
             let seal: Option<ProofSeal> = self.read_json(&format!("{dir}/{SEAL}"))?;
             let refuse = |why: String| {
-                format!(
-                    "{}: harn did not write this proof at the end of run {run_id} ({why}); \
-                     it does not count",
-                    self.shown(&path)
-                )
+                let detail = format!(
+                    "harn did not write this proof at the end of run {run_id} ({why}); it does \
+                     not count"
+                );
+                RecordError::invalid(self.shown(&path), detail)
             };
             match seal {
                 None => return Err(refuse(format!("{SEAL} is missing"))),
@@ -241,15 +243,15 @@ impl<F: Fs> Ledger<F> {
     }
 
     /// A run's transcript records.
-    pub fn transcript(&mut self, run_id: &Id) -> Result<Vec<Value>, String> {
+    pub fn transcript(&mut self, run_id: &Id) -> Result<Vec<Value>, RecordError> {
         let path = format!("{}/transcript.jsonl", run_dir(run_id));
         let bytes = self.read_bytes(&path)?.unwrap_or_default();
-        let read = journal::parse(&self.shown(&path), &bytes).map_err(|e| e.to_string())?;
+        let read = journal::parse(&self.shown(&path), &bytes)?;
         Ok(read.records.into_iter().map(|r| r.body).collect())
     }
 
     /// The approval a run is parked on and whether it has been ruled on.
-    pub fn parked_on(&mut self, run_id: &Id) -> Result<Option<(String, bool)>, String> {
+    pub fn parked_on(&mut self, run_id: &Id) -> Result<Option<(String, bool)>, RecordError> {
         let records = self.transcript(run_id)?;
         self.parked_with(run_id, &records)
     }
@@ -259,25 +261,25 @@ impl<F: Fs> Ledger<F> {
         &mut self,
         run_id: &Id,
         records: &[Value],
-    ) -> Result<Option<(String, bool)>, String> {
+    ) -> Result<Option<(String, bool)>, RecordError> {
         let Some(approval) = transcript::parked_on(records) else { return Ok(None) };
-        Id::new(&approval).map_err(|e| format!("run {run_id}: {e}"))?;
+        Id::new(&approval).map_err(|e| RecordError::refused(format!("run {run_id}: {e}")))?;
         match self.approval(&approval)? {
             Some((_, decision)) => Ok(Some((approval, decision.is_some()))),
-            None => Err(format!(
-                "run {run_id} is parked on approval {approval}, whose {} is missing",
-                self.shown(&format!("{}/request.json", approval_dir(&approval)))
+            None => Err(RecordError::invalid(
+                self.shown(&format!("{}/request.json", approval_dir(&approval))),
+                format!("run {run_id} is parked on approval {approval}, whose request is missing"),
             )),
         }
     }
 
     /// What a resumed run takes over: started calls, completed replies, and the rulings of
     /// the approvals it asked for.
-    pub fn resume_state(&mut self, run_id: &Id) -> Result<ResumeState, String> {
+    pub fn resume_state(&mut self, run_id: &Id) -> Result<ResumeState, RecordError> {
         let records = self.transcript(run_id)?;
         let mut state = transcript::resume_state(&records);
         for approval in transcript::approvals_asked(&records) {
-            Id::new(&approval).map_err(|e| format!("run {run_id}: {e}"))?;
+            Id::new(&approval).map_err(|e| RecordError::refused(format!("run {run_id}: {e}")))?;
             if let Some((request, Some(decision))) = self.approval(&approval)? {
                 state.rulings.insert(request.slot, (request.request_sha256, decision.verdict));
             }
@@ -293,7 +295,7 @@ impl<F: Fs> Ledger<F> {
         id: &Id,
         known: &mut Known,
         runner_live: &mut dyn FnMut(&Id) -> bool,
-    ) -> Result<Item, String> {
+    ) -> Result<Item, RecordError> {
         if let Some(done) = known.get(id) {
             return done.clone();
         }
@@ -309,19 +311,21 @@ impl<F: Fs> Ledger<F> {
         known: &mut Known,
         runner_live: &mut dyn FnMut(&Id) -> bool,
         depth: usize,
-    ) -> Result<Item, String> {
-        let intent = self.intent(id)?.ok_or_else(|| format!("no work item {id}"))?;
+    ) -> Result<Item, RecordError> {
+        let intent =
+            self.intent(id)?.ok_or_else(|| RecordError::refused(format!("no work item {id}")))?;
         let events = self.events(id)?;
         if events.is_empty() {
             // Creation writes both or neither, so this was made by hand; appending to it
             // would only bury the missing creation under more events.
             let path = format!("{}/events.jsonl", work_dir(id));
-            return Err(format!("{}: no work.created event", self.shown(&path)));
+            return Err(RecordError::invalid(self.shown(&path), "no work.created event"));
         }
         let mut prerequisites = BTreeMap::new();
         for dep in &intent.dependencies {
             if depth > DEPTH_MAX {
-                return Err(format!("{id}: the dependency chain is deeper than {DEPTH_MAX}"));
+                let detail = format!("{id}: the dependency chain is deeper than {DEPTH_MAX}");
+                return Err(RecordError::refused(detail));
             }
             let view = match known.get(dep) {
                 Some(done) => done.as_ref().ok().map(prerequisite),
@@ -336,12 +340,12 @@ impl<F: Fs> Ledger<F> {
         }
         let shown_events = self.shown(&format!("{}/events.jsonl", work_dir(id)));
         super::events::check_created(&intent, &events).map_err(|e| {
-            format!("{}: {e}", self.shown(&format!("{}/intent.json", work_dir(id))))
+            RecordError::invalid(self.shown(&format!("{}/intent.json", work_dir(id))), e)
         })?;
         let live = runner_live(id);
         let (attempts, usage, proofs) = self.inspect_attempts(id, &events, live)?;
         super::events::check_acceptances(&events, &proofs)
-            .map_err(|e| format!("{shown_events}: {e}"))?;
+            .map_err(|e| RecordError::invalid(shown_events, e))?;
         let inputs = Inputs {
             intent: &intent,
             events: &events,
@@ -359,7 +363,7 @@ impl<F: Fs> Ledger<F> {
         &mut self,
         root: &Id,
         runner_live: &mut dyn FnMut(&Id) -> bool,
-    ) -> Result<Vec<super::projection::GraphItem>, String> {
+    ) -> Result<Vec<super::projection::GraphItem>, RecordError> {
         let mut known = Known::new();
         let (mut order, mut seen) = (Vec::new(), std::collections::BTreeSet::new());
         // An explicit stack, so a chain of a thousand items needs no deep recursion: each
@@ -414,7 +418,7 @@ impl<F: Fs> Ledger<F> {
         id: &Id,
         events: &[WorkEvent],
         runner_live: bool,
-    ) -> Result<Inspected, String> {
+    ) -> Result<Inspected, RecordError> {
         let mut attempts = Vec::new();
         let mut usage: Option<crate::workflow::adapter::Usage> = None;
         let mut proofs = BTreeMap::new();
@@ -453,7 +457,7 @@ impl<F: Fs> Ledger<F> {
                 started,
                 runner_live,
             )
-            .map_err(|e| format!("work item {id}: {e}"))?;
+            .map_err(|e| RecordError::refused(format!("work item {id}: {e}")))?;
             attempts.push(status);
         }
         Ok((attempts, usage, proofs))
@@ -468,10 +472,9 @@ impl<F: Fs> Ledger<F> {
         actor: &str,
         reason: Option<String>,
         now: WallTime,
-    ) -> Result<WorkEvent, String> {
+    ) -> Result<WorkEvent, RecordError> {
         let path = format!("{}/events.jsonl", work_dir(id));
-        let (mut writer, _) =
-            JournalWriter::open_tail(&mut self.fs, &path).map_err(|e| e.to_string())?;
+        let (mut writer, _) = JournalWriter::open_tail(&mut self.fs, &path)?;
         let event = WorkEvent {
             schema_version: EVENT_VERSION,
             work_id: id.clone(),
@@ -481,9 +484,7 @@ impl<F: Fs> Ledger<F> {
             reason,
             kind,
         };
-        writer
-            .append(&mut self.fs, now, std::slice::from_ref(&event))
-            .map_err(|e| e.to_string())?;
+        writer.append(&mut self.fs, now, std::slice::from_ref(&event))?;
         self.acknowledged.events.push(event.clone());
         Ok(event)
     }
@@ -496,7 +497,7 @@ impl<F: Fs> Ledger<F> {
         dir: &str,
         name: &str,
         record: &impl serde::Serialize,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, RecordError> {
         self.write_record_bytes(dir, name, record_bytes(record))
     }
 
@@ -506,12 +507,11 @@ impl<F: Fs> Ledger<F> {
         dir: &str,
         name: &str,
         bytes: Vec<u8>,
-    ) -> Result<Vec<u8>, String> {
+    ) -> Result<Vec<u8>, RecordError> {
         let path = format!("{dir}/{name}");
-        let err = |e: crate::env::FsError| e.to_string();
-        self.fs.create_dir_all(dir).map_err(err)?;
+        self.fs.create_dir_all(dir)?;
         if self.read_bytes(&path)?.is_some() {
-            return Err(format!("{}: already written", self.shown(&path)));
+            return Err(RecordError::invalid(self.shown(&path), "already written"));
         }
         let temp = format!("{dir}/.{name}.tmp");
         let written = (|| {
@@ -522,9 +522,9 @@ impl<F: Fs> Ledger<F> {
         if let Err(e) = written {
             // A full disk leaves no temporary file behind for each refused attempt.
             let _ = self.fs.remove(&temp);
-            return Err(err(e));
+            return Err(RecordError::Fs(e));
         }
-        self.fs.sync_dir(dir).map_err(err)?;
+        self.fs.sync_dir(dir)?;
         self.acknowledged.records.push((path, bytes.clone()));
         Ok(bytes)
     }
@@ -532,7 +532,12 @@ impl<F: Fs> Ledger<F> {
     /// Appends a `work.reconciled` receipt when the projected state, reason or next action
     /// differs from the last receipt; the caller holds the history lock and no runner is
     /// live. Returns whether a receipt was written.
-    pub fn reconcile(&mut self, item: &Item, actor: &str, now: WallTime) -> Result<bool, String> {
+    pub fn reconcile(
+        &mut self,
+        item: &Item,
+        actor: &str,
+        now: WallTime,
+    ) -> Result<bool, RecordError> {
         let p = &item.projection;
         let state = serde_json::json!(p.state).as_str().unwrap_or("").to_owned();
         let next_action = serde_json::json!(p.next_action).as_str().unwrap_or("").to_owned();
@@ -595,6 +600,12 @@ impl From<String> for Refusal {
     }
 }
 
+impl From<RecordError> for Refusal {
+    fn from(e: RecordError) -> Refusal {
+        Refusal::Store(e.to_string())
+    }
+}
+
 /// What an attempt starts with, besides the work item: the run's options, frozen by value
 /// into its manifest.
 pub type RunOptions = RunManifest;
@@ -622,7 +633,7 @@ impl<F: Fs> Ledger<F> {
             // A prerequisite that cannot be read now (an IO error) refuses the start: an
             // attempt recorded without the acceptance it builds on would later read as
             // stale and be dispatched again.
-            let read = self.read(d, &mut known, &mut no_runner).map_err(Refusal::Store)?;
+            let read = self.read(d, &mut known, &mut no_runner)?;
             if let Some(seq) = read.projection.accepted_seq {
                 prerequisites.insert(d.clone(), seq);
             }
@@ -697,7 +708,7 @@ impl<F: Fs> Ledger<F> {
     }
 
     /// The synopsis of the attempt before `run_id`, which a retry's start line carries.
-    fn prior_synopsis(&mut self, item: &Item, run_id: &Id) -> Result<Option<Value>, String> {
+    fn prior_synopsis(&mut self, item: &Item, run_id: &Id) -> Result<Option<Value>, RecordError> {
         let runs: Vec<&Id> = item
             .events
             .iter()
@@ -719,12 +730,11 @@ impl<F: Fs> Ledger<F> {
         run_id: &Id,
         mut body: Value,
         now: WallTime,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordError> {
         let path = format!("{}/transcript.jsonl", run_dir(run_id));
-        let (mut writer, _) =
-            JournalWriter::open_tail(&mut self.fs, &path).map_err(|e| e.to_string())?;
+        let (mut writer, _) = JournalWriter::open_tail(&mut self.fs, &path)?;
         body["run_id"] = serde_json::json!(run_id);
-        writer.append(&mut self.fs, now, std::slice::from_ref(&body)).map_err(|e| e.to_string())?;
+        writer.append(&mut self.fs, now, std::slice::from_ref(&body))?;
         Ok(())
     }
 
@@ -737,7 +747,7 @@ impl<F: Fs> Ledger<F> {
         manifest: &RunManifest,
         parked: &crate::workflow::run::Parked,
         now: WallTime,
-    ) -> Result<Result<ApprovalRequest, String>, String> {
+    ) -> Result<Result<ApprovalRequest, String>, RecordError> {
         let request = manifest.approval_request(parked, now);
         let created = match self.record_approval(&request)? {
             Ok(created) => created,
@@ -762,7 +772,7 @@ impl<F: Fs> Ledger<F> {
         fold: crate::workflow::run::RunFold,
         end: &crate::workflow::run::ProcessEnd,
         now: WallTime,
-    ) -> Result<Proof, String> {
+    ) -> Result<Proof, RecordError> {
         let mut proof = fold.finish(manifest, &item.intent, end, now);
         let run_id = &manifest.run_id;
         // The containment the last segment reached, as its host recorded it at the spawn;
@@ -776,8 +786,8 @@ impl<F: Fs> Ledger<F> {
         let path = format!("{dir}/proof.json");
         if let Some(foreign) = self.read_bytes(&path)? {
             let aside = format!("proof.foreign-{}.json", now.0);
-            self.fs.rename(&path, &format!("{dir}/{aside}")).map_err(|e| e.to_string())?;
-            self.fs.sync_dir(&dir).map_err(|e| e.to_string())?;
+            self.fs.rename(&path, &format!("{dir}/{aside}"))?;
+            self.fs.sync_dir(&dir)?;
             let body = serde_json::json!({
                 "event": "run.tampered", "file": "proof.json", "moved_to": aside,
                 "sha256": sha256_hex(&foreign),
@@ -792,8 +802,11 @@ impl<F: Fs> Ledger<F> {
             run_id: run_id.clone(),
             proof_sha256: sha256_hex(&bytes),
         };
-        crate::atomic::atomic_replace(&mut self.fs, &format!("{dir}/{SEAL}"), &record_bytes(&seal))
-            .map_err(|e| e.to_string())?;
+        crate::atomic::atomic_replace(
+            &mut self.fs,
+            &format!("{dir}/{SEAL}"),
+            &record_bytes(&seal),
+        )?;
         self.write_record_bytes(&dir, "proof.json", bytes)?;
         let body = match end {
             crate::workflow::run::ProcessEnd::Exited { code, signal, timed_out } => {
@@ -820,7 +833,7 @@ impl<F: Fs> Ledger<F> {
     pub fn record_approval(
         &mut self,
         request: &ApprovalRequest,
-    ) -> Result<Result<bool, String>, String> {
+    ) -> Result<Result<bool, String>, RecordError> {
         let dir = approval_dir(&request.approval_id);
         match self.read_json::<ApprovalRequest>(&format!("{dir}/request.json"))? {
             Some(existing) if existing.request_sha256 == request.request_sha256 => Ok(Ok(false)),
