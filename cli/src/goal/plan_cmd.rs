@@ -178,7 +178,7 @@ pub fn run(store: &mut Store, verb: PlanVerb) -> Exit {
     if let Some(Err(code)) = plan.map(|p| parse_id(p)) {
         return Err(code);
     }
-    let actor = |a: &Option<String>| crate::work::cmd::actor(a.clone());
+    let actor = |a: &Option<String>| crate::work::actor(a.clone());
     let (plan_id, as_json) = match &verb {
         PlanVerb::Approve { plan, json, .. }
         | PlanVerb::Reject { plan, json, .. }

@@ -2,7 +2,7 @@
 //! place a person rules on them. A ruling is recorded once and never changed; it resumes
 //! nothing by itself: the next `harn work run` of the item resumes the parked attempt.
 
-use super::cmd::actor;
+use super::actor;
 use super::store::Store;
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};

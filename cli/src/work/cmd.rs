@@ -1,6 +1,8 @@
 //! `harn work …`: the verbs and their arguments; creating, listing, showing, cancelling and
 //! reopening work items on the core projection. Attempts and acceptance are in `run_cmd`.
 
+use super::actor;
+use super::show::{show, state_name};
 use super::store::{Item, Store};
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};
@@ -8,7 +10,7 @@ use harn_core::ids::Id;
 use harn_core::work::events::{EventKind, Finding};
 use harn_core::work::intent::{check_dependency_graph, INTENT_VERSION};
 use harn_core::work::projection::{cancellable, reopenable};
-use harn_core::work::{WorkIntent, WorkState, WorkflowRef};
+use harn_core::work::{WorkIntent, WorkflowRef};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -149,13 +151,6 @@ pub fn run(args: WorkArgs) -> Exit {
     }
 }
 
-pub fn actor(given: Option<String>) -> String {
-    given
-        .or_else(|| std::env::var("USER").ok())
-        .filter(|a| !a.trim().is_empty())
-        .unwrap_or_else(|| "operator".into())
-}
-
 fn create(store: &mut Store, a: CreateArgs) -> Exit {
     let id = match a.id.as_deref().map(Id::new).transpose() {
         Ok(Some(id)) => id,
@@ -277,10 +272,6 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> Exit {
 /// The state `list` shows for an item whose records cannot be read.
 const UNREADABLE: &str = "unreadable";
 
-fn state_name(s: WorkState) -> String {
-    json!(s).as_str().unwrap_or("").to_owned()
-}
-
 fn summary(i: &Item) -> Value {
     json!({
         "id": i.intent.id, "title": i.intent.title, "state": i.projection.state,
@@ -289,56 +280,6 @@ fn summary(i: &Item) -> Value {
         "attempts_remaining": i.projection.attempts_remaining,
         "unresolved_dependencies": i.projection.unresolved_dependencies,
     })
-}
-
-pub(super) fn show(store: &mut Store, id: &str, json: bool) -> Exit {
-    let id = match Id::new(id) {
-        Ok(id) => id,
-        Err(e) => return fail(EXIT_USAGE, format!("{id:?}: {e}")),
-    };
-    let item = match store.read(&id, &mut BTreeMap::new()) {
-        Ok(item) => item,
-        Err(e) => return fail(EXIT_FAILED, e),
-    };
-    if json {
-        let doc = json!({
-            "intent": item.intent, "projection": item.projection, "events": item.events,
-            "usage": item.usage,
-        });
-        outln!("{doc}");
-        return Ok(0);
-    }
-    let (i, p) = (&item.intent, &item.projection);
-    outln!("{}  {}", i.id, i.title);
-    outln!(
-        "  state      {} (next: {}) — {}",
-        state_name(p.state),
-        json!(p.next_action).as_str().unwrap_or(""),
-        p.reason
-    );
-    outln!("  objective  {}", i.objective);
-    for (n, a) in i.acceptance.iter().enumerate() {
-        outln!("  accept-{}   {a}", n + 1);
-    }
-    if !i.dependencies.is_empty() {
-        let deps: Vec<&str> = i.dependencies.iter().map(Id::as_str).collect();
-        outln!("  depends on {}", deps.join(", "));
-    }
-    outln!("  workflow   {} (sha256 {})", i.workflow.path, &i.workflow.sha256[..12]);
-    outln!(
-        "  attempts   {} used, {} charged, {} left",
-        p.attempts_used,
-        p.charged_attempts,
-        p.attempts_remaining
-    );
-    if let Some(u) = &item.usage {
-        outln!("  agents     {}", super::progress::usage(u));
-    }
-    for f in &p.open_findings {
-        outln!("  finding    {}: {}", f.id, f.statement);
-    }
-    outln!("  history    {} events", item.events.len());
-    Ok(0)
 }
 
 fn govern(store: &mut Store, g: Governance, reopen: bool) -> Exit {

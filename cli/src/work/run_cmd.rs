@@ -1,9 +1,10 @@
 //! `harn work run|retry|accept|reconcile`: one attempt of a work item to its proof, the
 //! operator's acceptance of that proof, and receipts of projections.
 
-use super::cmd::{actor, show};
+use super::actor;
 use super::host_args::HostArgs;
 use super::runner::{run_attempt, AttemptRefusal, Ended, RunLimits};
+use super::show::show;
 use super::store::{run_dir, Store};
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use clap::Args;

@@ -1,0 +1,63 @@
+//! `harn work show`: one item, its intent, state, history and usage, as text or JSON; also
+//! printed after `work create`, `run`, `retry` and `accept`.
+
+use super::store::Store;
+use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
+use harn_core::ids::Id;
+use harn_core::work::WorkState;
+use serde_json::json;
+use std::collections::BTreeMap;
+
+pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
+    let id = match Id::new(id) {
+        Ok(id) => id,
+        Err(e) => return fail(EXIT_USAGE, format!("{id:?}: {e}")),
+    };
+    let item = match store.read(&id, &mut BTreeMap::new()) {
+        Ok(item) => item,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    if json {
+        let doc = json!({
+            "intent": item.intent, "projection": item.projection, "events": item.events,
+            "usage": item.usage,
+        });
+        outln!("{doc}");
+        return Ok(0);
+    }
+    let (i, p) = (&item.intent, &item.projection);
+    outln!("{}  {}", i.id, i.title);
+    outln!(
+        "  state      {} (next: {}) — {}",
+        state_name(p.state),
+        json!(p.next_action).as_str().unwrap_or(""),
+        p.reason
+    );
+    outln!("  objective  {}", i.objective);
+    for (n, a) in i.acceptance.iter().enumerate() {
+        outln!("  accept-{}   {a}", n + 1);
+    }
+    if !i.dependencies.is_empty() {
+        let deps: Vec<&str> = i.dependencies.iter().map(Id::as_str).collect();
+        outln!("  depends on {}", deps.join(", "));
+    }
+    outln!("  workflow   {} (sha256 {})", i.workflow.path, &i.workflow.sha256[..12]);
+    outln!(
+        "  attempts   {} used, {} charged, {} left",
+        p.attempts_used,
+        p.charged_attempts,
+        p.attempts_remaining
+    );
+    if let Some(u) = &item.usage {
+        outln!("  agents     {}", super::progress::usage(u));
+    }
+    for f in &p.open_findings {
+        outln!("  finding    {}: {}", f.id, f.statement);
+    }
+    outln!("  history    {} events", item.events.len());
+    Ok(0)
+}
+
+pub(super) fn state_name(s: WorkState) -> String {
+    json!(s).as_str().unwrap_or("").to_owned()
+}
