@@ -138,3 +138,19 @@ fn a_work_create_cut_short_is_no_item_and_the_same_create_completes_it() {
     assert_eq!(shown["events"].as_array().unwrap().len(), 1, "one creation event: {shown}");
     assert_eq!(shown["intent"]["title"], "Docs");
 }
+
+#[test]
+fn ids_may_hold_capitals_as_the_reference_allows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = example_root(tmp.path());
+    let create = ["work", "create", "Docs", "wf.sh", "--id", "Fix-Parser", "--objective", "o"];
+    let out = harn_at(&root, &create);
+    assert!(out.status.success(), "{}", text(&out));
+    let goal = ["supervisor", "create", "Fix-Parser", "--team", "team.json", "--id", "Ship2"];
+    let out = harn_at(&root, &goal);
+    assert!(out.status.success(), "{}", text(&out));
+    let shown = json(&harn_at(&root, &["supervisor", "show", "Ship2", "--json"]));
+    assert_eq!(shown["intent"]["root_work_id"], "Fix-Parser", "{shown}");
+    let bad = harn_at(&root, &["work", "create", "D", "wf.sh", "--id", "a/b", "--objective", "o"]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+}

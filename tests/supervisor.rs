@@ -330,3 +330,44 @@ fn a_review_panel_asks_for_one_revision_and_only_a_passed_plan_is_approved() {
     let out = harn(r, &["supervisor", "run", "rev", "--harness", "scripted"]);
     assert!(text(&out).contains("stop: succeeded"), "{}", text(&out));
 }
+
+#[test]
+fn plan_retry_is_refused_once_no_replan_slot_remains() {
+    let dir = root(Some("echo '{\"op\":\"result\",\"ok\":false,\"error\":\"tests failed\"}'"));
+    let r = dir.path();
+    replanning(r, "planner.sh", false, |p| p.replace("\"max_replans\": 3", "\"max_replans\": 1"));
+    // A planner that asks a person instead of proposing work.
+    let attention = "#!/bin/sh\ncat >/dev/null\necho '{\"decision\": \"attention\", \"rationale\": \"which parser do we keep? a person must say\", \"work\": []}'\n";
+    std::fs::write(r.join("planner.sh"), attention).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(r.join("planner.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    lone(r);
+    let create = [
+        "supervisor",
+        "create",
+        "lone",
+        "--team",
+        "team.json",
+        "--id",
+        "fixit",
+        "--replanning",
+        "replanning.json",
+    ];
+    let out = harn(r, &create);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = harn(r, &["supervisor", "run", "fixit", "--harness", "scripted"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let p = json(&harn(r, &["supervisor", "show", "fixit", "--json"]))["projection"].clone();
+    assert_eq!(
+        (p["attention_plan_id"].as_str(), p["replans_remaining"].as_u64()),
+        (Some("p1"), Some(0)),
+        "{p} {}",
+        text(&harn(r, &["supervisor", "plan", "show", "fixit", "p1", "--json"]))
+    );
+    let retry = ["supervisor", "plan", "retry", "fixit", "p1", "--reason", "keep the new one"];
+    let out = harn(r, &retry);
+    assert!(!out.status.success(), "a retry with no slot left is refused: {}", text(&out));
+    assert!(text(&out).contains("no replan slot remains"), "{}", text(&out));
+    let plans = json(&harn(r, &["supervisor", "plan", "list", "fixit", "--json"]));
+    assert_eq!(plans["plans"][0]["status"], "attention", "nothing was recorded: {plans}");
+}

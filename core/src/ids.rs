@@ -6,8 +6,8 @@ use std::fmt;
 /// Longest identifier accepted, in bytes.
 pub const ID_MAX_LEN: usize = 64;
 
-/// A name of a harness, a goal, a work item or a profile. Lowercase ASCII letters, digits, `.`,
-/// `_` and `-`; 1 to [`ID_MAX_LEN`] bytes; does not start with `.` and never contains `..`, so it
+/// A name of a harness, a goal, a work item or a profile. ASCII letters, digits, `.`, `_` and
+/// `-` (capitals allowed, as the reference tool allows them); 1 to [`ID_MAX_LEN`] bytes; does not start with `.` and never contains `..`, so it
 /// can never name a parent, a hidden file or another directory; does not start with `-`, so
 /// it never reads as an option where a command line takes it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -21,7 +21,7 @@ pub enum IdError {
     Empty,
     /// The string is longer than [`ID_MAX_LEN`] bytes.
     TooLong(usize),
-    /// The string holds a character outside `[a-z0-9._-]`.
+    /// The string holds a character outside `[A-Za-z0-9._-]`.
     BadChar(char),
     /// The string starts with `.` or contains `..`.
     Dots,
@@ -34,10 +34,9 @@ impl fmt::Display for IdError {
         match self {
             IdError::Empty => write!(f, "an id may not be empty"),
             IdError::TooLong(n) => write!(f, "an id may be at most {ID_MAX_LEN} bytes, not {n}"),
-            IdError::BadChar(c) => write!(
-                f,
-                "an id may hold only lowercase letters, digits, '.', '_' and '-', not {c:?}"
-            ),
+            IdError::BadChar(c) => {
+                write!(f, "an id may hold only letters, digits, '.', '_' and '-', not {c:?}")
+            }
             IdError::Dots => write!(f, "an id may not start with '.' or contain '..'"),
             IdError::LeadingDash => {
                 write!(f, "an id may not start with '-' (it would read as an option)")
@@ -76,7 +75,7 @@ impl Id {
 }
 
 fn is_id_char(c: char) -> bool {
-    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-')
+    c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
 }
 
 impl fmt::Display for Id {
@@ -119,7 +118,8 @@ mod tests {
         assert_eq!(Id::new("a..b").unwrap_err(), IdError::Dots);
         assert_eq!(Id::new("-rf").unwrap_err(), IdError::LeadingDash);
         assert!(Id::new("a-b").is_ok(), "a dash inside is fine");
-        assert_eq!(Id::new("A"), Err(IdError::BadChar('A')));
+        assert_eq!(Id::new("Fix-Parser").map(|i| i.to_string()), Ok("Fix-Parser".into()));
+        assert_eq!(Id::new("é"), Err(IdError::BadChar('é')));
         assert_eq!(Id::new("a\0"), Err(IdError::BadChar('\0')));
         assert_eq!(Id::new(&"a".repeat(65)), Err(IdError::TooLong(65)));
         assert!(Id::new(&"a".repeat(64)).is_ok());

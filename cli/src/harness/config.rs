@@ -356,8 +356,8 @@ autostart = true
         assert_eq!(e.key.as_deref(), Some("harness.a.command"), "{e}");
         assert_eq!(e.line, Some(1), "{e}");
 
-        let e = parse_str("[harness.A]\ncommand = [\"x\"]\n").unwrap_err();
-        assert_eq!(e.key.as_deref(), Some("harness.A"), "{e}");
+        let e = parse_str("[harness.\"a b\"]\ncommand = [\"x\"]\n").unwrap_err();
+        assert_eq!(e.key.as_deref(), Some("harness.a b"), "{e}");
 
         let e = parse_str("[harness.a]\ncommand = [\"x\"]\n[profile.p]\nharnesses = [\"b\"]\n")
             .unwrap_err();

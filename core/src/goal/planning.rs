@@ -692,6 +692,13 @@ pub fn decide<F: Fs>(
     {
         return Err(format!("plan {plan}'s attention no longer applies: the graph changed since"));
     }
+    if event == PlanEvent::RetryRequested && g.projection.replans_remaining == 0 {
+        let max = g.intent.replanning.as_ref().map_or(0, |r| r.max_replans);
+        return Err(format!(
+            "plan {plan}: no replan slot remains (all {max} of max_replans are used); a retry \
+             would plan past the goal's frozen limit"
+        ));
+    }
     append(ledger, &g.intent.id, plan, event, actor, reason, now)?;
     Ok(format!("plan {plan}: {}", word(done)))
 }
