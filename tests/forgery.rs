@@ -258,8 +258,11 @@ fn a_forged_goal_intent_never_lands_contained() {
     for by in BY {
         let root = Root::new(CONTAINED);
         root.create("g1", &[]);
-        std::fs::write(root.path().join("team.json"), r#"{"impl": {"harness": "forger"}}"#)
-            .unwrap();
+        std::fs::write(
+            root.path().join("team.json"),
+            r#"{"impl": {"instructions": "Do it.", "harness": "forger"}}"#,
+        )
+        .unwrap();
         let create = ["supervisor", "create", "g1", "--team", "team.json", "--id", "goal"];
         assert!(root.harn(&create, &[]).status.success());
         let intent = root.path().join(".harnery/supervisors/goal/intent.json");
@@ -285,8 +288,11 @@ fn a_goal_intent_forged_with_its_digest_recomputed_is_refused_by_the_next_tick()
     for by in BY {
         let root = Root::new(OPEN);
         root.create("g1", &[]);
-        std::fs::write(root.path().join("team.json"), r#"{"impl": {"harness": "forger"}}"#)
-            .unwrap();
+        std::fs::write(
+            root.path().join("team.json"),
+            r#"{"impl": {"instructions": "Do it.", "harness": "forger"}}"#,
+        )
+        .unwrap();
         let create = ["supervisor", "create", "g1", "--team", "team.json", "--id", "goal"];
         let out = root.harn(&create, &[]);
         assert!(out.status.success(), "{}", text(&out));

@@ -154,3 +154,54 @@ fn ids_may_hold_capitals_as_the_reference_allows() {
     let bad = harn_at(&root, &["work", "create", "D", "wf.sh", "--id", "a/b", "--objective", "o"]);
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
 }
+
+#[test]
+fn a_new_goal_needs_a_team_whose_every_specialist_has_instructions() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = example_root(tmp.path());
+    let goals_before = std::fs::read_dir(root.join(".harnery/supervisors")).unwrap().count();
+    for (team, says) in [
+        ("{}", "team: needs at least one specialist"),
+        (r#"{"implementer": {"harness": "scripted"}}"#, "implementer.instructions: is required"),
+        (r#"{"implementer": {"instructions": "  "}}"#, "implementer.instructions: is required"),
+    ] {
+        std::fs::write(root.join("bad-team.json"), team).unwrap();
+        let create = ["supervisor", "create", "parser", "--team", "bad-team.json", "--id", "g9"];
+        let out = harn_at(&root, &create);
+        assert_eq!(out.status.code(), Some(2), "{team}: {}", text(&out));
+        assert!(
+            text(&out).contains("bad-team.json") && text(&out).contains(says),
+            "{}",
+            text(&out)
+        );
+    }
+    std::fs::write(
+        root.join("mission.json"),
+        r#"{"objective": "o", "acceptance": [], "max_milestones": 2}"#,
+    )
+    .unwrap();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::create_dir_all(root.join("workflows")).unwrap();
+    let review = "workflows/agent-review.sh";
+    std::fs::copy(examples.join(review), root.join(review)).unwrap();
+    std::fs::copy(examples.join("replanning.json"), root.join("replanning.json")).unwrap();
+    let team = r#"{"planner": {"instructions": "Plan."}, "implementer": {"instructions": "Do."}}"#;
+    std::fs::write(root.join("mission-team.json"), team).unwrap();
+    let create = [
+        "supervisor",
+        "create",
+        "--team",
+        "mission-team.json",
+        "--id",
+        "g9",
+        "--mission",
+        "mission.json",
+        "--replanning",
+        "replanning.json",
+    ];
+    let out = harn_at(&root, &create);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("mission.json: mission.acceptance"), "{}", text(&out));
+    let goals_after = std::fs::read_dir(root.join(".harnery/supervisors")).unwrap().count();
+    assert_eq!(goals_before, goals_after, "nothing was written");
+}

@@ -171,6 +171,9 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
         Ok(team) => team,
         Err(e) => return fail(EXIT_USAGE, e),
     };
+    if let Err(e) = harn_core::goal::intent::check_new_team(&team) {
+        return fail(EXIT_USAGE, format!("{}: {e}", store.root().join(&a.team).display()));
+    }
     // Every harness a specialist pins must resolve now, not at the first dispatch.
     for (role, profile) in &team {
         if let Some(h) = &profile.harness {
@@ -227,9 +230,10 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
         };
     }
     if let Some(m) = mission {
+        let file = a.mission.as_deref().map(|f| store.root().join(f)).unwrap_or_default();
         intent = match intent.with_mission(m) {
             Ok(intent) => intent,
-            Err(e) => return fail(EXIT_USAGE, format!("goal: {e}")),
+            Err(e) => return fail(EXIT_USAGE, format!("{}: {e}", file.display())),
         };
     }
     if let Err(e) = intent.validate() {

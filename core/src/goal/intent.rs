@@ -53,6 +53,29 @@ pub const GOAL_VERSION: u32 = 1;
 /// Most specialists a goal's team may have.
 pub const TEAM_MAX: usize = 32;
 
+/// Longest instructions of one of a new goal's specialists, in bytes.
+pub const INSTRUCTIONS_MAX: usize = 4_000;
+
+/// Checks the team of a goal being created: at least one specialist, each with instructions
+/// of 1 to [`INSTRUCTIONS_MAX`] bytes (the prompt every call of that specialist starts with).
+/// Only creation checks this; intents already written are read as they were frozen.
+pub fn check_new_team(team: &Team) -> Result<(), FieldError> {
+    if team.is_empty() {
+        return Err(FieldError::new("team", "needs at least one specialist"));
+    }
+    for (role, profile) in team {
+        let instructions = profile.instructions.as_deref().map_or("", str::trim);
+        if instructions.is_empty() {
+            return Err(FieldError::new(format!("{role}.instructions"), "is required"));
+        }
+        if instructions.len() > INSTRUCTIONS_MAX {
+            let detail = format!("may be at most {INSTRUCTIONS_MAX} bytes");
+            return Err(FieldError::new(format!("{role}.instructions"), detail));
+        }
+    }
+    Ok(())
+}
+
 /// The limits a goal runs inside.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
