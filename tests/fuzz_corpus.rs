@@ -62,3 +62,8 @@ fn protocol_reader_corpus() {
 fn run_fold_corpus() {
     replay("run_fold", harn_core::workflow::run::fuzz_run_fold);
 }
+
+#[test]
+fn policy_corpus() {
+    replay("policy", harn_core::workflow::policy::fuzz_policy);
+}

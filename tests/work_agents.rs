@@ -273,3 +273,29 @@ fn a_reply_that_misses_its_schema_is_repaired_a_bounded_number_of_times() {
         }
     }
 }
+
+#[test]
+fn a_policy_file_may_be_jsonc_and_an_unclosed_comment_is_refused_naming_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("r");
+    let out = crate::cli::harn_at(&root, &["example"]);
+    assert!(out.status.success(), "{}", crate::cli::text(&out));
+    let create = ["work", "create", "Docs", "wf.sh", "--id", "docs", "--objective", "o"];
+    assert!(crate::cli::harn_at(&root, &create).status.success());
+    std::fs::write(root.join("open.jsonc"), "{\"rules\": []} /* forgot to close").unwrap();
+    let bad = ["work", "run", "docs", "--harness", "scripted", "--policy", "open.jsonc"];
+    let out = crate::cli::harn_at(&root, &bad);
+    assert_eq!(out.status.code(), Some(2), "{}", crate::cli::text(&out));
+    let said = crate::cli::text(&out);
+    assert!(said.contains("open.jsonc") && said.contains("not closed"), "{said}");
+    let jsonc = "// the seed's own example is a .jsonc file\n{\n  \"rules\": [\n    {\"name\": \"no-push\", \"on\": \"authorize\", \"action\": \"push\", \"verdict\": \"deny\"},\n  ],\n}\n";
+    std::fs::write(root.join("policy.jsonc"), jsonc).unwrap();
+    let run = ["work", "run", "docs", "--harness", "scripted", "--policy", "./policy.jsonc"];
+    let out = crate::cli::harn_at(&root, &run);
+    assert!(out.status.success(), "{}", crate::cli::text(&out));
+    let manifest = std::fs::read_dir(root.join(harn_core::layout::WORKFLOWS))
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.unwrap().path().join("run.json")).ok())
+        .find(|m| m.contains("no-push"));
+    assert!(manifest.is_some(), "the run froze the JSONC policy's rule");
+}
