@@ -85,6 +85,14 @@ fn the_service_ticks_to_success_survives_a_kill_and_stops() {
     // A crash: the daemon dies without a word; its record says running, its lease is free.
     Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
     wait_for("the crash to show", || liveness(r) == "stale");
+    // Options without goal ids would be silently ignored by the reused enrollment: refused.
+    let typed =
+        ["supervisor", "service", "start", "--wake-interval-ms", "10", "--allow-api-billing"];
+    let out = harn(r, &typed);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("--wake-interval-ms, --allow-api-billing"), "{said}");
+    assert_eq!(liveness(r), "stale", "nothing started");
     let out = harn(r, &["supervisor", "service", "start"]);
     assert!(out.status.success(), "restarts with the frozen enrollment: {}", text(&out));
     let status = json(&harn(r, &["supervisor", "service", "status", "--json"]));

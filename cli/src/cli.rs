@@ -1,7 +1,7 @@
 //! The command line: clap definitions and dispatch. Exit codes: 0 done, 1 the operation
 //! failed, 2 bad input or usage.
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::io::Write;
 
 pub use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
@@ -51,13 +51,34 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let cli = match Cli::try_parse_from(args) {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let (mut cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() { EXIT_USAGE } else { 0 };
         }
     };
+    if let Top::Supervisor(args) = &mut cli.command {
+        // Which options were typed, not defaulted: a service start that reuses the frozen
+        // enrollment refuses any option it would otherwise silently ignore.
+        let service = matches
+            .subcommand_matches("supervisor")
+            .and_then(|m| m.subcommand_matches("service"))
+            .and_then(|m| m.subcommand().map(|(_, m)| m));
+        if let Some(m) = service {
+            let typed = m
+                .ids()
+                .filter(|id| {
+                    m.value_source(id.as_str()) == Some(clap::parser::ValueSource::CommandLine)
+                })
+                .map(|id| id.to_string())
+                .collect();
+            crate::goal::cmd::note_typed_service_options(args, typed);
+        }
+    }
     if !cli.command.is_daemon() {
         restore_default_sigpipe();
     }

@@ -121,6 +121,14 @@ struct DriveArgs {
     json: bool,
 }
 
+/// Notes which options of a `service start|run` were typed on the command line (clap ids),
+/// so that a start reusing the frozen enrollment can refuse them.
+pub fn note_typed_service_options(args: &mut SupervisorArgs, typed: Vec<String>) {
+    if let Verb::Service(verb) = &mut args.verb {
+        super::service::note_typed(verb, typed);
+    }
+}
+
 /// Runs a `supervisor` verb; returns the exit code.
 pub fn run(args: SupervisorArgs) -> Exit {
     let mut store = crate::work::store::open_root(args.root)?;

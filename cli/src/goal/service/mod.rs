@@ -93,6 +93,21 @@ pub struct EnrollArgs {
     #[arg(long, default_value_t = files::ROTATION.max_file_bytes,
           value_parser = clap::value_parser!(u64).range(1_024..))]
     log_max_bytes: u64,
+    /// The options typed on the command line (clap ids), filled in after parsing.
+    #[arg(skip)]
+    typed: Vec<String>,
+}
+
+/// Options of `service start|run` that shape the daemon's process, not its enrollment: a
+/// start that reuses the frozen enrollment takes them.
+const RUNTIME_OPTIONS: [&str; 6] =
+    ["goals", "json", "log_file", "enroll_from", "log_max_bytes", "root"];
+
+/// Records which options of `verb` were typed (see `cli::run_args`).
+pub fn note_typed(verb: &mut ServiceVerb, typed: Vec<String>) {
+    if let ServiceVerb::Start(a) | ServiceVerb::Run(a) = verb {
+        a.typed = typed;
+    }
 }
 
 /// Runs a service verb; returns the exit code.
@@ -151,6 +166,22 @@ fn enroll(store: &mut Store, a: &EnrollArgs) -> Result<Enrollment, (i32, String)
         return Ok(Enrollment { config, fresh: true });
     }
     if a.goals.is_empty() {
+        let frozen: Vec<String> = a
+            .typed
+            .iter()
+            .filter(|id| !RUNTIME_OPTIONS.contains(&id.as_str()))
+            .map(|id| format!("--{}", id.replace('_', "-")))
+            .collect();
+        if !frozen.is_empty() {
+            return Err((
+                EXIT_USAGE,
+                format!(
+                    "{} would change the frozen enrollment, which a start without goal ids \
+                     reuses unchanged; name the goals to enroll anew with them",
+                    frozen.join(", ")
+                ),
+            ));
+        }
         let config = store
             .read_record::<ServiceConfig>(&path("config.json"))
             .map_err(|e| (EXIT_FAILED, e.to_string()))?
