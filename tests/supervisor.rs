@@ -289,6 +289,46 @@ fn a_two_milestone_mission_runs_to_completion() {
         plans["plans"].as_array().unwrap().iter().map(|p| p["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["applied", "applied", "completed"], "two milestones, then completion");
     assert!(r.join(".harnery/work/p1-m1").exists() && r.join(".harnery/work/p2-m2").exists());
+    let m = &show(r)["milestones"];
+    assert_eq!((m["completed"].as_u64(), m["max"].as_u64()), (Some(2), Some(2)), "{m}");
+    assert_eq!(m["mission_complete"], true, "{m}");
+    let shown = text(&harn(r, &["supervisor", "plan", "show", "mission", "p2"]));
+    assert!(shown.contains("milestone  2:") && shown.contains("accept-1"), "{shown}");
+}
+
+#[test]
+fn an_approved_completion_records_the_operators_reason() {
+    let dir = root(None);
+    let r = dir.path();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::copy(examples.join("mission.json"), r.join("mission.json")).unwrap();
+    replanning(r, "mission-planner.sh", false, |p| p);
+    let create = [
+        "supervisor",
+        "create",
+        "--team",
+        "team.json",
+        "--id",
+        "mission",
+        "--accept-passing-proof",
+        "--replanning",
+        "replanning.json",
+        "--mission",
+        "mission.json",
+    ];
+    assert!(harn(r, &create).status.success());
+    for plan in ["p1", "p2", "p3"] {
+        let out = harn(r, &["supervisor", "run", "mission", "--harness", "scripted"]);
+        assert!(out.status.success(), "{}", text(&out));
+        let approve =
+            ["supervisor", "plan", "approve", "mission", plan, "--reason", "checked by hand"];
+        let out = harn(r, &approve);
+        assert!(out.status.success(), "{plan}: {}", text(&out));
+    }
+    let p3 = json(&harn(r, &["supervisor", "plan", "show", "mission", "p3", "--json"]));
+    let completed =
+        p3["events"].as_array().unwrap().iter().find(|e| e["event"] == "plan.completed");
+    assert_eq!(completed.map(|e| e["reason"].clone()), Some("checked by hand".into()), "{p3}");
 }
 
 #[test]

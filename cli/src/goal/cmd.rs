@@ -316,13 +316,27 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
     };
     let fingerprint = harn_core::goal::goal_fingerprint(&g.projection, &g.items);
     let usage = super::runner::usage(store, &id);
+    // A mission's progress: milestones accepted so far, the one in flight, the cap.
+    let milestones = match &g.intent.mission {
+        None => serde_json::Value::Null,
+        Some(m) => {
+            let completed =
+                harn_core::goal::planning::milestones_completed(store.ledger(), &g.plans)
+                    .map_err(crate::exit::Failure::failed)?;
+            let current = g.plans.iter().rev().find_map(|p| p.milestone);
+            let done =
+                g.plans.iter().any(|p| p.status == harn_core::goal::plan::PlanStatus::Completed);
+            json!({ "completed": completed, "current": current, "max": m.max_milestones,
+                    "mission_complete": done })
+        }
+    };
     if as_json {
         let items: Vec<_> =
             g.items.iter().map(|i| json!({ "id": i.id, "projection": i.projection })).collect();
         outln!(
             "{}",
             json!({ "intent": g.intent, "projection": g.projection, "work": items,
-                    "fingerprint": fingerprint, "usage": usage })
+                    "fingerprint": fingerprint, "usage": usage, "milestones": milestones })
         );
         return Ok(0);
     }
@@ -333,6 +347,13 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
     outln!("  root       {root}");
     if let Some(m) = &g.intent.mission {
         outln!("  mission    {} (at most {} milestones)", m.objective, m.max_milestones);
+        outln!(
+            "  milestones {} completed{}",
+            milestones["completed"],
+            milestones["current"]
+                .as_u64()
+                .map_or(String::new(), |c| format!(", milestone {c} planned"))
+        );
     }
     outln!(
         "  attempts   {} used, {} charged, {} left of {}",

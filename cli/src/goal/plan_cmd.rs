@@ -276,6 +276,13 @@ fn show(store: &mut Store, goal: &Id, plan: &str, as_json: bool) -> Exit {
     }
     if let Some(p) = &proposal {
         outln!("  rationale  {}", p.rationale);
+        if let Some(m) = &p.milestone {
+            outln!("  milestone  {}: {}", m.sequence, m.title);
+            outln!("  objective  {}", m.objective);
+            for (n, a) in m.acceptance.iter().enumerate() {
+                outln!("  accept-{}   {a}", n + 1);
+            }
+        }
         for w in &p.work {
             outln!(
                 "  work       {} ({}) after [{}]: {}",

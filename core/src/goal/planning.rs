@@ -646,7 +646,8 @@ pub fn approve<F: Fs>(
     let checked =
         validate(&proposal, &cx).map_err(|e| format!("plan {plan} no longer holds: {e}"))?;
     if proposal.decision == PlanDecision::Complete {
-        append(ledger, goal, plan, PlanEvent::Completed, actor, &proposal.rationale, now)?;
+        // The person who approved the completion is the one who answers for it: their words.
+        append(ledger, goal, plan, PlanEvent::Completed, actor, reason, now)?;
         return Ok(format!("plan {plan}: the mission is complete"));
     }
     let valid = checked.ok_or(format!("plan {plan} proposes no work"))?;
