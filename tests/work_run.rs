@@ -279,3 +279,26 @@ fn cwd_sets_where_the_workflow_runs_and_a_missing_one_is_refused() {
     assert!(work(r, &["run", "a", "--cwd", "sub"]).status.success());
     assert!(r.join("sub/start.log").exists(), "the workflow ran in sub/");
 }
+
+#[test]
+fn a_thrown_mjs_error_is_the_runs_error_and_the_retry_sees_it_as_prior_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let module = "export default async function (ctx) {\n  const prior = ctx.attempt?.prior?.error;\n  throw new Error(prior ? `seen: ${prior}` : \"the parser rejects key x\");\n}\n";
+    std::fs::write(r.join("wf.mjs"), module).unwrap();
+    let out = work(r, &["create", "T", "wf.mjs", "--objective", "O", "--id", "m"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = work(r, &["run", "m"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let out = work(r, &["retry", "m"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let errors: Vec<String> = std::fs::read_dir(r.join(harn_core::layout::WORKFLOWS))
+        .unwrap()
+        .filter_map(|e| std::fs::read(e.unwrap().path().join("proof.json")).ok())
+        .map(|b| serde_json::from_slice::<serde_json::Value>(&b).unwrap())
+        .map(|p| p["run"]["error"].as_str().unwrap_or("").to_owned())
+        .collect();
+    let first = "the parser rejects key x (the workflow exited with code 1)";
+    assert!(errors.iter().any(|e| e == first), "{errors:?}");
+    assert!(errors.iter().any(|e| e.starts_with(&format!("seen: {first}"))), "{errors:?}");
+}

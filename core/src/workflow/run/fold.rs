@@ -127,6 +127,14 @@ pub struct ResumeState {
 }
 
 impl RunFold {
+    /// What a failed result said, when it said anything (an empty error says nothing).
+    fn result_error(&self) -> Option<String> {
+        match &self.result {
+            Some((false, _, Some(e))) if !e.trim().is_empty() => Some(e.clone()),
+            _ => None,
+        }
+    }
+
     /// What the run has spent on agent calls so far (earlier segments included), and its
     /// goal before it: what a cost rule judges the next call by.
     pub fn spent(&self) -> crate::workflow::policy::Spent {
@@ -262,15 +270,23 @@ impl RunFold {
         } else if let Some(e) = &self.protocol_error {
             Some(e.clone())
         } else if exit_code != Some(0) {
-            Some(match (exit_code, signal) {
+            let exit = match (exit_code, signal) {
                 (Some(c), _) => format!("the workflow exited with code {c}"),
                 (None, Some(s)) => format!("the workflow was killed by signal {s}"),
                 (None, None) => "the workflow ended without an exit status".into(),
+            };
+            // A failed result that says why (a `.mjs` workflow's thrown message) comes first:
+            // it is what a retry's `ctx.attempt.prior.error` and the operator need to read.
+            Some(match self.result_error() {
+                Some(said) => format!("{said} ({exit})"),
+                None => exit,
             })
         } else {
             match &self.result {
                 None => Some("the workflow exited without a result".into()),
-                Some((false, _, e)) => Some(e.clone().unwrap_or_else(|| "result: not ok".into())),
+                Some((false, _, _)) => {
+                    Some(self.result_error().unwrap_or_else(|| "result: not ok".into()))
+                }
                 Some((true, _, _)) => None,
             }
         };

@@ -84,6 +84,14 @@ fn every_way_to_fail_fails_and_says_why() {
         (vec![PASSED, "{not json", OK], exited(0), "line 1"),
         (vec![PASSED, OK, OK], exited(0), "a second result"),
         (vec![], ProcessEnd::Exited { code: None, signal: Some(9), timed_out: false }, "signal 9"),
+        // A thrown `.mjs` error: the workflow's words first, then how it ended.
+        (
+            vec![r#"{"op":"result","ok":false,"error":"the parser rejects key x"}"#],
+            exited(1),
+            "the parser rejects key x (the workflow exited with code 1)",
+        ),
+        (vec![r#"{"op":"result","ok":false,"error":"  "}"#], exited(0), "result: not ok"),
+        (vec![r#"{"op":"result","ok":false,"error":""}"#], exited(1), "exited with code 1"),
     ];
     for (lines, end, why) in cases {
         let p = fold(&lines).finish(&manifest(), &intent(), &end, WallTime(20));
