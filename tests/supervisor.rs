@@ -150,6 +150,16 @@ fn bad_input_is_refused_and_an_edited_intent_is_noticed() {
     assert_eq!(list["errors"][0]["id"], "ship", "the list names the unreadable goal: {list}");
 }
 
+/// The id of plan number `n` of `goal`, as harn derives it.
+fn plan(goal: &str, n: u32) -> String {
+    harn_core::goal::planning::plan_id(&harn_core::ids::Id::new(goal).unwrap(), n)
+}
+
+/// Whether the work item `<plan>-<key>` exists.
+fn work(r: &Path, plan: &str, key: &str) -> bool {
+    r.join(format!(".harnery/work/{plan}-{key}")).exists()
+}
+
 /// Adds replanning to a root: the template's workflow, the example policy as `edit` changes
 /// it, the scripted `planner` (and, with `reviewer`, the scripted reviewer) declared as
 /// harnesses, and a team naming them.
@@ -224,21 +234,26 @@ fn a_stuck_goal_replans_and_a_rejected_proposal_is_never_applied() {
         (Some("awaiting_attention"), Some("review_plan")),
         "{p}"
     );
-    assert_eq!(p["pending_plan_id"], "p1");
-    let out =
-        harn(r, &["supervisor", "plan", "reject", "fixit", "p1", "--reason", "name it better"]);
+    assert_eq!(p["pending_plan_id"], plan("fixit", 1));
+    let out = harn(
+        r,
+        &["supervisor", "plan", "reject", "fixit", &plan("fixit", 1), "--reason", "name it better"],
+    );
     assert!(out.status.success(), "{}", text(&out));
-    assert!(!r.join(".harnery/work/p1-fix").exists(), "a rejected proposal is never applied");
+    assert!(
+        !r.join(format!(".harnery/work/{}-fix", plan("fixit", 1))).exists(),
+        "a rejected proposal is never applied"
+    );
     // A new plan is asked for; this one is approved, applied and run to success.
     let out = harn(r, &["supervisor", "run", "fixit", "--harness", "scripted"]);
     assert!(out.status.success(), "{}", text(&out));
-    assert_eq!(fixit(r)["projection"]["pending_plan_id"], "p2");
-    let out = harn(r, &["supervisor", "plan", "approve", "fixit", "p2"]);
+    assert_eq!(fixit(r)["projection"]["pending_plan_id"], plan("fixit", 2));
+    let out = harn(r, &["supervisor", "plan", "approve", "fixit", &plan("fixit", 2)]);
     assert!(out.status.success(), "{}", text(&out));
     let out = harn(r, &["supervisor", "run", "fixit", "--harness", "scripted"]);
     assert!(text(&out).contains("stop: succeeded"), "{}", text(&out));
     let p = &fixit(r)["projection"];
-    assert_eq!(p["root_work_id"], "p2-fix");
+    assert_eq!(p["root_work_id"], format!("{}-fix", plan("fixit", 2)));
     assert_eq!(
         (p["replans_used"].as_u64(), p["attempts_used"].as_u64()),
         (Some(2), Some(2)),
@@ -288,11 +303,11 @@ fn a_two_milestone_mission_runs_to_completion() {
     let statuses: Vec<&str> =
         plans["plans"].as_array().unwrap().iter().map(|p| p["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["applied", "applied", "completed"], "two milestones, then completion");
-    assert!(r.join(".harnery/work/p1-m1").exists() && r.join(".harnery/work/p2-m2").exists());
+    assert!(work(r, &plan("mission", 1), "m1") && work(r, &plan("mission", 2), "m2"));
     let m = &show(r)["milestones"];
     assert_eq!((m["completed"].as_u64(), m["max"].as_u64()), (Some(2), Some(2)), "{m}");
     assert_eq!(m["mission_complete"], true, "{m}");
-    let shown = text(&harn(r, &["supervisor", "plan", "show", "mission", "p2"]));
+    let shown = text(&harn(r, &["supervisor", "plan", "show", "mission", &plan("mission", 2)]));
     assert!(shown.contains("milestone  2:") && shown.contains("accept-1"), "{shown}");
 }
 
@@ -317,15 +332,17 @@ fn an_approved_completion_records_the_operators_reason() {
         "mission.json",
     ];
     assert!(harn(r, &create).status.success());
-    for plan in ["p1", "p2", "p3"] {
+    for n in 1..=3 {
         let out = harn(r, &["supervisor", "run", "mission", "--harness", "scripted"]);
         assert!(out.status.success(), "{}", text(&out));
+        let id = plan("mission", n);
         let approve =
-            ["supervisor", "plan", "approve", "mission", plan, "--reason", "checked by hand"];
+            ["supervisor", "plan", "approve", "mission", &id, "--reason", "checked by hand"];
         let out = harn(r, &approve);
-        assert!(out.status.success(), "{plan}: {}", text(&out));
+        assert!(out.status.success(), "{id}: {}", text(&out));
     }
-    let p3 = json(&harn(r, &["supervisor", "plan", "show", "mission", "p3", "--json"]));
+    let p3 =
+        json(&harn(r, &["supervisor", "plan", "show", "mission", &plan("mission", 3), "--json"]));
     let completed =
         p3["events"].as_array().unwrap().iter().find(|e| e["event"] == "plan.completed");
     assert_eq!(completed.map(|e| e["reason"].clone()), Some("checked by hand".into()), "{p3}");
@@ -358,14 +375,17 @@ fn a_review_panel_asks_for_one_revision_and_only_a_passed_plan_is_approved() {
     let out = harn(r, &["supervisor", "run", "rev", "--harness", "scripted"]);
     assert!(out.status.success(), "{}", text(&out));
     let receipt: Value = serde_json::from_slice(
-        &std::fs::read(r.join(".harnery/supervisors/rev/plans/p1/review.json")).unwrap(),
+        &std::fs::read(
+            r.join(format!(".harnery/supervisors/rev/plans/{}/review.json", plan("rev", 1))),
+        )
+        .unwrap(),
     )
     .unwrap();
     assert_eq!(receipt["status"], "passed", "{receipt}");
     assert_eq!(receipt["rounds"].as_array().unwrap().len(), 2, "one revision, then approval");
-    let shown = json(&harn(r, &["supervisor", "plan", "show", "rev", "p1", "--json"]));
+    let shown = json(&harn(r, &["supervisor", "plan", "show", "rev", &plan("rev", 1), "--json"]));
     assert_eq!(shown["proposal"]["work"][0]["title"], "Fix the parser (revised)");
-    let out = harn(r, &["supervisor", "plan", "approve", "rev", "p1"]);
+    let out = harn(r, &["supervisor", "plan", "approve", "rev", &plan("rev", 1)]);
     assert!(out.status.success(), "{}", text(&out));
     let out = harn(r, &["supervisor", "run", "rev", "--harness", "scripted"]);
     assert!(text(&out).contains("stop: succeeded"), "{}", text(&out));
@@ -400,14 +420,64 @@ fn plan_retry_is_refused_once_no_replan_slot_remains() {
     let p = json(&harn(r, &["supervisor", "show", "fixit", "--json"]))["projection"].clone();
     assert_eq!(
         (p["attention_plan_id"].as_str(), p["replans_remaining"].as_u64()),
-        (Some("p1"), Some(0)),
+        (Some(plan("fixit", 1).as_str()), Some(0)),
         "{p} {}",
-        text(&harn(r, &["supervisor", "plan", "show", "fixit", "p1", "--json"]))
+        text(&harn(r, &["supervisor", "plan", "show", "fixit", &plan("fixit", 1), "--json"]))
     );
-    let retry = ["supervisor", "plan", "retry", "fixit", "p1", "--reason", "keep the new one"];
+    let retry =
+        ["supervisor", "plan", "retry", "fixit", &plan("fixit", 1), "--reason", "keep the new one"];
     let out = harn(r, &retry);
     assert!(!out.status.success(), "a retry with no slot left is refused: {}", text(&out));
     assert!(text(&out).contains("no replan slot remains"), "{}", text(&out));
     let plans = json(&harn(r, &["supervisor", "plan", "list", "fixit", "--json"]));
     assert_eq!(plans["plans"][0]["status"], "attention", "nothing was recorded: {plans}");
+}
+
+#[test]
+fn two_goals_planning_the_same_key_get_items_of_their_own() {
+    let dir = root(Some("echo '{\"op\":\"result\",\"ok\":false,\"error\":\"tests failed\"}'"));
+    let r = dir.path();
+    replanning(r, "planner.sh", false, |p| p);
+    lone(r);
+    let second = [
+        "work",
+        "create",
+        "Lone 2",
+        "wf.sh",
+        "--id",
+        "lone2",
+        "--objective",
+        "o",
+        "--max-attempts",
+        "1",
+    ];
+    assert!(harn(r, &second).status.success());
+    for (goal, root) in [("ga", "lone"), ("gb", "lone2")] {
+        let create = [
+            "supervisor",
+            "create",
+            root,
+            "--team",
+            "team.json",
+            "--id",
+            goal,
+            "--replanning",
+            "replanning.json",
+        ];
+        assert!(harn(r, &create).status.success());
+        let out = harn(r, &["supervisor", "run", goal, "--harness", "scripted"]);
+        assert!(out.status.success(), "{}", text(&out));
+        let out = harn(r, &["supervisor", "plan", "approve", goal, &plan(goal, 1)]);
+        assert!(out.status.success(), "{goal}: {}", text(&out));
+    }
+    let root_of = |g: &str| {
+        json(&harn(r, &["supervisor", "show", g, "--json"]))["projection"]["root_work_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let (a, b) = (root_of("ga"), root_of("gb"));
+    assert_ne!(a, b, "each goal's plan made its own item");
+    assert!(a.starts_with("plan-0001-") && a.ends_with("-fix"), "{a}");
+    assert!(work(r, &plan("ga", 1), "fix") && work(r, &plan("gb", 1), "fix"));
 }

@@ -137,6 +137,16 @@ pub fn trigger(intent: &GoalIntent, items: &[GoalItem]) -> PlanTrigger {
     }
 }
 
+/// The id of goal `goal`'s plan number `sequence`, in the seed's shape: `plan-0001-a1b2c3d4`,
+/// the sequence and the first eight hex digits of the SHA-256 of the goal id and the sequence.
+/// The digest makes the ids of two goals' plans differ, and with them the ids of the work the
+/// plans create (`<plan id>-<key>`), so two goals never share a planned item; it is derived,
+/// not drawn, so a plan asked for again after a crash has the same id.
+pub fn plan_id(goal: &Id, sequence: u32) -> String {
+    let digest = crate::hash::sha256_hex(format!("{goal}/{sequence}").as_bytes());
+    format!("plan-{sequence:04}-{}", &digest[..8])
+}
+
 /// Asks the planner for the next plan and records the outcome; returns a line saying what
 /// came of it. Planner failures are recorded as `plan.failed`, never returned as errors.
 pub fn run_planner<F: Fs>(
@@ -150,7 +160,7 @@ pub fn run_planner<F: Fs>(
     let bounds = (view.projection.attempts_remaining, view.projection.replans_remaining);
     let policy = intent.replanning.as_ref().ok_or("the goal has no replanning policy")?;
     let sequence = plans.len() as u32 + 1;
-    let plan_id = format!("p{sequence}");
+    let plan_id = plan_id(&intent.id, sequence);
     let trigger = trigger(intent, items);
     let done = milestones_completed(ledger, plans)?;
     let request = PlanRequest {
