@@ -481,3 +481,38 @@ fn two_goals_planning_the_same_key_get_items_of_their_own() {
     assert!(a.starts_with("plan-0001-") && a.ends_with("-fix"), "{a}");
     assert!(work(r, &plan("ga", 1), "fix") && work(r, &plan("gb", 1), "fix"));
 }
+
+#[test]
+fn a_failing_planner_stops_the_run_at_its_first_failure() {
+    let dir = root(Some("echo '{\"op\":\"result\",\"ok\":false,\"error\":\"tests failed\"}'"));
+    let r = dir.path();
+    replanning(r, "planner.sh", false, |p| p);
+    // A planner whose reply is never a plan.
+    std::fs::write(r.join("planner.sh"), "#!/bin/sh\ncat >/dev/null\necho 'no plan today'\n")
+        .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(r.join("planner.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    lone(r);
+    let create = [
+        "supervisor",
+        "create",
+        "lone",
+        "--team",
+        "team.json",
+        "--id",
+        "fixit",
+        "--replanning",
+        "replanning.json",
+    ];
+    assert!(harn(r, &create).status.success());
+    let out = harn(r, &["supervisor", "run", "fixit", "--harness", "scripted", "--json"]);
+    let report = json(&out);
+    assert_eq!(report["stop"]["reason"], "plan_failed", "{report}");
+    let plans = json(&harn(r, &["supervisor", "plan", "list", "fixit", "--json"]));
+    assert_eq!(
+        plans["plans"].as_array().unwrap().len(),
+        1,
+        "one plan, not the whole budget: {plans}"
+    );
+    assert_eq!(plans["plans"][0]["status"], "failed");
+}

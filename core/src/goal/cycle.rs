@@ -42,6 +42,10 @@ pub enum StopReason {
     TickComplete,
     /// Another process is running the goal or its work.
     Running,
+    /// The planner failed (`plan.failed`): a domain outcome, recorded and counted. The run
+    /// stops at the first one instead of asking again at once, and the service leaves the
+    /// goal quiet until something durable changes.
+    PlanFailed,
     /// A dispatched attempt could not start its workflow (an IO error, a refused path, a
     /// changed workflow): an infrastructure error, not an attempt. The loop stops on it and
     /// the service backs the goal off; nothing is retried in a tight loop.

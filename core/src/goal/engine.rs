@@ -131,6 +131,14 @@ pub fn drive<H: GoalHost>(host: &mut H, mode: Mode) -> Result<Report, H::Error> 
             let line = host.plan()?;
             host.say(format!("  plan: {line}"));
             goal = host.refresh()?;
+            // A failed plan is not asked for again in the same run: the next one would most
+            // likely fail the same way and spend the replan budget in one go.
+            let failed = goal.plans.last().filter(|p| p.status == super::plan::PlanStatus::Failed);
+            if let Some(plan) = failed {
+                let detail = format!("plan {} failed: {}", plan.request.plan_id, plan.reason);
+                report.stop = Stop { reason: StopReason::PlanFailed, detail };
+                break;
+            }
             let after = goal_fingerprint(&goal.projection, &goal.items);
             let now = host.now();
             if let Some(stop) = lp.end(now, &before, &after, &goal.projection, true) {

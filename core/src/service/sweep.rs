@@ -120,8 +120,11 @@ fn tick_one<H: SweepHost>(
     match ticked {
         Ok(stop) => match host.read(goal) {
             // A tick that changed nothing waits for a change (harnery §9.20).
+            // A tick that changed nothing, or whose planner failed, waits for a change
+            // rather than being ticked again at once.
             Ok((fp_after, ready)) => {
-                after_tick_ok(fp_after, ready && stop != crate::goal::StopReason::NoProgress)
+                use crate::goal::StopReason::{NoProgress, PlanFailed};
+                after_tick_ok(fp_after, ready && !matches!(stop, NoProgress | PlanFailed))
             }
             Err(_) => after_tick_ok(fp, false),
         },
@@ -265,6 +268,20 @@ mod tests {
         host.now = 2_500_000_000;
         sweep(&mut host, &mut s).unwrap();
         assert_eq!(host.ticks, 2, "tried again once the backoff ended");
+    }
+
+    #[test]
+    fn a_tick_whose_planner_failed_waits_for_a_change_instead_of_planning_again() {
+        let (mut host, mut s) = one_goal(true);
+        host.stop = crate::goal::StopReason::PlanFailed;
+        let g1 = Id::new("g1").unwrap();
+        sweep(&mut host, &mut s).unwrap();
+        let wake = s.goal(&g1).unwrap().clone();
+        assert_eq!(wake.state, crate::service::wake::WakeState::AwaitingChange, "{wake:?}");
+        assert_eq!(wake.consecutive_errors, 0, "a domain outcome, not an error");
+        host.now = 60_000_000_000;
+        sweep(&mut host, &mut s).unwrap();
+        assert_eq!(host.ticks, 1, "nothing changed: the planner is not asked again");
     }
 
     #[test]
