@@ -32,6 +32,7 @@ fn intent() -> WorkIntent {
         max_uncharged_attempts: 3,
         created_at: WallTime(0),
         sha256: None,
+        strict_acceptance: false,
     }
     .sealed()
 }

@@ -302,3 +302,19 @@ fn a_thrown_mjs_error_is_the_runs_error_and_the_retry_sees_it_as_prior_error() {
     assert!(errors.iter().any(|e| e == first), "{errors:?}");
     assert!(errors.iter().any(|e| e.starts_with(&format!("seen: {first}"))), "{errors:?}");
 }
+
+#[test]
+fn accept_statements_are_context_unless_the_item_asks_for_strict_acceptance() {
+    let dir = root_with(r#"echo '{"op":"result","ok":true}'"#);
+    let r = dir.path();
+    create(r, "plain", &["--accept", "returns ok"]);
+    create(r, "strict", &["--accept", "returns ok", "--strict-acceptance"]);
+    let out = work(r, &["run", "plain"]);
+    assert!(out.status.success(), "the reference passes this: {}", text(&out));
+    assert_eq!(state(r, "plain"), "in_review");
+    let out = work(r, &["run", "strict"]);
+    assert_eq!(out.status.code(), Some(1), "uncited under strict is unknown: {}", text(&out));
+    let intent = &doc(r, "strict")["intent"];
+    assert_eq!(intent["strict_acceptance"], true, "frozen in the intent: {intent}");
+    assert!(doc(r, "plain")["intent"].get("strict_acceptance").is_none(), "off by default");
+}

@@ -173,6 +173,7 @@ fn arbitrary_history(
         max_uncharged_attempts: u.int_in_range(1..=5).unwrap_or(2),
         created_at: crate::time::WallTime(0),
         sha256: None,
+        strict_acceptance: false,
     };
     let mut events = Vec::new();
     let mut attempts = Vec::new();

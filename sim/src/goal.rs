@@ -536,6 +536,7 @@ mod tests {
                 max_uncharged_attempts: 3,
                 created_at: WallTime(at),
                 sha256: None,
+                strict_acceptance: false,
             }
             .sealed()
         };

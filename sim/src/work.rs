@@ -198,6 +198,7 @@ impl WorkWorld {
                 max_uncharged_attempts: 2,
                 created_at: self.wall(),
                 sha256: None,
+                strict_acceptance: false,
             }
             .sealed();
             let now = self.wall();

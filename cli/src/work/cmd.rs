@@ -93,6 +93,11 @@ struct CreateArgs {
     /// Consecutive uncharged (upstream) attempts tolerated.
     #[arg(long, default_value_t = 3)]
     max_uncharged_attempts: u32,
+    /// Count an `--accept` statement no evidence cites as unknown, so the proof does not
+    /// pass (frozen in the intent). By default the statements are context for the workflow
+    /// and the proof, and only the criteria the workflow declares decide.
+    #[arg(long)]
+    strict_acceptance: bool,
     /// The work id (default: generated).
     #[arg(long)]
     id: Option<String>,
@@ -178,6 +183,7 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
         max_uncharged_attempts: a.max_uncharged_attempts,
         created_at: store.now(),
         sha256: None,
+        strict_acceptance: a.strict_acceptance,
     }
     .sealed();
     if let Err(e) = intent.validate() {

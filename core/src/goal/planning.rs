@@ -399,6 +399,7 @@ pub fn apply<F: Fs>(
                 max_uncharged_attempts: 3,
                 created_at: now,
                 sha256: None,
+                strict_acceptance: false,
             }
             .sealed(),
         );

@@ -25,6 +25,7 @@ pub(crate) fn intent() -> WorkIntent {
         max_uncharged_attempts: 2,
         created_at: WallTime(0),
         sha256: None,
+        strict_acceptance: false,
     }
     .sealed()
 }

@@ -61,6 +61,11 @@ pub struct WorkIntent {
     /// records it too, so an edit that recomputes it is noticed as well.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sha256: Option<String>,
+    /// Strict acceptance: an acceptance statement no evidence cites counts as unknown, so the
+    /// proof does not pass. Off by default: the statements are context shown to the workflow
+    /// and in the proof, and only criteria the workflow declares (or evidence cites) decide.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub strict_acceptance: bool,
 }
 
 impl WorkIntent {

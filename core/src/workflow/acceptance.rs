@@ -55,6 +55,10 @@ pub struct Summary {
     pub unknown: u32,
     /// Criteria evidence cited without anyone declaring them.
     pub undeclared: u32,
+    /// The work item's statements no evidence cited: context, not counted as unknown (unless
+    /// the item asks for strict acceptance).
+    #[serde(default)]
+    pub uncited: u32,
 }
 
 /// The acceptance part of a proof.
@@ -85,10 +89,13 @@ pub fn work_criterion_id(n: usize) -> String {
 }
 
 /// Rolls up the work item's statements, the workflow's declared criteria and the evidence.
+/// A work statement that evidence cites takes its verdict like any criterion; one nobody cites
+/// is context (counted `uncited`), and counts as unknown only under `strict`.
 pub fn roll_up(
     work_statements: &[String],
     declared: &[Criterion],
     evidence: &[Evidence],
+    strict: bool,
 ) -> Acceptance {
     let mut criteria: Vec<CriterionResult> = Vec::new();
     for (i, s) in work_statements.iter().enumerate() {
@@ -117,6 +124,7 @@ pub fn roll_up(
         match c.verdict {
             Verdict::Satisfied => summary.satisfied += 1,
             Verdict::Unsatisfied => summary.unsatisfied += 1,
+            Verdict::Unknown if c.source == Source::Work && !strict => summary.uncited += 1,
             Verdict::Unknown => summary.unknown += 1,
         }
         summary.undeclared += u32::from(c.source == Source::Undeclared);
@@ -165,7 +173,7 @@ mod tests {
             ev(EvidenceStatus::Failed, &["lint"]),
             ev(EvidenceStatus::Observed, &["docs"]),
         ];
-        let a = roll_up(&[], &declared, &evidence);
+        let a = roll_up(&[], &declared, &evidence, false);
         let verdicts: Vec<Verdict> = a.criteria.iter().map(|c| c.verdict).collect();
         assert_eq!(verdicts, [Verdict::Satisfied, Verdict::Unknown, Verdict::Unsatisfied]);
         assert_eq!((a.summary.satisfied, a.summary.unsatisfied, a.summary.unknown), (1, 1, 1));
@@ -174,7 +182,12 @@ mod tests {
 
     #[test]
     fn work_statements_are_criteria_evidence_can_cite() {
-        let a = roll_up(&["it builds".into()], &[], &[ev(EvidenceStatus::Passed, &["accept-1"])]);
+        let a = roll_up(
+            &["it builds".into()],
+            &[],
+            &[ev(EvidenceStatus::Passed, &["accept-1"])],
+            false,
+        );
         assert_eq!(a.criteria[0].source, Source::Work);
         assert_eq!(a.criteria[0].verdict, Verdict::Satisfied);
         assert!(a.passes(true));
@@ -184,7 +197,8 @@ mod tests {
     #[test]
     fn an_undeclared_citation_declares_it_and_stays_visible() {
         let declared = vec![Criterion { id: "review".into(), statement: "reviewed".into() }];
-        let a = roll_up(&[], &declared, &[ev(EvidenceStatus::Passed, &["review", "reveiw"])]);
+        let a =
+            roll_up(&[], &declared, &[ev(EvidenceStatus::Passed, &["review", "reveiw"])], false);
         assert_eq!(a.summary.undeclared, 1);
         let typo = a.criteria.iter().find(|c| c.id == "reveiw").unwrap();
         assert_eq!((typo.source, typo.verdict), (Source::Undeclared, Verdict::Satisfied));
@@ -193,7 +207,7 @@ mod tests {
 
     #[test]
     fn no_criteria_passes_on_success_and_says_none_were_checked() {
-        let a = roll_up(&[], &[], &[]);
+        let a = roll_up(&[], &[], &[], false);
         assert!(a.none_checked());
         assert!(a.passes(true));
     }

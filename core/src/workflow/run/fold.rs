@@ -342,7 +342,8 @@ impl RunFold {
             .policy
             .as_ref()
             .map(|p| ProofPolicy { sha256: p.sha256.clone(), decisions: self.policy_log.clone() });
-        let acceptance = roll_up(&intent.acceptance, &self.declared, &self.evidence);
+        let acceptance =
+            roll_up(&intent.acceptance, &self.declared, &self.evidence, intent.strict_acceptance);
         let run = ProofRun {
             id: m.run_id.clone(),
             work_id: m.work_id.clone(),
@@ -429,6 +430,7 @@ pub fn fuzz_run_fold(data: &[u8]) {
         max_uncharged_attempts: 3,
         created_at: WallTime(0),
         sha256: None,
+        strict_acceptance: false,
     }
     .sealed();
     let mut reader = LineReader::default();

@@ -63,11 +63,28 @@ fn ok_result_exit_zero_and_satisfied_criteria_pass() {
     assert!(p.passes());
 }
 
+/// The fixture intent (one `--accept` statement) under strict acceptance.
+fn strict() -> WorkIntent {
+    WorkIntent { strict_acceptance: true, sha256: None, ..intent() }.sealed()
+}
+
 #[test]
-fn a_succeeded_run_with_an_unknown_criterion_does_not_pass() {
-    let p = fold(&[OK]).finish(&manifest(), &intent(), &exited(0), WallTime(20));
+fn under_strict_acceptance_an_uncited_statement_is_unknown_and_the_proof_does_not_pass() {
+    let p = fold(&[OK]).finish(&manifest(), &strict(), &exited(0), WallTime(20));
     assert_eq!(p.run.status, RunStatus::Succeeded);
     assert!(!p.passes(), "accept-1 has no evidence");
+    assert_eq!((p.acceptance.summary.unknown, p.acceptance.summary.uncited), (1, 0));
+}
+
+#[test]
+fn by_default_work_statements_are_context_and_only_what_evidence_cites_decides() {
+    let p = fold(&[OK]).finish(&manifest(), &intent(), &exited(0), WallTime(20));
+    assert!(p.passes(), "an uncited statement never fails a proof by itself");
+    assert_eq!((p.acceptance.summary.unknown, p.acceptance.summary.uncited), (0, 1));
+    assert_eq!(p.acceptance.criteria[0].statement, intent().acceptance[0], "shown in the proof");
+    let failed = r#"{"op":"evidence","kind":"test","status":"failed","label":"t","acceptanceIds":["accept-1"]}"#;
+    let p = fold(&[failed, OK]).finish(&manifest(), &intent(), &exited(0), WallTime(20));
+    assert!(!p.passes(), "evidence that cites a statement and fails still decides");
 }
 
 #[test]
@@ -463,7 +480,7 @@ fn the_synopsis_names_causes_in_order_and_never_invents_an_error() {
     assert!(lost.get("error").is_none(), "a lost attempt has no error to report");
     let failed = fold(&[r#"{"op":"result","ok":false,"error":"boom"}"#]).finish(
         &m,
-        &intent(),
+        &strict(),
         &exited(1),
         WallTime(20),
     );
