@@ -33,6 +33,7 @@ fn intent() -> WorkIntent {
         created_at: WallTime(0),
         sha256: None,
         strict_acceptance: false,
+        source: None,
     }
     .sealed()
 }

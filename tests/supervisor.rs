@@ -480,6 +480,10 @@ fn two_goals_planning_the_same_key_get_items_of_their_own() {
     assert_ne!(a, b, "each goal's plan made its own item");
     assert!(a.starts_with("plan-0001-") && a.ends_with("-fix"), "{a}");
     assert!(work(r, &plan("ga", 1), "fix") && work(r, &plan("gb", 1), "fix"));
+    let intent = &json(&harn(r, &["work", "show", &b, "--json"]))["intent"];
+    assert_eq!(intent["source"], serde_json::json!({ "goal": "gb", "plan": plan("gb", 1) }));
+    let shown = text(&harn(r, &["work", "show", &a]));
+    assert!(shown.contains(&format!("source     plan {} of goal ga", plan("ga", 1))), "{shown}");
 }
 
 #[test]

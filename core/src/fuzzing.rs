@@ -174,6 +174,7 @@ fn arbitrary_history(
         created_at: crate::time::WallTime(0),
         sha256: None,
         strict_acceptance: false,
+        source: None,
     };
     let mut events = Vec::new();
     let mut attempts = Vec::new();

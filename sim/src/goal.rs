@@ -537,6 +537,7 @@ mod tests {
                 created_at: WallTime(at),
                 sha256: None,
                 strict_acceptance: false,
+                source: None,
             }
             .sealed()
         };

@@ -199,6 +199,7 @@ impl WorkWorld {
                 created_at: self.wall(),
                 sha256: None,
                 strict_acceptance: false,
+                source: None,
             }
             .sealed();
             let now = self.wall();

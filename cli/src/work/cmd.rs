@@ -184,6 +184,7 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
         created_at: store.now(),
         sha256: None,
         strict_acceptance: a.strict_acceptance,
+        source: None,
     }
     .sealed();
     if let Err(e) = intent.validate() {

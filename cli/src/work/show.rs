@@ -34,6 +34,9 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
         p.reason
     );
     outln!("  objective  {}", i.objective);
+    if let Some(source) = &i.source {
+        outln!("  source     plan {} of goal {}", source.plan, source.goal);
+    }
     for (n, a) in i.acceptance.iter().enumerate() {
         outln!("  accept-{}   {a}", n + 1);
     }

@@ -18,6 +18,7 @@ use crate::env::Fs;
 use crate::ids::Id;
 use crate::journal::{self, JournalWriter};
 use crate::time::WallTime;
+use crate::work::intent::Source;
 use crate::work::ledger::{Known, Ledger};
 use crate::work::{FailureClass, WorkIntent, WorkflowRef};
 use serde_json::{json, Value};
@@ -400,6 +401,7 @@ pub fn apply<F: Fs>(
                 created_at: now,
                 sha256: None,
                 strict_acceptance: false,
+                source: Some(Source { goal: intent.id.clone(), plan: plan.to_owned() }),
             }
             .sealed(),
         );

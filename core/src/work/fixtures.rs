@@ -26,6 +26,7 @@ pub(crate) fn intent() -> WorkIntent {
         created_at: WallTime(0),
         sha256: None,
         strict_acceptance: false,
+        source: None,
     }
     .sealed()
 }

@@ -31,6 +31,16 @@ pub struct WorkflowRef {
     pub sha256: String,
 }
 
+/// Where a planned work item came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Source {
+    /// The goal whose plan made it.
+    pub goal: Id,
+    /// The plan.
+    pub plan: String,
+}
+
 /// A work item's intent (`intent.json`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -66,6 +76,11 @@ pub struct WorkIntent {
     /// and in the proof, and only criteria the workflow declares (or evidence cites) decide.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub strict_acceptance: bool,
+    /// Where the item came from when not from a person's `work create`: the plan and goal
+    /// that made it. Frozen with the intent, so a planned item's provenance is as checkable
+    /// as its workflow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<Source>,
 }
 
 impl WorkIntent {

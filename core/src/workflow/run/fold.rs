@@ -431,6 +431,7 @@ pub fn fuzz_run_fold(data: &[u8]) {
         created_at: WallTime(0),
         sha256: None,
         strict_acceptance: false,
+        source: None,
     }
     .sealed();
     let mut reader = LineReader::default();
