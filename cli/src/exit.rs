@@ -22,11 +22,6 @@ impl Failure {
         Failure { code, message: message.to_string() }
     }
 
-    /// Bad input or usage ([`EXIT_USAGE`]).
-    pub fn usage(message: impl std::fmt::Display) -> Failure {
-        Failure::new(EXIT_USAGE, message)
-    }
-
     /// The operation failed ([`EXIT_FAILED`]).
     pub fn failed(message: impl std::fmt::Display) -> Failure {
         Failure::new(EXIT_FAILED, message)
