@@ -318,3 +318,62 @@ print(json.dumps({"type": "turn.completed", "usage": {"input_tokens": 9, "output
     assert_eq!(agent["session_id"], "t1", "the session line at the start is kept: {agent}");
     assert_eq!(agent["usage"]["output_tokens"], 3, "and the usage at the end: {agent}");
 }
+
+/// A team whose specialists would all run on one harness is refused while another built-in
+/// one is installed and logged in, with the way out named; the refusal writes nothing.
+#[test]
+fn a_team_on_one_harness_is_refused_while_another_is_live() {
+    let dir = root();
+    let r = dir.path();
+    // Logged in to a subscription (the recorded fixtures log in with keys, which do not count):
+    // hand-written stand-ins printing the status shapes Claude Code and Codex print for it.
+    let standin = |name: &str, body: &str| {
+        std::fs::write(r.join("bin").join(name), format!("#!/bin/sh\n{body}\n")).unwrap();
+    };
+    standin(
+        "claude",
+        r#"echo '{"loggedIn":true,"authMethod":"claude.ai","apiProvider":"firstParty","subscriptionType":"max"}'"#,
+    );
+    standin("codex", "echo 'Logged in using ChatGPT' >&2");
+    let write_team = |pins: [Option<&str>; 2]| {
+        let role = |h: Option<&str>| match h {
+            Some(h) => serde_json::json!({ "instructions": "Do the work.", "harness": h }),
+            None => serde_json::json!({ "instructions": "Do the work." }),
+        };
+        let team = serde_json::json!({ "builder": role(pins[0]), "reviewer": role(pins[1]) });
+        std::fs::write(r.join("team.json"), team.to_string()).unwrap();
+    };
+    // Only the fakes and the shell's tools: a real program elsewhere on PATH cannot count.
+    let create = |id: &str, extra: &[&str]| {
+        let mut args = vec!["supervisor", "create", "w", "--team", "team.json", "--id", id];
+        args.extend_from_slice(extra);
+        let path = format!("{}:/usr/bin:/bin", r.join("bin").display());
+        let mut cmd = Command::new(harn_bin());
+        cmd.args(&args).arg("--root").arg(r).env("PATH", path).current_dir(r);
+        cmd.output().unwrap()
+    };
+
+    write_team([None, None]);
+    let out = create("g1", &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("no specialist pins") && e.contains("claude-code, codex are live"), "{e}");
+    assert!(e.contains("--allow-single-adapter"), "{e}");
+    assert!(!r.join(".harnery/supervisors/g1").exists(), "a refusal writes nothing");
+    assert!(create("g1", &["--allow-single-adapter"]).status.success());
+
+    write_team([Some("codex"), Some("codex")]);
+    let e = text(&create("g2", &[]));
+    assert!(
+        e.contains("pins the same harness (codex)") && e.contains("claude-code is live"),
+        "{e}"
+    );
+    write_team([Some("claude-code"), Some("codex")]);
+    assert!(create("g3", &[]).status.success());
+
+    // With claude logged out, a team pinned to codex spreads as far as it can.
+    standin("claude", r#"echo '{"loggedIn":false,"authMethod":"none"}'; exit 1"#);
+    write_team([Some("codex"), Some("codex")]);
+    let out = create("g4", &[]);
+    assert!(out.status.success(), "{}", text(&out));
+}

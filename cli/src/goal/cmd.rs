@@ -105,6 +105,10 @@ struct CreateArgs {
     /// milestones the planner proposes; needs --replanning.
     #[arg(long)]
     mission: Option<PathBuf>,
+    /// Create the goal even though every specialist runs on one harness while another is
+    /// installed and logged in on this machine.
+    #[arg(long)]
+    allow_single_adapter: bool,
     /// Print one JSON document.
     #[arg(long)]
     json: bool,
@@ -196,6 +200,9 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
             }
         }
     }
+    if !a.allow_single_adapter {
+        check_spread(&team)?;
+    }
     let id = match a.id.as_deref().map(parse_id) {
         Some(Ok(id)) => id,
         Some(Err(f)) => return Err(f),
@@ -251,6 +258,18 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
         return fail(EXIT_FAILED, e);
     }
     show(store, id.as_str(), a.json)
+}
+
+/// The adapter-spread refusal: the programs are asked whether they are logged in only when
+/// the team could be refused at all (it would be if every built-in harness were live).
+fn check_spread(team: &harn_core::workflow::team::Team) -> Result<(), Failure> {
+    use harn_core::goal::intent::check_adapter_spread;
+    let every: Vec<String> = harn_core::workflow::agent::presets().into_keys().collect();
+    if check_adapter_spread(team, &every).is_ok() {
+        return Ok(());
+    }
+    let live = crate::work::calls::live_presets();
+    check_adapter_spread(team, &live).map_err(|e| Failure::new(EXIT_USAGE, e))
 }
 
 fn list(store: &mut Store, as_json: bool) -> Exit {

@@ -146,6 +146,15 @@ pub fn preflight_once(name: &str, spec: &AdapterSpec, billing: Billing) -> Resul
     preflight(&Preflights::default(), name, spec, billing)
 }
 
+/// The built-in harnesses that are live on this machine: installed and logged in to their
+/// subscription (what their pre-flight under subscription billing accepts), sorted.
+pub fn live_presets() -> Vec<String> {
+    let live = |(name, spec): &(String, AdapterSpec)| {
+        preflight_once(name, spec, Billing::Subscription).is_ok()
+    };
+    agent::presets().into_iter().filter(live).map(|(name, _)| name).collect()
+}
+
 /// The program a command names: a path, or the first match on `PATH`.
 fn find_program(program: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;

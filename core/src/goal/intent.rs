@@ -76,6 +76,40 @@ pub fn check_new_team(team: &Team) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// Refuses a team whose specialists would all run on one adapter while another one is live
+/// on this machine (installed and logged in to its subscription): one subscription would then
+/// carry every call of the goal, and its usage limit would stop the whole team, while another
+/// sat idle. `live` names the live adapters, sorted. Specialists who pin no adapter share the
+/// run's `--harness`, so an unpinned team runs on one adapter whatever the host passes.
+/// A team of one specialist, or one that pins two adapters (or pins some and leaves others to
+/// the host), spreads or cannot.
+pub fn check_adapter_spread(team: &Team, live: &[String]) -> Result<(), String> {
+    if team.len() < 2 {
+        return Ok(());
+    }
+    let pins: std::collections::BTreeSet<Option<&str>> =
+        team.values().map(|p| p.harness.as_deref()).collect();
+    let one = match pins.iter().collect::<Vec<_>>().as_slice() {
+        [one] => **one,
+        _ => return Ok(()),
+    };
+    let idle: Vec<&str> =
+        live.iter().map(String::as_str).filter(|name| Some(*name) != one).collect();
+    let how = match one {
+        // Unpinned, the team runs on whichever adapter a run names: spreading needs two live.
+        None if idle.len() >= 2 => "no specialist pins a harness, so all share the run's --harness",
+        Some(_) if !idle.is_empty() => "every specialist pins the same harness",
+        _ => return Ok(()),
+    };
+    let one = one.map_or(String::new(), |h| format!(" ({h})"));
+    Err(format!(
+        "team: {how}{one} while {} {} live on this machine; pin a role to another with \
+         \"harness\", or pass --allow-single-adapter",
+        idle.join(", "),
+        if idle.len() == 1 { "is" } else { "are" }
+    ))
+}
+
 /// The limits a goal runs inside.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -317,6 +351,33 @@ mod tests {
             WallTime(5),
         )
         .expect("a valid goal")
+    }
+
+    #[test]
+    fn a_team_on_one_adapter_is_refused_only_while_another_is_live() {
+        use crate::workflow::team::Profile;
+        let team = |pins: &[Option<&str>]| -> Team {
+            let profile =
+                |h: &Option<&str>| Profile { harness: h.map(str::to_owned), ..Profile::default() };
+            pins.iter().enumerate().map(|(i, h)| (format!("r{i}"), profile(h))).collect()
+        };
+        let live = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let both = live(&["claude-code", "codex"]);
+        // All pinned to one, another live: refused, naming the idle one.
+        let e = check_adapter_spread(&team(&[Some("codex"), Some("codex")]), &both).unwrap_err();
+        assert!(e.contains("pins the same harness (codex)") && e.contains("claude-code is live"));
+        assert!(e.contains("--allow-single-adapter"), "{e}");
+        // Nobody pinned: one adapter whatever the host passes; refused when two are live.
+        let e = check_adapter_spread(&team(&[None, None]), &both).unwrap_err();
+        assert!(e.contains("no specialist pins") && e.contains("claude-code, codex are live"));
+        assert!(check_adapter_spread(&team(&[None, None]), &live(&["codex"])).is_ok());
+        // Nothing else live, one specialist, two adapters pinned, or pins mixed with the host's.
+        assert!(
+            check_adapter_spread(&team(&[Some("codex"), Some("codex")]), &live(&["codex"])).is_ok()
+        );
+        assert!(check_adapter_spread(&team(&[Some("codex")]), &both).is_ok());
+        assert!(check_adapter_spread(&team(&[Some("codex"), Some("claude-code")]), &both).is_ok());
+        assert!(check_adapter_spread(&team(&[Some("codex"), None]), &both).is_ok());
     }
 
     #[test]
