@@ -520,3 +520,38 @@ fn a_failing_planner_stops_the_run_at_its_first_failure() {
     );
     assert_eq!(plans["plans"][0]["status"], "failed");
 }
+
+/// Work a manual `harn work run` is running (its run lease held by that process) makes the
+/// goal wait: `show` says so, and a tick dispatches nothing past it and stops `running`.
+#[test]
+fn work_running_elsewhere_makes_the_goal_wait() {
+    let dir = root(Some("echo $$ > workflow.pid\nsleep 300"));
+    let r = dir.path();
+    create_goal(r, &["--accept-passing-proof"]);
+    let mut host = std::process::Command::new(crate::cli::harn_bin())
+        .args(["work", "run", "parser", "--root"])
+        .arg(r)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while std::fs::read_to_string(r.join("workflow.pid")).map_or(true, |s| !s.ends_with('\n')) {
+        assert!(started.elapsed().as_secs() < 30, "the workflow never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let p = &goal(r)["projection"];
+    assert_eq!(
+        (p["state"].as_str(), p["next_action"].as_str()),
+        (Some("running"), Some("wait_for_run"))
+    );
+    assert!(p["reason"].as_str().unwrap().contains("parser running elsewhere"), "{p}");
+    let out = harn(r, &["supervisor", "tick", "ship", "--harness", "scripted", "--json"]);
+    let report = json(&out);
+    assert_eq!(report["stop"]["reason"], "running", "{report}");
+    assert_eq!(report["dispatches"], 0, "{report}");
+    host.kill().unwrap();
+    host.wait().unwrap();
+    let pid = std::fs::read_to_string(r.join("workflow.pid")).unwrap();
+    let _ = std::process::Command::new("kill").args(["-9", pid.trim()]).status();
+}

@@ -430,10 +430,15 @@ impl GoalHost for SimHost<'_> {
         Ok(view) // Receipts carry no information: the view before them stands.
     }
 
-    fn accept(&mut self, work: &Id) -> Result<(), String> {
+    fn accept(&mut self, work: &Id) -> Result<Result<(), String>, String> {
+        use harn_core::work::ledger::Refusal;
         let item = self.g.w.read(work)?;
         let now = self.g.w.wall();
-        self.g.w.ledger.accept(&item, Vec::new(), ACTOR, None, now).map_err(|r| format!("{r:?}"))
+        match self.g.w.ledger.accept(&item, Vec::new(), ACTOR, None, now) {
+            Ok(()) => Ok(Ok(())),
+            Err(Refusal::NotNow(why)) => Ok(Err(why)),
+            Err(Refusal::Store(e)) => Err(e),
+        }
     }
 
     fn dispatch(&mut self, picked: &[(Id, DispatchAction)]) -> Vec<Outcome> {

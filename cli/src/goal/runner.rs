@@ -43,9 +43,14 @@ impl GoalHost for RealHost<'_> {
         Ok(goal)
     }
 
-    fn accept(&mut self, work: &Id) -> Result<(), StoreError> {
+    fn accept(&mut self, work: &Id) -> Result<Result<(), String>, StoreError> {
+        use harn_core::work::ledger::Refusal;
         let reason = Some("its proof passed and the goal accepts passing proof".to_owned());
-        accept_item(self.store, work, Vec::new(), &self.actor, reason).map_err(StoreError)
+        match accept_item(self.store, work, Vec::new(), &self.actor, reason) {
+            Ok(()) => Ok(Ok(())),
+            Err(Refusal::NotNow(why)) => Ok(Err(why)),
+            Err(Refusal::Store(e)) => Err(StoreError(e)),
+        }
     }
 
     fn dispatch(&mut self, picked: &[(Id, DispatchAction)]) -> Vec<Outcome> {

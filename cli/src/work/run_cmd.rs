@@ -165,7 +165,10 @@ pub fn accept(store: &mut Store, a: AcceptArgs) -> Exit {
             Ok(d) => d,
             Err(e) => return fail(EXIT_USAGE, format!("--dispose: {e}")),
         };
-    if let Err(e) = accept_item(store, &id, dispositions, &actor(a.actor), a.reason) {
+    use harn_core::work::ledger::Refusal;
+    if let Err(Refusal::NotNow(e) | Refusal::Store(e)) =
+        accept_item(store, &id, dispositions, &actor(a.actor), a.reason)
+    {
         return fail(EXIT_FAILED, e);
     }
     show(store, id.as_str(), a.json)
@@ -179,15 +182,13 @@ pub fn accept_item(
     dispositions: Vec<Disposition>,
     actor: &str,
     reason: Option<String>,
-) -> Result<(), String> {
-    let (lock, item) = store.lock_and_read(id).map_err(|e| e.to_string())?;
+) -> Result<(), harn_core::work::ledger::Refusal> {
+    use harn_core::work::ledger::Refusal;
+    let (lock, item) = store.lock_and_read(id).map_err(|e| Refusal::Store(e.to_string()))?;
     let now = store.now();
     let accepted = store.ledger().accept(&item, dispositions, actor, reason, now);
     drop(lock);
-    accepted.map_err(|r| match r {
-        harn_core::work::ledger::Refusal::NotNow(why)
-        | harn_core::work::ledger::Refusal::Store(why) => why,
-    })
+    accepted
 }
 
 /// `f1=fixed` or `f1=deferred:<reason>`.

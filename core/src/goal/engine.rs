@@ -93,8 +93,10 @@ pub trait GoalHost {
     fn now(&mut self) -> WallTime;
     /// Reconciles the graph's items and reads the goal afresh from durable records.
     fn refresh(&mut self) -> Result<GoalView, Self::Error>;
-    /// Accepts the passing proof of an item in review.
-    fn accept(&mut self, work: &Id) -> Result<(), Self::Error>;
+    /// Accepts the passing proof of an item in review. `Ok(Err(why))` is a refusal (the item
+    /// changed since it was read, by a person or another process): a domain outcome, never
+    /// an error of the tick.
+    fn accept(&mut self, work: &Id) -> Result<Result<(), String>, Self::Error>;
     /// Runs the selected attempts (concurrently where the host can) and reports each.
     fn dispatch(&mut self, picked: &[(Id, DispatchAction)]) -> Vec<Outcome>;
     /// Asks the planner for a plan and records what came of it (a proposal, an attention, an
@@ -148,14 +150,31 @@ pub fn drive<H: GoalHost>(host: &mut H, mode: Mode) -> Result<Report, H::Error> 
             continue;
         }
         let mut acted = false;
+        let mut refused = Vec::new();
         for work in acceptances(&goal.intent, &goal.items) {
-            host.accept(&work)?;
-            host.say(format!("  accept {work}: its proof passed"));
-            report.acceptances += 1;
-            acted = true;
+            match host.accept(&work)? {
+                Ok(()) => {
+                    host.say(format!("  accept {work}: its proof passed"));
+                    report.acceptances += 1;
+                    acted = true;
+                }
+                Err(why) => {
+                    host.say(format!("  accept {work}: refused: {why}"));
+                    refused.push((work, why));
+                }
+            }
         }
-        if acted {
+        if acted || !refused.is_empty() {
             goal = host.refresh()?;
+        }
+        // A refusal the fresh read does not explain (the item is still one automation would
+        // accept) is for a person to look at, not a reason to fail the tick or to ask again.
+        let still = acceptances(&goal.intent, &goal.items);
+        if let Some((work, why)) = refused.into_iter().find(|(w, _)| still.contains(w)) {
+            let detail =
+                format!("{work} could not be accepted ({why}); review it: harn work accept {work}");
+            report.stop = Stop { reason: StopReason::AwaitingAttention, detail };
+            break;
         }
         let picked = candidates(&goal.intent, &goal.items, &goal.projection);
         for (work, action) in &picked {

@@ -433,3 +433,71 @@ mod properties {
         }
     }
 }
+
+/// A host whose acceptances are refused (a person or another process changed the item after
+/// the goal read it); `then` is what the item reads as afterwards.
+struct RefusingHost {
+    intent: GoalIntent,
+    items: Vec<GoalItem>,
+    then: Option<GoalItem>,
+    said: Vec<String>,
+}
+
+impl engine::GoalHost for RefusingHost {
+    type Error = String;
+    fn now(&mut self) -> WallTime {
+        WallTime(1)
+    }
+    fn refresh(&mut self) -> Result<engine::GoalView, String> {
+        let projection = project_goal(&self.intent, &self.items, &[], false);
+        Ok(engine::GoalView {
+            intent: self.intent.clone(),
+            items: self.items.clone(),
+            plans: Vec::new(),
+            projection,
+        })
+    }
+    fn accept(&mut self, _work: &Id) -> Result<Result<(), String>, String> {
+        if let Some(then) = self.then.take() {
+            self.items = vec![then];
+        }
+        Ok(Err("it is running (a retry started elsewhere)".into()))
+    }
+    fn dispatch(&mut self, _picked: &[(Id, DispatchAction)]) -> Vec<engine::Outcome> {
+        Vec::new()
+    }
+    fn plan(&mut self) -> Result<String, String> {
+        Err("no planner".into())
+    }
+    fn say(&mut self, line: String) {
+        self.said.push(line);
+    }
+}
+
+#[test]
+fn a_refused_acceptance_is_for_a_person_not_an_error_of_the_tick() {
+    let in_review = item("root", S::InReview, W::Review, 1);
+    // The refusal stands on a fresh read: the goal waits for a person, naming the command.
+    let mut host = RefusingHost {
+        intent: goal(AUTO, 10, 1),
+        items: vec![in_review],
+        then: None,
+        said: vec![],
+    };
+    let report = engine::drive(&mut host, Mode::Run).expect("a refusal is no error");
+    assert_eq!(report.stop.reason, StopReason::AwaitingAttention);
+    assert!(report.stop.detail.contains("harn work accept root"), "{}", report.stop.detail);
+    assert_eq!(report.acceptances, 0);
+    assert!(host.said.iter().any(|l| l.contains("accept root: refused")), "{:?}", host.said);
+    // The fresh read explains it (the item is running elsewhere now): the goal waits for it.
+    let running = item("root", S::Running, W::None, 1);
+    let in_review = item("root", S::InReview, W::Review, 1);
+    let mut host = RefusingHost {
+        intent: goal(AUTO, 10, 1),
+        items: vec![in_review],
+        then: Some(running),
+        said: vec![],
+    };
+    let report = engine::drive(&mut host, Mode::Run).expect("a refusal is no error");
+    assert_eq!(report.stop.reason, StopReason::Running, "{:?}", report.stop);
+}

@@ -585,10 +585,10 @@ fn inherit_team(manifest: &mut RunManifest, before: RunManifest) {
     }
 }
 
-/// Why an attempt could not start.
+/// Why an attempt could not start, or an acceptance was not recorded.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Refusal {
-    /// Nothing was recorded: the item may not start an attempt now.
+    /// Nothing was recorded: the item may not start an attempt (or be accepted) now.
     NotNow(String),
     /// A record could not be read or written.
     Store(String),
