@@ -555,6 +555,7 @@ fn goal_sweep((from, to): (u64, u64), json: bool) -> Exit {
                 total.acceptances += s.acceptances;
                 total.plans += s.plans;
                 total.applied += s.applied;
+                total.resumed_reviews += s.resumed_reviews;
                 succeeded += u64::from(s.succeeded);
             }
             Err(e) => failures.push(e),
@@ -567,13 +568,14 @@ fn goal_sweep((from, to): (u64, u64), json: bool) -> Exit {
             serde_json::json!({
                 "seeds": to - from, "failures": failures, "ticks": t.ticks, "crashes": t.crashes,
                 "dispatches": t.dispatches, "acceptances": t.acceptances, "plans": t.plans,
-                "applied": t.applied, "succeeded": succeeded,
+                "applied": t.applied, "resumed_reviews": t.resumed_reviews,
+                "succeeded": succeeded,
             })
         );
     } else {
         outln!(
-            "{} seeds: {} ticks, {} crashes, {} dispatches, {} acceptances, {} plans ({} applied), \
-             {} goals succeeded; {} failed",
+            "{} seeds: {} ticks, {} crashes, {} dispatches, {} acceptances, {} plans ({} applied, \
+             {} reviews resumed), {} goals succeeded; {} failed",
             to - from,
             total.ticks,
             total.crashes,
@@ -581,6 +583,7 @@ fn goal_sweep((from, to): (u64, u64), json: bool) -> Exit {
             total.acceptances,
             total.plans,
             total.applied,
+            total.resumed_reviews,
             succeeded,
             failures.len()
         );

@@ -39,6 +39,8 @@ pub struct GoalSimSummary {
     pub plans: u64,
     /// Plans applied.
     pub applied: u64,
+    /// Reviews a crash cut short after their receipt, finished from it.
+    pub resumed_reviews: u64,
     /// Whether the goal ended succeeded.
     pub succeeded: bool,
 }
@@ -84,6 +86,8 @@ pub(crate) struct GoalWorld {
     pub(crate) summary: GoalSimSummary,
     /// A broken promise noticed inside the loop, reported after the action.
     broken: Option<String>,
+    /// Faults are on: a planning step may be cut short by a crash anywhere in it.
+    faulty: bool,
 }
 
 impl GoalWorld {
@@ -140,7 +144,14 @@ impl GoalWorld {
         let intent_bytes =
             w.ledger.write_record(".harnery/supervisors/g", "intent.json", &intent).expect("setup");
         w.take_acknowledged();
-        GoalWorld { w, intent, intent_bytes, summary: GoalSimSummary::default(), broken: None }
+        GoalWorld {
+            w,
+            intent,
+            intent_bytes,
+            summary: GoalSimSummary::default(),
+            broken: None,
+            faulty: false,
+        }
     }
 
     pub(crate) fn view(&mut self) -> Result<GoalView, String> {
@@ -149,6 +160,7 @@ impl GoalWorld {
 
     /// A tick or run (two in three), else a person's action on a drawn item.
     fn action(&mut self, faults: bool) -> Result<(), String> {
+        self.faulty = faults;
         if faults && self.w.entropy.chance(1, 3) {
             let after = self.w.entropy.below(40);
             self.w.ledger.fs.crash_after(after);
@@ -261,6 +273,7 @@ impl GoalWorld {
 
     /// One fault-free step toward rest; false when nothing is left to do.
     fn calm_step(&mut self) -> Result<bool, String> {
+        self.faulty = false;
         let p = self.view()?.projection;
         match (p.state, p.next_action) {
             (GoalState::Ready, _) => {
@@ -308,6 +321,7 @@ impl GoalWorld {
             if plan.status == PlanStatus::Rejected && applied {
                 return Err(format!("rejected plan {} was applied", plan.request.plan_id));
             }
+            self.check_reviewed(plan, &events)?;
             if let Some((_, work)) = &plan.applied {
                 for w in work {
                     if self.w.read(w).is_err() {
@@ -350,6 +364,46 @@ impl GoalWorld {
                     _ => {}
                 }
             }
+        }
+        Ok(())
+    }
+}
+
+impl GoalWorld {
+    /// Under a review panel, a plan proposed (or recorded reviewed) has a receipt that passed
+    /// the frozen panel, and its proposal is the receipt's final candidate: an interrupted
+    /// review may cost a plan, never invent an approval.
+    fn check_reviewed(
+        &mut self,
+        plan: &harn_core::goal::plan::PlanView,
+        events: &[harn_core::goal::plan::PlanRecord],
+    ) -> Result<(), String> {
+        use harn_core::goal::review::{check_receipt, Receipt, ReviewStatus};
+        let Some(panel) = self.intent.replanning.as_ref().and_then(|p| p.review.clone()) else {
+            return Ok(());
+        };
+        let id = &plan.request.plan_id;
+        let vouched = events.iter().any(|e| {
+            matches!(e.event, PlanEvent::Reviewed | PlanEvent::Proposed | PlanEvent::Applied { .. })
+        });
+        // A planner that asked for a person proposes without a review.
+        let attention = events.iter().any(|e| e.event == PlanEvent::Attention);
+        if !vouched || attention {
+            return Ok(());
+        }
+        let dir = planning::plan_dir(&self.intent.id, id);
+        let receipt: Option<Receipt> = self.w.ledger.read_json(&format!("{dir}/review.json"))?;
+        let Some(receipt) = receipt else {
+            return Err(format!("plan {id} was proposed under a review panel without a receipt"));
+        };
+        if receipt.status != ReviewStatus::Passed || check_receipt(&receipt, &panel).is_err() {
+            return Err(format!("plan {id} was proposed on a receipt that did not pass"));
+        }
+        let proposal = planning::proposal(&mut self.w.ledger, &self.intent.id, id)?;
+        if events.iter().any(|e| e.event == PlanEvent::Proposed)
+            && proposal.as_ref() != Some(&receipt.candidate)
+        {
+            return Err(format!("plan {id}'s proposal is not its review's final candidate"));
         }
         Ok(())
     }
@@ -483,8 +537,19 @@ impl GoalHost for SimHost<'_> {
         let view = self.g.view()?;
         let now = self.g.w.wall();
         let w = &mut self.g.w;
+        // Planning writes a handful of records (request, receipt, proposal, events, work):
+        // a crash drawn among its own calls cuts a review short after its receipt, or a
+        // plan's application midway, often enough to be seen.
+        if self.g.faulty && !w.ledger.fs.is_crashed() && w.entropy.chance(1, 2) {
+            let after = w.entropy.below(16);
+            w.ledger.fs.crash_after(after);
+        }
         let mut s = SimSpecialists { entropy: &mut w.entropy, calls: 0 };
-        planning::run_planner(&mut w.ledger, &view, &mut s, ACTOR, now)
+        let line = planning::run_planner(&mut w.ledger, &view, &mut s, ACTOR, now)?;
+        if line.ends_with(&format!("({})", planning::RESUMED_REVIEW)) {
+            self.g.summary.resumed_reviews += 1;
+        }
+        Ok(line)
     }
 
     fn say(&mut self, _line: String) {}
@@ -589,6 +654,19 @@ mod tests {
         let e = ledger.intent(&id).unwrap_err();
         assert!(e.to_string().starts_with(&format!("/sim/{path}:2: ")), "{e}");
         assert_eq!(e.file(), Some(format!("/sim/{path}").as_str()));
+    }
+
+    /// Seeds where a crash cut a review short after its receipt was durable: the next
+    /// planning step finished that plan from the receipt instead of asking for a new one, and
+    /// every plan proposed under the panel still stands on a passing receipt (checked after
+    /// every action).
+    #[test]
+    fn a_review_cut_short_after_its_receipt_is_finished_from_it() {
+        let resumed: u64 = [578, 968]
+            .into_iter()
+            .map(|seed| run_goal_seed(seed).unwrap_or_else(|e| panic!("{e}")).resumed_reviews)
+            .sum();
+        assert_eq!(resumed, 2);
     }
 
     #[test]

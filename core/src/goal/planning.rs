@@ -160,6 +160,9 @@ pub fn run_planner<F: Fs>(
     let (intent, items, plans) = (&view.intent, &view.items[..], &view.plans[..]);
     let bounds = (view.projection.attempts_remaining, view.projection.replans_remaining);
     let policy = intent.replanning.as_ref().ok_or("the goal has no replanning policy")?;
+    if let Some(line) = resume_review(ledger, view, specialists, actor, now)? {
+        return Ok(line);
+    }
     let sequence = plans.len() as u32 + 1;
     let plan_id = plan_id(&intent.id, sequence);
     let trigger = trigger(intent, items);
@@ -190,13 +193,14 @@ pub fn run_planner<F: Fs>(
         trigger,
         milestones_completed: done,
     };
-    let (mut proposal, mut valid) = match checked(&text, &cx) {
+    let (proposal, valid) = match checked(&text, &cx) {
         Ok(checked) => checked,
         Err(why) => return fail(ledger, intent, &plan_id, None, &why, actor, now),
     };
     if proposal.decision == PlanDecision::Attention {
+        // One event, not `plan.proposed` then `plan.attention`: a crash between two would
+        // leave an attention standing as a proposal awaiting approval.
         ledger.write_record(&plan_dir(&intent.id, &plan_id), "proposal.json", &proposal)?;
-        append(ledger, &intent.id, &plan_id, PlanEvent::Proposed, actor, &proposal.rationale, now)?;
         append(
             ledger,
             &intent.id,
@@ -218,32 +222,67 @@ pub fn run_planner<F: Fs>(
         };
         let receipt = review(specialists, intent, panel, &plan_id, proposal, ask_planner);
         ledger.write_record(&plan_dir(&intent.id, &plan_id), "review.json", &receipt)?;
-        if receipt.status != ReviewStatus::Passed {
-            let why = format!(
-                "review requires attention: {}",
-                json!(receipt.status).as_str().unwrap_or("")
-            );
-            append(ledger, &intent.id, &plan_id, PlanEvent::Attention, actor, &why, now)?;
-            return Ok(format!("plan {plan_id}: {why}"));
-        }
-        let approved = "the review panel approved";
-        append(ledger, &intent.id, &plan_id, PlanEvent::Reviewed, actor, approved, now)?;
-        proposal = receipt.candidate;
-        valid = validate(&proposal, &cx).map_err(|e| e.to_string())?;
+        return finish_review(ledger, specialists, intent, &cx, receipt, &[], actor, now);
     }
-    ledger.write_record(&plan_dir(&intent.id, &plan_id), "proposal.json", &proposal)?;
-    append(ledger, &intent.id, &plan_id, PlanEvent::Proposed, actor, &proposal.rationale, now)?;
+    propose(ledger, specialists, intent, &cx, proposal, valid, actor, now)
+}
+
+/// The end of a review whose receipt is durable: a receipt that did not pass leaves the plan
+/// to a person; one that passed is recorded (`plan.reviewed`) before its candidate is
+/// proposed. `history` is what the plan already recorded (a resumed review's), so nothing is
+/// appended twice.
+#[allow(clippy::too_many_arguments)]
+fn finish_review<F: Fs>(
+    ledger: &mut Ledger<F>,
+    specialists: &mut dyn Specialists,
+    intent: &GoalIntent,
+    cx: &PlanContext<'_>,
+    receipt: Receipt,
+    history: &[PlanRecord],
+    actor: &str,
+    now: WallTime,
+) -> Result<String, String> {
+    let plan_id = cx.plan_id;
+    if receipt.status != ReviewStatus::Passed {
+        let why =
+            format!("review requires attention: {}", json!(receipt.status).as_str().unwrap_or(""));
+        append(ledger, &intent.id, plan_id, PlanEvent::Attention, actor, &why, now)?;
+        return Ok(format!("plan {plan_id}: {why}"));
+    }
+    if !history.iter().any(|e| e.event == PlanEvent::Reviewed) {
+        let approved = "the review panel approved";
+        append(ledger, &intent.id, plan_id, PlanEvent::Reviewed, actor, approved, now)?;
+    }
+    let proposal = receipt.candidate;
+    let valid = validate(&proposal, cx).map_err(|e| e.to_string())?;
+    propose(ledger, specialists, intent, cx, proposal, valid, actor, now)
+}
+
+/// Writes a checked proposal (once: one a crash left written must be the same bytes) and
+/// records it proposed; completes or applies it when the policy says so.
+#[allow(clippy::too_many_arguments)]
+fn propose<F: Fs>(
+    ledger: &mut Ledger<F>,
+    specialists: &mut dyn Specialists,
+    intent: &GoalIntent,
+    cx: &PlanContext<'_>,
+    proposal: Proposal,
+    valid: Option<ValidPlan>,
+    actor: &str,
+    now: WallTime,
+) -> Result<String, String> {
+    let (plan_id, policy) = (cx.plan_id, cx.policy);
+    let dir = plan_dir(&intent.id, plan_id);
+    match ledger.read_json::<Proposal>(&format!("{dir}/proposal.json"))? {
+        None => drop(ledger.write_record(&dir, "proposal.json", &proposal)?),
+        Some(written) if written == proposal => {}
+        Some(_) => return Err(format!("plan {plan_id}: proposal.json differs from its review")),
+    }
+    append(ledger, &intent.id, plan_id, PlanEvent::Proposed, actor, &proposal.rationale, now)?;
     if proposal.decision == PlanDecision::Complete {
         if policy.auto_apply {
-            append(
-                ledger,
-                &intent.id,
-                &plan_id,
-                PlanEvent::Completed,
-                actor,
-                &proposal.rationale,
-                now,
-            )?;
+            let why = &proposal.rationale;
+            append(ledger, &intent.id, plan_id, PlanEvent::Completed, actor, why, now)?;
             return Ok(format!("plan {plan_id} completes the mission"));
         }
         return Ok(format!(
@@ -253,10 +292,62 @@ pub fn run_planner<F: Fs>(
     let valid = valid.ok_or("an apply without work")?;
     if policy.auto_apply {
         let by = (actor, "applied automatically (auto_apply)");
-        apply(ledger, specialists, intent, &plan_id, &proposal, &valid, by, now)?;
+        apply(ledger, specialists, intent, plan_id, &proposal, &valid, by, now)?;
         return Ok(format!("plan {plan_id} applied: root {}", valid.root));
     }
     Ok(format!("plan {plan_id} proposes {} items; approve or reject it", valid.work.len()))
+}
+
+/// How the line of a planning step that finished an interrupted review ends.
+pub const RESUMED_REVIEW: &str = "its review, cut short, resumed from its receipt";
+
+/// Finishes the latest plan when a crash cut its review short after the receipt became
+/// durable: the exact receipt is reused (checked against the frozen panel; one that does not
+/// match fails closed, to a person), so the review does not consume a second plan's slot.
+/// `None` when there is nothing to resume: no review, no receipt (the review's calls were
+/// lost and a new plan is asked for), or a graph that moved since the plan was asked for.
+fn resume_review<F: Fs>(
+    ledger: &mut Ledger<F>,
+    view: &super::engine::GoalView,
+    specialists: &mut dyn Specialists,
+    actor: &str,
+    now: WallTime,
+) -> Result<Option<String>, String> {
+    let (intent, items, plans) = (&view.intent, &view.items[..], &view.plans[..]);
+    let (Some(policy), Some(latest)) = (intent.replanning.as_ref(), plans.last()) else {
+        return Ok(None);
+    };
+    let Some(panel) = &policy.review else { return Ok(None) };
+    let request = &latest.request;
+    if latest.status != PlanStatus::Interrupted
+        || request.trigger_fingerprint != progress_fingerprint(items)
+        || request.prior_root_work_id.as_ref() != items.last().map(|i| &i.id)
+    {
+        return Ok(None);
+    }
+    let dir = plan_dir(&intent.id, &request.plan_id);
+    let Some(receipt) = ledger.read_json::<Receipt>(&format!("{dir}/review.json"))? else {
+        return Ok(None);
+    };
+    let history = events(ledger, &intent.id, &request.plan_id)?;
+    if let Err(e) = super::review::check_receipt(&receipt, panel) {
+        let why = format!("review requires attention: its receipt does not match the panel: {e}");
+        append(ledger, &intent.id, &request.plan_id, PlanEvent::Attention, actor, &why, now)?;
+        return Ok(Some(format!("plan {}: {why}", request.plan_id)));
+    }
+    let earlier = &plans[..plans.len() - 1];
+    let active: BTreeSet<Id> = items.iter().map(|i| i.id.clone()).collect();
+    let cx = PlanContext {
+        policy,
+        active: &active,
+        already_planned: already_planned(earlier),
+        plan_id: &request.plan_id,
+        mission: intent.mission.as_ref(),
+        trigger: request.trigger,
+        milestones_completed: milestones_completed(ledger, earlier)?,
+    };
+    let line = finish_review(ledger, specialists, intent, &cx, receipt, &history, actor, now)?;
+    Ok(Some(format!("{line} ({RESUMED_REVIEW})")))
 }
 
 /// A reply parsed as a proposal and validated.
