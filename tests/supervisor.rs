@@ -555,3 +555,92 @@ fn work_running_elsewhere_makes_the_goal_wait() {
     let pid = std::fs::read_to_string(r.join("workflow.pid")).unwrap();
     let _ = std::process::Command::new("kill").args(["-9", pid.trim()]).status();
 }
+
+/// `harn work reopen` on an item of a complete mission reopens the mission with it (its
+/// reopened work runs before the milestone is reassessed); a refusal (the goal ticked by
+/// another process) leaves both untouched; an item of an earlier milestone is found too and
+/// said to be outside the active graph; `plan reopen` reopens the mission itself.
+#[test]
+fn reopening_work_of_a_complete_mission_reopens_the_mission_first() {
+    let dir = root(None);
+    let r = dir.path();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::copy(examples.join("mission.json"), r.join("mission.json")).unwrap();
+    replanning(r, "mission-planner.sh", false, |p| {
+        p.replace("\"auto_apply\": false", "\"auto_apply\": true")
+            .replace("\"max_replans\": 3", "\"max_replans\": 5")
+    });
+    let create = [
+        "supervisor",
+        "create",
+        "--team",
+        "team.json",
+        "--id",
+        "mission",
+        "--accept-passing-proof",
+        "--replanning",
+        "replanning.json",
+        "--mission",
+        "mission.json",
+    ];
+    assert!(harn(r, &create).status.success());
+    let run = |r: &Path| harn(r, &["supervisor", "run", "mission", "--harness", "scripted"]);
+    assert!(text(&run(r)).contains("stop: succeeded"));
+    let statuses = |r: &Path| -> Vec<String> {
+        let plans = json(&harn(r, &["supervisor", "plan", "list", "mission", "--json"]));
+        let all = plans["plans"].as_array().unwrap().iter();
+        all.map(|p| p["status"].as_str().unwrap().to_owned()).collect()
+    };
+    let item_state = |r: &Path, id: &str| {
+        json(&harn(r, &["work", "show", id, "--json"]))["projection"]["state"].clone()
+    };
+    let (m1, m2) = (format!("{}-m1", plan("mission", 1)), format!("{}-m2", plan("mission", 2)));
+
+    // Refused while another process holds the goal's lease: nothing is written.
+    let lease = r.join(".harnery/supervisors/mission/lease.lock");
+    // `-o`: the lock stays with flock itself, not the sleep it runs, so a kill releases it.
+    let mut holder = std::process::Command::new("flock")
+        .arg("-o")
+        .arg(&lease)
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap();
+    let held = || {
+        let mut probe = std::process::Command::new("flock");
+        !probe.arg("-n").arg(&lease).arg("true").output().unwrap().status.success()
+    };
+    let since = std::time::Instant::now();
+    while !held() {
+        assert!(since.elapsed().as_secs() < 30, "flock never took the lease");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let refused = harn(r, &["work", "reopen", &m2, "--reason", "crashes on empty input"]);
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    assert!(text(&refused).contains("nothing was reopened"), "{}", text(&refused));
+    assert_eq!(item_state(r, &m2), "succeeded");
+    assert_eq!(statuses(r), ["applied", "applied", "completed"]);
+
+    // Reopened: the mission first, then the item; the item runs before any reassessment.
+    let out = harn(r, &["work", "reopen", &m2, "--reason", "crashes on empty input"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("mission mission reopened"), "{}", text(&out));
+    assert_eq!(statuses(r), ["applied", "applied", "reopened"]);
+    let p = &json(&harn(r, &["supervisor", "show", "mission", "--json"]))["projection"];
+    assert_eq!((p["state"].as_str(), p["next_action"].as_str()), (Some("ready"), Some("run")));
+    let out = run(r);
+    let said = text(&out);
+    let ran = said.find(&format!("dispatch {m2}")).expect("the reopened item runs");
+    let planned = said.find("plan: ").expect("then the planner reassesses");
+    assert!(ran < planned && said.contains("stop: succeeded"), "{said}");
+    assert_eq!(statuses(r), ["applied", "applied", "reopened", "completed"]);
+
+    // An item of an earlier milestone is found, and said to be outside the active graph.
+    let out = harn(r, &["work", "reopen", &m1, "--reason", "milestone 1 regressed"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("earlier generation"), "{}", text(&out));
+    assert_eq!(statuses(r).last().map(String::as_str), Some("reopened"));
+    let again = harn(r, &["supervisor", "plan", "reopen", "mission", "--reason", "again"]);
+    assert!(text(&again).contains("already reopened"), "{}", text(&again));
+}

@@ -86,7 +86,7 @@ where
         Top::Example(args) => crate::example::run(args),
         Top::Sim(cmd) => crate::sim_cmd::run(cmd),
         Top::Harness(args) => crate::harness::cmd::run(args),
-        Top::Work(args) => crate::work::cmd::run(args),
+        Top::Work(args) => crate::work::cmd::run(args, crate::goal::missions::holding),
         Top::Run(args) => crate::work::run_show::run(args),
         Top::Approval(args) => crate::work::approval_cmd::run(args),
         Top::Dash(args) => crate::dash::run(args),

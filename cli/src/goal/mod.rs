@@ -1,6 +1,7 @@
 //! `harn supervisor …`: goals on disk and their verbs, and the loop that ticks them.
 
 pub mod cmd;
+pub mod missions;
 pub mod plan_cmd;
 pub mod plans;
 pub mod runner;

@@ -1,5 +1,5 @@
 //! `harn supervisor create --replanning FILE` (reading the policy file) and
-//! `harn supervisor plan list|show|approve|reject|retry`: a goal's plans and the one place a
+//! `harn supervisor plan list|show|approve|reject|retry|reopen`: a goal's plans and the one place a
 //! person decides on them, under the goal lease.
 
 use super::plans;
@@ -61,6 +61,22 @@ pub enum PlanVerb {
         #[arg(long)]
         reason: String,
         /// Who rejects (default: $USER).
+        #[arg(long)]
+        actor: Option<String>,
+        /// Print one JSON document.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reopen a complete mission: its completion stays beside the reopening, work reopened
+    /// in it runs first, then the planner reassesses the milestone (`harn work reopen` on an
+    /// item of a complete mission does this too).
+    Reopen {
+        /// The goal id (a mission whose latest plan completed it).
+        goal: String,
+        /// Why (required; shown to the next planner).
+        #[arg(long)]
+        reason: String,
+        /// Who reopens (default: $USER).
         #[arg(long)]
         actor: Option<String>,
         /// Print one JSON document.
@@ -168,7 +184,7 @@ fn parse_id(s: &str) -> Result<Id, Failure> {
 /// Runs a plan verb; returns the exit code.
 pub fn run(store: &mut Store, verb: PlanVerb) -> Exit {
     let (goal, plan) = match &verb {
-        PlanVerb::List { goal, .. } => (goal, None),
+        PlanVerb::List { goal, .. } | PlanVerb::Reopen { goal, .. } => (goal, None),
         PlanVerb::Show { goal, plan, .. }
         | PlanVerb::Approve { goal, plan, .. }
         | PlanVerb::Reject { goal, plan, .. }
@@ -187,6 +203,9 @@ pub fn run(store: &mut Store, verb: PlanVerb) -> Exit {
     };
     let result = match verb {
         PlanVerb::List { json, .. } => return list(store, &goal, json),
+        PlanVerb::Reopen { reason, actor: a, json, .. } => {
+            return reopen(store, &goal, &actor(&a), &reason, json)
+        }
         PlanVerb::Show { plan, json, .. } => return show(store, &goal, &plan, json),
         PlanVerb::Approve { plan, actor: a, reason, .. } => {
             approve(store, &goal, &plan, &actor(&a), reason.as_deref())
@@ -319,6 +338,24 @@ fn approve(
     lease(store, goal)?;
     let g = view(store, goal)?;
     plans::approve(store, &g, plan, actor, reason.unwrap_or("approved"))
+}
+
+fn reopen(store: &mut Store, goal: &Id, actor: &str, reason: &str, as_json: bool) -> Exit {
+    let reopened = lease(store, goal).and_then(|()| {
+        let g = view(store, goal)?;
+        let now = store.now();
+        harn_core::goal::planning::reopen_mission(store.ledger(), &g, actor, reason, now)
+    });
+    let line = reopened.map_err(Failure::failed)?;
+    if as_json {
+        let g = view(store, goal).map_err(Failure::failed)?;
+        outln!("{}", json!({ "goal_id": goal, "projection": g.projection, "result": line }));
+    } else {
+        outln!("{line}");
+        let g = view(store, goal).map_err(Failure::failed)?;
+        outln!("{}: {}", harn_core::goal::engine::words(&g.projection), g.projection.reason);
+    }
+    Ok(0)
 }
 
 fn decide(

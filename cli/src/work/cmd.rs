@@ -139,14 +139,29 @@ const RUN_EXAMPLES: &str = "Examples:
       unconfined, recorded as such in run.json and the proof";
 
 /// Runs a `work` verb; returns the exit code.
-pub fn run(args: WorkArgs) -> Exit {
+/// A complete mission that reopening an item reopens too, found (and its goal lease taken)
+/// before anything is written.
+pub struct MissionReopen {
+    /// The goal.
+    pub goal: Id,
+    /// The goal as read under its lease.
+    pub view: harn_core::goal::engine::GoalView,
+    /// What to tell the person, when the item is outside the mission's active graph.
+    pub warning: Option<String>,
+}
+
+/// Finds the missions reopening an item reopens (the goals live above this module).
+pub type FindMissions = fn(&mut Store, &Id) -> Result<Vec<MissionReopen>, String>;
+
+/// Runs a `work` verb; `missions` finds the complete missions a reopen reopens.
+pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
     let mut store = crate::work::store::open_root(args.root)?;
     match args.verb {
         Verb::Create(a) => create(&mut store, a),
         Verb::List { state, json } => list(&mut store, state.as_deref(), json),
         Verb::Show { id, json } => show(&mut store, &id, json),
-        Verb::Cancel(g) => govern(&mut store, g, false),
-        Verb::Reopen(g) => govern(&mut store, g, true),
+        Verb::Cancel(g) => govern(&mut store, g, None),
+        Verb::Reopen(g) => govern(&mut store, g, Some(missions)),
         Verb::Run(a) => super::run_cmd::run(&mut store, a, false),
         Verb::Retry(a) => super::run_cmd::run(&mut store, a, true),
         Verb::Accept(a) => super::run_cmd::accept(&mut store, a),
@@ -289,7 +304,11 @@ fn summary(i: &Item) -> Value {
     })
 }
 
-fn govern(store: &mut Store, g: Governance, reopen: bool) -> Exit {
+/// Cancels an item, or reopens it (`missions` given) together with every complete mission
+/// holding it. Every check, the missions' leases included, comes before the first write, so
+/// a refusal leaves nothing half-done; the missions' reopening is recorded before the item's.
+fn govern(store: &mut Store, g: Governance, missions: Option<FindMissions>) -> Exit {
+    let reopen = missions.is_some();
     let id = match Id::new(&g.id) {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{:?}: {e}", g.id)),
@@ -297,6 +316,16 @@ fn govern(store: &mut Store, g: Governance, reopen: bool) -> Exit {
     if !reopen && !g.findings.is_empty() {
         return fail(EXIT_USAGE, "--finding belongs to reopen");
     }
+    if g.reason.as_ref().is_some_and(|r| r.len() > 2_000) {
+        return fail(EXIT_USAGE, "--reason: at most 2000 bytes");
+    }
+    if !store.exists(&id) {
+        return fail(EXIT_FAILED, format!("no work item {id}"));
+    }
+    let held = match missions.map(|find| find(store, &id)).transpose() {
+        Ok(held) => held.unwrap_or_default(),
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
     // The lock is held from the read to the append: the decision stands on that history.
     let (lock, item) = match store.lock_and_read(&id) {
         Ok(locked) => locked,
@@ -321,7 +350,23 @@ fn govern(store: &mut Store, g: Governance, reopen: bool) -> Exit {
         let verb = if reopen { "reopen" } else { "cancel" };
         return fail(EXIT_FAILED, format!("cannot {verb} {id}: it is {}", state_name(state)));
     }
-    if let Err(e) = store.append(&lock, kind, &actor(g.actor), g.reason) {
+    let who = actor(g.actor);
+    for m in &held {
+        let why = g.reason.clone().unwrap_or_else(|| format!("{id} was reopened"));
+        let now = store.now();
+        let reopened =
+            harn_core::goal::planning::reopen_mission(store.ledger(), &m.view, &who, &why, now);
+        match reopened {
+            Ok(line) => errln!("harn: {line}: {id} runs again before the mission is reassessed"),
+            Err(e) => {
+                return fail(EXIT_FAILED, format!("mission {}: {e}; {id} is unchanged", m.goal))
+            }
+        }
+        if let Some(w) = &m.warning {
+            errln!("harn: warning: {w}");
+        }
+    }
+    if let Err(e) = store.append(&lock, kind, &who, g.reason) {
         return fail(EXIT_FAILED, e);
     }
     drop(lock);

@@ -807,3 +807,70 @@ pub fn decide<F: Fs>(
     append(ledger, &g.intent.id, plan, event, actor, reason, now)?;
     Ok(format!("plan {plan}: {}", word(done)))
 }
+
+/// Reopens a completed mission (`plan.reopened` beside its completion); the caller holds the
+/// goal lease. Its reopened work then runs before any milestone is reassessed. Reopening it
+/// again changes nothing.
+pub fn reopen_mission<F: Fs>(
+    ledger: &mut Ledger<F>,
+    g: &super::engine::GoalView,
+    actor: &str,
+    reason: &str,
+    now: WallTime,
+) -> Result<String, String> {
+    let goal = &g.intent.id;
+    if reason.trim().is_empty() || reason.len() > 2_000 {
+        return Err("a reason of 1 to 2000 bytes is required".into());
+    }
+    check_reopen(g)?;
+    let latest = g.plans.last().expect("checked: a mission with a plan");
+    let plan = &latest.request.plan_id;
+    if latest.status == PlanStatus::Reopened {
+        return Ok(format!("mission {goal} is already reopened (plan {plan})"));
+    }
+    append(ledger, goal, plan, PlanEvent::Reopened, actor, reason, now)?;
+    Ok(format!("mission {goal} reopened (plan {plan}'s completion stands beside it)"))
+}
+
+/// Why goal `g` cannot be reopened as a mission now, if it cannot: it must be a mission whose
+/// latest plan completed it (or reopened it already).
+pub fn check_reopen(g: &super::engine::GoalView) -> Result<(), String> {
+    let goal = &g.intent.id;
+    if g.intent.mission.is_none() {
+        return Err(format!("goal {goal} is not a mission"));
+    }
+    let latest = g.plans.last().ok_or(format!("mission {goal} has no plan"))?;
+    match latest.status {
+        PlanStatus::Completed | PlanStatus::Reopened => Ok(()),
+        s => Err(format!(
+            "mission {goal} is not complete (its latest plan {} is {})",
+            latest.request.plan_id,
+            json!(s).as_str().unwrap_or("")
+        )),
+    }
+}
+
+/// Where work item `work` stands in goal `g`'s generations.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Generation {
+    /// In the active graph (its root included).
+    Active,
+    /// Made by plan `plan` (or the goal's first root when `None`), superseded since.
+    Superseded(Option<String>),
+}
+
+/// Whether `work` belongs to goal `g`, in any generation: the active graph, the goal's first
+/// root, or the work of any applied plan.
+pub fn generation_of(g: &super::engine::GoalView, work: &Id) -> Option<Generation> {
+    if g.projection.work_ids.contains(work) {
+        return Some(Generation::Active);
+    }
+    if g.intent.root_work_id.as_ref() == Some(work) {
+        return Some(Generation::Superseded(None));
+    }
+    g.plans.iter().find_map(|p| {
+        let (root, made) = p.applied.as_ref()?;
+        (root == work || made.contains(work))
+            .then(|| Generation::Superseded(Some(p.request.plan_id.clone())))
+    })
+}

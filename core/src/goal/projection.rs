@@ -226,6 +226,7 @@ pub fn project_governed(
         planning: &planning,
         lease_held_elsewhere,
         root_succeeded: root.is_some_and(|r| r.projection.state == WorkState::Succeeded),
+        work_open: items.iter().any(|i| i.projection.state != WorkState::Succeeded),
         root_id: root.map(|r| r.id.as_str()).unwrap_or(""),
         c: &c,
         auto,
@@ -265,6 +266,8 @@ struct Planning {
     mission: bool,
     /// The mission's completion was recorded.
     completed: bool,
+    /// A person reopened the mission's completion: its reopened work runs first.
+    reopened: bool,
     remaining: u32,
     pending: Option<String>,
     attention: Option<String>,
@@ -284,6 +287,7 @@ fn planning(intent: &GoalIntent, items: &[GoalItem], plans: &[super::plan::PlanV
         enabled: intent.replanning.is_some(),
         mission: intent.mission.is_some(),
         completed: plans.iter().any(|p| p.status == PlanStatus::Completed),
+        reopened: plans.last().is_some_and(|p| p.status == PlanStatus::Reopened),
         remaining: max.saturating_sub(charged),
         pending: None,
         attention: None,
@@ -327,6 +331,8 @@ struct GoalFacts<'a> {
     planning: &'a Planning,
     lease_held_elsewhere: bool,
     root_succeeded: bool,
+    /// Some item of the active graph is not accepted.
+    work_open: bool,
     root_id: &'a str,
     c: &'a Classes<'a>,
     auto: super::intent::Automation,
@@ -373,7 +379,10 @@ fn decide(d: &GoalFacts<'_>) -> (GoalState, GoalNext, String) {
             (S::Blocked, N::None, "the goal has no root".into())
         };
     }
-    if d.root_succeeded && plan.mission {
+    // A reopened mission runs its reopened work before any milestone is reassessed, even
+    // while its root stays accepted (a prerequisite was reopened).
+    let root_done = d.root_succeeded && !(plan.reopened && d.work_open);
+    if root_done && plan.mission {
         return if plan.remaining > 0 {
             let why = format!(
                 "milestone root {} is accepted: the next milestone, or completion",
@@ -384,7 +393,7 @@ fn decide(d: &GoalFacts<'_>) -> (GoalState, GoalNext, String) {
             (S::BudgetExhausted, N::None, "a milestone is accepted and every replan is used".into())
         };
     }
-    if d.root_succeeded {
+    if root_done {
         return (S::Succeeded, N::None, format!("the root {} is accepted", d.root_id));
     }
     if !c.running.is_empty() {

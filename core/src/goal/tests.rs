@@ -501,3 +501,63 @@ fn a_refused_acceptance_is_for_a_person_not_an_error_of_the_tick() {
     let report = engine::drive(&mut host, Mode::Run).expect("a refusal is no error");
     assert_eq!(report.stop.reason, StopReason::Running, "{:?}", report.stop);
 }
+
+#[test]
+fn a_reopened_mission_runs_its_reopened_work_before_the_milestone_is_reassessed() {
+    use plan::{Mission, PlanEvent as E, PlanRecord, PlanRequest, PlanTrigger, PlanView};
+    let t =
+        plan::Template { path: "/wf".into(), sha256: "0".repeat(64), max_attempts: 2, root: true };
+    let policy = plan::ReplanningPolicy {
+        planner_specialist: "planner".into(),
+        auto_apply: true,
+        max_replans: 5,
+        max_work_items_per_plan: 4,
+        max_total_work_items: 10,
+        templates: std::collections::BTreeMap::from([("ship".into(), t)]),
+        review: None,
+    };
+    let mission = Mission {
+        objective: "ship".into(),
+        acceptance: vec!["it ships".into()],
+        max_milestones: 2,
+    };
+    let mut team = Team::new();
+    team.insert("planner".into(), Default::default());
+    let g =
+        GoalIntent::new(id("g"), "G".into(), None, team, GoalLimits::default(), AUTO, WallTime(0))
+            .and_then(|g| g.with_replanning(policy))
+            .and_then(|g| g.with_mission(mission))
+            .expect("a valid mission");
+    let rec = |event| PlanRecord { event, actor: "op".into(), reason: "why".into() };
+    let request = |n: u32| PlanRequest {
+        plan_id: format!("p{n}"),
+        sequence: n,
+        prior_root_work_id: Some(id("root")),
+        trigger_fingerprint: "f".into(),
+        trigger: PlanTrigger::Milestone,
+        created_at: WallTime(0),
+    };
+    let applied = E::Applied {
+        root_work_id: id("root"),
+        work_ids: vec![id("a"), id("root")],
+        milestone: Some(1),
+    };
+    let plans = |last: Vec<E>| {
+        vec![
+            PlanView::new(request(1), &[rec(E::Proposed), rec(applied.clone())]),
+            PlanView::new(request(2), &last.into_iter().map(rec).collect::<Vec<_>>()),
+        ]
+    };
+    // The prerequisite was reopened; the root stays accepted.
+    let items = vec![item("a", S::Ready, W::Run, 1), item("root", S::Succeeded, W::None, 1)];
+    let completed = plans(vec![E::Proposed, E::Completed]);
+    let p = project_goal(&g, &items, &completed, false);
+    assert_eq!(p.state, GoalState::Succeeded, "a complete mission stays complete: {}", p.reason);
+    let reopened = plans(vec![E::Proposed, E::Completed, E::Reopened]);
+    let p = project_goal(&g, &items, &reopened, false);
+    assert_eq!((p.state, p.next_action), (GoalState::Ready, GoalNext::Run), "{}", p.reason);
+    // Once everything is accepted again, the milestone is reassessed.
+    let items = vec![item("a", S::Succeeded, W::None, 1), item("root", S::Succeeded, W::None, 1)];
+    let p = project_goal(&g, &items, &reopened, false);
+    assert_eq!((p.state, p.next_action), (GoalState::Ready, GoalNext::PlanMilestone));
+}

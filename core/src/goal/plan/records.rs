@@ -39,6 +39,9 @@ pub enum PlanEvent {
     /// The mission is complete (its success).
     #[serde(rename = "plan.completed")]
     Completed,
+    /// A person reopened the completed mission (beside its completion, which stays).
+    #[serde(rename = "plan.reopened")]
+    Reopened,
     /// The planner failed (no usable proposal).
     #[serde(rename = "plan.failed")]
     Failed {
@@ -99,14 +102,21 @@ pub enum PlanStatus {
     RetryRequested,
     /// The planner failed.
     Failed,
+    /// It completed the mission, which a person reopened since.
+    Reopened,
 }
 
-/// A plan's status from its history (first match wins): applied once applied; otherwise its
+/// A plan's status from its history (first match wins): completed once completed (reopened
+/// while a reopening follows the last completion); applied once applied; otherwise its
 /// last rejection, attention, retry request or failure; otherwise proposed once proposed;
 /// otherwise interrupted.
 pub fn plan_status(events: &[PlanRecord]) -> PlanStatus {
-    if events.iter().any(|e| e.event == PlanEvent::Completed) {
-        return PlanStatus::Completed;
+    let completed = events.iter().rposition(|e| e.event == PlanEvent::Completed);
+    let reopened = events.iter().rposition(|e| e.event == PlanEvent::Reopened);
+    match (completed, reopened) {
+        (Some(c), Some(r)) if r > c => return PlanStatus::Reopened,
+        (Some(_), _) => return PlanStatus::Completed,
+        _ => {}
     }
     if events.iter().any(|e| matches!(e.event, PlanEvent::Applied { .. })) {
         return PlanStatus::Applied;
@@ -213,6 +223,14 @@ mod status_tests {
             plan_status(&[rec(PlanEvent::Attention), rec(PlanEvent::RetryRequested)]),
             PlanStatus::RetryRequested
         );
+        // A reopening stands while it follows the last completion; a new completion ends it.
+        let (done, reopened) = (rec(PlanEvent::Completed), rec(PlanEvent::Reopened));
+        assert_eq!(plan_status(&[done.clone(), reopened.clone()]), PlanStatus::Reopened);
+        assert_eq!(
+            plan_status(&[done.clone(), reopened.clone(), done.clone()]),
+            PlanStatus::Completed
+        );
+        assert_eq!(plan_status(&[reopened, done]), PlanStatus::Completed);
         let upstream = PlanEvent::Failed { class: Some(crate::work::FailureClass::Upstream) };
         let request = PlanRequest {
             plan_id: "p1".into(),
