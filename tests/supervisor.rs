@@ -519,6 +519,20 @@ fn a_failing_planner_stops_the_run_at_its_first_failure() {
         "one plan, not the whole budget: {plans}"
     );
     assert_eq!(plans["plans"][0]["status"], "failed");
+    // Every replan spent without a proposal: `show` attributes them, and the exhaustion says
+    // how many ended so.
+    for _ in 0..3 {
+        harn(r, &["supervisor", "run", "fixit", "--harness", "scripted"]);
+    }
+    let g = json(&harn(r, &["supervisor", "show", "fixit", "--json"]));
+    let p = &g["projection"];
+    assert_eq!(p["state"], "budget_exhausted", "{p}");
+    assert_eq!(p["replan_consumption"]["planner_no_proposal"], 3, "{p}");
+    assert_eq!(p["replan_consumption"]["reviewer_rejection"], 0, "{p}");
+    let why = p["reason"].as_str().unwrap();
+    assert!(why.ends_with("every replan is used (3 ended without a proposal)"), "{why}");
+    let shown = text(&harn(r, &["supervisor", "show", "fixit"]));
+    assert!(shown.contains("replans    3 asked for, 0 left of 3; 3 ended without"), "{shown}");
 }
 
 /// Work a manual `harn work run` is running (its run lease held by that process) makes the

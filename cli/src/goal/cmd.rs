@@ -381,6 +381,22 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
         p.attempts_remaining,
         l.max_total_attempts
     );
+    if let Some(r) = &g.intent.replanning {
+        // Which replans moved nothing, and why: the planner made no proposal, or its review
+        // did not pass it.
+        let spent = p.replan_consumption.map_or(String::new(), |c| {
+            format!(
+                "; {} ended without a proposal, {} not passed by review",
+                c.planner_no_proposal, c.reviewer_rejection
+            )
+        });
+        outln!(
+            "  replans    {} asked for, {} left of {}{spent}",
+            p.replans_used,
+            p.replans_remaining,
+            r.max_replans
+        );
+    }
     if let Some(u) = &usage {
         outln!("  agents     {}", crate::work::progress::usage(u));
     }

@@ -55,7 +55,10 @@ pub fn read_plans<F: Fs>(ledger: &mut Ledger<F>, goal: &Id) -> Result<Vec<PlanVi
         let Some(request) = ledger.read_json::<PlanRequest>(&format!("{dir}/request.json"))? else {
             continue; // A plan whose request never became durable was never asked for.
         };
-        plans.push(PlanView::new(request, &events(ledger, goal, id.as_str())?));
+        let mut view = PlanView::new(request, &events(ledger, goal, id.as_str())?);
+        let receipt = ledger.read_json::<Receipt>(&format!("{dir}/review.json"))?;
+        view.review = receipt.map(|r| r.status);
+        plans.push(view);
     }
     plans.sort_by_key(|p| p.request.sequence);
     Ok(plans)

@@ -98,6 +98,19 @@ pub struct GoalProjection {
     /// The plan whose attention still applies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attention_plan_id: Option<String>,
+    /// How charged replans were spent without moving the goal on: shown only when some
+    /// planner made no proposal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replan_consumption: Option<ReplanConsumption>,
+}
+
+/// Charged replans that moved nothing, by why (read-time attribution).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplanConsumption {
+    /// Plans whose review panel did not pass them.
+    pub reviewer_rejection: u32,
+    /// Plans whose planner asked for a person, failed or was cut short without a proposal.
+    pub planner_no_proposal: u32,
 }
 
 /// How an item may be dispatched by a tick.
@@ -257,6 +270,8 @@ pub fn project_governed(
         latest_plan_status: plans.last().map(|p| p.status),
         pending_plan_id: planning.pending.clone(),
         attention_plan_id: planning.attention.clone(),
+        replan_consumption: (planning.consumption.planner_no_proposal > 0)
+            .then_some(planning.consumption),
     }
 }
 
@@ -273,6 +288,19 @@ struct Planning {
     attention: Option<String>,
     /// A latest plan whose failure stops the goal, with why.
     stopped: Option<String>,
+    /// How charged plans were spent without a proposal that moved the goal.
+    consumption: ReplanConsumption,
+}
+
+impl Planning {
+    /// Why no replan is left, naming the replans that ended without a proposal.
+    fn used_up(&self, what: &str) -> String {
+        match self.consumption.planner_no_proposal {
+            0 => format!("{what} and every replan is used"),
+            1 => format!("{what} and every replan is used (1 ended without a proposal)"),
+            n => format!("{what} and every replan is used ({n} ended without a proposal)"),
+        }
+    }
 }
 
 /// Consecutive uncharged planner failures after which the goal stops.
@@ -292,7 +320,19 @@ fn planning(intent: &GoalIntent, items: &[GoalItem], plans: &[super::plan::PlanV
         pending: None,
         attention: None,
         stopped: None,
+        consumption: ReplanConsumption { reviewer_rejection: 0, planner_no_proposal: 0 },
     };
+    for p in plans {
+        match p.consumption() {
+            Some(super::plan::Consumption::ReviewerRejection) => {
+                out.consumption.reviewer_rejection += 1
+            }
+            Some(super::plan::Consumption::PlannerNoProposal) => {
+                out.consumption.planner_no_proposal += 1
+            }
+            None => {}
+        }
+    }
     let Some(latest) = plans.last() else { return out };
     let id = latest.request.plan_id.clone();
     match (latest.status, latest.class) {
@@ -374,7 +414,7 @@ fn decide(d: &GoalFacts<'_>) -> (GoalState, GoalNext, String) {
         return if plan.mission && plan.remaining > 0 {
             (S::Ready, N::PlanInitial, "the mission needs its first plan".into())
         } else if plan.mission {
-            (S::BudgetExhausted, N::None, "the mission has no plan and every replan is used".into())
+            (S::BudgetExhausted, N::None, plan.used_up("the mission has no plan"))
         } else {
             (S::Blocked, N::None, "the goal has no root".into())
         };
@@ -390,7 +430,7 @@ fn decide(d: &GoalFacts<'_>) -> (GoalState, GoalNext, String) {
             );
             (S::Ready, N::PlanMilestone, why)
         } else {
-            (S::BudgetExhausted, N::None, "a milestone is accepted and every replan is used".into())
+            (S::BudgetExhausted, N::None, plan.used_up("a milestone is accepted"))
         };
     }
     if root_done {
@@ -440,7 +480,7 @@ fn decide(d: &GoalFacts<'_>) -> (GoalState, GoalNext, String) {
         return if plan.remaining > 0 {
             (S::Ready, N::Replan, "the graph is stuck; ask the planner for a new plan".into())
         } else {
-            (S::BudgetExhausted, N::None, "the graph is stuck and every replan is used".into())
+            (S::BudgetExhausted, N::None, plan.used_up("the graph is stuck"))
         };
     }
     let decided: Vec<&GoalItem> =

@@ -149,6 +149,9 @@ pub struct PlanView {
     pub milestone: Option<u32>,
     /// The reason of its last event.
     pub reason: String,
+    /// Where its review ended, when its receipt (`review.json`) was written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub review: Option<crate::goal::review::ReviewStatus>,
 }
 
 impl PlanView {
@@ -170,7 +173,28 @@ impl PlanView {
             _ => None,
         });
         let reason = events.last().map(|e| e.reason.clone()).unwrap_or_default();
-        PlanView { request, status, class, applied, milestone, reason }
+        PlanView { request, status, class, applied, milestone, reason, review: None }
+    }
+
+    /// Why a charged plan consumed its replan without moving the goal on (read-time only):
+    /// its review did not pass, or its planner never made a proposal.
+    pub fn consumption(&self) -> Option<Consumption> {
+        use crate::goal::review::ReviewStatus;
+        if !self.charged() {
+            return None;
+        }
+        match self.review {
+            Some(ReviewStatus::Passed) => None,
+            Some(_) => Some(Consumption::ReviewerRejection),
+            None => matches!(
+                self.status,
+                PlanStatus::Attention
+                    | PlanStatus::Interrupted
+                    | PlanStatus::Failed
+                    | PlanStatus::RetryRequested
+            )
+            .then_some(Consumption::PlannerNoProposal),
+        }
     }
 
     /// Whether the plan counts against `max_replans`: every plan except a failure classed as
@@ -178,6 +202,15 @@ impl PlanView {
     pub fn charged(&self) -> bool {
         !(self.status == PlanStatus::Failed && self.class.is_some())
     }
+}
+
+/// How a charged plan spent its replan without a proposal that moved the goal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Consumption {
+    /// Its review panel did not pass it.
+    ReviewerRejection,
+    /// Its planner asked for a person, failed or was cut short before any proposal.
+    PlannerNoProposal,
 }
 
 /// The active root: the goal's root, moved by each applied plan in sequence order.
@@ -242,7 +275,25 @@ mod status_tests {
         };
         assert!(!PlanView::new(request.clone(), &[rec(upstream)]).charged());
         assert!(PlanView::new(request.clone(), &[rec(PlanEvent::Failed { class: None })]).charged());
-        let view = PlanView::new(request, &[rec(PlanEvent::Proposed), rec(applied)]);
-        assert_eq!(active_root(Some(&id("w")), &[view]), Some(id("p1-r")));
+        let view = PlanView::new(request.clone(), &[rec(PlanEvent::Proposed), rec(applied)]);
+        assert_eq!(active_root(Some(&id("w")), std::slice::from_ref(&view)), Some(id("p1-r")));
+        // Attribution: a review that did not pass, a planner that made no proposal; an applied
+        // plan and an uncharged failure spent nothing.
+        use crate::goal::review::ReviewStatus;
+        let with = |events: &[PlanRecord], review| PlanView {
+            review,
+            ..PlanView::new(request.clone(), events)
+        };
+        let attention = [rec(PlanEvent::Attention)];
+        assert_eq!(
+            with(&attention, Some(ReviewStatus::RevisionExhausted)).consumption(),
+            Some(Consumption::ReviewerRejection)
+        );
+        assert_eq!(with(&attention, None).consumption(), Some(Consumption::PlannerNoProposal));
+        assert_eq!(with(&[], None).consumption(), Some(Consumption::PlannerNoProposal));
+        assert_eq!(view.consumption(), None);
+        let upstream =
+            [rec(PlanEvent::Failed { class: Some(crate::work::FailureClass::Upstream) })];
+        assert_eq!(with(&upstream, None).consumption(), None);
     }
 }
