@@ -658,3 +658,69 @@ fn reopening_work_of_a_complete_mission_reopens_the_mission_first() {
     let again = harn(r, &["supervisor", "plan", "reopen", "mission", "--reason", "again"]);
     assert!(text(&again).contains("already reopened"), "{}", text(&again));
 }
+
+/// The reviewers of one round are asked together, at most `agent_concurrency` at once: two
+/// slow reviewers overlap at 2 and follow one another at 1.
+#[test]
+fn the_reviewers_of_a_round_run_in_parallel_within_agent_concurrency() {
+    for (concurrency, overlap) in [("2", true), ("1", false)] {
+        let dir = root(Some("echo '{\"op\":\"result\",\"ok\":false,\"error\":\"tests failed\"}'"));
+        let r = dir.path();
+        replanning(r, "planner.sh", false, |p| {
+            p.replace(
+                "\"templates\"",
+                "\"review\": {\"reviewer_specialists\": [\"ra\", \"rb\"], \"max_revision_rounds\": 0},\n  \"templates\"",
+            )
+        });
+        // Each reviewer approves, a second after it started, with when it started and ended
+        // as its rationale (a reviewer may not write the repository).
+        let slow = "#!/bin/sh\ncat >/dev/null\nstart=$(date +%s%N)\nsleep 1\n\
+                    echo \"{\\\"verdict\\\": \\\"approve\\\", \\\"rationale\\\": \\\"$start $(date +%s%N)\\\", \
+                    \\\"findings\\\": []}\"\n";
+        std::fs::write(r.join("slow.sh"), slow).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(r.join("slow.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]},
+            "planner": {"command": ["./planner.sh"]}, "slow": {"command": ["./slow.sh"]}}}"#;
+        std::fs::write(r.join(".harnery/config.json"), config).unwrap();
+        let team = r#"{"planner": {"instructions": "Plan.", "harness": "planner"},
+            "ra": {"instructions": "Review.", "harness": "slow"},
+            "rb": {"instructions": "Review.", "harness": "slow"}}"#;
+        std::fs::write(r.join("team.json"), team).unwrap();
+        lone(r);
+        let create = [
+            "supervisor",
+            "create",
+            "lone",
+            "--team",
+            "team.json",
+            "--id",
+            "par",
+            "--replanning",
+            "replanning.json",
+            "--agent-concurrency",
+            concurrency,
+        ];
+        let out = harn(r, &create);
+        assert!(out.status.success(), "{}", text(&out));
+        let out = harn(r, &["supervisor", "run", "par", "--harness", "scripted"]);
+        assert!(out.status.success(), "{}", text(&out));
+        let receipt =
+            r.join(format!(".harnery/supervisors/par/plans/{}/review.json", plan("par", 1)));
+        let receipt: Value = serde_json::from_slice(&std::fs::read(receipt).unwrap()).unwrap();
+        assert_eq!(receipt["status"], "passed", "{receipt}");
+        let spans: Vec<(u128, u128)> = receipt["rounds"][0]["reviews"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                let mut t = v["rationale"].as_str().unwrap().split(' ').map(|n| n.parse().unwrap());
+                (t.next().unwrap(), t.next().unwrap())
+            })
+            .collect();
+        let (a, b) = (spans[0], spans[1]);
+        let overlapped = a.0 < b.1 && b.0 < a.1;
+        assert_eq!(overlapped, overlap, "agent_concurrency {concurrency}: {spans:?}");
+    }
+}

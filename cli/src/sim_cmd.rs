@@ -602,12 +602,14 @@ fn service_sweep((from, to): (u64, u64)) -> Exit {
         }
     }
     outln!(
-        "{} seeds: {} sweeps, {} ticks ({} failed outside the goal), {} heartbeats, {} service \
-         crashes, {} stops ({} forced, killing {} runs), {} wall-clock jumps; {} failed",
+        "{} seeds: {} sweeps, {} ticks ({} failed outside the goal, {} stopped by a planner \
+         failure), {} heartbeats, {} service crashes, {} stops ({} forced, killing {} runs), {} \
+         wall-clock jumps; {} failed",
         to - from,
         total.sweeps,
         total.ticks,
         total.failed_ticks,
+        total.plan_failures,
         total.beats,
         total.crashes,
         total.stops,

@@ -47,6 +47,8 @@ pub struct ServiceSimSummary {
     pub beats: u64,
     /// Wall-clock jumps.
     pub wall_jumps: u64,
+    /// Ticks that stopped at a planner failure (`plan.failed`).
+    pub plan_failures: u64,
 }
 
 impl ServiceSimSummary {
@@ -61,6 +63,7 @@ impl ServiceSimSummary {
         self.killed_runs += s.killed_runs;
         self.beats += s.beats;
         self.wall_jumps += s.wall_jumps;
+        self.plan_failures += s.plan_failures;
     }
 }
 
@@ -307,6 +310,7 @@ fn sched_step(
         }
         let before: BTreeMap<Id, GoalWake> = svc.sched.wakes();
         let mut broken = None;
+        let mut plan_failed = Vec::new();
         let mut host = SimSweep {
             g,
             now: *now,
@@ -315,11 +319,23 @@ fn sched_step(
             broken: &mut broken,
             watch: &mut svc.watch,
             wall,
+            plan_failed: &mut plan_failed,
         };
         let result = sweep(&mut host, &mut svc.sched);
         *now = host.now;
         if let Some(violation) = broken {
             return Err(violation);
+        }
+        // A goal whose planner failed waits for a durable change; it is not backed off and
+        // asked again (which would spend its replans on a timer).
+        let after = svc.sched.wakes();
+        for goal in plan_failed.iter().filter(|_| !g.w.ledger.fs.is_crashed()) {
+            let state = after.get(goal).map(|w| w.state);
+            if state != Some(WakeState::AwaitingChange) {
+                return Err(format!(
+                    "goal {goal}'s planner failed, but it is {state:?}, not quiet"
+                ));
+            }
         }
         if g.w.ledger.fs.is_crashed() {
             // The service died mid-sweep: the disk loses what was not synced, a reader sees
@@ -389,9 +405,20 @@ struct SimSweep<'a> {
     broken: &'a mut Option<String>,
     watch: &'a mut WatchThread,
     wall: &'a mut Wall,
+    /// Goals whose tick in this sweep stopped at a planner failure.
+    plan_failed: &'a mut Vec<Id>,
 }
 
 impl SimSweep<'_> {
+    fn failed_plans(&mut self) -> Result<usize, String> {
+        let view = self.g.view()?;
+        Ok(view
+            .plans
+            .iter()
+            .filter(|p| p.status == harn_core::goal::plan::PlanStatus::Failed)
+            .count())
+    }
+
     fn fingerprint(&mut self) -> Result<(Fingerprint, bool), String> {
         let view = self.g.view()?;
         let fp = Fingerprint::new(goal_fingerprint(&view.projection, &view.items));
@@ -470,9 +497,21 @@ impl SweepHost for SimSweep<'_> {
             return Ok(Ticked { reason: StopReason::NoProgress, detail: "no change".into() });
         }
         let proofs = self.g.w.summary.proofs;
+        let failed_before = self.failed_plans()?;
         let ticked = self.g.tick(Mode::Tick);
         if std::mem::take(&mut self.g.w.killing) {
             self.summary.killed_runs += self.g.w.summary.proofs - proofs;
+        }
+        if ticked == Ok(StopReason::PlanFailed) {
+            self.summary.plan_failures += 1;
+            self.plan_failed.push(goal.clone());
+            // A planner failure is a domain outcome: one per tick, never the budget in a go.
+            let failed = self.failed_plans()? - failed_before;
+            if failed > 1 {
+                let why = format!("one tick recorded {failed} failed plans");
+                self.broken.get_or_insert(why.clone());
+                return Err(why);
+            }
         }
         ticked.map(|reason| Ticked { reason, detail: String::new() })
     }

@@ -7,7 +7,7 @@ use crate::work::calls::call_checked;
 use crate::work::runner::RunLimits;
 use crate::work::store::{Store, StoreError};
 use harn_core::goal::plan::{PlanEvent, PlanRecord, PlanView, Proposal, ValidPlan};
-use harn_core::goal::planning::{self, Specialists};
+use harn_core::goal::planning::{self, Answer, Ask, Specialists};
 use harn_core::goal::GoalIntent;
 use harn_core::ids::Id;
 use harn_core::work::FailureClass;
@@ -69,6 +69,31 @@ impl Specialists for RealSpecialists<'_> {
             return Err((outcome.class, outcome.error.unwrap_or_else(|| format!("{role} failed"))));
         }
         Ok(outcome.text.unwrap_or_default())
+    }
+
+    /// The reviewers of a round at once, at most the goal's `agent_concurrency` together.
+    fn ask_all(&mut self, calls: &[Ask<'_>]) -> Vec<Answer> {
+        let at_once = self.limits.map_or(1, |l| l.concurrency.max(1));
+        let (root, team, limits) = (self.root, self.team, self.limits);
+        let mut answers = Vec::with_capacity(calls.len());
+        for chunk in calls.chunks(at_once) {
+            std::thread::scope(|scope| {
+                let asked: Vec<_> = chunk
+                    .iter()
+                    .map(|c| {
+                        scope.spawn(move || {
+                            let mut one = RealSpecialists { root, team, limits };
+                            one.ask(c.role, c.prompt, c.schema, c.label)
+                        })
+                    })
+                    .collect();
+                for call in asked {
+                    let panicked = || Err((None, "the call's thread panicked".to_owned()));
+                    answers.push(call.join().unwrap_or_else(|_| panicked()));
+                }
+            });
+        }
+        answers
     }
 
     fn workflow_digest(&mut self, path: &str) -> Result<String, String> {

@@ -35,8 +35,29 @@ pub trait Specialists {
         schema: &Value,
         label: &str,
     ) -> Result<String, (Option<FailureClass>, String)>;
+    /// Independent calls answered in the order asked: the reviewers of one round. A host may
+    /// run them at once (within the goal's `agent_concurrency`); by default, one by one.
+    fn ask_all(&mut self, calls: &[Ask<'_>]) -> Vec<Answer> {
+        calls.iter().map(|c| self.ask(c.role, c.prompt, c.schema, c.label)).collect()
+    }
     /// SHA-256 of a workflow file now, to refuse a template that changed since it was frozen.
     fn workflow_digest(&mut self, path: &str) -> Result<String, String>;
+}
+
+/// A specialist's reply, or why there is none (with the failure's class).
+pub type Answer = Result<String, (Option<FailureClass>, String)>;
+
+/// One call of [`Specialists::ask_all`].
+#[derive(Clone, Copy, Debug)]
+pub struct Ask<'a> {
+    /// The team role.
+    pub role: &'a str,
+    /// The prompt.
+    pub prompt: &'a str,
+    /// The reply's schema.
+    pub schema: &'a Value,
+    /// A label unique among calls in flight together (it names their scratch space).
+    pub label: &'a str,
 }
 
 pub use crate::layout::goal_dir;
@@ -386,11 +407,20 @@ fn review(
              Plan:\n{shown}\n",
             intent.title
         );
+        // The reviewers of a round are independent: asked together, read in frozen order.
+        let schema = review_schema();
+        let labels: Vec<String> = (1..=panel.reviewer_specialists.len())
+            .map(|n| format!("{plan_id}-review-{round}-{n}"))
+            .collect();
+        let calls: Vec<Ask<'_>> = panel
+            .reviewer_specialists
+            .iter()
+            .zip(&labels)
+            .map(|(role, label)| Ask { role, prompt: &prompt, schema: &schema, label })
+            .collect();
         let mut reviews = Vec::new();
-        for reviewer in &panel.reviewer_specialists {
-            let label = format!("{plan_id}-review");
-            let reply = specialists
-                .ask(reviewer, &prompt, &review_schema(), &label)
+        for answer in specialists.ask_all(&calls) {
+            let reply = answer
                 .map_err(|(_, why)| why)
                 .and_then(|text| serde_json::from_str::<Review>(&text).map_err(|e| e.to_string()));
             match reply {
