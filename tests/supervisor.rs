@@ -385,6 +385,33 @@ fn a_review_panel_asks_for_one_revision_and_only_a_passed_plan_is_approved() {
     assert_eq!(receipt["rounds"].as_array().unwrap().len(), 2, "one revision, then approval");
     let shown = json(&harn(r, &["supervisor", "plan", "show", "rev", &plan("rev", 1), "--json"]));
     assert_eq!(shown["proposal"]["work"][0]["title"], "Fix the parser (revised)");
+    // Every call the plan took is on record, in order: who, which harness, what came of it.
+    let p1 = plan("rev", 1);
+    let calls: Vec<(String, String, bool)> = shown["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let s = |k: &str| c[k].as_str().unwrap_or("").to_owned();
+            (s("role"), s("label"), c["outcome"]["ok"] == true)
+        })
+        .collect();
+    let expected = [
+        ("planner", p1.clone()),
+        ("reviewer", format!("{p1}-review-1-1")),
+        ("planner", format!("{p1}-revision")),
+        ("reviewer", format!("{p1}-review-2-1")),
+    ];
+    let expected: Vec<(String, String, bool)> =
+        expected.iter().map(|(r, l)| (r.to_string(), l.clone(), true)).collect();
+    assert_eq!(calls, expected, "{shown}");
+    assert_eq!(shown["calls"][1]["harness"], "reviewer");
+    assert!(shown["calls"][1]["outcome"]["text"].as_str().unwrap().contains("revise"));
+    let text_shown = text(&harn(r, &["supervisor", "plan", "show", "rev", &p1]));
+    assert!(
+        text_shown.contains(&format!("call       reviewer (reviewer, {p1}-review-1-1): answered")),
+        "{text_shown}"
+    );
     let out = harn(r, &["supervisor", "plan", "approve", "rev", &plan("rev", 1)]);
     assert!(out.status.success(), "{}", text(&out));
     let out = harn(r, &["supervisor", "run", "rev", "--harness", "scripted"]);

@@ -416,13 +416,24 @@ struct SimSpecialists<'a> {
 }
 
 impl Specialists for SimSpecialists<'_> {
-    fn ask(
-        &mut self,
-        role: &str,
-        _prompt: &str,
-        _schema: &serde_json::Value,
-        label: &str,
-    ) -> Result<String, (Option<FailureClass>, String)> {
+    fn call(&mut self, ask: &planning::Ask<'_>) -> planning::Called {
+        use harn_core::workflow::agent::CallOutcome;
+        match self.reply(ask.role, ask.label) {
+            Ok(text) => planning::Called {
+                harness: Some("sim".into()),
+                outcome: CallOutcome::replied(text),
+            },
+            Err((class, why)) => planning::Called::refused(class, why),
+        }
+    }
+
+    fn workflow_digest(&mut self, _path: &str) -> Result<String, String> {
+        Ok("0".repeat(64))
+    }
+}
+
+impl SimSpecialists<'_> {
+    fn reply(&mut self, role: &str, label: &str) -> Result<String, (Option<FailureClass>, String)> {
         self.calls += 1;
         let n = self.entropy.below(10);
         if role == "reviewer" {
@@ -455,10 +466,6 @@ impl Specialists for SimSpecialists<'_> {
             8 => Err((Some(FailureClass::Upstream), "rate limit".into())),
             _ => Ok("I am not sure what to do".into()),
         }
-    }
-
-    fn workflow_digest(&mut self, _path: &str) -> Result<String, String> {
-        Ok("0".repeat(64))
     }
 }
 

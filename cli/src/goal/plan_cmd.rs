@@ -267,13 +267,16 @@ fn show(store: &mut Store, goal: &Id, plan: &str, as_json: bool) -> Exit {
             (Ok(e), Ok(p)) => (e, p),
             (Err(e), _) | (_, Err(e)) => return fail(EXIT_FAILED, e),
         };
+    let calls =
+        harn_core::goal::planning::calls(store.ledger(), goal, plan).map_err(Failure::failed)?;
     if as_json {
         let receipt: Option<Value> = store
             .read_record(&format!("{}/review.json", plans::plan_dir(goal, plan)))
             .unwrap_or(None);
         outln!(
             "{}",
-            json!({ "plan": view, "events": events, "proposal": proposal, "review": receipt })
+            json!({ "plan": view, "events": events, "proposal": proposal, "review": receipt,
+                    "calls": calls })
         );
         return Ok(0);
     }
@@ -292,6 +295,20 @@ fn show(store: &mut Store, goal: &Id, plan: &str, as_json: bool) -> Exit {
             status.as_str().unwrap_or(""),
             r.rounds.len()
         );
+    }
+    for c in &calls {
+        let o = &c.outcome;
+        let how = match (o.ok, &o.error) {
+            (true, _) => "answered".to_owned(),
+            (false, e) => format!("failed: {}", e.as_deref().unwrap_or("")),
+        };
+        let took = o.elapsed_ms.map_or(String::new(), |ms| format!(" in {ms} ms"));
+        let harness = c.harness.as_deref().unwrap_or("no harness");
+        let usage = o
+            .usage
+            .as_ref()
+            .map_or(String::new(), |u| format!(" ({})", crate::work::progress::usage(u)));
+        outln!("  call       {} ({harness}, {}): {how}{took}{usage}", c.role, c.label);
     }
     if let Some(p) = &proposal {
         outln!("  rationale  {}", p.rationale);

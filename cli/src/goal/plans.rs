@@ -7,12 +7,14 @@ use crate::work::calls::call_checked;
 use crate::work::runner::RunLimits;
 use crate::work::store::{Store, StoreError};
 use harn_core::goal::plan::{PlanEvent, PlanRecord, PlanView, Proposal, ValidPlan};
-use harn_core::goal::planning::{self, Answer, Ask, Specialists};
+use harn_core::goal::planning::{self, Ask, Called, Specialists};
 use harn_core::goal::GoalIntent;
 use harn_core::ids::Id;
 use harn_core::work::FailureClass;
+use harn_core::workflow::agent::AdapterSpec;
+use harn_core::workflow::agent::CallOutcome;
+use harn_core::workflow::team::Dispatch;
 use harn_core::workflow::team::{dispatch, Team};
-use serde_json::Value;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -26,53 +28,18 @@ struct RealSpecialists<'a> {
 }
 
 impl Specialists for RealSpecialists<'_> {
-    fn ask(
-        &mut self,
-        role: &str,
-        prompt: &str,
-        schema: &Value,
-        label: &str,
-    ) -> Result<String, (Option<FailureClass>, String)> {
-        let limits = self.limits.ok_or((None, "no harness options were given".to_owned()))?;
-        let default = limits.harness.as_ref().map(|h| h.name.as_str());
-        let mut d = dispatch(self.team, default, Some(role), prompt).map_err(|e| (None, e))?;
-        d.schema = Some(schema.clone());
-        d.prompt = harn_core::workflow::schema::with_contract(&d.prompt, schema);
-        let spec = limits
-            .harness
-            .as_ref()
-            .filter(|h| h.name == d.harness)
-            .map(|h| h.spec.clone())
-            .or_else(|| limits.harnesses.get(&d.harness).cloned())
-            .ok_or_else(|| (None, format!("harness {} is not available", d.harness)))?;
-        // A planner or a reviewer reads; it does not change the workspace.
-        d.profile.access = harn_core::workflow::adapter::Access::ReadOnly;
-        let planned = crate::work::runner::planned_containment(self.root, limits);
-        let off = limits.no_containment.then(|| "--no-containment".to_owned());
-        let (confine, _temp) =
-            crate::work::confine::scratch(self.root, None, planned.writable, off, label)
-                .map_err(|e| (Some(FailureClass::Environment), e))?;
-        let running = Mutex::new(CallGroups::default());
-        let ctx = CallContext {
-            root: self.root,
-            run_id: label,
-            billing: limits.billing,
-            running: &running,
-            progress: &|_| {},
-            confine: &confine,
-        };
-        let outcome = match crate::work::calls::preflight_once(&d.harness, &spec, limits.billing) {
-            Ok(()) => call_checked(&ctx, &d, &spec, None, None),
-            Err(why) => harn_core::workflow::agent::preflight_failure(&why),
-        };
-        if !outcome.ok {
-            return Err((outcome.class, outcome.error.unwrap_or_else(|| format!("{role} failed"))));
+    fn call(&mut self, ask: &Ask<'_>) -> Called {
+        match self.prepare(ask) {
+            Ok((d, spec)) => {
+                let outcome = self.run(ask, &d, &spec);
+                Called { harness: Some(d.harness), outcome }
+            }
+            Err((class, why)) => Called::refused(class, why),
         }
-        Ok(outcome.text.unwrap_or_default())
     }
 
     /// The reviewers of a round at once, at most the goal's `agent_concurrency` together.
-    fn ask_all(&mut self, calls: &[Ask<'_>]) -> Vec<Answer> {
+    fn call_all(&mut self, calls: &[Ask<'_>]) -> Vec<Called> {
         let at_once = self.limits.map_or(1, |l| l.concurrency.max(1));
         let (root, team, limits) = (self.root, self.team, self.limits);
         let mut answers = Vec::with_capacity(calls.len());
@@ -80,15 +47,10 @@ impl Specialists for RealSpecialists<'_> {
             std::thread::scope(|scope| {
                 let asked: Vec<_> = chunk
                     .iter()
-                    .map(|c| {
-                        scope.spawn(move || {
-                            let mut one = RealSpecialists { root, team, limits };
-                            one.ask(c.role, c.prompt, c.schema, c.label)
-                        })
-                    })
+                    .map(|c| scope.spawn(move || RealSpecialists { root, team, limits }.call(c)))
                     .collect();
                 for call in asked {
-                    let panicked = || Err((None, "the call's thread panicked".to_owned()));
+                    let panicked = || Called::refused(None, "the call's thread panicked");
                     answers.push(call.join().unwrap_or_else(|_| panicked()));
                 }
             });
@@ -99,6 +61,59 @@ impl Specialists for RealSpecialists<'_> {
     fn workflow_digest(&mut self, path: &str) -> Result<String, String> {
         let bytes = crate::input::read(Path::new(path), crate::input::WORKFLOW_MAX)?;
         Ok(harn_core::hash::sha256_hex(&bytes))
+    }
+}
+
+impl RealSpecialists<'_> {
+    /// The dispatch of a call and the frozen spec of the harness that answers it.
+    fn prepare(
+        &self,
+        ask: &Ask<'_>,
+    ) -> Result<(Dispatch, AdapterSpec), (Option<FailureClass>, String)> {
+        let limits = self.limits.ok_or((None, "no harness options were given".to_owned()))?;
+        let default = limits.harness.as_ref().map(|h| h.name.as_str());
+        let mut d =
+            dispatch(self.team, default, Some(ask.role), ask.prompt).map_err(|e| (None, e))?;
+        d.schema = Some(ask.schema.clone());
+        d.prompt = harn_core::workflow::schema::with_contract(&d.prompt, ask.schema);
+        let spec = limits
+            .harness
+            .as_ref()
+            .filter(|h| h.name == d.harness)
+            .map(|h| h.spec.clone())
+            .or_else(|| limits.harnesses.get(&d.harness).cloned())
+            .ok_or_else(|| (None, format!("harness {} is not available", d.harness)))?;
+        // A planner or a reviewer reads; it does not change the workspace.
+        d.profile.access = harn_core::workflow::adapter::Access::ReadOnly;
+        Ok((d, spec))
+    }
+
+    /// Runs a prepared call, contained, after its harness's pre-flight.
+    fn run(&self, ask: &Ask<'_>, d: &Dispatch, spec: &AdapterSpec) -> CallOutcome {
+        let label = ask.label;
+        let Some(limits) = self.limits else {
+            return CallOutcome::failed("no harness options were given", None);
+        };
+        let planned = crate::work::runner::planned_containment(self.root, limits);
+        let off = limits.no_containment.then(|| "--no-containment".to_owned());
+        let (confine, _temp) =
+            match crate::work::confine::scratch(self.root, None, planned.writable, off, label) {
+                Ok(scratch) => scratch,
+                Err(e) => return CallOutcome::failed(e, Some(FailureClass::Environment)),
+            };
+        let running = Mutex::new(CallGroups::default());
+        let ctx = CallContext {
+            root: self.root,
+            run_id: label,
+            billing: limits.billing,
+            running: &running,
+            progress: &|_| {},
+            confine: &confine,
+        };
+        match crate::work::calls::preflight_once(&d.harness, spec, limits.billing) {
+            Ok(()) => call_checked(&ctx, d, spec, None, None),
+            Err(why) => harn_core::workflow::agent::preflight_failure(&why),
+        }
     }
 }
 

@@ -12,6 +12,7 @@ pub mod plan;
 pub mod planning;
 pub mod projection;
 pub mod review;
+pub mod specialists;
 
 pub use cycle::{goal_fingerprint, Mode, RunLoop, Stop, StopReason};
 pub use fingerprint::progress_fingerprint;

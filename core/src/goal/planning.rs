@@ -20,45 +20,11 @@ use crate::journal::{self, JournalWriter};
 use crate::time::WallTime;
 use crate::work::intent::Source;
 use crate::work::ledger::{Known, Ledger};
-use crate::work::{FailureClass, WorkIntent, WorkflowRef};
+use crate::work::{WorkIntent, WorkflowRef};
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
-/// The agent calls and file digests planning needs from its host.
-pub trait Specialists {
-    /// One schema-checked call to `role` of the goal's team; the error carries the
-    /// failure's class (a missing program or a vendor refusal is not the planner's fault).
-    fn ask(
-        &mut self,
-        role: &str,
-        prompt: &str,
-        schema: &Value,
-        label: &str,
-    ) -> Result<String, (Option<FailureClass>, String)>;
-    /// Independent calls answered in the order asked: the reviewers of one round. A host may
-    /// run them at once (within the goal's `agent_concurrency`); by default, one by one.
-    fn ask_all(&mut self, calls: &[Ask<'_>]) -> Vec<Answer> {
-        calls.iter().map(|c| self.ask(c.role, c.prompt, c.schema, c.label)).collect()
-    }
-    /// SHA-256 of a workflow file now, to refuse a template that changed since it was frozen.
-    fn workflow_digest(&mut self, path: &str) -> Result<String, String>;
-}
-
-/// A specialist's reply, or why there is none (with the failure's class).
-pub type Answer = Result<String, (Option<FailureClass>, String)>;
-
-/// One call of [`Specialists::ask_all`].
-#[derive(Clone, Copy, Debug)]
-pub struct Ask<'a> {
-    /// The team role.
-    pub role: &'a str,
-    /// The prompt.
-    pub prompt: &'a str,
-    /// The reply's schema.
-    pub schema: &'a Value,
-    /// A label unique among calls in flight together (it names their scratch space).
-    pub label: &'a str,
-}
+pub use super::specialists::{Answer, Ask, Called, PlanCall, Recorder, Specialists};
 
 pub use crate::layout::goal_dir;
 
@@ -174,7 +140,43 @@ pub fn plan_id(goal: &Id, sequence: u32) -> String {
 
 /// Asks the planner for the next plan and records the outcome; returns a line saying what
 /// came of it. Planner failures are recorded as `plan.failed`, never returned as errors.
+/// Every agent call the step made (the planner's, its revisions', the reviewers') is
+/// journaled in the plan's `calls.jsonl` when the step ends, whatever came of it.
 pub fn run_planner<F: Fs>(
+    ledger: &mut Ledger<F>,
+    view: &super::engine::GoalView,
+    specialists: &mut dyn Specialists,
+    actor: &str,
+    now: WallTime,
+) -> Result<String, String> {
+    let mut recorder = Recorder::new(specialists);
+    let stepped = plan_step(ledger, view, &mut recorder, actor, now);
+    if !recorder.calls.is_empty() {
+        // Only a new plan calls anyone (a resumed review reuses its receipt).
+        let plan = plan_id(&view.intent.id, view.plans.len() as u32 + 1);
+        let path = format!("{}/calls.jsonl", plan_dir(&view.intent.id, &plan));
+        let (mut writer, _) =
+            JournalWriter::open_tail(&mut ledger.fs, &path).map_err(|e| e.to_string())?;
+        writer.append(&mut ledger.fs, now, &recorder.calls).map_err(|e| format!("{path}: {e}"))?;
+    }
+    stepped
+}
+
+/// The calls recorded for plan `plan` of `goal`, in the order made (none for a plan made
+/// before calls were recorded).
+pub fn calls<F: Fs>(
+    ledger: &mut Ledger<F>,
+    goal: &Id,
+    plan: &str,
+) -> Result<Vec<PlanCall>, String> {
+    let path = format!("{}/calls.jsonl", plan_dir(goal, plan));
+    let bytes = ledger.fs.read(&path).map_err(|e| e.to_string())?.unwrap_or_default();
+    let shown = ledger.shown(&path);
+    let read = journal::parse_as::<PlanCall>(&shown, &bytes).map_err(|e| e.to_string())?;
+    Ok(read.records.into_iter().map(|r| r.body).collect())
+}
+
+fn plan_step<F: Fs>(
     ledger: &mut Ledger<F>,
     view: &super::engine::GoalView,
     specialists: &mut dyn Specialists,
@@ -203,7 +205,8 @@ pub fn run_planner<F: Fs>(
     let prompt = planner_prompt(intent, items, plans, &plan_id, (trigger, done), bounds);
     let schema = proposal_schema(policy.max_work_items_per_plan, trigger == PlanTrigger::Milestone);
     let planner = &policy.planner_specialist;
-    let text = match specialists.ask(planner, &prompt, &schema, &plan_id) {
+    let asked = Ask { role: planner, prompt: &prompt, schema: &schema, label: &plan_id };
+    let text = match specialists.call(&asked).answer(planner) {
         Ok(text) => text,
         Err((class, why)) => return fail(ledger, intent, &plan_id, class, &why, actor, now),
     };
@@ -237,10 +240,13 @@ pub fn run_planner<F: Fs>(
         return Ok(format!("plan {plan_id} asks for a person: {}", proposal.rationale));
     }
     if let Some(panel) = &policy.review {
+        let label = format!("{plan_id}-revision");
         let ask_planner = |specialists: &mut dyn Specialists, revision: &str| {
             let prompt = format!("{prompt}\n{revision}");
+            let asked = Ask { role: planner, prompt: &prompt, schema: &schema, label: &label };
             specialists
-                .ask(planner, &prompt, &schema, &plan_id)
+                .call(&asked)
+                .answer(planner)
                 .map_err(|(_, why)| why)
                 .and_then(|text| checked(&text, &cx))
         };
@@ -419,8 +425,9 @@ fn review(
             .map(|(role, label)| Ask { role, prompt: &prompt, schema: &schema, label })
             .collect();
         let mut reviews = Vec::new();
-        for answer in specialists.ask_all(&calls) {
-            let reply = answer
+        for (called, ask) in specialists.call_all(&calls).iter().zip(&calls) {
+            let reply = called
+                .answer(ask.role)
                 .map_err(|(_, why)| why)
                 .and_then(|text| serde_json::from_str::<Review>(&text).map_err(|e| e.to_string()));
             match reply {
