@@ -29,7 +29,7 @@ pub enum PlanVerb {
     Show {
         /// The goal id.
         goal: String,
-        /// The plan id (`p1`, `p2`, …).
+        /// The plan id (`plan-0001-a1b2c3d4`).
         plan: String,
         /// Print one JSON document.
         #[arg(long)]
@@ -246,7 +246,7 @@ fn list(store: &mut Store, goal: &Id, as_json: bool) -> Exit {
     }
     for p in &plans {
         let status = json!(p.status);
-        outln!("{:<6} {:<16} {}", p.request.plan_id, status.as_str().unwrap_or(""), p.reason);
+        outln!("{:<20} {:<16} {}", p.request.plan_id, status.as_str().unwrap_or(""), p.reason);
     }
     if plans.is_empty() {
         outln!("no plans");
