@@ -584,3 +584,72 @@ fn a_stale_ready_file_cannot_vouch_for_a_new_run() {
     );
     root.wait_for("web", "ready", |h| h["ready"] == true);
 }
+
+/// `logs` of a name the configuration does not have is bad input, as `stop` is.
+#[test]
+fn logs_of_an_unknown_harness_is_bad_input() {
+    let root = Root::new("[harness.talk]\ncommand = [\"{child}\", \"print\", \"5\"]\n");
+    let out = root.harn(&["logs", "nope"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("no harness nope") && text(&out).contains("talk"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// `reload --config FILE` reads that file and keeps it; a file that removes every harness
+/// needs `--force`; a new stop grace applies to the next stop of a running harness.
+#[test]
+fn reload_honours_config_force_and_a_new_stop_grace() {
+    let root = Root::new(
+        "[harness.stubborn]\ncommand = [\"{child}\", \"ignore-term\", \"{marker}\"]\nstop_grace_ms = 20000\n",
+    );
+    root.up();
+    root.wait_for("stubborn", "running", |h| state(h) == "running");
+    // Another file, named on the command line: its second harness appears.
+    let other = root.dir.path().join("other.toml");
+    let body = "[harness.stubborn]\ncommand = [\"{child}\", \"ignore-term\", \"{marker}\"]\nstop_grace_ms = 300\n\n[harness.extra]\ncommand = [\"{child}\", \"run\", \"{marker}7\"]\n"
+        .replace("{child}", &child_program().display().to_string())
+        .replace("{marker}", &root.marker);
+    std::fs::write(&other, body).unwrap();
+    let config = other.display().to_string();
+    let out = root.harn(&["reload", "--config", &config]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("other.toml"), "{}", text(&out));
+    root.wait_for("extra", "running", |h| state(h) == "running");
+    // The grace read from it applies to this stop, though the harness was running before.
+    let asked = Instant::now();
+    assert!(root.harn(&["stop", "stubborn"]).status.success());
+    root.wait_for("stubborn", "stopped", |h| state(h) == "stopped");
+    assert!(asked.elapsed() < Duration::from_secs(10), "the old 20 s grace was used");
+    // A plain reload now reads other.toml; an empty one needs --force.
+    std::fs::write(&other, "").unwrap();
+    let out = root.harn(&["reload"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--force"), "{}", text(&out));
+    assert_eq!(state(&root.harness("extra")), "running", "a refused reload changes nothing");
+    let out = root.harn(&["reload", "--force"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(root.settle_count(&format!("{}7", root.marker), 0), 0, "--force stops them");
+}
+
+/// A working directory that does not exist is reported as such, not as a missing program.
+#[test]
+fn a_missing_cwd_is_reported_as_the_cwd() {
+    let root = Root::new(
+        "[harness.lost]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\ncwd = \"no-such-dir\"\nrestart = \"no\"\n",
+    );
+    root.up();
+    let started = Instant::now();
+    loop {
+        let log = String::from_utf8_lossy(&root.harn(&["logs", "lost"]).stdout).into_owned();
+        if log.contains("cwd") {
+            assert!(log.contains("no-such-dir") && log.contains("No such file"), "{log}");
+            assert!(!log.contains("child.sh: No such file"), "{log}");
+            break;
+        }
+        assert!(started.elapsed() < WAIT, "no spawn failure was logged: {log}");
+        std::thread::sleep(Duration::from_millis(30));
+    }
+}

@@ -100,8 +100,13 @@ enum Verb {
     /// Profiles: `profile use NAME` starts its harnesses and stops the others.
     #[command(subcommand)]
     Profile(ProfileVerb),
-    /// Re-read harness.toml; a bad file is refused and the last good one kept.
-    Reload,
+    /// Re-read harness.toml (or the file --config names, which the daemon then keeps
+    /// using); a bad file is refused and the last good one kept.
+    Reload {
+        /// Apply a file that removes every harness (stopping them all).
+        #[arg(long)]
+        force: bool,
+    },
     /// Print a harness's log (works when the harness or the daemon is down).
     Logs {
         /// The harness.
@@ -165,9 +170,13 @@ pub fn run(args: HarnessArgs) -> Exit {
         Verb::Stop { names } => simple(&paths, Request::Stop { names }),
         Verb::Restart { names } => simple(&paths, Request::Restart { names }),
         Verb::Profile(ProfileVerb::Use { name }) => simple(&paths, Request::UseProfile { name }),
-        Verb::Reload => simple(&paths, Request::Reload),
+        Verb::Reload { force } => {
+            // Only a file named on this command line replaces the daemon's own.
+            let config = args.at.config.is_some().then(|| config.display().to_string());
+            simple(&paths, Request::Reload { config, force })
+        }
         Verb::Logs { name, lines, follow, raw } => {
-            super::logs_cmd::logs(&paths, &name, lines, follow, raw)
+            super::logs_cmd::logs(&paths, &config, &name, lines, follow, raw)
         }
         Verb::Events { json } => super::logs_cmd::events(&paths, json),
         Verb::Ledger { name, json } => super::ledger::show(&paths, name.as_deref(), json),

@@ -324,7 +324,7 @@ impl Host {
         match msg {
             Msg::Signal(sig) if sig == signal_hook::consts::SIGCHLD => self.reap(),
             Msg::Signal(sig) if sig == signal_hook::consts::SIGHUP => {
-                match self.reload() {
+                match self.reload(None, false) {
                     Ok(message) | Err((message, _)) => log(&format!("SIGHUP: {message}")),
                 }
                 Ok(())
@@ -420,11 +420,13 @@ impl Host {
                     Err(e) => err(e),
                 }),
             },
-            Request::Reload => Ok(match self.reload() {
-                Ok(message) => ok(serde_json::json!({ "message": message })),
-                Err((message, true)) => super::protocol::bad_input(message),
-                Err((message, false)) => err(message),
-            }),
+            Request::Reload { config, force } => {
+                Ok(match self.reload(config.map(PathBuf::from), force) {
+                    Ok(message) => ok(serde_json::json!({ "message": message })),
+                    Err((message, true)) => super::protocol::bad_input(message),
+                    Err((message, false)) => err(message),
+                })
+            }
             Request::Shutdown { timeout_ms } => {
                 log("shutdown requested: intake closed, stopping every harness");
                 let drain_timeout = timeout_ms.map(harn_core::time::Duration::from_millis);
@@ -462,24 +464,34 @@ impl Host {
         }
     }
 
-    /// Re-reads the configuration; on error keeps the last good one.
-    /// Re-reads the configuration; on error keeps the last good one. `Err` carries the
-    /// message and whether the file itself was bad (bad input) rather than the moment.
-    fn reload(&mut self) -> Result<String, (String, bool)> {
+    /// Re-reads the configuration (or `file`, which then becomes the daemon's configuration
+    /// file); on error keeps the last good one. `Err` carries the message and whether the
+    /// input was bad (a bad file, a reload that would remove every harness without `force`)
+    /// rather than the moment.
+    fn reload(&mut self, file: Option<PathBuf>, force: bool) -> Result<String, (String, bool)> {
         let kept = |e: &dyn std::fmt::Display| format!("kept the last good configuration: {e}");
         if self.daemon.draining() {
             return Err((kept(&"the daemon is shutting down"), false));
         }
-        let config = config::load(&self.options.config).map_err(|e| (kept(&e), true))?;
+        let path = file.unwrap_or_else(|| self.options.config.clone());
+        let config = config::load(&path).map_err(|e| (kept(&e), true))?;
         // Everything the core could refuse is checked before readiness watches change, so a
         // refused reload changes nothing at all.
         config.validate().map_err(|e| (kept(&e), true))?;
+        if !force && self.config.removes_every_harness(&config) {
+            let why = format!(
+                "{} removes every harness, which would stop them all; reload --force does it",
+                path.display()
+            );
+            return Err((kept(&why), true));
+        }
         self.readiness
             .configure(&self.paths, &config, &mut self.spawner)
             .map_err(|e| (kept(&e), false))?;
         match self.command(Command::Reload { config: config.clone() }) {
             Ok(Ok(())) => {
                 self.config = config;
+                self.options.config = path;
                 Ok(format!("reloaded {}", self.options.config.display()))
             }
             Ok(Err(e)) => Err((kept(&e), false)),

@@ -8,6 +8,7 @@ use super::protocol::Request;
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use harn_core::ids::Id;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How often `--follow` looks for new bytes.
@@ -23,13 +24,44 @@ fn emit(out: &mut impl Write, bytes: &[u8], raw: bool) -> std::io::Result<()> {
     }
 }
 
-/// Prints the last `lines` of a harness's log, then follows it if asked.
-pub fn logs(paths: &Paths, name: &str, lines: usize, follow: bool, raw: bool) -> Exit {
+/// Prints the last `lines` of a harness's log, then follows it if asked. A name that is
+/// neither in the configuration nor has a log is bad input.
+pub fn logs(
+    paths: &Paths,
+    config: &Path,
+    name: &str,
+    lines: usize,
+    follow: bool,
+    raw: bool,
+) -> Exit {
     let id = match Id::new(name) {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{name:?}: {e}")),
     };
     let path = paths.log(&id);
+    if !path.exists() {
+        // A harness that never wrote has no log yet; one the configuration does not name is
+        // a mistake, said as `stop` says it.
+        if let Ok(cfg) = super::config::load(config) {
+            if !cfg.harnesses.contains_key(&id) {
+                let known: Vec<&str> = cfg.harnesses.keys().map(Id::as_str).collect();
+                return fail(
+                    EXIT_USAGE,
+                    format!(
+                        "no harness {name} in {} (it has: {})",
+                        config.display(),
+                        known.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+    // Opened before the tail is read, so nothing written meanwhile is missed (a line may be
+    // printed twice, never lost).
+    let mut current = std::fs::File::open(&path).ok();
+    if let Some(f) = current.as_mut() {
+        let _ = f.seek(SeekFrom::End(0));
+    }
     match tail(&path, lines) {
         Ok(bytes) => {
             let mut out = std::io::stdout().lock();
@@ -41,27 +73,69 @@ pub fn logs(paths: &Paths, name: &str, lines: usize, follow: bool, raw: bool) ->
     if !follow {
         return Ok(0);
     }
-    let mut offset = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    loop {
-        std::thread::sleep(FOLLOW_EVERY);
-        let Ok(mut file) = std::fs::File::open(&path) else { continue };
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        if len < offset {
-            offset = 0; // Rotated: the new file starts from the beginning.
+    let out = std::io::stdout();
+    let _ = follow_from(&path, current, &mut |bytes| {
+        let mut out = out.lock();
+        emit(&mut out, bytes, raw).and_then(|()| out.flush())
+    });
+    Ok(0) // The reader went away (a closed pipe).
+}
+
+/// Follows a log across rotations until `emit` fails: what the file it holds still gets is
+/// read to its end before the newer files, oldest first, so a rotation loses nothing unless
+/// the file it held was dropped past the retention before it could be read.
+pub fn follow_from(
+    path: &Path,
+    mut current: Option<std::fs::File>,
+    emit: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let drain = |file: &mut std::fs::File, emit: &mut dyn FnMut(&[u8]) -> std::io::Result<()>| {
+        let mut buf = Vec::new();
+        file.read_to_end(&mut buf)?;
+        if buf.is_empty() {
+            Ok(())
+        } else {
+            emit(&buf)
         }
-        if len == offset || file.seek(SeekFrom::Start(offset)).is_err() {
+    };
+    let identity = |m: &std::fs::Metadata| (m.dev(), m.ino());
+    loop {
+        let Some(file) = current.as_mut() else {
+            std::thread::sleep(FOLLOW_EVERY);
+            current = std::fs::File::open(path).ok();
+            continue;
+        };
+        drain(file, emit)?;
+        let held = identity(&file.metadata()?);
+        let named = std::fs::metadata(path).ok().map(|m| identity(&m));
+        if named == Some(held) {
+            std::thread::sleep(FOLLOW_EVERY);
             continue;
         }
-        let mut buf = Vec::new();
-        if file.read_to_end(&mut buf).is_ok() {
-            offset += buf.len() as u64;
-            let mut out = std::io::stdout().lock();
-            if emit(&mut out, &buf, raw).and_then(|()| out.flush()).is_err() {
-                return Ok(0); // The reader went away (a closed pipe).
+        // Rotated: finish the file held, then every file made since (the numbered ones newer
+        // than it), oldest first, then the current one from its start.
+        drain(file, emit)?;
+        let mut newer = Vec::new();
+        for n in 1..=ROTATED_MAX {
+            let numbered = PathBuf::from(format!("{}.{n}", path.display()));
+            match std::fs::metadata(&numbered) {
+                Ok(m) if identity(&m) == held => break,
+                Ok(_) => newer.push(numbered),
+                Err(_) => break,
             }
         }
+        for older in newer.iter().rev() {
+            if let Ok(mut f) = std::fs::File::open(older) {
+                drain(&mut f, emit)?;
+            }
+        }
+        current = std::fs::File::open(path).ok();
     }
 }
+
+/// The most rotated files a follower looks through after a rotation.
+const ROTATED_MAX: u32 = 64;
 
 /// Streams lifecycle events until the daemon stops or the reader goes away.
 pub fn events(paths: &Paths, json: bool) -> Exit {
@@ -118,5 +192,44 @@ fn describe(line: &str) -> String {
             "(events were missed: the stream fell behind; run `harn harness list`)".into()
         }
         _ => line.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::logs::{LogSink, Rotation};
+
+    /// A writer that rotates its log many times between two looks of the follower (2 KB
+    /// files, written in bursts): every line arrives, once, in order.
+    #[test]
+    fn following_loses_nothing_across_rotations() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("a.log");
+        let rotation = Rotation { max_file_bytes: 2_000, keep: 60 };
+        let sink = LogSink::open(dir.path(), path.clone(), rotation).unwrap();
+        let current = std::fs::File::open(&path).ok();
+        const LINES: usize = 4_000;
+        let writer = std::thread::spawn(move || {
+            for i in 0..LINES {
+                sink.lock().unwrap().write(format!("line {i:05}\n").as_bytes()).unwrap();
+                if i % 500 == 499 {
+                    std::thread::sleep(Duration::from_millis(150));
+                }
+            }
+        });
+        let mut seen = Vec::new();
+        let last = format!("line {:05}\n", LINES - 1);
+        let _ = follow_from(&path, current, &mut |bytes| {
+            seen.extend_from_slice(bytes);
+            if seen.ends_with(last.as_bytes()) {
+                return Err(std::io::Error::other("done"));
+            }
+            Ok(())
+        });
+        writer.join().unwrap();
+        let text = String::from_utf8(seen).unwrap();
+        let expected: String = (0..LINES).map(|i| format!("line {i:05}\n")).collect();
+        assert!(text == expected, "{} of {LINES} lines, in order", text.lines().count());
     }
 }

@@ -37,8 +37,16 @@ pub enum Request {
         /// The profile.
         name: String,
     },
-    /// Re-read `harness.toml`; keep the last good config on error.
-    Reload,
+    /// Re-read the configuration (or read `config`, which then becomes the daemon's
+    /// configuration file); keep the last good one on error.
+    Reload {
+        /// Another configuration file, absolute.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        config: Option<String>,
+        /// Apply it even though it removes every harness.
+        #[serde(default)]
+        force: bool,
+    },
     /// Close intake, stop everything gracefully, then exit.
     Shutdown {
         /// After this long, SIGKILL whatever is still stopping.

@@ -203,6 +203,26 @@ impl Spawner for RealSpawner {
             not_found: false,
             detail: format!("{}: {e}", self.paths.log(name).display()),
         })?;
+        // A working directory that is not there is said as such: the child's chdir would
+        // fail and exec report the program as missing.
+        let cwd = spec
+            .cwd
+            .as_deref()
+            .map_or_else(|| self.paths.root.clone(), |c| self.paths.root.join(c));
+        match std::fs::metadata(&cwd) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => {
+                let detail = format!("cwd {}: not a directory", cwd.display());
+                return Err(SpawnError { not_found: true, detail });
+            }
+            Err(e) => {
+                let detail = format!("cwd {}: {e}", cwd.display());
+                return Err(SpawnError {
+                    not_found: e.kind() == std::io::ErrorKind::NotFound,
+                    detail,
+                });
+            }
+        }
         if let Some(file) = self.ready_files.get(name) {
             let _ = std::fs::remove_file(file);
         }

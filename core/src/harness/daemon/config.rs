@@ -45,10 +45,36 @@ impl DaemonConfig {
         Ok(())
     }
 
+    /// True when replacing this configuration by `next` would remove every harness it has
+    /// (an empty or unrelated file): a reload that stops everything is asked for explicitly.
+    pub fn removes_every_harness(&self, next: &DaemonConfig) -> bool {
+        !self.harnesses.is_empty() && self.harnesses.keys().all(|n| !next.harnesses.contains_key(n))
+    }
+
     /// The intent of a harness that has none persisted: its own `enabled`, or membership of an
     /// autostart profile.
     pub fn default_intent(&self, name: &Id) -> bool {
         self.harnesses.get(name).is_some_and(|s| s.enabled)
             || self.profiles.values().any(|p| p.autostart && p.harnesses.contains(name))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reload_removing_every_harness_is_told_apart() {
+        let with = |names: &[&str]| DaemonConfig {
+            harnesses: names
+                .iter()
+                .map(|n| (Id::new(n).unwrap(), HarnessSpec::default()))
+                .collect(),
+            ..DaemonConfig::default()
+        };
+        assert!(with(&["a", "b"]).removes_every_harness(&with(&[])));
+        assert!(with(&["a"]).removes_every_harness(&with(&["c"])));
+        assert!(!with(&["a", "b"]).removes_every_harness(&with(&["b"])));
+        assert!(!with(&[]).removes_every_harness(&with(&[])), "nothing to stop");
     }
 }

@@ -478,9 +478,12 @@ impl Harness {
     }
 
     fn on_reconfigure(&mut self, spec: HarnessSpec) {
-        // The policy is consulted only at exit time, so it is never run-affecting.
+        // The policy and the delay are consulted at exit time and the grace at stop time, so
+        // none of them is run-affecting: the next exit or stop uses the new values.
         self.active.restart = spec.restart;
         self.active.enabled = spec.enabled;
+        self.active.restart_delay = spec.restart_delay;
+        self.active.stop_grace = spec.stop_grace;
         let live = self.run.is_some();
         if !self.active.run_affecting_change(&spec) {
             self.staged = None;

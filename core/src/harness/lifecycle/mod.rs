@@ -128,13 +128,11 @@ pub struct HarnessSpec {
 }
 
 impl HarnessSpec {
-    /// True when `other` would start a different process, i.e. differs in more than the
-    /// restart policy or the default intent. Such a change waits for the next start.
+    /// True when `other` would start a different process or judge its readiness
+    /// differently. Such a change waits for the next start; the restart policy, the restart
+    /// delay, the stop grace and the default intent apply at once.
     pub fn run_affecting_change(&self, other: &HarnessSpec) -> bool {
-        self.spawn != other.spawn
-            || self.restart_delay != other.restart_delay
-            || self.stop_grace != other.stop_grace
-            || self.readiness != other.readiness
+        self.spawn != other.spawn || self.readiness != other.readiness
     }
 }
 

@@ -414,6 +414,21 @@ fn a_restart_policy_change_alone_applies_at_once() {
 }
 
 #[test]
+fn a_stop_grace_change_applies_to_the_next_stop_of_the_running_harness() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.boot_and_spawn();
+    let mut shorter = spec(RestartPolicy::Always);
+    shorter.stop_grace = Some(Duration::from_millis(1_000));
+    shorter.restart_delay = Some(Duration::from_millis(50));
+    r.input(HarnessInput::Reconfigure(shorter));
+    assert!(!r.h.config_changed(), "nothing to stage: the run itself is the same");
+    r.input(HarnessInput::Stop);
+    assert_eq!(r.signals(), [Signal::Term]);
+    let kill_at = r.h.poll_timeout(&r.limits).expect("a kill deadline");
+    assert_eq!(kill_at, Instant(r.now.0 + SEC), "the new 1 s grace, not the default");
+}
+
+#[test]
 fn readiness_evidence_is_separate_from_a_live_pid() {
     let mut r = Rig::new(RestartPolicy::Always);
     let mut s = spec(RestartPolicy::Always);
