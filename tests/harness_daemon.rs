@@ -222,7 +222,14 @@ fn a_child_ignoring_term_is_killed_after_the_grace() {
     let asked = Instant::now();
     let out = root.harn(&["stop", "stubborn"]);
     assert!(out.status.success(), "{}", text(&out));
-    let h = root.wait_for("stubborn", "stopped", |h| state(h) == "stopped");
+    // `stop` waits for the state it asked for and says how the run ended.
+    assert!(
+        text(&out).contains("stubborn: stopped (killed by signal 9 after its grace)"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(state(&root.harness("stubborn")), "stopped", "stop returned before it was");
+    let h = root.harness("stubborn");
     let took = asked.elapsed();
     assert!(took >= Duration::from_millis(700), "stopped after {took:?}, before the grace ended");
     assert_eq!(h["last_exit"]["forced"], true, "{h}");
@@ -652,4 +659,38 @@ fn a_missing_cwd_is_reported_as_the_cwd() {
         assert!(started.elapsed() < WAIT, "no spawn failure was logged: {log}");
         std::thread::sleep(Duration::from_millis(30));
     }
+}
+
+/// `start` waits until the harness runs and is ready, and says so; `--no-block` returns at
+/// once; a start that ends in `failed` exits 1 naming what to type.
+#[test]
+fn control_verbs_wait_for_the_state_they_asked_for() {
+    let root = Root::new(
+        "[harness.web]\ncommand = [\"sh\", \"-c\", \"sleep 1; exec {child} ready-file ready.flag {marker}\"]\nreadiness = { file = \"ready.flag\" }\nenabled = false\n\n[harness.bad]\ncommand = [\"{child}\", \"exit\", \"3\"]\nenabled = false\nrestart = \"no\"\n",
+    );
+    root.up();
+    let out = root.harn(&["start", "web"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("web: running (pid ") && text(&out).contains(", ready)"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(root.harness("web")["ready"], true, "start returned before readiness");
+    let asked = Instant::now();
+    let out = root.harn(&["restart", "web", "--no-block"]);
+    assert!(out.status.success() && asked.elapsed() < Duration::from_millis(900), "{}", text(&out));
+    assert_ne!(
+        root.harness("web")["ready"],
+        true,
+        "--no-block returned before the new run was ready"
+    );
+    let out = root.harn(&["start", "bad"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("bad: started, then stopped (exit code 3)")
+            || text(&out).contains("bad: failed"),
+        "{}",
+        text(&out)
+    );
 }

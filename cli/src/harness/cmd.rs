@@ -79,23 +79,36 @@ enum Verb {
         #[arg(long)]
         json: bool,
     },
-    /// Start harnesses.
+    /// Start harnesses and wait until each runs (and is ready, when it has readiness).
+    #[command(
+        after_help = "Examples:\n  harn harness start web worker\n  harn harness start web --no-block"
+    )]
     Start {
         /// Harness names.
         #[arg(required = true)]
         names: Vec<String>,
+        #[command(flatten)]
+        wait: WaitArgs,
     },
-    /// Stop harnesses (they stay stopped across daemon restarts).
+    /// Stop harnesses (they stay stopped across daemon restarts) and wait until each is.
+    #[command(
+        after_help = "Examples:\n  harn harness stop web\n  harn harness stop web --timeout 5"
+    )]
     Stop {
         /// Harness names.
         #[arg(required = true)]
         names: Vec<String>,
+        #[command(flatten)]
+        wait: WaitArgs,
     },
-    /// Restart harnesses (clears a failure latch).
+    /// Restart harnesses (clears a failure latch) and wait until a new run of each runs.
+    #[command(after_help = "Examples:\n  harn harness restart web")]
     Restart {
         /// Harness names.
         #[arg(required = true)]
         names: Vec<String>,
+        #[command(flatten)]
+        wait: WaitArgs,
     },
     /// Profiles: `profile use NAME` starts its harnesses and stops the others.
     #[command(subcommand)]
@@ -140,6 +153,18 @@ enum Verb {
     Unit,
 }
 
+/// How a control verb waits for the state it asked for.
+#[derive(Debug, Clone, Copy, Args)]
+struct WaitArgs {
+    /// Return once the daemon accepted the request, without waiting (as `systemctl
+    /// --no-block`).
+    #[arg(long)]
+    no_block: bool,
+    /// Seconds to wait for the state before giving up (exit 1; the harness goes on).
+    #[arg(long, default_value_t = 60)]
+    timeout: u64,
+}
+
 #[derive(Debug, Subcommand)]
 enum ProfileVerb {
     /// Make a profile active.
@@ -166,9 +191,9 @@ pub fn run(args: HarnessArgs) -> Exit {
         Verb::Down { timeout } => down(&paths, timeout),
         Verb::List { json } => show(&paths, None, json),
         Verb::Status { name, json } => show(&paths, name.as_deref(), json),
-        Verb::Start { names } => simple(&paths, Request::Start { names }),
-        Verb::Stop { names } => simple(&paths, Request::Stop { names }),
-        Verb::Restart { names } => simple(&paths, Request::Restart { names }),
+        Verb::Start { names, wait } => control(&paths, Request::Start { names }, wait),
+        Verb::Stop { names, wait } => control(&paths, Request::Stop { names }, wait),
+        Verb::Restart { names, wait } => control(&paths, Request::Restart { names }, wait),
         Verb::Profile(ProfileVerb::Use { name }) => simple(&paths, Request::UseProfile { name }),
         Verb::Reload { force } => {
             // Only a file named on this command line replaces the daemon's own.
@@ -216,6 +241,31 @@ fn simple(paths: &Paths, request: Request) -> Exit {
             fail(code, answer["error"].as_str().unwrap_or("refused"))
         }
     }
+}
+
+/// A start, stop or restart, then (unless `--no-block`) a wait until each harness reaches
+/// the state asked for, printing what it came to.
+fn control(paths: &Paths, request: Request, wait: WaitArgs) -> Exit {
+    let (names, goal) = match &request {
+        Request::Start { names } => (names.clone(), super::waiting::Goal::Running),
+        Request::Stop { names } => (names.clone(), super::waiting::Goal::Stopped),
+        Request::Restart { names } => (names.clone(), super::waiting::Goal::NewRun),
+        _ => unreachable!("only start, stop and restart wait"),
+    };
+    // What each run was before, so a restart waits for a new one.
+    let before = if wait.no_block { None } else { Some(super::waiting::snapshot(paths, &names)) };
+    simple(paths, request)?;
+    let Some(before) = before else { return Ok(0) };
+    let limit = Duration::from_secs(wait.timeout);
+    let outcomes = super::waiting::wait(paths, &names, goal, &before, limit);
+    let mut code = 0;
+    for o in &outcomes {
+        outln!("{}", o.line);
+        if !o.reached {
+            code = EXIT_FAILED;
+        }
+    }
+    Ok(code)
 }
 
 fn show(paths: &Paths, name: Option<&str>, json: bool) -> Exit {

@@ -20,3 +20,4 @@ pub mod signals;
 pub mod spawner;
 pub mod status;
 pub mod unit;
+pub mod waiting;
