@@ -694,3 +694,42 @@ fn control_verbs_wait_for_the_state_they_asked_for() {
         text(&out)
     );
 }
+
+/// A notify harness that pings its watchdog three times and then stops is hung: it is
+/// stopped (TERM, grace, KILL) and restarted under its policy, and the ledger says why. One
+/// that never becomes ready in time is a failed start, restarted the same way.
+#[test]
+fn a_hung_harness_is_stopped_and_restarted_by_its_watchdog_or_readiness_timeout() {
+    let pinger = "import os, socket, time; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); a = os.environ['NOTIFY_SOCKET']; assert os.environ['WATCHDOG_USEC'] == '800000'; s.sendto(b'READY=1', a); [(s.sendto(b'WATCHDOG=1', a), time.sleep(0.25)) for _ in range(3)]; time.sleep(100000)";
+    let silent = "import time; time.sleep(100000)";
+    let toml = format!(
+        "[harness.pinger]\ncommand = [\"python3\", \"-c\", \"{pinger}\", \"{{marker}}\"]\nreadiness = \"notify\"\nwatchdog_ms = 800\nstop_grace_ms = 300\n\n\
+         [harness.silent]\ncommand = [\"python3\", \"-c\", \"{silent}\", \"{{marker}}\"]\nreadiness = \"notify\"\nready_timeout_ms = 700\nstop_grace_ms = 300\n"
+    );
+    let root = Root::new(&toml);
+    root.up();
+    for (name, reason) in [("pinger", "watchdog"), ("silent", "ready_timeout")] {
+        let h = root.wait_for(name, "restarted after a hang", |h| h["runs"].as_u64() >= Some(2));
+        assert!(h["consecutive_failures"].as_u64() >= Some(1), "a hung run is a failure: {h}");
+        let ledger = root.ledger(name);
+        let hung = ledger.iter().find(|r| r["decision"] == "hung").expect("a hung record");
+        assert_eq!(hung["detail"]["reason"], reason, "{hung}");
+    }
+    let journal = root.events();
+    assert!(journal.iter().any(|(_, e)| e["event"] == "harness_hung"), "journaled");
+}
+
+/// `watchdog_ms` needs a notify socket to be pinged on; `0` is refused.
+#[test]
+fn a_watchdog_without_notify_readiness_is_refused() {
+    let root = Root::new(
+        "[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\nwatchdog_ms = 500\n",
+    );
+    let out = root.harn(&["daemon"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("harness.a.watchdog_ms") && text(&out).contains("notify"),
+        "{}",
+        text(&out)
+    );
+}

@@ -39,6 +39,10 @@ enum Op {
         stale: bool,
         run: u8,
     },
+    Watchdog {
+        stale: bool,
+        run: u8,
+    },
     Reconfigure {
         policy: u8,
         argv_rev: u8,
@@ -68,6 +72,9 @@ fn spec(policy_n: u8, rev: u8, notify: bool) -> HarnessSpec {
         },
         restart: policy(policy_n),
         readiness: if notify { Readiness::Notify } else { Readiness::None },
+        // A notify harness is watched: not ready in 2 s, or silent for 1 s once ready, is hung.
+        ready_timeout: notify.then(|| Duration::from_millis(2_000)),
+        watchdog: notify.then(|| Duration::from_millis(1_000)),
         ..Default::default()
     }
 }
@@ -142,8 +149,9 @@ fn to_input(h: &Harness, op: &Op) -> Option<HarnessInput> {
             HarnessInput::Exited { run: pick(stale, run), status }
         }
         Op::Ready { stale, run } => HarnessInput::Ready { run: pick(stale, run) },
+        Op::Watchdog { stale, run } => HarnessInput::Watchdog { run: pick(stale, run) },
         Op::Reconfigure { policy, argv_rev, notify } => {
-            HarnessInput::Reconfigure(spec(policy, argv_rev, notify))
+            HarnessInput::Reconfigure(Box::new(spec(policy, argv_rev, notify)))
         }
         Op::Halt => HarnessInput::Halt,
         Op::FollowConfig(want) => HarnessInput::FollowConfig(want),

@@ -135,6 +135,10 @@ impl SimOptions {
                 stop_grace: overrides.then(|| Duration::from_millis(500)),
                 enabled: h.enabled,
                 readiness: readiness_of(i),
+                // Every other harness with readiness gives up on a run not ready in time:
+                // files found by chance and probes failing half the time make that happen.
+                ready_timeout: (i % 3 != 0 && i % 2 == 0).then(|| Duration::from_millis(3_000)),
+                watchdog: None,
             };
             config.harnesses.insert(harness_name(i), spec);
         }

@@ -191,9 +191,39 @@ impl<E: Entropy> World<E> {
             self.drive(event, wake, &mut audits, crash_now)
         };
         let facts_result = self.check_outcome(&outcome, &audits, durable_before.as_deref());
+        let hung = self.check_hung(&outcome);
         self.finish_outcome(&outcome);
         self.record(outcome);
-        facts_result.and_then(|()| self.check_readiness())
+        facts_result.and(hung).and_then(|()| self.check_readiness())
+    }
+
+    /// A run is judged hung only when overdue: not ready (no evidence vouched for it) at least
+    /// its readiness timeout after it spawned.
+    fn check_hung(&self, outcome: &Outcome) -> Result<(), Violation> {
+        use harn_core::harness::lifecycle::{Event, Hang};
+        let Some(daemon) = self.daemon() else { return Ok(()) };
+        let now = self.clock.now();
+        for executed in &outcome.executed {
+            let Executed::Appended { events, .. } = executed else { continue };
+            for event in events {
+                let Event::HarnessHung { name, reason, after_ms } = event else { continue };
+                let Some(h) = daemon.harnesses().get(name) else { continue };
+                let (Some(run), Some(started)) = (h.current_run(), h.started_at()) else {
+                    continue; // The run ended within the same step.
+                };
+                let waited = now.saturating_since(started).as_millis();
+                let early = waited < *after_ms;
+                let vouched = self.vouched.contains(&(name.clone(), run));
+                if early || (*reason == Hang::ReadyTimeout && vouched) {
+                    let detail = format!(
+                        "{name} run {run} judged hung ({reason:?}) after {waited} ms of \
+                         {after_ms}, vouched ready: {vouched}"
+                    );
+                    return Err(self.violation("hung means overdue", detail));
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The readiness schedule's own invariants, and that a harness that needs evidence reads

@@ -75,6 +75,8 @@ struct RawHarness {
     stop_grace_ms: Option<u64>,
     #[serde(default)]
     readiness: RawReadiness,
+    ready_timeout_ms: Option<u64>,
+    watchdog_ms: Option<u64>,
     #[serde(default = "yes")]
     enabled: bool,
 }
@@ -231,7 +233,29 @@ fn harness(name: &str, raw: &RawHarness) -> Result<HarnessSpec, FieldRefusal> {
             ))
         }
     };
+    let positive = |field: &str, v: Option<u64>| match v {
+        Some(0) => Err((key(field), "must be at least 1 (omit it for none)".to_owned())),
+        v => Ok(v.map(Duration::from_millis)),
+    };
+    let ready_timeout = positive("ready_timeout_ms", raw.ready_timeout_ms)?;
+    let watchdog = positive("watchdog_ms", raw.watchdog_ms)?;
+    if watchdog.is_some() && readiness != Readiness::Notify {
+        return Err((
+            key("watchdog_ms"),
+            "needs readiness = \"notify\": the harness sends WATCHDOG=1 on its notify socket"
+                .into(),
+        ));
+    }
+    if ready_timeout.is_some() && readiness == Readiness::None {
+        return Err((
+            key("ready_timeout_ms"),
+            "needs a readiness (notify, a file or a probe): without one a run is ready at once"
+                .into(),
+        ));
+    }
     Ok(HarnessSpec {
+        ready_timeout,
+        watchdog,
         spawn: SpawnSpec {
             argv: raw.command.clone(),
             cwd: raw.cwd.clone(),

@@ -354,6 +354,15 @@ impl Host {
                 let report = HarnessInput::Ready { run };
                 self.step(Wake::Input(DaemonInput::Process { name, report }))
             }
+            Msg::Pinged(name, sender) => {
+                let run = self.daemon.harnesses().get(&name).and_then(|h| h.current_run());
+                // Only the harness's own processes keep its watchdog quiet.
+                let Some(run) = run.filter(|_| self.sent_by_harness(&name, sender)) else {
+                    return Ok(());
+                };
+                let report = HarnessInput::Watchdog { run };
+                self.step(Wake::Input(DaemonInput::Process { name, report }))
+            }
         }
     }
 

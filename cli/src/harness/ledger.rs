@@ -122,6 +122,11 @@ impl RecoveryLedger {
             Event::HarnessExited { name, code, signal } => {
                 (name, "exited", json!({ "code": code, "signal": signal }))
             }
+            Event::HarnessHung { name, reason, after_ms } => (
+                name,
+                "hung",
+                json!({ "reason": reason, "why": reason.as_str(), "after_ms": after_ms }),
+            ),
             Event::HarnessFlapping { name, restarts, next_retry_in } => (
                 name,
                 "flapping",

@@ -88,4 +88,6 @@ pub enum Msg {
     Subscribe(SyncSender<String>),
     /// Someone wrote `READY=1` on a harness's notify socket: the harness and the sender's pid.
     Notified(Id, u32),
+    /// Someone wrote `WATCHDOG=1` on a harness's notify socket.
+    Pinged(Id, u32),
 }

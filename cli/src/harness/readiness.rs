@@ -62,10 +62,12 @@ impl ReadinessWatch {
             self.cwd.insert(name.clone(), cwd);
             if spec.readiness == Kind::Notify && !self.notify_sockets.contains_key(name) {
                 let path = self.bind_notify(paths, name)?;
-                spawner.set_extra_env(
-                    name,
-                    vec![("NOTIFY_SOCKET".into(), path.display().to_string())],
-                );
+                let mut env = vec![("NOTIFY_SOCKET".into(), path.display().to_string())];
+                // As systemd does, so sd_watchdog_enabled() tells the child how often to ping.
+                if let Some(w) = spec.watchdog {
+                    env.push(("WATCHDOG_USEC".into(), (w.as_millis() * 1_000).to_string()));
+                }
+                spawner.set_extra_env(name, env);
                 self.notify_sockets.insert(name.clone(), path);
             }
             let file = match &spec.readiness {
@@ -91,9 +93,15 @@ impl ReadinessWatch {
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Some((n, sender)) = recv_with_sender(&socket, &mut buf) {
-                if super::sdnotify::says_ready(&buf[..n])
-                    && tx.send(Msg::Notified(name.clone(), sender)).is_err()
-                {
+                let said = &buf[..n];
+                let mut gone = false;
+                if super::sdnotify::says_ready(said) {
+                    gone |= tx.send(Msg::Notified(name.clone(), sender)).is_err();
+                }
+                if super::sdnotify::says_alive(said) {
+                    gone |= tx.send(Msg::Pinged(name.clone(), sender)).is_err();
+                }
+                if gone {
                     return;
                 }
             }

@@ -33,7 +33,16 @@ pub fn watchdog_interval() -> Option<Duration> {
 
 /// True when a notify datagram says the sender is ready.
 pub fn says_ready(datagram: &[u8]) -> bool {
-    datagram.split(|&b| b == b'\n').any(|line| line == b"READY=1")
+    says(datagram, b"READY=1")
+}
+
+/// True when a notify datagram is a watchdog ping.
+pub fn says_alive(datagram: &[u8]) -> bool {
+    says(datagram, b"WATCHDOG=1")
+}
+
+fn says(datagram: &[u8], line: &[u8]) -> bool {
+    datagram.split(|&b| b == b'\n').any(|l| l == line)
 }
 
 #[cfg(test)]
@@ -43,5 +52,7 @@ mod tests {
         assert!(super::says_ready(b"STATUS=warming up\nREADY=1\n"));
         assert!(!super::says_ready(b"READY=0"));
         assert!(!super::says_ready(b"NOTREADY=1"));
+        assert!(super::says_alive(b"WATCHDOG=1\nSTATUS=busy"));
+        assert!(!super::says_alive(b"READY=1"));
     }
 }

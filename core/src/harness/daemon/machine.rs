@@ -217,7 +217,7 @@ impl Daemon {
         for (name, spec) in &config.harnesses {
             self.removed.retain(|r| r != name);
             if self.harnesses.contains_key(name) {
-                self.deliver(now, name, HarnessInput::Reconfigure(spec.clone()), batch);
+                self.deliver(now, name, HarnessInput::Reconfigure(Box::new(spec.clone())), batch);
                 let intent = config.default_intent(name);
                 self.deliver(now, name, HarnessInput::FollowConfig(intent), batch);
             } else {

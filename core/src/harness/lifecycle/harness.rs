@@ -4,7 +4,7 @@
 //! the next deadline derived from state. Deadlines are compared with `now`, never counted, so a
 //! late, early, missed or repeated `handle_timeout` only delays a decision, never changes it.
 
-use super::{Cause, Event, HarnessSpec, LifecycleLimits, Readiness, RestartPolicy, State};
+use super::{Cause, Event, Hang, HarnessSpec, LifecycleLimits, Readiness, RestartPolicy, State};
 use crate::env::{ExitStatus, Pid, Signal, SpawnSpec};
 use crate::ids::Id;
 use crate::time::{Duration, Instant};
@@ -45,8 +45,13 @@ pub enum HarnessInput {
         /// The run this answers.
         run: u64,
     },
+    /// Run `run` sent `WATCHDOG=1`: it is alive and not hung.
+    Watchdog {
+        /// The run this answers.
+        run: u64,
+    },
     /// A reloaded configuration for this harness.
-    Reconfigure(HarnessSpec),
+    Reconfigure(Box<HarnessSpec>),
     /// The configuration's intent for this harness; applies only while the intent is not
     /// pinned by an operator or a policy.
     FollowConfig(bool),
@@ -96,6 +101,24 @@ struct Run {
     pid: Option<Pid>,
     started_at: Instant,
     ready: bool,
+    /// When its readiness evidence arrived (the spawn, without readiness).
+    ready_at: Option<Instant>,
+    /// Its last `WATCHDOG=1`.
+    pinged_at: Option<Instant>,
+}
+
+impl Run {
+    /// When this run, as configured by `spec`, counts as hung unless something arrives.
+    fn hang_deadline(&self, spec: &HarnessSpec) -> Option<(Instant, Hang, Duration)> {
+        self.pid?;
+        if !self.ready {
+            let limit = spec.ready_timeout?;
+            return Some((self.started_at.saturating_add(limit), Hang::ReadyTimeout, limit));
+        }
+        let limit = spec.watchdog?;
+        let since = self.pinged_at.or(self.ready_at).unwrap_or(self.started_at);
+        Some((since.saturating_add(limit), Hang::Watchdog, limit))
+    }
 }
 
 /// The durable part of a harness: what `state.json` keeps across daemon restarts.
@@ -156,6 +179,8 @@ pub struct Harness {
     kill_sent: bool,
     /// A start asked for while stopping, and who asked: it happens once the run has ended.
     start_after_stop: Option<Cause>,
+    /// The run being stopped was hung: its end is a failed run under the restart policy.
+    hung: Option<Hang>,
     /// Numbers reserved by an earlier life may have been used: the next run is numbered
     /// past all of them.
     run_floor: u64,
@@ -179,6 +204,7 @@ impl Harness {
             kill_at: None,
             kill_sent: false,
             start_after_stop: None,
+            hung: None,
             run_floor: durable.reserved_runs,
         }
     }
@@ -308,8 +334,13 @@ impl Harness {
             HarnessInput::Exited { run, status } => {
                 self.on_run_ended(now, limits, run, Some(status), out)
             }
-            HarnessInput::Ready { run } => self.on_ready(run),
-            HarnessInput::Reconfigure(spec) => self.on_reconfigure(spec),
+            HarnessInput::Ready { run } => self.on_ready(now, run),
+            HarnessInput::Watchdog { run } => {
+                if let Some(r) = self.run.as_mut().filter(|r| r.id == run && r.pid.is_some()) {
+                    r.pinged_at = Some(now);
+                }
+            }
+            HarnessInput::Reconfigure(spec) => self.on_reconfigure(*spec),
             HarnessInput::Halt => self.on_halt(now, limits, cause, out),
             HarnessInput::KillNow => {
                 if self.state == State::Stopping {
@@ -344,6 +375,11 @@ impl Harness {
         if self.kill_at.is_some_and(|at| at <= now) {
             self.send_kill(out);
         }
+        if let Some((at, hang, limit)) = self.hang_deadline() {
+            if at <= now {
+                self.condemn(now, limits, hang, limit, out);
+            }
+        }
         // Only a confirmed run can outlive anything; a spawn in flight has not started yet.
         if let Some(run) = self.run.filter(|r| r.pid.is_some()) {
             self.forget_outlived(now, run.started_at, limits, Some(out));
@@ -355,6 +391,7 @@ impl Harness {
     pub fn poll_timeout(&self, limits: &LifecycleLimits) -> Option<Instant> {
         let mut next = self.retry_at;
         next = min_opt(next, self.kill_at);
+        next = min_opt(next, self.hang_deadline().map(|(at, _, _)| at));
         if let Some(run) = self.run.filter(|r| r.pid.is_some() && self.state != State::Stopping) {
             if !self.recent_exits.is_empty() || self.flap_level > 0 {
                 next = min_opt(next, Some(run.started_at.saturating_add(limits.flap_window)));
@@ -387,6 +424,7 @@ impl Harness {
     ) {
         self.durable.enabled = false;
         self.start_after_stop = None;
+        self.hung = None;
         match self.state {
             State::Starting | State::Running | State::Degraded if self.run.is_some() => {
                 self.begin_stopping(now, limits, cause, out)
@@ -409,6 +447,7 @@ impl Harness {
         out: &mut Vec<HarnessOut>,
     ) {
         self.start_after_stop = None;
+        self.hung = None;
         match self.state {
             State::Starting | State::Running | State::Degraded if self.run.is_some() => {
                 self.begin_stopping(now, limits, cause, out)
@@ -431,6 +470,7 @@ impl Harness {
     ) {
         self.durable.enabled = true;
         self.clear_crash_bookkeeping();
+        self.hung = None;
         match self.state {
             State::Starting => {}
             State::Running | State::Degraded if self.run.is_some() => {
@@ -460,6 +500,7 @@ impl Harness {
         current.pid = Some(pid);
         current.started_at = now;
         current.ready = self.active.readiness == Readiness::None;
+        current.ready_at = current.ready.then_some(now);
         match self.state {
             State::Starting => {
                 let to = if self.flap_level > 0 { State::Degraded } else { State::Running };
@@ -471,9 +512,10 @@ impl Harness {
         }
     }
 
-    fn on_ready(&mut self, run: u64) {
-        if let Some(r) = self.run.as_mut().filter(|r| r.id == run && r.pid.is_some()) {
+    fn on_ready(&mut self, now: Instant, run: u64) {
+        if let Some(r) = self.run.as_mut().filter(|r| r.id == run && r.pid.is_some() && !r.ready) {
             r.ready = true;
+            r.ready_at = Some(now);
         }
     }
 
@@ -520,14 +562,20 @@ impl Harness {
             }),
         }));
         if self.state == State::Stopping {
-            self.finish_stopping(now, out);
+            // A hung run stopped by its watchdog or readiness timeout failed, whatever its
+            // exit code: its restart policy decides what follows.
+            if self.hung.take().is_some() {
+                self.after_unplanned_end(now, limits, status, true, out);
+            } else {
+                self.finish_stopping(now, out);
+            }
             return;
         }
         if ended.pid.is_some() {
             // Silently: the state this exit leads to is decided next, without a detour.
             self.forget_outlived(now, ended.started_at, limits, None);
         }
-        self.after_unplanned_end(now, limits, status, out);
+        self.after_unplanned_end(now, limits, status, false, out);
     }
 
     fn finish_stopping(&mut self, now: Instant, out: &mut Vec<HarnessOut>) {
@@ -545,10 +593,11 @@ impl Harness {
         now: Instant,
         limits: &LifecycleLimits,
         status: Option<ExitStatus>,
+        hung: bool,
         out: &mut Vec<HarnessOut>,
     ) {
         let spawn_failed = status.is_none();
-        let failure = !status.is_some_and(ExitStatus::success);
+        let failure = hung || !status.is_some_and(ExitStatus::success);
         let restart = self.durable.enabled
             && match self.active.restart {
                 RestartPolicy::Always | RestartPolicy::UnlessStopped => true,
@@ -672,7 +721,14 @@ impl Harness {
             self.durable.reserved_runs = self.durable.runs.saturating_add(RUN_RESERVATION - 1);
         }
         let id = self.durable.runs;
-        self.run = Some(Run { id, pid: None, started_at: now, ready: false });
+        self.run = Some(Run {
+            id,
+            pid: None,
+            started_at: now,
+            ready: false,
+            ready_at: None,
+            pinged_at: None,
+        });
         self.set_state_because(State::Starting, Some(cause), out);
         out.push(HarnessOut::Spawn { run: id, spec: self.active.spawn.clone() });
     }
@@ -697,6 +753,32 @@ impl Harness {
         let grace = self.active.stop_grace.unwrap_or(limits.stop_grace);
         self.kill_at = Some(now.saturating_add(grace));
         out.push(HarnessOut::Signal { run: run.id, pid, signal: Signal::Term });
+    }
+
+    /// When the live run counts as hung, unless it is already being stopped.
+    fn hang_deadline(&self) -> Option<(Instant, Hang, Duration)> {
+        if self.state == State::Stopping {
+            return None;
+        }
+        self.run?.hang_deadline(&self.active)
+    }
+
+    /// Stops a hung run (TERM, the grace, KILL); its end then counts as a failed run.
+    fn condemn(
+        &mut self,
+        now: Instant,
+        limits: &LifecycleLimits,
+        hang: Hang,
+        limit: Duration,
+        out: &mut Vec<HarnessOut>,
+    ) {
+        out.push(HarnessOut::Event(Event::HarnessHung {
+            name: self.name.clone(),
+            reason: hang,
+            after_ms: limit.as_millis(),
+        }));
+        self.hung = Some(hang);
+        self.begin_stopping(now, limits, Cause::Hung, out);
     }
 
     fn send_kill(&mut self, out: &mut Vec<HarnessOut>) {
@@ -762,6 +844,9 @@ impl Harness {
         if self.kill_at.is_some() && self.state != State::Stopping {
             return fail("a kill deadline outside stopping");
         }
+        if self.hung.is_some() && self.state != State::Stopping {
+            return fail("a hung run outside stopping");
+        }
         if self.durable.failed != (self.state == State::Failed) {
             return fail("the failed latch disagrees with the state");
         }
@@ -820,6 +905,7 @@ impl Harness {
         self.kill_at.hash(hasher);
         self.kill_sent.hash(hasher);
         self.start_after_stop.hash(hasher);
+        self.hung.hash(hasher);
         self.run_floor.hash(hasher);
     }
 

@@ -123,6 +123,14 @@ pub struct HarnessSpec {
     pub stop_grace: Option<Duration>,
     /// The evidence of readiness.
     pub readiness: Readiness,
+    /// A run not ready this long after its spawn failed to start (`TimeoutStartSec=`): it is
+    /// stopped and counted as a failed run under its restart policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_timeout: Option<Duration>,
+    /// A ready run that sends no `WATCHDOG=1` for this long is hung (`WatchdogSec=`): it is
+    /// stopped and counted as a failed run under its restart policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watchdog: Option<Duration>,
     /// The intent to use when no intent was persisted yet.
     pub enabled: bool,
 }
@@ -132,7 +140,30 @@ impl HarnessSpec {
     /// differently. Such a change waits for the next start; the restart policy, the restart
     /// delay, the stop grace and the default intent apply at once.
     pub fn run_affecting_change(&self, other: &HarnessSpec) -> bool {
-        self.spawn != other.spawn || self.readiness != other.readiness
+        self.spawn != other.spawn
+            || self.readiness != other.readiness
+            || self.ready_timeout != other.ready_timeout
+            || self.watchdog != other.watchdog
+    }
+}
+
+/// Why a live run was judged hung and stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Hang {
+    /// Not ready within `ready_timeout_ms`.
+    ReadyTimeout,
+    /// No `WATCHDOG=1` within `watchdog_ms`.
+    Watchdog,
+}
+
+impl Hang {
+    /// The reason in words.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Hang::ReadyTimeout => "not ready within its ready_timeout_ms",
+            Hang::Watchdog => "no WATCHDOG=1 within its watchdog_ms",
+        }
     }
 }
 
@@ -152,6 +183,8 @@ pub enum Cause {
     RestartPolicy,
     /// The daemon shutting down.
     Shutdown,
+    /// The run was hung (its watchdog or its readiness timeout).
+    Hung,
 }
 
 impl Cause {
@@ -164,6 +197,7 @@ impl Cause {
             Cause::Configuration => "configuration",
             Cause::RestartPolicy => "restart policy",
             Cause::Shutdown => "shutdown",
+            Cause::Hung => "hung (watchdog or readiness timeout)",
         }
     }
 }
@@ -194,6 +228,15 @@ pub enum Event {
         /// The signal number, when a signal ended it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<i32>,
+    },
+    /// A live run was judged hung and is being stopped; its end counts as a failed run.
+    HarnessHung {
+        /// The harness.
+        name: Id,
+        /// Why.
+        reason: Hang,
+        /// How long it waited, in ms (the timeout that ran out).
+        after_ms: u64,
     },
     /// The harness crossed the flap threshold; restarts are slowed down.
     HarnessFlapping {

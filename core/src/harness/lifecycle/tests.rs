@@ -394,7 +394,7 @@ fn config_change_is_staged_while_running_and_applied_at_next_start() {
     r.boot_and_spawn();
     let mut new = spec(RestartPolicy::Always);
     new.spawn.argv = vec!["agent".into(), "--v2".into()];
-    r.input(HarnessInput::Reconfigure(new.clone()));
+    r.input(HarnessInput::Reconfigure(Box::new(new.clone())));
     assert!(r.out.is_empty(), "a reload never bounces a running harness");
     assert!(r.h.config_changed());
     r.exit(0);
@@ -407,7 +407,7 @@ fn config_change_is_staged_while_running_and_applied_at_next_start() {
 fn a_restart_policy_change_alone_applies_at_once() {
     let mut r = Rig::new(RestartPolicy::Always);
     r.boot_and_spawn();
-    r.input(HarnessInput::Reconfigure(spec(RestartPolicy::No)));
+    r.input(HarnessInput::Reconfigure(Box::new(spec(RestartPolicy::No))));
     assert!(!r.h.config_changed());
     r.exit(0);
     assert_eq!(r.h.state(), State::Stopped, "the new policy decided this exit");
@@ -420,7 +420,7 @@ fn a_stop_grace_change_applies_to_the_next_stop_of_the_running_harness() {
     let mut shorter = spec(RestartPolicy::Always);
     shorter.stop_grace = Some(Duration::from_millis(1_000));
     shorter.restart_delay = Some(Duration::from_millis(50));
-    r.input(HarnessInput::Reconfigure(shorter));
+    r.input(HarnessInput::Reconfigure(Box::new(shorter)));
     assert!(!r.h.config_changed(), "nothing to stage: the run itself is the same");
     r.input(HarnessInput::Stop);
     assert_eq!(r.signals(), [Signal::Term]);
@@ -647,4 +647,70 @@ fn a_cause_is_absent_from_older_records_and_round_trips() {
     let text = serde_json::to_string(&new).unwrap();
     assert!(text.contains(r#""cause":"restart_policy""#), "{text}");
     assert_eq!(serde_json::from_str::<Event>(&text).unwrap(), new);
+}
+
+/// A rig whose harness has `readiness`, a readiness timeout and a watchdog.
+fn watched(readiness: Readiness, ready_timeout: Option<u64>, watchdog: Option<u64>) -> Rig {
+    let mut r = Rig::new(RestartPolicy::Always);
+    let mut s = spec(RestartPolicy::Always);
+    s.readiness = readiness;
+    s.ready_timeout = ready_timeout.map(|secs| Duration::from_millis(secs * 1_000));
+    s.watchdog = watchdog.map(|secs| Duration::from_millis(secs * 1_000));
+    r.h = Harness::new(Id::new("h").unwrap(), s, Durable { enabled: true, ..Durable::default() });
+    r
+}
+
+fn hung(events: &[Event]) -> Option<Hang> {
+    events.iter().find_map(|e| match e {
+        Event::HarnessHung { reason, .. } => Some(*reason),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_run_that_stops_pinging_its_watchdog_is_stopped_and_counted_as_failed() {
+    let mut r = watched(Readiness::None, None, Some(2));
+    let run = r.boot_and_spawn();
+    r.advance(1);
+    r.input(HarnessInput::Watchdog { run });
+    r.advance(1);
+    assert!(r.signals().is_empty(), "pinged a second ago: alive");
+    assert_eq!(r.h.poll_timeout(&r.limits), Some(Instant(3 * SEC)), "the next deadline");
+    r.advance(1);
+    assert_eq!(hung(&r.events()), Some(Hang::Watchdog));
+    assert_eq!(r.signals(), [Signal::Term]);
+    assert_eq!(r.h.state(), State::Stopping);
+    r.exit(0);
+    assert_eq!(r.h.state(), State::Restarting, "its policy restarts it");
+    assert_eq!(r.h.durable().consecutive_failures, 1, "a hung run is a failed run, exit 0 or not");
+}
+
+#[test]
+fn a_run_not_ready_in_time_is_a_failed_start() {
+    let mut r = watched(Readiness::Notify, Some(5), None);
+    r.boot_and_spawn();
+    r.advance(4);
+    assert!(r.signals().is_empty());
+    r.advance(1);
+    assert_eq!(hung(&r.events()), Some(Hang::ReadyTimeout));
+    assert_eq!(r.signals(), [Signal::Term]);
+    r.exit(143);
+    assert_eq!(r.h.state(), State::Restarting);
+    // Ready in time: no deadline is left while it has no watchdog.
+    let run = r.respawn();
+    r.input(HarnessInput::Ready { run });
+    r.advance(60);
+    assert!(r.signals().is_empty() && r.h.state() == State::Running, "{:?}", r.h.state());
+}
+
+#[test]
+fn an_operator_stop_of_a_hung_run_ends_stopped_not_restarted() {
+    let mut r = watched(Readiness::None, None, Some(2));
+    r.boot_and_spawn();
+    r.advance(2);
+    assert_eq!(r.h.state(), State::Stopping);
+    r.input(HarnessInput::Stop);
+    r.exit(0);
+    assert_eq!(r.h.state(), State::Stopped);
+    assert!(!r.h.enabled());
 }
