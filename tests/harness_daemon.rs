@@ -733,3 +733,25 @@ fn a_watchdog_without_notify_readiness_is_refused() {
         text(&out)
     );
 }
+
+/// Crash-loop limits set on one harness override `[limits]` for it alone; a combination that
+/// makes no sense is refused naming the harness's key.
+#[test]
+fn crash_loop_limits_may_be_set_per_harness() {
+    let toml = "[limits]\ngive_up_after = 50\nrestart_delay_ms = 50\n\n\
+                [harness.quick]\ncommand = [\"{child}\", \"exit\", \"1\"]\ngive_up_after = 2\n\n\
+                [harness.patient]\ncommand = [\"{child}\", \"exit\", \"1\"]\n";
+    let root = Root::new(toml);
+    root.up();
+    let h = root.wait_for("quick", "failed", |h| state(h) == "failed");
+    assert_eq!(h["runs"], 2, "{h}");
+    assert_ne!(state(&root.harness("patient")), "failed", "the shared ceiling of 50 still holds");
+    let ledger = root.ledger("quick");
+    assert_eq!(ledger.last().unwrap()["give_up_ceiling"], 2);
+    root.write_config(
+        "[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\nflap_window_ms = 900000\n",
+    );
+    let out = root.harn(&["reload"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("harness.a.healthy_run_ms"), "{}", text(&out));
+}

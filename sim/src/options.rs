@@ -5,7 +5,7 @@ use crate::entropy::Entropy;
 use crate::process::Behaviour;
 use harn_core::env::SpawnSpec;
 use harn_core::harness::daemon::{DaemonConfig, Profile};
-use harn_core::harness::lifecycle::{HarnessSpec, LifecycleLimits, RestartPolicy};
+use harn_core::harness::lifecycle::{CrashLoop, HarnessSpec, LifecycleLimits, RestartPolicy};
 use harn_core::ids::Id;
 use harn_core::time::Duration;
 use serde::{Deserialize, Serialize};
@@ -139,6 +139,16 @@ impl SimOptions {
                 // files found by chance and probes failing half the time make that happen.
                 ready_timeout: (i % 3 != 0 && i % 2 == 0).then(|| Duration::from_millis(3_000)),
                 watchdog: None,
+                // Every fourth harness gives up and flaps by limits of its own.
+                crash_loop: if i % 4 == 1 {
+                    CrashLoop {
+                        flap_threshold: Some(2),
+                        give_up_after: Some(2),
+                        ..CrashLoop::default()
+                    }
+                } else {
+                    CrashLoop::default()
+                },
             };
             config.harnesses.insert(harness_name(i), spec);
         }

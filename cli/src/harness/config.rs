@@ -77,6 +77,10 @@ struct RawHarness {
     readiness: RawReadiness,
     ready_timeout_ms: Option<u64>,
     watchdog_ms: Option<u64>,
+    flap_threshold: Option<u32>,
+    flap_window_ms: Option<u64>,
+    give_up_after: Option<u32>,
+    healthy_run_ms: Option<u64>,
     #[serde(default = "yes")]
     enabled: bool,
 }
@@ -145,7 +149,7 @@ pub fn parse(file: &Path, text: &str) -> Result<DaemonConfig, ConfigError> {
         let span = Some(spanned.span());
         let id = Id::new(name)
             .map_err(|e| at(span.clone(), Some(format!("harness.{name}")), e.to_string()))?;
-        let spec = harness(name, spanned.get_ref())
+        let spec = harness(name, spanned.get_ref(), &config.limits)
             .map_err(|(key, message)| at(span.clone(), Some(key), message))?;
         config.harnesses.insert(id, spec);
     }
@@ -196,7 +200,11 @@ fn limits(raw: &RawLimits) -> Result<LifecycleLimits, FieldRefusal> {
     Ok(limits)
 }
 
-fn harness(name: &str, raw: &RawHarness) -> Result<HarnessSpec, FieldRefusal> {
+fn harness(
+    name: &str,
+    raw: &RawHarness,
+    limits: &LifecycleLimits,
+) -> Result<HarnessSpec, FieldRefusal> {
     let key = |field: &str| format!("harness.{name}.{field}");
     if raw.command.first().is_none_or(|p| p.is_empty()) {
         return Err((
@@ -253,9 +261,21 @@ fn harness(name: &str, raw: &RawHarness) -> Result<HarnessSpec, FieldRefusal> {
                 .into(),
         ));
     }
+    let crash_loop = harn_core::harness::lifecycle::CrashLoop {
+        flap_threshold: raw.flap_threshold,
+        flap_window: raw.flap_window_ms.map(Duration::from_millis),
+        give_up_after: raw.give_up_after,
+        healthy_run: raw.healthy_run_ms.map(Duration::from_millis),
+    };
+    // Checked together with the shared limits they override.
+    crash_loop.apply(limits).validate().map_err(|message| {
+        let field = message.split(' ').next().unwrap_or("").to_owned();
+        (key(&field), format!("{message} (with [limits] for what this harness does not set)"))
+    })?;
     Ok(HarnessSpec {
         ready_timeout,
         watchdog,
+        crash_loop,
         spawn: SpawnSpec {
             argv: raw.command.clone(),
             cwd: raw.cwd.clone(),

@@ -188,7 +188,7 @@ impl RecoveryLedger {
 
     fn columns(&self, name: &Id, h: &Harness, daemon: &Daemon, facts: &Facts<'_>) -> Value {
         let d = h.durable();
-        let limits = &facts.config.limits;
+        let limits = &h.active_spec().crash_loop.apply(&facts.config.limits);
         let notes = self.notes.get(name);
         let latch = if d.failed {
             Some("failed")

@@ -308,6 +308,8 @@ impl Harness {
         cause: Cause,
         out: &mut Vec<HarnessOut>,
     ) {
+        let shared = limits;
+        let limits = &self.active.crash_loop.apply(shared);
         match input {
             HarnessInput::Start => {
                 self.durable.pinned = true;
@@ -340,7 +342,11 @@ impl Harness {
                     r.pinged_at = Some(now);
                 }
             }
-            HarnessInput::Reconfigure(spec) => self.on_reconfigure(*spec),
+            HarnessInput::Reconfigure(spec) => {
+                self.on_reconfigure(*spec);
+                // Its own crash-loop limits apply at once, counters trimmed to fit them.
+                self.limits_changed(shared);
+            }
             HarnessInput::Halt => self.on_halt(now, limits, cause, out),
             HarnessInput::KillNow => {
                 if self.state == State::Stopping {
@@ -367,6 +373,7 @@ impl Harness {
         limits: &LifecycleLimits,
         out: &mut Vec<HarnessOut>,
     ) {
+        let limits = &self.active.crash_loop.apply(limits);
         if self.retry_at.is_some_and(|at| at <= now) {
             debug_assert!(matches!(self.state, State::Restarting | State::Degraded));
             self.retry_at = None;
@@ -389,6 +396,7 @@ impl Harness {
 
     /// The earliest instant at which [`Harness::handle_timeout`] has something to do.
     pub fn poll_timeout(&self, limits: &LifecycleLimits) -> Option<Instant> {
+        let limits = &self.active.crash_loop.apply(limits);
         let mut next = self.retry_at;
         next = min_opt(next, self.kill_at);
         next = min_opt(next, self.hang_deadline().map(|(at, _, _)| at));
@@ -526,6 +534,7 @@ impl Harness {
         self.active.enabled = spec.enabled;
         self.active.restart_delay = spec.restart_delay;
         self.active.stop_grace = spec.stop_grace;
+        self.active.crash_loop = spec.crash_loop;
         let live = self.run.is_some();
         if !self.active.run_affecting_change(&spec) {
             self.staged = None;
@@ -819,6 +828,7 @@ impl Harness {
 
     /// The machine's invariants; `Err` names the first one broken.
     pub fn check(&self, limits: &LifecycleLimits) -> Result<(), String> {
+        let limits = &self.active.crash_loop.apply(limits);
         let fail = |what: &str| Err(format!("{}: {what} (state {:?})", self.name, self.state));
         let has_run = self.run.is_some();
         let has_pid = self.pid().is_some();
@@ -880,6 +890,7 @@ impl Harness {
     /// new ones. Lowering the give-up ceiling below the current count does not fail a harness
     /// retroactively; its next failed run does.
     pub fn limits_changed(&mut self, limits: &LifecycleLimits) {
+        let limits = &self.active.crash_loop.apply(limits);
         let threshold = limits.flap_threshold.max(1) as usize;
         let excess = self.recent_exits.len().saturating_sub(threshold);
         self.recent_exits.drain(..excess);

@@ -40,6 +40,38 @@ impl Default for LifecycleLimits {
     }
 }
 
+/// One harness's own crash-loop limits, each overriding [`LifecycleLimits`] where set (as
+/// supervisord's `startretries` and systemd's `StartLimitBurst=` are per program).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CrashLoop {
+    /// Overrides [`LifecycleLimits::flap_threshold`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flap_threshold: Option<u32>,
+    /// Overrides [`LifecycleLimits::flap_window`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flap_window: Option<Duration>,
+    /// Overrides [`LifecycleLimits::give_up_after`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub give_up_after: Option<u32>,
+    /// Overrides [`LifecycleLimits::healthy_run`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub healthy_run: Option<Duration>,
+}
+
+impl CrashLoop {
+    /// The limits a harness with these overrides lives under.
+    pub fn apply(&self, shared: &LifecycleLimits) -> LifecycleLimits {
+        LifecycleLimits {
+            flap_threshold: self.flap_threshold.unwrap_or(shared.flap_threshold),
+            flap_window: self.flap_window.unwrap_or(shared.flap_window),
+            give_up_after: self.give_up_after.unwrap_or(shared.give_up_after),
+            healthy_run: self.healthy_run.unwrap_or(shared.healthy_run),
+            ..*shared
+        }
+    }
+}
+
 /// Where the flapping backoff starts when the restart delay is shorter (zero, say).
 pub const FLAPPING_DELAY_FLOOR: Duration = Duration::from_millis(100);
 

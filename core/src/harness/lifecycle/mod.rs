@@ -6,7 +6,7 @@ pub mod harness;
 pub mod limits;
 
 pub use harness::{Harness, HarnessInput, HarnessOut, LastExit};
-pub use limits::LifecycleLimits;
+pub use limits::{CrashLoop, LifecycleLimits};
 
 use crate::env::SpawnSpec;
 use crate::ids::Id;
@@ -131,8 +131,15 @@ pub struct HarnessSpec {
     /// stopped and counted as a failed run under its restart policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watchdog: Option<Duration>,
+    /// Crash-loop limits of its own, overriding `[limits]` where set; they apply at once.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub crash_loop: CrashLoop,
     /// The intent to use when no intent was persisted yet.
     pub enabled: bool,
+}
+
+fn is_default(c: &CrashLoop) -> bool {
+    *c == CrashLoop::default()
 }
 
 impl HarnessSpec {

@@ -714,3 +714,24 @@ fn an_operator_stop_of_a_hung_run_ends_stopped_not_restarted() {
     assert_eq!(r.h.state(), State::Stopped);
     assert!(!r.h.enabled());
 }
+
+#[test]
+fn a_harness_own_crash_loop_limits_override_the_shared_ones() {
+    let mut r = Rig::new(RestartPolicy::Always);
+    r.limits.give_up_after = 5;
+    let mut s = spec(RestartPolicy::Always);
+    s.crash_loop.give_up_after = Some(2);
+    r.h = Harness::new(Id::new("h").unwrap(), s, Durable { enabled: true, ..Durable::default() });
+    r.boot_and_spawn();
+    r.exit(1);
+    assert_eq!(r.h.state(), State::Restarting);
+    r.respawn();
+    r.exit(1);
+    assert_eq!(r.h.state(), State::Failed, "its own ceiling of 2, not the shared 5");
+    // Raised again by a reload: the next failures count against the new ceiling.
+    let mut raised = spec(RestartPolicy::Always);
+    raised.crash_loop.give_up_after = Some(4);
+    r.input(HarnessInput::Reconfigure(Box::new(raised)));
+    r.input(HarnessInput::Restart);
+    assert_eq!(r.h.state(), State::Starting);
+}
