@@ -493,6 +493,16 @@ fn events_are_pushed_to_subscribers() {
     let seen = reader.join().unwrap();
     assert!(seen.iter().any(|l| l.contains("\"to\":\"starting\"")), "{seen:?}");
     assert!(seen.iter().any(|l| l.contains("\"to\":\"running\"")), "{seen:?}");
+    // Each pushed line carries the `seq` and `ts` the journal gave it.
+    let journal = root.events();
+    let pushed: Value = serde_json::from_str(seen.last().unwrap()).unwrap();
+    let seq = pushed["seq"].as_u64().expect("a seq");
+    let bytes = std::fs::read(root.dir.path().join(".harnery/harness/events.jsonl")).unwrap();
+    let read = harn_core::journal::parse("events.jsonl", &bytes).unwrap();
+    let record = read.records.iter().find(|r| r.seq == seq).expect("the journal has it");
+    assert_eq!(pushed["ts"].as_i64(), Some(record.ts.0), "{pushed}");
+    assert_eq!(pushed["to"], record.body["to"]);
+    assert!(!journal.is_empty());
 }
 
 #[test]

@@ -23,7 +23,7 @@ use harn_core::harness::lifecycle::HarnessInput;
 use harn_core::ids::Id;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::mpsc::{self, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{self, Receiver};
 use std::time::Duration;
 
 /// Options of the foreground daemon.
@@ -55,26 +55,14 @@ impl std::fmt::Display for DaemonError {
     }
 }
 
-/// Subscribers to the event stream; one that falls behind is told it missed events.
+/// Subscribers to the event stream; one that falls behind is told what it missed.
 struct Subscribers {
-    list: Vec<(SyncSender<String>, bool)>,
+    list: Vec<super::subscribers::Subscriber>,
 }
 
 impl Subscribers {
-    fn publish(&mut self, line: &str) {
-        self.list.retain_mut(|(tx, gap)| {
-            if *gap && tx.try_send("{\"event\":\"gap\"}".into()).is_ok() {
-                *gap = false;
-            }
-            match tx.try_send(line.to_owned()) {
-                Ok(()) => true,
-                Err(TrySendError::Full(_)) => {
-                    *gap = true;
-                    true
-                }
-                Err(TrySendError::Disconnected(_)) => false,
-            }
-        });
+    fn publish(&mut self, seq: u64, line: &str) {
+        self.list.retain(|s| s.send(seq, line));
     }
 }
 
@@ -339,7 +327,7 @@ impl Host {
                 Ok(())
             }
             Msg::Subscribe(tx) => {
-                self.subscribers.list.push((tx, false));
+                self.subscribers.list.push(tx);
                 Ok(())
             }
             Msg::Notified(name, sender) => {
@@ -389,7 +377,11 @@ impl Host {
                 continue; // An orphaned grandchild we inherited as subreaper.
             };
             let left = self.spawner.run_ended(pid);
-            log(&format!("{name}: run {run} (pid {pid}) ended: {status:?}"));
+            let how = match status {
+                ExitStatus::Code(c) => format!("exited with code {c}"),
+                ExitStatus::Signal(n) => format!("killed by signal {n}"),
+            };
+            log(&format!("{name}: run {run} (pid {pid}) {how}"));
             if left > 0 {
                 log(&format!("{name}: killed {left} leftover processes of run {run} (its cgroup)"));
             }
@@ -576,13 +568,23 @@ impl Host {
                     self.spawner.note(&name, &format!("run {run} could not start: {detail}"));
                 }
                 Executed::Signalled { name, pid, signal } => {
-                    log(&format!("{name}: sent {signal:?} to process group {pid}"));
+                    let signal = match signal {
+                        harn_core::env::Signal::Term => "SIGTERM",
+                        harn_core::env::Signal::Kill => "SIGKILL",
+                    };
+                    log(&format!("{name}: sent {signal} to process group {pid}"));
                 }
-                Executed::Appended { events, .. } => {
-                    for event in events {
-                        let line = serde_json::to_string(&event).expect("events serialize");
-                        log(&line);
-                        self.subscribers.publish(&line);
+                Executed::Appended { first, ts, events, .. } => {
+                    for (seq, event) in (first..).zip(events) {
+                        log(&super::logs_cmd::describe_event(&event));
+                        // As `events.jsonl` has it: the sequence number and time, then the body.
+                        let mut line = serde_json::json!({ "seq": seq, "ts": ts.0 });
+                        if let (Some(map), serde_json::Value::Object(body)) =
+                            (line.as_object_mut(), serde_json::json!(event))
+                        {
+                            map.extend(body);
+                        }
+                        self.subscribers.publish(seq, &line.to_string());
                     }
                 }
                 Executed::Persisted { .. } | Executed::Acked { .. } => {}

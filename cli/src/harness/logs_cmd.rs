@@ -167,32 +167,54 @@ pub fn events(paths: &Paths, json: bool) -> Exit {
     Ok(0)
 }
 
-/// One event as a sentence.
+/// One journal line as a sentence, after its time and sequence number when it has them.
 fn describe(line: &str) -> String {
     let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else { return line.to_owned() };
+    let when = match (e["ts"].as_i64(), e["seq"].as_u64()) {
+        (Some(ts), Some(seq)) => format!("{} #{seq} ", super::ledger::utc(ts)),
+        _ => String::new(),
+    };
+    format!("{when}{}", sentence(&e).unwrap_or_else(|| line.to_owned()))
+}
+
+/// An event as the daemon's log says it.
+pub fn describe_event(event: &harn_core::harness::lifecycle::Event) -> String {
+    let e = serde_json::json!(event);
+    sentence(&e).unwrap_or_else(|| e.to_string())
+}
+
+fn sentence(e: &serde_json::Value) -> Option<String> {
     let name = e["name"].as_str().unwrap_or("?");
-    match e["event"].as_str() {
-        Some("harness_state_changed") => {
+    Some(match e["event"].as_str()? {
+        "harness_state_changed" => {
+            let cause = e["cause"].as_str().map_or(String::new(), |c| format!(" ({c})"));
             format!(
-                "{name}: {} -> {}",
+                "{name}: {} -> {}{cause}",
                 e["from"].as_str().unwrap_or("?"),
                 e["to"].as_str().unwrap_or("?")
             )
         }
-        Some("harness_exited") => match (e["code"].as_i64(), e["signal"].as_i64()) {
+        "harness_exited" => match (e["code"].as_i64(), e["signal"].as_i64()) {
             (Some(c), _) => format!("{name}: exited with code {c}"),
             (_, Some(s)) => format!("{name}: killed by signal {s}"),
             _ => format!("{name}: could not be started"),
         },
-        Some("harness_flapping") => format!(
+        "harness_hung" => format!(
+            "{name}: hung ({} after {} ms); stopping it",
+            e["reason"].as_str().unwrap_or("?"),
+            e["after_ms"]
+        ),
+        "harness_flapping" => format!(
             "{name}: flapping after {} restarts; next try in {} ms",
             e["restarts"], e["next_retry_in"]
         ),
-        Some("gap") => {
-            "(events were missed: the stream fell behind; run `harn harness list`)".into()
-        }
-        _ => line.to_owned(),
-    }
+        "gap" => format!(
+            "(missed {} events, #{}..#{}: this reader fell behind; `harn harness ledger` and \
+             .harnery/harness/events.jsonl have them all)",
+            e["missed"], e["first_seq"], e["last_seq"]
+        ),
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -19,5 +19,6 @@ pub mod server;
 pub mod signals;
 pub mod spawner;
 pub mod status;
+pub mod subscribers;
 pub mod unit;
 pub mod waiting;

@@ -3,7 +3,7 @@
 
 use harn_core::ids::Id;
 use serde::{Deserialize, Serialize};
-use std::sync::mpsc::{Sender, SyncSender};
+use std::sync::mpsc::Sender;
 
 /// A request from a client.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -85,7 +85,7 @@ pub enum Msg {
     /// A control request and where to send its answer.
     Request(Request, Sender<serde_json::Value>),
     /// A client wants the event stream.
-    Subscribe(SyncSender<String>),
+    Subscribe(super::subscribers::Subscriber),
     /// Someone wrote `READY=1` on a harness's notify socket: the harness and the sender's pid.
     Notified(Id, u32),
     /// Someone wrote `WATCHDOG=1` on a harness's notify socket.

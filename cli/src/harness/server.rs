@@ -21,9 +21,6 @@ fn hung_up(stream: &UnixStream) -> bool {
     matches!(recv(stream, &mut byte, RecvFlags::PEEK | RecvFlags::DONTWAIT), Ok((0, _)))
 }
 
-/// Queue length of one event subscriber; a slower reader is told it missed events.
-const SUBSCRIBER_QUEUE: usize = 128;
-
 /// Binds the control socket (replacing a stale one: the caller holds the daemon lock) and
 /// starts accepting. Returns the socket's path.
 pub fn listen(paths: &Paths, tx: Sender<Msg>) -> std::io::Result<PathBuf> {
@@ -103,27 +100,43 @@ fn serve(stream: UnixStream, tx: Sender<Msg>) {
 }
 
 fn stream_events(mut out: UnixStream, tx: &Sender<Msg>) {
-    let (events_tx, events_rx) = mpsc::sync_channel(SUBSCRIBER_QUEUE);
-    if tx.send(Msg::Subscribe(events_tx)).is_err() {
+    use super::subscribers::Next;
+    let (daemon_end, mut subscription) = super::subscribers::pair();
+    if tx.send(Msg::Subscribe(daemon_end)).is_err() {
         return;
     }
     if writeln!(out, "{}", ok(serde_json::json!({ "subscribed": true }))).is_err() {
         return;
     }
+    let mut quiet = std::time::Duration::ZERO;
     loop {
-        match events_rx.recv_timeout(HANGUP_CHECK) {
-            Ok(line) => {
-                if writeln!(out, "{line}").is_err() {
-                    return;
+        let line = match subscription.next(STREAM_TICK) {
+            Next::Line(line) => line,
+            Next::Gap(m) => serde_json::json!({
+                "event": "gap", "missed": m.count, "first_seq": m.first, "last_seq": m.last,
+            })
+            .to_string(),
+            // Nothing to say: now and then make sure someone is still listening.
+            Next::Quiet => {
+                quiet += STREAM_TICK;
+                if quiet >= HANGUP_CHECK {
+                    quiet = std::time::Duration::ZERO;
+                    if hung_up(&out) {
+                        return;
+                    }
                 }
+                continue;
             }
-            // Nothing to say: make sure someone is still listening, or let go of them.
-            Err(mpsc::RecvTimeoutError::Timeout) if hung_up(&out) => return,
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+            Next::Closed => return,
+        };
+        if writeln!(out, "{line}").is_err() {
+            return;
         }
     }
 }
+
+/// How long a quiet stream waits before it looks again (for a loss to report, or a hang-up).
+const STREAM_TICK: std::time::Duration = std::time::Duration::from_millis(200);
 
 /// True when the other end of `stream` runs as our own user.
 pub fn same_user(stream: &UnixStream) -> bool {

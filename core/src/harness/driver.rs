@@ -80,6 +80,8 @@ pub enum Executed {
         first: u64,
         /// Last sequence number written.
         last: u64,
+        /// The time every one of them was journaled with.
+        ts: crate::time::WallTime,
         /// The events, in order, for subscribers.
         events: Vec<Event>,
     },
@@ -234,8 +236,9 @@ impl Driver {
             }
         }
         if !events.is_empty() {
-            let seqs = self.journal.append(env.fs, env.clock.wall(), &events)?;
-            done.push(Executed::Appended { first: *seqs.start(), last: *seqs.end(), events });
+            let ts = env.clock.wall();
+            let seqs = self.journal.append(env.fs, ts, &events)?;
+            done.push(Executed::Appended { first: *seqs.start(), last: *seqs.end(), ts, events });
         }
         Ok(())
     }
