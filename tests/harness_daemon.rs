@@ -765,3 +765,52 @@ fn crash_loop_limits_may_be_set_per_harness() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("harness.a.healthy_run_ms"), "{}", text(&out));
 }
+
+/// A boot after the daemon was killed stops what it left, each harness within its own grace
+/// (not the longest of all), tells systemd to extend its start timeout meanwhile, then says
+/// READY=1; a drain says STOPPING=1 when it begins.
+#[test]
+fn a_boot_after_a_crash_extends_the_start_timeout_and_waits_only_each_grace() {
+    use std::os::unix::net::UnixDatagram;
+    let root = Root::new(
+        "[harness.quick]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\n\n\
+         [harness.stubborn]\ncommand = [\"{child}\", \"ignore-term\", \"{marker}\"]\nstop_grace_ms = 800\n",
+    );
+    root.up();
+    root.wait_for("stubborn", "running", |h| state(h) == "running");
+    let pid = root.daemon_pid();
+    Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let socket_path = root.dir.path().join("systemd-notify.sock");
+    let systemd = UnixDatagram::bind(&socket_path).unwrap();
+    systemd.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let booted = Instant::now();
+    let mut daemon = Command::new(harn_bin())
+        .args(["harness", "daemon", "--root"])
+        .arg(root.dir.path())
+        .env("NOTIFY_SOCKET", &socket_path)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut said = Vec::new();
+    let mut buf = [0u8; 512];
+    while !said.iter().any(|m: &String| m.contains("READY=1")) {
+        let n = systemd.recv(&mut buf).expect("the daemon spoke");
+        said.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    let took = booted.elapsed();
+    assert!(said[0].starts_with("EXTEND_TIMEOUT_USEC="), "{said:?}");
+    // The stubborn child's 800 ms grace, not the quick one's default 10 s.
+    assert!(took < Duration::from_secs(6), "READY=1 after {took:?}");
+    root.wait_for("stubborn", "running", |h| state(h) == "running");
+    // The drain: STOPPING=1 while the stubborn child is still within its grace.
+    Command::new("kill").arg("-TERM").arg(daemon.id().to_string()).status().unwrap();
+    loop {
+        let n = systemd.recv(&mut buf).expect("STOPPING=1");
+        if String::from_utf8_lossy(&buf[..n]).contains("STOPPING=1") {
+            break;
+        }
+    }
+    assert!(daemon.try_wait().unwrap().is_none(), "STOPPING=1 came only at the end");
+    assert!(daemon.wait().unwrap().success());
+}

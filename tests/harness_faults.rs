@@ -199,3 +199,59 @@ fn a_child_that_moves_into_a_cgroup_of_its_own_is_still_stopped() {
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(root.settle_count(&root.marker, 0), 0, "the nested child was stopped too");
 }
+
+/// The unit is named after its root (two roots, two units), every path in it is escaped for
+/// systemd, `systemd-analyze verify` finds nothing to say where it is installed, and
+/// `--install --user` writes it and prints the commands that enable it.
+#[test]
+fn the_harness_unit_is_named_after_its_root_escaped_and_installable() {
+    let dir = tempfile::tempdir().unwrap();
+    let odd = dir.path().join("a b%c$d");
+    std::fs::create_dir(&odd).unwrap();
+    std::fs::write(odd.join("harness.toml"), "").unwrap();
+    let unit = |root: &std::path::Path, extra: &[&str]| {
+        let mut cmd = Command::new(crate::cli::harn_bin());
+        cmd.args(["harness", "unit"]).args(extra).arg("--root").arg(root);
+        cmd.env("XDG_CONFIG_HOME", dir.path().join("config"));
+        cmd.output().unwrap()
+    };
+    let out = unit(&odd, &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let body = String::from_utf8_lossy(&out.stdout).into_owned();
+    let escaped = String::from_utf8(
+        Command::new("systemd-escape").arg("--path").arg(&odd).output().map_or_else(
+            |_| harn_core::harness::unit::escape_path(&odd.display().to_string()).into_bytes(),
+            |o| o.stdout,
+        ),
+    )
+    .unwrap();
+    let name = format!("harn-harness-{}.service", escaped.trim());
+    assert!(body.starts_with(&format!("# Save as {name}")), "{body}");
+    assert!(
+        body.contains("%%c") && body.contains("$$d"),
+        "specifiers and variables escaped: {body}"
+    );
+    let other = unit(dir.path(), &[]);
+    assert!(!String::from_utf8_lossy(&other.stdout).contains(&name), "two roots, one unit name");
+    // Installed for the user, then checked by systemd itself where it is available.
+    let out = unit(&odd, &["--install", "--user"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let installed = dir.path().join("config/systemd/user").join(&name);
+    assert!(installed.exists(), "{}", text(&out));
+    assert!(text(&out).contains("systemctl --user daemon-reload"), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("systemctl --user enable --now '{name}'")),
+        "{}",
+        text(&out)
+    );
+    if let Ok(verify) = Command::new("systemd-analyze").arg("verify").arg(&installed).output() {
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&verify.stdout),
+            String::from_utf8_lossy(&verify.stderr)
+        );
+        let complaints: Vec<&str> =
+            said.lines().filter(|l| l.contains(name.as_str()) || l.contains("harn")).collect();
+        assert!(verify.status.success() && complaints.is_empty(), "systemd-analyze verify: {said}");
+    }
+}

@@ -149,8 +149,20 @@ enum Verb {
         #[arg(long)]
         json: bool,
     },
-    /// Print a systemd unit that runs this daemon as a service.
-    Unit,
+    /// Print a systemd unit that runs this daemon as a service, named after the root, or
+    /// install it.
+    #[command(
+        after_help = "Examples:\n  harn harness unit > harn.service\n  harn harness unit --install --user"
+    )]
+    Unit {
+        /// Write it where systemd looks and print the commands that enable it.
+        #[arg(long)]
+        install: bool,
+        /// With --install: the user's units (~/.config/systemd/user), not the system's
+        /// (/etc/systemd/system).
+        #[arg(long, requires = "install")]
+        user: bool,
+    },
 }
 
 /// How a control verb waits for the state it asked for.
@@ -205,7 +217,7 @@ pub fn run(args: HarnessArgs) -> Exit {
         }
         Verb::Events { json } => super::logs_cmd::events(&paths, json),
         Verb::Ledger { name, json } => super::ledger::show(&paths, name.as_deref(), json),
-        Verb::Unit => super::unit::print(&paths, &config),
+        Verb::Unit { install, user } => super::unit::run(&paths, &config, install, user),
     }
 }
 

@@ -197,14 +197,26 @@ impl HarnessCgroups {
     /// Stops orphans of an earlier daemon before anything is spawned: SIGTERM to each
     /// process group, up to `grace` for them to go, then SIGKILL (and the cgroups killed and
     /// removed). Returns, per harness, the pids found and whether the stop had to be forced.
-    pub fn reclaim(&self, grace: Duration) -> BTreeMap<Id, (Vec<u32>, bool)> {
+    pub fn reclaim(
+        &self,
+        grace_of: &(dyn Fn(&Id) -> Duration + Sync),
+    ) -> BTreeMap<Id, (Vec<u32>, bool)> {
         let orphans = self.orphans();
-        let every: Vec<u32> = orphans.values().flatten().copied().collect();
-        let stopped = crate::children::stop(&every, grace, signal_group, is_alive);
+        // Each harness's orphans get its own grace, all at once: the boot waits the longest
+        // grace among the harnesses that left something, not their sum.
+        let left: Vec<u32> = std::thread::scope(|scope| {
+            let stopping: Vec<_> = orphans
+                .iter()
+                .map(|(name, pids)| {
+                    let grace = grace_of(name);
+                    scope.spawn(move || crate::children::stop(pids, grace, signal_group, is_alive))
+                })
+                .collect();
+            stopping.into_iter().filter_map(|s| s.join().ok()).flat_map(|s| s.left).collect()
+        });
         let mut forced = BTreeMap::new();
         for (name, pids) in &orphans {
-            let left: Vec<u32> =
-                pids.iter().copied().filter(|p| stopped.left.contains(p)).collect();
+            let left: Vec<u32> = pids.iter().copied().filter(|p| left.contains(p)).collect();
             for base in self.base.iter().chain(self.earlier_base.iter()) {
                 kill_tree(&base.join(name.as_str()));
             }

@@ -186,13 +186,20 @@ impl Drop for RemoveOnDrop {
 /// before anything is spawned, so one harness never has two live instances.
 fn reclaim_orphans(contain: &HarnessCgroups, config: &DaemonConfig, ledger: &mut RecoveryLedger) {
     let names: Vec<Id> = config.harnesses.keys().cloned().collect();
-    let grace = config
-        .harnesses
-        .values()
-        .filter_map(|h| h.stop_grace)
-        .fold(config.limits.stop_grace, |a, b| a.max(b));
-    let grace = Duration::from_nanos(grace.0);
-    let reclaimed = contain.reclaim(grace);
+    let grace_of = |name: &Id| {
+        let grace = config.harnesses.get(name).and_then(|h| h.stop_grace);
+        Duration::from_nanos(grace.unwrap_or(config.limits.stop_grace).0)
+    };
+    let left_by: Vec<Id> = contain.orphans().into_keys().collect();
+    if let Some(longest) = left_by.iter().map(grace_of).max() {
+        // systemd's start timeout must not run out while an earlier daemon's processes get
+        // their grace: ask for that much more, and say why.
+        let extend = (longest + Duration::from_secs(10)).as_micros();
+        sdnotify::notify(&format!(
+            "EXTEND_TIMEOUT_USEC={extend}\nSTATUS=stopping what an earlier daemon left"
+        ));
+    }
+    let reclaimed = contain.reclaim(&grace_of);
     contain.remove_empty(&names);
     for (name, (pids, forced)) in reclaimed {
         let how = if forced { "killed after the grace period" } else { "stopped" };
@@ -319,6 +326,7 @@ impl Host {
             }
             Msg::Signal(sig) => {
                 log(&format!("signal {sig}: shutting down"));
+                sdnotify::notify("STOPPING=1\nSTATUS=draining: stopping every harness");
                 self.command(Command::Shutdown { drain_timeout: None }).map(drop)
             }
             Msg::Request(request, reply) => {
@@ -431,6 +439,8 @@ impl Host {
             Request::Shutdown { timeout_ms } => {
                 log("shutdown requested: intake closed, stopping every harness");
                 let drain_timeout = timeout_ms.map(harn_core::time::Duration::from_millis);
+                // The service manager hears of the stop when it begins, not when it ends.
+                sdnotify::notify("STOPPING=1\nSTATUS=draining: stopping every harness");
                 Ok(match self.command(Command::Shutdown { drain_timeout })? {
                     Ok(()) => ok(serde_json::json!({})),
                     Err(e) => err(e),

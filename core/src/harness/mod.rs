@@ -6,3 +6,4 @@ pub mod daemon;
 pub mod driver;
 pub mod lifecycle;
 pub mod readiness;
+pub mod unit;
