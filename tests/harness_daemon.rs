@@ -327,8 +327,19 @@ fn kill_9_of_the_daemon_then_up_keeps_intent_and_never_runs_two_instances() {
     let first_pid = root.harness("a")["pid"].clone();
     let daemon = root.daemon_pid();
     Command::new("kill").arg("-9").arg(daemon.to_string()).status().unwrap();
-    // The child outlives its daemon.
+    // The child outlives its daemon, and `list` says so: orphaned, with its pid, alive.
     assert_eq!(root.count(&format!("{}1", root.marker)), 1);
+    let started = Instant::now();
+    while !root.harn(&["list"]).status.success() || root.status()["daemon"]["running"] == true {
+        assert!(started.elapsed() < WAIT, "list never saw the daemon gone");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let orphan = root.harness("a");
+    assert_eq!((state(&orphan), orphan["alive"].as_bool()), ("orphaned", Some(true)), "{orphan}");
+    assert!(orphan["pids"].as_array().unwrap().contains(&first_pid), "{orphan} has {first_pid}");
+    assert_eq!(state(&root.harness("b")), "unsupervised", "a stopped harness left nothing");
+    let table = text(&root.harn(&["list"]));
+    assert!(table.contains("still running with nobody supervising"), "{table}");
     let started = Instant::now();
     while root.harn(&["up"]).status.code() != Some(0) {
         assert!(started.elapsed() < WAIT, "up never succeeded after kill -9");

@@ -75,6 +75,24 @@ impl HarnessCgroups {
         HarnessCgroups { base, earlier_base, hint_refused, root: paths.root.clone() }
     }
 
+    /// The same cgroups as [`HarnessCgroups::detect`] would use, found without creating or
+    /// writing anything: for read-only verbs that look for what a daemon left running.
+    pub fn observe(paths: &Paths) -> HarnessCgroups {
+        let found = cgroup::home();
+        let base = found
+            .as_ref()
+            .map(|(_, home)| home.join(base_name(&paths.root)))
+            .filter(|b| b.is_dir());
+        let hint_path = paths.dir.join(BASE_HINT);
+        let earlier_base = found.as_ref().and_then(|(mount, _)| {
+            trusted_hint(&paths.root, &hint_path, mount)
+                .ok()
+                .flatten()
+                .filter(|p| Some(p) != base.as_ref())
+        });
+        HarnessCgroups { base, earlier_base, hint_refused: None, root: paths.root.clone() }
+    }
+
     /// Process groups only (for tests and machines without cgroups).
     pub fn process_groups(paths: &Paths) -> HarnessCgroups {
         HarnessCgroups {

@@ -122,13 +122,24 @@ pub fn offline_document(paths: &Paths, name: Option<&str>) -> Result<Value, Stri
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => PersistedState::default(),
         Err(e) => return Err(format!("{}: {e}", paths.state().display())),
     };
+    // What a daemon that died (SIGKILL, a crash) left running: its cgroups' members and the
+    // processes carrying this root's harness markers. They are alive and nobody supervises
+    // them; the next daemon stops them before it starts anything.
+    let orphans = super::contain::HarnessCgroups::observe(paths).orphans();
     let rows: Vec<Value> = state
         .harnesses
         .iter()
         .filter(|(id, _)| name.is_none_or(|n| n == id.as_str()))
         .map(|(id, d)| {
             let mut row = durable_row(id, d);
-            merge(&mut row, json!({ "state": "unsupervised", "pid": null }));
+            let live = orphans.get(id).filter(|pids| !pids.is_empty());
+            let shown = match live {
+                Some(pids) => json!({
+                    "state": "orphaned", "pid": pids[0], "pids": pids, "alive": true,
+                }),
+                None => json!({ "state": "unsupervised", "pid": null, "alive": false }),
+            };
+            merge(&mut row, shown);
             row
         })
         .collect();
@@ -152,6 +163,19 @@ pub fn table(doc: &Value) -> String {
         ));
     } else {
         out.push_str("no daemon is running; intent and counters from state.json\n");
+        let orphaned = doc["harnesses"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|h| h["state"] == "orphaned")
+            .count();
+        if orphaned > 0 {
+            out.push_str(&format!(
+                "{orphaned} harness{} still running with nobody supervising; `harn harness up` \
+                 stops what the dead daemon left and starts afresh\n",
+                if orphaned == 1 { " is" } else { "es are" }
+            ));
+        }
     }
     out.push_str(&format!(
         "  {:<20} {:<11} {:>7} {:>8} {:>9} {:>5}  {}\n",
@@ -171,6 +195,7 @@ pub fn state_glyph(state: &str) -> char {
         "degraded" => '◐',
         "failed" => '✖',
         "stopped" | "unsupervised" => '○',
+        "orphaned" => '◍',
         _ => '◌',
     }
 }
