@@ -112,6 +112,16 @@ def main():
             t = time.monotonic()
             listing(a.harn, root)
             lists.append((time.monotonic() - t) * 1000)
+        # `stop` and `start` of every harness at once, each waiting until all are there.
+        names = [f"h{n}" for n in range(a.harnesses)]
+        t = time.monotonic()
+        stopped = run([a.harn, "harness", "stop", *names, "--root", root], timeout=300)
+        stop_s = time.monotonic() - t
+        t = time.monotonic()
+        started = run([a.harn, "harness", "start", *names, "--root", root], timeout=300)
+        start_s = time.monotonic() - t
+        if stopped.returncode != 0 or started.returncode != 0:
+            sys.exit(f"stop/start failed: {stopped.stderr}{started.stderr}")
         t = time.monotonic()
         out = run([a.harn, "harness", "down", "--root", root], timeout=300)
         down_s = time.monotonic() - t
@@ -120,6 +130,7 @@ def main():
         print(f"up until every harness runs: {up_s:.2f} s")
         print(f"daemon: {fds} descriptors, RSS {rss / 1024:.1f} MiB, PSS {pss / 1024:.1f} MiB")
         print(f"list --json: median {statistics.median(lists):.1f} ms over {len(lists)} calls")
+        print(f"stop of all, waiting until stopped: {stop_s:.2f} s; start of all, waiting until running: {start_s:.2f} s")
         print(f"down: {down_s:.2f} s (exit {out.returncode}); children left: {left}")
         if out.returncode != 0 or left:
             sys.exit("down did not stop everything")

@@ -31,19 +31,23 @@ pub struct Outcome {
 
 /// Each harness's run count before the request (absent: unknown to the daemon).
 pub fn snapshot(paths: &Paths, names: &[String]) -> BTreeMap<String, u64> {
+    let all = statuses(paths).unwrap_or_default();
     names
         .iter()
-        .filter_map(|n| Some((n.clone(), status(paths, n)?["runs"].as_u64().unwrap_or(0))))
+        .filter_map(|n| Some((n.clone(), all.get(n)?["runs"].as_u64().unwrap_or(0))))
         .collect()
 }
 
-fn status(paths: &Paths, name: &str) -> Option<Value> {
-    let request = Request::Status { name: Some(name.to_owned()) };
+/// Every harness's status, by name, in one request.
+fn statuses(paths: &Paths) -> Option<BTreeMap<String, Value>> {
+    let request = Request::Status { name: None };
     let answer = client::request(paths, &request, Duration::from_secs(5)).ok()?;
-    is_ok(&answer).then(|| answer["harnesses"][0].clone()).filter(|h| !h.is_null())
+    let rows = is_ok(&answer).then(|| answer["harnesses"].as_array().cloned())??;
+    Some(rows.into_iter().filter_map(|h| Some((h["name"].as_str()?.to_owned(), h))).collect())
 }
 
-/// Waits for every harness in turn (they move in parallel; the wait is one deadline).
+/// Waits until every harness settles or the one deadline passes; one status request a look,
+/// however many harnesses are waited for. Outcomes come in the order of `names`.
 pub fn wait(
     paths: &Paths,
     names: &[String],
@@ -52,23 +56,36 @@ pub fn wait(
     limit: Duration,
 ) -> Vec<Outcome> {
     let started = Instant::now();
-    names
-        .iter()
-        .map(|name| loop {
-            let h = status(paths, name).unwrap_or(Value::Null);
+    let mut settled: BTreeMap<&str, Outcome> = BTreeMap::new();
+    let mut last = BTreeMap::new();
+    while settled.len() < names.len() {
+        last = statuses(paths).unwrap_or_default();
+        for name in names {
+            if settled.contains_key(name.as_str()) {
+                continue;
+            }
+            let h = last.get(name).cloned().unwrap_or(Value::Null);
             let runs_before = before.get(name).copied().unwrap_or(0);
             if let Some(outcome) = judge(name, &h, goal, runs_before) {
-                break outcome;
+                settled.insert(name, outcome);
             }
-            if started.elapsed() >= limit {
-                let state = h["state"].as_str().unwrap_or("unknown");
+        }
+        if settled.len() == names.len() || started.elapsed() >= limit {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    names
+        .iter()
+        .map(|name| {
+            settled.remove(name.as_str()).unwrap_or_else(|| {
+                let state = last.get(name).and_then(|h| h["state"].as_str()).unwrap_or("unknown");
                 let line = format!(
                     "{name}: still {state} after {} s (it goes on; see `harn harness logs {name}`)",
                     limit.as_secs()
                 );
-                break Outcome { reached: false, line };
-            }
-            std::thread::sleep(Duration::from_millis(25));
+                Outcome { reached: false, line }
+            })
         })
         .collect()
 }
