@@ -825,3 +825,36 @@ fn a_boot_after_a_crash_extends_the_start_timeout_and_waits_only_each_grace() {
     assert!(daemon.try_wait().unwrap().is_none(), "STOPPING=1 came only at the end");
     assert!(daemon.wait().unwrap().success());
 }
+
+/// `requires`: a harness waits in `starting`, unspawned, until what it requires is ready (on
+/// its evidence), `list` says what it waits for, and the ledger records the dependency.
+#[test]
+fn a_harness_starts_only_once_what_it_requires_is_ready() {
+    let root = Root::new(
+        "[harness.db]\ncommand = [\"sh\", \"-c\", \"sleep 1; exec {child} ready-file ready.flag {marker}\"]\nreadiness = { file = \"ready.flag\" }\n\n\
+         [harness.web]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\nrequires = [\"db\"]\n",
+    );
+    root.up();
+    let waiting = root.harness("web");
+    assert_eq!((state(&waiting), waiting["pid"].as_u64()), ("starting", None), "{waiting}");
+    assert_eq!(waiting["waiting_for"][0]["name"], "db", "{waiting}");
+    assert!(
+        text(&root.harn(&["list"])).contains("waits for db"),
+        "{}",
+        text(&root.harn(&["list"]))
+    );
+    let web = root.wait_for("web", "running", |h| state(h) == "running");
+    let db = root.harness("db");
+    assert_eq!(db["ready"], true, "web ran before db was ready: {db} {web}");
+    let ledger = root.ledger("web");
+    let last = ledger.last().unwrap();
+    assert_eq!(last["dependencies"]["declared"]["requires"][0], "db", "{last}");
+    assert_eq!(last["dependencies"]["evidence"][0]["ready"], true, "{last}");
+    // A dependency that is not configured is refused, naming the key.
+    root.write_config(
+        "[harness.web]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\nrequires = [\"db\"]\n",
+    );
+    let out = root.harn(&["reload", "--force"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("harness.web.requires"), "{}", text(&out));
+}

@@ -128,6 +128,10 @@ impl SimOptions {
                 argv.push(format!("--revision={}", knobs.revision));
             }
             let overrides = knobs.revision % 3 == 2;
+            let previous = |wanted: bool| match wanted && knobs.present[i - 1] {
+                true => vec![harness_name(i - 1)],
+                false => Vec::new(),
+            };
             let spec = HarnessSpec {
                 spawn: SpawnSpec { argv, ..Default::default() },
                 restart: knobs.policies[i],
@@ -139,6 +143,10 @@ impl SimOptions {
                 // files found by chance and probes failing half the time make that happen.
                 ready_timeout: (i % 3 != 0 && i % 2 == 0).then(|| Duration::from_millis(3_000)),
                 watchdog: None,
+                // Every fifth harness requires the one before it (when that is configured),
+                // and every fifth, from the third, starts after the one before.
+                requires: previous(i % 5 == 4),
+                after: previous(i % 5 == 2),
                 // Every fourth harness gives up and flaps by limits of its own.
                 crash_loop: if i % 4 == 1 {
                     CrashLoop {

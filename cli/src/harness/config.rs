@@ -77,6 +77,10 @@ struct RawHarness {
     readiness: RawReadiness,
     ready_timeout_ms: Option<u64>,
     watchdog_ms: Option<u64>,
+    #[serde(default)]
+    requires: Vec<String>,
+    #[serde(default)]
+    after: Vec<String>,
     flap_threshold: Option<u32>,
     flap_window_ms: Option<u64>,
     give_up_after: Option<u32>,
@@ -272,10 +276,19 @@ fn harness(
         let field = message.split(' ').next().unwrap_or("").to_owned();
         (key(&field), format!("{message} (with [limits] for what this harness does not set)"))
     })?;
+    let names = |field: &str, list: &[String]| {
+        list.iter()
+            .map(|n| Id::new(n).map_err(|e| (key(field), format!("{n:?}: {e}"))))
+            .collect::<Result<Vec<Id>, FieldRefusal>>()
+    };
+    let requires = names("requires", &raw.requires)?;
+    let after = names("after", &raw.after)?;
     Ok(HarnessSpec {
         ready_timeout,
         watchdog,
         crash_loop,
+        requires,
+        after,
         spawn: SpawnSpec {
             argv: raw.command.clone(),
             cwd: raw.cwd.clone(),

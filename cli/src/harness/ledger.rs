@@ -213,7 +213,7 @@ impl RecoveryLedger {
             "run": h.current_run().unwrap_or(d.runs),
             "ownership": { "lock_holder_pid": self.owner.lock_holder_pid, "boot_id": self.owner.boot_id },
                         "duplicate_start_check": null,
-            "dependencies": { "declared": [], "evidence": "none declared" },
+            "dependencies": dependencies(name, h, daemon),
             "readiness": { "kind": (facts.readiness)(name), "ready": h.pid().is_some() && h.ready() },
             "liveness": { "pid": h.pid(), "alive": h.pid().is_some() },
             "last_watchdog_ping_ms": facts.last_watchdog_ms,
@@ -352,6 +352,30 @@ pub fn utc(ms: i64) -> String {
         rem % 3600 / 60,
         rem % 60
     )
+}
+
+/// The ledger's `dependencies` column: what the harness declares, and for each dependency the
+/// evidence the daemon went by (ready with a live pid, or where it stands while it is waited for).
+fn dependencies(name: &Id, h: &harn_core::harness::lifecycle::Harness, daemon: &Daemon) -> Value {
+    let spec = h.active_spec();
+    if spec.requires.is_empty() && spec.after.is_empty() {
+        return json!({ "declared": [], "evidence": "none declared" });
+    }
+    let waiting = daemon.waiting_for(name);
+    let evidence: Vec<Value> = spec
+        .requires
+        .iter()
+        .map(|d| (d, "requires"))
+        .chain(spec.after.iter().map(|d| (d, "after")))
+        .map(|(dep, kind)| {
+            let state = daemon.harnesses().get(dep).map(|d| d.state().as_str());
+            let pid = daemon.harnesses().get(dep).and_then(|d| d.pid());
+            let wait = waiting.iter().find(|(n, _)| n == dep).map(|(_, how)| *how);
+            json!({ "name": dep, "kind": kind, "state": state, "pid": pid,
+                    "ready": wait.is_none(), "waited_for": wait })
+        })
+        .collect();
+    json!({ "declared": { "requires": spec.requires, "after": spec.after }, "evidence": evidence })
 }
 
 #[cfg(test)]

@@ -40,7 +40,19 @@ pub fn document(
         if name.is_some_and(|n| n != id.as_str()) {
             continue;
         }
-        rows.push(live_row(id, h, config, readiness, ctx.now));
+        let mut row = live_row(id, h, config, readiness, ctx.now);
+        let waiting: Vec<Value> = daemon
+            .waiting_for(id)
+            .into_iter()
+            .map(|(dep, how)| json!({ "name": dep, "state": how }))
+            .collect();
+        let deps = json!({ "requires": h.active_spec().requires, "after": h.active_spec().after });
+        merge(&mut row, json!({ "dependencies": deps }));
+        // Only a run held back for its dependencies waits; a live one has what it needed.
+        if h.state() == harn_core::harness::lifecycle::State::Starting && h.pid().is_none() {
+            merge(&mut row, json!({ "waiting_for": waiting }));
+        }
+        rows.push(row);
     }
     if let Some(n) = name.filter(|_| rows.is_empty()) {
         return Err(format!("no harness named {n:?}"));
@@ -226,6 +238,21 @@ fn row_line(h: &Value) -> String {
     }
     if h["config_changed"] == true {
         notes.push("config changed, restart to apply".into());
+    }
+    let waiting: Vec<String> = h["waiting_for"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|w| {
+            format!(
+                "{} ({})",
+                w["name"].as_str().unwrap_or("?"),
+                w["state"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    if !waiting.is_empty() {
+        notes.push(format!("waits for {}", waiting.join(", ")));
     }
     if let Some(exit) = last_exit_text(h) {
         notes.push(format!("last {exit}"));

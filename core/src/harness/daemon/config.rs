@@ -35,6 +35,19 @@ impl DaemonConfig {
                 return Err(format!("harness.{name}.command: must name a program"));
             }
         }
+        for (name, spec) in &self.harnesses {
+            for (key, deps) in [("requires", &spec.requires), ("after", &spec.after)] {
+                if let Some(missing) = deps.iter().find(|d| !self.harnesses.contains_key(*d)) {
+                    return Err(format!("harness.{name}.{key}: no harness named \"{missing}\""));
+                }
+                if deps.contains(name) {
+                    return Err(format!("harness.{name}.{key}: a harness cannot wait for itself"));
+                }
+            }
+        }
+        if let Some(cycle) = self.dependency_cycle() {
+            return Err(format!("dependencies form a cycle: {}", cycle.join(" -> ")));
+        }
         for (name, profile) in &self.profiles {
             if let Some(missing) =
                 profile.harnesses.iter().find(|h| !self.harnesses.contains_key(*h))
@@ -43,6 +56,45 @@ impl DaemonConfig {
             }
         }
         Ok(())
+    }
+
+    /// What `name` waits for before its runs spawn: `requires` and `after` together.
+    pub fn dependencies(&self, name: &Id) -> Vec<&Id> {
+        let Some(spec) = self.harnesses.get(name) else { return Vec::new() };
+        let mut all: Vec<&Id> = spec.requires.iter().chain(&spec.after).collect();
+        all.sort();
+        all.dedup();
+        all
+    }
+
+    /// A cycle among the dependencies, spelled from one harness back to it, if there is one.
+    fn dependency_cycle(&self) -> Option<Vec<String>> {
+        // Depth-first, in name order: deterministic, and small (harnesses are few).
+        fn visit<'a>(
+            c: &'a DaemonConfig,
+            at: &'a Id,
+            path: &mut Vec<&'a Id>,
+            done: &mut std::collections::BTreeSet<&'a Id>,
+        ) -> Option<Vec<String>> {
+            if let Some(i) = path.iter().position(|p| *p == at) {
+                let mut cycle: Vec<String> = path[i..].iter().map(|p| p.to_string()).collect();
+                cycle.push(at.to_string());
+                return Some(cycle);
+            }
+            if !done.insert(at) {
+                return None;
+            }
+            path.push(at);
+            for dep in c.dependencies(at) {
+                if let Some(cycle) = visit(c, dep, path, done) {
+                    return Some(cycle);
+                }
+            }
+            path.pop();
+            None
+        }
+        let mut done = std::collections::BTreeSet::new();
+        self.harnesses.keys().find_map(|name| visit(self, name, &mut Vec::new(), &mut done))
     }
 
     /// True when replacing this configuration by `next` would remove every harness it has

@@ -2,6 +2,7 @@
 //! their effects behind the durability barrier.
 
 use super::*;
+use crate::harness::lifecycle::State;
 use crate::hash::Fnv64;
 use std::hash::{Hash, Hasher};
 
@@ -56,6 +57,7 @@ impl Daemon {
             retired,
             effects: VecDeque::new(),
             scratch: Vec::new(),
+            held: BTreeMap::new(),
             #[cfg(feature = "planted-bugs")]
             planted: None,
         };
@@ -66,7 +68,7 @@ impl Daemon {
             h.boot(now, &mut daemon.scratch);
             batch.take(&name, &mut daemon.scratch);
         }
-        daemon.finish(batch, None);
+        daemon.finish(now, batch, None);
         Ok(daemon)
     }
 
@@ -82,7 +84,7 @@ impl Daemon {
                 None
             }
         };
-        self.finish(batch, ack);
+        self.finish(now, batch, ack);
     }
 
     /// Acts on every due deadline: the drain deadline (SIGKILL to every run still stopping),
@@ -102,7 +104,7 @@ impl Daemon {
                 batch.take(name, &mut self.scratch);
             }
         }
-        self.finish(batch, None);
+        self.finish(now, batch, None);
     }
 
     /// The next effect to execute, in order. Call until `None` after every mutation.
@@ -276,9 +278,94 @@ impl Daemon {
         batch.take(name, &mut self.scratch);
     }
 
+    /// Holds back the spawns of harnesses whose dependencies are not ready, releases those
+    /// whose dependencies now are, and withdraws those whose harness was stopped meanwhile,
+    /// until nothing changes (a withdrawal can start a new run).
+    fn gate(&mut self, now: Instant, batch: &mut Batch) {
+        loop {
+            let mut changed = false;
+            let acts = std::mem::take(&mut batch.acts);
+            for act in acts {
+                match act {
+                    DaemonEffect::Spawn { name, run, spec } if !self.dependencies_ready(&name) => {
+                        self.held.insert(name, (run, spec));
+                        changed = true;
+                    }
+                    act => batch.acts.push(act),
+                }
+            }
+            let held: Vec<(Id, u64)> =
+                self.held.iter().map(|(n, (r, _))| (n.clone(), *r)).collect();
+            for (name, run) in held {
+                let h = self.harnesses.get(&name);
+                let pending = h.is_some_and(|h| h.current_run() == Some(run) && h.pid().is_none());
+                if !pending {
+                    self.held.remove(&name); // Stale: that run is gone.
+                    changed = true;
+                } else if h.is_some_and(|h| h.state() == State::Stopping) {
+                    self.held.remove(&name);
+                    self.deliver(now, &name, HarnessInput::Withdrawn { run }, batch);
+                    changed = true;
+                } else if self.dependencies_ready(&name) {
+                    let (run, spec) = self.held.remove(&name).expect("listed");
+                    batch.acts.push(DaemonEffect::Spawn { name, run, spec });
+                    changed = true;
+                }
+            }
+            if !changed {
+                return;
+            }
+        }
+    }
+
+    /// True when every harness `name` waits for is ready: running (or degraded) with a live
+    /// pid and its readiness evidence. An `after` one that is not starting is not waited for.
+    fn dependencies_ready(&self, name: &Id) -> bool {
+        self.waiting_for(name).is_empty()
+    }
+
+    /// The dependencies `name` still waits for, each with where it stands.
+    pub fn waiting_for(&self, name: &Id) -> Vec<(Id, &'static str)> {
+        let Some(h) = self.harnesses.get(name) else { return Vec::new() };
+        let spec = h.active_spec();
+        let mut out = Vec::new();
+        for (dep, required) in
+            spec.requires.iter().map(|d| (d, true)).chain(spec.after.iter().map(|d| (d, false)))
+        {
+            let Some(d) = self.harnesses.get(dep) else {
+                if required {
+                    out.push((dep.clone(), "not configured"));
+                }
+                continue;
+            };
+            let ready = d.pid().is_some()
+                && d.ready()
+                && matches!(d.state(), State::Running | State::Degraded);
+            // An `after` dependency orders only: it is waited for while it is on its way up,
+            // never when it is stopped or failed.
+            let on_its_way = matches!(d.state(), State::Starting | State::Restarting)
+                || matches!(d.state(), State::Running | State::Degraded) && !ready;
+            if ready || (!required && !on_its_way) {
+                continue;
+            }
+            let how = match d.state() {
+                State::Running | State::Degraded => "not ready yet",
+                State::Starting | State::Restarting => "starting",
+                State::Stopping => "stopping",
+                State::Stopped => "stopped",
+                State::Failed => "failed",
+            };
+            if !out.iter().any(|(n, _)| n == dep) {
+                out.push((dep.clone(), how));
+            }
+        }
+        out
+    }
+
     /// Drops removed harnesses that are at rest, then queues the batch behind a persist if
     /// the durable view changed.
-    fn finish(&mut self, batch: Batch, ack: Option<Ack>) {
+    fn finish(&mut self, now: Instant, mut batch: Batch, ack: Option<Ack>) {
+        self.gate(now, &mut batch);
         let (harnesses, retired) = (&mut self.harnesses, &mut self.retired);
         self.removed.retain(|name| {
             let at_rest = harnesses.get(name).is_none_or(|h| h.current_run().is_none());
@@ -419,6 +506,13 @@ impl Daemon {
         if self.drain_forced && self.drain_deadline.is_none() {
             return Err("a forced drain without a deadline".into());
         }
+        for (name, (run, _)) in &self.held {
+            let h =
+                self.harnesses.get(name).ok_or(format!("{name}: a held spawn of no harness"))?;
+            if h.current_run() != Some(*run) || h.pid().is_some() || h.state() != State::Starting {
+                return Err(format!("{name}: a held spawn of run {run} that is not starting"));
+            }
+        }
         Ok(())
     }
 
@@ -434,6 +528,7 @@ impl Daemon {
             h.hash_into(&mut hasher);
         }
         self.removed.hash(&mut hasher);
+        self.held.hash(&mut hasher);
         hasher.finish()
     }
 }

@@ -174,6 +174,8 @@ pub struct Daemon {
     persisted: PersistedState,
     effects: VecDeque<DaemonEffect>,
     scratch: Vec<HarnessOut>,
+    /// Spawns waiting for their harness's dependencies to be ready: the run and what to start.
+    held: BTreeMap<Id, (u64, crate::env::SpawnSpec)>,
     #[cfg(feature = "planted-bugs")]
     planted: Option<PlantedBug>,
 }

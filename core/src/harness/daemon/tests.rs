@@ -387,3 +387,75 @@ fn run_numbers_are_reserved_in_blocks_so_most_respawns_write_nothing_first() {
     drain(&mut d);
     assert_eq!(d.harnesses()[&id("a")].current_run(), Some(17));
 }
+
+fn spawns(effects: &[DaemonEffect]) -> Vec<String> {
+    effects
+        .iter()
+        .filter_map(|e| match e {
+            DaemonEffect::Spawn { name, .. } => Some(name.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `web` requires `db`, whose readiness is a file: web's run waits in `starting`, unspawned,
+/// until db is ready; a stop meanwhile ends web at rest with nothing to reap.
+#[test]
+fn a_harness_waits_for_what_it_requires_to_be_ready() {
+    let mut c = config(&[("db", true), ("web", true)]);
+    c.harnesses.get_mut(&id("db")).unwrap().readiness =
+        crate::harness::lifecycle::Readiness::File { path: "ready".into() };
+    c.harnesses.get_mut(&id("web")).unwrap().requires = vec![id("db")];
+    let mut d = Daemon::boot(c, None, Instant(0)).unwrap();
+    assert_eq!(spawns(&drain(&mut d)), ["db"], "web waits");
+    assert_eq!(d.harnesses()[&id("web")].state(), State::Starting);
+    assert_eq!(d.waiting_for(&id("web")), [(id("db"), "starting")]);
+    spawned(&mut d, "db", 5);
+    assert_eq!(d.waiting_for(&id("web")), [(id("db"), "not ready yet")]);
+    let run = d.harnesses()[&id("db")].current_run().unwrap();
+    d.handle(
+        Instant(0),
+        DaemonInput::Process { name: id("db"), report: HarnessInput::Ready { run } },
+    );
+    assert_eq!(spawns(&drain(&mut d)), ["web"], "released once db is ready");
+    spawned(&mut d, "web", 6);
+    assert_eq!(d.harnesses()[&id("web")].state(), State::Running);
+
+    // Held again after a restart of both, then stopped while waiting.
+    let mut c = config(&[("db", false), ("web", true)]);
+    c.harnesses.get_mut(&id("web")).unwrap().requires = vec![id("db")];
+    let mut d = Daemon::boot(c, None, Instant(0)).unwrap();
+    assert!(spawns(&drain(&mut d)).is_empty(), "db is stopped: web waits for it");
+    assert_eq!(d.waiting_for(&id("web")), [(id("db"), "stopped")]);
+    let effects = command(&mut d, 1, Command::Stop { name: id("web") });
+    assert!(spawns(&effects).is_empty());
+    assert_eq!(d.harnesses()[&id("web")].state(), State::Stopped, "withdrawn, at rest");
+}
+
+/// `after` orders only: a stopped dependency is not waited for, one starting is.
+#[test]
+fn after_orders_starts_without_requiring() {
+    let mut c = config(&[("db", false), ("web", true)]);
+    c.harnesses.get_mut(&id("web")).unwrap().after = vec![id("db")];
+    let mut d = Daemon::boot(c.clone(), None, Instant(0)).unwrap();
+    assert_eq!(spawns(&drain(&mut d)), ["web"], "db is not starting: no wait");
+    c.harnesses.get_mut(&id("db")).unwrap().enabled = true;
+    let mut d = Daemon::boot(c, None, Instant(0)).unwrap();
+    assert_eq!(spawns(&drain(&mut d)), ["db"], "db is starting: web follows it");
+    let run = d.harnesses()[&id("db")].current_run().unwrap();
+    let report = HarnessInput::Spawned { run, pid: 5 };
+    d.handle(Instant(0), DaemonInput::Process { name: id("db"), report });
+    assert_eq!(spawns(&drain(&mut d)), ["web"], "db runs (no readiness to wait for): web goes");
+}
+
+#[test]
+fn dependency_cycles_and_unknown_names_are_refused() {
+    let mut c = config(&[("a", true), ("b", true)]);
+    c.harnesses.get_mut(&id("a")).unwrap().requires = vec![id("b")];
+    c.harnesses.get_mut(&id("b")).unwrap().after = vec![id("a")];
+    let e = c.validate().unwrap_err();
+    assert!(e.contains("cycle") && e.contains("a -> b -> a"), "{e}");
+    let mut c = config(&[("a", true)]);
+    c.harnesses.get_mut(&id("a")).unwrap().requires = vec![id("nope")];
+    assert!(c.validate().unwrap_err().contains("harness.a.requires"));
+}

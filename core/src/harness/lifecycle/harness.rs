@@ -45,6 +45,12 @@ pub enum HarnessInput {
         /// The run this answers.
         run: u64,
     },
+    /// The spawn of run `run` was never carried out (it waited for its dependencies and was
+    /// stopped meanwhile): a stop in progress ends at rest, with no exit to report.
+    Withdrawn {
+        /// The run this answers.
+        run: u64,
+    },
     /// Run `run` sent `WATCHDOG=1`: it is alive and not hung.
     Watchdog {
         /// The run this answers.
@@ -337,6 +343,14 @@ impl Harness {
                 self.on_run_ended(now, limits, run, Some(status), out)
             }
             HarnessInput::Ready { run } => self.on_ready(now, run),
+            HarnessInput::Withdrawn { run } => {
+                let pending = self.run.is_some_and(|r| r.id == run && r.pid.is_none());
+                if pending && self.state == State::Stopping {
+                    self.run = None;
+                    self.kill_at = None;
+                    self.finish_stopping(now, out);
+                }
+            }
             HarnessInput::Watchdog { run } => {
                 if let Some(r) = self.run.as_mut().filter(|r| r.id == run && r.pid.is_some()) {
                     r.pinged_at = Some(now);
@@ -535,6 +549,8 @@ impl Harness {
         self.active.restart_delay = spec.restart_delay;
         self.active.stop_grace = spec.stop_grace;
         self.active.crash_loop = spec.crash_loop;
+        self.active.requires = spec.requires.clone();
+        self.active.after = spec.after.clone();
         let live = self.run.is_some();
         if !self.active.run_affecting_change(&spec) {
             self.staged = None;

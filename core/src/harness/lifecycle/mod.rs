@@ -131,6 +131,14 @@ pub struct HarnessSpec {
     /// stopped and counted as a failed run under its restart policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watchdog: Option<Duration>,
+    /// Harnesses that must be ready before a run of this one is spawned (`Requires=`); the
+    /// run waits in `starting` meanwhile. Applies at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requires: Vec<Id>,
+    /// Harnesses that, when they are starting too, must be ready first (`After=`): ordering
+    /// only, a stopped one is not waited for. Applies at once.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub after: Vec<Id>,
     /// Crash-loop limits of its own, overriding `[limits]` where set; they apply at once.
     #[serde(default, skip_serializing_if = "is_default")]
     pub crash_loop: CrashLoop,
