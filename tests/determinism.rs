@@ -39,3 +39,12 @@ fn a_tampered_trace_names_the_step_that_diverges() {
     let report = replay(&trace);
     assert_eq!(report.first_divergence.map(|(step, _, _)| step), Some(58));
 }
+
+/// Seed 792 once ended its liveness phase with a harness held for a dependency whose
+/// readiness the phase never looked at (its clock skipped the readiness schedule): the calm
+/// phase now runs readiness too, and the held harness comes up.
+#[test]
+fn a_harness_held_for_a_dependency_comes_up_in_the_calm_phase() {
+    let run = run_seed(792, 2000, false);
+    assert!(run.violation.is_none(), "{:?}", run.violation);
+}

@@ -57,7 +57,9 @@ impl<E: Entropy> World<E> {
             return Some(self.restart_at);
         }
         let timer = self.daemon().and_then(Daemon::poll_timeout);
-        [timer, self.procs.next_exit().map(|(t, _)| t)].into_iter().flatten().min()
+        // Readiness too: a harness held for a dependency waits for that one's evidence.
+        let readiness = self.readiness_due();
+        [timer, self.procs.next_exit().map(|(t, _)| t), readiness].into_iter().flatten().min()
     }
 
     /// Every enabled harness whose program is healthy is running.

@@ -48,7 +48,7 @@ impl<E: Entropy> World<E> {
     }
 
     /// When the readiness schedule next has work, or a simulated probe exits.
-    fn readiness_due(&self) -> Option<Instant> {
+    pub(crate) fn readiness_due(&self) -> Option<Instant> {
         self.daemon()?;
         let probe = self.probes.values().map(|(at, _)| *at).min();
         [self.readiness.poll_timeout(), probe].into_iter().flatten().min()
