@@ -246,6 +246,10 @@ fn a_child_ignoring_term_is_killed_after_the_grace() {
     assert_eq!(last["desired"], "stopped");
     assert_eq!(last["stop_requested"]["by"], "operator", "{last}");
     assert_eq!(last["termination"]["forced"], true, "{last}");
+    assert_eq!(last["termination"]["forced_because"], "its 700 ms grace after SIGTERM ran out");
+    assert_eq!(last["service_manager"], "none", "{last}");
+    assert_eq!(last["healthy_run"]["after_ms"], 300_000, "{last}");
+    assert!(last["log_retention"]["max_file_bytes"].as_u64() > Some(0), "{last}");
     for column in [
         "run_as",
         "ownership",
@@ -735,6 +739,12 @@ fn a_hung_harness_is_stopped_and_restarted_by_its_watchdog_or_readiness_timeout(
         let ledger = root.ledger(name);
         let hung = ledger.iter().find(|r| r["decision"] == "hung").expect("a hung record");
         assert_eq!(hung["detail"]["reason"], reason, "{hung}");
+        if name == "pinger" {
+            assert!(
+                ledger.iter().any(|r| r["decision"] == "ready"),
+                "readiness arriving is recorded"
+            );
+        }
     }
     let journal = root.events();
     assert!(journal.iter().any(|(_, e)| e["event"] == "harness_hung"), "journaled");

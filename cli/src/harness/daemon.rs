@@ -558,6 +558,7 @@ impl Host {
             last_watchdog_ms: self.last_watchdog_ms,
             drain_deadline_ms,
             drain_expired: self.daemon.drain_forced(),
+            now: self.clock.now(),
         };
         let (fs, clock) = (&mut self.fs, &self.clock);
         self.ledger.record(fs, clock, done, &self.daemon, &facts).map_err(Fatal::Fs)

@@ -20,6 +20,8 @@ struct Owner {
     lock_holder_pid: u32,
     boot_id: String,
     state_path: String,
+    /// Which service manager owns the daemon: systemd (it gave `NOTIFY_SOCKET`) or none.
+    service_manager: &'static str,
 }
 
 /// Per-harness notes kept between records. Who started or stopped a harness is not among
@@ -32,6 +34,8 @@ struct Notes {
     reclaimed: Option<Value>,
     /// The columns of the last record, for the records that follow the harness's removal.
     last: Option<Value>,
+    /// Why the run being stopped was judged hung, until it ends.
+    hung: Option<&'static str>,
 }
 
 /// Everything a record needs from the loop besides the core.
@@ -48,6 +52,8 @@ pub struct Facts<'a> {
     pub drain_deadline_ms: Option<i64>,
     /// Whether that deadline has passed.
     pub drain_expired: bool,
+    /// Monotonic now, for the clocks a record shows (the healthy-run one).
+    pub now: harn_core::time::Instant,
 }
 
 /// The ledger writer.
@@ -73,6 +79,11 @@ impl RecoveryLedger {
                 .map(|s| s.trim().to_owned())
                 .unwrap_or_default(),
             state_path: paths.state().display().to_string(),
+            service_manager: if std::env::var_os("NOTIFY_SOCKET").is_some() {
+                "systemd (NOTIFY_SOCKET)"
+            } else {
+                "none"
+            },
         };
         Ok(RecoveryLedger { writer, owner, notes: BTreeMap::new(), paths: paths.clone() })
     }
@@ -122,6 +133,7 @@ impl RecoveryLedger {
             Event::HarnessExited { name, code, signal } => {
                 (name, "exited", json!({ "code": code, "signal": signal }))
             }
+            Event::HarnessReady { name, run } => (name, "ready", json!({ "run": run })),
             Event::HarnessHung { name, reason, after_ms } => (
                 name,
                 "hung",
@@ -134,9 +146,13 @@ impl RecoveryLedger {
             ),
         };
         let notes = self.notes.entry(name.clone()).or_default();
+        if let Event::HarnessHung { reason, .. } = event {
+            notes.hung = Some(reason.as_str());
+        }
         let started_by = match event {
             Event::HarnessStateChanged { to: State::Starting, cause, .. } => {
                 notes.stop_requested = None;
+                notes.hung = None;
                 cause.map(Cause::as_str)
             }
             Event::HarnessStateChanged { cause: Some(cause), .. } => {
@@ -197,14 +213,27 @@ impl RecoveryLedger {
         } else {
             None
         };
+        let hung = notes.and_then(|n| n.hung);
         let termination = d.last_exit.map(|e| {
             let (code, signal) = match e.status {
                 Some(harn_core::env::ExitStatus::Code(c)) => (Some(c), None),
                 Some(harn_core::env::ExitStatus::Signal(s)) => (None, Some(s)),
                 None => (None, None),
             };
-            json!({ "exit_code": code, "signal": signal, "forced": e.forced, "spawn_failed": e.status.is_none() })
+            // Why SIGKILL was needed, as a field of its own.
+            let grace = h.active_spec().stop_grace.unwrap_or(limits.stop_grace).as_millis();
+            let forced_because = e.forced.then(|| match (facts.drain_expired, hung) {
+                (true, _) => "the drain deadline passed".to_owned(),
+                (false, Some(why)) => format!("hung ({why}), then its {grace} ms grace ran out"),
+                (false, None) => format!("its {grace} ms grace after SIGTERM ran out"),
+            });
+            json!({ "exit_code": code, "signal": signal, "forced": e.forced,
+                    "forced_because": forced_because, "spawn_failed": e.status.is_none(),
+                    "hung": hung })
         });
+        let lived =
+            h.started_at().filter(|_| h.pid().is_some()).map(|t| facts.now.saturating_since(t));
+        let rotation = super::logs::Rotation::default();
         json!({
             "harness": name,
             "run_as": { "uid": self.owner.uid, "user": self.owner.user },
@@ -228,8 +257,15 @@ impl RecoveryLedger {
             "intake_closed": daemon.draining(),
             "drain": facts.drain_deadline_ms.map(|at| json!({ "deadline_ms": at, "expired": facts.drain_expired })),
             "termination": termination,
+            "healthy_run": {
+                "after_ms": limits.healthy_run.as_millis(),
+                "run_for_ms": lived.map(|l| l.as_millis()),
+                "reached": lived.is_some_and(|l| l >= limits.healthy_run),
+            },
+            "service_manager": self.owner.service_manager,
             "state_path": self.owner.state_path,
             "log_path": self.paths.log(name),
+            "log_retention": { "max_file_bytes": rotation.max_file_bytes, "rotated_kept": rotation.keep },
         })
     }
 }

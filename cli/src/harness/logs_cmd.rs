@@ -199,6 +199,7 @@ fn sentence(e: &serde_json::Value) -> Option<String> {
             (_, Some(s)) => format!("{name}: killed by signal {s}"),
             _ => format!("{name}: could not be started"),
         },
+        "harness_ready" => format!("{name}: run {} is ready", e["run"]),
         "harness_hung" => format!(
             "{name}: hung ({} after {} ms); stopping it",
             e["reason"].as_str().unwrap_or("?"),

@@ -342,7 +342,7 @@ impl Harness {
             HarnessInput::Exited { run, status } => {
                 self.on_run_ended(now, limits, run, Some(status), out)
             }
-            HarnessInput::Ready { run } => self.on_ready(now, run),
+            HarnessInput::Ready { run } => self.on_ready(now, run, out),
             HarnessInput::Withdrawn { run } => {
                 let pending = self.run.is_some_and(|r| r.id == run && r.pid.is_none());
                 if pending && self.state == State::Stopping {
@@ -534,10 +534,11 @@ impl Harness {
         }
     }
 
-    fn on_ready(&mut self, now: Instant, run: u64) {
+    fn on_ready(&mut self, now: Instant, run: u64, out: &mut Vec<HarnessOut>) {
         if let Some(r) = self.run.as_mut().filter(|r| r.id == run && r.pid.is_some() && !r.ready) {
             r.ready = true;
             r.ready_at = Some(now);
+            out.push(HarnessOut::Event(Event::HarnessReady { name: self.name.clone(), run }));
         }
     }
 

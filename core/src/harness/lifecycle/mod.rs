@@ -244,6 +244,14 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<i32>,
     },
+    /// A run showed its readiness evidence (never for a harness without readiness: it is
+    /// ready when it runs).
+    HarnessReady {
+        /// The harness.
+        name: Id,
+        /// The run.
+        run: u64,
+    },
     /// A live run was judged hung and is being stopped; its end counts as a failed run.
     HarnessHung {
         /// The harness.
