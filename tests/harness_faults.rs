@@ -244,6 +244,20 @@ fn the_harness_unit_is_named_after_its_root_escaped_and_installable() {
         "{}",
         text(&out)
     );
+    // The supervisor service's unit escapes the same way.
+    let service = Command::new(crate::cli::harn_bin())
+        .args(["supervisor", "service", "unit", "--root"])
+        .arg(&odd)
+        .output()
+        .unwrap();
+    let service_text = String::from_utf8_lossy(&service.stdout).into_owned();
+    assert!(service_text.contains("\"") && service_text.contains("%%c$$d"), "{service_text}");
+    let service_file = dir.path().join("harn-supervisor-test.service");
+    std::fs::write(&service_file, &service_text).unwrap();
+    if let Ok(verify) = Command::new("systemd-analyze").arg("verify").arg(&service_file).output() {
+        let said = String::from_utf8_lossy(&verify.stderr).into_owned();
+        assert!(verify.status.success() && !said.contains("Specifier"), "{said}");
+    }
     if let Ok(verify) = Command::new("systemd-analyze").arg("verify").arg(&installed).output() {
         let said = format!(
             "{}{}",

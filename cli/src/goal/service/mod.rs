@@ -428,11 +428,21 @@ fn unit(root: &Path, heartbeat_interval_ms: u64) -> String {
         std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "harn".into());
     // Three missed beats, and never under 30 s: a wedged daemon is restarted, a slow disk is not.
     let watchdog_secs = (heartbeat_interval_ms * 3).div_ceil(1_000).max(30);
+    // Every path escaped for the line it is on, as the harness daemon's unit does: no
+    // specifier or variable expansion, quotes where it has spaces.
+    use harn_core::harness::unit::{exec_word, path_value};
+    let shown = root.display().to_string();
+    let exec = [exe.as_str(), "supervisor", "service", "run", "--root", &shown]
+        .iter()
+        .map(|w| exec_word(w))
+        .collect::<Vec<_>>()
+        .join(" ");
     format!(
-        "[Unit]\nDescription=harn supervisor service for {root}\n\n[Service]\nType=notify\n\
-         NotifyAccess=main\nExecStart={exe} supervisor service run --root {root}\n\
-         WorkingDirectory={root}\nRestart=on-failure\nRestartSec=2\nWatchdogSec={watchdog_secs}\n\
+        "[Unit]\nDescription=harn supervisor service for {described}\n\n[Service]\nType=notify\n\
+         NotifyAccess=main\nExecStart={exec}\n\
+         WorkingDirectory={workdir}\nRestart=on-failure\nRestartSec=2\nWatchdogSec={watchdog_secs}\n\
          KillMode=mixed\nTimeoutStopSec=infinity\nLimitNOFILE=524288\n\n[Install]\nWantedBy=default.target\n",
-        root = root.display()
+        described = path_value(&shown),
+        workdir = path_value(&shown),
     )
 }
