@@ -381,16 +381,18 @@ impl<E: Entropy> World<E> {
 
     fn attach_owners(&mut self, executed: &[Executed]) {
         let now = self.clock.now();
+        // A reload may have changed what a harness's readiness is, or added one whose first
+        // run spawned in this very step: the schedule learns the kinds first, as the daemon
+        // configures its readiness watch before the reload.
+        if let Some((_, daemon)) = self.up.as_ref() {
+            let kinds = daemon.config().harnesses.iter().map(|(n, h)| (n, &h.readiness));
+            self.readiness.configure(kinds);
+        }
         for e in executed {
             if let Executed::Spawned { name, run, pid } = e {
                 self.procs.set_owner(*pid, name.clone(), *run);
                 self.readiness.started(now, name, *run);
             }
-        }
-        // A reload may have changed what a harness's readiness is.
-        if let Some((_, daemon)) = self.up.as_ref() {
-            let kinds = daemon.config().harnesses.iter().map(|(n, h)| (n, &h.readiness));
-            self.readiness.configure(kinds);
         }
     }
 
