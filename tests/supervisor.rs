@@ -43,6 +43,21 @@ fn root(workflow_body: Option<&str>) -> tempfile::TempDir {
     dir
 }
 
+/// `supervisor create` of goal `mission` from `mission.json`, accepting passing proof.
+const MISSION_CREATE: [&str; 11] = [
+    "supervisor",
+    "create",
+    "--team",
+    "team.json",
+    "--id",
+    "mission",
+    "--accept-passing-proof",
+    "--replanning",
+    "replanning.json",
+    "--mission",
+    "mission.json",
+];
+
 fn create_goal(r: &Path, extra: &[&str]) {
     let mut args = vec!["supervisor", "create", "cli", "--team", "team.json", "--id", "ship"];
     args.extend(extra);
@@ -273,19 +288,7 @@ fn a_two_milestone_mission_runs_to_completion() {
     replanning(r, "mission-planner.sh", false, |p| {
         p.replace("\"auto_apply\": false", "\"auto_apply\": true")
     });
-    let create = [
-        "supervisor",
-        "create",
-        "--team",
-        "team.json",
-        "--id",
-        "mission",
-        "--accept-passing-proof",
-        "--replanning",
-        "replanning.json",
-        "--mission",
-        "mission.json",
-    ];
+    let create = MISSION_CREATE;
     let out = harn(r, &create);
     assert!(out.status.success(), "{}", text(&out));
     let show = |r: &Path| json(&harn(r, &["supervisor", "show", "mission", "--json"]));
@@ -318,19 +321,7 @@ fn an_approved_completion_records_the_operators_reason() {
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
     std::fs::copy(examples.join("mission.json"), r.join("mission.json")).unwrap();
     replanning(r, "mission-planner.sh", false, |p| p);
-    let create = [
-        "supervisor",
-        "create",
-        "--team",
-        "team.json",
-        "--id",
-        "mission",
-        "--accept-passing-proof",
-        "--replanning",
-        "replanning.json",
-        "--mission",
-        "mission.json",
-    ];
+    let create = MISSION_CREATE;
     assert!(harn(r, &create).status.success());
     for n in 1..=3 {
         let out = harn(r, &["supervisor", "run", "mission", "--harness", "scripted"]);
@@ -611,19 +602,7 @@ fn reopening_work_of_a_complete_mission_reopens_the_mission_first() {
         p.replace("\"auto_apply\": false", "\"auto_apply\": true")
             .replace("\"max_replans\": 3", "\"max_replans\": 5")
     });
-    let create = [
-        "supervisor",
-        "create",
-        "--team",
-        "team.json",
-        "--id",
-        "mission",
-        "--accept-passing-proof",
-        "--replanning",
-        "replanning.json",
-        "--mission",
-        "mission.json",
-    ];
+    let create = MISSION_CREATE;
     assert!(harn(r, &create).status.success());
     let run = |r: &Path| harn(r, &["supervisor", "run", "mission", "--harness", "scripted"]);
     assert!(text(&run(r)).contains("stop: succeeded"));

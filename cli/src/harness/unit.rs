@@ -88,10 +88,17 @@ pub fn run(paths: &Paths, config_file: &Path, install: bool, user: bool) -> Exit
         None => return fail(EXIT_FAILED, "no home directory to install a user unit into ($HOME)"),
     };
     let path = dir.join(&name);
+    // Outside `.harnery/`, where systemd reads it: mode 0644 whatever the umask, and the
+    // temporary name made fresh (never a file or symlink already there), then renamed over.
     let written = std::fs::create_dir_all(&dir).and_then(|()| {
-        let temp = dir.join(format!(".{name}.tmp"));
-        std::fs::write(&temp, &text)?;
-        std::fs::File::open(&temp)?.sync_all()?;
+        use std::io::Write;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let temp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        let mut file =
+            std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&temp)?;
+        file.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        file.write_all(text.as_bytes())?;
+        file.sync_all()?;
         std::fs::rename(&temp, &path)
     });
     if let Err(e) = written {

@@ -57,10 +57,17 @@ pub fn events<F: Fs>(
     goal: &Id,
     plan: &str,
 ) -> Result<Vec<PlanRecord>, String> {
-    let path = format!("{}/events.jsonl", plan_dir(goal, plan));
-    let bytes = ledger.fs.read(&path).map_err(|e| e.to_string())?.unwrap_or_default();
-    let shown = ledger.shown(&path);
-    let read = journal::parse_as::<PlanRecord>(&shown, &bytes).map_err(|e| e.to_string())?;
+    bodies(ledger, &format!("{}/events.jsonl", plan_dir(goal, plan)))
+}
+
+/// The records of the plan journal at `path`, in order (none when it does not exist).
+fn bodies<F: Fs, T: serde::de::DeserializeOwned>(
+    ledger: &mut Ledger<F>,
+    path: &str,
+) -> Result<Vec<T>, String> {
+    let bytes = ledger.fs.read(path).map_err(|e| e.to_string())?.unwrap_or_default();
+    let shown = ledger.shown(path);
+    let read = journal::parse_as::<T>(&shown, &bytes).map_err(|e| e.to_string())?;
     Ok(read.records.into_iter().map(|r| r.body).collect())
 }
 
@@ -169,11 +176,7 @@ pub fn calls<F: Fs>(
     goal: &Id,
     plan: &str,
 ) -> Result<Vec<PlanCall>, String> {
-    let path = format!("{}/calls.jsonl", plan_dir(goal, plan));
-    let bytes = ledger.fs.read(&path).map_err(|e| e.to_string())?.unwrap_or_default();
-    let shown = ledger.shown(&path);
-    let read = journal::parse_as::<PlanCall>(&shown, &bytes).map_err(|e| e.to_string())?;
-    Ok(read.records.into_iter().map(|r| r.body).collect())
+    bodies(ledger, &format!("{}/calls.jsonl", plan_dir(goal, plan)))
 }
 
 fn plan_step<F: Fs>(
