@@ -67,3 +67,8 @@ fn run_fold_corpus() {
 fn policy_corpus() {
     replay("policy", harn_core::workflow::policy::fuzz_policy);
 }
+
+#[test]
+fn logline_corpus() {
+    replay("logline", harn_core::harness::logline::fuzz_logline);
+}

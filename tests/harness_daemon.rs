@@ -437,7 +437,7 @@ fn logs_work_while_the_daemon_is_down() {
         std::thread::sleep(Duration::from_millis(30));
     }
     assert!(root.harn(&["down"]).status.success());
-    let out = root.harn(&["logs", "talk", "--lines", "2"]);
+    let out = root.harn(&["logs", "talk", "--lines", "2", "--plain"]);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "line 3\nline 4\n");
     let offline = root.status();

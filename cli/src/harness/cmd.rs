@@ -2,6 +2,7 @@
 
 use super::client::{self, is_ok};
 use super::daemon::{self, DaemonError, Options};
+use super::logview::Format;
 use super::paths::Paths;
 use super::protocol::Request;
 use super::status;
@@ -120,16 +121,32 @@ enum Verb {
         #[arg(long)]
         force: bool,
     },
-    /// Print a harness's log (works when the harness or the daemon is down).
+    /// Print a harness's log, or every harness's interleaved by time (works when the
+    /// harnesses or the daemon are down). Each line shows when it was written, the harness
+    /// (when more than one is shown) and its stream: out, err, or harn for the daemon's own
+    /// notes.
+    #[command(
+        after_help = "Examples:\n  harn harness logs                  # every harness, last 50 lines\n  harn harness logs web --follow     # one harness, as it grows\n  harn harness logs --since 10m      # every line of the last ten minutes\n  harn harness logs web --plain      # the text only, as the child wrote it"
+    )]
     Logs {
-        /// The harness.
-        name: String,
-        /// Lines from the end.
-        #[arg(long, default_value_t = 50)]
-        lines: usize,
-        /// Keep printing what is appended.
+        /// The harness; every harness when left out.
+        name: Option<String>,
+        /// Lines from the end (default 50; every line from --since when that is given).
         #[arg(long)]
+        lines: Option<usize>,
+        /// Keep printing what is appended.
+        #[arg(long, short = 'f')]
         follow: bool,
+        /// Only lines from this time on: a span back from now (90s, 10m, 2h, 1d) or a UTC
+        /// time (2026-12-01T21:00:00Z).
+        #[arg(long)]
+        since: Option<String>,
+        /// Print the text only, without time, harness and stream.
+        #[arg(long, conflicts_with = "json")]
+        plain: bool,
+        /// One JSON object per line: ts (unix ms), time, harness, stream, text.
+        #[arg(long)]
+        json: bool,
         /// Print the bytes as the child wrote them, control sequences included (by default
         /// they are shown, not sent to the terminal).
         #[arg(long)]
@@ -212,8 +229,14 @@ pub fn run(args: HarnessArgs) -> Exit {
             let config = args.at.config.is_some().then(|| config.display().to_string());
             simple(&paths, Request::Reload { config, force })
         }
-        Verb::Logs { name, lines, follow, raw } => {
-            super::logs_cmd::logs(&paths, &config, &name, lines, follow, raw)
+        Verb::Logs { name, lines, follow, since, plain, json, raw } => {
+            let format = match (plain, json) {
+                (true, _) => Format::Plain,
+                (_, true) => Format::Json,
+                _ => Format::Prefixed,
+            };
+            let args = super::logs_cmd::LogsArgs { name, lines, follow, since, format, raw };
+            super::logs_cmd::logs(&paths, &config, args)
         }
         Verb::Events { json } => super::logs_cmd::events(&paths, json),
         Verb::Ledger { name, json } => super::ledger::show(&paths, name.as_deref(), json),

@@ -370,24 +370,7 @@ fn line(r: &Value) -> String {
 
 /// `YYYY-MM-DD HH:MM:SS.mmm` (UTC) of a unix time in milliseconds.
 pub fn utc(ms: i64) -> String {
-    let (secs, milli) = (ms.div_euclid(1000), ms.rem_euclid(1000));
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Howard Hinnant's civil-from-days algorithm.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{milli:03}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    harn_core::time::WallTime(ms).utc()
 }
 
 /// The ledger's `dependencies` column: what the harness declares, and for each dependency the

@@ -1,6 +1,9 @@
 //! Per-harness log files with size-based rotation and a cap on retained bytes, written by
 //! threads that drain the children's pipes so a fast writer never blocks the daemon loop.
 
+use crate::real_clock::RealClock;
+use harn_core::env::Clock;
+use harn_core::harness::logline::{Framer, Stream};
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::OwnedFd;
@@ -98,13 +101,20 @@ fn ignore_missing(e: std::io::Error) -> std::io::Result<()> {
     }
 }
 
-/// One thread that copies every child's stdout and stderr into its log: it polls all the
-/// pipes at once, so a child costs two descriptors, not two threads. When the disk is slow the
-/// pump waits, the pipes fill and the children block on their writes; the daemon loop never
-/// does.
+/// One thread that copies every child's stdout and stderr into its log, framed as lines
+/// with their time and stream ([`harn_core::harness::logline`]): it polls all the pipes at
+/// once, so a child costs two descriptors, not two threads. When the disk is slow the pump
+/// waits, the pipes fill and the children block on their writes; the daemon loop never does.
 pub struct LogPump {
-    new: std::sync::mpsc::Sender<(OwnedFd, Arc<Mutex<LogSink>>)>,
+    new: std::sync::mpsc::Sender<Pipe>,
     wake: OwnedFd,
+}
+
+/// One pipe the pump drains.
+struct Pipe {
+    fd: OwnedFd,
+    sink: Arc<Mutex<LogSink>>,
+    framer: Framer,
 }
 
 impl LogPump {
@@ -118,23 +128,42 @@ impl LogPump {
         Ok(LogPump { new, wake })
     }
 
-    /// Copies `pipe` into `sink` until it closes.
-    pub fn add(&self, pipe: impl Into<OwnedFd>, sink: Arc<Mutex<LogSink>>) {
-        if self.new.send((pipe.into(), sink)).is_ok() {
+    /// Copies `pipe`, the child's `stream`, into `sink` until it closes.
+    pub fn add(&self, pipe: impl Into<OwnedFd>, stream: Stream, sink: Arc<Mutex<LogSink>>) {
+        let pipe = Pipe { fd: pipe.into(), sink, framer: Framer::new(stream) };
+        if self.new.send(pipe).is_ok() {
             let _ = rustix::io::write(&self.wake, &[1]);
         }
     }
 }
 
-fn pump(wake: OwnedFd, added: std::sync::mpsc::Receiver<(OwnedFd, Arc<Mutex<LogSink>>)>) {
+fn pump(wake: OwnedFd, added: std::sync::mpsc::Receiver<Pipe>) {
     use rustix::event::{poll, PollFd, PollFlags};
-    let mut pipes: Vec<(OwnedFd, Arc<Mutex<LogSink>>)> = Vec::new();
+    let clock = RealClock::new();
+    let mut pipes: Vec<Pipe> = Vec::new();
     let mut buf = vec![0u8; 64 * 1024];
+    let mut lines = Vec::new();
+    // A full disk loses log bytes, never supervision.
+    let write = |sink: &Arc<Mutex<LogSink>>, lines: &mut Vec<u8>| {
+        if !lines.is_empty() {
+            drop(sink.lock().map(|mut s| s.write(lines)));
+            lines.clear();
+        }
+    };
     loop {
+        // Sleep until a pipe has bytes, or the first partial line held is due.
+        let due = pipes.iter().filter_map(|p| p.framer.due()).min();
+        let timeout = due.map(|at| {
+            let wait = at.saturating_since(clock.now());
+            rustix::fs::Timespec {
+                tv_sec: (wait.0 / 1_000_000_000) as i64,
+                tv_nsec: (wait.0 % 1_000_000_000) as i64,
+            }
+        });
         let ready: Vec<PollFlags> = {
             let mut fds = vec![PollFd::new(&wake, PollFlags::IN)];
-            fds.extend(pipes.iter().map(|(fd, _)| PollFd::new(fd, PollFlags::IN)));
-            match poll(&mut fds, None) {
+            fds.extend(pipes.iter().map(|p| PollFd::new(&p.fd, PollFlags::IN)));
+            match poll(&mut fds, timeout.as_ref()) {
                 Ok(_) => fds.iter().map(PollFd::revents).collect(),
                 Err(rustix::io::Errno::INTR) => continue,
                 Err(_) => return,
@@ -148,14 +177,24 @@ fn pump(wake: OwnedFd, added: std::sync::mpsc::Receiver<(OwnedFd, Arc<Mutex<LogS
         }
         let mut closed = Vec::new();
         for (i, _) in ready[1..].iter().enumerate().filter(|(_, f)| !f.is_empty()) {
-            let (fd, sink) = &pipes[i];
-            match rustix::io::read(fd, &mut buf) {
-                // A full disk loses log bytes, never supervision.
-                Ok(n) if n > 0 => drop(sink.lock().map(|mut s| s.write(&buf[..n]))),
+            let pipe = &mut pipes[i];
+            match rustix::io::read(&pipe.fd, &mut buf) {
+                Ok(n) if n > 0 => {
+                    pipe.framer.push(clock.now(), clock.wall(), &buf[..n], &mut lines)
+                }
                 Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
                 // End of file, an error, or a descriptor the kernel calls invalid: done with it.
-                _ => closed.push(i),
+                _ => {
+                    pipe.framer.flush(clock.now(), true, &mut lines);
+                    closed.push(i);
+                }
             }
+            write(&pipe.sink, &mut lines);
+        }
+        let now = clock.now();
+        for pipe in &mut pipes {
+            pipe.framer.flush(now, false, &mut lines);
+            write(&pipe.sink, &mut lines);
         }
         for i in closed.into_iter().rev() {
             pipes.swap_remove(i);

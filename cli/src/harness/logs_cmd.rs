@@ -2,10 +2,12 @@
 //! `harn harness events` (a live stream pushed by the daemon).
 
 use super::client;
-use super::logs::tail;
+use super::logview::{self, Format, View};
 use super::paths::Paths;
 use super::protocol::Request;
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
+use crate::real_clock::RealClock;
+use harn_core::env::Clock;
 use harn_core::ids::Id;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -14,71 +16,138 @@ use std::time::Duration;
 /// How often `--follow` looks for new bytes.
 const FOLLOW_EVERY: Duration = Duration::from_millis(200);
 
-/// Writes log bytes to `out`: as they are with `raw`, else with every control sequence a
-/// child wrote shown instead of sent to the terminal.
-fn emit(out: &mut impl Write, bytes: &[u8], raw: bool) -> std::io::Result<()> {
-    if raw {
-        out.write_all(bytes)
-    } else {
-        out.write_all(&harn_core::text::neutralize_bytes(bytes))
-    }
+/// What `harn harness logs` was asked.
+pub struct LogsArgs {
+    /// One harness, or every harness when `None`.
+    pub name: Option<String>,
+    /// Lines from the end; `None`: 50, or every line when `since` is given.
+    pub lines: Option<usize>,
+    /// Keep printing what is appended.
+    pub follow: bool,
+    /// Only lines from this time on (as [`logview::parse_since`] reads it).
+    pub since: Option<String>,
+    /// How lines are printed.
+    pub format: Format,
+    /// Control sequences sent as they are.
+    pub raw: bool,
 }
 
-/// Prints the last `lines` of a harness's log, then follows it if asked. A name that is
-/// neither in the configuration nor has a log is bad input.
-pub fn logs(
-    paths: &Paths,
-    config: &Path,
-    name: &str,
-    lines: usize,
-    follow: bool,
-    raw: bool,
-) -> Exit {
-    let id = match Id::new(name) {
-        Ok(id) => id,
-        Err(e) => return fail(EXIT_USAGE, format!("{name:?}: {e}")),
-    };
-    let path = paths.log(&id);
-    if !path.exists() {
-        // A harness that never wrote has no log yet; one the configuration does not name is
-        // a mistake, said as `stop` says it.
-        if let Ok(cfg) = super::config::load(config) {
-            if !cfg.harnesses.contains_key(&id) {
-                let known: Vec<&str> = cfg.harnesses.keys().map(Id::as_str).collect();
-                return fail(
-                    EXIT_USAGE,
-                    format!(
-                        "no harness {name} in {} (it has: {})",
-                        config.display(),
-                        known.join(", ")
-                    ),
-                );
+/// Prints the last lines of one harness's log, or of every harness's interleaved by time,
+/// then follows them if asked. A name that is neither in the configuration nor has a log is
+/// bad input.
+pub fn logs(paths: &Paths, config: &Path, args: LogsArgs) -> Exit {
+    let loaded = super::config::load(config);
+    let logs: Vec<(Id, PathBuf)> = match &args.name {
+        Some(name) => {
+            let id = match Id::new(name) {
+                Ok(id) => id,
+                Err(e) => return fail(EXIT_USAGE, format!("{name:?}: {e}")),
+            };
+            let path = paths.log(&id);
+            // A harness that never wrote has no log yet; one the configuration does not name
+            // is a mistake, said as `stop` says it.
+            if let (false, Ok(cfg)) = (path.exists(), &loaded) {
+                if !cfg.harnesses.contains_key(&id) {
+                    let known: Vec<&str> = cfg.harnesses.keys().map(Id::as_str).collect();
+                    return fail(
+                        EXIT_USAGE,
+                        format!(
+                            "no harness {name} in {} (it has: {})",
+                            config.display(),
+                            known.join(", ")
+                        ),
+                    );
+                }
             }
+            vec![(id, path)]
         }
-    }
-    // Opened before the tail is read, so nothing written meanwhile is missed (a line may be
+        None => {
+            // Every configured harness, and every log on disk (a harness removed from the
+            // configuration keeps its log).
+            let mut names: std::collections::BTreeSet<Id> =
+                loaded.iter().flat_map(|cfg| cfg.harnesses.keys().cloned()).collect();
+            if let Ok(dir) = std::fs::read_dir(paths.logs_dir()) {
+                for entry in dir.flatten() {
+                    let file = entry.file_name();
+                    let stem = file.to_str().and_then(|f| f.strip_suffix(".log"));
+                    names.extend(stem.and_then(|s| Id::new(s).ok()));
+                }
+            }
+            names.into_iter().map(|n| (n.clone(), paths.log(&n))).collect()
+        }
+    };
+    let now = RealClock::new().wall();
+    let since = match args.since.as_deref().map(|s| logview::parse_since(s, now)).transpose() {
+        Ok(s) => s,
+        Err(e) => return fail(EXIT_USAGE, e),
+    };
+    let show_name = args.name.is_none();
+    let view = View { logs, show_name, format: args.format, raw: args.raw, since };
+    let lines = args.lines.or(if since.is_some() { None } else { Some(50) });
+    // Opened before the tails are read, so nothing written meanwhile is missed (a line may be
     // printed twice, never lost).
-    let mut current = std::fs::File::open(&path).ok();
-    if let Some(f) = current.as_mut() {
-        let _ = f.seek(SeekFrom::End(0));
-    }
-    match tail(&path, lines) {
-        Ok(bytes) => {
+    let held: Vec<Option<std::fs::File>> = view
+        .logs
+        .iter()
+        .map(|(_, path)| {
+            let mut f = std::fs::File::open(path).ok();
+            if let Some(f) = f.as_mut() {
+                let _ = f.seek(SeekFrom::End(0));
+            }
+            f
+        })
+        .collect();
+    match view.last(lines) {
+        Ok(entries) => {
             let mut out = std::io::stdout().lock();
-            let _ = emit(&mut out, &bytes, raw);
+            for e in &entries {
+                if out.write_all(&view.render(e)).is_err() {
+                    return Ok(0);
+                }
+            }
             let _ = out.flush();
         }
-        Err(e) => return fail(EXIT_FAILED, format!("{}: {e}", path.display())),
+        Err(e) => return fail(EXIT_FAILED, format!("{}: {e}", paths.logs_dir().display())),
     }
-    if !follow {
-        return Ok(0);
+    if args.follow {
+        follow_all(&view, held);
     }
-    let out = std::io::stdout();
-    let _ = follow_from(&path, current, &mut |bytes| {
+    Ok(0)
+}
+
+/// Follows every log of `view` at once, one reader thread per log, printing whole lines as
+/// they arrive, until the reader of the output goes away.
+fn follow_all(view: &View, held: Vec<Option<std::fs::File>>) {
+    let (send, lines) = std::sync::mpsc::channel::<Vec<u8>>();
+    for (i, file) in held.into_iter().enumerate() {
+        let (send, view, path) = (send.clone(), view.clone(), view.logs[i].1.clone());
+        std::thread::spawn(move || {
+            let mut partial = Vec::new();
+            let mut carry = None;
+            let _ = follow_from(&path, file, &mut |bytes| {
+                partial.extend_from_slice(bytes);
+                let Some(end) = partial.iter().rposition(|&b| b == b'\n') else {
+                    return Ok(());
+                };
+                let whole: Vec<u8> = partial.drain(..=end).collect();
+                let printed: Vec<u8> = view
+                    .entries(i, &whole, &mut carry)
+                    .iter()
+                    .flat_map(|e| view.render(e))
+                    .collect();
+                send.send(printed).map_err(|_| std::io::ErrorKind::BrokenPipe.into())
+            });
+        });
+    }
+    drop(send);
+    let mut out = std::io::stdout();
+    for printed in lines {
         let mut out = out.lock();
-        emit(&mut out, bytes, raw).and_then(|()| out.flush())
-    });
-    Ok(0) // The reader went away (a closed pipe).
+        if out.write_all(&printed).and_then(|()| out.flush()).is_err() {
+            return; // The reader went away (a closed pipe).
+        }
+    }
+    let _ = out.flush();
 }
 
 /// Follows a log across rotations until `emit` fails: what the file it holds still gets is

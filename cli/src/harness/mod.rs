@@ -11,6 +11,7 @@ pub mod fork;
 pub mod ledger;
 pub mod logs;
 pub mod logs_cmd;
+pub mod logview;
 pub mod paths;
 pub mod protocol;
 pub mod readiness;

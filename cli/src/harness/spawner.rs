@@ -5,7 +5,9 @@ use super::contain::{HarnessCgroups, HARNESS_ENV, ROOT_ENV};
 use super::fork;
 use super::logs::{LogPump, LogSink, Rotation};
 use super::paths::Paths;
+use harn_core::env::Clock;
 use harn_core::env::{Pid, Signal, SpawnError, SpawnSpec, Spawner};
+use harn_core::harness::logline::Stream;
 use harn_core::ids::Id;
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -82,7 +84,9 @@ impl RealSpawner {
     /// Writes a line of the daemon's own into a harness's log (spawn failures, stops).
     pub fn note(&mut self, name: &Id, line: &str) {
         if let Ok(sink) = self.sink(name) {
-            let _ = sink.lock().map(|mut s| s.write(format!("[harn] {line}\n").as_bytes()));
+            let wall = crate::real_clock::RealClock::new().wall();
+            let line = harn_core::harness::logline::format(wall, Stream::Harn, line.as_bytes());
+            let _ = sink.lock().map(|mut s| s.write(&line));
         }
     }
 
@@ -182,8 +186,8 @@ impl RealSpawner {
                         let _ = std::fs::File::from(stdin_write).write_all(&bytes);
                     });
                 }
-                self.pump.add(out_r, sink.clone());
-                self.pump.add(err_r, sink.clone());
+                self.pump.add(out_r, Stream::Out, sink.clone());
+                self.pump.add(err_r, Stream::Err, sink.clone());
                 self.owners.insert(pid, Some(leaf.to_path_buf()));
                 Some(Ok(pid))
             }
@@ -260,10 +264,10 @@ impl Spawner for RealSpawner {
             });
         }
         if let Some(out) = child.stdout.take() {
-            self.pump.add(out, sink.clone());
+            self.pump.add(out, Stream::Out, sink.clone());
         }
         if let Some(err) = child.stderr.take() {
-            self.pump.add(err, sink);
+            self.pump.add(err, Stream::Err, sink);
         }
         // The child is reaped by the daemon's SIGCHLD handling (waitpid on any child), not
         // through this handle; dropping it neither waits nor kills.

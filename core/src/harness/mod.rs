@@ -5,5 +5,6 @@
 pub mod daemon;
 pub mod driver;
 pub mod lifecycle;
+pub mod logline;
 pub mod readiness;
 pub mod unit;
