@@ -473,6 +473,42 @@ fn a_probe_vouches_only_once_it_exits_zero() {
     root.wait_for("web", "ready", |h| h["ready"] == true);
 }
 
+/// A rechecked probe that starts failing makes a ready run not ready (it keeps running), with
+/// an event and a ledger record; passing again makes it ready again. A key that cannot be
+/// honoured is refused.
+#[test]
+fn a_rechecked_probe_loses_readiness_and_regains_it() {
+    let root = Root::new(
+        "[harness.web]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\nreadiness = { probe = [\"test\", \"-e\", \"up.flag\"] }\nreadiness_recheck_ms = 300\n",
+    );
+    let flag = root.dir.path().join("up.flag");
+    std::fs::write(&flag, "").unwrap();
+    root.up();
+    let ready = root.wait_for("web", "ready", |h| h["ready"] == true);
+    std::fs::remove_file(&flag).unwrap();
+    let lost = root.wait_for("web", "not ready", |h| h["ready"] == false);
+    assert_eq!((state(&lost), lost["pid"].clone()), ("running", ready["pid"].clone()), "{lost}");
+    std::fs::write(&flag, "").unwrap();
+    root.wait_for("web", "ready again", |h| h["ready"] == true);
+    let events: Vec<String> =
+        root.events().iter().map(|(_, e)| e["event"].as_str().unwrap_or("").to_owned()).collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(String::as_str)
+        .filter(|e| matches!(*e, "harness_ready" | "harness_unready"))
+        .collect();
+    assert_eq!(kinds, ["harness_ready", "harness_unready", "harness_ready"], "{events:?}");
+    let decisions: Vec<Value> = root.ledger("web").iter().map(|r| r["decision"].clone()).collect();
+    assert!(decisions.contains(&Value::from("readiness_lost")), "{decisions:?}");
+
+    root.write_config(
+        "[harness.web]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\nreadiness = \"notify\"\nreadiness_recheck_ms = 300\n",
+    );
+    let out = root.harn(&["reload"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("readiness_recheck_ms"), "{}", text(&out));
+}
+
 #[test]
 fn events_are_pushed_to_subscribers() {
     let root =

@@ -43,6 +43,10 @@ enum Op {
         stale: bool,
         run: u8,
     },
+    Unready {
+        stale: bool,
+        run: u8,
+    },
     Reconfigure {
         policy: u8,
         argv_rev: u8,
@@ -150,6 +154,7 @@ fn to_input(h: &Harness, op: &Op) -> Option<HarnessInput> {
         }
         Op::Ready { stale, run } => HarnessInput::Ready { run: pick(stale, run) },
         Op::Watchdog { stale, run } => HarnessInput::Watchdog { run: pick(stale, run) },
+        Op::Unready { stale, run } => HarnessInput::Unready { run: pick(stale, run) },
         Op::Reconfigure { policy, argv_rev, notify } => {
             HarnessInput::Reconfigure(Box::new(spec(policy, argv_rev, notify)))
         }

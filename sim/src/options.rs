@@ -142,6 +142,9 @@ impl SimOptions {
                 // Every other harness with readiness gives up on a run not ready in time:
                 // files found by chance and probes failing half the time make that happen.
                 ready_timeout: (i % 3 != 0 && i % 2 == 0).then(|| Duration::from_millis(3_000)),
+                // The others with readiness keep being rechecked: a flapping file or probe
+                // loses readiness and shows it again.
+                recheck: (i % 3 != 0 && i % 2 == 1).then(|| Duration::from_millis(1_000)),
                 watchdog: None,
                 // Every fifth harness requires the one before it (when that is configured),
                 // and every fifth, from the third, starts after the one before.

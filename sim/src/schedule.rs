@@ -10,7 +10,7 @@ use harn_core::env::{Clock, FsErrorKind};
 use harn_core::harness::daemon::{Command, DaemonInput};
 use harn_core::harness::driver::Wake;
 use harn_core::harness::lifecycle::{HarnessInput, RestartPolicy};
-use harn_core::harness::readiness::ReadinessEffect;
+use harn_core::harness::readiness::{Finding, ReadinessEffect};
 use harn_core::ids::Id;
 use harn_core::time::{Duration, Instant};
 
@@ -61,18 +61,26 @@ impl<E: Entropy> World<E> {
     fn readiness_wake(&mut self) -> (StepEvent, Wake) {
         let now = self.clock.now();
         let nothing = (StepEvent::Timeout { spurious: true }, Wake::Timeout);
-        let ready = |name: Id, run: u64, evidence: &str| {
-            let event = StepEvent::Ready { name: name.to_string(), run, evidence: evidence.into() };
-            let input = DaemonInput::Process { name, report: HarnessInput::Ready { run } };
-            (event, Wake::Input(input))
+        let ready = |name: Id, run: u64, finding: Finding, evidence: &str| {
+            let (event, report) = match finding {
+                Finding::Ready => (
+                    StepEvent::Ready { name: name.to_string(), run, evidence: evidence.into() },
+                    HarnessInput::Ready { run },
+                ),
+                Finding::Lost => (
+                    StepEvent::Unready { name: name.to_string(), run, evidence: evidence.into() },
+                    HarnessInput::Unready { run },
+                ),
+            };
+            (event, Wake::Input(DaemonInput::Process { name, report }))
         };
         let exited = self.probes.iter().find(|(_, (at, _))| *at <= now).map(|(p, e)| (*p, e.1));
         if let Some((pid, ok)) = exited {
             self.probes.remove(&pid);
-            return match self.readiness.probe_exited(pid, ok) {
-                Some(Some((name, run))) => {
-                    self.vouched.insert((name.clone(), run));
-                    ready(name, run, "probe")
+            return match self.readiness.probe_exited(now, pid, ok) {
+                Some(Some((name, run, finding))) => {
+                    self.vouch(&name, run, finding);
+                    ready(name, run, finding, "probe")
                 }
                 _ => nothing,
             };
@@ -90,11 +98,11 @@ impl<E: Entropy> World<E> {
             match effect {
                 ReadinessEffect::CheckFile { name, run, .. } => {
                     // Once faults stop, a healthy harness's evidence shows at the first look.
-                    if found.is_none()
-                        && (!self.faults || self.entropy.chance(1, 3))
-                        && self.readiness.file_found(&name, run)
-                    {
-                        found = Some((name, run));
+                    if found.is_none() {
+                        let present = !self.faults || self.entropy.chance(1, 3);
+                        if let Some(f) = self.readiness.file_checked(now, &name, run, present) {
+                            found = Some((name, run, f));
+                        }
                     }
                 }
                 ReadinessEffect::StartProbe { name, run, .. } => {
@@ -113,9 +121,9 @@ impl<E: Entropy> World<E> {
             }
         }
         match found {
-            Some((name, run)) => {
-                self.vouched.insert((name.clone(), run));
-                ready(name, run, "file")
+            Some((name, run, finding)) => {
+                self.vouch(&name, run, finding);
+                ready(name, run, finding, "file")
             }
             None => nothing,
         }

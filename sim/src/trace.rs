@@ -67,6 +67,16 @@ pub enum StepEvent {
         /// `file` or `probe`.
         evidence: String,
     },
+    /// A recheck of a ready run failed: its file was gone, or its probe failed or ran too
+    /// long.
+    Unready {
+        /// The harness.
+        name: String,
+        /// The run that lost its readiness.
+        run: u64,
+        /// `file` or `probe`.
+        evidence: String,
+    },
     /// The fault phase ended; faults are off from here on.
     Calm,
 }

@@ -14,7 +14,7 @@ use crate::trace::{StepEnd, StepEvent, Trace, TraceStep};
 use harn_core::env::{Clock, FsErrorKind};
 use harn_core::harness::daemon::{Command, Daemon};
 use harn_core::harness::driver::{DaemonPaths, Driver, Executed, Fatal, Wake};
-use harn_core::harness::readiness::ReadinessSchedule;
+use harn_core::harness::readiness::{Finding, ReadinessSchedule};
 use harn_core::time::{Duration, Instant};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -48,6 +48,8 @@ pub struct World<E: Entropy> {
     pub(crate) next_probe_pid: u32,
     /// Every run some readiness evidence vouched for.
     pub(crate) vouched: std::collections::BTreeSet<(harn_core::ids::Id, u64)>,
+    /// Vouched runs whose recheck failed since their evidence last showed.
+    pub(crate) lost: std::collections::BTreeSet<(harn_core::ids::Id, u64)>,
     checker: Checker,
     /// Per-step state hashes, always kept (cheap) for replay and determinism checks.
     pub hashes: Vec<u64>,
@@ -94,6 +96,7 @@ impl<E: Entropy> World<E> {
             probes: BTreeMap::new(),
             next_probe_pid: 900_000,
             vouched: std::collections::BTreeSet::new(),
+            lost: std::collections::BTreeSet::new(),
             checker: Checker::default(),
             hashes: Vec::new(),
             records: trace.then(Vec::new),
@@ -226,8 +229,22 @@ impl<E: Entropy> World<E> {
         Ok(())
     }
 
+    /// Remembers what a look at a run's evidence found, for the readiness invariants.
+    pub(crate) fn vouch(&mut self, name: &harn_core::ids::Id, run: u64, finding: Finding) {
+        let key = (name.clone(), run);
+        match finding {
+            Finding::Ready => {
+                self.lost.remove(&key);
+                self.vouched.insert(key);
+            }
+            Finding::Lost => {
+                self.lost.insert(key);
+            }
+        }
+    }
+
     /// The readiness schedule's own invariants, and that a harness that needs evidence reads
-    /// ready only for a run some evidence vouched for.
+    /// ready only for a run some evidence vouched for and no recheck has failed since.
     fn check_readiness(&self) -> Result<(), Violation> {
         self.readiness.check().map_err(|e| self.violation("readiness schedule", e))?;
         let Some(daemon) = self.daemon() else { return Ok(()) };
@@ -237,8 +254,13 @@ impl<E: Entropy> World<E> {
             else {
                 continue;
             };
-            if !self.vouched.contains(&(name.clone(), run)) {
+            let key = (name.clone(), run);
+            if !self.vouched.contains(&key) {
                 let detail = format!("{name} run {run} reads ready with no evidence");
+                return Err(self.violation("readiness is evidence", detail));
+            }
+            if self.lost.contains(&key) {
+                let detail = format!("{name} run {run} reads ready after its recheck failed");
                 return Err(self.violation("readiness is evidence", detail));
             }
         }
@@ -285,8 +307,7 @@ impl<E: Entropy> World<E> {
         match booted {
             Ok((driver, daemon, executed)) => {
                 // A new daemon knows no probe of an earlier one; its schedule starts empty.
-                let kinds = daemon.config().harnesses.iter().map(|(n, h)| (n, &h.readiness));
-                self.readiness = ReadinessSchedule::new(kinds);
+                self.readiness = ReadinessSchedule::new(&daemon.config().harnesses);
                 self.probes.clear();
                 self.up = Some((driver, daemon));
                 let end = crash.map(|kind| kind.end(false));
@@ -385,8 +406,7 @@ impl<E: Entropy> World<E> {
         // run spawned in this very step: the schedule learns the kinds first, as the daemon
         // configures its readiness watch before the reload.
         if let Some((_, daemon)) = self.up.as_ref() {
-            let kinds = daemon.config().harnesses.iter().map(|(n, h)| (n, &h.readiness));
-            self.readiness.configure(kinds);
+            self.readiness.configure(&daemon.config().harnesses);
         }
         for e in executed {
             if let Executed::Spawned { name, run, pid } = e {

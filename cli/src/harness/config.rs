@@ -76,6 +76,7 @@ struct RawHarness {
     #[serde(default)]
     readiness: RawReadiness,
     ready_timeout_ms: Option<u64>,
+    readiness_recheck_ms: Option<u64>,
     watchdog_ms: Option<u64>,
     #[serde(default)]
     requires: Vec<String>,
@@ -251,6 +252,13 @@ fn harness(
     };
     let ready_timeout = positive("ready_timeout_ms", raw.ready_timeout_ms)?;
     let watchdog = positive("watchdog_ms", raw.watchdog_ms)?;
+    let recheck = positive("readiness_recheck_ms", raw.readiness_recheck_ms)?;
+    if recheck.is_some() && !matches!(readiness, Readiness::File { .. } | Readiness::Probe { .. }) {
+        return Err((
+            key("readiness_recheck_ms"),
+            "needs readiness by a file or a probe: only those can be looked at again".into(),
+        ));
+    }
     if watchdog.is_some() && readiness != Readiness::Notify {
         return Err((
             key("watchdog_ms"),
@@ -285,6 +293,7 @@ fn harness(
     let after = names("after", &raw.after)?;
     Ok(HarnessSpec {
         ready_timeout,
+        recheck,
         watchdog,
         crash_loop,
         requires,

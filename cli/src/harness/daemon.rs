@@ -20,6 +20,7 @@ use harn_core::env::{Clock, ExitStatus, Fs, Pid};
 use harn_core::harness::daemon::{Command, Daemon, DaemonConfig, DaemonInput};
 use harn_core::harness::driver::{Driver, Env, Executed, Fatal, Wake};
 use harn_core::harness::lifecycle::HarnessInput;
+use harn_core::harness::readiness::Finding;
 use harn_core::ids::Id;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -237,6 +238,14 @@ fn release_free_heap() {
 
 /// One line per decision on the daemon's output. A closed or broken output (a pipe whose
 /// reader went away, a restarted journal) loses the line, never the daemon.
+/// What a look at a run's readiness evidence reports to the core.
+fn finding_report(run: u64, finding: Finding) -> HarnessInput {
+    match finding {
+        Finding::Ready => HarnessInput::Ready { run },
+        Finding::Lost => HarnessInput::Unready { run },
+    }
+}
+
 fn log(line: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();
@@ -301,8 +310,8 @@ impl Host {
     /// core's timers. Harmless when nothing is due.
     fn on_due(&mut self) -> Result<(), Fatal> {
         let now = self.clock.now();
-        for (name, run) in self.readiness.check(now, &self.daemon) {
-            let report = HarnessInput::Ready { run };
+        for (name, run, finding) in self.readiness.check(now, &self.daemon) {
+            let report = finding_report(run, finding);
             self.step(Wake::Input(DaemonInput::Process { name, report }))?;
         }
         if self.daemon.poll_timeout().is_some_and(|t| t <= now) {
@@ -374,9 +383,11 @@ impl Host {
                 (None, Some(sig)) => ExitStatus::Signal(sig),
                 (None, None) => continue, // Stopped or continued, not ended.
             };
-            if let Some(vouched) = self.readiness.probe_exited(pid, status == ExitStatus::Code(0)) {
-                if let Some((name, run)) = vouched {
-                    let report = HarnessInput::Ready { run };
+            let now = self.clock.now();
+            let passed = status == ExitStatus::Code(0);
+            if let Some(found) = self.readiness.probe_exited(now, pid, passed) {
+                if let Some((name, run, finding)) = found {
+                    let report = finding_report(run, finding);
                     self.step(Wake::Input(DaemonInput::Process { name, report }))?;
                 }
                 continue;

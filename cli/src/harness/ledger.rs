@@ -134,6 +134,11 @@ impl RecoveryLedger {
                 (name, "exited", json!({ "code": code, "signal": signal }))
             }
             Event::HarnessReady { name, run } => (name, "ready", json!({ "run": run })),
+            Event::HarnessUnready { name, run } => (
+                name,
+                "readiness_lost",
+                json!({ "run": run, "why": "a recheck of its readiness evidence failed" }),
+            ),
             Event::HarnessHung { name, reason, after_ms } => (
                 name,
                 "hung",
@@ -243,7 +248,8 @@ impl RecoveryLedger {
             "ownership": { "lock_holder_pid": self.owner.lock_holder_pid, "boot_id": self.owner.boot_id },
                         "duplicate_start_check": null,
             "dependencies": dependencies(name, h, daemon),
-            "readiness": { "kind": (facts.readiness)(name), "ready": h.pid().is_some() && h.ready() },
+            "readiness": { "kind": (facts.readiness)(name), "ready": h.pid().is_some() && h.ready(),
+                           "recheck_ms": h.active_spec().recheck.map(|d| d.as_millis()) },
             "liveness": { "pid": h.pid(), "alive": h.pid().is_some() },
             "last_watchdog_ping_ms": facts.last_watchdog_ms,
             "restart_policy": h.active_spec().restart,

@@ -269,6 +269,9 @@ fn sentence(e: &serde_json::Value) -> Option<String> {
             _ => format!("{name}: could not be started"),
         },
         "harness_ready" => format!("{name}: run {} is ready", e["run"]),
+        "harness_unready" => {
+            format!("{name}: run {} lost its readiness (a recheck failed)", e["run"])
+        }
         "harness_hung" => format!(
             "{name}: hung ({} after {} ms); stopping it",
             e["reason"].as_str().unwrap_or("?"),

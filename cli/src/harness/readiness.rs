@@ -9,7 +9,7 @@ use super::spawner::RealSpawner;
 use harn_core::env::Pid;
 use harn_core::harness::daemon::{Daemon, DaemonConfig};
 use harn_core::harness::lifecycle::Readiness as Kind;
-use harn_core::harness::readiness::{ReadinessEffect, ReadinessSchedule};
+use harn_core::harness::readiness::{Finding, ReadinessEffect, ReadinessSchedule};
 use harn_core::ids::Id;
 use harn_core::time::Instant;
 use std::collections::BTreeMap;
@@ -76,7 +76,7 @@ impl ReadinessWatch {
             };
             spawner.set_ready_file(name, file);
         }
-        self.schedule.configure(config.harnesses.iter().map(|(n, spec)| (n, &spec.readiness)));
+        self.schedule.configure(&config.harnesses);
         Ok(())
     }
 
@@ -120,8 +120,9 @@ impl ReadinessWatch {
     }
 
     /// Carries out what the schedule asks at `now`: looks at files, starts probes, kills
-    /// probes that ran too long or outlived their run. Returns the runs now ready.
-    pub fn check(&mut self, now: Instant, daemon: &Daemon) -> Vec<(Id, u64)> {
+    /// probes that ran too long or outlived their run. Returns what the looks found: runs now
+    /// ready, and rechecked runs that lost their readiness.
+    pub fn check(&mut self, now: Instant, daemon: &Daemon) -> Vec<(Id, u64, Finding)> {
         let live = |name: &Id, run: u64| {
             daemon.harnesses().get(name).and_then(|h| h.current_run()) == Some(run)
         };
@@ -131,8 +132,8 @@ impl ReadinessWatch {
             match effect {
                 ReadinessEffect::CheckFile { name, run, path } => {
                     let present = self.cwd.get(&name).is_some_and(|cwd| cwd.join(&path).exists());
-                    if present && self.schedule.file_found(&name, run) {
-                        ready.push((name, run));
+                    if let Some(finding) = self.schedule.file_checked(now, &name, run, present) {
+                        ready.push((name, run, finding));
                     }
                 }
                 ReadinessEffect::StartProbe { name, run, command } => {
@@ -160,10 +161,14 @@ impl ReadinessWatch {
         cmd.spawn().ok().map(|child| child.id())
     }
 
-    /// The reaper found `pid` exited: if it was a probe, the run it vouches for when it
-    /// exited 0.
-    pub fn probe_exited(&mut self, pid: Pid, success: bool) -> Option<Option<(Id, u64)>> {
-        self.schedule.probe_exited(pid, success)
+    /// The reaper found `pid` exited at `now`: if it was a probe, what its exit found.
+    pub fn probe_exited(
+        &mut self,
+        now: Instant,
+        pid: Pid,
+        success: bool,
+    ) -> Option<Option<(Id, u64, Finding)>> {
+        self.schedule.probe_exited(now, pid, success)
     }
 
     /// The kind of evidence a harness needs, for status.

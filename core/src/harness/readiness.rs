@@ -4,9 +4,14 @@
 //! [`PROBE_TIMEOUT`] or its run ended), and what a probe's exit vouches for. The daemon's
 //! shell looks at the file, starts and kills the probe processes, and reports back; the
 //! simulator draws the answers. `READY=1` on a notify socket needs no schedule at all.
+//!
+//! A harness with a `recheck` interval keeps being looked at once ready: its file is looked
+//! for and its probe run again every interval, and a failed recheck (no file, a probe that
+//! failed or ran too long) is [`Finding::Lost`]. The run then awaits its evidence again, as
+//! at its start.
 
 use crate::env::Pid;
-use crate::harness::lifecycle::Readiness;
+use crate::harness::lifecycle::{HarnessSpec, Readiness};
 use crate::ids::Id;
 use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, VecDeque};
@@ -48,6 +53,15 @@ pub enum ReadinessEffect {
     },
 }
 
+/// What a look at a run's evidence found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finding {
+    /// An awaiting run showed its evidence: report it ready.
+    Ready,
+    /// A ready run's recheck failed: report its readiness lost.
+    Lost,
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Probe {
     name: Id,
@@ -60,8 +74,11 @@ struct Probe {
 #[derive(Clone, Debug, Default)]
 pub struct ReadinessSchedule {
     kinds: BTreeMap<Id, Readiness>,
+    rechecks: BTreeMap<Id, Duration>,
     /// Runs that await a file or a probe.
     awaiting: BTreeMap<Id, u64>,
+    /// Ready runs that are rechecked, and when next.
+    watching: BTreeMap<Id, (u64, Instant)>,
     /// When files and probes are next checked; `None` when nothing awaits.
     next_check: Option<Instant>,
     probes: BTreeMap<Pid, Probe>,
@@ -69,27 +86,45 @@ pub struct ReadinessSchedule {
 }
 
 impl ReadinessSchedule {
-    /// A schedule for harnesses of these readiness kinds.
-    pub fn new<'a>(kinds: impl IntoIterator<Item = (&'a Id, &'a Readiness)>) -> Self {
+    /// A schedule for harnesses of these specs (their readiness and recheck interval).
+    pub fn new<'a>(specs: impl IntoIterator<Item = (&'a Id, &'a HarnessSpec)>) -> Self {
         let mut s = ReadinessSchedule::default();
-        s.configure(kinds);
+        s.configure(specs);
         s
     }
 
-    /// Applies a (re)loaded configuration's readiness kinds; runs already awaiting keep
-    /// waiting for the evidence they were started with until they end.
-    pub fn configure<'a>(&mut self, kinds: impl IntoIterator<Item = (&'a Id, &'a Readiness)>) {
-        for (name, kind) in kinds {
-            self.kinds.insert(name.clone(), kind.clone());
+    /// Applies a (re)loaded configuration's readiness kinds and recheck intervals; runs
+    /// already awaiting keep waiting for the evidence they were started with until they end.
+    pub fn configure<'a>(&mut self, specs: impl IntoIterator<Item = (&'a Id, &'a HarnessSpec)>) {
+        for (name, spec) in specs {
+            self.kinds.insert(name.clone(), spec.readiness.clone());
+            match spec.recheck {
+                Some(every) => self.rechecks.insert(name.clone(), every),
+                None => self.rechecks.remove(name),
+            };
         }
     }
 
     /// Run `run` of `name` was spawned at `now`: it awaits its file or probe, first checked at
     /// once.
     pub fn started(&mut self, now: Instant, name: &Id, run: u64) {
+        self.watching.remove(name);
         if matches!(self.kinds.get(name), Some(Readiness::File { .. } | Readiness::Probe { .. })) {
-            self.awaiting.insert(name.clone(), run);
-            self.next_check = Some(self.next_check.map_or(now, |at| at.min(now)));
+            self.await_evidence(now, name, run);
+        }
+    }
+
+    fn await_evidence(&mut self, now: Instant, name: &Id, run: u64) {
+        self.awaiting.insert(name.clone(), run);
+        self.next_check = Some(self.next_check.map_or(now, |at| at.min(now)));
+    }
+
+    /// Run `run` of `name` showed its evidence at `now`: it no longer awaits, and is
+    /// rechecked from now on if its harness asks for that.
+    fn became_ready(&mut self, now: Instant, name: &Id, run: u64) {
+        self.awaiting.remove(name);
+        if let Some(&every) = self.rechecks.get(name) {
+            self.watching.insert(name.clone(), (run, now.saturating_add(every)));
         }
     }
 
@@ -101,13 +136,15 @@ impl ReadinessSchedule {
             .values()
             .filter(|p| !p.killed)
             .map(|p| p.started.saturating_add(PROBE_TIMEOUT));
-        deadlines.chain(self.next_check.filter(|_| !self.awaiting.is_empty())).min()
+        let rechecks = self.watching.values().map(|&(_, at)| at);
+        deadlines.chain(rechecks).chain(self.next_check.filter(|_| !self.awaiting.is_empty())).min()
     }
 
     /// Acts on what is due at `now`; `live` says whether a run is still the harness's current
-    /// one. Queues the kills of probes past their deadline or whose run ended, and, when the
-    /// check is due, forgets runs that ended and asks to look at each awaited file and to
-    /// start each awaited probe not already running. Harmless when early, late or repeated.
+    /// one. Queues the kills of probes past their deadline or whose run ended; when the check
+    /// is due, forgets runs that ended and asks to look at each awaited file and to start each
+    /// awaited probe not already running; and does the same for each recheck that is due.
+    /// Harmless when early, late or repeated.
     pub fn handle_timeout(&mut self, now: Instant, live: &dyn Fn(&Id, u64) -> bool) {
         for (pid, p) in self.probes.iter_mut() {
             let expired = now >= p.started.saturating_add(PROBE_TIMEOUT);
@@ -116,21 +153,29 @@ impl ReadinessSchedule {
                 self.effects.push_back(ReadinessEffect::KillProbe { pid: *pid });
             }
         }
-        if self.next_check.is_none_or(|at| at > now) {
-            return;
+        self.watching.retain(|name, (run, _)| live(name, *run));
+        let mut due: Vec<(Id, u64)> = Vec::new();
+        for (name, (run, at)) in self.watching.iter_mut() {
+            if *at <= now {
+                *at = now.saturating_add(self.rechecks.get(name).copied().unwrap_or(CHECK_EVERY));
+                due.push((name.clone(), *run));
+            }
         }
-        self.awaiting.retain(|name, run| live(name, *run));
-        self.next_check = (!self.awaiting.is_empty()).then(|| now.saturating_add(CHECK_EVERY));
-        for (name, &run) in &self.awaiting {
-            match self.kinds.get(name) {
+        if self.next_check.is_some_and(|at| at <= now) {
+            self.awaiting.retain(|name, run| live(name, *run));
+            self.next_check = (!self.awaiting.is_empty()).then(|| now.saturating_add(CHECK_EVERY));
+            due.extend(self.awaiting.iter().map(|(n, &r)| (n.clone(), r)));
+        }
+        for (name, run) in due {
+            match self.kinds.get(&name) {
                 Some(Readiness::File { path }) => {
-                    let (name, path) = (name.clone(), path.clone());
+                    let path = path.clone();
                     self.effects.push_back(ReadinessEffect::CheckFile { name, run, path });
                 }
                 Some(Readiness::Probe { command })
-                    if !self.probes.values().any(|p| p.name == *name) =>
+                    if !self.probes.values().any(|p| p.name == name) =>
                 {
-                    let (name, command) = (name.clone(), command.clone());
+                    let command = command.clone();
                     self.effects.push_back(ReadinessEffect::StartProbe { name, run, command });
                 }
                 _ => {}
@@ -143,14 +188,31 @@ impl ReadinessSchedule {
         self.effects.pop_front()
     }
 
-    /// The awaited file of run `run` exists: true when that makes the run ready (it still
-    /// awaited it), which the host then reports to the daemon core.
-    pub fn file_found(&mut self, name: &Id, run: u64) -> bool {
+    /// The host looked at `now` for the file of run `run` and found it `present` or not:
+    /// what that means for the run (which the host then reports to the daemon core), if
+    /// anything.
+    pub fn file_checked(
+        &mut self,
+        now: Instant,
+        name: &Id,
+        run: u64,
+        present: bool,
+    ) -> Option<Finding> {
+        self.found(now, name, run, present)
+    }
+
+    fn found(&mut self, now: Instant, name: &Id, run: u64, shown: bool) -> Option<Finding> {
         if self.awaiting.get(name) == Some(&run) {
-            self.awaiting.remove(name);
-            return true;
+            if shown {
+                self.became_ready(now, name, run);
+                return Some(Finding::Ready);
+            }
+        } else if self.watching.get(name).is_some_and(|&(r, _)| r == run) && !shown {
+            self.watching.remove(name);
+            self.await_evidence(now, name, run);
+            return Some(Finding::Lost);
         }
-        false
+        None
     }
 
     /// A probe for run `run` of `name` started at `now` as `pid`.
@@ -159,15 +221,18 @@ impl ReadinessSchedule {
         self.probes.insert(pid, probe);
     }
 
-    /// Process `pid` exited: `None` when it was no probe; else the run it makes ready, if it
-    /// exited 0 for a run that still awaited it.
-    pub fn probe_exited(&mut self, pid: Pid, success: bool) -> Option<Option<(Id, u64)>> {
+    /// Process `pid` exited at `now`: `None` when it was no probe; else what its exit means
+    /// for the run it was started for: ready, if it exited 0 for a run that awaited it; lost,
+    /// if it failed (or was killed for its timeout) rechecking a ready run.
+    pub fn probe_exited(
+        &mut self,
+        now: Instant,
+        pid: Pid,
+        success: bool,
+    ) -> Option<Option<(Id, u64, Finding)>> {
         let p = self.probes.remove(&pid)?;
-        if success && !p.killed && self.awaiting.get(&p.name) == Some(&p.run) {
-            self.awaiting.remove(&p.name);
-            return Some(Some((p.name, p.run)));
-        }
-        Some(None)
+        let finding = self.found(now, &p.name, p.run, success && !p.killed);
+        Some(finding.map(|f| (p.name, p.run, f)))
     }
 
     /// The kind of evidence a harness needs, for status and the ledger.
@@ -181,10 +246,16 @@ impl ReadinessSchedule {
     }
 
     /// The invariants: a check is scheduled whenever a run awaits, at most one probe runs per
-    /// harness unless an earlier one is being killed, and only awaited kinds await.
+    /// harness unless an earlier one is being killed, only awaited kinds await, and a run is
+    /// never awaited and rechecked at once.
     pub fn check(&self) -> Result<(), String> {
         if !self.awaiting.is_empty() && self.next_check.is_none() {
             return Err("runs await readiness with no check scheduled".into());
+        }
+        for name in self.watching.keys() {
+            if self.awaiting.contains_key(name) {
+                return Err(format!("{name} is awaited and rechecked at once"));
+            }
         }
         for name in self.awaiting.keys() {
             if !matches!(
@@ -220,7 +291,11 @@ mod tests {
             (id("p"), Readiness::Probe { command: vec!["true".into()] }),
             (id("n"), Readiness::Notify),
         ];
-        ReadinessSchedule::new(kinds.iter().map(|(n, k)| (n, k)))
+        let specs: Vec<(Id, HarnessSpec)> = kinds
+            .into_iter()
+            .map(|(n, readiness)| (n, HarnessSpec { readiness, ..HarnessSpec::default() }))
+            .collect();
+        ReadinessSchedule::new(specs.iter().map(|(n, s)| (n, s)))
     }
 
     fn effects(s: &mut ReadinessSchedule) -> Vec<ReadinessEffect> {
@@ -242,8 +317,10 @@ mod tests {
         assert!(effects(&mut s).is_empty(), "early");
         s.handle_timeout(ms(900), &|_, _| true);
         assert_eq!(effects(&mut s), [check], "late: one check, not three");
-        assert!(!s.file_found(&id("f"), 7), "another run's file vouches for nothing");
-        assert!(s.file_found(&id("f"), 1));
+        assert_eq!(s.file_checked(ms(900), &id("f"), 7, true), None, "another run's file");
+        assert_eq!(s.file_checked(ms(900), &id("f"), 1, false), None, "still awaited");
+        assert_eq!(s.file_checked(ms(900), &id("f"), 1, true), Some(Finding::Ready));
+        assert_eq!(s.file_checked(ms(950), &id("f"), 1, false), None, "no recheck asked for");
         assert_eq!(s.poll_timeout(), None);
         assert_eq!(s.check(), Ok(()));
     }
@@ -259,12 +336,12 @@ mod tests {
         s.probe_started(ms(1), 500, &id("p"), 3);
         s.handle_timeout(ms(250), &|_, _| true);
         assert!(effects(&mut s).is_empty(), "one probe in flight");
-        assert_eq!(s.probe_exited(500, false), Some(None), "a failed probe vouches nothing");
-        assert_eq!(s.probe_exited(999, true), None, "not a probe");
+        assert_eq!(s.probe_exited(ms(2), 500, false), Some(None), "a failed probe vouches nothing");
+        assert_eq!(s.probe_exited(ms(2), 999, true), None, "not a probe");
         s.handle_timeout(ms(500), &|_, _| true);
         assert_eq!(effects(&mut s), [start]);
         s.probe_started(ms(500), 501, &id("p"), 3);
-        assert_eq!(s.probe_exited(501, true), Some(Some((id("p"), 3))));
+        assert_eq!(s.probe_exited(ms(501), 501, true), Some(Some((id("p"), 3, Finding::Ready))));
         assert_eq!(s.poll_timeout(), None);
     }
 
@@ -280,7 +357,11 @@ mod tests {
         assert_eq!(effects(&mut s), [ReadinessEffect::KillProbe { pid: 42 }]);
         s.handle_timeout(ms(10_100), &|_, _| true);
         assert!(!effects(&mut s).contains(&ReadinessEffect::KillProbe { pid: 42 }), "once");
-        assert_eq!(s.probe_exited(42, true), Some(None), "a killed probe vouches nothing");
+        assert_eq!(
+            s.probe_exited(ms(10_050), 42, true),
+            Some(None),
+            "a killed probe vouches nothing"
+        );
         s.handle_timeout(ms(10_250), &|_, _| true);
         effects(&mut s);
         s.probe_started(ms(10_250), 43, &id("p"), 1);
@@ -288,6 +369,71 @@ mod tests {
         assert_eq!(effects(&mut s), [ReadinessEffect::KillProbe { pid: 43 }], "its run ended");
         s.handle_timeout(ms(10_500), &|_, _| false);
         assert!(effects(&mut s).is_empty(), "an ended run is no longer checked");
+        assert_eq!(s.check(), Ok(()));
+    }
+
+    fn rechecked(readiness: Readiness) -> ReadinessSchedule {
+        let spec = HarnessSpec {
+            readiness,
+            recheck: Some(Duration::from_millis(1_000)),
+            ..Default::default()
+        };
+        let specs = [(id("r"), spec)];
+        ReadinessSchedule::new(specs.iter().map(|(n, s)| (n, s)))
+    }
+
+    #[test]
+    fn a_rechecked_file_that_goes_away_loses_readiness_and_is_awaited_again() {
+        let mut s = rechecked(Readiness::File { path: "up".into() });
+        s.started(ms(0), &id("r"), 1);
+        s.handle_timeout(ms(0), &|_, _| true);
+        effects(&mut s);
+        assert_eq!(s.file_checked(ms(0), &id("r"), 1, true), Some(Finding::Ready));
+        assert_eq!(s.poll_timeout(), Some(ms(1_000)), "the recheck");
+        s.handle_timeout(ms(500), &|_, _| true);
+        assert!(effects(&mut s).is_empty(), "early");
+        s.handle_timeout(ms(1_000), &|_, _| true);
+        let look = ReadinessEffect::CheckFile { name: id("r"), run: 1, path: "up".into() };
+        assert_eq!(effects(&mut s), std::slice::from_ref(&look));
+        assert_eq!(s.file_checked(ms(1_000), &id("r"), 1, true), None, "still there: nothing");
+        assert_eq!(s.poll_timeout(), Some(ms(2_000)));
+        s.handle_timeout(ms(2_000), &|_, _| true);
+        effects(&mut s);
+        assert_eq!(s.file_checked(ms(2_000), &id("r"), 1, false), Some(Finding::Lost));
+        assert_eq!(s.check(), Ok(()));
+        assert_eq!(s.poll_timeout(), Some(ms(2_000)), "awaited again, at once");
+        s.handle_timeout(ms(2_000), &|_, _| true);
+        assert_eq!(effects(&mut s), [look]);
+        assert_eq!(s.file_checked(ms(2_000), &id("r"), 1, false), None, "awaited: no second loss");
+        assert_eq!(s.file_checked(ms(2_250), &id("r"), 1, true), Some(Finding::Ready));
+        s.started(ms(3_000), &id("r"), 2);
+        assert_eq!(s.file_checked(ms(3_000), &id("r"), 1, false), None, "a run that ended");
+        assert_eq!(s.check(), Ok(()));
+    }
+
+    #[test]
+    fn a_rechecking_probe_that_fails_or_runs_too_long_loses_readiness() {
+        let mut s = rechecked(Readiness::Probe { command: vec!["check".into()] });
+        s.started(ms(0), &id("r"), 1);
+        s.handle_timeout(ms(0), &|_, _| true);
+        effects(&mut s);
+        s.probe_started(ms(0), 10, &id("r"), 1);
+        assert_eq!(s.probe_exited(ms(5), 10, true), Some(Some((id("r"), 1, Finding::Ready))));
+        s.handle_timeout(ms(1_005), &|_, _| true);
+        let start =
+            ReadinessEffect::StartProbe { name: id("r"), run: 1, command: vec!["check".into()] };
+        assert_eq!(effects(&mut s), std::slice::from_ref(&start));
+        s.probe_started(ms(1_005), 11, &id("r"), 1);
+        assert_eq!(s.probe_exited(ms(1_010), 11, true), Some(None), "passed: nothing to say");
+        s.handle_timeout(ms(2_005), &|_, _| true);
+        assert_eq!(effects(&mut s), std::slice::from_ref(&start));
+        s.probe_started(ms(2_005), 12, &id("r"), 1);
+        s.handle_timeout(ms(3_005), &|_, _| true);
+        assert!(effects(&mut s).is_empty(), "one probe at a time, even when a recheck is due");
+        s.handle_timeout(ms(12_005), &|_, _| true);
+        assert_eq!(effects(&mut s), [ReadinessEffect::KillProbe { pid: 12 }]);
+        let lost = s.probe_exited(ms(12_010), 12, true);
+        assert_eq!(lost, Some(Some((id("r"), 1, Finding::Lost))), "a probe past its deadline");
         assert_eq!(s.check(), Ok(()));
     }
 }

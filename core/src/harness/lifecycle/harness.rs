@@ -45,6 +45,12 @@ pub enum HarnessInput {
         /// The run this answers.
         run: u64,
     },
+    /// Run `run` lost the readiness it had shown (a recheck of its file or probe failed): it
+    /// is not ready until its evidence shows again.
+    Unready {
+        /// The run this answers.
+        run: u64,
+    },
     /// The spawn of run `run` was never carried out (it waited for its dependencies and was
     /// stopped meanwhile): a stop in progress ends at rest, with no exit to report.
     Withdrawn {
@@ -107,7 +113,8 @@ struct Run {
     pid: Option<Pid>,
     started_at: Instant,
     ready: bool,
-    /// When its readiness evidence arrived (the spawn, without readiness).
+    /// When its readiness evidence last arrived (the spawn, without readiness); kept when
+    /// readiness is lost, so a run that was ready once is past its start.
     ready_at: Option<Instant>,
     /// Its last `WATCHDOG=1`.
     pinged_at: Option<Instant>,
@@ -117,7 +124,7 @@ impl Run {
     /// When this run, as configured by `spec`, counts as hung unless something arrives.
     fn hang_deadline(&self, spec: &HarnessSpec) -> Option<(Instant, Hang, Duration)> {
         self.pid?;
-        if !self.ready {
+        if !self.ready && self.ready_at.is_none() {
             let limit = spec.ready_timeout?;
             return Some((self.started_at.saturating_add(limit), Hang::ReadyTimeout, limit));
         }
@@ -343,6 +350,13 @@ impl Harness {
                 self.on_run_ended(now, limits, run, Some(status), out)
             }
             HarnessInput::Ready { run } => self.on_ready(now, run, out),
+            HarnessInput::Unready { run } => {
+                if let Some(r) = self.run.as_mut().filter(|r| r.id == run && r.ready) {
+                    r.ready = false;
+                    let name = self.name.clone();
+                    out.push(HarnessOut::Event(Event::HarnessUnready { name, run }));
+                }
+            }
             HarnessInput::Withdrawn { run } => {
                 let pending = self.run.is_some_and(|r| r.id == run && r.pid.is_none());
                 if pending && self.state == State::Stopping {

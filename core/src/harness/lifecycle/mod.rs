@@ -127,6 +127,10 @@ pub struct HarnessSpec {
     /// stopped and counted as a failed run under its restart policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_timeout: Option<Duration>,
+    /// How often a ready run's file or probe is checked again; a failed recheck makes it not
+    /// ready until its evidence shows again. `None`: readiness, once shown, is kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recheck: Option<Duration>,
     /// A ready run that sends no `WATCHDOG=1` for this long is hung (`WatchdogSec=`): it is
     /// stopped and counted as a failed run under its restart policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -158,6 +162,7 @@ impl HarnessSpec {
         self.spawn != other.spawn
             || self.readiness != other.readiness
             || self.ready_timeout != other.ready_timeout
+            || self.recheck != other.recheck
             || self.watchdog != other.watchdog
     }
 }
@@ -247,6 +252,14 @@ pub enum Event {
     /// A run showed its readiness evidence (never for a harness without readiness: it is
     /// ready when it runs).
     HarnessReady {
+        /// The harness.
+        name: Id,
+        /// The run.
+        run: u64,
+    },
+    /// A ready run lost its readiness: a recheck of its file or probe failed. It stays
+    /// running, not ready, until its evidence shows again (another `harness_ready`).
+    HarnessUnready {
         /// The harness.
         name: Id,
         /// The run.

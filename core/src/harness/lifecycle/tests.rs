@@ -735,3 +735,25 @@ fn a_harness_own_crash_loop_limits_override_the_shared_ones() {
     r.input(HarnessInput::Restart);
     assert_eq!(r.h.state(), State::Starting);
 }
+
+#[test]
+fn lost_readiness_is_not_ready_until_shown_again_and_is_no_failed_start() {
+    let probe = Readiness::Probe { command: vec!["check".into()] };
+    let mut r = watched(probe, Some(5), None);
+    let run = r.boot_and_spawn();
+    r.input(HarnessInput::Unready { run });
+    assert!(r.events().is_empty(), "not ready yet: nothing to lose");
+    r.input(HarnessInput::Ready { run });
+    assert!(r.h.ready());
+    r.input(HarnessInput::Unready { run: run + 1 });
+    assert!(r.h.ready(), "another run's loss is stale");
+    r.input(HarnessInput::Unready { run });
+    assert!(!r.h.ready());
+    assert_eq!(r.events(), [Event::HarnessUnready { name: Id::new("h").unwrap(), run }]);
+    assert_eq!(r.h.state(), State::Running, "it stays running, not ready");
+    r.advance(60);
+    assert!(r.signals().is_empty(), "past its start: the ready timeout no longer applies");
+    r.input(HarnessInput::Ready { run });
+    assert!(r.h.ready());
+    assert!(matches!(r.events()[..], [Event::HarnessReady { .. }]), "ready again is said again");
+}
