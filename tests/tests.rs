@@ -14,6 +14,7 @@ mod frozen;
 mod fuzz_corpus;
 mod harness_daemon;
 mod harness_faults;
+mod harness_identity;
 mod harness_logs;
 mod journals;
 mod lifecycle_model;

@@ -128,6 +128,12 @@ pub struct SpawnSpec {
     /// Bytes written to the child's stdin, which is then closed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stdin: Vec<u8>,
+    /// The user to run as (a name or a uid); `None` is the host's own user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The group to run as (a name or a gid); `None` is the user's primary group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
 }
 
 /// How a child ended.

@@ -67,6 +67,8 @@ struct RawLimits {
 struct RawHarness {
     command: Vec<String>,
     cwd: Option<String>,
+    user: Option<String>,
+    group: Option<String>,
     #[serde(default)]
     env: BTreeMap<String, String>,
     #[serde(default)]
@@ -289,6 +291,22 @@ fn harness(
             .map(|n| Id::new(n).map_err(|e| (key(field), format!("{n:?}: {e}"))))
             .collect::<Result<Vec<Id>, FieldRefusal>>()
     };
+    if let Some(user) = &raw.user {
+        super::identity::resolve(user, raw.group.as_deref()).map_err(|e| {
+            let field = if e.starts_with("group") { "group" } else { "user" };
+            (key(field), e)
+        })?;
+        if readiness == Readiness::Notify {
+            return Err((
+                key("user"),
+                "cannot go with readiness = \"notify\": the notify socket is inside .harnery/, \
+                 which only the daemon's own user may enter; use a file or a probe"
+                    .into(),
+            ));
+        }
+    } else if raw.group.is_some() {
+        return Err((key("group"), "needs user: the group of which user?".into()));
+    }
     let requires = names("requires", &raw.requires)?;
     let after = names("after", &raw.after)?;
     Ok(HarnessSpec {
@@ -303,6 +321,8 @@ fn harness(
             cwd: raw.cwd.clone(),
             env: raw.env.clone(),
             stdin: Vec::new(),
+            user: raw.user.clone(),
+            group: raw.group.clone(),
         },
         restart: raw.restart,
         restart_delay: raw.restart_delay_ms.map(Duration::from_millis),

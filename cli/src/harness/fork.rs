@@ -4,12 +4,19 @@
 //! the kernel several milliseconds; one created inside the cgroup pays nothing. The standard
 //! library cannot pass a cgroup to clone, so this module does fork and exec itself: everything
 //! is prepared before the clone, and the child only makes async-signal-safe system calls
-//! (setsid, dup2, chdir, signal, sigprocmask, execve, write, _exit) before it execs.
+//! (setsid, dup2, setgroups, setgid, setuid, chdir, signal, sigprocmask, execve, write,
+//! _exit) before it execs.
 
+use super::identity::Identity;
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::Path;
+
+/// Which step of the child's set-up failed, as it reports it before exiting.
+const STEP_EXEC: u8 = 0;
+const STEP_CWD: u8 = 1;
+const STEP_IDENTITY: u8 = 2;
 
 /// `CLONE_INTO_CGROUP` from linux/sched.h.
 const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
@@ -37,6 +44,7 @@ pub struct Prepared {
     argv: Vec<CString>,
     envp: Vec<CString>,
     cwd: CString,
+    identity: Option<Identity>,
 }
 
 /// Why a spawn failed.
@@ -46,16 +54,22 @@ pub enum ForkError {
     Unsupported,
     /// The program could not be executed (errno from execve).
     Exec(std::io::Error),
+    /// The child could not enter its working directory (errno from chdir, as the user it
+    /// runs as).
+    Cwd(std::io::Error),
+    /// The child could not become the user and group it runs as.
+    Identity(std::io::Error),
     /// Anything else.
     Other(std::io::Error),
 }
 
 impl Prepared {
-    /// Prepares `argv` to run in `cwd` with exactly `env`.
+    /// Prepares `argv` to run in `cwd` with exactly `env`, as `identity` when given.
     pub fn new(
         argv: &[String],
         cwd: &Path,
         env: &[(OsString, OsString)],
+        identity: Option<Identity>,
     ) -> std::io::Result<Prepared> {
         let nul = |e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e);
         let cstr = |b: Vec<u8>| CString::new(b).map_err(nul);
@@ -87,7 +101,8 @@ impl Prepared {
                 cstr(kv)
             })
             .collect::<Result<_, _>>()?;
-        Ok(Prepared { candidates, argv, envp, cwd: cstr(cwd.as_os_str().to_owned().into_vec())? })
+        let cwd = cstr(cwd.as_os_str().to_owned().into_vec())?;
+        Ok(Prepared { candidates, argv, envp, cwd, identity })
     }
 }
 
@@ -155,10 +170,19 @@ pub fn spawn_into(
         });
     }
     drop(report_write);
-    // The child closes its end by exec (CLOEXEC) or writes errno first.
-    let mut errno = [0u8; 4];
-    match rustix::io::read(&report_read, &mut errno) {
-        Ok(4) => Err(ForkError::Exec(std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno)))),
+    // The child closes its end by exec (CLOEXEC) or writes the step that failed and its
+    // errno first.
+    let mut report = [0u8; 5];
+    match rustix::io::read(&report_read, &mut report) {
+        Ok(5) => {
+            let errno = i32::from_ne_bytes([report[1], report[2], report[3], report[4]]);
+            let e = std::io::Error::from_raw_os_error(errno);
+            Err(match report[0] {
+                STEP_CWD => ForkError::Cwd(e),
+                STEP_IDENTITY => ForkError::Identity(e),
+                _ => ForkError::Exec(e),
+            })
+        }
         _ => Ok(pid as u32),
     }
 }
@@ -176,11 +200,13 @@ unsafe fn exec_child(
     stdio: &Stdio<'_>,
     report: libc::c_int,
 ) -> ! {
-    let fail = |errno: libc::c_int| -> ! {
-        let bytes = errno.to_ne_bytes();
+    let fail_at = |step: u8, errno: libc::c_int| -> ! {
+        let e = errno.to_ne_bytes();
+        let bytes = [step, e[0], e[1], e[2], e[3]];
         libc::write(report, bytes.as_ptr().cast(), bytes.len());
         libc::_exit(127)
     };
+    let fail = |errno: libc::c_int| -> ! { fail_at(STEP_EXEC, errno) };
     if libc::setsid() < 0 {
         fail(*libc::__errno_location());
     }
@@ -190,8 +216,14 @@ unsafe fn exec_child(
             fail(*libc::__errno_location());
         }
     }
+    // The user first, so the working directory is entered with the user's own rights.
+    if let Some(identity) = &prepared.identity {
+        if identity.become_it().is_err() {
+            fail_at(STEP_IDENTITY, *libc::__errno_location());
+        }
+    }
     if libc::chdir(prepared.cwd.as_ptr()) < 0 {
-        fail(*libc::__errno_location());
+        fail_at(STEP_CWD, *libc::__errno_location());
     }
     // Every signal back to its default (the daemon ignores SIGPIPE and handles others), then
     // unblocked: a child starts as a fresh process would.

@@ -119,6 +119,20 @@ impl RecoveryLedger {
         self.writer.append(fs, clock.wall(), &records).map(drop)
     }
 
+    /// Who a harness's processes run as: its configured `user` and `group` (resolved now),
+    /// else the daemon's own user.
+    fn run_as(&self, spec: &harn_core::harness::lifecycle::HarnessSpec) -> Value {
+        let Some(user) = &spec.spawn.user else {
+            return json!({ "uid": self.owner.uid, "user": self.owner.user, "configured": false });
+        };
+        match super::identity::resolve(user, spec.spawn.group.as_deref()) {
+            Ok(id) => json!({ "uid": id.uid, "user": id.user, "gid": id.gid, "group": id.group,
+                              "groups": id.groups, "configured": true }),
+            Err(e) => json!({ "user": user, "group": spec.spawn.group, "configured": true,
+                              "error": e }),
+        }
+    }
+
     fn decision(
         &mut self,
         event: &Event,
@@ -241,7 +255,7 @@ impl RecoveryLedger {
         let rotation = super::logs::Rotation::default();
         json!({
             "harness": name,
-            "run_as": { "uid": self.owner.uid, "user": self.owner.user },
+            "run_as": self.run_as(h.active_spec()),
             "desired": if d.enabled { "running" } else { "stopped" },
             "observed": h.state().as_str(),
             "run": h.current_run().unwrap_or(d.runs),

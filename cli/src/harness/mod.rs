@@ -8,6 +8,7 @@ pub mod daemon;
 pub mod detach;
 pub mod fds;
 pub mod fork;
+pub mod identity;
 pub mod ledger;
 pub mod logs;
 pub mod logs_cmd;

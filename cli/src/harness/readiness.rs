@@ -23,6 +23,8 @@ use std::sync::mpsc::Sender;
 pub struct ReadinessWatch {
     schedule: ReadinessSchedule,
     cwd: BTreeMap<Id, PathBuf>,
+    /// The user and group a harness runs as, which its probes run as too.
+    run_as: BTreeMap<Id, (String, Option<String>)>,
     notify_sockets: BTreeMap<Id, PathBuf>,
     tx: Sender<Msg>,
 }
@@ -38,6 +40,7 @@ impl ReadinessWatch {
         let mut r = ReadinessWatch {
             schedule: ReadinessSchedule::default(),
             cwd: BTreeMap::new(),
+            run_as: BTreeMap::new(),
             notify_sockets: BTreeMap::new(),
             tx,
         };
@@ -60,6 +63,12 @@ impl ReadinessWatch {
                 .as_deref()
                 .map_or_else(|| paths.root.clone(), |c| paths.root.join(c));
             self.cwd.insert(name.clone(), cwd);
+            match &spec.spawn.user {
+                Some(user) => {
+                    self.run_as.insert(name.clone(), (user.clone(), spec.spawn.group.clone()))
+                }
+                None => self.run_as.remove(name),
+            };
             if spec.readiness == Kind::Notify && !self.notify_sockets.contains_key(name) {
                 let path = self.bind_notify(paths, name)?;
                 let mut env = vec![("NOTIFY_SOCKET".into(), path.display().to_string())];
@@ -158,6 +167,18 @@ impl ReadinessWatch {
         cmd.args(args).current_dir(self.cwd.get(name)?);
         cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
         cmd.process_group(0);
+        if let Some((user, group)) = self.run_as.get(name) {
+            // A probe runs as its harness does; one that cannot is a failed look.
+            let identity = super::identity::resolve(user, group.as_deref()).ok()?;
+            if identity.refused().is_some() {
+                return None;
+            }
+            // SAFETY: become_it makes only setgroups(2), setgid(2) and setuid(2) on data
+            // prepared before the fork.
+            unsafe {
+                cmd.pre_exec(move || identity.become_it());
+            }
+        }
         cmd.spawn().ok().map(|child| child.id())
     }
 

@@ -3,6 +3,7 @@
 
 use super::contain::{HarnessCgroups, HARNESS_ENV, ROOT_ENV};
 use super::fork;
+use super::identity::Identity;
 use super::logs::{LogPump, LogSink, Rotation};
 use super::paths::Paths;
 use harn_core::env::Clock;
@@ -90,16 +91,26 @@ impl RealSpawner {
         }
     }
 
-    fn command(&self, name: &Id, spec: &SpawnSpec, cgroup: Option<i32>) -> Command {
+    fn command(
+        &self,
+        name: &Id,
+        spec: &SpawnSpec,
+        cgroup: Option<i32>,
+        identity: Option<Identity>,
+    ) -> Command {
         let mut cmd = Command::new(&spec.argv[0]);
         cmd.args(&spec.argv[1..]);
         let cwd = spec
             .cwd
             .as_deref()
             .map_or_else(|| self.paths.root.clone(), |c| self.paths.root.join(c));
+        let cwd_c = std::ffi::CString::new(cwd.as_os_str().as_encoded_bytes()).ok();
         cmd.current_dir(cwd);
         for var in fork::MANAGER_ONLY {
             cmd.env_remove(var);
+        }
+        for (k, v) in identity.iter().flat_map(Identity::login_env) {
+            cmd.env(k, v);
         }
         cmd.envs(&spec.env);
         cmd.env(HARNESS_ENV, name.as_str());
@@ -110,9 +121,10 @@ impl RealSpawner {
         cmd.stdin(if spec.stdin.is_empty() { Stdio::null() } else { Stdio::piped() });
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         // SAFETY: the closure runs in the forked child before exec and only makes
-        // async-signal-safe system calls, allocating nothing: setsid(2), get/setrlimit(2), and
-        // write(2) of "0" to the harness's cgroup.procs, whose descriptor the parent keeps open until the
-        // spawn has returned.
+        // async-signal-safe system calls, allocating nothing: setsid(2), get/setrlimit(2),
+        // write(2) of "0" to the harness's cgroup.procs, whose descriptor the parent keeps
+        // open until the spawn has returned, and, for another user, setgroups(2), setgid(2),
+        // setuid(2) and chdir(2) again, so the directory is entered with the user's rights.
         unsafe {
             cmd.pre_exec(move || {
                 rustix::process::setsid().map_err(std::io::Error::from)?;
@@ -120,6 +132,14 @@ impl RealSpawner {
                 if let Some(fd) = cgroup {
                     let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
                     rustix::io::write(fd, b"0").map_err(std::io::Error::from)?;
+                }
+                if let Some(identity) = &identity {
+                    identity.become_it()?;
+                    if let Some(cwd) = &cwd_c {
+                        if libc::chdir(cwd.as_ptr()) < 0 {
+                            return Err(std::io::Error::last_os_error());
+                        }
+                    }
                 }
                 Ok(())
             });
@@ -137,11 +157,15 @@ impl RealSpawner {
         leaf: &std::path::Path,
         spec: &SpawnSpec,
         sink: &Arc<Mutex<LogSink>>,
+        identity: Option<Identity>,
     ) -> Option<Result<Pid, SpawnError>> {
         let cgroup = HarnessCgroups::dir_handle(leaf).ok()?;
         let failed = |detail: String| Some(Err(SpawnError { not_found: false, detail }));
         let mut extra: Vec<(String, String)> =
             spec.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        // The user's login variables first, so the harness's own env may override them.
+        let login = identity.iter().flat_map(Identity::login_env).collect::<Vec<_>>();
+        extra.splice(0..0, login);
         extra.push((HARNESS_ENV.into(), name.to_string()));
         extra.push((ROOT_ENV.into(), self.paths.root.display().to_string()));
         extra.extend(self.extra_env.get(name).into_iter().flatten().cloned());
@@ -149,7 +173,9 @@ impl RealSpawner {
             .cwd
             .as_deref()
             .map_or_else(|| self.paths.root.clone(), |c| self.paths.root.join(c));
-        let prepared = match fork::Prepared::new(&spec.argv, &cwd, &fork::child_env(&extra)) {
+        let who = identity.as_ref().map(|i| format!(" (as user {})", i.user)).unwrap_or_default();
+        let env = fork::child_env(&extra);
+        let prepared = match fork::Prepared::new(&spec.argv, &cwd, &env, identity) {
             Ok(p) => p,
             Err(e) => return failed(format!("{}: {e}", spec.argv.join(" "))),
         };
@@ -177,6 +203,14 @@ impl RealSpawner {
                 );
                 Some(Err(SpawnError { not_found, detail: format!("{}: {e}", spec.argv[0]) }))
             }
+            Err(fork::ForkError::Cwd(e)) => {
+                let not_found = e.kind() == std::io::ErrorKind::NotFound;
+                Some(Err(SpawnError {
+                    not_found,
+                    detail: format!("cwd {}: {e}{who}", cwd.display()),
+                }))
+            }
+            Err(fork::ForkError::Identity(e)) => failed(format!("becoming{who}: {e}")),
             Err(fork::ForkError::Other(e)) => failed(format!("{}: {e}", spec.argv[0])),
             Ok(pid) => {
                 // Closing the write end at once gives the child an empty stdin.
@@ -227,6 +261,17 @@ impl Spawner for RealSpawner {
                 });
             }
         }
+        let identity = match &spec.user {
+            None => None,
+            Some(user) => {
+                let id = super::identity::resolve(user, spec.group.as_deref())
+                    .map_err(|detail| SpawnError { not_found: true, detail })?;
+                if let Some(detail) = id.refused() {
+                    return Err(SpawnError { not_found: true, detail });
+                }
+                Some(id)
+            }
+        };
         if let Some(file) = self.ready_files.get(name) {
             let _ = std::fs::remove_file(file);
         }
@@ -234,7 +279,7 @@ impl Spawner for RealSpawner {
         // than failing it.
         let leaf = self.contain.new_run(name, run).unwrap_or(None);
         if let Some(leaf) = &leaf {
-            if let Some(done) = self.spawn_into_cgroup(name, leaf, spec, &sink) {
+            if let Some(done) = self.spawn_into_cgroup(name, leaf, spec, &sink, identity.clone()) {
                 if done.is_err() {
                     HarnessCgroups::end_run(leaf);
                 }
@@ -243,7 +288,7 @@ impl Spawner for RealSpawner {
         }
         let cgroup = leaf.as_deref().and_then(|l| HarnessCgroups::join_handle(l).ok());
         let raw = cgroup.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
-        let spawned = self.command(name, spec, raw).spawn();
+        let spawned = self.command(name, spec, raw, identity).spawn();
         drop(cgroup);
         if spawned.is_err() {
             if let Some(leaf) = &leaf {

@@ -93,6 +93,8 @@ fn live_row(
         "config_changed": h.config_changed(),
         "restart": spec.restart,
         "command": spec.spawn.argv,
+        "user": spec.spawn.user,
+        "group": spec.spawn.group,
         "in_config": config.harnesses.contains_key(id),
     });
     merge(&mut row, fields);
