@@ -1,11 +1,14 @@
 //! The lifecycle machine against a small reference model (proptest-state-machine): random
-//! operator commands, process reports and time leaps, with the model's predictions of intent,
-//! latch, failure count and liveness compared after every transition.
+//! operator commands, process reports (readiness shown and lost, watchdog pings) and time
+//! leaps, under drawn readiness, readiness timeouts and watchdogs, with the model's
+//! predictions of intent, latch, failure count, readiness and liveness compared after every
+//! transition.
 
 use harn_core::env::{ExitStatus, SpawnSpec};
 use harn_core::harness::lifecycle::harness::Durable;
 use harn_core::harness::lifecycle::{
-    Harness, HarnessInput, HarnessOut, HarnessSpec, LifecycleLimits, RestartPolicy, State,
+    Harness, HarnessInput, HarnessOut, HarnessSpec, LifecycleLimits, Readiness, RestartPolicy,
+    State,
 };
 use harn_core::ids::Id;
 use harn_core::time::{Duration, Instant};
@@ -28,6 +31,9 @@ enum Phase {
     },
     /// Restarting or degraded, waiting out a delay.
     Waiting,
+    /// Stopping a live run judged hung (its readiness timeout or watchdog ran out): its end
+    /// counts as a failed run under its policy.
+    Condemned,
 }
 
 #[derive(Clone, Debug)]
@@ -43,6 +49,18 @@ struct Model {
     recent_exits: Vec<u64>,
     /// Crossed the flap threshold; only a run outliving the window clears it.
     flapping: bool,
+    /// Readiness is by notify (shown by a report), not at the spawn.
+    notify: bool,
+    /// A run not ready this long after its spawn is hung (notify only).
+    ready_timeout: Option<u64>,
+    /// A ready run with no ping for this long is hung (notify only).
+    watchdog: Option<u64>,
+    /// The live run is ready.
+    ready: bool,
+    /// When the live run last became ready (kept when readiness is lost).
+    ready_at: Option<u64>,
+    /// The live run's last watchdog ping.
+    pinged_at: Option<u64>,
 }
 
 #[derive(Clone, Debug)]
@@ -53,7 +71,13 @@ enum Step {
     Spawned,
     SpawnFailed,
     Exit(i32),
-    /// Less than any delay or grace: nothing is due.
+    /// The run showed its readiness evidence.
+    Ready,
+    /// A recheck of the run's evidence failed.
+    Unready,
+    /// `WATCHDOG=1` from the run.
+    Ping,
+    /// Less than any delay or grace: nothing is due but a hang.
     Tick,
     /// More than the longest delay and the grace: every retry and kill is due.
     Leap(u64),
@@ -95,17 +119,59 @@ impl Model {
     fn start_run(&mut self) {
         self.phase = Phase::Live { pid: false };
         self.started_at = self.now;
+        self.ready = false;
+        self.ready_at = None;
+        self.pinged_at = None;
     }
 
-    fn unplanned_end(&mut self, status: Option<i32>) {
+    /// A process is alive for the run (a spawn was confirmed and it has not ended).
+    fn has_pid(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Live { pid: true } | Phase::Stopping { pid: true, .. } | Phase::Condemned
+        )
+    }
+
+    /// The live run counts as hung now: not yet ready past its readiness timeout, or, once
+    /// ready, silent past its watchdog since the later of its last ping and its readiness.
+    fn hang_due(&self) -> bool {
+        if self.phase != (Phase::Live { pid: true }) {
+            return false;
+        }
+        if !self.ready && self.ready_at.is_none() {
+            return self.ready_timeout.is_some_and(|t| self.now - self.started_at >= t);
+        }
+        let since = self.pinged_at.max(self.ready_at).unwrap_or(self.started_at);
+        self.watchdog.is_some_and(|w| self.now - since >= w)
+    }
+
+    /// What any wake of the machine does beyond retries: condemn a hung run, then forget the
+    /// crash bookkeeping a live run has outlived.
+    fn on_wake(&mut self) {
+        if self.hang_due() {
+            self.phase = Phase::Condemned;
+            self.stop_asked_at = self.now;
+        }
+        if self.has_pid() {
+            let lived = self.now - self.started_at;
+            if lived >= limits().flap_window.0 {
+                self.forget_flapping();
+            }
+            if lived >= limits().healthy_run.0 {
+                self.failures = 0;
+            }
+        }
+    }
+
+    fn unplanned_end(&mut self, status: Option<i32>, hung: bool) {
         let lived = self.now - self.started_at;
-        if status.is_some() && lived >= limits().flap_window.0 {
+        if !hung && status.is_some() && lived >= limits().flap_window.0 {
             self.forget_flapping();
         }
-        if status.is_some() && lived >= limits().healthy_run.0 {
+        if !hung && status.is_some() && lived >= limits().healthy_run.0 {
             self.failures = 0;
         }
-        let failure = status != Some(0);
+        let failure = hung || status != Some(0);
         let restart = self.enabled
             && match self.policy {
                 RestartPolicy::Always | RestartPolicy::UnlessStopped => true,
@@ -142,24 +208,38 @@ impl ReferenceStateMachine for Reference {
     type Transition = Step;
 
     fn init_state() -> BoxedStrategy<Model> {
-        prop_oneof![
+        let policy = prop_oneof![
             Just(RestartPolicy::Always),
             Just(RestartPolicy::UnlessStopped),
             Just(RestartPolicy::OnFailure),
             Just(RestartPolicy::No)
-        ]
-        .prop_map(|policy| Model {
-            policy,
-            phase: Phase::Stopped,
-            enabled: false,
-            failures: 0,
-            now: 0,
-            started_at: 0,
-            stop_asked_at: 0,
-            recent_exits: Vec::new(),
-            flapping: false,
-        })
-        .boxed()
+        ];
+        // A third of the cases without readiness; the rest notify, with a readiness timeout,
+        // a watchdog, both or neither. Both are longer than a tick and shorter than a leap.
+        let watch = prop_oneof![
+            1 => Just((false, None, None)),
+            2 => (proptest::option::of(35u64..60), proptest::option::of(32u64..50))
+                .prop_map(|(t, w)| (true, t.map(|s| s * SEC), w.map(|s| s * SEC))),
+        ];
+        (policy, watch)
+            .prop_map(|(policy, (notify, ready_timeout, watchdog))| Model {
+                policy,
+                notify,
+                ready_timeout,
+                watchdog,
+                ready: false,
+                ready_at: None,
+                pinged_at: None,
+                phase: Phase::Stopped,
+                enabled: false,
+                failures: 0,
+                now: 0,
+                started_at: 0,
+                stop_asked_at: 0,
+                recent_exits: Vec::new(),
+                flapping: false,
+            })
+            .boxed()
     }
 
     fn transitions(_: &Model) -> BoxedStrategy<Step> {
@@ -170,6 +250,9 @@ impl ReferenceStateMachine for Reference {
             3 => Just(Step::Spawned),
             1 => Just(Step::SpawnFailed),
             3 => (0..3i32).prop_map(Step::Exit),
+            2 => Just(Step::Ready),
+            1 => Just(Step::Unready),
+            2 => Just(Step::Ping),
             1 => Just(Step::Tick),
             2 => (31u64..400).prop_map(Step::Leap),
         ]
@@ -177,7 +260,7 @@ impl ReferenceStateMachine for Reference {
     }
 
     fn preconditions(m: &Model, step: &Step) -> bool {
-        let pid = matches!(m.phase, Phase::Live { pid: true } | Phase::Stopping { pid: true, .. });
+        let pid = m.has_pid();
         let spawning =
             matches!(m.phase, Phase::Live { pid: false } | Phase::Stopping { pid: false, .. });
         match step {
@@ -199,6 +282,8 @@ impl ReferenceStateMachine for Reference {
                     Phase::Stopping { pid, .. } => {
                         m.phase = Phase::Stopping { pid, then_start: true }
                     }
+                    // The operator's start ends the hung run as a stop, then starts anew.
+                    Phase::Condemned => m.phase = Phase::Stopping { pid: true, then_start: true },
                     _ => {}
                 }
             }
@@ -212,6 +297,7 @@ impl ReferenceStateMachine for Reference {
                     Phase::Stopping { pid, .. } => {
                         m.phase = Phase::Stopping { pid, then_start: false }
                     }
+                    Phase::Condemned => m.phase = Phase::Stopping { pid: true, then_start: false },
                     Phase::Waiting | Phase::Failed => {
                         m.forget_crashes();
                         m.phase = Phase::Stopped;
@@ -231,11 +317,14 @@ impl ReferenceStateMachine for Reference {
                     Phase::Stopping { pid, .. } => {
                         m.phase = Phase::Stopping { pid, then_start: true }
                     }
+                    Phase::Condemned => m.phase = Phase::Stopping { pid: true, then_start: true },
                     Phase::Waiting | Phase::Stopped | Phase::Failed => m.start_run(),
                 }
             }
             Step::Spawned => {
                 m.started_at = m.now;
+                m.ready = !m.notify;
+                m.ready_at = m.ready.then_some(m.now);
                 m.phase = match m.phase {
                     Phase::Live { .. } => Phase::Live { pid: true },
                     Phase::Stopping { then_start, .. } => {
@@ -258,25 +347,33 @@ impl ReferenceStateMachine for Reference {
                             m.start_run();
                         }
                     }
-                    Phase::Live { .. } => m.unplanned_end(status),
+                    Phase::Live { .. } => m.unplanned_end(status, false),
+                    Phase::Condemned => m.unplanned_end(status, true),
                     _ => unreachable!("precondition"),
                 }
             }
-            Step::Tick => m.now += SEC / 10,
+            Step::Ready => {
+                if m.has_pid() && !m.ready {
+                    m.ready = true;
+                    m.ready_at = Some(m.now);
+                }
+            }
+            Step::Unready => m.ready = false,
+            Step::Ping => {
+                if m.has_pid() {
+                    m.pinged_at = Some(m.now);
+                }
+            }
+            Step::Tick => {
+                m.now += SEC / 10;
+                m.on_wake();
+            }
             Step::Leap(secs) => {
                 m.now += secs * SEC;
-                if m.phase == (Phase::Live { pid: true }) {
-                    let lived = m.now - m.started_at;
-                    if lived >= limits().flap_window.0 {
-                        m.forget_flapping();
-                    }
-                    if lived >= limits().healthy_run.0 {
-                        m.failures = 0;
-                    }
-                }
                 if m.phase == Phase::Waiting {
                     m.start_run();
                 }
+                m.on_wake();
             }
         }
         m
@@ -299,6 +396,9 @@ impl StateMachineTest for Test {
         let spec = HarnessSpec {
             spawn: SpawnSpec { argv: vec!["agent".into()], ..Default::default() },
             restart: m.policy,
+            readiness: if m.notify { Readiness::Notify } else { Readiness::None },
+            ready_timeout: m.ready_timeout.map(Duration),
+            watchdog: m.watchdog.map(Duration),
             ..Default::default()
         };
         Rig {
@@ -320,6 +420,9 @@ impl StateMachineTest for Test {
             Step::Spawned => Some(HarnessInput::Spawned { run, pid: 4242 }),
             Step::SpawnFailed => Some(HarnessInput::SpawnFailed { run }),
             Step::Exit(code) => Some(HarnessInput::Exited { run, status: ExitStatus::Code(code) }),
+            Step::Ready => Some(HarnessInput::Ready { run }),
+            Step::Unready => Some(HarnessInput::Unready { run }),
+            Step::Ping => Some(HarnessInput::Watchdog { run }),
             Step::Tick | Step::Leap(_) => None,
         };
         match input {
@@ -344,9 +447,13 @@ impl StateMachineTest for Test {
             Phase::Live { pid: true } => state == flapping_state && rig.h.pid().is_some(),
             Phase::Stopping { pid, .. } => state == State::Stopping && rig.h.pid().is_some() == pid,
             Phase::Waiting => state == waiting_state && rig.h.pid().is_none(),
+            Phase::Condemned => state == State::Stopping && rig.h.pid().is_some(),
         };
         assert!(ok, "model phase {:?} but machine is {state:?}", m.phase);
-        if let Phase::Stopping { pid: true, .. } = m.phase {
+        if m.has_pid() {
+            assert_eq!(rig.h.ready(), m.ready, "readiness");
+        }
+        if matches!(m.phase, Phase::Stopping { pid: true, .. } | Phase::Condemned) {
             let grace_over = m.now - m.stop_asked_at >= limits.stop_grace.0;
             let killed = rig.h.poll_timeout(&limits).is_none_or(|t| t > rig.now);
             assert!(!grace_over || killed, "the kill is overdue");

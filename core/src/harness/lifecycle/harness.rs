@@ -129,7 +129,9 @@ impl Run {
             return Some((self.started_at.saturating_add(limit), Hang::ReadyTimeout, limit));
         }
         let limit = spec.watchdog?;
-        let since = self.pinged_at.or(self.ready_at).unwrap_or(self.started_at);
+        // Counted from the last ping or from readiness, whichever came later: a ping before
+        // `READY=1` does not shorten the first interval (systemd arms its watchdog at READY).
+        let since = self.pinged_at.max(self.ready_at).unwrap_or(self.started_at);
         Some((since.saturating_add(limit), Hang::Watchdog, limit))
     }
 }
@@ -446,7 +448,12 @@ impl Harness {
                 self.clear_crash_bookkeeping();
                 self.start_run(now, cause, out);
             }
-            State::Stopping => self.start_after_stop = Some(cause),
+            // A start while a hung run is being stopped is the operator's word, as a restart
+            // is: the run ends as a stop, then starts again.
+            State::Stopping => {
+                self.hung = None;
+                self.start_after_stop = Some(cause);
+            }
             State::Starting | State::Running | State::Degraded | State::Restarting => {}
         }
     }

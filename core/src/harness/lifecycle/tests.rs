@@ -757,3 +757,32 @@ fn lost_readiness_is_not_ready_until_shown_again_and_is_no_failed_start() {
     assert!(r.h.ready());
     assert!(matches!(r.events()[..], [Event::HarnessReady { .. }]), "ready again is said again");
 }
+
+#[test]
+fn the_watchdog_counts_from_readiness_when_that_came_after_the_last_ping() {
+    let mut r = watched(Readiness::Notify, None, Some(5));
+    let run = r.boot_and_spawn();
+    r.input(HarnessInput::Watchdog { run });
+    r.advance(4);
+    r.input(HarnessInput::Ready { run });
+    r.advance(4);
+    assert!(r.signals().is_empty(), "8 s after the ping, but 4 s after READY=1: alive");
+    r.advance(1);
+    assert_eq!(hung(&r.events()), Some(Hang::Watchdog));
+}
+
+#[test]
+fn a_start_while_a_hung_run_stops_is_the_operator_s_word() {
+    let mut r = Rig::new(RestartPolicy::No);
+    let mut s = spec(RestartPolicy::No);
+    s.watchdog = Some(Duration::from_millis(2_000));
+    r.h = Harness::new(Id::new("h").unwrap(), s, Durable { enabled: true, ..Durable::default() });
+    r.boot_and_spawn();
+    r.advance(2);
+    assert_eq!(r.h.state(), State::Stopping, "hung");
+    r.input(HarnessInput::Start);
+    r.exit(0);
+    assert_eq!(r.h.state(), State::Starting, "started again, not stopped by its policy");
+    assert!(r.h.enabled());
+    assert_eq!(r.h.durable().consecutive_failures, 0, "ended as a stop, not as a failure");
+}
