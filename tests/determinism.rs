@@ -53,3 +53,12 @@ fn a_harness_held_for_a_dependency_comes_up_in_the_calm_phase() {
         assert!(run.violation.is_none(), "seed {seed}: {:?}", run.violation);
     }
 }
+
+/// Seed 2316 ended its fault phase while a notify harness's hung run was being stopped; that
+/// end was its last allowed failure, so it failed after the calm operator had looked for
+/// failed harnesses to restart. The calm phase now lets stops under way finish first.
+#[test]
+fn a_hung_run_stopping_at_the_calm_is_restarted_if_it_gives_up() {
+    let run = run_seed(2316, 2000, false);
+    assert!(run.violation.is_none(), "seed 2316: {:?}", run.violation);
+}

@@ -14,6 +14,7 @@ pub mod goal;
 mod liveness;
 #[cfg(feature = "planted-bugs")]
 pub mod lying;
+mod notify;
 pub mod options;
 pub mod process;
 pub mod runner;

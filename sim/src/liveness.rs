@@ -13,7 +13,7 @@ use harn_core::time::Instant;
 
 impl<E: Entropy> World<E> {
     /// Ends the fault phase: no more faults or commands; healthy children run forever; a
-    /// shutdown in progress completes (a draining daemon takes no commands); then an operator
+    /// shutdown or a stop in progress completes (a draining daemon takes no commands); then an operator
     /// restarts every failed harness whose program is healthy.
     pub(crate) fn calm(&mut self) -> Result<(), Violation> {
         self.faults = false;
@@ -22,8 +22,15 @@ impl<E: Entropy> World<E> {
         self.fs.borrow_mut().clear_faults();
         self.procs.clear_faults();
         self.procs.calm_down();
+        self.calm_notify();
+        // A shutdown in progress completes, and so does every stop under way: a run stopped
+        // because it hung may end in `failed` (its end is a failed run), which the operator
+        // below must see to restart it.
         for _ in 0..LIVENESS_STEPS_MAX {
-            if self.daemon().is_none_or(|d| !d.draining()) {
+            let busy = self.daemon().is_some_and(|d| {
+                d.draining() || d.harnesses().values().any(|h| h.state() == State::Stopping)
+            });
+            if !busy {
                 break;
             }
             self.step()?;

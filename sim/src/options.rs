@@ -5,7 +5,9 @@ use crate::entropy::Entropy;
 use crate::process::Behaviour;
 use harn_core::env::SpawnSpec;
 use harn_core::harness::daemon::{DaemonConfig, Profile};
-use harn_core::harness::lifecycle::{CrashLoop, HarnessSpec, LifecycleLimits, RestartPolicy};
+use harn_core::harness::lifecycle::{
+    CrashLoop, HarnessSpec, LifecycleLimits, Readiness, RestartPolicy,
+};
 use harn_core::ids::Id;
 use harn_core::time::Duration;
 use serde::{Deserialize, Serialize};
@@ -141,11 +143,15 @@ impl SimOptions {
                 readiness: readiness_of(i),
                 // Every other harness with readiness gives up on a run not ready in time:
                 // files found by chance and probes failing half the time make that happen.
-                ready_timeout: (i % 3 != 0 && i % 2 == 0).then(|| Duration::from_millis(3_000)),
+                // The notify harness (the fourth) has both: a child that never says READY=1
+                // is a failed start, and one that stops pinging is hung.
+                ready_timeout: (readiness_of(i) == Readiness::Notify || (i % 3 != 0 && i % 2 == 0))
+                    .then(|| Duration::from_millis(3_000)),
                 // The others with readiness keep being rechecked: a flapping file or probe
                 // loses readiness and shows it again.
                 recheck: (i % 3 != 0 && i % 2 == 1).then(|| Duration::from_millis(1_000)),
-                watchdog: None,
+                watchdog: (readiness_of(i) == Readiness::Notify)
+                    .then(|| Duration::from_millis(2_000)),
                 // Every fifth harness requires the one before it (when that is configured),
                 // and every fifth, from the third, starts after the one before.
                 requires: previous(i % 5 == 4),
@@ -250,13 +256,14 @@ pub(crate) fn plant_core_bug(
     let _ = (bug, daemon);
 }
 
-/// The readiness evidence harness `i` asks for: none, a file, or a probe, in turn, so every
-/// run with three harnesses or more exercises the core's readiness schedule.
-pub fn readiness_of(i: usize) -> harn_core::harness::lifecycle::Readiness {
-    use harn_core::harness::lifecycle::Readiness;
+/// The readiness evidence harness `i` asks for: none, a file, a probe, then notify (with a
+/// watchdog) in turn, so every run with three harnesses or more exercises the core's
+/// readiness schedule, and one with four its watchdog.
+pub fn readiness_of(i: usize) -> Readiness {
     match i % 3 {
         1 => Readiness::File { path: "ready.flag".into() },
         2 => Readiness::Probe { command: vec!["probe".into()] },
+        _ if i % 2 == 1 => Readiness::Notify,
         _ => Readiness::None,
     }
 }

@@ -24,7 +24,9 @@ impl<E: Entropy> World<E> {
         let command = self.next_command_at;
         let exit_t = exit.map(|(t, _)| t);
         let readiness = self.readiness_due();
-        let Some(first) = [exit_t, command, timer, readiness].into_iter().flatten().min() else {
+        let notify = self.notify_due();
+        let Some(first) = [exit_t, command, timer, readiness, notify].into_iter().flatten().min()
+        else {
             // Nothing will ever happen: a long idle stretch ends in a spurious wake.
             self.clock.advance(Duration::from_secs(60));
             return (StepEvent::Timeout { spurious: true }, Wake::Timeout);
@@ -43,6 +45,10 @@ impl<E: Entropy> World<E> {
         if Some(first) == readiness && timer.is_none_or(|t| t > first) {
             self.clock.advance_to(first.max(now));
             return self.readiness_wake();
+        }
+        if Some(first) == notify && timer.is_none_or(|t| t > first) {
+            self.clock.advance_to(first.max(now));
+            return self.notify_wake();
         }
         self.timer_wake(first.max(now))
     }

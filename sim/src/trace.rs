@@ -67,6 +67,13 @@ pub enum StepEvent {
         /// `file` or `probe`.
         evidence: String,
     },
+    /// A notify child sent `WATCHDOG=1`.
+    Ping {
+        /// The harness.
+        name: String,
+        /// The run that pinged.
+        run: u64,
+    },
     /// A recheck of a ready run failed: its file was gone, or its probe failed or ran too
     /// long.
     Unready {

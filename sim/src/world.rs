@@ -50,6 +50,10 @@ pub struct World<E: Entropy> {
     pub(crate) vouched: std::collections::BTreeSet<(harn_core::ids::Id, u64)>,
     /// Vouched runs whose recheck failed since their evidence last showed.
     pub(crate) lost: std::collections::BTreeSet<(harn_core::ids::Id, u64)>,
+    /// What each live notify child will still say.
+    pub(crate) notify: BTreeMap<harn_core::env::Pid, crate::notify::NotifyPlan>,
+    /// When each notify run last said `READY=1` or `WATCHDOG=1`.
+    pub(crate) alive: BTreeMap<(harn_core::ids::Id, u64), Instant>,
     checker: Checker,
     /// Per-step state hashes, always kept (cheap) for replay and determinism checks.
     pub hashes: Vec<u64>,
@@ -97,6 +101,8 @@ impl<E: Entropy> World<E> {
             next_probe_pid: 900_000,
             vouched: std::collections::BTreeSet::new(),
             lost: std::collections::BTreeSet::new(),
+            notify: BTreeMap::new(),
+            alive: BTreeMap::new(),
             checker: Checker::default(),
             hashes: Vec::new(),
             records: trace.then(Vec::new),
@@ -214,7 +220,17 @@ impl<E: Entropy> World<E> {
                 let (Some(run), Some(started)) = (h.current_run(), h.started_at()) else {
                     continue; // The run ended within the same step.
                 };
-                let waited = now.saturating_since(started).as_millis();
+                // A watchdog counts from the run's last READY=1 or WATCHDOG=1.
+                let since = match reason {
+                    Hang::Watchdog => self
+                        .alive
+                        .get(&(name.clone(), run))
+                        .copied()
+                        .unwrap_or(started)
+                        .max(started),
+                    Hang::ReadyTimeout => started,
+                };
+                let waited = now.saturating_since(since).as_millis();
                 let early = waited < *after_ms;
                 let vouched = self.vouched.contains(&(name.clone(), run));
                 if early || (*reason == Hang::ReadyTimeout && vouched) {
@@ -412,6 +428,7 @@ impl<E: Entropy> World<E> {
             if let Executed::Spawned { name, run, pid } = e {
                 self.procs.set_owner(*pid, name.clone(), *run);
                 self.readiness.started(now, name, *run);
+                self.plan_notify(now, name, *run, *pid);
             }
         }
     }
