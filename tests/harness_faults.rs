@@ -244,16 +244,27 @@ fn the_harness_unit_is_named_after_its_root_escaped_and_installable() {
         "{}",
         text(&out)
     );
-    // The supervisor service's unit escapes the same way.
-    let service = Command::new(crate::cli::harn_bin())
-        .args(["supervisor", "service", "unit", "--root"])
-        .arg(&odd)
-        .output()
-        .unwrap();
+    // The supervisor service's unit is named after its root and escapes the same way.
+    let service_unit = |extra: &[&str]| {
+        Command::new(crate::cli::harn_bin())
+            .args(["supervisor", "service", "unit"])
+            .args(extra)
+            .arg("--root")
+            .arg(&odd)
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .output()
+            .unwrap()
+    };
+    let service = service_unit(&[]);
     let service_text = String::from_utf8_lossy(&service.stdout).into_owned();
     assert!(service_text.contains("\"") && service_text.contains("%%c$$d"), "{service_text}");
-    let service_file = dir.path().join("harn-supervisor-test.service");
-    std::fs::write(&service_file, &service_text).unwrap();
+    let service_name = format!("harn-service-{}.service", escaped.trim());
+    assert!(service_text.starts_with(&format!("# Save as {service_name}")), "{service_text}");
+    let out = service_unit(&["--install", "--user"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let service_file = dir.path().join("config/systemd/user").join(&service_name);
+    assert!(service_file.exists(), "{}", text(&out));
+    assert!(text(&out).contains(&format!("enable --now '{service_name}'")), "{}", text(&out));
     if let Ok(verify) = Command::new("systemd-analyze").arg("verify").arg(&service_file).output() {
         let said = String::from_utf8_lossy(&verify.stderr).into_owned();
         assert!(verify.status.success() && !said.contains("Specifier"), "{said}");

@@ -83,11 +83,18 @@ pub fn run(paths: &Paths, config_file: &Path, install: bool, user: bool) -> Exit
         print!("# Save as {name}, or run `harn harness unit --install --user`.\n{text}");
         return Ok(0);
     }
+    write_unit(&name, &text, user, "`harn harness list` its harnesses")
+}
+
+/// Writes unit `name` where systemd looks for it (the user's units with `user`, the
+/// system's otherwise) and prints the commands that enable it; `shows` says what harn verb
+/// then shows the service at work.
+pub fn write_unit(name: &str, text: &str, user: bool, shows: &str) -> Exit {
     let dir = match unit_dir(user) {
         Some(dir) => dir,
         None => return fail(EXIT_FAILED, "no home directory to install a user unit into ($HOME)"),
     };
-    let path = dir.join(&name);
+    let path = dir.join(name);
     // Outside `.harnery/`, where systemd reads it: mode 0644 whatever the umask, and the
     // temporary name made fresh (never a file or symlink already there), then renamed over.
     let written = std::fs::create_dir_all(&dir).and_then(|()| {
@@ -112,7 +119,7 @@ pub fn run(paths: &Paths, config_file: &Path, install: bool, user: bool) -> Exit
     if user {
         outln!("  loginctl enable-linger \"$USER\"   # to keep it running while logged out");
     }
-    outln!("then `{ctl} status '{name}'` shows it, and `harn harness list` its harnesses");
+    outln!("then `{ctl} status '{name}'` shows it, and {shows}");
     Ok(0)
 }
 

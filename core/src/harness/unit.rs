@@ -30,15 +30,25 @@ const NAME_ROOT_MAX: usize = 200;
 /// The unit name of the harness daemon of `root`: `harn-harness-<escaped root>.service`, or,
 /// for a root too long to spell out, its last component and a digest of the whole.
 pub fn unit_name(root: &str) -> String {
+    named("harn-harness", root)
+}
+
+/// The unit name of the supervisor service of `root`: `harn-service-<escaped root>.service`,
+/// shortened as [`unit_name`] is.
+pub fn service_unit_name(root: &str) -> String {
+    named("harn-service", root)
+}
+
+fn named(prefix: &str, root: &str) -> String {
     let escaped = escape_path(root);
     if escaped.len() <= NAME_ROOT_MAX {
-        return format!("harn-harness-{escaped}.service");
+        return format!("{prefix}-{escaped}.service");
     }
     let last = root.rsplit('/').find(|p| !p.is_empty()).unwrap_or("root");
     let mut short = escape_path(last);
     short.truncate(64);
     let digest = crate::hash::sha256_hex(root.as_bytes());
-    format!("harn-harness-{short}-{}.service", &digest[..12])
+    format!("{prefix}-{short}-{}.service", &digest[..12])
 }
 
 /// One word of an `Exec…=` line: `%` and `$` doubled (no specifier or variable expansion),
@@ -78,6 +88,8 @@ mod tests {
         let name = unit_name(&long);
         assert!(name.len() < 255 && name.starts_with("harn-harness-repo-"), "{name}");
         assert_ne!(name, unit_name(&format!("/{}/repo", "e".repeat(300))));
+        assert_eq!(service_unit_name("/srv/a"), "harn-service-srv-a.service");
+        assert!(service_unit_name(&long).starts_with("harn-service-repo-"));
     }
 
     #[test]

@@ -57,8 +57,20 @@ pub enum ServiceVerb {
         #[arg(long)]
         follow: bool,
     },
-    /// A systemd unit for `harn supervisor service run`.
-    Unit,
+    /// A systemd unit for `harn supervisor service run`, named after the root; printed, or
+    /// written where systemd looks with `--install`.
+    #[command(
+        after_help = "Examples:\n  harn supervisor service unit                    # print it\n  harn supervisor service unit --install --user   # write it for the user's systemd"
+    )]
+    Unit {
+        /// Write the unit where systemd reads it (`/etc/systemd/system`, or the user's
+        /// `~/.config/systemd/user` with `--user`) and print the commands that enable it.
+        #[arg(long)]
+        install: bool,
+        /// With `--install`: a unit of the user's own systemd instance.
+        #[arg(long, requires = "install")]
+        user: bool,
+    },
 }
 
 /// Enrollment: goals and intervals, and how their work runs.
@@ -125,11 +137,28 @@ pub fn run(store: &mut Store, verb: ServiceVerb) -> Exit {
         ServiceVerb::Status { json } => status_cmd(store, json),
         ServiceVerb::Stop { timeout, json } => stop::stop(store, timeout, json),
         ServiceVerb::Logs { lines, follow } => logs(store, lines, follow),
-        ServiceVerb::Unit => {
+        ServiceVerb::Unit { install, user } => {
+            let shown = store.root().display().to_string();
+            if shown.contains(['\n', '\r']) {
+                let why = "a root with a line break cannot go in a unit";
+                return Err(crate::exit::Failure::new(crate::exit::EXIT_USAGE, why));
+            }
             let interval =
                 crate::readers::service(store).config.map_or(2_000, |c| c.heartbeat_interval_ms);
-            print!("{}", unit(store.root(), interval));
-            Ok(0)
+            let text = unit(store.root(), interval);
+            let name = harn_core::harness::unit::service_unit_name(&shown);
+            if !install {
+                print!(
+                    "# Save as {name}, or run `harn supervisor service unit --install --user`.\n{text}"
+                );
+                return Ok(0);
+            }
+            crate::harness::unit::write_unit(
+                &name,
+                &text,
+                user,
+                "`harn supervisor service status` its goals",
+            )
         }
     }
 }
