@@ -361,11 +361,11 @@ fn more_than_a_hundred_goals_enroll_and_quiesce() {
     start.extend(goals.iter().map(String::as_str));
     let out = harn(r, &start);
     assert!(out.status.success(), "the reference tool stops at 100: {}", text(&out));
-    wait_for("the first sweep", || {
-        json(&harn(r, &["supervisor", "service", "status", "--json"]))["status"]["sweep_count"]
-            .as_u64()
-            .unwrap_or(0)
-            >= 1
+    // The sweep count and the wake hints are written one after the other: wait for both.
+    wait_for("the first sweep and its wake hints", || {
+        let status = json(&harn(r, &["supervisor", "service", "status", "--json"]));
+        status["status"]["sweep_count"].as_u64().unwrap_or(0) >= 1
+            && status["runtime"]["goals"].as_object().is_some_and(|g| g.len() == 150)
     });
     let status = json(&harn(r, &["supervisor", "service", "status", "--json"]));
     let wakes = status["runtime"]["goals"].as_object().unwrap();
