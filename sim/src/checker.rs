@@ -225,12 +225,15 @@ fn check_acks(facts: &StepFacts<'_>) -> Check {
     };
     let before = intents(facts.durable_before)?;
     let after = intents(facts.durable_after)?;
-    for (index, id) in acks {
-        let (name, want) = match facts.commands.get(&id) {
-            Some(Command::Stop { name }) => (name, false),
-            Some(Command::Start { name } | Command::Restart { name }) => (name, true),
-            _ => continue,
+    let named = acks.into_iter().flat_map(|(index, id)| {
+        let (names, want) = match facts.commands.get(&id) {
+            Some(Command::Stop { names }) => (names.as_slice(), false),
+            Some(Command::Start { names } | Command::Restart { names }) => (names.as_slice(), true),
+            _ => (&[][..], false),
         };
+        names.iter().map(move |name| (index, id, name, want))
+    });
+    for (index, id, name, want) in named {
         let was = before.harnesses.get(name).map(|d| d.enabled);
         let is = after.harnesses.get(name).map(|d| d.enabled);
         if is != Some(want) {

@@ -46,7 +46,7 @@ impl<E: Entropy> World<E> {
             d.harnesses().iter().filter(healthy_and_failed).map(|(n, _)| n.clone()).collect()
         });
         for name in failed {
-            let (event, wake) = self.deliver_command(Command::Restart { name });
+            let (event, wake) = self.deliver_command(Command::Restart { names: vec![name] });
             self.step_with(event, wake)?;
         }
         Ok(())

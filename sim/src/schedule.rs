@@ -191,7 +191,11 @@ impl<E: Entropy> World<E> {
 
     fn draw_command(&mut self) -> Command {
         let count = self.options.harnesses.len() as u64;
-        let name = harness_name(self.entropy.below(count) as usize);
+        // One harness, or now and then two in one command (the same one, possibly).
+        let mut names = vec![harness_name(self.entropy.below(count) as usize)];
+        if self.entropy.chance(1, 4) {
+            names.push(harness_name(self.entropy.below(count) as usize));
+        }
         match self.entropy.below(41) {
             // Half the shutdowns are bounded: past their deadline the core kills what is
             // still stopping, a harness that ignores TERM included.
@@ -200,9 +204,9 @@ impl<E: Entropy> World<E> {
                 let timeout = bounded.then(|| Duration::from_millis(self.entropy.below(3_000)));
                 Command::Shutdown { drain_timeout: timeout }
             }
-            30..=39 => Command::Start { name },
-            0..=9 => Command::Stop { name },
-            10..=17 => Command::Restart { name },
+            30..=39 => Command::Start { names },
+            0..=9 => Command::Stop { names },
+            10..=17 => Command::Restart { names },
             18..=20 => {
                 let profile = ["all", "half", "absent"][self.entropy.below(3) as usize];
                 Command::UseProfile { profile: Id::new(profile).expect("valid") }

@@ -414,25 +414,23 @@ impl Host {
         let names = |names: Vec<String>| -> Result<Vec<Id>, serde_json::Value> {
             names.iter().map(|n| Id::new(n).map_err(|e| err(format!("{n:?}: {e}")))).collect()
         };
-        let per_name = |host: &mut Host, list: Vec<String>, make: fn(Id) -> Command| {
+        // Every name in one command: one durable write and one acknowledgement for all.
+        let per_name = |host: &mut Host, list: Vec<String>, make: fn(Vec<Id>) -> Command| {
             let ids = match names(list) {
                 Ok(ids) => ids,
                 Err(e) => return Ok(e),
             };
-            let mut errors = Vec::new();
-            for id in ids {
-                if let Err(e) = host.command(make(id))? {
-                    errors.push(e);
-                }
-            }
-            Ok(if errors.is_empty() { ok(serde_json::json!({})) } else { err(errors.join("; ")) })
+            Ok(match host.command(make(ids))? {
+                Ok(()) => ok(serde_json::json!({})),
+                Err(e) => err(e),
+            })
         };
         match request {
             Request::Ping => Ok(ok(serde_json::json!({ "pid": std::process::id() }))),
             Request::Status { name } => Ok(self.status(name.as_deref())),
-            Request::Start { names } => per_name(self, names, |name| Command::Start { name }),
-            Request::Stop { names } => per_name(self, names, |name| Command::Stop { name }),
-            Request::Restart { names } => per_name(self, names, |name| Command::Restart { name }),
+            Request::Start { names } => per_name(self, names, |names| Command::Start { names }),
+            Request::Stop { names } => per_name(self, names, |names| Command::Stop { names }),
+            Request::Restart { names } => per_name(self, names, |names| Command::Restart { names }),
             Request::UseProfile { name } => match Id::new(&name) {
                 Err(e) => Ok(err(format!("{name:?}: {e}"))),
                 Ok(profile) => Ok(match self.command(Command::UseProfile { profile })? {

@@ -133,25 +133,37 @@ impl Daemon {
                 }
                 self.broadcast(now, HarnessInput::Halt, batch)
             }
-            Command::Start { name } => self.operator(now, &name, HarnessInput::Start, batch),
-            Command::Stop { name } => self.operator(now, &name, HarnessInput::Stop, batch),
-            Command::Restart { name } => self.operator(now, &name, HarnessInput::Restart, batch),
+            Command::Start { names } => self.operator(now, &names, HarnessInput::Start, batch),
+            Command::Stop { names } => self.operator(now, &names, HarnessInput::Stop, batch),
+            Command::Restart { names } => self.operator(now, &names, HarnessInput::Restart, batch),
             Command::UseProfile { profile } => self.use_profile(now, profile, batch),
             Command::Reload { config } => self.reload(now, config, batch),
         }
     }
 
+    /// An operator's start, stop or restart of `names`, all in one batch: one durable write
+    /// of the intents and one acknowledgement however many there are. An unknown name
+    /// refuses the whole command, so nothing changes.
     fn operator(
         &mut self,
         now: Instant,
-        name: &Id,
+        names: &[Id],
         input: HarnessInput,
         batch: &mut Batch,
     ) -> Result<(), String> {
-        if !self.harnesses.contains_key(name) || self.removed.contains(name) {
-            return Err(format!("no harness named \"{name}\""));
+        let unknown: Vec<String> = names
+            .iter()
+            .filter(|n| !self.harnesses.contains_key(*n) || self.removed.contains(*n))
+            .map(|n| format!("\"{n}\""))
+            .collect();
+        match unknown.len() {
+            0 => {}
+            1 => return Err(format!("no harness named {}", unknown[0])),
+            _ => return Err(format!("no harnesses named {}", unknown.join(", "))),
         }
-        self.deliver(now, name, input, batch);
+        for name in names {
+            self.deliver(now, name, input.clone(), batch);
+        }
         Ok(())
     }
 

@@ -24,20 +24,20 @@ use std::collections::{BTreeMap, VecDeque};
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "command")]
 pub enum Command {
-    /// Start a harness.
+    /// Start harnesses.
     Start {
-        /// Which one.
-        name: Id,
+        /// Which ones; every name must be known, or none is started.
+        names: Vec<Id>,
     },
-    /// Stop a harness.
+    /// Stop harnesses.
     Stop {
-        /// Which one.
-        name: Id,
+        /// Which ones; every name must be known, or none is stopped.
+        names: Vec<Id>,
     },
-    /// Restart a harness, clearing a failure latch.
+    /// Restart harnesses, clearing their failure latches.
     Restart {
-        /// Which one.
-        name: Id,
+        /// Which ones; every name must be known, or none is restarted.
+        names: Vec<Id>,
     },
     /// Make a profile active: start its harnesses, stop the enabled ones outside it.
     UseProfile {

@@ -117,7 +117,7 @@ fn a_stop_is_durable_before_the_signal_and_the_ack() {
     let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
     drain(&mut d);
     spawned(&mut d, "a", 77);
-    let effects = command(&mut d, 1, Command::Stop { name: id("a") });
+    let effects = command(&mut d, 1, Command::Stop { names: vec![id("a")] });
     assert_eq!(kinds(&effects), ["persist", "events", "signal", "ack"]);
     assert!(!persisted(&effects).harnesses[&id("a")].enabled);
     assert_eq!(ack(&effects), Ok(()));
@@ -161,7 +161,7 @@ fn an_exit_persists_the_restart_count() {
 fn commands_on_unknown_names_are_refused_and_change_nothing() {
     let mut d = Daemon::boot(config(&[("a", false)]), None, Instant(0)).unwrap();
     drain(&mut d);
-    let effects = command(&mut d, 3, Command::Start { name: id("ghost") });
+    let effects = command(&mut d, 3, Command::Start { names: vec![id("ghost")] });
     assert_eq!(kinds(&effects), ["ack"]);
     assert!(ack(&effects).unwrap_err().contains("ghost"));
     let effects = command(&mut d, 4, Command::UseProfile { profile: id("nope") });
@@ -206,7 +206,7 @@ fn a_reload_adds_new_harnesses_and_retires_removed_ones_after_their_exit() {
     assert!(kinds(&effects).contains(&"spawn"), "b starts");
     assert!(kinds(&effects).contains(&"signal"), "a is asked to stop");
     assert_eq!(ack(&effects), Ok(()));
-    let effects = command(&mut d, 2, Command::Start { name: id("a") });
+    let effects = command(&mut d, 2, Command::Start { names: vec![id("a")] });
     assert!(ack(&effects).is_err(), "a removed harness takes no commands");
     let run = d.harnesses()[&id("a")].current_run().unwrap();
     let exited = HarnessInput::Exited { run, status: ExitStatus::Signal(15) };
@@ -263,7 +263,7 @@ fn shutdown_closes_intake_stops_everything_and_keeps_intent() {
     assert_eq!(kinds(&effects).iter().filter(|k| **k == "signal").count(), 2);
     assert!(!kinds(&effects).contains(&"persist"), "intent does not change");
     assert!(d.draining() && !d.drained());
-    assert!(ack(&command(&mut d, 2, Command::Start { name: id("a") })).is_err());
+    assert!(ack(&command(&mut d, 2, Command::Start { names: vec![id("a")] })).is_err());
     for (name, pid) in [("a", 10), ("b", 11)] {
         let run = d.harnesses()[&id(name)].current_run().unwrap();
         let exited = HarnessInput::Exited { run, status: ExitStatus::Signal(15) };
@@ -321,7 +321,7 @@ fn an_operators_decision_pins_the_intent_against_the_configuration() {
     let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
     drain(&mut d);
     spawned(&mut d, "a", 5);
-    let effects = command(&mut d, 1, Command::Stop { name: id("a") });
+    let effects = command(&mut d, 1, Command::Stop { names: vec![id("a")] });
     let state = persisted(&effects);
     assert!(state.harnesses[&id("a")].pinned);
     let effects = command(&mut d, 2, Command::Reload { config: config(&[("a", true)]) });
@@ -427,7 +427,7 @@ fn a_harness_waits_for_what_it_requires_to_be_ready() {
     let mut d = Daemon::boot(c, None, Instant(0)).unwrap();
     assert!(spawns(&drain(&mut d)).is_empty(), "db is stopped: web waits for it");
     assert_eq!(d.waiting_for(&id("web")), [(id("db"), "stopped")]);
-    let effects = command(&mut d, 1, Command::Stop { name: id("web") });
+    let effects = command(&mut d, 1, Command::Stop { names: vec![id("web")] });
     assert!(spawns(&effects).is_empty());
     assert_eq!(d.harnesses()[&id("web")].state(), State::Stopped, "withdrawn, at rest");
 }
@@ -458,4 +458,23 @@ fn dependency_cycles_and_unknown_names_are_refused() {
     let mut c = config(&[("a", true)]);
     c.harnesses.get_mut(&id("a")).unwrap().requires = vec![id("nope")];
     assert!(c.validate().unwrap_err().contains("harness.a.requires"));
+}
+
+#[test]
+fn many_names_in_one_command_are_one_write_and_one_ack_and_an_unknown_one_refuses_all() {
+    let mut d = Daemon::boot(config(&[("a", false), ("b", false), ("c", false)]), None, Instant(0))
+        .unwrap();
+    drain(&mut d);
+    let refused = command(&mut d, 1, Command::Start { names: vec![id("a"), id("ghost"), id("x")] });
+    assert_eq!(kinds(&refused), ["ack"], "nothing started, nothing written");
+    let e = ack(&refused).unwrap_err();
+    assert!(e.contains("\"ghost\", \"x\"") && !e.contains("\"a\""), "{e}");
+    let effects = command(&mut d, 2, Command::Start { names: vec![id("a"), id("b"), id("c")] });
+    let k = kinds(&effects);
+    assert_eq!(k.iter().filter(|k| **k == "persist").count(), 1, "{k:?}");
+    assert_eq!(k.iter().filter(|k| **k == "spawn").count(), 3, "{k:?}");
+    assert_eq!(k.iter().filter(|k| **k == "ack").count(), 1, "{k:?}");
+    let position = |what: &str| k.iter().position(|x| *x == what).unwrap();
+    assert!(position("persist") < position("spawn") && position("persist") < position("ack"));
+    assert!(persisted(&effects).harnesses.values().all(|h| h.enabled));
 }
