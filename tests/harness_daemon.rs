@@ -896,6 +896,8 @@ fn a_harness_starts_only_once_what_it_requires_is_ready() {
     let last = ledger.last().unwrap();
     assert_eq!(last["dependencies"]["declared"]["requires"][0], "db", "{last}");
     assert_eq!(last["dependencies"]["evidence"][0]["ready"], true, "{last}");
+    let behaviour = last["dependencies"]["evidence"][0]["when_unavailable"].as_str().unwrap();
+    assert!(behaviour.contains("waits in starting"), "{last}");
     // A dependency that is not configured is refused, naming the key.
     root.write_config(
         "[harness.web]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\nrequires = [\"db\"]\n",

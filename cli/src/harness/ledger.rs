@@ -410,8 +410,14 @@ fn dependencies(name: &Id, h: &harn_core::harness::lifecycle::Harness, daemon: &
             let state = daemon.harnesses().get(dep).map(|d| d.state().as_str());
             let pid = daemon.harnesses().get(dep).and_then(|d| d.pid());
             let wait = waiting.iter().find(|(n, _)| n == dep).map(|(_, how)| *how);
+            // What this harness does while the dependency is not there, in words.
+            let when_unavailable = match kind {
+                "requires" => "a run waits in starting, unspawned, until it is ready",
+                _ => "a run waits only while it is on its way up (starting, restarting)",
+            };
             json!({ "name": dep, "kind": kind, "state": state, "pid": pid,
-                    "ready": wait.is_none(), "waited_for": wait })
+                    "ready": wait.is_none(), "waited_for": wait,
+                    "when_unavailable": when_unavailable })
         })
         .collect();
     json!({ "declared": { "requires": spec.requires, "after": spec.after }, "evidence": evidence })
