@@ -1,5 +1,6 @@
-//! Per-harness log files with size-based rotation and a cap on retained bytes, written by
-//! threads that drain the children's pipes so a fast writer never blocks the daemon loop.
+//! Per-harness log files with size-based rotation and a cap on retained bytes, written by one
+//! pump thread that drains the children's pipes and frames their bytes into timestamped
+//! lines, so a fast writer never blocks the daemon loop.
 
 use crate::real_clock::RealClock;
 use harn_core::env::Clock;
