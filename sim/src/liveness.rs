@@ -12,6 +12,22 @@ use harn_core::ids::Id;
 use harn_core::time::Instant;
 
 impl<E: Entropy> World<E> {
+    /// Lets a shutdown in progress complete, and every stop under way: a run stopped because
+    /// it hung may end in `failed` (its end is a failed run), which the operator must see to
+    /// restart it.
+    fn settle(&mut self) -> Result<(), Violation> {
+        for _ in 0..LIVENESS_STEPS_MAX {
+            let busy = self.daemon().is_some_and(|d| {
+                d.draining() || d.harnesses().values().any(|h| h.state() == State::Stopping)
+            });
+            if !busy {
+                break;
+            }
+            self.step()?;
+        }
+        Ok(())
+    }
+
     /// Ends the fault phase: no more faults or commands; healthy children run forever; a
     /// shutdown or a stop in progress completes (a draining daemon takes no commands); then an operator
     /// restarts every failed harness whose program is healthy.
@@ -23,22 +39,14 @@ impl<E: Entropy> World<E> {
         self.procs.clear_faults();
         self.procs.calm_down();
         self.calm_notify();
-        // A shutdown in progress completes, and so does every stop under way: a run stopped
-        // because it hung may end in `failed` (its end is a failed run), which the operator
-        // below must see to restart it.
-        for _ in 0..LIVENESS_STEPS_MAX {
-            let busy = self.daemon().is_some_and(|d| {
-                d.draining() || d.harnesses().values().any(|h| h.state() == State::Stopping)
-            });
-            if !busy {
-                break;
-            }
-            self.step()?;
-        }
+        self.settle()?;
         if self.up.is_none() {
             self.step()?;
         }
+        // The calm wake acts on every overdue deadline (a missed wake may have left one), which
+        // can condemn a hung run: that stop completes before the operator looks.
         self.step_with(StepEvent::Calm, Wake::Timeout)?;
+        self.settle()?;
         let failed: Vec<Id> = self.daemon().map_or_else(Vec::new, |d| {
             let healthy_and_failed = |(n, h): &(&Id, &harn_core::harness::lifecycle::Harness)| {
                 h.state() == State::Failed && self.is_healthy(n)
