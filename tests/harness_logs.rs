@@ -71,8 +71,10 @@ fn every_harness_interleaves_by_time_with_its_name_and_stream() {
 
 #[test]
 fn following_every_harness_prints_the_lines_of_each_as_they_come() {
+    // The children write their second lines only once the follower runs (the test makes
+    // `go`), so a slow start of the follower cannot make it miss them.
     let root = Root::new(
-        "[harness.one]\ncommand = [\"sh\", \"-c\", \"echo one starts; sleep 1; echo one later; exec sleep 1000{marker}\"]\n\n[harness.two]\ncommand = [\"sh\", \"-c\", \"sleep 1.2; echo two later >&2; exec sleep 1000{marker}\"]\n",
+        "[harness.one]\ncommand = [\"sh\", \"-c\", \"echo one starts; while [ ! -e go ]; do sleep 0.05; done; echo one later; exec sleep 1000{marker}\"]\n\n[harness.two]\ncommand = [\"sh\", \"-c\", \"while [ ! -e go ]; do sleep 0.05; done; echo two later >&2; exec sleep 1000{marker}\"]\n",
     );
     root.up();
     wait_for_log(&root, &[], "one starts");
@@ -82,7 +84,6 @@ fn following_every_harness_prints_the_lines_of_each_as_they_come() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut seen = Vec::new();
     let reader = BufReader::new(follower.stdout.take().unwrap());
     let (send, lines) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -92,6 +93,21 @@ fn following_every_harness_prints_the_lines_of_each_as_they_come() {
             }
         }
     });
+    // Once the follower holds both logs open, the children go on.
+    let holds = |log: &str| {
+        std::fs::read_dir(format!("/proc/{}/fd", follower.id())).is_ok_and(|fds| {
+            fds.flatten().any(|fd| {
+                std::fs::read_link(fd.path()).is_ok_and(|t| t.to_string_lossy().ends_with(log))
+            })
+        })
+    };
+    let started = Instant::now();
+    while !(holds("/one.log") && holds("/two.log")) {
+        assert!(started.elapsed() < WAIT, "the follower never opened the logs");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::write(root.dir.path().join("go"), "").unwrap();
+    let mut seen = Vec::new();
     let started = Instant::now();
     while seen.len() < 2 && started.elapsed() < WAIT {
         if let Ok(line) = lines.recv_timeout(Duration::from_millis(100)) {
@@ -101,6 +117,6 @@ fn following_every_harness_prints_the_lines_of_each_as_they_come() {
     let _ = follower.kill();
     let _ = follower.wait();
     assert_eq!(seen.len(), 2, "{seen:?}");
-    assert!(seen[0].contains(" one out  | one later"), "{seen:?}");
-    assert!(seen[1].contains(" two err  | two later"), "{seen:?}");
+    assert!(seen.iter().any(|l| l.contains(" one out  | one later")), "{seen:?}");
+    assert!(seen.iter().any(|l| l.contains(" two err  | two later")), "{seen:?}");
 }

@@ -236,8 +236,6 @@ fn release_free_heap() {
     }
 }
 
-/// One line per decision on the daemon's output. A closed or broken output (a pipe whose
-/// reader went away, a restarted journal) loses the line, never the daemon.
 /// What a look at a run's readiness evidence reports to the core.
 fn finding_report(run: u64, finding: Finding) -> HarnessInput {
     match finding {
@@ -246,6 +244,8 @@ fn finding_report(run: u64, finding: Finding) -> HarnessInput {
     }
 }
 
+/// One line per decision on the daemon's output. A closed or broken output (a pipe whose
+/// reader went away, a restarted journal) loses the line, never the daemon.
 fn log(line: &str) {
     use std::io::Write;
     let mut out = std::io::stdout().lock();

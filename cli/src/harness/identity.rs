@@ -68,21 +68,29 @@ impl Identity {
 
     /// Becomes this identity: supplementary groups, then the group, then the user (the
     /// order matters: after setuid the rest is no longer allowed). For a child between fork
-    /// and exec: only async-signal-safe system calls, nothing allocated.
+    /// and exec: raw system calls only, nothing allocated and no lock taken. (The C library's
+    /// wrappers would try to change the credentials of every thread of the daemon, which the
+    /// child of a `clone3` still believes it has, and could wait for them forever.) A process
+    /// that is not root is already this identity ([`Identity::refused`] said so): nothing to do,
+    /// and setgroups would be refused.
     ///
     /// # Safety
-    /// Changes the credentials of the calling process; call it only in a freshly forked child.
+    /// Changes the credentials of the calling thread; call it only in a freshly forked child,
+    /// which has no other thread.
     pub unsafe fn become_it(&self) -> std::io::Result<()> {
-        let check = |rc: libc::c_int| {
+        if libc::geteuid() != 0 {
+            return Ok(());
+        }
+        let check = |rc: libc::c_long| {
             if rc < 0 {
                 Err(std::io::Error::last_os_error())
             } else {
                 Ok(())
             }
         };
-        check(libc::setgroups(self.groups.len(), self.groups.as_ptr()))?;
-        check(libc::setgid(self.gid))?;
-        check(libc::setuid(self.uid))
+        check(libc::syscall(libc::SYS_setgroups, self.groups.len(), self.groups.as_ptr()))?;
+        check(libc::syscall(libc::SYS_setresgid, self.gid, self.gid, self.gid))?;
+        check(libc::syscall(libc::SYS_setresuid, self.uid, self.uid, self.uid))
     }
 }
 

@@ -167,12 +167,13 @@ fn pump(wake: OwnedFd, added: std::sync::mpsc::Receiver<Pipe>) {
             match poll(&mut fds, timeout.as_ref()) {
                 Ok(_) => fds.iter().map(PollFd::revents).collect(),
                 Err(rustix::io::Errno::INTR) => continue,
-                Err(_) => return,
+                Err(_) => return flush_all(&mut pipes, clock.now(), &mut lines),
             }
         };
         if !ready[0].is_empty() {
             if rustix::io::read(&wake, &mut buf[..64]).map_or(true, |n| n == 0) {
-                return; // The daemon is gone.
+                // The daemon is gone: what the framers hold is written, not dropped.
+                return flush_all(&mut pipes, clock.now(), &mut lines);
             }
             pipes.extend(added.try_iter());
         }
@@ -199,6 +200,17 @@ fn pump(wake: OwnedFd, added: std::sync::mpsc::Receiver<Pipe>) {
         }
         for i in closed.into_iter().rev() {
             pipes.swap_remove(i);
+        }
+    }
+}
+
+/// Writes every partial line the framers hold, at once.
+fn flush_all(pipes: &mut [Pipe], now: harn_core::time::Instant, lines: &mut Vec<u8>) {
+    for pipe in pipes {
+        pipe.framer.flush(now, true, lines);
+        if !lines.is_empty() {
+            drop(pipe.sink.lock().map(|mut s| s.write(lines)));
+            lines.clear();
         }
     }
 }

@@ -49,7 +49,8 @@ pub struct Entry {
 
 impl View {
     /// The last `lines` lines of every log (all of them when `None`) from `since` on, in time
-    /// order; lines of one harness keep their order.
+    /// order (a partial line written after its hold sorts at the time it was read; lines of
+    /// equal time keep their file order).
     pub fn last(&self, lines: Option<usize>) -> std::io::Result<Vec<Entry>> {
         let mut all = Vec::new();
         for (i, (_, path)) in self.logs.iter().enumerate() {

@@ -146,8 +146,13 @@ impl ReadinessWatch {
                     }
                 }
                 ReadinessEffect::StartProbe { name, run, command } => {
-                    if let Some(pid) = self.start_probe(&name, &command) {
-                        self.schedule.probe_started(now, pid, &name, run);
+                    match self.start_probe(&name, &command) {
+                        Some(pid) => self.schedule.probe_started(now, pid, &name, run),
+                        None => {
+                            if let Some(finding) = self.schedule.probe_unstarted(now, &name, run) {
+                                ready.push((name, run, finding));
+                            }
+                        }
                     }
                 }
                 ReadinessEffect::KillProbe { pid } => {
@@ -173,10 +178,19 @@ impl ReadinessWatch {
             if identity.refused().is_some() {
                 return None;
             }
-            // SAFETY: become_it makes only setgroups(2), setgid(2) and setuid(2) on data
-            // prepared before the fork.
+            let cwd = std::ffi::CString::new(self.cwd.get(name)?.as_os_str().as_encoded_bytes());
+            let cwd = cwd.ok()?;
+            // SAFETY: become_it makes only raw setgroups(2), setresgid(2) and setresuid(2)
+            // calls, and chdir(2) follows, all on data prepared before the fork: the probe
+            // enters its directory with its user's rights, as its harness does.
             unsafe {
-                cmd.pre_exec(move || identity.become_it());
+                cmd.pre_exec(move || {
+                    identity.become_it()?;
+                    if libc::chdir(cwd.as_ptr()) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
             }
         }
         cmd.spawn().ok().map(|child| child.id())

@@ -273,7 +273,7 @@ impl Spawner for RealSpawner {
             }
         };
         if let Some(file) = self.ready_files.get(name) {
-            let _ = std::fs::remove_file(file);
+            remove_ready_file(file, identity.is_some());
         }
         // A cgroup that cannot be made degrades this run to process-group containment rather
         // than failing it.
@@ -288,6 +288,7 @@ impl Spawner for RealSpawner {
         }
         let cgroup = leaf.as_deref().and_then(|l| HarnessCgroups::join_handle(l).ok());
         let raw = cgroup.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        let user = identity.as_ref().map(|i| i.user.clone());
         let spawned = self.command(name, spec, raw, identity).spawn();
         drop(cgroup);
         if spawned.is_err() {
@@ -300,7 +301,14 @@ impl Spawner for RealSpawner {
                 e.kind(),
                 std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
             );
-            SpawnError { not_found, detail: format!("{program}: {e}") }
+            // This path cannot tell the user's chdir from its exec: a refusal names both.
+            let detail = match &user {
+                Some(user) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                    format!("{program} in cwd {} (as user {user}): {e}", cwd.display())
+                }
+                _ => format!("{program}: {e}"),
+            };
+            SpawnError { not_found, detail }
         })?;
         if let Some(mut stdin) = child.stdin.take() {
             let bytes = spec.stdin.clone();
@@ -342,7 +350,41 @@ impl Spawner for RealSpawner {
     }
 }
 
+/// Removes a run's readiness file before the run starts, so only the new run can vouch. For a
+/// harness run as another user, that user may own directories on the way: no symlink is
+/// followed on the path, so the daemon's user never removes a file elsewhere (a path with a
+/// symlink in it is left alone).
+fn remove_ready_file(file: &std::path::Path, other_user: bool) {
+    if !other_user {
+        let _ = std::fs::remove_file(file);
+        return;
+    }
+    use rustix::fs::{AtFlags, Mode, OFlags, ResolveFlags};
+    let (Some(parent), Some(name)) = (file.parent(), file.file_name()) else { return };
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let resolve = ResolveFlags::NO_SYMLINKS;
+    if let Ok(dir) = rustix::fs::openat2(rustix::fs::CWD, parent, flags, Mode::empty(), resolve) {
+        let _ = rustix::fs::unlinkat(&dir, name, AtFlags::empty());
+    }
+}
+
 /// The log path of a harness (for messages).
 pub fn log_path(paths: &Paths, name: &Id) -> PathBuf {
     paths.log(name)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_ready_file_of_another_user_is_never_removed_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = dir.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("ready.flag"), "").unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.path().join("link")).unwrap();
+        super::remove_ready_file(&dir.path().join("link/ready.flag"), true);
+        assert!(elsewhere.join("ready.flag").exists(), "not through the symlink");
+        super::remove_ready_file(&elsewhere.join("ready.flag"), true);
+        assert!(!elsewhere.join("ready.flag").exists(), "straight to it: removed");
+    }
 }

@@ -104,7 +104,8 @@ impl Framer {
         while !rest.is_empty() {
             let (ts, _) = *self.since.get_or_insert((wall, now));
             let room = MAX_LINE - self.pending.len();
-            let end = rest.iter().take(room).position(|&b| b == b'\n');
+            // A newline right after a full line ends that line, not one more empty line.
+            let end = rest.iter().take(room + 1).position(|&b| b == b'\n');
             match end {
                 Some(i) => {
                     self.pending.extend_from_slice(&rest[..i]);
@@ -244,6 +245,13 @@ mod tests {
         assert!(lines.iter().all(|l| parse(l).text.len() == MAX_LINE));
         f.flush(ms(0), true, &mut out);
         assert!(out.ends_with(b"out aaaaa\n"));
+        // Exactly the limit, then its newline: one line, not one and an empty one.
+        let mut exact = vec![b'b'; MAX_LINE];
+        exact.push(b'\n');
+        out.clear();
+        f.push(ms(0), T, &exact, &mut out);
+        assert_eq!(out.iter().filter(|&&b| b == b'\n').count(), 1);
+        assert_eq!(f.due(), None);
     }
 
     proptest::proptest! {

@@ -215,6 +215,13 @@ impl ReadinessSchedule {
         None
     }
 
+    /// The probe the schedule asked for could not be started at `now` (its program is gone,
+    /// its user no longer resolves): a failed look. A run that awaits its evidence is simply
+    /// looked at again at the next check; a rechecked ready run loses its readiness.
+    pub fn probe_unstarted(&mut self, now: Instant, name: &Id, run: u64) -> Option<Finding> {
+        self.found(now, name, run, false)
+    }
+
     /// A probe for run `run` of `name` started at `now` as `pid`.
     pub fn probe_started(&mut self, now: Instant, pid: Pid, name: &Id, run: u64) {
         let probe = Probe { name: name.clone(), run, started: now, killed: false };
@@ -435,5 +442,15 @@ mod tests {
         let lost = s.probe_exited(ms(12_010), 12, true);
         assert_eq!(lost, Some(Some((id("r"), 1, Finding::Lost))), "a probe past its deadline");
         assert_eq!(s.check(), Ok(()));
+        assert_eq!(s.probe_unstarted(ms(12_010), &id("r"), 1), None, "awaited: looked at again");
+        s.handle_timeout(ms(12_250), &|_, _| true);
+        effects(&mut s);
+        s.probe_started(ms(12_250), 13, &id("r"), 1);
+        assert_eq!(s.probe_exited(ms(12_260), 13, true), Some(Some((id("r"), 1, Finding::Ready))));
+        assert_eq!(
+            s.probe_unstarted(ms(13_260), &id("r"), 1),
+            Some(Finding::Lost),
+            "no probe: lost"
+        );
     }
 }
