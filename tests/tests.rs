@@ -24,6 +24,7 @@ mod private_files;
 mod purity;
 mod readers;
 mod real_agents;
+mod root_discovery;
 mod run_processes;
 mod service;
 mod supervisor;

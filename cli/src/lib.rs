@@ -28,5 +28,6 @@ pub mod procfs;
 pub mod readers;
 pub mod real_clock;
 pub mod real_fs;
+pub mod root;
 pub mod sim_cmd;
 pub mod work;

@@ -24,7 +24,8 @@ use std::time::Duration;
 /// `harn dash`
 #[derive(Debug, Args)]
 pub struct DashArgs {
-    /// The coordination root (default: the current directory).
+    /// The coordination root (default: found from the current directory, as git finds its
+    /// repository).
     #[arg(long)]
     root: Option<PathBuf>,
     /// How often the root is read again, in ms.
@@ -46,7 +47,7 @@ pub struct DashArgs {
 
 /// Runs the dashboard; returns the exit code.
 pub fn run(args: DashArgs) -> Exit {
-    let root = match args.root.clone().unwrap_or_else(|| PathBuf::from(".")).canonicalize() {
+    let root = match crate::root::discover(args.root.as_deref()) {
         Ok(r) => r,
         Err(e) => {
             let shown = args.root.unwrap_or_else(|| PathBuf::from(".")).display().to_string();

@@ -17,7 +17,8 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 /// The coordination root and configuration every verb takes.
 #[derive(Debug, Clone, Args)]
 pub struct Where {
-    /// The coordination root (the repository); default: the current directory.
+    /// The coordination root (the repository); default: found from the current directory as
+    /// git finds its repository (the nearest `.harnery/` above, else the git top level).
     #[arg(long, global = true)]
     root: Option<PathBuf>,
     /// The harness configuration; default: ROOT/harness.toml.
@@ -27,8 +28,11 @@ pub struct Where {
 
 impl Where {
     fn paths(&self) -> Result<Paths, Failure> {
-        let root = self.root.clone().unwrap_or_else(|| PathBuf::from("."));
-        Paths::new(&root).map_err(|e| Failure::new(EXIT_USAGE, format!("{}: {e}", root.display())))
+        let shown =
+            || self.root.clone().unwrap_or_else(|| PathBuf::from(".")).display().to_string();
+        let root = crate::root::discover(self.root.as_deref())
+            .map_err(|e| Failure::new(EXIT_USAGE, format!("{}: {e}", shown())))?;
+        Paths::new(&root).map_err(|e| Failure::new(EXIT_USAGE, format!("{}: {e}", shown())))
     }
 
     fn config_file(&self, paths: &Paths) -> PathBuf {

@@ -12,7 +12,8 @@ use std::path::PathBuf;
 /// `harn run …`
 #[derive(Debug, Args)]
 pub struct RunCmd {
-    /// The coordination root (the repository); default: the current directory.
+    /// The coordination root (the repository); default: found from the current directory as
+    /// git finds its repository (the nearest `.harnery/` above, else the git top level).
     #[arg(long, global = true)]
     root: Option<PathBuf>,
     #[command(subcommand)]

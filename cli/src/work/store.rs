@@ -65,13 +65,16 @@ pub fn run_lock(id: &Id) -> String {
 /// How many times `hold` tries a busy lease, 2 ms apart, before saying another process holds it.
 const LEASE_TRIES: u32 = 10;
 
-/// The store of the coordination root `--root` names (default: the current directory), or
-/// the exit code of a root that does not resolve (bad input).
+/// The store of the coordination root `--root` names, or the one found from the current
+/// directory as git finds its repository ([`crate::root`]), or the exit code of a root that
+/// does not resolve (bad input).
 pub fn open_root(root: Option<PathBuf>) -> Result<Store, Failure> {
-    let root = root.unwrap_or_else(|| PathBuf::from("."));
-    match std::fs::canonicalize(&root) {
+    match crate::root::discover(root.as_deref()) {
         Ok(r) => Ok(Store::new(&r)),
-        Err(e) => crate::exit::fail(crate::exit::EXIT_USAGE, format!("{}: {e}", root.display())),
+        Err(e) => {
+            let shown = root.unwrap_or_else(|| PathBuf::from("."));
+            crate::exit::fail(crate::exit::EXIT_USAGE, format!("{}: {e}", shown.display()))
+        }
     }
 }
 

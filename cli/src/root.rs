@@ -1,0 +1,66 @@
+//! Finding the coordination root as git finds its repository: `--root` when given; else the
+//! nearest directory, from the current one up, that holds a `.harnery/` directory of this
+//! user's own; else the top of the git work tree the current directory is in; else the
+//! current directory itself.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// The coordination root, canonical: `explicit` when given, else found from the current
+/// directory (see the module documentation).
+pub fn discover(explicit: Option<&Path>) -> std::io::Result<PathBuf> {
+    match explicit {
+        Some(root) => std::fs::canonicalize(root),
+        None => Ok(find_from(&std::env::current_dir()?.canonicalize()?)),
+    }
+}
+
+/// The root for a process whose current directory is `start` (canonical).
+pub fn find_from(start: &Path) -> PathBuf {
+    let me = rustix::process::geteuid().as_raw();
+    // A `.harnery/` that is a real directory of this user's: one planted by someone else
+    // higher up (a shared /tmp, a parent owned by another account) is passed over, as git
+    // passes over a repository of dubious ownership.
+    let ours = |dir: &Path| {
+        std::fs::symlink_metadata(dir.join(".harnery"))
+            .is_ok_and(|m| m.file_type().is_dir() && m.uid() == me)
+    };
+    if let Some(found) = start.ancestors().find(|d| ours(d)) {
+        return found.to_path_buf();
+    }
+    // `.git` is a directory in a repository and a file in a linked worktree.
+    let git = |dir: &Path| std::fs::symlink_metadata(dir.join(".git")).is_ok();
+    match start.ancestors().find(|d| git(d)) {
+        Some(top) => top.to_path_buf(),
+        None => start.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_from;
+
+    #[test]
+    fn the_nearest_harnery_wins_then_the_git_top_then_the_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().canonicalize().unwrap();
+        let deep = top.join("repo/src/module");
+        std::fs::create_dir_all(&deep).unwrap();
+        assert_eq!(find_from(&deep), deep, "nothing above: the start itself");
+        std::fs::create_dir(top.join("repo/.git")).unwrap();
+        assert_eq!(find_from(&deep), top.join("repo"), "the git top");
+        std::fs::create_dir(top.join("repo/src/.harnery")).unwrap();
+        assert_eq!(find_from(&deep), top.join("repo/src"), "the nearest .harnery");
+        assert_eq!(find_from(&top.join("repo")), top.join("repo"), "not below the start");
+    }
+
+    #[test]
+    fn a_harnery_that_is_a_symlink_is_passed_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let top = dir.path().canonicalize().unwrap();
+        std::fs::create_dir_all(top.join("a/b")).unwrap();
+        std::fs::create_dir(top.join("elsewhere")).unwrap();
+        std::os::unix::fs::symlink(top.join("elsewhere"), top.join("a/.harnery")).unwrap();
+        assert_eq!(find_from(&top.join("a/b")), top.join("a/b"));
+    }
+}

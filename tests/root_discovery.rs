@@ -1,0 +1,69 @@
+//! Every verb finds its coordination root as git finds its repository: from a subdirectory of
+//! a root, the root (never a second, nested `.harnery/`); in a git work tree without one yet,
+//! its top level; `--root` wins over both.
+
+use crate::cli::{harn, text};
+use std::process::Command;
+
+fn ok(out: &std::process::Output) -> String {
+    assert!(out.status.success(), "{}", text(out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_subdirectory_of_a_root_uses_that_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("wf.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    let sub = root.join("src/deep");
+    std::fs::create_dir_all(&sub).unwrap();
+    ok(&harn(&root, &["work", "create", "Parser", "wf.sh", "--objective", "o", "--id", "parser"]));
+    // From below: the item is there, and a new one lands in the same root.
+    assert!(ok(&harn(&sub, &["work", "list"])).contains("parser"));
+    ok(&harn(&sub, &["work", "create", "Wire", "wf.sh", "--objective", "o", "--id", "wire"]));
+    assert!(
+        !sub.join(".harnery").exists() && !root.join("src/.harnery").exists(),
+        "no nested root"
+    );
+    let shown = ok(&harn(&root, &["work", "show", "wire", "--json"]));
+    assert!(shown.contains("\"wire\""), "{shown}");
+    // The harness verbs and the dashboard find it too.
+    std::fs::write(
+        root.join("harness.toml"),
+        "[harness.a]\ncommand = [\"sleep\", \"1\"]\nenabled = false\n",
+    )
+    .unwrap();
+    let listed = ok(&harn(&sub, &["harness", "list", "--json"]));
+    let doc: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(doc["daemon"]["root"], root.display().to_string(), "{listed}");
+    let unknown = harn(&sub, &["harness", "logs", "nope"]);
+    assert!(text(&unknown).contains("it has: a"), "its harness.toml: {}", text(&unknown));
+    let dash = ok(&harn(&sub, &["dash", "--once", "--page", "work"]));
+    assert!(dash.contains("parser"), "{dash}");
+    // --root still names the root outright: a directory with no items lists none.
+    let other = tempfile::tempdir().unwrap();
+    let listed = ok(&Command::new(crate::cli::harn_bin())
+        .args(["work", "list", "--json", "--root"])
+        .arg(other.path())
+        .current_dir(&sub)
+        .output()
+        .unwrap());
+    assert!(!listed.contains("parser"), "{listed}");
+}
+
+#[test]
+fn a_git_work_tree_without_a_root_gets_one_at_its_top() {
+    let dir = tempfile::tempdir().unwrap();
+    let top = dir.path().canonicalize().unwrap();
+    let init = Command::new("git").args(["init", "-q"]).current_dir(&top).output();
+    if !init.is_ok_and(|o| o.status.success()) {
+        eprintln!("skipped: git is not installed");
+        return;
+    }
+    std::fs::write(top.join("wf.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    let sub = top.join("crates/a");
+    std::fs::create_dir_all(&sub).unwrap();
+    ok(&harn(&sub, &["work", "create", "T", "wf.sh", "--objective", "o", "--id", "t"]));
+    assert!(top.join(".harnery").is_dir(), "made at the git top");
+    assert!(!sub.join(".harnery").exists());
+}
