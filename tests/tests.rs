@@ -16,6 +16,7 @@ mod harness_daemon;
 mod harness_faults;
 mod harness_identity;
 mod harness_logs;
+mod init;
 mod journals;
 mod lifecycle_model;
 mod listing;

@@ -16,6 +16,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Top {
+    /// Start a repository: make .harnery/, find the agent programs, write starter configs.
+    Init(crate::init::InitArgs),
     /// Run an example work item to review in a fresh root and show its proof.
     Example(crate::example::ExampleArgs),
     /// Deterministic simulation of the harness daemon: run, sweep, replay, minimize.
@@ -83,6 +85,7 @@ where
         restore_default_sigpipe();
     }
     let outcome = match cli.command {
+        Top::Init(args) => crate::init::run(args),
         Top::Example(args) => crate::example::run(args),
         Top::Sim(cmd) => crate::sim_cmd::run(cmd),
         Top::Harness(args) => crate::harness::cmd::run(args),

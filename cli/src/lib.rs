@@ -22,6 +22,7 @@ pub mod example;
 pub mod exit;
 pub mod goal;
 pub mod harness;
+pub mod init;
 pub mod input;
 pub mod private;
 pub mod procfs;

@@ -156,7 +156,7 @@ pub fn live_presets() -> Vec<String> {
 }
 
 /// The program a command names: a path, or the first match on `PATH`.
-fn find_program(program: &str) -> Option<PathBuf> {
+pub fn find_program(program: &str) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt;
     let runnable =
         |p: &Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);

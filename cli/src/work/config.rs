@@ -1,5 +1,6 @@
 //! `.harnery/config.json`: harnesses declared for this root, read with errors that name the
-//! file, the line and the field.
+//! file, the line and the field. JSON with comments and trailing commas, as policy files are
+//! (`harn init` writes a commented starter).
 
 use harn_core::workflow::agent::{resolve, AdapterSpec};
 use harn_core::workflow::run::FrozenHarness;
@@ -32,8 +33,12 @@ struct ContainmentConfig {
 fn read_config(root: &Path) -> Result<Config, String> {
     let path = root.join(harn_core::layout::CONFIG);
     let config = match crate::private::read_below(root, &path) {
-        Ok(Some(bytes)) => serde_json::from_slice::<Config>(&bytes)
-            .map_err(|e| format!("{}:{}: {e}", path.display(), e.line()))?,
+        Ok(Some(bytes)) => {
+            let text = harn_core::workflow::policy::jsonc_to_json(&bytes)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            serde_json::from_slice::<Config>(&text)
+                .map_err(|e| format!("{}:{}: {e}", path.display(), e.line()))?
+        }
         Ok(None) => Config::default(),
         Err(e) => return Err(e.to_string()),
     };

@@ -167,16 +167,23 @@ impl FrozenPolicy {
     }
 }
 
+/// JSON with comments (`//`, `/* */`, `#`) and trailing commas, as plain JSON: comments are
+/// blanked in place, so a line a later error names is the file's own line. A block comment
+/// or a string still open at the end is refused: an unclosed `/*` must not silently swallow
+/// what follows it.
+pub fn jsonc_to_json(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    let mut text = Vec::with_capacity(bytes.len());
+    std::io::Read::read_to_end(&mut json_strip_comments::StripComments::new(bytes), &mut text)
+        .map_err(|_| "a comment or a string is not closed at the end of the file".to_owned())?;
+    Ok(text)
+}
+
 /// Parses and checks a policy file; errors name the line (for JSON errors) or the rule and
 /// field. Policy files are JSONC, as the reference's `policy.jsonc` is: `//`, `/* */` and `#`
 /// comments and trailing commas are accepted. They are blanked in place before the JSON
 /// parser sees the text, so a line an error names is the file's line.
 pub fn parse_policy(bytes: &[u8]) -> Result<Policy, String> {
-    // The reading adapter, unlike the in-place call, refuses a block comment or a string
-    // still open at the end: an unclosed `/*` must not silently swallow the rules after it.
-    let mut text = Vec::with_capacity(bytes.len());
-    std::io::Read::read_to_end(&mut json_strip_comments::StripComments::new(bytes), &mut text)
-        .map_err(|_| "a comment or a string is not closed at the end of the file".to_owned())?;
+    let text = jsonc_to_json(bytes)?;
     let policy: Policy =
         serde_json::from_slice(&text).map_err(|e| format!("line {}: {e}", e.line()))?;
     if policy.rules.len() > RULES_MAX {
