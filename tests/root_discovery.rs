@@ -1,6 +1,7 @@
 //! Every verb finds its coordination root as git finds its repository: from a subdirectory of
 //! a root, the root (never a second, nested `.harnery/`); in a git work tree without one yet,
-//! its top level; `--root` wins over both.
+//! its top level; `--root` wins over both. Work items and goals are found by unique prefixes
+//! of their ids.
 
 use crate::cli::{harn, text};
 use std::process::Command;
@@ -66,4 +67,32 @@ fn a_git_work_tree_without_a_root_gets_one_at_its_top() {
     ok(&harn(&sub, &["work", "create", "T", "wf.sh", "--objective", "o", "--id", "t"]));
     assert!(top.join(".harnery").is_dir(), "made at the git top");
     assert!(!sub.join(".harnery").exists());
+}
+
+/// An item or a goal may be named by a unique prefix of its id; a prefix of several is bad
+/// input naming them, and writes nothing; an exact id wins over a longer one it begins.
+#[test]
+fn ids_accept_unique_prefixes() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    std::fs::write(r.join("wf.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::write(r.join("team.json"), r#"{"implementer": {"instructions": "x"}}"#).unwrap();
+    for id in ["parser", "parser-tests", "wire"] {
+        ok(&harn(r, &["work", "create", id, "wf.sh", "--objective", "o", "--id", id]));
+    }
+    let shown = ok(&harn(r, &["work", "show", "wi", "--json"]));
+    assert!(shown.contains("\"id\":\"wire\""), "{shown}");
+    let exact = ok(&harn(r, &["work", "show", "parser", "--json"]));
+    assert!(exact.contains("\"id\":\"parser\""), "the exact id, not parser-tests: {exact}");
+    let before = std::fs::read_dir(r.join(".harnery/work")).unwrap().count();
+    let many = harn(r, &["work", "cancel", "par"]);
+    assert_eq!(many.status.code(), Some(2), "{}", text(&many));
+    assert!(text(&many).contains("parser, parser-tests"), "{}", text(&many));
+    assert_eq!(std::fs::read_dir(r.join(".harnery/work")).unwrap().count(), before);
+    ok(&harn(r, &["work", "cancel", "parser-t"]));
+    let cancelled = ok(&harn(r, &["work", "show", "parser-tests", "--json"]));
+    assert!(cancelled.contains("cancelled"), "{cancelled}");
+    ok(&harn(r, &["supervisor", "create", "wire", "--team", "team.json", "--id", "release-goal"]));
+    let goal = ok(&harn(r, &["supervisor", "show", "rel", "--json"]));
+    assert!(goal.contains("release-goal"), "{goal}");
 }

@@ -152,6 +152,18 @@ fn parse_id(s: &str) -> Result<Id, Failure> {
     Id::new(s).map_err(|e| Failure::new(EXIT_USAGE, format!("{s:?}: {e}")))
 }
 
+/// The goal an operator named: its id, or a unique prefix of one goal's id.
+fn goal_id(store: &mut Store, s: &str) -> Result<Id, Failure> {
+    let typed = parse_id(s)?;
+    let listing =
+        store.list_ids(harn_core::layout::SUPERVISORS).map_err(|e| Failure::new(EXIT_FAILED, e))?;
+    if listing.ids.contains(&typed) {
+        return Ok(typed);
+    }
+    let full = crate::work::store::complete(s, listing.ids.iter().map(Id::as_str), "goal")?;
+    parse_id(&full)
+}
+
 fn create(store: &mut Store, a: CreateArgs) -> Exit {
     let root_id = match a.root_work_id.as_deref().map(parse_id) {
         Some(Ok(id)) => Some(id),
@@ -329,7 +341,7 @@ fn list(store: &mut Store, as_json: bool) -> Exit {
 }
 
 fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
-    let id = parse_id(id)?;
+    let id = goal_id(store, id)?;
     let g = match store::read(store, &id) {
         Ok(g) => g,
         Err(e) => return fail(EXIT_FAILED, e),
@@ -431,7 +443,7 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
 }
 
 fn drive_cmd(store: &mut Store, a: DriveArgs, mode: Mode) -> Exit {
-    let id = parse_id(&a.id)?;
+    let id = goal_id(store, &a.id)?;
     let quiet = a.json;
     let mut say = |line: String| {
         if !quiet {

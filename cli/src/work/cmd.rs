@@ -41,7 +41,7 @@ enum Verb {
     },
     /// One work item: intent, projection and history.
     Show {
-        /// The work id.
+        /// The work id (or a unique prefix of it).
         id: String,
         /// Print one JSON document.
         #[arg(long)]
@@ -112,7 +112,7 @@ struct CreateArgs {
 
 #[derive(Debug, Args)]
 struct Governance {
-    /// The work id.
+    /// The work id (or a unique prefix of it).
     id: String,
     /// Who decides (default: $USER).
     #[arg(long)]
@@ -157,7 +157,36 @@ pub type FindMissions = fn(&mut Store, &Id) -> Result<Vec<MissionReopen>, String
 /// Runs a `work` verb; `missions` finds the complete missions a reopen reopens.
 pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
     let mut store = crate::work::store::open_root(args.root)?;
-    match args.verb {
+    // An item may be named by a unique prefix of its id.
+    let mut full = |typed: String| store.expand_work_id(typed);
+    let verb = match args.verb {
+        Verb::Show { id, json } => Verb::Show { id: full(id)?, json },
+        Verb::Cancel(mut g) => {
+            g.id = full(std::mem::take(&mut g.id))?;
+            Verb::Cancel(g)
+        }
+        Verb::Reopen(mut g) => {
+            g.id = full(std::mem::take(&mut g.id))?;
+            Verb::Reopen(g)
+        }
+        Verb::Run(mut a) => {
+            a.id = full(std::mem::take(&mut a.id))?;
+            Verb::Run(a)
+        }
+        Verb::Retry(mut a) => {
+            a.id = full(std::mem::take(&mut a.id))?;
+            Verb::Retry(a)
+        }
+        Verb::Accept(mut a) => {
+            a.id = full(std::mem::take(&mut a.id))?;
+            Verb::Accept(a)
+        }
+        Verb::Reconcile { id, actor, json } => {
+            Verb::Reconcile { id: id.map(&mut full).transpose()?, actor, json }
+        }
+        other => other,
+    };
+    match verb {
         Verb::Create(a) => create(&mut store, a),
         Verb::List { state, json } => list(&mut store, state.as_deref(), json),
         Verb::Show { id, json } => show(&mut store, &id, json),

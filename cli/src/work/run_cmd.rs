@@ -17,8 +17,8 @@ use serde_json::json;
 /// `harn work run|retry`
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The work id.
-    id: String,
+    /// The work id (or a unique prefix of it).
+    pub(crate) id: String,
     #[command(flatten)]
     host: HostArgs,
     /// A team file (JSON keyed by role: instructions, harness, model, effort, maxTurns,
@@ -47,8 +47,8 @@ pub struct RunArgs {
 /// `harn work accept`
 #[derive(Debug, Args)]
 pub struct AcceptArgs {
-    /// The work id.
-    id: String,
+    /// The work id (or a unique prefix of it).
+    pub(crate) id: String,
     /// How an open finding was disposed of: `f1=fixed` or `f1=deferred:<reason>` (repeatable).
     #[arg(long = "dispose")]
     dispositions: Vec<String>,

@@ -129,6 +129,18 @@ impl Store {
         Ok(listing)
     }
 
+    /// The id an operator typed, completed when it is a unique prefix of one item's id and no
+    /// item has exactly that id; as typed otherwise (so a missing item is said as before). A
+    /// prefix of several ids is bad input naming them.
+    pub fn expand_work_id(&mut self, typed: String) -> Result<String, Failure> {
+        let Ok(id) = Id::new(&typed) else { return Ok(typed) };
+        if self.exists(&id) {
+            return Ok(typed);
+        }
+        let listing = self.ids().map_err(|e| Failure::new(crate::exit::EXIT_FAILED, e))?;
+        complete(&typed, listing.ids.iter().map(Id::as_str), "work item")
+    }
+
     /// True when a work item with this id exists.
     pub fn exists(&mut self, id: &Id) -> bool {
         matches!(self.ledger.fs.read(&format!("{}/intent.json", dir_of(id))), Ok(Some(_)))
@@ -471,5 +483,35 @@ fn probe(root: &Path, held: &std::collections::BTreeSet<String>, lock: &str) -> 
     match std::fs::File::open(root.join(lock)) {
         Ok(file) => matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
         Err(_) => false,
+    }
+}
+
+/// `typed` completed to the one of `ids` it is a prefix of; as typed when none is; bad input
+/// naming them when several are.
+pub fn complete<'a>(
+    typed: &str,
+    ids: impl Iterator<Item = &'a str>,
+    kind: &str,
+) -> Result<String, Failure> {
+    let matches: Vec<&str> = ids.filter(|id| id.starts_with(typed)).collect();
+    match matches.as_slice() {
+        [] => Ok(typed.to_owned()),
+        [one] => Ok((*one).to_owned()),
+        many => {
+            let shown: Vec<&str> = many.iter().take(8).copied().collect();
+            let more = if many.len() > 8 {
+                format!(" and {} more", many.len() - 8)
+            } else {
+                String::new()
+            };
+            Err(Failure::new(
+                crate::exit::EXIT_USAGE,
+                format!(
+                    "{typed:?} is the start of {} {kind} ids ({}{more}): type more of it",
+                    many.len(),
+                    shown.join(", ")
+                ),
+            ))
+        }
     }
 }
