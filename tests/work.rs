@@ -180,3 +180,17 @@ fn an_intent_without_its_creation_event_is_refused_and_left_untouched() {
     assert_eq!(again.status.code(), Some(1));
     assert!(text(&again).contains("already exists"), "{}", text(&again));
 }
+
+/// `work show` names what to type next: a fresh item's run, and an accepted item's reopen.
+#[test]
+fn show_names_the_command_that_moves_the_item_on() {
+    let dir = root_with_workflow();
+    let r = dir.path();
+    assert!(work(r, &["create", "T", "wf.sh", "--objective", "O", "--id", "w"]).status.success());
+    let shown = String::from_utf8_lossy(&work(r, &["show", "w"]).stdout).into_owned();
+    assert!(shown.contains("next       harn work run w --harness HARNESS"), "{shown}");
+    assert!(shown.contains("history    1 event\n"), "one event, not one events: {shown}");
+    assert!(work(r, &["cancel", "w"]).status.success());
+    let shown = String::from_utf8_lossy(&work(r, &["show", "w"]).stdout).into_owned();
+    assert!(shown.contains("next       harn work reopen w --reason WHY"), "{shown}");
+}

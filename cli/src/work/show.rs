@@ -57,7 +57,11 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
     for f in &p.open_findings {
         outln!("  finding    {}: {}", f.id, f.statement);
     }
-    outln!("  history    {} events", item.events.len());
+    let n = item.events.len();
+    outln!("  history    {n} event{}", if n == 1 { "" } else { "s" });
+    for (n, command) in harn_core::work::next::next_commands(&i.id, p).iter().enumerate() {
+        outln!("  {}  {command}", if n == 0 { "next     " } else { "or       " });
+    }
     Ok(0)
 }
 

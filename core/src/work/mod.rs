@@ -9,6 +9,7 @@ pub mod events;
 pub mod intent;
 pub mod ledger;
 pub mod live;
+pub mod next;
 pub mod projection;
 pub mod rulings;
 
