@@ -73,8 +73,36 @@ pub fn neutralize_bytes(bytes: &[u8]) -> Cow<'_, [u8]> {
     Cow::Owned(out)
 }
 
+/// A span of `ms` milliseconds for people: in the largest whole unit that divides it (`4 h`,
+/// `90 min`, `30 s`), else in milliseconds (`1500 ms`).
+pub fn duration_words(ms: u64) -> String {
+    const UNITS: [(u64, &str); 4] =
+        [(86_400_000, "d"), (3_600_000, "h"), (60_000, "min"), (1_000, "s")];
+    match UNITS.iter().find(|(size, _)| ms > 0 && ms.is_multiple_of(*size)) {
+        Some((size, unit)) => format!("{} {unit}", ms / size),
+        None => format!("{ms} ms"),
+    }
+}
+
+/// `n` and the noun, in the plural unless `n` is 1: `1 cycle`, `2 cycles`.
+pub fn count(n: u64, singular: &str, plural: &str) -> String {
+    format!("{n} {}", if n == 1 { singular } else { plural })
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn durations_and_counts_read_as_words() {
+        assert_eq!(super::duration_words(14_400_000), "4 h");
+        assert_eq!(super::duration_words(5_400_000), "90 min");
+        assert_eq!(super::duration_words(30_000), "30 s");
+        assert_eq!(super::duration_words(1_500), "1500 ms");
+        assert_eq!(super::duration_words(0), "0 ms");
+        assert_eq!(super::duration_words(172_800_000), "2 d");
+        assert_eq!(super::count(1, "cycle", "cycles"), "1 cycle");
+        assert_eq!(super::count(50, "cycle", "cycles"), "50 cycles");
+    }
+
     use super::*;
 
     #[test]

@@ -413,12 +413,13 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
     if let Some(u) = &usage {
         outln!("  agents     {}", crate::work::progress::usage(u));
     }
+    use harn_core::text::{count, duration_words};
     outln!(
-        "  limits     {} cycles, {} ms a run, {} in parallel, {} agents a work item, {} at once",
-        l.max_cycles,
-        l.max_runtime_ms,
+        "  limits     {}, {} a run, {} in parallel, {} a work item, {} at once",
+        count(u64::from(l.max_cycles), "cycle", "cycles"),
+        duration_words(l.max_runtime_ms),
         l.max_parallel_work,
-        l.max_agents_per_work,
+        count(u64::from(l.max_agents_per_work), "agent", "agents"),
         l.agent_concurrency
     );
     outln!(
