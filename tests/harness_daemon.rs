@@ -906,3 +906,22 @@ fn a_harness_starts_only_once_what_it_requires_is_ready() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("harness.web.requires"), "{}", text(&out));
 }
+
+/// Before any daemon ran, `list` shows what `harness.toml` names, with its intent, never run,
+/// and says how to start the daemon.
+#[test]
+fn list_before_any_daemon_shows_the_configured_harnesses() {
+    let root = Root::new(
+        "[harness.web]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\n\n[harness.db]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\nenabled = false\n",
+    );
+    let doc = root.status();
+    let names: Vec<&str> =
+        doc["harnesses"].as_array().unwrap().iter().filter_map(|h| h["name"].as_str()).collect();
+    assert_eq!(names, ["db", "web"], "{doc}");
+    assert_eq!(root.harness("web")["enabled"], true);
+    assert_eq!(root.harness("db")["enabled"], false);
+    assert_eq!(root.harness("web")["runs"], 0);
+    let table = text(&root.harn(&["list"]));
+    assert!(table.contains("harn harness up") && table.contains("never run"), "{table}");
+    assert!(!root.dir.path().join(".harnery").exists(), "a read writes nothing");
+}

@@ -283,7 +283,10 @@ pub fn harnesses(root: &Path, timeout: Duration) -> Result<serde_json::Value, St
     match client::request(&paths, &Request::Status { name: None }, timeout) {
         Ok(answer) if is_ok(&answer) => Ok(answer),
         Ok(answer) => Err(answer["error"].as_str().unwrap_or("refused").to_owned()),
-        Err(ClientError::NotRunning(_)) => crate::harness::status::offline_document(&paths, None),
+        Err(ClientError::NotRunning(_)) => {
+            let config = crate::harness::config::load(&root.join("harness.toml")).ok();
+            crate::harness::status::offline_document(&paths, config.as_ref(), None)
+        }
         Err(e) => Err(e.to_string()),
     }
 }

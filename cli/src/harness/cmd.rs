@@ -222,8 +222,8 @@ pub fn run(args: HarnessArgs) -> Exit {
         Verb::Daemon => foreground(paths, config),
         Verb::Up { timeout } => up(&paths, &config, Duration::from_secs(timeout)),
         Verb::Down { timeout } => down(&paths, timeout),
-        Verb::List { json } => show(&paths, None, json),
-        Verb::Status { name, json } => show(&paths, name.as_deref(), json),
+        Verb::List { json } => show(&paths, &config, None, json),
+        Verb::Status { name, json } => show(&paths, &config, name.as_deref(), json),
         Verb::Start { names, wait } => control(&paths, Request::Start { names }, wait),
         Verb::Stop { names, wait } => control(&paths, Request::Stop { names }, wait),
         Verb::Restart { names, wait } => control(&paths, Request::Restart { names }, wait),
@@ -307,7 +307,7 @@ fn control(paths: &Paths, request: Request, wait: WaitArgs) -> Exit {
     Ok(code)
 }
 
-fn show(paths: &Paths, name: Option<&str>, json: bool) -> Exit {
+fn show(paths: &Paths, config: &Path, name: Option<&str>, json: bool) -> Exit {
     let doc = match client::request(
         paths,
         &Request::Status { name: name.map(Into::into) },
@@ -315,7 +315,11 @@ fn show(paths: &Paths, name: Option<&str>, json: bool) -> Exit {
     ) {
         Ok(answer) if is_ok(&answer) => Ok(answer),
         Ok(answer) => Err(answer["error"].as_str().unwrap_or("refused").to_owned()),
-        Err(client::ClientError::NotRunning(_)) => status::offline_document(paths, name),
+        Err(client::ClientError::NotRunning(_)) => {
+            // What the configuration names shows too, before any daemon ever ran it.
+            let configured = super::config::load(config).ok();
+            status::offline_document(paths, configured.as_ref(), name)
+        }
         Err(e) => Err(e.to_string()),
     };
     match doc {

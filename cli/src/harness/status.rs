@@ -10,6 +10,7 @@ use harn_core::harness::lifecycle::Harness;
 use harn_core::ids::Id;
 use harn_core::time::Instant;
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 
 /// Facts about the running daemon that the core does not know.
 pub struct Context<'a> {
@@ -129,7 +130,11 @@ fn merge(into: &mut Value, from: Value) {
 }
 
 /// The document when no daemon runs: intent and counters from `state.json`, nothing observed.
-pub fn offline_document(paths: &Paths, name: Option<&str>) -> Result<Value, String> {
+pub fn offline_document(
+    paths: &Paths,
+    config: Option<&DaemonConfig>,
+    name: Option<&str>,
+) -> Result<Value, String> {
     let state = match std::fs::read(paths.state()) {
         Ok(bytes) => PersistedState::decode(&bytes)
             .map_err(|e| format!("{}: {}", paths.state().display(), e.reason))?,
@@ -140,12 +145,24 @@ pub fn offline_document(paths: &Paths, name: Option<&str>) -> Result<Value, Stri
     // processes carrying this root's harness markers. They are alive and nobody supervises
     // them; the next daemon stops them before it starts anything.
     let orphans = super::contain::HarnessCgroups::observe(paths).orphans();
+    // A configured harness no daemon ever ran has no durable state yet: it reads as its
+    // configuration's intent, never run.
+    let fresh: BTreeMap<Id, Durable> = config
+        .into_iter()
+        .flat_map(|c| c.harnesses.iter())
+        .filter(|(id, _)| !state.harnesses.contains_key(*id))
+        .map(|(id, spec)| (id.clone(), Durable { enabled: spec.enabled, ..Durable::default() }))
+        .collect();
     let rows: Vec<Value> = state
         .harnesses
         .iter()
+        .chain(fresh.iter())
         .filter(|(id, _)| name.is_none_or(|n| n == id.as_str()))
         .map(|(id, d)| {
             let mut row = durable_row(id, d);
+            if let Some(c) = config {
+                merge(&mut row, json!({ "in_config": c.harnesses.contains_key(id) }));
+            }
             let live = orphans.get(id).filter(|pids| !pids.is_empty());
             let shown = match live {
                 Some(pids) => json!({
@@ -176,7 +193,10 @@ pub fn table(doc: &Value) -> String {
             if d["draining"] == true { ", shutting down" } else { "" }
         ));
     } else {
-        out.push_str("no daemon is running; intent and counters from state.json\n");
+        out.push_str(
+            "no daemon is running (`harn harness up` starts it); intent and counters from \
+             state.json, or harness.toml for what never ran\n",
+        );
         let orphaned = doc["harnesses"]
             .as_array()
             .into_iter()
@@ -192,7 +212,7 @@ pub fn table(doc: &Value) -> String {
         }
     }
     out.push_str(&format!(
-        "  {:<20} {:<11} {:>7} {:>8} {:>9} {:>5}  {}\n",
+        "  {:<20} {:<12} {:>7} {:>8} {:>9} {:>5}  {}\n",
         "NAME", "STATE", "ENABLED", "PID", "UPTIME", "↻", "NOTES"
     ));
     for h in doc["harnesses"].as_array().into_iter().flatten() {
@@ -238,6 +258,13 @@ fn row_line(h: &Value) -> String {
     if h["pid"].is_u64() && h["ready"] == false {
         notes.push(format!("not ready ({})", h["readiness"].as_str().unwrap_or("?")));
     }
+    if h["runs"] == 0
+        && h["in_config"] == true
+        && h["pid"].is_null()
+        && h["state"] == "unsupervised"
+    {
+        notes.push("never run".into());
+    }
     if h["config_changed"] == true {
         notes.push("config changed, restart to apply".into());
     }
@@ -260,7 +287,7 @@ fn row_line(h: &Value) -> String {
         notes.push(format!("last {exit}"));
     }
     format!(
-        "{glyph} {:<20} {:<11} {:>7} {:>8} {:>9} {:>5}  {}\n",
+        "{glyph} {:<20} {:<12} {:>7} {:>8} {:>9} {:>5}  {}\n",
         h["name"].as_str().unwrap_or(""),
         state,
         if h["enabled"] == true { "yes" } else { "no" },
