@@ -194,3 +194,19 @@ fn show_names_the_command_that_moves_the_item_on() {
     let shown = String::from_utf8_lossy(&work(r, &["show", "w"]).stdout).into_owned();
     assert!(shown.contains("next       harn work reopen w --reason WHY"), "{shown}");
 }
+
+/// `work list` columns fit a generated id: every row's state starts where the header's does.
+#[test]
+fn list_columns_fit_generated_ids() {
+    let dir = root_with_workflow();
+    let r = dir.path();
+    assert!(work(r, &["create", "T", "wf.sh", "--objective", "O"]).status.success());
+    assert!(work(r, &["create", "U", "wf.sh", "--objective", "O", "--id", "u"]).status.success());
+    let listed = String::from_utf8_lossy(&work(r, &["list"]).stdout).into_owned();
+    let at = |line: &str, word: &str| line.find(word).unwrap_or(usize::MAX);
+    let mut lines = listed.lines();
+    let header = lines.next().unwrap();
+    for row in lines {
+        assert_eq!(at(row, "ready"), at(header, "STATE"), "{listed}");
+    }
+}

@@ -297,13 +297,15 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> Exit {
             .collect();
         outln!("{}", json!({ "items": items, "warnings": warnings }));
     } else {
-        outln!("{:<32} {:<18} {:<22} {:>8}  TITLE", "ID", "STATE", "NEXT", "ATTEMPTS");
+        // The id column fits the longest id: ids are never cut, so they can be copied.
+        let w = rows.iter().map(|(id, _)| id.as_str().len()).max().unwrap_or(0).max(2);
+        outln!("{:<w$} {:<18} {:<22} {:>8}  TITLE", "ID", "STATE", "NEXT", "ATTEMPTS");
         for (id, r) in &rows {
             match r {
                 Ok(i) => {
                     let p = &i.projection;
                     outln!(
-                        "{:<32} {:<18} {:<22} {:>8}  {}",
+                        "{:<w$} {:<18} {:<22} {:>8}  {}",
                         id.as_str(),
                         state_name(p.state),
                         json!(p.next_action).as_str().unwrap_or(""),
@@ -311,7 +313,7 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> Exit {
                         i.intent.title
                     );
                 }
-                Err(e) => outln!("{:<32} {UNREADABLE:<18} {e}", id.as_str()),
+                Err(e) => outln!("{:<w$} {UNREADABLE:<18} {e}", id.as_str()),
             }
         }
         for w in &warnings {
