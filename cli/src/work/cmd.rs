@@ -154,38 +154,28 @@ pub struct MissionReopen {
 /// Finds the missions reopening an item reopens (the goals live above this module).
 pub type FindMissions = fn(&mut Store, &Id) -> Result<Vec<MissionReopen>, String>;
 
+impl Verb {
+    /// The work id an operator typed, for the verbs that address one existing item.
+    fn typed_id(&mut self) -> Option<&mut String> {
+        match self {
+            Verb::Show { id, .. } => Some(id),
+            Verb::Cancel(g) | Verb::Reopen(g) => Some(&mut g.id),
+            Verb::Run(a) | Verb::Retry(a) => Some(&mut a.id),
+            Verb::Accept(a) => Some(&mut a.id),
+            Verb::Reconcile { id, .. } => id.as_mut(),
+            Verb::Create(_) | Verb::List { .. } => None,
+        }
+    }
+}
+
 /// Runs a `work` verb; `missions` finds the complete missions a reopen reopens.
 pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
     let mut store = crate::work::store::open_root(args.root)?;
     // An item may be named by a unique prefix of its id.
-    let mut full = |typed: String| store.expand_work_id(typed);
-    let verb = match args.verb {
-        Verb::Show { id, json } => Verb::Show { id: full(id)?, json },
-        Verb::Cancel(mut g) => {
-            g.id = full(std::mem::take(&mut g.id))?;
-            Verb::Cancel(g)
-        }
-        Verb::Reopen(mut g) => {
-            g.id = full(std::mem::take(&mut g.id))?;
-            Verb::Reopen(g)
-        }
-        Verb::Run(mut a) => {
-            a.id = full(std::mem::take(&mut a.id))?;
-            Verb::Run(a)
-        }
-        Verb::Retry(mut a) => {
-            a.id = full(std::mem::take(&mut a.id))?;
-            Verb::Retry(a)
-        }
-        Verb::Accept(mut a) => {
-            a.id = full(std::mem::take(&mut a.id))?;
-            Verb::Accept(a)
-        }
-        Verb::Reconcile { id, actor, json } => {
-            Verb::Reconcile { id: id.map(&mut full).transpose()?, actor, json }
-        }
-        other => other,
-    };
+    let mut verb = args.verb;
+    if let Some(id) = verb.typed_id() {
+        *id = store.expand_work_id(std::mem::take(id))?;
+    }
     match verb {
         Verb::Create(a) => create(&mut store, a),
         Verb::List { state, json } => list(&mut store, state.as_deref(), json),
