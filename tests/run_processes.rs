@@ -30,6 +30,9 @@ os.execvp("sh", ["sh", "-c", "sleep 300; exit 0", sys.argv[1]])
 ' "$tag-daemon"
 "#;
 
+/// What each of the four sleepers' command lines holds (before its tag).
+const SLEEPER: &str = " -c sleep 300; exit 0 ";
+
 /// The workflow: asks its agent (which starts its own four), starts four, then ends as
 /// `$HOW` says: `end` at once, anything else after sleeping long.
 const WORKFLOW: &str = r#"#!/bin/sh
@@ -99,12 +102,15 @@ impl Root {
         self.command(args, how).output().unwrap()
     }
 
-    /// Processes named with this root's tag, after waiting up to 3 s for them to reach `want`.
+    /// Processes named with this root's tag, after waiting for them to settle at `want`
+    /// sleepers. A spawner and its python are tagged too while they run, so a count taken
+    /// while they do is not yet the answer; on a loaded machine they may take seconds.
     fn survivors(&self, want: usize) -> Vec<String> {
         let started = Instant::now();
         loop {
             let found = tagged(&self.tag);
-            if found.len() == want || started.elapsed() > Duration::from_secs(3) {
+            let settled = found.len() == want && found.iter().all(|p| p.contains(SLEEPER));
+            if settled || started.elapsed() > Duration::from_secs(20) {
                 return found;
             }
             std::thread::sleep(Duration::from_millis(50));
@@ -134,7 +140,8 @@ impl Root {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        assert_eq!(self.survivors(6).len(), 6, "all six run");
+        let running = self.survivors(6);
+        assert_eq!(running.len(), 6, "all six run: {running:#?}");
         child
     }
 }
