@@ -54,8 +54,9 @@ fn the_dashboard_reaches_the_root_only_through_readers() {
                 // Finding the root reads directory metadata only.
                 rest.starts_with("readers")
                     || rest.starts_with("exit::")
-                    || rest.starts_with("root::discover"),
-                "{} names crate::{}…: the dashboard may only use crate::readers (and root::discover)",
+                    || rest.starts_with("root::discover")
+                    || rest.starts_with("root::require_ledger"),
+                "{} names crate::{}…: the dashboard may only use crate::readers (and crate::root)",
                 path.display(),
                 &rest[..rest.len().min(30)]
             );

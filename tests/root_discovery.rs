@@ -43,6 +43,7 @@ fn a_subdirectory_of_a_root_uses_that_root() {
     assert!(dash.contains("parser"), "{dash}");
     // --root still names the root outright: a directory with no items lists none.
     let other = tempfile::tempdir().unwrap();
+    std::fs::create_dir(other.path().join(".harnery")).unwrap();
     let listed = ok(&Command::new(crate::cli::harn_bin())
         .args(["work", "list", "--json", "--root"])
         .arg(other.path())
@@ -95,4 +96,46 @@ fn ids_accept_unique_prefixes() {
     ok(&harn(r, &["supervisor", "create", "wire", "--team", "team.json", "--id", "release-goal"]));
     let goal = ok(&harn(r, &["supervisor", "show", "rel", "--json"]));
     assert!(goal.contains("release-goal"), "{goal}");
+}
+
+#[test]
+fn a_verb_that_reads_where_no_root_is_says_where_it_looked() {
+    let dir = tempfile::tempdir().unwrap();
+    let top = dir.path().canonicalize().unwrap();
+    let sub = top.join("a/b");
+    std::fs::create_dir_all(&sub).unwrap();
+    let reads: [&[&str]; 6] = [
+        &["work", "list"],
+        &["work", "show", "x"],
+        &["supervisor", "list"],
+        &["approval", "list", "--json"],
+        &["run", "list"],
+        &["dash", "--once"],
+    ];
+    for args in reads {
+        let out = harn(&sub, args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out));
+        let said = text(&out);
+        assert!(
+            said.contains(&format!("no .harnery/ in {} or any directory above it", sub.display()))
+                && said.contains("harn init"),
+            "{args:?}: {said}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?}: no empty table: {said}");
+    }
+    assert!(!sub.join(".harnery").exists() && !top.join("a/.harnery").exists(), "nothing made");
+    // Named outright, the same; and once `harn init` made one, the table is empty, exit 0.
+    let named = Command::new(crate::cli::harn_bin())
+        .args(["work", "list", "--root"])
+        .arg(&top)
+        .output()
+        .unwrap();
+    assert_eq!(named.status.code(), Some(1));
+    assert!(
+        text(&named).contains(&format!("no harn root at {}", top.display())),
+        "{}",
+        text(&named)
+    );
+    ok(&harn(&sub, &["init"]));
+    ok(&harn(&sub, &["work", "list"]));
 }

@@ -36,6 +36,33 @@ pub fn find_from(start: &Path) -> PathBuf {
     }
 }
 
+/// For a verb that only reads: `Err` with where harn looked when `root` holds no `.harnery/`
+/// yet, so an empty table is never mistaken for an empty ledger. `explicit` is whether
+/// `--root` named it.
+pub fn require_ledger(root: &Path, explicit: bool) -> Result<(), String> {
+    if std::fs::symlink_metadata(root.join(".harnery")).is_ok_and(|m| m.is_dir()) {
+        return Ok(());
+    }
+    if explicit {
+        return Err(format!(
+            "no harn root at {}: it has no .harnery/ (make one with `harn init --root {0}`)",
+            root.display()
+        ));
+    }
+    let start = std::env::current_dir().and_then(|d| d.canonicalize());
+    let start = start.as_deref().unwrap_or(root);
+    let top = if root == start {
+        String::new()
+    } else {
+        format!(", nor at the top of its git work tree {}", root.display())
+    };
+    Err(format!(
+        "no harn root found: no .harnery/ in {} or any directory above it{top}; \
+         make one with `harn init`, or name one with --root DIR",
+        start.display()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::find_from;

@@ -54,6 +54,9 @@ pub fn run(args: DashArgs) -> Exit {
             return crate::exit::fail(crate::exit::EXIT_USAGE, format!("{shown}: {e}"));
         }
     };
+    if let Err(e) = crate::root::require_ledger(&root, args.root.is_some()) {
+        return crate::exit::fail(crate::exit::EXIT_FAILED, e);
+    }
     if args.once {
         let snapshot = Snapshot::take(&root);
         print!("{}", once(&snapshot, args.page, args.width, args.height));

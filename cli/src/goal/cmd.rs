@@ -136,7 +136,18 @@ pub fn note_typed_service_options(args: &mut SupervisorArgs, typed: Vec<String>)
 
 /// Runs a `supervisor` verb; returns the exit code.
 pub fn run(args: SupervisorArgs) -> Exit {
+    let explicit = args.root.is_some();
     let mut store = crate::work::store::open_root(args.root)?;
+    let reads = match &args.verb {
+        Verb::List { .. } | Verb::Show { .. } => true,
+        Verb::Plan(p) => p.reads(),
+        Verb::Service(s) => s.reads(),
+        _ => false,
+    };
+    if reads {
+        crate::root::require_ledger(store.root(), explicit)
+            .map_err(|e| Failure::new(EXIT_FAILED, e))?;
+    }
     match args.verb {
         Verb::Create(a) => create(&mut store, a),
         Verb::List { json } => list(&mut store, json),

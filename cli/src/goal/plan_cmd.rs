@@ -182,6 +182,13 @@ fn parse_id(s: &str) -> Result<Id, Failure> {
 }
 
 /// Runs a plan verb; returns the exit code.
+impl PlanVerb {
+    /// Whether this verb only reads.
+    pub fn reads(&self) -> bool {
+        matches!(self, PlanVerb::List { .. } | PlanVerb::Show { .. })
+    }
+}
+
 pub fn run(store: &mut Store, verb: PlanVerb) -> Exit {
     let (goal, plan) = match &verb {
         PlanVerb::List { goal, .. } | PlanVerb::Reopen { goal, .. } => (goal, None),

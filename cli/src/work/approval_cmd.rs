@@ -64,7 +64,12 @@ struct RuleArgs {
 
 /// Runs an `approval` verb; returns the exit code.
 pub fn run(cmd: ApprovalCmd) -> Exit {
+    let explicit = cmd.root.is_some();
     let mut store = crate::work::store::open_root(cmd.root)?;
+    if matches!(cmd.verb, ApprovalVerb::List { .. } | ApprovalVerb::Show { .. }) {
+        crate::root::require_ledger(store.root(), explicit)
+            .map_err(|e| Failure::new(EXIT_FAILED, e))?;
+    }
     match cmd.verb {
         ApprovalVerb::List { status, json } => list(&mut store, status.as_deref(), json),
         ApprovalVerb::Show { id, json } => show(&mut store, &id, json),

@@ -4,7 +4,7 @@
 use super::actor;
 use super::show::{show, state_name};
 use super::store::{Item, Store};
-use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::work::events::{EventKind, Finding};
@@ -170,7 +170,12 @@ impl Verb {
 
 /// Runs a `work` verb; `missions` finds the complete missions a reopen reopens.
 pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
+    let explicit = args.root.is_some();
     let mut store = crate::work::store::open_root(args.root)?;
+    if matches!(args.verb, Verb::List { .. } | Verb::Show { .. }) {
+        crate::root::require_ledger(store.root(), explicit)
+            .map_err(|e| Failure::new(EXIT_FAILED, e))?;
+    }
     // An item may be named by a unique prefix of its id.
     let mut verb = args.verb;
     if let Some(id) = verb.typed_id() {

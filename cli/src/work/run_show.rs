@@ -1,7 +1,7 @@
 //! `harn run show`: one workflow run's manifest, a summary of its transcript, and its proof.
 
 use super::store::{run_dir, Store};
-use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::journal;
@@ -54,7 +54,10 @@ enum RunVerb {
 
 /// Runs a `run` verb; returns the exit code.
 pub fn run(cmd: RunCmd) -> Exit {
+    let explicit = cmd.root.is_some();
     let mut store = super::store::open_root(cmd.root)?;
+    crate::root::require_ledger(store.root(), explicit)
+        .map_err(|e| Failure::new(EXIT_FAILED, e))?;
     let (run_id, json) = match cmd.verb {
         RunVerb::Show { run_id, json } => (run_id, json),
         RunVerb::List { limit, json } => return list(&mut store, limit, json),

@@ -73,6 +73,13 @@ pub enum ServiceVerb {
     },
 }
 
+impl ServiceVerb {
+    /// Whether this verb only reads.
+    pub fn reads(&self) -> bool {
+        matches!(self, ServiceVerb::Status { .. } | ServiceVerb::Logs { .. })
+    }
+}
+
 /// Enrollment: goals and intervals, and how their work runs.
 #[derive(Debug, Args)]
 pub struct EnrollArgs {
