@@ -83,6 +83,7 @@ fn a_failure_blocks_until_an_explicit_retry_that_sees_the_prior_run_and_budgets_
     let again = work(r, &["run", "a"]);
     assert_eq!(again.status.code(), Some(1));
     assert!(text(&again).contains("retry it explicitly"), "{}", text(&again));
+    assert!(text(&again).contains("next: harn work retry a --harness"), "{}", text(&again));
     assert_eq!(work(r, &["retry", "a"]).status.code(), Some(1));
     let starts = std::fs::read_to_string(r.join("start.log")).unwrap();
     let lines: Vec<serde_json::Value> =
@@ -93,6 +94,12 @@ fn a_failure_blocks_until_an_explicit_retry_that_sees_the_prior_run_and_budgets_
     assert_eq!(lines[1]["attempt"]["prior"]["causes"], serde_json::json!(["workflow_error"]));
     let spent = work(r, &["retry", "a"]);
     assert!(text(&spent).contains("used up"), "{}", text(&spent));
+    assert!(
+        text(&spent).contains("next: harn work create"),
+        "a dead end says how on: {}",
+        text(&spent)
+    );
+    assert!(text(&spent).contains("--replanning"), "{}", text(&spent));
     assert_eq!(doc(r, "a")["projection"]["charged_attempts"], 2);
 }
 

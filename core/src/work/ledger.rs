@@ -400,8 +400,10 @@ impl<F: Fs> Ledger<F> {
         now: WallTime,
     ) -> Result<(), Refusal> {
         let id = &item.intent.id;
-        crate::workflow::run::may_accept(&item.projection, &dispositions)
-            .map_err(|why| Refusal::NotNow(format!("cannot accept {id}: {why}")))?;
+        crate::workflow::run::may_accept(&item.projection, &dispositions).map_err(|why| {
+            let why = format!("cannot accept {id}: {why}");
+            Refusal::NotNow(super::next::with_next(id, &item.projection, why))
+        })?;
         let run_id = item.projection.latest_run_id.clone().expect("an item in review has a run");
         let path = format!("{}/proof.json", run_dir(&run_id));
         let bytes = self.read_bytes(&path)?.ok_or_else(|| format!("run {run_id} has no proof"))?;
@@ -624,8 +626,10 @@ impl<F: Fs> Ledger<F> {
         now: WallTime,
     ) -> Result<(RunManifest, Value), Refusal> {
         let id = &item.intent.id;
-        let trigger = may_start(&item.projection, retry)
-            .map_err(|why| Refusal::NotNow(format!("cannot start an attempt of {id}: {why}")))?;
+        let trigger = may_start(&item.projection, retry).map_err(|why| {
+            let why = format!("cannot start an attempt of {id}: {why}");
+            Refusal::NotNow(super::next::with_next(id, &item.projection, why))
+        })?;
         let mut known = Known::new();
         let mut no_runner = |_: &Id| false;
         let mut prerequisites = BTreeMap::new();

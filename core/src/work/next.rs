@@ -43,6 +43,21 @@ pub fn next_commands(id: &Id, p: &Projection) -> Vec<String> {
     }
 }
 
+/// A refusal `why` of a verb on item `id`, followed by what may be typed instead.
+pub fn with_next(id: &Id, p: &Projection, why: String) -> String {
+    let next = next_commands(id, p);
+    match next.split_first() {
+        None => why,
+        Some((first, rest)) => {
+            let mut said = format!("{why}\n  next: {first}");
+            for other in rest {
+                said.push_str(&format!("\n  or:   {other}"));
+            }
+            said
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +99,13 @@ mod tests {
         assert!(
             next_commands(&id, &spent)[0].contains("a new item"),
             "a dead end says what is possible"
+        );
+        let refused = with_next(&id, &spent, "cannot start".into());
+        assert!(refused.starts_with("cannot start\n  next: harn work create"), "{refused}");
+        assert!(refused.contains("\n  or:   harn supervisor create"), "{refused}");
+        assert_eq!(
+            with_next(&id, &projection(WorkState::Running, NextAction::WaitForRun), "x".into()),
+            "x"
         );
     }
 }

@@ -5,6 +5,15 @@ use super::*;
 /// Decides whether a `run` (or, with `retry`, a `retry`) may start an attempt now, and with
 /// which trigger. Refusals say what the operator should do instead.
 pub fn may_start(p: &Projection, retry: bool) -> Result<Trigger, String> {
+    // Spent comes first: telling someone to retry an item that cannot run sends them round.
+    let startable = matches!(p.state, WorkState::Ready | WorkState::Blocked);
+    if startable && p.attempts_remaining == 0 {
+        let n = p.charged_attempts;
+        let (s, are) = if n == 1 { ("", "is") } else { ("s", "are") };
+        return Err(format!(
+            "its {n} charged attempt{s} {are} used up: nothing more can run on it"
+        ));
+    }
     match (p.state, retry) {
         (WorkState::Ready, false) => {}
         (WorkState::Ready, true) => return Err("it is ready: start it with run, not retry".into()),
@@ -13,9 +22,6 @@ pub fn may_start(p: &Projection, retry: bool) -> Result<Trigger, String> {
             return Err(format!("it is blocked ({}): retry it explicitly", p.reason))
         }
         (state, _) => return Err(format!("it is {} ({})", state_word(state), p.reason)),
-    }
-    if p.attempts_remaining == 0 {
-        return Err(format!("its {} charged attempts are used up", p.charged_attempts));
     }
     Ok(if retry { Trigger::Retry } else { Trigger::Initial })
 }

@@ -282,6 +282,8 @@ fn run_starts_a_ready_item_and_retry_a_blocked_one_within_budget() {
     assert_eq!(may_start(&blocked, true), Ok(Trigger::Retry));
     let spent = projection(&[failed.clone(), failed.clone(), failed]);
     assert!(may_start(&spent, true).unwrap_err().contains("used up"), "max_attempts is 3");
+    let refused = may_start(&spent, false).unwrap_err();
+    assert!(refused.contains("3 charged attempts are used up"), "not 'retry it': {refused}");
     let review = projection(&[AttemptStatus::Succeeded]);
     assert!(may_start(&review, false).unwrap_err().contains("in review"));
     let running = projection(&[AttemptStatus::Running]);
