@@ -108,6 +108,16 @@ fn without_automated_acceptance_the_run_stops_for_review_and_a_tick_is_one_cycle
         "nothing accepted without the flag"
     );
     assert_eq!(json(&out)["dispatches"], 0);
+    // Waiting for a person, it names what they type, in show and where a run stops.
+    let root = p["attention_work"][0].as_str().unwrap().to_owned();
+    let shown = text(&harn(r, &["supervisor", "show", "ship"]));
+    assert!(shown.contains(&format!("\n  next       harn work accept {root}\n")), "{shown}");
+    assert!(shown.contains(&format!("\n  or         harn work reopen {root} --reason")), "{shown}");
+    let out = harn(r, &["supervisor", "run", "ship", "--harness", "scripted"]);
+    assert!(text(&out).contains("(0 cycles, 0 dispatched"), "{}", text(&out));
+    assert!(text(&out).contains(&format!("\nnext: harn work accept {root}")), "{}", text(&out));
+    let doc = json(&harn(r, &["supervisor", "show", "ship", "--json"]));
+    assert_eq!(doc["next_commands"][0], format!("harn work accept {root}"));
 }
 
 #[test]
@@ -250,6 +260,13 @@ fn a_stuck_goal_replans_and_a_rejected_proposal_is_never_applied() {
         "{p}"
     );
     assert_eq!(p["pending_plan_id"], plan("fixit", 1));
+    let shown = text(&harn(r, &["supervisor", "show", "fixit"]));
+    let pending = plan("fixit", 1);
+    assert!(shown.contains(&format!("next       harn supervisor plan approve fixit {pending}\n")));
+    assert!(
+        shown.contains(&format!("or         harn supervisor plan reject fixit {pending} --reason")),
+        "{shown}"
+    );
     let out = harn(
         r,
         &["supervisor", "plan", "reject", "fixit", &plan("fixit", 1), "--reason", "name it better"],
@@ -263,8 +280,12 @@ fn a_stuck_goal_replans_and_a_rejected_proposal_is_never_applied() {
     let out = harn(r, &["supervisor", "run", "fixit", "--harness", "scripted"]);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(fixit(r)["projection"]["pending_plan_id"], plan("fixit", 2));
-    let out = harn(r, &["supervisor", "plan", "approve", "fixit", &plan("fixit", 2)]);
+    // Named by prefixes of the goal's and the plan's ids.
+    let out = harn(r, &["supervisor", "plan", "approve", "fix", "plan-0002"]);
     assert!(out.status.success(), "{}", text(&out));
+    let ambiguous = harn(r, &["supervisor", "plan", "show", "fixit", "plan-000"]);
+    assert_eq!(ambiguous.status.code(), Some(2), "{}", text(&ambiguous));
+    assert!(text(&ambiguous).contains("is the start of 2 plan ids"), "{}", text(&ambiguous));
     let out = harn(r, &["supervisor", "run", "fixit", "--harness", "scripted"]);
     assert!(text(&out).contains("stop: succeeded"), "{}", text(&out));
     let p = &fixit(r)["projection"];

@@ -181,7 +181,8 @@ fn an_intent_without_its_creation_event_is_refused_and_left_untouched() {
     assert!(text(&again).contains("already exists"), "{}", text(&again));
 }
 
-/// `work show` names what to type next: a fresh item's run, and an accepted item's reopen.
+/// `work show` names what to type next: a fresh item's run, and a cancelled item's reopen;
+/// its history reads in words.
 #[test]
 fn show_names_the_command_that_moves_the_item_on() {
     let dir = root_with_workflow();
@@ -193,6 +194,14 @@ fn show_names_the_command_that_moves_the_item_on() {
     assert!(work(r, &["cancel", "w"]).status.success());
     let shown = String::from_utf8_lossy(&work(r, &["show", "w"]).stdout).into_owned();
     assert!(shown.contains("next       harn work reopen w --reason WHY"), "{shown}");
+    // The history reads in words, one line an event.
+    let lines: Vec<&str> = shown.lines().filter(|l| l.starts_with("    ")).collect();
+    assert_eq!(lines.len(), 2, "{shown}");
+    assert!(lines[0].starts_with("    1  20") && lines[0].ends_with("  created"), "{shown}");
+    assert!(lines[1].starts_with("    2  ") && lines[1].ends_with("  cancelled"), "{shown}");
+    let doc: serde_json::Value =
+        serde_json::from_slice(&work(r, &["show", "w", "--json"]).stdout).unwrap();
+    assert_eq!(doc["next_commands"][0], "harn work reopen w --reason WHY");
 }
 
 /// `work list` columns fit a generated id: every row's state starts where the header's does.

@@ -164,7 +164,7 @@ fn parse_id(s: &str) -> Result<Id, Failure> {
 }
 
 /// The goal an operator named: its id, or a unique prefix of one goal's id.
-fn goal_id(store: &mut Store, s: &str) -> Result<Id, Failure> {
+pub(super) fn goal_id(store: &mut Store, s: &str) -> Result<Id, Failure> {
     let typed = parse_id(s)?;
     let listing =
         store.list_ids(harn_core::layout::SUPERVISORS).map_err(|e| Failure::new(EXIT_FAILED, e))?;
@@ -379,7 +379,8 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
         outln!(
             "{}",
             json!({ "intent": g.intent, "projection": g.projection, "work": items,
-                    "fingerprint": fingerprint, "usage": usage, "milestones": milestones })
+                    "fingerprint": fingerprint, "usage": usage, "milestones": milestones,
+                    "next_commands": harn_core::goal::next::next_commands(&id, &g.projection, &g.items) })
         );
         return Ok(0);
     }
@@ -451,6 +452,10 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
             q.reason
         );
     }
+    let next = harn_core::goal::next::next_commands(&id, &g.projection, &g.items);
+    for (i, cmd) in next.iter().enumerate() {
+        outln!("  {} {cmd}", if i == 0 { "next      " } else { "or        " });
+    }
     Ok(0)
 }
 
@@ -484,13 +489,20 @@ fn drive_cmd(store: &mut Store, a: DriveArgs, mode: Mode) -> Exit {
     } else {
         let reason = json!(report.stop.reason);
         outln!(
-            "stop: {} — {} ({} cycles, {} dispatched, {} accepted)",
+            "stop: {} — {} ({}, {} dispatched, {} accepted)",
             reason.as_str().unwrap_or(""),
             report.stop.detail,
-            report.cycles,
+            harn_core::text::count(u64::from(report.cycles), "cycle", "cycles"),
             report.dispatches,
             report.acceptances
         );
+        // Where the loop stopped for a person, what they type; read afresh, as it stands.
+        if let Ok(g) = store::read(store, &id) {
+            let next = harn_core::goal::next::next_commands(&id, &g.projection, &g.items);
+            for (i, cmd) in next.iter().enumerate() {
+                outln!("{} {cmd}", if i == 0 { "next:" } else { "or:  " });
+            }
+        }
     }
     // An attempt that could not start is a failure of the host, not a decision of the loop.
     if report.stop.reason == harn_core::goal::StopReason::NotStarted {

@@ -181,6 +181,19 @@ fn parse_id(s: &str) -> Result<Id, Failure> {
     Id::new(s).map_err(|e| Failure::new(EXIT_USAGE, format!("{s:?}: {e}")))
 }
 
+/// The plan of `goal` an operator named: its id, or a unique prefix of one of its plans' ids.
+fn plan_id(store: &mut Store, goal: &Id, s: &str) -> Result<Id, Failure> {
+    let typed = parse_id(s)?;
+    // A goal whose plans cannot be read is refused by the verb itself, with its error.
+    let Ok(plans) = plans::read_plans(store, goal) else { return Ok(typed) };
+    let ids: Vec<&str> = plans.iter().map(|p| p.request.plan_id.as_str()).collect();
+    if ids.contains(&typed.as_str()) {
+        return Ok(typed);
+    }
+    let full = crate::work::store::complete(s, ids.into_iter(), "plan")?;
+    parse_id(&full)
+}
+
 /// Runs a plan verb; returns the exit code.
 impl PlanVerb {
     /// Whether this verb only reads.
@@ -189,18 +202,21 @@ impl PlanVerb {
     }
 }
 
-pub fn run(store: &mut Store, verb: PlanVerb) -> Exit {
-    let (goal, plan) = match &verb {
+pub fn run(store: &mut Store, mut verb: PlanVerb) -> Exit {
+    let (goal, plan) = match &mut verb {
         PlanVerb::List { goal, .. } | PlanVerb::Reopen { goal, .. } => (goal, None),
         PlanVerb::Show { goal, plan, .. }
         | PlanVerb::Approve { goal, plan, .. }
         | PlanVerb::Reject { goal, plan, .. }
         | PlanVerb::Retry { goal, plan, .. } => (goal, Some(plan)),
     };
-    let goal = parse_id(goal)?;
-    if let Some(Err(code)) = plan.map(|p| parse_id(p)) {
-        return Err(code);
+    // Goals and plans may be named by unique prefixes of their ids.
+    let goal_id = super::cmd::goal_id(store, goal)?;
+    *goal = goal_id.to_string();
+    if let Some(plan) = plan {
+        *plan = plan_id(store, &goal_id, plan)?.to_string();
     }
+    let goal = goal_id;
     let actor = |a: &Option<String>| crate::work::actor(a.clone());
     let (plan_id, as_json) = match &verb {
         PlanVerb::Approve { plan, json, .. }

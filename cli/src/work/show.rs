@@ -8,6 +8,9 @@ use harn_core::work::WorkState;
 use serde_json::json;
 use std::collections::BTreeMap;
 
+/// The latest events `work show` prints; `--json` has them all.
+const HISTORY_SHOWN: usize = 20;
+
 pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
     let id = match Id::new(id) {
         Ok(id) => id,
@@ -21,6 +24,7 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
         let doc = json!({
             "intent": item.intent, "projection": item.projection, "events": item.events,
             "usage": item.usage,
+            "next_commands": harn_core::work::next::next_commands(&item.intent.id, &item.projection),
         });
         outln!("{doc}");
         return Ok(0);
@@ -59,6 +63,9 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
     }
     let n = item.events.len();
     outln!("  history    {n} event{}", if n == 1 { "" } else { "s" });
+    for line in harn_core::work::history::lines(&item.events, HISTORY_SHOWN) {
+        outln!("    {line}");
+    }
     for (n, command) in harn_core::work::next::next_commands(&i.id, p).iter().enumerate() {
         outln!("  {}  {command}", if n == 0 { "next     " } else { "or       " });
     }

@@ -488,7 +488,8 @@ fn decide(d: &GoalFacts<'_>) -> (GoalState, GoalNext, String) {
     let why = if !decided.is_empty() {
         format!("{} waits on a decision", list(&decided))
     } else if !c.stopped.is_empty() || !c.cancelled.is_empty() {
-        format!("{} need intervention", c.stopped.len() + c.cancelled.len())
+        let n = c.stopped.len() + c.cancelled.len();
+        format!("{n} {} intervention", if n == 1 { "needs" } else { "need" })
     } else {
         "no legal progress action".into()
     };

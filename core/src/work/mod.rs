@@ -6,6 +6,7 @@
 
 pub mod attempt;
 pub mod events;
+pub mod history;
 pub mod intent;
 pub mod ledger;
 pub mod live;
