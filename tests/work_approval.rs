@@ -72,6 +72,8 @@ fn an_ask_parks_and_an_approval_resumes_the_same_run_and_attempt() {
     let out = harn(dir.path(), &["work", "run", "s"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out).contains("harn approval approve"), "{}", text(&out));
+    let shown = text(&harn(dir.path(), &["approval", "show", &approval]));
+    assert!(shown.contains(&format!("next       harn approval approve {approval}\n")), "{shown}");
     let list = json(&harn(dir.path(), &["approval", "list", "--status", "pending", "--json"]));
     assert_eq!(list["approvals"][0]["request"]["request"]["action"], "push", "{list}");
 
@@ -96,8 +98,8 @@ fn an_ask_parks_and_an_approval_resumes_the_same_run_and_attempt() {
     assert_eq!(agent_calls(dir.path()), 1, "the completed call is not made again");
     let p = projection(dir.path());
     assert_eq!((p["state"].as_str(), p["attempts_used"].as_u64()), (Some("in_review"), Some(1)));
-    let shown = json(&harn(dir.path(), &["approval", "show", &approval, "--json"]));
-    assert_eq!(shown["status"], "approved");
+    let shown = json(&harn(dir.path(), &["approval", "show", &approval[..8], "--json"]));
+    assert_eq!(shown["status"], "approved", "named by a prefix of its id");
 }
 
 #[test]
@@ -153,4 +155,62 @@ fn a_bad_policy_is_refused_before_anything_is_recorded() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("policy.json: line 2"), "{}", text(&out));
     assert_eq!(projection(dir.path())["attempts_used"], 0);
+}
+
+/// A ruling says who resumes the run: a running service whose goal resumes approved runs
+/// (and it then does), or a person, naming the stopped service that would have.
+#[test]
+fn a_ruling_names_who_resumes_the_run() {
+    let dir = root();
+    let r = dir.path();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::copy(examples.join("team.json"), r.join("team.json")).unwrap();
+    let approval = run_parked(r);
+    let goal = ["supervisor", "create", "s", "--team", "team.json", "--id", "g"];
+    assert!(harn(r, &goal).status.success());
+    let start = [
+        "supervisor",
+        "service",
+        "start",
+        "g",
+        "--harness",
+        "scripted",
+        "--wake-interval-ms",
+        "100",
+        "--heartbeat-interval-ms",
+        "100",
+    ];
+    let out = harn(r, &start);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = harn(r, &["approval", "approve", &approval, "--actor", "ana"]);
+    let said = text(&out);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("the running service resumes run"), "{said}");
+    assert!(said.contains("(goal g); it goes on"), "{said}");
+    assert!(!said.contains("next       harn work run"), "not sent to resume it by hand: {said}");
+    // And it does.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while projection(r)["state"] != "in_review" {
+        assert!(std::time::Instant::now() < deadline, "the service resumed it: {}", projection(r));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(harn(r, &["supervisor", "service", "stop"]).status.success());
+
+    // With the service stopped, a person resumes it, and the ruling says which service would.
+    let dir = root();
+    let r = dir.path();
+    std::fs::copy(examples.join("team.json"), r.join("team.json")).unwrap();
+    let approval = run_parked(r);
+    assert!(harn(r, &goal).status.success());
+    assert!(harn(r, &start).status.success());
+    assert!(harn(r, &["supervisor", "service", "stop"]).status.success());
+    let out = harn(r, &["approval", "deny", &approval, "--reason", "no", "--json"]);
+    assert_eq!(
+        json(&out)["resumed_by"],
+        serde_json::json!({"by": "person", "idle_service_goal": "g"})
+    );
+    let dir2 = root();
+    let approval = run_parked(dir2.path());
+    let said = text(&harn(dir2.path(), &["approval", "approve", &approval]));
+    assert!(said.contains("next       harn work run s resumes run"), "{said}");
 }

@@ -91,7 +91,7 @@ where
         Top::Harness(args) => crate::harness::cmd::run(args),
         Top::Work(args) => crate::work::cmd::run(args, crate::goal::missions::holding),
         Top::Run(args) => crate::work::run_show::run(args),
-        Top::Approval(args) => crate::work::approval_cmd::run(args),
+        Top::Approval(args) => crate::work::approval_cmd::run(args, crate::goal::store::governing),
         Top::Dash(args) => crate::dash::run(args),
         Top::Supervisor(args) => crate::goal::cmd::run(args),
         Top::Completions { shell } => {

@@ -106,3 +106,17 @@ pub fn sweep_residue(store: &Store) {
 pub fn graph(store: &mut Store, root: &Id) -> Result<Vec<GoalItem>, StoreError> {
     store.graph(root)
 }
+
+/// Of `goals`, those whose active graph holds `work`, each with whether it resumes approved
+/// runs. A goal that cannot be read is left out: it would not resume anything either.
+pub fn governing(store: &mut Store, goals: &[Id], work: &Id) -> Vec<(Id, bool)> {
+    let mut found = Vec::new();
+    for goal in goals {
+        if let Ok(g) = read(store, goal) {
+            if g.projection.work_ids.contains(work) {
+                found.push((goal.clone(), g.intent.automation.resume_approved));
+            }
+        }
+    }
+    found
+}

@@ -7,6 +7,7 @@ use super::store::Store;
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
+use harn_core::service::outlook::{self, ResumeFacts};
 use harn_core::workflow::approval::{ruling_word, status, ApprovalStatus, Ruling};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -62,8 +63,8 @@ struct RuleArgs {
     json: bool,
 }
 
-/// Runs an `approval` verb; returns the exit code.
-pub fn run(cmd: ApprovalCmd) -> Exit {
+/// Runs an `approval` verb; `governing` finds the goals of the service that govern an item.
+pub fn run(cmd: ApprovalCmd, governing: FindGoverning) -> Exit {
     let explicit = cmd.root.is_some();
     let mut store = crate::work::store::open_root(cmd.root)?;
     if matches!(cmd.verb, ApprovalVerb::List { .. } | ApprovalVerb::Show { .. }) {
@@ -73,8 +74,8 @@ pub fn run(cmd: ApprovalCmd) -> Exit {
     match cmd.verb {
         ApprovalVerb::List { status, json } => list(&mut store, status.as_deref(), json),
         ApprovalVerb::Show { id, json } => show(&mut store, &id, json),
-        ApprovalVerb::Approve(a) => rule(&mut store, a, Ruling::Allow),
-        ApprovalVerb::Deny(a) => rule(&mut store, a, Ruling::Deny),
+        ApprovalVerb::Approve(a) => rule(&mut store, a, Ruling::Allow, governing),
+        ApprovalVerb::Deny(a) => rule(&mut store, a, Ruling::Deny, governing),
     }
 }
 
@@ -151,7 +152,7 @@ fn summary(req: &Value) -> String {
 }
 
 fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
-    let id = parse_id(id)?;
+    let id = approval_id(store, id)?;
     let d = match document(store, &id) {
         Ok(d) => d,
         Err(e) => return fail(EXIT_FAILED, e),
@@ -182,35 +183,74 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
                 .map(|r| format!(": {r}"))
                 .unwrap_or_default()
         );
+    } else {
+        outln!("  next       harn approval approve {id}");
+        outln!("  or         harn approval deny {id} --reason WHY");
     }
     Ok(0)
 }
 
-fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling) -> Exit {
-    let id = parse_id(&a.id)?;
+/// The approval an operator named: its id, or a unique prefix of one approval's id.
+fn approval_id(store: &mut Store, s: &str) -> Result<Id, Failure> {
+    let typed = parse_id(s)?;
+    let listing = store.approval_ids().map_err(|e| Failure::new(EXIT_FAILED, e))?;
+    if listing.ids.contains(&typed) {
+        return Ok(typed);
+    }
+    let full = crate::work::store::complete(s, listing.ids.iter().map(Id::as_str), "approval")?;
+    parse_id(&full)
+}
+
+fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling, governing: FindGoverning) -> Exit {
+    let id = approval_id(store, &a.id)?;
     let ((request, decision), applied) = match store.rule(&id, verdict, &actor(a.actor), a.reason) {
         Ok(done) => done,
         Err(e) => return fail(EXIT_FAILED, format!("cannot rule on {id}: {e}")),
     };
+    // Read before this process takes the run lease to note the ruling.
+    let run_held = store.held_elsewhere(&super::store::run_lock(&request.work_id));
     if applied {
         note_ruling(store, &request, decision.as_ref());
     }
     let now = status(decision.as_ref());
+    let service = crate::readers::service(store);
+    let enrolled = service.config.map_or(Vec::new(), |c| c.goal_ids);
+    let governing = governing(store, &enrolled, &request.work_id);
+    let facts = ResumeFacts {
+        work_id: &request.work_id,
+        run_id: &request.run_id,
+        run_held,
+        liveness: service.liveness,
+        enrolled: &enrolled,
+        governing: &governing,
+    };
     if a.json {
-        outln!("{}", json!({ "id": id, "status": now, "applied": applied, "decision": decision }));
+        let resumer = match outlook::resumer(&facts) {
+            outlook::Resumer::Resuming => json!({ "by": "run" }),
+            outlook::Resumer::Service(goal) => json!({ "by": "service", "goal": goal }),
+            outlook::Resumer::Person { idle } => {
+                json!({ "by": "person", "idle_service_goal": idle })
+            }
+        };
+        outln!(
+            "{}",
+            json!({ "id": id, "status": now, "applied": applied, "decision": decision,
+                    "resumed_by": resumer })
+        );
     } else {
         let word = ruling_word(verdict);
         let done = if applied { "recorded" } else { "was already recorded" };
         outln!("approval {id}: {word} {done}");
-        let then = if now == ApprovalStatus::Approved { "goes on" } else { "fails there" };
-        outln!(
-            "  next       harn work run {} resumes run {}, which {then}",
-            request.work_id,
-            request.run_id
-        );
+        for line in outlook::lines(&facts, now == ApprovalStatus::Approved) {
+            outln!("  {line}");
+        }
     }
     Ok(0)
 }
+
+/// Of the goals named, those whose graph holds the item, each with whether it resumes
+/// approved runs (handed in by the caller, so `work` never imports `goal`).
+pub type FindGoverning = fn(&mut Store, &[Id], &Id) -> Vec<(Id, bool)>;
 
 /// Records `approval.resolved` in the parked run's transcript, under the run lease so no
 /// runner writes it at the same time. Best effort: the decision file is the record, and a
