@@ -209,7 +209,8 @@ fn show_names_the_command_that_moves_the_item_on() {
 fn list_columns_fit_generated_ids() {
     let dir = root_with_workflow();
     let r = dir.path();
-    assert!(work(r, &["create", "T", "wf.sh", "--objective", "O"]).status.success());
+    // A title with no letter or digit gets a stamped id, the longest kind.
+    assert!(work(r, &["create", "…", "wf.sh", "--objective", "O"]).status.success());
     assert!(work(r, &["create", "U", "wf.sh", "--objective", "O", "--id", "u"]).status.success());
     let listed = String::from_utf8_lossy(&work(r, &["list"]).stdout).into_owned();
     let at = |line: &str, word: &str| line.find(word).unwrap_or(usize::MAX);
@@ -218,4 +219,31 @@ fn list_columns_fit_generated_ids() {
     for row in lines {
         assert_eq!(at(row, "ready"), at(header, "STATE"), "{listed}");
     }
+}
+
+/// A generated id reads as the title: its words, short, numbered when taken.
+#[test]
+fn generated_ids_are_named_after_the_title() {
+    let dir = root_with_workflow();
+    let r = dir.path();
+    let id = |title: &str| {
+        let out = work(r, &["create", title, "wf.sh", "--objective", "O", "--json"]);
+        assert!(out.status.success(), "{}", crate::cli::text(&out));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["intent"]["id"].as_str().unwrap().to_owned()
+    };
+    assert_eq!(id("Fix the parser"), "fix-the-parser");
+    assert_eq!(id("Fix the parser"), "fix-the-parser-2");
+    assert_eq!(id("Make the tokenizer handle tabs"), "make-the-tokenizer");
+    assert!(id("…").starts_with("work-"), "no word: stamped");
+    let goal = ["supervisor", "create", "fix-the-parser", "--team", "team.json", "--json"];
+    std::fs::write(r.join("team.json"), r#"{"worker": {"instructions": "do it"}}"#).unwrap();
+    let out = crate::cli::harn_at(r, &goal);
+    assert!(out.status.success(), "{}", crate::cli::text(&out));
+    let listed = String::from_utf8_lossy(&crate::cli::harn_at(r, &["supervisor", "list"]).stdout)
+        .into_owned();
+    assert!(
+        listed.starts_with("fix-the-parser "),
+        "the goal is named after its root's title: {listed}"
+    );
 }

@@ -74,6 +74,38 @@ impl Id {
     }
 }
 
+/// The longest slug [`readable`] makes from a title, so a generated id stays a column wide.
+pub const SLUG_MAX_LEN: usize = 24;
+
+/// A short, readable id for something titled `title`: its words, lowercased, joined by `-`
+/// and cut at a word boundary within [`SLUG_MAX_LEN`] (`"Fix the parser!"` → `fix-the-parser`),
+/// with `-2`, `-3` … after it while `taken` says the id is in use. `None` when the title has
+/// no ASCII letter or digit, or a hundred ids are taken: the caller falls back to a stamp.
+pub fn readable(title: &str, mut taken: impl FnMut(&str) -> bool) -> Option<Id> {
+    let lowered = title.to_ascii_lowercase();
+    let words = lowered.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty());
+    let mut slug = String::new();
+    for word in words {
+        let extra = if slug.is_empty() { word.len() } else { word.len() + 1 };
+        if slug.len() + extra > SLUG_MAX_LEN {
+            if slug.is_empty() {
+                slug.push_str(&word[..SLUG_MAX_LEN]);
+            }
+            break;
+        }
+        if !slug.is_empty() {
+            slug.push('-');
+        }
+        slug.push_str(word);
+    }
+    if slug.is_empty() {
+        return None;
+    }
+    let candidates = std::iter::once(slug.clone()).chain((2..100).map(|n| format!("{slug}-{n}")));
+    let free = candidates.into_iter().find(|c| !taken(c))?;
+    Id::new(&free).ok()
+}
+
 fn is_id_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')
 }
@@ -100,6 +132,25 @@ impl<'de> Deserialize<'de> for Id {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_readable_id_is_the_titles_words_cut_short_and_numbered_when_taken() {
+        let none = |_: &str| false;
+        let id = |t: &str| super::readable(t, none).map(|i| i.as_str().to_owned());
+        assert_eq!(id("Fix the parser!").as_deref(), Some("fix-the-parser"));
+        assert_eq!(id("  Parser  ").as_deref(), Some("parser"));
+        assert_eq!(
+            id("Make the tokenizer handle tabs and spaces").as_deref(),
+            Some("make-the-tokenizer"),
+            "cut at a word within 24 bytes"
+        );
+        assert_eq!(id("Supercalifragilisticexpialidocious").unwrap().len(), 24);
+        assert_eq!(id("…"), None);
+        assert_eq!(id(""), None);
+        let taken = |s: &str| s == "parser" || s == "parser-2";
+        assert_eq!(super::readable("Parser", taken).unwrap().as_str(), "parser-3");
+        assert_eq!(super::readable("Parser", |_: &str| true), None);
+    }
+
     use super::*;
 
     #[test]

@@ -64,7 +64,7 @@ struct CreateArgs {
     /// the root.
     #[arg(long)]
     team: PathBuf,
-    /// The goal id (default: generated).
+    /// The goal id (default: from the title, as a work id is).
     #[arg(long)]
     id: Option<String>,
     /// The title (default: the root item's).
@@ -227,11 +227,6 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
     if !a.allow_single_adapter {
         check_spread(&team)?;
     }
-    let id = match a.id.as_deref().map(parse_id) {
-        Some(Ok(id)) => id,
-        Some(Err(f)) => return Err(f),
-        None => store.new_id("g"),
-    };
     let limits = GoalLimits {
         max_cycles: a.max_cycles,
         max_runtime_ms: a.max_runtime_ms,
@@ -249,6 +244,16 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
         let objective = mission.as_ref().map_or("a goal", |m| m.objective.as_str());
         objective.chars().take(200).collect()
     });
+    let id = match a.id.as_deref().map(parse_id) {
+        Some(Ok(id)) => id,
+        Some(Err(f)) => return Err(f),
+        // Named after its title, else stamped.
+        None => {
+            let taken = store::ids(store).map(|l| l.ids).unwrap_or_default();
+            let taken = |c: &str| taken.iter().any(|t| t.as_str() == c);
+            harn_core::ids::readable(&title, taken).unwrap_or_else(|| store.new_id("g"))
+        }
+    };
     let now = store.now();
     let mut intent =
         match GoalIntent::new(id.clone(), title, root_id, team, limits, automation, now) {

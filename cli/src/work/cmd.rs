@@ -99,7 +99,7 @@ struct CreateArgs {
     /// and the proof, and only the criteria the workflow declares decide.
     #[arg(long)]
     strict_acceptance: bool,
-    /// The work id (default: generated).
+    /// The work id (default: from the title, `fix-the-parser`; `-2` … when taken).
     #[arg(long)]
     id: Option<String>,
     /// Who is creating it (default: $USER).
@@ -199,7 +199,13 @@ pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
 fn create(store: &mut Store, a: CreateArgs) -> Exit {
     let id = match a.id.as_deref().map(Id::new).transpose() {
         Ok(Some(id)) => id,
-        Ok(None) => store.new_id("work"),
+        // Named after its title (`parser`, `parser-2`), else stamped.
+        Ok(None) => {
+            // Any entry by that name is taken: an item, one a kill cut short, a stray file.
+            let dir = |c: &str| store.root().join(harn_core::layout::WORK).join(c);
+            harn_core::ids::readable(&a.title, |c| std::fs::symlink_metadata(dir(c)).is_ok())
+                .unwrap_or_else(|| store.new_id("work"))
+        }
         Err(e) => return fail(EXIT_USAGE, format!("--id: {e}")),
     };
     let dependencies = match a.depends_on.iter().map(|d| Id::new(d)).collect::<Result<Vec<Id>, _>>()
