@@ -5,6 +5,7 @@ mod agent_presets;
 mod bounded;
 mod charging;
 mod cli;
+mod completions;
 mod conformance;
 mod containment;
 mod dash;

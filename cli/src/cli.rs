@@ -35,15 +35,28 @@ enum Top {
     Approval(crate::work::approval_cmd::ApprovalCmd),
     /// A read-only terminal dashboard of the service, goals, work and harnesses.
     Dash(crate::dash::DashArgs),
-    /// Print shell completions for harn.
+    /// Print the shell code that completes harn's verbs, options and ids (source it).
     Completions {
         /// The shell to complete for.
         shell: clap_complete::Shell,
     },
+    /// Print harn's man page (roff), or write one page for every verb into a directory.
+    Man {
+        /// Write `harn.1`, `harn-work.1`, `harn-work-create.1` … here instead.
+        #[arg(long)]
+        dir: Option<std::path::PathBuf>,
+    },
+}
+
+/// The command tree: the derive's, with every verb's examples after its help.
+pub fn command() -> clap::Command {
+    crate::complete::add(crate::examples::add(Cli::command()))
 }
 
 /// Parses the process's arguments and runs the command; returns the exit code.
 pub fn main() -> i32 {
+    // A shell asking for completions (`COMPLETE=bash harn -- …`) is answered, and that is all.
+    crate::complete::answer_if_asked(command);
     run_args(std::env::args_os())
 }
 
@@ -53,7 +66,7 @@ where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let parsed = Cli::command()
+    let parsed = command()
         .try_get_matches_from(args)
         .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
     let (mut cli, matches) = match parsed {
@@ -96,12 +109,33 @@ where
         Top::Supervisor(args) => crate::goal::cmd::run(args),
         Top::Completions { shell } => {
             let mut out = std::io::stdout().lock();
-            clap_complete::generate(shell, &mut Cli::command(), "harn", &mut out);
-            let _ = out.flush();
-            Ok(0)
+            // The shell asks harn at each Tab, so ids complete from the root's records.
+            let written = crate::complete::registration(shell, &mut out).and_then(|()| out.flush());
+            written
+                .map(|()| 0)
+                .map_err(|e| crate::exit::Failure::new(EXIT_FAILED, format!("completions: {e}")))
         }
+        Top::Man { dir } => man(dir.as_deref()),
     };
     crate::exit::report(outcome)
+}
+
+/// `harn man`: the page on stdout, or every verb's page written into `dir`.
+fn man(dir: Option<&std::path::Path>) -> crate::exit::Exit {
+    let failed = |e: std::io::Error| crate::exit::Failure::new(EXIT_FAILED, format!("man: {e}"));
+    match dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(failed)?;
+            clap_mangen::generate_to(command(), dir).map_err(failed)?;
+            outln!("wrote the man pages into {}", dir.display());
+        }
+        None => {
+            let mut out = std::io::stdout().lock();
+            clap_mangen::Man::new(command()).render(&mut out).map_err(failed)?;
+            let _ = out.flush();
+        }
+    }
+    Ok(0)
 }
 
 impl Top {

@@ -17,8 +17,10 @@ macro_rules! errln {
 pub mod cgroup;
 pub mod children;
 pub mod cli;
+pub mod complete;
 pub mod dash;
 pub mod example;
+pub mod examples;
 pub mod exit;
 pub mod goal;
 pub mod harness;

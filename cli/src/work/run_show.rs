@@ -32,8 +32,6 @@ enum RunVerb {
     },
     /// Recent runs, newest first: the item and attempt, where the run stands, how long it
     /// has taken, and what its agent calls cost.
-    ///
-    /// Example: `harn run list --limit 5`
     List {
         /// How many runs.
         #[arg(long, default_value_t = 20)]
@@ -44,8 +42,6 @@ enum RunVerb {
     },
     /// Print what a run does as it goes (each stage, agent call and tool use), until it ends
     /// or parks on an approval.
-    ///
-    /// Example: `harn run follow wf-2026-12-01-10-00-00-000-abc123`
     Follow {
         /// The run id (`wf-…`).
         run_id: String,

@@ -35,7 +35,7 @@ pub fn next_commands(id: &Id, p: &Projection) -> Vec<String> {
             _ if p.attempts_remaining == 0 => vec![
                 "harn work create TITLE WORKFLOW --objective … (a new item, with attempts of its own)"
                     .into(),
-                "harn supervisor create ROOT_ITEM --team TEAM --replanning 2 (a goal that may replan)"
+                "harn supervisor create ROOT_ITEM --team TEAM --replanning POLICY.json (a goal that may replan)"
                     .into(),
             ],
             _ => vec![format!("harn work reopen {id} --reason WHY")],
