@@ -410,3 +410,59 @@ fn a_killed_service_keeps_each_goals_backoff_count() {
     );
     assert!(harn(r, &["supervisor", "service", "stop"]).status.success());
 }
+
+/// The log names what a tick dispatched and how it came out, and a goal that a person moves
+/// on (here: accepts its root) shows where it stands at the next sweep, in the log and in
+/// `service status`, instead of the last tick's outcome.
+#[test]
+fn the_log_names_each_dispatch_and_a_goal_ended_by_hand_shows_at_the_next_sweep() {
+    let dir = example_root();
+    let r = dir.path();
+    let create = ["work", "create", "P", "wf.sh", "--id", "p", "--objective", "o"];
+    assert!(harn(r, &create).status.success());
+    let goal = ["supervisor", "create", "p", "--team", "team.json", "--id", "g"];
+    assert!(harn(r, &goal).status.success());
+    let start = [
+        "supervisor",
+        "service",
+        "start",
+        "g",
+        "--harness",
+        "scripted",
+        "--wake-interval-ms",
+        "100",
+        "--heartbeat-interval-ms",
+        "100",
+    ];
+    let out = harn(r, &start);
+    assert!(out.status.success(), "{}", text(&out));
+    let state = |r: &Path| {
+        json(&harn(r, &["work", "show", "p", "--json"]))["projection"]["state"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    wait_for("the item to reach review", || state(r) == "in_review");
+    let last = |r: &Path| {
+        let status = json(&harn(r, &["supervisor", "service", "status", "--json"]));
+        status["runtime"]["last_outcome"]["g"].as_str().unwrap_or("").to_owned()
+    };
+    wait_for("the tick's outcome", || last(r).starts_with("tick_complete: p is in review"));
+    let out = harn(r, &["work", "accept", "p"]);
+    assert!(out.status.success(), "{}", text(&out));
+    wait_for("the acceptance to show", || last(r).starts_with("succeeded"));
+    let shown = text(&harn(r, &["supervisor", "service", "status"]));
+    assert!(shown.contains("succeeded: the root p is accepted"), "{shown}");
+    assert!(harn(r, &["supervisor", "service", "stop"]).status.success());
+    let log = text(&harn(r, &["supervisor", "service", "logs", "--lines", "200"]));
+    assert!(log.contains("goal g: dispatch p (run)"), "{log}");
+    assert!(log.contains("goal g: p: run wf-"), "its outcome: {log}");
+    assert!(
+        log.contains("goal g: tick stopped at tick_complete — p is in review (1 cycle,"),
+        "{log}"
+    );
+    assert!(
+        log.contains("goal g: now succeeded: the root p is accepted (changed outside the service)"),
+        "{log}"
+    );
+}

@@ -22,6 +22,13 @@ pub trait SweepHost {
     fn stopping(&mut self) -> bool {
         false
     }
+    /// Where a goal stands after its last read, in words (`"succeeded: the root parser is
+    /// accepted"`), when the host knows: kept as its outcome when it changed without a tick
+    /// (a person accepted, approved or reopened), so status readers see that, not a stale tick.
+    /// `first` is a goal this service looks at for the first time, not a change it saw.
+    fn standing(&mut self, _goal: &Id, _first: bool) -> Option<String> {
+        None
+    }
 }
 
 /// How a goal's tick stopped.
@@ -80,7 +87,12 @@ pub fn sweep<H: SweepHost>(
             }
         };
         let wake = match decision {
-            SweepDecision::BecomeAwaiting(wake) => wake,
+            SweepDecision::BecomeAwaiting(wake) => {
+                if let Some(standing) = host.standing(&goal, prev.observed.is_none()) {
+                    scheduler.record_outcome(&goal, standing);
+                }
+                wake
+            }
             SweepDecision::Skip(_) => unreachable!("skipped above"),
             // A stop asked for while the goal was read: no new tick starts.
             SweepDecision::Tick if host.stopping() => break,
@@ -282,6 +294,47 @@ mod tests {
         host.now = 60_000_000_000;
         sweep(&mut host, &mut s).unwrap();
         assert_eq!(host.ticks, 1, "nothing changed: the planner is not asked again");
+    }
+
+    /// A goal that is never ready, whose standing a person changes between sweeps.
+    struct Standing {
+        fingerprint: &'static str,
+        told: Vec<(String, bool)>,
+    }
+
+    impl SweepHost for Standing {
+        fn now(&mut self) -> crate::time::Instant {
+            crate::time::Instant(0)
+        }
+        fn read(&mut self, _: &Id) -> Result<(crate::service::wake::Fingerprint, bool), String> {
+            Ok((crate::service::wake::Fingerprint::new(self.fingerprint), false))
+        }
+        fn tick(&mut self, _: &Id) -> Result<Ticked, String> {
+            Err("never ready".into())
+        }
+        fn ticking(&mut self, _: Option<&Id>) {}
+        fn failed(&mut self, _: &Id, _: &str, _: &GoalWake) {}
+        fn standing(&mut self, _: &Id, first: bool) -> Option<String> {
+            let said = format!("{}: as read", self.fingerprint);
+            self.told.push((said.clone(), first));
+            Some(said)
+        }
+    }
+
+    #[test]
+    fn a_goal_that_changed_without_a_tick_shows_where_it_stands_not_its_last_tick() {
+        let (_, mut s) = one_goal(true);
+        let g1 = Id::new("g1").unwrap();
+        s.record_outcome(&g1, "awaiting_attention: parser is in review".into());
+        let mut host = Standing { fingerprint: "in_review", told: Vec::new() };
+        sweep(&mut host, &mut s).unwrap();
+        assert_eq!(host.told, [("in_review: as read".to_owned(), true)], "a first look");
+        sweep(&mut host, &mut s).unwrap();
+        assert_eq!(host.told.len(), 1, "unchanged: not read into words again");
+        host.fingerprint = "succeeded";
+        sweep(&mut host, &mut s).unwrap();
+        assert_eq!(host.told[1], ("succeeded: as read".to_owned(), false), "a change");
+        assert_eq!(s.outcomes()[&g1], "succeeded: as read");
     }
 
     #[test]

@@ -73,9 +73,32 @@ impl Audit {
     }
 }
 
-/// A human line for an audit event: its name and its fields.
+/// A human line for an audit event: a goal's in words, any other as its name and fields.
 fn describe(event: &serde_json::Value) -> String {
     let name = event["event"].as_str().unwrap_or("event");
+    let field = |k: &str| event[k].as_str().unwrap_or("").to_owned();
+    let goal = field("goal_id");
+    match name {
+        "goal.tick" => {
+            let (d, a) = (&event["dispatches"], &event["acceptances"]);
+            let cycles =
+                harn_core::text::count(event["cycles"].as_u64().unwrap_or(0), "cycle", "cycles");
+            return format!(
+                "goal {goal}: tick stopped at {} — {} ({cycles}, {d} dispatched, {a} accepted)",
+                field("stop_reason"),
+                field("reason")
+            );
+        }
+        "goal.changed" => {
+            return format!("goal {goal}: now {} (changed outside the service)", field("standing"))
+        }
+        "goal.found" => return format!("goal {goal}: {}", field("standing")),
+        "goal.error" => {
+            let n = &event["consecutive_errors"];
+            return format!("goal {goal}: error ({n} in a row, backing off): {}", field("error"));
+        }
+        _ => {}
+    }
     let mut parts = vec![name.to_owned()];
     if let Some(map) = event.as_object() {
         for (k, v) in map {

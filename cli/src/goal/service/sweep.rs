@@ -28,6 +28,8 @@ use std::time::Instant;
 pub struct ReadCache {
     goals: BTreeMap<Id, Cached>,
     directories: std::collections::BTreeSet<String>,
+    /// Where each goal stood at its last full read: `"state: reason"`.
+    standing: BTreeMap<Id, String>,
 }
 
 #[derive(Debug)]
@@ -60,6 +62,9 @@ impl ReadCache {
             Fingerprint::new(goal_fingerprint(&g.projection, &g.items)),
             g.projection.state == GoalState::Ready,
         );
+        let state = json!(g.projection.state);
+        let standing = format!("{}: {}", state.as_str().unwrap_or(""), g.projection.reason);
+        self.standing.insert(goal.clone(), standing);
         let paths = watched_paths(&g);
         self.directories.extend(paths.iter().map(|p| {
             let file = p.strip_suffix("/events.jsonl").or_else(|| p.strip_suffix("/intent.json"));
@@ -179,6 +184,15 @@ impl SweepHost for RealSweep<'_> {
     fn stopping(&mut self) -> bool {
         self.shared.stop.load(Ordering::SeqCst)
     }
+
+    fn standing(&mut self, goal: &Id, first: bool) -> Option<String> {
+        let standing = self.cache.standing.get(goal)?.clone();
+        // Found so at start, or changed with no tick of ours: a person's acceptance, ruling
+        // or reopen.
+        let event = if first { "goal.found" } else { "goal.changed" };
+        self.shared.audit.record(json!({ "event": event, "goal_id": goal, "standing": standing }));
+        Some(standing)
+    }
 }
 
 /// One sweep (see `harn_core::service::sweep`).
@@ -204,10 +218,11 @@ fn tick(
     let intent = store::intent(store, goal).map_err(|e| e.to_string())?;
     let mut limits = goal_limits(store, &intent, &super::host_args(config))?;
     limits.policy = config.engine.policy.clone();
-    let mut quiet = |_: String| {};
+    // The tick's decisions (each dispatch, its outcome, each acceptance) go to the log.
+    let mut say = |line: String| shared.audit.say(&format!("goal {goal}: {}", line.trim_start()));
     let mut tick_store = Store::new(store.root());
     let report =
-        drive(&mut tick_store, goal, Mode::Tick, &limits, &mut quiet).map_err(|e| e.to_string())?;
+        drive(&mut tick_store, goal, Mode::Tick, &limits, &mut say).map_err(|e| e.to_string())?;
     shared.audit.record(json!({
         "event": "goal.tick", "goal_id": goal, "stop_reason": report.stop.reason,
         "reason": report.stop.detail, "cycles": report.cycles,
