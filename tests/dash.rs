@@ -116,8 +116,18 @@ fn the_dashboard_shows_each_page_in_a_terminal_and_quits_on_q() {
     screen.wait_for(&["awaiting change"]);
     keys.write_all(b"2").unwrap();
     screen.wait_for(&["ITEM", "parser", "cli", "ATTEMPTS"]);
+    // Enter opens the selected item's detail (the first row: the example's first item).
+    keys.write_all(b"\r").unwrap();
+    screen.wait_for(&["work cli", "attempts and runs", "proof criteria", "history"]);
+    keys.write_all(b"\x1b").unwrap();
+    screen.wait_for(&["ITEM", "ATTEMPTS"]);
+    keys.write_all(b"?").unwrap();
+    screen.wait_for(&["keys", "show or hide these keys"]);
+    keys.write_all(b"?").unwrap(); // Closes the help; the next key acts again.
     keys.write_all(b"3").unwrap();
     screen.wait_for(&["daemon ○ not running", "no harnesses"]);
+    keys.write_all(b"4").unwrap();
+    screen.wait_for(&["4 Approvals", "no approvals"]);
     keys.write_all(b"q").unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let status = loop {
@@ -142,6 +152,21 @@ fn once_prints_a_page_as_text_and_a_bad_root_is_refused() {
     let page = String::from_utf8(out.stdout).unwrap();
     assert!(page.contains("2 items"), "{page}");
     assert!(page.contains("parser"), "{page}");
+    // The detail views, through the same renderer.
+    let work = text(&harn(&root, &["dash", "--once", "--page", "work", "--open", "parser"]));
+    for part in
+        ["work parser", "attempts and runs", "attempt 1  run wf-", "proof criteria", "history"]
+    {
+        assert!(work.contains(part), "{part}: {work}");
+    }
+    let goal =
+        harn(&root, &["dash", "--once", "--page", "goals", "--open", "ship", "--height", "40"]);
+    let goal = text(&goal);
+    for part in ["goal ship", "graph", "parser", "plans and review receipts", "next"] {
+        assert!(goal.contains(part), "{part}: {goal}");
+    }
+    let none = harn(&root, &["dash", "--once", "--page", "work", "--open", "nope"]);
+    assert!(text(&none).contains("cannot be read"), "{}", text(&none));
     let missing = harn(Path::new("/nonexistent-harn-root"), &["dash", "--once"]);
     assert_eq!(missing.status.code(), Some(2), "{}", text(&missing));
     let piped = harn(&root, &["dash"]);

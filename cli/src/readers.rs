@@ -1,5 +1,6 @@
 //! Read-only views of a coordination root: the service's liveness and hints, every goal, every
-//! work item and the harness daemon's status. `harn dash` reaches the root only through this
+//! work item, every approval, the harness daemon's status, and the detail of one goal, item or
+//! harness. `harn dash` reaches the root only through this
 //! module, and nothing here writes a file, takes a lease, spawns a process or runs a tick
 //! (`tests/readers.rs` checks both sides of that boundary).
 
@@ -79,6 +80,16 @@ impl Reader {
     /// See [`harnesses`].
     pub fn harnesses(&self, timeout: Duration) -> Result<serde_json::Value, String> {
         harnesses(self.store.root(), timeout)
+    }
+
+    /// See [`approvals`].
+    pub fn approvals(&mut self) -> Result<(Vec<ApprovalRow>, Vec<String>), String> {
+        approvals(&mut self.store)
+    }
+
+    /// See [`detail`].
+    pub fn detail(&mut self, focus: &Focus) -> Result<Detail, String> {
+        detail(&mut self.store, focus)
     }
 }
 
@@ -295,4 +306,199 @@ pub fn harnesses(root: &Path, timeout: Duration) -> Result<serde_json::Value, St
 pub fn wall_now() -> WallTime {
     use harn_core::env::Clock;
     crate::real_clock::RealClock::new().wall()
+}
+
+/// One approval as the dashboard lists it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ApprovalRow {
+    /// Its id.
+    pub id: Id,
+    /// `pending`, `approved` or `denied`.
+    pub status: String,
+    /// The parked item.
+    pub work_id: String,
+    /// Whom it asks.
+    pub addressee: String,
+    /// What it asks, in a few words.
+    pub asks: String,
+}
+
+/// Every approval, pending ones first; unreadable ones as lines of their own.
+pub fn approvals(store: &mut Store) -> Result<(Vec<ApprovalRow>, Vec<String>), String> {
+    let listing = store.approval_ids().map_err(|e| e.to_string())?;
+    let (mut rows, mut problems) = (Vec::new(), listing.problems);
+    for id in listing.ids {
+        match store.approval(&id) {
+            Ok(Some((request, decision))) => {
+                let request = serde_json::json!(request);
+                let status = match decision.map(|d| d.verdict) {
+                    None => "pending".to_owned(),
+                    Some(v) => match name_of(&v).as_str() {
+                        "allow" => "approved".to_owned(),
+                        _ => "denied".to_owned(),
+                    },
+                };
+                rows.push(ApprovalRow {
+                    id,
+                    status,
+                    work_id: request["work_id"].as_str().unwrap_or("").to_owned(),
+                    addressee: request["addressee"].as_str().unwrap_or("").to_owned(),
+                    asks: crate::work::approval_cmd::summary(&request["request"]),
+                });
+            }
+            Ok(None) => {}
+            Err(e) => problems.push(format!("{id}: {e}")),
+        }
+    }
+    rows.sort_by_key(|r| r.status != "pending");
+    Ok((rows, problems))
+}
+
+/// What one entity the dashboard opens is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum Focus {
+    /// A goal.
+    Goal(Id),
+    /// A work item.
+    Work(Id),
+    /// A harness of the daemon.
+    Harness(Id),
+}
+
+/// The detail view of one entity: a title and sections, each a heading and its lines.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Detail {
+    /// What it is, in one line.
+    pub title: String,
+    /// Each heading with its lines.
+    pub sections: Vec<(String, Vec<String>)>,
+}
+
+/// How many lines of a history, a ledger or a log a detail view keeps.
+const DETAIL_TAIL: usize = 40;
+
+/// Reads the detail of `focus`.
+pub fn detail(store: &mut Store, focus: &Focus) -> Result<Detail, String> {
+    match focus {
+        Focus::Work(id) => work_detail(store, id),
+        Focus::Goal(id) => goal_detail(store, id),
+        Focus::Harness(name) => harness_detail(store.root(), name),
+    }
+}
+
+fn work_detail(store: &mut Store, id: &Id) -> Result<Detail, String> {
+    use harn_core::work::events::EventKind;
+    let item = store.read(id, &mut BTreeMap::new()).map_err(|e| e.0)?;
+    let (i, p) = (&item.intent, &item.projection);
+    let state = vec![
+        format!("{} (next: {}) — {}", name_of(&p.state), name_of(&p.next_action), p.reason),
+        format!(
+            "attempts {} used, {} charged, {} left",
+            p.attempts_used, p.charged_attempts, p.attempts_remaining
+        ),
+        format!("objective {}", i.objective),
+    ];
+    let mut attempts = Vec::new();
+    let mut latest_proof = None;
+    for e in &item.events {
+        if let EventKind::AttemptStarted { run_id, attempt, .. } = &e.kind {
+            let (_, proof) = store.run_records(run_id).unwrap_or((None, None));
+            let status =
+                proof.as_ref().map_or("no proof (running, parked or lost)".to_owned(), |pr| {
+                    name_of(&pr.run.status)
+                });
+            attempts.push(format!("attempt {attempt}  run {run_id}  {status}"));
+            latest_proof = proof;
+        }
+    }
+    let criteria = match &latest_proof {
+        Some(proof) => proof
+            .acceptance
+            .criteria
+            .iter()
+            .map(|c| {
+                let verdict = name_of(&c.verdict);
+                format!("{} {verdict} — {} ({} evidence)", c.id, c.statement, c.evidence)
+            })
+            .collect(),
+        None => i
+            .acceptance
+            .iter()
+            .enumerate()
+            .map(|(n, a)| format!("accept-{} {a} (no proof yet)", n + 1))
+            .collect(),
+    };
+    let findings = p.open_findings.iter().map(|f| format!("{}: {}", f.id, f.statement)).collect();
+    Ok(Detail {
+        title: format!("work {id} — {}", i.title),
+        sections: vec![
+            ("state".into(), state),
+            ("attempts and runs".into(), attempts),
+            ("proof criteria".into(), criteria),
+            ("open findings".into(), findings),
+            ("next".into(), harn_core::work::next::next_commands(id, p)),
+            ("history".into(), harn_core::work::history::lines(&item.events, DETAIL_TAIL)),
+        ],
+    })
+}
+
+fn goal_detail(store: &mut Store, id: &Id) -> Result<Detail, String> {
+    let g = goal_store::read(store, id).map_err(|e| e.to_string())?;
+    let p = &g.projection;
+    let state = vec![
+        format!("{} (next: {}) — {}", name_of(&p.state), name_of(&p.next_action), p.reason),
+        format!(
+            "attempts {} used, {} charged, {} left; replans {} asked for, {} left",
+            p.attempts_used,
+            p.charged_attempts,
+            p.attempts_remaining,
+            p.replans_used,
+            p.replans_remaining
+        ),
+    ];
+    let graph = g
+        .items
+        .iter()
+        .map(|i| {
+            let q = &i.projection;
+            format!("{:<24} {:<18} {}", i.id.as_str(), name_of(&q.state), q.reason)
+        })
+        .collect();
+    let plans = g
+        .plans
+        .iter()
+        .map(|plan| {
+            let review =
+                plan.review.as_ref().map_or(String::new(), |r| format!("  review {}", name_of(r)));
+            format!("{} {} — {}{review}", plan.request.plan_id, name_of(&plan.status), plan.reason)
+        })
+        .collect();
+    Ok(Detail {
+        title: format!("goal {id} — {}", g.intent.title),
+        sections: vec![
+            ("state".into(), state),
+            ("graph".into(), graph),
+            ("plans and review receipts".into(), plans),
+            ("next".into(), harn_core::goal::next::next_commands(id, p, &g.items)),
+        ],
+    })
+}
+
+fn harness_detail(root: &Path, name: &Id) -> Result<Detail, String> {
+    let paths = Paths::new(root).map_err(|e| e.to_string())?;
+    let records = crate::harness::ledger::records(&paths, Some(name.as_str()))?;
+    let skip = records.len().saturating_sub(DETAIL_TAIL);
+    let ledger = records[skip..].iter().map(crate::harness::ledger::line).collect();
+    let log = crate::harness::logs::tail(&paths.log(name), DETAIL_TAIL)
+        .map_err(|e| format!("{}: {e}", paths.log(name).display()))?;
+    let log = String::from_utf8_lossy(&log).lines().map(str::to_owned).collect();
+    Ok(Detail {
+        title: format!("harness {name}"),
+        sections: vec![("ledger (latest)".into(), ledger), ("log (latest)".into(), log)],
+    })
+}
+
+/// The snake_case name serde gives a state, an action or a verdict.
+fn name_of(value: &impl Serialize) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }

@@ -2,6 +2,7 @@
 //! reader thread takes [`Snapshot`]s and hands over only the ones that changed; the screen
 //! thread never reads a file, so a slow read shows as a stale age, never a frozen screen.
 
+mod keys;
 mod snapshot;
 mod view;
 
@@ -9,9 +10,10 @@ mod view;
 mod tests;
 
 pub use snapshot::Snapshot;
-pub use view::{render, Page};
+pub use view::{render, Page, View};
 
 use crate::exit::Exit;
+use crate::readers::Focus;
 use clap::Args;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
@@ -43,6 +45,10 @@ pub struct DashArgs {
     /// Rows of `--once`.
     #[arg(long, default_value_t = 30)]
     height: u16,
+    /// With `--once`: open the detail of this goal, work item or harness (the page says
+    /// which), as Enter does on its row.
+    #[arg(long, requires = "once")]
+    open: Option<String>,
 }
 
 /// Runs the dashboard; returns the exit code.
@@ -58,8 +64,14 @@ pub fn run(args: DashArgs) -> Exit {
         return crate::exit::fail(crate::exit::EXIT_FAILED, e);
     }
     if args.once {
-        let snapshot = Snapshot::take(&root);
-        print!("{}", once(&snapshot, args.page, args.width, args.height));
+        let focus = match args.open.as_deref().map(|id| focus_of(args.page, id)) {
+            None => None,
+            Some(Ok(f)) => Some(f),
+            Some(Err(e)) => return crate::exit::fail(crate::exit::EXIT_USAGE, e),
+        };
+        let snapshot = Snapshot::take(&root, focus.as_ref());
+        let view = View { open: focus.is_some(), ..View::new(args.page) };
+        print!("{}", once(&snapshot, &view, args.width, args.height));
         return Ok(0);
     }
     if !std::io::IsTerminal::is_terminal(&std::io::stdout()) {
@@ -74,11 +86,22 @@ pub fn run(args: DashArgs) -> Exit {
     }
 }
 
-/// One page drawn into a buffer of `width` by `height`, as text with trailing blanks trimmed.
-pub fn once(snapshot: &Snapshot, page: Page, width: u16, height: u16) -> String {
+/// What `--open ID` opens on `page`.
+fn focus_of(page: Page, id: &str) -> Result<Focus, String> {
+    let id = harn_core::ids::Id::new(id).map_err(|e| format!("--open {id:?}: {e}"))?;
+    match page {
+        Page::Goals => Ok(Focus::Goal(id)),
+        Page::Work => Ok(Focus::Work(id)),
+        Page::Harnesses => Ok(Focus::Harness(id)),
+        Page::Approvals => Err("--open: the approvals page has no detail view".into()),
+    }
+}
+
+/// One view drawn into a buffer of `width` by `height`, as text with trailing blanks trimmed.
+pub fn once(snapshot: &Snapshot, view: &View, width: u16, height: u16) -> String {
     let mut terminal = Terminal::new(TestBackend::new(width, height)).expect("a test backend");
     let now = snapshot.taken_at;
-    terminal.draw(|f| render(f, snapshot, page, now)).expect("drawing into memory");
+    terminal.draw(|f| render(f, snapshot, view, now)).expect("drawing into memory");
     let buffer = terminal.backend().buffer();
     let mut out = String::new();
     for y in 0..buffer.area.height {
@@ -90,24 +113,26 @@ pub fn once(snapshot: &Snapshot, page: Page, width: u16, height: u16) -> String 
     out
 }
 
-fn interactive(root: PathBuf, mut page: Page, refresh: Duration) -> std::io::Result<()> {
+fn interactive(root: PathBuf, page: Page, refresh: Duration) -> std::io::Result<()> {
     let (tx, rx) = mpsc::channel::<Snapshot>();
-    let (poke, poked) = mpsc::channel::<()>();
+    let (poke, poked) = mpsc::channel::<Option<Focus>>();
     let last_read = Arc::new(AtomicI64::new(0));
     let read_at = last_read.clone();
     std::thread::spawn(move || reader(&root, refresh, &tx, &poked, &read_at));
     let mut terminal = ratatui::try_init()?;
     let result = (|| -> std::io::Result<()> {
         let mut latest: Option<Snapshot> = None;
+        let mut view = View::new(page);
         loop {
             while let Ok(s) = rx.try_recv() {
                 latest = Some(s);
             }
             let wall = crate::readers::wall_now();
             let read_age = wall.0.saturating_sub(last_read.load(Ordering::SeqCst));
+            let body_rows = terminal.size()?.height.saturating_sub(6);
             terminal.draw(|f| match &latest {
                 Some(s) => {
-                    render(f, s, page, wall);
+                    render(f, s, &view, wall);
                     view::read_age(f, read_age, refresh);
                 }
                 None => view::reading(f),
@@ -120,23 +145,36 @@ fn interactive(root: PathBuf, mut page: Page, refresh: Duration) -> std::io::Res
             if key.kind != KeyEventKind::Press {
                 continue;
             }
-            match key.code {
-                KeyCode::Char('q') | KeyCode::Esc => return Ok(()),
-                KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
-                    return Ok(())
+            if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+                return Ok(());
+            }
+            let rows = latest.as_ref().map_or(0, |s| view::rows(s, view.page));
+            let was_open = view.open;
+            match keys::press(&mut view, key.code, rows, body_rows) {
+                keys::Then::Quit => return Ok(()),
+                keys::Then::ReadNow => {
+                    let _ = poke.send(focus(latest.as_ref(), &view));
                 }
-                KeyCode::Char('r') => {
-                    let _ = poke.send(());
+                keys::Then::Draw => {}
+            }
+            if view.open && !was_open {
+                // The detail is read by the reader, never here: drop any older one first.
+                if let Some(s) = latest.as_mut() {
+                    s.detail = None;
                 }
-                KeyCode::Tab | KeyCode::Right => page = page.next(),
-                KeyCode::BackTab | KeyCode::Left => page = page.previous(),
-                KeyCode::Char(c) => page = Page::from_key(c).unwrap_or(page),
-                _ => {}
+                let _ = poke.send(focus(latest.as_ref(), &view));
+            } else if was_open && !view.open {
+                let _ = poke.send(None);
             }
         }
     })();
     ratatui::restore();
     result
+}
+
+/// The entity whose detail `view` has open, in `latest`.
+fn focus(latest: Option<&Snapshot>, view: &View) -> Option<Focus> {
+    latest.filter(|_| view.open).and_then(|s| view::focus(s, view))
 }
 
 /// Reads the root every `refresh` (longer for a root whose reading is slow; at once when poked)
@@ -146,13 +184,14 @@ fn reader(
     root: &std::path::Path,
     refresh: Duration,
     tx: &mpsc::Sender<Snapshot>,
-    poked: &mpsc::Receiver<()>,
+    poked: &mpsc::Receiver<Option<Focus>>,
     read_at: &AtomicI64,
 ) {
     let mut last: Option<Snapshot> = None;
+    let mut focus: Option<Focus> = None;
     loop {
         let began = std::time::Instant::now();
-        let snapshot = Snapshot::take(root);
+        let snapshot = Snapshot::take(root, focus.as_ref());
         // A big root is read less often, so reading never takes more than a fifth of a core.
         let pause = refresh.max(began.elapsed() * 4);
         read_at.store(snapshot.taken_at.0, Ordering::SeqCst);
@@ -163,7 +202,8 @@ fn reader(
             last = Some(snapshot);
         }
         match poked.recv_timeout(pause) {
-            Ok(()) | Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Ok(wanted) => focus = wanted,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => return,
         }
     }

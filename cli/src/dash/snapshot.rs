@@ -1,7 +1,7 @@
 //! One reading of the root for the dashboard: everything a page shows, taken through the
 //! readers alone, so rendering is a pure function of this value and the time.
 
-use crate::readers::{GoalListing, Reader, ServiceView, WorkRow};
+use crate::readers::{ApprovalRow, Detail, Focus, GoalListing, Reader, ServiceView, WorkRow};
 use harn_core::time::WallTime;
 use serde::Serialize;
 use std::path::Path;
@@ -25,16 +25,22 @@ pub struct Snapshot {
     pub work: Result<(Vec<WorkRow>, Vec<String>), String>,
     /// The harness daemon's status document, or why it could not be had.
     pub harnesses: Result<serde_json::Value, String>,
+    /// Every approval and the ones that could not be read, or why none could be listed.
+    pub approvals: Result<(Vec<ApprovalRow>, Vec<String>), String>,
+    /// The detail of the entity the screen has open, when it has one.
+    pub detail: Option<Result<Detail, String>>,
 }
 
 impl Snapshot {
-    /// Reads the root.
-    pub fn take(root: &Path) -> Snapshot {
+    /// Reads the root, and the detail of `focus` when the screen has one open.
+    pub fn take(root: &Path, focus: Option<&Focus>) -> Snapshot {
         let mut reader = Reader::open(root);
         let service = reader.service();
         let goals = reader.goals(&service);
         let work = reader.work();
         let harnesses = reader.harnesses(HARNESS_TIMEOUT);
+        let approvals = reader.approvals();
+        let detail = focus.map(|f| reader.detail(f));
         Snapshot {
             root: reader.root().display().to_string(),
             taken_at: reader.now(),
@@ -42,6 +48,8 @@ impl Snapshot {
             goals,
             work,
             harnesses,
+            approvals,
+            detail,
         }
     }
 

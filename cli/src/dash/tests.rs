@@ -1,7 +1,7 @@
 //! Each page drawn from fixed snapshots into ratatui's `TestBackend`, compared with the text
 //! committed under `snapshots/` (`UPDATE_SNAPSHOTS=1 cargo test -p harn dash` rewrites them).
 
-use super::{once, Page, Snapshot};
+use super::{once, Page, Snapshot, View};
 use crate::readers::{GoalRow, GoalSummary, ServiceView, WorkRow};
 use harn_core::goal::{GoalNext, GoalState};
 use harn_core::ids::Id;
@@ -153,7 +153,10 @@ fn snapshot() -> Snapshot {
         "daemon": { "running": true, "pid": 77, "containment": "process-group", "draining": false },
         "harnesses": [
             { "name": "agent-a", "state": "running", "enabled": true, "restarts": 0, "pid": 900,
-              "ready": true, "readiness": "file", "last_exit": null },
+              "uptime_ms": 3_720_000, "ready": true, "readiness": "file", "last_exit": null },
+            { "name": "crashy", "state": "running", "enabled": true, "restarts": 3, "pid": 912,
+              "uptime_ms": 400, "consecutive_failures": 3, "ready": true, "readiness": "none",
+              "last_exit": { "code": 2, "forced": false } },
             { "name": "watcher", "state": "restarting", "enabled": true, "restarts": 4, "pid": null,
               "next_retry_in_ms": 8000, "last_exit": { "code": 1, "forced": false } },
             { "name": "flaky", "state": "failed", "enabled": true, "restarts": 9, "pid": null,
@@ -167,6 +170,26 @@ fn snapshot() -> Snapshot {
         goals: Ok((vec![ship, flaky, broken, done], Vec::new())),
         work: Ok((work, vec!["work-9: .harnery/work/work-9/intent.json: not JSON".into()])),
         harnesses: Ok(harnesses),
+        approvals: Ok((
+            vec![
+                crate::readers::ApprovalRow {
+                    id: id("wf-2026-12-01-10-00-00-000-abc123-p1"),
+                    status: "pending".into(),
+                    work_id: "work-2".into(),
+                    addressee: "ana".into(),
+                    asks: "authorize push main".into(),
+                },
+                crate::readers::ApprovalRow {
+                    id: id("wf-2026-11-30-09-00-00-000-def456-p1"),
+                    status: "approved".into(),
+                    work_id: "work-1".into(),
+                    addressee: "ana".into(),
+                    asks: "agent call to claude-code (opus, 1200 bytes)".into(),
+                },
+            ],
+            Vec::new(),
+        )),
+        detail: None,
     }
 }
 
@@ -187,17 +210,17 @@ fn assert_snapshot(name: &str, text: &str) {
 
 #[test]
 fn the_goals_page_shows_the_service_and_each_goal() {
-    assert_snapshot("goals", &once(&snapshot(), Page::Goals, 110, 14));
+    assert_snapshot("goals", &once(&snapshot(), &View::new(Page::Goals), 110, 14));
 }
 
 #[test]
 fn the_work_page_counts_states_and_uncharged_attempts() {
-    assert_snapshot("work", &once(&snapshot(), Page::Work, 110, 10));
+    assert_snapshot("work", &once(&snapshot(), &View::new(Page::Work), 110, 10));
 }
 
 #[test]
 fn the_harnesses_page_shows_state_glyphs_and_last_exits() {
-    assert_snapshot("harnesses", &once(&snapshot(), Page::Harnesses, 110, 8));
+    assert_snapshot("harnesses", &once(&snapshot(), &View::new(Page::Harnesses), 110, 8));
 }
 
 #[test]
@@ -210,8 +233,8 @@ fn unreadable_sources_degrade_to_a_message() {
     };
     s.goals = Err(".harnery/supervisors: permission denied".into());
     s.harnesses = Err("control socket: timed out".into());
-    assert_snapshot("unreadable-goals", &once(&s, Page::Goals, 90, 8));
-    assert_snapshot("unreadable-harnesses", &once(&s, Page::Harnesses, 90, 5));
+    assert_snapshot("unreadable-goals", &once(&s, &View::new(Page::Goals), 90, 8));
+    assert_snapshot("unreadable-harnesses", &once(&s, &View::new(Page::Harnesses), 90, 5));
 }
 
 #[test]
@@ -229,10 +252,12 @@ fn an_empty_root_says_how_to_begin() {
         goals: Ok((vec![], Vec::new())),
         work: Ok((vec![], vec![])),
         harnesses: Ok(json!({ "daemon": { "running": false }, "harnesses": [] })),
+        approvals: Ok((vec![], vec![])),
+        detail: None,
     };
-    let text: String = [Page::Goals, Page::Work, Page::Harnesses]
+    let text: String = [Page::Goals, Page::Work, Page::Harnesses, Page::Approvals]
         .into_iter()
-        .map(|p| once(&s, p, 80, 6))
+        .map(|p| once(&s, &View::new(p), 80, 6))
         .collect();
     assert_snapshot("empty", &text);
 }
@@ -240,9 +265,41 @@ fn an_empty_root_says_how_to_begin() {
 #[test]
 fn pages_cycle_both_ways_and_digits_pick_one() {
     assert_eq!(Page::Goals.next(), Page::Work);
-    assert_eq!(Page::Goals.previous(), Page::Harnesses);
-    assert_eq!(Page::Harnesses.next(), Page::Goals);
+    assert_eq!(Page::Goals.previous(), Page::Approvals);
+    assert_eq!(Page::Approvals.next(), Page::Goals);
     assert_eq!(Page::from_key('3'), Some(Page::Harnesses));
     assert_eq!(Page::from_key('0'), None);
-    assert_eq!(Page::from_key('4'), None);
+    assert_eq!(Page::from_key('4'), Some(Page::Approvals));
+    assert_eq!(Page::from_key('5'), None);
+}
+
+#[test]
+fn the_approvals_page_lists_pending_ones_first_with_what_they_ask() {
+    assert_snapshot("approvals", &once(&snapshot(), &View::new(Page::Approvals), 110, 8));
+}
+
+#[test]
+fn enter_opens_a_detail_and_question_mark_shows_the_keys() {
+    let mut s = snapshot();
+    s.detail = Some(Ok(crate::readers::Detail {
+        title: "work work-2 — Wire the session cookie".into(),
+        sections: vec![
+            ("state".into(), vec!["running (next: wait_for_run) — run wf-… is running".into()]),
+            (
+                "attempts and runs".into(),
+                vec!["attempt 1  run wf-2026-12-01-10-00-00-000-abc123  no proof".into()],
+            ),
+            ("proof criteria".into(), vec!["accept-1 the cookie is set (no proof yet)".into()]),
+            ("open findings".into(), vec![]),
+        ],
+    }));
+    let open = View { open: true, ..View::new(Page::Work) };
+    assert_snapshot("work-detail", &once(&s, &open, 90, 14));
+    let scrolled = View { scroll: 5, ..open };
+    assert!(once(&s, &scrolled, 90, 14).lines().nth(1).unwrap().contains("attempts and runs"));
+    let help = View { help: true, ..View::new(Page::Goals) };
+    assert_snapshot("help", &once(&s, &help, 90, 16));
+    // A long list keeps its selected row in view.
+    let low = View { selected: 3, ..View::new(Page::Goals) };
+    assert!(once(&s, &low, 110, 9).contains("docs-pass"), "scrolled to the selection");
 }

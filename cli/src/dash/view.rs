@@ -2,14 +2,14 @@
 //! no clocks, so the same snapshot always draws the same screen (the snapshot tests rely on it).
 
 use super::Snapshot;
-use crate::readers::{GoalRow, WorkRow};
+use crate::readers::{Focus, GoalRow, WorkRow};
 use harn_core::service::wake::{GoalWake, WakeState};
 use harn_core::service::Liveness;
 use harn_core::time::WallTime;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Row, Table, Tabs, Wrap};
+use ratatui::widgets::{Block, Clear, Paragraph, Row, Table, TableState, Tabs, Wrap};
 use ratatui::Frame;
 use serde_json::Value;
 use std::time::Duration;
@@ -23,9 +23,61 @@ pub enum Page {
     Work,
     /// The harness daemon's harnesses.
     Harnesses,
+    /// Approvals, pending ones first.
+    Approvals,
 }
 
-const PAGES: [Page; 3] = [Page::Goals, Page::Work, Page::Harnesses];
+const PAGES: [Page; 4] = [Page::Goals, Page::Work, Page::Harnesses, Page::Approvals];
+
+/// What the screen shows besides the snapshot: the page, its selected row, whether that row's
+/// detail is open and how far it is scrolled, and whether the keys are shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct View {
+    /// The page.
+    pub page: Page,
+    /// The selected row of the page's list.
+    pub selected: usize,
+    /// Whether the selected row's detail is open.
+    pub open: bool,
+    /// Lines the detail is scrolled by.
+    pub scroll: u16,
+    /// Whether the keys are shown.
+    pub help: bool,
+}
+
+impl View {
+    /// The first screen: `page`, its first row, nothing open.
+    pub fn new(page: Page) -> View {
+        View { page, selected: 0, open: false, scroll: 0, help: false }
+    }
+}
+
+/// How many rows the page's list has in `s`.
+pub fn rows(s: &Snapshot, page: Page) -> usize {
+    match page {
+        Page::Goals => s.goals.as_ref().map_or(0, |(rows, _)| rows.len()),
+        Page::Work => s.work.as_ref().map_or(0, |(rows, _)| rows.len()),
+        Page::Harnesses => {
+            s.harnesses.as_ref().map_or(0, |d| d["harnesses"].as_array().map_or(0, Vec::len))
+        }
+        Page::Approvals => s.approvals.as_ref().map_or(0, |(rows, _)| rows.len()),
+    }
+}
+
+/// What the selected row of `view`'s page is, for its detail; none on a page without details.
+pub fn focus(s: &Snapshot, view: &View) -> Option<Focus> {
+    let at = view.selected;
+    match view.page {
+        Page::Goals => s.goals.as_ref().ok()?.0.get(at).map(|g| Focus::Goal(g.id.clone())),
+        Page::Work => s.work.as_ref().ok()?.0.get(at).map(|w| Focus::Work(w.id.clone())),
+        Page::Harnesses => {
+            let doc = s.harnesses.as_ref().ok()?;
+            let name = doc["harnesses"].get(at)?["name"].as_str()?;
+            harn_core::ids::Id::new(name).ok().map(Focus::Harness)
+        }
+        Page::Approvals => None,
+    }
+}
 
 impl Page {
     /// The page after this one, wrapping.
@@ -52,6 +104,7 @@ impl Page {
             Page::Goals => "1 Goals",
             Page::Work => "2 Work",
             Page::Harnesses => "3 Harnesses",
+            Page::Approvals => "4 Approvals",
         }
     }
 }
@@ -60,12 +113,13 @@ const HEADER: Style = Style::new().add_modifier(Modifier::BOLD);
 const PROBLEM: Style = Style::new().fg(Color::Red);
 const DIM: Style = Style::new().fg(Color::DarkGray);
 
-/// Draws `page` of `snapshot` as seen at `now`.
-pub fn render(f: &mut Frame, snapshot: &Snapshot, page: Page, now: WallTime) {
+/// Draws `view` of `snapshot` as seen at `now`.
+pub fn render(f: &mut Frame, snapshot: &Snapshot, view: &View, now: WallTime) {
+    let page = view.page;
     let [top, body, bottom] =
         Layout::vertical([Constraint::Length(1), Constraint::Min(1), Constraint::Length(1)])
             .areas(f.area());
-    let [name, tabs] = Layout::horizontal([Constraint::Min(10), Constraint::Length(34)]).areas(top);
+    let [name, tabs] = Layout::horizontal([Constraint::Min(10), Constraint::Length(48)]).areas(top);
     f.render_widget(
         Paragraph::new(Line::from(vec![
             Span::styled(" harn dash ", HEADER),
@@ -79,13 +133,112 @@ pub fn render(f: &mut Frame, snapshot: &Snapshot, page: Page, now: WallTime) {
             .highlight_style(Style::new().add_modifier(Modifier::REVERSED)),
         tabs,
     );
+    let selected = Some(view.selected.min(rows(snapshot, page).saturating_sub(1)));
     match page {
-        Page::Goals => goals_page(f, body, snapshot, now),
-        Page::Work => work_page(f, body, snapshot, now),
-        Page::Harnesses => harnesses_page(f, body, snapshot),
+        _ if view.open => detail_page(f, body, snapshot, view.scroll),
+        Page::Goals => goals_page(f, body, snapshot, now, selected),
+        Page::Work => work_page(f, body, snapshot, now, selected),
+        Page::Harnesses => harnesses_page(f, body, snapshot, selected),
+        Page::Approvals => approvals_page(f, body, snapshot, selected),
     }
-    f.render_widget(Paragraph::new(" q quit · ←/→ or 1-3 page · r read now").style(DIM), bottom);
+    let keys = if view.open {
+        " Esc back · ↑/↓ scroll · ? keys · q quit"
+    } else {
+        " q quit · ←/→ or 1-4 page · ↑/↓ select · Enter open · ? keys · r read now"
+    };
+    f.render_widget(Paragraph::new(keys).style(DIM), bottom);
+    if view.help {
+        help(f, body);
+    }
     neutralize(f.buffer_mut());
+}
+
+/// The keys, over the page.
+fn help(f: &mut Frame, area: Rect) {
+    let lines = [
+        "1 2 3 4, ←/→, Tab   Goals, Work, Harnesses, Approvals",
+        "↑/↓, k/j            select a row (a long list scrolls)",
+        "PgUp/PgDn, Home/End a page of rows; the first, the last",
+        "Enter               open the selected goal, work item or harness",
+        "Esc, Backspace      back to the list; close this help",
+        "↑/↓ in a detail     scroll it",
+        "r                   read the root now",
+        "?                   show or hide these keys",
+        "q, Ctrl-C           quit",
+    ];
+    let width = (lines.iter().map(|l| l.chars().count()).max().unwrap_or(0) + 4) as u16;
+    let height = lines.len() as u16 + 2;
+    let spot = Rect::new(
+        area.x + area.width.saturating_sub(width) / 2,
+        area.y + area.height.saturating_sub(height) / 2,
+        width.min(area.width),
+        height.min(area.height),
+    );
+    let text: Vec<Line> = lines.iter().map(|l| Line::from(format!(" {l}"))).collect();
+    f.render_widget(Clear, spot);
+    f.render_widget(
+        Paragraph::new(text).block(Block::bordered().title(" keys ").style(HEADER)),
+        spot,
+    );
+}
+
+/// The detail the reader took of the selected row: its title, then each section.
+fn detail_page(f: &mut Frame, area: Rect, s: &Snapshot, scroll: u16) {
+    let detail = match &s.detail {
+        None => return message(f, area, "reading…", DIM),
+        Some(Err(e)) => return message(f, area, &format!("cannot be read: {e}"), PROBLEM),
+        Some(Ok(d)) => d,
+    };
+    let mut lines = vec![Line::styled(format!(" {}", detail.title), HEADER)];
+    for (heading, body) in &detail.sections {
+        lines.push(Line::raw(""));
+        lines.push(Line::styled(format!(" {heading}"), HEADER));
+        if body.is_empty() {
+            lines.push(Line::styled("   (none)", DIM));
+        }
+        lines.extend(body.iter().map(|l| Line::raw(format!("   {l}"))));
+    }
+    f.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).scroll((scroll, 0)), area);
+}
+
+/// `text` cut to `width` columns, ending in `…` when it was longer.
+fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// Each cell fit to its column: the fixed widths, then what is left of `total` for the last.
+fn fitted(cells: Vec<String>, widths: &[u16], total: u16) -> Vec<String> {
+    let fixed: u16 = widths.iter().sum::<u16>() + widths.len() as u16; // a space between
+    let last = usize::from(total.saturating_sub(fixed)).max(1);
+    cells
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| fit(&c, widths.get(i).map_or(last, |w| usize::from(*w))))
+        .collect()
+}
+
+/// A table of `rows` under `header`, columns of `widths` and a last one taking the rest, the
+/// `selected` row highlighted and kept in view.
+fn table(
+    f: &mut Frame,
+    area: Rect,
+    header: Row<'static>,
+    rows: Vec<Row<'static>>,
+    widths: &[u16],
+    selected: Option<usize>,
+) {
+    let mut constraints: Vec<Constraint> = widths.iter().map(|w| Constraint::Length(*w)).collect();
+    constraints.push(Constraint::Min(8));
+    let table = Table::new(rows, constraints)
+        .header(header)
+        .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED));
+    let mut state = TableState::default().with_selected(selected);
+    f.render_stateful_widget(table, area, &mut state);
 }
 
 /// Titles, reasons and errors come from agents and workflows: no character of theirs that a
@@ -122,7 +275,7 @@ pub fn read_age(f: &mut Frame, age_ms: i64, refresh: Duration) {
     f.render_widget(Paragraph::new(text).style(style), spot);
 }
 
-fn goals_page(f: &mut Frame, area: Rect, s: &Snapshot, now: WallTime) {
+fn goals_page(f: &mut Frame, area: Rect, s: &Snapshot, now: WallTime, selected: Option<usize>) {
     let mut service = service_lines(s, now);
     if let Ok((_, problems)) = &s.goals {
         service.extend(problems.iter().map(|p| Line::styled(format!(" unreadable: {p}"), PROBLEM)));
@@ -138,18 +291,10 @@ fn goals_page(f: &mut Frame, area: Rect, s: &Snapshot, now: WallTime) {
         Ok((rows, _)) => rows,
         Err(e) => return message(f, table, &format!("goals cannot be listed: {e}"), PROBLEM),
     };
-    let hints = s.service.hints.as_ref();
-    let lines = rows.iter().map(|g| goal_row(g, hints, now));
-    let widths = [
-        Constraint::Length(20),
-        Constraint::Length(8),
-        Constraint::Length(18),
-        Constraint::Length(14),
-        Constraint::Length(21),
-        Constraint::Min(10),
-    ];
+    let widths = [20, 8, 18, 14, 21];
+    let lines = rows.iter().map(|g| goal_row(g, s, now, &widths, table.width)).collect();
     let header = Row::new(["GOAL", "SERVICE", "STATE", "NEXT", "WAKE", "LAST TICK"]).style(HEADER);
-    f.render_widget(Table::new(lines, widths).header(header), table);
+    self::table(f, table, header, lines, &widths, selected);
 }
 
 fn service_lines(s: &Snapshot, now: WallTime) -> Vec<Line<'static>> {
@@ -164,12 +309,15 @@ fn service_lines(s: &Snapshot, now: WallTime) -> Vec<Line<'static>> {
     let mut first = vec![Span::raw(" service "), Span::styled(format!("{glyph} {name}"), style)];
     if let Some(st) = &v.status {
         let age = now.0.saturating_sub(st.heartbeat_at.0).max(0) as u64;
-        first.push(Span::raw(format!(
-            "  pid {}  heartbeat {} ago  {} sweeps",
-            st.pid,
-            human_ms(age),
-            st.sweep_count
-        )));
+        // A stopped service has no heartbeat to age: when it stopped is the fact.
+        let beat = match v.liveness {
+            Liveness::Stopped => {
+                let at = st.stopped_at.unwrap_or(st.heartbeat_at);
+                format!("stopped at {} UTC", at.utc())
+            }
+            _ => format!("heartbeat {} ago", human_ms(age)),
+        };
+        first.push(Span::raw(format!("  pid {}  {beat}  {} sweeps", st.pid, st.sweep_count)));
         if let Some(ms) = st.last_sweep_ms {
             first.push(Span::raw(format!(" (last took {})", human_ms(ms))));
         }
@@ -201,34 +349,42 @@ fn service_lines(s: &Snapshot, now: WallTime) -> Vec<Line<'static>> {
     lines
 }
 
-fn goal_row<'a>(
-    g: &'a GoalRow,
-    hints: Option<&harn_core::service::RuntimeHints>,
-    now: WallTime,
-) -> Row<'a> {
+fn goal_row(g: &GoalRow, s: &Snapshot, now: WallTime, widths: &[u16], total: u16) -> Row<'static> {
     let enrolled = if g.enrolled { "enrolled" } else { "-" };
+    // The goal the running service is in the middle of reads so, whatever its last record.
+    let live = s.service.liveness == Liveness::Running;
+    let active = s.service.status.as_ref().and_then(|st| st.active_goal_id.as_ref());
     let wake = match (&g.wake, g.enrolled) {
-        (Some(w), _) => wake_text(w, hints, now),
+        _ if live && active == Some(&g.id) => "ticking now".into(),
+        (Some(w), _) => wake_text(w, s.service.hints.as_ref(), now),
         (None, true) => "not swept yet".into(),
         (None, false) => String::new(),
     };
     match &g.read {
-        Ok(sum) => Row::new(vec![
-            g.id.to_string(),
-            enrolled.into(),
-            name_of(&sum.state),
-            name_of(&sum.next_action),
-            wake,
-            g.last_outcome.clone().unwrap_or_default(),
-        ]),
-        Err(e) => Row::new(vec![
-            g.id.to_string(),
-            enrolled.into(),
-            "unreadable".into(),
-            String::new(),
-            wake,
-            e.clone(),
-        ])
+        Ok(sum) => Row::new(fitted(
+            vec![
+                g.id.to_string(),
+                enrolled.into(),
+                name_of(&sum.state),
+                name_of(&sum.next_action),
+                wake,
+                g.last_outcome.clone().unwrap_or_default(),
+            ],
+            widths,
+            total,
+        )),
+        Err(e) => Row::new(fitted(
+            vec![
+                g.id.to_string(),
+                enrolled.into(),
+                "unreadable".into(),
+                String::new(),
+                wake,
+                e.clone(),
+            ],
+            widths,
+            total,
+        ))
         .style(PROBLEM),
     }
 }
@@ -257,7 +413,7 @@ fn wake_text(
     }
 }
 
-fn work_page(f: &mut Frame, area: Rect, s: &Snapshot, now: WallTime) {
+fn work_page(f: &mut Frame, area: Rect, s: &Snapshot, now: WallTime, selected: Option<usize>) {
     let (rows, problems) = match &s.work {
         Ok((rows, problems)) => (rows, problems),
         Err(e) => return message(f, area, &format!("work cannot be listed: {e}"), PROBLEM),
@@ -271,14 +427,7 @@ fn work_page(f: &mut Frame, area: Rect, s: &Snapshot, now: WallTime) {
     if rows.is_empty() {
         return message(f, table, "no work items yet: harn work create …", DIM);
     }
-    let widths = [
-        Constraint::Length(18),
-        Constraint::Length(11),
-        Constraint::Length(32),
-        Constraint::Length(19),
-        Constraint::Length(8),
-        Constraint::Min(10),
-    ];
+    let widths = [18, 11, 32, 19, 8];
     let header = Row::new(["ITEM", "STATE", "NEXT", "ATTEMPTS", "COST", "TITLE"]).style(HEADER);
     let lines = rows.iter().map(|w| {
         // A running item shows how long its run has taken and the call it waits on.
@@ -294,16 +443,11 @@ fn work_page(f: &mut Frame, area: Rect, s: &Snapshot, now: WallTime) {
         };
         let cost =
             w.cost_micro_usd.map_or_else(|| "-".to_owned(), harn_core::workflow::adapter::dollars);
-        Row::new(vec![
-            w.id.to_string(),
-            name_of(&w.state),
-            next,
-            attempts(w),
-            cost,
-            w.title.clone(),
-        ])
+        let cells =
+            vec![w.id.to_string(), name_of(&w.state), next, attempts(w), cost, w.title.clone()];
+        Row::new(fitted(cells, &widths, table.width))
     });
-    f.render_widget(Table::new(lines, widths).header(header), table);
+    self::table(f, table, header, lines.collect(), &widths, selected);
 }
 
 /// `charged/max`, and `(+N uncharged)` when attempts ran that the budget did not count.
@@ -329,7 +473,7 @@ fn state_counts(rows: &[WorkRow]) -> String {
     }
 }
 
-fn harnesses_page(f: &mut Frame, area: Rect, s: &Snapshot) {
+fn harnesses_page(f: &mut Frame, area: Rect, s: &Snapshot, selected: Option<usize>) {
     let doc = match &s.harnesses {
         Ok(doc) => doc,
         Err(e) => return message(f, area, &format!("harnesses cannot be read: {e}"), PROBLEM),
@@ -356,24 +500,33 @@ fn harnesses_page(f: &mut Frame, area: Rect, s: &Snapshot) {
             DIM,
         );
     }
-    let widths = [
-        Constraint::Length(24),
-        Constraint::Length(13),
-        Constraint::Length(8),
-        Constraint::Length(9),
-        Constraint::Length(12),
-        Constraint::Length(18),
-        Constraint::Min(8),
-    ];
-    let header =
-        Row::new(["HARNESS", "STATE", "ENABLED", "RESTARTS", "NEXT RETRY", "LAST EXIT", "READY"])
-            .style(HEADER);
-    f.render_widget(Table::new(rows.into_iter().map(harness_row), widths).header(header), table);
+    let widths = [20, 20, 7, 8, 8, 8, 10, 16];
+    let header = Row::new([
+        "HARNESS",
+        "STATE",
+        "ENABLED",
+        "PID",
+        "UPTIME",
+        "RESTARTS",
+        "NEXT RETRY",
+        "LAST EXIT",
+        "READY",
+    ])
+    .style(HEADER);
+    let lines = rows.into_iter().map(|h| harness_row(h, &widths, table.width)).collect();
+    self::table(f, table, header, lines, &widths, selected);
 }
 
-fn harness_row(h: &Value) -> Row<'static> {
-    let state = h["state"].as_str().unwrap_or("?").to_owned();
-    let glyph = crate::readers::state_glyph(&state);
+fn harness_row(h: &Value, widths: &[u16], total: u16) -> Row<'static> {
+    let mut state = h["state"].as_str().unwrap_or("?").to_owned();
+    let mut glyph = crate::readers::state_glyph(&state);
+    // Running again after crashes is not yet healthy: it reads as a crash loop until the
+    // healthy-run clock forgives the failures.
+    let failures = h["consecutive_failures"].as_u64().unwrap_or(0);
+    if state == "running" && failures > 0 {
+        glyph = '◐';
+        state = format!("running, {failures} failed");
+    }
     let style = match glyph {
         '●' => Style::new().fg(Color::Green),
         '◐' => Style::new().fg(Color::Yellow),
@@ -386,16 +539,59 @@ fn harness_row(h: &Value) -> Row<'static> {
         (true, Some(true)) => "ready".into(),
         (true, _) => format!("waiting ({})", h["readiness"].as_str().unwrap_or("?")),
     };
-    Row::new(vec![
+    let cells = vec![
         format!("{glyph} {}", h["name"].as_str().unwrap_or("")),
         state,
         if h["enabled"] == true { "yes" } else { "no" }.into(),
+        h["pid"].as_u64().map_or("-".into(), |p| p.to_string()),
+        h["uptime_ms"].as_u64().map_or("-".into(), human_ms),
         h["restarts"].as_u64().unwrap_or(0).to_string(),
         h["next_retry_in_ms"].as_u64().map_or("-".into(), |ms| format!("in {}", human_ms(ms))),
         last_exit,
         ready,
-    ])
-    .style(style)
+    ];
+    Row::new(fitted(cells, widths, total)).style(style)
+}
+
+fn approvals_page(f: &mut Frame, area: Rect, s: &Snapshot, selected: Option<usize>) {
+    let (rows, problems) = match &s.approvals {
+        Ok((rows, problems)) => (rows, problems),
+        Err(e) => return message(f, area, &format!("approvals cannot be listed: {e}"), PROBLEM),
+    };
+    let pending = rows.iter().filter(|r| r.status == "pending").count();
+    let mut head = vec![Line::from(format!(" {pending} pending of {}", rows.len()))];
+    head.extend(problems.iter().map(|p| Line::styled(format!(" unreadable: {p}"), PROBLEM)));
+    if let Some(first) = rows.first().filter(|r| r.status == "pending") {
+        head.push(Line::styled(format!(" next: harn approval approve {}", first.id), DIM));
+    }
+    let [top, list] =
+        Layout::vertical([Constraint::Length(head.len() as u16 + 1), Constraint::Min(1)])
+            .areas(area);
+    f.render_widget(Paragraph::new(head), top);
+    if rows.is_empty() {
+        return message(f, list, "no approvals: a run a policy asks about parks on one", DIM);
+    }
+    let widths = [30, 9, 20, 12];
+    let header = Row::new(["APPROVAL", "STATUS", "WORK", "ASKS", "ABOUT"]).style(HEADER);
+    let lines = rows
+        .iter()
+        .map(|r| {
+            let cells = vec![
+                r.id.to_string(),
+                r.status.clone(),
+                r.work_id.clone(),
+                r.addressee.clone(),
+                r.asks.clone(),
+            ];
+            let row = Row::new(fitted(cells, &widths, list.width));
+            if r.status == "pending" {
+                row.style(Style::new().fg(Color::Yellow))
+            } else {
+                row
+            }
+        })
+        .collect();
+    table(f, list, header, lines, &widths, selected);
 }
 
 fn message(f: &mut Frame, area: Rect, text: &str, style: Style) {

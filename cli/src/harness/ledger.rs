@@ -303,20 +303,17 @@ fn user_name(uid: u32) -> String {
         .unwrap_or_else(|| uid.to_string())
 }
 
-/// `harn harness ledger [NAME] [--json]`: prints the ledger, verified line by line.
-pub fn show(paths: &Paths, name: Option<&str>, json: bool) -> crate::exit::Exit {
-    use crate::exit::{fail, EXIT_FAILED};
+/// The ledger's records (of harness `name`, or all), verified line by line, each with its
+/// `seq` and `ts`.
+pub fn records(paths: &Paths, name: Option<&str>) -> Result<Vec<Value>, String> {
     let bytes = match std::fs::read(paths.ledger()) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return fail(EXIT_FAILED, format!("{}: {e}", paths.ledger().display())),
+        Err(e) => return Err(format!("{}: {e}", paths.ledger().display())),
     };
     let shown = paths.ledger().display().to_string();
-    let read = match harn_core::journal::parse(&shown, &bytes) {
-        Ok(r) => r,
-        Err(e) => return fail(EXIT_FAILED, e),
-    };
-    let records: Vec<Value> = read
+    let read = harn_core::journal::parse(&shown, &bytes).map_err(|e| e.to_string())?;
+    Ok(read
         .records
         .into_iter()
         .filter(|r| name.is_none_or(|n| r.body["harness"] == n))
@@ -328,7 +325,12 @@ pub fn show(paths: &Paths, name: Option<&str>, json: bool) -> crate::exit::Exit 
             }
             body
         })
-        .collect();
+        .collect())
+}
+
+/// `harn harness ledger [NAME] [--json]`: prints the ledger, verified line by line.
+pub fn show(paths: &Paths, name: Option<&str>, json: bool) -> crate::exit::Exit {
+    let records = records(paths, name).map_err(crate::exit::Failure::failed)?;
     if json {
         outln!("{}", json!({ "records": records }));
         return Ok(0);
@@ -340,7 +342,7 @@ pub fn show(paths: &Paths, name: Option<&str>, json: bool) -> crate::exit::Exit 
 }
 
 /// One record as a line: when, which harness, what was decided, and the facts around it.
-fn line(r: &Value) -> String {
+pub fn line(r: &Value) -> String {
     let detail = match r["decision"].as_str() {
         Some("state_changed") => format!(
             "{} -> {}",

@@ -138,7 +138,7 @@ fn list(store: &mut Store, wanted: Option<&str>, as_json: bool) -> Exit {
 }
 
 /// A request in a few words: `authorize push main`, `agent codex (opus, 1200 bytes)`.
-fn summary(req: &Value) -> String {
+pub fn summary(req: &Value) -> String {
     let s = |k: &str| req[k].as_str().unwrap_or("").to_owned();
     match req["kind"].as_str() {
         Some("authorize") => format!("authorize {} {}", s("action"), s("target")).trim().into(),
