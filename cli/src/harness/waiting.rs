@@ -90,10 +90,16 @@ pub fn wait(
         .collect()
 }
 
+/// How long a harness without readiness evidence must have run before `start` calls it
+/// running: a program that exits at once is reported as such, not as started (supervisord's
+/// `startsecs` does the same, with a second).
+pub const SETTLE_MS: u64 = 250;
+
 /// Whether `h` (a harness's status) settles the wait, and how it reads.
 pub fn judge(name: &str, h: &Value, goal: Goal, runs_before: u64) -> Option<Outcome> {
     let state = h["state"].as_str()?;
-    let ready = h["readiness"] == "none" || h["ready"] == true;
+    let lived = h["uptime_ms"].as_u64().unwrap_or(0) >= SETTLE_MS;
+    let ready = (h["readiness"] == "none" && lived) || h["ready"] == true;
     let new_run = h["runs"].as_u64().unwrap_or(0) > runs_before;
     let reached = |line: String| Some(Outcome { reached: true, line });
     let missed = |line: String| Some(Outcome { reached: false, line });
@@ -135,7 +141,11 @@ mod tests {
 
     #[test]
     fn each_goal_is_judged_from_the_status() {
-        let running = json!({"state": "running", "pid": 7, "readiness": "none", "runs": 1});
+        let young = json!({"state": "running", "pid": 7, "readiness": "none", "runs": 1,
+                           "uptime_ms": 20});
+        assert_eq!(judge("a", &young, Goal::Running, 0), None, "it may yet exit at once");
+        let running = json!({"state": "running", "pid": 7, "readiness": "none", "runs": 1,
+                             "uptime_ms": 300});
         assert!(judge("a", &running, Goal::Running, 0).unwrap().reached);
         assert_eq!(judge("a", &running, Goal::NewRun, 1), None, "the same run: keep waiting");
         assert!(judge("a", &running, Goal::NewRun, 0).unwrap().reached);
