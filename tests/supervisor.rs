@@ -116,6 +116,9 @@ fn without_automated_acceptance_the_run_stops_for_review_and_a_tick_is_one_cycle
     let out = harn(r, &["supervisor", "run", "ship", "--harness", "scripted"]);
     assert!(text(&out).contains("(0 cycles, 0 dispatched"), "{}", text(&out));
     assert!(text(&out).contains(&format!("\nnext: harn work accept {root}")), "{}", text(&out));
+    let quiet = harn(r, &["supervisor", "run", "ship", "--harness", "scripted", "--quiet"]);
+    let said = String::from_utf8_lossy(&quiet.stdout).into_owned();
+    assert!(said.starts_with("stop: awaiting_attention") && !said.contains("cycle 1:"), "{said}");
     let doc = json(&harn(r, &["supervisor", "show", "ship", "--json"]));
     assert_eq!(doc["next_commands"][0], format!("harn work accept {root}"));
 }

@@ -247,3 +247,25 @@ fn generated_ids_are_named_after_the_title() {
         "the goal is named after its root's title: {listed}"
     );
 }
+
+/// States are coloured in a terminal or with `--color always`, never into a pipe by default
+/// or under `--color never`; `--quiet` prints only what a script needs.
+#[test]
+fn states_are_coloured_only_when_asked_or_in_a_terminal_and_quiet_prints_the_id() {
+    let dir = root_with_workflow();
+    let r = dir.path();
+    let out = work(r, &["create", "Fix the parser", "wf.sh", "--objective", "O", "--quiet"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "fix-the-parser\n", "{}", text(&out));
+    let piped = work(r, &["list"]);
+    assert!(!piped.stdout.contains(&0x1b), "no colour into a pipe");
+    let always = work(r, &["list", "--color", "always"]);
+    let shown = String::from_utf8_lossy(&always.stdout).into_owned();
+    assert!(shown.contains("\u{1b}[32mready\u{1b}[0m"), "{shown:?}");
+    let header = shown.lines().next().unwrap().to_owned();
+    let row = shown.lines().nth(1).unwrap().replace("\u{1b}[32m", "").replace("\u{1b}[0m", "");
+    assert_eq!(row.find("run"), header.find("NEXT"), "padding stays outside the colour");
+    let never = work(r, &["show", "fix", "--color", "never"]);
+    assert!(!never.stdout.contains(&0x1b));
+    let bad = work(r, &["list", "--color", "sometimes"]);
+    assert_eq!(bad.status.code(), Some(2));
+}

@@ -10,6 +10,9 @@ pub use crate::exit::{fail, EXIT_FAILED, EXIT_USAGE};
 #[derive(Debug, Parser)]
 #[command(name = "harn", version, about, propagate_version = true)]
 pub struct Cli {
+    /// Colour states: in a terminal unless NO_COLOR is set (auto), always, or never.
+    #[arg(long, global = true, value_enum, default_value_t)]
+    color: crate::paint::ColorChoice,
     #[command(subcommand)]
     command: Top,
 }
@@ -97,6 +100,7 @@ where
     if !cli.command.is_daemon() {
         restore_default_sigpipe();
     }
+    crate::paint::init(cli.color);
     let outcome = match cli.command {
         Top::Init(args) => crate::init::run(args),
         Top::Example(args) => crate::example::run(args),

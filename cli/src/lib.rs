@@ -26,6 +26,7 @@ pub mod goal;
 pub mod harness;
 pub mod init;
 pub mod input;
+pub mod paint;
 pub mod private;
 pub mod procfs;
 pub mod readers;

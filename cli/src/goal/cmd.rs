@@ -113,6 +113,9 @@ struct CreateArgs {
     /// Print one JSON document.
     #[arg(long)]
     json: bool,
+    /// Print only the new goal's id.
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -124,6 +127,9 @@ struct DriveArgs {
     /// Print one JSON document (the report) instead of a line per decision.
     #[arg(long)]
     json: bool,
+    /// Print only how it stopped and what to type next, not a line per decision.
+    #[arg(long, short, conflicts_with = "json")]
+    quiet: bool,
 }
 
 /// Notes which options of a `service start|run` were typed on the command line (clap ids),
@@ -286,6 +292,10 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
     if let Err(e) = store::create(store, &intent) {
         return fail(EXIT_FAILED, e);
     }
+    if a.quiet {
+        outln!("{id}");
+        return Ok(0);
+    }
     show(store, id.as_str(), a.json)
 }
 
@@ -327,16 +337,14 @@ fn list(store: &mut Store, as_json: bool) -> Exit {
             errln!("harn: warning: {w}");
         }
         for r in &rows {
-            outln!(
-                "{:<28} {:<32} {}",
-                r["id"].as_str().unwrap_or(""),
-                format!(
-                    "{}/{}",
-                    r["state"].as_str().unwrap_or(""),
-                    r["next_action"].as_str().unwrap_or("")
-                ),
-                r["title"].as_str().unwrap_or("")
-            );
+            let state = r["state"].as_str().unwrap_or("");
+            let next = format!("/{}", r["next_action"].as_str().unwrap_or(""));
+            crate::paint::line(&[
+                format!("{:<28} ", r["id"].as_str().unwrap_or("")),
+                crate::paint::state(state, 0),
+                format!("{next:<w$} ", w = 32usize.saturating_sub(state.chars().count())),
+                crate::paint::plain(r["title"].as_str().unwrap_or("")),
+            ]);
         }
         for e in &errors {
             errln!(
@@ -466,7 +474,7 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
 
 fn drive_cmd(store: &mut Store, a: DriveArgs, mode: Mode) -> Exit {
     let id = goal_id(store, &a.id)?;
-    let quiet = a.json;
+    let quiet = a.json || a.quiet;
     let mut say = |line: String| {
         if !quiet {
             outln!("{line}");

@@ -287,9 +287,9 @@ fn row_line(h: &Value) -> String {
         notes.push(format!("last {exit}"));
     }
     format!(
-        "{glyph} {:<20} {:<12} {:>7} {:>8} {:>9} {:>5}  {}\n",
+        "{glyph} {:<20} {} {:>7} {:>8} {:>9} {:>5}  {}\n",
         h["name"].as_str().unwrap_or(""),
-        state,
+        crate::paint::state(state, 12),
         if h["enabled"] == true { "yes" } else { "no" },
         pid,
         uptime,

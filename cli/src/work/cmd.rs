@@ -108,6 +108,9 @@ struct CreateArgs {
     /// Print one JSON document.
     #[arg(long)]
     json: bool,
+    /// Print only the new item's id (for scripts: `id=$(harn work create … --quiet)`).
+    #[arg(long, conflicts_with = "json")]
+    quiet: bool,
 }
 
 #[derive(Debug, Args)]
@@ -251,6 +254,10 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
     if let Err(e) = store.create(&intent, &actor(a.actor)) {
         return fail(EXIT_FAILED, e);
     }
+    if a.quiet {
+        outln!("{id}");
+        return Ok(0);
+    }
     show(store, id.as_str(), a.json)
 }
 
@@ -305,16 +312,22 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> Exit {
             match r {
                 Ok(i) => {
                     let p = &i.projection;
-                    outln!(
-                        "{:<w$} {:<18} {:<22} {:>8}  {}",
-                        id.as_str(),
-                        state_name(p.state),
-                        json!(p.next_action).as_str().unwrap_or(""),
-                        format!("{}/{}", p.charged_attempts, i.intent.max_attempts),
-                        i.intent.title
-                    );
+                    let attempts = format!("{}/{}", p.charged_attempts, i.intent.max_attempts);
+                    crate::paint::line(&[
+                        format!("{:<w$} ", id.as_str()),
+                        crate::paint::state(&state_name(p.state), 18),
+                        format!(
+                            " {:<22} {attempts:>8}  ",
+                            json!(p.next_action).as_str().unwrap_or("")
+                        ),
+                        crate::paint::plain(&i.intent.title),
+                    ]);
                 }
-                Err(e) => outln!("{:<w$} {UNREADABLE:<18} {e}", id.as_str()),
+                Err(e) => crate::paint::line(&[
+                    format!("{:<w$} ", id.as_str()),
+                    crate::paint::state(UNREADABLE, 18),
+                    format!(" {}", crate::paint::plain(&e.to_string())),
+                ]),
             }
         }
         for w in &warnings {

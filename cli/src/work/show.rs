@@ -31,12 +31,15 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
     }
     let (i, p) = (&item.intent, &item.projection);
     outln!("{}  {}", i.id, i.title);
-    outln!(
-        "  state      {} (next: {}) — {}",
-        state_name(p.state),
-        json!(p.next_action).as_str().unwrap_or(""),
-        p.reason
-    );
+    crate::paint::line(&[
+        "  state      ".into(),
+        crate::paint::state(&state_name(p.state), 0),
+        crate::paint::plain(&format!(
+            " (next: {}) — {}",
+            json!(p.next_action).as_str().unwrap_or(""),
+            p.reason
+        )),
+    ]);
     outln!("  objective  {}", i.objective);
     if let Some(source) = &i.source {
         outln!("  source     plan {} of goal {}", source.plan, source.goal);
