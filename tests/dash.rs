@@ -173,3 +173,31 @@ fn once_prints_a_page_as_text_and_a_bad_root_is_refused() {
     assert_eq!(piped.status.code(), Some(2), "no terminal: {}", text(&piped));
     assert!(text(&piped).contains("--once"), "{}", text(&piped));
 }
+
+/// The reads the dashboard's reader keeps between refreshes follow every change of the files
+/// they came from: after a reopen, the kept refresh shows what a full read shows.
+#[test]
+fn kept_reads_follow_a_change_of_their_files() {
+    use harn::dash::Snapshot;
+    use harn::readers::Kept;
+    let dir = example_root();
+    let root = dir.path().join("ex").canonicalize().unwrap();
+    // Older than the timestamps' slack, so the first refresh keeps its reads.
+    std::thread::sleep(Duration::from_millis(2_500));
+    let mut kept = Kept::default();
+    let state = |s: &Snapshot, id: &str| {
+        let (rows, _) = s.work.as_ref().unwrap();
+        let row = rows.iter().find(|r| r.id.as_str() == id).unwrap();
+        serde_json::json!(row.state).as_str().unwrap().to_owned()
+    };
+    let first = Snapshot::take(&root, None, &mut kept);
+    assert_eq!(state(&first, "parser"), "succeeded");
+    let again = Snapshot::take(&root, None, &mut kept);
+    assert!(again.same_as(&first), "nothing changed");
+    let out = harn(&root, &["work", "reopen", "parser", "--reason", "tabs again"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let kept_read = Snapshot::take(&root, None, &mut kept);
+    assert_eq!(state(&kept_read, "parser"), "ready", "the item's journal changed");
+    let full = Snapshot::take(&root, None, &mut Kept::default());
+    assert!(kept_read.same_as(&full), "kept: {:?}\nfull: {:?}", kept_read.goals, full.goals);
+}

@@ -67,14 +67,14 @@ impl Reader {
         service(&mut self.store)
     }
 
-    /// See [`goals`].
-    pub fn goals(&mut self, service: &ServiceView) -> Result<GoalListing, String> {
-        goals(&mut self.store, service)
+    /// See [`goals_kept`].
+    pub fn goals(&mut self, service: &ServiceView, kept: &mut Kept) -> Result<GoalListing, String> {
+        goals_kept(&mut self.store, service, kept)
     }
 
-    /// See [`work`].
-    pub fn work(&mut self) -> Result<(Vec<WorkRow>, Vec<String>), String> {
-        work(&mut self.store)
+    /// See [`work_kept`].
+    pub fn work(&mut self, kept: &mut Kept) -> Result<(Vec<WorkRow>, Vec<String>), String> {
+        work_kept(&mut self.store, kept)
     }
 
     /// See [`harnesses`].
@@ -154,9 +154,118 @@ pub struct GoalSummary {
     pub attempts_remaining: u32,
 }
 
+/// Reads a long-lived reader (the dashboard's) keeps between refreshes: each trusted while
+/// the metadata of the files it came from is unchanged, by the rule the service's sweep uses
+/// (`harn_core::service::cache`: not within the timestamp slack of a change, and never
+/// older than a minute). Only what follows from its files alone is kept: nothing running or
+/// parked, whose end shows first in a lease.
+#[derive(Debug, Default)]
+pub struct Kept {
+    goals: BTreeMap<Id, KeptRead<GoalSummary>>,
+    work: BTreeMap<Id, KeptRead<WorkRow>>,
+}
+
+#[derive(Debug)]
+struct KeptRead<T> {
+    paths: Vec<String>,
+    signature: harn_core::service::cache::Signature,
+    value: T,
+    at: std::time::Instant,
+}
+
+impl<T: Clone> KeptRead<T> {
+    /// The value, when the files it came from still have its signature.
+    fn fresh(&self, root: &Path) -> Option<T> {
+        use harn_core::service::cache::still_valid;
+        let age = harn_core::time::Duration(
+            u64::try_from(self.at.elapsed().as_nanos()).unwrap_or(u64::MAX),
+        );
+        let now = crate::goal::service::sweep::signature(root, &self.paths);
+        still_valid(&self.signature, &now, age).then(|| self.value.clone())
+    }
+}
+
+/// `value`, read at `read_at_ns` from `paths`, as a kept read if it may be trusted later.
+fn keep<T>(root: &Path, paths: Vec<String>, value: T, read_at_ns: i128) -> Option<KeptRead<T>> {
+    let signature = crate::goal::service::sweep::signature(root, &paths);
+    harn_core::service::cache::cacheable(&signature, read_at_ns).then(|| KeptRead {
+        paths,
+        signature,
+        value,
+        at: std::time::Instant::now(),
+    })
+}
+
+fn unix_now_ns() -> i128 {
+    crate::goal::service::sweep::unix_ns(std::time::SystemTime::now())
+}
+
+/// The files a goal's summary follows, appended to as it moves: its journal, its plans (the
+/// directory, for a new one, and each one's journal), each item of its graph's journal and
+/// latest run, and the journals of earlier plans' work. Fewer than the service watches: an
+/// intent is written once (one edited by hand shows at the full read every minute, where
+/// the service refuses it at once), and the directories gain entries only with a journal
+/// line; this keeps a refresh of 10,000 goals cheap.
+fn goal_paths(g: &goal_store::Goal) -> Vec<String> {
+    use harn_core::goal::planning::{goal_dir, plan_dir};
+    use harn_core::layout::{run_dir, work_dir};
+    let dir = goal_dir(&g.intent.id);
+    let mut paths = vec![format!("{dir}/events.jsonl"), format!("{dir}/plans")];
+    // Work of earlier plans still counts against the goal's attempts.
+    let mut earlier = std::collections::BTreeSet::new();
+    for p in &g.plans {
+        paths.push(format!("{}/events.jsonl", plan_dir(&g.intent.id, &p.request.plan_id)));
+        earlier.extend(p.applied.iter().flat_map(|(_, work)| work));
+    }
+    for i in &g.items {
+        earlier.retain(|e| *e != &i.id);
+        paths.push(format!("{}/events.jsonl", work_dir(&i.id)));
+        paths.extend(i.projection.latest_run_id.iter().map(run_dir));
+    }
+    paths.extend(earlier.into_iter().map(|e| format!("{}/events.jsonl", work_dir(e))));
+    paths
+}
+
+/// A goal's summary: kept, or read in full (and kept when it may be).
+fn goal_summary(
+    store: &mut Store,
+    id: &Id,
+    kept: &mut Kept,
+) -> Result<Option<GoalSummary>, String> {
+    let root = store.root().to_path_buf();
+    if let Some(value) = kept.goals.get(id).and_then(|k| k.fresh(&root)) {
+        return Ok(Some(value));
+    }
+    let read_at = unix_now_ns();
+    let Some(g) = goal_store::read_listed(store, id).map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    let value = summary(&g);
+    // A ready goal is the one a tick takes next, and taking its lease changes no file: it is
+    // read in full each refresh, so `running` shows the moment another process ticks it.
+    let keepable =
+        crate::goal::service::sweep::settled(&g) && g.projection.state != GoalState::Ready;
+    let paths = goal_paths(&g);
+    // A read not kept leaves any older one in place: its files changed since, so its
+    // signature no longer matches and it is never trusted again.
+    if let Some(k) = keep(&root, paths, value.clone(), read_at).filter(|_| keepable) {
+        kept.goals.insert(id.clone(), k);
+    }
+    Ok(Some(value))
+}
+
 /// Every goal under the root, enrolled ones first in enrollment order; one that cannot be
 /// read is a row carrying its error, never a reason to hide the others.
 pub fn goals(store: &mut Store, service: &ServiceView) -> Result<GoalListing, String> {
+    goals_kept(store, service, &mut Kept::default())
+}
+
+/// [`goals`], through the reads `kept` has.
+pub fn goals_kept(
+    store: &mut Store,
+    service: &ServiceView,
+    kept: &mut Kept,
+) -> Result<GoalListing, String> {
     let listing = goal_store::ids(store).map_err(|e| e.to_string())?;
     let mut ids = listing.ids;
     let enrolled: Vec<Id> = service.config.as_ref().map_or(Vec::new(), |c| c.goal_ids.clone());
@@ -170,11 +279,11 @@ pub fn goals(store: &mut Store, service: &ServiceView) -> Result<GoalListing, St
         .map(|id| (id, true))
         .chain(ids.iter().map(|id| (id, false)))
         .filter_map(|(id, enrolled)| {
-            let read = match goal_store::read_listed(store, id) {
-                Ok(Some(g)) => Ok(summary(&g)),
+            let read = match goal_summary(store, id, kept) {
+                Ok(Some(g)) => Ok(g),
                 Ok(None) if !enrolled => return None, // A creation cut short: not a goal.
                 Ok(None) => Err(format!("no goal {id}")),
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(e),
             };
             Some(GoalRow {
                 id: id.clone(),
@@ -258,10 +367,26 @@ fn running_now(store: &mut Store, run_id: &Id) -> Option<RunningNow> {
 
 /// Every work item, and the errors of the ones that could not be read.
 pub fn work(store: &mut Store) -> Result<(Vec<WorkRow>, Vec<String>), String> {
+    work_kept(store, &mut Kept::default())
+}
+
+/// [`work`], through the reads `kept` has. An item's row is kept with the signature of its
+/// journal and latest run, and of its prerequisites' journals (its state follows theirs).
+pub fn work_kept(
+    store: &mut Store,
+    kept: &mut Kept,
+) -> Result<(Vec<WorkRow>, Vec<String>), String> {
+    use harn_core::layout::{run_dir, work_dir};
     let listing = store.ids().map_err(|e| e.to_string())?;
+    let root = store.root().to_path_buf();
     let mut known = BTreeMap::new();
     let (mut rows, mut problems) = (Vec::new(), listing.problems);
     for id in listing.ids {
+        if let Some(row) = kept.work.get(&id).and_then(|k| k.fresh(&root)) {
+            rows.push(row);
+            continue;
+        }
+        let read_at = unix_now_ns();
         match store.read(&id, &mut known) {
             Ok(item) => {
                 let p = &item.projection;
@@ -269,8 +394,14 @@ pub fn work(store: &mut Store) -> Result<(Vec<WorkRow>, Vec<String>), String> {
                     (WorkState::Running, Some(run)) => running_now(store, run),
                     _ => None,
                 };
-                rows.push(WorkRow {
-                    id,
+                let mut paths = Vec::new();
+                for of in std::iter::once(&id).chain(&item.intent.dependencies) {
+                    paths.push(format!("{}/events.jsonl", work_dir(of)));
+                }
+                paths.extend(p.latest_run_id.iter().map(run_dir));
+                let settled = !matches!(p.state, WorkState::Running | WorkState::AwaitingApproval);
+                let row = WorkRow {
+                    id: id.clone(),
                     title: item.intent.title.clone(),
                     state: p.state,
                     next_action: p.next_action,
@@ -279,7 +410,12 @@ pub fn work(store: &mut Store) -> Result<(Vec<WorkRow>, Vec<String>), String> {
                     uncharged: p.attempts_used.saturating_sub(p.charged_attempts),
                     cost_micro_usd: item.usage.as_ref().and_then(|u| u.cost_micro_usd),
                     running,
-                });
+                };
+                let k = keep(&root, paths, row.clone(), read_at);
+                if let Some(k) = k.filter(|_| settled) {
+                    kept.work.insert(id.clone(), k);
+                }
+                rows.push(row);
             }
             Err(e) => problems.push(e.0),
         }

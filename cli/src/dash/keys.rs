@@ -20,6 +20,8 @@ pub enum Then {
 pub fn press(view: &mut View, key: KeyCode, rows: usize, visible: u16) -> Then {
     let last = rows.saturating_sub(1);
     let page_rows = usize::from(visible.max(1));
+    // A list that shrank since the last key leaves no selection past its end.
+    view.selected = view.selected.min(last);
     if view.help {
         // Any key closes the help; q still quits.
         view.help = false;
@@ -48,6 +50,7 @@ pub fn press(view: &mut View, key: KeyCode, rows: usize, visible: u16) -> Then {
         KeyCode::PageUp if view.open => view.scroll = view.scroll.saturating_sub(visible),
         KeyCode::PageDown if view.open => view.scroll = view.scroll.saturating_add(visible),
         KeyCode::Home if view.open => view.scroll = 0,
+        KeyCode::End if view.open => {}
         KeyCode::Up | KeyCode::Char('k') => {
             view.selected = view.selected.min(last).saturating_sub(1)
         }

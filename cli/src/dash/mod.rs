@@ -13,7 +13,7 @@ pub use snapshot::Snapshot;
 pub use view::{render, Page, View};
 
 use crate::exit::Exit;
-use crate::readers::Focus;
+use crate::readers::{Focus, Kept};
 use clap::Args;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
@@ -69,7 +69,7 @@ pub fn run(args: DashArgs) -> Exit {
             Some(Ok(f)) => Some(f),
             Some(Err(e)) => return crate::exit::fail(crate::exit::EXIT_USAGE, e),
         };
-        let snapshot = Snapshot::take(&root, focus.as_ref());
+        let snapshot = Snapshot::take(&root, focus.as_ref(), &mut Kept::default());
         let view = View { open: focus.is_some(), ..View::new(args.page) };
         print!("{}", once(&snapshot, &view, args.width, args.height));
         return Ok(0);
@@ -123,8 +123,13 @@ fn interactive(root: PathBuf, page: Page, refresh: Duration) -> std::io::Result<
     let result = (|| -> std::io::Result<()> {
         let mut latest: Option<Snapshot> = None;
         let mut view = View::new(page);
+        // The entity whose detail is open: a snapshot's detail of any other is not drawn.
+        let mut opened: Option<Focus> = None;
         loop {
-            while let Ok(s) = rx.try_recv() {
+            while let Ok(mut s) = rx.try_recv() {
+                if s.detail.as_ref().map(|(f, _)| f) != opened.as_ref() {
+                    s.detail = None;
+                }
                 latest = Some(s);
             }
             let wall = crate::readers::wall_now();
@@ -153,17 +158,22 @@ fn interactive(root: PathBuf, page: Page, refresh: Duration) -> std::io::Result<
             match keys::press(&mut view, key.code, rows, body_rows) {
                 keys::Then::Quit => return Ok(()),
                 keys::Then::ReadNow => {
-                    let _ = poke.send(focus(latest.as_ref(), &view));
+                    let _ = poke.send(opened.clone());
                 }
                 keys::Then::Draw => {}
             }
             if view.open && !was_open {
                 // The detail is read by the reader, never here: drop any older one first.
+                opened = focus(latest.as_ref(), &view);
                 if let Some(s) = latest.as_mut() {
                     s.detail = None;
                 }
-                let _ = poke.send(focus(latest.as_ref(), &view));
+                if opened.is_none() {
+                    view.open = false; // Nothing on that row to open.
+                }
+                let _ = poke.send(opened.clone());
             } else if was_open && !view.open {
+                opened = None;
                 let _ = poke.send(None);
             }
         }
@@ -189,9 +199,10 @@ fn reader(
 ) {
     let mut last: Option<Snapshot> = None;
     let mut focus: Option<Focus> = None;
+    let mut kept = Kept::default();
     loop {
         let began = std::time::Instant::now();
-        let snapshot = Snapshot::take(root, focus.as_ref());
+        let snapshot = Snapshot::take(root, focus.as_ref(), &mut kept);
         // A big root is read less often, so reading never takes more than a fifth of a core.
         let pause = refresh.max(began.elapsed() * 4);
         read_at.store(snapshot.taken_at.0, Ordering::SeqCst);

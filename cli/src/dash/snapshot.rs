@@ -1,7 +1,7 @@
 //! One reading of the root for the dashboard: everything a page shows, taken through the
 //! readers alone, so rendering is a pure function of this value and the time.
 
-use crate::readers::{ApprovalRow, Detail, Focus, GoalListing, Reader, ServiceView, WorkRow};
+use crate::readers::{ApprovalRow, Detail, Focus, GoalListing, Kept, Reader, ServiceView, WorkRow};
 use harn_core::time::WallTime;
 use serde::Serialize;
 use std::path::Path;
@@ -27,20 +27,21 @@ pub struct Snapshot {
     pub harnesses: Result<serde_json::Value, String>,
     /// Every approval and the ones that could not be read, or why none could be listed.
     pub approvals: Result<(Vec<ApprovalRow>, Vec<String>), String>,
-    /// The detail of the entity the screen has open, when it has one.
-    pub detail: Option<Result<Detail, String>>,
+    /// The detail of the entity the screen has open, when it has one, with that entity.
+    pub detail: Option<(Focus, Result<Detail, String>)>,
 }
 
 impl Snapshot {
-    /// Reads the root, and the detail of `focus` when the screen has one open.
-    pub fn take(root: &Path, focus: Option<&Focus>) -> Snapshot {
+    /// Reads the root, and the detail of `focus` when the screen has one open; goals and
+    /// work items whose files did not change come from `kept`, the reads of earlier calls.
+    pub fn take(root: &Path, focus: Option<&Focus>, kept: &mut Kept) -> Snapshot {
         let mut reader = Reader::open(root);
         let service = reader.service();
-        let goals = reader.goals(&service);
-        let work = reader.work();
+        let goals = reader.goals(&service, kept);
+        let work = reader.work(kept);
         let harnesses = reader.harnesses(HARNESS_TIMEOUT);
         let approvals = reader.approvals();
-        let detail = focus.map(|f| reader.detail(f));
+        let detail = focus.map(|f| (f.clone(), reader.detail(f)));
         Snapshot {
             root: reader.root().display().to_string(),
             taken_at: reader.now(),

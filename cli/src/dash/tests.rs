@@ -281,18 +281,21 @@ fn the_approvals_page_lists_pending_ones_first_with_what_they_ask() {
 #[test]
 fn enter_opens_a_detail_and_question_mark_shows_the_keys() {
     let mut s = snapshot();
-    s.detail = Some(Ok(crate::readers::Detail {
-        title: "work work-2 — Wire the session cookie".into(),
-        sections: vec![
-            ("state".into(), vec!["running (next: wait_for_run) — run wf-… is running".into()]),
-            (
-                "attempts and runs".into(),
-                vec!["attempt 1  run wf-2026-12-01-10-00-00-000-abc123  no proof".into()],
-            ),
-            ("proof criteria".into(), vec!["accept-1 the cookie is set (no proof yet)".into()]),
-            ("open findings".into(), vec![]),
-        ],
-    }));
+    s.detail = Some((
+        crate::readers::Focus::Work(id("work-2")),
+        Ok(crate::readers::Detail {
+            title: "work work-2 — Wire the session cookie".into(),
+            sections: vec![
+                ("state".into(), vec!["running (next: wait_for_run) — run wf-… is running".into()]),
+                (
+                    "attempts and runs".into(),
+                    vec!["attempt 1  run wf-2026-12-01-10-00-00-000-abc123  no proof".into()],
+                ),
+                ("proof criteria".into(), vec!["accept-1 the cookie is set (no proof yet)".into()]),
+                ("open findings".into(), vec![]),
+            ],
+        }),
+    ));
     let open = View { open: true, ..View::new(Page::Work) };
     assert_snapshot("work-detail", &once(&s, &open, 90, 14));
     let scrolled = View { scroll: 5, ..open };

@@ -186,8 +186,8 @@ fn help(f: &mut Frame, area: Rect) {
 fn detail_page(f: &mut Frame, area: Rect, s: &Snapshot, scroll: u16) {
     let detail = match &s.detail {
         None => return message(f, area, "reading…", DIM),
-        Some(Err(e)) => return message(f, area, &format!("cannot be read: {e}"), PROBLEM),
-        Some(Ok(d)) => d,
+        Some((_, Err(e))) => return message(f, area, &format!("cannot be read: {e}"), PROBLEM),
+        Some((_, Ok(d))) => d,
     };
     let mut lines = vec![Line::styled(format!(" {}", detail.title), HEADER)];
     for (heading, body) in &detail.sections {
@@ -571,8 +571,8 @@ fn approvals_page(f: &mut Frame, area: Rect, s: &Snapshot, selected: Option<usiz
     if rows.is_empty() {
         return message(f, list, "no approvals: a run a policy asks about parks on one", DIM);
     }
-    let widths = [30, 9, 20, 12];
-    let header = Row::new(["APPROVAL", "STATUS", "WORK", "ASKS", "ABOUT"]).style(HEADER);
+    let widths = [38, 9, 20, 12];
+    let header = Row::new(["APPROVAL", "STATUS", "WORK", "ADDRESSEE", "ASKS"]).style(HEADER);
     let lines = rows
         .iter()
         .map(|r| {

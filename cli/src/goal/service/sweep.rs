@@ -83,7 +83,7 @@ impl ReadCache {
 
 /// Whether a goal's state follows from its files alone: nothing running or parked, whose end
 /// or ruling shows first in a lease or in a file this cache does not watch.
-fn settled(g: &store::Goal) -> bool {
+pub(crate) fn settled(g: &store::Goal) -> bool {
     g.projection.state != GoalState::Running
         && g.items.iter().all(|i| {
             !matches!(i.projection.state, WorkState::Running | WorkState::AwaitingApproval)
@@ -123,7 +123,7 @@ fn watched_paths(g: &store::Goal) -> Vec<String> {
 }
 
 /// The signature of the paths' metadata (a missing path counts too, as missing).
-fn signature(root: &Path, paths: &[String]) -> Signature {
+pub(crate) fn signature(root: &Path, paths: &[String]) -> Signature {
     use std::os::unix::fs::MetadataExt;
     let metas: Vec<PathMeta> = paths
         .iter()
@@ -141,7 +141,7 @@ fn signature(root: &Path, paths: &[String]) -> Signature {
 }
 
 /// A wall-clock time in nanoseconds since the unix epoch (negative before it).
-fn unix_ns(t: std::time::SystemTime) -> i128 {
+pub(crate) fn unix_ns(t: std::time::SystemTime) -> i128 {
     match t.duration_since(std::time::UNIX_EPOCH) {
         Ok(d) => d.as_nanos() as i128,
         Err(e) => -(e.duration().as_nanos() as i128),
