@@ -75,11 +75,11 @@ const EXAMPLES: &[(&str, &[&str])] = &[
     ("supervisor service stop", &["harn supervisor service stop", "harn supervisor service stop --timeout 30"]),
     ("supervisor service logs", &["harn supervisor service logs", "harn supervisor service logs --follow"]),
     ("approval list", &["harn approval list --status pending"]),
-    ("approval show", &["harn approval show ap-3f2a    # a unique prefix"]),
-    ("approval approve", &["harn approval approve ap-3f2a --reason 'push to main is fine today'"]),
-    ("approval deny", &["harn approval deny ap-3f2a --reason 'not on a Friday'"]),
+    ("approval show", &["harn approval show wf-2026-12-01-10-00-00-000-abc123-p1", "harn approval show wf-2026-12-01-10    # a unique prefix"]),
+    ("approval approve", &["harn approval approve wf-2026-12-01-10-00-00-000-abc123-p1 --reason 'push to main is fine today'"]),
+    ("approval deny", &["harn approval deny wf-2026-12-01-10-00-00-000-abc123-p1 --reason 'not on a Friday'"]),
     ("dash", &["harn dash", "harn dash --once --page work --width 120"]),
-    ("completions", &["source <(harn completions bash)", "harn completions zsh > ~/.zfunc/_harn"]),
+    ("completions", &["source <(harn completions bash)    # in ~/.bashrc", "source <(harn completions zsh)     # in ~/.zshrc"]),
     ("man", &["harn man > harn.1 && man ./harn.1"]),
 ];
 

@@ -80,7 +80,8 @@ pub const SLUG_MAX_LEN: usize = 24;
 /// A short, readable id for something titled `title`: its words, lowercased, joined by `-`
 /// and cut at a word boundary within [`SLUG_MAX_LEN`] (`"Fix the parser!"` → `fix-the-parser`),
 /// with `-2`, `-3` … after it while `taken` says the id is in use. `None` when the title has
-/// no ASCII letter or digit, or a hundred ids are taken: the caller falls back to a stamp.
+/// no ASCII letter or digit, or it and its 98 numbered forms are taken: the caller falls back
+/// to a stamp.
 pub fn readable(title: &str, mut taken: impl FnMut(&str) -> bool) -> Option<Id> {
     let lowered = title.to_ascii_lowercase();
     let words = lowered.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| !w.is_empty());

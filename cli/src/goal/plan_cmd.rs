@@ -194,14 +194,14 @@ fn plan_id(store: &mut Store, goal: &Id, s: &str) -> Result<Id, Failure> {
     parse_id(&full)
 }
 
-/// Runs a plan verb; returns the exit code.
 impl PlanVerb {
-    /// Whether this verb only reads.
+    /// Whether this verb only reads (and needs a root that exists).
     pub fn reads(&self) -> bool {
         matches!(self, PlanVerb::List { .. } | PlanVerb::Show { .. })
     }
 }
 
+/// Runs a plan verb; returns the exit code.
 pub fn run(store: &mut Store, mut verb: PlanVerb) -> Exit {
     let (goal, plan) = match &mut verb {
         PlanVerb::List { goal, .. } | PlanVerb::Reopen { goal, .. } => (goal, None),

@@ -41,6 +41,11 @@ pub fn next_commands(id: &Id, p: &GoalProjection, items: &[GoalItem]) -> Vec<Str
         }
         GoalNext::None => match p.state {
             GoalState::Succeeded => Vec::new(),
+            // A planner asked for a person and no replan is left: what it asked is in its plan.
+            GoalState::AwaitingAttention if p.attention_plan_id.is_some() => {
+                let plan = p.attention_plan_id.as_deref().unwrap_or_default();
+                vec![format!("harn supervisor plan show {id} {plan}")]
+            }
             // A ceiling reached: its limits are frozen, so going on is a new goal.
             GoalState::BudgetExhausted => {
                 let root = p.root_work_id.as_ref().map_or("ROOT_ITEM".into(), Id::to_string);
@@ -54,9 +59,12 @@ pub fn next_commands(id: &Id, p: &GoalProjection, items: &[GoalItem]) -> Vec<Str
                     i.projection.next_action == WorkNext::None
                         && i.projection.state != crate::work::projection::WorkState::Succeeded
                 });
-                let mut cmds: Vec<String> =
-                    stopped.flat_map(|i| work_next(&i.id, &i.projection)).collect();
-                cmds.dedup();
+                let mut cmds: Vec<String> = Vec::new();
+                for cmd in stopped.flat_map(|i| work_next(&i.id, &i.projection)) {
+                    if !cmds.contains(&cmd) {
+                        cmds.push(cmd);
+                    }
+                }
                 cmds
             }
         },

@@ -88,8 +88,13 @@ pub fn sweep<H: SweepHost>(
         };
         let wake = match decision {
             SweepDecision::BecomeAwaiting(wake) => {
-                if let Some(standing) = host.standing(&goal, prev.observed.is_none()) {
-                    scheduler.record_outcome(&goal, standing);
+                // Only a first look or a real change: a backoff that ran out on the same
+                // fingerprint keeps its error as the outcome.
+                let first = prev.observed.is_none();
+                if first || prev.observed != Some(fp) {
+                    if let Some(standing) = host.standing(&goal, first) {
+                        scheduler.record_outcome(&goal, standing);
+                    }
                 }
                 wake
             }

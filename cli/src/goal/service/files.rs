@@ -68,6 +68,9 @@ impl Audit {
             log.lock().unwrap_or_else(|e| e.into_inner()).rotate_if_full();
         }
         let mut out = std::io::stdout().lock();
+        // Lines carry titles and reasons from agents and workflows: no control character of
+        // theirs reaches a terminal reading the log.
+        let line = harn_core::text::neutralize(line);
         let _ = writeln!(out, "{} {line}", crate::harness::ledger::utc(RealClock::new().wall().0));
         let _ = out.flush();
     }

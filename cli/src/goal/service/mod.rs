@@ -449,7 +449,7 @@ fn logs(store: &mut Store, lines: u64, follow: bool) -> Exit {
         let mut fresh = Vec::new();
         if f.read_to_end(&mut fresh).is_ok() {
             at += fresh.len() as u64;
-            if out.write_all(&fresh).is_err() {
+            if out.write_all(&harn_core::text::neutralize_bytes(&fresh)).is_err() {
                 return Ok(0); // The reader went away.
             }
         }
