@@ -161,8 +161,12 @@ pub struct GoalSummary {
 /// parked, whose end shows first in a lease.
 #[derive(Debug, Default)]
 pub struct Kept {
-    goals: BTreeMap<Id, KeptRead<GoalSummary>>,
+    /// Each goal's summary, with the items (of its graph and of earlier plans) it follows.
+    goals: BTreeMap<Id, (KeptRead<GoalSummary>, Vec<Id>)>,
     work: BTreeMap<Id, KeptRead<WorkRow>>,
+    /// The items whose kept row held in the latest [`work_kept`]: a goal whose items are
+    /// all here, and whose own files did not change, is unchanged too.
+    unchanged: std::collections::BTreeSet<Id>,
 }
 
 #[derive(Debug)]
@@ -200,30 +204,26 @@ fn unix_now_ns() -> i128 {
     crate::goal::service::sweep::unix_ns(std::time::SystemTime::now())
 }
 
-/// The files a goal's summary follows, appended to as it moves: its journal, its plans (the
-/// directory, for a new one, and each one's journal), each item of its graph's journal and
-/// latest run, and the journals of earlier plans' work. Fewer than the service watches: an
-/// intent is written once (one edited by hand shows at the full read every minute, where
-/// the service refuses it at once), and the directories gain entries only with a journal
-/// line; this keeps a refresh of 10,000 goals cheap.
-fn goal_paths(g: &goal_store::Goal) -> Vec<String> {
+/// The files a goal's summary follows besides its items: its journal and its plans (the
+/// directory, for a new one, and each one's journal); and the items it follows, those of its
+/// graph and of earlier plans (whose work still counts against its attempts), whose own rows
+/// carry their files. Fewer files than the service watches: an intent is written once (one
+/// edited by hand shows at the full read every minute, where the service refuses it at
+/// once); this keeps a refresh of 10,000 goals cheap.
+fn goal_paths(g: &goal_store::Goal) -> (Vec<String>, Vec<Id>) {
     use harn_core::goal::planning::{goal_dir, plan_dir};
-    use harn_core::layout::{run_dir, work_dir};
     let dir = goal_dir(&g.intent.id);
-    let mut paths = vec![format!("{dir}/events.jsonl"), format!("{dir}/plans")];
-    // Work of earlier plans still counts against the goal's attempts.
-    let mut earlier = std::collections::BTreeSet::new();
+    let mut paths = vec![format!("{dir}/events.jsonl")];
+    // Only a goal that may replan ever gets a plan.
+    if g.intent.replanning.is_some() || !g.plans.is_empty() {
+        paths.push(format!("{dir}/plans"));
+    }
+    let mut items: std::collections::BTreeSet<Id> = g.items.iter().map(|i| i.id.clone()).collect();
     for p in &g.plans {
         paths.push(format!("{}/events.jsonl", plan_dir(&g.intent.id, &p.request.plan_id)));
-        earlier.extend(p.applied.iter().flat_map(|(_, work)| work));
+        items.extend(p.applied.iter().flat_map(|(_, work)| work).cloned());
     }
-    for i in &g.items {
-        earlier.retain(|e| *e != &i.id);
-        paths.push(format!("{}/events.jsonl", work_dir(&i.id)));
-        paths.extend(i.projection.latest_run_id.iter().map(run_dir));
-    }
-    paths.extend(earlier.into_iter().map(|e| format!("{}/events.jsonl", work_dir(e))));
-    paths
+    (paths, items.into_iter().collect())
 }
 
 /// A goal's summary: kept, or read in full (and kept when it may be).
@@ -233,7 +233,11 @@ fn goal_summary(
     kept: &mut Kept,
 ) -> Result<Option<GoalSummary>, String> {
     let root = store.root().to_path_buf();
-    if let Some(value) = kept.goals.get(id).and_then(|k| k.fresh(&root)) {
+    let unchanged = &kept.unchanged;
+    let held = kept.goals.get(id).and_then(|(k, items)| {
+        items.iter().all(|i| unchanged.contains(i)).then(|| k.fresh(&root)).flatten()
+    });
+    if let Some(value) = held {
         return Ok(Some(value));
     }
     let read_at = unix_now_ns();
@@ -245,11 +249,11 @@ fn goal_summary(
     // read in full each refresh, so `running` shows the moment another process ticks it.
     let keepable =
         crate::goal::service::sweep::settled(&g) && g.projection.state != GoalState::Ready;
-    let paths = goal_paths(&g);
-    // A read not kept leaves any older one in place: its files changed since, so its
-    // signature no longer matches and it is never trusted again.
+    let (paths, items) = goal_paths(&g);
+    // A read not kept leaves any older one in place: its files or its items changed since,
+    // so it is never trusted again.
     if let Some(k) = keep(&root, paths, value.clone(), read_at).filter(|_| keepable) {
-        kept.goals.insert(id.clone(), k);
+        kept.goals.insert(id.clone(), (k, items));
     }
     Ok(Some(value))
 }
@@ -260,7 +264,8 @@ pub fn goals(store: &mut Store, service: &ServiceView) -> Result<GoalListing, St
     goals_kept(store, service, &mut Kept::default())
 }
 
-/// [`goals`], through the reads `kept` has.
+/// [`goals`], through the reads `kept` has; call [`work_kept`] first, in the same refresh,
+/// or every goal is read in full.
 pub fn goals_kept(
     store: &mut Store,
     service: &ServiceView,
@@ -381,9 +386,11 @@ pub fn work_kept(
     let root = store.root().to_path_buf();
     let mut known = BTreeMap::new();
     let (mut rows, mut problems) = (Vec::new(), listing.problems);
+    kept.unchanged.clear();
     for id in listing.ids {
         if let Some(row) = kept.work.get(&id).and_then(|k| k.fresh(&root)) {
             rows.push(row);
+            kept.unchanged.insert(id);
             continue;
         }
         let read_at = unix_now_ns();

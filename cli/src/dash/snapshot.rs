@@ -37,8 +37,9 @@ impl Snapshot {
     pub fn take(root: &Path, focus: Option<&Focus>, kept: &mut Kept) -> Snapshot {
         let mut reader = Reader::open(root);
         let service = reader.service();
-        let goals = reader.goals(&service, kept);
+        // Work first: a goal whose items are unchanged and whose own files are is not read.
         let work = reader.work(kept);
+        let goals = reader.goals(&service, kept);
         let harnesses = reader.harnesses(HARNESS_TIMEOUT);
         let approvals = reader.approvals();
         let detail = focus.map(|f| (f.clone(), reader.detail(f)));
