@@ -1,7 +1,7 @@
 //! Every verb finds its coordination root as git finds its repository: from a subdirectory of
 //! a root, the root (never a second, nested `.harnery/`); in a git work tree without one yet,
-//! its top level; `--root` wins over both. Work items and goals are found by unique prefixes
-//! of their ids.
+//! its top level; `--root` wins over both. Work items, goals and runs are found by unique
+//! prefixes of their ids.
 
 use crate::cli::{harn, text};
 use std::process::Command;
@@ -96,6 +96,30 @@ fn ids_accept_unique_prefixes() {
     ok(&harn(r, &["supervisor", "create", "wire", "--team", "team.json", "--id", "release-goal"]));
     let goal = ok(&harn(r, &["supervisor", "show", "rel", "--json"]));
     assert!(goal.contains("release-goal"), "{goal}");
+    // Runs too: two runs of one item, named by a prefix each.
+    let failing =
+        "#!/bin/sh\nread start\necho '{\"op\":\"result\",\"ok\":false,\"error\":\"no\"}'\n";
+    std::fs::write(r.join("fail.sh"), failing).unwrap();
+    let exec = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(r.join("fail.sh"), exec).unwrap();
+    ok(&harn(r, &["work", "create", "F", "fail.sh", "--objective", "o", "--id", "f"]));
+    let _ = harn(r, &["work", "run", "f"]);
+    let _ = harn(r, &["work", "retry", "f"]);
+    let runs: Vec<String> = std::fs::read_dir(r.join(".harnery/workflows"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let both = harn(r, &["run", "show", "wf-"]);
+    assert_eq!(both.status.code(), Some(2), "{}", text(&both));
+    assert!(text(&both).contains("is the start of 2 run ids"), "{}", text(&both));
+    let unique = |id: &str, other: &str| {
+        let n = (1..id.len()).find(|&n| !other.starts_with(&id[..n])).unwrap();
+        id[..n].to_owned()
+    };
+    let short = unique(&runs[0], &runs[1]);
+    let shown = ok(&harn(r, &["run", "show", &short, "--json"]));
+    assert!(shown.contains(&runs[0]), "{short}: {shown}");
 }
 
 #[test]

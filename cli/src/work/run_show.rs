@@ -55,9 +55,12 @@ pub fn run(cmd: RunCmd) -> Exit {
     crate::root::require_ledger(store.root(), explicit)
         .map_err(|e| Failure::new(EXIT_FAILED, e))?;
     let (run_id, json) = match cmd.verb {
-        RunVerb::Show { run_id, json } => (run_id, json),
+        RunVerb::Show { run_id, json } => (run_id_of(&mut store, &run_id)?, json),
         RunVerb::List { limit, json } => return list(&mut store, limit, json),
-        RunVerb::Follow { run_id } => return follow(&mut store, &run_id),
+        RunVerb::Follow { run_id } => {
+            let run_id = run_id_of(&mut store, &run_id)?;
+            return follow(&mut store, &run_id);
+        }
     };
     let run_id = match Id::new(&run_id) {
         Ok(id) => id,
@@ -300,6 +303,19 @@ fn list(store: &mut Store, limit: usize, json: bool) -> Exit {
 
 /// How often `follow` looks for new transcript records.
 const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// The run an operator named: its id, or a unique prefix of one run's id.
+fn run_id_of(store: &mut Store, typed: &str) -> Result<String, Failure> {
+    if Id::new(typed).is_err() {
+        return Ok(typed.to_owned()); // Refused with its reason by the verb.
+    }
+    let listing =
+        store.list_ids(harn_core::layout::WORKFLOWS).map_err(|e| Failure::new(EXIT_FAILED, e))?;
+    if listing.ids.iter().any(|id| id.as_str() == typed) {
+        return Ok(typed.to_owned());
+    }
+    crate::work::store::complete(typed, listing.ids.iter().map(Id::as_str), "run")
+}
 
 fn follow(store: &mut Store, run_id: &str) -> Exit {
     let run_id = match Id::new(run_id) {
