@@ -143,6 +143,47 @@ fn the_dashboard_shows_each_page_in_a_terminal_and_quits_on_q() {
     assert!(status.success(), "{status:?}");
 }
 
+/// Under `NO_COLOR` the dashboard draws no colour (bold and reversed stay).
+#[test]
+fn no_color_draws_the_dashboard_without_colour() {
+    let dir = example_root();
+    let root = dir.path().join("ex");
+    let (master, tty) = pty();
+    let open_tty = || std::fs::OpenOptions::new().read(true).write(true).open(&tty).unwrap();
+    let mut cmd = Command::new(harn_bin());
+    cmd.args(["dash", "--refresh-ms", "200", "--root"]).arg(&root);
+    cmd.stdin(Stdio::from(open_tty()))
+        .stdout(Stdio::from(open_tty()))
+        .stderr(Stdio::from(open_tty()));
+    cmd.env("TERM", "xterm-256color").env("NO_COLOR", "1");
+    // SAFETY: as above: setsid(2) and TIOCSCTTY in the child before exec.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            rustix::process::setsid()?;
+            rustix::process::ioctl_tiocsctty(std::os::fd::BorrowedFd::borrow_raw(0))?;
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut keys = std::fs::File::from(master.try_clone().unwrap());
+    let screen = Screen::follow(std::fs::File::from(master));
+    screen.wait_for(&["1 Goals", "ship", "succeeded"]);
+    let coloured = {
+        let parser = screen.0.lock().unwrap();
+        let s = parser.screen();
+        (0..ROWS)
+            .flat_map(|r| (0..COLS).map(move |c| (r, c)))
+            .filter(|&(r, c)| {
+                s.cell(r, c).is_some_and(|cell| cell.fgcolor() != vt100::Color::Default)
+            })
+            .count()
+    };
+    keys.write_all(b"q").unwrap();
+    let _ = child.wait();
+    assert_eq!(coloured, 0, "no cell in colour:\n{}", screen.contents());
+}
+
 #[test]
 fn once_prints_a_page_as_text_and_a_bad_root_is_refused() {
     let dir = example_root();

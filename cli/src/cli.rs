@@ -109,7 +109,11 @@ where
         Top::Work(args) => crate::work::cmd::run(args, crate::goal::missions::holding),
         Top::Run(args) => crate::work::run_show::run(args),
         Top::Approval(args) => crate::work::approval_cmd::run(args, crate::goal::store::governing),
-        Top::Dash(args) => crate::dash::run(args),
+        Top::Dash(mut args) => {
+            // Decided as for every other verb: the dashboard draws on a terminal.
+            args.plain = !crate::paint::is_on();
+            crate::dash::run(args)
+        }
         Top::Supervisor(args) => crate::goal::cmd::run(args),
         Top::Completions { shell } => {
             let mut out = std::io::stdout().lock();

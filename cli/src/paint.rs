@@ -33,6 +33,11 @@ pub fn init(choice: ColorChoice) {
     ON.store(on, Ordering::Relaxed);
 }
 
+/// Whether colour is on, as [`init`] decided.
+pub fn is_on() -> bool {
+    ON.load(Ordering::Relaxed)
+}
+
 /// The SGR colour of a state word: green where it is done or healthy, yellow where it waits
 /// for a person or is not yet healthy, red where it failed, dim where it is over or off.
 fn tone(word: &str) -> Option<&'static str> {

@@ -49,6 +49,9 @@ pub struct DashArgs {
     /// which), as Enter does on its row.
     #[arg(long, requires = "once")]
     open: Option<String>,
+    /// Draw without colour (`--color never`, or `NO_COLOR`): set by the command line.
+    #[arg(skip)]
+    pub plain: bool,
 }
 
 /// Runs the dashboard; returns the exit code.
@@ -80,7 +83,7 @@ pub fn run(args: DashArgs) -> Exit {
             "harn dash draws on a terminal; use --once to print a page as text",
         );
     }
-    match interactive(root, args.page, Duration::from_millis(args.refresh_ms)) {
+    match interactive(root, args.page, Duration::from_millis(args.refresh_ms), args.plain) {
         Ok(()) => Ok(0),
         Err(e) => crate::exit::fail(crate::exit::EXIT_FAILED, format!("dash: {e}")),
     }
@@ -113,7 +116,7 @@ pub fn once(snapshot: &Snapshot, view: &View, width: u16, height: u16) -> String
     out
 }
 
-fn interactive(root: PathBuf, page: Page, refresh: Duration) -> std::io::Result<()> {
+fn interactive(root: PathBuf, page: Page, refresh: Duration, plain: bool) -> std::io::Result<()> {
     let (tx, rx) = mpsc::channel::<Snapshot>();
     let (poke, poked) = mpsc::channel::<Option<Focus>>();
     let last_read = Arc::new(AtomicI64::new(0));
@@ -135,12 +138,17 @@ fn interactive(root: PathBuf, page: Page, refresh: Duration) -> std::io::Result<
             let wall = crate::readers::wall_now();
             let read_age = wall.0.saturating_sub(last_read.load(Ordering::SeqCst));
             let body_rows = terminal.size()?.height.saturating_sub(6);
-            terminal.draw(|f| match &latest {
-                Some(s) => {
-                    render(f, s, &view, wall);
-                    view::read_age(f, read_age, refresh);
+            terminal.draw(|f| {
+                match &latest {
+                    Some(s) => {
+                        render(f, s, &view, wall);
+                        view::read_age(f, read_age, refresh);
+                    }
+                    None => view::reading(f),
                 }
-                None => view::reading(f),
+                if plain {
+                    view::uncolour(f.buffer_mut());
+                }
             })?;
             // Redraws at least every half second, so ages move while nothing changes.
             if !event::poll(Duration::from_millis(500))? {

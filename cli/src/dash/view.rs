@@ -256,6 +256,14 @@ fn neutralize(buffer: &mut ratatui::buffer::Buffer) {
     }
 }
 
+/// Takes the colours off a drawn screen, keeping bold, dim and reversed (the selection), for
+/// `--color never` and `NO_COLOR`.
+pub fn uncolour(buffer: &mut ratatui::buffer::Buffer) {
+    for cell in buffer.content.iter_mut() {
+        cell.set_fg(Color::Reset).set_bg(Color::Reset);
+    }
+}
+
 /// The first screen, before anything was read.
 pub fn reading(f: &mut Frame) {
     f.render_widget(Paragraph::new(" harn dash: reading the root…"), f.area());
