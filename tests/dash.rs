@@ -74,6 +74,35 @@ impl Screen {
     }
 }
 
+/// `harn dash` on `root` in a pseudo-terminal that is its controlling terminal, with `env`
+/// besides `TERM`: the child, the keyboard (the master side) and the emulated screen.
+fn dash_in_a_terminal(
+    root: &Path,
+    env: &[(&str, &str)],
+) -> (std::process::Child, std::fs::File, Screen) {
+    let (master, tty) = pty();
+    let open_tty = || std::fs::OpenOptions::new().read(true).write(true).open(&tty).unwrap();
+    let mut cmd = Command::new(harn_bin());
+    cmd.args(["dash", "--refresh-ms", "200", "--root"]).arg(root);
+    cmd.stdin(Stdio::from(open_tty()))
+        .stdout(Stdio::from(open_tty()))
+        .stderr(Stdio::from(open_tty()));
+    cmd.env("TERM", "xterm-256color").envs(env.iter().copied());
+    // SAFETY: runs in the forked child before exec; setsid(2) and the TIOCSCTTY ioctl are
+    // async-signal-safe. The terminal becomes the child's controlling terminal.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        cmd.pre_exec(|| {
+            rustix::process::setsid()?;
+            rustix::process::ioctl_tiocsctty(std::os::fd::BorrowedFd::borrow_raw(0))?;
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().unwrap();
+    let keys = std::fs::File::from(master.try_clone().unwrap());
+    (child, keys, Screen::follow(std::fs::File::from(master)))
+}
+
 /// Stops the service of a root when dropped, so a failing test leaves no daemon behind.
 struct Service<'a>(&'a Path);
 
@@ -91,27 +120,7 @@ fn the_dashboard_shows_each_page_in_a_terminal_and_quits_on_q() {
     let out = harn(&root, &[&start[..], &["--wake-interval-ms", "200"]].concat());
     assert!(out.status.success(), "{}", text(&out));
     let _service = Service(&root);
-    let (master, tty) = pty();
-    let open_tty = || std::fs::OpenOptions::new().read(true).write(true).open(&tty).unwrap();
-    let mut cmd = Command::new(harn_bin());
-    cmd.args(["dash", "--refresh-ms", "200", "--root"]).arg(&root);
-    cmd.stdin(Stdio::from(open_tty()))
-        .stdout(Stdio::from(open_tty()))
-        .stderr(Stdio::from(open_tty()));
-    cmd.env("TERM", "xterm-256color");
-    // SAFETY: runs in the forked child before exec; setsid(2) and the TIOCSCTTY ioctl are
-    // async-signal-safe. The terminal becomes the child's controlling terminal.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            rustix::process::setsid()?;
-            rustix::process::ioctl_tiocsctty(std::os::fd::BorrowedFd::borrow_raw(0))?;
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().unwrap();
-    let mut keys = std::fs::File::from(master.try_clone().unwrap());
-    let screen = Screen::follow(std::fs::File::from(master));
+    let (mut child, mut keys, screen) = dash_in_a_terminal(&root, &[]);
     screen.wait_for(&["1 Goals", "service ● running", "enrolled 1 goal", "ship", "succeeded"]);
     screen.wait_for(&["awaiting change"]);
     keys.write_all(b"2").unwrap();
@@ -148,26 +157,7 @@ fn the_dashboard_shows_each_page_in_a_terminal_and_quits_on_q() {
 fn no_color_draws_the_dashboard_without_colour() {
     let dir = example_root();
     let root = dir.path().join("ex");
-    let (master, tty) = pty();
-    let open_tty = || std::fs::OpenOptions::new().read(true).write(true).open(&tty).unwrap();
-    let mut cmd = Command::new(harn_bin());
-    cmd.args(["dash", "--refresh-ms", "200", "--root"]).arg(&root);
-    cmd.stdin(Stdio::from(open_tty()))
-        .stdout(Stdio::from(open_tty()))
-        .stderr(Stdio::from(open_tty()));
-    cmd.env("TERM", "xterm-256color").env("NO_COLOR", "1");
-    // SAFETY: as above: setsid(2) and TIOCSCTTY in the child before exec.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            rustix::process::setsid()?;
-            rustix::process::ioctl_tiocsctty(std::os::fd::BorrowedFd::borrow_raw(0))?;
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().unwrap();
-    let mut keys = std::fs::File::from(master.try_clone().unwrap());
-    let screen = Screen::follow(std::fs::File::from(master));
+    let (mut child, mut keys, screen) = dash_in_a_terminal(&root, &[("NO_COLOR", "1")]);
     screen.wait_for(&["1 Goals", "ship", "succeeded"]);
     let coloured = {
         let parser = screen.0.lock().unwrap();

@@ -24,6 +24,20 @@ fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// `service start` of goal `g` with the scripted harness, sweeping and beating every 100 ms.
+pub const START_G_FAST: [&str; 10] = [
+    "supervisor",
+    "service",
+    "start",
+    "g",
+    "--harness",
+    "scripted",
+    "--wake-interval-ms",
+    "100",
+    "--heartbeat-interval-ms",
+    "100",
+];
+
 /// A root with the example workflow, team and scripted harness (declared as `scripted`).
 fn example_root() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -59,18 +73,7 @@ fn the_service_ticks_to_success_survives_a_kill_and_stops() {
         ["supervisor", "create", "p", "--team", "team.json", "--id", "g", "--accept-passing-proof"];
     assert!(harn(r, &goal).status.success());
     assert_eq!(liveness(r), "unconfigured");
-    let start = [
-        "supervisor",
-        "service",
-        "start",
-        "g",
-        "--harness",
-        "scripted",
-        "--wake-interval-ms",
-        "100",
-        "--heartbeat-interval-ms",
-        "100",
-    ];
+    let start = START_G_FAST;
     let out = harn(r, &start);
     assert!(out.status.success(), "{}", text(&out));
     wait_for("the goal to succeed", || {
@@ -422,18 +425,7 @@ fn the_log_names_each_dispatch_and_a_goal_ended_by_hand_shows_at_the_next_sweep(
     assert!(harn(r, &create).status.success());
     let goal = ["supervisor", "create", "p", "--team", "team.json", "--id", "g"];
     assert!(harn(r, &goal).status.success());
-    let start = [
-        "supervisor",
-        "service",
-        "start",
-        "g",
-        "--harness",
-        "scripted",
-        "--wake-interval-ms",
-        "100",
-        "--heartbeat-interval-ms",
-        "100",
-    ];
+    let start = START_G_FAST;
     let out = harn(r, &start);
     assert!(out.status.success(), "{}", text(&out));
     let state = |r: &Path| {

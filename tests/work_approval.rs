@@ -168,18 +168,7 @@ fn a_ruling_names_who_resumes_the_run() {
     let approval = run_parked(r);
     let goal = ["supervisor", "create", "s", "--team", "team.json", "--id", "g"];
     assert!(harn(r, &goal).status.success());
-    let start = [
-        "supervisor",
-        "service",
-        "start",
-        "g",
-        "--harness",
-        "scripted",
-        "--wake-interval-ms",
-        "100",
-        "--heartbeat-interval-ms",
-        "100",
-    ];
+    let start = crate::service::START_G_FAST;
     let out = harn(r, &start);
     assert!(out.status.success(), "{}", text(&out));
     let out = harn(r, &["approval", "approve", &approval, "--actor", "ana"]);

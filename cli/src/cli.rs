@@ -51,6 +51,21 @@ enum Top {
     },
 }
 
+/// `cmd` with `f` applied to it and to every command below it, each with its path (its words
+/// after `harn`, `""` for `harn` itself), deepest first.
+pub fn map_commands(
+    mut cmd: clap::Command,
+    path: &str,
+    f: &dyn Fn(clap::Command, &str) -> clap::Command,
+) -> clap::Command {
+    let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_owned()).collect();
+    for name in names {
+        let sub = if path.is_empty() { name.clone() } else { format!("{path} {name}") };
+        cmd = cmd.mut_subcommand(&name, |c| map_commands(c, &sub, f));
+    }
+    f(cmd, path)
+}
+
 /// The command tree: the derive's, with every verb's examples after its help.
 pub fn command() -> clap::Command {
     crate::complete::add(crate::examples::add(Cli::command()))

@@ -59,15 +59,10 @@ const NAMED: &[(&str, &str, Kind)] = &[
 
 /// `cmd` with every id argument completing from the root's records.
 pub fn add(cmd: Command) -> Command {
-    add_under(cmd, "")
+    crate::cli::map_commands(cmd, "", &with_candidates)
 }
 
-fn add_under(mut cmd: Command, path: &str) -> Command {
-    let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_owned()).collect();
-    for name in names {
-        let sub = if path.is_empty() { name.clone() } else { format!("{path} {name}") };
-        cmd = cmd.mut_subcommand(&name, |c| add_under(c, &sub));
-    }
+fn with_candidates(mut cmd: Command, path: &str) -> Command {
     for (_, arg, kind) in NAMED.iter().filter(|(p, _, _)| *p == path) {
         let kind = *kind;
         cmd = cmd.mut_arg(*arg, |a| a.add(ArgValueCandidates::new(move || candidates(kind))));

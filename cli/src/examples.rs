@@ -85,15 +85,10 @@ const EXAMPLES: &[(&str, &[&str])] = &[
 
 /// `cmd` with examples after every verb's help that has none of its own.
 pub fn add(cmd: Command) -> Command {
-    add_under(cmd, "")
+    crate::cli::map_commands(cmd, "", &with_examples)
 }
 
-fn add_under(mut cmd: Command, path: &str) -> Command {
-    let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_owned()).collect();
-    for name in names {
-        let sub_path = if path.is_empty() { name.clone() } else { format!("{path} {name}") };
-        cmd = cmd.mut_subcommand(&name, |sub| add_under(sub, &sub_path));
-    }
+fn with_examples(cmd: Command, path: &str) -> Command {
     let own = cmd.get_after_help().is_some_and(|h| h.to_string().contains("Example"));
     match EXAMPLES.iter().find(|(p, _)| *p == path) {
         Some((_, lines)) if !own => {

@@ -642,6 +642,6 @@ fn harness_detail(root: &Path, name: &Id) -> Result<Detail, String> {
 }
 
 /// The snake_case name serde gives a state, an action or a verdict.
-fn name_of(value: &impl Serialize) -> String {
+pub fn name_of(value: &impl Serialize) -> String {
     serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }

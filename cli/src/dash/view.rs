@@ -2,7 +2,7 @@
 //! no clocks, so the same snapshot always draws the same screen (the snapshot tests rely on it).
 
 use super::Snapshot;
-use crate::readers::{Focus, GoalRow, WorkRow};
+use crate::readers::{name_of, Focus, GoalRow, WorkRow};
 use harn_core::service::wake::{GoalWake, WakeState};
 use harn_core::service::Liveness;
 use harn_core::time::WallTime;
@@ -607,11 +607,6 @@ fn message(f: &mut Frame, area: Rect, text: &str, style: Style) {
         Paragraph::new(format!(" {text}")).style(style).wrap(Wrap { trim: false }),
         area,
     );
-}
-
-/// The snake_case name serde gives a state or an action.
-fn name_of(value: &impl serde::Serialize) -> String {
-    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
 }
 
 /// `850 ms`, `4.2 s`, `3 min`, `2 h`.

@@ -171,12 +171,9 @@ fn parse_id(s: &str) -> Result<Id, Failure> {
 
 /// The goal an operator named: its id, or a unique prefix of one goal's id.
 pub(super) fn goal_id(store: &mut Store, s: &str) -> Result<Id, Failure> {
-    let typed = parse_id(s)?;
+    parse_id(s)?;
     let listing =
         store.list_ids(harn_core::layout::SUPERVISORS).map_err(|e| Failure::new(EXIT_FAILED, e))?;
-    if listing.ids.contains(&typed) {
-        return Ok(typed);
-    }
     let full = crate::work::store::complete(s, listing.ids.iter().map(Id::as_str), "goal")?;
     parse_id(&full)
 }

@@ -186,11 +186,8 @@ fn plan_id(store: &mut Store, goal: &Id, s: &str) -> Result<Id, Failure> {
     let typed = parse_id(s)?;
     // A goal whose plans cannot be read is refused by the verb itself, with its error.
     let Ok(plans) = plans::read_plans(store, goal) else { return Ok(typed) };
-    let ids: Vec<&str> = plans.iter().map(|p| p.request.plan_id.as_str()).collect();
-    if ids.contains(&typed.as_str()) {
-        return Ok(typed);
-    }
-    let full = crate::work::store::complete(s, ids.into_iter(), "plan")?;
+    let ids = plans.iter().map(|p| p.request.plan_id.as_str());
+    let full = crate::work::store::complete(s, ids, "plan")?;
     parse_id(&full)
 }
 

@@ -311,9 +311,6 @@ fn run_id_of(store: &mut Store, typed: &str) -> Result<String, Failure> {
     }
     let listing =
         store.list_ids(harn_core::layout::WORKFLOWS).map_err(|e| Failure::new(EXIT_FAILED, e))?;
-    if listing.ids.iter().any(|id| id.as_str() == typed) {
-        return Ok(typed.to_owned());
-    }
     crate::work::store::complete(typed, listing.ids.iter().map(Id::as_str), "run")
 }
 

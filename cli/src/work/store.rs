@@ -494,6 +494,10 @@ pub fn complete<'a>(
     kind: &str,
 ) -> Result<String, Failure> {
     let matches: Vec<&str> = ids.filter(|id| id.starts_with(typed)).collect();
+    // An exact id wins over the longer ones it begins.
+    if matches.contains(&typed) {
+        return Ok(typed.to_owned());
+    }
     match matches.as_slice() {
         [] => Ok(typed.to_owned()),
         [one] => Ok((*one).to_owned()),
