@@ -10,6 +10,7 @@ mod conformance;
 mod containment;
 mod dash;
 mod determinism;
+mod doors;
 mod forgery;
 mod frozen;
 mod fuzz_corpus;

@@ -196,3 +196,51 @@ fn worktree_isolation_outside_a_git_repository_is_refused_before_anything_is_rec
     let out = harn(&["work", "run", "x", "--base", "HEAD"]);
     assert_eq!(out.status.code(), Some(2), "--base without worktree isolation: {}", text(&out));
 }
+
+/// In its worktree an agent commits on its own branch, and changes nothing else of the shared
+/// git directory: not the hooks, the config, the worktree's `.git` file or `commondir`
+/// (which say which repository's hooks run), nor another branch.
+#[test]
+fn a_worktree_run_commits_on_its_branch_and_plants_nothing_in_the_shared_git_directory() {
+    if harn::work::confine::offer().namespace.is_err() {
+        eprintln!("skipped: this machine gives runs no namespace");
+        return;
+    }
+    let repo = Repo::new();
+    let r = repo.root();
+    let planter = r#"#!/bin/sh
+read -r start
+common=$(git rev-parse --path-format=absolute --git-common-dir)
+own=$(git rev-parse --path-format=absolute --git-dir)
+try() { if sh -c "$2" 2>/dev/null; then echo "$1 ok"; else echo "$1 denied"; fi >> "$BARRIER/report"; }
+try hook "printf '#!/bin/sh\ntouch $BARRIER/HOOK-RAN\n' > '$common/hooks/post-checkout' && chmod +x '$common/hooks/post-checkout'"
+try config "printf '[core]\n\thooksPath = /tmp\n' >> '$common/config'"
+try dot-git "echo 'gitdir: /tmp/elsewhere' > .git"
+try commondir "echo /tmp/elsewhere > '$own/commondir'"
+try other-branch "git update-ref refs/heads/main HEAD~0^{tree} 2>/dev/null || git update-ref refs/heads/main $(git rev-parse HEAD)"
+echo planted > planted.txt
+git add -A >/dev/null && git commit -qm planted || exit 3
+echo '{"op":"result","ok":true,"summary":"committed"}'
+"#;
+    std::fs::write(r.join("plant.sh"), planter).unwrap();
+    std::fs::set_permissions(
+        r.join("plant.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let main = git(&r, &["rev-parse", "main"]);
+    let out = repo.harn(&["work", "create", "p", "plant.sh", "--id", "p", "--objective", "o"], "");
+    assert!(out.status.success(), "{}", text(&out));
+    let out = repo.harn(&[&RUN[..], &["p", "--json"]].concat(), "");
+    assert!(out.status.success(), "{}", text(&out));
+    let report = std::fs::read_to_string(repo.barrier.path().join("report")).unwrap();
+    for what in ["hook", "config", "dot-git", "commondir", "other-branch"] {
+        assert!(report.contains(&format!("{what} denied")), "{what}: {report}");
+    }
+    assert_eq!(git(&r, &["rev-parse", "main"]), main, "main did not move");
+    let run = json(&out)["run_id"].as_str().unwrap().to_owned();
+    let ws = repo.proof(&run)["workspace"].clone();
+    assert_ne!(ws["final_commit"], ws["base_commit"], "the agent committed: {ws}");
+    git(&r, &["checkout", "-q", "-b", "after"]);
+    assert!(!repo.barrier.path().join("HOOK-RAN").exists(), "a planted hook ran");
+}

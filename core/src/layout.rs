@@ -21,6 +21,9 @@ pub const HARNESS: &str = ".harnery/harness";
 pub const RUNNING: &str = ".harnery/running";
 /// The agent harnesses and containment configuration.
 pub const CONFIG: &str = ".harnery/config.json";
+/// Guarded paths runs changed, and the changes people accepted
+/// (`workflow::containment::guard::Record`).
+pub const GUARDED: &str = ".harnery/guarded.jsonl";
 
 /// Where work item `id` lives.
 pub fn work_dir(id: &Id) -> String {
@@ -48,7 +51,9 @@ mod tests {
 
     #[test]
     fn every_directory_is_under_harnery() {
-        for dir in [WORK, WORKFLOWS, APPROVALS, SUPERVISORS, SERVICE, HARNESS, RUNNING, CONFIG] {
+        for dir in
+            [WORK, WORKFLOWS, APPROVALS, SUPERVISORS, SERVICE, HARNESS, RUNNING, CONFIG, GUARDED]
+        {
             assert!(dir.starts_with(&format!("{HARNERY}/")), "{dir}");
         }
         let id = Id::new("w1").unwrap();

@@ -58,11 +58,18 @@ enum Verb {
     /// Run the daemon in the foreground (what systemd, launchd or a terminal runs).
     Daemon,
     /// Start the daemon detached and wait until it is ready.
+    #[command(
+        after_help = "Examples:\n  harn harness up\n  harn harness up --accept-config-change   # after reviewing what a run changed"
+    )]
     Up {
         /// Seconds to wait for readiness (a boot first stops what an earlier daemon left,
         /// which can take the longest grace period).
         #[arg(long, default_value_t = 30)]
         timeout: u64,
+        /// Accept harness.toml and the programs it names as they are now, after a run
+        /// changed them (which `run show` reports); without it such a change is refused.
+        #[arg(long)]
+        accept_config_change: bool,
     },
     /// Drain the daemon: close intake, stop every harness gracefully, then exit.
     Down {
@@ -124,6 +131,10 @@ enum Verb {
         /// Apply a file that removes every harness (stopping them all).
         #[arg(long)]
         force: bool,
+        /// Accept the configuration and the programs it names as they are now, after a run
+        /// changed them; without it such a change is refused.
+        #[arg(long)]
+        accept_config_change: bool,
     },
     /// Print a harness's log, or every harness's interleaved by time (works when the
     /// harnesses or the daemon are down). Each line shows when it was written, the harness
@@ -220,7 +231,12 @@ pub fn run(args: HarnessArgs) -> Exit {
     let config = args.at.config_file(&paths);
     match args.verb {
         Verb::Daemon => foreground(paths, config),
-        Verb::Up { timeout } => up(&paths, &config, Duration::from_secs(timeout)),
+        Verb::Up { timeout, accept_config_change } => {
+            if accept_config_change {
+                accept(&paths, &config)?;
+            }
+            up(&paths, &config, Duration::from_secs(timeout))
+        }
         Verb::Down { timeout } => down(&paths, timeout),
         Verb::List { json } => show(&paths, &config, None, json),
         Verb::Status { name, json } => show(&paths, &config, name.as_deref(), json),
@@ -228,7 +244,10 @@ pub fn run(args: HarnessArgs) -> Exit {
         Verb::Stop { names, wait } => control(&paths, Request::Stop { names }, wait),
         Verb::Restart { names, wait } => control(&paths, Request::Restart { names }, wait),
         Verb::Profile(ProfileVerb::Use { name }) => simple(&paths, Request::UseProfile { name }),
-        Verb::Reload { force } => {
+        Verb::Reload { force, accept_config_change } => {
+            if accept_config_change {
+                accept(&paths, &config)?;
+            }
             // Only a file named on this command line replaces the daemon's own.
             let config = args.at.config.is_some().then(|| config.display().to_string());
             simple(&paths, Request::Reload { config, force })
@@ -338,6 +357,17 @@ fn show(paths: &Paths, config: &Path, name: Option<&str>, json: bool) -> Exit {
     }
 }
 
+/// Records that the person accepted the configuration as it is, and says what that covered.
+fn accept(paths: &Paths, config: &Path) -> Result<(), Failure> {
+    let by = crate::work::actor(None);
+    let accepted = crate::work::confine::guard::accept_config(&paths.root, config, &by)
+        .map_err(|e| Failure::new(EXIT_FAILED, e))?;
+    for path in accepted {
+        outln!("accepted {path} as it is now");
+    }
+    Ok(())
+}
+
 fn up(paths: &Paths, config: &Path, timeout: Duration) -> Exit {
     if let Ok(answer) = client::request(paths, &Request::Ping, Duration::from_secs(2)) {
         let pid = answer["pid"].as_u64().unwrap_or(0);
@@ -348,6 +378,9 @@ fn up(paths: &Paths, config: &Path, timeout: Duration) -> Exit {
     }
     if let Err(e) = super::config::load(config) {
         return fail(EXIT_USAGE, e);
+    }
+    if let Err(e) = crate::work::confine::guard::check_config(&paths.root, config) {
+        return fail(EXIT_FAILED, e);
     }
     let mut child = match super::detach::spawn_daemon(paths, config) {
         Ok(c) => c,

@@ -95,6 +95,9 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         .map_err(|e| DaemonError::Failed(format!("{}: {e}", options.root.display())))?;
     // Bad input writes nothing: the configuration is read before anything is created.
     let config = config::load(&options.config).map_err(DaemonError::Config)?;
+    // A configuration a run changed is run by no daemon until a person accepts it.
+    crate::work::confine::guard::check_config(&options.root, &options.config)
+        .map_err(DaemonError::Failed)?;
     // Started from inside a harness (an agent's shell), the daemon must not carry that
     // harness's markers, or it would mistake itself for one of its processes. No thread
     // exists yet, so changing the environment is safe here.
@@ -495,6 +498,8 @@ impl Host {
         }
         let path = file.unwrap_or_else(|| self.options.config.clone());
         let config = config::load(&path).map_err(|e| (kept(&e), true))?;
+        crate::work::confine::guard::check_config(&self.paths.root, &path)
+            .map_err(|e| (kept(&e), true))?;
         // Everything the core could refuse is checked before readiness watches change, so a
         // refused reload changes nothing at all.
         config.validate().map_err(|e| (kept(&e), true))?;

@@ -11,7 +11,6 @@ use harn_core::workflow::team::Profile;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io::{BufRead, Read, Write};
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::{mpsc, Mutex};
@@ -93,8 +92,7 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
         .env("HARN_RUN_ID", run_id)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
     if spec.kind == Kind::Text {
         command.envs(profile_env(profile));
     }

@@ -17,6 +17,7 @@ use harn_core::journal::JournalWriter;
 use harn_core::work::live::LiveRun;
 use harn_core::workflow::agent::CallOutcome;
 use harn_core::workflow::approval::ApprovalRequest;
+use harn_core::workflow::containment::guard::Guard;
 use harn_core::workflow::containment::{self, Containment, Need};
 use harn_core::workflow::protocol::FromWorkflow;
 use harn_core::workflow::run::{HostAction, Parked, ProcessEnd, RunFold, RunManifest};
@@ -53,13 +54,27 @@ pub fn run_segment(
         started_at: store.now(),
     };
     let began = store.ledger().begin_live(&live);
+    // What the run must not change, looked at before it starts and again once everything it
+    // started is gone: a change a machine could not prevent is recorded, never missed.
+    let workspace = m.cwd.as_deref().map_or_else(|| store.root().to_owned(), Into::into);
+    let guarded = super::confine::guard::find(store.root(), &workspace, Some(&m.script.path));
+    let before = super::confine::guard::look(&guarded.watched);
     let ended = match &began {
-        Ok(()) => drive(store, m, start, fold, &hold),
+        Ok(()) => drive(store, m, start, fold, &hold, &guarded),
         Err(e) => Err(StoreError(format!("{e}; nothing ran and no attempt was charged"))),
     };
     // Whatever the segment started goes, however it ended, before its record does.
     hold.end();
     if began.is_ok() {
+        let changed = super::confine::guard::record_changes(
+            store,
+            m.run_id.as_str(),
+            m.work_id.as_str(),
+            &before,
+        );
+        if let Err(e) = changed {
+            errln!("harn: warning: what run {} changed was not recorded: {e}", m.run_id);
+        }
         store.ledger().end_live(&m.run_id)?;
     }
     ended
@@ -72,9 +87,10 @@ fn drive(
     start: &Value,
     fold: RunFold,
     hold: &RunHold,
+    guarded: &Guard,
 ) -> Result<SegmentEnd, StoreError> {
     let mut transcript = Transcript::open(store, &m.run_id)?;
-    let confined = confinement(store, m, hold);
+    let confined = confinement(store, m, hold, guarded);
     let spawned = match &confined {
         Ok((confine, _, _)) => spawn(store, m, confine),
         Err(e) => Err(std::io::Error::other(e.to_string())),
@@ -260,6 +276,7 @@ fn confinement(
     store: &Store,
     m: &RunManifest,
     hold: &RunHold,
+    guarded: &Guard,
 ) -> Result<(Confine, Temp, Containment), String> {
     let temp = Temp::create(m.run_id.as_str())?;
     let root = store.root().display().to_string();
@@ -275,6 +292,7 @@ fn confinement(
         root,
         temp: temp.0.display().to_string(),
         writable: planned.writable.clone(),
+        protected: super::confine::guard::existing(&guarded.readonly),
         off,
     };
     let plan = containment::plan(&need, &super::confine::offer());

@@ -8,7 +8,6 @@ use harn_core::workflow::protocol::LineReader;
 use harn_core::workflow::run::RunManifest;
 use serde_json::Value;
 use std::io::{Read, Write};
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex};
 
@@ -69,8 +68,7 @@ pub fn spawn(
         .env("HARN_WORKFLOW", &m.script.path)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
     // Subscription billing holds for the workflow too: a workflow that calls an agent
     // program itself must not find an API key to bill.
     if m.billing == harn_core::workflow::run::Billing::Subscription {

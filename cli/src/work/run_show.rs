@@ -5,6 +5,7 @@ use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::journal;
+use harn_core::workflow::containment::guard::Record;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -75,8 +76,20 @@ pub fn run(cmd: RunCmd) -> Exit {
         Ok(t) => t,
         Err(e) => return fail(EXIT_FAILED, e),
     };
+    // What this run changed of what it must not change (a machine that could not hold it).
+    let changed: Vec<_> = match crate::work::confine::guard::records(&mut store) {
+        Ok(records) => records
+            .into_iter()
+            .filter(|r| matches!(r, Record::Changed { run_id: r, .. } if r == run_id.as_str()))
+            .collect(),
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
     if json {
-        outln!("{}", json!({ "manifest": manifest, "transcript": transcript, "proof": proof }));
+        let body = json!({
+            "manifest": manifest, "transcript": transcript, "proof": proof,
+            "guarded_changes": changed,
+        });
+        outln!("{body}");
         return Ok(0);
     }
     let trigger = json!(manifest.trigger);
@@ -116,8 +129,37 @@ pub fn run(cmd: RunCmd) -> Exit {
             let holding = json!(c.holding);
             let why = c.holding_why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default();
             outln!("  processes  held by {}{why}", holding.as_str().unwrap_or(""));
+            let root = store.root().display().to_string();
+            let shown: Vec<&str> = c
+                .protected
+                .iter()
+                .map(|p| p.strip_prefix(&root).map_or(p.as_str(), |r| r.trim_start_matches('/')))
+                .collect();
+            if !shown.is_empty() {
+                outln!("  read-only  {}", shown.join(", "));
+            }
+            if c.sealed {
+                outln!("  sealed     calls whose program sandboxes itself (codex)");
+            }
+            for gap in &c.gaps {
+                outln!("  gap        {gap}");
+            }
         }
         None => outln!("  contained  none (a run started before harn confined runs)"),
+    }
+    for change in &changed {
+        if let Record::Changed { path, before, after, .. } = change {
+            let what = match (before, after) {
+                (None, _) => "made",
+                (_, None) => "removed",
+                _ => "changed",
+            };
+            outln!("  changed    {path}: {what} by this run, which it must not change");
+        }
+    }
+    if !changed.is_empty() {
+        outln!("  review it; `harn harness up` and `reload` refuse a changed harness.toml until");
+        outln!("             you accept it with --accept-config-change");
     }
     if let Some(h) = &manifest.harness {
         outln!("  harness    {} ({})", h.name, h.spec.command.join(" "));

@@ -177,7 +177,8 @@ impl attempt::AttemptHost for Host<'_> {
                     })?;
                 let mut within = limits.clone();
                 within.cwd = Some(ws.path.clone());
-                within.writable.push(ws.git_dir.clone());
+                let git = super::confine::guard::git_writable(ws.path.as_ref(), &ws.git_dir);
+                within.writable.extend(git);
                 (std::borrow::Cow::Owned(within), Some(ws))
             }
             _ => (std::borrow::Cow::Borrowed(limits), None),
@@ -288,11 +289,14 @@ pub(crate) fn planned_containment(
             writable.push(resolved);
         }
     }
+    let workspace = limits.cwd.clone().unwrap_or_else(|| root.display().to_string());
+    let guarded = super::confine::guard::find(root, workspace.as_ref(), None);
     let need = harn_core::workflow::containment::Need {
         root: root.display().to_string(),
-        workspace: limits.cwd.clone().unwrap_or_else(|| root.display().to_string()),
+        workspace,
         temp: std::env::temp_dir().join("harn-run").display().to_string(),
         writable: writable.clone(),
+        protected: super::confine::guard::existing(&guarded.readonly),
         off: limits.no_containment.then(|| "--no-containment".to_owned()),
     };
     let plan = harn_core::workflow::containment::plan(&need, &super::confine::offer());

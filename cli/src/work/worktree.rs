@@ -152,7 +152,10 @@ fn lock(git_dir: &str) -> Result<std::fs::File, String> {
 
 fn command(dir: &Path, confine: Option<&Confine>, args: &[&str]) -> Result<Command, String> {
     let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(dir).args(args).stdin(Stdio::null());
+    // harn's own git commands run no hook: a hook is code of the repository's, and this
+    // command is harn's, started without a person.
+    cmd.arg("-C").arg(dir).args(["-c", "core.hooksPath=/dev/null"]).args(args);
+    cmd.stdin(Stdio::null());
     // The caller's own git variables would point these commands at another repository.
     for var in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR"] {
         cmd.env_remove(var);

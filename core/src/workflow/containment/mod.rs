@@ -1,8 +1,12 @@
 //! What contains a run's processes, as reached when it started (recorded in `run.json` and
 //! the proof): how they are held and killed (a cgroup of the run's own, or its process groups)
-//! and what keeps them from writing harn's records (Landlock, a mount namespace binding
-//! `.harnery/` read-only, or nothing, and why). A policy may require confinement; the check is
-//! here, so a run that cannot be confined is refused before anything is recorded.
+//! and what keeps them from writing what harn trusts or later runs (Landlock, a namespace
+//! with `.harnery/`, git's directory and harn's configuration read-only and a `/dev` of its
+//! own, or nothing, and why), and what this machine's containment does not hold (its gaps).
+//! A policy may require confinement, or a complete one; the check is here, so a run that
+//! cannot be confined is refused before anything is recorded.
+
+pub mod guard;
 
 use serde::{Deserialize, Serialize};
 
@@ -33,9 +37,20 @@ pub struct Containment {
     /// state, what the configuration adds), resolved to absolute paths when it started.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writable: Vec<String>,
-    /// True when a mount namespace binds the root's `.harnery/` read-only for the run.
+    /// True when a namespace of the run's own binds `.harnery/` and the guarded paths
+    /// read-only and gives it a `/dev` of its own.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub namespace: bool,
+    /// The paths held read-only although a writable path holds them (decision record 0010).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub protected: Vec<String>,
+    /// True when a call whose program sandboxes itself by mounting (Codex) runs sealed: every
+    /// mount locked, everything but its writable paths read-only, a PID and cgroup namespace.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sealed: bool,
+    /// What this containment does not hold on this machine, in words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<String>,
     /// True when nothing the run starts can create, write, rename or remove anything under
     /// `.harnery/`.
     pub confined: bool,
@@ -70,17 +85,23 @@ impl Containment {
 pub struct Offer {
     /// The Landlock ABI version the kernel supports, or why it has none.
     pub landlock: Result<u32, String>,
-    /// Whether a mount namespace can bind `.harnery/` read-only for a child, and how (a user
-    /// namespace too, for a process that is not root), or why not.
+    /// Whether a child can have a namespace binding paths read-only with a `/dev` of its own,
+    /// and how (a user namespace too, which every process but a root that may not make one
+    /// gets), or why not.
     pub namespace: Result<NamespaceKind, String>,
+    /// Whether a child can be sealed: its mounts locked by a second user namespace, a PID
+    /// namespace with its own `/proc`, a cgroup namespace; or why not.
+    pub sealed: Result<(), String>,
 }
 
 /// How a child gets its own mount namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NamespaceKind {
-    /// A mount namespace alone (the host runs as root).
+    /// A mount namespace alone: root on a machine that refuses it a user namespace, whose
+    /// capabilities then stay the machine's.
     Mount,
-    /// A user namespace mapping the host's own uid and gid, and a mount namespace in it.
+    /// A user namespace mapping the host's own uid and gid, and a mount namespace in it: the
+    /// child's capabilities are the namespace's only.
     UserAndMount,
 }
 
@@ -96,6 +117,9 @@ pub struct Need {
     /// Every other path the run may write: its harnesses' state directories and what the
     /// configuration adds. A path that does not exist is left out (it cannot be created).
     pub writable: Vec<String>,
+    /// The paths that must stay read-only, existing ones only ([`guard::guard`]); `.harnery/`
+    /// among them.
+    pub protected: Vec<String>,
     /// Set when confinement was turned off for this run, with who or what turned it off.
     pub off: Option<String>,
 }
@@ -107,33 +131,33 @@ pub struct Plan {
     pub landlock: Option<u32>,
     /// Where children may write, beneath each: everything else is read-only to them.
     pub writable: Vec<String>,
-    /// The directory a mount namespace binds read-only (the root's `.harnery/`), when one is
-    /// needed because a writable path holds it.
-    pub bind_readonly: Option<String>,
-    /// True when that namespace needs a user namespace too.
-    pub userns: bool,
+    /// The namespace every child starts in, when the machine offers one.
+    pub namespace: Option<NamespaceKind>,
+    /// What that namespace binds read-only: the protected paths a writable path holds.
+    pub readonly: Vec<String>,
     /// Writable paths refused because they lie inside `.harnery/`.
     pub refused: Vec<String>,
     /// For a call whose program brings a sandbox of its own that must mount (see
-    /// [`crate::workflow::adapter::sandbox_mounts`]), which Landlock forbids: the namespace
-    /// that binds `.harnery/` read-only in its stead, and whether it needs a user namespace.
-    /// `None` when the machine offers no namespace or the segment is not confined.
-    pub own_sandbox: Option<(String, bool)>,
+    /// [`crate::workflow::adapter::sandbox_mounts`]), which Landlock forbids: it runs sealed
+    /// in the same layout instead, everything else read-only. `None` when the machine cannot
+    /// seal a namespace or the segment is not confined.
+    pub sealed: Option<NamespaceKind>,
     /// What the run records (its `holding` is the shell's to fill).
     pub record: Containment,
 }
 
 /// True when `path` is `dir` or lies below it.
-fn within(path: &str, dir: &str) -> bool {
-    path == dir || path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
+pub(crate) fn within(path: &str, dir: &str) -> bool {
+    dir == "/" || path == dir || path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
 }
 
-/// Decides how to confine a segment: Landlock allows writes beneath the workspace, the
-/// temporary directory and the other writable paths only; when one of them holds the root's
-/// `.harnery/` (the workspace is the repository itself), a mount namespace binds it read-only,
-/// since Landlock cannot allow new files at the top of a tree while refusing them in one of
-/// its directories. Without Landlock, or without the namespace where one is needed, the run
-/// is not confined, and the record says why.
+/// Decides how to confine a segment. Landlock allows writes beneath the workspace, the
+/// temporary directory and the other writable paths only; a namespace of the child's own
+/// gives it a `/dev` with only what programs need (no terminal of the person's) and binds
+/// read-only every protected path a writable path holds (Landlock grants whole subtrees, so
+/// it cannot allow the top of the repository and refuse its `.harnery/` or `.git/`).
+/// Without Landlock, or without the namespace where `.harnery/` needs it, the run is not
+/// confined, and the record says why; what else is not held is listed in `gaps`.
 pub fn plan(need: &Need, offer: &Offer) -> Plan {
     let harnery = format!("{}/.harnery", need.root.trim_end_matches('/'));
     let unconfined = |why: String| Plan {
@@ -161,22 +185,59 @@ pub fn plan(need: &Need, offer: &Offer) -> Plan {
     if refused.contains(&need.workspace.trim_end_matches('/').to_owned()) {
         return unconfined(format!("the workspace {} is inside {harnery}", need.workspace));
     }
-    let holds_harnery = writable.iter().any(|p| within(&harnery, p));
-    let (bind_readonly, userns, namespace) = match (holds_harnery, &offer.namespace) {
-        (false, _) => (None, false, false),
-        (true, Ok(kind)) => (Some(harnery.clone()), *kind == NamespaceKind::UserAndMount, true),
-        (true, Err(why)) => {
+    let mut protected: Vec<String> = Vec::new();
+    for p in need.protected.iter().chain([&harnery]) {
+        let p = p.trim_end_matches('/').to_owned();
+        if writable.iter().any(|w| within(&p, w)) && !protected.contains(&p) {
+            protected.push(p);
+        }
+    }
+    let mut gaps = Vec::new();
+    let namespace = match &offer.namespace {
+        Ok(kind) => Some(*kind),
+        Err(why) if protected.contains(&harnery) => {
             return unconfined(format!(
                 "the workspace holds {harnery}, which only a mount namespace can keep \
                  read-only, and {why}"
             ))
         }
+        Err(why) => {
+            gaps.push(format!("no namespace of its own ({why}): /dev/pts is the machine's"));
+            let open: Vec<&str> = protected.iter().map(String::as_str).collect();
+            if !open.is_empty() {
+                gaps.push(format!("can change {}", open.join(", ")));
+            }
+            None
+        }
     };
-    let record =
-        Containment { landlock: Some(abi), namespace, confined: true, ..Containment::default() };
-    let own_sandbox =
-        offer.namespace.as_ref().ok().map(|k| (harnery.clone(), *k == NamespaceKind::UserAndMount));
-    Plan { landlock: Some(abi), writable, bind_readonly, userns, refused, own_sandbox, record }
+    if namespace == Some(NamespaceKind::Mount) {
+        gaps.push("capabilities are the machine's (no user namespace for root here)".into());
+    }
+    if abi < 5 {
+        gaps.push(format!("device ioctls are not restricted (Landlock ABI {abi} < 5)"));
+    }
+    if abi < 6 {
+        gaps.push(format!("may signal processes outside the run (Landlock ABI {abi} < 6)"));
+    }
+    let sealed = match (&offer.sealed, namespace) {
+        (Ok(()), Some(kind)) => Some(kind),
+        (Err(why), Some(_)) => {
+            gaps.push(format!("calls with a sandbox of their own cannot be sealed: {why}"));
+            None
+        }
+        (_, None) => None,
+    };
+    let readonly = if namespace.is_some() { protected.clone() } else { Vec::new() };
+    let record = Containment {
+        landlock: Some(abi),
+        namespace: namespace.is_some(),
+        protected: readonly.clone(),
+        sealed: sealed.is_some(),
+        gaps,
+        confined: true,
+        ..Containment::default()
+    };
+    Plan { landlock: Some(abi), writable, namespace, readonly, refused, sealed, record }
 }
 
 /// Whether a run must be confined.
@@ -188,19 +249,31 @@ pub enum Requirement {
     Preferred,
     /// Refused, before anything is recorded, where it cannot be confined.
     Required,
+    /// Refused where it cannot be confined, or where the confinement has a gap.
+    Complete,
 }
 
-/// Refuses a run the policy requires to be confined when it cannot be; the error says why
-/// and that nothing ran.
+/// Refuses a run the policy requires to be confined (or confined without a gap) when it
+/// cannot be; the error says why and that nothing ran.
 pub fn check(required: Requirement, reached: &Containment) -> Result<(), String> {
-    if required == Requirement::Required && !reached.confined {
-        return Err(format!(
-            "the policy requires containment, and this run cannot be contained here: {}; \
-             nothing ran and no attempt was charged",
-            reached.why.as_deref().unwrap_or("no confinement is available")
-        ));
+    let why = match required {
+        Requirement::Preferred => None,
+        _ if !reached.confined => {
+            Some(reached.why.clone().unwrap_or_else(|| "no confinement is available".into()))
+        }
+        Requirement::Complete if !reached.gaps.is_empty() => {
+            Some(format!("its confinement here has gaps: {}", reached.gaps.join("; ")))
+        }
+        _ => None,
+    };
+    match why {
+        Some(why) => Err(format!(
+            "the policy requires {}, and this run cannot have it here: {why}; nothing ran and \
+             no attempt was charged",
+            if required == Requirement::Complete { "complete containment" } else { "containment" }
+        )),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -213,31 +286,45 @@ mod tests {
             workspace: workspace.into(),
             temp: "/tmp/harn-run".into(),
             writable: vec!["/home/u/.claude".into(), "/repo/.harnery/work".into()],
+            protected: vec!["/repo/.git".into(), "/repo/harness.toml".into(), "/etc/x".into()],
             off: None,
         }
     }
 
     fn offer(namespace: Result<NamespaceKind, String>) -> Offer {
-        Offer { landlock: Ok(7), namespace }
+        Offer { landlock: Ok(7), namespace, sealed: Ok(()) }
     }
 
     #[test]
-    fn the_repository_as_workspace_needs_the_namespace_and_a_worktree_does_not() {
+    fn the_repository_as_workspace_binds_what_it_must_not_change() {
         let p = plan(&need("/repo"), &offer(Ok(NamespaceKind::UserAndMount)));
-        assert_eq!(p.bind_readonly.as_deref(), Some("/repo/.harnery"));
-        assert!(p.userns && p.record.confined && p.record.namespace);
+        assert_eq!(p.namespace, Some(NamespaceKind::UserAndMount));
+        assert_eq!(p.readonly, ["/repo/.git", "/repo/harness.toml", "/repo/.harnery"]);
+        assert!(p.record.confined && p.record.namespace && p.record.gaps.is_empty());
         assert_eq!(p.record.summary(), "landlock v7 + namespace");
         assert_eq!(p.writable, ["/repo", "/tmp/harn-run", "/home/u/.claude"]);
         assert_eq!(p.refused, ["/repo/.harnery/work"], "nothing inside .harnery is writable");
-        let own = Some(("/repo/.harnery".to_owned(), true));
-        assert_eq!(p.own_sandbox, own, "a self-sandboxing call gets the namespace instead");
-        let p = plan(&need("/work/trees/w1"), &offer(Ok(NamespaceKind::Mount)));
-        assert_eq!(p.own_sandbox, Some(("/repo/.harnery".to_owned(), false)), "in a worktree too");
+        assert_eq!(p.sealed, Some(NamespaceKind::UserAndMount), "a sandboxing call is sealed");
 
-        let p = plan(&need("/work/trees/w1"), &offer(Err("no user namespaces".into())));
-        assert_eq!(p.bind_readonly, None, "Landlock alone keeps .harnery out of reach");
-        assert_eq!(p.own_sandbox, None);
+        let p = plan(&need("/work/trees/w1"), &offer(Ok(NamespaceKind::Mount)));
+        assert_eq!(p.readonly, Vec::<String>::new(), "nothing protected is writable");
+        assert_eq!(p.namespace, Some(NamespaceKind::Mount), "a /dev of its own all the same");
+        assert!(p.record.gaps[0].contains("capabilities"), "{:?}", p.record.gaps);
+    }
+
+    #[test]
+    fn without_a_namespace_a_worktree_is_confined_with_its_gaps_named() {
+        let mut n = need("/work/trees/w1");
+        n.protected.push("/work/trees/w1/.git".into());
+        let p = plan(&n, &offer(Err("no user namespaces".into())));
+        assert!(p.readonly.is_empty() && p.namespace.is_none() && p.sealed.is_none());
         assert_eq!(p.record.summary(), "landlock v7");
+        let gaps = p.record.gaps.join("; ");
+        assert!(gaps.contains("/dev/pts is the machine's"), "{gaps}");
+        assert!(gaps.contains("can change /work/trees/w1/.git"), "{gaps}");
+        assert!(check(Requirement::Required, &p.record).is_ok());
+        let err = check(Requirement::Complete, &p.record).unwrap_err();
+        assert!(err.contains("complete containment") && err.contains("/work/trees/w1/.git"));
 
         let p = plan(&need("/repo"), &offer(Err("user namespaces are off".into())));
         assert!(!p.record.confined && p.landlock.is_none());
@@ -245,10 +332,25 @@ mod tests {
     }
 
     #[test]
+    fn an_old_landlock_and_no_seal_are_gaps() {
+        let o = Offer {
+            landlock: Ok(4),
+            namespace: Ok(NamespaceKind::UserAndMount),
+            sealed: Err("no PID namespace".into()),
+        };
+        let p = plan(&need("/repo"), &o);
+        let gaps = p.record.gaps.join("; ");
+        assert!(gaps.contains("ioctls") && gaps.contains("signal") && gaps.contains("sealed"));
+        assert_eq!(p.sealed, None);
+        assert!(p.record.confined);
+    }
+
+    #[test]
     fn no_landlock_or_confinement_turned_off_confines_nothing_and_says_why() {
         let none = Offer {
             landlock: Err("no Landlock in this kernel".into()),
             namespace: Ok(NamespaceKind::Mount),
+            sealed: Ok(()),
         };
         let p = plan(&need("/work/trees/w1"), &none);
         assert_eq!(p.record.summary(), "none (no Landlock in this kernel)");
@@ -279,5 +381,6 @@ mod tests {
         };
         assert_eq!(full.summary(), "landlock v7 + namespace");
         assert!(check(Requirement::Required, &full).is_ok());
+        assert!(check(Requirement::Complete, &full).is_ok());
     }
 }

@@ -1,0 +1,533 @@
+//! The system calls a run's child makes between fork and exec, on data the parent prepared:
+//! a session of its own (no controlling terminal), the parent-death signal, its cgroup, then
+//! a namespace of its own (a user namespace, so its capabilities are the namespace's, and a
+//! mount namespace) with the guarded paths bound read-only and a `/dev` holding only what
+//! programs need and a pseudo-terminal instance of its own, then Landlock. A sealed child
+//! (a call whose program sandboxes itself by mounting) gets everything but its writable paths
+//! read-only, a PID and cgroup namespace, and a second user namespace that locks every mount.
+//!
+//! Only async-signal-safe system calls, on memory and descriptors prepared before the fork;
+//! nothing here allocates.
+
+use std::ffi::{CStr, CString};
+use std::io::{Error, Result};
+
+/// Everything a child needs, prepared in the parent.
+#[derive(Debug, Default)]
+pub struct Setup {
+    /// `Some`: a user namespace with these `uid_map` and `gid_map` lines.
+    pub maps: Option<(Vec<u8>, Vec<u8>)>,
+    /// A mount namespace, with a `/dev` of its own and the read-only binds.
+    pub mount: bool,
+    /// Paths bound read-only onto themselves (with everything below them).
+    pub readonly: Vec<CString>,
+    /// Sealed: everything read-only but the writable paths and a private `/tmp`; then a PID
+    /// and cgroup namespace, and a second user namespace locking every mount.
+    pub seal: Option<Seal>,
+    /// Landlock, built in the child after the mounts, so that its rules name the namespace's
+    /// own `/dev/pts` and `/dev/shm`.
+    pub landlock: Option<Rules>,
+}
+
+/// What a sealed child may write.
+#[derive(Debug, Default)]
+pub struct Seal {
+    /// The paths that stay writable (at most [`SEAL_MAX`]).
+    pub writable: Vec<CString>,
+    /// The segment's private temporary directory, which is also the child's `/tmp`.
+    pub temp: CString,
+}
+
+/// The most writable paths a sealed child takes.
+pub const SEAL_MAX: usize = 32;
+
+/// A Landlock ruleset to build: the access rights handled, the scopes, and what is allowed
+/// beneath each path (a path that does not exist is skipped).
+#[derive(Debug, Default)]
+pub struct Rules {
+    /// `handled_access_fs`.
+    pub handled: u64,
+    /// `scoped` (ABI 6: signals).
+    pub scoped: u64,
+    /// Each path and the rights allowed beneath it.
+    pub paths: Vec<(CString, u64)>,
+}
+
+/// The rights Landlock allows on a file that is not a directory.
+pub const FILE_RIGHTS: u64 = EXECUTE | WRITE_FILE | READ_FILE | TRUNCATE | IOCTL_DEV;
+const EXECUTE: u64 = 1 << 0;
+/// `LANDLOCK_ACCESS_FS_WRITE_FILE`.
+pub const WRITE_FILE: u64 = 1 << 1;
+const READ_FILE: u64 = 1 << 2;
+/// `LANDLOCK_ACCESS_FS_TRUNCATE` (ABI 3).
+pub const TRUNCATE: u64 = 1 << 14;
+/// `LANDLOCK_ACCESS_FS_IOCTL_DEV` (ABI 5).
+pub const IOCTL_DEV: u64 = 1 << 15;
+
+/// The devices a child's `/dev` holds, bound from the machine's.
+pub const DEVICES: [&CStr; 6] =
+    [c"/dev/null", c"/dev/zero", c"/dev/full", c"/dev/random", c"/dev/urandom", c"/dev/tty"];
+
+fn check(r: libc::c_long) -> Result<()> {
+    if r < 0 {
+        Err(Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// The whole setup, in order. Returns in the process that is to exec; a sealed child's
+/// intermediate processes never return.
+///
+/// # Safety
+/// Between fork and exec only.
+pub unsafe fn enter(s: &Setup, join: Option<libc::c_int>, cwd: Option<&CStr>) -> Result<()> {
+    // A session of its own: no controlling terminal, so `/dev/tty` names nothing and no
+    // terminal's input can be faked from here.
+    check(libc::setsid() as libc::c_long)?;
+    check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) as _)?;
+    if let Some(fd) = join {
+        let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+        check(n as libc::c_long)?;
+    }
+    if s.mount {
+        namespace(s)?;
+        if let Some(cwd) = cwd {
+            // The binds may cover the directory the child was in; enter it again, through
+            // the namespace's mounts.
+            check(libc::chdir(cwd.as_ptr()) as _)?;
+        }
+    }
+    if s.seal.is_some() {
+        return seal(s);
+    }
+    if let Some(rules) = &s.landlock {
+        restrict(rules)?;
+    }
+    Ok(())
+}
+
+/// The namespace: unshared, its mounts made slaves so nothing propagates back, the sealed
+/// layout, the read-only binds, and a `/dev` of its own.
+unsafe fn namespace(s: &Setup) -> Result<()> {
+    let flags = match s.maps {
+        Some(_) => libc::CLONE_NEWUSER | libc::CLONE_NEWNS,
+        None => libc::CLONE_NEWNS,
+    };
+    check(libc::unshare(flags) as _)?;
+    if let Some((uid_map, gid_map)) = &s.maps {
+        write_maps(uid_map, gid_map)?;
+    }
+    let none = std::ptr::null();
+    check(libc::mount(none, c"/".as_ptr(), none, libc::MS_REC | libc::MS_SLAVE, none.cast()) as _)?;
+    if let Some(seal) = &s.seal {
+        sealed_layout(seal)?;
+    }
+    for path in &s.readonly {
+        if bind(path)? {
+            set_readonly(path, true, true)?;
+        }
+    }
+    make_dev()
+}
+
+/// The sealed layout: every writable path (and the temporary directory) cloned first, as
+/// detached trees, while they are still writable; then every mount made read-only; then the
+/// temporary directory attached at `/tmp` (a private one: what a sealed call writes there
+/// is the segment's, removed with it, and no other user's program finds it), and each clone
+/// attached back at its own path (a path that `/tmp` now hides is made in the new `/tmp`).
+unsafe fn sealed_layout(seal: &Seal) -> Result<()> {
+    let mut trees = [-1; SEAL_MAX];
+    let n = seal.writable.len().min(SEAL_MAX);
+    for (tree, path) in trees.iter_mut().zip(&seal.writable[..n]) {
+        *tree = clone_tree(path)?.unwrap_or(-1);
+    }
+    let tmp = clone_tree(&seal.temp)?;
+    set_readonly(c"/", true, true)?;
+    let attached = (|| {
+        if let Some(tree) = tmp {
+            attach(tree, c"/tmp")?;
+        }
+        for (&tree, path) in trees.iter().zip(&seal.writable[..n]) {
+            if tree >= 0 {
+                make_mountpoint(path, tree)?;
+                attach(tree, path)?;
+            }
+        }
+        Ok(())
+    })();
+    for fd in trees.into_iter().chain(tmp).filter(|&fd| fd >= 0) {
+        libc::close(fd);
+    }
+    attached
+}
+
+/// A detached copy of the mount tree at `path` (everything below it), `None` when it does
+/// not exist.
+unsafe fn clone_tree(path: &CStr) -> Result<Option<libc::c_int>> {
+    const AT_RECURSIVE: libc::c_uint = 0x8000;
+    let flags = OPEN_TREE_CLONE | AT_RECURSIVE | libc::O_CLOEXEC as libc::c_uint;
+    let fd = libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags);
+    if fd < 0 && Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
+        return Ok(None);
+    }
+    check(fd)?;
+    Ok(Some(fd as libc::c_int))
+}
+
+/// Attaches the detached tree `tree` at `path`.
+unsafe fn attach(tree: libc::c_int, path: &CStr) -> Result<()> {
+    let empty = c"".as_ptr();
+    let r = libc::syscall(
+        libc::SYS_move_mount,
+        tree,
+        empty,
+        libc::AT_FDCWD,
+        path.as_ptr(),
+        MOVE_MOUNT_F_EMPTY_PATH,
+    );
+    check(r)
+}
+
+/// Makes `path` (and its parents) where it is missing, a directory or a file as `tree` is.
+unsafe fn make_mountpoint(path: &CStr, tree: libc::c_int) -> Result<()> {
+    let bytes = path.to_bytes();
+    let mut buf = [0u8; libc::PATH_MAX as usize];
+    if bytes.len() >= buf.len() {
+        return Err(Error::from_raw_os_error(libc::ENAMETOOLONG));
+    }
+    buf[..bytes.len()].copy_from_slice(bytes);
+    let mut st: libc::stat = std::mem::zeroed();
+    let is_dir = libc::fstat(tree, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+    for end in (1..=bytes.len()).filter(|&i| i == bytes.len() || bytes[i] == b'/') {
+        let saved = buf[end];
+        buf[end] = 0;
+        let part = buf.as_ptr().cast::<libc::c_char>();
+        let last = end == bytes.len();
+        let r = if last && !is_dir {
+            let fd = libc::open(part, libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o600);
+            if fd >= 0 {
+                libc::close(fd);
+            }
+            fd
+        } else {
+            libc::mkdir(part, 0o700)
+        };
+        buf[end] = saved;
+        if r < 0 {
+            match Error::last_os_error().raw_os_error() {
+                Some(libc::EEXIST) | Some(libc::EROFS) => {}
+                _ => return Err(Error::last_os_error()),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Binds `path` onto itself with everything below it; false when it does not exist.
+unsafe fn bind(path: &CStr) -> Result<bool> {
+    let none = std::ptr::null();
+    let p = path.as_ptr();
+    match check(libc::mount(p, p, none, libc::MS_BIND | libc::MS_REC, none.cast()) as _) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// Sets (or clears) the read-only flag of the mount at `path` (and of every mount below it
+/// when `recursive`), keeping the flags a user namespace may not clear (nosuid, nodev) as
+/// they are.
+unsafe fn set_readonly(path: &CStr, on: bool, recursive: bool) -> Result<()> {
+    let attr = MountAttr {
+        attr_set: if on { MOUNT_ATTR_RDONLY } else { 0 },
+        attr_clr: if on { 0 } else { MOUNT_ATTR_RDONLY },
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let r = libc::syscall(
+        libc::SYS_mount_setattr,
+        libc::AT_FDCWD,
+        path.as_ptr(),
+        if recursive { libc::AT_RECURSIVE } else { 0 },
+        &attr as *const MountAttr,
+        std::mem::size_of::<MountAttr>(),
+    );
+    check(r)
+}
+
+/// `struct mount_attr` from linux/mount.h.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
+
+/// A `/dev` of the child's own, as a container runtime makes one: a small tmpfs holding the
+/// machine's null, zero, full, random, urandom and tty (bound, not made: a user namespace
+/// may not make devices), a pseudo-terminal instance of its own at `/dev/pts` (`/dev/ptmx`
+/// leads there), a private `/dev/shm`, and the `/proc/self/fd` links. None of the person's
+/// terminals is in it.
+unsafe fn make_dev() -> Result<()> {
+    let mut trees = [-1; DEVICES.len()];
+    for (tree, dev) in trees.iter_mut().zip(DEVICES) {
+        let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
+        let fd = libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, dev.as_ptr(), flags);
+        check(fd)?;
+        *tree = fd as libc::c_int;
+    }
+    let old = libc::umask(0);
+    let made = populate(&trees);
+    libc::umask(old);
+    for fd in trees {
+        libc::close(fd);
+    }
+    made
+}
+
+unsafe fn populate(trees: &[libc::c_int]) -> Result<()> {
+    let (nosuid, noexec) = (libc::MS_NOSUID, libc::MS_NOEXEC);
+    let tmpfs = c"tmpfs".as_ptr();
+    let data = c"mode=0755,size=64k".as_ptr();
+    check(libc::mount(tmpfs, c"/dev".as_ptr(), tmpfs, nosuid | noexec, data.cast()) as _)?;
+    for (&tree, dev) in trees.iter().zip(DEVICES) {
+        let fd = libc::open(dev.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o666);
+        check(fd as _)?;
+        libc::close(fd);
+        let empty = c"".as_ptr();
+        let r = libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            empty,
+            libc::AT_FDCWD,
+            dev.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        );
+        check(r)?;
+    }
+    check(libc::mkdir(c"/dev/pts".as_ptr(), 0o755) as _)?;
+    let devpts = c"devpts".as_ptr();
+    let opts = c"newinstance,ptmxmode=0666,mode=0620".as_ptr();
+    check(libc::mount(devpts, c"/dev/pts".as_ptr(), devpts, nosuid | noexec, opts.cast()) as _)?;
+    check(libc::symlink(c"pts/ptmx".as_ptr(), c"/dev/ptmx".as_ptr()) as _)?;
+    check(libc::mkdir(c"/dev/shm".as_ptr(), 0o1777) as _)?;
+    let shm = c"mode=1777".as_ptr();
+    let flags = nosuid | libc::MS_NODEV;
+    check(libc::mount(tmpfs, c"/dev/shm".as_ptr(), tmpfs, flags, shm.cast()) as _)?;
+    let links = [
+        (c"/proc/self/fd", c"/dev/fd"),
+        (c"/proc/self/fd/0", c"/dev/stdin"),
+        (c"/proc/self/fd/1", c"/dev/stdout"),
+        (c"/proc/self/fd/2", c"/dev/stderr"),
+    ];
+    for (target, link) in links {
+        check(libc::symlink(target.as_ptr(), link.as_ptr()) as _)?;
+    }
+    Ok(())
+}
+
+/// Writes the user namespace's maps (`setgroups` denied first, as an unprivileged writer
+/// must).
+unsafe fn write_maps(uid_map: &[u8], gid_map: &[u8]) -> Result<()> {
+    write_file(c"/proc/self/setgroups", b"deny")?;
+    write_file(c"/proc/self/uid_map", uid_map)?;
+    write_file(c"/proc/self/gid_map", gid_map)
+}
+
+/// Writes `bytes` to `path` with open, write, close.
+unsafe fn write_file(path: &CStr, bytes: &[u8]) -> Result<()> {
+    let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+    check(fd as _)?;
+    let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
+    let err = Error::last_os_error();
+    libc::close(fd);
+    if n != bytes.len() as isize {
+        return Err(err);
+    }
+    Ok(())
+}
+
+/// No new privileges (Landlock requires it of an unprivileged process), then the ruleset,
+/// built here: from now on the process and everything it starts are confined.
+unsafe fn restrict(rules: &Rules) -> Result<()> {
+    #[repr(C)]
+    struct RulesetAttr {
+        handled_access_fs: u64,
+        handled_access_net: u64,
+        scoped: u64,
+    }
+    #[repr(C, packed)]
+    struct PathBeneath {
+        allowed_access: u64,
+        parent_fd: i32,
+    }
+    const RULE_PATH_BENEATH: libc::c_int = 1;
+    let attr = RulesetAttr { handled_access_fs: rules.handled, handled_access_net: 0, scoped: 0 };
+    // A kernel older than the `scoped` field takes the shorter structure; its unknown tail
+    // must then be zero, which it is.
+    let attr = RulesetAttr { scoped: rules.scoped, ..attr };
+    let ruleset = libc::syscall(
+        libc::SYS_landlock_create_ruleset,
+        &attr as *const RulesetAttr,
+        std::mem::size_of::<RulesetAttr>(),
+        0u32,
+    );
+    check(ruleset)?;
+    let ruleset = ruleset as libc::c_int;
+    let added = (|| {
+        for (path, allowed) in &rules.paths {
+            let fd = libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC);
+            if fd < 0 {
+                if Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
+                    continue;
+                }
+                return Err(Error::last_os_error());
+            }
+            let mut st: libc::stat = std::mem::zeroed();
+            let is_dir =
+                libc::fstat(fd, &mut st) == 0 && st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+            let mut allowed = *allowed & rules.handled;
+            if !is_dir {
+                allowed &= FILE_RIGHTS;
+            }
+            let beneath = PathBeneath { allowed_access: allowed, parent_fd: fd };
+            let r = libc::syscall(
+                libc::SYS_landlock_add_rule,
+                ruleset,
+                RULE_PATH_BENEATH,
+                &beneath as *const PathBeneath,
+                0u32,
+            );
+            let err = Error::last_os_error();
+            libc::close(fd);
+            if r < 0 && allowed != 0 {
+                return Err(err);
+            }
+        }
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as _)?;
+        check(libc::syscall(libc::SYS_landlock_restrict_self, ruleset, 0u32))
+    })();
+    libc::close(ruleset);
+    added
+}
+
+/// The seal: a PID and cgroup namespace, whose first process mounts its own `/proc`, then
+/// makes a second user and mount namespace (every mount the first one made is now locked:
+/// it can be neither unmounted nor made writable again, capabilities or not) and forks the
+/// process that execs. The process harn started stays outside, ignores the signals harn
+/// sends the group (the one that execs gets them), and ends as that process ended.
+unsafe fn seal(s: &Setup) -> Result<()> {
+    check(libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWCGROUP) as _)?;
+    let mut status_pipe = [-1; 2];
+    check(libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) as _)?;
+    let [read_end, write_end] = status_pipe;
+    match libc::fork() {
+        -1 => Err(Error::last_os_error()),
+        0 => {
+            libc::close(read_end);
+            first_in_namespace(s, write_end)
+        }
+        first => {
+            libc::close(write_end);
+            outside(first, read_end)
+        }
+    }
+}
+
+/// The namespace's first process (its PID 1): returns in the child that execs, and in
+/// itself reaps until that child ends, then reports its wait status and exits, which ends
+/// every process left in the namespace.
+unsafe fn first_in_namespace(s: &Setup, report: libc::c_int) -> Result<()> {
+    let proc_ = c"proc".as_ptr();
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    if libc::mount(proc_, c"/proc".as_ptr(), proc_, flags, std::ptr::null()) < 0 {
+        die(c"harn: the sealed namespace's /proc could not be mounted\n");
+    }
+    if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) < 0 {
+        die(c"harn: the sealed namespace's mounts could not be locked\n");
+    }
+    if let Some((uid_map, gid_map)) = &s.maps {
+        if write_maps(uid_map, gid_map).is_err() {
+            die(c"harn: the sealed namespace's user could not be mapped\n");
+        }
+    }
+    let payload = libc::fork();
+    if payload == 0 {
+        libc::close(report);
+        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) as _)?;
+        return Ok(());
+    }
+    if payload < 0 {
+        die(c"harn: the sealed namespace could not start its process\n");
+    }
+    close_all_but(report);
+    loop {
+        let mut status = 0;
+        let r = libc::waitpid(-1, &mut status, 0);
+        if r == payload {
+            libc::write(report, (&status as *const libc::c_int).cast(), 4);
+            libc::_exit(0);
+        }
+        if r < 0 && Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            libc::_exit(0);
+        }
+    }
+}
+
+/// The process harn started, outside the namespace: waits for the report and ends the same
+/// way the process that exec'd did.
+unsafe fn outside(first: libc::pid_t, report: libc::c_int) -> ! {
+    close_all_but(report);
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGPIPE] {
+        libc::signal(sig, libc::SIG_IGN);
+    }
+    let mut status: libc::c_int = 0;
+    let mut got = 0usize;
+    while got < 4 {
+        let buf = (&mut status as *mut libc::c_int).cast::<u8>().add(got);
+        match libc::read(report, buf.cast(), 4 - got) {
+            n if n > 0 => got += n as usize,
+            n if n < 0 && Error::last_os_error().raw_os_error() == Some(libc::EINTR) => {}
+            _ => break,
+        }
+    }
+    while libc::waitpid(first, std::ptr::null_mut(), 0) < 0
+        && Error::last_os_error().raw_os_error() == Some(libc::EINTR)
+    {}
+    if got < 4 {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+    if libc::WIFEXITED(status) {
+        libc::_exit(libc::WEXITSTATUS(status));
+    }
+    let sig = libc::WTERMSIG(status);
+    libc::signal(sig, libc::SIG_DFL);
+    let mut set: libc::sigset_t = std::mem::zeroed();
+    libc::sigemptyset(&mut set);
+    libc::sigaddset(&mut set, sig);
+    libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+    libc::kill(libc::getpid(), sig);
+    libc::_exit(128 + sig)
+}
+
+/// Closes every descriptor but `keep` (the standard ones too: the exec'ing child holds the
+/// pipes; a copy held here would keep them open past its end).
+unsafe fn close_all_but(keep: libc::c_int) {
+    if keep > 0 {
+        libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32);
+    }
+    libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32);
+}
+
+/// Says why on stderr and exits 126, from a process that cannot return an error.
+unsafe fn die(why: &CStr) -> ! {
+    let bytes = why.to_bytes();
+    libc::write(2, bytes.as_ptr().cast(), bytes.len());
+    libc::_exit(126)
+}

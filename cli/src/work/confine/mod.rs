@@ -1,0 +1,243 @@
+//! What every process a run segment spawns (its workflow, each agent call, harn's own git
+//! commands in a worktree) gets between fork and exec: a session of its own, the segment's
+//! cgroup, and, where the core's plan says so (`harn_core::workflow::containment::plan`), a
+//! namespace of its own (`child`) with the guarded paths read-only and a `/dev` without the
+//! person's terminals, then Landlock, so it may write beneath its workspace, its `TMPDIR` and
+//! its harnesses' state directories only, and may not signal any process outside its domain.
+//! A call whose program sandboxes itself by mounting (Codex) is sealed instead.
+//!
+//! Everything is prepared in the parent ([`child::Setup`]); the child only makes
+//! async-signal-safe system calls. What the machine offers is probed once (`probe`), and
+//! what a run must not change is found and digested by `guard`.
+
+mod child;
+pub mod guard;
+mod probe;
+
+pub use probe::offer;
+
+use child::{Rules, Seal, Setup};
+use harn_core::workflow::containment::{NamespaceKind, Plan};
+use std::ffi::CString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+
+/// A run segment's confinement, shared by its workflow and its agent calls.
+#[derive(Clone, Debug, Default)]
+pub struct Confine {
+    /// The segment's cgroup, when it has one.
+    pub cgroup: Option<PathBuf>,
+    /// The segment's private temporary directory, given to every child as `TMPDIR`.
+    pub temp: Option<PathBuf>,
+    /// What every child does before exec.
+    setup: Arc<Setup>,
+    /// What a call whose program sandboxes itself by mounting does instead
+    /// ([`harn_core::workflow::adapter::sandbox_mounts`]), when it can be sealed.
+    sealed: Option<Arc<Setup>>,
+}
+
+/// The `uid_map` and `gid_map` lines mapping our own ids into a user namespace.
+fn own_maps() -> (Vec<u8>, Vec<u8>) {
+    let uid = rustix::process::geteuid().as_raw();
+    let gid = rustix::process::getegid().as_raw();
+    (format!("{uid} {uid} 1\n").into_bytes(), format!("{gid} {gid} 1\n").into_bytes())
+}
+
+fn c_path(path: &str) -> Result<CString, String> {
+    CString::new(path.as_bytes()).map_err(|e| format!("{path}: {e}"))
+}
+
+fn c_paths(paths: &[String]) -> Result<Vec<CString>, String> {
+    paths.iter().map(|p| c_path(p)).collect()
+}
+
+impl Confine {
+    /// The confinement a segment's `plan` asks for, built now: the namespace's binds and
+    /// maps, and the Landlock rules for each writable path and the devices.
+    pub fn prepare(
+        plan: &Plan,
+        cgroup: Option<PathBuf>,
+        temp: Option<PathBuf>,
+    ) -> Result<Confine, String> {
+        let maps = |kind| (kind == NamespaceKind::UserAndMount).then(own_maps);
+        let landlock = match plan.landlock {
+            Some(abi) => Some(rules(abi, &plan.writable, plan.namespace.is_some())?),
+            None => None,
+        };
+        let setup = Setup {
+            maps: plan.namespace.and_then(maps),
+            mount: plan.namespace.is_some(),
+            readonly: c_paths(&plan.readonly)?,
+            seal: None,
+            landlock,
+        };
+        let sealed = match (plan.sealed, &temp) {
+            (Some(kind), Some(dir)) if plan.writable.len() <= child::SEAL_MAX => {
+                let temp = c_path(&dir.display().to_string())?;
+                let seal = Seal { writable: c_paths(&plan.writable)?, temp };
+                Some(Arc::new(Setup {
+                    maps: maps(kind),
+                    mount: true,
+                    readonly: c_paths(&plan.readonly)?,
+                    seal: Some(seal),
+                    landlock: None,
+                }))
+            }
+            _ => None,
+        };
+        Ok(Confine { cgroup, temp, setup: Arc::new(setup), sealed })
+    }
+
+    /// The confinement of a call whose program brings a sandbox that has to mount: the
+    /// same cgroup, `TMPDIR` and read-only paths, sealed rather than Landlocked. Where the
+    /// machine cannot seal, the call keeps Landlock (and its own sandbox cannot start).
+    pub fn for_own_sandbox(&self) -> Confine {
+        match &self.sealed {
+            Some(sealed) => Confine { setup: sealed.clone(), sealed: None, ..self.clone() },
+            None => self.clone(),
+        }
+    }
+
+    /// Sets `command` up to start in a session of its own, inside the segment's cgroup and
+    /// confinement, with the parent-death signal every run child gets, and `TMPDIR`. The
+    /// child is its session's and its process group's leader (its pid names the group). Fails
+    /// when the cgroup exists but cannot be joined: a child started outside it could outlive
+    /// the run.
+    pub fn apply(&self, command: &mut Command) -> std::io::Result<()> {
+        let join: Option<OwnedFd> = match &self.cgroup {
+            Some(leaf) => {
+                let procs = leaf.join("cgroup.procs");
+                Some(std::fs::OpenOptions::new().write(true).open(&procs)?.into())
+            }
+            None => None,
+        };
+        if let Some(temp) = &self.temp {
+            command.env("TMPDIR", temp);
+        }
+        let cwd = match command.get_current_dir() {
+            Some(dir) if dir.is_absolute() => Some(dir.to_owned()),
+            Some(dir) => Some(std::env::current_dir()?.join(dir)),
+            None => None,
+        };
+        let cwd = match cwd {
+            Some(dir) => Some(CString::new(dir.into_os_string().into_encoded_bytes())?),
+            None => None,
+        };
+        let setup = self.setup.clone();
+        // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
+        // system calls on memory and descriptors it owns, allocating nothing (`child`).
+        unsafe {
+            command.pre_exec(move || {
+                child::enter(&setup, join.as_ref().map(|fd| fd.as_raw_fd()), cwd.as_deref())
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The Landlock rules: every write right Landlock `abi` knows is handled, and allowed
+/// beneath each writable path; the devices programs write (null, zero, full, random,
+/// urandom) may be written and truncated, never sent an ioctl; in a namespace of the child's
+/// own, its terminal (`/dev/tty`, only ever its own after `setsid`) and its own `/dev/pts`
+/// take ioctls too, and its private `/dev/shm` is writable. With ABI 6, signals to processes
+/// outside the domain are refused (a run may not stop its own host).
+fn rules(abi: u32, writable: &[String], namespace: bool) -> Result<Rules, String> {
+    use landlock::{AccessFs, ABI};
+    let abi = match abi {
+        1 => ABI::V1,
+        2 => ABI::V2,
+        3 => ABI::V3,
+        4 => ABI::V4,
+        5 => ABI::V5,
+        6 => ABI::V6,
+        _ => ABI::V7,
+    };
+    let handled = AccessFs::from_write(abi).bits();
+    let scoped = if abi >= ABI::V6 { SCOPE_SIGNAL } else { 0 };
+    let mut paths = Vec::new();
+    for path in writable {
+        paths.push((c_path(path)?, handled));
+    }
+    let device = child::WRITE_FILE | child::TRUNCATE;
+    for dev in &child::DEVICES[..5] {
+        paths.push(((*dev).to_owned(), device));
+    }
+    if namespace {
+        let terminal = device | child::IOCTL_DEV;
+        paths.push((c"/dev/tty".to_owned(), terminal));
+        paths.push((c"/dev/pts".to_owned(), terminal));
+        paths.push((c"/dev/shm".to_owned(), handled));
+    }
+    Ok(Rules { handled, scoped, paths })
+}
+
+/// `LANDLOCK_SCOPE_SIGNAL` (ABI 6).
+const SCOPE_SIGNAL: u64 = 1 << 1;
+
+/// `path` as an absolute path: `~` and `~/…` in the home directory, a relative path in the
+/// root, without a trailing `/`.
+pub fn resolve(root: &std::path::Path, path: &str) -> String {
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let resolved = match (path.strip_prefix('~'), &home) {
+        (Some(""), Some(h)) => h.clone(),
+        (Some(rest), Some(h)) if rest.starts_with('/') => h.join(rest.trim_start_matches('/')),
+        _ if path.starts_with('/') => PathBuf::from(path),
+        _ => root.join(path),
+    };
+    let text = resolved.display().to_string();
+    match text.trim_end_matches('/') {
+        "" => "/".to_owned(),
+        t => t.to_owned(),
+    }
+}
+
+/// A segment's private temporary directory (mode 0700, fresh), and its removal.
+pub struct Temp(pub PathBuf);
+
+impl Temp {
+    /// Makes `<system temporary directory>/harn-<run>-<pid>`.
+    pub fn create(run: &str) -> Result<Temp, String> {
+        use std::os::unix::fs::DirBuilderExt;
+        let dir = std::env::temp_dir().join(format!("harn-{run}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(Temp(dir))
+    }
+}
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The confinement of a short-lived child harn starts outside a run segment: it may write
+/// `workspace` (none: nothing of the root, as for a goal's planner or reviewer, which only
+/// read), the `writable` paths and a private `TMPDIR` made for it, removed with the `Temp`.
+pub fn scratch(
+    root: &std::path::Path,
+    workspace: Option<&std::path::Path>,
+    writable: Vec<String>,
+    off: Option<String>,
+    label: &str,
+) -> Result<(Confine, Temp), String> {
+    let temp = Temp::create(label)?;
+    let dir = temp.0.display().to_string();
+    let need = harn_core::workflow::containment::Need {
+        root: root.display().to_string(),
+        workspace: workspace.map_or(dir.clone(), |w| w.display().to_string()),
+        temp: dir,
+        writable,
+        protected: Vec::new(),
+        off,
+    };
+    let plan = harn_core::workflow::containment::plan(&need, &offer());
+    let confine = Confine::prepare(&plan, None, Some(temp.0.clone()))?;
+    Ok((confine, temp))
+}
