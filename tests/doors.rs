@@ -94,6 +94,7 @@ impl Doors {
             .current_dir(r)
             .env("DOOR", r.join("door.py"))
             .env("REPORT", r.join("report.txt"))
+            .env("HARN", harn_bin())
             .env("HOME", self.home.path());
         if let Some(uid) = self.user {
             use std::os::unix::process::CommandExt;
@@ -204,6 +205,7 @@ fn check(report: &BTreeMap<String, String>, who: &str) {
         "harnery",
         "cgroup-leave",
         "kill-host",
+        "daemon-steer",
     ];
     for what in closed {
         let got = report.get(&format!("{who} {what}")).map(String::as_str);
@@ -212,7 +214,8 @@ fn check(report: &BTreeMap<String, String>, who: &str) {
     // Its own pseudo-terminal, its workspace and a /dev/shm of its own work; /tmp is the
     // machine's, read-only, under Landlock, and a private one when sealed.
     let tmp = if who == "codex" { "ok" } else { "denied" };
-    for (what, want) in [("pty-own", "ok"), ("workspace", "ok"), ("shm", "ok"), ("tmp", tmp)] {
+    let wanted = [("pty-own", "ok"), ("workspace", "ok"), ("shm", "ok"), ("tmp", tmp)];
+    for (what, want) in [&wanted[..], &[("daemon-look", "ok")]].concat() {
         let got = report.get(&format!("{who} {what}")).map(String::as_str);
         assert_eq!(got, Some(want), "{who} {what}: {report:?}");
     }
@@ -220,6 +223,8 @@ fn check(report: &BTreeMap<String, String>, who: &str) {
 
 fn no_door_as(user: Option<u32>) {
     let doors = Doors::new(user);
+    let up = doors.harn(&["harness", "up"]);
+    assert!(up.status.success(), "{}", text(&up));
     for (id, harness, who) in [("w", "prober", "agent"), ("x", "sealed", "codex")] {
         let out = doors.harn(&["work", "run", id, "--harness", harness, "--json"]);
         assert!(out.status.success(), "{harness}: {}", text(&out));
@@ -232,6 +237,10 @@ fn no_door_as(user: Option<u32>) {
         assert!(!shown.contains("changed"), "nothing guarded changed: {shown}");
         std::fs::remove_file(doors.dir.path().join("report.txt")).unwrap();
     }
+    let listed = text(&doors.harn(&["harness", "list"]));
+    let down = doors.harn(&["harness", "down"]);
+    assert!(down.status.success(), "{}", text(&down));
+    assert!(listed.contains("running"), "no run stopped the harness: {listed}");
     doors.nothing_planted();
 }
 

@@ -75,6 +75,7 @@ fn serve(stream: UnixStream, tx: Sender<Msg>) {
         let _ = writeln!(out, "{}", err("refused: the daemon talks only to its own user"));
         return;
     }
+    let contained = contained_peer(&stream);
     for line in BufReader::new(stream).lines() {
         let Ok(line) = line else { return };
         let request: Request = match serde_json::from_str(&line) {
@@ -87,6 +88,14 @@ fn serve(stream: UnixStream, tx: Sender<Msg>) {
         if request == Request::Subscribe {
             stream_events(out, &tx);
             return;
+        }
+        let looks = matches!(request, Request::Ping | Request::Status { .. });
+        if contained && !looks {
+            let refusal = err("refused: a process a run contains may not steer the daemon");
+            if writeln!(out, "{refusal}").is_err() {
+                return;
+            }
+            continue;
         }
         let (reply_tx, reply_rx) = mpsc::channel();
         if tx.send(Msg::Request(request, reply_tx)).is_err() {
@@ -138,8 +147,46 @@ fn stream_events(mut out: UnixStream, tx: &Sender<Msg>) {
 /// How long a quiet stream waits before it looks again (for a loss to report, or a hang-up).
 const STREAM_TICK: std::time::Duration = std::time::Duration::from_millis(200);
 
+/// True when the other end of `stream` is a process a run of harn contains: one in a user
+/// namespace other than ours, or in a run's cgroup (`harn-work-…`). Such a process may look
+/// (ping, status, events) but not steer: a run that could start, stop or reload harnesses
+/// would act as the person, outside its containment.
+pub fn contained_peer(stream: &UnixStream) -> bool {
+    let Some(cred) = peer(stream) else { return true };
+    let pid = cred.pid;
+    if pid <= 0 {
+        return true; // Not visible from here: in a PID namespace of its own.
+    }
+    let ns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/user")).ok();
+    let other_ns = match (ns(&pid.to_string()), ns("self")) {
+        (Some(peer), Some(own)) => peer != own,
+        _ => false,
+    };
+    let in_a_run = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .is_ok_and(|c| c.lines().any(|l| l.starts_with("0::") && l.contains("/harn-work-")));
+    other_ns || in_a_run
+}
+
 /// True when the other end of `stream` runs as our own user.
 pub fn same_user(stream: &UnixStream) -> bool {
-    rustix::net::sockopt::socket_peercred(stream)
-        .is_ok_and(|cred| cred.uid == rustix::process::geteuid())
+    peer(stream).is_some_and(|cred| cred.uid == rustix::process::geteuid().as_raw())
+}
+
+/// The credentials of the other end of `stream`, as this process's namespaces see them: a
+/// pid of 0 for a process outside its PID namespace (which `rustix`'s `UCred` cannot hold).
+fn peer(stream: &UnixStream) -> Option<libc::ucred> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred { pid: 0, uid: u32::MAX, gid: u32::MAX };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: SO_PEERCRED writes a `ucred` of at most `len` bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some(cred)
 }
