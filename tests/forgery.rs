@@ -15,14 +15,16 @@ use std::process::{Command, Output};
 const WORKFLOW: &str = r#"#!/bin/sh
 read -r start
 mode=${FORGE_MODE:-none}
-if [ "$mode" != none ]; then
-  if [ "${FORGE_BY:-workflow}" = agent ]; then
-    echo '{"op":"agent","id":"a1","prompt":"forge"}'
-    read -r reply
-  else
-    python3 "$FORGE_PY" "$mode" || echo "forge refused" >&2
-  fi
-fi
+case "$mode" in
+  none|fail|ask) ;;
+  *)
+    if [ "${FORGE_BY:-workflow}" = agent ]; then
+      echo '{"op":"agent","id":"a1","prompt":"forge"}'
+      read -r reply
+    else
+      python3 "$FORGE_PY" "$mode" || echo "forge refused" >&2
+    fi ;;
+esac
 pass() {
   echo '{"op":"evidence","kind":"test","status":"passed","label":"it passes","acceptanceIds":["accept-1"]}'
   echo '{"op":"result","ok":true,"summary":"done"}'
@@ -30,7 +32,7 @@ pass() {
 }
 case "$mode" in
   none|goal) pass ;;
-  decision)
+  decision|ask)
     echo '{"op":"authorize","id":"push","action":"push","target":"main"}'
     read -r verdict
     case "$verdict" in *'"verdict":"allow"'*) pass ;; esac
@@ -397,4 +399,85 @@ fn a_copied_proof_is_set_aside_and_one_put_in_place_afterwards_is_refused() {
         refused(&root.harn(&["run", "show", &failed], &[]), "harn did not write this proof");
         refused(&root.harn(&["work", "accept", "bad"], &[]), "harn did not write this proof");
     }
+}
+
+/// Forges `mode` as a process of the same user outside any run, after run `run` ended.
+fn forge_after(root: &Root, mode: &str, run: &str, env: &[(&str, &str)]) {
+    let forge = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/forge.py");
+    let out = Command::new("python3")
+        .arg(forge)
+        .arg(mode)
+        .current_dir(root.path())
+        .env("HARN_RUN_ID", run)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "forge {mode}: {}", text(&out));
+}
+
+#[test]
+fn an_acceptance_of_a_failed_proof_with_its_real_digest_is_refused_by_its_meaning() {
+    let root = Root::new(OPEN);
+    root.create("a", &[]);
+    root.create("b", &["--depends-on", "a"]);
+    let out = root.run("a", &[("FORGE_MODE", "fail")]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let run = latest_run(&out);
+    assert_eq!(json(&root.show("a"))["projection"]["state"], "blocked");
+    forge_after(&root, "accept-real", &run, &[]);
+    refused(&root.show("a"), "whose proof did not pass");
+    let b = json(&root.show("b"));
+    assert_eq!(b["projection"]["state"], "waiting", "its dependent waits: {b}");
+}
+
+#[test]
+fn a_second_goal_created_with_its_digest_recomputed_is_damage() {
+    let root = Root::new(OPEN);
+    root.create("g1", &[]);
+    std::fs::write(
+        root.path().join("team.json"),
+        r#"{"impl": {"instructions": "Do it.", "harness": "forger"}}"#,
+    )
+    .unwrap();
+    let create = ["supervisor", "create", "g1", "--team", "team.json", "--id", "goal"];
+    assert!(root.harn(&create, &[]).status.success());
+    let out = root.run("g1", &[]);
+    let run = latest_run(&out);
+    forge_after(&root, "goal-created", &run, &[("FORGE_GOAL", "goal")]);
+    let show = root.harn(&["supervisor", "show", "goal"], &[]);
+    refused(&show, "2 goal.created records");
+    let tick = root.harn(&["supervisor", "tick", "goal", "--harness", "forger"], &[]);
+    refused(&tick, "2 goal.created records");
+}
+
+#[test]
+fn a_second_ruling_of_a_denied_approval_is_refused_by_its_meaning() {
+    let root = Root::new(OPEN);
+    root.create("s", &[]);
+    let args = ["work", "run", "s", "--harness", "forger", "--policy", "policy.json", "--json"];
+    let env = [("FORGE_MODE", "ask")];
+    let out = root.harn(&args, &env);
+    assert_eq!(out.status.code(), Some(1), "parked: {}", text(&out));
+    let doc = json(&out);
+    let run = doc["run_id"].as_str().unwrap().to_owned();
+    let approval = doc["approval"]["approval_id"].as_str().unwrap().to_owned();
+    let out = root.harn(&["approval", "deny", &approval, "--actor", "ana"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    forge_after(&root, "rule-again", &run, &[("FORGE_APPROVAL", &approval)]);
+    refused(&root.harn(&["approval", "show", &approval], &[]), "is ruled on 2 times");
+    let resumed = root.harn(&["work", "run", "s"], &[]);
+    refused(&resumed, "is ruled on 2 times");
+}
+
+#[test]
+fn a_failed_proof_rewritten_as_passed_with_its_seal_disagrees_with_its_transcript() {
+    let root = Root::new(OPEN);
+    root.create("p", &[]);
+    let out = root.run("p", &[("FORGE_MODE", "fail")]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let run = latest_run(&out);
+    forge_after(&root, "proof-pass", &run, &[]);
+    refused(&root.show("p"), "its transcript's run.end names sha256");
+    let list = root.harn(&["work", "list"], &[]);
+    assert!(text(&list).contains("run.end names"), "{}", text(&list));
 }

@@ -6,7 +6,9 @@ its prompt and answers at once, so a run is almost nothing but spawns. Each samp
 `harn work run` of a fresh item, alternating contained (the default) and
 `--no-containment`, --runs samples of each after one warm-up of each. The cost per spawned
 child is the difference of the medians over the children a run starts (the calls and the
-workflow itself). Standard library only; the temporary directory is removed at the end.
+workflow itself). With --sealed the harness speaks Codex's dialect, so each call runs sealed
+(decision record 0010) rather than under Landlock. Standard library only; the temporary
+directory is removed at the end.
 """
 
 import argparse
@@ -39,6 +41,8 @@ def main():
     p.add_argument("--harn", default=DEFAULT_HARN, help="the harn binary (default: target/release/harn)")
     p.add_argument("--calls", type=int, default=40, help="agent calls per run (default 40)")
     p.add_argument("--runs", type=int, default=15, help="samples of each kind (default 15)")
+    p.add_argument("--sealed", action="store_true",
+                   help="a Codex-speaking harness, whose calls run sealed")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as root:
         os.makedirs(os.path.join(root, ".harnery"))
@@ -47,6 +51,12 @@ def main():
             f.write(WORKFLOW)
         os.chmod(wf, 0o755)
         config = {"harnesses": {"echo": {"command": ["sh", "-c", "cat >/dev/null; echo ok"]}}}
+        if a.sealed:
+            lines = ('echo \'{"type":"thread.started","thread_id":"t"}\'; '
+                     'echo \'{"type":"item.completed","item":{"type":"agent_message","text":"ok"}}\'; '
+                     'echo \'{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}\'')
+            config = {"harnesses": {"echo": {"kind": "codex",
+                                             "command": ["sh", "-c", f"cat >/dev/null; {lines}"]}}}
         with open(os.path.join(root, ".harnery", "config.json"), "w") as f:
             json.dump(config, f)
         env = dict(os.environ, CALLS=str(a.calls))
@@ -74,7 +84,7 @@ def main():
     med = {k: statistics.median(v) for k, v in samples.items()}
     children = a.calls + 1
     print(f"containment: {confined.get('landlock')=} {confined.get('namespace')=} "
-          f"{confined.get('confined')=}")
+          f"{confined.get('sealed')=} {confined.get('confined')=}")
     for k, v in samples.items():
         print(f"{k:>9}: median {med[k]:.1f} ms per run of {a.calls} calls "
               f"(min {min(v):.1f}, max {max(v):.1f}, {len(v)} runs)")

@@ -202,6 +202,34 @@ impl Dir {
         Ok(Some(bytes))
     }
 
+    /// At most `len` bytes of `name` from `offset`, and its length; `None` when absent.
+    pub fn read_at(
+        &self,
+        name: impl AsRef<OsStr>,
+        offset: u64,
+        len: usize,
+    ) -> io::Result<Option<(Vec<u8>, u64)>> {
+        use std::os::unix::fs::FileExt;
+        let flags = OFlags::RDONLY | OFlags::NONBLOCK;
+        let file = match self.open_file(name.as_ref(), flags) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let total = file.metadata()?.len();
+        let want = len.min(total.saturating_sub(offset) as usize);
+        let mut bytes = vec![0u8; want];
+        let mut got = 0;
+        while got < want {
+            match file.read_at(&mut bytes[got..], offset + got as u64)? {
+                0 => break,
+                n => got += n,
+            }
+        }
+        bytes.truncate(got);
+        Ok(Some((bytes, total)))
+    }
+
     /// Creates `name` holding `bytes`; fails if it exists.
     pub fn create_new(&self, name: impl AsRef<OsStr>, bytes: &[u8]) -> io::Result<()> {
         let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL;

@@ -85,6 +85,20 @@ impl Fs for RealFs {
         dir.read(&name).map_err(|e| fs_error(path, e))
     }
 
+    fn read_at(
+        &mut self,
+        path: &str,
+        offset: u64,
+        len: usize,
+    ) -> Result<Option<(Vec<u8>, u64)>, FsError> {
+        let (dir, name) = match self.parent(path) {
+            Ok(found) => found,
+            Err(e) if e.kind == FsErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        dir.read_at(&name, offset, len).map_err(|e| fs_error(path, e))
+    }
+
     fn list(&mut self, dir: &str) -> Result<Vec<String>, FsError> {
         let handle = match self.dir(dir) {
             Ok(d) => d,

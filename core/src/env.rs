@@ -72,6 +72,22 @@ impl std::error::Error for FsError {}
 pub trait Fs {
     /// The whole file, or `None` if it does not exist.
     fn read(&mut self, path: &str) -> Result<Option<Vec<u8>>, FsError>;
+    /// At most `len` bytes of the file from `offset` (fewer at its end) and the file's whole
+    /// length, or `None` if it does not exist: what a reader that needs only part of a large
+    /// file (a journal's last lines) reads.
+    fn read_at(
+        &mut self,
+        path: &str,
+        offset: u64,
+        len: usize,
+    ) -> Result<Option<(Vec<u8>, u64)>, FsError> {
+        Ok(self.read(path)?.map(|bytes| {
+            let total = bytes.len() as u64;
+            let start = offset.min(total) as usize;
+            let end = start.saturating_add(len).min(bytes.len());
+            (bytes[start..end].to_vec(), total)
+        }))
+    }
     /// The names of the entries of `dir`, sorted; empty if `dir` does not exist.
     fn list(&mut self, dir: &str) -> Result<Vec<String>, FsError>;
     /// Creates `dir` and its missing parents (mode 0700), syncing each parent it changed.

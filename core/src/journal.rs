@@ -368,6 +368,18 @@ fn check_previous_seq(
     Ok(())
 }
 
+/// The body of one complete line (without its `\n`), once its checksum and version verify:
+/// for a reader that looks at a journal's last lines only.
+pub fn verified_body(line: &[u8]) -> Result<serde_json::Value, JournalErrorReason> {
+    verify_checksum(line)?;
+    let read: Line<serde_json::Value> =
+        serde_json::from_slice(line).map_err(|e| JournalErrorReason::BadRecord(e.to_string()))?;
+    if !version_supported(read.v) {
+        return Err(JournalErrorReason::UnsupportedVersion(read.v));
+    }
+    Ok(read.body)
+}
+
 /// Reads and verifies a journal with untyped bodies. See [`parse_as`].
 pub fn parse(path: &str, bytes: &[u8]) -> Result<JournalRead, JournalError> {
     parse_as(path, bytes)

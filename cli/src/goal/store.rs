@@ -19,17 +19,21 @@ pub fn goal_lease(id: &Id) -> String {
 /// A goal as read: its intent, plans, active graph and projection.
 pub type Goal = harn_core::goal::engine::GoalView;
 
-/// Writes a new goal's intent once; refused if the id is taken.
+/// Writes a new goal's intent once, under its lease, so two creators of one id never both
+/// write; refused if the id is taken.
 pub fn create(store: &mut Store, intent: &GoalIntent) -> Result<(), StoreError> {
     sweep_residue(store);
     let dir = goal_dir(&intent.id);
+    let _lease = store.lock_file(&goal_lease(&intent.id))?;
     if store.read_bytes(&format!("{dir}/intent.json"))?.is_some() {
         return Err(StoreError(format!("goal {} already exists", intent.id)));
     }
-    // The journal first: a kill between the two leaves a journal and no intent, which is
-    // no goal, and a later create of the same id appends its own record.
+    // The journal first: a kill between the two leaves a journal and no intent, which is no
+    // goal; the next create clears it, so a journal holds one creation record.
     let journal = format!("{dir}/events.jsonl");
     harn_core::env::Fs::create_dir_all(&mut store.ledger().fs, &dir)
+        .map_err(|e| StoreError(e.to_string()))?;
+    harn_core::env::Fs::remove(&mut store.ledger().fs, &journal)
         .map_err(|e| StoreError(e.to_string()))?;
     let mut writer = store.open_journal(&journal)?;
     store.append_journal(&journal, &mut writer, &GoalCreated::of(intent))?;

@@ -33,11 +33,20 @@ impl GoalCreated {
     }
 }
 
-/// Checks that `intent` is one its goal's journal says was created: some `goal.created`
-/// record names its id and digest. `None` is a goal created before goals had a journal, which
-/// is read as it was.
+/// Checks that `intent` is the one its goal's journal says was created: its one
+/// `goal.created` record names its id and digest. A second creation record is damage (a goal
+/// is created once, under its lease, and a creation a kill cut short is cleared before the
+/// next), never a newer truth. `None` is a goal created before goals had a journal, which is
+/// read as it was.
 pub fn check_created(intent: &GoalIntent, created: Option<&[GoalCreated]>) -> Result<(), String> {
     let Some(created) = created else { return Ok(()) };
+    if created.len() > 1 {
+        return Err(format!(
+            "events.jsonl holds {} goal.created records; a goal is created once, so its \
+             creation record was written over",
+            created.len()
+        ));
+    }
     if created.iter().any(|c| c.goal_id == intent.id && c.intent_sha256 == intent.sha256) {
         return Ok(());
     }
@@ -423,7 +432,8 @@ mod tests {
         let err = check_created(&forged, Some(&created)).unwrap_err();
         assert!(err.contains("changed after creation"), "{err}");
         assert_eq!(check_created(&forged, None), Ok(()), "a goal from before journals");
-        let raced = [GoalCreated::of(&forged), GoalCreated::of(&g)];
-        assert_eq!(check_created(&g, Some(&raced)), Ok(()), "two creators: one of them won");
+        let second = [GoalCreated::of(&g), GoalCreated::of(&forged)];
+        let err = check_created(&forged, Some(&second)).unwrap_err();
+        assert!(err.contains("2 goal.created"), "a second creation is damage: {err}");
     }
 }

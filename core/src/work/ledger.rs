@@ -238,8 +238,63 @@ impl<F: Fs> Ledger<F> {
                 }
                 Some(_) => {}
             }
+            if proof.run.status == crate::workflow::run::RunStatus::Succeeded {
+                if let Err(why) = self.check_closing(run_id, &proof, &digest) {
+                    let detail = format!(
+                        "harn did not write this proof at the end of run {run_id} ({why}); it \
+                         does not count"
+                    );
+                    return Err(RecordError::invalid(self.shown(&path), detail));
+                }
+            }
         }
         Ok((manifest, Some((proof, digest))))
+    }
+
+    /// Checks a passing proof against its transcript, which its host closed with `run.end`
+    /// right after writing it: that record names the proof's digest and how the workflow
+    /// ended, and a run that did not exit 0 in time and on its own did not pass. A proof and
+    /// seal rewritten after the run disagree with it. Only the transcript's last 64 KiB are
+    /// read. A transcript without `run.end` is a host that died between the proof and it.
+    fn check_closing(&mut self, run_id: &Id, proof: &Proof, digest: &str) -> Result<(), String> {
+        const TAIL: u64 = 64 << 10;
+        let path = format!("{}/transcript.jsonl", run_dir(run_id));
+        let Some((_, len)) = self.fs.read_at(&path, 0, 0).map_err(|e| e.to_string())? else {
+            return Err("its transcript is missing".into());
+        };
+        let from = len.saturating_sub(TAIL);
+        let (tail, _) = self
+            .fs
+            .read_at(&path, from, TAIL as usize)
+            .map_err(|e| e.to_string())?
+            .unwrap_or_default();
+        let closing = transcript::closing(&tail, from == 0)
+            .map_err(|e| format!("{}: {e}", self.shown(&path)))?;
+        let transcript::Closing::Ended(end) = closing else { return Ok(()) };
+        if let Some(named) = end["proof_sha256"].as_str() {
+            if named != digest {
+                return Err(format!(
+                    "its transcript's run.end names sha256 {}, the proof has {}",
+                    named.get(..12).unwrap_or(named),
+                    &digest[..12]
+                ));
+            }
+        }
+        let clean = end["exit_code"] == 0
+            && end["signal"].is_null()
+            && end["timed_out"] != true
+            && end["interrupted_by"].is_null()
+            && end["spawn_error"].is_null();
+        if !clean || proof.run.exit_code != Some(0) {
+            return Err(format!(
+                "the proof says the run succeeded, and its transcript says the workflow ended \
+                 with exit code {}, signal {}{}",
+                end["exit_code"],
+                end["signal"],
+                if end["timed_out"] == true { ", timed out" } else { "" }
+            ));
+        }
+        Ok(())
     }
 
     /// A run's transcript records.
@@ -344,7 +399,7 @@ impl<F: Fs> Ledger<F> {
         })?;
         let live = runner_live(id);
         let (attempts, usage, proofs) = self.inspect_attempts(id, &events, live)?;
-        super::events::check_acceptances(&events, &proofs)
+        super::events::check_acceptances(&events, &proofs, &attempts)
             .map_err(|e| RecordError::invalid(shown_events, e))?;
         let inputs = Inputs {
             intent: &intent,
@@ -811,8 +866,10 @@ impl<F: Fs> Ledger<F> {
             &format!("{dir}/{SEAL}"),
             &record_bytes(&seal),
         )?;
+        let proof_sha256 = seal.proof_sha256.clone();
         self.write_record_bytes(&dir, "proof.json", bytes)?;
-        let body = match end {
+        // `run.end` names the proof it closes: a proof written over later disagrees with it.
+        let mut body = match end {
             crate::workflow::run::ProcessEnd::Exited { code, signal, timed_out } => {
                 serde_json::json!({
                     "event": "run.end", "exit_code": code, "signal": signal, "timed_out": timed_out,
@@ -827,6 +884,7 @@ impl<F: Fs> Ledger<F> {
                 serde_json::json!({ "event": "run.end", "spawn_error": error })
             }
         };
+        body["proof_sha256"] = serde_json::json!(proof_sha256);
         self.append_transcript(&manifest.run_id, body, now)?;
         Ok(proof)
     }

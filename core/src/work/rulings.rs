@@ -38,6 +38,28 @@ pub struct RulingRecord {
     pub actor: String,
     /// SHA-256 of the decision's bytes.
     pub decision_sha256: String,
+    /// The decision's reason, so that a decision a crash kept from being written can be
+    /// written from its ruling (absent in rulings of earlier versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The decision's time, likewise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decided_at: Option<WallTime>,
+}
+
+impl RulingRecord {
+    /// The decision this ruling recorded, when it carries all of it.
+    fn decision(&self) -> Option<ApprovalDecision> {
+        Some(ApprovalDecision {
+            schema_version: APPROVAL_VERSION,
+            approval_id: self.approval_id.clone(),
+            run_id: self.run_id.clone(),
+            verdict: self.verdict,
+            actor: self.actor.clone(),
+            reason: self.reason.clone(),
+            decided_at: self.decided_at?,
+        })
+    }
 }
 
 /// An approval as read: its request and, once ruled on, its decision.
@@ -46,36 +68,86 @@ pub type Approval = (ApprovalRequest, Option<ApprovalDecision>);
 impl<F: Fs> Ledger<F> {
     /// The digests of every decision `harn approval` recorded.
     pub fn rulings(&mut self) -> Result<BTreeSet<String>, String> {
+        Ok(self.ruling_records()?.into_iter().map(|(r, _)| r.decision_sha256).collect())
+    }
+
+    /// Every ruling recorded, with when it was recorded.
+    fn ruling_records(&mut self) -> Result<Vec<(RulingRecord, WallTime)>, String> {
         let bytes = self.fs.read(RULINGS).map_err(|e| e.to_string())?.unwrap_or_default();
         let read = journal::parse_as::<RulingRecord>(&self.shown(RULINGS), &bytes)
             .map_err(|e| e.to_string())?;
-        Ok(read.records.into_iter().map(|r| r.body.decision_sha256).collect())
+        Ok(read.records.into_iter().map(|r| (r.body, r.ts)).collect())
+    }
+
+    /// Checks a decision by what its ruling means: approval `request` was ruled on once,
+    /// after it was requested, for its own run, with this decision's verdict and bytes. A
+    /// second ruling of one approval is damage: `harn approval` records one and refuses the
+    /// opposite.
+    fn check_ruling(
+        &mut self,
+        request: &ApprovalRequest,
+        decision: &ApprovalDecision,
+        bytes: &[u8],
+        shown: &str,
+    ) -> Result<(), String> {
+        let id = &request.approval_id;
+        let rulings: Vec<(RulingRecord, WallTime)> =
+            self.ruling_records()?.into_iter().filter(|(r, _)| &r.approval_id == id).collect();
+        let digest = sha256_hex(bytes);
+        let at = |why: String| format!("{}: {why}; it does not count", self.shown(RULINGS));
+        match rulings.as_slice() {
+            [] => Err(unrecorded(shown, id)),
+            [_, _, ..] => Err(at(format!(
+                "approval {id} is ruled on {} times; a ruling is recorded once",
+                rulings.len()
+            ))),
+            [(r, _)] if r.decision_sha256 != digest => Err(unrecorded(shown, id)),
+            [(r, _)] if r.run_id != request.run_id || r.run_id != decision.run_id => {
+                Err(at(format!("the ruling of approval {id} names run {}", r.run_id)))
+            }
+            [(r, _)] if r.verdict != decision.verdict => Err(at(format!(
+                "the ruling of approval {id} and its decision disagree on the verdict"
+            ))),
+            [(_, ts)] if *ts < request.requested_at => {
+                Err(at(format!("approval {id} was ruled on before it was requested")))
+            }
+            [_] => Ok(()),
+        }
     }
 
     /// Approval `id`: its request and, once ruled on, its decision. A decision no recorded
-    /// ruling names is refused with the command that rules on it properly.
+    /// ruling names is refused with the command that rules on it properly. The rulings
+    /// journal is the record: a ruling a crash kept from its `decision.json` is the decision.
     pub fn approval(&mut self, id: &str) -> Result<Option<Approval>, String> {
         let dir = approval_dir(id);
-        let Some(request) = self.read_json(&format!("{dir}/request.json"))? else {
+        let Some(request) = self.read_json::<ApprovalRequest>(&format!("{dir}/request.json"))?
+        else {
             return Ok(None);
         };
         let path = format!("{dir}/decision.json");
         let Some(bytes) = self.fs.read(&path).map_err(|e| e.to_string())? else {
-            return Ok(Some((request, None)));
+            let recorded = self.ruling_records()?.into_iter().find(|(r, _)| r.approval_id == id);
+            let Some(decision) = recorded.and_then(|(r, _)| r.decision()) else {
+                return Ok(Some((request, None)));
+            };
+            let bytes = record_bytes(&decision);
+            let shown = self.shown(&path);
+            self.check_ruling(&request, &decision, &bytes, &shown)?;
+            return Ok(Some((request, Some(decision))));
         };
         let decision: ApprovalDecision = serde_json::from_slice(&bytes)
             .map_err(|e| format!("{}:{}: {e}", self.shown(&path), e.line()))?;
-        if !self.rulings()?.contains(&sha256_hex(&bytes)) {
-            return Err(unrecorded(&self.shown(&path), id));
-        }
+        let shown = self.shown(&path);
+        self.check_ruling(&request, &decision, &bytes, &shown)?;
         Ok(Some((request, Some(decision))))
     }
 
     /// Records a ruling on approval `id`; the caller holds [`RULINGS_LOCK`]. The same ruling
     /// again is accepted without a write (`false`), the opposite one refused. A decision that
     /// was not recorded (written by another process) is moved aside and the ruling recorded.
-    /// The ruling's digest is journalled before the decision is written, so a crash between
-    /// the two leaves an approval still pending.
+    /// The ruling (with the whole decision) is journalled before the decision is written, so
+    /// after a crash between the two the ruling stands, and ruling the same again writes its
+    /// decision file.
     pub fn rule(
         &mut self,
         id: &str,
@@ -94,6 +166,13 @@ impl<F: Fs> Ledger<F> {
         };
         let (request, decision) = existing;
         if !may_rule(decision.as_ref(), verdict)? {
+            // A ruling a crash kept from its decision file gets it now, never a second ruling.
+            if let Some(d) = &decision {
+                let path = format!("{dir}/decision.json");
+                if self.fs.read(&path).map_err(|e| e.to_string())?.is_none() {
+                    self.write_record_bytes(&dir, "decision.json", record_bytes(d))?;
+                }
+            }
             return Ok(((request, decision), false));
         }
         let decision = ApprovalDecision {
@@ -113,6 +192,8 @@ impl<F: Fs> Ledger<F> {
             verdict,
             actor: actor.to_owned(),
             decision_sha256: sha256_hex(&bytes),
+            reason: decision.reason.clone(),
+            decided_at: Some(decision.decided_at),
         };
         let (mut writer, _) =
             JournalWriter::open_tail(&mut self.fs, RULINGS).map_err(|e| e.to_string())?;

@@ -352,13 +352,59 @@ fn an_acceptance_counts_only_against_the_digest_of_its_proof() {
     });
     let proofs = |d: Option<&str>| BTreeMap::from([(id("wf-1"), d.map(str::to_owned))]);
     let b = "b".repeat(64);
-    assert_eq!(check_acceptances(&h.events, &proofs(Some(&b))), Ok(()));
+    let passed = [AttemptStatus::Succeeded];
+    assert_eq!(check_acceptances(&h.events, &proofs(Some(&b)), &passed), Ok(()));
     let zero = "0".repeat(64);
-    let err = check_acceptances(&h.events, &proofs(Some(&zero))).unwrap_err();
+    let err = check_acceptances(&h.events, &proofs(Some(&zero)), &passed).unwrap_err();
     assert_eq!(err.field, "event 3");
     assert!(err.message.contains("never recorded"), "{}", err.message);
-    assert!(check_acceptances(&h.events, &proofs(None)).is_err(), "no proof at all");
-    assert!(check_acceptances(&h.events, &BTreeMap::new()).is_err(), "a run of no attempt");
+    assert!(check_acceptances(&h.events, &proofs(None), &passed).is_err(), "no proof at all");
+    let none = BTreeMap::new();
+    assert!(check_acceptances(&h.events, &none, &passed).is_err(), "a run of no attempt");
+}
+
+#[test]
+fn an_acceptance_counts_only_for_a_passing_proof_of_the_attempt_in_review() {
+    let started = |run: &str, attempt| EventKind::AttemptStarted {
+        run_id: id(run),
+        attempt,
+        trigger: Trigger::Initial,
+        prerequisites: BTreeMap::new(),
+    };
+    let b = "b".repeat(64);
+    let proofs = BTreeMap::from([(id("wf-1"), Some(b.clone())), (id("wf-2"), Some(b.clone()))]);
+    let check = |kinds: Vec<EventKind>, attempts: &[AttemptStatus]| {
+        let mut h = History::new();
+        for k in kinds {
+            h.push(k);
+        }
+        check_acceptances(&h.events, &proofs, attempts).map_err(|e| e.message)
+    };
+    let ok = [AttemptStatus::Succeeded, AttemptStatus::Succeeded];
+    assert_eq!(check(vec![started("wf-1", 1), accepted("wf-1", 1)], &ok), Ok(()));
+    // A blocked item whose proof failed: its digest is real, its meaning is not.
+    let err = check(vec![started("wf-1", 1), accepted("wf-1", 1)], &[failed(None)]).unwrap_err();
+    assert!(err.contains("did not pass"), "{err}");
+    // An older attempt's proof, once a newer attempt is the one in review.
+    let older = vec![started("wf-1", 1), started("wf-2", 2), accepted("wf-1", 1)];
+    assert!(check(older, &ok).unwrap_err().contains("in review then was run wf-2"));
+    // Accepted twice, after a cancel, or after a reopen with no attempt since.
+    let twice = vec![started("wf-1", 1), accepted("wf-1", 1), accepted("wf-1", 1)];
+    assert!(check(twice, &ok).unwrap_err().contains("already accepted"));
+    let cancelled = vec![started("wf-1", 1), EventKind::Cancelled, accepted("wf-1", 1)];
+    assert!(check(cancelled, &ok).unwrap_err().contains("cancelled"));
+    let reopened =
+        vec![started("wf-1", 1), EventKind::Reopened { findings: vec![] }, accepted("wf-1", 1)];
+    assert!(check(reopened, &ok).unwrap_err().contains("no attempt was in review"));
+    // A reopen, a new attempt, and its acceptance: what harn writes.
+    let again = vec![
+        started("wf-1", 1),
+        accepted("wf-1", 1),
+        EventKind::Reopened { findings: vec![] },
+        started("wf-2", 2),
+        accepted("wf-2", 2),
+    ];
+    assert_eq!(check(again, &ok), Ok(()));
 }
 
 #[test]

@@ -71,6 +71,47 @@ pub fn parked_on(records: &[Value]) -> Option<String> {
     records[at]["approval_id"].as_str().map(str::to_owned)
 }
 
+/// How a transcript's last segment closed, as its last lines say.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Closing {
+    /// Its `run.end`, the run's last lifecycle record.
+    Ended(Value),
+    /// No `run.end` since the last `run.start` or `run.resume`: the host died before it.
+    Open,
+    /// The lines read hold no lifecycle record.
+    Unknown,
+}
+
+/// How the last segment of a transcript closed, from `tail`: its last bytes (`whole` when
+/// they are all of it). Each line looked at is verified. A host writes `run.end` once, when
+/// the run is over, and nothing starts after it: a second `run.end`, or a segment begun
+/// after one, is damage.
+pub fn closing(tail: &[u8], whole: bool) -> Result<Closing, String> {
+    let end = tail.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    let mut lines: Vec<&[u8]> = tail[..end].split(|&b| b == b'\n').collect();
+    lines.pop(); // The empty piece after the last newline.
+    if !whole && !lines.is_empty() {
+        lines.remove(0); // Maybe cut in the middle.
+    }
+    let mut last: Option<Closing> = None;
+    for line in lines.iter().rev() {
+        let body = crate::journal::verified_body(line).map_err(|e| e.to_string())?;
+        let event = body["event"].as_str().unwrap_or_default();
+        match (event, &last) {
+            ("run.end", None) => last = Some(Closing::Ended(body)),
+            ("run.start" | "run.resume", None) => last = Some(Closing::Open),
+            ("run.end", Some(Closing::Ended(_))) => {
+                return Err("a second run.end; a host writes one, when the run is over".into())
+            }
+            ("run.end", Some(_)) => {
+                return Err("a segment began after run.end; nothing starts after a run ends".into())
+            }
+            _ => {}
+        }
+    }
+    Ok(last.unwrap_or(Closing::Unknown))
+}
+
 /// Whether the run's workflow process ever started, and how its last segment stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Started {
@@ -158,6 +199,41 @@ pub fn resume_state(records: &[Value]) -> ResumeState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn journal(events: &[&str]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for (i, e) in events.iter().enumerate() {
+            let body = json!({"event": e, "proof_sha256": "d"});
+            crate::journal::encode_line_into(
+                &mut out,
+                i as u64 + 1,
+                crate::time::WallTime(0),
+                &body,
+            );
+        }
+        out
+    }
+
+    #[test]
+    fn a_transcript_closes_once_and_nothing_starts_after() {
+        let t = journal(&["run.start", "agent.start", "run.end"]);
+        assert!(matches!(closing(&t, true), Ok(Closing::Ended(e)) if e["proof_sha256"] == "d"));
+        let t = journal(&["run.start", "run.parked", "run.resume", "agent.end"]);
+        assert_eq!(closing(&t, true), Ok(Closing::Open), "a host died before run.end");
+        let t = journal(&["agent.end"]);
+        assert_eq!(closing(&t, true), Ok(Closing::Unknown));
+        let t = journal(&["run.start", "run.end", "run.end"]);
+        assert!(closing(&t, true).unwrap_err().contains("second run.end"));
+        let t = journal(&["run.start", "run.end", "run.resume"]);
+        assert!(closing(&t, true).unwrap_err().contains("after run.end"));
+        // A tail cut in a line skips that line; a damaged line is refused.
+        let t = journal(&["run.start", "run.end"]);
+        assert!(matches!(closing(&t[5..], false), Ok(Closing::Ended(_))));
+        let mut bad = journal(&["run.start", "run.end"]);
+        let at = bad.len() - 20;
+        bad[at] ^= 1;
+        assert!(closing(&bad, true).is_err());
+    }
 
     #[test]
     fn a_run_is_parked_from_its_last_park_until_a_segment_ends() {
