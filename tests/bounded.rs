@@ -109,6 +109,15 @@ fn ids_never_read_as_options_and_a_relative_cwd_stays_inside_the_root() {
     let out = root.harn(&["up"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("harness.a.cwd"), "{}", text(&out));
+
+    // A relative cwd is resolved before it is checked: a link inside leads outside.
+    let root = Root::new("[harness.a]\ncommand = [\"sleep\", \"1\"]\ncwd = \"link\"\n");
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.dir.path().join("link")).unwrap();
+    let out = root.harn(&["up"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("harness.a.cwd") && said.contains("resolves to"), "{said}");
 }
 
 #[test]

@@ -163,3 +163,34 @@ fn a_verb_that_reads_where_no_root_is_says_where_it_looked() {
     ok(&harn(&sub, &["init"]));
     ok(&harn(&sub, &["work", "list"]));
 }
+
+/// A root whose `.harnery/` another user owns is refused, named with `--root` or found from
+/// a directory in it, and the owner is in the message; nothing is written there.
+#[test]
+fn a_root_another_user_owns_is_refused_naming_the_owner() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: giving a root to another user needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    std::fs::write(root.join("wf.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    let git = Command::new("git").arg("init").arg("-q").arg(&root).output().unwrap();
+    assert!(git.status.success());
+    std::fs::create_dir(root.join(".harnery")).unwrap();
+    let nobody = Some(rustix::process::Uid::from_raw(65534));
+    rustix::fs::chown(root.join(".harnery"), nobody, None).unwrap();
+    let sub = root.join("src");
+    std::fs::create_dir(&sub).unwrap();
+    let named = Command::new(crate::cli::harn_bin())
+        .args(["work", "create", "T", "wf.sh", "--objective", "o", "--root"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    let found = harn(&sub, &["work", "create", "T", "../wf.sh", "--objective", "o"]);
+    for out in [&named, &found] {
+        assert_eq!(out.status.code(), Some(2), "{}", text(out));
+        assert!(text(out).contains("belongs to nobody (uid 65534)"), "{}", text(out));
+    }
+    assert_eq!(std::fs::read_dir(root.join(".harnery")).unwrap().count(), 0, "nothing written");
+}

@@ -269,3 +269,36 @@ fn states_are_coloured_only_when_asked_or_in_a_terminal_and_quiet_prints_the_id(
     let bad = work(r, &["list", "--color", "sometimes"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// Twelve creates of one title at once: choosing the generated id and creating the item is
+/// one exclusive step, so each makes an item of its own, and every one reads.
+#[test]
+fn parallel_creates_of_one_title_make_as_many_readable_items() {
+    let dir = root_with_workflow();
+    let r = dir.path().to_owned();
+    let children: Vec<_> = (0..12)
+        .map(|_| {
+            Command::new(harn_bin())
+                .args(["work", "create", "Par t", "wf.sh", "--objective", "o", "--quiet"])
+                .arg("--root")
+                .arg(&r)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut ids = std::collections::BTreeSet::new();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        ids.insert(String::from_utf8(out.stdout).unwrap().trim().to_owned());
+    }
+    assert_eq!(ids.len(), 12, "{ids:?}");
+    for id in &ids {
+        let out = work(&r, &["show", id, "--json"]);
+        assert!(out.status.success(), "{id}: {}", text(&out));
+    }
+    let list = work(&r, &["list", "--json"]);
+    assert!(list.status.success() && !text(&list).contains("error"), "{}", text(&list));
+}

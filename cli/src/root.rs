@@ -9,10 +9,35 @@ use std::path::{Path, PathBuf};
 /// The coordination root, canonical: `explicit` when given, else found from the current
 /// directory (see the module documentation).
 pub fn discover(explicit: Option<&Path>) -> std::io::Result<PathBuf> {
-    match explicit {
-        Some(root) => std::fs::canonicalize(root),
-        None => Ok(find_from(&std::env::current_dir()?.canonicalize()?)),
+    let root = match explicit {
+        Some(root) => std::fs::canonicalize(root)?,
+        None => find_from(&std::env::current_dir()?.canonicalize()?),
+    };
+    check_owner(&root)?;
+    Ok(root)
+}
+
+/// Refuses a root whose `.harnery/` another user owns, naming the owner: what harn wrote
+/// there would be this user's (root's, too), and its owner would then find it unreadable.
+pub fn check_owner(root: &Path) -> std::io::Result<()> {
+    let me = rustix::process::geteuid().as_raw();
+    let Ok(meta) = std::fs::symlink_metadata(root.join(".harnery")) else { return Ok(()) };
+    if meta.uid() == me {
+        return Ok(());
     }
+    let owner = match crate::harness::identity::user_name(meta.uid()) {
+        Some(name) => format!("{name} (uid {})", meta.uid()),
+        None => format!("uid {}", meta.uid()),
+    };
+    let you = crate::harness::identity::user_name(me).unwrap_or_else(|| format!("uid {me}"));
+    Err(std::io::Error::new(
+        std::io::ErrorKind::PermissionDenied,
+        format!(
+            "{} belongs to {owner}, not to {you}; harn works only in a root of its own user's \
+             (run it as that user)",
+            root.join(".harnery").display()
+        ),
+    ))
 }
 
 /// The root for a process whose current directory is `start` (canonical).

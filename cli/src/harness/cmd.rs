@@ -376,8 +376,13 @@ fn up(paths: &Paths, config: &Path, timeout: Duration) -> Exit {
             format!("a harness daemon (pid {pid}) already runs in {}", paths.root.display()),
         );
     }
-    if let Err(e) = super::config::load(config) {
-        return fail(EXIT_USAGE, e);
+    match super::config::load(config) {
+        Err(e) => return fail(EXIT_USAGE, e),
+        Ok(c) => {
+            if let Err(e) = super::config::check_cwds(config, &c, &paths.root) {
+                return fail(EXIT_USAGE, e);
+            }
+        }
     }
     if let Err(e) = crate::work::confine::guard::check_config(&paths.root, config) {
         return fail(EXIT_FAILED, e);

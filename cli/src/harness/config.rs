@@ -334,6 +334,61 @@ fn harness(
 
 /// True when a relative path climbs above where it starts (`..` past its own depth); an
 /// absolute path is an explicit choice and never "escapes".
+/// Where a harness runs: the root, a path relative to it, or an absolute path. A relative
+/// one is resolved (links followed) and must lie inside the root, since a link inside it may
+/// lead anywhere; the absolute path that results is what the child enters. `Err` carries
+/// whether the directory is missing, and what is wrong.
+pub fn resolve_cwd(
+    root: &std::path::Path,
+    cwd: Option<&str>,
+) -> Result<std::path::PathBuf, (bool, String)> {
+    let named = cwd.map_or_else(|| root.to_owned(), |c| root.join(c));
+    let resolved = match std::fs::canonicalize(&named) {
+        Ok(p) => p,
+        Err(e) => {
+            let missing = e.kind() == std::io::ErrorKind::NotFound;
+            return Err((missing, format!("cwd {}: {e}", named.display())));
+        }
+    };
+    if !resolved.is_dir() {
+        return Err((true, format!("cwd {}: not a directory", named.display())));
+    }
+    let relative = cwd.is_some_and(|c| !std::path::Path::new(c).is_absolute());
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_owned());
+    if relative && !resolved.starts_with(&root) {
+        return Err((
+            false,
+            format!(
+                "cwd {} resolves to {}, outside the coordination root {}; name an absolute \
+                 path to run a harness outside it",
+                named.display(),
+                resolved.display(),
+                root.display()
+            ),
+        ));
+    }
+    Ok(resolved)
+}
+
+/// Refuses, naming the key, a relative `cwd` of `config` that resolves outside `root`.
+pub fn check_cwds(
+    file: &std::path::Path,
+    config: &DaemonConfig,
+    root: &std::path::Path,
+) -> Result<(), ConfigError> {
+    for (name, spec) in &config.harnesses {
+        if let Err((false, message)) = resolve_cwd(root, spec.spawn.cwd.as_deref()) {
+            return Err(ConfigError {
+                file: file.to_owned(),
+                line: None,
+                key: Some(format!("harness.{name}.cwd")),
+                message,
+            });
+        }
+    }
+    Ok(())
+}
+
 pub fn escapes(path: &str) -> bool {
     let path = std::path::Path::new(path);
     if path.is_absolute() {

@@ -95,6 +95,7 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         .map_err(|e| DaemonError::Failed(format!("{}: {e}", options.root.display())))?;
     // Bad input writes nothing: the configuration is read before anything is created.
     let config = config::load(&options.config).map_err(DaemonError::Config)?;
+    config::check_cwds(&options.config, &config, &options.root).map_err(DaemonError::Config)?;
     // A configuration a run changed is run by no daemon until a person accepts it.
     crate::work::confine::guard::check_config(&options.root, &options.config)
         .map_err(DaemonError::Failed)?;
@@ -498,6 +499,7 @@ impl Host {
         }
         let path = file.unwrap_or_else(|| self.options.config.clone());
         let config = config::load(&path).map_err(|e| (kept(&e), true))?;
+        config::check_cwds(&path, &config, &self.paths.root).map_err(|e| (kept(&e), true))?;
         crate::work::confine::guard::check_config(&self.paths.root, &path)
             .map_err(|e| (kept(&e), true))?;
         // Everything the core could refuse is checked before readiness watches change, so a

@@ -101,6 +101,11 @@ struct Passwd {
     home: String,
 }
 
+/// The name of user `uid`, when the C library knows one.
+pub fn user_name(uid: u32) -> Option<String> {
+    passwd(&uid.to_string()).ok().flatten().map(|p| p.name)
+}
+
 fn passwd(user: &str) -> Result<Option<Passwd>, String> {
     let mut buf = vec![0 as libc::c_char; 16 * 1024];
     // SAFETY: an all-zero passwd is a valid value for getpwnam_r/getpwuid_r to fill in.

@@ -95,15 +95,12 @@ impl RealSpawner {
         &self,
         name: &Id,
         spec: &SpawnSpec,
+        cwd: &std::path::Path,
         cgroup: Option<i32>,
         identity: Option<Identity>,
     ) -> Command {
         let mut cmd = Command::new(&spec.argv[0]);
         cmd.args(&spec.argv[1..]);
-        let cwd = spec
-            .cwd
-            .as_deref()
-            .map_or_else(|| self.paths.root.clone(), |c| self.paths.root.join(c));
         let cwd_c = std::ffi::CString::new(cwd.as_os_str().as_encoded_bytes()).ok();
         cmd.current_dir(cwd);
         for var in fork::MANAGER_ONLY {
@@ -156,6 +153,7 @@ impl RealSpawner {
         name: &Id,
         leaf: &std::path::Path,
         spec: &SpawnSpec,
+        cwd: &std::path::Path,
         sink: &Arc<Mutex<LogSink>>,
         identity: Option<Identity>,
     ) -> Option<Result<Pid, SpawnError>> {
@@ -169,13 +167,9 @@ impl RealSpawner {
         extra.push((HARNESS_ENV.into(), name.to_string()));
         extra.push((ROOT_ENV.into(), self.paths.root.display().to_string()));
         extra.extend(self.extra_env.get(name).into_iter().flatten().cloned());
-        let cwd = spec
-            .cwd
-            .as_deref()
-            .map_or_else(|| self.paths.root.clone(), |c| self.paths.root.join(c));
         let who = identity.as_ref().map(|i| format!(" (as user {})", i.user)).unwrap_or_default();
         let env = fork::child_env(&extra);
-        let prepared = match fork::Prepared::new(&spec.argv, &cwd, &env, identity) {
+        let prepared = match fork::Prepared::new(&spec.argv, cwd, &env, identity) {
             Ok(p) => p,
             Err(e) => return failed(format!("{}: {e}", spec.argv.join(" "))),
         };
@@ -242,25 +236,10 @@ impl Spawner for RealSpawner {
             detail: format!("{}: {e}", self.paths.log(name).display()),
         })?;
         // A working directory that is not there is said as such: the child's chdir would
-        // fail and exec report the program as missing.
-        let cwd = spec
-            .cwd
-            .as_deref()
-            .map_or_else(|| self.paths.root.clone(), |c| self.paths.root.join(c));
-        match std::fs::metadata(&cwd) {
-            Ok(m) if m.is_dir() => {}
-            Ok(_) => {
-                let detail = format!("cwd {}: not a directory", cwd.display());
-                return Err(SpawnError { not_found: true, detail });
-            }
-            Err(e) => {
-                let detail = format!("cwd {}: {e}", cwd.display());
-                return Err(SpawnError {
-                    not_found: e.kind() == std::io::ErrorKind::NotFound,
-                    detail,
-                });
-            }
-        }
+        // fail and exec report the program as missing. A relative one is resolved first and
+        // must stay inside the root: a link inside may lead anywhere.
+        let cwd = super::config::resolve_cwd(&self.paths.root, spec.cwd.as_deref())
+            .map_err(|(not_found, detail)| SpawnError { not_found, detail })?;
         let identity = match &spec.user {
             None => None,
             Some(user) => {
@@ -279,7 +258,8 @@ impl Spawner for RealSpawner {
         // than failing it.
         let leaf = self.contain.new_run(name, run).unwrap_or(None);
         if let Some(leaf) = &leaf {
-            if let Some(done) = self.spawn_into_cgroup(name, leaf, spec, &sink, identity.clone()) {
+            let into = self.spawn_into_cgroup(name, leaf, spec, &cwd, &sink, identity.clone());
+            if let Some(done) = into {
                 if done.is_err() {
                     HarnessCgroups::end_run(leaf);
                 }
@@ -289,7 +269,7 @@ impl Spawner for RealSpawner {
         let cgroup = leaf.as_deref().and_then(|l| HarnessCgroups::join_handle(l).ok());
         let raw = cgroup.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         let user = identity.as_ref().map(|i| i.user.clone());
-        let spawned = self.command(name, spec, raw, identity).spawn();
+        let spawned = self.command(name, spec, &cwd, raw, identity).spawn();
         drop(cgroup);
         if spawned.is_err() {
             if let Some(leaf) = &leaf {

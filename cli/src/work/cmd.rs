@@ -200,15 +200,17 @@ pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
 }
 
 fn create(store: &mut Store, a: CreateArgs) -> Exit {
-    let id = match a.id.as_deref().map(Id::new).transpose() {
+    // Named after its title (`parser`, `parser-2`), else stamped; any entry by that name is
+    // taken: an item, one a kill cut short, a stray file.
+    let generated = a.id.is_none();
+    let next_id = |store: &Store| {
+        let dir = |c: &str| store.root().join(harn_core::layout::WORK).join(c);
+        harn_core::ids::readable(&a.title, |c| std::fs::symlink_metadata(dir(c)).is_ok())
+            .unwrap_or_else(|| store.new_id("work"))
+    };
+    let mut id = match a.id.as_deref().map(Id::new).transpose() {
         Ok(Some(id)) => id,
-        // Named after its title (`parser`, `parser-2`), else stamped.
-        Ok(None) => {
-            // Any entry by that name is taken: an item, one a kill cut short, a stray file.
-            let dir = |c: &str| store.root().join(harn_core::layout::WORK).join(c);
-            harn_core::ids::readable(&a.title, |c| std::fs::symlink_metadata(dir(c)).is_ok())
-                .unwrap_or_else(|| store.new_id("work"))
-        }
+        Ok(None) => next_id(store),
         Err(e) => return fail(EXIT_USAGE, format!("--id: {e}")),
     };
     let dependencies = match a.depends_on.iter().map(|d| Id::new(d)).collect::<Result<Vec<Id>, _>>()
@@ -220,22 +222,25 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
         Ok(w) => w,
         Err(e) => return fail(EXIT_USAGE, e),
     };
-    let intent = WorkIntent {
-        schema_version: INTENT_VERSION,
-        id: id.clone(),
-        title: a.title,
-        objective: a.objective,
-        acceptance: a.accept,
-        dependencies,
-        workflow,
-        max_attempts: a.max_attempts,
-        max_uncharged_attempts: a.max_uncharged_attempts,
-        created_at: store.now(),
-        sha256: None,
-        strict_acceptance: a.strict_acceptance,
-        source: None,
-    }
-    .sealed();
+    let make = |id: &Id, now| {
+        WorkIntent {
+            schema_version: INTENT_VERSION,
+            id: id.clone(),
+            title: a.title.clone(),
+            objective: a.objective.clone(),
+            acceptance: a.accept.clone(),
+            dependencies: dependencies.clone(),
+            workflow: workflow.clone(),
+            max_attempts: a.max_attempts,
+            max_uncharged_attempts: a.max_uncharged_attempts,
+            created_at: now,
+            sha256: None,
+            strict_acceptance: a.strict_acceptance,
+            source: None,
+        }
+        .sealed()
+    };
+    let intent = make(&id, store.now());
     if let Err(e) = intent.validate() {
         return fail(EXIT_USAGE, format!("work item: {e}"));
     }
@@ -251,8 +256,22 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
     if let Err(e) = check_dependency_graph(&id, &intent.dependencies, &known, 10_000) {
         return fail(EXIT_USAGE, format!("work item: {e}"));
     }
-    if let Err(e) = store.create(&intent, &actor(a.actor)) {
-        return fail(EXIT_FAILED, e);
+    let actor = actor(a.actor.clone());
+    let mut intent = intent;
+    // Choosing a generated id and creating the item are one exclusive step: another create
+    // of the same title that took the name first sends this one on to the next name.
+    for _ in 0..CREATE_TRIES {
+        match store.create(&intent, &actor) {
+            Ok(()) => break,
+            Err(_) if generated && store.exists(&id) => {
+                id = next_id(store);
+                intent = make(&id, store.now());
+            }
+            Err(e) => return fail(EXIT_FAILED, e),
+        }
+    }
+    if !store.exists(&id) {
+        return fail(EXIT_FAILED, format!("no free id after {CREATE_TRIES} names were taken"));
     }
     if a.quiet {
         outln!("{id}");
@@ -260,6 +279,9 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
     }
     show(store, id.as_str(), a.json)
 }
+
+/// How many generated names a create tries while others take them first.
+const CREATE_TRIES: usize = 64;
 
 /// The workflow's absolute path and the SHA-256 of its bytes.
 fn frozen_workflow(path: &std::path::Path) -> Result<WorkflowRef, String> {

@@ -391,6 +391,9 @@ impl Store {
         if let Ok(work) = crate::private::Dir::open(&self.root, parent, false) {
             work.sweep_residue();
         }
+        // Under the item's history lock: two creators of one id never both write its first
+        // event or its intent; the second finds the item made.
+        let _lock = self.lock_events(&intent.id)?;
         self.ledger.create_item(intent, actor, None).map(drop).map_err(StoreError::from)
     }
 
