@@ -95,32 +95,43 @@ fn a_planted_cgroup_hint_is_ignored_and_its_processes_are_left_alone() {
         eprintln!("skipped: no writable cgroup v2 hierarchy on this machine");
         return;
     };
-    let tmp = tempfile::tempdir().unwrap();
-    let root = tmp.path();
-    std::fs::write(root.join("harness.toml"), "[harness.a]\ncommand = [\"sleep\", \"30\"]\n")
-        .unwrap();
-    // An unrelated cgroup with a process in it, named by a planted hint.
-    let victim_cgroup = mount.join(format!("unrelated-{}", std::process::id()));
-    std::fs::create_dir(&victim_cgroup).unwrap();
-    let mut victim = Command::new("sleep").arg("300").spawn().unwrap();
-    std::fs::write(victim_cgroup.join("cgroup.procs"), victim.id().to_string()).unwrap();
-    std::fs::create_dir_all(root.join(".harnery/harness")).unwrap();
-    std::fs::write(root.join(".harnery/harness/cgroup.path"), victim_cgroup.to_str().unwrap())
-        .unwrap();
+    // An unrelated cgroup, and one elsewhere whose last component is the name harn gives
+    // this root's cgroup: neither is below the daemon's own cgroup.
+    for disguised in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        std::fs::write(root.join("harness.toml"), "[harness.a]\ncommand = [\"sleep\", \"30\"]\n")
+            .unwrap();
+        let outer = mount.join(format!("unrelated-{}-{disguised}", std::process::id()));
+        let victim_cgroup = if disguised {
+            let hash = harn_core::hash::fnv64(root.as_os_str().as_encoded_bytes());
+            outer.join(format!("harn-{hash:016x}"))
+        } else {
+            outer.clone()
+        };
+        std::fs::create_dir_all(&victim_cgroup).unwrap();
+        let mut victim = Command::new("sleep").arg("300").spawn().unwrap();
+        std::fs::write(victim_cgroup.join("cgroup.procs"), victim.id().to_string()).unwrap();
+        std::fs::create_dir_all(root.join(".harnery/harness")).unwrap();
+        let hint = root.join(".harnery/harness/cgroup.path");
+        std::fs::write(hint, victim_cgroup.to_str().unwrap()).unwrap();
 
-    let up = harn_at(root, &["harness", "up"]);
-    let alive = victim.try_wait().unwrap().is_none();
-    let log = std::fs::read_to_string(root.join(".harnery/harness/daemon.log")).unwrap_or_default();
-    let _ = harn_at(root, &["harness", "down"]);
-    let _ = victim.kill();
-    let _ = victim.wait();
-    let _ = std::fs::remove_dir(&victim_cgroup);
-    assert!(up.status.success(), "{}", text(&up));
-    assert!(alive, "the process in the unrelated cgroup was killed");
-    assert!(
-        log.contains("ignoring") && log.contains("cgroup.path"),
-        "the hint's refusal is logged: {log}"
-    );
+        let up = harn_at(&root, &["harness", "up"]);
+        let alive = victim.try_wait().unwrap().is_none();
+        let log =
+            std::fs::read_to_string(root.join(".harnery/harness/daemon.log")).unwrap_or_default();
+        let _ = harn_at(&root, &["harness", "down"]);
+        let _ = victim.kill();
+        let _ = victim.wait();
+        let _ = std::fs::remove_dir(&victim_cgroup);
+        let _ = std::fs::remove_dir(&outer);
+        assert!(up.status.success(), "{}", text(&up));
+        assert!(alive, "the process in {} was killed", victim_cgroup.display());
+        assert!(
+            log.contains("ignoring") && log.contains("cgroup.path"),
+            "the hint's refusal is logged: {log}"
+        );
+    }
 }
 
 #[test]

@@ -102,6 +102,21 @@ impl Root {
         self.command(args, how).output().unwrap()
     }
 
+    /// This root's `harn-work-…` cgroup under our own, where runs of ours get theirs.
+    fn work_cgroup(&self) -> Option<std::path::PathBuf> {
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let mount = mounts.lines().find_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            (right.split_whitespace().next()? == "cgroup2")
+                .then(|| left.split_whitespace().nth(4).map(std::path::PathBuf::from))?
+        })?;
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let own = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim_start_matches('/');
+        let root = self.dir.path().canonicalize().ok()?;
+        let hash = harn_core::hash::fnv64(root.as_os_str().as_encoded_bytes());
+        Some(mount.join(own).join(format!("harn-work-{hash:016x}")))
+    }
+
     /// Processes named with this root's tag, after waiting for them to settle at `want`
     /// sleepers. A spawner and its python are tagged too while they run, so a count taken
     /// while they do is not yet the answer; on a loaded machine they may take seconds.
@@ -197,6 +212,9 @@ fn every_way(user: Option<u32>) {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert_eq!(root.spawned(), 2, "the agent and the workflow each started theirs: {}", text(&out));
     assert_eq!(root.survivors(0), Vec::<String>::new(), "after its end");
+    if let Some(base) = root.work_cgroup().filter(|_| user.is_none()) {
+        assert!(!base.exists(), "{} is left behind, empty", base.display());
+    }
 
     // Its timeout.
     let root = Root::new(user);

@@ -59,7 +59,7 @@ impl HarnessCgroups {
         });
         let hint_path = paths.dir.join(BASE_HINT);
         let (earlier_base, hint_refused) = match &found {
-            Some((mount, _)) => match trusted_hint(&paths.root, &hint_path, mount) {
+            Some((mount, home)) => match trusted_hint(&paths.root, &hint_path, mount, home) {
                 Ok(Some(p)) if Some(&p) != base.as_ref() => (Some(p), None),
                 Ok(_) => (None, None),
                 Err(why) => (None, Some(why)),
@@ -84,8 +84,8 @@ impl HarnessCgroups {
             .map(|(_, home)| home.join(base_name(&paths.root)))
             .filter(|b| b.is_dir());
         let hint_path = paths.dir.join(BASE_HINT);
-        let earlier_base = found.as_ref().and_then(|(mount, _)| {
-            trusted_hint(&paths.root, &hint_path, mount)
+        let earlier_base = found.as_ref().and_then(|(mount, home)| {
+            trusted_hint(&paths.root, &hint_path, mount, home)
                 .ok()
                 .flatten()
                 .filter(|p| Some(p) != base.as_ref())
@@ -266,10 +266,18 @@ fn kill_tree(dir: &Path) -> usize {
 }
 
 /// The earlier base `cgroup.path` names, if it may be trusted: read without following a
-/// symlink, an absolute plain path below the cgroup v2 mount, named as harn names this
-/// root's cgroup, reached from the mount without following a symlink, and a cgroup. Anything
-/// else is refused with the reason, and never acted on.
-fn trusted_hint(root: &Path, hint: &Path, mount: &Path) -> Result<Option<PathBuf>, String> {
+/// symlink, an absolute plain path directly below this daemon's own cgroup `home` (so a hint
+/// can never aim the daemon at a cgroup elsewhere that someone else's processes were put in,
+/// however it is named),
+/// named as harn names this root's cgroup, reached from the mount without following a
+/// symlink, and a cgroup. Anything else is refused with the reason, and never acted on; the
+/// processes an earlier daemon in another cgroup left are still found by their markers.
+fn trusted_hint(
+    root: &Path,
+    hint: &Path,
+    mount: &Path,
+    home: &Path,
+) -> Result<Option<PathBuf>, String> {
     let refuse = |why: &str| Err(format!("ignoring {}: {why}", hint.display()));
     let bytes = match crate::private::read_below(root, hint) {
         Ok(Some(b)) if b.len() <= 4096 => b,
@@ -281,6 +289,13 @@ fn trusted_hint(root: &Path, hint: &Path, mount: &Path) -> Result<Option<PathBuf
     let named = PathBuf::from(text.trim());
     if named.file_name().and_then(|n| n.to_str()) != Some(base_name(root).as_str()) {
         return refuse(&format!("{} is not a cgroup harn made for this root", named.display()));
+    }
+    if named.parent() != Some(home) {
+        return refuse(&format!(
+            "{} is not directly below this daemon's own cgroup {}",
+            named.display(),
+            home.display()
+        ));
     }
     cgroup::trusted(&named, mount).map_err(|why| format!("ignoring {}: {why}", hint.display()))
 }

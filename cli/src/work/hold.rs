@@ -47,14 +47,24 @@ impl RunHold {
             .ok_or_else(|| "no cgroup v2 hierarchy this process may write".to_owned())
             .and_then(|(_, home)| {
                 let base = home.join(base_name(root));
-                std::fs::create_dir_all(&base).map_err(|e| format!("{}: {e}", base.display()))?;
                 let leaf = base.join(format!("{run_id}.{}", std::process::id()));
                 // A leaf of the same name can only be a segment of this run whose host had our
                 // pid; whatever it holds is that segment's and goes first.
                 if leaf.exists() {
                     cgroup::end(&leaf);
                 }
-                std::fs::create_dir(&leaf).map_err(|e| format!("{}: {e}", leaf.display()))?;
+                // The last segment to end removes the base: made again if that happens
+                // between the two calls.
+                let mut made = Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+                for _ in 0..3 {
+                    std::fs::create_dir_all(&base)
+                        .map_err(|e| format!("{}: {e}", base.display()))?;
+                    made = std::fs::create_dir(&leaf);
+                    if !matches!(&made, Err(e) if e.kind() == std::io::ErrorKind::NotFound) {
+                        break;
+                    }
+                }
+                made.map_err(|e| format!("{}: {e}", leaf.display()))?;
                 Ok(leaf)
             });
         let (leaf, why_not) = match made {
@@ -99,7 +109,11 @@ impl RunHold {
     /// a look through `/proc`; a cgroup holds them all already.
     pub fn end(&self) -> usize {
         match self.leaf.as_deref() {
-            Some(leaf) => cgroup::end(leaf),
+            Some(leaf) => {
+                let killed = cgroup::end(leaf);
+                remove_if_empty(leaf.parent());
+                killed
+            }
             None => kill_marked(&self.run_id),
         }
     }
@@ -111,12 +125,24 @@ impl RunHold {
 pub fn reap(root: &Path, live: &LiveRun) -> usize {
     if let Some(named) = &live.cgroup {
         match trusted_leaf(root, live, Path::new(named)) {
-            Ok(Some(leaf)) => return cgroup::end(&leaf),
+            Ok(Some(leaf)) => {
+                let killed = cgroup::end(&leaf);
+                remove_if_empty(leaf.parent());
+                return killed;
+            }
             Ok(None) => {}
             Err(why) => errln!("harn: warning: the record of run {} names {why}", live.run_id),
         }
     }
     kill_marked(live.run_id.as_str())
+}
+
+/// Removes this root's `harn-work-…` cgroup once no segment's cgroup is left in it (the
+/// kernel refuses to remove one that still has children or processes).
+fn remove_if_empty(base: Option<&Path>) {
+    if let Some(base) = base {
+        let _ = std::fs::remove_dir(base);
+    }
 }
 
 /// The cgroup a live record names, if harn may act on it: a cgroup reached without a symlink,
