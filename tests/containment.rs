@@ -224,3 +224,56 @@ fn a_policy_that_requires_containment_refuses_an_open_run_before_it_starts() {
         );
     }
 }
+
+/// The workflow and its agent get no credential from the environment unless the root's
+/// configuration names it, contained or not; run.json names what they got, never its value.
+#[test]
+fn children_get_no_credential_unless_it_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let wf = "#!/bin/sh\nread -r start\nenv > workflow.env\n\
+              echo '{\"op\":\"agent\",\"id\":\"a1\",\"prompt\":\"p\"}'\nread -r reply\n\
+              echo '{\"op\":\"result\",\"ok\":true}'\n";
+    std::fs::write(r.join("wf.sh"), wf).unwrap();
+    std::fs::set_permissions(r.join("wf.sh"), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    std::fs::create_dir_all(r.join(".harnery")).unwrap();
+    let config = serde_json::json!({
+        "harnesses": {"dump": {"command": ["sh", "-c", "cat >/dev/null; env > agent.env; echo ok"]}},
+        "containment": {"env": ["NPM_TOKEN"]},
+    });
+    std::fs::write(r.join(".harnery/config.json"), config.to_string()).unwrap();
+    let secrets = [
+        ("GITHUB_TOKEN", "ghp-secret-1"),
+        ("GH_TOKEN", "ghp-secret-2"),
+        ("AWS_SECRET_ACCESS_KEY", "aws-secret-3"),
+        ("AWS_ACCESS_KEY_ID", "aws-secret-4"),
+        ("NPM_TOKEN", "npm-secret-5"),
+        ("HF_TOKEN", "hf-secret-6"),
+        ("SSH_AUTH_SOCK", "/tmp/agent.sock"),
+    ];
+    let harn = |args: &[&str]| {
+        Command::new(harn_bin()).args(args).arg("--root").arg(r).envs(secrets).output().unwrap()
+    };
+    for (id, extra) in [("c", &[][..]), ("o", &["--no-containment"][..])] {
+        let out = harn(&["work", "create", id, "wf.sh", "--id", id, "--objective", "o"]);
+        assert!(out.status.success(), "{}", text(&out));
+        let run = [&["work", "run", id, "--harness", "dump", "--json"][..], extra].concat();
+        let out = harn(&run);
+        assert!(out.status.success(), "{id}: {}", text(&out));
+        for who in ["workflow", "agent"] {
+            let env = std::fs::read_to_string(r.join(format!("{who}.env"))).unwrap();
+            for (name, value) in secrets {
+                let given = env.contains(value);
+                assert_eq!(given, name == "NPM_TOKEN", "{id} {who} {name}: {env}");
+            }
+        }
+        let run_id = json(&out)["run_id"].as_str().unwrap().to_owned();
+        let manifest =
+            std::fs::read_to_string(r.join(format!(".harnery/workflows/{run_id}/run.json")))
+                .unwrap();
+        let m: Value = serde_json::from_str(&manifest).unwrap();
+        assert_eq!(m["containment"]["env"], serde_json::json!(["NPM_TOKEN"]), "{manifest}");
+        assert!(!manifest.contains("npm-secret-5"), "names only: {manifest}");
+    }
+}

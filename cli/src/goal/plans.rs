@@ -98,7 +98,7 @@ impl RealSpecialists<'_> {
         let off = limits.no_containment.then(|| "--no-containment".to_owned());
         let (confine, _temp) =
             match crate::work::confine::scratch(self.root, None, planned.writable, off, label) {
-                Ok(scratch) => scratch,
+                Ok((confine, temp)) => (confine.keeping(planned.env), temp),
                 Err(e) => return CallOutcome::failed(e, Some(FailureClass::Environment)),
             };
         let running = Mutex::new(CallGroups::default());

@@ -28,6 +28,9 @@ struct Config {
 struct ContainmentConfig {
     #[serde(default)]
     writable: Vec<String>,
+    /// Credentials from the environment every run's children may have, by name.
+    #[serde(default)]
+    env: Vec<String>,
 }
 
 fn read_config(root: &Path) -> Result<Config, String> {
@@ -51,6 +54,12 @@ fn read_config(root: &Path) -> Result<Config, String> {
 /// The paths `.harnery/config.json` lets every confined run write (`containment.writable`).
 pub fn writable(root: &Path) -> Result<Vec<String>, String> {
     Ok(read_config(root)?.containment.writable)
+}
+
+/// The credentials `.harnery/config.json` lets every run's children have from the
+/// environment (`containment.env`), by name; every other one is withheld.
+pub fn env(root: &Path) -> Result<Vec<String>, String> {
+    Ok(read_config(root)?.containment.env)
 }
 
 /// Resolves harness `name` against the root's declared harnesses and the presets, frozen by

@@ -299,11 +299,13 @@ fn confinement(
     if let Some(policy) = &m.policy {
         containment::check(policy.policy.containment, &plan.record)?;
     }
-    let confine = Confine::prepare(&plan, hold.leaf.clone(), Some(temp.0.clone()))?;
+    let confine = Confine::prepare(&plan, hold.leaf.clone(), Some(temp.0.clone()))?
+        .keeping(planned.env.clone());
     let record = Containment {
         holding: hold.holding(),
         holding_why: hold.why_not.clone(),
         writable: planned.writable,
+        env: planned.env,
         turned_off: planned.turned_off,
         ..plan.record
     };

@@ -148,6 +148,7 @@ impl HostArgs {
         let isolation: Isolation = serde_json::from_value(serde_json::json!(self.isolation))
             .expect("clap checked the value");
         let writable = super::config::writable(store.root())?;
+        let env = super::config::env(store.root())?;
         let worktree = isolation == Isolation::Worktree;
         if !worktree && (self.workspace_root.is_some() || self.base.is_some()) {
             return Err("--workspace-root and --base take --isolation worktree".into());
@@ -161,6 +162,7 @@ impl HostArgs {
             workspace_root: self.workspace_root.as_ref().map(|p| store.root().join(p)),
             base: self.base.clone(),
             writable,
+            env,
             no_containment: self.no_containment,
             policy,
             approval_to,

@@ -56,6 +56,8 @@ pub struct RunLimits {
     pub cwd: Option<String>,
     /// What the root's configuration lets every confined run write (unresolved).
     pub writable: Vec<String>,
+    /// The credentials from the environment the root's configuration lets runs have.
+    pub env: Vec<String>,
     /// True when the operator turned confinement off (`--no-containment`).
     pub no_containment: bool,
     /// Where items' worktrees are made, under `--isolation worktree`.
@@ -274,6 +276,21 @@ fn check_digest(path: &str, frozen: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// The credentials from this process's environment a run with these limits gives its
+/// children, by name: what the configuration names, and under API billing the agents' keys.
+pub(crate) fn passed_credentials(limits: &RunLimits) -> Vec<String> {
+    let mut allowed = limits.env.clone();
+    if limits.billing == Billing::Api {
+        allowed.extend(harn_core::workflow::agent::API_KEY_VARS.iter().map(|s| s.to_string()));
+    }
+    let present: Vec<String> =
+        std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()).collect();
+    harn_core::workflow::containment::credentials::passed(
+        present.iter().map(String::as_str),
+        &allowed,
+    )
+}
+
 /// What a run with these limits, started now, would be contained by, for its manifest: the
 /// core's plan over what this machine offers, with the writable paths resolved.
 pub(crate) fn planned_containment(
@@ -303,6 +320,7 @@ pub(crate) fn planned_containment(
     harn_core::workflow::containment::Containment {
         holding,
         holding_why,
+        env: passed_credentials(limits),
         writable,
         turned_off: limits.no_containment,
         ..plan.record

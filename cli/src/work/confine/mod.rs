@@ -17,7 +17,7 @@ mod probe;
 pub use probe::offer;
 
 use child::{Rules, Seal, Setup};
-use harn_core::workflow::containment::{NamespaceKind, Plan};
+use harn_core::workflow::containment::{credentials, NamespaceKind, Plan};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -37,6 +37,9 @@ pub struct Confine {
     /// What a call whose program sandboxes itself by mounting does instead
     /// ([`harn_core::workflow::adapter::sandbox_mounts`]), when it can be sealed.
     sealed: Option<Arc<Setup>>,
+    /// The credentials from the environment children keep, by name; every other one is
+    /// removed from what they inherit.
+    env: Arc<Vec<String>>,
 }
 
 /// The `uid_map` and `gid_map` lines mapping our own ids into a user namespace.
@@ -88,7 +91,13 @@ impl Confine {
             }
             _ => None,
         };
-        Ok(Confine { cgroup, temp, setup: Arc::new(setup), sealed })
+        Ok(Confine { cgroup, temp, setup: Arc::new(setup), sealed, env: Arc::default() })
+    }
+
+    /// The same confinement, its children keeping the credentials named in `env`.
+    pub fn keeping(mut self, env: Vec<String>) -> Confine {
+        self.env = Arc::new(env);
+        self
     }
 
     /// The confinement of a call whose program brings a sandbox that has to mount: the
@@ -116,6 +125,13 @@ impl Confine {
         };
         if let Some(temp) = &self.temp {
             command.env("TMPDIR", temp);
+        }
+        // No credential from the environment unless the run was given it by name.
+        for (name, _) in std::env::vars_os() {
+            let Some(name) = name.to_str() else { continue };
+            if credentials::is_credential(name) && !self.env.iter().any(|e| e == name) {
+                command.env_remove(name);
+            }
         }
         let cwd = match command.get_current_dir() {
             Some(dir) if dir.is_absolute() => Some(dir.to_owned()),

@@ -6,6 +6,7 @@
 //! A policy may require confinement, or a complete one; the check is here, so a run that
 //! cannot be confined is refused before anything is recorded.
 
+pub mod credentials;
 pub mod guard;
 
 use serde::{Deserialize, Serialize};
@@ -48,6 +49,10 @@ pub struct Containment {
     /// mount locked, everything but its writable paths read-only, a PID and cgroup namespace.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sealed: bool,
+    /// The credentials from the environment its children were given, by name only (the
+    /// ones `containment.env` names that were set); every other one is withheld.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<String>,
     /// What this containment does not hold on this machine, in words.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gaps: Vec<String>,
