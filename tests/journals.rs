@@ -106,3 +106,71 @@ fn the_harness_daemon_verifies_its_journals_at_boot_and_never_appends_after_dama
         std::fs::write(&path, &good).unwrap();
     }
 }
+
+/// Runs `harn args… --root root` and returns its output and the most memory it held (KiB),
+/// from `wait4` on that one child.
+#[allow(clippy::zombie_processes)] // Reaped by wait4 below, which also gives its usage.
+fn harn_with_peak(root: &Path, args: &[&str]) -> (std::process::Output, i64) {
+    use std::io::Read;
+    let mut child = std::process::Command::new(crate::cli::harn_bin())
+        .args(args)
+        .arg("--root")
+        .arg(root)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        out.read_to_end(&mut bytes).unwrap();
+        bytes
+    });
+    let mut stderr = Vec::new();
+    err.read_to_end(&mut stderr).unwrap();
+    let stdout = reader.join().unwrap();
+    let mut status = 0;
+    // SAFETY: an all-zero rusage is valid for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: waits for our own child, which `child` never reaps.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32);
+    let status = std::os::unix::process::ExitStatusExt::from_raw(status);
+    (std::process::Output { status, stdout, stderr }, usage.ru_maxrss)
+}
+
+/// A history grown long with receipts (40 MB here; read whole it cost three times its size)
+/// is read in chunks: `work show`, `list` and `cancel` stay under 64 MiB.
+#[test]
+fn a_long_history_is_read_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::write(root.join("wf.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    let out =
+        harn_at(root, &["work", "create", "Long", "wf.sh", "--id", "long", "--objective", "o"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let path = root.join(".harnery/work/long/events.jsonl");
+    let first = std::fs::read(&path).unwrap();
+    let mut seq = first.iter().filter(|&&b| b == b'\n').count() as u64;
+    let mut bytes = first;
+    let note = "x".repeat(120);
+    while bytes.len() < 40 << 20 {
+        seq += 1;
+        let body = serde_json::json!({
+            "schema_version": 1, "work_id": "long", "seq": seq, "ts": 1_700_000_000_000i64,
+            "actor": "operator", "reason": note, "event": "work.reconciled",
+            "state": "ready", "next_action": "run",
+        });
+        bytes.extend(encode_line(seq, WallTime(1_700_000_000_000), &body));
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let limit_kib = 64 * 1024;
+    for args in [&["work", "show", "long"][..], &["work", "list"], &["work", "cancel", "long"]] {
+        let (out, peak) = harn_with_peak(root, args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        assert!(peak < limit_kib, "{args:?} held {peak} KiB");
+    }
+    let shown = json(&harn_at(root, &["work", "show", "long", "--json"]));
+    assert_eq!(shown["projection"]["state"], "cancelled", "{}", shown["projection"]);
+    assert_eq!(shown["history_len"], seq + 1, "every event is counted");
+}

@@ -290,6 +290,86 @@ pub fn parse_continuing_as<B: DeserializeOwned>(
     Ok(JournalRead { records, first_seq, valid_len: pos as u64, torn_tail_bytes })
 }
 
+/// Bytes a streaming read takes from the file at a time.
+pub const STREAM_CHUNK: usize = 1 << 20;
+
+/// The longest line a streaming read accepts; a longer one is corruption (harn writes none).
+pub const LINE_MAX: usize = 16 << 20;
+
+/// Why a streaming read stopped.
+#[derive(Debug)]
+pub enum EachError<E> {
+    /// The file could not be read.
+    Fs(FsError),
+    /// A line is damaged: the file, the line and why.
+    Corrupt(JournalError),
+    /// The caller's function refused a record.
+    Refused(E),
+}
+
+/// Reads `path` one verified record at a time, in chunks of [`STREAM_CHUNK`] through
+/// [`Fs::read_at`], handing each to `each` in order: memory stays bounded by a chunk and the
+/// longest line, however long the journal. As [`parse_as`], a final line without its newline
+/// is a torn tail and is left out, and a damaged complete line fails with its line number
+/// (`shown` names the file). Returns the length of the verified lines and of a torn tail, or
+/// `None` when the file does not exist.
+pub fn read_each<B: DeserializeOwned, E>(
+    fs: &mut dyn Fs,
+    path: &str,
+    shown: &str,
+    each: impl FnMut(Record<B>) -> Result<(), E>,
+) -> Result<Option<(u64, u64)>, EachError<E>> {
+    read_each_in(fs, path, shown, STREAM_CHUNK, each)
+}
+
+/// [`read_each`] in chunks of `chunk` bytes.
+pub(crate) fn read_each_in<B: DeserializeOwned, E>(
+    fs: &mut dyn Fs,
+    path: &str,
+    shown: &str,
+    chunk: usize,
+    mut each: impl FnMut(Record<B>) -> Result<(), E>,
+) -> Result<Option<(u64, u64)>, EachError<E>> {
+    let mut offset = 0u64;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut line_no = 1u64;
+    let mut valid = 0u64;
+    loop {
+        let Some((bytes, total)) = fs.read_at(path, offset, chunk).map_err(EachError::Fs)? else {
+            return Ok(None);
+        };
+        let last = bytes.is_empty() || offset + bytes.len() as u64 >= total;
+        offset += bytes.len() as u64;
+        pending.extend_from_slice(&bytes);
+        let mut pos = 0usize;
+        while let Some(nl) = find_newline(&pending[pos..]) {
+            let line = &pending[pos..pos + nl];
+            let fail = |reason| {
+                EachError::Corrupt(JournalError { path: shown.to_owned(), line: line_no, reason })
+            };
+            verify_checksum(line).map_err(fail)?;
+            let record = decode_line(line, line_no).map_err(fail)?;
+            each(record).map_err(EachError::Refused)?;
+            pos += nl + 1;
+            valid += nl as u64 + 1;
+            line_no += 1;
+        }
+        pending.drain(..pos);
+        if pending.len() > LINE_MAX {
+            let reason =
+                JournalErrorReason::BadRecord(format!("a line longer than {LINE_MAX} bytes"));
+            return Err(EachError::Corrupt(JournalError {
+                path: shown.to_owned(),
+                line: line_no,
+                reason,
+            }));
+        }
+        if last {
+            return Ok(Some((valid, pending.len() as u64)));
+        }
+    }
+}
+
 /// What a writer needs to know to append: where the valid lines end and the next sequence
 /// number. Found from the end of the file, without parsing every line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -327,6 +407,52 @@ pub fn scan_tail(path: &str, bytes: &[u8]) -> Result<TailScan, JournalError> {
         return Err(fail(start, reason));
     };
     Ok(TailScan { valid_len: end as u64, next_seq, torn_tail_bytes: torn })
+}
+
+/// [`scan_tail`] over the end of a file read through [`Fs::read_at`]: a window that doubles
+/// until it holds the last two complete lines, so the cost does not grow with the journal.
+/// A damaged line is reported from a read of the whole file, which knows its line number.
+/// `None` when the file does not exist.
+fn scan_file_tail(fs: &mut dyn Fs, path: &str) -> Result<Option<TailScan>, JournalOpenError> {
+    scan_file_tail_in(fs, path, 64 << 10)
+}
+
+/// [`scan_file_tail`] from a first window of `window` bytes.
+pub(crate) fn scan_file_tail_in(
+    fs: &mut dyn Fs,
+    path: &str,
+    window: u64,
+) -> Result<Option<TailScan>, JournalOpenError> {
+    let mut window = window.max(1);
+    loop {
+        let Some((_, total)) = fs.read_at(path, 0, 0)? else { return Ok(None) };
+        let from = total.saturating_sub(window);
+        let Some((tail, _)) = fs.read_at(path, from, window as usize)? else { return Ok(None) };
+        let whole = from == 0;
+        // The last complete line and the one before it must both start inside the window.
+        let newlines = tail.iter().filter(|&&b| b == b'\n').count();
+        if whole || newlines >= 3 {
+            let skip =
+                if whole { 0 } else { tail.iter().position(|&b| b == b'\n').unwrap_or(0) + 1 };
+            let part = &tail[skip..];
+            match scan_tail(path, part) {
+                Ok(scan) if whole || scan.valid_len > 0 => {
+                    let base = from + skip as u64;
+                    let valid_len = if scan.valid_len == 0 { base } else { base + scan.valid_len };
+                    return Ok(Some(TailScan { valid_len, ..scan }));
+                }
+                _ => {
+                    let bytes = fs.read(path)?.unwrap_or_default();
+                    return Ok(Some(scan_tail(path, &bytes)?));
+                }
+            }
+        }
+        if window >= total {
+            let bytes = fs.read(path)?.unwrap_or_default();
+            return Ok(Some(scan_tail(path, &bytes)?));
+        }
+        window *= 4;
+    }
 }
 
 /// The offset where the line ending just before `newline_at` begins.
@@ -454,9 +580,9 @@ impl JournalWriter {
         fs: &mut dyn Fs,
         path: &str,
     ) -> Result<(JournalWriter, TailScan), JournalOpenError> {
-        let (scan, exists) = match fs.read(path)? {
+        let (scan, exists) = match scan_file_tail(fs, path)? {
             None => (TailScan { valid_len: 0, next_seq: 1, torn_tail_bytes: 0 }, false),
-            Some(bytes) => (scan_tail(path, &bytes)?, true),
+            Some(scan) => (scan, true),
         };
         let writer = JournalWriter::positioned(fs, path, exists, scan)?;
         Ok((writer, scan))

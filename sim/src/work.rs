@@ -728,8 +728,9 @@ impl WorkWorld {
             }
             let item = self.read(&id).map_err(|e| format!("{id} no longer reads: {e}"))?;
             let acked = self.events.get(&id).cloned().unwrap_or_default();
+            let all = self.ledger.events_all(&id).map_err(|e| format!("{id}: {e}"))?;
             for e in &acked {
-                let kept = item.events.get(e.seq as usize - 1);
+                let kept = all.get(e.seq as usize - 1);
                 if kept != Some(e) {
                     return Err(format!("acknowledged event {} of {id} was lost: {kept:?}", e.seq));
                 }

@@ -23,6 +23,7 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
     if json {
         let doc = json!({
             "intent": item.intent, "projection": item.projection, "events": item.events,
+            "history_len": item.history_len,
             "usage": item.usage,
             "next_commands": harn_core::work::next::next_commands(&item.intent.id, &item.projection),
         });
@@ -64,7 +65,7 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
     for f in &p.open_findings {
         outln!("  finding    {}: {}", f.id, f.statement);
     }
-    let n = item.events.len();
+    let n = item.history_len;
     outln!("  history    {n} event{}", if n == 1 { "" } else { "s" });
     for line in harn_core::work::history::lines(&item.events, HISTORY_SHOWN) {
         outln!("    {line}");

@@ -348,6 +348,42 @@ proptest! {
     }
 
     #[test]
+    fn a_streaming_read_and_a_tail_scan_agree_with_the_whole_read(
+        n in 0u64..12,
+        flip in prop::option::of((any::<prop::sample::Index>(), 1u8..255)),
+        cut in any::<prop::sample::Index>(),
+        chunk in 1usize..80,
+    ) {
+        let mut bytes = journal(n);
+        if let Some((at, x)) = flip {
+            if !bytes.is_empty() {
+                let i = at.index(bytes.len());
+                bytes[i] ^= x;
+            }
+        }
+        let bytes = bytes[..cut.index(bytes.len() + 1)].to_vec();
+        let whole = parse("j", &bytes);
+        let mut fs = LogFs::default();
+        fs.files.insert("j".into(), bytes.clone());
+        let mut seen = Vec::new();
+        let streamed = read_each_in::<serde_json::Value, ()>(&mut fs, "j", "j", chunk, |r| {
+            seen.push(r);
+            Ok(())
+        });
+        match (&whole, &streamed) {
+            (Ok(read), Ok(Some((valid, torn)))) => {
+                prop_assert_eq!(&read.records, &seen);
+                prop_assert_eq!((read.valid_len, read.torn_tail_bytes), (*valid, *torn));
+            }
+            (Err(e), Err(EachError::Corrupt(s))) => prop_assert_eq!(e, s),
+            (w, s) => prop_assert!(false, "whole {:?}, streamed {:?}", w, s.as_ref().err()),
+        }
+        let tail = scan_file_tail_in(&mut fs, "j", chunk as u64).map_err(|e| e.to_string());
+        let direct = scan_tail("j", &bytes).map(Some).map_err(|e| e.to_string());
+        prop_assert_eq!(tail, direct);
+    }
+
+    #[test]
     fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
         fuzz_reader(&bytes);
     }

@@ -157,17 +157,38 @@ pub struct WorkEvent {
 /// starts with exactly one creation, numbers attempts 1..N with distinct runs, resumes only
 /// known attempts, and raises findings with ids `f1…` within bounds.
 pub fn validate_history(work_id: &Id, events: &[WorkEvent]) -> Result<(), FieldError> {
-    let mut runs: BTreeMap<&Id, u32> = BTreeMap::new();
-    let mut next_attempt = 1;
-    for (i, e) in events.iter().enumerate() {
+    let mut check = HistoryCheck::new(work_id);
+    events.iter().try_for_each(|e| check.step(e))
+}
+
+/// [`validate_history`] one event at a time, for a reader that streams a long history and
+/// keeps only what it needs.
+#[derive(Debug)]
+pub struct HistoryCheck {
+    work_id: Id,
+    seen: u64,
+    runs: BTreeMap<Id, u32>,
+    next_attempt: u32,
+}
+
+impl HistoryCheck {
+    /// A check of `work_id`'s history, before its first event.
+    pub fn new(work_id: &Id) -> HistoryCheck {
+        HistoryCheck { work_id: work_id.clone(), seen: 0, runs: BTreeMap::new(), next_attempt: 1 }
+    }
+
+    /// Checks the next event.
+    pub fn step(&mut self, e: &WorkEvent) -> Result<(), FieldError> {
+        let i = self.seen;
+        self.seen += 1;
         let at = |what: &str| FieldError::new(format!("event {}", i + 1), what.to_owned());
         if e.schema_version != EVENT_VERSION {
             return Err(at("unsupported schema_version"));
         }
-        if e.work_id != *work_id {
-            return Err(at(&format!("belongs to {}, not {work_id}", e.work_id)));
+        if e.work_id != self.work_id {
+            return Err(at(&format!("belongs to {}, not {}", e.work_id, self.work_id)));
         }
-        if e.seq != i as u64 + 1 {
+        if e.seq != i + 1 {
             return Err(at(&format!("seq is {}", e.seq)));
         }
         match (&e.kind, i) {
@@ -175,15 +196,17 @@ pub fn validate_history(work_id: &Id, events: &[WorkEvent]) -> Result<(), FieldE
             (EventKind::Created { .. }, _) => return Err(at("a second work.created")),
             (_, 0) => return Err(at("the first event must be work.created")),
             (EventKind::AttemptStarted { run_id, attempt, .. }, _) => {
-                if *attempt != next_attempt || runs.insert(run_id, *attempt).is_some() {
+                if *attempt != self.next_attempt
+                    || self.runs.insert(run_id.clone(), *attempt).is_some()
+                {
                     return Err(at(&format!(
                         "attempt {attempt} of run {run_id} breaks the sequence"
                     )));
                 }
-                next_attempt += 1;
+                self.next_attempt += 1;
             }
             (EventKind::AttemptResumed { run_id, attempt }, _)
-                if runs.get(run_id) != Some(attempt) =>
+                if self.runs.get(run_id) != Some(attempt) =>
             {
                 return Err(at(&format!("resumes unknown attempt {attempt} of run {run_id}")));
             }
@@ -192,8 +215,8 @@ pub fn validate_history(work_id: &Id, events: &[WorkEvent]) -> Result<(), FieldE
             }
             _ => {}
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Checks findings raised on one reopen: at most [`FINDINGS_MAX`], ids `f1…` in order, each

@@ -36,8 +36,11 @@ pub use crate::layout::{approval_dir, run_dir, work_dir};
 pub struct Item {
     /// The intent.
     pub intent: WorkIntent,
-    /// The history.
+    /// The history, with the receipts older than its last [`RECENT_EVENTS`] events left out
+    /// but the last one ([`Ledger::events`]).
     pub events: Vec<WorkEvent>,
+    /// How many events the history holds, receipts left out included.
+    pub history_len: u64,
     /// The projection.
     pub projection: Projection,
     /// The tokens, turns and cost of its attempts' agent calls, from their proofs, when any
@@ -121,7 +124,58 @@ impl<F: Fs> Ledger<F> {
 
     /// The verified history of `id`. A torn final line is an append a crash interrupted: it
     /// never happened; readers ignore it and the next append cuts it off.
+    ///
+    /// It is read in chunks, every line verified, and kept without the `work.reconciled`
+    /// receipts older than the last [`RECENT_EVENTS`] events except the last receipt: receipts
+    /// are never read back to compute state, so a history of millions of them costs a chunk
+    /// of memory, not the file. Every other event is kept.
     pub fn events(&mut self, id: &Id) -> Result<Vec<WorkEvent>, RecordError> {
+        Ok(self.history(id)?.0)
+    }
+
+    /// [`Ledger::events`] and how many events the history holds.
+    fn history(&mut self, id: &Id) -> Result<(Vec<WorkEvent>, u64), RecordError> {
+        let path = format!("{}/events.jsonl", work_dir(id));
+        let shown = self.shown(&path);
+        let mut check = validate_history_stepwise(id);
+        let mut kept: Vec<WorkEvent> = Vec::new();
+        let mut total = 0u64;
+        let mut receipts = 0usize;
+        let read = journal::read_each::<WorkEvent, crate::work::FieldError>(
+            &mut self.fs,
+            &path,
+            &shown,
+            |record| {
+                let event = record.body;
+                check.step(&event)?;
+                total += 1;
+                if matches!(event.kind, EventKind::Reconciled { .. }) {
+                    receipts += 1;
+                }
+                kept.push(event);
+                if receipts > 2 * RECENT_EVENTS && receipts * 2 > kept.len() {
+                    receipts = compact(&mut kept, total);
+                }
+                Ok(())
+            },
+        );
+        match read {
+            Ok(_) => {
+                // Whenever the reader left off, the same history is kept the same way.
+                if receipts > 1 {
+                    compact(&mut kept, total);
+                }
+                Ok((kept, total))
+            }
+            Err(journal::EachError::Fs(e)) => Err(RecordError::Fs(e)),
+            Err(journal::EachError::Corrupt(e)) => Err(e.into()),
+            Err(journal::EachError::Refused(e)) => Err(RecordError::invalid(shown, e)),
+        }
+    }
+
+    /// The whole verified history of `id`, receipts included: for a checker that compares
+    /// every acknowledged event.
+    pub fn events_all(&mut self, id: &Id) -> Result<Vec<WorkEvent>, RecordError> {
         let path = format!("{}/events.jsonl", work_dir(id));
         let shown = self.shown(&path);
         let bytes = self.read_bytes(&path)?.unwrap_or_default();
@@ -369,7 +423,7 @@ impl<F: Fs> Ledger<F> {
     ) -> Result<Item, RecordError> {
         let intent =
             self.intent(id)?.ok_or_else(|| RecordError::refused(format!("no work item {id}")))?;
-        let events = self.events(id)?;
+        let (events, history_len) = self.history(id)?;
         if events.is_empty() {
             // Creation writes both or neither, so this was made by hand; appending to it
             // would only bury the missing creation under more events.
@@ -409,7 +463,7 @@ impl<F: Fs> Ledger<F> {
             lease_held_elsewhere: live,
         };
         let projection = project(&inputs);
-        Ok(Item { intent, events, projection, usage })
+        Ok(Item { intent, events, history_len, projection, usage })
     }
 
     /// The dependency closure of `root` in post-order (prerequisites first, in their
@@ -611,6 +665,28 @@ impl<F: Fs> Ledger<F> {
         self.append(&item.intent.id, receipt, actor, Some(p.reason.clone()), now)?;
         Ok(true)
     }
+}
+
+/// How many of a history's last events are kept whole when it is read, receipts included.
+pub const RECENT_EVENTS: usize = 64;
+
+/// The incremental form of [`validate_history`].
+fn validate_history_stepwise(id: &Id) -> super::events::HistoryCheck {
+    super::events::HistoryCheck::new(id)
+}
+
+/// Leaves out of `kept` the receipts older than the last [`RECENT_EVENTS`] of `total` events,
+/// except the last receipt; returns how many receipts are left.
+fn compact(kept: &mut Vec<WorkEvent>, total: u64) -> usize {
+    let recent = total.saturating_sub(RECENT_EVENTS as u64);
+    let last_receipt =
+        kept.iter().rev().find(|e| matches!(e.kind, EventKind::Reconciled { .. })).map(|e| e.seq);
+    kept.retain(|e| {
+        !matches!(e.kind, EventKind::Reconciled { .. })
+            || e.seq > recent
+            || Some(e.seq) == last_receipt
+    });
+    kept.iter().filter(|e| matches!(e.kind, EventKind::Reconciled { .. })).count()
 }
 
 /// A record's bytes as written: pretty JSON and a final newline.
