@@ -9,14 +9,19 @@
 use std::path::{Component, Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// The cgroup v2 mount and our own cgroup in it, when it is writable by us.
-pub fn home() -> Option<(PathBuf, PathBuf)> {
+/// Where the cgroup v2 hierarchy is mounted, if it is.
+pub fn mount() -> Option<PathBuf> {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mount = mounts.lines().find_map(|line| {
+    mounts.lines().find_map(|line| {
         let (left, right) = line.split_once(" - ")?;
         let fstype = right.split_whitespace().next()?;
         (fstype == "cgroup2").then(|| left.split_whitespace().nth(4).map(PathBuf::from))?
-    })?;
+    })
+}
+
+/// The cgroup v2 mount and our own cgroup in it, when it is writable by us.
+pub fn home() -> Option<(PathBuf, PathBuf)> {
+    let mount = mount()?;
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let relative = own.lines().find_map(|l| l.strip_prefix("0::"))?.trim_start_matches('/');
     let home = mount.join(relative);

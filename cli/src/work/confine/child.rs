@@ -1,13 +1,17 @@
 //! The system calls a run's child makes between fork and exec, on data the parent prepared:
 //! a session of its own (no controlling terminal), the parent-death signal, its cgroup, then
 //! a namespace of its own (a user namespace, so its capabilities are the namespace's, and a
-//! mount namespace) with the guarded paths bound read-only and a `/dev` holding only what
-//! programs need and a pseudo-terminal instance of its own, then Landlock. A sealed child
-//! (a call whose program sandboxes itself by mounting) gets everything but its writable paths
-//! read-only, a PID and cgroup namespace, and a second user namespace that locks every mount.
+//! mount namespace) with the guarded paths bound read-only, a `/dev` holding only what
+//! programs need and a pseudo-terminal instance of its own, the cgroup hierarchy and the
+//! machine's listening Unix sockets covered, then a second user and mount namespace that locks
+//! every one of those mounts (no capability can make them writable or take them away), then
+//! Landlock. A sealed child (a call whose program sandboxes itself by mounting) gets
+//! everything but its writable paths read-only, a private `/tmp`, a PID and cgroup namespace,
+//! the same lock, and Landlock's scopes alone.
 //!
 //! Only async-signal-safe system calls, on memory and descriptors prepared before the fork;
-//! nothing here allocates.
+//! nothing here allocates. The sealed child's extra processes are made with a raw `clone`, not
+//! the C library's `fork`, whose handlers are not safe here.
 
 use std::ffi::{CStr, CString};
 use std::io::{Error, Result};
@@ -24,6 +28,14 @@ pub struct Setup {
     /// Sealed: everything read-only but the writable paths and a private `/tmp`; then a PID
     /// and cgroup namespace, and a second user namespace locking every mount.
     pub seal: Option<Seal>,
+    /// The cgroup v2 mount point, covered with an empty read-only tmpfs: a child that could
+    /// name a cgroup directory could start a process in it (`clone3` into a cgroup) and leave
+    /// its run's.
+    pub cgroups: Option<CString>,
+    /// Listening Unix sockets of the machine (outside the writable paths), each covered with
+    /// `/dev/null`: a session bus or a service manager's socket would start anything the
+    /// child asks for, outside its containment.
+    pub sockets: Vec<CString>,
     /// Landlock, built in the child after the mounts, so that its rules name the namespace's
     /// own `/dev/pts` and `/dev/shm`.
     pub landlock: Option<Rules>,
@@ -38,8 +50,8 @@ pub struct Seal {
     pub temp: CString,
 }
 
-/// The most writable paths a sealed child takes.
-pub const SEAL_MAX: usize = 32;
+/// The most writable paths a sealed child takes (the core's plan keeps to it).
+pub const SEAL_MAX: usize = harn_core::workflow::containment::SEAL_MAX;
 
 /// A Landlock ruleset to build: the access rights handled, the scopes, and what is allowed
 /// beneath each path (a path that does not exist is skipped).
@@ -81,11 +93,16 @@ fn check(r: libc::c_long) -> Result<()> {
 ///
 /// # Safety
 /// Between fork and exec only.
-pub unsafe fn enter(s: &Setup, join: Option<libc::c_int>, cwd: Option<&CStr>) -> Result<()> {
+pub unsafe fn enter(
+    s: &Setup,
+    join: Option<libc::c_int>,
+    cwd: Option<&CStr>,
+    parent: libc::pid_t,
+) -> Result<()> {
     // A session of its own: no controlling terminal, so `/dev/tty` names nothing and no
     // terminal's input can be faked from here.
     check(libc::setsid() as libc::c_long)?;
-    check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) as _)?;
+    die_with(parent)?;
     if let Some(fd) = join {
         let n = libc::write(fd, b"0".as_ptr().cast(), 1);
         check(n as libc::c_long)?;
@@ -101,10 +118,32 @@ pub unsafe fn enter(s: &Setup, join: Option<libc::c_int>, cwd: Option<&CStr>) ->
     if s.seal.is_some() {
         return seal(s);
     }
+    if let Some((uid_map, gid_map)) = &s.maps {
+        lock(uid_map, gid_map)?;
+    }
     if let Some(rules) = &s.landlock {
         restrict(rules)?;
     }
     Ok(())
+}
+
+/// The parent-death signal, and a check that the parent did not die before it was set.
+unsafe fn die_with(parent: libc::pid_t) -> Result<()> {
+    check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) as _)?;
+    if parent > 0 && libc::getppid() != parent {
+        libc::_exit(127);
+    }
+    Ok(())
+}
+
+/// Locks every mount made so far: a second user namespace and a mount namespace in it, in
+/// which the mounts copied from the first are locked together and their read-only flag with
+/// them, so that even the capabilities the child holds in its namespace (which
+/// `mount_setattr`, unlike `mount`, lets past Landlock) cannot make them writable or take
+/// them away.
+unsafe fn lock(uid_map: &[u8], gid_map: &[u8]) -> Result<()> {
+    check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) as _)?;
+    write_maps(uid_map, gid_map)
 }
 
 /// The namespace: unshared, its mounts made slaves so nothing propagates back, the sealed
@@ -128,7 +167,27 @@ unsafe fn namespace(s: &Setup) -> Result<()> {
             set_readonly(path, true, true)?;
         }
     }
-    make_dev()
+    make_dev()?;
+    if let Some(dir) = &s.cgroups {
+        let tmpfs = c"tmpfs".as_ptr();
+        let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        let data = c"size=4k,mode=0555".as_ptr();
+        match check(libc::mount(tmpfs, dir.as_ptr(), tmpfs, flags, data.cast()) as _) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {}
+            other => other?,
+        }
+    }
+    for socket in &s.sockets {
+        let (none, data) = (std::ptr::null(), std::ptr::null());
+        let r = libc::mount(c"/dev/null".as_ptr(), socket.as_ptr(), none, libc::MS_BIND, data);
+        // A socket gone since it was listed, or one the child's own credentials cannot
+        // reach (a directory it may not search), needs no cover.
+        let unreachable = [libc::ENOENT, libc::EACCES, libc::ENOTDIR, libc::ELOOP];
+        if r < 0 && !unreachable.contains(&Error::last_os_error().raw_os_error().unwrap_or(0)) {
+            return Err(Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// The sealed layout: every writable path (and the temporary directory) cloned first, as
@@ -205,7 +264,8 @@ unsafe fn make_mountpoint(path: &CStr, tree: libc::c_int) -> Result<()> {
         let part = buf.as_ptr().cast::<libc::c_char>();
         let last = end == bytes.len();
         let r = if last && !is_dir {
-            let fd = libc::open(part, libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o600);
+            let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC;
+            let fd = libc::open(part, flags | libc::O_NONBLOCK | libc::O_NOFOLLOW, 0o600);
             if fd >= 0 {
                 libc::close(fd);
             }
@@ -345,7 +405,7 @@ unsafe fn write_file(path: &CStr, bytes: &[u8]) -> Result<()> {
     let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
     check(fd as _)?;
     let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
-    let err = Error::last_os_error();
+    let err = if n < 0 { Error::last_os_error() } else { Error::from_raw_os_error(libc::EIO) };
     libc::close(fd);
     if n != bytes.len() as isize {
         return Err(err);
@@ -419,19 +479,23 @@ unsafe fn restrict(rules: &Rules) -> Result<()> {
 
 /// The seal: a PID and cgroup namespace, whose first process mounts its own `/proc`, then
 /// makes a second user and mount namespace (every mount the first one made is now locked:
-/// it can be neither unmounted nor made writable again, capabilities or not) and forks the
-/// process that execs. The process harn started stays outside, ignores the signals harn
-/// sends the group (the one that execs gets them), and ends as that process ended.
+/// it can be neither unmounted nor made writable again, capabilities or not) and starts the
+/// process that execs, under Landlock's scopes alone (no signal, no abstract socket outside;
+/// it handles no file access, so the program's own sandbox may still mount). The process
+/// harn started stays outside, ignores the signals harn sends the group (the one that execs
+/// gets them), and ends as that process ended. Neither of the two may be dumped: they are
+/// copies of harn, its environment included, which the sealed program must not read.
 unsafe fn seal(s: &Setup) -> Result<()> {
     check(libc::unshare(libc::CLONE_NEWPID | libc::CLONE_NEWCGROUP) as _)?;
     let mut status_pipe = [-1; 2];
     check(libc::pipe2(status_pipe.as_mut_ptr(), libc::O_CLOEXEC) as _)?;
     let [read_end, write_end] = status_pipe;
-    match libc::fork() {
+    let outside_pid = libc::getpid();
+    match fork() {
         -1 => Err(Error::last_os_error()),
         0 => {
             libc::close(read_end);
-            first_in_namespace(s, write_end)
+            first_in_namespace(s, write_end, outside_pid)
         }
         first => {
             libc::close(write_end);
@@ -440,27 +504,60 @@ unsafe fn seal(s: &Setup) -> Result<()> {
     }
 }
 
+/// A new process, made with a raw `clone` (the C library's `fork` runs handlers that are not
+/// safe between fork and exec of a multi-threaded parent).
+unsafe fn fork() -> libc::pid_t {
+    libc::syscall(libc::SYS_clone, libc::SIGCHLD as libc::c_ulong, 0usize, 0usize, 0usize, 0usize)
+        as libc::pid_t
+}
+
+/// Every signal back to its default action: a copy of harn that never execs keeps harn's
+/// handlers otherwise.
+unsafe fn default_signals() {
+    // 1 to 64: every signal Linux has (`_NSIG` is 65).
+    for sig in 1..65 {
+        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            libc::signal(sig, libc::SIG_DFL);
+        }
+    }
+}
+
 /// The namespace's first process (its PID 1): returns in the child that execs, and in
 /// itself reaps until that child ends, then reports its wait status and exits, which ends
 /// every process left in the namespace.
-unsafe fn first_in_namespace(s: &Setup, report: libc::c_int) -> Result<()> {
+unsafe fn first_in_namespace(
+    s: &Setup,
+    report: libc::c_int,
+    outside_pid: libc::pid_t,
+) -> Result<()> {
+    default_signals();
+    // Its parent is outside its PID namespace, where `getppid` cannot name it: the signal
+    // alone, which `outside` (waiting for this process) cannot have missed.
+    let _ = outside_pid;
+    if die_with(0).is_err() {
+        libc::_exit(126);
+    }
     let proc_ = c"proc".as_ptr();
     let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
     if libc::mount(proc_, c"/proc".as_ptr(), proc_, flags, std::ptr::null()) < 0 {
         die(c"harn: the sealed namespace's /proc could not be mounted\n");
     }
-    if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNS) < 0 {
+    let Some((uid_map, gid_map)) = &s.maps else {
+        die(c"harn: a sealed namespace needs a user namespace\n");
+    };
+    if lock(uid_map, gid_map).is_err() {
         die(c"harn: the sealed namespace's mounts could not be locked\n");
     }
-    if let Some((uid_map, gid_map)) = &s.maps {
-        if write_maps(uid_map, gid_map).is_err() {
-            die(c"harn: the sealed namespace's user could not be mapped\n");
-        }
-    }
-    let payload = libc::fork();
+    // After the maps: a process that may not be dumped cannot write its own.
+    libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+    let first_pid = libc::getpid();
+    let payload = fork();
     if payload == 0 {
         libc::close(report);
-        check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) as _)?;
+        die_with(first_pid)?;
+        if let Some(rules) = &s.landlock {
+            restrict(rules)?;
+        }
         return Ok(());
     }
     if payload < 0 {
@@ -481,9 +578,12 @@ unsafe fn first_in_namespace(s: &Setup, report: libc::c_int) -> Result<()> {
 }
 
 /// The process harn started, outside the namespace: waits for the report and ends the same
-/// way the process that exec'd did.
+/// way the process that exec'd did (or, when the first process died before it could report,
+/// as that one did).
 unsafe fn outside(first: libc::pid_t, report: libc::c_int) -> ! {
+    libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
     close_all_but(report);
+    default_signals();
     for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGQUIT, libc::SIGPIPE] {
         libc::signal(sig, libc::SIG_IGN);
     }
@@ -497,11 +597,12 @@ unsafe fn outside(first: libc::pid_t, report: libc::c_int) -> ! {
             _ => break,
         }
     }
-    while libc::waitpid(first, std::ptr::null_mut(), 0) < 0
+    let mut first_status: libc::c_int = 0;
+    while libc::waitpid(first, &mut first_status, 0) < 0
         && Error::last_os_error().raw_os_error() == Some(libc::EINTR)
     {}
     if got < 4 {
-        libc::kill(libc::getpid(), libc::SIGKILL);
+        status = first_status;
     }
     if libc::WIFEXITED(status) {
         libc::_exit(libc::WEXITSTATUS(status));
@@ -517,12 +618,24 @@ unsafe fn outside(first: libc::pid_t, report: libc::c_int) -> ! {
 }
 
 /// Closes every descriptor but `keep` (the standard ones too: the exec'ing child holds the
-/// pipes; a copy held here would keep them open past its end).
+/// pipes; a copy held here would keep them open past its end), one at a time where
+/// `close_range` is refused.
 unsafe fn close_all_but(keep: libc::c_int) {
-    if keep > 0 {
-        libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32);
+    let below =
+        keep <= 0 || libc::syscall(libc::SYS_close_range, 0u32, (keep - 1) as u32, 0u32) == 0;
+    let above = libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32) == 0;
+    if below && above {
+        return;
     }
-    libc::syscall(libc::SYS_close_range, (keep + 1) as u32, u32::MAX, 0u32);
+    let mut limit: libc::rlimit = std::mem::zeroed();
+    let most = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+        limit.rlim_cur.min(1 << 20) as libc::c_int
+    } else {
+        1024
+    };
+    for fd in (0..most).filter(|&fd| fd != keep) {
+        libc::close(fd);
+    }
 }
 
 /// Says why on stderr and exits 126, from a process that cannot return an error.

@@ -70,15 +70,29 @@ impl Confine {
             Some(abi) => Some(rules(abi, &plan.writable, plan.namespace.is_some())?),
             None => None,
         };
+        // What the namespace covers: the cgroup hierarchy, and every listening Unix socket
+        // of the machine outside what the run may write.
+        let cgroups = match plan.namespace {
+            Some(_) => {
+                crate::cgroup::mount().map(|m| c_path(&m.display().to_string())).transpose()?
+            }
+            None => None,
+        };
+        let sockets = match plan.namespace {
+            Some(_) => c_paths(&listening_sockets(&plan.writable))?,
+            None => Vec::new(),
+        };
         let setup = Setup {
             maps: plan.namespace.and_then(maps),
             mount: plan.namespace.is_some(),
             readonly: c_paths(&plan.readonly)?,
             seal: None,
+            cgroups: cgroups.clone(),
+            sockets: sockets.clone(),
             landlock,
         };
         let sealed = match (plan.sealed, &temp) {
-            (Some(kind), Some(dir)) if plan.writable.len() <= child::SEAL_MAX => {
+            (Some(kind), Some(dir)) => {
                 let temp = c_path(&dir.display().to_string())?;
                 let seal = Seal { writable: c_paths(&plan.writable)?, temp };
                 Some(Arc::new(Setup {
@@ -86,7 +100,13 @@ impl Confine {
                     mount: true,
                     readonly: c_paths(&plan.readonly)?,
                     seal: Some(seal),
-                    landlock: None,
+                    cgroups,
+                    sockets,
+                    landlock: plan.landlock.filter(|&abi| abi >= 6).map(|_| Rules {
+                        handled: 0,
+                        scoped: SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET,
+                        paths: Vec::new(),
+                    }),
                 }))
             }
             _ => None,
@@ -143,11 +163,13 @@ impl Confine {
             None => None,
         };
         let setup = self.setup.clone();
+        let parent = std::process::id() as libc::pid_t;
         // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
         // system calls on memory and descriptors it owns, allocating nothing (`child`).
         unsafe {
             command.pre_exec(move || {
-                child::enter(&setup, join.as_ref().map(|fd| fd.as_raw_fd()), cwd.as_deref())
+                let join = join.as_ref().map(|fd| fd.as_raw_fd());
+                child::enter(&setup, join, cwd.as_deref(), parent)
             });
         }
         Ok(())
@@ -156,8 +178,8 @@ impl Confine {
 
 /// The Landlock rules: every write right Landlock `abi` knows is handled, and allowed
 /// beneath each writable path; the devices programs write (null, zero, full, random,
-/// urandom) may be written and truncated, never sent an ioctl; in a namespace of the child's
-/// own, its terminal (`/dev/tty`, only ever its own after `setsid`) and its own `/dev/pts`
+/// urandom) may be written, truncated and sent their own ioctls; in a namespace of the
+/// child's own, its terminal (`/dev/tty`, only ever its own after `setsid`) and its own `/dev/pts`
 /// take ioctls too, and its private `/dev/shm` is writable. With ABI 6, signals to processes
 /// outside the domain are refused (a run may not stop its own host).
 fn rules(abi: u32, writable: &[String], namespace: bool) -> Result<Rules, String> {
@@ -172,14 +194,16 @@ fn rules(abi: u32, writable: &[String], namespace: bool) -> Result<Rules, String
         _ => ABI::V7,
     };
     let handled = AccessFs::from_write(abi).bits();
-    let scoped = if abi >= ABI::V6 { SCOPE_SIGNAL } else { 0 };
+    let scoped = if abi >= ABI::V6 { SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET } else { 0 };
     let mut paths = Vec::new();
     for path in writable {
         paths.push((c_path(path)?, handled));
     }
+    // The data devices take their ioctls (a terminal's request is refused by them anyway,
+    // and `isatty` then says no for the usual reason).
     let device = child::WRITE_FILE | child::TRUNCATE;
     for dev in &child::DEVICES[..5] {
-        paths.push(((*dev).to_owned(), device));
+        paths.push(((*dev).to_owned(), device | child::IOCTL_DEV));
     }
     if namespace {
         let terminal = device | child::IOCTL_DEV;
@@ -190,8 +214,37 @@ fn rules(abi: u32, writable: &[String], namespace: bool) -> Result<Rules, String
     Ok(Rules { handled, scoped, paths })
 }
 
-/// `LANDLOCK_SCOPE_SIGNAL` (ABI 6).
+/// `LANDLOCK_SCOPE_SIGNAL` (ABI 6): no signal to a process outside the domain.
 const SCOPE_SIGNAL: u64 = 1 << 1;
+/// `LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET` (ABI 6): no connection to an abstract socket made
+/// outside the domain (an X server, a session bus).
+const SCOPE_ABSTRACT_UNIX_SOCKET: u64 = 1 << 0;
+
+/// The most listening sockets a child's namespace covers; more is a machine this design did
+/// not foresee, and the rest stay reachable (the harness daemon still lets a contained peer
+/// only look).
+const SOCKETS_MAX: usize = 1024;
+
+/// The paths of the machine's listening Unix sockets (`/proc/net/unix`) outside `writable`.
+fn listening_sockets(writable: &[String]) -> Vec<String> {
+    const ACCEPTING: u32 = 0x0001_0000; // __SO_ACCEPTCON
+    let Ok(table) = std::fs::read_to_string("/proc/net/unix") else { return Vec::new() };
+    let mut out: Vec<String> = table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let flags = u32::from_str_radix(fields.get(3)?, 16).ok()?;
+            let path = fields.get(7)?;
+            (flags & ACCEPTING != 0 && path.starts_with('/')).then(|| (*path).to_owned())
+        })
+        .filter(|p| !writable.iter().any(|w| p == w || p.starts_with(&format!("{w}/"))))
+        .collect();
+    out.sort();
+    out.dedup();
+    out.truncate(SOCKETS_MAX);
+    out
+}
 
 /// `path` as an absolute path: `~` and `~/…` in the home directory, a relative path in the
 /// root, without a trailing `/`.

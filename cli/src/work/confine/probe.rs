@@ -55,14 +55,11 @@ fn landlock_abi() -> Result<u32, String> {
 /// Tries what a confined child will do: a user and mount namespace (for root too, which
 /// falls back to a mount namespace alone), a directory bound read-only, a `/dev` of its own.
 fn namespace_probe() -> Result<NamespaceKind, String> {
-    let root = rustix::process::geteuid().is_root();
+    // Root too: a mount namespace alone would leave its children capabilities that undo
+    // the read-only binds.
     let user = try_setup(Setup { maps: Some(super::own_maps()), ..probe_setup()? });
     match user {
         Ok(()) => Ok(NamespaceKind::UserAndMount),
-        Err(why) if root => match try_setup(probe_setup()?) {
-            Ok(()) => Ok(NamespaceKind::Mount),
-            Err(_) => Err(format!("a mount namespace could not be made here: {why}")),
-        },
         Err(why) => Err(format!("a user and mount namespace could not be made here: {why}")),
     }
 }
@@ -90,7 +87,7 @@ fn try_setup(setup: Setup) -> Result<(), String> {
     command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     // SAFETY: as in `Confine::apply`: the prepared data, async-signal-safe calls only.
     unsafe {
-        command.pre_exec(move || child::enter(&setup, None, None));
+        command.pre_exec(move || child::enter(&setup, None, None, 0));
     }
     match command.status() {
         Ok(s) if s.success() => Ok(()),

@@ -151,6 +151,12 @@ pub struct Plan {
     pub record: Containment,
 }
 
+/// The newest Landlock ABI whose rights a run uses.
+pub const LANDLOCK_USED: u32 = 7;
+
+/// The most writable paths a sealed call takes (each is a mount tree cloned for it).
+pub const SEAL_MAX: usize = 32;
+
 /// True when `path` is `dir` or lies below it.
 pub(crate) fn within(path: &str, dir: &str) -> bool {
     dir == "/" || path == dir || path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
@@ -172,8 +178,9 @@ pub fn plan(need: &Need, offer: &Offer) -> Plan {
     if let Some(off) = &need.off {
         return unconfined(format!("turned off by {off}"));
     }
+    // Rights of later ABIs are not used, so the record names the ABI in force.
     let abi = match &offer.landlock {
-        Ok(abi) => *abi,
+        Ok(abi) => (*abi).min(LANDLOCK_USED),
         Err(why) => return unconfined(why.clone()),
     };
     let mut writable = Vec::new();
@@ -218,6 +225,18 @@ pub fn plan(need: &Need, offer: &Offer) -> Plan {
     if namespace == Some(NamespaceKind::Mount) {
         gaps.push("capabilities are the machine's (no user namespace for root here)".into());
     }
+    if abi < 3 && namespace.is_none() {
+        // Before ABI 3 Landlock cannot refuse truncate(2): `.harnery/` could be emptied.
+        return unconfined(format!(
+            "Landlock ABI {abi} cannot refuse truncating files, and no namespace holds \
+             {harnery} read-only"
+        ));
+    }
+    if abi < 3 {
+        gaps.push(format!(
+            "can truncate files outside its writable paths (Landlock ABI {abi} < 3)"
+        ));
+    }
     if abi < 5 {
         gaps.push(format!("device ioctls are not restricted (Landlock ABI {abi} < 5)"));
     }
@@ -225,6 +244,13 @@ pub fn plan(need: &Need, offer: &Offer) -> Plan {
         gaps.push(format!("may signal processes outside the run (Landlock ABI {abi} < 6)"));
     }
     let sealed = match (&offer.sealed, namespace) {
+        (Ok(()), Some(_)) if writable.len() > SEAL_MAX => {
+            gaps.push(format!(
+                "calls with a sandbox of their own cannot be sealed with more than {SEAL_MAX} \
+                 writable paths"
+            ));
+            None
+        }
         (Ok(()), Some(kind)) => Some(kind),
         (Err(why), Some(_)) => {
             gaps.push(format!("calls with a sandbox of their own cannot be sealed: {why}"));
@@ -348,6 +374,25 @@ mod tests {
         assert!(gaps.contains("ioctls") && gaps.contains("signal") && gaps.contains("sealed"));
         assert_eq!(p.sealed, None);
         assert!(p.record.confined);
+    }
+
+    #[test]
+    fn the_record_names_the_abi_in_force_and_an_abi_without_truncate_is_not_enough_alone() {
+        let o = |abi| Offer {
+            landlock: Ok(abi),
+            namespace: Ok(NamespaceKind::UserAndMount),
+            sealed: Ok(()),
+        };
+        assert_eq!(plan(&need("/repo"), &o(9)).record.landlock, Some(LANDLOCK_USED));
+        let p = plan(&need("/repo"), &o(2));
+        assert!(p.record.confined && p.record.gaps.join(" ").contains("truncate"));
+        let alone = Offer { namespace: Err("none".into()), ..o(2) };
+        let p = plan(&need("/work/trees/w1"), &alone);
+        assert!(!p.record.confined, "{:?}", p.record);
+        let mut many = need("/repo");
+        many.writable = (0..SEAL_MAX).map(|i| format!("/w/{i}")).collect();
+        let p = plan(&many, &o(7));
+        assert!(p.sealed.is_none() && p.record.gaps.join(" ").contains("sealed"), "{:?}", p.record);
     }
 
     #[test]
