@@ -65,6 +65,8 @@ fn home(dir: &Path, port: u16, bin: &Path) -> PathBuf {
     let settings = serde_json::json!({
         "env": { "ANTHROPIC_BASE_URL": format!("http://127.0.0.1:{port}") },
         "apiKeyHelper": "echo sk-test",
+        // What a person who lets Claude commit puts in its settings.
+        "permissions": {"allow": ["Bash(git add:*)", "Bash(git commit:*)"]},
     });
     std::fs::write(home.join(".claude/settings.json"), settings.to_string()).unwrap();
     let config = format!(
@@ -100,8 +102,51 @@ fn harn(root: &Path, home: &Path, bin: &Path, args: &[&str]) -> Output {
         .env("DISABLE_TELEMETRY", "1")
         .env("DISABLE_ERROR_REPORTING", "1")
         .env("DISABLE_AUTOUPDATER", "1")
+        .env("GIT_AUTHOR_NAME", "agent")
+        .env("GIT_AUTHOR_EMAIL", "agent@example.invalid")
+        .env("GIT_COMMITTER_NAME", "agent")
+        .env("GIT_COMMITTER_EMAIL", "agent@example.invalid")
         .output()
         .unwrap()
+}
+
+/// A git repository with one commit, whose item `ID` asks the implementer to write a file
+/// and commit it, run in its own worktree.
+fn worktree_item(root: &Path, home: &Path, bin: &Path, id: &str) {
+    std::fs::create_dir_all(root.join(".harnery")).unwrap();
+    std::fs::write(root.join(".gitignore"), ".harnery/\n").unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+    };
+    git(&["init", "-q", "-b", "main"]);
+    git(&["add", ".gitignore"]);
+    git(&["commit", "-qm", "base"]);
+    let wf = root.join("wf.sh");
+    std::fs::write(
+        &wf,
+        "#!/bin/sh\nread -r start\n\
+         echo '{\"op\":\"agent\",\"id\":\"a1\",\"specialist\":\"implementer\",\"prompt\":\"Commit agent.txt. HARN-SCENARIO=commit\"}'\n\
+         read -r reply\n\
+         case \"$reply\" in *'\"ok\":true'*) echo '{\"op\":\"result\",\"ok\":true}' ;; *) echo '{\"op\":\"result\",\"ok\":false,\"error\":\"the call failed\"}' ;; esac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&wf, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let team = r#"{"implementer": {"instructions": "You commit files."}}"#;
+    std::fs::write(root.join("team.json"), team).unwrap();
+    let out = harn(
+        root,
+        home,
+        bin,
+        &["work", "create", "W", "wf.sh", "--id", id, "--objective", "commit"],
+    );
+    assert!(out.status.success(), "{}", text(&out));
 }
 
 /// A root (not a git repository) whose item `ID` asks the implementer to write a file.
@@ -195,6 +240,46 @@ fn the_real_claude_code_and_codex_do_real_work_through_the_presets() {
     let codex_effort = requests.iter().any(|r| r["body"]["reasoning"]["effort"] == "high");
     assert!(claude_effort, "Claude's request carries output_config.effort");
     assert!(codex_effort, "Codex's request carries reasoning.effort");
+
+    // In a worktree, each commits on the item's branch, contained.
+    for (harness, id) in [("claude-code", "cw"), ("codex", "xw")] {
+        let root = tmp.path().join(format!("repo-{id}"));
+        std::fs::create_dir(&root).unwrap();
+        worktree_item(&root, &home, &bin, id);
+        let run = [
+            "work",
+            "run",
+            id,
+            "--harness",
+            harness,
+            "--team",
+            "team.json",
+            "--allow-api-billing",
+            "--isolation",
+            "worktree",
+            "--timeout-secs",
+            "300",
+        ];
+        let out = harn(&root, &home, &bin, &run);
+        let proof = proof_of(&root, id);
+        assert!(out.status.success(), "{harness}: {}\n{}", text(&out), proof["agents"][0]);
+        let ws = proof["workspace"].clone();
+        assert_ne!(ws["final_commit"], ws["base_commit"], "{harness} committed: {ws}");
+        let shown = Command::new("git")
+            .arg("-C")
+            .arg(&root)
+            .args(["show", &format!("harn/{id}:agent.txt")])
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&shown.stdout), "committed by the agent\n", "{harness}");
+        if harn::work::confine::offer().landlock.is_ok() {
+            assert_eq!(
+                proof["containment"]["confined"], true,
+                "{harness}: {}",
+                proof["containment"]
+            );
+        }
+    }
 
     // Nobody logged in: nothing charged, and the message says what to run.
     let empty = tmp.path().join("empty-home");

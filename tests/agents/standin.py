@@ -9,6 +9,8 @@ answered here, deterministically, by a *scenario* named anywhere in the prompt a
   text          reply "stand-in reply" with fixed, non-zero usage
   write-file    ask the CLI's own tool to write hello.txt ("hello from the stand-in\n")
                 in the working directory, then reply "done writing"
+  commit        write agent.txt ("committed by the agent\n") with the CLI's own tool, then
+                commit it with git in a shell, then reply "done committing"
   max-turns     ask for a harmless tool call (`true` in a shell) forever
   unauthorized  401            forbidden     403
   rate-limited  429 with retry-after: 0
@@ -54,6 +56,9 @@ SECRET_HEADERS = {"authorization", "x-api-key", "cookie", "chatgpt-account-id"}
 REPLY = "stand-in reply"
 FILE_NAME = "hello.txt"
 FILE_TEXT = "hello from the stand-in\n"
+COMMIT_FILE = "agent.txt"
+COMMIT_TEXT = "committed by the agent\n"
+COMMIT_COMMAND = "git add agent.txt && git commit -q -m 'the agent commits'"
 
 # Fixed usage numbers so fixtures and tests can compare exact values.
 ANTHROPIC_USAGE = {"input_tokens": 11, "cache_creation_input_tokens": 3,
@@ -176,6 +181,12 @@ def last_is_tool_result(messages: list) -> bool:
         isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
 
 
+def tool_results(messages: list) -> int:
+    """How many tool results the conversation holds."""
+    return sum(1 for m in messages if m.get("role") == "user" and isinstance(m.get("content"), list)
+               for b in m["content"] if isinstance(b, dict) and b.get("type") == "tool_result")
+
+
 def last_tool_failed(messages: list) -> bool:
     return last_is_tool_result(messages) and any(
         b.get("type") == "tool_result" and b.get("is_error")
@@ -198,6 +209,17 @@ def anthropic_reply(body: dict, scenario: str) -> list[dict]:
     if scenario == "max-turns":
         return [{"type": "tool_use", "id": tool_id, "name": "Bash",
                  "input": {"command": "true", "description": "Do nothing"}}]
+    if scenario == "commit":
+        done = tool_results(messages)
+        if done == 0:
+            cwd = claude_cwd(body) or "."
+            return [{"type": "tool_use", "id": tool_id, "name": "Write",
+                     "input": {"file_path": f"{cwd}/{COMMIT_FILE}", "content": COMMIT_TEXT}}]
+        if done == 1:
+            return [{"type": "tool_use", "id": tool_id, "name": "Bash",
+                     "input": {"command": COMMIT_COMMAND, "description": "Commit the file"}}]
+        text = "the commit was refused" if last_tool_failed(messages) else "done committing"
+        return [{"type": "text", "text": text}]
     tools = {t.get("name") for t in body.get("tools", [])}
     if "StructuredOutput" in tools and not last_is_tool_result(messages):  # --json-schema
         schema = next(t for t in body["tools"] if t.get("name") == "StructuredOutput")
@@ -267,6 +289,23 @@ def openai_after_tool(body: dict) -> bool:
     return seen
 
 
+# The step of the commit scenario each tool call made here was for, by call id: Codex sends
+# only what is new over its WebSocket, so the conversation so far is not in the request.
+COMMIT_STEPS: dict[str, str] = {}
+
+
+def openai_commit_step(body: dict) -> str:
+    """Which step of the commit scenario the last tool output came back from ("" before any)."""
+    step = ""
+    for item in body.get("input") if isinstance(body.get("input"), list) else []:
+        kind = item.get("type")
+        if kind == "message" and item.get("role") == "user":
+            step = ""
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            step = COMMIT_STEPS.get(item.get("call_id"), step)
+    return step
+
+
 def openai_tool_call(body: dict, patch: str | None, command: str) -> dict:
     """An output item calling Codex's own tool: apply_patch (for `patch`) or a shell
     tool (for `command`) when offered directly, else the code-mode `exec` tool, whose
@@ -301,6 +340,19 @@ def openai_reply(body: dict, scenario: str) -> list[dict]:
         text = "done writing"
     elif scenario == "max-turns":
         return [openai_tool_call(body, None, "true")]
+    elif scenario == "commit":
+        step = openai_commit_step(body)
+        if step == "":
+            patch = (f"*** Begin Patch\n*** Add File: {COMMIT_FILE}\n"
+                     f"+{COMMIT_TEXT.rstrip(chr(10))}\n*** End Patch\n")
+            call = openai_tool_call(body, patch, "")
+            COMMIT_STEPS[call["call_id"]] = "write"
+            return [call]
+        if step == "write":
+            call = openai_tool_call(body, None, COMMIT_COMMAND)
+            COMMIT_STEPS[call["call_id"]] = "commit"
+            return [call]
+        text = "done committing"
     fmt = (body.get("text") or {}).get("format") or {}
     if fmt.get("type") == "json_schema":  # --output-schema
         text = json.dumps(example_of(fmt.get("schema", {})))

@@ -83,6 +83,7 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
         schema: c.schema,
         schema_file: c.schema_file,
         resume: c.resume,
+        writable: &confine.writable,
     };
     let argv = adapter::argv(spec.kind, &spec.command, &options);
     let mut command = Command::new(&argv[0]);

@@ -51,6 +51,11 @@ pub struct CallOptions<'a> {
     pub schema_file: Option<&'a str>,
     /// The vendor session to continue.
     pub resume: Option<&'a str>,
+    /// Beyond its working directory, where the run may write (its containment's writable
+    /// paths): a program whose own sandbox confines writes is told them, so the two walls
+    /// agree (Codex's `sandbox_workspace_write.writable_roots`; in a worktree, the object
+    /// store and the branch it commits to).
+    pub writable: &'a [String],
 }
 
 /// The turn limit a Claude Code call gets when its profile names none: enough for real work,
@@ -112,6 +117,11 @@ pub fn argv(kind: Kind, command: &[String], o: &CallOptions<'_>) -> Vec<String> 
                 Access::ReadOnly => "read-only",
             };
             push(&["--sandbox", sandbox]);
+            if o.access == Access::Write && !o.writable.is_empty() {
+                // A TOML array of strings, which JSON's quoting writes too.
+                let roots = serde_json::to_string(o.writable).expect("strings serialize");
+                push(&["-c", &format!("sandbox_workspace_write.writable_roots={roots}")]);
+            }
             if let Some(m) = o.model {
                 push(&["-m", m]);
             }

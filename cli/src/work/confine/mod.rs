@@ -40,6 +40,9 @@ pub struct Confine {
     /// The credentials from the environment children keep, by name; every other one is
     /// removed from what they inherit.
     env: Arc<Vec<String>>,
+    /// Where children may write, for a program whose own sandbox must be told (empty when
+    /// the segment is not confined).
+    pub writable: Arc<Vec<String>>,
 }
 
 /// The `uid_map` and `gid_map` lines mapping our own ids into a user namespace.
@@ -111,7 +114,9 @@ impl Confine {
             }
             _ => None,
         };
-        Ok(Confine { cgroup, temp, setup: Arc::new(setup), sealed, env: Arc::default() })
+        let writable =
+            Arc::new(if plan.landlock.is_some() { plan.writable.clone() } else { vec![] });
+        Ok(Confine { cgroup, temp, setup: Arc::new(setup), sealed, env: Arc::default(), writable })
     }
 
     /// The same confinement, its children keeping the credentials named in `env`.

@@ -234,6 +234,7 @@ fn each_adapter_puts_the_options_in_its_own_flags() {
         schema: Some(&schema),
         schema_file: Some("/run/schema-a1.json"),
         resume: Some("s1"),
+        writable: &[],
     };
     let claude = argv(Kind::ClaudeCode, &preset("claude-code").command, &o).join(" ");
     assert_eq!(
@@ -246,6 +247,16 @@ fn each_adapter_puts_the_options_in_its_own_flags() {
         codex,
         "codex exec --json --skip-git-repo-check --sandbox read-only -m sonnet \
          -c model_reasoning_effort=high --output-schema /run/schema-a1.json resume s1 -"
+    );
+    let roots = ["/r/.git/objects".to_owned(), "/r/.git/refs/heads/harn".to_owned()];
+    let write = CallOptions { access: Access::Write, schema: None, writable: &roots, ..o };
+    let codex = argv(Kind::Codex, &preset("codex").command, &write).join(" ");
+    assert!(
+        codex.contains(
+            "--sandbox workspace-write -c sandbox_workspace_write.writable_roots=\
+             [\"/r/.git/objects\",\"/r/.git/refs/heads/harn\"]"
+        ),
+        "{codex}"
     );
     let text = argv(Kind::Text, &["scripted".into()], &o);
     assert_eq!(text, ["scripted"], "a text harness gets its options from the environment");
