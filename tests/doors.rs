@@ -47,7 +47,7 @@ impl Doors {
             let _ = std::fs::remove_file(format!("/dev/shm/harn-door-{who}-{uid}"));
             let _ = std::fs::remove_file(format!("/tmp/harn-door-{who}-{uid}"));
         }
-        // Outside /tmp: a sealed call's /tmp is a private one.
+        // Outside /tmp, so the sealed call's own /tmp (an overlay) is not its workspace's too.
         let base = env!("CARGO_TARGET_TMPDIR");
         let (dir, home) =
             (tempfile::tempdir_in(base).unwrap(), tempfile::tempdir_in(base).unwrap());

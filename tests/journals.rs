@@ -107,36 +107,27 @@ fn the_harness_daemon_verifies_its_journals_at_boot_and_never_appends_after_dama
     }
 }
 
-/// Runs `harn args… --root root` and returns its output and the most memory it held (KiB),
-/// from `wait4` on that one child.
-#[allow(clippy::zombie_processes)] // Reaped by wait4 below, which also gives its usage.
+/// Runs `harn args… --root root` and returns its output and the most memory it held (KiB).
+/// A small Python process starts it and reads its usage with `wait4`: a process forked from
+/// this test binary would count the test's own memory, which its image held before `exec`.
 fn harn_with_peak(root: &Path, args: &[&str]) -> (std::process::Output, i64) {
-    use std::io::Read;
-    let mut child = std::process::Command::new(crate::cli::harn_bin())
+    const MEASURE: &str = "import os, subprocess, sys\n\
+        p = subprocess.Popen(sys.argv[2:])\n\
+        _, status, usage = os.wait4(p.pid, 0)\n\
+        open(sys.argv[1], 'w').write(str(usage.ru_maxrss))\n\
+        sys.exit(os.waitstatus_to_exitcode(status))\n";
+    let peak = tempfile::NamedTempFile::new().unwrap();
+    let out = std::process::Command::new("python3")
+        .args(["-c", MEASURE])
+        .arg(peak.path())
+        .arg(crate::cli::harn_bin())
         .args(args)
         .arg("--root")
         .arg(root)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
+        .output()
         .unwrap();
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let reader = std::thread::spawn(move || {
-        let mut bytes = Vec::new();
-        out.read_to_end(&mut bytes).unwrap();
-        bytes
-    });
-    let mut stderr = Vec::new();
-    err.read_to_end(&mut stderr).unwrap();
-    let stdout = reader.join().unwrap();
-    let mut status = 0;
-    // SAFETY: an all-zero rusage is valid for wait4 to fill in.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: waits for our own child, which `child` never reaps.
-    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
-    assert_eq!(pid, child.id() as i32);
-    let status = std::os::unix::process::ExitStatusExt::from_raw(status);
-    (std::process::Output { status, stdout, stderr }, usage.ru_maxrss)
+    let kib = std::fs::read_to_string(peak.path()).unwrap().trim().parse().unwrap();
+    (out, kib)
 }
 
 /// A history grown long with receipts (40 MB here; read whole it cost three times its size)

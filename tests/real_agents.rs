@@ -195,9 +195,7 @@ fn the_real_claude_code_and_codex_do_real_work_through_the_presets() {
         eprintln!("skipped: set HARN_REAL_AGENTS=1 to install Claude Code and Codex with npm and run them");
         return;
     }
-    // Outside /tmp: a Codex call runs sealed, with a private /tmp in place of the machine's,
-    // and a program installed under the machine's /tmp would not be found there.
-    let tmp = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
     let prefix = tmp.path().join("npm");
     let install = Command::new("npm")
         .args(["install", "--no-audit", "--no-fund", "--prefix"])

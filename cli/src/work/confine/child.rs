@@ -6,7 +6,8 @@
 //! machine's listening Unix sockets covered, then a second user and mount namespace that locks
 //! every one of those mounts (no capability can make them writable or take them away), then
 //! Landlock. A sealed child (a call whose program sandboxes itself by mounting) gets
-//! everything but its writable paths read-only, a private `/tmp`, a PID and cgroup namespace,
+//! everything but its writable paths read-only, a `/tmp` of its own over the machine's, a PID
+//! and cgroup namespace,
 //! the same lock, and Landlock's scopes alone.
 //!
 //! Only async-signal-safe system calls, on memory and descriptors prepared before the fork;
@@ -25,7 +26,7 @@ pub struct Setup {
     pub mount: bool,
     /// Paths bound read-only onto themselves (with everything below them).
     pub readonly: Vec<CString>,
-    /// Sealed: everything read-only but the writable paths and a private `/tmp`; then a PID
+    /// Sealed: everything read-only but the writable paths and a `/tmp` of its own; then a PID
     /// and cgroup namespace, and a second user namespace locking every mount.
     pub seal: Option<Seal>,
     /// The cgroup v2 mount point, covered with an empty read-only tmpfs: a child that could
@@ -46,8 +47,6 @@ pub struct Setup {
 pub struct Seal {
     /// The paths that stay writable (at most [`SEAL_MAX`]).
     pub writable: Vec<CString>,
-    /// The segment's private temporary directory, which is also the child's `/tmp`.
-    pub temp: CString,
 }
 
 /// The most writable paths a sealed child takes (the core's plan keeps to it).
@@ -190,22 +189,22 @@ unsafe fn namespace(s: &Setup) -> Result<()> {
     Ok(())
 }
 
-/// The sealed layout: every writable path (and the temporary directory) cloned first, as
-/// detached trees, while they are still writable; then every mount made read-only; then the
-/// temporary directory attached at `/tmp` (a private one: what a sealed call writes there
-/// is the segment's, removed with it, and no other user's program finds it), and each clone
-/// attached back at its own path (a path that `/tmp` now hides is made in the new `/tmp`).
+/// The sealed layout: every writable path cloned first, as detached trees, while they are
+/// still writable; then every mount made read-only; then a `/tmp` of the child's own over
+/// the machine's (an overlay: reads see the machine's `/tmp`, writes land in memory and go
+/// with the call, and no other user's program finds them); then each clone attached back at
+/// its own path (a path missing in the new `/tmp` is made there).
 unsafe fn sealed_layout(seal: &Seal) -> Result<()> {
     let mut trees = [-1; SEAL_MAX];
     let n = seal.writable.len().min(SEAL_MAX);
     for (tree, path) in trees.iter_mut().zip(&seal.writable[..n]) {
-        *tree = clone_tree(path)?.unwrap_or(-1);
+        *tree = clone_tree(path, true)?.unwrap_or(-1);
     }
-    let tmp = clone_tree(&seal.temp)?;
+    let machine_tmp = clone_tree(c"/tmp", false)?;
     set_readonly(c"/", true, true)?;
     let attached = (|| {
-        if let Some(tree) = tmp {
-            attach(tree, c"/tmp")?;
+        if let Some(lower) = machine_tmp {
+            private_tmp(lower)?;
         }
         for (&tree, path) in trees.iter().zip(&seal.writable[..n]) {
             if tree >= 0 {
@@ -215,17 +214,33 @@ unsafe fn sealed_layout(seal: &Seal) -> Result<()> {
         }
         Ok(())
     })();
-    for fd in trees.into_iter().chain(tmp).filter(|&fd| fd >= 0) {
+    for fd in trees.into_iter().chain(machine_tmp).filter(|&fd| fd >= 0) {
         libc::close(fd);
     }
     attached
 }
 
-/// A detached copy of the mount tree at `path` (everything below it), `None` when it does
-/// not exist.
-unsafe fn clone_tree(path: &CStr) -> Result<Option<libc::c_int>> {
+/// `/tmp` as an overlay: the machine's (the detached tree `lower`) below, a tmpfs above.
+unsafe fn private_tmp(lower: libc::c_int) -> Result<()> {
+    let tmpfs = c"tmpfs".as_ptr();
+    let flags = libc::MS_NOSUID | libc::MS_NODEV;
+    check(libc::mount(tmpfs, c"/tmp".as_ptr(), tmpfs, flags, c"mode=0700".as_ptr().cast()) as _)?;
+    for (dir, mode) in [(c"/tmp/.lower", 0o700), (c"/tmp/.upper", 0o1777), (c"/tmp/.work", 0o700)] {
+        check(libc::mkdir(dir.as_ptr(), 0o700) as _)?;
+        check(libc::chmod(dir.as_ptr(), mode) as _)?;
+    }
+    attach(lower, c"/tmp/.lower")?;
+    let overlay = c"overlay".as_ptr();
+    let layers = c"lowerdir=/tmp/.lower,upperdir=/tmp/.upper,workdir=/tmp/.work";
+    check(libc::mount(overlay, c"/tmp".as_ptr(), overlay, flags, layers.as_ptr().cast()) as _)
+}
+
+/// A detached copy of the mount at `path` (with everything below it when `recursive`),
+/// `None` when it does not exist.
+unsafe fn clone_tree(path: &CStr, recursive: bool) -> Result<Option<libc::c_int>> {
     const AT_RECURSIVE: libc::c_uint = 0x8000;
-    let flags = OPEN_TREE_CLONE | AT_RECURSIVE | libc::O_CLOEXEC as libc::c_uint;
+    let below = if recursive { AT_RECURSIVE } else { 0 };
+    let flags = OPEN_TREE_CLONE | below | libc::O_CLOEXEC as libc::c_uint;
     let fd = libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags);
     if fd < 0 && Error::last_os_error().raw_os_error() == Some(libc::ENOENT) {
         return Ok(None);

@@ -94,10 +94,9 @@ impl Confine {
             sockets: sockets.clone(),
             landlock,
         };
-        let sealed = match (plan.sealed, &temp) {
-            (Some(kind), Some(dir)) => {
-                let temp = c_path(&dir.display().to_string())?;
-                let seal = Seal { writable: c_paths(&plan.writable)?, temp };
+        let sealed = match plan.sealed {
+            Some(kind) => {
+                let seal = Seal { writable: c_paths(&plan.writable)? };
                 Some(Arc::new(Setup {
                     maps: maps(kind),
                     mount: true,

@@ -67,7 +67,7 @@ fn namespace_probe() -> Result<NamespaceKind, String> {
 /// Tries the seal: everything read-only but the temporary directory, a PID namespace with
 /// its own `/proc`, the mounts locked.
 fn seal_probe() -> Result<(), String> {
-    let seal = Seal { writable: Vec::new(), temp: dir()? };
+    let seal = Seal { writable: vec![dir()?] };
     let setup = Setup { maps: Some(super::own_maps()), seal: Some(seal), ..probe_setup()? };
     try_setup(setup).map_err(|why| format!("a sealed namespace could not be made here: {why}"))
 }
