@@ -230,6 +230,12 @@ fn check(report: &BTreeMap<String, String>, who: &str) {
     ];
     for what in closed {
         let got = report.get(&format!("{who} {what}")).map(String::as_str);
+        // A sealed call writes under /tmp into an overlay of its own: a home there takes
+        // the write, which never reaches the machine (`nothing_planted` looks).
+        if who == "codex" && what == "home" && got == Some("ok") {
+            assert!(env!("CARGO_TARGET_TMPDIR").starts_with("/tmp/"), "{report:?}");
+            continue;
+        }
         assert_eq!(got, Some("denied"), "{who} {what}: {report:?}");
     }
     // Its own pseudo-terminal, its workspace and a /dev/shm of its own work; /tmp is the
