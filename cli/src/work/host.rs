@@ -21,17 +21,18 @@ use harn_core::workflow::containment::guard::Guard;
 use harn_core::workflow::containment::{self, Containment, Need};
 use harn_core::workflow::protocol::FromWorkflow;
 use harn_core::workflow::run::{HostAction, Parked, ProcessEnd, RunFold, RunManifest};
+use harn_core::time::Duration as CoreDuration;
+use harn_core::work::segment::{Reach, Segment, SegmentEffect, SegmentInput};
 use harn_core::workflow::transcript;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant};
+use harn_core::env::Clock;
+use std::time::Duration;
 
 pub use harn_core::work::attempt::SegmentEnd;
 
-/// How long output may still arrive after the workflow exits.
-const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// Spawns the workflow with `start` as its first line and carries the conversation to the
 /// end of this segment. `fold` carries whatever an earlier segment of a parked run left.
@@ -163,79 +164,57 @@ fn drive(
         malformed: 0,
         malformed_bytes: 0,
     };
-    let deadline = Instant::now() + Duration::from_millis(m.timeout_ms);
+    // The segment's lifecycle (timeout, cancel, interruption, its end) is the core's
+    // machine; this loop feeds it what happens and carries out what it says.
+    let clock = crate::real_clock::RealClock::new();
+    let mut segment = Segment::new(clock.now(), CoreDuration::from_millis(m.timeout_ms));
     let mut cancel = CancelWatch::new(store, m);
-    let (mut timed_out, mut eof) = (false, false);
-    // Whose stop reached the workflow while it ran, before it sent a result.
-    let mut interrupted: Option<String> = None;
-    let mut exited: Option<(std::io::Result<std::process::ExitStatus>, Instant)> = None;
     loop {
-        if !timed_out && Instant::now() >= deadline {
-            // Checked before every receive, so a flood of output cannot postpone it.
-            timed_out = true;
-            host.halt(store, "run.timed_out")?;
+        segment.handle_timeout(clock.now());
+        while let Some(effect) = segment.poll_effect() {
+            if let Some(by) = host.carry_out(store, effect, &mut cancel, hold)? {
+                segment.handle(clock.now(), SegmentInput::Cancelled { by });
+            }
         }
-        // Output still buffered when the workflow exits gets a moment; a descendant that
-        // escaped the group and holds stdout open does not keep the run alive.
-        let output_done = eof || exited.as_ref().is_some_and(|(_, at)| at.elapsed() >= EXIT_GRACE);
-        if exited.is_some() && output_done && host.calls.in_flight == 0 {
+        if segment.over(clock.now(), host.calls.in_flight) {
             break;
         }
-        // A cancel recorded in the item's history stops the run: TERM to everything it
-        // started, the grace, then KILL.
-        if exited.is_none() {
-            if let Some(by) = cancel.poll(store) {
-                host.transcript.record(store, json!({ "event": "run.cancelled", "by": by }))?;
-                host.stopped = true;
-                host.calls.queued.clear();
-                signal_groups(pgid, &host.calls.agents, rustix::process::Signal::TERM);
-                hold.term();
-                interrupted.get_or_insert(format!("work cancel by {by}"));
-            }
-            if cancel.grace_over() {
-                kill_groups(pgid, &host.calls.agents);
-                hold.end();
-            }
-        }
-        let mut wake = if timed_out { None } else { Some(deadline) };
-        if let Some((_, at)) = &exited {
-            wake = Some(wake.map_or(*at + EXIT_GRACE, |w| w.min(*at + EXIT_GRACE)));
-        }
-        if exited.is_none() {
-            let next = cancel.next_wake();
-            wake = Some(wake.map_or(next, |w| w.min(next)));
-        }
-        let event = match wake {
+        let event = match segment.poll_timeout() {
             None => events.recv().expect("the host holds a sender"),
-            Some(w) => match events.recv_timeout(w.saturating_duration_since(Instant::now())) {
-                Ok(event) => event,
-                Err(_) => continue,
-            },
+            Some(wake) => {
+                let wait = Duration::from_nanos(wake.0.saturating_sub(clock.now().0));
+                match events.recv_timeout(wait) {
+                    Ok(event) => event,
+                    Err(_) => continue,
+                }
+            }
         };
+        let now = clock.now();
         match event {
-            HostEvent::Line(msg) => {
-                if let Some(parked) = host.on_line(store, msg)? {
-                    if let Some(request) = host.park(store, &parked)? {
+            HostEvent::Line(msg) => match host.on_line(store, msg)? {
+                Turn::Park(parked) => match host.park(store, &parked)? {
+                    Some(request) => {
                         host.summarize_malformed(store)?;
                         return Ok(SegmentEnd::Parked(Box::new(request)));
                     }
-                }
-            }
-            HostEvent::Eof => {
-                eof = true;
-                host.calls.queued.clear(); // Nobody is left to read their replies.
-            }
+                    None => segment.handle(now, SegmentInput::PolicyStopped),
+                },
+                Turn::Stop => segment.handle(now, SegmentInput::PolicyStopped),
+                Turn::Go => {}
+            },
+            HostEvent::Eof => segment.handle(now, SegmentInput::OutputEnded),
             HostEvent::Exited(status) => {
-                exited = Some((status, Instant::now()));
-                // Whatever the workflow left behind in its group goes with it.
-                kill_group(pgid);
+                let status =
+                    status.map_err(|e| StoreError(format!("waiting for the workflow: {e}")))?;
+                let (code, signal) = (status.code(), status.signal());
+                segment.handle(now, SegmentInput::Exited { code, signal });
             }
             HostEvent::Interrupting(by, ack) => {
-                // A workflow that already ended, or already gave its result, ended on its own.
-                if exited.is_none() && !host.fold.has_result() {
-                    host.transcript
-                        .record(store, json!({ "event": "run.interrupted", "by": by }))?;
-                    interrupted = Some(by);
+                let has_result = host.fold.has_result();
+                segment.handle(now, SegmentInput::Interrupting { by, has_result });
+                // The record is written before the stop's signals: carry it out now.
+                while let Some(effect) = segment.poll_effect() {
+                    host.carry_out(store, effect, &mut cancel, hold)?;
                 }
                 let _ = ack.send(());
             }
@@ -248,23 +227,14 @@ fn drive(
                 host.transcript.record(store, body)?;
             }
         }
-        if !timed_out && !host.stopped {
+        if !segment.halted() && !host.stopped {
             host.calls.dispatch(store, m, &tx);
         }
     }
     host.summarize_malformed(store)?;
     let Host { fold, stdin, .. } = host;
     drop(stdin);
-    let (status, _) = exited.expect("the loop ends after the exit");
-    let status = status.map_err(|e| StoreError(format!("waiting for the workflow: {e}")))?;
-    // `run.end` is recorded with the proof (`Ledger::finish_attempt`). A run an operator's
-    // stop reached while it ran, before its result, is interrupted whatever its exit status:
-    // not the work's doing.
-    let (code, signal) = (status.code(), status.signal());
-    let end = match interrupted {
-        Some(by) if !timed_out => ProcessEnd::Interrupted { by, code, signal },
-        _ => ProcessEnd::Exited { code, signal, timed_out },
-    };
+    let end = segment.end().expect("a segment is over only after its workflow exited");
     Ok(SegmentEnd::Finished(Box::new(fold), end))
 }
 
@@ -312,21 +282,17 @@ fn confinement(
     Ok((confine, temp, record))
 }
 
-/// How often a running host looks for a cancel in its item's history.
-const CANCEL_POLL: Duration = Duration::from_millis(200);
 /// How long a cancelled run has after TERM before everything it started is killed.
-pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
+pub const CANCEL_GRACE: Duration =
+    Duration::from_nanos(harn_core::work::segment::CANCEL_GRACE.0);
 
-/// Watches the item's history for a `work.cancelled` during this run: a cheap look at the
-/// file's length every [`CANCEL_POLL`], a read only when it changed.
+/// Finds a `work.cancelled` recorded in the item's history during this run: a cheap look at
+/// the file's length whenever the segment asks, a read only when it changed.
 struct CancelWatch {
     path: std::path::PathBuf,
     len: u64,
     work_id: harn_core::ids::Id,
     run_id: harn_core::ids::Id,
-    next: Instant,
-    /// When the grace of a cancel in progress ends.
-    kill_at: Option<Instant>,
 }
 
 impl CancelWatch {
@@ -334,22 +300,11 @@ impl CancelWatch {
         let path =
             store.root().join(format!("{}/events.jsonl", harn_core::layout::work_dir(&m.work_id)));
         let len = std::fs::metadata(&path).map_or(0, |md| md.len());
-        CancelWatch {
-            path,
-            len,
-            work_id: m.work_id.clone(),
-            run_id: m.run_id.clone(),
-            next: Instant::now() + CANCEL_POLL,
-            kill_at: None,
-        }
+        CancelWatch { path, len, work_id: m.work_id.clone(), run_id: m.run_id.clone() }
     }
 
-    /// Who cancelled the item, the first time a look finds it.
-    fn poll(&mut self, store: &mut Store) -> Option<String> {
-        if self.kill_at.is_some() || Instant::now() < self.next {
-            return None;
-        }
-        self.next = Instant::now() + CANCEL_POLL;
+    /// Who cancelled the item, when its history now holds a cancel of this run.
+    fn look(&mut self, store: &mut Store) -> Option<String> {
         let len = std::fs::metadata(&self.path).map_or(0, |md| md.len());
         if len == self.len {
             return None;
@@ -357,25 +312,18 @@ impl CancelWatch {
         self.len = len;
         let events = store.events(&self.work_id).ok()?;
         let cancel = harn_core::work::events::cancelled_during(&events, &self.run_id)?;
-        self.kill_at = Some(Instant::now() + CANCEL_GRACE);
         Some(cancel.actor.clone())
     }
+}
 
-    /// True once, when a cancel's grace has run out.
-    fn grace_over(&mut self) -> bool {
-        match self.kill_at {
-            Some(at) if Instant::now() >= at => {
-                self.kill_at = Some(Instant::now() + Duration::from_secs(3600));
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// When the host loop should look again.
-    fn next_wake(&self) -> Instant {
-        self.kill_at.map_or(self.next, |k| k.min(self.next))
-    }
+/// What a workflow's line leads to.
+enum Turn {
+    /// The run parks on an approval.
+    Park(Parked),
+    /// Policy stopped the run.
+    Stop,
+    /// The conversation goes on.
+    Go,
 }
 
 /// The state of one segment's conversation.
@@ -421,12 +369,12 @@ impl Host<'_> {
         self.transcript.record(store, body)
     }
 
-    /// Records a message and carries out the fold's answer; returns a park to carry out.
+    /// Records a message and carries out the fold's answer; returns what it leads to.
     fn on_line(
         &mut self,
         store: &mut Store,
         msg: Result<FromWorkflow, String>,
-    ) -> Result<Option<Parked>, StoreError> {
+    ) -> Result<Turn, StoreError> {
         let body = match &msg {
             Ok(m) => Some(json!({ "event": "workflow.message", "message": m })),
             Err(e) => {
@@ -440,7 +388,7 @@ impl Host<'_> {
             self.transcript.record(store, body)?;
         }
         if self.stopped {
-            return Ok(None);
+            return Ok(Turn::Go);
         }
         let action = self.fold.observe(msg);
         for check in &self.fold.policy_log()[self.logged..] {
@@ -463,11 +411,11 @@ impl Host<'_> {
                 self.harness_of.insert(id.clone(), dispatch.harness.clone());
                 self.calls.queued.push((id, dispatch, resume));
             }
-            Some(HostAction::Park(parked)) => return Ok(Some(parked)),
-            Some(HostAction::Stop) => self.halt(store, "policy.stopped")?,
+            Some(HostAction::Park(parked)) => return Ok(Turn::Park(parked)),
+            Some(HostAction::Stop) => return Ok(Turn::Stop),
             None => {}
         }
-        Ok(None)
+        Ok(Turn::Go)
     }
 
     /// Records a call's end (with its reply, the resume cache) and answers the workflow.
@@ -489,17 +437,43 @@ impl Host<'_> {
         Ok(())
     }
 
-    /// Stops the workflow and every call, and records why.
-    fn halt(&mut self, store: &mut Store, event: &str) -> Result<(), StoreError> {
-        self.stopped = true;
-        self.calls.queued.clear();
-        kill_groups(self.pgid, &self.calls.agents);
-        self.transcript.record(store, json!({ "event": event }))
+    /// Carries out one of the segment's effects; returns who cancelled the run when a look
+    /// for a cancel found one.
+    fn carry_out(
+        &mut self,
+        store: &mut Store,
+        effect: SegmentEffect,
+        cancel: &mut CancelWatch,
+        hold: &RunHold,
+    ) -> Result<Option<String>, StoreError> {
+        use rustix::process::Signal;
+        match effect {
+            SegmentEffect::Record(body) => self.transcript.record(store, body)?,
+            SegmentEffect::Halt => {
+                self.stopped = true;
+                self.calls.queued.clear();
+            }
+            SegmentEffect::Term(reach) => {
+                signal_groups(self.pgid, &self.calls.agents, Signal::TERM);
+                if reach == Reach::Everything {
+                    hold.term();
+                }
+            }
+            SegmentEffect::Kill(reach) => {
+                kill_groups(self.pgid, &self.calls.agents);
+                if reach == Reach::Everything {
+                    hold.end();
+                }
+            }
+            SegmentEffect::KillLeftovers => kill_group(self.pgid),
+            SegmentEffect::LookForCancel => return Ok(cancel.look(store)),
+        }
+        Ok(None)
     }
 
     /// Parks the run (see [`harn_core::work::ledger::Ledger::park`]); the workflow and its
     /// calls are killed when the segment's process guard drops. A request that differs from
-    /// the one recorded for its slot stops the run instead.
+    /// the one recorded for its slot stops the run instead (`None`).
     fn park(
         &mut self,
         store: &mut Store,
@@ -510,7 +484,6 @@ impl Host<'_> {
             Ok(request) => Ok(Some(request)),
             Err(why) => {
                 self.fold.stop(why);
-                self.halt(store, "policy.stopped")?;
                 Ok(None)
             }
         }

@@ -13,6 +13,7 @@ pub mod live;
 pub mod next;
 pub mod projection;
 pub mod rulings;
+pub mod segment;
 
 pub use events::{EventKind, Finding, Trigger, WorkEvent};
 pub use intent::{WorkIntent, WorkflowRef};

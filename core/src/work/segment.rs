@@ -1,0 +1,362 @@
+//! One run segment's lifecycle, as a sans-IO machine: the run's timeout, an operator's cancel
+//! (TERM to everything the run started, a grace, then KILL), an operator's stop reaching the
+//! workflow (interrupted rather than exited), and the moment the segment is over (the workflow
+//! exited, its output read or a grace for it passed, no call in flight). The host feeds it what
+//! happened with `now` (`handle`), wakes it at `poll_timeout` (`handle_timeout`, harmless when
+//! late, early or repeated), carries out its effects in order (`poll_effect`), and asks it how
+//! the workflow's process ended (`end`). `harn work run` and `harn sim work` drive this one
+//! machine; the conversation itself (messages, calls, policy) is the run fold's.
+
+use crate::time::{Duration, Instant};
+use crate::workflow::run::ProcessEnd;
+use serde_json::{json, Value};
+use std::collections::VecDeque;
+
+/// How often a running host looks for a cancel in its item's history.
+pub const CANCEL_POLL: Duration = Duration::from_millis(200);
+/// How long a cancelled run has after TERM before everything it started is killed.
+pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
+/// How long output may still arrive after the workflow exits.
+pub const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// Which processes a signal goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reach {
+    /// The workflow's process group and every call's.
+    Groups,
+    /// Those, and everything the segment holds (its cgroup, or what carries its run id).
+    Everything,
+}
+
+/// What the host does for the segment, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SegmentEffect {
+    /// Append this record to the run's transcript.
+    Record(Value),
+    /// Start no call any more: the queue is cleared and new requests are declined.
+    Halt,
+    /// Send TERM.
+    Term(Reach),
+    /// Send KILL.
+    Kill(Reach),
+    /// Kill what the workflow left in its own process group once it exited.
+    KillLeftovers,
+    /// Look in the item's history for a cancel recorded during this run, and tell the machine
+    /// (`SegmentInput::Cancelled`) when there is one.
+    LookForCancel,
+}
+
+/// What happened to the segment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SegmentInput {
+    /// The workflow's process exited (code) or was killed (signal).
+    Exited {
+        /// Its exit code.
+        code: Option<i32>,
+        /// The signal that ended it.
+        signal: Option<i32>,
+    },
+    /// The workflow's stdout reached its end: every message it wrote was read.
+    OutputEnded,
+    /// Its item's history holds a cancel recorded during this run, by `by`.
+    Cancelled {
+        /// Who cancelled it.
+        by: String,
+    },
+    /// An operator's stop (of the service, of the harness the host runs in, a signal to a
+    /// foreground run) is reaching the workflow now, before any signal is sent.
+    Interrupting {
+        /// Whose stop, in words.
+        by: String,
+        /// True when the workflow already gave its result: it ended on its own.
+        has_result: bool,
+    },
+    /// Policy stopped the run (a denial, a request that cannot be replayed).
+    PolicyStopped,
+}
+
+/// One segment, from its spawn to its end.
+#[derive(Clone, Debug)]
+pub struct Segment {
+    deadline: Instant,
+    timed_out: bool,
+    halted: bool,
+    exited: Option<(Option<i32>, Option<i32>, Instant)>,
+    output_ended: bool,
+    /// True once the grace for output after the exit has passed.
+    grace_passed: bool,
+    next_look: Instant,
+    cancelled: bool,
+    kill_at: Option<Instant>,
+    interrupted: Option<String>,
+    effects: VecDeque<SegmentEffect>,
+}
+
+impl Segment {
+    /// A segment spawned at `now` whose run may last `timeout` in all.
+    pub fn new(now: Instant, timeout: Duration) -> Segment {
+        Segment {
+            deadline: now.saturating_add(timeout),
+            timed_out: false,
+            halted: false,
+            exited: None,
+            output_ended: false,
+            grace_passed: false,
+            next_look: now.saturating_add(CANCEL_POLL),
+            cancelled: false,
+            kill_at: None,
+            interrupted: None,
+            effects: VecDeque::new(),
+        }
+    }
+
+    /// Takes one input.
+    pub fn handle(&mut self, now: Instant, input: SegmentInput) {
+        match input {
+            SegmentInput::Exited { code, signal } => {
+                if self.exited.is_none() {
+                    self.exited = Some((code, signal, now));
+                    // Whatever the workflow left behind in its group goes with it.
+                    self.effects.push_back(SegmentEffect::KillLeftovers);
+                }
+            }
+            SegmentInput::OutputEnded => {
+                if !self.output_ended {
+                    self.output_ended = true;
+                    // Nobody is left to read the replies of calls not yet started.
+                    self.effects.push_back(SegmentEffect::Halt);
+                }
+            }
+            SegmentInput::Cancelled { by } => {
+                if self.exited.is_none() && !self.cancelled {
+                    self.cancelled = true;
+                    self.effects.push_back(SegmentEffect::Record(
+                        json!({ "event": "run.cancelled", "by": by }),
+                    ));
+                    self.halted = true;
+                    self.effects.push_back(SegmentEffect::Halt);
+                    self.effects.push_back(SegmentEffect::Term(Reach::Everything));
+                    self.kill_at = Some(now.saturating_add(CANCEL_GRACE));
+                    self.interrupted.get_or_insert(format!("work cancel by {by}"));
+                }
+            }
+            SegmentInput::Interrupting { by, has_result } => {
+                // A workflow that already ended, or already gave its result, ended on its own.
+                if self.exited.is_none() && !has_result {
+                    let record = json!({ "event": "run.interrupted", "by": by });
+                    self.effects.push_back(SegmentEffect::Record(record));
+                    self.interrupted = Some(by);
+                }
+            }
+            SegmentInput::PolicyStopped => self.halt("policy.stopped"),
+        }
+        self.handle_timeout(now);
+    }
+
+    /// Does what is due at `now`: the timeout, the end of a cancel's grace, the next look for
+    /// a cancel. Harmless when late, early or repeated.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if !self.timed_out && now >= self.deadline {
+            self.timed_out = true;
+            self.halt("run.timed_out");
+        }
+        if let Some(at) = self.kill_at {
+            if now >= at {
+                self.kill_at = None;
+                if self.exited.is_none() {
+                    self.effects.push_back(SegmentEffect::Kill(Reach::Everything));
+                }
+            }
+        }
+        if let Some((_, _, exit)) = self.exited {
+            self.grace_passed |= now >= exit.saturating_add(EXIT_GRACE);
+        }
+        if self.exited.is_none() && !self.cancelled && now >= self.next_look {
+            self.next_look = now.saturating_add(CANCEL_POLL);
+            self.effects.push_back(SegmentEffect::LookForCancel);
+        }
+    }
+
+    /// Stops the run now: no call starts, everything is killed, `event` is recorded.
+    fn halt(&mut self, event: &str) {
+        self.halted = true;
+        self.effects.push_back(SegmentEffect::Halt);
+        self.effects.push_back(SegmentEffect::Kill(Reach::Groups));
+        self.effects.push_back(SegmentEffect::Record(json!({ "event": event })));
+    }
+
+    /// The next effect to carry out.
+    pub fn poll_effect(&mut self) -> Option<SegmentEffect> {
+        self.effects.pop_front()
+    }
+
+    /// When the machine wants `handle_timeout` next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut wake: Option<Instant> = None;
+        let mut at = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
+        if !self.timed_out {
+            at(self.deadline);
+        }
+        if let Some(k) = self.kill_at {
+            at(k);
+        }
+        match self.exited {
+            Some((_, _, exit)) if !self.output_ended && !self.grace_passed => {
+                at(exit.saturating_add(EXIT_GRACE))
+            }
+            Some(_) => {}
+            None if !self.cancelled => at(self.next_look),
+            None => {}
+        }
+        wake
+    }
+
+    /// True when no new call may start: the run timed out, was cancelled or stopped by
+    /// policy.
+    pub fn halted(&self) -> bool {
+        self.halted
+    }
+
+    /// True when the segment is over at `now`: the workflow exited, its output was read to
+    /// the end (or the grace for it passed: a descendant that escaped its group may hold the
+    /// pipe open), and no call is in flight.
+    pub fn over(&self, now: Instant, calls_in_flight: usize) -> bool {
+        let Some((_, _, exit)) = self.exited else { return false };
+        let output_done = self.output_ended || now >= exit.saturating_add(EXIT_GRACE);
+        output_done && calls_in_flight == 0
+    }
+
+    /// How the workflow's process ended: interrupted when an operator's stop or a cancel
+    /// reached it before its result (whatever its exit status: not the work's doing), unless
+    /// the run's own timeout ended it; else how it exited. `None` before it exited.
+    pub fn end(&self) -> Option<ProcessEnd> {
+        let (code, signal, _) = self.exited?;
+        Some(match &self.interrupted {
+            Some(by) if !self.timed_out => ProcessEnd::Interrupted { by: by.clone(), code, signal },
+            _ => ProcessEnd::Exited { code, signal, timed_out: self.timed_out },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: Instant = Instant(1_000_000_000);
+
+    fn at(ms: u64) -> Instant {
+        T0.saturating_add(Duration::from_millis(ms))
+    }
+
+    fn drain(s: &mut Segment) -> Vec<SegmentEffect> {
+        std::iter::from_fn(|| s.poll_effect()).collect()
+    }
+
+    fn records(effects: &[SegmentEffect]) -> Vec<String> {
+        effects
+            .iter()
+            .filter_map(|e| match e {
+                SegmentEffect::Record(r) => r["event"].as_str().map(str::to_owned),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_workflow_that_exits_is_over_once_its_output_ended_and_no_call_runs() {
+        let mut s = Segment::new(T0, Duration::from_secs(60));
+        s.handle(at(10), SegmentInput::Exited { code: Some(0), signal: None });
+        assert_eq!(drain(&mut s), [SegmentEffect::KillLeftovers]);
+        assert!(!s.over(at(10), 0), "its output may still come");
+        s.handle(at(20), SegmentInput::OutputEnded);
+        assert!(!s.over(at(20), 1), "a call is still in flight");
+        assert!(s.over(at(20), 0));
+        let end = ProcessEnd::Exited { code: Some(0), signal: None, timed_out: false };
+        assert_eq!(s.end(), Some(end));
+    }
+
+    #[test]
+    fn output_held_open_by_a_descendant_gets_a_grace_not_forever() {
+        let mut s = Segment::new(T0, Duration::from_secs(60));
+        s.handle(at(10), SegmentInput::Exited { code: Some(1), signal: None });
+        assert_eq!(s.poll_timeout(), Some(at(10).saturating_add(EXIT_GRACE)));
+        assert!(!s.over(at(1_000), 0));
+        assert!(s.over(at(10).saturating_add(EXIT_GRACE), 0));
+    }
+
+    #[test]
+    fn the_timeout_halts_kills_and_records_and_the_end_says_timed_out() {
+        let mut s = Segment::new(T0, Duration::from_secs(1));
+        s.handle_timeout(at(999));
+        assert!(!s.halted());
+        s.handle_timeout(at(1_000));
+        let effects = drain(&mut s);
+        assert!(effects.contains(&SegmentEffect::Kill(Reach::Groups)), "{effects:?}");
+        assert_eq!(records(&effects), ["run.timed_out"]);
+        assert!(s.halted());
+        s.handle_timeout(at(5_000));
+        assert!(records(&drain(&mut s)).is_empty(), "a late or repeated wake does it once");
+        // An interruption after the timeout does not make the end an operator's.
+        s.handle(at(5_000), SegmentInput::Interrupting { by: "x".into(), has_result: false });
+        s.handle(at(5_001), SegmentInput::Exited { code: None, signal: Some(9) });
+        let end = ProcessEnd::Exited { code: None, signal: Some(9), timed_out: true };
+        assert_eq!(s.end(), Some(end));
+    }
+
+    #[test]
+    fn a_cancel_terms_everything_then_kills_after_its_grace_once() {
+        let mut s = Segment::new(T0, Duration::from_secs(600));
+        s.handle_timeout(at(200));
+        assert_eq!(drain(&mut s), [SegmentEffect::LookForCancel]);
+        s.handle(at(250), SegmentInput::Cancelled { by: "ana".into() });
+        let effects = drain(&mut s);
+        assert_eq!(records(&effects), ["run.cancelled"]);
+        assert!(effects.contains(&SegmentEffect::Term(Reach::Everything)));
+        assert_eq!(s.poll_timeout(), Some(at(250).saturating_add(CANCEL_GRACE)));
+        s.handle(at(300), SegmentInput::Cancelled { by: "ana".into() });
+        assert!(drain(&mut s).is_empty(), "a cancel is carried out once");
+        s.handle_timeout(at(250).saturating_add(CANCEL_GRACE));
+        assert_eq!(drain(&mut s), [SegmentEffect::Kill(Reach::Everything)]);
+        s.handle_timeout(at(20_000));
+        assert!(drain(&mut s).is_empty());
+        s.handle(at(20_001), SegmentInput::Exited { code: None, signal: Some(15) });
+        let end = ProcessEnd::Interrupted {
+            by: "work cancel by ana".into(),
+            code: None,
+            signal: Some(15),
+        };
+        assert_eq!(s.end(), Some(end));
+    }
+
+    #[test]
+    fn a_stop_interrupts_only_a_workflow_still_working() {
+        let mut s = Segment::new(T0, Duration::from_secs(600));
+        s.handle(at(5), SegmentInput::Interrupting { by: "stop".into(), has_result: true });
+        assert!(records(&drain(&mut s)).is_empty(), "it already gave its result");
+        s.handle(at(6), SegmentInput::Interrupting { by: "stop".into(), has_result: false });
+        assert_eq!(records(&drain(&mut s)), ["run.interrupted"]);
+        s.handle(at(7), SegmentInput::Exited { code: Some(143), signal: None });
+        let end = ProcessEnd::Interrupted { by: "stop".into(), code: Some(143), signal: None };
+        assert_eq!(s.end(), Some(end));
+        let mut done = Segment::new(T0, Duration::from_secs(600));
+        done.handle(at(1), SegmentInput::Exited { code: Some(0), signal: None });
+        done.handle(at(2), SegmentInput::Interrupting { by: "stop".into(), has_result: false });
+        assert!(records(&drain(&mut done)).is_empty(), "it had already exited");
+    }
+
+    #[test]
+    fn every_wake_it_asks_for_is_in_the_future_once_handled() {
+        let mut s = Segment::new(T0, Duration::from_secs(3));
+        let mut now = T0;
+        for step in 0..200 {
+            if step == 3 {
+                s.handle(now, SegmentInput::Exited { code: Some(0), signal: None });
+            }
+            let Some(wake) = s.poll_timeout() else { break };
+            now = now.max(wake);
+            s.handle_timeout(now);
+            drain(&mut s);
+            assert!(s.poll_timeout().is_none_or(|w| w > now), "a driver would spin at {now:?}");
+        }
+    }
+}
