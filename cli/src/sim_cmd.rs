@@ -514,14 +514,16 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> Exit {
                 "crashes": t.crashes, "attempts": t.attempts, "parked": t.parked,
                 "resumed": t.resumed, "proofs": t.proofs, "accepted": t.accepted,
                 "damaged": t.damaged, "not_started": t.not_started, "interrupted": t.interrupted,
+                "cancelled": t.cancelled, "timed_out": t.timed_out,
                 "silent_calls": t.silent_calls, "hosts_killed": t.hosts_killed, "reaped": t.reaped,
             })
         );
     } else {
         outln!(
             "{} seeds: {} actions, {} crashes, {} attempts, {} parked, {} resumed, {} proofs, \
-             {} accepted, {} histories damaged, {} starts that never ran, {} interrupted, {} silent \
-             calls, {} hosts killed mid-run, {} runs reaped; {} failed",
+             {} accepted, {} histories damaged, {} starts that never ran, {} interrupted, {} \
+             cancelled while running, {} timed out, {} silent calls, {} hosts killed mid-run, {} \
+             runs reaped; {} failed",
             to - from,
             total.actions,
             total.crashes,
@@ -533,6 +535,8 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> Exit {
             total.damaged,
             total.not_started,
             total.interrupted,
+            total.cancelled,
+            total.timed_out,
             total.silent_calls,
             total.hosts_killed,
             total.reaped,

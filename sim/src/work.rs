@@ -11,13 +11,14 @@ use crate::entropy::{Entropy, SeededEntropy};
 use crate::fs::SimFs;
 use harn_core::env::{Fs, FsErrorKind};
 use harn_core::ids::Id;
-use harn_core::time::WallTime;
+use harn_core::time::{Duration, Instant, WallTime};
 use harn_core::work::attempt::{run_attempt, AttemptEnded, AttemptHost, SegmentEnd};
 use harn_core::work::events::{EventKind, WorkEvent};
 use harn_core::work::intent::INTENT_VERSION;
 use harn_core::work::ledger::{work_dir, Item, Known, Ledger, Refusal};
 use harn_core::work::live::LiveRun;
 use harn_core::work::projection::{NextAction, WorkState};
+use harn_core::work::segment::{Segment, SegmentEffect, SegmentInput, CANCEL_GRACE, CANCEL_POLL};
 use harn_core::work::{WorkIntent, WorkflowRef};
 use harn_core::workflow::agent::{resolve, CallOutcome};
 use harn_core::workflow::approval::Ruling;
@@ -53,6 +54,10 @@ pub struct WorkSimSummary {
     pub not_started: u64,
     /// Runs an operator's forced stop interrupted.
     pub interrupted: u64,
+    /// Runs a person cancelled while they ran.
+    pub cancelled: u64,
+    /// Runs that outlived their timeout.
+    pub timed_out: u64,
     /// Agent calls that went silent and the watchdog ended.
     pub silent_calls: u64,
     /// Hosts killed mid-run, leaving the run's processes alive.
@@ -74,6 +79,8 @@ impl WorkSimSummary {
         self.damaged += other.damaged;
         self.not_started += other.not_started;
         self.interrupted += other.interrupted;
+        self.cancelled += other.cancelled;
+        self.timed_out += other.timed_out;
         self.silent_calls += other.silent_calls;
         self.hosts_killed += other.hosts_killed;
         self.reaped += other.reaped;
@@ -474,20 +481,45 @@ impl WorkWorld {
             }
             Err(e) => return Err(e.into()),
         }
+        // The segment's lifecycle is the core's machine, as for a real host. Its clock is the
+        // segment's own, from its spawn: the world's wall clock moves with every record.
+        let start = Instant::ZERO;
+        let mut segment = Segment::new(start, Duration::from_millis(m.timeout_ms));
         if self.killing {
             // An operator's forced stop reached it: the host records so before any signal,
             // then kills it with nothing more said. Sometimes the host itself is killed during
             // the drain and no proof is written: the record alone keeps it uncharged.
             self.summary.interrupted += 1;
             let by = "a bounded stop of the service".to_owned();
-            let now = self.wall();
-            let record = serde_json::json!({ "event": "run.interrupted", "by": by });
-            self.ledger.append_transcript(&run, record, now)?;
+            segment.handle(start, SegmentInput::Interrupting { by, has_result: false });
+            self.carry(item, &run, &mut segment, start)?;
             if self.entropy.chance(1, 3) {
                 return Ok(SegmentEnd::Abandoned);
             }
-            let end = ProcessEnd::Interrupted { by, code: None, signal: Some(9) };
-            return Ok(SegmentEnd::Finished(Box::new(fold), end));
+            return self.exit(item, fold, &run, segment, (None, Some(9)), start);
+        }
+        // Sometimes a person cancels the item while it runs: its host finds the cancel at its
+        // next look, sends TERM, and KILL after the grace.
+        if self.entropy.chance(1, 30) {
+            self.summary.cancelled += 1;
+            let now = self.wall();
+            self.ledger.append(&item.intent.id, EventKind::Cancelled, "ana", None, now)?;
+            let look = start.saturating_add(CANCEL_POLL);
+            segment.handle_timeout(look);
+            self.carry(item, &run, &mut segment, look)?;
+            let killed = look.saturating_add(CANCEL_GRACE);
+            segment.handle_timeout(killed);
+            self.carry(item, &run, &mut segment, killed)?;
+            return self.exit(item, fold, &run, segment, (None, Some(9)), killed);
+        }
+        // Sometimes the workflow outlives the run's timeout and is killed for it (in a first
+        // segment: a resumed one carries calls whose classes decide its charge otherwise).
+        if event == "run.start" && self.entropy.chance(1, 30) {
+            self.summary.timed_out += 1;
+            let late = start.saturating_add(Duration::from_millis(m.timeout_ms));
+            segment.handle_timeout(late);
+            self.carry(item, &run, &mut segment, late)?;
+            return self.exit(item, fold, &run, segment, (None, Some(9)), late);
         }
         let prompt = item.intent.objective.clone();
         let agent = FromWorkflow::Agent {
@@ -532,7 +564,11 @@ impl WorkWorld {
                         Err(why) => Err(format!("a replayed request was refused: {why}")),
                     };
                 }
-                Some(HostAction::Stop) => return Ok(exited(fold, 0)),
+                Some(HostAction::Stop) => {
+                    segment.handle(start, SegmentInput::PolicyStopped);
+                    self.carry(item, &run, &mut segment, start)?;
+                    return self.exit(item, fold, &run, segment, (Some(0), None), start);
+                }
                 _ => {}
             }
             let evidence = harn_core::workflow::protocol::Evidence {
@@ -548,7 +584,60 @@ impl WorkWorld {
         let result = FromWorkflow::Result { ok: agent_ok, summary: None, error: None };
         fold.observe(Ok(result));
         let code = if self.entropy.chance(1, 10) { 1 } else { 0 };
-        Ok(exited(fold, code))
+        self.exit(item, fold, &run, segment, (Some(code), None), start)
+    }
+
+    /// Carries out the segment's effects as a host would: its records go to the transcript,
+    /// a look for a cancel reads the item's history; signals reach simulated processes that
+    /// end with the segment.
+    fn carry(
+        &mut self,
+        item: &Item,
+        run: &Id,
+        segment: &mut Segment,
+        now: Instant,
+    ) -> Result<(), String> {
+        while let Some(effect) = segment.poll_effect() {
+            match effect {
+                SegmentEffect::Record(body) => {
+                    let now = self.wall();
+                    self.ledger.append_transcript(run, body, now)?;
+                }
+                SegmentEffect::LookForCancel => {
+                    let events = self.ledger.events(&item.intent.id)?;
+                    if let Some(cancel) = harn_core::work::events::cancelled_during(&events, run) {
+                        let by = cancel.actor.clone();
+                        segment.handle(now, SegmentInput::Cancelled { by });
+                    }
+                }
+                SegmentEffect::Halt
+                | SegmentEffect::Term(_)
+                | SegmentEffect::Kill(_)
+                | SegmentEffect::KillLeftovers => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The workflow's process ends (`code`, `signal`) and its output with it: the segment is
+    /// over, and says how it ended.
+    fn exit(
+        &mut self,
+        item: &Item,
+        fold: RunFold,
+        run: &Id,
+        mut segment: Segment,
+        (code, signal): (Option<i32>, Option<i32>),
+        now: Instant,
+    ) -> Result<SegmentEnd, String> {
+        segment.handle(now, SegmentInput::Exited { code, signal });
+        segment.handle(now, SegmentInput::OutputEnded);
+        self.carry(item, run, &mut segment, now)?;
+        if !segment.over(now, 0) {
+            return Err(format!("run {run}: its segment is not over once its workflow exited"));
+        }
+        let end = segment.end().ok_or_else(|| format!("run {run}: no end after an exit"))?;
+        Ok(SegmentEnd::Finished(Box::new(fold), end))
     }
 
     /// An agent call's end as the real programs end, drawn, classified by the core's table
@@ -854,12 +943,6 @@ impl WorkWorld {
         }
         Ok(out.join(", "))
     }
-}
-
-/// A finished segment whose workflow exited with `code` on its own.
-fn exited(fold: RunFold, code: i32) -> SegmentEnd {
-    let end = ProcessEnd::Exited { code: Some(code), signal: None, timed_out: false };
-    SegmentEnd::Finished(Box::new(fold), end)
 }
 
 /// The simulated machine as an attempt's host: no other host is ever alive between actions,

@@ -12,27 +12,26 @@ use super::process::{
     kill_group, kill_groups, program, read_lines, send, signal_groups, spawn, writer, Groups,
 };
 use super::store::{run_dir, Store, StoreError};
+use harn_core::env::Clock;
 use harn_core::ids::Id;
 use harn_core::journal::JournalWriter;
+use harn_core::time::Duration as CoreDuration;
 use harn_core::work::live::LiveRun;
+use harn_core::work::segment::{Reach, Segment, SegmentEffect, SegmentInput};
 use harn_core::workflow::agent::CallOutcome;
 use harn_core::workflow::approval::ApprovalRequest;
 use harn_core::workflow::containment::guard::Guard;
 use harn_core::workflow::containment::{self, Containment, Need};
 use harn_core::workflow::protocol::FromWorkflow;
 use harn_core::workflow::run::{HostAction, Parked, ProcessEnd, RunFold, RunManifest};
-use harn_core::time::Duration as CoreDuration;
-use harn_core::work::segment::{Reach, Segment, SegmentEffect, SegmentInput};
 use harn_core::workflow::transcript;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::sync::{mpsc, Arc, Mutex};
-use harn_core::env::Clock;
 use std::time::Duration;
 
 pub use harn_core::work::attempt::SegmentEnd;
-
 
 /// Spawns the workflow with `start` as its first line and carries the conversation to the
 /// end of this segment. `fold` carries whatever an earlier segment of a parked run left.
@@ -283,8 +282,7 @@ fn confinement(
 }
 
 /// How long a cancelled run has after TERM before everything it started is killed.
-pub const CANCEL_GRACE: Duration =
-    Duration::from_nanos(harn_core::work::segment::CANCEL_GRACE.0);
+pub const CANCEL_GRACE: Duration = Duration::from_nanos(harn_core::work::segment::CANCEL_GRACE.0);
 
 /// Finds a `work.cancelled` recorded in the item's history during this run: a cheap look at
 /// the file's length whenever the segment asks, a read only when it changed.
