@@ -44,6 +44,11 @@ fn goal_projection_corpus() {
 }
 
 #[test]
+fn segment_corpus() {
+    replay("segment", harn_core::fuzzing::fuzz_segment);
+}
+
+#[test]
 fn service_corpus() {
     replay("service", harn_core::fuzzing::fuzz_service);
 }

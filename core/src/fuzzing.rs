@@ -485,6 +485,66 @@ pub fn fuzz_service(data: &[u8]) {
     }
 }
 
+/// Arbitrary inputs and wakes against one run segment's machine (`work::segment`), checking
+/// after each: a wake it asks for is never already due once handled (a driver cannot spin),
+/// it is over only once its workflow exited, its end exists exactly after the exit, an end
+/// after a timeout says so, and a cancel is carried out once.
+#[doc(hidden)]
+pub fn fuzz_segment(data: &[u8]) {
+    use crate::work::segment::{Segment, SegmentEffect, SegmentInput};
+    use crate::workflow::run::ProcessEnd;
+    let mut bytes = data.iter().copied();
+    let timeout = Duration::from_millis(u64::from(bytes.next().unwrap_or(0)) * 100);
+    let mut now = Instant(1_000_000_000);
+    let mut s = Segment::new(now, timeout);
+    let (mut exited, mut terms, mut timed_out_records) = (false, 0, 0);
+    while let Some(b) = bytes.next() {
+        let step = Duration::from_millis(u64::from(bytes.next().unwrap_or(0)) * 50);
+        now = now.saturating_add(step);
+        match b % 8 {
+            0 => {
+                let (code, signal) =
+                    if b & 8 == 0 { (Some(i32::from(b >> 4)), None) } else { (None, Some(9)) };
+                s.handle(now, SegmentInput::Exited { code, signal });
+                exited = true;
+            }
+            1 => s.handle(now, SegmentInput::OutputEnded),
+            2 => s.handle(now, SegmentInput::Cancelled { by: "ana".into() }),
+            3 => s.handle(
+                now,
+                SegmentInput::Interrupting { by: "stop".into(), has_result: b & 8 != 0 },
+            ),
+            4 => s.handle(now, SegmentInput::PolicyStopped),
+            _ => {
+                if let Some(wake) = s.poll_timeout() {
+                    now = now.max(wake);
+                }
+                s.handle_timeout(now);
+            }
+        }
+        while let Some(effect) = s.poll_effect() {
+            match effect {
+                SegmentEffect::Term(_) => terms += 1,
+                SegmentEffect::Record(r) if r["event"] == "run.timed_out" => timed_out_records += 1,
+                _ => {}
+            }
+        }
+        assert!(terms <= 1, "a cancel's TERM is sent once");
+        assert!(timed_out_records <= 1, "the timeout is recorded once");
+        if let Some(wake) = s.poll_timeout() {
+            s.handle_timeout(now);
+            while s.poll_effect().is_some() {}
+            let again = s.poll_timeout();
+            assert!(again.is_none_or(|w| w > now) || wake > now, "a driver would spin at {now:?}");
+        }
+        assert_eq!(s.end().is_some(), exited, "an end exists exactly once the workflow exited");
+        assert!(!s.over(now, 0) || exited, "over before the workflow exited");
+        if let Some(ProcessEnd::Exited { timed_out, .. }) = s.end() {
+            assert_eq!(timed_out, timed_out_records == 1, "the end says whether it timed out");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -504,6 +564,11 @@ mod tests {
         #[test]
         fn arbitrary_service_schedules_keep_the_invariants(data in proptest::collection::vec(any::<u8>(), 0..1024)) {
             super::fuzz_service(&data);
+        }
+
+        #[test]
+        fn arbitrary_segments_keep_the_invariants(data in proptest::collection::vec(any::<u8>(), 0..512)) {
+            super::fuzz_segment(&data);
         }
 
         #[test]

@@ -375,7 +375,7 @@ impl WorkWorld {
         }
     }
 
-    /// A run segment as its host carries it (`work::host::run_segment`): the record of the
+    /// A run segment as its host carries it, through the core's `work::segment`: the record of the
     /// segment in progress first, then the workflow; at its end the host kills what the
     /// segment started, then removes the record. A host killed mid-run does neither.
     fn carry_segment(
