@@ -247,8 +247,7 @@ fn goal_summary(
     let value = summary(&g);
     // A ready goal is the one a tick takes next, and taking its lease changes no file: it is
     // read in full each refresh, so `running` shows the moment another process ticks it.
-    let keepable =
-        crate::goal::service::sweep::settled(&g) && g.projection.state != GoalState::Ready;
+    let keepable = harn_core::service::cache::settled(&g) && g.projection.state != GoalState::Ready;
     let (paths, items) = goal_paths(&g);
     // A read not kept leaves any older one in place: its files or its items changed since,
     // so it is never trusted again.

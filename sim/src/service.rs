@@ -289,10 +289,7 @@ fn sched_step(
 ) -> Result<(), String> {
     let goals = svc.sched.goals().to_vec();
     svc.watch.run_until(*now, false, &mut g.w.entropy, wall, summary)?;
-    if svc.watch.draining {
-        svc.sched.request_stop(*now);
-    }
-    svc.sched.handle_timeout(*now);
+    svc.sched.wake(*now, svc.watch.draining);
     while let Some(effect) = svc.sched.poll_effect() {
         if effect == ServiceEffect::WriteHints {
             // `runtime.json` is written when the hints changed; now and then the write is
@@ -351,10 +348,7 @@ fn sched_step(
         }
         g.w.ledger.fs.clear_faults();
         g.w.take_acknowledged();
-        if svc.watch.draining {
-            svc.sched.request_stop(*now);
-        }
-        svc.sched.sweep_finished(*now, result);
+        svc.sched.sweep_ended(*now, svc.watch.draining, result);
         summary.sweeps += 1;
         // The unreadable goal backs off alone; it never stalls the sweep (a sweep a stop
         // ended early may not have reached it).

@@ -2,8 +2,12 @@
 //! pure rule over the metadata of the files the goal's state comes from. The daemon collects
 //! the metadata (`stat`), this decides.
 
+use crate::goal::engine::GoalView;
+use crate::goal::GoalState;
+use crate::ids::Id;
 use crate::service::wake::Fingerprint;
 use crate::time::Duration;
+use crate::work::WorkState;
 
 /// The longest a goal goes without a full read, whatever its files' metadata says: a bound on
 /// how long a change the metadata cannot show (a rewrite within one timestamp tick that keeps
@@ -40,6 +44,49 @@ pub struct Signature {
     pub digest: Fingerprint,
     /// The newest modification or change time seen.
     pub newest_ns: Option<i128>,
+}
+
+/// Whether a goal's state follows from its files alone, so a read of it may be kept: nothing
+/// running or parked, whose end or ruling shows first in a lease or in a file the cache does
+/// not watch.
+pub fn settled(g: &GoalView) -> bool {
+    g.projection.state != GoalState::Running
+        && g.items.iter().all(|i| {
+            !matches!(i.projection.state, WorkState::Running | WorkState::AwaitingApproval)
+        })
+}
+
+/// The files and directories a goal's state is read from, relative to the root: its
+/// directory, intent, journal and plans, and for every work item of its graph (and of its
+/// earlier plans, whose work still counts against its attempts) the item's directory and
+/// journal, and each item's latest run.
+pub fn watched_paths(g: &GoalView) -> Vec<String> {
+    let dir = crate::goal::planning::goal_dir(&g.intent.id);
+    // The intent is written once, but one edited or damaged by hand must be noticed (and
+    // refused) at once, not at the next full read.
+    let mut paths = vec![
+        dir.clone(),
+        format!("{dir}/intent.json"),
+        format!("{dir}/events.jsonl"),
+        format!("{dir}/plans"),
+        crate::layout::WORK.to_owned(),
+    ];
+    let mut items: std::collections::BTreeSet<&Id> = g.items.iter().map(|i| &i.id).collect();
+    items.extend(g.intent.root_work_id.iter());
+    for p in &g.plans {
+        let plan = crate::goal::planning::plan_dir(&g.intent.id, &p.request.plan_id);
+        paths.push(format!("{plan}/events.jsonl"));
+        paths.push(plan);
+        items.extend(p.applied.iter().flat_map(|(_, work)| work));
+    }
+    for id in items {
+        paths.push(crate::layout::work_dir(id));
+        paths.push(format!("{}/events.jsonl", crate::layout::work_dir(id)));
+    }
+    for run in g.items.iter().filter_map(|i| i.projection.latest_run_id.as_ref()) {
+        paths.push(crate::layout::run_dir(run));
+    }
+    paths
 }
 
 /// The signature of `metas`, in the order given.

@@ -550,6 +550,24 @@ impl ServiceScheduler {
         }
     }
 
+    /// A wake of the service's loop, the one order both drivers follow: a drain the watcher
+    /// began (`draining`) is handed over first, then whatever is due is done.
+    pub fn wake(&mut self, now: Instant, draining: bool) {
+        if draining {
+            self.request_stop(now);
+        }
+        self.handle_timeout(now);
+    }
+
+    /// The end of a sweep, the one order both drivers follow: a drain begun while it ran is
+    /// handed over before its end, so the scheduler stops instead of waiting for another wake.
+    pub fn sweep_ended(&mut self, now: Instant, draining: bool, result: Result<(), String>) {
+        if draining {
+            self.request_stop(now);
+        }
+        self.sweep_finished(now, result);
+    }
+
     /// Reports the end of the running sweep at `now`. Success schedules the next sweep
     /// `wake_interval` from `now` and forgets earlier sweep errors. An error that no single
     /// goal owns schedules it after the *exponential* backoff of consecutive sweep errors,

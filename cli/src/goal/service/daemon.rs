@@ -105,10 +105,7 @@ pub fn daemon(
     // The watcher beats on its own schedule and begins the drain; this loop carries out the
     // scheduler's effects until the drain has stopped it.
     loop {
-        if shared.stop.load(Ordering::SeqCst) {
-            scheduler.request_stop(clock.now());
-        }
-        scheduler.handle_timeout(clock.now());
+        scheduler.wake(clock.now(), shared.stop.load(Ordering::SeqCst));
         while let Some(effect) = scheduler.poll_effect() {
             match effect {
                 ServiceEffect::Sweep => sweeper.sweep(store, config, &mut scheduler, &shared),
@@ -192,10 +189,7 @@ impl Sweeper {
         let began = clock.now();
         let result = sweep(store, config, scheduler, shared, &mut self.cache);
         let ended = clock.now();
-        if shared.stop.load(Ordering::SeqCst) {
-            scheduler.request_stop(ended);
-        }
-        scheduler.sweep_finished(ended, result.clone());
+        scheduler.sweep_ended(ended, shared.stop.load(Ordering::SeqCst), result.clone());
         let wall = clock.wall();
         shared.update(|s| {
             s.active_goal_id = None;

@@ -9,14 +9,12 @@ use crate::goal::runner::{drive, goal_limits};
 use crate::goal::store;
 use crate::work::store::Store;
 use harn_core::env::Clock;
-use harn_core::goal::planning::goal_dir;
 use harn_core::goal::{goal_fingerprint, GoalState, Mode};
 use harn_core::ids::Id;
 use harn_core::service::cache::{self, PathMeta, Signature};
 use harn_core::service::wake::{Fingerprint, GoalWake, ServiceScheduler};
 use harn_core::service::{ServiceConfig, SweepHost, Ticked};
 use harn_core::time::Duration as CoreDuration;
-use harn_core::work::WorkState;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -65,12 +63,12 @@ impl ReadCache {
         let state = json!(g.projection.state);
         let standing = format!("{}: {}", state.as_str().unwrap_or(""), g.projection.reason);
         self.standing.insert(goal.clone(), standing);
-        let paths = watched_paths(&g);
+        let paths = cache::watched_paths(&g);
         self.directories.extend(paths.iter().map(|p| {
             let file = p.strip_suffix("/events.jsonl").or_else(|| p.strip_suffix("/intent.json"));
             file.map_or_else(|| p.clone(), str::to_owned)
         }));
-        if settled(&g) {
+        if cache::settled(&g) {
             let signature = signature(store.root(), &paths);
             if cache::cacheable(&signature, read_at) {
                 self.goals
@@ -79,47 +77,6 @@ impl ReadCache {
         }
         Ok(read)
     }
-}
-
-/// Whether a goal's state follows from its files alone: nothing running or parked, whose end
-/// or ruling shows first in a lease or in a file this cache does not watch.
-pub(crate) fn settled(g: &store::Goal) -> bool {
-    g.projection.state != GoalState::Running
-        && g.items.iter().all(|i| {
-            !matches!(i.projection.state, WorkState::Running | WorkState::AwaitingApproval)
-        })
-}
-
-/// The files and directories a goal's state is read from: its directory, intent and plans, and
-/// for every work item of its graph the item's directory, journal and latest run.
-fn watched_paths(g: &store::Goal) -> Vec<String> {
-    let dir = goal_dir(&g.intent.id);
-    // The intent is written once, but one edited or damaged by hand must be noticed (and
-    // refused) at once, not at the next full read.
-    let mut paths = vec![
-        dir.clone(),
-        format!("{dir}/intent.json"),
-        format!("{dir}/events.jsonl"),
-        format!("{dir}/plans"),
-        harn_core::layout::WORK.to_owned(),
-    ];
-    let mut items: std::collections::BTreeSet<&Id> = g.items.iter().map(|i| &i.id).collect();
-    items.extend(g.intent.root_work_id.iter());
-    for p in &g.plans {
-        let plan = harn_core::goal::planning::plan_dir(&g.intent.id, &p.request.plan_id);
-        paths.push(format!("{plan}/events.jsonl"));
-        paths.push(plan);
-        // Work of earlier plans still counts against the goal's attempts.
-        items.extend(p.applied.iter().flat_map(|(_, work)| work));
-    }
-    for id in items {
-        paths.push(harn_core::layout::work_dir(id));
-        paths.push(format!("{}/events.jsonl", harn_core::layout::work_dir(id)));
-    }
-    for run in g.items.iter().filter_map(|i| i.projection.latest_run_id.as_ref()) {
-        paths.push(harn_core::layout::run_dir(run));
-    }
-    paths
 }
 
 /// The signature of the paths' metadata (a missing path counts too, as missing).
