@@ -515,27 +515,19 @@ impl GoalHost for SimHost<'_> {
             .map(|(work, action)| {
                 self.g.w.not_started = false;
                 let ran = self.g.w.read(work).and_then(|item| match action {
-                    DispatchAction::Run => self.g.w.start(&item, false),
-                    DispatchAction::Retry => self.g.w.start(&item, true),
-                    DispatchAction::Resume => self.g.w.resume(&item),
+                    DispatchAction::Run => self.g.w.start_ended(&item, false),
+                    DispatchAction::Retry => self.g.w.start_ended(&item, true),
+                    DispatchAction::Resume => self.g.w.resume_ended(&item),
                 });
-                let status = match (ran, self.g.w.read(work).map(|i| i.projection.state)) {
-                    // Its workflow never ran: the loop must stop on it, not go round again.
-                    (Ok(()), _) if std::mem::take(&mut self.g.w.not_started) => {
-                        OutcomeStatus::Failed
-                    }
-                    (Ok(()), Ok(WorkState::AwaitingApproval)) => OutcomeStatus::Parked,
-                    (Ok(()), Ok(_)) => OutcomeStatus::Completed,
-                    _ => OutcomeStatus::Failed,
+                // Its workflow never ran (an IO fault before it, a spawn that failed): the loop
+                // must stop on it, not go round again.
+                let never_ran = std::mem::take(&mut self.g.w.not_started);
+                let ended = match ran {
+                    Ok(_) if never_ran => Err("its workflow never ran".to_owned()),
+                    Ok(ended) => ended,
+                    Err(e) => Err(e),
                 };
-                Outcome {
-                    work_id: work.clone(),
-                    action: *action,
-                    status,
-                    run_id: None,
-                    passed: None,
-                    detail: None,
-                }
+                Outcome::of_attempt(work.clone(), *action, ended.as_ref().map_err(Clone::clone))
             })
             .collect()
     }

@@ -68,16 +68,15 @@ impl<E: Entropy> World<E> {
         let now = self.clock.now();
         let nothing = (StepEvent::Timeout { spurious: true }, Wake::Timeout);
         let ready = |name: Id, run: u64, finding: Finding, evidence: &str| {
-            let (event, report) = match finding {
-                Finding::Ready => (
-                    StepEvent::Ready { name: name.to_string(), run, evidence: evidence.into() },
-                    HarnessInput::Ready { run },
-                ),
-                Finding::Lost => (
-                    StepEvent::Unready { name: name.to_string(), run, evidence: evidence.into() },
-                    HarnessInput::Unready { run },
-                ),
+            let event = match finding {
+                Finding::Ready => {
+                    StepEvent::Ready { name: name.to_string(), run, evidence: evidence.into() }
+                }
+                Finding::Lost => {
+                    StepEvent::Unready { name: name.to_string(), run, evidence: evidence.into() }
+                }
             };
+            let report = finding.report(run);
             (event, Wake::Input(DaemonInput::Process { name, report }))
         };
         let exited = self.probes.iter().find(|(_, (at, _))| *at <= now).map(|(p, e)| (*p, e.1));

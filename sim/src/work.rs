@@ -346,30 +346,47 @@ impl WorkWorld {
     /// A start action on `item` (a retry when `retry`): one attempt through the core's
     /// procedure, the one `harn work run` runs.
     pub(crate) fn start(&mut self, item: &Item, retry: bool) -> Result<(), String> {
-        *self.starts.entry(item.intent.id.clone()).or_default() += 1;
-        self.attempt(&item.intent.id, retry)
+        self.start_ended(item, retry).map(drop)
     }
 
     /// A resume action on a parked `item` whose approval was ruled on.
     pub(crate) fn resume(&mut self, item: &Item) -> Result<(), String> {
+        self.resume_ended(item).map(drop)
+    }
+
+    /// [`WorkWorld::start`], saying how the attempt ended (the inner error: a refusal, or an
+    /// injected IO fault before anything ran).
+    pub(crate) fn start_ended(
+        &mut self,
+        item: &Item,
+        retry: bool,
+    ) -> Result<Result<AttemptEnded, String>, String> {
+        *self.starts.entry(item.intent.id.clone()).or_default() += 1;
+        self.attempt(&item.intent.id, retry)
+    }
+
+    /// [`WorkWorld::resume`], saying how the attempt ended.
+    pub(crate) fn resume_ended(
+        &mut self,
+        item: &Item,
+    ) -> Result<Result<AttemptEnded, String>, String> {
         self.attempt(&item.intent.id, false)
     }
 
-    fn attempt(&mut self, id: &Id, retry: bool) -> Result<(), String> {
+    fn attempt(&mut self, id: &Id, retry: bool) -> Result<Result<AttemptEnded, String>, String> {
         match run_attempt(self, id, retry, "sim") {
-            Ok(AttemptEnded::Proof(..)) => {
+            Ok(ended @ AttemptEnded::Proof(..)) => {
                 self.summary.proofs += 1;
-                Ok(())
+                Ok(Ok(ended))
             }
-            Ok(AttemptEnded::Parked(_) | AttemptEnded::Abandoned) | Err(Refusal::NotNow(_)) => {
-                Ok(())
-            }
+            Ok(ended) => Ok(Ok(ended)),
+            Err(Refusal::NotNow(why)) => Ok(Err(why)),
             // An IO error before the spawn (a full disk, a failing device): whatever it cut
             // short, nothing ran, so nothing may be charged.
             Err(Refusal::Store(e)) if e.contains(INJECTED) && !self.ledger.fs.is_crashed() => {
                 self.summary.not_started += 1;
                 self.not_started = true;
-                Ok(())
+                Ok(Err(e))
             }
             Err(Refusal::Store(e)) => Err(e),
         }

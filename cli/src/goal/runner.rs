@@ -7,12 +7,11 @@ use super::store::{self, goal_lease};
 use crate::work::run_cmd::accept_item;
 use crate::work::runner::{run_attempt, AttemptRefusal, Ended, RunLimits};
 use crate::work::store::{Store, StoreError};
-use harn_core::goal::engine::{
-    drive as drive_loop, GoalHost, GoalView, Outcome, OutcomeStatus, Report,
-};
+use harn_core::goal::engine::{drive as drive_loop, GoalHost, GoalView, Outcome, Report};
 use harn_core::goal::{DispatchAction, Mode};
 use harn_core::ids::Id;
 use harn_core::time::WallTime;
+use harn_core::work::attempt::AttemptEnded;
 use std::path::PathBuf;
 
 pub use harn_core::goal::engine::words;
@@ -131,30 +130,13 @@ fn dispatch(
 }
 
 fn outcome(work_id: Id, action: DispatchAction, ended: Result<Ended, AttemptRefusal>) -> Outcome {
-    let mut o = Outcome {
-        work_id,
-        action,
-        status: OutcomeStatus::Failed,
-        run_id: None,
-        passed: None,
-        detail: None,
+    let ended = match ended {
+        Ok(Ended::Proof(run, proof)) => Ok(AttemptEnded::Proof(run, proof)),
+        Ok(Ended::Parked(request)) => Ok(AttemptEnded::Parked(request)),
+        Err(AttemptRefusal::NotNow(why)) => Err(why),
+        Err(AttemptRefusal::Store(e)) => Err(e.to_string()),
     };
-    match ended {
-        Ok(Ended::Proof(run, proof)) => {
-            o.status = OutcomeStatus::of_proof(proof.run.class);
-            o.passed = Some(proof.passes());
-            o.detail = proof.run.error.clone();
-            o.run_id = Some(run);
-        }
-        Ok(Ended::Parked(request)) => {
-            o.status = OutcomeStatus::Parked;
-            o.detail = Some(format!("approval {}", request.approval_id));
-            o.run_id = Some(request.run_id.clone());
-        }
-        Err(AttemptRefusal::NotNow(why)) => o.detail = Some(why),
-        Err(AttemptRefusal::Store(e)) => o.detail = Some(e.to_string()),
-    }
-    o
+    Outcome::of_attempt(work_id, action, ended.as_ref().map_err(Clone::clone))
 }
 
 /// The limits every attempt the goal dispatches runs with: the goal's team, agent cap and

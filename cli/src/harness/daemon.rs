@@ -20,7 +20,6 @@ use harn_core::env::{Clock, ExitStatus, Fs, Pid};
 use harn_core::harness::daemon::{Command, Daemon, DaemonConfig, DaemonInput};
 use harn_core::harness::driver::{Driver, Env, Executed, Fatal, Wake};
 use harn_core::harness::lifecycle::HarnessInput;
-use harn_core::harness::readiness::Finding;
 use harn_core::ids::Id;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -240,14 +239,6 @@ fn release_free_heap() {
     }
 }
 
-/// What a look at a run's readiness evidence reports to the core.
-fn finding_report(run: u64, finding: Finding) -> HarnessInput {
-    match finding {
-        Finding::Ready => HarnessInput::Ready { run },
-        Finding::Lost => HarnessInput::Unready { run },
-    }
-}
-
 /// One line per decision on the daemon's output. A closed or broken output (a pipe whose
 /// reader went away, a restarted journal) loses the line, never the daemon.
 fn log(line: &str) {
@@ -315,7 +306,7 @@ impl Host {
     fn on_due(&mut self) -> Result<(), Fatal> {
         let now = self.clock.now();
         for (name, run, finding) in self.readiness.check(now, &self.daemon) {
-            let report = finding_report(run, finding);
+            let report = finding.report(run);
             self.step(Wake::Input(DaemonInput::Process { name, report }))?;
         }
         if self.daemon.poll_timeout().is_some_and(|t| t <= now) {
@@ -391,7 +382,7 @@ impl Host {
             let passed = status == ExitStatus::Code(0);
             if let Some(found) = self.readiness.probe_exited(now, pid, passed) {
                 if let Some((name, run, finding)) = found {
-                    let report = finding_report(run, finding);
+                    let report = finding.report(run);
                     self.step(Wake::Input(DaemonInput::Process { name, report }))?;
                 }
                 continue;

@@ -35,6 +35,47 @@ impl OutcomeStatus {
     }
 }
 
+impl Outcome {
+    /// What one dispatched attempt came to, from how it ended, in the one rule `harn
+    /// supervisor` and `harn sim goals` both follow: with a proof, completed (failed when the
+    /// proof says its workflow never started), with whether it passed and why it failed;
+    /// parked, on its approval; anything else (a refusal before anything ran, an error, a host
+    /// gone before the proof), failed, saying why.
+    pub fn of_attempt(
+        work_id: Id,
+        action: DispatchAction,
+        ended: Result<&crate::work::attempt::AttemptEnded, String>,
+    ) -> Outcome {
+        use crate::work::attempt::AttemptEnded;
+        let mut o = Outcome {
+            work_id,
+            action,
+            status: OutcomeStatus::Failed,
+            run_id: None,
+            passed: None,
+            detail: None,
+        };
+        match ended {
+            Ok(AttemptEnded::Proof(run, proof)) => {
+                o.status = OutcomeStatus::of_proof(proof.run.class);
+                o.passed = Some(proof.passes());
+                o.detail = proof.run.error.clone();
+                o.run_id = Some(run.clone());
+            }
+            Ok(AttemptEnded::Parked(request)) => {
+                o.status = OutcomeStatus::Parked;
+                o.detail = Some(format!("approval {}", request.approval_id));
+                o.run_id = Some(request.run_id.clone());
+            }
+            Ok(AttemptEnded::Abandoned) => {
+                o.detail = Some("its host was gone before the proof".into());
+            }
+            Err(why) => o.detail = Some(why),
+        }
+        o
+    }
+}
+
 /// What one dispatch came to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Outcome {

@@ -62,6 +62,17 @@ pub enum Finding {
     Lost,
 }
 
+impl Finding {
+    /// The lifecycle input that reports this finding about `run`: what both the daemon and
+    /// the simulator hand the harness.
+    pub fn report(self, run: u64) -> crate::harness::lifecycle::HarnessInput {
+        match self {
+            Finding::Ready => crate::harness::lifecycle::HarnessInput::Ready { run },
+            Finding::Lost => crate::harness::lifecycle::HarnessInput::Unready { run },
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct Probe {
     name: Id,
