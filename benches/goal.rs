@@ -7,8 +7,8 @@ use harn_core::goal::{
 };
 use harn_core::ids::Id;
 use harn_core::time::WallTime;
+use harn_core::work::team::Team;
 use harn_core::work::{NextAction, Projection, WorkState};
-use harn_core::workflow::team::Team;
 use std::hint::black_box;
 
 const ITEMS: usize = 100;

@@ -60,17 +60,17 @@ fn proposal_corpus() {
 
 #[test]
 fn protocol_reader_corpus() {
-    replay("protocol_reader", harn_core::workflow::protocol::fuzz_reader);
+    replay("protocol_reader", harn_core::work::protocol::fuzz_reader);
 }
 
 #[test]
 fn run_fold_corpus() {
-    replay("run_fold", harn_core::workflow::run::fuzz_run_fold);
+    replay("run_fold", harn_core::work::run::fuzz_run_fold);
 }
 
 #[test]
 fn policy_corpus() {
-    replay("policy", harn_core::workflow::policy::fuzz_policy);
+    replay("policy", harn_core::work::policy::fuzz_policy);
 }
 
 #[test]

@@ -180,7 +180,7 @@ fn bad_input_is_refused_and_an_edited_intent_is_noticed() {
 
 /// The id of plan number `n` of `goal`, as harn derives it.
 fn plan(goal: &str, n: u32) -> String {
-    harn_core::goal::planning::plan_id(&harn_core::ids::Id::new(goal).unwrap(), n)
+    harn_core::goal::plan::plan_id(&harn_core::ids::Id::new(goal).unwrap(), n)
 }
 
 /// Whether the work item `<plan>-<key>` exists.

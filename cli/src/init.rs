@@ -5,8 +5,8 @@
 
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use crate::private::Dir;
-use harn_core::workflow::agent::presets;
-use harn_core::workflow::run::Billing;
+use harn_core::work::agent::presets;
+use harn_core::work::run::Billing;
 use std::path::PathBuf;
 
 /// `harn init`

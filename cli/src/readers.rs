@@ -211,7 +211,7 @@ fn unix_now_ns() -> i128 {
 /// edited by hand shows at the full read every minute, where the service refuses it at
 /// once); this keeps a refresh of 10,000 goals cheap.
 fn goal_paths(g: &goal_store::Goal) -> (Vec<String>, Vec<Id>) {
-    use harn_core::goal::planning::{goal_dir, plan_dir};
+    use harn_core::goal::plan::{goal_dir, plan_dir};
     let dir = goal_dir(&g.intent.id);
     let mut paths = vec![format!("{dir}/events.jsonl")];
     // Only a goal that may replan ever gets a plan.

@@ -337,7 +337,7 @@ pub fn fuzz_goal_projection(data: &[u8]) {
         items.push(GoalItem { id: w, projection: project(&inputs) });
     }
     let Some(root) = items.last().map(|i| i.id.clone()) else { return };
-    let team = crate::workflow::team::Team::new();
+    let team = crate::work::team::Team::new();
     let g = Id::new("g").expect("valid");
     let t = crate::time::WallTime(0);
     let intent = GoalIntent::new(g, "g".into(), Some(root), team, limits, automation, t)
@@ -491,8 +491,8 @@ pub fn fuzz_service(data: &[u8]) {
 /// after a timeout says so, and a cancel is carried out once.
 #[doc(hidden)]
 pub fn fuzz_segment(data: &[u8]) {
+    use crate::work::run::ProcessEnd;
     use crate::work::segment::{Segment, SegmentEffect, SegmentInput};
-    use crate::workflow::run::ProcessEnd;
     let mut bytes = data.iter().copied();
     let timeout = Duration::from_millis(u64::from(bytes.next().unwrap_or(0)) * 100);
     let mut now = Instant(1_000_000_000);

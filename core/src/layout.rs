@@ -22,7 +22,7 @@ pub const RUNNING: &str = ".harnery/running";
 /// The agent harnesses and containment configuration.
 pub const CONFIG: &str = ".harnery/config.json";
 /// Guarded paths runs changed, and the changes people accepted
-/// (`workflow::containment::guard::Record`).
+/// (`work::containment::guard::Record`).
 pub const GUARDED: &str = ".harnery/guarded.jsonl";
 
 /// Where work item `id` lives.

@@ -21,4 +21,3 @@ pub mod service;
 pub mod text;
 pub mod time;
 pub mod work;
-pub mod workflow;

@@ -1,3 +1,3 @@
 //! Arbitrary workflow output, split at an arbitrary point, through the protocol reader.
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| harn_core::workflow::protocol::fuzz_reader(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harn_core::work::protocol::fuzz_reader(data));

@@ -1,3 +1,3 @@
 //! Arbitrary workflow output through the reader and the run fold, ended in an arbitrary way.
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| harn_core::workflow::run::fuzz_run_fold(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harn_core::work::run::fuzz_run_fold(data));

@@ -12,17 +12,17 @@ use crate::entropy::Entropy;
 use crate::work::WorkWorld;
 use harn_core::env::Fs;
 use harn_core::goal::engine::{drive, GoalHost, GoalView, Outcome, OutcomeStatus};
+use harn_core::goal::plan::{self, Specialists};
 use harn_core::goal::plan::{PlanEvent, PlanStatus, ReplanningPolicy, ReviewPanel, Template};
-use harn_core::goal::planning::{self, Specialists};
 use harn_core::goal::{
     Automation, DispatchAction, GoalIntent, GoalLimits, GoalNext, GoalState, Mode,
 };
 use harn_core::ids::Id;
 use harn_core::time::WallTime;
+use harn_core::work::approval::Ruling;
 use harn_core::work::events::{EventKind, Trigger};
 use harn_core::work::FailureClass;
 use harn_core::work::{NextAction, WorkState};
-use harn_core::workflow::approval::Ruling;
 
 /// What one seed did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -112,7 +112,7 @@ impl GoalWorld {
         };
         let id = |s: &str| Id::new(s).expect("a valid id");
         let now = w.wall();
-        let mut team = harn_core::workflow::team::Team::new();
+        let mut team = harn_core::work::team::Team::new();
         team.insert("planner".into(), Default::default());
         team.insert("reviewer".into(), Default::default());
         let mut intent =
@@ -155,7 +155,7 @@ impl GoalWorld {
     }
 
     pub(crate) fn view(&mut self) -> Result<GoalView, String> {
-        planning::goal_view(&mut self.w.ledger, &self.intent, &mut |_| false, false)
+        plan::goal_view(&mut self.w.ledger, &self.intent, &mut |_| false, false)
     }
 
     /// A tick or run (two in three), else a person's action on a drawn item.
@@ -218,18 +218,10 @@ impl GoalWorld {
         if let Some(plan) = p.pending_plan_id.clone() {
             if self.w.entropy.chance(3, 4) {
                 let mut s = SimSpecialists { entropy: &mut self.w.entropy, calls: 0 };
-                planning::approve(
-                    &mut self.w.ledger,
-                    &mut s,
-                    &view,
-                    &plan,
-                    "ana",
-                    "looks right",
-                    now,
-                )?;
+                plan::approve(&mut self.w.ledger, &mut s, &view, &plan, "ana", "looks right", now)?;
             } else {
                 let e = PlanEvent::Rejected;
-                planning::decide(&mut self.w.ledger, &view, &plan, e, "ana", "not this way", now)?;
+                plan::decide(&mut self.w.ledger, &view, &plan, e, "ana", "not this way", now)?;
             }
             return Ok(());
         }
@@ -237,7 +229,7 @@ impl GoalWorld {
             p.attention_plan_id.clone().filter(|_| p.next_action == GoalNext::RetryPlan)
         {
             let e = PlanEvent::RetryRequested;
-            planning::decide(&mut self.w.ledger, &view, &plan, e, "ana", "try again", now)?;
+            plan::decide(&mut self.w.ledger, &view, &plan, e, "ana", "try again", now)?;
             return Ok(());
         }
         if view.items.is_empty() {
@@ -315,8 +307,7 @@ impl GoalWorld {
             ));
         }
         for plan in &view.plans {
-            let events =
-                planning::events(&mut self.w.ledger, &self.intent.id, &plan.request.plan_id)?;
+            let events = plan::events(&mut self.w.ledger, &self.intent.id, &plan.request.plan_id)?;
             let applied = events.iter().any(|e| matches!(e.event, PlanEvent::Applied { .. }));
             if plan.status == PlanStatus::Rejected && applied {
                 return Err(format!("rejected plan {} was applied", plan.request.plan_id));
@@ -378,7 +369,7 @@ impl GoalWorld {
         plan: &harn_core::goal::plan::PlanView,
         events: &[harn_core::goal::plan::PlanRecord],
     ) -> Result<(), String> {
-        use harn_core::goal::review::{check_receipt, Receipt, ReviewStatus};
+        use harn_core::goal::plan::review::{check_receipt, Receipt, ReviewStatus};
         let Some(panel) = self.intent.replanning.as_ref().and_then(|p| p.review.clone()) else {
             return Ok(());
         };
@@ -391,7 +382,7 @@ impl GoalWorld {
         if !vouched || attention {
             return Ok(());
         }
-        let dir = planning::plan_dir(&self.intent.id, id);
+        let dir = plan::plan_dir(&self.intent.id, id);
         let receipt: Option<Receipt> = self.w.ledger.read_json(&format!("{dir}/review.json"))?;
         let Some(receipt) = receipt else {
             return Err(format!("plan {id} was proposed under a review panel without a receipt"));
@@ -399,7 +390,7 @@ impl GoalWorld {
         if receipt.status != ReviewStatus::Passed || check_receipt(&receipt, &panel).is_err() {
             return Err(format!("plan {id} was proposed on a receipt that did not pass"));
         }
-        let proposal = planning::proposal(&mut self.w.ledger, &self.intent.id, id)?;
+        let proposal = plan::proposal(&mut self.w.ledger, &self.intent.id, id)?;
         if events.iter().any(|e| e.event == PlanEvent::Proposed)
             && proposal.as_ref() != Some(&receipt.candidate)
         {
@@ -416,14 +407,13 @@ struct SimSpecialists<'a> {
 }
 
 impl Specialists for SimSpecialists<'_> {
-    fn call(&mut self, ask: &planning::Ask<'_>) -> planning::Called {
-        use harn_core::workflow::agent::CallOutcome;
+    fn call(&mut self, ask: &plan::Ask<'_>) -> plan::Called {
+        use harn_core::work::agent::CallOutcome;
         match self.reply(ask.role, ask.label) {
-            Ok(text) => planning::Called {
-                harness: Some("sim".into()),
-                outcome: CallOutcome::replied(text),
-            },
-            Err((class, why)) => planning::Called::refused(class, why),
+            Ok(text) => {
+                plan::Called { harness: Some("sim".into()), outcome: CallOutcome::replied(text) }
+            }
+            Err((class, why)) => plan::Called::refused(class, why),
         }
     }
 
@@ -544,8 +534,8 @@ impl GoalHost for SimHost<'_> {
             w.ledger.fs.crash_after(after);
         }
         let mut s = SimSpecialists { entropy: &mut w.entropy, calls: 0 };
-        let line = planning::run_planner(&mut w.ledger, &view, &mut s, ACTOR, now)?;
-        if line.ends_with(&format!("({})", planning::RESUMED_REVIEW)) {
+        let line = plan::run_planner(&mut w.ledger, &view, &mut s, ACTOR, now)?;
+        if line.ends_with(&format!("({})", plan::RESUMED_REVIEW)) {
             self.g.summary.resumed_reviews += 1;
         }
         Ok(line)

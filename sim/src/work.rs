@@ -12,23 +12,23 @@ use crate::fs::SimFs;
 use harn_core::env::{Fs, FsErrorKind};
 use harn_core::ids::Id;
 use harn_core::time::{Duration, Instant, WallTime};
+use harn_core::work::agent::{resolve, CallOutcome};
+use harn_core::work::approval::Ruling;
 use harn_core::work::attempt::{run_attempt, AttemptEnded, AttemptHost, SegmentEnd};
 use harn_core::work::events::{EventKind, WorkEvent};
 use harn_core::work::intent::INTENT_VERSION;
 use harn_core::work::ledger::{work_dir, Item, Known, Ledger, Refusal};
 use harn_core::work::live::LiveRun;
+use harn_core::work::policy::{parse_policy, FrozenPolicy};
 use harn_core::work::projection::{NextAction, WorkState};
-use harn_core::work::segment::{Segment, SegmentEffect, SegmentInput, CANCEL_GRACE, CANCEL_POLL};
-use harn_core::work::{WorkIntent, WorkflowRef};
-use harn_core::workflow::agent::{resolve, CallOutcome};
-use harn_core::workflow::approval::Ruling;
-use harn_core::workflow::policy::{parse_policy, FrozenPolicy};
-use harn_core::workflow::protocol::{EvidenceStatus, FromWorkflow};
-use harn_core::workflow::run::{
+use harn_core::work::protocol::{EvidenceStatus, FromWorkflow};
+use harn_core::work::run::{
     Billing, FrozenHarness, HostAction, ProcessEnd, RunFold, RunManifest, RUN_VERSION,
 };
-use harn_core::workflow::team::Team;
-use harn_core::workflow::transcript;
+use harn_core::work::segment::{Segment, SegmentEffect, SegmentInput, CANCEL_GRACE, CANCEL_POLL};
+use harn_core::work::team::Team;
+use harn_core::work::transcript;
+use harn_core::work::{WorkIntent, WorkflowRef};
 use std::collections::BTreeMap;
 
 /// What one seed did.
@@ -319,7 +319,7 @@ impl WorkWorld {
             policy: Some(FrozenPolicy::new(policy)),
             approval_to: Some("ana".into()),
             concurrency: 1,
-            isolation: harn_core::workflow::run::Isolation::Shared,
+            isolation: harn_core::work::run::Isolation::Shared,
             cwd: None,
             context: None,
             goal_spent_micro_usd: None,
@@ -588,7 +588,7 @@ impl WorkWorld {
                 }
                 _ => {}
             }
-            let evidence = harn_core::workflow::protocol::Evidence {
+            let evidence = harn_core::work::protocol::Evidence {
                 kind: "review".into(),
                 status: EvidenceStatus::Passed,
                 label: "the agent answered".into(),
@@ -661,7 +661,7 @@ impl WorkWorld {
     /// (the code the binary runs): a reply, a refusal by the vendor, no login, a silent call
     /// the watchdog ended, the agent's own turn limit, or a plain failure.
     fn draw_outcome(&mut self) -> CallOutcome {
-        use harn_core::workflow::agent::{classify, presets, CallEnd};
+        use harn_core::work::agent::{classify, presets, CallEnd};
         let codex = presets().remove("codex").expect("a preset");
         let claude = presets().remove("claude-code").expect("a preset");
         let lines = |ls: &[&str]| ls.iter().map(|l| format!("{l}\n")).collect::<String>();
@@ -781,7 +781,7 @@ impl WorkWorld {
                         !calls.is_empty() && calls.iter().all(|a| !a.ok && a.class.is_some());
                     if all_uncharged
                         && p.run.class.is_none()
-                        && p.run.status != harn_core::workflow::run::RunStatus::Succeeded
+                        && p.run.status != harn_core::work::run::RunStatus::Succeeded
                     {
                         return Err(format!(
                             "run {run_id}: every call failed uncharged, the run is charged"
@@ -793,8 +793,8 @@ impl WorkWorld {
                 // operator's stop had reached it when its host died.
                 None => {
                     let records = self.ledger.transcript(run_id)?;
-                    let started = harn_core::workflow::transcript::started(&records);
-                    charged += u32::from(started == harn_core::workflow::transcript::Started::Ran);
+                    let started = harn_core::work::transcript::started(&records);
+                    charged += u32::from(started == harn_core::work::transcript::Started::Ran);
                 }
             }
         }

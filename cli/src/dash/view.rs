@@ -450,7 +450,7 @@ fn work_page(f: &mut Frame, area: Rect, s: &Snapshot, now: WallTime, selected: O
             None => name_of(&w.next_action),
         };
         let cost =
-            w.cost_micro_usd.map_or_else(|| "-".to_owned(), harn_core::workflow::adapter::dollars);
+            w.cost_micro_usd.map_or_else(|| "-".to_owned(), harn_core::work::adapter::dollars);
         let cells =
             vec![w.id.to_string(), name_of(&w.state), next, attempts(w), cost, w.title.clone()];
         Row::new(fitted(cells, &widths, table.width))

@@ -218,8 +218,8 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
         if let Some(h) = &profile.harness {
             let checked = frozen_harness(store.root(), h).and_then(|frozen| {
                 let kind_of = |_: &str| Some(frozen.spec.kind);
-                let one = harn_core::workflow::team::Team::from([(role.clone(), profile.clone())]);
-                harn_core::workflow::team::check_efforts(&one, None, &kind_of)
+                let one = harn_core::work::team::Team::from([(role.clone(), profile.clone())]);
+                harn_core::work::team::check_efforts(&one, None, &kind_of)
             });
             if let Err(e) = checked {
                 let e = e.strip_prefix(&format!("role {role}: ")).unwrap_or(&e).to_owned();
@@ -298,9 +298,9 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
 
 /// The adapter-spread refusal: the programs are asked whether they are logged in only when
 /// the team could be refused at all (it would be if every built-in harness were live).
-fn check_spread(team: &harn_core::workflow::team::Team) -> Result<(), Failure> {
+fn check_spread(team: &harn_core::work::team::Team) -> Result<(), Failure> {
     use harn_core::goal::intent::check_adapter_spread;
-    let every: Vec<String> = harn_core::workflow::agent::presets().into_keys().collect();
+    let every: Vec<String> = harn_core::work::agent::presets().into_keys().collect();
     if check_adapter_spread(team, &every).is_ok() {
         return Ok(());
     }
@@ -373,9 +373,8 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
     let milestones = match &g.intent.mission {
         None => serde_json::Value::Null,
         Some(m) => {
-            let completed =
-                harn_core::goal::planning::milestones_completed(store.ledger(), &g.plans)
-                    .map_err(crate::exit::Failure::failed)?;
+            let completed = harn_core::goal::plan::milestones_completed(store.ledger(), &g.plans)
+                .map_err(crate::exit::Failure::failed)?;
             let current = g.plans.iter().rev().find_map(|p| p.milestone);
             let done =
                 g.plans.iter().any(|p| p.status == harn_core::goal::plan::PlanStatus::Completed);

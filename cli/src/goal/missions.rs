@@ -5,7 +5,7 @@
 use super::store::{self, goal_lease};
 use crate::work::cmd::MissionReopen;
 use crate::work::store::Store;
-use harn_core::goal::planning::{check_reopen, generation_of, Generation};
+use harn_core::goal::plan::{check_reopen, generation_of, Generation};
 use harn_core::ids::Id;
 
 /// Finds the complete missions holding `work` and takes each one's goal lease; refused (with

@@ -288,7 +288,7 @@ fn show(store: &mut Store, goal: &Id, plan: &str, as_json: bool) -> Exit {
             (Err(e), _) | (_, Err(e)) => return fail(EXIT_FAILED, e),
         };
     let calls =
-        harn_core::goal::planning::calls(store.ledger(), goal, plan).map_err(Failure::failed)?;
+        harn_core::goal::plan::calls(store.ledger(), goal, plan).map_err(Failure::failed)?;
     if as_json {
         let receipt: Option<Value> = store
             .read_record(&format!("{}/review.json", plans::plan_dir(goal, plan)))
@@ -304,7 +304,7 @@ fn show(store: &mut Store, goal: &Id, plan: &str, as_json: bool) -> Exit {
     outln!("{plan} of {goal}: {} — {}", status.as_str().unwrap_or(""), view.reason);
     let root = view.request.prior_root_work_id.as_ref().map_or("(none)".into(), |r| r.to_string());
     outln!("  asked on   root {root}");
-    let receipt: Option<harn_core::goal::review::Receipt> =
+    let receipt: Option<harn_core::goal::plan::review::Receipt> =
         store.read_record(&format!("{}/review.json", plans::plan_dir(goal, plan))).unwrap_or(None);
     if let Some(r) = &receipt {
         let findings: usize =
@@ -381,7 +381,7 @@ fn reopen(store: &mut Store, goal: &Id, actor: &str, reason: &str, as_json: bool
     let reopened = lease(store, goal).and_then(|()| {
         let g = view(store, goal)?;
         let now = store.now();
-        harn_core::goal::planning::reopen_mission(store.ledger(), &g, actor, reason, now)
+        harn_core::goal::plan::reopen_mission(store.ledger(), &g, actor, reason, now)
     });
     let line = reopened.map_err(Failure::failed)?;
     if as_json {

@@ -1,24 +1,24 @@
 //! A goal's plans over the real filesystem and real agent calls: the core's planning
-//! (`goal::planning`) with a host whose specialists are the goal's team answered by the
+//! (`goal::plan`) with a host whose specialists are the goal's team answered by the
 //! run's harnesses, and whose template digests are read from disk.
 
 use crate::work::agent_call::{CallContext, CallGroups};
 use crate::work::calls::call_checked;
 use crate::work::runner::RunLimits;
 use crate::work::store::{Store, StoreError};
+use harn_core::goal::plan::{self, Ask, Called, Specialists};
 use harn_core::goal::plan::{PlanEvent, PlanRecord, PlanView, Proposal, ValidPlan};
-use harn_core::goal::planning::{self, Ask, Called, Specialists};
 use harn_core::goal::GoalIntent;
 use harn_core::ids::Id;
+use harn_core::work::agent::AdapterSpec;
+use harn_core::work::agent::CallOutcome;
+use harn_core::work::team::Dispatch;
+use harn_core::work::team::{dispatch, Team};
 use harn_core::work::FailureClass;
-use harn_core::workflow::agent::AdapterSpec;
-use harn_core::workflow::agent::CallOutcome;
-use harn_core::workflow::team::Dispatch;
-use harn_core::workflow::team::{dispatch, Team};
 use std::path::Path;
 use std::sync::Mutex;
 
-pub use harn_core::goal::planning::{plan_dir, status_of};
+pub use harn_core::goal::plan::{plan_dir, status_of};
 
 /// The goal's specialists over real processes.
 struct RealSpecialists<'a> {
@@ -75,7 +75,7 @@ impl RealSpecialists<'_> {
         let mut d =
             dispatch(self.team, default, Some(ask.role), ask.prompt).map_err(|e| (None, e))?;
         d.schema = Some(ask.schema.clone());
-        d.prompt = harn_core::workflow::schema::with_contract(&d.prompt, ask.schema);
+        d.prompt = harn_core::work::schema::with_contract(&d.prompt, ask.schema);
         let spec = limits
             .harness
             .as_ref()
@@ -84,7 +84,7 @@ impl RealSpecialists<'_> {
             .or_else(|| limits.harnesses.get(&d.harness).cloned())
             .ok_or_else(|| (None, format!("harness {} is not available", d.harness)))?;
         // A planner or a reviewer reads; it does not change the workspace.
-        d.profile.access = harn_core::workflow::adapter::Access::ReadOnly;
+        d.profile.access = harn_core::work::adapter::Access::ReadOnly;
         Ok((d, spec))
     }
 
@@ -112,19 +112,19 @@ impl RealSpecialists<'_> {
         };
         match crate::work::calls::preflight_once(&d.harness, spec, limits.billing) {
             Ok(()) => call_checked(&ctx, d, spec, None, None),
-            Err(why) => harn_core::workflow::agent::preflight_failure(&why),
+            Err(why) => harn_core::work::agent::preflight_failure(&why),
         }
     }
 }
 
 /// Every plan of `goal`, in sequence order, with its status.
 pub fn read_plans(store: &mut Store, goal: &Id) -> Result<Vec<PlanView>, StoreError> {
-    Ok(planning::read_plans(store.ledger(), goal)?)
+    Ok(plan::read_plans(store.ledger(), goal)?)
 }
 
 /// A plan's history.
 pub fn events(store: &mut Store, goal: &Id, plan: &str) -> Result<Vec<PlanRecord>, StoreError> {
-    Ok(planning::events(store.ledger(), goal, plan)?)
+    Ok(plan::events(store.ledger(), goal, plan)?)
 }
 
 /// Appends one event to a plan's history (synced).
@@ -137,21 +137,21 @@ pub fn append(
     reason: &str,
 ) -> Result<(), StoreError> {
     let now = store.now();
-    Ok(planning::append(store.ledger(), goal, plan, event, actor, reason, now)?)
+    Ok(plan::append(store.ledger(), goal, plan, event, actor, reason, now)?)
 }
 
 /// The proposal of a plan, when written.
 pub fn proposal(store: &mut Store, goal: &Id, plan: &str) -> Result<Option<Proposal>, StoreError> {
-    Ok(planning::proposal(store.ledger(), goal, plan)?)
+    Ok(plan::proposal(store.ledger(), goal, plan)?)
 }
 
 /// Milestones whose root is accepted now.
 pub fn milestones_completed(store: &mut Store, plans: &[PlanView]) -> Result<u32, StoreError> {
-    Ok(planning::milestones_completed(store.ledger(), plans)?)
+    Ok(plan::milestones_completed(store.ledger(), plans)?)
 }
 
 /// Asks the planner for the next plan and records the outcome (see
-/// [`planning::run_planner`]).
+/// [`plan::run_planner`]).
 pub fn run_planner(
     store: &mut Store,
     view: &harn_core::goal::engine::GoalView,
@@ -162,10 +162,10 @@ pub fn run_planner(
     let root = store.root().to_owned();
     let team = &view.intent.team;
     let mut specialists = RealSpecialists { root: &root, team, limits: Some(limits) };
-    Ok(planning::run_planner(store.ledger(), view, &mut specialists, actor, now)?)
+    Ok(plan::run_planner(store.ledger(), view, &mut specialists, actor, now)?)
 }
 
-/// Creates a plan's work and appends `plan.applied` (see [`planning::apply`]).
+/// Creates a plan's work and appends `plan.applied` (see [`plan::apply`]).
 pub fn apply(
     store: &mut Store,
     intent: &GoalIntent,
@@ -178,10 +178,10 @@ pub fn apply(
     let root = store.root().to_owned();
     let mut specialists = RealSpecialists { root: &root, team: &intent.team, limits: None };
     let by = (actor, "approved");
-    planning::apply(store.ledger(), &mut specialists, intent, plan, proposal, valid, by, now)
+    plan::apply(store.ledger(), &mut specialists, intent, plan, proposal, valid, by, now)
 }
 
-/// Approves a proposed plan (see [`planning::approve`]); the caller holds the goal lease.
+/// Approves a proposed plan (see [`plan::approve`]); the caller holds the goal lease.
 pub fn approve(
     store: &mut Store,
     g: &harn_core::goal::engine::GoalView,
@@ -192,10 +192,10 @@ pub fn approve(
     let now = store.now();
     let root = store.root().to_owned();
     let mut specialists = RealSpecialists { root: &root, team: &g.intent.team, limits: None };
-    planning::approve(store.ledger(), &mut specialists, g, plan, actor, reason, now)
+    plan::approve(store.ledger(), &mut specialists, g, plan, actor, reason, now)
 }
 
-/// Rejects a plan or asks for a new one (see [`planning::decide`]); the caller holds the
+/// Rejects a plan or asks for a new one (see [`plan::decide`]); the caller holds the
 /// goal lease.
 pub fn decide(
     store: &mut Store,
@@ -206,5 +206,5 @@ pub fn decide(
     reason: &str,
 ) -> Result<String, String> {
     let now = store.now();
-    planning::decide(store.ledger(), g, plan, event, actor, reason, now)
+    plan::decide(store.ledger(), g, plan, event, actor, reason, now)
 }

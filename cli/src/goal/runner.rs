@@ -75,10 +75,10 @@ pub fn spent(store: &mut Store, goal: &Id) -> u64 {
 }
 
 /// The agent calls' usage over every item of the goal's graph, when any reported one.
-pub fn usage(store: &mut Store, goal: &Id) -> Option<harn_core::workflow::adapter::Usage> {
+pub fn usage(store: &mut Store, goal: &Id) -> Option<harn_core::work::adapter::Usage> {
     let view = store::read(store, goal).ok()?;
     let mut known = std::collections::BTreeMap::new();
-    let mut total: Option<harn_core::workflow::adapter::Usage> = None;
+    let mut total: Option<harn_core::work::adapter::Usage> = None;
     for item in &view.items {
         if let Some(u) = store.read(&item.id, &mut known).ok().and_then(|i| i.usage) {
             total.get_or_insert_with(Default::default).add(&u);

@@ -9,7 +9,7 @@ use harn_core::goal::intent::{check_created, GoalCreated};
 use harn_core::goal::{GoalIntent, GoalItem};
 use harn_core::ids::Id;
 
-pub use harn_core::goal::planning::goal_dir;
+pub use harn_core::goal::plan::goal_dir;
 
 /// The lease a `tick` or `run` of goal `id` holds.
 pub fn goal_lease(id: &Id) -> String {
@@ -72,7 +72,7 @@ pub fn intent(store: &mut Store, id: &Id) -> Result<GoalIntent, StoreError> {
 }
 
 /// Reads goal `id`: its intent, plans, active graph and projection (see
-/// [`harn_core::goal::planning::goal_view`]).
+/// [`harn_core::goal::plan::goal_view`]).
 pub fn read(store: &mut Store, id: &Id) -> Result<Goal, StoreError> {
     let intent = intent(store, id)?;
     let lease_elsewhere = store.held_elsewhere(&goal_lease(id));

@@ -4,10 +4,10 @@
 //! the call), killed with its group at the timeout or when the host dies. How the call ended
 //! is classified by the core.
 
-use harn_core::workflow::adapter::{self, CallOptions, Kind};
-use harn_core::workflow::agent::{classify, AdapterSpec, CallEnd, CallOutcome, API_KEY_VARS};
-use harn_core::workflow::run::Billing;
-use harn_core::workflow::team::Profile;
+use harn_core::work::adapter::{self, CallOptions, Kind};
+use harn_core::work::agent::{classify, AdapterSpec, CallEnd, CallOutcome, API_KEY_VARS};
+use harn_core::work::run::Billing;
+use harn_core::work::team::Profile;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io::{BufRead, Read, Write};

@@ -8,7 +8,7 @@ use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::service::outlook::{self, ResumeFacts};
-use harn_core::workflow::approval::{ruling_word, status, ApprovalStatus, Ruling};
+use harn_core::work::approval::{ruling_word, status, ApprovalStatus, Ruling};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -254,8 +254,8 @@ pub type FindGoverning = fn(&mut Store, &[Id], &Id) -> Vec<(Id, bool)>;
 /// run being resumed right now will consume it either way.
 fn note_ruling(
     store: &mut Store,
-    request: &harn_core::workflow::approval::ApprovalRequest,
-    decision: Option<&harn_core::workflow::approval::ApprovalDecision>,
+    request: &harn_core::work::approval::ApprovalRequest,
+    decision: Option<&harn_core::work::approval::ApprovalDecision>,
 ) {
     let Some(d) = decision else { return };
     if !matches!(store.hold(&super::store::run_lock(&request.work_id)), Ok(true)) {

@@ -3,9 +3,9 @@
 
 use super::store::{Store, StoreError};
 use harn_core::ids::Id;
+use harn_core::work::approval::{ApprovalRequest, Ruling};
 pub use harn_core::work::rulings::Approval;
 use harn_core::work::rulings::RULINGS_LOCK;
-use harn_core::workflow::approval::{ApprovalRequest, Ruling};
 
 impl Store {
     /// Records a parked run's request; see [`harn_core::work::ledger::Ledger::record_approval`].

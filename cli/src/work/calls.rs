@@ -6,11 +6,11 @@
 use super::agent_call::{call, CallContext, CallGroups, CallSpec};
 use super::inbox::HostEvent;
 use super::store::{run_dir, Store};
-use harn_core::workflow::adapter::Kind;
-use harn_core::workflow::agent::{self, AdapterSpec, CallOutcome, Login};
-use harn_core::workflow::call::{CallLoop, CallStep};
-use harn_core::workflow::run::{Billing, RunManifest};
-use harn_core::workflow::team::Dispatch;
+use harn_core::work::adapter::Kind;
+use harn_core::work::agent::{self, AdapterSpec, CallOutcome, Login};
+use harn_core::work::call::{CallLoop, CallStep};
+use harn_core::work::run::{Billing, RunManifest};
+use harn_core::work::team::Dispatch;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Arc, Mutex};
@@ -229,7 +229,7 @@ fn failed(error: String) -> CallOutcome {
     CallOutcome::failed(error, None)
 }
 
-/// Runs a call to a usable reply, as the core's `workflow::call::CallLoop` steps it: up to
+/// Runs a call to a usable reply, as the core's `work::call::CallLoop` steps it: up to
 /// its attempts, then, with a schema, up to `REPAIRS_MAX` repair calls that quote the
 /// rejected reply and its problems. A reply that still does not match is a charged failure.
 pub fn call_checked(

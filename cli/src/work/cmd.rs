@@ -423,7 +423,7 @@ fn govern(store: &mut Store, g: Governance, missions: Option<FindMissions>) -> E
         let why = g.reason.clone().unwrap_or_else(|| format!("{id} was reopened"));
         let now = store.now();
         let reopened =
-            harn_core::goal::planning::reopen_mission(store.ledger(), &m.view, &who, &why, now);
+            harn_core::goal::plan::reopen_mission(store.ledger(), &m.view, &who, &why, now);
         match reopened {
             Ok(line) => errln!("harn: {line}: {id} runs again before the mission is reassessed"),
             Err(e) => {

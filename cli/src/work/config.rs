@@ -2,8 +2,8 @@
 //! file, the line and the field. JSON with comments and trailing commas, as policy files are
 //! (`harn init` writes a commented starter).
 
-use harn_core::workflow::agent::{resolve, AdapterSpec};
-use harn_core::workflow::run::FrozenHarness;
+use harn_core::work::agent::{resolve, AdapterSpec};
+use harn_core::work::run::FrozenHarness;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -37,7 +37,7 @@ fn read_config(root: &Path) -> Result<Config, String> {
     let path = root.join(harn_core::layout::CONFIG);
     let config = match crate::private::read_below(root, &path) {
         Ok(Some(bytes)) => {
-            let text = harn_core::workflow::policy::jsonc_to_json(&bytes)
+            let text = harn_core::work::policy::jsonc_to_json(&bytes)
                 .map_err(|e| format!("{}: {e}", path.display()))?;
             serde_json::from_slice::<Config>(&text)
                 .map_err(|e| format!("{}:{}: {e}", path.display(), e.line()))?

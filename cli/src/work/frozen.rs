@@ -6,7 +6,7 @@
 
 use super::store::{run_dir, Store};
 use harn_core::hash::sha256_hex;
-use harn_core::workflow::run::RunManifest;
+use harn_core::work::run::RunManifest;
 use std::path::{Path, PathBuf};
 
 /// The copy's file name in the run directory: `workflow` with the original's extension, so

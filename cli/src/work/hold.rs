@@ -8,8 +8,8 @@
 use crate::cgroup;
 use harn_core::hash::fnv64;
 use harn_core::ids::Id;
+use harn_core::work::containment::Holding;
 use harn_core::work::live::LiveRun;
-use harn_core::workflow::containment::Holding;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -6,9 +6,9 @@ use super::config::frozen_harness;
 use super::runner::RunLimits;
 use super::store::Store;
 use clap::Args;
-use harn_core::workflow::policy::{parse_policy, FrozenPolicy};
-use harn_core::workflow::run::{Billing, Isolation};
-use harn_core::workflow::team::Team;
+use harn_core::work::policy::{parse_policy, FrozenPolicy};
+use harn_core::work::run::{Billing, Isolation};
+use harn_core::work::team::Team;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -133,7 +133,7 @@ impl HostArgs {
                 others.get(name).map(|s| s.kind)
             }
         };
-        harn_core::workflow::team::check_efforts(&team, self.harness.as_deref(), &kind_of)
+        harn_core::work::team::check_efforts(&team, self.harness.as_deref(), &kind_of)
             .map_err(|e| format!("--team: {e}"))?;
         if self.approval_to.as_deref().is_some_and(|s| s.trim().is_empty()) {
             return Err("--approval-to: may not be empty".into());

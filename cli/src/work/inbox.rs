@@ -1,8 +1,8 @@
 //! What the host loop of a run segment waits for: the workflow's lines and exit, the agent
 //! calls' progress and ends, and an operator's stop, each sent by a thread of its own.
 
-use harn_core::workflow::agent::CallOutcome;
-use harn_core::workflow::protocol::FromWorkflow;
+use harn_core::work::agent::CallOutcome;
+use harn_core::work::protocol::FromWorkflow;
 use serde_json::Value;
 use std::sync::mpsc;
 

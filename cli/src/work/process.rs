@@ -4,8 +4,8 @@
 
 use super::agent_call::CallGroups;
 use super::store::{run_dir, Store};
-use harn_core::workflow::protocol::LineReader;
-use harn_core::workflow::run::RunManifest;
+use harn_core::work::protocol::LineReader;
+use harn_core::work::run::RunManifest;
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -71,8 +71,8 @@ pub fn spawn(
         .stderr(Stdio::piped());
     // Subscription billing holds for the workflow too: a workflow that calls an agent
     // program itself must not find an API key to bill.
-    if m.billing == harn_core::workflow::run::Billing::Subscription {
-        for var in harn_core::workflow::agent::API_KEY_VARS {
+    if m.billing == harn_core::work::run::Billing::Subscription {
+        for var in harn_core::work::agent::API_KEY_VARS {
             command.env_remove(var);
         }
     }

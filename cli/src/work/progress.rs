@@ -3,7 +3,7 @@
 //! workflow's result. `harn work run` prints them as the run goes when its output is a
 //! terminal; `harn run follow` prints the same lines from the transcript.
 
-use harn_core::workflow::adapter::{dollars, Usage};
+use harn_core::work::adapter::{dollars, Usage};
 use serde_json::Value;
 use std::sync::atomic::{AtomicBool, Ordering};
 

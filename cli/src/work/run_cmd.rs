@@ -9,9 +9,9 @@ use super::store::{run_dir, Store};
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use clap::Args;
 use harn_core::ids::Id;
+use harn_core::work::approval::ApprovalRequest;
 use harn_core::work::events::Disposition;
-use harn_core::workflow::approval::ApprovalRequest;
-use harn_core::workflow::team::{parse_team, Team};
+use harn_core::work::team::{parse_team, Team};
 use serde_json::json;
 
 /// `harn work run|retry`

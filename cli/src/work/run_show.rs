@@ -5,7 +5,7 @@ use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::journal;
-use harn_core::workflow::containment::guard::Record;
+use harn_core::work::containment::guard::Record;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -261,7 +261,7 @@ fn transcript_summary(store: &mut Store, run_id: &Id) -> Result<Value, String> {
 
 /// Where a run without a proof stands, from its transcript and its item's run lease.
 fn standing(store: &mut Store, work_id: &Id, records: &[Value]) -> &'static str {
-    use harn_core::workflow::transcript;
+    use harn_core::work::transcript;
     if store.held_elsewhere(&super::store::run_lock(work_id)) {
         "running"
     } else if transcript::parked_on(records).is_some() {
@@ -276,8 +276,8 @@ fn standing(store: &mut Store, work_id: &Id, records: &[Value]) -> &'static str 
 }
 
 /// The agent calls' usage a transcript records so far (a run without a proof yet).
-fn usage_so_far(records: &[Value]) -> Option<harn_core::workflow::adapter::Usage> {
-    let mut total: Option<harn_core::workflow::adapter::Usage> = None;
+fn usage_so_far(records: &[Value]) -> Option<harn_core::work::adapter::Usage> {
+    let mut total: Option<harn_core::work::adapter::Usage> = None;
     for r in records.iter().filter(|r| r["event"] == "agent.end") {
         if let Ok(u) = serde_json::from_value(r["usage"].clone()) {
             total.get_or_insert_with(Default::default).add(&u);
@@ -326,11 +326,10 @@ fn list(store: &mut Store, limit: usize, json: bool) -> Exit {
     }
     outln!("{:<38} {:<16} {:>3}  {:<22} {:>10}  COST", "RUN", "ITEM", "#", "STATE", "ELAPSED");
     for r in &rows {
-        let cost =
-            serde_json::from_value::<harn_core::workflow::adapter::Usage>(r["usage"].clone())
-                .ok()
-                .and_then(|u| u.cost_micro_usd)
-                .map_or_else(|| "-".to_owned(), harn_core::workflow::adapter::dollars);
+        let cost = serde_json::from_value::<harn_core::work::adapter::Usage>(r["usage"].clone())
+            .ok()
+            .and_then(|u| u.cost_micro_usd)
+            .map_or_else(|| "-".to_owned(), harn_core::work::adapter::dollars);
         outln!(
             "{:<38} {:<16} {:>3}  {:<22} {:>10}  {cost}",
             r["run_id"].as_str().unwrap_or(""),

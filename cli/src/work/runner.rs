@@ -5,12 +5,12 @@
 use super::host::run_segment;
 use super::store::{Item, Store, StoreError};
 use harn_core::ids::Id;
+use harn_core::work::agent::AdapterSpec;
+use harn_core::work::approval::ApprovalRequest;
 use harn_core::work::attempt::{self, SegmentEnd};
 use harn_core::work::ledger;
-use harn_core::workflow::agent::AdapterSpec;
-use harn_core::workflow::approval::ApprovalRequest;
-use harn_core::workflow::policy::FrozenPolicy;
-use harn_core::workflow::run::{Billing, FrozenHarness, Proof, RunManifest, RUN_VERSION};
+use harn_core::work::policy::FrozenPolicy;
+use harn_core::work::run::{Billing, FrozenHarness, Proof, RunManifest, RUN_VERSION};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -39,7 +39,7 @@ pub struct RunLimits {
     /// The harness that answers agent calls, if any.
     pub harness: Option<FrozenHarness>,
     /// The specialist team.
-    pub team: harn_core::workflow::team::Team,
+    pub team: harn_core::work::team::Team,
     /// Every other harness the team names.
     pub harnesses: BTreeMap<String, AdapterSpec>,
     /// Most agent calls.
@@ -51,7 +51,7 @@ pub struct RunLimits {
     /// Who is asked when policy says `ask`.
     pub approval_to: Option<String>,
     /// The declared isolation boundary.
-    pub isolation: harn_core::workflow::run::Isolation,
+    pub isolation: harn_core::work::run::Isolation,
     /// The workflow's and its calls' working directory (absolute), if not the root.
     pub cwd: Option<String>,
     /// What the root's configuration lets every confined run write (unresolved).
@@ -166,7 +166,7 @@ impl attempt::AttemptHost for Host<'_> {
         // it is the run's working directory, and the repository's git directory is
         // writable too.
         let (limits, workspace) = match limits.isolation {
-            harn_core::workflow::run::Isolation::Worktree => {
+            harn_core::work::run::Isolation::Worktree => {
                 let options = super::worktree::Options {
                     root: limits.workspace_root.as_deref(),
                     base: limits.base.as_deref(),
@@ -190,7 +190,7 @@ impl attempt::AttemptHost for Host<'_> {
         // before anything is recorded.
         let containment = planned_containment(self.store.root(), limits);
         if let Some(policy) = &limits.policy {
-            harn_core::workflow::containment::check(policy.policy.containment, &containment)
+            harn_core::work::containment::check(policy.policy.containment, &containment)
                 .map_err(ledger::Refusal::NotNow)?;
         }
         Ok(RunManifest {
@@ -224,12 +224,12 @@ impl attempt::AttemptHost for Host<'_> {
         _item: &Item,
         m: &RunManifest,
         start: &serde_json::Value,
-        fold: harn_core::workflow::run::RunFold,
+        fold: harn_core::work::run::RunFold,
     ) -> Result<SegmentEnd, ledger::Refusal> {
         run_segment(self.store, m, start, fold).map_err(store_refusal)
     }
 
-    fn attest(&mut self, m: &RunManifest, fold: &mut harn_core::workflow::run::RunFold) {
+    fn attest(&mut self, m: &RunManifest, fold: &mut harn_core::work::run::RunFold) {
         if let Some(ws) = &m.workspace {
             let open = m.containment.as_ref().is_some_and(|c| c.turned_off);
             match super::worktree::attest(ws, self.store.root(), open) {
@@ -281,14 +281,11 @@ fn check_digest(path: &str, frozen: &str) -> Result<(), String> {
 pub(crate) fn passed_credentials(limits: &RunLimits) -> Vec<String> {
     let mut allowed = limits.env.clone();
     if limits.billing == Billing::Api {
-        allowed.extend(harn_core::workflow::agent::API_KEY_VARS.iter().map(|s| s.to_string()));
+        allowed.extend(harn_core::work::agent::API_KEY_VARS.iter().map(|s| s.to_string()));
     }
     let present: Vec<String> =
         std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()).collect();
-    harn_core::workflow::containment::credentials::passed(
-        present.iter().map(String::as_str),
-        &allowed,
-    )
+    harn_core::work::containment::credentials::passed(present.iter().map(String::as_str), &allowed)
 }
 
 /// What a run with these limits, started now, would be contained by, for its manifest: the
@@ -296,7 +293,7 @@ pub(crate) fn passed_credentials(limits: &RunLimits) -> Vec<String> {
 pub(crate) fn planned_containment(
     root: &std::path::Path,
     limits: &RunLimits,
-) -> harn_core::workflow::containment::Containment {
+) -> harn_core::work::containment::Containment {
     let (holding, holding_why) = super::hold::planned();
     let mut writable = Vec::new();
     let harnesses = limits.harness.iter().map(|h| &h.spec).chain(limits.harnesses.values());
@@ -308,7 +305,7 @@ pub(crate) fn planned_containment(
     }
     let workspace = limits.cwd.clone().unwrap_or_else(|| root.display().to_string());
     let guarded = super::confine::guard::find(root, workspace.as_ref(), None);
-    let need = harn_core::workflow::containment::Need {
+    let need = harn_core::work::containment::Need {
         root: root.display().to_string(),
         workspace,
         temp: std::env::temp_dir().join("harn-run").display().to_string(),
@@ -316,8 +313,8 @@ pub(crate) fn planned_containment(
         protected: super::confine::guard::existing(&guarded.readonly),
         off: limits.no_containment.then(|| "--no-containment".to_owned()),
     };
-    let plan = harn_core::workflow::containment::plan(&need, &super::confine::offer());
-    harn_core::workflow::containment::Containment {
+    let plan = harn_core::work::containment::plan(&need, &super::confine::offer());
+    harn_core::work::containment::Containment {
         holding,
         holding_why,
         env: passed_credentials(limits),

@@ -12,8 +12,8 @@ use harn_core::time::WallTime;
 use harn_core::work::events::{EventKind, WorkEvent};
 pub use harn_core::work::ledger::{run_dir, Item};
 use harn_core::work::ledger::{work_dir, Known, Ledger};
+use harn_core::work::run::{Proof, RunManifest};
 use harn_core::work::WorkIntent;
-use harn_core::workflow::run::{Proof, RunManifest};
 use std::path::{Path, PathBuf};
 
 /// The work ledger of one coordination root.
@@ -177,7 +177,7 @@ impl Store {
     ) -> Result<harn_core::goal::engine::GoalView, StoreError> {
         let (root_dir, held) = (&self.root, &self.held);
         let mut live = |id: &Id| runner_live(root_dir, held, id);
-        let view = harn_core::goal::planning::goal_view(
+        let view = harn_core::goal::plan::goal_view(
             &mut self.ledger,
             intent,
             &mut live,

@@ -8,7 +8,7 @@
 
 use super::confine::{Confine, Temp};
 use harn_core::ids::Id;
-use harn_core::workflow::workspace::{self, Attestation, Workspace};
+use harn_core::work::workspace::{self, Attestation, Workspace};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;

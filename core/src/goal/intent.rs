@@ -5,8 +5,8 @@
 use crate::hash::sha256_hex;
 use crate::ids::Id;
 use crate::time::WallTime;
+use crate::work::team::Team;
 use crate::work::FieldError;
-use crate::workflow::team::Team;
 use serde::{Deserialize, Serialize};
 
 /// The first line of a goal's `events.jsonl`, written before its intent: the intent's
@@ -364,7 +364,7 @@ mod tests {
 
     #[test]
     fn a_team_on_one_adapter_is_refused_only_while_another_is_live() {
-        use crate::workflow::team::Profile;
+        use crate::work::team::Profile;
         let team = |pins: &[Option<&str>]| -> Team {
             let profile =
                 |h: &Option<&str>| Profile { harness: h.map(str::to_owned), ..Profile::default() };

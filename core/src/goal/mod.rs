@@ -10,10 +10,7 @@ pub mod fingerprint;
 pub mod intent;
 pub mod next;
 pub mod plan;
-pub mod planning;
 pub mod projection;
-pub mod review;
-pub mod specialists;
 
 pub use cycle::{goal_fingerprint, Mode, RunLoop, Stop, StopReason};
 pub use fingerprint::progress_fingerprint;

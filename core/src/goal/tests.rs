@@ -4,8 +4,8 @@
 use super::*;
 use crate::ids::Id;
 use crate::time::WallTime;
+use crate::work::team::Team;
 use crate::work::{Finding, NextAction as W, Projection, WorkState as S};
-use crate::workflow::team::Team;
 
 fn id(s: &str) -> Id {
     Id::new(s).expect("a valid id")

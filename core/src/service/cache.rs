@@ -61,7 +61,7 @@ pub fn settled(g: &GoalView) -> bool {
 /// earlier plans, whose work still counts against its attempts) the item's directory and
 /// journal, and each item's latest run.
 pub fn watched_paths(g: &GoalView) -> Vec<String> {
-    let dir = crate::goal::planning::goal_dir(&g.intent.id);
+    let dir = crate::goal::plan::goal_dir(&g.intent.id);
     // The intent is written once, but one edited or damaged by hand must be noticed (and
     // refused) at once, not at the next full read.
     let mut paths = vec![
@@ -74,7 +74,7 @@ pub fn watched_paths(g: &GoalView) -> Vec<String> {
     let mut items: std::collections::BTreeSet<&Id> = g.items.iter().map(|i| &i.id).collect();
     items.extend(g.intent.root_work_id.iter());
     for p in &g.plans {
-        let plan = crate::goal::planning::plan_dir(&g.intent.id, &p.request.plan_id);
+        let plan = crate::goal::plan::plan_dir(&g.intent.id, &p.request.plan_id);
         paths.push(format!("{plan}/events.jsonl"));
         paths.push(plan);
         items.extend(p.applied.iter().flat_map(|(_, work)| work));

@@ -6,9 +6,9 @@
 use crate::ids::Id;
 use crate::service::wake::{GoalWake, WakeConfig};
 use crate::time::{Duration, WallTime};
+use crate::work::policy::FrozenPolicy;
+use crate::work::run::{Billing, Isolation};
 use crate::work::FieldError;
-use crate::workflow::policy::FrozenPolicy;
-use crate::workflow::run::{Billing, Isolation};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -316,13 +316,13 @@ pub(crate) mod tests {
     #[test]
     fn a_policy_edited_after_it_was_frozen_is_refused() {
         let rules = r#"{"rules": [{"name": "no-push", "on": "authorize", "action": "push", "verdict": "deny"}]}"#;
-        let policy = crate::workflow::policy::parse_policy(rules.as_bytes()).unwrap();
+        let policy = crate::work::policy::parse_policy(rules.as_bytes()).unwrap();
         let mut c = config();
-        c.engine.policy = Some(crate::workflow::policy::FrozenPolicy::new(policy));
+        c.engine.policy = Some(crate::work::policy::FrozenPolicy::new(policy));
         assert!(c.validate().is_ok());
         let mut edited = c.clone();
         let rule = &mut edited.engine.policy.as_mut().unwrap().policy.rules[0];
-        rule.verdict = crate::workflow::policy::Verdict::Allow;
+        rule.verdict = crate::work::policy::Verdict::Allow;
         let e = edited.validate().unwrap_err();
         assert_eq!(e.field, "engine.policy");
         assert!(e.to_string().contains("edited after it was frozen"), "{e}");

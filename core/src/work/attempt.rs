@@ -11,8 +11,8 @@ use super::projection::WorkState;
 use crate::env::Fs;
 use crate::ids::Id;
 use crate::time::WallTime;
-use crate::workflow::approval::ApprovalRequest;
-use crate::workflow::run::{ProcessEnd, Proof, RunFold, RunManifest};
+use crate::work::approval::ApprovalRequest;
+use crate::work::run::{ProcessEnd, Proof, RunFold, RunManifest};
 use serde_json::Value;
 
 /// How a run segment ended.

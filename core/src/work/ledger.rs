@@ -17,12 +17,12 @@ use crate::hash::sha256_hex;
 use crate::ids::Id;
 use crate::journal::{self, JournalWriter};
 use crate::time::WallTime;
-use crate::workflow::approval::ApprovalRequest;
-use crate::workflow::run::{
+use crate::work::approval::ApprovalRequest;
+use crate::work::run::{
     findings_context, may_start, synopsis, AttemptContext, Proof, ProofSeal, ResumeState,
     RunManifest, SEAL, SEAL_VERSION,
 };
-use crate::workflow::transcript;
+use crate::work::transcript;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -45,13 +45,13 @@ pub struct Item {
     pub projection: Projection,
     /// The tokens, turns and cost of its attempts' agent calls, from their proofs, when any
     /// reported them.
-    pub usage: Option<crate::workflow::adapter::Usage>,
+    pub usage: Option<crate::work::adapter::Usage>,
 }
 
 /// What the inspection of an item's attempts found: each attempt's status, the usage its
 /// proofs report, and each run's proof digest (`None` without a proof).
 type Inspected =
-    (Vec<AttemptStatus>, Option<crate::workflow::adapter::Usage>, BTreeMap<Id, Option<String>>);
+    (Vec<AttemptStatus>, Option<crate::work::adapter::Usage>, BTreeMap<Id, Option<String>>);
 
 /// A proof and the SHA-256 of its bytes.
 pub type SealedProof = (Proof, String);
@@ -256,7 +256,7 @@ impl<F: Fs> Ledger<F> {
     }
 
     /// [`Ledger::run_records`] with the SHA-256 of the proof's bytes. A run's proof counts
-    /// only if harn wrote it at the end of that run: from [`crate::workflow::run::RUN_VERSION`] 2, the seal it
+    /// only if harn wrote it at the end of that run: from [`crate::work::run::RUN_VERSION`] 2, the seal it
     /// writes just before the proof (`seal.json`) must name the proof's digest.
     pub fn sealed_run_records(
         &mut self,
@@ -292,7 +292,7 @@ impl<F: Fs> Ledger<F> {
                 }
                 Some(_) => {}
             }
-            if proof.run.status == crate::workflow::run::RunStatus::Succeeded {
+            if proof.run.status == crate::work::run::RunStatus::Succeeded {
                 if let Err(why) = self.check_closing(run_id, &proof, &digest) {
                     let detail = format!(
                         "harn did not write this proof at the end of run {run_id} ({why}); it \
@@ -509,7 +509,7 @@ impl<F: Fs> Ledger<F> {
         now: WallTime,
     ) -> Result<(), Refusal> {
         let id = &item.intent.id;
-        crate::workflow::run::may_accept(&item.projection, &dispositions).map_err(|why| {
+        crate::work::run::may_accept(&item.projection, &dispositions).map_err(|why| {
             let why = format!("cannot accept {id}: {why}");
             Refusal::NotNow(super::next::with_next(id, &item.projection, why))
         })?;
@@ -531,7 +531,7 @@ impl<F: Fs> Ledger<F> {
         runner_live: bool,
     ) -> Result<Inspected, RecordError> {
         let mut attempts = Vec::new();
-        let mut usage: Option<crate::workflow::adapter::Usage> = None;
+        let mut usage: Option<crate::work::adapter::Usage> = None;
         let mut proofs = BTreeMap::new();
         for e in events {
             let EventKind::AttemptStarted { run_id, attempt, .. } = &e.kind else { continue };
@@ -559,7 +559,7 @@ impl<F: Fs> Ledger<F> {
             };
             let parked = parked.as_ref().map(|(a, decided)| (a.as_str(), *decided));
             let records = (manifest.as_ref(), proof.as_ref());
-            let status = crate::workflow::run::inspect(
+            let status = crate::work::run::inspect(
                 id,
                 run_id,
                 *attempt,
@@ -880,7 +880,7 @@ impl<F: Fs> Ledger<F> {
     pub fn park(
         &mut self,
         manifest: &RunManifest,
-        parked: &crate::workflow::run::Parked,
+        parked: &crate::work::run::Parked,
         now: WallTime,
     ) -> Result<Result<ApprovalRequest, String>, RecordError> {
         let request = manifest.approval_request(parked, now);
@@ -904,8 +904,8 @@ impl<F: Fs> Ledger<F> {
         &mut self,
         item: &Item,
         manifest: &RunManifest,
-        fold: crate::workflow::run::RunFold,
-        end: &crate::workflow::run::ProcessEnd,
+        fold: crate::work::run::RunFold,
+        end: &crate::work::run::ProcessEnd,
         now: WallTime,
     ) -> Result<Proof, RecordError> {
         let mut proof = fold.finish(manifest, &item.intent, end, now);
@@ -946,17 +946,17 @@ impl<F: Fs> Ledger<F> {
         self.write_record_bytes(&dir, "proof.json", bytes)?;
         // `run.end` names the proof it closes: a proof written over later disagrees with it.
         let mut body = match end {
-            crate::workflow::run::ProcessEnd::Exited { code, signal, timed_out } => {
+            crate::work::run::ProcessEnd::Exited { code, signal, timed_out } => {
                 serde_json::json!({
                     "event": "run.end", "exit_code": code, "signal": signal, "timed_out": timed_out,
                 })
             }
-            crate::workflow::run::ProcessEnd::Interrupted { by, code, signal } => {
+            crate::work::run::ProcessEnd::Interrupted { by, code, signal } => {
                 serde_json::json!({
                     "event": "run.end", "exit_code": code, "signal": signal, "interrupted_by": by,
                 })
             }
-            crate::workflow::run::ProcessEnd::SpawnFailed { error, .. } => {
+            crate::work::run::ProcessEnd::SpawnFailed { error, .. } => {
                 serde_json::json!({ "event": "run.end", "spawn_error": error })
             }
         };

@@ -10,7 +10,7 @@ use crate::hash::sha256_hex;
 use crate::ids::Id;
 use crate::journal::{self, JournalWriter};
 use crate::time::WallTime;
-use crate::workflow::approval::{
+use crate::work::approval::{
     may_rule, ApprovalDecision, ApprovalRequest, Ruling, APPROVAL_VERSION,
 };
 use serde::{Deserialize, Serialize};

@@ -8,7 +8,7 @@
 //! machine; the conversation itself (messages, calls, policy) is the run fold's.
 
 use crate::time::{Duration, Instant};
-use crate::workflow::run::ProcessEnd;
+use crate::work::run::ProcessEnd;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 

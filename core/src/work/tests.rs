@@ -520,7 +520,7 @@ mod properties {
         #[test]
         fn offered_runs_and_retries_are_accepted(s in steps(), reaccepted in any::<bool>()) {
             use crate::work::projection::Prerequisite;
-            use crate::workflow::run::may_start;
+            use crate::work::run::may_start;
             let mut h = build(&s);
             let mut prerequisites = BTreeMap::new();
             if reaccepted {

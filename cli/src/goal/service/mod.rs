@@ -287,7 +287,7 @@ pub(crate) fn host_args(config: &ServiceConfig) -> HostArgs {
     HostArgs {
         timeout_secs: e.timeout_secs,
         harness: e.harness.clone(),
-        billing: if e.billing == harn_core::workflow::run::Billing::Api {
+        billing: if e.billing == harn_core::work::run::Billing::Api {
             "api"
         } else {
             "subscription"

@@ -50,7 +50,7 @@ pub struct Seal {
 }
 
 /// The most writable paths a sealed child takes (the core's plan keeps to it).
-pub const SEAL_MAX: usize = harn_core::workflow::containment::SEAL_MAX;
+pub const SEAL_MAX: usize = harn_core::work::containment::SEAL_MAX;
 
 /// A Landlock ruleset to build: the access rights handled, the scopes, and what is allowed
 /// beneath each path (a path that does not exist is skipped).

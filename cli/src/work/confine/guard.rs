@@ -5,7 +5,7 @@
 
 use crate::work::store::{Store, StoreError};
 use harn_core::layout::GUARDED;
-use harn_core::workflow::containment::guard::{self, GitLayout, Guard, Record, Seen};
+use harn_core::work::containment::guard::{self, GitLayout, Guard, Record, Seen};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,6 @@
 //! What every process a run segment spawns (its workflow, each agent call, harn's own git
 //! commands in a worktree) gets between fork and exec: a session of its own, the segment's
-//! cgroup, and, where the core's plan says so (`harn_core::workflow::containment::plan`), a
+//! cgroup, and, where the core's plan says so (`harn_core::work::containment::plan`), a
 //! namespace of its own (`child`) with the guarded paths read-only and a `/dev` without the
 //! person's terminals, then Landlock, so it may write beneath its workspace, its `TMPDIR` and
 //! its harnesses' state directories only, and may not signal any process outside its domain.
@@ -17,7 +17,7 @@ mod probe;
 pub use probe::offer;
 
 use child::{Rules, Seal, Setup};
-use harn_core::workflow::containment::{credentials, NamespaceKind, Plan};
+use harn_core::work::containment::{credentials, NamespaceKind, Plan};
 use std::ffi::CString;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
@@ -35,7 +35,7 @@ pub struct Confine {
     /// What every child does before exec.
     setup: Arc<Setup>,
     /// What a call whose program sandboxes itself by mounting does instead
-    /// ([`harn_core::workflow::adapter::sandbox_mounts`]), when it can be sealed.
+    /// ([`harn_core::work::adapter::sandbox_mounts`]), when it can be sealed.
     sealed: Option<Arc<Setup>>,
     /// The credentials from the environment children keep, by name; every other one is
     /// removed from what they inherit.
@@ -302,7 +302,7 @@ pub fn scratch(
 ) -> Result<(Confine, Temp), String> {
     let temp = Temp::create(label)?;
     let dir = temp.0.display().to_string();
-    let need = harn_core::workflow::containment::Need {
+    let need = harn_core::work::containment::Need {
         root: root.display().to_string(),
         workspace: workspace.map_or(dir.clone(), |w| w.display().to_string()),
         temp: dir,
@@ -310,7 +310,7 @@ pub fn scratch(
         protected: Vec::new(),
         off,
     };
-    let plan = harn_core::workflow::containment::plan(&need, &offer());
+    let plan = harn_core::work::containment::plan(&need, &offer());
     let confine = Confine::prepare(&plan, None, Some(temp.0.clone()))?;
     Ok((confine, temp))
 }

@@ -3,7 +3,7 @@
 //! how an AppArmor or sysctl refusal of user namespaces shows), and whether it can be sealed.
 
 use super::child::{self, Seal, Setup};
-use harn_core::workflow::containment::{NamespaceKind, Offer};
+use harn_core::work::containment::{NamespaceKind, Offer};
 use std::ffi::CString;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};

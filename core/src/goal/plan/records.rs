@@ -151,7 +151,7 @@ pub struct PlanView {
     pub reason: String,
     /// Where its review ended, when its receipt (`review.json`) was written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub review: Option<crate::goal::review::ReviewStatus>,
+    pub review: Option<crate::goal::plan::review::ReviewStatus>,
 }
 
 impl PlanView {
@@ -179,7 +179,7 @@ impl PlanView {
     /// Why a charged plan consumed its replan without moving the goal on (read-time only):
     /// its review did not pass, or its planner never made a proposal.
     pub fn consumption(&self) -> Option<Consumption> {
-        use crate::goal::review::ReviewStatus;
+        use crate::goal::plan::review::ReviewStatus;
         if !self.charged() {
             return None;
         }
@@ -279,7 +279,7 @@ mod status_tests {
         assert_eq!(active_root(Some(&id("w")), std::slice::from_ref(&view)), Some(id("p1-r")));
         // Attribution: a review that did not pass, a planner that made no proposal; an applied
         // plan and an uncharged failure spent nothing.
-        use crate::goal::review::ReviewStatus;
+        use crate::goal::plan::review::ReviewStatus;
         let with = |events: &[PlanRecord], review| PlanView {
             review,
             ..PlanView::new(request.clone(), events)

@@ -3,8 +3,8 @@
 //! Against fixtures recorded from the real programs (`tests/fixtures/agents/`, see the
 //! README beside the stand-in that recorded them).
 use super::*;
+use crate::work::agent::{classify, presets, AdapterSpec, CallEnd};
 use crate::work::projection::FailureClass;
-use crate::workflow::agent::{classify, presets, AdapterSpec, CallEnd};
 
 macro_rules! fixture {
     ($program:literal, $name:literal) => {
@@ -42,7 +42,7 @@ fn preset(name: &str) -> AdapterSpec {
 fn outcome(
     harness: &str,
     (stdout, stderr, code): (&str, &str, &str),
-) -> crate::workflow::agent::CallOutcome {
+) -> crate::work::agent::CallOutcome {
     let code: i32 = code.trim().parse().unwrap();
     let end = CallEnd {
         code: Some(code),
@@ -209,7 +209,7 @@ fn progress_shows_sessions_tools_and_retries() {
 
 #[test]
 fn logins_read_as_the_programs_print_them() {
-    use crate::workflow::agent::{claude_login, codex_login};
+    use crate::work::agent::{claude_login, codex_login};
     let (out, _, _) = fixture!("claude-2.1.197", "auth-status-logged-out");
     assert!(!claude_login(out).logged_in);
     let (helper, _, _) = fixture!("claude-2.1.197", "auth-status-logged-in");

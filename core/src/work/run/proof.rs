@@ -87,16 +87,16 @@ pub struct Proof {
     pub agents: Vec<AgentRecord>,
     /// The calls' tokens, turns and cost added up (calls answered from the transcript aside).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<crate::workflow::adapter::Usage>,
+    pub usage: Option<crate::work::adapter::Usage>,
     /// The frozen policy's digest and every decision it made, when the run had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<ProofPolicy>,
     /// What contained the run's processes (from its manifest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub containment: Option<crate::workflow::containment::Containment>,
+    pub containment: Option<crate::work::containment::Containment>,
     /// The item's worktree as the run left it, under `--isolation worktree`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<crate::workflow::workspace::Attestation>,
+    pub workspace: Option<crate::work::workspace::Attestation>,
 }
 
 /// The policy part of a proof.
@@ -161,10 +161,10 @@ pub struct AgentRecord {
     pub session_id: Option<String>,
     /// Its tokens, turns and cost, when the program reported them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage: Option<crate::workflow::adapter::Usage>,
+    pub usage: Option<crate::work::adapter::Usage>,
     /// Tool uses the program's permissions refused: work the agent meant to do and did not.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub denials: Vec<crate::workflow::adapter::Denial>,
+    pub denials: Vec<crate::work::adapter::Denial>,
     /// How long it took, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elapsed_ms: Option<u64>,

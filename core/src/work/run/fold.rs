@@ -80,12 +80,12 @@ pub struct RunFold {
     /// Policy checks an earlier segment recorded, by slot.
     earlier_checks: BTreeMap<u32, PolicyRecord>,
     /// What earlier segments spent, and the dispatching goal before this run.
-    spent: crate::workflow::policy::Spent,
+    spent: crate::work::policy::Spent,
     denied: Option<String>,
     /// The harness of each call in flight.
     in_flight: BTreeMap<String, String>,
     /// The worktree as the segment left it, attested by the host before the proof.
-    attested: Option<crate::workflow::workspace::Attestation>,
+    attested: Option<crate::work::workspace::Attestation>,
     requested: std::collections::BTreeSet<String>,
     calls: Vec<CallRecord>,
     declared: Vec<Criterion>,
@@ -123,7 +123,7 @@ pub struct ResumeState {
     /// Rulings of the run's approvals, by slot: the request digest and the ruling.
     pub rulings: BTreeMap<u32, (String, Ruling)>,
     /// What the completed calls of earlier segments spent.
-    pub spent: crate::workflow::policy::Spent,
+    pub spent: crate::work::policy::Spent,
 }
 
 impl RunFold {
@@ -137,7 +137,7 @@ impl RunFold {
 
     /// What the run has spent on agent calls so far (earlier segments included), and its
     /// goal before it: what a cost rule judges the next call by.
-    pub fn spent(&self) -> crate::workflow::policy::Spent {
+    pub fn spent(&self) -> crate::work::policy::Spent {
         let mut spent = self.spent;
         for c in self.calls.iter().filter(|c| !c.cached) {
             match c.outcome.usage.as_ref().and_then(|u| u.cost_micro_usd) {
@@ -169,7 +169,7 @@ impl RunFold {
     }
 
     /// Records what the host found in the item's worktree at the segment's end.
-    pub fn attest(&mut self, attestation: crate::workflow::workspace::Attestation) {
+    pub fn attest(&mut self, attestation: crate::work::workspace::Attestation) {
         self.attested = Some(attestation);
     }
 
@@ -332,7 +332,7 @@ impl RunFold {
         let usage =
             self.calls.iter().filter(|c| !c.cached).filter_map(|c| c.outcome.usage.as_ref()).fold(
                 None,
-                |total: Option<crate::workflow::adapter::Usage>, u| {
+                |total: Option<crate::work::adapter::Usage>, u| {
                     let mut total = total.unwrap_or_default();
                     total.add(u);
                     Some(total)
@@ -390,7 +390,7 @@ pub(super) fn tail(s: &str, max: usize) -> String {
 /// exited 0 in time with an `ok` result; a timeout or a spawn failure never succeeds; the
 /// proof survives a JSON round trip.
 pub fn fuzz_run_fold(data: &[u8]) {
-    use crate::workflow::protocol::LineReader;
+    use crate::work::protocol::LineReader;
     let Some((&how, output)) = data.split_first() else { return };
     let intent_id = Id::new("w1").expect("a valid id");
     let script = WorkflowRef { path: "/wf".into(), sha256: "0".repeat(64) };
@@ -441,14 +441,13 @@ pub fn fuzz_run_fold(data: &[u8]) {
         // approver: a stop must fail the run, a park must end the segment without a proof.
         let rules = r#"{"rules":[{"name":"p","on":"authorize","action":"push","verdict":"ask"},
             {"name":"big","on":"agent","prompt_bytes_over":64,"verdict":"deny"}]}"#;
-        let policy =
-            crate::workflow::policy::parse_policy(rules.as_bytes()).expect("a valid policy");
-        m.policy = Some(crate::workflow::policy::FrozenPolicy::new(policy));
+        let policy = crate::work::policy::parse_policy(rules.as_bytes()).expect("a valid policy");
+        m.policy = Some(crate::work::policy::FrozenPolicy::new(policy));
         m.approval_to = (how & 64 != 0).then(|| "ana".to_owned());
     }
     m.harness = (how & 16 != 0).then(|| FrozenHarness {
         name: "h".into(),
-        spec: crate::workflow::agent::resolve("codex", &BTreeMap::new()).expect("a preset"),
+        spec: crate::work::agent::resolve("codex", &BTreeMap::new()).expect("a preset"),
     });
     let mut fold = m.fold();
     let mut messages: Vec<_> = reader.feed(output);

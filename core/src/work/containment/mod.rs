@@ -143,7 +143,7 @@ pub struct Plan {
     /// Writable paths refused because they lie inside `.harnery/`.
     pub refused: Vec<String>,
     /// For a call whose program brings a sandbox of its own that must mount (see
-    /// [`crate::workflow::adapter::sandbox_mounts`]), which Landlock forbids: it runs sealed
+    /// [`crate::work::adapter::sandbox_mounts`]), which Landlock forbids: it runs sealed
     /// in the same layout instead, everything else read-only. `None` when the machine cannot
     /// seal a namespace or the segment is not confined.
     pub sealed: Option<NamespaceKind>,

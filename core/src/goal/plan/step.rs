@@ -1,128 +1,28 @@
-//! A goal's plans through the [`Fs`] seam: their records
-//! (`.harnery/supervisors/<goal>/plans/<plan>/`: `request.json`, `proposal.json` and
-//! `review.json` written once, `events.jsonl` appended), the planning step (ask the planner,
-//! validate, review, propose or apply) and the application of a plan: every work item
-//! created (or found identical) before `plan.applied` moves the active root. The agent calls
-//! go through [`Specialists`]; the binary and the simulator both run this code.
+//! One planning step: ask the planner through [`Specialists`], validate its proposal against
+//! the goal, run the review panel, then propose or apply. The binary and the simulator both
+//! run this code.
 
-use super::plan::{
-    validate, PlanContext, PlanDecision, PlanEvent, PlanRecord, PlanRequest, PlanStatus,
-    PlanTrigger, PlanView, Proposal, ReviewPanel, ValidPlan,
-};
 use super::review::{
     after_round, candidate_digest, review_schema, round_outcome, Receipt, Review, ReviewStatus,
     Round,
 };
-use super::{progress_fingerprint, GoalIntent, GoalItem};
+use super::{
+    validate, PlanContext, PlanDecision, PlanEvent, PlanRecord, PlanRequest, PlanStatus,
+    PlanTrigger, PlanView, Proposal, ReviewPanel, ValidPlan,
+};
 use crate::env::Fs;
+use crate::goal::{progress_fingerprint, GoalIntent, GoalItem};
 use crate::ids::Id;
-use crate::journal::{self, JournalWriter};
+use crate::journal::JournalWriter;
 use crate::time::WallTime;
-use crate::work::intent::Source;
-use crate::work::ledger::{Known, Ledger};
-use crate::work::{WorkIntent, WorkflowRef};
+use crate::work::ledger::Ledger;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
-pub use super::specialists::{Answer, Ask, Called, PlanCall, Recorder, Specialists};
+use super::specialists::{Ask, PlanCall, Recorder, Specialists};
 
-pub use crate::layout::goal_dir;
-
-/// Where plan `plan` of goal `goal` lives.
-pub fn plan_dir(goal: &Id, plan: &str) -> String {
-    format!("{}/plans/{plan}", goal_dir(goal))
-}
-
-/// Every plan of `goal`, in sequence order, with its status.
-pub fn read_plans<F: Fs>(ledger: &mut Ledger<F>, goal: &Id) -> Result<Vec<PlanView>, String> {
-    let mut plans = Vec::new();
-    let names = ledger.fs.list(&format!("{}/plans", goal_dir(goal))).map_err(|e| e.to_string())?;
-    for id in names.iter().filter_map(|n| Id::new(n).ok()) {
-        let dir = plan_dir(goal, id.as_str());
-        let Some(request) = ledger.read_json::<PlanRequest>(&format!("{dir}/request.json"))? else {
-            continue; // A plan whose request never became durable was never asked for.
-        };
-        let mut view = PlanView::new(request, &events(ledger, goal, id.as_str())?);
-        let receipt = ledger.read_json::<Receipt>(&format!("{dir}/review.json"))?;
-        view.review = receipt.map(|r| r.status);
-        plans.push(view);
-    }
-    plans.sort_by_key(|p| p.request.sequence);
-    Ok(plans)
-}
-
-/// A plan's history.
-pub fn events<F: Fs>(
-    ledger: &mut Ledger<F>,
-    goal: &Id,
-    plan: &str,
-) -> Result<Vec<PlanRecord>, String> {
-    bodies(ledger, &format!("{}/events.jsonl", plan_dir(goal, plan)))
-}
-
-/// The records of the plan journal at `path`, in order (none when it does not exist).
-fn bodies<F: Fs, T: serde::de::DeserializeOwned>(
-    ledger: &mut Ledger<F>,
-    path: &str,
-) -> Result<Vec<T>, String> {
-    let bytes = ledger.fs.read(path).map_err(|e| e.to_string())?.unwrap_or_default();
-    let shown = ledger.shown(path);
-    let read = journal::parse_as::<T>(&shown, &bytes).map_err(|e| e.to_string())?;
-    Ok(read.records.into_iter().map(|r| r.body).collect())
-}
-
-/// Appends one event to a plan's history (synced).
-pub fn append<F: Fs>(
-    ledger: &mut Ledger<F>,
-    goal: &Id,
-    plan: &str,
-    event: PlanEvent,
-    actor: &str,
-    reason: &str,
-    now: WallTime,
-) -> Result<(), String> {
-    let path = format!("{}/events.jsonl", plan_dir(goal, plan));
-    let (mut writer, _) =
-        JournalWriter::open_tail(&mut ledger.fs, &path).map_err(|e| e.to_string())?;
-    let record = PlanRecord { event, actor: actor.to_owned(), reason: reason.to_owned() };
-    writer
-        .append(&mut ledger.fs, now, std::slice::from_ref(&record))
-        .map(drop)
-        .map_err(|e| format!("{path}: {e}"))
-}
-
-/// The proposal of a plan, when written.
-pub fn proposal<F: Fs>(
-    ledger: &mut Ledger<F>,
-    goal: &Id,
-    plan: &str,
-) -> Result<Option<Proposal>, String> {
-    Ok(ledger.read_json(&format!("{}/proposal.json", plan_dir(goal, plan)))?)
-}
-
-/// Work items earlier plans created.
-pub fn already_planned(plans: &[PlanView]) -> u32 {
-    plans.iter().filter_map(|p| p.applied.as_ref()).map(|(_, w)| w.len() as u32).sum()
-}
-
-/// Milestones whose root is accepted now (a reopen can take one back).
-pub fn milestones_completed<F: Fs>(
-    ledger: &mut Ledger<F>,
-    plans: &[PlanView],
-) -> Result<u32, String> {
-    let mut n = 0;
-    let mut known = Known::new();
-    for p in plans.iter().filter(|p| p.milestone.is_some()) {
-        if let Some((root, _)) = &p.applied {
-            if ledger.read(root, &mut known, &mut |_| false)?.projection.state
-                == crate::work::WorkState::Succeeded
-            {
-                n += 1;
-            }
-        }
-    }
-    Ok(n)
-}
+use super::decide::apply;
+use super::store::*;
 
 /// Why a plan is asked for now.
 pub fn trigger(intent: &GoalIntent, items: &[GoalItem]) -> PlanTrigger {
@@ -151,7 +51,7 @@ pub fn plan_id(goal: &Id, sequence: u32) -> String {
 /// journaled in the plan's `calls.jsonl` when the step ends, whatever came of it.
 pub fn run_planner<F: Fs>(
     ledger: &mut Ledger<F>,
-    view: &super::engine::GoalView,
+    view: &crate::goal::engine::GoalView,
     specialists: &mut dyn Specialists,
     actor: &str,
     now: WallTime,
@@ -181,7 +81,7 @@ pub fn calls<F: Fs>(
 
 fn plan_step<F: Fs>(
     ledger: &mut Ledger<F>,
-    view: &super::engine::GoalView,
+    view: &crate::goal::engine::GoalView,
     specialists: &mut dyn Specialists,
     actor: &str,
     now: WallTime,
@@ -341,7 +241,7 @@ pub const RESUMED_REVIEW: &str = "its review, cut short, resumed from its receip
 /// lost and a new plan is asked for), or a graph that moved since the plan was asked for.
 fn resume_review<F: Fs>(
     ledger: &mut Ledger<F>,
-    view: &super::engine::GoalView,
+    view: &crate::goal::engine::GoalView,
     specialists: &mut dyn Specialists,
     actor: &str,
     now: WallTime,
@@ -493,77 +393,6 @@ fn fail<F: Fs>(
     Ok(format!("plan {plan} failed: {why}"))
 }
 
-/// Creates every proposed work item (or finds it identical), then appends `plan.applied`.
-/// A template whose workflow changed since it was frozen is refused before anything is made.
-#[allow(clippy::too_many_arguments)]
-pub fn apply<F: Fs>(
-    ledger: &mut Ledger<F>,
-    specialists: &mut dyn Specialists,
-    intent: &GoalIntent,
-    plan: &str,
-    proposal: &Proposal,
-    valid: &ValidPlan,
-    (actor, reason): (&str, &str),
-    now: WallTime,
-) -> Result<(), String> {
-    let policy = intent.replanning.as_ref().ok_or("the goal has no replanning policy")?;
-    let mut intents = Vec::new();
-    for (spec, (_, id, deps)) in proposal.work.iter().zip(&valid.work) {
-        let t = &policy.templates[&spec.template];
-        let digest = specialists
-            .workflow_digest(&t.path)
-            .map_err(|e| format!("template {}: {}: {e}", spec.template, t.path))?;
-        if digest != t.sha256 {
-            return Err(format!(
-                "template {}: {} changed since the goal froze it",
-                spec.template, t.path
-            ));
-        }
-        let mut acceptance = spec.acceptance.clone();
-        acceptance.retain(|a| !a.trim().is_empty());
-        intents.push(
-            WorkIntent {
-                schema_version: crate::work::intent::INTENT_VERSION,
-                id: id.clone(),
-                title: spec.title.clone(),
-                objective: spec.objective.clone(),
-                acceptance,
-                dependencies: deps.clone(),
-                workflow: WorkflowRef { path: t.path.clone(), sha256: t.sha256.clone() },
-                max_attempts: t.max_attempts,
-                max_uncharged_attempts: 3,
-                created_at: now,
-                sha256: None,
-                strict_acceptance: false,
-                source: Some(Source { goal: intent.id.clone(), plan: plan.to_owned() }),
-            }
-            .sealed(),
-        );
-    }
-    for w in &intents {
-        w.validate().map_err(|e| format!("work {}: {e}", w.id))?;
-        match ledger.intent(&w.id)? {
-            Some(existing) if same_intent(&existing, w) => {}
-            Some(_) => return Err(format!("work {} exists and differs from the plan", w.id)),
-            None => {
-                let provenance = format!("created by plan {plan} of goal {}", intent.id);
-                ledger.create_item(w, actor, Some(provenance))?;
-            }
-        }
-    }
-    let event = PlanEvent::Applied {
-        root_work_id: valid.root.clone(),
-        work_ids: intents.iter().map(|w| w.id.clone()).collect(),
-        milestone: proposal.milestone.as_ref().map(|m| m.sequence),
-    };
-    append(ledger, &intent.id, plan, event, actor, reason, now)
-}
-
-fn same_intent(a: &WorkIntent, b: &WorkIntent) -> bool {
-    (&a.title, &a.objective, &a.acceptance, &a.dependencies, &a.workflow, a.max_attempts)
-        == (&b.title, &b.objective, &b.acceptance, &b.dependencies, &b.workflow, b.max_attempts)
-}
-
 /// The schema a planner's reply must match.
 fn proposal_schema(max_items: u32, may_complete: bool) -> Value {
     let decisions = if may_complete {
@@ -675,245 +504,4 @@ fn planner_prompt(
         ));
     }
     out
-}
-
-/// The status of `plan` of `goal`, for the plan verbs.
-pub fn status_of(plans: &[PlanView], plan: &str) -> Option<PlanStatus> {
-    plans.iter().find(|p| p.request.plan_id == plan).map(|p| p.status)
-}
-
-/// Reads a goal from its (already checked) intent: its plans, its active graph (the
-/// dependency closure of the active root, prerequisites first) and its projection, with the
-/// attempts of governed work earlier plans left outside the active graph still counted.
-pub fn goal_view<F: Fs>(
-    ledger: &mut Ledger<F>,
-    intent: &GoalIntent,
-    runner_live: &mut dyn FnMut(&Id) -> bool,
-    lease_held_elsewhere: bool,
-) -> Result<super::engine::GoalView, String> {
-    let plans = read_plans(ledger, &intent.id)?;
-    let root = super::plan::active_root(intent.root_work_id.as_ref(), &plans);
-    let items = match &root {
-        Some(root) => ledger.graph(root, runner_live)?,
-        None => Vec::new(),
-    };
-    let mut outside = BTreeSet::new();
-    if let Some(original) = intent.root_work_id.as_ref().filter(|o| root.as_ref() != Some(*o)) {
-        outside.extend(ledger.graph(original, runner_live)?.into_iter().map(|i| i.id));
-    }
-    for p in &plans {
-        if let Some((_, work)) = &p.applied {
-            outside.extend(work.iter().cloned());
-        }
-    }
-    for i in &items {
-        outside.remove(&i.id);
-    }
-    let (mut used, mut charged) = (0, 0);
-    let mut known = Known::new();
-    for w in &outside {
-        let p = ledger.read(w, &mut known, runner_live)?.projection;
-        used += p.attempts_used;
-        charged += p.charged_attempts;
-    }
-    let projection = super::projection::project_governed(
-        intent,
-        &items,
-        &plans,
-        (used, charged),
-        lease_held_elsewhere,
-    );
-    Ok(super::engine::GoalView { intent: intent.clone(), items, plans, projection })
-}
-
-/// Approves a proposed plan: the caller holds the goal lease. Refused unless it is proposed,
-/// made for the current root, still valid against the current graph and, with a review
-/// panel, passed exactly as proposed; a completion ends the mission, an apply creates its
-/// work then moves the root. Approving an applied or completed plan changes nothing.
-#[allow(clippy::too_many_arguments)]
-pub fn approve<F: Fs>(
-    ledger: &mut Ledger<F>,
-    specialists: &mut dyn Specialists,
-    g: &super::engine::GoalView,
-    plan: &str,
-    actor: &str,
-    reason: &str,
-    now: WallTime,
-) -> Result<String, String> {
-    let goal = &g.intent.id;
-    let view = g
-        .plans
-        .iter()
-        .find(|p| p.request.plan_id == plan)
-        .ok_or(format!("goal {goal} has no plan {plan}"))?;
-    let word = |s: PlanStatus| json!(s).as_str().unwrap_or("").to_owned();
-    match view.status {
-        PlanStatus::Applied | PlanStatus::Completed => {
-            return Ok(format!("plan {plan} is already {}", word(view.status)))
-        }
-        PlanStatus::Proposed => {}
-        s => return Err(format!("plan {plan} is {}; only a proposed plan is approved", word(s))),
-    }
-    if g.projection.root_work_id != view.request.prior_root_work_id {
-        let show = |r: &Option<Id>| r.as_ref().map_or("(none)".into(), |r| r.to_string());
-        return Err(format!(
-            "plan {plan} was made for root {}, but the root is now {}",
-            show(&view.request.prior_root_work_id),
-            show(&g.projection.root_work_id)
-        ));
-    }
-    let proposal = proposal(ledger, goal, plan)?.ok_or(format!("plan {plan} has no proposal"))?;
-    let policy = g.intent.replanning.as_ref().ok_or("the goal has no replanning policy")?;
-    let active: BTreeSet<Id> = g.items.iter().map(|i| i.id.clone()).collect();
-    let done = milestones_completed(ledger, &g.plans)?;
-    let cx = PlanContext {
-        policy,
-        active: &active,
-        already_planned: already_planned(&g.plans),
-        plan_id: plan,
-        mission: g.intent.mission.as_ref(),
-        trigger: view.request.trigger,
-        milestones_completed: done,
-    };
-    if let Some(panel) = &policy.review {
-        // A reviewed plan is approved only as the panel passed it.
-        let path = format!("{}/review.json", plan_dir(goal, plan));
-        let receipt: Receipt =
-            ledger.read_json(&path)?.ok_or(format!("plan {plan} has no review receipt"))?;
-        super::review::check_receipt(&receipt, panel)
-            .map_err(|e| format!("plan {plan}'s review receipt: {e}"))?;
-        let reviewed = events(ledger, goal, plan)?.iter().any(|e| e.event == PlanEvent::Reviewed);
-        if receipt.status != ReviewStatus::Passed
-            || receipt.candidate_sha256 != candidate_digest(plan, &proposal)
-            || !reviewed
-        {
-            return Err(format!("plan {plan} was not passed by its review panel as proposed"));
-        }
-    }
-    let checked =
-        validate(&proposal, &cx).map_err(|e| format!("plan {plan} no longer holds: {e}"))?;
-    if proposal.decision == PlanDecision::Complete {
-        // The person who approved the completion is the one who answers for it: their words.
-        append(ledger, goal, plan, PlanEvent::Completed, actor, reason, now)?;
-        return Ok(format!("plan {plan}: the mission is complete"));
-    }
-    let valid = checked.ok_or(format!("plan {plan} proposes no work"))?;
-    apply(ledger, specialists, &g.intent, plan, &proposal, &valid, (actor, reason), now)?;
-    Ok(format!("plan {plan} applied: {} items, root {}", valid.work.len(), valid.root))
-}
-
-/// Rejects a proposed plan, or asks for a new plan after an attention that still applies;
-/// the caller holds the goal lease. Only the latest plan is decided on; the same decision
-/// again changes nothing.
-pub fn decide<F: Fs>(
-    ledger: &mut Ledger<F>,
-    g: &super::engine::GoalView,
-    plan: &str,
-    event: PlanEvent,
-    actor: &str,
-    reason: &str,
-    now: WallTime,
-) -> Result<String, String> {
-    if reason.trim().is_empty() || reason.len() > 2_000 {
-        return Err("a reason of 1 to 2000 bytes is required".into());
-    }
-    let (from, done) = match &event {
-        PlanEvent::Rejected => (PlanStatus::Proposed, PlanStatus::Rejected),
-        PlanEvent::RetryRequested => (PlanStatus::Attention, PlanStatus::RetryRequested),
-        other => return Err(format!("{other:?} is not a person's decision")),
-    };
-    let word = |s: PlanStatus| json!(s).as_str().unwrap_or("").to_owned();
-    let latest = g.plans.last().map(|p| p.request.plan_id.as_str());
-    let status =
-        status_of(&g.plans, plan).ok_or(format!("goal {} has no plan {plan}", g.intent.id))?;
-    if status == done {
-        return Ok(format!("plan {plan} is already {}", word(done)));
-    }
-    if status != from || latest != Some(plan) {
-        return Err(format!(
-            "plan {plan} is {} (the latest is {}); nothing to do",
-            word(status),
-            latest.unwrap_or("none")
-        ));
-    }
-    if event == PlanEvent::RetryRequested && g.projection.attention_plan_id.as_deref() != Some(plan)
-    {
-        return Err(format!("plan {plan}'s attention no longer applies: the graph changed since"));
-    }
-    if event == PlanEvent::RetryRequested && g.projection.replans_remaining == 0 {
-        let max = g.intent.replanning.as_ref().map_or(0, |r| r.max_replans);
-        return Err(format!(
-            "plan {plan}: no replan slot remains (all {max} of max_replans are used); a retry \
-             would plan past the goal's frozen limit"
-        ));
-    }
-    append(ledger, &g.intent.id, plan, event, actor, reason, now)?;
-    Ok(format!("plan {plan}: {}", word(done)))
-}
-
-/// Reopens a completed mission (`plan.reopened` beside its completion); the caller holds the
-/// goal lease. Its reopened work then runs before any milestone is reassessed. Reopening it
-/// again changes nothing.
-pub fn reopen_mission<F: Fs>(
-    ledger: &mut Ledger<F>,
-    g: &super::engine::GoalView,
-    actor: &str,
-    reason: &str,
-    now: WallTime,
-) -> Result<String, String> {
-    let goal = &g.intent.id;
-    if reason.trim().is_empty() || reason.len() > 2_000 {
-        return Err("a reason of 1 to 2000 bytes is required".into());
-    }
-    check_reopen(g)?;
-    let latest = g.plans.last().expect("checked: a mission with a plan");
-    let plan = &latest.request.plan_id;
-    if latest.status == PlanStatus::Reopened {
-        return Ok(format!("mission {goal} is already reopened (plan {plan})"));
-    }
-    append(ledger, goal, plan, PlanEvent::Reopened, actor, reason, now)?;
-    Ok(format!("mission {goal} reopened (plan {plan}'s completion stands beside it)"))
-}
-
-/// Why goal `g` cannot be reopened as a mission now, if it cannot: it must be a mission whose
-/// latest plan completed it (or reopened it already).
-pub fn check_reopen(g: &super::engine::GoalView) -> Result<(), String> {
-    let goal = &g.intent.id;
-    if g.intent.mission.is_none() {
-        return Err(format!("goal {goal} is not a mission"));
-    }
-    let latest = g.plans.last().ok_or(format!("mission {goal} has no plan"))?;
-    match latest.status {
-        PlanStatus::Completed | PlanStatus::Reopened => Ok(()),
-        s => Err(format!(
-            "mission {goal} is not complete (its latest plan {} is {})",
-            latest.request.plan_id,
-            json!(s).as_str().unwrap_or("")
-        )),
-    }
-}
-
-/// Where work item `work` stands in goal `g`'s generations.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Generation {
-    /// In the active graph (its root included).
-    Active,
-    /// Made by plan `plan` (or the goal's first root when `None`), superseded since.
-    Superseded(Option<String>),
-}
-
-/// Whether `work` belongs to goal `g`, in any generation: the active graph, the goal's first
-/// root, or the work of any applied plan.
-pub fn generation_of(g: &super::engine::GoalView, work: &Id) -> Option<Generation> {
-    if g.projection.work_ids.contains(work) {
-        return Some(Generation::Active);
-    }
-    if g.intent.root_work_id.as_ref() == Some(work) {
-        return Some(Generation::Superseded(None));
-    }
-    g.plans.iter().find_map(|p| {
-        let (root, made) = p.applied.as_ref()?;
-        (root == work || made.contains(work))
-            .then(|| Generation::Superseded(Some(p.request.plan_id.clone())))
-    })
 }

@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::work::fixtures::{id, intent, History};
-use crate::workflow::team::Team;
-use crate::workflow::transcript::Started;
+use crate::work::team::Team;
+use crate::work::transcript::Started;
 use serde_json::Value;
 use std::collections::BTreeMap;
 
@@ -167,7 +167,7 @@ fn without_a_harness_agent_calls_and_authorizations_are_declined_and_recorded() 
 
 #[test]
 fn with_a_harness_calls_are_made_recorded_and_classify_a_failed_run() {
-    use crate::workflow::agent::CallOutcome;
+    use crate::work::agent::CallOutcome;
     let mut f = RunFold::new(Some("scripted"), Team::new());
     let call = f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"fix it"}"#));
     let Some(HostAction::CallAgent { id, dispatch, .. }) = call else { panic!("{call:?}") };
@@ -312,7 +312,7 @@ fn acceptance_needs_review_and_every_open_finding_disposed_of_once() {
 
 #[test]
 fn a_specialist_goes_to_its_harness_and_an_unknown_one_is_declined() {
-    let team = crate::workflow::team::parse_team(
+    let team = crate::work::team::parse_team(
         br#"{"reviewer": {"instructions": "Review.", "harness": "codex"}}"#,
     )
     .unwrap();
@@ -326,7 +326,7 @@ fn a_specialist_goes_to_its_harness_and_an_unknown_one_is_declined() {
     assert!(r["error"].as_str().unwrap().contains("no specialist \"ghost\""), "{r}");
     let r = reply(f.observe(parse(r#"{"op":"agent","id":"a3","prompt":"p"}"#)));
     assert!(r["error"].as_str().unwrap().contains("no harness"), "{r}");
-    let ok = crate::workflow::agent::CallOutcome {
+    let ok = crate::work::agent::CallOutcome {
         ok: true,
         text: Some("t".into()),
         error: None,
@@ -341,7 +341,7 @@ fn a_specialist_goes_to_its_harness_and_an_unknown_one_is_declined() {
 
 #[test]
 fn requests_past_the_agent_cap_are_declined() {
-    let spec = crate::workflow::agent::AdapterSpec::text(vec!["h".into()], 1);
+    let spec = crate::work::agent::AdapterSpec::text(vec!["h".into()], 1);
     let harness = Some(FrozenHarness { name: "h".into(), spec });
     let m = RunManifest { harness, max_agents: Some(1), ..manifest() };
     let mut f = m.fold();
@@ -353,8 +353,8 @@ fn requests_past_the_agent_cap_are_declined() {
 
 mod gate {
     use super::*;
-    use crate::workflow::approval::Ruling;
-    use crate::workflow::policy::{parse_policy, FrozenPolicy};
+    use crate::work::approval::Ruling;
+    use crate::work::policy::{parse_policy, FrozenPolicy};
 
     const ASK_PUSH: &str = r#"{"rules":[
         {"name":"ask-push","on":"authorize","action":"push","verdict":"ask"},
@@ -366,7 +366,7 @@ mod gate {
         m.approval_to = approver.map(str::to_owned);
         m.harness = Some(FrozenHarness {
             name: "h".into(),
-            spec: crate::workflow::agent::resolve("codex", &BTreeMap::new()).expect("a preset"),
+            spec: crate::work::agent::resolve("codex", &BTreeMap::new()).expect("a preset"),
         });
         let f = m.fold();
         (m, f)
@@ -396,7 +396,7 @@ mod gate {
         let opus = r#"{"op":"agent","id":"a2","prompt":"p","specialist":"big"}"#;
         f.team.insert(
             "big".into(),
-            crate::workflow::team::Profile { model: Some("opus".into()), ..Default::default() },
+            crate::work::team::Profile { model: Some("opus".into()), ..Default::default() },
         );
         assert!(matches!(f.observe(parse(opus)), Some(HostAction::Stop)));
         let tag = r#"{"op":"authorize","id":"z2","action":"tag"}"#;
@@ -510,7 +510,7 @@ fn a_run_that_failed_for_want_of_an_adapter_is_an_environment_failure() {
         p.run.error
     );
     // With a harness, the same failure is the workflow's own.
-    let mut f = RunFold::new(Some("scripted"), crate::workflow::team::Team::new());
+    let mut f = RunFold::new(Some("scripted"), crate::work::team::Team::new());
     f.observe(parse(failed));
     let p = f.finish(&manifest(), &intent(), &exited(1), WallTime(20));
     assert_eq!(p.run.class, None);

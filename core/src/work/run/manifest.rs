@@ -66,10 +66,10 @@ pub struct RunManifest {
     /// What contains its processes, as reached when it started (absent before runs
     /// recorded it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub containment: Option<crate::workflow::containment::Containment>,
+    pub containment: Option<crate::work::containment::Containment>,
     /// The item's own worktree, under `--isolation worktree`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace: Option<crate::workflow::workspace::Workspace>,
+    pub workspace: Option<crate::work::workspace::Workspace>,
 }
 
 /// Where a run's changes land. `worktree` is made by harn (an item's own git worktree and
@@ -121,7 +121,7 @@ impl RunManifest {
         let policy_sha256 = self.policy.as_ref().map(|p| p.sha256.clone()).unwrap_or_default();
         ApprovalRequest {
             schema_version: APPROVAL_VERSION,
-            approval_id: crate::workflow::approval::approval_id(self.run_id.as_str(), parked.slot),
+            approval_id: crate::work::approval::approval_id(self.run_id.as_str(), parked.slot),
             run_id: self.run_id.clone(),
             work_id: self.work_id.clone(),
             slot: parked.slot,

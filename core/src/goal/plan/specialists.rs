@@ -4,8 +4,8 @@
 //! journaled in the plan's `calls.jsonl` so a plan's provenance reads like work's.
 
 use crate::hash::sha256_hex;
+use crate::work::agent::CallOutcome;
 use crate::work::FailureClass;
-use crate::workflow::agent::CallOutcome;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 

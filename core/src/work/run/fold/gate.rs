@@ -4,11 +4,11 @@
 
 use super::{CallRecord, HostAction, Parked, PolicyRecord, RunFold};
 use crate::hash::sha256_hex;
-use crate::workflow::agent::CallOutcome;
-use crate::workflow::approval::{approval_id, consume};
-use crate::workflow::policy::{request_digest, Request, Verdict, DECISIONS_MAX};
-use crate::workflow::schema::with_contract;
-use crate::workflow::team::{dispatch, has_adapter, Dispatch};
+use crate::work::agent::CallOutcome;
+use crate::work::approval::{approval_id, consume};
+use crate::work::policy::{request_digest, Request, Verdict, DECISIONS_MAX};
+use crate::work::schema::with_contract;
+use crate::work::team::{dispatch, has_adapter, Dispatch};
 use serde_json::{json, Value};
 
 /// The identity of a call for the resume cache: everything that shapes its answer (harness,

@@ -5,7 +5,7 @@
 //! records every round with the digest of the candidate it judged, and a read re-checks it
 //! against the frozen panel.
 
-use super::plan::{Proposal, ReviewPanel};
+use super::{Proposal, ReviewPanel};
 use crate::hash::sha256_hex;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};

@@ -28,7 +28,7 @@ pub fn synopsis(run_id: &Id, proof: Option<&Proof>) -> Value {
         .acceptance
         .criteria
         .iter()
-        .filter(|c| c.verdict != crate::workflow::acceptance::Verdict::Satisfied)
+        .filter(|c| c.verdict != crate::work::acceptance::Verdict::Satisfied)
         .map(|c| json!({ "id": c.id, "statement": c.statement, "status": c.verdict }))
         .collect();
     json!({
@@ -67,10 +67,10 @@ pub fn inspect(
     attempt: u32,
     records: (Option<&RunManifest>, Option<&Proof>),
     parked: Option<(&str, bool)>,
-    started: crate::workflow::transcript::Started,
+    started: crate::work::transcript::Started,
     runner_live: bool,
 ) -> Result<AttemptStatus, String> {
-    use crate::workflow::transcript::Started;
+    use crate::work::transcript::Started;
     let (manifest, proof) = records;
     if let Some(m) = manifest {
         if m.work_id != *work_id || m.run_id != *run_id || m.attempt != attempt {
