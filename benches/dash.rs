@@ -5,8 +5,8 @@
 //! `HARN_DASH_GOALS=N` makes a smaller one.
 
 use criterion::{criterion_group, criterion_main, Criterion};
+use harn::dash::readers::Kept;
 use harn::dash::Snapshot;
-use harn::readers::Kept;
 use std::path::{Path, PathBuf};
 
 fn goals() -> usize {

@@ -3,8 +3,8 @@
 //! that reads and re-projects every goal from its journals, in the same run.
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use harn::goal::service::sweep::ReadCache;
-use harn::work::store::Store;
+use harn::os::store::Store;
+use harn::service::sweep::ReadCache;
 
 use harn_core::ids::Id;
 use harn_core::service::wake::{Fingerprint, GoalWake, ServiceScheduler, WakeConfig};

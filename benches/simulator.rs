@@ -3,15 +3,15 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use harn_sim::entropy::SeededEntropy;
-use harn_sim::runner::options_for_seed;
-use harn_sim::world::World;
+use harn_sim::harness::runner::options_for_seed;
+use harn_sim::harness::world::HarnessWorld;
 use std::hint::black_box;
 
 const STEPS: u64 = 2_000;
 const SEEDS: [u64; 4] = [1, 2, 3, 4];
 
 fn steps_of(seed: u64) -> u64 {
-    let mut w = World::new(options_for_seed(seed, STEPS), SeededEntropy::new(seed), false);
+    let mut w = HarnessWorld::new(options_for_seed(seed, STEPS), SeededEntropy::new(seed), false);
     w.run().expect("the benchmark seeds hold every invariant");
     w.steps()
 }
@@ -23,7 +23,13 @@ fn bench(c: &mut Criterion) {
         group.throughput(Throughput::Elements(steps));
         group.bench_function(format!("seed_{seed}"), |b| {
             b.iter_batched(
-                || World::new(options_for_seed(seed, STEPS), SeededEntropy::new(seed), false),
+                || {
+                    HarnessWorld::new(
+                        options_for_seed(seed, STEPS),
+                        SeededEntropy::new(seed),
+                        false,
+                    )
+                },
                 |mut w| black_box(w.run()),
                 BatchSize::LargeInput,
             )

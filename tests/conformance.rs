@@ -2,7 +2,7 @@
 //! filesystem, so the simulator cannot drift from the kernel on the cases both can express,
 //! plus the crash cases only the simulator can stage (DESIGN.md §4).
 
-use harn::real_fs::RealFs;
+use harn::os::fs::RealFs;
 use harn_core::atomic::atomic_replace;
 use harn_core::env::{Fs, FsErrorKind};
 use harn_core::journal::{self, JournalWriter};

@@ -209,8 +209,8 @@ fn once_prints_a_page_as_text_and_a_bad_root_is_refused() {
 /// they came from: after a reopen, the kept refresh shows what a full read shows.
 #[test]
 fn kept_reads_follow_a_change_of_their_files() {
+    use harn::dash::readers::Kept;
     use harn::dash::Snapshot;
-    use harn::readers::Kept;
     let dir = example_root();
     let root = dir.path().join("ex").canonicalize().unwrap();
     // Older than the timestamps' slack, so the first refresh keeps its reads.

@@ -1,7 +1,7 @@
 //! Same seed, same run: several seeds run twice must produce identical per-step state hashes,
 //! and a recorded trace must replay to the same outcome.
 
-use harn_sim::runner::{replay, run_seed};
+use harn_sim::harness::runner::{replay, run_seed};
 
 #[test]
 fn seeds_run_twice_give_identical_hashes_at_every_step() {
@@ -26,7 +26,7 @@ fn a_recorded_trace_replays_identically() {
     let run = run_seed(7, 300, true);
     let trace = run.trace.expect("traced");
     let text = trace.to_jsonl();
-    let parsed = harn_sim::trace::Trace::parse(&text).expect("round trip");
+    let parsed = harn_sim::harness::trace::Trace::parse(&text).expect("round trip");
     assert_eq!(parsed, trace);
     let report = replay(&parsed);
     assert!(report.identical(), "{report:?}");

@@ -12,7 +12,7 @@ use harn_core::time::WallTime;
 use harn_sim::clock::VirtualClock;
 use harn_sim::entropy::SeededEntropy;
 use harn_sim::fs::SimFs;
-use harn_sim::process::SimProcesses;
+use harn_sim::harness::process::SimProcesses;
 use std::path::Path;
 
 /// Flips one bit in the last complete line of `path`, keeping its newline.

@@ -95,7 +95,7 @@ pub fn registration(
 
 /// The ids of `kind` in the root found from the current directory; none when there is none.
 fn candidates(kind: Kind) -> Vec<CompletionCandidate> {
-    let Ok(root) = crate::root::discover(None) else { return Vec::new() };
+    let Ok(root) = crate::os::root::discover(None) else { return Vec::new() };
     let names = match kind {
         Kind::Work => entries(&root.join(harn_core::layout::WORK)),
         Kind::Goal => entries(&root.join(harn_core::layout::SUPERVISORS)),

@@ -105,7 +105,7 @@ pub fn run(a: ExampleArgs) -> Exit {
 /// Creates the root with the workflow, the harness and a config declaring the harness.
 fn prepare(root: &Path) -> std::io::Result<()> {
     std::fs::create_dir(root)?;
-    let harnery = crate::private::Dir::open(root, harn_core::layout::HARNERY, true)?;
+    let harnery = crate::os::private::Dir::open(root, harn_core::layout::HARNERY, true)?;
     std::fs::write(root.join("team.json"), TEAM)?;
     for (name, body) in [("wf.sh", WORKFLOW), ("harness.sh", HARNESS)] {
         let path = root.join(name);

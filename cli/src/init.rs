@@ -4,7 +4,7 @@
 //! there), and says what to type next.
 
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
-use crate::private::Dir;
+use crate::os::private::Dir;
 use harn_core::work::agent::presets;
 use harn_core::work::run::Billing;
 use std::path::PathBuf;
@@ -69,7 +69,7 @@ impl Made {
 
 /// Runs `harn init`.
 pub fn run(args: InitArgs) -> Exit {
-    let root = match crate::root::discover(args.root.as_deref()) {
+    let root = match crate::os::root::discover(args.root.as_deref()) {
         Ok(r) => r,
         Err(e) => {
             let shown = args.root.unwrap_or_else(|| PathBuf::from("."));

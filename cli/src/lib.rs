@@ -14,8 +14,6 @@ macro_rules! errln {
     ($($arg:tt)*) => { eprintln!("{}", harn_core::text::neutralize(&format!($($arg)*))) };
 }
 
-pub mod cgroup;
-pub mod children;
 pub mod cli;
 pub mod complete;
 pub mod dash;
@@ -26,12 +24,8 @@ pub mod goal;
 pub mod harness;
 pub mod init;
 pub mod input;
+pub mod os;
 pub mod paint;
-pub mod private;
-pub mod procfs;
-pub mod readers;
-pub mod real_clock;
-pub mod real_fs;
-pub mod root;
+pub mod service;
 pub mod sim_cmd;
 pub mod work;

@@ -9,11 +9,11 @@ use harn_core::harness::lifecycle::RestartPolicy;
 use harn_core::journal;
 use harn_core::time::{Duration, Instant};
 use harn_sim::entropy::SeededEntropy;
-use harn_sim::options::{InjectedBug, SimHarness, SimOptions};
-use harn_sim::process::Behaviour;
-use harn_sim::runner::{self, RunOutcome, DEFAULT_STEPS};
-use harn_sim::trace::Trace;
-use harn_sim::world::World;
+use harn_sim::harness::options::{InjectedBug, SimHarness, SimOptions};
+use harn_sim::harness::process::Behaviour;
+use harn_sim::harness::runner::{self, RunOutcome, DEFAULT_STEPS};
+use harn_sim::harness::trace::Trace;
+use harn_sim::harness::world::HarnessWorld;
 use std::path::{Path, PathBuf};
 
 /// The `sim` verbs.
@@ -421,7 +421,7 @@ fn day_options() -> SimOptions {
 fn day(seed: u64, json: bool) -> Exit {
     const DAY: Duration = Duration::from_secs(24 * 3600);
     let started = std::time::Instant::now();
-    let mut world = World::new(day_options(), SeededEntropy::new(seed), false);
+    let mut world = HarnessWorld::new(day_options(), SeededEntropy::new(seed), false);
     let result = world.run_until(Instant::ZERO.saturating_add(DAY), 5_000_000);
     let elapsed = started.elapsed();
     let events = world

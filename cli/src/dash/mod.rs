@@ -3,6 +3,7 @@
 //! thread never reads a file, so a slow read shows as a stale age, never a frozen screen.
 
 mod keys;
+pub mod readers;
 mod snapshot;
 mod view;
 
@@ -12,8 +13,8 @@ mod tests;
 pub use snapshot::Snapshot;
 pub use view::{render, Page, View};
 
+use crate::dash::readers::{Focus, Kept};
 use crate::exit::Exit;
-use crate::readers::{Focus, Kept};
 use clap::Args;
 use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
@@ -56,14 +57,14 @@ pub struct DashArgs {
 
 /// Runs the dashboard; returns the exit code.
 pub fn run(args: DashArgs) -> Exit {
-    let root = match crate::root::discover(args.root.as_deref()) {
+    let root = match crate::os::root::discover(args.root.as_deref()) {
         Ok(r) => r,
         Err(e) => {
             let shown = args.root.unwrap_or_else(|| PathBuf::from(".")).display().to_string();
             return crate::exit::fail(crate::exit::EXIT_USAGE, format!("{shown}: {e}"));
         }
     };
-    if let Err(e) = crate::root::require_ledger(&root, args.root.is_some()) {
+    if let Err(e) = crate::os::root::require_ledger(&root, args.root.is_some()) {
         return crate::exit::fail(crate::exit::EXIT_FAILED, e);
     }
     if args.once {
@@ -135,7 +136,7 @@ fn interactive(root: PathBuf, page: Page, refresh: Duration, plain: bool) -> std
                 }
                 latest = Some(s);
             }
-            let wall = crate::readers::wall_now();
+            let wall = crate::dash::readers::wall_now();
             let read_age = wall.0.saturating_sub(last_read.load(Ordering::SeqCst));
             let body_rows = terminal.size()?.height.saturating_sub(6);
             terminal.draw(|f| {

@@ -1,7 +1,9 @@
 //! One reading of the root for the dashboard: everything a page shows, taken through the
 //! readers alone, so rendering is a pure function of this value and the time.
 
-use crate::readers::{ApprovalRow, Detail, Focus, GoalListing, Kept, Reader, ServiceView, WorkRow};
+use crate::dash::readers::{
+    ApprovalRow, Detail, Focus, GoalListing, Kept, Reader, ServiceView, WorkRow,
+};
 use harn_core::time::WallTime;
 use serde::Serialize;
 use std::path::Path;

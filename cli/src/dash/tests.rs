@@ -2,7 +2,7 @@
 //! committed under `snapshots/` (`UPDATE_SNAPSHOTS=1 cargo test -p harn dash` rewrites them).
 
 use super::{once, Page, Snapshot, View};
-use crate::readers::{GoalRow, GoalSummary, ServiceView, WorkRow};
+use crate::dash::readers::{GoalRow, GoalSummary, ServiceView, WorkRow};
 use harn_core::goal::{GoalNext, GoalState};
 use harn_core::ids::Id;
 use harn_core::service::wake::{Fingerprint, GoalWake, WakeState};
@@ -142,7 +142,7 @@ fn snapshot() -> Snapshot {
             max_attempts: 3,
             uncharged: 2,
             cost_micro_usd: None,
-            running: Some(crate::readers::RunningNow {
+            running: Some(crate::dash::readers::RunningNow {
                 run_id: id("wf-2026-12-01-10-00-00-000-abc123"),
                 started_at: harn_core::time::WallTime(NOW.0 - 75_000),
                 call: Some(("implement".into(), "claude-code".into())),
@@ -172,14 +172,14 @@ fn snapshot() -> Snapshot {
         harnesses: Ok(harnesses),
         approvals: Ok((
             vec![
-                crate::readers::ApprovalRow {
+                crate::dash::readers::ApprovalRow {
                     id: id("wf-2026-12-01-10-00-00-000-abc123-p1"),
                     status: "pending".into(),
                     work_id: "work-2".into(),
                     addressee: "ana".into(),
                     asks: "authorize push main".into(),
                 },
-                crate::readers::ApprovalRow {
+                crate::dash::readers::ApprovalRow {
                     id: id("wf-2026-11-30-09-00-00-000-def456-p1"),
                     status: "approved".into(),
                     work_id: "work-1".into(),
@@ -282,8 +282,8 @@ fn the_approvals_page_lists_pending_ones_first_with_what_they_ask() {
 fn enter_opens_a_detail_and_question_mark_shows_the_keys() {
     let mut s = snapshot();
     s.detail = Some((
-        crate::readers::Focus::Work(id("work-2")),
-        Ok(crate::readers::Detail {
+        crate::dash::readers::Focus::Work(id("work-2")),
+        Ok(crate::dash::readers::Detail {
             title: "work work-2 — Wire the session cookie".into(),
             sections: vec![
                 ("state".into(), vec!["running (next: wait_for_run) — run wf-… is running".into()]),

@@ -2,7 +2,7 @@
 //! no clocks, so the same snapshot always draws the same screen (the snapshot tests rely on it).
 
 use super::Snapshot;
-use crate::readers::{name_of, Focus, GoalRow, WorkRow};
+use crate::dash::readers::{name_of, Focus, GoalRow, WorkRow};
 use harn_core::service::wake::{GoalWake, WakeState};
 use harn_core::service::Liveness;
 use harn_core::time::WallTime;
@@ -527,7 +527,7 @@ fn harnesses_page(f: &mut Frame, area: Rect, s: &Snapshot, selected: Option<usiz
 
 fn harness_row(h: &Value, widths: &[u16], total: u16) -> Row<'static> {
     let mut state = h["state"].as_str().unwrap_or("?").to_owned();
-    let mut glyph = crate::readers::state_glyph(&state);
+    let mut glyph = crate::dash::readers::state_glyph(&state);
     // Running again after crashes is not yet healthy: it reads as a crash loop until the
     // healthy-run clock forgives the failures.
     let failures = h["consecutive_failures"].as_u64().unwrap_or(0);
@@ -541,7 +541,7 @@ fn harness_row(h: &Value, widths: &[u16], total: u16) -> Row<'static> {
         '✖' => PROBLEM,
         _ => Style::new(),
     };
-    let last_exit = crate::readers::last_exit_text(h).unwrap_or_else(|| "-".into());
+    let last_exit = crate::dash::readers::last_exit_text(h).unwrap_or_else(|| "-".into());
     let ready = match (h["pid"].is_u64(), h["ready"].as_bool()) {
         (false, _) => "-".to_owned(),
         (true, Some(true)) => "ready".into(),

@@ -4,10 +4,10 @@
 use super::runner::{drive, goal_limits, words};
 use super::store;
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
+use crate::os::store::Store;
 use crate::work::config::frozen_harness;
 use crate::work::host_args::HostArgs;
 use crate::work::run_cmd::read_team;
-use crate::work::store::Store;
 use clap::{Args, Subcommand};
 use harn_core::goal::{Automation, GoalIntent, GoalLimits, Mode};
 use harn_core::ids::Id;
@@ -52,7 +52,7 @@ enum Verb {
     Plan(super::plan_cmd::PlanVerb),
     /// The optional daemon that ticks enrolled goals: start, run, status, stop, logs, unit.
     #[command(subcommand)]
-    Service(super::service::ServiceVerb),
+    Service(crate::service::ServiceVerb),
 }
 
 #[derive(Debug, Args)]
@@ -136,14 +136,14 @@ struct DriveArgs {
 /// so that a start reusing the frozen enrollment can refuse them.
 pub fn note_typed_service_options(args: &mut SupervisorArgs, typed: Vec<String>) {
     if let Verb::Service(verb) = &mut args.verb {
-        super::service::note_typed(verb, typed);
+        crate::service::note_typed(verb, typed);
     }
 }
 
 /// Runs a `supervisor` verb; returns the exit code.
 pub fn run(args: SupervisorArgs) -> Exit {
     let explicit = args.root.is_some();
-    let mut store = crate::work::store::open_root(args.root)?;
+    let mut store = crate::os::store::open_root(args.root)?;
     let reads = match &args.verb {
         Verb::List { .. } | Verb::Show { .. } => true,
         Verb::Plan(p) => p.reads(),
@@ -151,7 +151,7 @@ pub fn run(args: SupervisorArgs) -> Exit {
         _ => false,
     };
     if reads {
-        crate::root::require_ledger(store.root(), explicit)
+        crate::os::root::require_ledger(store.root(), explicit)
             .map_err(|e| Failure::new(EXIT_FAILED, e))?;
     }
     match args.verb {
@@ -161,7 +161,7 @@ pub fn run(args: SupervisorArgs) -> Exit {
         Verb::Tick(a) => drive_cmd(&mut store, a, Mode::Tick),
         Verb::Run(a) => drive_cmd(&mut store, a, Mode::Run),
         Verb::Plan(verb) => super::plan_cmd::run(&mut store, verb),
-        Verb::Service(verb) => super::service::run(&mut store, verb),
+        Verb::Service(verb) => crate::service::run(&mut store, verb),
     }
 }
 
@@ -174,7 +174,7 @@ pub(super) fn goal_id(store: &mut Store, s: &str) -> Result<Id, Failure> {
     parse_id(s)?;
     let listing =
         store.list_ids(harn_core::layout::SUPERVISORS).map_err(|e| Failure::new(EXIT_FAILED, e))?;
-    let full = crate::work::store::complete(s, listing.ids.iter().map(Id::as_str), "goal")?;
+    let full = crate::os::store::complete(s, listing.ids.iter().map(Id::as_str), "goal")?;
     parse_id(&full)
 }
 
@@ -484,7 +484,7 @@ fn drive_cmd(store: &mut Store, a: DriveArgs, mode: Mode) -> Exit {
         Ok(limits) => limits,
         Err(e) => return fail(EXIT_USAGE, e),
     };
-    if let Err(e) = crate::children::interrupt_on_signals() {
+    if let Err(e) = crate::os::children::interrupt_on_signals() {
         return fail(EXIT_FAILED, format!("signal handling: {e}"));
     }
     let report = match drive(store, &id, mode, &limits, &mut say) {

@@ -3,8 +3,8 @@
 //! held under its lease until the reopening is recorded.
 
 use super::store::{self, goal_lease};
+use crate::os::store::Store;
 use crate::work::cmd::MissionReopen;
-use crate::work::store::Store;
 use harn_core::goal::plan::{check_reopen, generation_of, Generation};
 use harn_core::ids::Id;
 

@@ -5,5 +5,4 @@ pub mod missions;
 pub mod plan_cmd;
 pub mod plans;
 pub mod runner;
-pub mod service;
 pub mod store;

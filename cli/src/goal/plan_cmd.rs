@@ -5,7 +5,7 @@
 use super::plans;
 use super::store::{self, goal_lease};
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
-use crate::work::store::Store;
+use crate::os::store::Store;
 use clap::Subcommand;
 use harn_core::goal::plan::{PlanEvent, ReplanningPolicy, Template};
 use harn_core::ids::Id;
@@ -187,7 +187,7 @@ fn plan_id(store: &mut Store, goal: &Id, s: &str) -> Result<Id, Failure> {
     // A goal whose plans cannot be read is refused by the verb itself, with its error.
     let Ok(plans) = plans::read_plans(store, goal) else { return Ok(typed) };
     let ids = plans.iter().map(|p| p.request.plan_id.as_str());
-    let full = crate::work::store::complete(s, ids, "plan")?;
+    let full = crate::os::store::complete(s, ids, "plan")?;
     parse_id(&full)
 }
 

@@ -2,10 +2,10 @@
 //! (`goal::plan`) with a host whose specialists are the goal's team answered by the
 //! run's harnesses, and whose template digests are read from disk.
 
+use crate::os::store::{Store, StoreError};
 use crate::work::agent_call::{CallContext, CallGroups};
 use crate::work::calls::call_checked;
 use crate::work::runner::RunLimits;
-use crate::work::store::{Store, StoreError};
 use harn_core::goal::plan::{self, Ask, Called, Specialists};
 use harn_core::goal::plan::{PlanEvent, PlanRecord, PlanView, Proposal, ValidPlan};
 use harn_core::goal::GoalIntent;

@@ -4,9 +4,9 @@
 //! with the goal's team and limits.
 
 use super::store::{self, goal_lease};
+use crate::os::store::{Store, StoreError};
 use crate::work::run_cmd::accept_item;
 use crate::work::runner::{run_attempt, AttemptRefusal, Ended, RunLimits};
-use crate::work::store::{Store, StoreError};
 use harn_core::goal::engine::{drive as drive_loop, GoalHost, GoalView, Outcome, Report};
 use harn_core::goal::{DispatchAction, Mode};
 use harn_core::ids::Id;

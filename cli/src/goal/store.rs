@@ -4,7 +4,7 @@
 //! a `tick` or `run`), and the active graph read through the work ledger with every item
 //! read and projected once.
 
-use crate::work::store::{Store, StoreError};
+use crate::os::store::{Store, StoreError};
 use harn_core::goal::intent::{check_created, GoalCreated};
 use harn_core::goal::{GoalIntent, GoalItem};
 use harn_core::ids::Id;
@@ -43,7 +43,7 @@ pub fn create(store: &mut Store, intent: &GoalIntent) -> Result<(), StoreError> 
 }
 
 /// Every goal's id, sorted.
-pub fn ids(store: &mut Store) -> Result<crate::work::store::Listing, StoreError> {
+pub fn ids(store: &mut Store) -> Result<crate::os::store::Listing, StoreError> {
     store.list_ids(harn_core::layout::SUPERVISORS)
 }
 
@@ -94,7 +94,8 @@ pub fn read_listed(store: &mut Store, id: &Id) -> Result<Option<Goal>, StoreErro
 /// Sweeps `.harnery/supervisors/`: goal directories a killed `create` left holding nothing
 /// but its temporary file. The next `create` calls it, as the next writer of the directory.
 pub fn sweep_residue(store: &Store) {
-    let Ok(dir) = crate::private::Dir::open(store.root(), harn_core::layout::SUPERVISORS, false)
+    let Ok(dir) =
+        crate::os::private::Dir::open(store.root(), harn_core::layout::SUPERVISORS, false)
     else {
         return;
     };

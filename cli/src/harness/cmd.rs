@@ -30,7 +30,7 @@ impl Where {
     fn paths(&self) -> Result<Paths, Failure> {
         let shown =
             || self.root.clone().unwrap_or_else(|| PathBuf::from(".")).display().to_string();
-        let root = crate::root::discover(self.root.as_deref())
+        let root = crate::os::root::discover(self.root.as_deref())
             .map_err(|e| Failure::new(EXIT_USAGE, format!("{}: {e}", shown())))?;
         Paths::new(&root).map_err(|e| Failure::new(EXIT_USAGE, format!("{}: {e}", shown())))
     }
@@ -394,7 +394,7 @@ fn up(paths: &Paths, config: &Path, timeout: Duration) -> Exit {
     let started = Instant::now();
     while started.elapsed() < timeout {
         if let Ok(Some(status)) = child.try_wait() {
-            let log = super::logs::tail(&paths.daemon_log(), 20).unwrap_or_default();
+            let log = crate::os::logs::tail(&paths.daemon_log(), 20).unwrap_or_default();
             return fail(
                 EXIT_FAILED,
                 format!(

@@ -10,7 +10,8 @@
 //! only ever removed. The harness's own directory holds no process and is never killed.
 
 use super::paths::Paths;
-use crate::cgroup;
+use crate::os::cgroup;
+use crate::os::procfs::is_alive;
 use harn_core::hash::fnv64;
 use harn_core::ids::Id;
 use std::collections::BTreeMap;
@@ -70,7 +71,7 @@ impl HarnessCgroups {
             // A hint only: losing it costs the cross-cgroup search, not correctness (the
             // environment markers still find every process).
             let text = b.as_os_str().as_encoded_bytes();
-            let _ = crate::private::replace_below(&paths.root, &hint_path, text);
+            let _ = crate::os::private::replace_below(&paths.root, &hint_path, text);
         }
         HarnessCgroups { base, earlier_base, hint_refused, root: paths.root.clone() }
     }
@@ -227,7 +228,9 @@ impl HarnessCgroups {
                 .iter()
                 .map(|(name, pids)| {
                     let grace = grace_of(name);
-                    scope.spawn(move || crate::children::stop(pids, grace, signal_group, is_alive))
+                    scope.spawn(move || {
+                        crate::os::children::stop(pids, grace, signal_group, is_alive)
+                    })
                 })
                 .collect();
             stopping.into_iter().filter_map(|s| s.join().ok()).flat_map(|s| s.left).collect()
@@ -279,7 +282,7 @@ fn trusted_hint(
     home: &Path,
 ) -> Result<Option<PathBuf>, String> {
     let refuse = |why: &str| Err(format!("ignoring {}: {why}", hint.display()));
-    let bytes = match crate::private::read_below(root, hint) {
+    let bytes = match crate::os::private::read_below(root, hint) {
         Ok(Some(b)) if b.len() <= 4096 => b,
         Ok(Some(_)) => return refuse("too long for a path"),
         Ok(None) => return Ok(None),
@@ -305,7 +308,7 @@ fn trusted_hint(
 fn marked_processes(root: &Path) -> Vec<(Id, u32)> {
     let root_marker = format!("{ROOT_ENV}={}", root.display());
     let name_prefix = format!("{HARNESS_ENV}=");
-    let found = crate::procfs::ours_where(|vars| {
+    let found = crate::os::procfs::ours_where(|vars| {
         if !vars.contains(&root_marker.as_bytes()) {
             return None;
         }
@@ -334,15 +337,5 @@ fn wait_gone(pids: &[u32], limit: Duration) -> Vec<u32> {
             return alive;
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// True when `pid` exists and is not a zombie.
-pub fn is_alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-        }
     }
 }

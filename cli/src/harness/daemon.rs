@@ -6,16 +6,16 @@
 use super::config::{self, ConfigError};
 use super::contain::HarnessCgroups;
 use super::ledger::{Facts, RecoveryLedger};
-use super::logs::Rotation;
 use super::paths::Paths;
 use super::protocol::Msg;
 use super::protocol::{err, ok, Request};
 use super::readiness::ReadinessWatch;
-use super::sdnotify;
 use super::spawner::RealSpawner;
 use super::status;
-use crate::real_clock::RealClock;
-use crate::real_fs::RealFs;
+use crate::os::clock::RealClock;
+use crate::os::fs::RealFs;
+use crate::os::logs::Rotation;
+use crate::os::sdnotify;
 use harn_core::env::{Clock, ExitStatus, Fs, Pid};
 use harn_core::harness::daemon::{Command, Daemon, DaemonConfig, DaemonInput};
 use harn_core::harness::driver::{Driver, Env, Executed, Fatal, Wake};
@@ -113,7 +113,7 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         return Err(DaemonError::AlreadyRunning(owner_message(&paths)));
     }
     let mut ledger = RecoveryLedger::open(&mut fs, &paths).map_err(|e| failed(&e))?;
-    if let Ok(dir) = crate::private::Dir::open(&paths.root, harn_core::layout::HARNESS, false) {
+    if let Ok(dir) = crate::os::private::Dir::open(&paths.root, harn_core::layout::HARNESS, false) {
         dir.sweep_residue();
     }
     // Orphaned grandchildren are re-parented to us and reaped, not to init.

@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 /// Starts `harn harness daemon` in a session of its own, its output appended to
 /// `daemon.log`, so it outlives the terminal and the `up` process.
 pub fn spawn_daemon(paths: &Paths, config: &Path) -> std::io::Result<Child> {
-    let log = crate::private::append_below(&paths.root, &paths.daemon_log())?;
+    let log = crate::os::private::append_below(&paths.root, &paths.daemon_log())?;
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.arg("harness").arg("daemon").arg("--root").arg(&paths.root).arg("--config").arg(config);
     cmd.current_dir(&paths.root);

@@ -4,6 +4,7 @@
 //! makes before it execs. Only a daemon running as root can switch; one that is not may still
 //! name its own user.
 
+use crate::os::user::passwd;
 use std::ffi::{CStr, CString};
 
 /// Who a harness's processes run as.
@@ -92,58 +93,6 @@ impl Identity {
         check(libc::syscall(libc::SYS_setresgid, self.gid, self.gid, self.gid))?;
         check(libc::syscall(libc::SYS_setresuid, self.uid, self.uid, self.uid))
     }
-}
-
-struct Passwd {
-    name: String,
-    uid: u32,
-    gid: u32,
-    home: String,
-}
-
-/// The name of user `uid`, when the C library knows one.
-pub fn user_name(uid: u32) -> Option<String> {
-    passwd(&uid.to_string()).ok().flatten().map(|p| p.name)
-}
-
-fn passwd(user: &str) -> Result<Option<Passwd>, String> {
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    // SAFETY: an all-zero passwd is a valid value for getpwnam_r/getpwuid_r to fill in.
-    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
-    let mut found: *mut libc::passwd = std::ptr::null_mut();
-    let rc = match user.parse::<u32>() {
-        // SAFETY: the buffers outlive the call; `found` points into `pw` or is null.
-        Ok(uid) => unsafe {
-            libc::getpwuid_r(uid, &mut pw, buf.as_mut_ptr(), buf.len(), &mut found)
-        },
-        Err(_) => {
-            let name = CString::new(user).map_err(|_| format!("user {user:?}: not a name"))?;
-            // SAFETY: as above.
-            unsafe {
-                libc::getpwnam_r(name.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut found)
-            }
-        }
-    };
-    if rc != 0 {
-        return Err(format!("user {user:?}: {}", std::io::Error::from_raw_os_error(rc)));
-    }
-    if found.is_null() {
-        return Ok(None);
-    }
-    // SAFETY: getpwnam_r filled `pw` with NUL-terminated strings inside `buf`.
-    let text = |p: *const libc::c_char| unsafe {
-        if p.is_null() {
-            String::new()
-        } else {
-            CStr::from_ptr(p).to_string_lossy().into_owned()
-        }
-    };
-    Ok(Some(Passwd {
-        name: text(pw.pw_name),
-        uid: pw.pw_uid,
-        gid: pw.pw_gid,
-        home: text(pw.pw_dir),
-    }))
 }
 
 fn lookup_group(group: &str) -> Result<Option<(String, u32)>, String> {

@@ -252,7 +252,7 @@ impl RecoveryLedger {
         });
         let lived =
             h.started_at().filter(|_| h.pid().is_some()).map(|t| facts.now.saturating_since(t));
-        let rotation = super::logs::Rotation::default();
+        let rotation = crate::os::logs::Rotation::default();
         json!({
             "harness": name,
             "run_as": self.run_as(h.active_spec()),
@@ -382,17 +382,12 @@ pub fn line(r: &Value) -> String {
     }
     format!(
         "{} #{:<5} {:<16} {:<28} {}",
-        utc(r["ts"].as_i64().unwrap_or(0)),
+        crate::os::clock::utc(r["ts"].as_i64().unwrap_or(0)),
         r["seq"].as_u64().unwrap_or(0),
         r["harness"].as_str().unwrap_or("?"),
         detail,
         facts.join(", ")
     )
-}
-
-/// `YYYY-MM-DD HH:MM:SS.mmm` (UTC) of a unix time in milliseconds.
-pub fn utc(ms: i64) -> String {
-    harn_core::time::WallTime(ms).utc()
 }
 
 /// The ledger's `dependencies` column: what the harness declares, and for each dependency the
@@ -429,8 +424,8 @@ fn dependencies(name: &Id, h: &harn_core::harness::lifecycle::Harness, daemon: &
 mod tests {
     #[test]
     fn utc_formats_known_instants() {
-        assert_eq!(super::utc(0), "1970-01-01 00:00:00.000");
-        assert_eq!(super::utc(1_767_225_600_123), "2026-01-01 00:00:00.123");
-        assert_eq!(super::utc(951_782_400_000), "2000-02-29 00:00:00.000");
+        assert_eq!(crate::os::clock::utc(0), "1970-01-01 00:00:00.000");
+        assert_eq!(crate::os::clock::utc(1_767_225_600_123), "2026-01-01 00:00:00.123");
+        assert_eq!(crate::os::clock::utc(951_782_400_000), "2000-02-29 00:00:00.000");
     }
 }

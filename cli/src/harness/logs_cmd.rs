@@ -6,7 +6,7 @@ use super::logview::{self, Format, View};
 use super::paths::Paths;
 use super::protocol::Request;
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
-use crate::real_clock::RealClock;
+use crate::os::clock::RealClock;
 use harn_core::env::Clock;
 use harn_core::ids::Id;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
@@ -240,7 +240,7 @@ pub fn events(paths: &Paths, json: bool) -> Exit {
 fn describe(line: &str) -> String {
     let Ok(e) = serde_json::from_str::<serde_json::Value>(line) else { return line.to_owned() };
     let when = match (e["ts"].as_i64(), e["seq"].as_u64()) {
-        (Some(ts), Some(seq)) => format!("{} #{seq} ", super::ledger::utc(ts)),
+        (Some(ts), Some(seq)) => format!("{} #{seq} ", crate::os::clock::utc(ts)),
         _ => String::new(),
     };
     format!("{when}{}", sentence(&e).unwrap_or_else(|| line.to_owned()))
@@ -293,7 +293,7 @@ fn sentence(e: &serde_json::Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::harness::logs::{LogSink, Rotation};
+    use crate::os::logs::{LogSink, Rotation};
 
     /// A writer that rotates its log many times between two looks of the follower (2 KB
     /// files, written in bursts): every line arrives, once, in order.

@@ -2,7 +2,7 @@
 //! time, kept from `--since` on, printed with their time, harness and stream (or as text only,
 //! or as JSON lines), and followed as they grow. Read straight from the files.
 
-use super::logs::tail;
+use crate::os::logs::tail;
 use harn_core::harness::logline::{self, Stream};
 use harn_core::ids::Id;
 use harn_core::time::{Duration, WallTime};

@@ -97,7 +97,7 @@ impl Paths {
     pub fn prepare_socket_dir(&self, sub: &str) -> std::io::Result<PathBuf> {
         let dir = self.short_dir();
         if dir.starts_with(&self.root) {
-            crate::private::Dir::open_below(&self.root, &dir.join(sub), true)?;
+            crate::os::private::Dir::open_below(&self.root, &dir.join(sub), true)?;
         } else {
             let (base, levels) = self.fallback();
             let mut levels: Vec<std::ffi::OsString> = levels.into();
@@ -105,7 +105,7 @@ impl Paths {
                 levels.push(sub.into());
             }
             let levels: Vec<&std::ffi::OsStr> = levels.iter().map(|l| l.as_os_str()).collect();
-            crate::private::owned_dir(&base, &levels)?;
+            crate::os::private::owned_dir(&base, &levels)?;
         }
         Ok(dir.join(sub))
     }

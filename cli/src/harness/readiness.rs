@@ -104,10 +104,10 @@ impl ReadinessWatch {
             while let Some((n, sender)) = recv_with_sender(&socket, &mut buf) {
                 let said = &buf[..n];
                 let mut gone = false;
-                if super::sdnotify::says_ready(said) {
+                if crate::os::sdnotify::says_ready(said) {
                     gone |= tx.send(Msg::Notified(name.clone(), sender)).is_err();
                 }
-                if super::sdnotify::says_alive(said) {
+                if crate::os::sdnotify::says_alive(said) {
                     gone |= tx.send(Msg::Pinged(name.clone(), sender)).is_err();
                 }
                 if gone {

@@ -4,8 +4,8 @@
 use super::contain::{HarnessCgroups, HARNESS_ENV, ROOT_ENV};
 use super::fork;
 use super::identity::Identity;
-use super::logs::{LogPump, LogSink, Rotation};
 use super::paths::Paths;
+use crate::os::logs::{LogPump, LogSink, Rotation};
 use harn_core::env::Clock;
 use harn_core::env::{Pid, Signal, SpawnError, SpawnSpec, Spawner};
 use harn_core::harness::logline::Stream;
@@ -85,7 +85,7 @@ impl RealSpawner {
     /// Writes a line of the daemon's own into a harness's log (spawn failures, stops).
     pub fn note(&mut self, name: &Id, line: &str) {
         if let Ok(sink) = self.sink(name) {
-            let wall = crate::real_clock::RealClock::new().wall();
+            let wall = crate::os::clock::RealClock::new().wall();
             let line = harn_core::harness::logline::format(wall, Stream::Harn, line.as_bytes());
             let _ = sink.lock().map(|mut s| s.write(&line));
         }

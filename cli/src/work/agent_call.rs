@@ -102,8 +102,8 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
             command.env_remove(var);
         }
     }
-    let spawned = if crate::children::forced() {
-        Err(std::io::Error::other(crate::children::stopping()))
+    let spawned = if crate::os::children::forced() {
+        Err(std::io::Error::other(crate::os::children::stopping()))
     } else {
         let own = adapter::sandbox_mounts(spec.kind).then(|| confine.for_own_sandbox());
         own.as_ref().unwrap_or(confine).apply(&mut command).and_then(|()| command.spawn())
@@ -124,7 +124,7 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
         }
     };
     let pgid = child.id() as i32;
-    let _tracked = crate::children::track(pgid);
+    let _tracked = crate::os::children::track(pgid);
     {
         let mut calls = running.lock().unwrap_or_else(|e| e.into_inner());
         calls.groups.insert(pgid);

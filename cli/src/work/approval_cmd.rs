@@ -3,8 +3,8 @@
 //! nothing by itself: the next `harn work run` of the item resumes the parked attempt.
 
 use super::actor;
-use super::store::Store;
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
+use crate::os::store::Store;
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::service::outlook::{self, ResumeFacts};
@@ -66,9 +66,9 @@ struct RuleArgs {
 /// Runs an `approval` verb; `governing` finds the goals of the service that govern an item.
 pub fn run(cmd: ApprovalCmd, governing: FindGoverning) -> Exit {
     let explicit = cmd.root.is_some();
-    let mut store = crate::work::store::open_root(cmd.root)?;
+    let mut store = crate::os::store::open_root(cmd.root)?;
     if matches!(cmd.verb, ApprovalVerb::List { .. } | ApprovalVerb::Show { .. }) {
-        crate::root::require_ledger(store.root(), explicit)
+        crate::os::root::require_ledger(store.root(), explicit)
             .map_err(|e| Failure::new(EXIT_FAILED, e))?;
     }
     match cmd.verb {
@@ -120,7 +120,7 @@ fn list(store: &mut Store, wanted: Option<&str>, as_json: bool) -> Exit {
                 d["status"].as_str().unwrap_or(""),
                 r["work_id"].as_str().unwrap_or(""),
                 r["addressee"].as_str().unwrap_or(""),
-                summary(&r["request"]),
+                super::approvals::summary(&r["request"]),
             );
         }
         if rows.is_empty() && errors.is_empty() {
@@ -134,20 +134,6 @@ fn list(store: &mut Store, wanted: Option<&str>, as_json: bool) -> Exit {
         Ok(0)
     } else {
         Ok(EXIT_FAILED)
-    }
-}
-
-/// A request in a few words: `authorize push main`, `agent codex (opus, 1200 bytes)`.
-pub fn summary(req: &Value) -> String {
-    let s = |k: &str| req[k].as_str().unwrap_or("").to_owned();
-    match req["kind"].as_str() {
-        Some("authorize") => format!("authorize {} {}", s("action"), s("target")).trim().into(),
-        _ => format!(
-            "agent call to {} ({}{} bytes)",
-            s("harness"),
-            req["model"].as_str().map(|m| format!("{m}, ")).unwrap_or_default(),
-            req["prompt_bytes"]
-        ),
     }
 }
 
@@ -169,7 +155,7 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
         r["work_id"].as_str().unwrap_or("")
     );
     outln!("  asks       {}", r["addressee"].as_str().unwrap_or(""));
-    outln!("  request    {}", summary(&r["request"]));
+    outln!("  request    {}", super::approvals::summary(&r["request"]));
     outln!("  rules      {}", r["evaluation"]["matched"]);
     outln!("  policy     sha256 {}", r["policy_sha256"].as_str().unwrap_or(""));
     if let Some(decision) = d["decision"].as_object() {
@@ -194,7 +180,7 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
 fn approval_id(store: &mut Store, s: &str) -> Result<Id, Failure> {
     parse_id(s)?;
     let listing = store.approval_ids().map_err(|e| Failure::new(EXIT_FAILED, e))?;
-    let full = crate::work::store::complete(s, listing.ids.iter().map(Id::as_str), "approval")?;
+    let full = crate::os::store::complete(s, listing.ids.iter().map(Id::as_str), "approval")?;
     parse_id(&full)
 }
 
@@ -205,12 +191,12 @@ fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling, governing: FindGovernin
         Err(e) => return fail(EXIT_FAILED, format!("cannot rule on {id}: {e}")),
     };
     // Read before this process takes the run lease to note the ruling.
-    let run_held = store.held_elsewhere(&super::store::run_lock(&request.work_id));
+    let run_held = store.held_elsewhere(&crate::os::store::run_lock(&request.work_id));
     if applied {
         note_ruling(store, &request, decision.as_ref());
     }
     let now = status(decision.as_ref());
-    let service = crate::readers::service(store);
+    let service = crate::service::view::service(store);
     let enrolled = service.config.map_or(Vec::new(), |c| c.goal_ids);
     let governing = governing(store, &enrolled, &request.work_id);
     let facts = ResumeFacts {
@@ -258,7 +244,7 @@ fn note_ruling(
     decision: Option<&harn_core::work::approval::ApprovalDecision>,
 ) {
     let Some(d) = decision else { return };
-    if !matches!(store.hold(&super::store::run_lock(&request.work_id)), Ok(true)) {
+    if !matches!(store.hold(&crate::os::store::run_lock(&request.work_id)), Ok(true)) {
         return;
     }
     let body = json!({

@@ -1,11 +1,12 @@
 //! Approvals on disk (`.harnery/approvals/<id>/request.json` and `decision.json`, each written
 //! once, and the rulings journal): the store's side of the `harn approval` verbs.
 
-use super::store::{Store, StoreError};
+use crate::os::store::{Store, StoreError};
 use harn_core::ids::Id;
 use harn_core::work::approval::{ApprovalRequest, Ruling};
 pub use harn_core::work::rulings::Approval;
 use harn_core::work::rulings::RULINGS_LOCK;
+use serde_json::Value;
 
 impl Store {
     /// Records a parked run's request; see [`harn_core::work::ledger::Ledger::record_approval`].
@@ -22,7 +23,7 @@ impl Store {
     }
 
     /// Every approval's id, sorted.
-    pub fn approval_ids(&mut self) -> Result<super::store::Listing, StoreError> {
+    pub fn approval_ids(&mut self) -> Result<crate::os::store::Listing, StoreError> {
         self.list_ids(harn_core::layout::APPROVALS)
     }
 
@@ -43,5 +44,19 @@ impl Store {
     /// A run's transcript records.
     pub fn transcript(&mut self, run_id: &Id) -> Result<Vec<serde_json::Value>, StoreError> {
         Ok(self.ledger().transcript(run_id)?)
+    }
+}
+
+/// A request in a few words: `authorize push main`, `agent codex (opus, 1200 bytes)`.
+pub fn summary(req: &Value) -> String {
+    let s = |k: &str| req[k].as_str().unwrap_or("").to_owned();
+    match req["kind"].as_str() {
+        Some("authorize") => format!("authorize {} {}", s("action"), s("target")).trim().into(),
+        _ => format!(
+            "agent call to {} ({}{} bytes)",
+            s("harness"),
+            req["model"].as_str().map(|m| format!("{m}, ")).unwrap_or_default(),
+            req["prompt_bytes"]
+        ),
     }
 }

@@ -5,7 +5,7 @@
 
 use super::agent_call::{call, CallContext, CallGroups, CallSpec};
 use super::inbox::HostEvent;
-use super::store::{run_dir, Store};
+use crate::os::store::{run_dir, Store};
 use harn_core::work::adapter::Kind;
 use harn_core::work::agent::{self, AdapterSpec, CallOutcome, Login};
 use harn_core::work::call::{CallLoop, CallStep};
@@ -110,7 +110,7 @@ impl Calls {
 /// own check of the reply still holds).
 fn schema_for(root: &Path, file: &Path, d: &Dispatch, kind: Kind) -> Option<String> {
     let schema = d.schema.as_ref().filter(|_| kind == Kind::Codex)?;
-    crate::private::replace_below(root, file, schema.to_string().as_bytes()).ok()?;
+    crate::os::private::replace_below(root, file, schema.to_string().as_bytes()).ok()?;
     Some(file.display().to_string())
 }
 

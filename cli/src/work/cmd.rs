@@ -3,8 +3,8 @@
 
 use super::actor;
 use super::show::{show, state_name};
-use super::store::{Item, Store};
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
+use crate::os::store::{Item, Store};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::work::events::{EventKind, Finding};
@@ -174,9 +174,9 @@ impl Verb {
 /// Runs a `work` verb; `missions` finds the complete missions a reopen reopens.
 pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
     let explicit = args.root.is_some();
-    let mut store = crate::work::store::open_root(args.root)?;
+    let mut store = crate::os::store::open_root(args.root)?;
     if matches!(args.verb, Verb::List { .. } | Verb::Show { .. }) {
-        crate::root::require_ledger(store.root(), explicit)
+        crate::os::root::require_ledger(store.root(), explicit)
             .map_err(|e| Failure::new(EXIT_FAILED, e))?;
     }
     // An item may be named by a unique prefix of its id.
@@ -449,7 +449,7 @@ fn govern(store: &mut Store, g: Governance, missions: Option<FindMissions>) -> E
 /// After a cancel: waits for the host running `id` to stop its run (it sees the cancel in
 /// the history, then TERM, the grace, KILL), and reaps a run whose host is gone.
 fn stop_running(store: &mut Store, id: &Id) -> Result<(), String> {
-    let lease = super::store::run_lock(id);
+    let lease = crate::os::store::run_lock(id);
     if store.held_elsewhere(&lease) {
         let grace = super::host::CANCEL_GRACE.as_secs();
         errln!("harn: stopping the run of {id} in progress (TERM, then KILL after {grace} s)");
@@ -466,7 +466,7 @@ fn stop_running(store: &mut Store, id: &Id) -> Result<(), String> {
         }
         errln!("harn: the run of {id} stopped");
     }
-    let recovered = store.recover().map_err(|e| e.0)?;
+    let recovered = store.recover(super::hold::reap).map_err(|e| e.0)?;
     for (run, killed) in &recovered.reaped {
         errln!("harn: run {run} had lost its host; {killed} of its processes were stopped");
     }

@@ -35,7 +35,7 @@ struct ContainmentConfig {
 
 fn read_config(root: &Path) -> Result<Config, String> {
     let path = root.join(harn_core::layout::CONFIG);
-    let config = match crate::private::read_below(root, &path) {
+    let config = match crate::os::private::read_below(root, &path) {
         Ok(Some(bytes)) => {
             let text = harn_core::work::policy::jsonc_to_json(&bytes)
                 .map_err(|e| format!("{}: {e}", path.display()))?;

@@ -4,7 +4,7 @@
 //! its copy's bytes under its own path (`node/hooks.mjs`), so its relative imports still
 //! resolve beside it; those siblings are read as they are when imported (decision 0008).
 
-use super::store::{run_dir, Store};
+use crate::os::store::{run_dir, Store};
 use harn_core::hash::sha256_hex;
 use harn_core::work::run::RunManifest;
 use std::path::{Path, PathBuf};
@@ -37,18 +37,18 @@ pub fn install(store: &Store, m: &RunManifest) -> Result<PathBuf, String> {
             )),
         }
     };
-    let existing = crate::private::read_below(store.root(), &copy)
+    let existing = crate::os::private::read_below(store.root(), &copy)
         .map_err(|e| format!("{}: {e}", copy.display()))?;
     if existing.is_none() {
         let source = Path::new(&m.script.path);
         let bytes = crate::input::read(source, crate::input::WORKFLOW_MAX)
             .map_err(|e| format!("workflow {e}"))?;
         check(&bytes, &m.script.path)?;
-        crate::private::Dir::open(store.root(), &dir, false)
+        crate::os::private::Dir::open(store.root(), &dir, false)
             .and_then(|d| d.replace_with_mode(&name, &bytes, 0o700))
             .map_err(|e| format!("{}: {e}", copy.display()))?;
     }
-    let written = crate::private::read_below(store.root(), &copy)
+    let written = crate::os::private::read_below(store.root(), &copy)
         .map_err(|e| format!("{}: {e}", copy.display()))?
         .ok_or_else(|| format!("{}: gone after it was written", copy.display()))?;
     check(&written, &copy.display().to_string())?;

@@ -5,7 +5,7 @@
 //! without cgroups (setsid, a double fork, a daemon). The same ending reaps a run whose host
 //! died, from the record it left (`harn_core::work::live`).
 
-use crate::cgroup;
+use crate::os::cgroup;
 use harn_core::hash::fnv64;
 use harn_core::ids::Id;
 use harn_core::work::containment::Holding;
@@ -180,7 +180,7 @@ fn kill_marked(run: &str) -> usize {
         signal(pid, rustix::process::Signal::KILL);
     }
     let started = std::time::Instant::now();
-    while found.iter().any(|&p| crate::harness::contain::is_alive(p))
+    while found.iter().any(|&p| crate::os::procfs::is_alive(p))
         && started.elapsed() < Duration::from_millis(500)
     {
         std::thread::sleep(Duration::from_millis(5));
@@ -192,12 +192,9 @@ fn kill_marked(run: &str) -> usize {
 /// `HARN_RUN_ID=<run>`.
 fn marked(run: &str) -> Vec<u32> {
     let marker = format!("HARN_RUN_ID={run}");
-    let found = crate::procfs::ours_where(|vars| vars.contains(&marker.as_bytes()).then_some(()));
-    found
-        .into_iter()
-        .map(|(pid, ())| pid)
-        .filter(|&pid| crate::harness::contain::is_alive(pid))
-        .collect()
+    let found =
+        crate::os::procfs::ours_where(|vars| vars.contains(&marker.as_bytes()).then_some(()));
+    found.into_iter().map(|(pid, ())| pid).filter(|&pid| crate::os::procfs::is_alive(pid)).collect()
 }
 
 fn signal(pid: u32, sig: rustix::process::Signal) {

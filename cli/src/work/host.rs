@@ -11,7 +11,7 @@ pub use super::inbox::HostEvent;
 use super::process::{
     kill_group, kill_groups, program, read_lines, send, signal_groups, spawn, writer, Groups,
 };
-use super::store::{run_dir, Store, StoreError};
+use crate::os::store::{run_dir, Store, StoreError};
 use harn_core::env::Clock;
 use harn_core::ids::Id;
 use harn_core::journal::JournalWriter;
@@ -109,7 +109,7 @@ fn drive(
     let (confine, _temp, contained) = confined.expect("spawned, so confined as planned");
     let pgid = child.id() as i32;
     // Declared before the groups' guard, so the group is killed before it is forgotten.
-    let _tracked = crate::children::track(pgid);
+    let _tracked = crate::os::children::track(pgid);
     let agents = Arc::new(Mutex::new(CallGroups::default()));
     // However the host leaves this function, the workflow's group and its calls' groups go.
     let _groups = Groups { workflow: pgid, agents: agents.clone() };
@@ -117,7 +117,7 @@ fn drive(
     // Bounded, so a workflow that floods its stdout is slowed down rather than buffered.
     let (tx, events) = mpsc::sync_channel(256);
     let hook_tx = tx.clone();
-    let _registered = crate::children::register_run(
+    let _registered = crate::os::children::register_run(
         pgid,
         m.run_id.as_str(),
         Box::new(move |by: &str| {
@@ -165,7 +165,7 @@ fn drive(
     };
     // The segment's lifecycle (timeout, cancel, interruption, its end) is the core's
     // machine; this loop feeds it what happens and carries out what it says.
-    let clock = crate::real_clock::RealClock::new();
+    let clock = crate::os::clock::RealClock::new();
     let mut segment = Segment::new(clock.now(), CoreDuration::from_millis(m.timeout_ms));
     let mut cancel = CancelWatch::new(store, m);
     loop {

@@ -4,7 +4,7 @@
 
 use super::config::frozen_harness;
 use super::runner::RunLimits;
-use super::store::Store;
+use crate::os::store::Store;
 use clap::Args;
 use harn_core::work::policy::{parse_policy, FrozenPolicy};
 use harn_core::work::run::{Billing, Isolation};

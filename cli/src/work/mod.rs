@@ -18,7 +18,6 @@ pub mod run_cmd;
 pub mod run_show;
 pub mod runner;
 pub mod show;
-pub mod store;
 pub mod worktree;
 
 pub fn actor(given: Option<String>) -> String {

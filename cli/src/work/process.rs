@@ -3,7 +3,7 @@
 //! (and its agent calls' groups) killed however the host leaves.
 
 use super::agent_call::CallGroups;
-use super::store::{run_dir, Store};
+use crate::os::store::{run_dir, Store};
 use harn_core::work::protocol::LineReader;
 use harn_core::work::run::RunManifest;
 use serde_json::Value;
@@ -37,12 +37,12 @@ pub fn spawn(
     m: &RunManifest,
     confine: &super::confine::Confine,
 ) -> std::io::Result<Child> {
-    if crate::children::forced() {
-        return Err(std::io::Error::other(crate::children::stopping()));
+    if crate::os::children::forced() {
+        return Err(std::io::Error::other(crate::os::children::stopping()));
     }
     // Opened before the spawn, so a run that cannot keep its log never starts.
     let log = store.root().join(format!("{}/stderr.log", run_dir(&m.run_id)));
-    let stderr = crate::harness::logs::LogSink::open(store.root(), log, STDERR_ROTATION)?;
+    let stderr = crate::os::logs::LogSink::open(store.root(), log, STDERR_ROTATION)?;
     // What runs is the run's copy of the frozen bytes, never the file at the frozen path.
     let copy = super::frozen::install(store, m).map_err(std::io::Error::other)?;
     let mut command = if is_module(&m.script.path) {
@@ -86,14 +86,14 @@ pub fn spawn(
 
 /// A run's stderr log rotates at 8 MiB and keeps one older file: at most 16 MiB a run, the
 /// newest output kept.
-const STDERR_ROTATION: crate::harness::logs::Rotation =
-    crate::harness::logs::Rotation { max_file_bytes: 8 << 20, keep: 1 };
+const STDERR_ROTATION: crate::os::logs::Rotation =
+    crate::os::logs::Rotation { max_file_bytes: 8 << 20, keep: 1 };
 
 /// Copies the workflow's stderr into its rotating log on a thread, until every writer of the
 /// pipe is gone.
 fn copy_stderr(
     mut from: std::process::ChildStderr,
-    sink: std::sync::Arc<std::sync::Mutex<crate::harness::logs::LogSink>>,
+    sink: std::sync::Arc<std::sync::Mutex<crate::os::logs::LogSink>>,
 ) {
     std::thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];

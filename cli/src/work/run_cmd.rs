@@ -5,8 +5,8 @@ use super::actor;
 use super::host_args::HostArgs;
 use super::runner::{run_attempt, AttemptRefusal, Ended, RunLimits};
 use super::show::show;
-use super::store::{run_dir, Store};
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
+use crate::os::store::{run_dir, Store};
 use clap::Args;
 use harn_core::ids::Id;
 use harn_core::work::approval::ApprovalRequest;
@@ -73,7 +73,7 @@ pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> Exit {
         Ok(limits) => limits,
         Err(e) => return fail(EXIT_USAGE, e),
     };
-    if let Err(e) = crate::children::interrupt_on_signals() {
+    if let Err(e) = crate::os::children::interrupt_on_signals() {
         return fail(EXIT_FAILED, format!("signal handling: {e}"));
     }
     // In a terminal, the run says what it does as it goes.

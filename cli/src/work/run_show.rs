@@ -1,7 +1,7 @@
 //! `harn run show`: one workflow run's manifest, a summary of its transcript, and its proof.
 
-use super::store::{run_dir, Store};
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
+use crate::os::store::{run_dir, Store};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::journal;
@@ -52,8 +52,8 @@ enum RunVerb {
 /// Runs a `run` verb; returns the exit code.
 pub fn run(cmd: RunCmd) -> Exit {
     let explicit = cmd.root.is_some();
-    let mut store = super::store::open_root(cmd.root)?;
-    crate::root::require_ledger(store.root(), explicit)
+    let mut store = crate::os::store::open_root(cmd.root)?;
+    crate::os::root::require_ledger(store.root(), explicit)
         .map_err(|e| Failure::new(EXIT_FAILED, e))?;
     let (run_id, json) = match cmd.verb {
         RunVerb::Show { run_id, json } => (run_id_of(&mut store, &run_id)?, json),
@@ -262,7 +262,7 @@ fn transcript_summary(store: &mut Store, run_id: &Id) -> Result<Value, String> {
 /// Where a run without a proof stands, from its transcript and its item's run lease.
 fn standing(store: &mut Store, work_id: &Id, records: &[Value]) -> &'static str {
     use harn_core::work::transcript;
-    if store.held_elsewhere(&super::store::run_lock(work_id)) {
+    if store.held_elsewhere(&crate::os::store::run_lock(work_id)) {
         "running"
     } else if transcript::parked_on(records).is_some() {
         "parked"
@@ -352,7 +352,7 @@ fn run_id_of(store: &mut Store, typed: &str) -> Result<String, Failure> {
     }
     let listing =
         store.list_ids(harn_core::layout::WORKFLOWS).map_err(|e| Failure::new(EXIT_FAILED, e))?;
-    crate::work::store::complete(typed, listing.ids.iter().map(Id::as_str), "run")
+    crate::os::store::complete(typed, listing.ids.iter().map(Id::as_str), "run")
 }
 
 fn follow(store: &mut Store, run_id: &str) -> Exit {

@@ -3,7 +3,7 @@
 //! the proof is written for success and failure alike, never for a run that parked.
 
 use super::host::run_segment;
-use super::store::{Item, Store, StoreError};
+use crate::os::store::{Item, Store, StoreError};
 use harn_core::ids::Id;
 use harn_core::work::agent::AdapterSpec;
 use harn_core::work::approval::ApprovalRequest;
@@ -105,7 +105,7 @@ struct Host<'a> {
     store: &'a mut Store,
     limits: &'a RunLimits,
     /// The item's history lock, from the read to the attempt's record.
-    lock: Option<super::store::EventsLock>,
+    lock: Option<crate::os::store::EventsLock>,
 }
 
 fn store_refusal(e: StoreError) -> ledger::Refusal {
@@ -113,7 +113,7 @@ fn store_refusal(e: StoreError) -> ledger::Refusal {
 }
 
 impl attempt::AttemptHost for Host<'_> {
-    type Fs = crate::real_fs::RealFs;
+    type Fs = crate::os::fs::RealFs;
 
     fn ledger(&mut self) -> &mut ledger::Ledger<Self::Fs> {
         self.store.ledger()
@@ -126,8 +126,8 @@ impl attempt::AttemptHost for Host<'_> {
     fn lease(&mut self, id: &Id) -> Result<(), ledger::Refusal> {
         // An operator's stop refuses new attempts before anything is recorded, so none is
         // charged for a workflow that was never going to be let run.
-        if crate::children::forced() {
-            return Err(ledger::Refusal::NotNow(crate::children::stopping()));
+        if crate::os::children::forced() {
+            return Err(ledger::Refusal::NotNow(crate::os::children::stopping()));
         }
         if !self.store.exists(id) {
             return Err(ledger::Refusal::NotNow(format!("no work item {id}")));
@@ -136,7 +136,7 @@ impl attempt::AttemptHost for Host<'_> {
     }
 
     fn recover(&mut self) -> Result<(), ledger::Refusal> {
-        let recovered = self.store.recover().map_err(store_refusal)?;
+        let recovered = self.store.recover(super::hold::reap).map_err(store_refusal)?;
         for (run, killed) in &recovered.reaped {
             errln!("harn: run {run} had lost its host; {killed} of its processes were stopped");
         }

@@ -1,8 +1,8 @@
 //! `harn work show`: one item, its intent, state, history and usage, as text or JSON; also
 //! printed after `work create`, `run`, `retry` and `accept`.
 
-use super::store::Store;
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
+use crate::os::store::Store;
 use harn_core::ids::Id;
 use harn_core::work::WorkState;
 use serde_json::json;

@@ -3,7 +3,7 @@
 //! root, the run's own workflow; and the digests of every watched path, taken before and
 //! after a segment, so a change a machine could not prevent is still reported.
 
-use crate::work::store::{Store, StoreError};
+use crate::os::store::{Store, StoreError};
 use harn_core::layout::GUARDED;
 use harn_core::work::containment::guard::{self, GitLayout, Guard, Record, Seen};
 use sha2::{Digest, Sha256};

@@ -77,7 +77,7 @@ impl Confine {
         // of the machine outside what the run may write.
         let cgroups = match plan.namespace {
             Some(_) => {
-                crate::cgroup::mount().map(|m| c_path(&m.display().to_string())).transpose()?
+                crate::os::cgroup::mount().map(|m| c_path(&m.display().to_string())).transpose()?
             }
             None => None,
         };

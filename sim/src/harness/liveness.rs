@@ -1,17 +1,17 @@
 //! The end of a run: faults stop, an operator restarts what gave up, and every enabled
 //! harness whose program is healthy must reach `running` within a bounded virtual time.
 
-use crate::checker::Violation;
 use crate::entropy::Entropy;
-use crate::trace::StepEvent;
-use crate::world::{World, LIVENESS_STEPS_MAX};
+use crate::harness::checker::Violation;
+use crate::harness::trace::StepEvent;
+use crate::harness::world::{HarnessWorld, LIVENESS_STEPS_MAX};
 use harn_core::harness::daemon::{Command, Daemon};
 use harn_core::harness::driver::Wake;
 use harn_core::harness::lifecycle::State;
 use harn_core::ids::Id;
 use harn_core::time::Instant;
 
-impl<E: Entropy> World<E> {
+impl<E: Entropy> HarnessWorld<E> {
     /// Lets a shutdown in progress complete, and every stop under way: a run stopped because
     /// it hung may end in `failed` (its end is a failed run), which the operator must see to
     /// restart it.

@@ -2,7 +2,7 @@
 //! pump thread that drains the children's pipes and frames their bytes into timestamped
 //! lines, so a fast writer never blocks the daemon loop.
 
-use crate::real_clock::RealClock;
+use crate::os::clock::RealClock;
 use harn_core::env::Clock;
 use harn_core::harness::logline::{Framer, Stream};
 use std::fs::File;
@@ -45,7 +45,7 @@ impl LogSink {
         path: PathBuf,
         rotation: Rotation,
     ) -> std::io::Result<Arc<Mutex<LogSink>>> {
-        let file = crate::private::append_below(root, &path)?;
+        let file = crate::os::private::append_below(root, &path)?;
         let size = file.metadata()?.len();
         let root = root.to_path_buf();
         Ok(Arc::new(Mutex::new(LogSink { root, path, file: Some(file), size, rotation })))
@@ -58,7 +58,7 @@ impl LogSink {
         }
         let file = match self.file.as_mut() {
             Some(f) => f,
-            None => self.file.insert(crate::private::append_below(&self.root, &self.path)?),
+            None => self.file.insert(crate::os::private::append_below(&self.root, &self.path)?),
         };
         file.write_all(bytes)?;
         self.size += bytes.len() as u64;
@@ -77,8 +77,8 @@ impl LogSink {
 /// `PATH.1`; with `keep` 0, removes `PATH`. Missing files are skipped. Every name is taken
 /// relative to the log's directory, reached from `root` without following a symlink.
 pub fn rotate_files(root: &Path, path: &Path, keep: u32) -> std::io::Result<()> {
-    let (parent, name) = crate::private::split(path)?;
-    let dir = crate::private::Dir::open_below(root, parent, true)?;
+    let (parent, name) = crate::os::private::split(path)?;
+    let dir = crate::os::private::Dir::open_below(root, parent, true)?;
     let numbered = |n: u32| {
         let mut numbered = name.to_owned();
         numbered.push(format!(".{n}"));

@@ -135,7 +135,7 @@ pub fn trusted(named: &Path, mount: &Path) -> Result<Option<PathBuf>, String> {
     if below.components().any(|c| !matches!(c, Component::Normal(_))) {
         return Err(format!("{} is not a plain path", named.display()));
     }
-    let mut dir = crate::private::Dir::root(mount).map_err(|e| e.to_string())?;
+    let mut dir = crate::os::private::Dir::root(mount).map_err(|e| e.to_string())?;
     for component in below.components() {
         dir = match dir.child(component.as_os_str(), false) {
             Ok(d) => d,

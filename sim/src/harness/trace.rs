@@ -1,8 +1,8 @@
 //! Simulation traces: JSON Lines with a header (seed, options, format version) and one record
 //! per step (virtual time, what woke the daemon, what it did, the state hash).
 
-use crate::checker::Violation;
-use crate::options::SimOptions;
+use crate::harness::checker::Violation;
+use crate::harness::options::SimOptions;
 use harn_core::harness::driver::Executed;
 use serde::{Deserialize, Serialize};
 

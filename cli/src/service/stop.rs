@@ -2,10 +2,10 @@
 //! a wait for its lease. By default the active tick finishes however long it takes; with
 //! `--timeout` the daemon terminates the tick's children once the drain exceeds it.
 
-use super::daemon::{StopRequest, FORCED_STOP_GRACE};
 use super::files::{path, write_whole};
+use super::run_loop::{StopRequest, FORCED_STOP_GRACE};
 use crate::exit::{fail, Exit, EXIT_FAILED};
-use crate::work::store::Store;
+use crate::os::store::Store;
 use harn_core::service::Liveness;
 use serde_json::json;
 use std::time::{Duration, Instant};
@@ -17,7 +17,7 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 
 /// Stops the service; returns the exit code.
 pub fn stop(store: &mut Store, timeout_secs: Option<u64>, as_json: bool) -> Exit {
-    let before = crate::readers::service(store);
+    let before = crate::service::view::service(store);
     let requested_at = store.now();
     // A holder of the lease is stopped even if its heartbeat lapsed (a wedged watcher, a
     // wall-clock jump): it still runs.
@@ -38,7 +38,7 @@ pub fn stop(store: &mut Store, timeout_secs: Option<u64>, as_json: bool) -> Exit
         let bound = timeout_secs.map(|s| Duration::from_secs(s) + FORCED_STOP_GRACE + MARGIN);
         wait_for_lease(store, bound, as_json);
     }
-    let after = crate::readers::service(store).liveness;
+    let after = crate::service::view::service(store).liveness;
     let forced = forced_since(store, requested_at);
     let name = |l: Liveness| json!(l).as_str().unwrap_or("").to_owned();
     if as_json {
@@ -66,7 +66,7 @@ fn wait_for_lease(store: &mut Store, bound: Option<Duration>, quiet: bool) {
             return;
         }
         if !quiet && said.elapsed() >= PROGRESS_EVERY {
-            let view = crate::readers::service(store);
+            let view = crate::service::view::service(store);
             let goal = view.status.and_then(|s| s.active_goal_id);
             let what = goal.map_or("its sweep".to_owned(), |g| format!("its tick of goal {g}"));
             errln!("harn: waiting for the service to finish {what}");
@@ -79,7 +79,7 @@ fn wait_for_lease(store: &mut Store, bound: Option<Duration>, quiet: bool) {
 /// Whether the audit ledger records a forced stop since `since`.
 fn forced_since(store: &Store, since: harn_core::time::WallTime) -> bool {
     let events = store.root().join(path("events.jsonl"));
-    let tail = crate::harness::logs::tail(&events, 50).unwrap_or_default();
+    let tail = crate::os::logs::tail(&events, 50).unwrap_or_default();
     String::from_utf8_lossy(&tail).lines().any(|line| {
         serde_json::from_str::<serde_json::Value>(line).is_ok_and(|e| {
             e["event"] == "service.forced_stop" && e["ts"].as_i64().is_some_and(|t| t >= since.0)

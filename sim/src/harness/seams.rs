@@ -3,8 +3,8 @@
 //! durably says, so persist-before-spawn is checked at the instant it matters.
 
 use crate::fs::SimFs;
-use crate::options::InjectedBug;
-use crate::process::SimProcesses;
+use crate::harness::options::InjectedBug;
+use crate::harness::process::SimProcesses;
 use harn_core::env::{Clock, Fs, FsError, Pid, Signal, SpawnError, SpawnSpec, Spawner};
 use harn_core::harness::daemon::PersistedState;
 use harn_core::harness::driver::Env;
@@ -94,7 +94,7 @@ pub fn with_env<R>(lent: Lent<'_>, f: impl FnOnce(&mut Env<'_>) -> R) -> R {
     let mut shared = SharedFs(lent.fs.clone());
     #[cfg(feature = "planted-bugs")]
     let mut lying;
-    let fs: &mut dyn Fs = if crate::options::lies_about_dir_sync(lent.bug) {
+    let fs: &mut dyn Fs = if crate::harness::options::lies_about_dir_sync(lent.bug) {
         #[cfg(feature = "planted-bugs")]
         {
             lying = crate::lying::LyingDirSync(&mut shared);

@@ -44,3 +44,13 @@ pub fn ours_where<T>(mut pick: impl FnMut(&[&[u8]]) -> Option<T>) -> Vec<(u32, T
     }
     found
 }
+
+/// True when `pid` exists and is not a zombie.
+pub fn is_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            stat.rsplit_once(')').is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        }
+    }
+}

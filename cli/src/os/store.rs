@@ -3,8 +3,8 @@
 //! process's lease, item creation by a staging-directory rename, and run ids.
 
 use crate::exit::Failure;
-use crate::real_clock::RealClock;
-use crate::real_fs::RealFs;
+use crate::os::clock::RealClock;
+use crate::os::fs::RealFs;
 use harn_core::env::{Clock, Fs};
 use harn_core::ids::Id;
 use harn_core::journal::JournalWriter;
@@ -66,10 +66,10 @@ pub fn run_lock(id: &Id) -> String {
 const LEASE_TRIES: u32 = 10;
 
 /// The store of the coordination root `--root` names, or the one found from the current
-/// directory as git finds its repository ([`crate::root`]), or the exit code of a root that
+/// directory as git finds its repository ([`crate::os::root`]), or the exit code of a root that
 /// does not resolve (bad input).
 pub fn open_root(root: Option<PathBuf>) -> Result<Store, Failure> {
-    match crate::root::discover(root.as_deref()) {
+    match crate::os::root::discover(root.as_deref()) {
         Ok(r) => Ok(Store::new(&r)),
         Err(e) => {
             let shown = root.unwrap_or_else(|| PathBuf::from("."));
@@ -201,7 +201,7 @@ impl Store {
             .map_or(0, |d| d.subsec_nanos());
         let salt =
             harn_core::hash::fnv64(format!("{now}-{nanos}-{}", std::process::id()).as_bytes());
-        let stamp = crate::harness::ledger::utc(now).replace([' ', ':', '.'], "-");
+        let stamp = crate::os::clock::utc(now).replace([' ', ':', '.'], "-");
         Id::new(&format!("{prefix}-{stamp}-{:06x}", salt & 0xff_ffff))
             .expect("a valid generated id")
     }
@@ -249,13 +249,16 @@ impl Store {
     }
 
     /// Reaps every run whose host died (see [`harn_core::work::live::recover`]): what it left
-    /// running is killed, its transcript says so and its record goes. Runners call it before
-    /// they start anything.
-    pub fn recover(&mut self) -> Result<harn_core::work::live::Recovered, StoreError> {
+    /// running is killed by `reap` (given the root), its transcript says so and its record
+    /// goes. Runners call it before they start anything.
+    pub fn recover(
+        &mut self,
+        reap: fn(&Path, &harn_core::work::live::LiveRun) -> usize,
+    ) -> Result<harn_core::work::live::Recovered, StoreError> {
         let now = self.now();
         let (root, held) = (&self.root, &self.held);
         let mut lease_free = |work: &Id| !probe(root, held, &run_lock(work));
-        let mut kill = |live: &harn_core::work::live::LiveRun| super::hold::reap(root, live);
+        let mut kill = |live: &harn_core::work::live::LiveRun| reap(root, live);
         Ok(harn_core::work::live::recover(&mut self.ledger, &mut lease_free, &mut kill, now)?)
     }
 
@@ -368,7 +371,7 @@ impl Store {
         self.ledger.fs.write_temp(&temp, &bytes).map_err(err)?;
         self.ledger.fs.sync_file(&temp).map_err(err)?;
         let full = self.root.join(format!("{dir}/{name}"));
-        let linked = crate::private::Dir::open(&self.root, dir, false).and_then(|d| {
+        let linked = crate::os::private::Dir::open(&self.root, dir, false).and_then(|d| {
             let linked = d.link(&temp_name, &d, name);
             let _ = d.remove(&temp_name);
             // The next writer of the directory sweeps what a killed one left.
@@ -388,7 +391,7 @@ impl Store {
         self.ledger.fs.create_dir_all(parent).map_err(|e| StoreError(e.to_string()))?;
         // Temporary files and staging directories of writers a kill cut short go first
         // (earlier versions staged a whole item and renamed it into place).
-        if let Ok(work) = crate::private::Dir::open(&self.root, parent, false) {
+        if let Ok(work) = crate::os::private::Dir::open(&self.root, parent, false) {
             work.sweep_residue();
         }
         // Under the item's history lock: two creators of one id never both write its first
@@ -420,7 +423,7 @@ impl Store {
     pub fn lock_file(&self, path: &str) -> Result<std::fs::File, StoreError> {
         let shown = self.root.join(path);
         let (dir, name) = path.rsplit_once('/').unwrap_or((".", path));
-        let file = crate::private::Dir::open(&self.root, dir, true)
+        let file = crate::os::private::Dir::open(&self.root, dir, true)
             .and_then(|d| d.open_lock(name))
             .map_err(|e| StoreError(format!("{}: {e}", shown.display())))?;
         let started = std::time::Instant::now();

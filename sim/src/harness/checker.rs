@@ -1,8 +1,8 @@
 //! The invariant checker: safety properties checked after every simulated step and at every
 //! boot, independent of the core's own `check` (which it also runs).
 
-use crate::process::SimProcesses;
-use crate::seams::SpawnAudit;
+use crate::harness::process::SimProcesses;
+use crate::harness::seams::SpawnAudit;
 use harn_core::env::Pid;
 use harn_core::harness::daemon::{Command, Daemon, PersistedState};
 use harn_core::harness::driver::{DaemonPaths, Executed};

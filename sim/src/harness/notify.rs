@@ -4,8 +4,8 @@
 //! faults stop, every child is ready at once and pings well within its watchdog.
 
 use crate::entropy::Entropy;
-use crate::trace::StepEvent;
-use crate::world::World;
+use crate::harness::trace::StepEvent;
+use crate::harness::world::HarnessWorld;
 use harn_core::env::{Clock, Pid};
 use harn_core::harness::daemon::DaemonInput;
 use harn_core::harness::driver::Wake;
@@ -28,7 +28,7 @@ pub(crate) struct NotifyPlan {
     pub(crate) pings_left: Option<u32>,
 }
 
-impl<E: Entropy> World<E> {
+impl<E: Entropy> HarnessWorld<E> {
     /// A run of `name` was spawned as `pid` at `now`: if it talks on a notify socket, draw
     /// what it will say.
     pub(crate) fn plan_notify(&mut self, now: Instant, name: &Id, run: u64, pid: Pid) {

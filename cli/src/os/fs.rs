@@ -3,18 +3,18 @@
 //! refusal of symlinks (DESIGN.md §4 and §5).
 //!
 //! Paths are relative to a root (the coordination root). Every call goes through
-//! [`crate::private`]: the directories of a path are opened one at a time from the root with
+//! [`crate::os::private`]: the directories of a path are opened one at a time from the root with
 //! `O_NOFOLLOW`, and the final name is opened relative to its verified directory, so a symlink
 //! anywhere below the root is refused when it is used, not only when it was checked.
 
-use crate::private::{self, Dir};
+use crate::os::private::{self, Dir};
 use harn_core::env::{Fs, FsError, FsErrorKind};
 use std::collections::BTreeMap;
 use std::fs::{File, TryLockError};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-pub use crate::private::{DIR_MODE, FILE_MODE};
+pub use crate::os::private::{DIR_MODE, FILE_MODE};
 
 /// The operating system's filesystem under `root`.
 #[derive(Debug)]

@@ -3,14 +3,14 @@
 //! (see `schedule`), lets the world react, and checks every invariant; crashes and clean
 //! daemon exits end a step and the next one boots again.
 
-use crate::checker::{Checker, StepFacts, Violation};
 use crate::clock::VirtualClock;
 use crate::entropy::Entropy;
 use crate::fs::SimFs;
-use crate::options::{ConfigKnobs, SimOptions};
-use crate::process::SimProcesses;
-use crate::seams::{with_env, Lent, SpawnAudit};
-use crate::trace::{StepEnd, StepEvent, Trace, TraceStep};
+use crate::harness::checker::{Checker, StepFacts, Violation};
+use crate::harness::options::{ConfigKnobs, SimOptions};
+use crate::harness::process::SimProcesses;
+use crate::harness::seams::{with_env, Lent, SpawnAudit};
+use crate::harness::trace::{StepEnd, StepEvent, Trace, TraceStep};
 use harn_core::env::{Clock, FsErrorKind};
 use harn_core::harness::daemon::{Command, Daemon};
 use harn_core::harness::driver::{DaemonPaths, Driver, Executed, Fatal, Wake};
@@ -24,7 +24,7 @@ use std::rc::Rc;
 pub(crate) const LIVENESS_STEPS_MAX: u64 = 100_000;
 
 /// One simulation run.
-pub struct World<E: Entropy> {
+pub struct HarnessWorld<E: Entropy> {
     pub(crate) options: SimOptions,
     pub(crate) entropy: E,
     pub(crate) clock: VirtualClock,
@@ -51,7 +51,7 @@ pub struct World<E: Entropy> {
     /// Vouched runs whose recheck failed since their evidence last showed.
     pub(crate) lost: std::collections::BTreeSet<(harn_core::ids::Id, u64)>,
     /// What each live notify child will still say.
-    pub(crate) notify: BTreeMap<harn_core::env::Pid, crate::notify::NotifyPlan>,
+    pub(crate) notify: BTreeMap<harn_core::env::Pid, crate::harness::notify::NotifyPlan>,
     /// When each notify run last said `READY=1` or `WATCHDOG=1`.
     pub(crate) alive: BTreeMap<(harn_core::ids::Id, u64), Instant>,
     checker: Checker,
@@ -71,16 +71,16 @@ pub(crate) struct Outcome {
 /// A driver call that failed, with what it had finished before.
 type Failed = (Fatal, Vec<Executed>);
 
-impl<E: Entropy> World<E> {
+impl<E: Entropy> HarnessWorld<E> {
     /// A world at virtual time zero with the host about to boot.
-    pub fn new(options: SimOptions, entropy: E, trace: bool) -> World<E> {
+    pub fn new(options: SimOptions, entropy: E, trace: bool) -> HarnessWorld<E> {
         let knobs = ConfigKnobs {
             revision: 0,
             policies: options.harnesses.iter().map(|h| h.restart).collect(),
             present: vec![true; options.harnesses.len()],
             limits: options.limits,
         };
-        World {
+        HarnessWorld {
             options,
             entropy,
             clock: VirtualClock::default(),
@@ -129,7 +129,7 @@ impl<E: Entropy> World<E> {
     }
 
     /// Runs with faults until virtual time reaches `until` (or `steps_max` steps), for
-    /// demonstrations; checks invariants all along like [`World::run`].
+    /// demonstrations; checks invariants all along like [`HarnessWorld::run`].
     pub fn run_until(&mut self, until: Instant, steps_max: u64) -> Result<(), Violation> {
         self.schedule_command();
         while self.step < steps_max {
@@ -297,7 +297,7 @@ impl<E: Entropy> World<E> {
     /// Boots the daemon: stops what an earlier daemon left running (as the real one does
     /// before its core boots), opens the durable files and runs the boot's effects.
     fn boot(&mut self, audits: &mut Vec<SpawnAudit>) -> Outcome {
-        let reclaimed = if crate::options::skips_reclaim(self.options.bug) {
+        let reclaimed = if crate::harness::options::skips_reclaim(self.options.bug) {
             0
         } else {
             self.procs.reclaim_orphans()
@@ -313,7 +313,7 @@ impl<E: Entropy> World<E> {
         let booted = with_env(lent, |env| -> Result<_, Failed> {
             let (mut driver, mut daemon) =
                 Driver::open(env, paths, config).map_err(|f| (f, Vec::new()))?;
-            crate::options::plant_core_bug(bug, &mut daemon);
+            crate::harness::options::plant_core_bug(bug, &mut daemon);
             match driver.drain(env, &mut daemon, now) {
                 Ok(done) => Ok((driver, daemon, done)),
                 Err(f) => Err((f, driver.take_partial())),

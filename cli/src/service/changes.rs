@@ -46,7 +46,7 @@ impl Changes {
                     let wd = event.wd();
                     forget.lock().unwrap_or_else(|e| e.into_inner()).retain(|_, w| *w != wd);
                 }
-                let seen_at = crate::real_clock::RealClock::new().now();
+                let seen_at = crate::os::clock::RealClock::new().now();
                 if events.is_buffer_empty() && tx.send(Wake::Changed(seen_at)).is_err() {
                     return;
                 }

@@ -1,11 +1,11 @@
 //! Running seeds: one run, replay of a recorded trace to its first divergence, minimizing a
 //! failing run, and the fuzz entry point.
 
-use crate::checker::Violation;
 use crate::entropy::{ByteEntropy, Entropy, SeededEntropy};
-use crate::options::SimOptions;
-use crate::trace::{Trace, TraceEnd, TraceHeader, TRACE_VERSION};
-use crate::world::World;
+use crate::harness::checker::Violation;
+use crate::harness::options::SimOptions;
+use crate::harness::trace::{Trace, TraceEnd, TraceHeader, TRACE_VERSION};
+use crate::harness::world::HarnessWorld;
 
 /// Steps of the fault phase when none are asked for.
 pub const DEFAULT_STEPS: u64 = 2_000;
@@ -43,7 +43,7 @@ pub fn run_seed(seed: u64, steps: u64, trace: bool) -> RunOutcome {
 
 /// Runs `seed` with given options.
 pub fn run_with(seed: u64, options: SimOptions, trace: bool) -> RunOutcome {
-    let mut world = World::new(options.clone(), SeededEntropy::new(seed), trace);
+    let mut world = HarnessWorld::new(options.clone(), SeededEntropy::new(seed), trace);
     let violation = world.run().err();
     let steps = world.steps();
     let trace = world.records.take().map(|steps_recorded| Trace {
@@ -171,7 +171,7 @@ pub fn fuzz_simulation(data: &[u8]) {
     let mut shape = ByteEntropy::new(head);
     let steps = 20 + shape.below(300);
     let options = SimOptions::swarm(&mut shape, steps);
-    let mut world = World::new(options, ByteEntropy::new(rest), false);
+    let mut world = HarnessWorld::new(options, ByteEntropy::new(rest), false);
     if let Err(v) = world.run() {
         panic!("simulation invariant broken: {v}");
     }

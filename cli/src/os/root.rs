@@ -25,11 +25,11 @@ pub fn check_owner(root: &Path) -> std::io::Result<()> {
     if meta.uid() == me {
         return Ok(());
     }
-    let owner = match crate::harness::identity::user_name(meta.uid()) {
+    let owner = match crate::os::user::user_name(meta.uid()) {
         Some(name) => format!("{name} (uid {})", meta.uid()),
         None => format!("uid {}", meta.uid()),
     };
-    let you = crate::harness::identity::user_name(me).unwrap_or_else(|| format!("uid {me}"));
+    let you = crate::os::user::user_name(me).unwrap_or_else(|| format!("uid {me}"));
     Err(std::io::Error::new(
         std::io::ErrorKind::PermissionDenied,
         format!(

@@ -7,8 +7,8 @@ use super::files::{path, write_whole, Audit};
 use super::shared::Shared;
 use super::sweep::{sweep, ReadCache};
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
-use crate::real_clock::RealClock;
-use crate::work::store::Store;
+use crate::os::clock::RealClock;
+use crate::os::store::Store;
 use harn_core::env::Clock;
 use harn_core::service::wake::{ServiceEffect, ServicePhase, ServiceScheduler};
 use harn_core::service::watch::{WatchEffect, Watcher};
@@ -59,10 +59,10 @@ pub fn daemon(
         }
     }
     let root = store.root().to_owned();
-    let _ = crate::private::remove_below(&root, &root.join(path("stop.json")));
+    let _ = crate::os::private::remove_below(&root, &root.join(path("stop.json")));
     // Temporary files a killed daemon or client left here (`.status.json.tmp.PID`, and
     // `status.tmp.PID` as earlier versions named them).
-    if let Ok(dir) = crate::private::Dir::open(&root, super::DIR, false) {
+    if let Ok(dir) = crate::os::private::Dir::open(&root, super::DIR, false) {
         dir.sweep_residue();
     }
     let audit = match Audit::open(&root, log, rotation) {
@@ -97,7 +97,7 @@ pub fn daemon(
         watcher(shared.clone(), config.heartbeat_interval_ms, wake_rd, tx.clone());
     let mut sweeper = Sweeper::new(Changes::start(tx));
     shared.update(|s| s.state = ServiceState::Running);
-    crate::harness::sdnotify::notify("READY=1");
+    crate::os::sdnotify::notify("READY=1");
     shared.audit.record(json!({
         "event": "service.started", "pid": std::process::id(), "goals": config.goal_ids.len(),
         "config_created_at": config.created_at, "file_change_hints": sweeper.changes.is_some(),
@@ -135,7 +135,7 @@ pub fn daemon(
     shared.audit.record(json!({
         "event": "service.stopped", "pid": std::process::id(), "sweeps": scheduler.sweep_count(),
     }));
-    let _ = crate::private::remove_below(&root, &root.join(path("stop.json")));
+    let _ = crate::os::private::remove_below(&root, &root.join(path("stop.json")));
     Ok(0)
 }
 
@@ -278,12 +278,12 @@ fn carry_out(
         WatchEffect::Beat => {
             let now = RealClock::new().wall();
             shared.update(|s| s.heartbeat_at = now);
-            crate::harness::sdnotify::notify("WATCHDOG=1");
+            crate::os::sdnotify::notify("WATCHDOG=1");
         }
         WatchEffect::BeginDrain => {
             shared.stop.store(true, Ordering::SeqCst);
             shared.update(|s| s.state = ServiceState::Stopping);
-            crate::harness::sdnotify::notify("STOPPING=1");
+            crate::os::sdnotify::notify("STOPPING=1");
             shared.audit.record(json!({
                 "event": "service.stopping", "active_goal_id": shared.active_goal(),
                 "drain_timeout_ms": timeout_ms,
@@ -296,7 +296,7 @@ fn carry_out(
             let shared = forcing.clone();
             let thread = std::thread::spawn(move || {
                 let by = "a bounded stop of the supervisor service (service stop --timeout)";
-                let evidence = crate::children::terminate_all_for(by, FORCED_STOP_GRACE);
+                let evidence = crate::os::children::terminate_all_for(by, FORCED_STOP_GRACE);
                 shared.audit.record(json!({
                     "event": "service.forced_stop", "goal_id": goal, "drain_timeout_ms": timeout_ms,
                     "grace_ms": FORCED_STOP_GRACE.as_millis() as u64, "evidence": evidence,

@@ -2,7 +2,7 @@
 //! seed (swarm testing: each seed explores a different mix) and recorded in the trace header.
 
 use crate::entropy::Entropy;
-use crate::process::Behaviour;
+use crate::harness::process::Behaviour;
 use harn_core::env::SpawnSpec;
 use harn_core::harness::daemon::{DaemonConfig, Profile};
 use harn_core::harness::lifecycle::{

@@ -2,9 +2,9 @@
 //! the audit ledger `events.jsonl` and the daemon's log `service.log`, both rotated at a size
 //! cap. None of them is ever read to decide a goal's state.
 
-use crate::harness::logs::LogSink;
-pub use crate::harness::logs::Rotation;
-use crate::real_clock::RealClock;
+use crate::os::clock::RealClock;
+use crate::os::logs::LogSink;
+pub use crate::os::logs::Rotation;
 use harn_core::env::Clock;
 use harn_core::service::SERVICE_VERSION;
 use serde_json::json;
@@ -26,7 +26,7 @@ pub fn path(name: &str) -> String {
 /// (a lost hint costs nothing), privately and without following a symlink.
 pub fn write_whole(root: &Path, name: &str, value: &impl serde::Serialize) -> std::io::Result<()> {
     let bytes = serde_json::to_vec_pretty(value).expect("records serialize");
-    crate::private::replace_below(root, &root.join(path(name)), &bytes)
+    crate::os::private::replace_below(root, &root.join(path(name)), &bytes)
 }
 
 /// The audit ledger: one JSON line per start, stop, tick and error, each echoed as a line
@@ -71,7 +71,7 @@ impl Audit {
         // Lines carry titles and reasons from agents and workflows: no control character of
         // theirs reaches a terminal reading the log.
         let line = harn_core::text::neutralize(line);
-        let _ = writeln!(out, "{} {line}", crate::harness::ledger::utc(RealClock::new().wall().0));
+        let _ = writeln!(out, "{} {line}", crate::os::clock::utc(RealClock::new().wall().0));
         let _ = out.flush();
     }
 }
@@ -132,8 +132,8 @@ impl StdioLog {
     }
 
     fn rotate(&mut self) -> std::io::Result<()> {
-        crate::harness::logs::rotate_files(&self.root, &self.path, self.rotation.keep.max(1))?;
-        let fresh = crate::private::append_below(&self.root, &self.path)?;
+        crate::os::logs::rotate_files(&self.root, &self.path, self.rotation.keep.max(1))?;
+        let fresh = crate::os::private::append_below(&self.root, &self.path)?;
         let _ = std::io::stdout().lock().flush();
         rustix::stdio::dup2_stdout(&fresh)?;
         rustix::stdio::dup2_stderr(&fresh)?;

@@ -3,7 +3,7 @@
 //! forced stop.
 
 use super::files::{write_whole, Audit};
-use crate::real_clock::RealClock;
+use crate::os::clock::RealClock;
 use harn_core::env::Clock;
 use harn_core::service::{ServiceConfig, ServiceStatus};
 use std::path::PathBuf;

@@ -43,6 +43,11 @@ impl Clock for RealClock {
     }
 }
 
+/// `YYYY-MM-DD HH:MM:SS.mmm` (UTC) of a unix time in milliseconds.
+pub fn utc(ms: i64) -> String {
+    harn_core::time::WallTime(ms).utc()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

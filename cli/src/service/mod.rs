@@ -5,16 +5,17 @@
 //! ticks), the status and wake-hint files, the audit log, stop requests and signals.
 
 mod changes;
-mod daemon;
 mod files;
+mod run_loop;
 mod shared;
 mod stop;
 pub mod sweep;
+pub mod view;
 
-use super::store;
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
+use crate::goal::store;
+use crate::os::store::Store;
 use crate::work::host_args::HostArgs;
-use crate::work::store::Store;
 use clap::{Args, Subcommand};
 use files::{path, DIR};
 use harn_core::ids::Id;
@@ -136,7 +137,7 @@ pub fn run(store: &mut Store, verb: ServiceVerb) -> Exit {
             Ok(enrollment) => {
                 let rotation =
                     files::Rotation { max_file_bytes: a.log_max_bytes, ..files::ROTATION };
-                daemon::daemon(store, enrollment, a.log_file.clone(), rotation)
+                run_loop::daemon(store, enrollment, a.log_file.clone(), rotation)
             }
             Err((code, e)) => fail(code, e),
         },
@@ -150,8 +151,9 @@ pub fn run(store: &mut Store, verb: ServiceVerb) -> Exit {
                 let why = "a root with a line break cannot go in a unit";
                 return Err(crate::exit::Failure::new(crate::exit::EXIT_USAGE, why));
             }
-            let interval =
-                crate::readers::service(store).config.map_or(2_000, |c| c.heartbeat_interval_ms);
+            let interval = crate::service::view::service(store)
+                .config
+                .map_or(2_000, |c| c.heartbeat_interval_ms);
             let text = unit(store.root(), interval);
             let name = harn_core::harness::unit::service_unit_name(&shown);
             if !install {
@@ -160,7 +162,7 @@ pub fn run(store: &mut Store, verb: ServiceVerb) -> Exit {
                 );
                 return Ok(0);
             }
-            crate::harness::unit::write_unit(
+            crate::os::unit::write_unit(
                 &name,
                 &text,
                 user,
@@ -192,10 +194,10 @@ fn enroll(store: &mut Store, a: &EnrollArgs) -> Result<Enrollment, (i32, String)
         if pending.parent() != Some(dir.as_path()) {
             return Err((EXIT_USAGE, format!("{shown}: not in {}", dir.display())));
         }
-        let bytes = crate::private::read_below(store.root(), pending)
+        let bytes = crate::os::private::read_below(store.root(), pending)
             .map_err(|e| (EXIT_FAILED, e.to_string()))?
             .ok_or_else(|| (EXIT_FAILED, format!("{shown}: missing")))?;
-        let _ = crate::private::remove_below(store.root(), pending);
+        let _ = crate::os::private::remove_below(store.root(), pending);
         let config: ServiceConfig =
             serde_json::from_slice(&bytes).map_err(|e| (EXIT_USAGE, format!("{shown}: {e}")))?;
         config.validate().map_err(|e| (EXIT_USAGE, format!("{shown}: {e}")))?;
@@ -225,7 +227,7 @@ fn enroll(store: &mut Store, a: &EnrollArgs) -> Result<Enrollment, (i32, String)
         // The frozen enrollment grants authority (billing, a policy): reused only if no one
         // else could have written it, and only if its policy is the one its digest names.
         let file = store.root().join(path("config.json"));
-        crate::private::check_ours(store.root(), &file).map_err(|e| {
+        crate::os::private::check_ours(store.root(), &file).map_err(|e| {
             (EXIT_FAILED, format!("{e}; enroll anew by naming the goals, after checking it"))
         })?;
         config.validate().map_err(|e| {
@@ -307,12 +309,12 @@ pub(crate) fn host_args(config: &ServiceConfig) -> HostArgs {
 
 /// The service's liveness as a reader sees it.
 fn read_liveness(store: &mut Store) -> (Liveness, Option<ServiceConfig>, Option<ServiceStatus>) {
-    let view = crate::readers::service(store);
+    let view = crate::service::view::service(store);
     (view.liveness, view.config, view.status)
 }
 
 fn status_cmd(store: &mut Store, as_json: bool) -> Exit {
-    let view = crate::readers::service(store);
+    let view = crate::service::view::service(store);
     let (live, config, status, hints) = (view.liveness, view.config, view.status, view.hints);
     if as_json {
         outln!(
@@ -370,7 +372,7 @@ fn start(store: &mut Store, a: EnrollArgs) -> Exit {
         }
     }
     let root = store.root().to_owned();
-    let log = match crate::private::append_below(&root, &root.join(path("service.log"))) {
+    let log = match crate::os::private::append_below(&root, &root.join(path("service.log"))) {
         Ok(f) => f,
         Err(e) => return fail(EXIT_FAILED, e),
     };
@@ -396,7 +398,7 @@ fn start(store: &mut Store, a: EnrollArgs) -> Exit {
     let child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            let _ = crate::private::remove_below(&root, &pending);
+            let _ = crate::os::private::remove_below(&root, &pending);
             return fail(EXIT_FAILED, format!("starting the service: {e}"));
         }
     };

@@ -8,11 +8,12 @@ use crate::goal::store as goal_store;
 use crate::harness::client::{self, is_ok, ClientError};
 use crate::harness::paths::Paths;
 use crate::harness::protocol::Request;
-use crate::work::store::Store;
+use crate::os::store::Store;
+pub use crate::service::view::{service, ServiceView, SERVICE_DIR};
 use harn_core::goal::{GoalNext, GoalState};
 use harn_core::ids::Id;
 use harn_core::service::wake::GoalWake;
-use harn_core::service::{liveness, Liveness, RuntimeHints, ServiceConfig, ServiceStatus};
+
 use harn_core::time::WallTime;
 use harn_core::work::{NextAction, WorkState};
 use serde::Serialize;
@@ -22,24 +23,6 @@ use std::time::Duration;
 
 /// How a harness's state and last exit are shown, the same as `harn harness list`.
 pub use crate::harness::status::{last_exit_text, state_glyph};
-
-/// Where the service keeps its files, relative to the root.
-pub const SERVICE_DIR: &str = harn_core::layout::SERVICE;
-
-/// The supervisor service as a reader sees it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ServiceView {
-    /// Running, stopping, stopped, stale or never enrolled.
-    pub liveness: Liveness,
-    /// The frozen enrollment.
-    pub config: Option<ServiceConfig>,
-    /// The last heartbeat record.
-    pub status: Option<ServiceStatus>,
-    /// The per-goal wake hints.
-    pub hints: Option<RuntimeHints>,
-    /// A service file that could not be read, named.
-    pub problems: Vec<String>,
-}
 
 /// A coordination root opened for reading only: it offers no way to write, lock or run.
 pub struct Reader {
@@ -91,35 +74,6 @@ impl Reader {
     pub fn detail(&mut self, focus: &Focus) -> Result<Detail, String> {
         detail(&mut self.store, focus)
     }
-}
-
-/// Reads the service's files and lease; a file that does not parse is named in `problems`
-/// and read as absent.
-pub fn service(store: &mut Store) -> ServiceView {
-    let mut problems = Vec::new();
-    let config: Option<ServiceConfig> = hint(store, "config.json", &mut problems);
-    let status: Option<ServiceStatus> = hint(store, "status.json", &mut problems);
-    let hints: Option<RuntimeHints> = hint(store, "runtime.json", &mut problems);
-    let held = store.held_elsewhere(&format!("{SERVICE_DIR}/lease.lock"));
-    let interval = config.as_ref().map_or(2_000, |c| c.heartbeat_interval_ms);
-    let live = liveness(status.as_ref(), config.is_some(), held, interval, store.now());
-    let hints = hints.map(|h| match &config {
-        Some(c) => h.for_config(c),
-        None => h,
-    });
-    ServiceView { liveness: live, config, status, hints, problems }
-}
-
-/// One of the service's files, parsed; a file that does not parse is named in `problems`.
-fn hint<T: serde::de::DeserializeOwned>(
-    store: &mut Store,
-    name: &str,
-    problems: &mut Vec<String>,
-) -> Option<T> {
-    store.read_record::<T>(&format!("{SERVICE_DIR}/{name}")).unwrap_or_else(|e| {
-        problems.push(e.to_string());
-        None
-    })
 }
 
 /// One goal as the dashboard shows it.
@@ -184,14 +138,14 @@ impl<T: Clone> KeptRead<T> {
         let age = harn_core::time::Duration(
             u64::try_from(self.at.elapsed().as_nanos()).unwrap_or(u64::MAX),
         );
-        let now = crate::goal::service::sweep::signature(root, &self.paths);
+        let now = crate::service::sweep::signature(root, &self.paths);
         still_valid(&self.signature, &now, age).then(|| self.value.clone())
     }
 }
 
 /// `value`, read at `read_at_ns` from `paths`, as a kept read if it may be trusted later.
 fn keep<T>(root: &Path, paths: Vec<String>, value: T, read_at_ns: i128) -> Option<KeptRead<T>> {
-    let signature = crate::goal::service::sweep::signature(root, &paths);
+    let signature = crate::service::sweep::signature(root, &paths);
     harn_core::service::cache::cacheable(&signature, read_at_ns).then(|| KeptRead {
         paths,
         signature,
@@ -201,7 +155,7 @@ fn keep<T>(root: &Path, paths: Vec<String>, value: T, read_at_ns: i128) -> Optio
 }
 
 fn unix_now_ns() -> i128 {
-    crate::goal::service::sweep::unix_ns(std::time::SystemTime::now())
+    crate::service::sweep::unix_ns(std::time::SystemTime::now())
 }
 
 /// The files a goal's summary follows besides its items: its journal and its plans (the
@@ -447,7 +401,7 @@ pub fn harnesses(root: &Path, timeout: Duration) -> Result<serde_json::Value, St
 /// The wall-clock time now, for ages shown next to what was read.
 pub fn wall_now() -> WallTime {
     use harn_core::env::Clock;
-    crate::real_clock::RealClock::new().wall()
+    crate::os::clock::RealClock::new().wall()
 }
 
 /// One approval as the dashboard lists it.
@@ -485,7 +439,7 @@ pub fn approvals(store: &mut Store) -> Result<(Vec<ApprovalRow>, Vec<String>), S
                     status,
                     work_id: request["work_id"].as_str().unwrap_or("").to_owned(),
                     addressee: request["addressee"].as_str().unwrap_or("").to_owned(),
-                    asks: crate::work::approval_cmd::summary(&request["request"]),
+                    asks: crate::work::approvals::summary(&request["request"]),
                 });
             }
             Ok(None) => {}
@@ -631,7 +585,7 @@ fn harness_detail(root: &Path, name: &Id) -> Result<Detail, String> {
     let records = crate::harness::ledger::records(&paths, Some(name.as_str()))?;
     let skip = records.len().saturating_sub(DETAIL_TAIL);
     let ledger = records[skip..].iter().map(crate::harness::ledger::line).collect();
-    let log = crate::harness::logs::tail(&paths.log(name), DETAIL_TAIL)
+    let log = crate::os::logs::tail(&paths.log(name), DETAIL_TAIL)
         .map_err(|e| format!("{}: {e}", paths.log(name).display()))?;
     let log = String::from_utf8_lossy(&log).lines().map(str::to_owned).collect();
     Ok(Detail {

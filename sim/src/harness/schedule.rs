@@ -3,9 +3,9 @@
 //! faults injected into the step about to run.
 
 use crate::entropy::Entropy;
-use crate::options::{draw_limits, harness_name};
-use crate::trace::StepEvent;
-use crate::world::World;
+use crate::harness::options::{draw_limits, harness_name};
+use crate::harness::trace::StepEvent;
+use crate::harness::world::HarnessWorld;
 use harn_core::env::{Clock, FsErrorKind};
 use harn_core::harness::daemon::{Command, DaemonInput};
 use harn_core::harness::driver::Wake;
@@ -14,7 +14,7 @@ use harn_core::harness::readiness::{Finding, ReadinessEffect};
 use harn_core::ids::Id;
 use harn_core::time::{Duration, Instant};
 
-impl<E: Entropy> World<E> {
+impl<E: Entropy> HarnessWorld<E> {
     /// Chooses what wakes the daemon next and moves the clock there. Exits go first, then
     /// commands, then timers, at equal times.
     pub(crate) fn next_wake(&mut self) -> (StepEvent, Wake) {
@@ -171,7 +171,9 @@ impl<E: Entropy> World<E> {
         let (p, status) = self.procs.reap(pid).expect("exit of a live child");
         let (name, run) = p.owner.expect("every live child has an owner");
         let event = StepEvent::Exit { pid, name: name.to_string(), run, status };
-        if crate::options::loses_exit_reports(self.options.bug) && self.entropy.chance(1, 4) {
+        if crate::harness::options::loses_exit_reports(self.options.bug)
+            && self.entropy.chance(1, 4)
+        {
             return (event, Wake::Timeout); // The planted bug: the report never arrives.
         }
         let input = DaemonInput::Process { name, report: HarnessInput::Exited { run, status } };

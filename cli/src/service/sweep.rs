@@ -7,7 +7,7 @@
 use super::shared::Shared;
 use crate::goal::runner::{drive, goal_limits};
 use crate::goal::store;
-use crate::work::store::Store;
+use crate::os::store::Store;
 use harn_core::env::Clock;
 use harn_core::goal::{goal_fingerprint, GoalState, Mode};
 use harn_core::ids::Id;
@@ -116,7 +116,7 @@ struct RealSweep<'a> {
 
 impl SweepHost for RealSweep<'_> {
     fn now(&mut self) -> harn_core::time::Instant {
-        crate::real_clock::RealClock::new().now()
+        crate::os::clock::RealClock::new().now()
     }
 
     fn read(&mut self, goal: &Id) -> Result<(Fingerprint, bool), String> {
