@@ -52,7 +52,7 @@ const FORBIDDEN_WORDS: &[(&str, &str)] = &[
     ("extern crate std", "aliasing std hides what is used"),
 ];
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("readable source dir") {
         let path = entry.expect("entry").path();
         if path.is_dir() {
@@ -105,7 +105,7 @@ fn use_paths(lines: &[&str]) -> Vec<(usize, String)> {
 }
 
 /// Expands a use tree such as `a::{b,c::{d,e}}` into `a::b`, `a::c::d`, `a::c::e`.
-fn expand(tree: &str) -> Vec<String> {
+pub(crate) fn expand(tree: &str) -> Vec<String> {
     let Some(open) = tree.find('{') else {
         return vec![tree.trim_start_matches("::").to_owned()];
     };

@@ -27,6 +27,7 @@ mod private_files;
 mod purity;
 mod readers;
 mod real_agents;
+mod rooms;
 mod root_discovery;
 mod run_processes;
 mod service;

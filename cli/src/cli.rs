@@ -17,6 +17,26 @@ pub struct Cli {
     command: Top,
 }
 
+/// `harn supervisor …`: the goal verbs and, beside them, the service's.
+#[derive(Debug, clap::Args)]
+struct SupervisorArgs {
+    /// The coordination root (the repository); default: found from the current directory as
+    /// git finds its repository (the nearest `.harnery/` above, else the git top level).
+    #[arg(long, global = true)]
+    root: Option<std::path::PathBuf>,
+    #[command(subcommand)]
+    verb: SupervisorVerb,
+}
+
+#[derive(Debug, Subcommand)]
+enum SupervisorVerb {
+    #[command(flatten)]
+    Goal(crate::goal::cmd::GoalVerb),
+    /// The optional daemon that ticks enrolled goals: start, run, status, stop, logs, unit.
+    #[command(subcommand)]
+    Service(crate::service::ServiceVerb),
+}
+
 #[derive(Debug, Subcommand)]
 enum Top {
     /// Start a repository: make .harnery/, find the agent programs, write starter configs.
@@ -33,7 +53,7 @@ enum Top {
     /// Workflow runs: a run's manifest, transcript summary and proof.
     Run(crate::work::run_show::RunCmd),
     /// Goals: a supervisor drives a work graph to accepted completion inside frozen limits.
-    Supervisor(crate::goal::cmd::SupervisorArgs),
+    Supervisor(SupervisorArgs),
     /// Approvals parked runs wait on: list, show, approve, deny.
     Approval(crate::work::approval_cmd::ApprovalCmd),
     /// A read-only terminal dashboard of the service, goals, work and harnesses.
@@ -49,21 +69,6 @@ enum Top {
         #[arg(long)]
         dir: Option<std::path::PathBuf>,
     },
-}
-
-/// `cmd` with `f` applied to it and to every command below it, each with its path (its words
-/// after `harn`, `""` for `harn` itself), deepest first.
-pub fn map_commands(
-    mut cmd: clap::Command,
-    path: &str,
-    f: &dyn Fn(clap::Command, &str) -> clap::Command,
-) -> clap::Command {
-    let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_owned()).collect();
-    for name in names {
-        let sub = if path.is_empty() { name.clone() } else { format!("{path} {name}") };
-        cmd = cmd.mut_subcommand(&name, |c| map_commands(c, &sub, f));
-    }
-    f(cmd, path)
 }
 
 /// The command tree: the derive's, with every verb's examples after its help.
@@ -109,7 +114,9 @@ where
                 })
                 .map(|id| id.to_string())
                 .collect();
-            crate::goal::cmd::note_typed_service_options(args, typed);
+            if let SupervisorVerb::Service(verb) = &mut args.verb {
+                crate::service::note_typed(verb, typed);
+            }
         }
     }
     if !cli.command.is_daemon() {
@@ -123,13 +130,16 @@ where
         Top::Harness(args) => crate::harness::cmd::run(args),
         Top::Work(args) => crate::work::cmd::run(args, crate::goal::missions::holding),
         Top::Run(args) => crate::work::run_show::run(args),
-        Top::Approval(args) => crate::work::approval_cmd::run(args, crate::goal::store::governing),
+        Top::Approval(args) => crate::work::approval_cmd::run(args, crate::service::view::facts),
         Top::Dash(mut args) => {
             // Decided as for every other verb: the dashboard draws on a terminal.
             args.plain = !crate::paint::is_on();
             crate::dash::run(args)
         }
-        Top::Supervisor(args) => crate::goal::cmd::run(args),
+        Top::Supervisor(args) => match args.verb {
+            SupervisorVerb::Goal(verb) => crate::goal::cmd::run(args.root, verb),
+            SupervisorVerb::Service(verb) => crate::service::run_at(args.root, verb),
+        },
         Top::Completions { shell } => {
             let mut out = std::io::stdout().lock();
             // The shell asks harn at each Tab, so ids complete from the root's records.
@@ -180,6 +190,44 @@ fn restore_default_sigpipe() {
 
 #[cfg(test)]
 mod tests {
+    /// Every verb (a command without subcommands) ends its help with an example.
+    #[test]
+    fn every_verb_has_an_example() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            let subs: Vec<&clap::Command> =
+                cmd.get_subcommands().filter(|s| s.get_name() != "help").collect();
+            if subs.is_empty() {
+                let has = cmd.get_after_help().is_some_and(|h| h.to_string().contains("Example"));
+                if !has {
+                    missing.push(path.to_owned());
+                }
+            }
+            for sub in subs {
+                let p = if path.is_empty() {
+                    sub.get_name().to_owned()
+                } else {
+                    format!("{path} {}", sub.get_name())
+                };
+                walk(sub, &p, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&super::command(), "", &mut missing);
+        assert!(missing.is_empty(), "verbs without an example: {missing:?}");
+    }
+
+    /// No example names a verb that does not exist.
+    #[test]
+    fn every_example_is_of_a_verb() {
+        let cmd = super::command();
+        for (path, _) in crate::examples::EXAMPLES {
+            let mut at = &cmd;
+            for word in path.split(' ') {
+                at = at.find_subcommand(word).unwrap_or_else(|| panic!("no verb {path:?}"));
+            }
+        }
+    }
+
     #[test]
     fn the_command_line_definition_is_consistent() {
         use clap::CommandFactory;

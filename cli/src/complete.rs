@@ -59,7 +59,7 @@ const NAMED: &[(&str, &str, Kind)] = &[
 
 /// `cmd` with every id argument completing from the root's records.
 pub fn add(cmd: Command) -> Command {
-    crate::cli::map_commands(cmd, "", &with_candidates)
+    crate::examples::map_commands(cmd, "", &with_candidates)
 }
 
 fn with_candidates(mut cmd: Command, path: &str) -> Command {

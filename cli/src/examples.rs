@@ -4,7 +4,7 @@
 use clap::Command;
 
 /// Each verb's path (its words after `harn`) and the lines of its examples.
-const EXAMPLES: &[(&str, &[&str])] = &[
+pub(crate) const EXAMPLES: &[(&str, &[&str])] = &[
     ("init", &["harn init", "harn init --root ~/src/app --json"]),
     ("example", &["harn example", "harn example --root /tmp/harn-example"]),
     ("sim run", &["harn sim run --seed 42", "harn sim run --seed 42 --trace seed42.jsonl"]),
@@ -85,7 +85,7 @@ const EXAMPLES: &[(&str, &[&str])] = &[
 
 /// `cmd` with examples after every verb's help that has none of its own.
 pub fn add(cmd: Command) -> Command {
-    crate::cli::map_commands(cmd, "", &with_examples)
+    map_commands(cmd, "", &with_examples)
 }
 
 fn with_examples(cmd: Command, path: &str) -> Command {
@@ -103,45 +103,17 @@ fn with_examples(cmd: Command, path: &str) -> Command {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Every verb (a command without subcommands) ends its help with an example.
-    #[test]
-    fn every_verb_has_an_example() {
-        fn walk(cmd: &Command, path: &str, missing: &mut Vec<String>) {
-            let subs: Vec<&Command> =
-                cmd.get_subcommands().filter(|s| s.get_name() != "help").collect();
-            if subs.is_empty() {
-                let has = cmd.get_after_help().is_some_and(|h| h.to_string().contains("Example"));
-                if !has {
-                    missing.push(path.to_owned());
-                }
-            }
-            for sub in subs {
-                let p = if path.is_empty() {
-                    sub.get_name().to_owned()
-                } else {
-                    format!("{path} {}", sub.get_name())
-                };
-                walk(sub, &p, missing);
-            }
-        }
-        let mut missing = Vec::new();
-        walk(&crate::cli::command(), "", &mut missing);
-        assert!(missing.is_empty(), "verbs without an example: {missing:?}");
+/// `cmd` with `f` applied to it and to every command below it, each with its path (its words
+/// after `harn`, `""` for `harn` itself), deepest first.
+pub fn map_commands(
+    mut cmd: clap::Command,
+    path: &str,
+    f: &dyn Fn(clap::Command, &str) -> clap::Command,
+) -> clap::Command {
+    let names: Vec<String> = cmd.get_subcommands().map(|s| s.get_name().to_owned()).collect();
+    for name in names {
+        let sub = if path.is_empty() { name.clone() } else { format!("{path} {name}") };
+        cmd = cmd.mut_subcommand(&name, |c| map_commands(c, &sub, f));
     }
-
-    /// No example names a verb that does not exist.
-    #[test]
-    fn every_example_is_of_a_verb() {
-        let cmd = crate::cli::command();
-        for (path, _) in EXAMPLES {
-            let mut at = &cmd;
-            for word in path.split(' ') {
-                at = at.find_subcommand(word).unwrap_or_else(|| panic!("no verb {path:?}"));
-            }
-        }
-    }
+    f(cmd, path)
 }

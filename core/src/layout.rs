@@ -45,6 +45,12 @@ pub fn goal_dir(goal: &Id) -> String {
     format!("{SUPERVISORS}/{goal}")
 }
 
+/// The journal of every ruling `harn approval` recorded.
+pub const RULINGS: &str = ".harnery/approvals/rulings.jsonl";
+
+/// The lock a ruler holds from its read of an approval to the decision it writes.
+pub const RULINGS_LOCK: &str = ".harnery/approvals/rulings.lock";
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,7 +68,7 @@ mod tests {
         assert_eq!(goal_dir(&id), ".harnery/supervisors/w1");
         assert_eq!(approval_dir("a"), ".harnery/approvals/a");
         // Files named in their own modules still live where this one says.
-        for file in [crate::work::rulings::RULINGS, crate::work::rulings::RULINGS_LOCK] {
+        for file in [RULINGS, RULINGS_LOCK] {
             assert!(file.starts_with(&format!("{APPROVALS}/")), "{file}");
         }
     }

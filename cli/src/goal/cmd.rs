@@ -2,7 +2,7 @@
 //! completion inside frozen limits.
 
 use super::runner::{drive, goal_limits, words};
-use super::store;
+use super::store::{self, goal_id, parse_id};
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::Store;
 use crate::work::config::frozen_harness;
@@ -10,23 +10,14 @@ use crate::work::host_args::HostArgs;
 use crate::work::run_cmd::read_team;
 use clap::{Args, Subcommand};
 use harn_core::goal::{Automation, GoalIntent, GoalLimits, Mode};
-use harn_core::ids::Id;
 use serde_json::json;
 use std::path::PathBuf;
+use GoalVerb as Verb;
 
-/// `harn supervisor …`
-#[derive(Debug, Args)]
-pub struct SupervisorArgs {
-    /// The coordination root (the repository); default: found from the current directory as
-    /// git finds its repository (the nearest `.harnery/` above, else the git top level).
-    #[arg(long, global = true)]
-    root: Option<PathBuf>,
-    #[command(subcommand)]
-    verb: Verb,
-}
-
+/// `harn supervisor create|list|show|tick|run|plan`: the verbs of goals (the service's are
+/// beside them, in [`crate::service`]).
 #[derive(Debug, Subcommand)]
-enum Verb {
+pub enum GoalVerb {
     /// Create a goal: freeze its root, team, limits and automation.
     Create(CreateArgs),
     /// Every goal with its state and next action.
@@ -50,13 +41,10 @@ enum Verb {
     /// A goal's plans: list, show, approve, reject, retry.
     #[command(subcommand)]
     Plan(super::plan_cmd::PlanVerb),
-    /// The optional daemon that ticks enrolled goals: start, run, status, stop, logs, unit.
-    #[command(subcommand)]
-    Service(crate::service::ServiceVerb),
 }
 
 #[derive(Debug, Args)]
-struct CreateArgs {
+pub struct CreateArgs {
     /// The root work item: the goal succeeds when it is accepted (a mission may start
     /// without one: its first plan makes it).
     root_work_id: Option<String>,
@@ -119,7 +107,7 @@ struct CreateArgs {
 }
 
 #[derive(Debug, Args)]
-struct DriveArgs {
+pub struct DriveArgs {
     /// The goal id.
     id: String,
     #[command(flatten)]
@@ -132,50 +120,27 @@ struct DriveArgs {
     quiet: bool,
 }
 
-/// Notes which options of a `service start|run` were typed on the command line (clap ids),
-/// so that a start reusing the frozen enrollment can refuse them.
-pub fn note_typed_service_options(args: &mut SupervisorArgs, typed: Vec<String>) {
-    if let Verb::Service(verb) = &mut args.verb {
-        crate::service::note_typed(verb, typed);
-    }
-}
-
-/// Runs a `supervisor` verb; returns the exit code.
-pub fn run(args: SupervisorArgs) -> Exit {
-    let explicit = args.root.is_some();
-    let mut store = crate::os::store::open_root(args.root)?;
-    let reads = match &args.verb {
+/// Runs a goal verb at `root`; returns the exit code.
+pub fn run(root: Option<PathBuf>, verb: GoalVerb) -> Exit {
+    let explicit = root.is_some();
+    let mut store = crate::os::store::open_root(root)?;
+    let reads = match &verb {
         Verb::List { .. } | Verb::Show { .. } => true,
         Verb::Plan(p) => p.reads(),
-        Verb::Service(s) => s.reads(),
         _ => false,
     };
     if reads {
         crate::os::root::require_ledger(store.root(), explicit)
             .map_err(|e| Failure::new(EXIT_FAILED, e))?;
     }
-    match args.verb {
+    match verb {
         Verb::Create(a) => create(&mut store, a),
         Verb::List { json } => list(&mut store, json),
         Verb::Show { id, json } => show(&mut store, &id, json),
         Verb::Tick(a) => drive_cmd(&mut store, a, Mode::Tick),
         Verb::Run(a) => drive_cmd(&mut store, a, Mode::Run),
         Verb::Plan(verb) => super::plan_cmd::run(&mut store, verb),
-        Verb::Service(verb) => crate::service::run(&mut store, verb),
     }
-}
-
-fn parse_id(s: &str) -> Result<Id, Failure> {
-    Id::new(s).map_err(|e| Failure::new(EXIT_USAGE, format!("{s:?}: {e}")))
-}
-
-/// The goal an operator named: its id, or a unique prefix of one goal's id.
-pub(super) fn goal_id(store: &mut Store, s: &str) -> Result<Id, Failure> {
-    parse_id(s)?;
-    let listing =
-        store.list_ids(harn_core::layout::SUPERVISORS).map_err(|e| Failure::new(EXIT_FAILED, e))?;
-    let full = crate::os::store::complete(s, listing.ids.iter().map(Id::as_str), "goal")?;
-    parse_id(&full)
 }
 
 fn create(store: &mut Store, a: CreateArgs) -> Exit {

@@ -208,7 +208,7 @@ pub fn run(store: &mut Store, mut verb: PlanVerb) -> Exit {
         | PlanVerb::Retry { goal, plan, .. } => (goal, Some(plan)),
     };
     // Goals and plans may be named by unique prefixes of their ids.
-    let goal_id = super::cmd::goal_id(store, goal)?;
+    let goal_id = super::store::goal_id(store, goal)?;
     *goal = goal_id.to_string();
     if let Some(plan) = plan {
         *plan = plan_id(store, &goal_id, plan)?.to_string();

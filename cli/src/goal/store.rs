@@ -4,6 +4,7 @@
 //! a `tick` or `run`), and the active graph read through the work ledger with every item
 //! read and projected once.
 
+use crate::exit::{Failure, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::{Store, StoreError};
 use harn_core::goal::intent::{check_created, GoalCreated};
 use harn_core::goal::{GoalIntent, GoalItem};
@@ -124,4 +125,18 @@ pub fn governing(store: &mut Store, goals: &[Id], work: &Id) -> Vec<(Id, bool)> 
         }
     }
     found
+}
+
+/// An id an operator typed, checked; bad input is a usage error.
+pub fn parse_id(s: &str) -> Result<Id, Failure> {
+    Id::new(s).map_err(|e| Failure::new(EXIT_USAGE, format!("{s:?}: {e}")))
+}
+
+/// The goal an operator named: its id, or a unique prefix of one goal's id.
+pub fn goal_id(store: &mut Store, s: &str) -> Result<Id, Failure> {
+    parse_id(s)?;
+    let listing =
+        store.list_ids(harn_core::layout::SUPERVISORS).map_err(|e| Failure::new(EXIT_FAILED, e))?;
+    let full = crate::os::store::complete(s, listing.ids.iter().map(Id::as_str), "goal")?;
+    parse_id(&full)
 }

@@ -130,6 +130,17 @@ pub fn note_typed(verb: &mut ServiceVerb, typed: Vec<String>) {
     }
 }
 
+/// Runs a service verb at `root` (found as for every verb when not given).
+pub fn run_at(root: Option<PathBuf>, verb: ServiceVerb) -> Exit {
+    let explicit = root.is_some();
+    let mut store = crate::os::store::open_root(root)?;
+    if verb.reads() {
+        crate::os::root::require_ledger(store.root(), explicit)
+            .map_err(|e| crate::exit::Failure::new(EXIT_FAILED, e))?;
+    }
+    run(&mut store, verb)
+}
+
 /// Runs a service verb; returns the exit code.
 pub fn run(store: &mut Store, verb: ServiceVerb) -> Exit {
     match verb {

@@ -52,3 +52,11 @@ fn hint<T: serde::de::DeserializeOwned>(
         None
     })
 }
+
+/// What the service says of work item `work` for the approval verbs.
+pub fn facts(store: &mut Store, work: &harn_core::ids::Id) -> crate::work::approvals::ServiceFacts {
+    let view = service(store);
+    let enrolled = view.config.map_or(Vec::new(), |c| c.goal_ids);
+    let governing = crate::goal::store::governing(store, &enrolled, work);
+    crate::work::approvals::ServiceFacts { liveness: view.liveness, enrolled, governing }
+}

@@ -3,6 +3,7 @@
 //! nothing by itself: the next `harn work run` of the item resumes the parked attempt.
 
 use super::actor;
+use super::approvals::FindService;
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::Store;
 use clap::{Args, Subcommand};
@@ -63,8 +64,8 @@ struct RuleArgs {
     json: bool,
 }
 
-/// Runs an `approval` verb; `governing` finds the goals of the service that govern an item.
-pub fn run(cmd: ApprovalCmd, governing: FindGoverning) -> Exit {
+/// Runs an `approval` verb; `service` says what the service would do about an item.
+pub fn run(cmd: ApprovalCmd, service: FindService) -> Exit {
     let explicit = cmd.root.is_some();
     let mut store = crate::os::store::open_root(cmd.root)?;
     if matches!(cmd.verb, ApprovalVerb::List { .. } | ApprovalVerb::Show { .. }) {
@@ -74,8 +75,8 @@ pub fn run(cmd: ApprovalCmd, governing: FindGoverning) -> Exit {
     match cmd.verb {
         ApprovalVerb::List { status, json } => list(&mut store, status.as_deref(), json),
         ApprovalVerb::Show { id, json } => show(&mut store, &id, json),
-        ApprovalVerb::Approve(a) => rule(&mut store, a, Ruling::Allow, governing),
-        ApprovalVerb::Deny(a) => rule(&mut store, a, Ruling::Deny, governing),
+        ApprovalVerb::Approve(a) => rule(&mut store, a, Ruling::Allow, service),
+        ApprovalVerb::Deny(a) => rule(&mut store, a, Ruling::Deny, service),
     }
 }
 
@@ -184,7 +185,7 @@ fn approval_id(store: &mut Store, s: &str) -> Result<Id, Failure> {
     parse_id(&full)
 }
 
-fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling, governing: FindGoverning) -> Exit {
+fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling, service: FindService) -> Exit {
     let id = approval_id(store, &a.id)?;
     let ((request, decision), applied) = match store.rule(&id, verdict, &actor(a.actor), a.reason) {
         Ok(done) => done,
@@ -196,16 +197,14 @@ fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling, governing: FindGovernin
         note_ruling(store, &request, decision.as_ref());
     }
     let now = status(decision.as_ref());
-    let service = crate::service::view::service(store);
-    let enrolled = service.config.map_or(Vec::new(), |c| c.goal_ids);
-    let governing = governing(store, &enrolled, &request.work_id);
+    let service = service(store, &request.work_id);
     let facts = ResumeFacts {
         work_id: &request.work_id,
         run_id: &request.run_id,
         run_held,
         liveness: service.liveness,
-        enrolled: &enrolled,
-        governing: &governing,
+        enrolled: &service.enrolled,
+        governing: &service.governing,
     };
     if a.json {
         let resumer = match outlook::resumer(&facts) {
@@ -230,10 +229,6 @@ fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling, governing: FindGovernin
     }
     Ok(0)
 }
-
-/// Of the goals named, those whose graph holds the item, each with whether it resumes
-/// approved runs (handed in by the caller, so `work` never imports `goal`).
-pub type FindGoverning = fn(&mut Store, &[Id], &Id) -> Vec<(Id, bool)>;
 
 /// Records `approval.resolved` in the parked run's transcript, under the run lease so no
 /// runner writes it at the same time. Best effort: the decision file is the record, and a

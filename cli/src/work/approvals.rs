@@ -8,6 +8,21 @@ pub use harn_core::work::rulings::Approval;
 use harn_core::work::rulings::RULINGS_LOCK;
 use serde_json::Value;
 
+/// What the service says of an item a ruling may resume: whether it is live, the goals it
+/// enrolled, and those of them that govern the item (each with whether it is idle).
+pub struct ServiceFacts {
+    /// Running, stopping, stopped, stale or never enrolled.
+    pub liveness: harn_core::service::Liveness,
+    /// The goals the service enrolled.
+    pub enrolled: Vec<Id>,
+    /// The enrolled goals that govern the item, each with whether it is idle.
+    pub governing: Vec<(Id, bool)>,
+}
+
+/// How the approval verbs learn [`ServiceFacts`]: the service's room answers, so work never
+/// reaches into the rooms above it.
+pub type FindService = fn(&mut Store, &Id) -> ServiceFacts;
+
 impl Store {
     /// Records a parked run's request; see [`harn_core::work::ledger::Ledger::record_approval`].
     pub fn record_approval(

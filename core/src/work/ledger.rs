@@ -453,7 +453,7 @@ impl<F: Fs> Ledger<F> {
         })?;
         let live = runner_live(id);
         let (attempts, usage, proofs) = self.inspect_attempts(id, &events, live)?;
-        super::events::check_acceptances(&events, &proofs, &attempts)
+        super::projection::check_acceptances(&events, &proofs, &attempts)
             .map_err(|e| RecordError::invalid(shown_events, e))?;
         let inputs = Inputs {
             intent: &intent,

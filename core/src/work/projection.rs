@@ -2,8 +2,9 @@
 //! history, one inspection per attempt and the prerequisites' projections. The first rule that
 //! matches wins; nothing here is ever persisted as truth.
 
-use super::events::{EventKind, Finding, WorkEvent};
+use super::events::{short, EventKind, Finding, WorkEvent};
 use super::intent::WorkIntent;
+use crate::error::FieldError;
 use crate::ids::Id;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -420,4 +421,94 @@ fn open_findings(events: &[WorkEvent]) -> Vec<Finding> {
         }
     }
     open
+}
+
+/// Checks every `work.accepted` by what it means, not only by its form: it names the proof
+/// it accepted by that proof's digest (`proofs` holds, for each run of the item, the SHA-256
+/// of its proof's bytes, `None` without a proof), and when it was recorded the item was in
+/// review on that proof: the latest attempt since the last reopen was that run's, its proof
+/// passed (`attempts`: each attempt's status, in the order of its `attempt.started`), and the
+/// item was neither accepted nor cancelled since. An acceptance harn could not have recorded
+/// is refused.
+pub fn check_acceptances(
+    events: &[WorkEvent],
+    proofs: &BTreeMap<Id, Option<String>>,
+    attempts: &[AttemptStatus],
+) -> Result<(), FieldError> {
+    // The run and status of the latest attempt since the last governance event, and that
+    // event, as the history stood before each line.
+    let mut latest: Option<(&Id, u32, &AttemptStatus)> = None;
+    let mut governed: Option<&EventKind> = None;
+    let mut started = 0;
+    for e in events {
+        let at = |what: String| FieldError::new(format!("event {}", e.seq), what);
+        match &e.kind {
+            EventKind::AttemptStarted { run_id, attempt, .. } => {
+                let status = attempts.get(started);
+                started += 1;
+                latest = status.map(|s| (run_id, *attempt, s));
+            }
+            EventKind::Cancelled | EventKind::Reopened { .. } => {
+                governed = Some(&e.kind);
+                latest = None;
+            }
+            EventKind::Accepted { run_id, attempt, proof_sha256, .. } => {
+                match proofs.get(run_id) {
+                    None => {
+                        return Err(at(format!(
+                            "work.accepted names run {run_id}, no attempt of this item"
+                        )))
+                    }
+                    Some(None) => {
+                        return Err(at(format!(
+                            "work.accepted names the proof of run {run_id}, which has no proof; \
+                             harn never recorded this acceptance"
+                        )))
+                    }
+                    Some(Some(digest)) if digest != proof_sha256 => {
+                        return Err(at(format!(
+                            "work.accepted names proof sha256 {}, but the proof of run {run_id} \
+                             has sha256 {}; harn never recorded this acceptance of that proof",
+                            short(proof_sha256),
+                            short(digest)
+                        )))
+                    }
+                    Some(Some(_)) => {}
+                }
+                let never = "harn never recorded this acceptance";
+                match (governed, latest) {
+                    (Some(EventKind::Accepted { .. }), _) => {
+                        return Err(at(format!(
+                            "work.accepted of an item already accepted; {never}"
+                        )))
+                    }
+                    (Some(EventKind::Cancelled), _) => {
+                        return Err(at(format!("work.accepted of a cancelled item; {never}")))
+                    }
+                    (_, None) => {
+                        return Err(at(format!(
+                            "work.accepted of run {run_id}, but no attempt was in review then; \
+                             {never}"
+                        )))
+                    }
+                    (_, Some((run, n, _))) if run != run_id || n != *attempt => {
+                        return Err(at(format!(
+                            "work.accepted of run {run_id}, but the attempt in review then was \
+                             run {run}'s; {never}"
+                        )))
+                    }
+                    (_, Some((_, _, status))) if *status != AttemptStatus::Succeeded => {
+                        return Err(at(format!(
+                            "work.accepted of run {run_id}, whose proof did not pass; {never}"
+                        )))
+                    }
+                    _ => {}
+                }
+                governed = Some(&e.kind);
+                latest = None;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }

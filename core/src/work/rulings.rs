@@ -9,18 +9,13 @@ use crate::env::Fs;
 use crate::hash::sha256_hex;
 use crate::ids::Id;
 use crate::journal::{self, JournalWriter};
+pub use crate::layout::{RULINGS, RULINGS_LOCK};
 use crate::time::WallTime;
 use crate::work::approval::{
     may_rule, ApprovalDecision, ApprovalRequest, Ruling, APPROVAL_VERSION,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
-
-/// The journal of every ruling `harn approval` recorded.
-pub const RULINGS: &str = ".harnery/approvals/rulings.jsonl";
-
-/// The lock a ruler holds from its read of an approval to the decision it writes.
-pub const RULINGS_LOCK: &str = ".harnery/approvals/rulings.lock";
 
 /// One line of [`RULINGS`]: a ruling and the digest of the `decision.json` bytes it wrote.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -2,11 +2,11 @@
 //! of the projection over generated histories.
 
 use super::events::{
-    check_acceptances, check_created, validate_history, Disposition, EventKind, Finding, Trigger,
-    WorkEvent,
+    check_created, validate_history, Disposition, EventKind, Finding, Trigger, WorkEvent,
 };
 use super::fixtures::{id, intent, History};
 use super::intent::{check_dependency_graph, WorkIntent};
+use super::projection::check_acceptances;
 use super::projection::{AttemptStatus, FailureClass, NextAction, Prerequisite, WorkState};
 use crate::ids::Id;
 use std::collections::BTreeMap;

@@ -5,28 +5,13 @@
 
 use crate::entropy::Entropy;
 use crate::harness::trace::StepEvent;
-use crate::harness::world::HarnessWorld;
+use crate::harness::world::{HarnessWorld, NotifyPlan};
 use harn_core::env::{Clock, Pid};
 use harn_core::harness::daemon::DaemonInput;
 use harn_core::harness::driver::Wake;
 use harn_core::harness::lifecycle::{HarnessInput, Readiness};
 use harn_core::ids::Id;
 use harn_core::time::{Duration, Instant};
-
-/// What one notify child will still say.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct NotifyPlan {
-    pub(crate) name: Id,
-    pub(crate) run: u64,
-    /// When it sends `READY=1`; `None` once sent, or never.
-    pub(crate) ready_at: Option<Instant>,
-    /// Its next `WATCHDOG=1`; `None` when it stopped pinging (or has no watchdog).
-    pub(crate) next_ping: Option<Instant>,
-    /// Its interval between pings.
-    pub(crate) every: Duration,
-    /// Pings before it stops; `None`: it never stops.
-    pub(crate) pings_left: Option<u32>,
-}
 
 impl<E: Entropy> HarnessWorld<E> {
     /// A run of `name` was spawned as `pid` at `now`: if it talks on a notify socket, draw

@@ -51,7 +51,7 @@ pub struct HarnessWorld<E: Entropy> {
     /// Vouched runs whose recheck failed since their evidence last showed.
     pub(crate) lost: std::collections::BTreeSet<(harn_core::ids::Id, u64)>,
     /// What each live notify child will still say.
-    pub(crate) notify: BTreeMap<harn_core::env::Pid, crate::harness::notify::NotifyPlan>,
+    pub(crate) notify: BTreeMap<harn_core::env::Pid, NotifyPlan>,
     /// When each notify run last said `READY=1` or `WATCHDOG=1`.
     pub(crate) alive: BTreeMap<(harn_core::ids::Id, u64), Instant>,
     checker: Checker,
@@ -523,4 +523,19 @@ fn end_of(fatal: &Fatal, crash: Option<CrashKind>) -> StepEnd {
         (Fatal::Fs(e), Some(kind)) if e.kind == FsErrorKind::Crashed => kind.end(true),
         (other, _) => StepEnd::FailStop { error: other.to_string() },
     }
+}
+
+/// What one notify child will still say.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct NotifyPlan {
+    pub(crate) name: harn_core::ids::Id,
+    pub(crate) run: u64,
+    /// When it sends `READY=1`; `None` once sent, or never.
+    pub(crate) ready_at: Option<Instant>,
+    /// Its next `WATCHDOG=1`; `None` when it stopped pinging (or has no watchdog).
+    pub(crate) next_ping: Option<Instant>,
+    /// Its interval between pings.
+    pub(crate) every: Duration,
+    /// Pings before it stops; `None`: it never stops.
+    pub(crate) pings_left: Option<u32>,
 }
