@@ -115,7 +115,8 @@ impl Root {
     }
 }
 
-fn chown_tree(dir: &Path, uid: u32) {
+/// Gives `dir` and everything in it to `uid` (and the group of the same number).
+pub(crate) fn chown_tree(dir: &Path, uid: u32) {
     let id = Some(rustix::process::Uid::from_raw(uid));
     let gid = Some(rustix::process::Gid::from_raw(uid));
     rustix::fs::chown(dir, id, gid).unwrap();
@@ -137,6 +138,18 @@ fn offered() -> bool {
         return false;
     }
     true
+}
+
+/// Runs `check` as `user` (this user when `None`) where `offered` says the machine can; a
+/// run as another user needs root, and is skipped, said so, without it.
+pub(crate) fn as_user(user: Option<u32>, offered: fn() -> bool, check: fn(Option<u32>)) {
+    if user.is_some() && !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: making a run as another user needs root");
+        return;
+    }
+    if offered() {
+        check(user);
+    }
 }
 
 fn confined_as(user: Option<u32>) {
@@ -175,20 +188,12 @@ fn confined_as(user: Option<u32>) {
 
 #[test]
 fn a_confined_run_writes_its_workspace_and_temp_but_nothing_of_harnery_or_home() {
-    if offered() {
-        confined_as(None);
-    }
+    as_user(None, offered, confined_as);
 }
 
 #[test]
 fn a_confined_run_as_an_unprivileged_user_gets_a_user_namespace() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: making a run as another user needs root");
-        return;
-    }
-    if offered() {
-        confined_as(Some(65534));
-    }
+    as_user(Some(65534), offered, confined_as);
 }
 
 #[test]

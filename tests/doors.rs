@@ -9,6 +9,7 @@
 //! person runs it, with a workflow that types into it: nothing arrives.
 
 use crate::cli::{harn_bin, json, text};
+use crate::containment::{as_user, chown_tree};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -180,20 +181,6 @@ impl Drop for Down<'_> {
     }
 }
 
-fn chown_tree(dir: &Path, uid: u32) {
-    let id = Some(rustix::process::Uid::from_raw(uid));
-    let gid = Some(rustix::process::Gid::from_raw(uid));
-    rustix::fs::chown(dir, id, gid).unwrap();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_dir() {
-            chown_tree(&entry.path(), uid);
-        } else {
-            rustix::fs::chown(entry.path(), id, gid).unwrap();
-        }
-    }
-}
-
 /// True when the machine offers what closing every door needs; says so when it does not.
 fn offered() -> bool {
     let offer = harn::work::confine::offer();
@@ -278,20 +265,12 @@ fn no_door_as(user: Option<u32>) {
 
 #[test]
 fn no_contained_process_finds_a_door() {
-    if offered() {
-        no_door_as(None);
-    }
+    as_user(None, offered, no_door_as);
 }
 
 #[test]
 fn no_contained_process_of_an_unprivileged_user_finds_a_door() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: making a run as another user needs root");
-        return;
-    }
-    if offered() {
-        no_door_as(Some(65534));
-    }
+    as_user(Some(65534), offered, no_door_as);
 }
 
 /// Runs `harn work run` with a pseudo-terminal as its controlling terminal and standard
@@ -359,20 +338,12 @@ fn nothing_typed_as(user: Option<u32>) {
 
 #[test]
 fn a_run_in_a_persons_terminal_cannot_type_into_it() {
-    if offered() {
-        nothing_typed_as(None);
-    }
+    as_user(None, offered, nothing_typed_as);
 }
 
 #[test]
 fn a_run_in_an_unprivileged_persons_terminal_cannot_type_into_it() {
-    if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: making a run as another user needs root");
-        return;
-    }
-    if offered() {
-        nothing_typed_as(Some(65534));
-    }
+    as_user(Some(65534), offered, nothing_typed_as);
 }
 
 /// A run that could change what it must not (here: turned open on purpose) is reported by

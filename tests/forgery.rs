@@ -92,6 +92,16 @@ impl Root {
         assert!(out.status.success(), "{}", text(&out));
     }
 
+    /// Work item `g1` and goal `goal` over it, whose team's one agent is the forger.
+    fn forged_goal(&self) {
+        self.create("g1", &[]);
+        let team = r#"{"impl": {"instructions": "Do it.", "harness": "forger"}}"#;
+        std::fs::write(self.path().join("team.json"), team).unwrap();
+        let create = ["supervisor", "create", "g1", "--team", "team.json", "--id", "goal"];
+        let out = self.harn(&create, &[]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+
     fn run(&self, id: &str, env: &[(&str, &str)]) -> Output {
         self.harn(&["work", "run", id, "--harness", "forger", "--json"], env)
     }
@@ -259,14 +269,7 @@ fn a_forged_ruling_never_authorizes_and_a_person_ruling_again_sets_it_aside() {
 fn a_forged_goal_intent_never_lands_contained() {
     for by in BY {
         let root = Root::new(CONTAINED);
-        root.create("g1", &[]);
-        std::fs::write(
-            root.path().join("team.json"),
-            r#"{"impl": {"instructions": "Do it.", "harness": "forger"}}"#,
-        )
-        .unwrap();
-        let create = ["supervisor", "create", "g1", "--team", "team.json", "--id", "goal"];
-        assert!(root.harn(&create, &[]).status.success());
+        root.forged_goal();
         let intent = root.path().join(".harnery/supervisors/goal/intent.json");
         let before = bytes(&intent);
         let env = [("FORGE_MODE", "goal"), ("FORGE_BY", by), ("FORGE_GOAL", "goal")];
@@ -289,15 +292,7 @@ fn a_forged_goal_intent_never_lands_contained() {
 fn a_goal_intent_forged_with_its_digest_recomputed_is_refused_by_the_next_tick() {
     for by in BY {
         let root = Root::new(OPEN);
-        root.create("g1", &[]);
-        std::fs::write(
-            root.path().join("team.json"),
-            r#"{"impl": {"instructions": "Do it.", "harness": "forger"}}"#,
-        )
-        .unwrap();
-        let create = ["supervisor", "create", "g1", "--team", "team.json", "--id", "goal"];
-        let out = root.harn(&create, &[]);
-        assert!(out.status.success(), "{}", text(&out));
+        root.forged_goal();
         let env = [("FORGE_MODE", "goal"), ("FORGE_BY", by), ("FORGE_GOAL", "goal")];
         let tick = ["supervisor", "tick", "goal", "--harness", "forger"];
         // The tick's own read after its cycle already meets the forgery.
@@ -354,13 +349,7 @@ fn a_work_intent_forged_with_its_digest_recomputed_is_refused() {
 fn a_copied_proof_never_lands_contained() {
     for by in BY {
         let root = Root::new(CONTAINED);
-        root.create("good", &[]);
-        let passing = latest_run(&root.run("good", &[]));
-        root.create("bad", &[]);
-        let env = [("FORGE_MODE", "proof"), ("FORGE_BY", by), ("FORGE_FROM_RUN", &passing)];
-        let out = root.run("bad", &env);
-        assert_eq!(out.status.code(), Some(1), "{by}: {}", text(&out));
-        let failed = latest_run(&out);
+        let (_, failed) = copy_a_proof(&root, by);
         if !confines(&root, &failed) {
             return;
         }
@@ -375,13 +364,7 @@ fn a_copied_proof_never_lands_contained() {
 fn a_copied_proof_is_set_aside_and_one_put_in_place_afterwards_is_refused() {
     for by in BY {
         let root = Root::new(OPEN);
-        root.create("good", &[]);
-        let passing = latest_run(&root.run("good", &[]));
-        root.create("bad", &[]);
-        let env = [("FORGE_MODE", "proof"), ("FORGE_BY", by), ("FORGE_FROM_RUN", &passing)];
-        let out = root.run("bad", &env);
-        assert_eq!(out.status.code(), Some(1), "{by}: {}", text(&out));
-        let failed = latest_run(&out);
+        let (passing, failed) = copy_a_proof(&root, by);
         let p = json(&root.show("bad"))["projection"].clone();
         assert_ne!(p["state"], "in_review", "{by}: the copied proof did not count: {p}");
         let dir = root.run_dir(&failed);
@@ -399,6 +382,18 @@ fn a_copied_proof_is_set_aside_and_one_put_in_place_afterwards_is_refused() {
         refused(&root.harn(&["run", "show", &failed], &[]), "harn did not write this proof");
         refused(&root.harn(&["work", "accept", "bad"], &[]), "harn did not write this proof");
     }
+}
+
+/// Runs item `good` to a passing proof, then item `bad` whose run (by `by`) copies that proof
+/// over its own failing one; returns both runs.
+fn copy_a_proof(root: &Root, by: &str) -> (String, String) {
+    root.create("good", &[]);
+    let passing = latest_run(&root.run("good", &[]));
+    root.create("bad", &[]);
+    let env = [("FORGE_MODE", "proof"), ("FORGE_BY", by), ("FORGE_FROM_RUN", &passing)];
+    let out = root.run("bad", &env);
+    assert_eq!(out.status.code(), Some(1), "{by}: {}", text(&out));
+    (passing.clone(), latest_run(&out))
 }
 
 /// Forges `mode` as a process of the same user outside any run, after run `run` ended.
@@ -433,14 +428,7 @@ fn an_acceptance_of_a_failed_proof_with_its_real_digest_is_refused_by_its_meanin
 #[test]
 fn a_second_goal_created_with_its_digest_recomputed_is_damage() {
     let root = Root::new(OPEN);
-    root.create("g1", &[]);
-    std::fs::write(
-        root.path().join("team.json"),
-        r#"{"impl": {"instructions": "Do it.", "harness": "forger"}}"#,
-    )
-    .unwrap();
-    let create = ["supervisor", "create", "g1", "--team", "team.json", "--id", "goal"];
-    assert!(root.harn(&create, &[]).status.success());
+    root.forged_goal();
     let out = root.run("g1", &[]);
     let run = latest_run(&out);
     forge_after(&root, "goal-created", &run, &[("FORGE_GOAL", "goal")]);

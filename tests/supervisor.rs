@@ -58,11 +58,31 @@ const MISSION_CREATE: [&str; 11] = [
     "mission.json",
 ];
 
+/// The example mission and its planner, applying plans without a person, with `edit` applied
+/// to the replanning policy.
+fn mission(r: &Path, edit: impl Fn(String) -> String) {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::copy(examples.join("mission.json"), r.join("mission.json")).unwrap();
+    replanning(r, "mission-planner.sh", false, |p| {
+        edit(p.replace("\"auto_apply\": false", "\"auto_apply\": true"))
+    });
+}
+
 fn create_goal(r: &Path, extra: &[&str]) {
-    let mut args = vec!["supervisor", "create", "cli", "--team", "team.json", "--id", "ship"];
-    args.extend(extra);
-    let out = harn(r, &args);
+    create_with(r, "cli", "ship", extra);
+}
+
+/// `supervisor create ROOT --team team.json --id ID` with `extra`, which must succeed.
+fn create_with(r: &Path, root: &str, id: &str, extra: &[&str]) {
+    let out = create(r, root, id, extra);
     assert!(out.status.success(), "{}", text(&out));
+}
+
+/// `supervisor create ROOT --team team.json --id ID` with `extra`.
+fn create(r: &Path, root: &str, id: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["supervisor", "create", root, "--team", "team.json", "--id", id];
+    args.extend(extra);
+    harn(r, &args)
 }
 
 fn goal(r: &Path) -> Value {
@@ -150,18 +170,8 @@ fn bad_input_is_refused_and_an_edited_intent_is_noticed() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let out = harn(r, &["supervisor", "create", "nope", "--team", "team.json", "--id", "g"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    let bad_limit = [
-        "supervisor",
-        "create",
-        "cli",
-        "--team",
-        "team.json",
-        "--id",
-        "g",
-        "--max-parallel-work",
-        "21",
-    ];
-    assert_eq!(harn(r, &bad_limit).status.code(), Some(2));
+    let bad_limit = create(r, "cli", "g", &["--max-parallel-work", "21"]);
+    assert_eq!(bad_limit.status.code(), Some(2));
     assert!(!r.join(".harnery/supervisors/g").exists(), "nothing written");
     create_goal(r, &[]);
     let again = harn(r, &["supervisor", "create", "cli", "--team", "team.json", "--id", "ship"]);
@@ -216,18 +226,13 @@ fn replanning(r: &Path, planner: &str, reviewer: bool, edit: impl Fn(String) -> 
 
 /// Creates `lone`, an item with one charged attempt, so a failure leaves the graph stuck.
 fn lone(r: &Path) {
-    let create = [
-        "work",
-        "create",
-        "Lone",
-        "wf.sh",
-        "--id",
-        "lone",
-        "--objective",
-        "o",
-        "--max-attempts",
-        "1",
-    ];
+    one_attempt_item(r, "Lone", "lone");
+}
+
+/// Creates item `id` titled `title` with one charged attempt.
+fn one_attempt_item(r: &Path, title: &str, id: &str) {
+    let create =
+        ["work", "create", title, "wf.sh", "--id", id, "--objective", "o", "--max-attempts", "1"];
     let out = harn(r, &create);
     assert!(out.status.success(), "{}", text(&out));
 }
@@ -238,20 +243,7 @@ fn a_stuck_goal_replans_and_a_rejected_proposal_is_never_applied() {
     let r = dir.path();
     replanning(r, "planner.sh", false, |p| p);
     lone(r);
-    let create = [
-        "supervisor",
-        "create",
-        "lone",
-        "--team",
-        "team.json",
-        "--id",
-        "fixit",
-        "--accept-passing-proof",
-        "--replanning",
-        "replanning.json",
-    ];
-    let out = harn(r, &create);
-    assert!(out.status.success(), "{}", text(&out));
+    create_with(r, "lone", "fixit", &["--accept-passing-proof", "--replanning", "replanning.json"]);
     let fixit = |r: &Path| json(&harn(r, &["supervisor", "show", "fixit", "--json"]));
     // The lone item fails for good; the goal asks the planner, which proposes a fix.
     let out = harn(r, &["supervisor", "run", "fixit", "--harness", "scripted"]);
@@ -307,11 +299,7 @@ fn a_stuck_goal_replans_and_a_rejected_proposal_is_never_applied() {
 fn a_two_milestone_mission_runs_to_completion() {
     let dir = root(None);
     let r = dir.path();
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    std::fs::copy(examples.join("mission.json"), r.join("mission.json")).unwrap();
-    replanning(r, "mission-planner.sh", false, |p| {
-        p.replace("\"auto_apply\": false", "\"auto_apply\": true")
-    });
+    mission(r, |p| p);
     let create = MISSION_CREATE;
     let out = harn(r, &create);
     assert!(out.status.success(), "{}", text(&out));
@@ -374,19 +362,7 @@ fn a_review_panel_asks_for_one_revision_and_only_a_passed_plan_is_approved() {
         )
     });
     lone(r);
-    let create = [
-        "supervisor",
-        "create",
-        "lone",
-        "--team",
-        "team.json",
-        "--id",
-        "rev",
-        "--accept-passing-proof",
-        "--replanning",
-        "replanning.json",
-    ];
-    assert!(harn(r, &create).status.success());
+    create_with(r, "lone", "rev", &["--accept-passing-proof", "--replanning", "replanning.json"]);
     let out = harn(r, &["supervisor", "run", "rev", "--harness", "scripted"]);
     assert!(out.status.success(), "{}", text(&out));
     let receipt: Value = serde_json::from_slice(
@@ -444,19 +420,7 @@ fn plan_retry_is_refused_once_no_replan_slot_remains() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(r.join("planner.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
     lone(r);
-    let create = [
-        "supervisor",
-        "create",
-        "lone",
-        "--team",
-        "team.json",
-        "--id",
-        "fixit",
-        "--replanning",
-        "replanning.json",
-    ];
-    let out = harn(r, &create);
-    assert!(out.status.success(), "{}", text(&out));
+    create_with(r, "lone", "fixit", &["--replanning", "replanning.json"]);
     let out = harn(r, &["supervisor", "run", "fixit", "--harness", "scripted"]);
     assert!(out.status.success(), "{}", text(&out));
     let p = json(&harn(r, &["supervisor", "show", "fixit", "--json"]))["projection"].clone();
@@ -481,32 +445,9 @@ fn two_goals_planning_the_same_key_get_items_of_their_own() {
     let r = dir.path();
     replanning(r, "planner.sh", false, |p| p);
     lone(r);
-    let second = [
-        "work",
-        "create",
-        "Lone 2",
-        "wf.sh",
-        "--id",
-        "lone2",
-        "--objective",
-        "o",
-        "--max-attempts",
-        "1",
-    ];
-    assert!(harn(r, &second).status.success());
+    one_attempt_item(r, "Lone 2", "lone2");
     for (goal, root) in [("ga", "lone"), ("gb", "lone2")] {
-        let create = [
-            "supervisor",
-            "create",
-            root,
-            "--team",
-            "team.json",
-            "--id",
-            goal,
-            "--replanning",
-            "replanning.json",
-        ];
-        assert!(harn(r, &create).status.success());
+        create_with(r, root, goal, &["--replanning", "replanning.json"]);
         let out = harn(r, &["supervisor", "run", goal, "--harness", "scripted"]);
         assert!(out.status.success(), "{}", text(&out));
         let out = harn(r, &["supervisor", "plan", "approve", goal, &plan(goal, 1)]);
@@ -539,18 +480,7 @@ fn a_failing_planner_stops_the_run_at_its_first_failure() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(r.join("planner.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
     lone(r);
-    let create = [
-        "supervisor",
-        "create",
-        "lone",
-        "--team",
-        "team.json",
-        "--id",
-        "fixit",
-        "--replanning",
-        "replanning.json",
-    ];
-    assert!(harn(r, &create).status.success());
+    create_with(r, "lone", "fixit", &["--replanning", "replanning.json"]);
     let out = harn(r, &["supervisor", "run", "fixit", "--harness", "scripted", "--json"]);
     let report = json(&out);
     assert_eq!(report["stop"]["reason"], "plan_failed", "{report}");
@@ -584,18 +514,7 @@ fn work_running_elsewhere_makes_the_goal_wait() {
     let dir = root(Some("echo $$ > workflow.pid\nsleep 300"));
     let r = dir.path();
     create_goal(r, &["--accept-passing-proof"]);
-    let mut host = std::process::Command::new(crate::cli::harn_bin())
-        .args(["work", "run", "parser", "--root"])
-        .arg(r)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = std::time::Instant::now();
-    while std::fs::read_to_string(r.join("workflow.pid")).map_or(true, |s| !s.ends_with('\n')) {
-        assert!(started.elapsed().as_secs() < 30, "the workflow never started");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let (mut host, _) = crate::work_run::run_item_in_background(r, "parser");
     let p = &goal(r)["projection"];
     assert_eq!(
         (p["state"].as_str(), p["next_action"].as_str()),
@@ -620,12 +539,7 @@ fn work_running_elsewhere_makes_the_goal_wait() {
 fn reopening_work_of_a_complete_mission_reopens_the_mission_first() {
     let dir = root(None);
     let r = dir.path();
-    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
-    std::fs::copy(examples.join("mission.json"), r.join("mission.json")).unwrap();
-    replanning(r, "mission-planner.sh", false, |p| {
-        p.replace("\"auto_apply\": false", "\"auto_apply\": true")
-            .replace("\"max_replans\": 3", "\"max_replans\": 5")
-    });
+    mission(r, |p| p.replace("\"max_replans\": 3", "\"max_replans\": 5"));
     let create = MISSION_CREATE;
     assert!(harn(r, &create).status.success());
     let run = |r: &Path| harn(r, &["supervisor", "run", "mission", "--harness", "scripted"]);
@@ -719,21 +633,12 @@ fn the_reviewers_of_a_round_run_in_parallel_within_agent_concurrency() {
             "rb": {"instructions": "Review.", "harness": "slow"}}"#;
         std::fs::write(r.join("team.json"), team).unwrap();
         lone(r);
-        let create = [
-            "supervisor",
-            "create",
+        create_with(
+            r,
             "lone",
-            "--team",
-            "team.json",
-            "--id",
             "par",
-            "--replanning",
-            "replanning.json",
-            "--agent-concurrency",
-            concurrency,
-        ];
-        let out = harn(r, &create);
-        assert!(out.status.success(), "{}", text(&out));
+            &["--replanning", "replanning.json", "--agent-concurrency", concurrency],
+        );
         let out = harn(r, &["supervisor", "run", "par", "--harness", "scripted"]);
         assert!(out.status.success(), "{}", text(&out));
         let receipt =

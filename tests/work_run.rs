@@ -162,10 +162,20 @@ fn open_findings_block_acceptance_until_each_is_disposed_of() {
 /// Starts `harn work run a` in the background and returns once its workflow has written
 /// its pid to `workflow.pid`.
 fn run_in_background(r: &Path) -> (std::process::Child, std::time::Instant) {
+    run_item_in_background(r, "a")
+}
+
+/// Starts `harn work run ITEM` in the background and returns once its workflow has written
+/// its pid to `workflow.pid`.
+pub(crate) fn run_item_in_background(
+    r: &Path,
+    item: &str,
+) -> (std::process::Child, std::time::Instant) {
     let host = Command::new(harn_bin())
-        .args(["work", "run", "a", "--root"])
+        .args(["work", "run", item, "--root"])
         .arg(r)
         .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let started = std::time::Instant::now();
