@@ -3,7 +3,7 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use harn_sim::entropy::SeededEntropy;
-use harn_sim::harness::runner::options_for_seed;
+use harn_sim::harness::seeds::options_for_seed;
 use harn_sim::harness::world::HarnessWorld;
 use std::hint::black_box;
 

@@ -70,7 +70,7 @@ fn a_planted_bug_is_found_by_the_sweep_and_replays_to_the_same_step() {
     let dir = tempfile::tempdir().unwrap();
     let args = [
         "sim",
-        "sweep",
+        "seeds",
         "--seeds",
         "0..40",
         "--steps",
@@ -99,7 +99,7 @@ fn a_planted_bug_is_found_by_the_sweep_and_replays_to_the_same_step() {
 #[test]
 fn without_the_planted_bug_the_same_seeds_pass() {
     let dir = tempfile::tempdir().unwrap();
-    let out = harn(dir.path(), &["sim", "sweep", "--seeds", "0..40", "--steps", "300", "--json"]);
+    let out = harn(dir.path(), &["sim", "seeds", "--seeds", "0..40", "--steps", "300", "--json"]);
     assert!(out.status.success(), "{}", text(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(doc["seeds"], 40);
@@ -112,7 +112,7 @@ fn minimize_shrinks_a_failing_trace() {
     // A seed whose planted bug shows late, so there is something to shrink.
     let args = [
         "sim",
-        "sweep",
+        "seeds",
         "--seeds",
         "0..60",
         "--steps",
@@ -163,7 +163,7 @@ fn minimize_shrinks_a_failing_trace() {
 #[test]
 fn bad_input_is_refused_with_exit_2_and_names_the_problem() {
     let dir = tempfile::tempdir().unwrap();
-    let out = harn(dir.path(), &["sim", "sweep", "--seeds", "9..3"]);
+    let out = harn(dir.path(), &["sim", "seeds", "--seeds", "9..3"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("empty"), "{}", text(&out));
     std::fs::write(
@@ -230,7 +230,7 @@ fn persist_before_act_bugs_planted_in_the_core_are_found_at_the_step_they_happen
     for (bug, invariant) in bugs {
         let dir = tempfile::tempdir().unwrap();
         let args =
-            ["sim", "sweep", "--seeds", "0..40", "--steps", "400", "--inject-bug", bug, "--json"];
+            ["sim", "seeds", "--seeds", "0..40", "--steps", "400", "--inject-bug", bug, "--json"];
         let out = harn(dir.path(), &args);
         assert_eq!(out.status.code(), Some(1), "{bug}: {}", text(&out));
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();

@@ -1,7 +1,7 @@
 //! Same seed, same run: several seeds run twice must produce identical per-step state hashes,
 //! and a recorded trace must replay to the same outcome.
 
-use harn_sim::harness::runner::{replay, run_seed};
+use harn_sim::harness::seeds::{replay, run_seed};
 
 #[test]
 fn seeds_run_twice_give_identical_hashes_at_every_step() {

@@ -30,7 +30,7 @@ fn lifecycle_corpus() {
 
 #[test]
 fn simulator_corpus() {
-    replay("simulator", harn_sim::harness::runner::fuzz_simulation);
+    replay("simulator", harn_sim::harness::seeds::fuzz_simulation);
 }
 
 #[test]

@@ -43,7 +43,8 @@ enum Top {
     Init(crate::init::InitArgs),
     /// Run an example work item to review in a fresh root and show its proof.
     Example(crate::example::ExampleArgs),
-    /// Deterministic simulation of the harness daemon: run, sweep, replay, minimize.
+    /// Deterministic simulation of the harness daemon, work, goals and the service: run,
+    /// seeds, replay, minimize, work, goals, service, day.
     #[command(subcommand)]
     Sim(crate::sim_cmd::SimCommand),
     /// The harness daemon: keep long-lived processes running under an explicit lifecycle.

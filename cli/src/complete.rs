@@ -98,7 +98,7 @@ fn candidates(kind: Kind) -> Vec<CompletionCandidate> {
     let Ok(root) = crate::os::root::discover(None) else { return Vec::new() };
     let names = match kind {
         Kind::Work => entries(&root.join(harn_core::layout::WORK)),
-        Kind::Goal => entries(&root.join(harn_core::layout::SUPERVISORS)),
+        Kind::Goal => entries(&root.join(harn_core::layout::GOALS)),
         Kind::Approval => entries(&root.join(harn_core::layout::APPROVALS)),
         Kind::Run => {
             let mut runs = entries(&root.join(harn_core::layout::WORKFLOWS));
@@ -106,7 +106,7 @@ fn candidates(kind: Kind) -> Vec<CompletionCandidate> {
             runs
         }
         Kind::Plan => {
-            let goals = root.join(harn_core::layout::SUPERVISORS);
+            let goals = root.join(harn_core::layout::GOALS);
             let mut plans: Vec<String> = entries(&goals)
                 .iter()
                 .flat_map(|g| entries(&goals.join(g).join("plans")))

@@ -8,7 +8,7 @@ pub(crate) const EXAMPLES: &[(&str, &[&str])] = &[
     ("init", &["harn init", "harn init --root ~/src/app --json"]),
     ("example", &["harn example", "harn example --root /tmp/harn-example"]),
     ("sim run", &["harn sim run --seed 42", "harn sim run --seed 42 --trace seed42.jsonl"]),
-    ("sim sweep", &["harn sim sweep --seeds 0..1000", "harn sim sweep --seeds 0..100000 --budget-secs 60"]),
+    ("sim seeds", &["harn sim seeds --seeds 0..1000", "harn sim seeds --seeds 0..100000 --budget-secs 60"]),
     ("sim replay", &["harn sim replay sim-failures/seed-17.trace.jsonl"]),
     ("sim minimize", &["harn sim minimize sim-failures/seed-17.trace.jsonl"]),
     ("sim work", &["harn sim work --seeds 0..500"]),

@@ -1,4 +1,4 @@
-//! `harn sim …`: run, sweep, replay and minimize deterministic simulations, and `sim day`, a
+//! `harn sim …`: run one seed or many, replay and minimize deterministic simulations, and `sim day`, a
 //! simulated day of harnesses under faults with a summary.
 
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
@@ -11,7 +11,7 @@ use harn_core::time::{Duration, Instant};
 use harn_sim::entropy::SeededEntropy;
 use harn_sim::harness::options::{InjectedBug, SimHarness, SimOptions};
 use harn_sim::harness::process::Behaviour;
-use harn_sim::harness::runner::{self, RunOutcome, DEFAULT_STEPS};
+use harn_sim::harness::seeds::{self, RunOutcome, DEFAULT_STEPS};
 use harn_sim::harness::trace::Trace;
 use harn_sim::harness::world::HarnessWorld;
 use std::path::{Path, PathBuf};
@@ -19,10 +19,12 @@ use std::path::{Path, PathBuf};
 /// The `sim` verbs.
 #[derive(Debug, Subcommand)]
 pub enum SimCommand {
-    /// Run one seed and report whether every invariant held.
+    /// Run one seed of the harness daemon and report whether every invariant held.
     Run(RunArgs),
-    /// Run a range of seeds (optionally within a time budget); write a trace per failing seed.
-    Sweep(SweepArgs),
+    /// Run a range of the harness daemon's seeds (optionally within a time budget); write a
+    /// trace per failing seed.
+    #[command(alias = "sweep")]
+    Seeds(SeedsArgs),
     /// Re-run a recorded trace and name the first step that diverges.
     Replay {
         /// The trace file (JSON Lines) to replay.
@@ -127,9 +129,9 @@ pub struct RunArgs {
     json: bool,
 }
 
-/// Options of `sim sweep`.
+/// Options of `sim seeds`.
 #[derive(Debug, Args)]
-pub struct SweepArgs {
+pub struct SeedsArgs {
     /// Seeds to run, as `A..B` (B excluded).
     #[arg(long, value_parser = parse_range)]
     seeds: (u64, u64),
@@ -173,7 +175,7 @@ impl RunArgs {
     }
 }
 
-impl SweepArgs {
+impl SeedsArgs {
     #[cfg(feature = "planted-bugs")]
     fn inject_bug(&self) -> Option<BugArg> {
         self.inject_bug
@@ -198,7 +200,7 @@ fn parse_range(s: &str) -> Result<(u64, u64), String> {
 pub fn run(cmd: SimCommand) -> Exit {
     match cmd {
         SimCommand::Run(args) => run_one(args),
-        SimCommand::Sweep(args) => sweep(args),
+        SimCommand::Seeds(args) => seeds(args),
         SimCommand::Work { seeds, json } => work_sweep(seeds, json),
         SimCommand::Goals { seeds, json } => goal_sweep(seeds, json),
         SimCommand::Service { seeds } => service_sweep(seeds),
@@ -209,9 +211,9 @@ pub fn run(cmd: SimCommand) -> Exit {
 }
 
 fn outcome_for(seed: u64, steps: u64, bug: Option<InjectedBug>, trace: bool) -> RunOutcome {
-    let mut options = runner::options_for_seed(seed, steps);
+    let mut options = seeds::options_for_seed(seed, steps);
     options.bug = bug;
-    runner::run_with(seed, options, trace)
+    seeds::run_with(seed, options, trace)
 }
 
 fn run_one(args: RunArgs) -> Exit {
@@ -246,7 +248,7 @@ fn run_one(args: RunArgs) -> Exit {
     }
 }
 
-fn sweep(args: SweepArgs) -> Exit {
+fn seeds(args: SeedsArgs) -> Exit {
     let started = std::time::Instant::now();
     let budget = args.budget_secs.map(std::time::Duration::from_secs);
     let (mut seeds, mut steps) = (0u64, 0u64);
@@ -307,7 +309,7 @@ fn read_trace(file: &Path) -> Result<Trace, Failure> {
 
 fn replay(file: &Path) -> Exit {
     let trace = read_trace(file)?;
-    let report = runner::replay(&trace);
+    let report = seeds::replay(&trace);
     match report.first_divergence {
         None => outln!("replayed {} steps of seed {}: every state hash matches", report.steps_compared, trace.header.seed),
         Some((step, want, got)) => outln!(
@@ -355,7 +357,7 @@ fn minimize(file: &Path, out: Option<PathBuf>, json: bool) -> Exit {
             format!("{}: the trace records no violation to minimize", file.display()),
         );
     }
-    let Some(small) = runner::minimize(trace.header.seed, trace.header.options.clone()) else {
+    let Some(small) = seeds::minimize(trace.header.seed, trace.header.options.clone()) else {
         return fail(
             EXIT_FAILED,
             "the recorded violation does not reproduce; replay it to see where it diverges",
@@ -402,7 +404,7 @@ fn minimize(file: &Path, out: Option<PathBuf>, json: bool) -> Exit {
 /// The harnesses of the simulated day: one of each interesting kind.
 fn day_options() -> SimOptions {
     let h = |behaviour, restart| SimHarness { behaviour, restart, enabled: true };
-    let mut o = runner::options_for_seed(0, 0);
+    let mut o = seeds::options_for_seed(0, 0);
     o.harnesses = vec![
         h(Behaviour::Healthy, RestartPolicy::Always),
         h(Behaviour::Flaky, RestartPolicy::Always),

@@ -12,7 +12,7 @@ pub const WORKFLOWS: &str = ".harnery/workflows";
 /// Approvals, one directory each, and the rulings journal.
 pub const APPROVALS: &str = ".harnery/approvals";
 /// Goals, one directory each.
-pub const SUPERVISORS: &str = ".harnery/supervisors";
+pub const GOALS: &str = ".harnery/supervisors";
 /// The supervisor service's files.
 pub const SERVICE: &str = ".harnery/supervisor-service";
 /// The harness daemon's files.
@@ -42,7 +42,7 @@ pub fn approval_dir(id: &str) -> String {
 
 /// Where goal `goal` lives.
 pub fn goal_dir(goal: &Id) -> String {
-    format!("{SUPERVISORS}/{goal}")
+    format!("{GOALS}/{goal}")
 }
 
 /// The journal of every ruling `harn approval` recorded.
@@ -57,9 +57,7 @@ mod tests {
 
     #[test]
     fn every_directory_is_under_harnery() {
-        for dir in
-            [WORK, WORKFLOWS, APPROVALS, SUPERVISORS, SERVICE, HARNESS, RUNNING, CONFIG, GUARDED]
-        {
+        for dir in [WORK, WORKFLOWS, APPROVALS, GOALS, SERVICE, HARNESS, RUNNING, CONFIG, GUARDED] {
             assert!(dir.starts_with(&format!("{HARNERY}/")), "{dir}");
         }
         let id = Id::new("w1").unwrap();

@@ -1,3 +1,3 @@
 //! Fuzz bytes choose the simulated world and drive its whole fault plan.
 #![no_main]
-libfuzzer_sys::fuzz_target!(|data: &[u8]| harn_sim::harness::runner::fuzz_simulation(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| harn_sim::harness::seeds::fuzz_simulation(data));

@@ -1,7 +1,7 @@
 //! `harn supervisor create|list|show|tick|run`: goals that drive a work graph to accepted
 //! completion inside frozen limits.
 
-use super::runner::{drive, goal_limits, words};
+use super::engine::{drive, goal_limits, words};
 use super::store::{self, goal_id, parse_id};
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::Store;
@@ -333,7 +333,7 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
         Err(e) => return fail(EXIT_FAILED, e),
     };
     let fingerprint = harn_core::goal::goal_fingerprint(&g.projection, &g.items);
-    let usage = super::runner::usage(store, &id);
+    let usage = super::engine::usage(store, &id);
     // A mission's progress: milestones accepted so far, the one in flight, the cap.
     let milestones = match &g.intent.mission {
         None => serde_json::Value::Null,

@@ -1,8 +1,8 @@
 //! `harn supervisor …`: goals on disk and their verbs, and the loop that ticks them.
 
 pub mod cmd;
+pub mod engine;
 pub mod missions;
 pub mod plan_cmd;
 pub mod plans;
-pub mod runner;
 pub mod store;

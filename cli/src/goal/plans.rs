@@ -4,8 +4,8 @@
 
 use crate::os::store::{Store, StoreError};
 use crate::work::agent_call::{CallContext, CallGroups};
+use crate::work::attempt::RunLimits;
 use crate::work::calls::call_checked;
-use crate::work::runner::RunLimits;
 use harn_core::goal::plan::{self, Ask, Called, Specialists};
 use harn_core::goal::plan::{PlanEvent, PlanRecord, PlanView, Proposal, ValidPlan};
 use harn_core::goal::GoalIntent;
@@ -94,7 +94,7 @@ impl RealSpecialists<'_> {
         let Some(limits) = self.limits else {
             return CallOutcome::failed("no harness options were given", None);
         };
-        let planned = crate::work::runner::planned_containment(self.root, limits);
+        let planned = crate::work::attempt::planned_containment(self.root, limits);
         let off = limits.no_containment.then(|| "--no-containment".to_owned());
         let (confine, _temp) =
             match crate::work::confine::scratch(self.root, None, planned.writable, off, label) {

@@ -45,7 +45,7 @@ pub fn create(store: &mut Store, intent: &GoalIntent) -> Result<(), StoreError> 
 
 /// Every goal's id, sorted.
 pub fn ids(store: &mut Store) -> Result<crate::os::store::Listing, StoreError> {
-    store.list_ids(harn_core::layout::SUPERVISORS)
+    store.list_ids(harn_core::layout::GOALS)
 }
 
 /// The checked intent of goal `id`.
@@ -95,8 +95,7 @@ pub fn read_listed(store: &mut Store, id: &Id) -> Result<Option<Goal>, StoreErro
 /// Sweeps `.harnery/supervisors/`: goal directories a killed `create` left holding nothing
 /// but its temporary file. The next `create` calls it, as the next writer of the directory.
 pub fn sweep_residue(store: &Store) {
-    let Ok(dir) =
-        crate::os::private::Dir::open(store.root(), harn_core::layout::SUPERVISORS, false)
+    let Ok(dir) = crate::os::private::Dir::open(store.root(), harn_core::layout::GOALS, false)
     else {
         return;
     };
@@ -136,7 +135,7 @@ pub fn parse_id(s: &str) -> Result<Id, Failure> {
 pub fn goal_id(store: &mut Store, s: &str) -> Result<Id, Failure> {
     parse_id(s)?;
     let listing =
-        store.list_ids(harn_core::layout::SUPERVISORS).map_err(|e| Failure::new(EXIT_FAILED, e))?;
+        store.list_ids(harn_core::layout::GOALS).map_err(|e| Failure::new(EXIT_FAILED, e))?;
     let full = crate::os::store::complete(s, listing.ids.iter().map(Id::as_str), "goal")?;
     parse_id(&full)
 }

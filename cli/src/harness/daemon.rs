@@ -67,7 +67,7 @@ impl Subscribers {
 }
 
 /// The running daemon's state outside the core.
-struct Host {
+struct HarnessHost {
     paths: Paths,
     options: Options,
     fs: RealFs,
@@ -138,7 +138,7 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     // whatever way it ends.
     let listener = super::server::listen(&paths, tx.clone()).map_err(|e| failed(&e))?;
     let _socket = RemoveOnDrop(listener.clone());
-    let mut host = Host {
+    let mut host = HarnessHost {
         paths,
         options,
         fs,
@@ -247,7 +247,7 @@ fn log(line: &str) {
     let _ = writeln!(out, "{line}").and_then(|()| out.flush());
 }
 
-impl Host {
+impl HarnessHost {
     fn serve(&mut self, rx: Receiver<Msg>) -> Result<(), DaemonError> {
         loop {
             let msg = match self.wait_for() {
@@ -410,7 +410,7 @@ impl Host {
             names.iter().map(|n| Id::new(n).map_err(|e| err(format!("{n:?}: {e}")))).collect()
         };
         // Every name in one command: one durable write and one acknowledgement for all.
-        let per_name = |host: &mut Host, list: Vec<String>, make: fn(Vec<Id>) -> Command| {
+        let per_name = |host: &mut HarnessHost, list: Vec<String>, make: fn(Vec<Id>) -> Command| {
             let ids = match names(list) {
                 Ok(ids) => ids,
                 Err(e) => return Ok(e),

@@ -148,7 +148,7 @@ pub fn run(store: &mut Store, verb: ServiceVerb) -> Exit {
             Ok(enrollment) => {
                 let rotation =
                     files::Rotation { max_file_bytes: a.log_max_bytes, ..files::ROTATION };
-                run_loop::daemon(store, enrollment, a.log_file.clone(), rotation)
+                run_loop::serve(store, enrollment, a.log_file.clone(), rotation)
             }
             Err((code, e)) => fail(code, e),
         },

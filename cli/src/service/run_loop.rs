@@ -1,4 +1,4 @@
-//! The service daemon: the lease, the sweep loop the core's scheduler drives, and a watcher
+//! The service's loop: the lease, the sweep loop the core's scheduler drives, and a watcher
 //! thread that beats the heartbeat on its own schedule (also during a long tick), notices a
 //! stop request, and past a requested drain deadline terminates the tick's children.
 
@@ -41,7 +41,7 @@ pub struct StopRequest {
 
 /// Runs the daemon for `enrollment` (frozen first if new, once the lease is held) until asked
 /// to stop; `log` is its output file when `start` made one. The log and the audit ledger rotate as `rotation` says. Returns the exit code.
-pub fn daemon(
+pub fn serve(
     store: &mut Store,
     enrollment: super::Enrollment,
     log: Option<PathBuf>,

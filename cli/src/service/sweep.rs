@@ -5,7 +5,7 @@
 //! `service::cache`; this collects the metadata).
 
 use super::shared::Shared;
-use crate::goal::runner::{drive, goal_limits};
+use crate::goal::engine::{drive, goal_limits};
 use crate::goal::store;
 use crate::os::store::Store;
 use harn_core::env::Clock;

@@ -3,7 +3,7 @@
 //! (`harn init` writes a commented starter).
 
 use harn_core::work::agent::{resolve, AdapterSpec};
-use harn_core::work::run::FrozenHarness;
+use harn_core::work::run::FrozenAdapter;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -64,7 +64,7 @@ pub fn env(root: &Path) -> Result<Vec<String>, String> {
 
 /// Resolves harness `name` against the root's declared harnesses and the presets, frozen by
 /// value with a relative program path made absolute against the root.
-pub fn frozen_harness(root: &Path, name: &str) -> Result<FrozenHarness, String> {
+pub fn frozen_harness(root: &Path, name: &str) -> Result<FrozenAdapter, String> {
     let path = root.join(harn_core::layout::CONFIG);
     let config = read_config(root)?;
     let mut spec =
@@ -73,5 +73,5 @@ pub fn frozen_harness(root: &Path, name: &str) -> Result<FrozenHarness, String> 
     if program.is_relative() && spec.command[0].contains('/') {
         spec.command[0] = root.join(program).display().to_string();
     }
-    Ok(FrozenHarness { name: name.to_owned(), spec })
+    Ok(FrozenAdapter { name: name.to_owned(), spec })
 }

@@ -148,7 +148,7 @@ fn drive(
         .transcript(&m.run_id)
         .map(|records| transcript::sessions(&records))
         .unwrap_or_default();
-    let mut host = Host {
+    let mut host = SegmentHost {
         m,
         fold,
         transcript,
@@ -231,7 +231,7 @@ fn drive(
         }
     }
     host.summarize_malformed(store)?;
-    let Host { fold, stdin, .. } = host;
+    let SegmentHost { fold, stdin, .. } = host;
     drop(stdin);
     let end = segment.end().expect("a segment is over only after its workflow exited");
     Ok(SegmentEnd::Finished(Box::new(fold), end))
@@ -325,7 +325,7 @@ enum Turn {
 }
 
 /// The state of one segment's conversation.
-struct Host<'a> {
+struct SegmentHost<'a> {
     m: &'a RunManifest,
     fold: RunFold,
     transcript: Transcript,
@@ -352,7 +352,7 @@ struct Host<'a> {
 /// one summary record, not an fsync per line.
 const MALFORMED_RECORDED: u64 = 20;
 
-impl Host<'_> {
+impl SegmentHost<'_> {
     /// Records how many non-protocol lines were counted but not recorded one by one.
     fn summarize_malformed(&mut self, store: &mut Store) -> Result<(), StoreError> {
         let left_out = self.malformed.saturating_sub(MALFORMED_RECORDED);

@@ -2,8 +2,8 @@
 //! `tick|run`: the harness, billing, policy, approver, isolation, working directory and
 //! timeout, each checked and frozen by value into a run's limits.
 
+use super::attempt::RunLimits;
 use super::config::frozen_harness;
-use super::runner::RunLimits;
 use crate::os::store::Store;
 use clap::Args;
 use harn_core::work::policy::{parse_policy, FrozenPolicy};

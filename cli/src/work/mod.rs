@@ -3,6 +3,7 @@
 pub mod agent_call;
 pub mod approval_cmd;
 pub mod approvals;
+pub mod attempt;
 pub mod calls;
 pub mod cmd;
 pub mod config;
@@ -16,7 +17,7 @@ pub mod process;
 pub mod progress;
 pub mod run_cmd;
 pub mod run_show;
-pub mod runner;
+
 pub mod show;
 pub mod worktree;
 

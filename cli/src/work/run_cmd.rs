@@ -2,8 +2,8 @@
 //! operator's acceptance of that proof, and receipts of projections.
 
 use super::actor;
+use super::attempt::{run_attempt, AttemptRefusal, Ended, RunLimits};
 use super::host_args::HostArgs;
-use super::runner::{run_attempt, AttemptRefusal, Ended, RunLimits};
 use super::show::show;
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::{run_dir, Store};

@@ -35,7 +35,7 @@ pub struct ServiceSimSummary {
     pub ticks: u64,
     /// Ticks that failed for reasons outside the goal.
     pub failed_ticks: u64,
-    /// Service crashes (restarts from persisted hints).
+    /// ServiceWorld crashes (restarts from persisted hints).
     pub crashes: u64,
     /// Graceful stops (followed by a restart).
     pub stops: u64,
@@ -203,7 +203,7 @@ pub fn run_service_seed(seed: u64) -> Result<ServiceSimSummary, String> {
 }
 
 /// What a crash or a stop leaves for the next daemon: the persisted hints, and the time.
-struct Service {
+struct ServiceWorld {
     sched: ServiceScheduler,
     watch: WatchThread,
 }
@@ -213,10 +213,10 @@ fn start(
     persisted: &BTreeMap<Id, GoalWake>,
     now: Instant,
     wall: &Wall,
-) -> Result<Service, String> {
+) -> Result<ServiceWorld, String> {
     let sched = ServiceScheduler::new(config(), goals.to_vec(), persisted.clone(), now)
         .map_err(|e| e.to_string())?;
-    Ok(Service { sched, watch: WatchThread::new(now, wall) })
+    Ok(ServiceWorld { sched, watch: WatchThread::new(now, wall) })
 }
 
 fn run(seed: u64) -> Result<ServiceSimSummary, String> {
@@ -281,7 +281,7 @@ fn run(seed: u64) -> Result<ServiceSimSummary, String> {
 /// after a crash mid-sweep.
 fn sched_step(
     g: &mut GoalWorld,
-    svc: &mut Service,
+    svc: &mut ServiceWorld,
     now: &mut Instant,
     wall: &mut Wall,
     persisted: &mut BTreeMap<Id, GoalWake>,

@@ -23,7 +23,7 @@ use harn_core::work::policy::{parse_policy, FrozenPolicy};
 use harn_core::work::projection::{NextAction, WorkState};
 use harn_core::work::protocol::{EvidenceStatus, FromWorkflow};
 use harn_core::work::run::{
-    Billing, FrozenHarness, HostAction, ProcessEnd, RunFold, RunManifest, RUN_VERSION,
+    Billing, FrozenAdapter, HostAction, ProcessEnd, RunFold, RunManifest, RUN_VERSION,
 };
 use harn_core::work::segment::{Segment, SegmentEffect, SegmentInput, CANCEL_GRACE, CANCEL_POLL};
 use harn_core::work::team::Team;
@@ -311,7 +311,7 @@ impl WorkWorld {
             started_at: WallTime(0),
             script: WorkflowRef { path: "/wf".into(), sha256: "0".repeat(64) },
             timeout_ms: 1_000,
-            harness: Some(FrozenHarness { name: "sim".into(), spec }),
+            harness: Some(FrozenAdapter { name: "sim".into(), spec }),
             team: Team::new(),
             harnesses: BTreeMap::new(),
             max_agents: Some(5),

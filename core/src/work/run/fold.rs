@@ -445,7 +445,7 @@ pub fn fuzz_run_fold(data: &[u8]) {
         m.policy = Some(crate::work::policy::FrozenPolicy::new(policy));
         m.approval_to = (how & 64 != 0).then(|| "ana".to_owned());
     }
-    m.harness = (how & 16 != 0).then(|| FrozenHarness {
+    m.harness = (how & 16 != 0).then(|| FrozenAdapter {
         name: "h".into(),
         spec: crate::work::agent::resolve("codex", &BTreeMap::new()).expect("a preset"),
     });

@@ -25,7 +25,7 @@ pub struct RunManifest {
     pub timeout_ms: u64,
     /// The harness that answers agent calls, frozen by value; none declines them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub harness: Option<FrozenHarness>,
+    pub harness: Option<FrozenAdapter>,
     /// The specialist team, frozen by value.
     #[serde(default, skip_serializing_if = "Team::is_empty")]
     pub team: Team,
@@ -138,7 +138,7 @@ impl RunManifest {
 /// A harness as frozen into a run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct FrozenHarness {
+pub struct FrozenAdapter {
     /// Its name.
     pub name: String,
     /// How to run it.

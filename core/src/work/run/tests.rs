@@ -342,7 +342,7 @@ fn a_specialist_goes_to_its_harness_and_an_unknown_one_is_declined() {
 #[test]
 fn requests_past_the_agent_cap_are_declined() {
     let spec = crate::work::agent::AdapterSpec::text(vec!["h".into()], 1);
-    let harness = Some(FrozenHarness { name: "h".into(), spec });
+    let harness = Some(FrozenAdapter { name: "h".into(), spec });
     let m = RunManifest { harness, max_agents: Some(1), ..manifest() };
     let mut f = m.fold();
     let first = f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"p"}"#));
@@ -364,7 +364,7 @@ mod gate {
         let mut m = manifest();
         m.policy = Some(FrozenPolicy::new(parse_policy(ASK_PUSH.as_bytes()).expect("valid")));
         m.approval_to = approver.map(str::to_owned);
-        m.harness = Some(FrozenHarness {
+        m.harness = Some(FrozenAdapter {
             name: "h".into(),
             spec: crate::work::agent::resolve("codex", &BTreeMap::new()).expect("a preset"),
         });

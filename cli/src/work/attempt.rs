@@ -10,7 +10,7 @@ use harn_core::work::approval::ApprovalRequest;
 use harn_core::work::attempt::{self, SegmentEnd};
 use harn_core::work::ledger;
 use harn_core::work::policy::FrozenPolicy;
-use harn_core::work::run::{Billing, FrozenHarness, Proof, RunManifest, RUN_VERSION};
+use harn_core::work::run::{Billing, FrozenAdapter, Proof, RunManifest, RUN_VERSION};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -37,7 +37,7 @@ pub struct RunLimits {
     /// Agent calls in flight at once.
     pub concurrency: usize,
     /// The harness that answers agent calls, if any.
-    pub harness: Option<FrozenHarness>,
+    pub harness: Option<FrozenAdapter>,
     /// The specialist team.
     pub team: harn_core::work::team::Team,
     /// Every other harness the team names.
@@ -88,7 +88,7 @@ pub fn run_attempt(
     limits: &RunLimits,
     actor: &str,
 ) -> Result<Ended, AttemptRefusal> {
-    let mut host = Host { store, limits, lock: None };
+    let mut host = WorkHost { store, limits, lock: None };
     match attempt::run_attempt(&mut host, id, retry, actor) {
         Ok(attempt::AttemptEnded::Proof(run, proof)) => Ok(Ended::Proof(run, proof)),
         Ok(attempt::AttemptEnded::Parked(request)) => Ok(Ended::Parked(request)),
@@ -101,7 +101,7 @@ pub fn run_attempt(
 }
 
 /// This process as an attempt's host.
-struct Host<'a> {
+struct WorkHost<'a> {
     store: &'a mut Store,
     limits: &'a RunLimits,
     /// The item's history lock, from the read to the attempt's record.
@@ -112,7 +112,7 @@ fn store_refusal(e: StoreError) -> ledger::Refusal {
     ledger::Refusal::Store(e.0)
 }
 
-impl attempt::AttemptHost for Host<'_> {
+impl attempt::AttemptHost for WorkHost<'_> {
     type Fs = crate::os::fs::RealFs;
 
     fn ledger(&mut self) -> &mut ledger::Ledger<Self::Fs> {

@@ -5,8 +5,8 @@
 
 use super::store::{self, goal_lease};
 use crate::os::store::{Store, StoreError};
+use crate::work::attempt::{run_attempt, AttemptRefusal, Ended, RunLimits};
 use crate::work::run_cmd::accept_item;
-use crate::work::runner::{run_attempt, AttemptRefusal, Ended, RunLimits};
 use harn_core::goal::engine::{drive as drive_loop, GoalHost, GoalView, Outcome, Report};
 use harn_core::goal::{DispatchAction, Mode};
 use harn_core::ids::Id;
@@ -17,7 +17,7 @@ use std::path::PathBuf;
 pub use harn_core::goal::engine::words;
 
 /// The real host of one goal's loop.
-struct RealHost<'a> {
+struct GoalRunner<'a> {
     store: &'a mut Store,
     goal: Id,
     actor: String,
@@ -25,7 +25,7 @@ struct RealHost<'a> {
     say: &'a mut dyn FnMut(String),
 }
 
-impl GoalHost for RealHost<'_> {
+impl GoalHost for GoalRunner<'_> {
     type Error = StoreError;
 
     fn now(&mut self) -> WallTime {
@@ -100,7 +100,7 @@ pub fn drive(
         return Err(StoreError(format!("goal {id} is being ticked by another process")));
     }
     let actor = format!("supervisor:{id}");
-    let mut host = RealHost { store, goal: id.clone(), actor, limits, say };
+    let mut host = GoalRunner { store, goal: id.clone(), actor, limits, say };
     drive_loop(&mut host, mode)
 }
 
