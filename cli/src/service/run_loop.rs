@@ -10,7 +10,8 @@ use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use crate::os::clock::RealClock;
 use crate::os::store::Store;
 use harn_core::env::Clock;
-use harn_core::service::wake::{ServiceEffect, ServicePhase, ServiceScheduler};
+use harn_core::service::driver::{self, ServiceHost, Step, SweepOutcome};
+use harn_core::service::wake::ServiceScheduler;
 use harn_core::service::watch::{WatchEffect, Watcher};
 use harn_core::service::{RuntimeHints, ServiceConfig, ServiceState};
 use harn_core::time::Duration as CoreDuration;
@@ -95,31 +96,29 @@ pub fn serve(
     let (tx, wakes) = mpsc::channel::<Wake>();
     let (alive, watching) =
         watcher(shared.clone(), config.heartbeat_interval_ms, wake_rd, tx.clone());
-    let mut sweeper = Sweeper::new(Changes::start(tx));
+    let mut host = LoopHost {
+        store,
+        config,
+        shared: &shared,
+        cache: ReadCache::default(),
+        changes: Changes::start(tx),
+        clock: RealClock::new(),
+        began: clock.now(),
+    };
     shared.update(|s| s.state = ServiceState::Running);
     crate::os::sdnotify::notify("READY=1");
     shared.audit.record(json!({
         "event": "service.started", "pid": std::process::id(), "goals": config.goal_ids.len(),
-        "config_created_at": config.created_at, "file_change_hints": sweeper.changes.is_some(),
+        "config_created_at": config.created_at, "file_change_hints": host.changes.is_some(),
     }));
-    // The watcher beats on its own schedule and begins the drain; this loop carries out the
-    // scheduler's effects until the drain has stopped it.
+    // The watcher beats on its own schedule and begins the drain; the core's driver carries
+    // out the scheduler's effects through this host until the drain has stopped it.
     loop {
-        scheduler.wake(clock.now(), shared.stop.load(Ordering::SeqCst));
-        while let Some(effect) = scheduler.poll_effect() {
-            match effect {
-                ServiceEffect::Sweep => sweeper.sweep(store, config, &mut scheduler, &shared),
-                ServiceEffect::WriteHints => {
-                    if !write_hints(config, &scheduler, &shared) {
-                        scheduler.hints_lost();
-                    }
-                }
-            }
+        match driver::wake(&mut scheduler, &mut host) {
+            Ok(Step::Stopped) | Ok(Step::Lost) => break,
+            Ok(Step::Wait(next)) => host.wait(next, &mut scheduler, &wakes),
+            Err(never) => match never {},
         }
-        if scheduler.phase() == ServicePhase::Stopped {
-            break;
-        }
-        sweeper.wait(&mut scheduler, &wakes);
     }
     alive.store(false, Ordering::SeqCst);
     let _ = rustix::io::write(&*poke, b"x");
@@ -164,57 +163,80 @@ fn write_hints(config: &ServiceConfig, scheduler: &ServiceScheduler, shared: &Sh
     write_whole(&shared.root, "runtime.json", &hints).is_ok()
 }
 
-/// The loop's state between sweeps: the read cache and the file-change watches.
-struct Sweeper {
+/// The loop's host of the core's service driver: the store, the read cache and the
+/// file-change watches between sweeps.
+struct LoopHost<'a> {
+    store: &'a mut Store,
+    config: &'a ServiceConfig,
+    shared: &'a Shared,
     cache: ReadCache,
     changes: Option<Changes>,
+    clock: RealClock,
+    /// When the running (or last) sweep began.
+    began: harn_core::time::Instant,
 }
 
-impl Sweeper {
-    fn new(changes: Option<Changes>) -> Sweeper {
-        Sweeper { cache: ReadCache::default(), changes }
+impl ServiceHost for LoopHost<'_> {
+    type Error = std::convert::Infallible;
+
+    fn now(&mut self) -> harn_core::time::Instant {
+        self.clock.now()
     }
 
-    /// One sweep, then its records: the status, a sweep-level error, and watches for the
-    /// directories the sweep read. A stop asked for during the sweep is handed to the
-    /// scheduler before the sweep's end, so the scheduler stops instead of waiting again.
+    fn draining(&self) -> bool {
+        self.shared.stop.load(Ordering::SeqCst)
+    }
+
     fn sweep(
         &mut self,
-        store: &mut Store,
-        config: &ServiceConfig,
         scheduler: &mut ServiceScheduler,
-        shared: &Shared,
-    ) {
-        let clock = RealClock::new();
-        let began = clock.now();
-        let result = sweep(store, config, scheduler, shared, &mut self.cache);
-        let ended = clock.now();
-        scheduler.sweep_ended(ended, shared.stop.load(Ordering::SeqCst), result.clone());
-        let wall = clock.wall();
-        shared.update(|s| {
+    ) -> Result<Option<SweepOutcome>, Self::Error> {
+        self.began = self.clock.now();
+        Ok(Some(sweep(self.store, self.config, scheduler, self.shared, &mut self.cache)))
+    }
+
+    /// The sweep's records: the status, a sweep-level error, and watches for the directories
+    /// the sweep read.
+    fn swept(
+        &mut self,
+        scheduler: &ServiceScheduler,
+        outcome: &SweepOutcome,
+    ) -> Result<(), Self::Error> {
+        let took = self.clock.now().saturating_since(self.began).as_millis();
+        let wall = self.clock.wall();
+        self.shared.update(|s| {
             s.active_goal_id = None;
             s.sweep_count = scheduler.sweep_count();
             s.last_sweep_at = Some(wall);
-            s.last_sweep_ms = Some(ended.saturating_since(began).as_millis());
-            s.last_error = result.clone().err();
+            s.last_sweep_ms = Some(took);
+            s.last_error = outcome.clone().err();
         });
-        if let Err(e) = result {
-            shared.audit.record(json!({ "event": "service.sweep_error", "error": e }));
+        if let Err(e) = outcome {
+            self.shared.audit.record(json!({ "event": "service.sweep_error", "error": e }));
         }
         if let Some(c) = self.changes.as_mut() {
-            c.watch(&shared.root, self.cache.directories());
+            c.watch(&self.shared.root, self.cache.directories());
         }
+        Ok(())
     }
 
-    /// Sleeps until the next sweep is due, a stop, or a file change (which the scheduler may
-    /// take to bring the next sweep forward).
-    fn wait(&self, scheduler: &mut ServiceScheduler, wakes: &mpsc::Receiver<Wake>) {
-        let clock = RealClock::new();
-        let wait_ms = scheduler
-            .next_sweep_at()
-            .map_or(1_000, |at| at.0.saturating_sub(clock.now().0) / 1_000_000);
+    fn write_hints(&mut self, scheduler: &ServiceScheduler) -> bool {
+        write_hints(self.config, scheduler, self.shared)
+    }
+}
+
+impl LoopHost<'_> {
+    /// Sleeps until `next` (the next sweep), a stop, or a file change (which the scheduler
+    /// may take to bring the next sweep forward).
+    fn wait(
+        &self,
+        next: Option<harn_core::time::Instant>,
+        scheduler: &mut ServiceScheduler,
+        wakes: &mpsc::Receiver<Wake>,
+    ) {
+        let wait_ms = next.map_or(1_000, |at| at.0.saturating_sub(self.clock.now().0) / 1_000_000);
         match wakes.recv_timeout(Duration::from_millis(wait_ms.max(1))) {
-            Ok(Wake::Changed(seen_at)) => scheduler.file_changed(clock.now(), seen_at),
+            Ok(Wake::Changed(seen_at)) => scheduler.file_changed(self.clock.now(), seen_at),
             Ok(Wake::Stop) | Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 std::thread::sleep(Duration::from_millis(wait_ms.clamp(1, 100)));

@@ -16,9 +16,8 @@ use crate::entropy::Entropy;
 use crate::goal::GoalWorld;
 use harn_core::goal::{goal_fingerprint, GoalState, Mode, StopReason};
 use harn_core::ids::Id;
-use harn_core::service::wake::{
-    Fingerprint, GoalWake, ServiceEffect, ServiceScheduler, WakeConfig, WakeState,
-};
+use harn_core::service::driver::{self, ServiceHost, Step, SweepOutcome};
+use harn_core::service::wake::{Fingerprint, GoalWake, ServiceScheduler, WakeConfig, WakeState};
 use harn_core::service::watch::{WatchEffect, Watcher};
 use harn_core::service::{
     liveness, sweep, Liveness, ServiceState, ServiceStatus, SweepHost, Ticked, HEARTBEAT_SLACK_MS,
@@ -277,8 +276,7 @@ fn run(seed: u64) -> Result<ServiceSimSummary, String> {
     Ok(summary)
 }
 
-/// One wake of the loop: the scheduler's due effects, a sweep if one is due, and the restart
-/// after a crash mid-sweep.
+/// One wake of the loop through the core's driver, and the restart after a crash mid-sweep.
 fn sched_step(
     g: &mut GoalWorld,
     svc: &mut ServiceWorld,
@@ -289,43 +287,68 @@ fn sched_step(
 ) -> Result<(), String> {
     let goals = svc.sched.goals().to_vec();
     svc.watch.run_until(*now, false, &mut g.w.entropy, wall, summary)?;
-    svc.sched.wake(*now, svc.watch.draining);
-    while let Some(effect) = svc.sched.poll_effect() {
-        if effect == ServiceEffect::WriteHints {
-            // `runtime.json` is written when the hints changed; now and then the write is
-            // lost, and the scheduler must queue it again after the next sweep.
-            if g.w.entropy.chance(1, 5) {
-                svc.sched.hints_lost();
-            } else {
-                *persisted = svc.sched.wakes();
-            }
-            continue;
-        }
+    let mut host =
+        SimLoop { g, watch: &mut svc.watch, now, wall, persisted, summary, goals: &goals };
+    if driver::wake(&mut svc.sched, &mut host)? == Step::Lost {
+        // A new daemon starts from the wake hints the dead one last persisted.
+        check_liveness(&svc.watch, wall, *now, false)?;
+        *svc = start(&goals, persisted, *now, wall)?;
+    }
+    Ok(())
+}
+
+/// The simulated loop's host of the core's service driver.
+struct SimLoop<'a> {
+    g: &'a mut GoalWorld,
+    watch: &'a mut WatchThread,
+    now: &'a mut Instant,
+    wall: &'a mut Wall,
+    persisted: &'a mut BTreeMap<Id, GoalWake>,
+    summary: &'a mut ServiceSimSummary,
+    goals: &'a [Id],
+}
+
+impl ServiceHost for SimLoop<'_> {
+    type Error = String;
+
+    fn now(&mut self) -> Instant {
+        *self.now
+    }
+
+    fn draining(&self) -> bool {
+        self.watch.draining
+    }
+
+    /// A sweep, with a crash armed before it now and then. A goal whose planner failed must
+    /// wait for a durable change, not be backed off and asked again (which would spend its
+    /// replans on a timer). A crash mid-sweep loses what was not synced, and a reader sees a
+    /// record that says running with nobody holding the lease.
+    fn sweep(&mut self, sched: &mut ServiceScheduler) -> Result<Option<SweepOutcome>, String> {
+        let g = &mut *self.g;
         if g.w.entropy.chance(1, 4) {
             let after = g.w.entropy.below(60);
             g.w.ledger.fs.crash_after(after);
         }
-        let before: BTreeMap<Id, GoalWake> = svc.sched.wakes();
+        let before: BTreeMap<Id, GoalWake> = sched.wakes();
         let mut broken = None;
         let mut plan_failed = Vec::new();
         let mut host = SimSweep {
             g,
-            now: *now,
+            now: *self.now,
             before: &before,
-            summary,
+            summary: self.summary,
             broken: &mut broken,
-            watch: &mut svc.watch,
-            wall,
+            watch: self.watch,
+            wall: self.wall,
             plan_failed: &mut plan_failed,
         };
-        let result = sweep(&mut host, &mut svc.sched);
-        *now = host.now;
+        let result = sweep(&mut host, sched);
+        *self.now = host.now;
         if let Some(violation) = broken {
             return Err(violation);
         }
-        // A goal whose planner failed waits for a durable change; it is not backed off and
-        // asked again (which would spend its replans on a timer).
-        let after = svc.sched.wakes();
+        let g = &mut *self.g;
+        let after = sched.wakes();
         for goal in plan_failed.iter().filter(|_| !g.w.ledger.fs.is_crashed()) {
             let state = after.get(goal).map(|w| w.state);
             if state != Some(WakeState::AwaitingChange) {
@@ -335,30 +358,38 @@ fn sched_step(
             }
         }
         if g.w.ledger.fs.is_crashed() {
-            // The service died mid-sweep: the disk loses what was not synced, a reader sees
-            // a record that says running with nobody holding the lease, and a new daemon
-            // starts from the wake hints it last persisted.
             g.w.ledger.fs.clear_faults();
             g.w.take_acknowledged();
             g.w.ledger.fs.crash(&mut g.w.entropy);
-            summary.crashes += 1;
-            check_liveness(&svc.watch, wall, *now, false)?;
-            *svc = start(&goals, persisted, *now, wall)?;
-            return Ok(());
+            self.summary.crashes += 1;
+            return Ok(None);
         }
         g.w.ledger.fs.clear_faults();
         g.w.take_acknowledged();
-        svc.sched.sweep_ended(*now, svc.watch.draining, result);
-        summary.sweeps += 1;
-        // The unreadable goal backs off alone; it never stalls the sweep (a sweep a stop
-        // ended early may not have reached it).
-        let ghost = svc.sched.goal(&goals[1]).cloned().unwrap_or_default();
+        Ok(Some(result))
+    }
+
+    /// The unreadable goal backs off alone; it never stalls the sweep (a sweep a stop ended
+    /// early may not have reached it).
+    fn swept(&mut self, sched: &ServiceScheduler, _: &SweepOutcome) -> Result<(), String> {
+        self.summary.sweeps += 1;
+        let ghost = sched.goal(&self.goals[1]).cloned().unwrap_or_default();
         let reached = ghost.state == WakeState::Backoff && ghost.consecutive_errors > 0;
-        if !reached && !svc.watch.draining {
+        if !reached && !self.watch.draining {
             return Err(format!("the unreadable goal is not backing off: {ghost:?}"));
         }
+        Ok(())
     }
-    Ok(())
+
+    /// `runtime.json` is written when the hints changed; now and then the write is lost, and
+    /// the scheduler must queue it again after the next sweep.
+    fn write_hints(&mut self, sched: &ServiceScheduler) -> bool {
+        if self.g.w.entropy.chance(1, 5) {
+            return false;
+        }
+        *self.persisted = sched.wakes();
+        true
+    }
 }
 
 /// What a reader makes of the service's status record: a live one (holding its lease) reads

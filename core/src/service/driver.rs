@@ -1,0 +1,199 @@
+//! The service's loop, driven once for both of its hosts: a wake hands the scheduler the
+//! watcher's drain and the time, then every effect the scheduler asks for is carried out in
+//! its order (a sweep, whose end is handed back before anything else happens; the wake hints,
+//! queued again when their write was lost). The binary's loop (`service::run_loop`) and the
+//! simulator's world implement [`ServiceHost`]; neither decides what to do next.
+
+use super::wake::{ServiceEffect, ServicePhase, ServiceScheduler};
+use crate::time::Instant;
+
+/// How one sweep ended, as the scheduler takes it: `Err` is a sweep-level error no single goal
+/// owns (it backs the whole loop off).
+pub type SweepOutcome = Result<(), String>;
+
+/// What carries out the service's effects.
+pub trait ServiceHost {
+    /// Why the host gave up (the simulator's broken invariant; the binary never gives up).
+    type Error;
+
+    /// The monotonic time now.
+    fn now(&mut self) -> Instant;
+
+    /// True once the watcher has begun a drain (a stop was asked for).
+    fn draining(&self) -> bool;
+
+    /// Runs one sweep over the enrolled goals (`service::sweep::sweep` behind the host's own
+    /// `SweepHost`). `None`: the host was lost during it (a crash), and the loop ends here.
+    fn sweep(
+        &mut self,
+        scheduler: &mut ServiceScheduler,
+    ) -> Result<Option<SweepOutcome>, Self::Error>;
+
+    /// Records a sweep's end once the scheduler has taken it (status, audit, watches).
+    fn swept(
+        &mut self,
+        scheduler: &ServiceScheduler,
+        outcome: &SweepOutcome,
+    ) -> Result<(), Self::Error>;
+
+    /// Writes the wake hints the scheduler holds now; false when the write was lost.
+    fn write_hints(&mut self, scheduler: &ServiceScheduler) -> bool;
+}
+
+/// Where the loop stands after a wake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Sleep until the next sweep is due (or a file change, or a stop, comes first).
+    Wait(Option<Instant>),
+    /// The drain is done: the loop ends.
+    Stopped,
+    /// The host was lost during a sweep.
+    Lost,
+}
+
+/// One wake of the service's loop.
+pub fn wake<H: ServiceHost>(
+    scheduler: &mut ServiceScheduler,
+    host: &mut H,
+) -> Result<Step, H::Error> {
+    let now = host.now();
+    scheduler.wake(now, host.draining());
+    while let Some(effect) = scheduler.poll_effect() {
+        match effect {
+            ServiceEffect::WriteHints => {
+                if !host.write_hints(scheduler) {
+                    scheduler.hints_lost();
+                }
+            }
+            ServiceEffect::Sweep => {
+                let Some(outcome) = host.sweep(scheduler)? else {
+                    return Ok(Step::Lost);
+                };
+                let ended = host.now();
+                scheduler.sweep_ended(ended, host.draining(), outcome.clone());
+                host.swept(scheduler, &outcome)?;
+            }
+        }
+    }
+    Ok(match scheduler.phase() {
+        ServicePhase::Stopped => Step::Stopped,
+        _ => Step::Wait(scheduler.next_sweep_at()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::Id;
+    use crate::service::wake::WakeConfig;
+    use crate::time::Duration;
+
+    /// A host that records what it was asked to do.
+    struct Recorder {
+        now: Instant,
+        draining: bool,
+        lose_hints: bool,
+        crash: bool,
+        done: Vec<String>,
+    }
+
+    impl ServiceHost for Recorder {
+        type Error = String;
+        fn now(&mut self) -> Instant {
+            self.now
+        }
+        fn draining(&self) -> bool {
+            self.draining
+        }
+        fn sweep(&mut self, s: &mut ServiceScheduler) -> Result<Option<SweepOutcome>, String> {
+            self.done.push("sweep".into());
+            // A stop asked for while the sweep runs.
+            self.draining = true;
+            self.now = self.now.saturating_add(Duration::from_millis(10));
+            let _ = s;
+            Ok((!self.crash).then_some(Ok(())))
+        }
+        fn swept(&mut self, s: &ServiceScheduler, outcome: &SweepOutcome) -> Result<(), String> {
+            self.done.push(format!("swept {outcome:?} at {:?}", s.last_sweep_at()));
+            Ok(())
+        }
+        fn write_hints(&mut self, _: &ServiceScheduler) -> bool {
+            self.done.push("hints".into());
+            !self.lose_hints
+        }
+    }
+
+    fn scheduler() -> ServiceScheduler {
+        let config = WakeConfig {
+            wake_interval: Duration::from_millis(1_000),
+            heartbeat_interval: Duration::from_millis(200),
+            error_backoff_base: Duration::from_millis(500),
+            error_backoff_max: Duration::from_millis(8_000),
+        };
+        let goals = vec![Id::new("g").unwrap()];
+        ServiceScheduler::new(config, goals, Default::default(), Instant(0)).unwrap()
+    }
+
+    fn host() -> Recorder {
+        Recorder { now: Instant(0), draining: false, lose_hints: false, crash: false, done: vec![] }
+    }
+
+    #[test]
+    fn a_stop_asked_for_during_a_sweep_ends_the_loop_at_the_sweeps_end() {
+        let mut s = scheduler();
+        let mut h = host();
+        assert_eq!(wake(&mut s, &mut h), Ok(Step::Stopped));
+        assert_eq!(h.done[0], "sweep");
+        assert!(h.done[1].starts_with("swept Ok(())"), "{:?}", h.done);
+    }
+
+    #[test]
+    fn a_host_lost_mid_sweep_ends_the_wake_with_nothing_recorded() {
+        let mut s = scheduler();
+        let mut h = Recorder { crash: true, ..host() };
+        assert_eq!(wake(&mut s, &mut h), Ok(Step::Lost));
+        assert_eq!(h.done, ["sweep"]);
+    }
+
+    #[test]
+    fn lost_hints_are_queued_again() {
+        let mut s = scheduler();
+        let mut h = Recorder { lose_hints: true, ..host() };
+        // No stop this time: the sweep leaves the loop waiting for the next one.
+        h.draining = false;
+        let mut calm = CalmRecorder(h);
+        let step = wake(&mut s, &mut calm).unwrap();
+        assert!(matches!(step, Step::Wait(Some(_))), "{step:?}");
+        let hints = calm.0.done.iter().filter(|d| *d == "hints").count();
+        assert!(hints >= 1, "{:?}", calm.0.done);
+        // The write was lost, so the next wake writes them again.
+        calm.0.lose_hints = false;
+        calm.0.now = s.next_sweep_at().unwrap();
+        wake(&mut s, &mut calm).unwrap();
+        assert!(calm.0.done.iter().filter(|d| *d == "hints").count() > hints);
+    }
+
+    /// A recorder whose sweeps are never interrupted by a stop.
+    struct CalmRecorder(Recorder);
+
+    impl ServiceHost for CalmRecorder {
+        type Error = String;
+        fn now(&mut self) -> Instant {
+            self.0.now
+        }
+        fn draining(&self) -> bool {
+            false
+        }
+        fn sweep(&mut self, s: &mut ServiceScheduler) -> Result<Option<SweepOutcome>, String> {
+            let out = self.0.sweep(s);
+            self.0.draining = false;
+            out
+        }
+        fn swept(&mut self, s: &ServiceScheduler, outcome: &SweepOutcome) -> Result<(), String> {
+            self.0.swept(s, outcome)
+        }
+        fn write_hints(&mut self, s: &ServiceScheduler) -> bool {
+            self.0.write_hints(s)
+        }
+    }
+}
