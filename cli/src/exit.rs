@@ -47,3 +47,8 @@ pub fn report(exit: Exit) -> i32 {
         }
     }
 }
+
+/// How a listing ends: 0, or 1 when an entry could not be read (each was named already).
+pub fn listed(errors: &[impl std::fmt::Display]) -> Exit {
+    Ok(if errors.is_empty() { 0 } else { EXIT_FAILED })
+}

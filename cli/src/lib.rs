@@ -28,4 +28,5 @@ pub mod os;
 pub mod paint;
 pub mod service;
 pub mod sim_cmd;
+pub mod verb;
 pub mod work;

@@ -164,27 +164,23 @@ fn planted(_: Option<std::convert::Infallible>) -> Option<InjectedBug> {
     None
 }
 
-impl RunArgs {
-    #[cfg(feature = "planted-bugs")]
-    fn inject_bug(&self) -> Option<BugArg> {
-        self.inject_bug
-    }
-    #[cfg(not(feature = "planted-bugs"))]
-    fn inject_bug(&self) -> Option<std::convert::Infallible> {
-        None
-    }
+/// The bug a run or a range of seeds plants: none, in a build without planted bugs.
+macro_rules! inject_bug {
+    ($($args:ty),*) => {$(
+        impl $args {
+            #[cfg(feature = "planted-bugs")]
+            fn inject_bug(&self) -> Option<BugArg> {
+                self.inject_bug
+            }
+            #[cfg(not(feature = "planted-bugs"))]
+            fn inject_bug(&self) -> Option<std::convert::Infallible> {
+                None
+            }
+        }
+    )*};
 }
 
-impl SeedsArgs {
-    #[cfg(feature = "planted-bugs")]
-    fn inject_bug(&self) -> Option<BugArg> {
-        self.inject_bug
-    }
-    #[cfg(not(feature = "planted-bugs"))]
-    fn inject_bug(&self) -> Option<std::convert::Infallible> {
-        None
-    }
-}
+inject_bug!(RunArgs, SeedsArgs);
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {
     let (a, b) = s.split_once("..").ok_or("expected A..B, for example 0..1000")?;
@@ -497,28 +493,48 @@ fn print_day(s: &serde_json::Value, rows: &[serde_json::Value]) {
     }
 }
 
-/// Runs work-ledger seeds; exit 1 naming the first broken invariant of each failing seed.
-fn work_sweep((from, to): (u64, u64), json: bool) -> Exit {
-    let mut total = harn_sim::work::WorkSimSummary::default();
+/// Runs seeds `from..to` with `run`, handing each summary to `each`; returns the failures.
+fn over_seeds<S>(
+    (from, to): (u64, u64),
+    run: fn(u64) -> Result<S, String>,
+    mut each: impl FnMut(S),
+) -> Vec<String> {
     let mut failures = Vec::new();
     for seed in from..to {
-        match harn_sim::work::run_work_seed(seed) {
-            Ok(s) => total.add(&s),
+        match run(seed) {
+            Ok(s) => each(s),
             Err(e) => failures.push(e),
         }
     }
+    failures
+}
+
+/// Prints a range of seeds as one JSON document: how many, the failures, and `counts`.
+fn print_json(seeds: u64, failures: &[String], counts: serde_json::Value) {
+    let mut doc = serde_json::json!({ "seeds": seeds, "failures": failures });
+    if let (Some(doc), serde_json::Value::Object(counts)) = (doc.as_object_mut(), counts) {
+        doc.extend(counts);
+    }
+    outln!("{doc}");
+}
+
+/// Runs work-ledger seeds; exit 1 naming the first broken invariant of each failing seed.
+fn work_sweep((from, to): (u64, u64), json: bool) -> Exit {
+    let mut total = harn_sim::work::WorkSimSummary::default();
+    let failures = over_seeds((from, to), harn_sim::work::run_work_seed, |s| total.add(&s));
     if json {
         let t = &total;
-        outln!(
-            "{}",
+        print_json(
+            to - from,
+            &failures,
             serde_json::json!({
-                "seeds": to - from, "failures": failures, "actions": t.actions,
+                "actions": t.actions,
                 "crashes": t.crashes, "attempts": t.attempts, "parked": t.parked,
                 "resumed": t.resumed, "proofs": t.proofs, "accepted": t.accepted,
                 "damaged": t.damaged, "not_started": t.not_started, "interrupted": t.interrupted,
                 "cancelled": t.cancelled, "timed_out": t.timed_out,
                 "silent_calls": t.silent_calls, "hosts_killed": t.hosts_killed, "reaped": t.reaped,
-            })
+            }),
         );
     } else {
         outln!(
@@ -551,32 +567,27 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> Exit {
 /// Runs goal seeds; exit 1 naming the first broken invariant of each failing seed.
 fn goal_sweep((from, to): (u64, u64), json: bool) -> Exit {
     let mut total = harn_sim::goal::GoalSimSummary::default();
-    let (mut succeeded, mut failures) = (0u64, Vec::new());
-    for seed in from..to {
-        match harn_sim::goal::run_goal_seed(seed) {
-            Ok(s) => {
-                total.ticks += s.ticks;
-                total.crashes += s.crashes;
-                total.dispatches += s.dispatches;
-                total.acceptances += s.acceptances;
-                total.plans += s.plans;
-                total.applied += s.applied;
-                total.resumed_reviews += s.resumed_reviews;
-                succeeded += u64::from(s.succeeded);
-            }
-            Err(e) => failures.push(e),
-        }
-    }
+    let mut succeeded = 0u64;
+    let failures = over_seeds((from, to), harn_sim::goal::run_goal_seed, |s| {
+        total.ticks += s.ticks;
+        total.crashes += s.crashes;
+        total.dispatches += s.dispatches;
+        total.acceptances += s.acceptances;
+        total.plans += s.plans;
+        total.applied += s.applied;
+        total.resumed_reviews += s.resumed_reviews;
+        succeeded += u64::from(s.succeeded);
+    });
     if json {
-        let t = &total;
-        outln!(
-            "{}",
+        print_json(
+            to - from,
+            &failures,
             serde_json::json!({
-                "seeds": to - from, "failures": failures, "ticks": t.ticks, "crashes": t.crashes,
-                "dispatches": t.dispatches, "acceptances": t.acceptances, "plans": t.plans,
-                "applied": t.applied, "resumed_reviews": t.resumed_reviews,
+                "ticks": total.ticks, "crashes": total.crashes,
+                "dispatches": total.dispatches, "acceptances": total.acceptances, "plans": total.plans,
+                "applied": total.applied, "resumed_reviews": total.resumed_reviews,
                 "succeeded": succeeded,
-            })
+            }),
         );
     } else {
         outln!(
@@ -600,13 +611,7 @@ fn goal_sweep((from, to): (u64, u64), json: bool) -> Exit {
 /// Runs service seeds; exit 1 naming the first broken invariant of each failing seed.
 fn service_sweep((from, to): (u64, u64)) -> Exit {
     let mut total = harn_sim::service::ServiceSimSummary::default();
-    let mut failures = Vec::new();
-    for seed in from..to {
-        match harn_sim::service::run_service_seed(seed) {
-            Ok(s) => total.add(&s),
-            Err(e) => failures.push(e),
-        }
-    }
+    let failures = over_seeds((from, to), harn_sim::service::run_service_seed, |s| total.add(&s));
     outln!(
         "{} seeds: {} sweeps, {} ticks ({} failed outside the goal, {} stopped by a planner \
          failure), {} heartbeats, {} service crashes, {} stops ({} forced, killing {} runs), {} \

@@ -5,6 +5,7 @@ use super::engine::{drive, goal_limits, words};
 use super::store::{self, goal_id, parse_id};
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::Store;
+use crate::verb::Shown;
 use crate::work::config::frozen_harness;
 use crate::work::host_args::HostArgs;
 use crate::work::run_cmd::read_team;
@@ -27,13 +28,7 @@ pub enum GoalVerb {
         json: bool,
     },
     /// One goal: its projection, its graph and its limits.
-    Show {
-        /// The goal id.
-        id: String,
-        /// Print one JSON document.
-        #[arg(long)]
-        json: bool,
-    },
+    Show(Shown),
     /// One cycle of legal progress actions.
     Tick(DriveArgs),
     /// Cycles until success, a person, a ceiling or no progress.
@@ -125,7 +120,7 @@ pub fn run(root: Option<PathBuf>, verb: GoalVerb) -> Exit {
     let explicit = root.is_some();
     let mut store = crate::os::store::open_root(root)?;
     let reads = match &verb {
-        Verb::List { .. } | Verb::Show { .. } => true,
+        Verb::List { .. } | Verb::Show(_) => true,
         Verb::Plan(p) => p.reads(),
         _ => false,
     };
@@ -136,7 +131,7 @@ pub fn run(root: Option<PathBuf>, verb: GoalVerb) -> Exit {
     match verb {
         Verb::Create(a) => create(&mut store, a),
         Verb::List { json } => list(&mut store, json),
-        Verb::Show { id, json } => show(&mut store, &id, json),
+        Verb::Show(Shown { id, json }) => show(&mut store, &id, json),
         Verb::Tick(a) => drive_cmd(&mut store, a, Mode::Tick),
         Verb::Run(a) => drive_cmd(&mut store, a, Mode::Run),
         Verb::Plan(verb) => super::plan_cmd::run(&mut store, verb),
@@ -319,11 +314,7 @@ fn list(store: &mut Store, as_json: bool) -> Exit {
             outln!("no goals");
         }
     }
-    if errors.is_empty() {
-        Ok(0)
-    } else {
-        Ok(EXIT_FAILED)
-    }
+    crate::exit::listed(&errors)
 }
 
 fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {

@@ -6,6 +6,7 @@ use super::plans;
 use super::store::{self, goal_lease};
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::Store;
+use crate::verb::{Ruled, Signed};
 use clap::Subcommand;
 use harn_core::goal::plan::{PlanEvent, ReplanningPolicy, Template};
 use harn_core::ids::Id;
@@ -41,15 +42,8 @@ pub enum PlanVerb {
         goal: String,
         /// The plan id.
         plan: String,
-        /// Who approves (default: $USER).
-        #[arg(long)]
-        actor: Option<String>,
-        /// Why (recorded with the plan's event).
-        #[arg(long)]
-        reason: Option<String>,
-        /// Print one JSON document.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        signed: Signed,
     },
     /// Reject a proposed plan; the reason reaches the next planner.
     Reject {
@@ -57,15 +51,8 @@ pub enum PlanVerb {
         goal: String,
         /// The plan id.
         plan: String,
-        /// Why (required).
-        #[arg(long)]
-        reason: String,
-        /// Who rejects (default: $USER).
-        #[arg(long)]
-        actor: Option<String>,
-        /// Print one JSON document.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        ruled: Ruled,
     },
     /// Reopen a complete mission: its completion stays beside the reopening, work reopened
     /// in it runs first, then the planner reassesses the milestone (`harn work reopen` on an
@@ -73,15 +60,8 @@ pub enum PlanVerb {
     Reopen {
         /// The goal id (a mission whose latest plan completed it).
         goal: String,
-        /// Why (required; shown to the next planner).
-        #[arg(long)]
-        reason: String,
-        /// Who reopens (default: $USER).
-        #[arg(long)]
-        actor: Option<String>,
-        /// Print one JSON document.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        ruled: Ruled,
     },
     /// Ask for a new plan after the planner asked for attention.
     Retry {
@@ -89,15 +69,8 @@ pub enum PlanVerb {
         goal: String,
         /// The plan id.
         plan: String,
-        /// Guidance for the next planner (required).
-        #[arg(long)]
-        reason: String,
-        /// Who asks (default: $USER).
-        #[arg(long)]
-        actor: Option<String>,
-        /// Print one JSON document.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        ruled: Ruled,
     },
 }
 
@@ -216,24 +189,24 @@ pub fn run(store: &mut Store, mut verb: PlanVerb) -> Exit {
     let goal = goal_id;
     let actor = |a: &Option<String>| crate::work::actor(a.clone());
     let (plan_id, as_json) = match &verb {
-        PlanVerb::Approve { plan, json, .. }
-        | PlanVerb::Reject { plan, json, .. }
-        | PlanVerb::Retry { plan, json, .. } => (plan.clone(), *json),
+        PlanVerb::Approve { plan, signed: Signed { json, .. }, .. }
+        | PlanVerb::Reject { plan, ruled: Ruled { json, .. }, .. }
+        | PlanVerb::Retry { plan, ruled: Ruled { json, .. }, .. } => (plan.clone(), *json),
         _ => (String::new(), false),
     };
     let result = match verb {
         PlanVerb::List { json, .. } => return list(store, &goal, json),
-        PlanVerb::Reopen { reason, actor: a, json, .. } => {
+        PlanVerb::Reopen { ruled: Ruled { reason, actor: a, json }, .. } => {
             return reopen(store, &goal, &actor(&a), &reason, json)
         }
         PlanVerb::Show { plan, json, .. } => return show(store, &goal, &plan, json),
-        PlanVerb::Approve { plan, actor: a, reason, .. } => {
+        PlanVerb::Approve { plan, signed: Signed { actor: a, reason, .. }, .. } => {
             approve(store, &goal, &plan, &actor(&a), reason.as_deref())
         }
-        PlanVerb::Reject { plan, reason, actor: a, .. } => {
+        PlanVerb::Reject { plan, ruled: Ruled { reason, actor: a, .. }, .. } => {
             decide(store, &goal, &plan, &actor(&a), &reason, PlanEvent::Rejected)
         }
-        PlanVerb::Retry { plan, reason, actor: a, .. } => {
+        PlanVerb::Retry { plan, ruled: Ruled { reason, actor: a, .. }, .. } => {
             decide(store, &goal, &plan, &actor(&a), &reason, PlanEvent::RetryRequested)
         }
     };

@@ -380,7 +380,7 @@ impl HarnessHost {
             };
             let now = self.clock.now();
             let passed = status == ExitStatus::Code(0);
-            if let Some(found) = self.readiness.probe_exited(now, pid, passed) {
+            if let Some(found) = self.readiness.schedule.probe_exited(now, pid, passed) {
                 if let Some((name, run, finding)) = found {
                     let report = finding.report(run);
                     self.step(Wake::Input(DaemonInput::Process { name, report }))?;

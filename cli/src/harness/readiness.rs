@@ -21,7 +21,8 @@ use std::sync::mpsc::Sender;
 
 /// The readiness watches of every harness.
 pub struct ReadinessWatch {
-    schedule: ReadinessSchedule,
+    /// What is awaited and when it is next looked at; the reaper reports a probe's exit to it.
+    pub(crate) schedule: ReadinessSchedule,
     cwd: BTreeMap<Id, PathBuf>,
     /// The user and group a harness runs as, which its probes run as too.
     run_as: BTreeMap<Id, (String, Option<String>)>,
@@ -194,16 +195,6 @@ impl ReadinessWatch {
             }
         }
         cmd.spawn().ok().map(|child| child.id())
-    }
-
-    /// The reaper found `pid` exited at `now`: if it was a probe, what its exit found.
-    pub fn probe_exited(
-        &mut self,
-        now: Instant,
-        pid: Pid,
-        success: bool,
-    ) -> Option<Option<(Id, u64, Finding)>> {
-        self.schedule.probe_exited(now, pid, success)
     }
 
     /// The kind of evidence a harness needs, for status.

@@ -6,6 +6,7 @@ use super::actor;
 use super::approvals::FindService;
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::Store;
+use crate::verb::{Shown, Signed};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::service::outlook::{self, ResumeFacts};
@@ -36,13 +37,7 @@ enum ApprovalVerb {
         json: bool,
     },
     /// One approval: what the run asks, why policy asks, and any ruling.
-    Show {
-        /// The approval id (`<run>-p<slot>`).
-        id: String,
-        /// Print one JSON document.
-        #[arg(long)]
-        json: bool,
-    },
+    Show(Shown),
     /// Allow what the parked run asks; `harn work run` then resumes it.
     Approve(RuleArgs),
     /// Deny it; the resumed run fails at that point.
@@ -53,28 +48,21 @@ enum ApprovalVerb {
 struct RuleArgs {
     /// The approval id.
     id: String,
-    /// Who rules (default: $USER).
-    #[arg(long)]
-    actor: Option<String>,
-    /// Why.
-    #[arg(long)]
-    reason: Option<String>,
-    /// Print one JSON document.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    signed: Signed,
 }
 
 /// Runs an `approval` verb; `service` says what the service would do about an item.
 pub fn run(cmd: ApprovalCmd, service: FindService) -> Exit {
     let explicit = cmd.root.is_some();
     let mut store = crate::os::store::open_root(cmd.root)?;
-    if matches!(cmd.verb, ApprovalVerb::List { .. } | ApprovalVerb::Show { .. }) {
+    if matches!(cmd.verb, ApprovalVerb::List { .. } | ApprovalVerb::Show(_)) {
         crate::os::root::require_ledger(store.root(), explicit)
             .map_err(|e| Failure::new(EXIT_FAILED, e))?;
     }
     match cmd.verb {
         ApprovalVerb::List { status, json } => list(&mut store, status.as_deref(), json),
-        ApprovalVerb::Show { id, json } => show(&mut store, &id, json),
+        ApprovalVerb::Show(Shown { id, json }) => show(&mut store, &id, json),
         ApprovalVerb::Approve(a) => rule(&mut store, a, Ruling::Allow, service),
         ApprovalVerb::Deny(a) => rule(&mut store, a, Ruling::Deny, service),
     }
@@ -131,11 +119,7 @@ fn list(store: &mut Store, wanted: Option<&str>, as_json: bool) -> Exit {
             errln!("harn: {e}");
         }
     }
-    if errors.is_empty() {
-        Ok(0)
-    } else {
-        Ok(EXIT_FAILED)
-    }
+    crate::exit::listed(&errors)
 }
 
 fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
@@ -187,10 +171,11 @@ fn approval_id(store: &mut Store, s: &str) -> Result<Id, Failure> {
 
 fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling, service: FindService) -> Exit {
     let id = approval_id(store, &a.id)?;
-    let ((request, decision), applied) = match store.rule(&id, verdict, &actor(a.actor), a.reason) {
-        Ok(done) => done,
-        Err(e) => return fail(EXIT_FAILED, format!("cannot rule on {id}: {e}")),
-    };
+    let ((request, decision), applied) =
+        match store.rule(&id, verdict, &actor(a.signed.actor), a.signed.reason) {
+            Ok(done) => done,
+            Err(e) => return fail(EXIT_FAILED, format!("cannot rule on {id}: {e}")),
+        };
     // Read before this process takes the run lease to note the ruling.
     let run_held = store.held_elsewhere(&crate::os::store::run_lock(&request.work_id));
     if applied {
@@ -206,7 +191,7 @@ fn rule(store: &mut Store, a: RuleArgs, verdict: Ruling, service: FindService) -
         enrolled: &service.enrolled,
         governing: &service.governing,
     };
-    if a.json {
+    if a.signed.json {
         let resumer = match outlook::resumer(&facts) {
             outlook::Resumer::Resuming => json!({ "by": "run" }),
             outlook::Resumer::Service(goal) => json!({ "by": "service", "goal": goal }),

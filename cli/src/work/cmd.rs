@@ -5,6 +5,7 @@ use super::actor;
 use super::show::{show, state_name};
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::{Item, Store};
+use crate::verb::Shown;
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::work::events::{EventKind, Finding};
@@ -40,13 +41,7 @@ enum Verb {
         json: bool,
     },
     /// One work item: intent, projection and history.
-    Show {
-        /// The work id (or a unique prefix of it).
-        id: String,
-        /// Print one JSON document.
-        #[arg(long)]
-        json: bool,
-    },
+    Show(Shown),
     /// Cancel a work item (attempts are not consumed).
     Cancel(Governance),
     /// Reopen a work item, keeping its history and budgets, optionally with findings.
@@ -161,7 +156,7 @@ impl Verb {
     /// The work id an operator typed, for the verbs that address one existing item.
     fn typed_id(&mut self) -> Option<&mut String> {
         match self {
-            Verb::Show { id, .. } => Some(id),
+            Verb::Show(Shown { id, .. }) => Some(id),
             Verb::Cancel(g) | Verb::Reopen(g) => Some(&mut g.id),
             Verb::Run(a) | Verb::Retry(a) => Some(&mut a.id),
             Verb::Accept(a) => Some(&mut a.id),
@@ -175,7 +170,7 @@ impl Verb {
 pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
     let explicit = args.root.is_some();
     let mut store = crate::os::store::open_root(args.root)?;
-    if matches!(args.verb, Verb::List { .. } | Verb::Show { .. }) {
+    if matches!(args.verb, Verb::List { .. } | Verb::Show(_)) {
         crate::os::root::require_ledger(store.root(), explicit)
             .map_err(|e| Failure::new(EXIT_FAILED, e))?;
     }
@@ -187,7 +182,7 @@ pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
     match verb {
         Verb::Create(a) => create(&mut store, a),
         Verb::List { state, json } => list(&mut store, state.as_deref(), json),
-        Verb::Show { id, json } => show(&mut store, &id, json),
+        Verb::Show(Shown { id, json }) => show(&mut store, &id, json),
         Verb::Cancel(g) => govern(&mut store, g, None),
         Verb::Reopen(g) => govern(&mut store, g, Some(missions)),
         Verb::Run(a) => super::run_cmd::run(&mut store, a, false),

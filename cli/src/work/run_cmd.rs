@@ -52,15 +52,8 @@ pub struct AcceptArgs {
     /// How an open finding was disposed of: `f1=fixed` or `f1=deferred:<reason>` (repeatable).
     #[arg(long = "dispose")]
     dispositions: Vec<String>,
-    /// Who accepts (default: $USER).
-    #[arg(long)]
-    actor: Option<String>,
-    /// Why.
-    #[arg(long)]
-    reason: Option<String>,
-    /// Print one JSON document.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    signed: crate::verb::Signed,
 }
 
 /// Runs one attempt; exit 0 when its proof passes, 1 when it fails or cannot start.
@@ -167,11 +160,11 @@ pub fn accept(store: &mut Store, a: AcceptArgs) -> Exit {
         };
     use harn_core::work::ledger::Refusal;
     if let Err(Refusal::NotNow(e) | Refusal::Store(e)) =
-        accept_item(store, &id, dispositions, &actor(a.actor), a.reason)
+        accept_item(store, &id, dispositions, &actor(a.signed.actor), a.signed.reason)
     {
         return fail(EXIT_FAILED, e);
     }
-    show(store, id.as_str(), a.json)
+    show(store, id.as_str(), a.signed.json)
 }
 
 /// Accepts the latest proof of `id` (in review, every open finding disposed of), recording
@@ -244,11 +237,7 @@ pub fn reconcile(store: &mut Store, id: Option<&str>, actor: &str, json: bool) -
             errln!("harn: {e}");
         }
     }
-    if errors.is_empty() {
-        Ok(0)
-    } else {
-        Ok(EXIT_FAILED)
-    }
+    crate::exit::listed(&errors)
 }
 
 /// The run's limits: the team file read and everything it names frozen with the host

@@ -385,23 +385,18 @@ pub(super) fn tail(s: &str, max: usize) -> String {
     s[start..].to_owned()
 }
 
-/// Fuzz body: a workflow's arbitrary output through the reader and the fold, ended in a way
-/// chosen by the first byte. Never panics; a proof that passes always comes from a run that
-/// exited 0 in time with an `ok` result; a timeout or a spawn failure never succeeds; the
-/// proof survives a JSON round trip.
-pub fn fuzz_run_fold(data: &[u8]) {
-    use crate::work::protocol::LineReader;
-    let Some((&how, output)) = data.split_first() else { return };
-    let intent_id = Id::new("w1").expect("a valid id");
-    let script = WorkflowRef { path: "/wf".into(), sha256: "0".repeat(64) };
-    let m = RunManifest {
+/// A run manifest of attempt 1 of work item `w1` (run `wf-1`) with nothing frozen beyond its
+/// script: what the fuzz body and the tests fold runs against.
+#[doc(hidden)]
+pub fn sample_manifest(script: WorkflowRef, started_at: WallTime) -> RunManifest {
+    RunManifest {
         schema_version: RUN_VERSION,
         run_id: Id::new("wf-1").expect("a valid id"),
-        work_id: intent_id.clone(),
+        work_id: Id::new("w1").expect("a valid id"),
         attempt: 1,
         trigger: Trigger::Initial,
-        started_at: WallTime(0),
-        script: script.clone(),
+        started_at,
+        script,
         timeout_ms: 1_000,
         harness: None,
         team: Team::new(),
@@ -417,7 +412,19 @@ pub fn fuzz_run_fold(data: &[u8]) {
         goal_spent_micro_usd: None,
         workspace: None,
         containment: None,
-    };
+    }
+}
+
+/// Fuzz body: a workflow's arbitrary output through the reader and the fold, ended in a way
+/// chosen by the first byte. Never panics; a proof that passes always comes from a run that
+/// exited 0 in time with an `ok` result; a timeout or a spawn failure never succeeds; the
+/// proof survives a JSON round trip.
+pub fn fuzz_run_fold(data: &[u8]) {
+    use crate::work::protocol::LineReader;
+    let Some((&how, output)) = data.split_first() else { return };
+    let intent_id = Id::new("w1").expect("a valid id");
+    let script = WorkflowRef { path: "/wf".into(), sha256: "0".repeat(64) };
+    let m = sample_manifest(script.clone(), WallTime(0));
     let intent = WorkIntent {
         schema_version: crate::work::intent::INTENT_VERSION,
         id: intent_id,

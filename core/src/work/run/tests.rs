@@ -9,30 +9,7 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 
 fn manifest() -> RunManifest {
-    RunManifest {
-        schema_version: RUN_VERSION,
-        run_id: id("wf-1"),
-        work_id: id("w1"),
-        attempt: 1,
-        trigger: Trigger::Initial,
-        started_at: WallTime(10),
-        script: intent().workflow,
-        timeout_ms: 1_000,
-        harness: None,
-        team: Team::new(),
-        harnesses: BTreeMap::new(),
-        max_agents: None,
-        billing: Billing::Subscription,
-        policy: None,
-        approval_to: None,
-        concurrency: DEFAULT_CONCURRENCY,
-        isolation: Isolation::Shared,
-        cwd: None,
-        context: None,
-        goal_spent_micro_usd: None,
-        workspace: None,
-        containment: None,
-    }
+    super::fold::sample_manifest(intent().workflow, WallTime(10))
 }
 
 fn exited(code: i32) -> ProcessEnd {
