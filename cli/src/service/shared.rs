@@ -1,4 +1,4 @@
-//! What the service daemon's loop, its watcher thread and the sweep share: the status record
+//! What the service's loop, its watcher thread and the sweep share: the status record
 //! (written under its lock), the stop flag, the audit ledger, and the thread carrying out a
 //! forced stop.
 
