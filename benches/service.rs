@@ -21,6 +21,8 @@ struct MemoryHost {
 }
 
 impl SweepHost for MemoryHost {
+    type Error = String;
+
     fn now(&mut self) -> Instant {
         Instant(1_000)
     }

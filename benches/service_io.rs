@@ -22,6 +22,8 @@ struct FileHost<'a> {
 }
 
 impl SweepHost for FileHost<'_> {
+    type Error = String;
+
     fn now(&mut self) -> Instant {
         Instant(1_000)
     }

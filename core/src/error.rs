@@ -1,8 +1,9 @@
 //! The core's error types above the format level: a field that fails validation
-//! ([`FieldError`]), and what a read or a write of the durable records can come to
+//! ([`FieldError`]), what a read or a write of the durable records can come to
 //! ([`RecordError`]): the filesystem refused, a record does not parse (its file and line), a
-//! record parses but breaks a rule (its file), or the request itself is refused. Each prints
-//! as the message an operator reads; callers that only report it turn it into a `String`.
+//! record parses but breaks a rule (its file), or the request itself is refused; and a machine
+//! whose own state breaks one of its invariants ([`InvariantError`]). Each prints as the
+//! message an operator reads; callers that only report it turn it into a `String`.
 
 use crate::env::FsError;
 
@@ -52,16 +53,23 @@ pub enum RecordError {
         detail: String,
     },
     /// The request is refused as it stands (the item exists, an id is bad, the history says
-    /// no).
+    /// no, the input does not hold).
     Refused(String),
-    /// An error a part of the core that is not typed yet put in words.
-    Message(String),
 }
 
 impl RecordError {
     /// A refusal.
     pub fn refused(detail: impl Into<String>) -> RecordError {
         RecordError::Refused(detail.into())
+    }
+
+    /// A record in `file` that does not parse, at `line` when the parser knows it.
+    pub fn parse(
+        file: impl Into<String>,
+        line: Option<usize>,
+        detail: impl std::fmt::Display,
+    ) -> RecordError {
+        RecordError::Parse { file: file.into(), line, detail: detail.to_string() }
     }
 
     /// A rule broken by the record in `file`.
@@ -74,7 +82,7 @@ impl RecordError {
         match self {
             RecordError::Fs(e) => Some(e.path.as_str()),
             RecordError::Parse { file, .. } | RecordError::Invalid { file, .. } => Some(file),
-            RecordError::Refused(_) | RecordError::Message(_) => None,
+            RecordError::Refused(_) => None,
         }
     }
 }
@@ -88,7 +96,7 @@ impl std::fmt::Display for RecordError {
             }
             RecordError::Parse { file, line: None, detail }
             | RecordError::Invalid { file, detail } => write!(f, "{file}: {detail}"),
-            RecordError::Refused(detail) | RecordError::Message(detail) => write!(f, "{detail}"),
+            RecordError::Refused(detail) => write!(f, "{detail}"),
         }
     }
 }
@@ -117,14 +125,44 @@ impl From<crate::journal::JournalOpenError> for RecordError {
     }
 }
 
-impl From<String> for RecordError {
-    fn from(e: String) -> RecordError {
-        RecordError::Message(e)
+impl From<RecordError> for String {
+    fn from(e: RecordError) -> String {
+        e.to_string()
     }
 }
 
-impl From<RecordError> for String {
-    fn from(e: RecordError) -> String {
+/// A machine's own state breaks one of its invariants: a bug in the core, which the
+/// simulator, the fuzzers and debug builds look for after every step. Never damage, a
+/// refusal or an IO fault: nothing on disk or in a request can cause it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvariantError {
+    /// The invariant broken, in words naming what breaks it (a harness, a goal).
+    pub detail: String,
+}
+
+impl InvariantError {
+    /// A broken invariant, in words.
+    pub fn new(detail: impl Into<String>) -> InvariantError {
+        InvariantError { detail: detail.into() }
+    }
+}
+
+impl std::fmt::Display for InvariantError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.detail)
+    }
+}
+
+impl std::error::Error for InvariantError {}
+
+impl From<InvariantError> for String {
+    fn from(e: InvariantError) -> String {
+        e.to_string()
+    }
+}
+
+impl From<FieldError> for String {
+    fn from(e: FieldError) -> String {
         e.to_string()
     }
 }

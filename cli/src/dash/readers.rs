@@ -377,7 +377,7 @@ pub fn work_kept(
                 }
                 rows.push(row);
             }
-            Err(e) => problems.push(e.0),
+            Err(e) => problems.push(e.to_string()),
         }
     }
     Ok((rows, problems))
@@ -484,7 +484,7 @@ pub fn detail(store: &mut Store, focus: &Focus) -> Result<Detail, String> {
 
 fn work_detail(store: &mut Store, id: &Id) -> Result<Detail, String> {
     use harn_core::work::events::EventKind;
-    let item = store.read(id, &mut BTreeMap::new()).map_err(|e| e.0)?;
+    let item = store.read(id, &mut BTreeMap::new()).map_err(|e| e.to_string())?;
     let (i, p) = (&item.intent, &item.projection);
     let state = vec![
         format!("{} (next: {}) — {}", name_of(&p.state), name_of(&p.next_action), p.reason),

@@ -179,7 +179,7 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
             let checked = frozen_harness(store.root(), h).and_then(|frozen| {
                 let kind_of = |_: &str| Some(frozen.spec.kind);
                 let one = harn_core::work::team::Team::from([(role.clone(), profile.clone())]);
-                harn_core::work::team::check_efforts(&one, None, &kind_of)
+                harn_core::work::team::check_efforts(&one, None, &kind_of).map_err(String::from)
             });
             if let Err(e) = checked {
                 let e = e.strip_prefix(&format!("role {role}: ")).unwrap_or(&e).to_owned();

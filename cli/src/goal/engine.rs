@@ -7,6 +7,7 @@ use super::store::{self, goal_lease};
 use crate::os::store::{Store, StoreError};
 use crate::work::attempt::{run_attempt, AttemptRefusal, Ended, RunLimits};
 use crate::work::run_cmd::accept_item;
+use harn_core::error::RecordError;
 use harn_core::goal::engine::{drive as drive_loop, GoalHost, GoalView, Outcome, Report};
 use harn_core::goal::{DispatchAction, Mode};
 use harn_core::ids::Id;
@@ -42,13 +43,14 @@ impl GoalHost for GoalRunner<'_> {
         Ok(goal)
     }
 
-    fn accept(&mut self, work: &Id) -> Result<Result<(), String>, StoreError> {
+    fn accept(&mut self, work: &Id) -> Result<Result<(), RecordError>, StoreError> {
         use harn_core::work::ledger::Refusal;
         let reason = Some("its proof passed and the goal accepts passing proof".to_owned());
         match accept_item(self.store, work, Vec::new(), &self.actor, reason) {
             Ok(()) => Ok(Ok(())),
-            Err(Refusal::NotNow(why)) => Ok(Err(why)),
-            Err(Refusal::Store(e)) => Err(StoreError(e)),
+            Err(Refusal::NotNow(why)) => Ok(Err(RecordError::Refused(why))),
+            Err(Refusal::Store(e)) => Err(e),
+            Err(Refusal::Unstarted(e)) => Err(StoreError::Unstarted(e)),
         }
     }
 
@@ -97,7 +99,7 @@ pub fn drive(
     say: &mut dyn FnMut(String),
 ) -> Result<Report, StoreError> {
     if !store.hold(&goal_lease(id))? {
-        return Err(StoreError(format!("goal {id} is being ticked by another process")));
+        return Err(StoreError::refused(format!("goal {id} is being ticked by another process")));
     }
     let actor = format!("supervisor:{id}");
     let mut host = GoalRunner { store, goal: id.clone(), actor, limits, say };

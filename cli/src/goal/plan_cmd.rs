@@ -354,7 +354,7 @@ fn reopen(store: &mut Store, goal: &Id, actor: &str, reason: &str, as_json: bool
     let reopened = lease(store, goal).and_then(|()| {
         let g = view(store, goal)?;
         let now = store.now();
-        harn_core::goal::plan::reopen_mission(store.ledger(), &g, actor, reason, now)
+        Ok(harn_core::goal::plan::reopen_mission(store.ledger(), &g, actor, reason, now)?)
     });
     let line = reopened.map_err(Failure::failed)?;
     if as_json {

@@ -6,6 +6,7 @@ use crate::os::store::{Store, StoreError};
 use crate::work::agent_call::{CallContext, CallGroups};
 use crate::work::attempt::RunLimits;
 use crate::work::calls::call_checked;
+use harn_core::error::RecordError;
 use harn_core::goal::plan::{self, Ask, Called, Specialists};
 use harn_core::goal::plan::{PlanEvent, PlanRecord, PlanView, Proposal, ValidPlan};
 use harn_core::goal::GoalIntent;
@@ -58,8 +59,9 @@ impl Specialists for RealSpecialists<'_> {
         answers
     }
 
-    fn workflow_digest(&mut self, path: &str) -> Result<String, String> {
-        let bytes = crate::input::read(Path::new(path), crate::input::WORKFLOW_MAX)?;
+    fn workflow_digest(&mut self, path: &str) -> Result<String, RecordError> {
+        let bytes = crate::input::read(Path::new(path), crate::input::WORKFLOW_MAX)
+            .map_err(RecordError::Refused)?;
         Ok(harn_core::hash::sha256_hex(&bytes))
     }
 }
@@ -72,8 +74,8 @@ impl RealSpecialists<'_> {
     ) -> Result<(Dispatch, AdapterSpec), (Option<FailureClass>, String)> {
         let limits = self.limits.ok_or((None, "no harness options were given".to_owned()))?;
         let default = limits.harness.as_ref().map(|h| h.name.as_str());
-        let mut d =
-            dispatch(self.team, default, Some(ask.role), ask.prompt).map_err(|e| (None, e))?;
+        let mut d = dispatch(self.team, default, Some(ask.role), ask.prompt)
+            .map_err(|e| (None, e.to_string()))?;
         d.schema = Some(ask.schema.clone());
         d.prompt = harn_core::work::schema::with_contract(&d.prompt, ask.schema);
         let spec = limits
@@ -178,7 +180,7 @@ pub fn apply(
     let root = store.root().to_owned();
     let mut specialists = RealSpecialists { root: &root, team: &intent.team, limits: None };
     let by = (actor, "approved");
-    plan::apply(store.ledger(), &mut specialists, intent, plan, proposal, valid, by, now)
+    Ok(plan::apply(store.ledger(), &mut specialists, intent, plan, proposal, valid, by, now)?)
 }
 
 /// Approves a proposed plan (see [`plan::approve`]); the caller holds the goal lease.
@@ -192,7 +194,7 @@ pub fn approve(
     let now = store.now();
     let root = store.root().to_owned();
     let mut specialists = RealSpecialists { root: &root, team: &g.intent.team, limits: None };
-    plan::approve(store.ledger(), &mut specialists, g, plan, actor, reason, now)
+    Ok(plan::approve(store.ledger(), &mut specialists, g, plan, actor, reason, now)?)
 }
 
 /// Rejects a plan or asks for a new one (see [`plan::decide`]); the caller holds the
@@ -206,5 +208,5 @@ pub fn decide(
     reason: &str,
 ) -> Result<String, String> {
     let now = store.now();
-    plan::decide(store.ledger(), g, plan, event, actor, reason, now)
+    Ok(plan::decide(store.ledger(), g, plan, event, actor, reason, now)?)
 }

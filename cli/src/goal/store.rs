@@ -6,6 +6,7 @@
 
 use crate::exit::{Failure, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::{Store, StoreError};
+use harn_core::error::RecordError;
 use harn_core::goal::intent::{check_created, GoalCreated};
 use harn_core::goal::{GoalIntent, GoalItem};
 use harn_core::ids::Id;
@@ -27,19 +28,18 @@ pub fn create(store: &mut Store, intent: &GoalIntent) -> Result<(), StoreError> 
     let dir = goal_dir(&intent.id);
     let _lease = store.lock_file(&goal_lease(&intent.id))?;
     if store.read_bytes(&format!("{dir}/intent.json"))?.is_some() {
-        return Err(StoreError(format!("goal {} already exists", intent.id)));
+        return Err(StoreError::refused(format!("goal {} already exists", intent.id)));
     }
     // The journal first: a kill between the two leaves a journal and no intent, which is no
     // goal; the next create clears it, so a journal holds one creation record.
     let journal = format!("{dir}/events.jsonl");
-    harn_core::env::Fs::create_dir_all(&mut store.ledger().fs, &dir)
-        .map_err(|e| StoreError(e.to_string()))?;
-    harn_core::env::Fs::remove(&mut store.ledger().fs, &journal)
-        .map_err(|e| StoreError(e.to_string()))?;
+    harn_core::env::Fs::create_dir_all(&mut store.ledger().fs, &dir)?;
+    harn_core::env::Fs::remove(&mut store.ledger().fs, &journal)?;
     let mut writer = store.open_journal(&journal)?;
-    store.append_journal(&journal, &mut writer, &GoalCreated::of(intent))?;
+    store.append_journal(&mut writer, &GoalCreated::of(intent))?;
     store.write_once(&dir, "intent.json", intent).map(drop).map_err(|e| {
-        StoreError(format!("goal {} could not be created (does it exist already?): {e}", intent.id))
+        let id = &intent.id;
+        StoreError::refused(format!("goal {id} could not be created (does it exist already?): {e}"))
     })
 }
 
@@ -53,10 +53,10 @@ pub fn intent(store: &mut Store, id: &Id) -> Result<GoalIntent, StoreError> {
     let path = format!("{}/intent.json", goal_dir(id));
     let shown = store.root().join(&path).display().to_string();
     let intent: GoalIntent =
-        store.read_record(&path)?.ok_or_else(|| StoreError(format!("no goal {id}")))?;
-    intent.validate().map_err(|e| StoreError(format!("{shown}: {e}")))?;
+        store.read_record(&path)?.ok_or_else(|| StoreError::refused(format!("no goal {id}")))?;
+    intent.validate().map_err(|e| RecordError::invalid(&shown, e))?;
     if intent.id != *id {
-        return Err(StoreError(format!("{shown}: id is {}, not {id}", intent.id)));
+        return Err(RecordError::invalid(shown, format!("id is {}, not {id}", intent.id)).into());
     }
     let journal = format!("{}/events.jsonl", goal_dir(id));
     let created = match store.read_bytes(&journal)? {
@@ -64,11 +64,11 @@ pub fn intent(store: &mut Store, id: &Id) -> Result<GoalIntent, StoreError> {
         Some(bytes) => {
             let shown = store.root().join(&journal).display().to_string();
             let read = harn_core::journal::parse_as::<GoalCreated>(&shown, &bytes)
-                .map_err(|e| StoreError(e.to_string()))?;
+                .map_err(RecordError::from)?;
             Some(read.records.into_iter().map(|r| r.body).collect::<Vec<_>>())
         }
     };
-    check_created(&intent, created.as_deref()).map_err(|e| StoreError(format!("{shown}: {e}")))?;
+    check_created(&intent, &shown, created.as_deref())?;
     Ok(intent)
 }
 

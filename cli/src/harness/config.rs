@@ -178,7 +178,7 @@ pub fn parse(file: &Path, text: &str) -> Result<DaemonConfig, ConfigError> {
             .profiles
             .insert(id, Profile { harnesses: members, autostart: spanned.get_ref().autostart });
     }
-    config.validate().map_err(|message| at(None, None, message))?;
+    config.validate().map_err(|refused| at(None, None, refused.to_string()))?;
     Ok(config)
 }
 
@@ -200,7 +200,8 @@ fn limits(raw: &RawLimits) -> Result<LifecycleLimits, FieldRefusal> {
         healthy_run: ms(raw.healthy_run_ms, d.healthy_run),
         stop_grace: ms(raw.stop_grace_ms, d.stop_grace),
     };
-    limits.validate().map_err(|message| {
+    limits.validate().map_err(|refused| {
+        let message = refused.to_string();
         let field = message.split(' ').next().unwrap_or("").to_owned();
         (format!("limits.{field}"), message)
     })?;
@@ -282,7 +283,8 @@ fn harness(
         healthy_run: raw.healthy_run_ms.map(Duration::from_millis),
     };
     // Checked together with the shared limits they override.
-    crash_loop.apply(limits).validate().map_err(|message| {
+    crash_loop.apply(limits).validate().map_err(|refused| {
+        let message = refused.to_string();
         let field = message.split(' ').next().unwrap_or("").to_owned();
         (key(&field), format!("{message} (with [limits] for what this harness does not set)"))
     })?;

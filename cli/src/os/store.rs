@@ -6,6 +6,7 @@ use crate::exit::Failure;
 use crate::os::clock::RealClock;
 use crate::os::fs::RealFs;
 use harn_core::env::{Clock, Fs};
+use harn_core::error::RecordError;
 use harn_core::ids::Id;
 use harn_core::journal::JournalWriter;
 use harn_core::time::WallTime;
@@ -25,30 +26,63 @@ pub struct Store {
     held: std::collections::BTreeSet<String>,
 }
 
-/// Why a read or a write failed, naming the file.
+/// Why a read or a write failed, naming the file. What the core says stays typed (a
+/// [`RecordError`]: the filesystem refused, a record is damaged, the request is refused), so
+/// a caller can tell an IO fault from damage or a refusal; what only this process meets
+/// outside the core's `Fs` seam is said in its own words.
 #[derive(Debug)]
-pub struct StoreError(pub String);
+pub enum StoreError {
+    /// What the core's ledger said, or this process's own refusal in the core's terms.
+    Record(RecordError),
+    /// A write a new attempt starts with failed before anything was spawned: nothing ran
+    /// and no attempt was charged.
+    Unstarted(RecordError),
+    /// A writer's lock another process held past the wait (the lock file, as shown).
+    Busy(String),
+    /// An OS call outside the core's seam failed (opening a lock, linking a record, waiting
+    /// for a child), in words naming the path.
+    Os(String),
+}
 
-impl From<String> for StoreError {
-    fn from(e: String) -> StoreError {
-        StoreError(e)
+impl StoreError {
+    /// This process's refusal, in the words the operator reads.
+    pub fn refused(why: impl Into<String>) -> StoreError {
+        StoreError::Record(RecordError::refused(why))
+    }
+
+    /// The core's error, when it is one.
+    pub fn record(&self) -> Option<&RecordError> {
+        match self {
+            StoreError::Record(e) | StoreError::Unstarted(e) => Some(e),
+            StoreError::Busy(_) | StoreError::Os(_) => None,
+        }
     }
 }
 
-impl From<harn_core::error::RecordError> for StoreError {
-    fn from(e: harn_core::error::RecordError) -> StoreError {
-        StoreError(e.to_string())
+impl From<RecordError> for StoreError {
+    fn from(e: RecordError) -> StoreError {
+        StoreError::Record(e)
+    }
+}
+
+impl From<harn_core::env::FsError> for StoreError {
+    fn from(e: harn_core::env::FsError) -> StoreError {
+        StoreError::Record(RecordError::Fs(e))
     }
 }
 
 impl std::fmt::Display for StoreError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            StoreError::Record(e) => write!(f, "{e}"),
+            StoreError::Unstarted(e) => write!(f, "{e}; nothing ran and no attempt was charged"),
+            StoreError::Busy(lock) => write!(f, "{lock}: held by another writer"),
+            StoreError::Os(words) => f.write_str(words),
+        }
     }
 }
 
-/// How a lock another writer kept too long is reported.
-const BUSY: &str = "held by another writer";
+impl std::error::Error for StoreError {}
 
 /// How long a writer waits for another writer of the same item's history.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -115,7 +149,7 @@ impl Store {
     /// name (one not UTF-8, one harn never makes), so one bad entry never hides the others.
     /// Names starting with `.` are harn's own staging and temporary files and are skipped.
     pub fn list_ids(&mut self, dir: &str) -> Result<Listing, StoreError> {
-        let names = self.ledger.fs.list(dir).map_err(|e| StoreError(e.to_string()))?;
+        let names = self.ledger.fs.list(dir).map_err(StoreError::from)?;
         let mut listing = Listing::default();
         for name in names.iter().filter(|n| !n.starts_with('.')) {
             match Id::new(name) {
@@ -215,21 +249,19 @@ impl Store {
     pub fn open_journal(&mut self, path: &str) -> Result<JournalWriter, StoreError> {
         JournalWriter::open_tail(&mut self.ledger.fs, path)
             .map(|(w, _)| w)
-            .map_err(|e| StoreError(e.to_string()))
+            .map_err(|e| StoreError::Record(e.into()))
     }
 
-    /// Appends one synced line to a journal opened with [`Store::open_journal`].
+    /// Appends one synced line to a journal opened with [`Store::open_journal`] (a failed
+    /// append names the journal's path).
     pub fn append_journal(
         &mut self,
-        path: &str,
         writer: &mut JournalWriter,
         body: &impl serde::Serialize,
     ) -> Result<(), StoreError> {
         let now = self.clock.wall();
-        writer
-            .append(&mut self.ledger.fs, now, std::slice::from_ref(body))
-            .map(drop)
-            .map_err(|e| StoreError(format!("{path}: {e}")))
+        writer.append(&mut self.ledger.fs, now, std::slice::from_ref(body))?;
+        Ok(())
     }
 
     /// Appends a `work.reconciled` receipt when the projected state, reason or next action
@@ -265,7 +297,9 @@ impl Store {
     /// Takes `id`'s run lease for the life of this store, or says who holds it.
     pub fn lock_run(&mut self, id: &Id) -> Result<(), StoreError> {
         if !self.hold(&run_lock(id))? {
-            return Err(StoreError(format!("work item {id} is being run by another process")));
+            return Err(StoreError::refused(format!(
+                "work item {id} is being run by another process"
+            )));
         }
         Ok(())
     }
@@ -277,12 +311,12 @@ impl Store {
             return Ok(true);
         }
         if let Some(dir) = lock.rsplit_once('/').map(|(d, _)| d) {
-            self.ledger.fs.create_dir_all(dir).map_err(|e| StoreError(e.to_string()))?;
+            self.ledger.fs.create_dir_all(dir).map_err(StoreError::from)?;
         }
         // A reader's probe (`held_elsewhere`) holds the lock for a few microseconds; a few
         // short retries keep it from ever being mistaken for a live holder.
         for attempt in 0..LEASE_TRIES {
-            if self.ledger.fs.try_lock(lock).map_err(|e| StoreError(e.to_string()))? {
+            if self.ledger.fs.try_lock(lock).map_err(StoreError::from)? {
                 self.held.insert(lock.to_owned());
                 return Ok(true);
             }
@@ -304,10 +338,7 @@ impl Store {
         run_id: &Id,
         name: &str,
     ) -> Result<Option<Vec<u8>>, StoreError> {
-        self.ledger
-            .fs
-            .read(&format!("{}/{name}", run_dir(run_id)))
-            .map_err(|e| StoreError(e.to_string()))
+        self.ledger.fs.read(&format!("{}/{name}", run_dir(run_id))).map_err(StoreError::from)
     }
 
     /// A run's manifest and proof, each when present.
@@ -320,7 +351,7 @@ impl Store {
 
     /// The bytes of a file under the root, when present.
     pub fn read_bytes(&mut self, path: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.ledger.fs.read(path).map_err(|e| StoreError(e.to_string()))
+        self.ledger.fs.read(path).map_err(StoreError::from)
     }
 
     /// A JSON record under the root, when present; a malformed one names file and line.
@@ -339,7 +370,7 @@ impl Store {
     /// Writes a file under the root whole (temporary name, fsync, rename).
     pub fn write_file(&mut self, path: &str, bytes: &[u8]) -> Result<(), StoreError> {
         harn_core::atomic::atomic_replace(&mut self.ledger.fs, path, bytes)
-            .map_err(|e| StoreError(e.to_string()))
+            .map_err(StoreError::from)
     }
 
     /// Writes a run record once, whole (see [`Ledger::write_record`]). Returns its bytes.
@@ -360,7 +391,7 @@ impl Store {
         name: &str,
         record: &impl serde::Serialize,
     ) -> Result<Vec<u8>, StoreError> {
-        let err = |e: harn_core::env::FsError| StoreError(e.to_string());
+        let err = StoreError::from;
         self.ledger.fs.create_dir_all(dir).map_err(err)?;
         let mut bytes = serde_json::to_vec_pretty(record).expect("run records serialize");
         bytes.push(b'\n');
@@ -378,7 +409,7 @@ impl Store {
             d.sweep_residue();
             linked
         });
-        linked.map_err(|e| StoreError(format!("{}: {e}", full.display())))?;
+        linked.map_err(|e| StoreError::Os(format!("{}: {e}", full.display())))?;
         self.ledger.fs.sync_dir(dir).map_err(err)?;
         Ok(bytes)
     }
@@ -388,7 +419,7 @@ impl Store {
     /// completed by the same `create` run again. Refused if the item exists.
     pub fn create(&mut self, intent: &WorkIntent, actor: &str) -> Result<(), StoreError> {
         let parent = harn_core::layout::WORK;
-        self.ledger.fs.create_dir_all(parent).map_err(|e| StoreError(e.to_string()))?;
+        self.ledger.fs.create_dir_all(parent).map_err(StoreError::from)?;
         // Temporary files and staging directories of writers a kill cut short go first
         // (earlier versions staged a whole item and renamed it into place).
         if let Ok(work) = crate::os::private::Dir::open(&self.root, parent, false) {
@@ -409,11 +440,11 @@ impl Store {
     /// writer. Hold it across a read, a decision and the append it leads to, so no other
     /// writer changes the history in between; dropping it releases it.
     pub fn lock_events(&self, id: &Id) -> Result<EventsLock, StoreError> {
-        let file = self.lock_file(&format!("{}/events.lock", dir_of(id))).map_err(|e| {
-            match e.0.ends_with(BUSY) {
-                true => StoreError(format!("work item {id} is being written by another process")),
-                false => e,
+        let file = self.lock_file(&format!("{}/events.lock", dir_of(id))).map_err(|e| match e {
+            StoreError::Busy(_) => {
+                StoreError::refused(format!("work item {id} is being written by another process"))
             }
+            e => e,
         })?;
         Ok(EventsLock { _file: file, id: id.clone() })
     }
@@ -425,7 +456,7 @@ impl Store {
         let (dir, name) = path.rsplit_once('/').unwrap_or((".", path));
         let file = crate::os::private::Dir::open(&self.root, dir, true)
             .and_then(|d| d.open_lock(name))
-            .map_err(|e| StoreError(format!("{}: {e}", shown.display())))?;
+            .map_err(|e| StoreError::Os(format!("{}: {e}", shown.display())))?;
         let started = std::time::Instant::now();
         loop {
             match file.try_lock() {
@@ -434,10 +465,10 @@ impl Store {
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
                 Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(StoreError(format!("{}: {BUSY}", shown.display())));
+                    return Err(StoreError::Busy(shown.display().to_string()));
                 }
                 Err(std::fs::TryLockError::Error(e)) => {
-                    return Err(StoreError(format!("{}: {e}", shown.display())));
+                    return Err(StoreError::Os(format!("{}: {e}", shown.display())));
                 }
             }
         }
@@ -446,7 +477,7 @@ impl Store {
     /// Takes `id`'s history lock, then reads it: for a decision that ends in an append.
     pub fn lock_and_read(&mut self, id: &Id) -> Result<(EventsLock, Item), StoreError> {
         if !self.exists(id) {
-            return Err(StoreError(format!("no work item {id}")));
+            return Err(StoreError::refused(format!("no work item {id}")));
         }
         let lock = self.lock_events(id)?;
         let item = self.read(id, &mut Known::new())?;

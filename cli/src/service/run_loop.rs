@@ -209,10 +209,11 @@ impl ServiceHost for LoopHost<'_> {
             s.sweep_count = scheduler.sweep_count();
             s.last_sweep_at = Some(wall);
             s.last_sweep_ms = Some(took);
-            s.last_error = outcome.clone().err();
+            s.last_error = outcome.as_ref().err().map(ToString::to_string);
         });
         if let Err(e) = outcome {
-            self.shared.audit.record(json!({ "event": "service.sweep_error", "error": e }));
+            let error = e.to_string();
+            self.shared.audit.record(json!({ "event": "service.sweep_error", "error": error }));
         }
         if let Some(c) = self.changes.as_mut() {
             c.watch(&self.shared.root, self.cache.directories());

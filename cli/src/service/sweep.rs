@@ -12,6 +12,7 @@ use harn_core::env::Clock;
 use harn_core::goal::{goal_fingerprint, GoalState, Mode};
 use harn_core::ids::Id;
 use harn_core::service::cache::{self, PathMeta, Signature};
+use harn_core::service::driver::SweepOutcome;
 use harn_core::service::wake::{Fingerprint, GoalWake, ServiceScheduler};
 use harn_core::service::{ServiceConfig, SweepHost, Ticked};
 use harn_core::time::Duration as CoreDuration;
@@ -115,6 +116,8 @@ struct RealSweep<'a> {
 }
 
 impl SweepHost for RealSweep<'_> {
+    type Error = String;
+
     fn now(&mut self) -> harn_core::time::Instant {
         crate::os::clock::RealClock::new().now()
     }
@@ -159,7 +162,7 @@ pub fn sweep(
     scheduler: &mut ServiceScheduler,
     shared: &Shared,
     cache: &mut ReadCache,
-) -> Result<(), String> {
+) -> SweepOutcome {
     let mut host = RealSweep { store, config, shared, cache };
     harn_core::service::sweep(&mut host, scheduler)
 }

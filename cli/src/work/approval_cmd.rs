@@ -74,8 +74,10 @@ fn parse_id(s: &str) -> Result<Id, Failure> {
 
 /// An approval as one JSON document.
 fn document(store: &mut Store, id: &Id) -> Result<Value, String> {
-    let (request, decision) =
-        store.approval(id).map_err(|e| e.0)?.ok_or_else(|| format!("no approval {id}"))?;
+    let (request, decision) = store
+        .approval(id)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("no approval {id}"))?;
     Ok(json!({
         "id": request.approval_id, "status": status(decision.as_ref()), "request": request,
         "decision": decision,

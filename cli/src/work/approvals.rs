@@ -28,7 +28,7 @@ impl Store {
     pub fn record_approval(
         &mut self,
         request: &ApprovalRequest,
-    ) -> Result<Result<bool, String>, StoreError> {
+    ) -> Result<Result<bool, harn_core::error::RecordError>, StoreError> {
         Ok(self.ledger().record_approval(request)?)
     }
 
@@ -50,10 +50,10 @@ impl Store {
         verdict: Ruling,
         actor: &str,
         reason: Option<String>,
-    ) -> Result<(Approval, bool), String> {
-        let _lock = self.lock_file(RULINGS_LOCK).map_err(|e| e.0)?;
+    ) -> Result<(Approval, bool), StoreError> {
+        let _lock = self.lock_file(RULINGS_LOCK)?;
         let now = self.now();
-        self.ledger().rule(id.as_str(), verdict, actor, reason, now)
+        Ok(self.ledger().rule(id.as_str(), verdict, actor, reason, now)?)
     }
 
     /// A run's transcript records.

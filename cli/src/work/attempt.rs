@@ -4,6 +4,7 @@
 
 use super::host::run_segment;
 use crate::os::store::{Item, Store, StoreError};
+use harn_core::error::RecordError;
 use harn_core::ids::Id;
 use harn_core::work::agent::AdapterSpec;
 use harn_core::work::approval::ApprovalRequest;
@@ -92,11 +93,12 @@ pub fn run_attempt(
     match attempt::run_attempt(&mut host, id, retry, actor) {
         Ok(attempt::AttemptEnded::Proof(run, proof)) => Ok(Ended::Proof(run, proof)),
         Ok(attempt::AttemptEnded::Parked(request)) => Ok(Ended::Parked(request)),
-        Ok(attempt::AttemptEnded::Abandoned) => Err(AttemptRefusal::Store(StoreError(
-            "the run's host gave it up before its proof".into(),
+        Ok(attempt::AttemptEnded::Abandoned) => Err(AttemptRefusal::Store(StoreError::refused(
+            "the run's host gave it up before its proof",
         ))),
         Err(ledger::Refusal::NotNow(why)) => Err(AttemptRefusal::NotNow(why)),
-        Err(ledger::Refusal::Store(e)) => Err(AttemptRefusal::Store(StoreError(e))),
+        Err(ledger::Refusal::Unstarted(e)) => Err(AttemptRefusal::Store(StoreError::Unstarted(e))),
+        Err(ledger::Refusal::Store(e)) => Err(AttemptRefusal::Store(e)),
     }
 }
 
@@ -108,12 +110,12 @@ struct WorkHost<'a> {
     lock: Option<crate::os::store::EventsLock>,
 }
 
-fn store_refusal(e: StoreError) -> ledger::Refusal {
-    ledger::Refusal::Store(e.0)
-}
+/// What the attempt's host owes the core: a refusal, or the store's error as it is.
+type Refusal = ledger::Refusal<StoreError>;
 
 impl attempt::AttemptHost for WorkHost<'_> {
     type Fs = crate::os::fs::RealFs;
+    type Error = StoreError;
 
     fn ledger(&mut self) -> &mut ledger::Ledger<Self::Fs> {
         self.store.ledger()
@@ -123,20 +125,20 @@ impl attempt::AttemptHost for WorkHost<'_> {
         self.store.now()
     }
 
-    fn lease(&mut self, id: &Id) -> Result<(), ledger::Refusal> {
+    fn lease(&mut self, id: &Id) -> Result<(), Refusal> {
         // An operator's stop refuses new attempts before anything is recorded, so none is
         // charged for a workflow that was never going to be let run.
         if crate::os::children::forced() {
-            return Err(ledger::Refusal::NotNow(crate::os::children::stopping()));
+            return Err(Refusal::NotNow(crate::os::children::stopping()));
         }
         if !self.store.exists(id) {
-            return Err(ledger::Refusal::NotNow(format!("no work item {id}")));
+            return Err(Refusal::NotNow(format!("no work item {id}")));
         }
-        self.store.lock_run(id).map_err(store_refusal)
+        self.store.lock_run(id).map_err(Refusal::Store)
     }
 
-    fn recover(&mut self) -> Result<(), ledger::Refusal> {
-        let recovered = self.store.recover(super::hold::reap).map_err(store_refusal)?;
+    fn recover(&mut self) -> Result<(), Refusal> {
+        let recovered = self.store.recover(super::hold::reap).map_err(Refusal::Store)?;
         for (run, killed) in &recovered.reaped {
             errln!("harn: run {run} had lost its host; {killed} of its processes were stopped");
         }
@@ -146,8 +148,8 @@ impl attempt::AttemptHost for WorkHost<'_> {
         Ok(())
     }
 
-    fn read_locked(&mut self, id: &Id) -> Result<Item, ledger::Refusal> {
-        let (lock, item) = self.store.lock_and_read(id).map_err(store_refusal)?;
+    fn read_locked(&mut self, id: &Id) -> Result<Item, Refusal> {
+        let (lock, item) = self.store.lock_and_read(id).map_err(Refusal::Store)?;
         self.lock = Some(lock);
         Ok(item)
     }
@@ -156,11 +158,12 @@ impl attempt::AttemptHost for WorkHost<'_> {
         self.lock = None;
     }
 
-    fn check_workflow(&mut self, item: &Item) -> Result<(), String> {
+    fn check_workflow(&mut self, item: &Item) -> Result<(), RecordError> {
         check_digest(&item.intent.workflow.path, &item.intent.workflow.sha256)
+            .map_err(RecordError::Refused)
     }
 
-    fn options(&mut self, item: &Item) -> Result<RunManifest, ledger::Refusal> {
+    fn options(&mut self, item: &Item) -> Result<RunManifest, Refusal> {
         let (id, limits) = (&item.intent.id, self.limits);
         // Under worktree isolation the item's own worktree is made (or found again) first:
         // it is the run's working directory, and the repository's git directory is
@@ -173,10 +176,8 @@ impl attempt::AttemptHost for WorkHost<'_> {
                     recorded_base: recorded_base(self.store, item),
                     open: limits.no_containment,
                 };
-                let ws =
-                    super::worktree::prepare(self.store.root(), id, &options).map_err(|e| {
-                        ledger::Refusal::NotNow(format!("{e}; no attempt was recorded"))
-                    })?;
+                let ws = super::worktree::prepare(self.store.root(), id, &options)
+                    .map_err(|e| Refusal::NotNow(format!("{e}; no attempt was recorded")))?;
                 let mut within = limits.clone();
                 within.cwd = Some(ws.path.clone());
                 let git = super::confine::guard::git_writable(ws.path.as_ref(), &ws.git_dir);
@@ -191,7 +192,7 @@ impl attempt::AttemptHost for WorkHost<'_> {
         let containment = planned_containment(self.store.root(), limits);
         if let Some(policy) = &limits.policy {
             harn_core::work::containment::check(policy.policy.containment, &containment)
-                .map_err(ledger::Refusal::NotNow)?;
+                .map_err(|refused| Refusal::NotNow(refused.to_string()))?;
         }
         Ok(RunManifest {
             schema_version: RUN_VERSION,
@@ -225,8 +226,8 @@ impl attempt::AttemptHost for WorkHost<'_> {
         m: &RunManifest,
         start: &serde_json::Value,
         fold: harn_core::work::run::RunFold,
-    ) -> Result<SegmentEnd, ledger::Refusal> {
-        run_segment(self.store, m, start, fold).map_err(store_refusal)
+    ) -> Result<SegmentEnd, Refusal> {
+        run_segment(self.store, m, start, fold).map_err(Refusal::Store)
     }
 
     fn attest(&mut self, m: &RunManifest, fold: &mut harn_core::work::run::RunFold) {
@@ -239,8 +240,8 @@ impl attempt::AttemptHost for WorkHost<'_> {
         }
     }
 
-    fn reconcile(&mut self, id: &Id, actor: &str) -> Result<(), ledger::Refusal> {
-        self.store.reconcile(id, actor).map(drop).map_err(store_refusal)
+    fn reconcile(&mut self, id: &Id, actor: &str) -> Result<(), Refusal> {
+        self.store.reconcile(id, actor).map(drop).map_err(Refusal::Store)
     }
 }
 

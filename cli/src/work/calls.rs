@@ -136,7 +136,8 @@ fn preflight(
         _ => None,
     };
     let result =
-        agent::preflight(name, spec, program.is_some(), login.as_ref(), billing == Billing::Api);
+        agent::preflight(name, spec, program.is_some(), login.as_ref(), billing == Billing::Api)
+            .map_err(|refused| refused.to_string());
     done.insert(name.to_owned(), result.clone());
     result
 }

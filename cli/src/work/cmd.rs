@@ -298,7 +298,7 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> Exit {
     for id in listing.ids {
         // One unreadable item is a row with its error; it never hides the others. A creation
         // a kill cut short is no item yet.
-        let read = store.read(&id, &mut known).map_err(|e| e.0);
+        let read = store.read(&id, &mut known).map_err(|e| e.to_string());
         if read.is_err() && store.creation_pending(&id) {
             continue;
         }
@@ -461,7 +461,7 @@ fn stop_running(store: &mut Store, id: &Id) -> Result<(), String> {
         }
         errln!("harn: the run of {id} stopped");
     }
-    let recovered = store.recover(super::hold::reap).map_err(|e| e.0)?;
+    let recovered = store.recover(super::hold::reap).map_err(|e| e.to_string())?;
     for (run, killed) in &recovered.reaped {
         errln!("harn: run {run} had lost its host; {killed} of its processes were stopped");
     }

@@ -37,8 +37,8 @@ fn read_config(root: &Path) -> Result<Config, String> {
     let path = root.join(harn_core::layout::CONFIG);
     let config = match crate::os::private::read_below(root, &path) {
         Ok(Some(bytes)) => {
-            let text = harn_core::work::policy::jsonc_to_json(&bytes)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let text = harn_core::work::policy::jsonc_to_json(&path.display().to_string(), &bytes)
+                .map_err(|e| e.to_string())?;
             serde_json::from_slice::<Config>(&text)
                 .map_err(|e| format!("{}:{}: {e}", path.display(), e.line()))?
         }

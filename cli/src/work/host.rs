@@ -21,7 +21,7 @@ use harn_core::work::approval::ApprovalRequest;
 use harn_core::work::containment::guard::Guard;
 use harn_core::work::containment::{self, Containment, Need};
 use harn_core::work::live::LiveRun;
-use harn_core::work::protocol::FromWorkflow;
+use harn_core::work::protocol::{FromWorkflow, ProtocolError};
 use harn_core::work::run::{HostAction, Parked, ProcessEnd, RunFold, RunManifest};
 use harn_core::work::segment::{Reach, Segment, SegmentEffect, SegmentInput};
 use harn_core::work::transcript;
@@ -61,7 +61,7 @@ pub fn run_segment(
     let before = super::confine::guard::look(&guarded.watched);
     let ended = match &began {
         Ok(()) => drive(store, m, start, fold, &hold, &guarded),
-        Err(e) => Err(StoreError(format!("{e}; nothing ran and no attempt was charged"))),
+        Err(e) => Err(StoreError::Unstarted(e.clone())),
     };
     // Whatever the segment started goes, however it ended, before its record does.
     hold.end();
@@ -204,7 +204,7 @@ fn drive(
             HostEvent::Eof => segment.handle(now, SegmentInput::OutputEnded),
             HostEvent::Exited(status) => {
                 let status =
-                    status.map_err(|e| StoreError(format!("waiting for the workflow: {e}")))?;
+                    status.map_err(|e| StoreError::Os(format!("waiting for the workflow: {e}")))?;
                 let (code, signal) = (status.code(), status.signal());
                 segment.handle(now, SegmentInput::Exited { code, signal });
             }
@@ -371,15 +371,16 @@ impl SegmentHost<'_> {
     fn on_line(
         &mut self,
         store: &mut Store,
-        msg: Result<FromWorkflow, String>,
+        msg: Result<FromWorkflow, ProtocolError>,
     ) -> Result<Turn, StoreError> {
         let body = match &msg {
             Ok(m) => Some(json!({ "event": "workflow.message", "message": m })),
             Err(e) => {
+                let error = e.to_string();
                 self.malformed += 1;
-                self.malformed_bytes += e.len() as u64;
+                self.malformed_bytes += error.len() as u64;
                 (self.malformed <= MALFORMED_RECORDED)
-                    .then(|| json!({ "event": "workflow.malformed", "error": e }))
+                    .then(|| json!({ "event": "workflow.malformed", "error": error }))
             }
         };
         if let Some(body) = body {
@@ -481,7 +482,7 @@ impl SegmentHost<'_> {
         match store.ledger().park(self.m, parked, now)? {
             Ok(request) => Ok(Some(request)),
             Err(why) => {
-                self.fold.stop(why);
+                self.fold.stop(why.to_string());
                 Ok(None)
             }
         }
@@ -490,7 +491,6 @@ impl SegmentHost<'_> {
 
 /// The run's transcript journal (`transcript.jsonl`), one synced line per record.
 pub struct Transcript {
-    path: String,
     writer: JournalWriter,
     run_id: Id,
 }
@@ -500,13 +500,13 @@ impl Transcript {
     pub fn open(store: &mut Store, run_id: &Id) -> Result<Transcript, StoreError> {
         let path = format!("{}/transcript.jsonl", run_dir(run_id));
         let writer = store.open_journal(&path)?;
-        Ok(Transcript { path, writer, run_id: run_id.clone() })
+        Ok(Transcript { writer, run_id: run_id.clone() })
     }
 
     /// Appends one synced record (and shows it, when progress is live).
     pub fn record(&mut self, store: &mut Store, mut body: Value) -> Result<(), StoreError> {
         body["run_id"] = json!(self.run_id);
-        store.append_journal(&self.path, &mut self.writer, &body)?;
+        store.append_journal(&mut self.writer, &body)?;
         super::progress::show(&body);
         Ok(())
     }

@@ -91,7 +91,7 @@ impl HostArgs {
                 let path = &store.root().join(path);
                 let bytes = crate::input::read(path, crate::input::CONFIG_MAX)?;
                 let policy =
-                    parse_policy(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+                    parse_policy(&path.display().to_string(), &bytes).map_err(|e| e.to_string())?;
                 Some(FrozenPolicy::new(policy))
             }
         };

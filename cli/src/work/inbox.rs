@@ -2,14 +2,14 @@
 //! calls' progress and ends, and an operator's stop, each sent by a thread of its own.
 
 use harn_core::work::agent::CallOutcome;
-use harn_core::work::protocol::FromWorkflow;
+use harn_core::work::protocol::{FromWorkflow, ProtocolError};
 use serde_json::Value;
 use std::sync::mpsc;
 
 /// What the host loop waits for.
 pub enum HostEvent {
     /// A line of the workflow's stdout.
-    Line(Result<FromWorkflow, String>),
+    Line(Result<FromWorkflow, ProtocolError>),
     /// The end of the workflow's stdout.
     Eof,
     /// An agent call ended.

@@ -115,13 +115,13 @@ pub fn read_lines(mut out: std::process::ChildStdout, tx: mpsc::SyncSender<HostE
                 Ok(n) => n,
             };
             for msg in reader.feed(&buf[..n]) {
-                if tx.send(HostEvent::Line(msg.map_err(|e| e.to_string()))).is_err() {
+                if tx.send(HostEvent::Line(msg)).is_err() {
                     return;
                 }
             }
         }
         if let Some(msg) = reader.finish() {
-            let _ = tx.send(HostEvent::Line(msg.map_err(|e| e.to_string())));
+            let _ = tx.send(HostEvent::Line(msg));
         }
         let _ = tx.send(HostEvent::Eof);
     });

@@ -6,7 +6,7 @@ use super::attempt::{run_attempt, AttemptRefusal, Ended, RunLimits};
 use super::host_args::HostArgs;
 use super::show::show;
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
-use crate::os::store::{run_dir, Store};
+use crate::os::store::{run_dir, Store, StoreError};
 use clap::Args;
 use harn_core::ids::Id;
 use harn_core::work::approval::ApprovalRequest;
@@ -158,11 +158,10 @@ pub fn accept(store: &mut Store, a: AcceptArgs) -> Exit {
             Ok(d) => d,
             Err(e) => return fail(EXIT_USAGE, format!("--dispose: {e}")),
         };
-    use harn_core::work::ledger::Refusal;
-    if let Err(Refusal::NotNow(e) | Refusal::Store(e)) =
+    if let Err(refused) =
         accept_item(store, &id, dispositions, &actor(a.signed.actor), a.signed.reason)
     {
-        return fail(EXIT_FAILED, e);
+        return fail(EXIT_FAILED, refused);
     }
     show(store, id.as_str(), a.signed.json)
 }
@@ -175,13 +174,13 @@ pub fn accept_item(
     dispositions: Vec<Disposition>,
     actor: &str,
     reason: Option<String>,
-) -> Result<(), harn_core::work::ledger::Refusal> {
+) -> Result<(), harn_core::work::ledger::Refusal<StoreError>> {
     use harn_core::work::ledger::Refusal;
-    let (lock, item) = store.lock_and_read(id).map_err(|e| Refusal::Store(e.to_string()))?;
+    let (lock, item) = store.lock_and_read(id).map_err(Refusal::Store)?;
     let now = store.now();
     let accepted = store.ledger().accept(&item, dispositions, actor, reason, now);
     drop(lock);
-    accepted
+    accepted.map_err(|r| r.map(StoreError::from))
 }
 
 /// `f1=fixed` or `f1=deferred:<reason>`.
@@ -259,5 +258,5 @@ fn freeze(store: &Store, a: &RunArgs) -> Result<RunLimits, String> {
 pub fn read_team(store: &Store, path: &std::path::Path) -> Result<Team, String> {
     let path = &store.root().join(path);
     let bytes = crate::input::read(path, crate::input::CONFIG_MAX)?;
-    parse_team(&bytes).map_err(|e| format!("{}: {e}", path.display()))
+    parse_team(&path.display().to_string(), &bytes).map_err(|e| e.to_string())
 }

@@ -41,10 +41,10 @@ impl Outcome {
     /// proof says its workflow never started), with whether it passed and why it failed;
     /// parked, on its approval; anything else (a refusal before anything ran, an error, a host
     /// gone before the proof), failed, saying why.
-    pub fn of_attempt(
+    pub fn of_attempt<E: std::fmt::Display>(
         work_id: Id,
         action: DispatchAction,
-        ended: Result<&crate::work::attempt::AttemptEnded, String>,
+        ended: Result<&crate::work::attempt::AttemptEnded, E>,
     ) -> Outcome {
         use crate::work::attempt::AttemptEnded;
         let mut o = Outcome {
@@ -70,7 +70,7 @@ impl Outcome {
             Ok(AttemptEnded::Abandoned) => {
                 o.detail = Some("its host was gone before the proof".into());
             }
-            Err(why) => o.detail = Some(why),
+            Err(why) => o.detail = Some(why.to_string()),
         }
         o
     }
@@ -137,7 +137,7 @@ pub trait GoalHost {
     /// Accepts the passing proof of an item in review. `Ok(Err(why))` is a refusal (the item
     /// changed since it was read, by a person or another process): a domain outcome, never
     /// an error of the tick.
-    fn accept(&mut self, work: &Id) -> Result<Result<(), String>, Self::Error>;
+    fn accept(&mut self, work: &Id) -> Result<Result<(), crate::error::RecordError>, Self::Error>;
     /// Runs the selected attempts (concurrently where the host can) and reports each.
     fn dispatch(&mut self, picked: &[(Id, DispatchAction)]) -> Vec<Outcome>;
     /// Asks the planner for a plan and records what came of it (a proposal, an attention, an

@@ -2,6 +2,7 @@
 //! value, the limits and the automation flags, checked and frozen once. Changing any of them
 //! means a new goal; a read re-checks the digest, so an edited file is refused loudly.
 
+use crate::error::RecordError;
 use crate::hash::sha256_hex;
 use crate::ids::Id;
 use crate::time::WallTime;
@@ -33,27 +34,37 @@ impl GoalCreated {
     }
 }
 
-/// Checks that `intent` is the one its goal's journal says was created: its one
-/// `goal.created` record names its id and digest. A second creation record is damage (a goal
-/// is created once, under its lease, and a creation a kill cut short is cleared before the
-/// next), never a newer truth. `None` is a goal created before goals had a journal, which is
-/// read as it was.
-pub fn check_created(intent: &GoalIntent, created: Option<&[GoalCreated]>) -> Result<(), String> {
+/// Checks that `intent` (its file `shown`) is the one its goal's journal says was created:
+/// its one `goal.created` record names its id and digest. A second creation record is damage
+/// (a goal is created once, under its lease, and a creation a kill cut short is cleared before
+/// the next), never a newer truth. `None` is a goal created before goals had a journal, which
+/// is read as it was.
+pub fn check_created(
+    intent: &GoalIntent,
+    shown: &str,
+    created: Option<&[GoalCreated]>,
+) -> Result<(), RecordError> {
     let Some(created) = created else { return Ok(()) };
     if created.len() > 1 {
-        return Err(format!(
-            "events.jsonl holds {} goal.created records; a goal is created once, so its \
-             creation record was written over",
-            created.len()
+        return Err(RecordError::invalid(
+            shown,
+            format!(
+                "events.jsonl holds {} goal.created records; a goal is created once, so its \
+                 creation record was written over",
+                created.len()
+            ),
         ));
     }
     if created.iter().any(|c| c.goal_id == intent.id && c.intent_sha256 == intent.sha256) {
         return Ok(());
     }
-    Err(format!(
-        "is not the intent this goal was created with: events.jsonl records no goal.created \
-         with sha256 {}; it was changed after creation",
-        intent.sha256.get(..12).unwrap_or(&intent.sha256)
+    Err(RecordError::invalid(
+        shown,
+        format!(
+            "is not the intent this goal was created with: events.jsonl records no \
+             goal.created with sha256 {}; it was changed after creation",
+            intent.sha256.get(..12).unwrap_or(&intent.sha256)
+        ),
     ))
 }
 
@@ -92,7 +103,7 @@ pub fn check_new_team(team: &Team) -> Result<(), FieldError> {
 /// run's `--harness`, so an unpinned team runs on one adapter whatever the host passes.
 /// A team of one specialist, or one that pins two adapters (or pins some and leaves others to
 /// the host), spreads or cannot.
-pub fn check_adapter_spread(team: &Team, live: &[String]) -> Result<(), String> {
+pub fn check_adapter_spread(team: &Team, live: &[String]) -> Result<(), FieldError> {
     if team.len() < 2 {
         return Ok(());
     }
@@ -111,11 +122,14 @@ pub fn check_adapter_spread(team: &Team, live: &[String]) -> Result<(), String> 
         _ => return Ok(()),
     };
     let one = one.map_or(String::new(), |h| format!(" ({h})"));
-    Err(format!(
-        "team: {how}{one} while {} {} live on this machine; pin a role to another with \
-         \"harness\", or pass --allow-single-adapter",
-        idle.join(", "),
-        if idle.len() == 1 { "is" } else { "are" }
+    Err(FieldError::new(
+        "team",
+        format!(
+            "{how}{one} while {} {} live on this machine; pin a role to another with \
+             \"harness\", or pass --allow-single-adapter",
+            idle.join(", "),
+            if idle.len() == 1 { "is" } else { "are" }
+        ),
     ))
 }
 
@@ -373,11 +387,13 @@ mod tests {
         let live = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let both = live(&["claude-code", "codex"]);
         // All pinned to one, another live: refused, naming the idle one.
-        let e = check_adapter_spread(&team(&[Some("codex"), Some("codex")]), &both).unwrap_err();
+        let e = check_adapter_spread(&team(&[Some("codex"), Some("codex")]), &both)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("pins the same harness (codex)") && e.contains("claude-code is live"));
         assert!(e.contains("--allow-single-adapter"), "{e}");
         // Nobody pinned: one adapter whatever the host passes; refused when two are live.
-        let e = check_adapter_spread(&team(&[None, None]), &both).unwrap_err();
+        let e = check_adapter_spread(&team(&[None, None]), &both).unwrap_err().to_string();
         assert!(e.contains("no specialist pins") && e.contains("claude-code, codex are live"));
         assert!(check_adapter_spread(&team(&[None, None]), &live(&["codex"])).is_ok());
         // Nothing else live, one specialist, two adapters pinned, or pins mixed with the host's.
@@ -424,16 +440,20 @@ mod tests {
     fn an_intent_edited_with_its_digest_recomputed_is_refused_by_its_journal() {
         let g = goal();
         let created = [GoalCreated::of(&g)];
-        assert_eq!(check_created(&g, Some(&created)), Ok(()));
+        assert_eq!(check_created(&g, "intent.json", Some(&created)), Ok(()));
         let mut forged = g.clone();
         forged.automation.accept_passing_proof = true;
         forged.sha256 = forged.digest();
         assert!(forged.validate().is_ok(), "its own digest holds");
-        let err = check_created(&forged, Some(&created)).unwrap_err();
+        let err = check_created(&forged, "intent.json", Some(&created)).unwrap_err().to_string();
         assert!(err.contains("changed after creation"), "{err}");
-        assert_eq!(check_created(&forged, None), Ok(()), "a goal from before journals");
+        assert_eq!(
+            check_created(&forged, "intent.json", None),
+            Ok(()),
+            "a goal from before journals"
+        );
         let second = [GoalCreated::of(&g), GoalCreated::of(&forged)];
-        let err = check_created(&forged, Some(&second)).unwrap_err();
+        let err = check_created(&forged, "intent.json", Some(&second)).unwrap_err().to_string();
         assert!(err.contains("2 goal.created"), "a second creation is damage: {err}");
     }
 }

@@ -457,11 +457,11 @@ impl engine::GoalHost for RefusingHost {
             projection,
         })
     }
-    fn accept(&mut self, _work: &Id) -> Result<Result<(), String>, String> {
+    fn accept(&mut self, _work: &Id) -> Result<Result<(), crate::error::RecordError>, String> {
         if let Some(then) = self.then.take() {
             self.items = vec![then];
         }
-        Ok(Err("it is running (a retry started elsewhere)".into()))
+        Ok(Err(crate::error::RecordError::refused("it is running (a retry started elsewhere)")))
     }
     fn dispatch(&mut self, _picked: &[(Id, DispatchAction)]) -> Vec<engine::Outcome> {
         Vec::new()

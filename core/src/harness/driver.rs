@@ -274,7 +274,7 @@ impl Driver {
                 done.push(Executed::Signalled { name, pid, signal });
             }
             DaemonEffect::Ack { id, result } => {
-                done.push(Executed::Acked { id, error: result.err() });
+                done.push(Executed::Acked { id, error: result.err().map(|e| e.to_string()) });
             }
         }
         Ok(None)

@@ -11,6 +11,7 @@
 //! at its start.
 
 use crate::env::Pid;
+use crate::error::InvariantError;
 use crate::harness::lifecycle::{HarnessSpec, Readiness};
 use crate::ids::Id;
 use crate::time::{Duration, Instant};
@@ -266,13 +267,15 @@ impl ReadinessSchedule {
     /// The invariants: a check is scheduled whenever a run awaits, at most one probe runs per
     /// harness unless an earlier one is being killed, only awaited kinds await, and a run is
     /// never awaited and rechecked at once.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), InvariantError> {
         if !self.awaiting.is_empty() && self.next_check.is_none() {
-            return Err("runs await readiness with no check scheduled".into());
+            return Err(InvariantError::new("runs await readiness with no check scheduled"));
         }
         for name in self.watching.keys() {
             if self.awaiting.contains_key(name) {
-                return Err(format!("{name} is awaited and rechecked at once"));
+                return Err(InvariantError::new(format!(
+                    "{name} is awaited and rechecked at once"
+                )));
             }
         }
         for name in self.awaiting.keys() {
@@ -280,11 +283,13 @@ impl ReadinessSchedule {
                 self.kinds.get(name),
                 Some(Readiness::File { .. } | Readiness::Probe { .. })
             ) {
-                return Err(format!("{name} awaits evidence its kind does not have"));
+                return Err(InvariantError::new(format!(
+                    "{name} awaits evidence its kind does not have"
+                )));
             }
             let running = self.probes.values().filter(|p| p.name == *name && !p.killed).count();
             if running > 1 {
-                return Err(format!("{name}: {running} probes at once"));
+                return Err(InvariantError::new(format!("{name}: {running} probes at once")));
             }
         }
         Ok(())

@@ -5,11 +5,12 @@
 //! simulator's world implement [`ServiceHost`]; neither decides what to do next.
 
 use super::wake::{ServiceEffect, ServicePhase, ServiceScheduler};
+use crate::error::RecordError;
 use crate::time::Instant;
 
 /// How one sweep ended, as the scheduler takes it: `Err` is a sweep-level error no single goal
 /// owns (it backs the whole loop off).
-pub type SweepOutcome = Result<(), String>;
+pub type SweepOutcome = Result<(), RecordError>;
 
 /// What carries out the service's effects.
 pub trait ServiceHost {
@@ -105,7 +106,7 @@ mod tests {
         fn draining(&self) -> bool {
             self.draining
         }
-        fn sweep(&mut self, s: &mut ServiceScheduler) -> Result<Option<SweepOutcome>, String> {
+        fn sweep(&mut self, s: &mut ServiceScheduler) -> Result<Option<SweepOutcome>, Self::Error> {
             self.done.push("sweep".into());
             // A stop asked for while the sweep runs.
             self.draining = true;
@@ -113,7 +114,11 @@ mod tests {
             let _ = s;
             Ok((!self.crash).then_some(Ok(())))
         }
-        fn swept(&mut self, s: &ServiceScheduler, outcome: &SweepOutcome) -> Result<(), String> {
+        fn swept(
+            &mut self,
+            s: &ServiceScheduler,
+            outcome: &SweepOutcome,
+        ) -> Result<(), Self::Error> {
             self.done.push(format!("swept {outcome:?} at {:?}", s.last_sweep_at()));
             Ok(())
         }
@@ -184,12 +189,16 @@ mod tests {
         fn draining(&self) -> bool {
             false
         }
-        fn sweep(&mut self, s: &mut ServiceScheduler) -> Result<Option<SweepOutcome>, String> {
+        fn sweep(&mut self, s: &mut ServiceScheduler) -> Result<Option<SweepOutcome>, Self::Error> {
             let out = self.0.sweep(s);
             self.0.draining = false;
             out
         }
-        fn swept(&mut self, s: &ServiceScheduler, outcome: &SweepOutcome) -> Result<(), String> {
+        fn swept(
+            &mut self,
+            s: &ServiceScheduler,
+            outcome: &SweepOutcome,
+        ) -> Result<(), Self::Error> {
             self.0.swept(s, outcome)
         }
         fn write_hints(&mut self, s: &ServiceScheduler) -> bool {

@@ -118,7 +118,7 @@ impl ServiceConfig {
             86_400_000,
         )?;
         if let Some(policy) = &self.engine.policy {
-            policy.verify().map_err(|e| FieldError::new("engine.policy", e))?;
+            policy.verify().map_err(|e| FieldError::new("engine.policy", e.to_string()))?;
         }
         self.wake_config().validate().map_err(|e| FieldError::new(e.field(), e.to_string()))
     }
@@ -316,7 +316,7 @@ pub(crate) mod tests {
     #[test]
     fn a_policy_edited_after_it_was_frozen_is_refused() {
         let rules = r#"{"rules": [{"name": "no-push", "on": "authorize", "action": "push", "verdict": "deny"}]}"#;
-        let policy = crate::work::policy::parse_policy(rules.as_bytes()).unwrap();
+        let policy = crate::work::policy::parse_policy("policy.jsonc", rules.as_bytes()).unwrap();
         let mut c = config();
         c.engine.policy = Some(crate::work::policy::FrozenPolicy::new(policy));
         assert!(c.validate().is_ok());

@@ -2,17 +2,22 @@
 //! ticks them: the decisions the CLI's daemon and the simulator share.
 
 use super::wake::GoalWake;
+use crate::error::RecordError;
 use crate::ids::Id;
 
 /// What a sweep needs from its host.
 pub trait SweepHost {
+    /// Why a goal could not be read or ticked, in the host's terms; the goal backs off and
+    /// the error's words go to [`SweepHost::failed`].
+    type Error: std::fmt::Display;
     /// The monotonic time now.
     fn now(&mut self) -> crate::time::Instant;
     /// Reads a goal: its fingerprint and whether it is ready for a tick.
-    fn read(&mut self, goal: &Id) -> Result<(crate::service::wake::Fingerprint, bool), String>;
+    fn read(&mut self, goal: &Id)
+        -> Result<(crate::service::wake::Fingerprint, bool), Self::Error>;
     /// One tick of a ready goal: how it stopped, or the infrastructure error that kept it
     /// from running (a domain outcome is a stop reason, never an error).
-    fn tick(&mut self, goal: &Id) -> Result<Ticked, String>;
+    fn tick(&mut self, goal: &Id) -> Result<Ticked, Self::Error>;
     /// The goal being ticked now, for the status.
     fn ticking(&mut self, goal: Option<&Id>);
     /// A goal's read or tick failed and it backs off.
@@ -49,11 +54,12 @@ impl Ticked {
 }
 
 /// One sweep over the enrolled goals, in order: each is read, then ticked, quiesced or left
-/// alone as the wake machine decides; a goal whose read or tick fails backs off alone.
+/// alone as the wake machine decides; a goal whose read or tick fails backs off alone. The
+/// error is the scheduler refusing a goal's new record (which no single goal owns).
 pub fn sweep<H: SweepHost>(
     host: &mut H,
     scheduler: &mut crate::service::wake::ServiceScheduler,
-) -> Result<(), String> {
+) -> Result<(), RecordError> {
     use crate::service::wake::{after_tick_err, decide, Fingerprint, SweepDecision};
     let cfg = *scheduler.config();
     // Walks positions, not ids: a quiescent goal costs its read and a compare, with no lookup
@@ -81,7 +87,7 @@ pub fn sweep<H: SweepHost>(
             Err(e) => {
                 let fp = prev.observed.unwrap_or_else(|| Fingerprint::new("unreadable"));
                 let wake = after_tick_err(&prev, fp, now, &cfg);
-                host.failed(&goal, &e, &wake);
+                host.failed(&goal, &e.to_string(), &wake);
                 scheduler.record_goal_at(now, at, wake)?;
                 continue;
             }
@@ -132,7 +138,8 @@ fn tick_one<H: SweepHost>(
         Ok(crate::goal::StopReason::NotStarted) => {
             Err("a dispatched attempt could not start its workflow".to_owned())
         }
-        other => other,
+        Ok(stop) => Ok(stop),
+        Err(e) => Err(e.to_string()),
     };
     match ticked {
         Ok(stop) => match host.read(goal) {
@@ -174,16 +181,17 @@ mod tests {
         .unwrap();
         struct Blocked;
         impl SweepHost for Blocked {
+            type Error = String;
             fn now(&mut self) -> crate::time::Instant {
                 crate::time::Instant(0)
             }
             fn read(
                 &mut self,
                 g: &Id,
-            ) -> Result<(crate::service::wake::Fingerprint, bool), String> {
+            ) -> Result<(crate::service::wake::Fingerprint, bool), Self::Error> {
                 Ok((crate::service::wake::Fingerprint::new(g.as_str()), false))
             }
-            fn tick(&mut self, _: &Id) -> Result<Ticked, String> {
+            fn tick(&mut self, _: &Id) -> Result<Ticked, Self::Error> {
                 Err("a blocked goal is never ticked".into())
             }
             fn ticking(&mut self, _: Option<&Id>) {}
@@ -212,10 +220,14 @@ mod tests {
     }
 
     impl SweepHost for OneGoal {
+        type Error = String;
         fn now(&mut self) -> crate::time::Instant {
             crate::time::Instant(self.now)
         }
-        fn read(&mut self, _: &Id) -> Result<(crate::service::wake::Fingerprint, bool), String> {
+        fn read(
+            &mut self,
+            _: &Id,
+        ) -> Result<(crate::service::wake::Fingerprint, bool), Self::Error> {
             self.reads += 1;
             self.stopping |= self.stop_after_read;
             if self.readable {
@@ -224,7 +236,7 @@ mod tests {
                 Err("intent.json: not JSON".into())
             }
         }
-        fn tick(&mut self, _: &Id) -> Result<Ticked, String> {
+        fn tick(&mut self, _: &Id) -> Result<Ticked, Self::Error> {
             self.ticks += 1;
             Ok(Ticked { reason: self.stop, detail: "ticked".into() })
         }
@@ -308,13 +320,17 @@ mod tests {
     }
 
     impl SweepHost for Standing {
+        type Error = String;
         fn now(&mut self) -> crate::time::Instant {
             crate::time::Instant(0)
         }
-        fn read(&mut self, _: &Id) -> Result<(crate::service::wake::Fingerprint, bool), String> {
+        fn read(
+            &mut self,
+            _: &Id,
+        ) -> Result<(crate::service::wake::Fingerprint, bool), Self::Error> {
             Ok((crate::service::wake::Fingerprint::new(self.fingerprint), false))
         }
-        fn tick(&mut self, _: &Id) -> Result<Ticked, String> {
+        fn tick(&mut self, _: &Id) -> Result<Ticked, Self::Error> {
             Err("never ready".into())
         }
         fn ticking(&mut self, _: Option<&Id>) {}

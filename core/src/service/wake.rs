@@ -23,6 +23,7 @@
 //! inconsistent or stale record instead of trusting it, and losing every record only costs one
 //! extra read per goal.
 
+use crate::error::{InvariantError, RecordError};
 use crate::ids::Id;
 use crate::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
@@ -270,16 +271,17 @@ impl GoalWake {
     }
 
     /// Checks the record's own consistency (see the type's documentation).
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), InvariantError> {
         let backoff = self.state == WakeState::Backoff;
+        let broken = |detail: String| Err(InvariantError::new(detail));
         if backoff != (self.consecutive_errors > 0) {
-            return Err(format!("{:?} with {} errors", self.state, self.consecutive_errors));
+            return broken(format!("{:?} with {} errors", self.state, self.consecutive_errors));
         }
         if backoff != self.next_wake_at.is_some() {
-            return Err(format!("{:?} with next_wake_at {:?}", self.state, self.next_wake_at));
+            return broken(format!("{:?} with next_wake_at {:?}", self.state, self.next_wake_at));
         }
         if self.state == WakeState::AwaitingChange && self.observed.is_none() {
-            return Err("awaiting_change without an observed fingerprint".into());
+            return broken("awaiting_change without an observed fingerprint".into());
         }
         Ok(())
     }
@@ -561,7 +563,7 @@ impl ServiceScheduler {
 
     /// The end of a sweep, the one order both drivers follow: a drain begun while it ran is
     /// handed over before its end, so the scheduler stops instead of waiting for another wake.
-    pub fn sweep_ended(&mut self, now: Instant, draining: bool, result: Result<(), String>) {
+    pub fn sweep_ended(&mut self, now: Instant, draining: bool, result: Result<(), RecordError>) {
         if draining {
             self.request_stop(now);
         }
@@ -574,7 +576,7 @@ impl ServiceScheduler {
     /// capped at `error_backoff_max` (harnery sleeps the flat cap, which stalls every goal for
     /// five minutes after one transient error, §9.12). A report with no sweep running is
     /// ignored.
-    pub fn sweep_finished(&mut self, now: Instant, result: Result<(), String>) {
+    pub fn sweep_finished(&mut self, now: Instant, result: Result<(), RecordError>) {
         self.advance(now);
         if !matches!(self.sweep, SweepSlot::Running(_)) {
             return;
@@ -588,7 +590,7 @@ impl ServiceScheduler {
             }
             Err(error) => {
                 self.sweep_errors = self.sweep_errors.saturating_add(1);
-                self.last_error = Some(error);
+                self.last_error = Some(error.to_string());
                 self.cfg.backoff(self.sweep_errors)
             }
         };
@@ -607,10 +609,15 @@ impl ServiceScheduler {
     /// Stores the new record of an enrolled goal, normally from [`decide`], [`after_tick_ok`]
     /// or [`after_tick_err`] at `now`. Refuses, changing nothing, a goal that is not enrolled, an
     /// inconsistent record, or a backoff ending later than `now` plus the cap.
-    pub fn record_goal(&mut self, now: Instant, id: &Id, wake: GoalWake) -> Result<(), String> {
+    pub fn record_goal(
+        &mut self,
+        now: Instant,
+        id: &Id,
+        wake: GoalWake,
+    ) -> Result<(), RecordError> {
         let Some(&at) = self.index.get(id) else {
             self.advance(now);
-            return Err(format!("goal {id} is not enrolled"));
+            return Err(RecordError::refused(format!("goal {id} is not enrolled")));
         };
         self.record_goal_at(now, at, wake)
     }
@@ -622,13 +629,14 @@ impl ServiceScheduler {
         now: Instant,
         at: usize,
         wake: GoalWake,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordError> {
         self.advance(now);
         let Some(id) = self.order.get(at) else {
-            return Err(format!("no goal at position {at}"));
+            return Err(RecordError::refused(format!("no goal at position {at}")));
         };
-        wake.check().map_err(|e| format!("goal {id}: {e}"))?;
-        self.check_cap(id, &wake)?;
+        // A record that would break the machine's invariants is refused, changing nothing.
+        wake.check().map_err(|e| RecordError::refused(format!("goal {id}: {e}")))?;
+        self.check_cap(id, &wake).map_err(|e| RecordError::refused(e.to_string()))?;
         self.wakes[at] = wake;
         Ok(())
     }
@@ -763,41 +771,49 @@ impl ServiceScheduler {
     /// consistent with a backoff within the cap; deadlines exist exactly when not stopped and
     /// lie no further ahead than their interval; the phase matches the sweep; a sweep error is
     /// remembered exactly while errors are counted.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), InvariantError> {
         self.check_goals()?;
         self.check_phase()?;
         self.check_deadlines()?;
         if (self.sweep_errors == 0) != self.last_error.is_none() {
-            return Err(format!("{} sweep errors, last {:?}", self.sweep_errors, self.last_error));
+            return Err(InvariantError::new(format!(
+                "{} sweep errors, last {:?}",
+                self.sweep_errors, self.last_error
+            )));
         }
         Ok(())
     }
 
-    fn check_goals(&self) -> Result<(), String> {
+    fn check_goals(&self) -> Result<(), InvariantError> {
         if self.order.len() != self.wakes.len()
             || self.order.len() != self.index.len()
             || self.order.iter().enumerate().any(|(at, id)| self.index.get(id) != Some(&at))
         {
-            return Err(format!("goal order {:?} disagrees with records", self.order));
+            return Err(InvariantError::new(format!(
+                "goal order {:?} disagrees with records",
+                self.order
+            )));
         }
         for (id, wake) in self.order.iter().zip(&self.wakes) {
-            wake.check().map_err(|e| format!("goal {id}: {e}"))?;
+            wake.check().map_err(|e| InvariantError::new(format!("goal {id}: {e}")))?;
             self.check_cap(id, wake)?;
         }
         Ok(())
     }
 
     /// A backoff never ends later than the cap from now: the delay is never above the cap.
-    fn check_cap(&self, id: &Id, wake: &GoalWake) -> Result<(), String> {
+    fn check_cap(&self, id: &Id, wake: &GoalWake) -> Result<(), InvariantError> {
         match wake.next_wake_at {
             Some(at) if at.saturating_since(self.now) > self.cfg.error_backoff_max => {
-                Err(format!("goal {id}: backoff until {at:?} exceeds the cap from {:?}", self.now))
+                let detail =
+                    format!("goal {id}: backoff until {at:?} exceeds the cap from {:?}", self.now);
+                Err(InvariantError::new(detail))
             }
             _ => Ok(()),
         }
     }
 
-    fn check_phase(&self) -> Result<(), String> {
+    fn check_phase(&self) -> Result<(), InvariantError> {
         let stopped = self.phase == ServicePhase::Stopped;
         let consistent = match self.sweep {
             SweepSlot::Off => stopped,
@@ -805,19 +821,25 @@ impl ServiceScheduler {
             SweepSlot::Waiting(_) | SweepSlot::Queued => self.phase == ServicePhase::Running,
         };
         if !consistent {
-            return Err(format!("phase {:?} with sweep {:?}", self.phase, self.sweep));
+            return Err(InvariantError::new(format!(
+                "phase {:?} with sweep {:?}",
+                self.phase, self.sweep
+            )));
         }
         if let Some(id) = self.outcomes.keys().find(|id| !self.index.contains_key(*id)) {
-            return Err(format!("an outcome for {id}, which is not enrolled"));
+            return Err(InvariantError::new(format!("an outcome for {id}, which is not enrolled")));
         }
         Ok(())
     }
 
-    fn check_deadlines(&self) -> Result<(), String> {
+    fn check_deadlines(&self) -> Result<(), InvariantError> {
         if let SweepSlot::Waiting(at) = self.sweep {
             let longest = self.cfg.wake_interval.max(self.cfg.error_backoff_max);
             if at.saturating_since(self.now) > longest {
-                return Err(format!("sweep at {at:?} is more than {longest} after {:?}", self.now));
+                return Err(InvariantError::new(format!(
+                    "sweep at {at:?} is more than {longest} after {:?}",
+                    self.now
+                )));
             }
         }
         Ok(())

@@ -3,6 +3,7 @@
 //! which the active tick's children are terminated. Sans-IO: the daemon's watcher thread and
 //! the simulator drive the same code with `now`.
 
+use crate::error::InvariantError;
 use crate::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
@@ -156,15 +157,15 @@ impl Watcher {
 
     /// Checks the invariants: the next beat is never further than one interval ahead, and a
     /// forced stop happens only after a drain began.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), InvariantError> {
         if self.next_beat.saturating_since(self.now) > self.interval {
-            return Err(format!(
+            return Err(InvariantError::new(format!(
                 "next beat {:?} is more than an interval after {:?}",
                 self.next_beat, self.now
-            ));
+            )));
         }
         if self.force_queued && !matches!(self.drain, Drain::Forced { .. }) {
-            return Err("a forced stop without a drain".into());
+            return Err(InvariantError::new("a forced stop without a drain"));
         }
         Ok(())
     }

@@ -4,6 +4,7 @@
 //! line by line as it arrives and whole at the end, into a reply with the vendor's session,
 //! turns, tokens, cost and permission denials, and which effort words it takes.
 
+use crate::error::RecordError;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -73,11 +74,12 @@ pub fn efforts(kind: Kind) -> Option<&'static [&'static str]> {
 }
 
 /// Refuses an effort word the adapter does not take, naming the ones it does.
-pub fn check_effort(kind: Kind, word: &str) -> Result<(), String> {
+pub fn check_effort(kind: Kind, word: &str) -> Result<(), RecordError> {
     match efforts(kind) {
-        Some(words) if !words.contains(&word) => {
-            Err(format!("effort {word:?} is not one this harness takes ({})", words.join(", ")))
-        }
+        Some(words) if !words.contains(&word) => Err(RecordError::refused(format!(
+            "effort {word:?} is not one this harness takes ({})",
+            words.join(", ")
+        ))),
         _ => Ok(()),
     }
 }

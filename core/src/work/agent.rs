@@ -4,6 +4,7 @@
 //! reply, or a failure that is charged, environmental or upstream.
 
 use super::adapter::{self, Denial, Kind, Usage};
+use crate::error::RecordError;
 use crate::work::projection::FailureClass;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -132,19 +133,20 @@ pub fn presets() -> BTreeMap<String, AdapterSpec> {
 pub fn resolve(
     name: &str,
     declared: &BTreeMap<String, AdapterSpec>,
-) -> Result<AdapterSpec, String> {
+) -> Result<AdapterSpec, RecordError> {
     let spec = declared.get(name).cloned().or_else(|| presets().remove(name)).ok_or_else(|| {
         let mut known: Vec<String> = presets().into_keys().collect();
         known.extend(declared.keys().cloned());
         known.sort();
         known.dedup();
-        format!("no harness {name:?} (known: {})", known.join(", "))
+        RecordError::refused(format!("no harness {name:?} (known: {})", known.join(", ")))
     })?;
+    let refuse = |what: &str| Err(RecordError::refused(format!("harness {name:?}: {what}")));
     if spec.command.first().is_none_or(|p| p.trim().is_empty()) {
-        return Err(format!("harness {name:?}: command is empty"));
+        return refuse("command is empty");
     }
     if spec.timeout_ms == 0 || spec.idle_timeout_ms == 0 {
-        return Err(format!("harness {name:?}: timeout_ms and idle_timeout_ms must be at least 1"));
+        return refuse("timeout_ms and idle_timeout_ms must be at least 1");
     }
     Ok(spec)
 }
@@ -491,8 +493,8 @@ pub fn preflight(
     found: bool,
     login: Option<&Login>,
     allow_api_billing: bool,
-) -> Result<(), String> {
-    let env = Err;
+) -> Result<(), RecordError> {
+    let env = |why: String| Err(RecordError::refused(why));
     if !found {
         return env(format!(
             "{harness}: the program {} is not installed{}",
@@ -580,9 +582,9 @@ mod tests {
         assert_eq!(resolve("claude-code", &declared).unwrap().kind, Kind::ClaudeCode);
         declared.insert("codex".into(), AdapterSpec::text(vec!["./fake".into()], 5));
         assert_eq!(resolve("codex", &declared).unwrap().command[0], "./fake");
-        assert!(resolve("nope", &declared).unwrap_err().contains("claude-code"));
+        assert!(resolve("nope", &declared).unwrap_err().to_string().contains("claude-code"));
         declared.insert("empty".into(), AdapterSpec::text(vec![], 5));
-        assert!(resolve("empty", &declared).unwrap_err().contains("command is empty"));
+        assert!(resolve("empty", &declared).unwrap_err().to_string().contains("command is empty"));
     }
 
     #[test]
@@ -683,18 +685,18 @@ mod tests {
     #[test]
     fn preflight_wants_the_program_a_login_and_the_billing_the_run_allows() {
         let spec = AdapterSpec { kind: Kind::ClaudeCode, ..text_spec() };
-        let missing = preflight("c", &spec, false, None, false).unwrap_err();
+        let missing = preflight("c", &spec, false, None, false).unwrap_err().to_string();
         assert!(missing.contains("npm install -g @anthropic-ai/claude-code"), "{missing}");
         assert_eq!(preflight_failure(&missing).class, Some(FailureClass::Environment));
         let out = Login { logged_in: false, ..Login::default() };
-        let e = preflight("c", &spec, true, Some(&out), false).unwrap_err();
+        let e = preflight("c", &spec, true, Some(&out), false).unwrap_err().to_string();
         assert!(e.contains("claude auth login"));
         let key = Login {
             logged_in: true,
             api_key: Some("apiKeyHelper".into()),
             method: "api_key".into(),
         };
-        let e = preflight("c", &spec, true, Some(&key), false).unwrap_err();
+        let e = preflight("c", &spec, true, Some(&key), false).unwrap_err().to_string();
         assert!(e.contains("--allow-api-billing"), "{e:?}");
         assert_eq!(preflight("c", &spec, true, Some(&key), true), Ok(()));
         let sub = Login { logged_in: true, api_key: None, method: "claude.ai".into() };

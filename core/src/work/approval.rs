@@ -4,6 +4,7 @@
 //! never consume a ruling given for another.
 
 use super::policy::{Evaluation, Request, Verdict};
+use crate::error::RecordError;
 use crate::ids::Id;
 use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
@@ -98,16 +99,16 @@ pub fn status(decision: Option<&ApprovalDecision>) -> ApprovalStatus {
 
 /// Whether a ruling may be recorded: `Ok(true)` to write it, `Ok(false)` when the same ruling
 /// is already recorded (nothing to do), an error when the opposite one is.
-pub fn may_rule(existing: Option<&ApprovalDecision>, verdict: Ruling) -> Result<bool, String> {
+pub fn may_rule(existing: Option<&ApprovalDecision>, verdict: Ruling) -> Result<bool, RecordError> {
     match existing {
         None => Ok(true),
         Some(d) if d.verdict == verdict => Ok(false),
-        Some(d) => Err(format!(
+        Some(d) => Err(RecordError::refused(format!(
             "approval {} was already ruled {} by {}; a ruling is never changed",
             d.approval_id,
             ruling_word(d.verdict),
             d.actor
-        )),
+        ))),
     }
 }
 
@@ -124,11 +125,11 @@ pub fn ruling_word(r: Ruling) -> &'static str {
 pub fn consume(
     request_sha256: &str,
     ruled: Option<&(String, Ruling)>,
-) -> Result<Option<Verdict>, String> {
+) -> Result<Option<Verdict>, RecordError> {
     match ruled {
         None => Ok(None),
         Some((sha, _)) if sha != request_sha256 => {
-            Err("its approval was given for a different request".into())
+            Err(RecordError::refused("its approval was given for a different request"))
         }
         Some((_, Ruling::Allow)) => Ok(Some(Verdict::Allow)),
         Some((_, Ruling::Deny)) => Ok(Some(Verdict::Deny)),
@@ -155,7 +156,7 @@ mod tests {
     fn a_ruling_is_recorded_once_repeated_idempotently_and_never_reversed() {
         assert_eq!(may_rule(None, Ruling::Allow), Ok(true));
         assert_eq!(may_rule(Some(&decision(Ruling::Allow)), Ruling::Allow), Ok(false));
-        let e = may_rule(Some(&decision(Ruling::Allow)), Ruling::Deny).unwrap_err();
+        let e = may_rule(Some(&decision(Ruling::Allow)), Ruling::Deny).unwrap_err().to_string();
         assert!(e.contains("already ruled allow by ana"), "{e}");
         assert_eq!(status(None), ApprovalStatus::Pending);
         assert_eq!(status(Some(&decision(Ruling::Deny))), ApprovalStatus::Denied);

@@ -9,6 +9,7 @@ use super::ledger::RunOptions;
 use super::ledger::{Item, Ledger, Refusal};
 use super::projection::WorkState;
 use crate::env::Fs;
+use crate::error::RecordError;
 use crate::ids::Id;
 use crate::time::WallTime;
 use crate::work::approval::ApprovalRequest;
@@ -40,24 +41,27 @@ pub enum AttemptEnded {
 pub trait AttemptHost {
     /// The filesystem the ledger is kept on.
     type Fs: Fs;
+    /// What a record failure is to the host: the ledger's [`RecordError`], or the host's own
+    /// error, which holds one.
+    type Error: From<RecordError>;
     /// The ledger.
     fn ledger(&mut self) -> &mut Ledger<Self::Fs>;
     /// The wall clock now.
     fn now(&mut self) -> WallTime;
     /// Takes `id`'s run lease for the rest of the attempt, or refuses.
-    fn lease(&mut self, id: &Id) -> Result<(), Refusal>;
+    fn lease(&mut self, id: &Id) -> Result<(), Refusal<Self::Error>>;
     /// Reaps every run whose host is gone, before anything new starts.
-    fn recover(&mut self) -> Result<(), Refusal>;
+    fn recover(&mut self) -> Result<(), Refusal<Self::Error>>;
     /// Reads `id` and holds its history lock until [`AttemptHost::unlock`], so a cancel or
     /// a reopen cannot land between the decision to start and its record.
-    fn read_locked(&mut self, id: &Id) -> Result<Item, Refusal>;
+    fn read_locked(&mut self, id: &Id) -> Result<Item, Refusal<Self::Error>>;
     /// Releases the history lock.
     fn unlock(&mut self);
     /// Refuses a workflow that is gone or differs from its frozen digest.
-    fn check_workflow(&mut self, item: &Item) -> Result<(), String>;
+    fn check_workflow(&mut self, item: &Item) -> Result<(), RecordError>;
     /// The options a new attempt of `item` starts with (its worktree made, its containment
     /// planned); a refusal records nothing.
-    fn options(&mut self, item: &Item) -> Result<RunOptions, Refusal>;
+    fn options(&mut self, item: &Item) -> Result<RunOptions, Refusal<Self::Error>>;
     /// Runs one segment of `m`'s run, from its start line and fold.
     fn segment(
         &mut self,
@@ -65,12 +69,12 @@ pub trait AttemptHost {
         m: &RunManifest,
         start: &Value,
         fold: RunFold,
-    ) -> Result<SegmentEnd, Refusal>;
+    ) -> Result<SegmentEnd, Refusal<Self::Error>>;
     /// What the host adds to a finished segment's fold before its proof (the worktree's
     /// attestation).
     fn attest(&mut self, m: &RunManifest, fold: &mut RunFold);
     /// Reconciles the item after its attempt.
-    fn reconcile(&mut self, id: &Id, actor: &str) -> Result<(), Refusal>;
+    fn reconcile(&mut self, id: &Id, actor: &str) -> Result<(), Refusal<Self::Error>>;
 }
 
 /// Runs one attempt of `id` (a retry when `retry`), or resumes its parked attempt once the
@@ -81,7 +85,7 @@ pub fn run_attempt<H: AttemptHost>(
     id: &Id,
     retry: bool,
     actor: &str,
-) -> Result<AttemptEnded, Refusal> {
+) -> Result<AttemptEnded, Refusal<H::Error>> {
     host.lease(id)?;
     host.recover()?;
     let item = host.read_locked(id)?;
@@ -109,11 +113,12 @@ fn begin<H: AttemptHost>(
     item: &Item,
     retry: bool,
     actor: &str,
-) -> Result<(RunManifest, Value, RunFold), Refusal> {
-    host.check_workflow(item).map_err(Refusal::NotNow)?;
+) -> Result<(RunManifest, Value, RunFold), Refusal<H::Error>> {
+    host.check_workflow(item).map_err(|why| Refusal::NotNow(why.to_string()))?;
     let now = host.now();
     if item.projection.state == WorkState::AwaitingApproval {
-        let (manifest, state, start) = host.ledger().resume_attempt(item, actor, now)?;
+        let (manifest, state, start) =
+            host.ledger().resume_attempt(item, actor, now).map_err(|r| r.map(H::Error::from))?;
         let mut fold = manifest.fold();
         fold.resume(state);
         return Ok((manifest, start, fold));
@@ -122,10 +127,8 @@ fn begin<H: AttemptHost>(
     // The manifest goes before `attempt.started`: a write that fails records no attempt.
     let (manifest, start) =
         host.ledger().start_attempt(item, retry, &options, actor, now).map_err(|r| match r {
-            Refusal::Store(e) => {
-                Refusal::Store(format!("{e}; nothing ran and no attempt was charged"))
-            }
-            other => other,
+            Refusal::Store(e) | Refusal::Unstarted(e) => Refusal::Unstarted(e),
+            Refusal::NotNow(why) => Refusal::NotNow(why),
         })?;
     let fold = manifest.fold();
     Ok((manifest, start, fold))

@@ -2,6 +2,7 @@
 //! and reconciliation receipts, with the rules every read checks.
 
 use super::FieldError;
+use crate::error::RecordError;
 use crate::ids::Id;
 use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
@@ -211,7 +212,7 @@ impl HistoryCheck {
                 return Err(at(&format!("resumes unknown attempt {attempt} of run {run_id}")));
             }
             (EventKind::Reopened { findings }, _) => {
-                validate_findings(findings).map_err(|m| at(&m))?
+                validate_findings(findings).map_err(|m| at(&m.to_string()))?
             }
             _ => {}
         }
@@ -221,36 +222,45 @@ impl HistoryCheck {
 
 /// Checks findings raised on one reopen: at most [`FINDINGS_MAX`], ids `f1…` in order, each
 /// with a statement of 1 to 1000 characters.
-pub fn validate_findings(findings: &[Finding]) -> Result<(), String> {
+pub fn validate_findings(findings: &[Finding]) -> Result<(), RecordError> {
+    let refuse = |why: String| Err(RecordError::refused(why));
     if findings.len() > FINDINGS_MAX {
-        return Err(format!("at most {FINDINGS_MAX} findings"));
+        return refuse(format!("at most {FINDINGS_MAX} findings"));
     }
     let mut seen = BTreeSet::new();
     for (i, f) in findings.iter().enumerate() {
         if f.id != format!("f{}", i + 1) || !seen.insert(&f.id) {
-            return Err(format!("finding {} must be f{}", f.id, i + 1));
+            return refuse(format!("finding {} must be f{}", f.id, i + 1));
         }
         if f.statement.trim().is_empty() || f.statement.chars().count() > 1000 {
-            return Err(format!("finding {} needs a statement of 1 to 1000 characters", f.id));
+            return refuse(format!("finding {} needs a statement of 1 to 1000 characters", f.id));
         }
     }
     Ok(())
 }
 
-/// Checks that `intent` is the one its history created: when `work.created` recorded a
-/// digest (every item created since intents carry one), the intent's must be that digest.
-pub fn check_created(intent: &super::WorkIntent, events: &[WorkEvent]) -> Result<(), String> {
+/// Checks that `intent` (its file `shown`) is the one its history created: when
+/// `work.created` recorded a digest (every item created since intents carry one), the
+/// intent's must be that digest.
+pub fn check_created(
+    intent: &super::WorkIntent,
+    shown: &str,
+    events: &[WorkEvent],
+) -> Result<(), RecordError> {
     let Some(EventKind::Created { intent_sha256: Some(created) }) = events.first().map(|e| &e.kind)
     else {
         return Ok(());
     };
     match &intent.sha256 {
         Some(now) if now == created => Ok(()),
-        now => Err(format!(
-            "is not the intent this item was created with: work.created recorded sha256 {}, \
-             the intent has {}; it was changed after creation",
-            short(created),
-            now.as_deref().map_or("none".to_owned(), short)
+        now => Err(RecordError::invalid(
+            shown,
+            format!(
+                "is not the intent this item was created with: work.created recorded sha256 \
+                 {}, the intent has {}; it was changed after creation",
+                short(created),
+                now.as_deref().map_or("none".to_owned(), short)
+            ),
         )),
     }
 }

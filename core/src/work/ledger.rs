@@ -293,7 +293,7 @@ impl<F: Fs> Ledger<F> {
                 Some(_) => {}
             }
             if proof.run.status == crate::work::run::RunStatus::Succeeded {
-                if let Err(why) = self.check_closing(run_id, &proof, &digest) {
+                if let Some(why) = self.check_closing(run_id, &proof, &digest)? {
                     let detail = format!(
                         "harn did not write this proof at the end of run {run_id} ({why}); it \
                          does not count"
@@ -310,28 +310,34 @@ impl<F: Fs> Ledger<F> {
     /// ended, and a run that did not exit 0 in time and on its own did not pass. A proof and
     /// seal rewritten after the run disagree with it. Only the transcript's last 64 KiB are
     /// read. A transcript without `run.end` is a host that died between the proof and it.
-    fn check_closing(&mut self, run_id: &Id, proof: &Proof, digest: &str) -> Result<(), String> {
+    /// `Some` says why the proof does not count; the error is a transcript the filesystem
+    /// would not read.
+    fn check_closing(
+        &mut self,
+        run_id: &Id,
+        proof: &Proof,
+        digest: &str,
+    ) -> Result<Option<String>, RecordError> {
         const TAIL: u64 = 64 << 10;
         let path = format!("{}/transcript.jsonl", run_dir(run_id));
-        let Some((_, len)) = self.fs.read_at(&path, 0, 0).map_err(|e| e.to_string())? else {
-            return Err("its transcript is missing".into());
+        let Some((_, len)) = self.fs.read_at(&path, 0, 0)? else {
+            return Ok(Some("its transcript is missing".into()));
         };
         let from = len.saturating_sub(TAIL);
-        let (tail, _) = self
-            .fs
-            .read_at(&path, from, TAIL as usize)
-            .map_err(|e| e.to_string())?
-            .unwrap_or_default();
-        let closing = transcript::closing(&tail, from == 0)
-            .map_err(|e| format!("{}: {e}", self.shown(&path)))?;
-        let transcript::Closing::Ended(end) = closing else { return Ok(()) };
+        let (tail, _) = self.fs.read_at(&path, from, TAIL as usize)?.unwrap_or_default();
+        let closing = match transcript::closing(&self.shown(&path), &tail, from == 0) {
+            Ok(closing) => closing,
+            // A damaged transcript vouches for nothing: the proof does not count.
+            Err(damaged) => return Ok(Some(damaged.to_string())),
+        };
+        let transcript::Closing::Ended(end) = closing else { return Ok(None) };
         if let Some(named) = end["proof_sha256"].as_str() {
             if named != digest {
-                return Err(format!(
+                return Ok(Some(format!(
                     "its transcript's run.end names sha256 {}, the proof has {}",
                     named.get(..12).unwrap_or(named),
                     &digest[..12]
-                ));
+                )));
             }
         }
         let clean = end["exit_code"] == 0
@@ -340,15 +346,15 @@ impl<F: Fs> Ledger<F> {
             && end["interrupted_by"].is_null()
             && end["spawn_error"].is_null();
         if !clean || proof.run.exit_code != Some(0) {
-            return Err(format!(
+            return Ok(Some(format!(
                 "the proof says the run succeeded, and its transcript says the workflow ended \
                  with exit code {}, signal {}{}",
                 end["exit_code"],
                 end["signal"],
                 if end["timed_out"] == true { ", timed out" } else { "" }
-            ));
+            )));
         }
-        Ok(())
+        Ok(None)
     }
 
     /// A run's transcript records.
@@ -448,9 +454,8 @@ impl<F: Fs> Ledger<F> {
             prerequisites.insert(dep.clone(), view);
         }
         let shown_events = self.shown(&format!("{}/events.jsonl", work_dir(id)));
-        super::events::check_created(&intent, &events).map_err(|e| {
-            RecordError::invalid(self.shown(&format!("{}/intent.json", work_dir(id))), e)
-        })?;
+        let shown_intent = self.shown(&format!("{}/intent.json", work_dir(id)));
+        super::events::check_created(&intent, &shown_intent, &events)?;
         let live = runner_live(id);
         let (attempts, usage, proofs) = self.inspect_attempts(id, &events, live)?;
         super::projection::check_acceptances(&events, &proofs, &attempts)
@@ -515,7 +520,9 @@ impl<F: Fs> Ledger<F> {
         })?;
         let run_id = item.projection.latest_run_id.clone().expect("an item in review has a run");
         let path = format!("{}/proof.json", run_dir(&run_id));
-        let bytes = self.read_bytes(&path)?.ok_or_else(|| format!("run {run_id} has no proof"))?;
+        let bytes = self
+            .read_bytes(&path)?
+            .ok_or_else(|| RecordError::refused(format!("run {run_id} has no proof")))?;
         let proof_sha256 = crate::hash::sha256_hex(&bytes);
         let attempt = item.projection.attempts_used;
         let kind = EventKind::Accepted { run_id, attempt, proof_sha256, dispositions };
@@ -718,24 +725,45 @@ fn inherit_team(manifest: &mut RunManifest, before: RunManifest) {
     }
 }
 
-/// Why an attempt could not start, or an acceptance was not recorded.
+/// Why an attempt could not start, or an acceptance was not recorded. `E` is what a record
+/// failure is: the ledger's [`RecordError`], or the error of an attempt's host
+/// ([`crate::work::attempt::AttemptHost::Error`]), which holds one.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub enum Refusal<E = RecordError> {
     /// Nothing was recorded: the item may not start an attempt (or be accepted) now.
     NotNow(String),
+    /// A record a new attempt starts with (its manifest, `attempt.started`, the prerequisites
+    /// read for it) could not be read or written before anything was spawned: nothing ran
+    /// and no attempt was charged.
+    Unstarted(RecordError),
     /// A record could not be read or written.
-    Store(String),
+    Store(E),
 }
 
-impl From<String> for Refusal {
-    fn from(e: String) -> Refusal {
-        Refusal::Store(e)
+impl<E> Refusal<E> {
+    /// The same refusal with its record failure turned into `F`.
+    pub fn map<F>(self, f: impl FnOnce(E) -> F) -> Refusal<F> {
+        match self {
+            Refusal::NotNow(why) => Refusal::NotNow(why),
+            Refusal::Unstarted(e) => Refusal::Unstarted(e),
+            Refusal::Store(e) => Refusal::Store(f(e)),
+        }
     }
 }
 
-impl From<RecordError> for Refusal {
-    fn from(e: RecordError) -> Refusal {
-        Refusal::Store(e.to_string())
+impl<E: From<RecordError>> From<RecordError> for Refusal<E> {
+    fn from(e: RecordError) -> Refusal<E> {
+        Refusal::Store(e.into())
+    }
+}
+
+impl<E: std::fmt::Display> std::fmt::Display for Refusal<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refusal::NotNow(why) => f.write_str(why),
+            Refusal::Unstarted(e) => write!(f, "{e}; nothing ran and no attempt was charged"),
+            Refusal::Store(e) => write!(f, "{e}"),
+        }
     }
 }
 
@@ -824,8 +852,10 @@ impl<F: Fs> Ledger<F> {
             )));
         }
         let run_id = p.latest_run_id.clone().expect("a parked item has a run");
-        let manifest =
-            self.run_records(&run_id)?.0.ok_or_else(|| format!("run {run_id} has no manifest"))?;
+        let manifest = self
+            .run_records(&run_id)?
+            .0
+            .ok_or_else(|| RecordError::refused(format!("run {run_id} has no manifest")))?;
         let resumed =
             EventKind::AttemptResumed { run_id: run_id.clone(), attempt: manifest.attempt };
         self.append(id, resumed, actor, None, now)?;
@@ -876,13 +906,13 @@ impl<F: Fs> Ledger<F> {
     /// Parks a run on the approval policy asked for: the request is recorded (or found, from
     /// an earlier segment), then `run.parked` is appended as the transcript's last record,
     /// which is what makes the attempt read as parked. The inner error: the slot already holds
-    /// a different request, and the run must stop instead.
+    /// a different request, and the run must stop instead (a refusal).
     pub fn park(
         &mut self,
         manifest: &RunManifest,
         parked: &crate::work::run::Parked,
         now: WallTime,
-    ) -> Result<Result<ApprovalRequest, String>, RecordError> {
+    ) -> Result<Result<ApprovalRequest, RecordError>, RecordError> {
         let request = manifest.approval_request(parked, now);
         let created = match self.record_approval(&request)? {
             Ok(created) => created,
@@ -967,19 +997,19 @@ impl<F: Fs> Ledger<F> {
 
     /// Records a parked run's approval request, or finds the identical one an earlier
     /// segment recorded: `Ok(true)` when written now, `Ok(false)` when already there, and
-    /// the inner error when the slot holds a different request.
+    /// the inner error (a refusal) when the slot holds a different request.
     pub fn record_approval(
         &mut self,
         request: &ApprovalRequest,
-    ) -> Result<Result<bool, String>, RecordError> {
+    ) -> Result<Result<bool, RecordError>, RecordError> {
         let dir = approval_dir(&request.approval_id);
         match self.read_json::<ApprovalRequest>(&format!("{dir}/request.json"))? {
             Some(existing) if existing.request_sha256 == request.request_sha256 => Ok(Ok(false)),
-            Some(_) => Ok(Err(format!(
+            Some(_) => Ok(Err(RecordError::refused(format!(
                 "approval {} was asked for a different request; a changed request cannot \
                  take over its ruling",
                 request.approval_id
-            ))),
+            )))),
             None => self.write_record(&dir, "request.json", request).map(|_| Ok(true)),
         }
     }

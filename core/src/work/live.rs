@@ -8,6 +8,7 @@
 
 use super::ledger::{run_dir, Ledger};
 use crate::env::Fs;
+use crate::error::RecordError;
 use crate::ids::Id;
 use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
@@ -56,27 +57,27 @@ impl<F: Fs> Ledger<F> {
     /// place). Not synced: the record matters only while the machine stays up, since a crash
     /// of the machine ends every process it could name; one a crash cut short is dropped by
     /// the next [`Ledger::live_runs`].
-    pub fn begin_live(&mut self, live: &LiveRun) -> Result<(), String> {
-        self.fs.create_dir_all(LIVE_DIR).map_err(|e| e.to_string())?;
+    pub fn begin_live(&mut self, live: &LiveRun) -> Result<(), RecordError> {
+        self.fs.create_dir_all(LIVE_DIR)?;
         let bytes = super::ledger::record_bytes(live);
         let (path, temp) =
             (live_path(&live.run_id), crate::atomic::temp_path(&live_path(&live.run_id)));
-        self.fs.write_temp(&temp, &bytes).map_err(|e| e.to_string())?;
-        self.fs.rename(&temp, &path).map_err(|e| e.to_string())
+        self.fs.write_temp(&temp, &bytes)?;
+        Ok(self.fs.rename(&temp, &path)?)
     }
 
     /// Removes `run`'s record once everything its segment started is gone.
-    pub fn end_live(&mut self, run: &Id) -> Result<(), String> {
+    pub fn end_live(&mut self, run: &Id) -> Result<(), RecordError> {
         match self.fs.remove(&live_path(run)) {
             Ok(()) => Ok(()),
             Err(e) if e.kind == crate::env::FsErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(RecordError::Fs(e)),
         }
     }
 
     /// Every record of a run in progress, and a problem for each that cannot be read.
-    pub fn live_runs(&mut self) -> Result<(Vec<LiveRun>, Vec<String>), String> {
-        let names = self.fs.list(LIVE_DIR).map_err(|e| e.to_string())?;
+    pub fn live_runs(&mut self) -> Result<(Vec<LiveRun>, Vec<String>), RecordError> {
+        let names = self.fs.list(LIVE_DIR)?;
         let (mut found, mut problems) = (Vec::new(), Vec::new());
         // A name with a leading dot or a `.tmp` end is a write a crash cut short.
         for name in names.iter().filter(|n| !n.starts_with('.') && !n.ends_with(".tmp")) {
@@ -107,7 +108,7 @@ pub fn recover<F: Fs>(
     lease_free: &mut dyn FnMut(&Id) -> bool,
     kill: &mut dyn FnMut(&LiveRun) -> usize,
     now: WallTime,
-) -> Result<Recovered, String> {
+) -> Result<Recovered, RecordError> {
     let (live, problems) = ledger.live_runs()?;
     let mut done = Recovered { problems, ..Recovered::default() };
     for run in live {

@@ -4,6 +4,7 @@
 //! allow); a request no rule matches gets its kind's default (agent calls allow, external
 //! mutations deny), so authority over the outside world is only ever granted explicitly.
 
+use crate::error::RecordError;
 use crate::hash::sha256_hex;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -154,14 +155,14 @@ impl FrozenPolicy {
 
     /// Checks that the recorded digest is the digest of the rules: a frozen policy whose
     /// rules were edited in place (a broader rule, a digest left as it was) is refused.
-    pub fn verify(&self) -> Result<(), String> {
+    pub fn verify(&self) -> Result<(), RecordError> {
         let actual = sha256_hex(&canonical(&self.policy));
         if actual != self.sha256 {
-            return Err(format!(
+            return Err(RecordError::refused(format!(
                 "the policy's digest {} does not match its rules ({actual}): it was edited after \
                  it was frozen",
                 self.sha256
-            ));
+            )));
         }
         Ok(())
     }
@@ -169,33 +170,39 @@ impl FrozenPolicy {
 
 /// JSON with comments (`//`, `/* */`, `#`) and trailing commas, as plain JSON: comments are
 /// blanked in place, so a line a later error names is the file's own line. A block comment
-/// or a string still open at the end is refused: an unclosed `/*` must not silently swallow
-/// what follows it.
-pub fn jsonc_to_json(bytes: &[u8]) -> Result<Vec<u8>, String> {
+/// or a string still open at the end of the file `shown` does not parse: an unclosed `/*`
+/// must not silently swallow what follows it.
+pub fn jsonc_to_json(shown: &str, bytes: &[u8]) -> Result<Vec<u8>, RecordError> {
     let mut text = Vec::with_capacity(bytes.len());
     std::io::Read::read_to_end(&mut json_strip_comments::StripComments::new(bytes), &mut text)
-        .map_err(|_| "a comment or a string is not closed at the end of the file".to_owned())?;
+        .map_err(|_| {
+            let detail = "a comment or a string is not closed at the end of the file";
+            RecordError::parse(shown, None, detail)
+        })?;
     Ok(text)
 }
 
-/// Parses and checks a policy file; errors name the line (for JSON errors) or the rule and
-/// field. Policy files are JSONC, as the reference's `policy.jsonc` is: `//`, `/* */` and `#`
-/// comments and trailing commas are accepted. They are blanked in place before the JSON
-/// parser sees the text, so a line an error names is the file's line.
-pub fn parse_policy(bytes: &[u8]) -> Result<Policy, String> {
-    let text = jsonc_to_json(bytes)?;
-    let policy: Policy =
-        serde_json::from_slice(&text).map_err(|e| format!("line {}: {e}", e.line()))?;
+/// Parses and checks the policy file `shown` (as the operator names it); errors name the
+/// file, then the line (for JSON errors) or the rule and field. Policy files are JSONC, as
+/// the reference's `policy.jsonc` is: `//`, `/* */` and `#` comments and trailing commas are
+/// accepted. They are blanked in place before the JSON parser sees the text, so a line an
+/// error names is the file's line.
+pub fn parse_policy(shown: &str, bytes: &[u8]) -> Result<Policy, RecordError> {
+    let text = jsonc_to_json(shown, bytes)?;
+    // The line stays in the words, after the file, as operators have always read it.
+    let policy: Policy = serde_json::from_slice(&text)
+        .map_err(|e| RecordError::parse(shown, None, format!("line {}: {e}", e.line())))?;
+    let invalid = |detail: String| RecordError::invalid(shown, detail);
     if policy.rules.len() > RULES_MAX {
-        return Err(format!("rules: at most {RULES_MAX} rules"));
+        return Err(invalid(format!("rules: at most {RULES_MAX} rules")));
     }
     for (i, r) in policy.rules.iter().enumerate() {
         let at = |field: &str| format!("rules[{i}] ({}).{field}", r.name);
         if r.name.trim().is_empty() {
-            return Err(format!("rules[{i}].name: may not be empty"));
+            return Err(invalid(format!("rules[{i}].name: may not be empty")));
         }
         if policy.rules[..i].iter().any(|e| e.name == r.name) {
-            return Err(format!("{}: the name is used by an earlier rule", at("name")));
+            return Err(invalid(format!("{}: the name is used by an earlier rule", at("name"))));
         }
         let agent_keys = [
             ("harness", r.harness.is_some()),
@@ -207,7 +214,7 @@ pub fn parse_policy(bytes: &[u8]) -> Result<Policy, String> {
             ("unknown_cost_usd", r.unknown_cost_usd.is_some()),
         ];
         if r.max_cost_usd.is_none() && (r.scope.is_some() || r.unknown_cost_usd.is_some()) {
-            return Err(format!("{}: only with max_cost_usd", at("scope")));
+            return Err(invalid(format!("{}: only with max_cost_usd", at("scope"))));
         }
         let authorize_keys = [("action", r.action.is_some()), ("target", r.target.is_some())];
         let foreign = match r.on {
@@ -216,7 +223,7 @@ pub fn parse_policy(bytes: &[u8]) -> Result<Policy, String> {
         };
         if let Some((key, _)) = foreign {
             let on = json!(r.on);
-            return Err(format!("{}: does not apply to rules on {on}", at(key)));
+            return Err(invalid(format!("{}: does not apply to rules on {on}", at(key))));
         }
     }
     Ok(policy)
@@ -329,7 +336,7 @@ fn canonical(value: &impl Serialize) -> Vec<u8> {
 /// its rules within the cap, with unique, non-empty names, and survives a round trip
 /// through its frozen digest.
 pub fn fuzz_policy(data: &[u8]) {
-    let Ok(policy) = parse_policy(data) else { return };
+    let Ok(policy) = parse_policy("policy.jsonc", data) else { return };
     assert!(policy.rules.len() <= RULES_MAX);
     let mut names = std::collections::BTreeSet::new();
     for r in &policy.rules {
@@ -344,7 +351,12 @@ mod tests {
     use super::*;
 
     fn policy(text: &str) -> Policy {
-        parse_policy(text.as_bytes()).expect("a valid policy")
+        parse(text.as_bytes()).expect("a valid policy")
+    }
+
+    /// A policy file's bytes parsed, its error in the words an operator reads.
+    fn parse(bytes: &[u8]) -> Result<Policy, RecordError> {
+        parse_policy("p.jsonc", bytes)
     }
 
     fn agent(harness: &str, model: Option<&str>, bytes: u64) -> Request {
@@ -386,11 +398,11 @@ mod tests {
             Verdict::Deny,
             "the goal's earlier runs count"
         );
-        let e = parse_policy(
+        let e = parse(
             br#"{"rules": [{"name": "x", "on": "agent", "scope": "goal", "verdict": "deny"}]}"#,
         );
-        assert!(e.unwrap_err().contains("only with max_cost_usd"));
-        let e = parse_policy(
+        assert!(e.unwrap_err().to_string().contains("only with max_cost_usd"));
+        let e = parse(
             br#"{"rules": [{"name": "x", "on": "agent", "max_cost_usd": -1, "verdict": "deny"}]}"#,
         );
         assert!(e.is_err());
@@ -410,15 +422,15 @@ mod tests {
   ],
 }
 "#;
-        let p = parse_policy(jsonc).expect("comments and trailing commas are JSONC");
+        let p = parse(jsonc).expect("comments and trailing commas are JSONC");
         assert_eq!(p.rules.len(), 1);
         let bad = b"// line 1\n{\n  \"rules\": [\n    {\"name\": 3}\n  ]\n}\n";
-        let e = parse_policy(bad).unwrap_err();
-        assert!(e.starts_with("line 4:"), "{e}");
-        let open = parse_policy(b"{\"rules\": []} /* never closed");
-        assert!(open.unwrap_err().contains("not closed"));
+        let e = parse(bad).unwrap_err().to_string();
+        assert!(e.starts_with("p.jsonc: line 4:"), "{e}");
+        let open = parse(b"{\"rules\": []} /* never closed");
+        assert!(open.unwrap_err().to_string().contains("not closed"));
         let text = br#"{"rules": [{"name": "a // not a comment", "on": "authorize", "action": "push", "verdict": "deny"}]}"#;
-        assert_eq!(parse_policy(text).unwrap().rules[0].name, "a // not a comment");
+        assert_eq!(parse(text).unwrap().rules[0].name, "a // not a comment");
     }
 
     #[test]
@@ -461,20 +473,18 @@ mod tests {
 
     #[test]
     fn bad_policies_are_refused_with_the_place() {
-        let e = parse_policy(
-            b"{\"rules\":[\n{\"name\":\"x\",\"on\":\"agent\",\"verdict\":\"maybe\"}]}",
-        )
-        .unwrap_err();
-        assert!(e.starts_with("line 2:"), "{e}");
-        let e = parse_policy(
-            br#"{"rules":[{"name":"x","on":"agent","verdict":"ask","action":"push"}]}"#,
-        )
-        .unwrap_err();
+        let e = parse(b"{\"rules\":[\n{\"name\":\"x\",\"on\":\"agent\",\"verdict\":\"maybe\"}]}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("p.jsonc: line 2:"), "{e}");
+        let e = parse(br#"{"rules":[{"name":"x","on":"agent","verdict":"ask","action":"push"}]}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("rules[0] (x).action"), "{e}");
-        let e = parse_policy(br#"{"rules":[{"name":"x","on":"agent","verdict":"ask"},{"name":"x","on":"agent","verdict":"deny"}]}"#)
-            .unwrap_err();
+        let e = parse(br#"{"rules":[{"name":"x","on":"agent","verdict":"ask"},{"name":"x","on":"agent","verdict":"deny"}]}"#)
+            .unwrap_err().to_string();
         assert!(e.contains("rules[1] (x).name"), "{e}");
-        assert!(parse_policy(br#"{"rules":[],"extra":1}"#).is_err());
+        assert!(parse(br#"{"rules":[],"extra":1}"#).is_err());
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use super::ledger::{approval_dir, record_bytes, Ledger};
 use crate::env::Fs;
+use crate::error::RecordError;
 use crate::hash::sha256_hex;
 use crate::ids::Id;
 use crate::journal::{self, JournalWriter};
@@ -62,15 +63,14 @@ pub type Approval = (ApprovalRequest, Option<ApprovalDecision>);
 
 impl<F: Fs> Ledger<F> {
     /// The digests of every decision `harn approval` recorded.
-    pub fn rulings(&mut self) -> Result<BTreeSet<String>, String> {
+    pub fn rulings(&mut self) -> Result<BTreeSet<String>, RecordError> {
         Ok(self.ruling_records()?.into_iter().map(|(r, _)| r.decision_sha256).collect())
     }
 
     /// Every ruling recorded, with when it was recorded.
-    fn ruling_records(&mut self) -> Result<Vec<(RulingRecord, WallTime)>, String> {
-        let bytes = self.fs.read(RULINGS).map_err(|e| e.to_string())?.unwrap_or_default();
-        let read = journal::parse_as::<RulingRecord>(&self.shown(RULINGS), &bytes)
-            .map_err(|e| e.to_string())?;
+    fn ruling_records(&mut self) -> Result<Vec<(RulingRecord, WallTime)>, RecordError> {
+        let bytes = self.fs.read(RULINGS)?.unwrap_or_default();
+        let read = journal::parse_as::<RulingRecord>(&self.shown(RULINGS), &bytes)?;
         Ok(read.records.into_iter().map(|r| (r.body, r.ts)).collect())
     }
 
@@ -84,12 +84,14 @@ impl<F: Fs> Ledger<F> {
         decision: &ApprovalDecision,
         bytes: &[u8],
         shown: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordError> {
         let id = &request.approval_id;
         let rulings: Vec<(RulingRecord, WallTime)> =
             self.ruling_records()?.into_iter().filter(|(r, _)| &r.approval_id == id).collect();
         let digest = sha256_hex(bytes);
-        let at = |why: String| format!("{}: {why}; it does not count", self.shown(RULINGS));
+        let at = |why: String| {
+            RecordError::invalid(self.shown(RULINGS), format!("{why}; it does not count"))
+        };
         match rulings.as_slice() {
             [] => Err(unrecorded(shown, id)),
             [_, _, ..] => Err(at(format!(
@@ -113,14 +115,14 @@ impl<F: Fs> Ledger<F> {
     /// Approval `id`: its request and, once ruled on, its decision. A decision no recorded
     /// ruling names is refused with the command that rules on it properly. The rulings
     /// journal is the record: a ruling a crash kept from its `decision.json` is the decision.
-    pub fn approval(&mut self, id: &str) -> Result<Option<Approval>, String> {
+    pub fn approval(&mut self, id: &str) -> Result<Option<Approval>, RecordError> {
         let dir = approval_dir(id);
         let Some(request) = self.read_json::<ApprovalRequest>(&format!("{dir}/request.json"))?
         else {
             return Ok(None);
         };
         let path = format!("{dir}/decision.json");
-        let Some(bytes) = self.fs.read(&path).map_err(|e| e.to_string())? else {
+        let Some(bytes) = self.fs.read(&path)? else {
             let recorded = self.ruling_records()?.into_iter().find(|(r, _)| r.approval_id == id);
             let Some(decision) = recorded.and_then(|(r, _)| r.decision()) else {
                 return Ok(Some((request, None)));
@@ -131,7 +133,7 @@ impl<F: Fs> Ledger<F> {
             return Ok(Some((request, Some(decision))));
         };
         let decision: ApprovalDecision = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("{}:{}: {e}", self.shown(&path), e.line()))?;
+            .map_err(|e| RecordError::parse(self.shown(&path), Some(e.line()), &e))?;
         let shown = self.shown(&path);
         self.check_ruling(&request, &decision, &bytes, &shown)?;
         Ok(Some((request, Some(decision))))
@@ -150,12 +152,13 @@ impl<F: Fs> Ledger<F> {
         actor: &str,
         reason: Option<String>,
         now: WallTime,
-    ) -> Result<(Approval, bool), String> {
+    ) -> Result<(Approval, bool), RecordError> {
         let dir = approval_dir(id);
+        let missing = || RecordError::refused(format!("no approval {id}"));
         let existing = match self.approval(id) {
-            Ok(found) => found.ok_or_else(|| format!("no approval {id}"))?,
+            Ok(found) => found.ok_or_else(missing)?,
             Err(_) if self.set_aside_unrecorded(id, now)? => {
-                self.approval(id)?.ok_or_else(|| format!("no approval {id}"))?
+                self.approval(id)?.ok_or_else(missing)?
             }
             Err(e) => return Err(e),
         };
@@ -164,7 +167,7 @@ impl<F: Fs> Ledger<F> {
             // A ruling a crash kept from its decision file gets it now, never a second ruling.
             if let Some(d) = &decision {
                 let path = format!("{dir}/decision.json");
-                if self.fs.read(&path).map_err(|e| e.to_string())?.is_none() {
+                if self.fs.read(&path)?.is_none() {
                     self.write_record_bytes(&dir, "decision.json", record_bytes(d))?;
                 }
             }
@@ -190,11 +193,8 @@ impl<F: Fs> Ledger<F> {
             reason: decision.reason.clone(),
             decided_at: Some(decision.decided_at),
         };
-        let (mut writer, _) =
-            JournalWriter::open_tail(&mut self.fs, RULINGS).map_err(|e| e.to_string())?;
-        writer
-            .append(&mut self.fs, now, std::slice::from_ref(&record))
-            .map_err(|e| e.to_string())?;
+        let (mut writer, _) = JournalWriter::open_tail(&mut self.fs, RULINGS)?;
+        writer.append(&mut self.fs, now, std::slice::from_ref(&record))?;
         self.write_record_bytes(&dir, "decision.json", bytes)?;
         Ok(((request, Some(decision)), true))
     }
@@ -202,27 +202,30 @@ impl<F: Fs> Ledger<F> {
     /// Moves a `decision.json` that no recorded ruling names to `decision.unrecorded-<ms>.json`,
     /// kept as evidence; false when the decision is recorded or absent (the read failed for
     /// another reason).
-    fn set_aside_unrecorded(&mut self, id: &str, now: WallTime) -> Result<bool, String> {
+    fn set_aside_unrecorded(&mut self, id: &str, now: WallTime) -> Result<bool, RecordError> {
         let dir = approval_dir(id);
         let path = format!("{dir}/decision.json");
-        let Some(bytes) = self.fs.read(&path).map_err(|e| e.to_string())? else {
+        let Some(bytes) = self.fs.read(&path)? else {
             return Ok(false);
         };
         if self.rulings()?.contains(&sha256_hex(&bytes)) {
             return Ok(false);
         }
         let aside = format!("{dir}/decision.unrecorded-{}.json", now.0);
-        self.fs.rename(&path, &aside).map_err(|e| e.to_string())?;
-        self.fs.sync_dir(&dir).map_err(|e| e.to_string())?;
+        self.fs.rename(&path, &aside)?;
+        self.fs.sync_dir(&dir)?;
         Ok(true)
     }
 }
 
 /// The refusal of a decision no recorded ruling names.
-fn unrecorded(shown: &str, id: &str) -> String {
-    format!(
-        "{shown}: this ruling was not recorded by `harn approval` (no ruling in rulings.jsonl \
-         names its digest), so it does not count; rule on it with `harn approval approve {id}` \
-         or `harn approval deny {id}`"
+fn unrecorded(shown: &str, id: &str) -> RecordError {
+    RecordError::invalid(
+        shown,
+        format!(
+            "this ruling was not recorded by `harn approval` (no ruling in rulings.jsonl names \
+             its digest), so it does not count; rule on it with `harn approval approve {id}` or \
+             `harn approval deny {id}`"
+        ),
     )
 }

@@ -2,6 +2,7 @@
 //! instructions and harness defaults), and how an agent request naming a specialist becomes
 //! a dispatch: which harness, which prompt, which limits.
 
+use crate::error::{FieldError, RecordError};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -56,15 +57,16 @@ pub fn check_efforts(
     team: &Team,
     default_harness: Option<&str>,
     kind_of: &dyn Fn(&str) -> Option<super::adapter::Kind>,
-) -> Result<(), String> {
+) -> Result<(), FieldError> {
     for (role, p) in team {
         let (Some(effort), Some(harness)) = (&p.effort, p.harness.as_deref().or(default_harness))
         else {
             continue;
         };
         if let Some(kind) = kind_of(harness) {
-            super::adapter::check_effort(kind, effort)
-                .map_err(|e| format!("role {role}: effort: {e} (harness {harness})"))?;
+            super::adapter::check_effort(kind, effort).map_err(|e| {
+                FieldError::new(format!("role {role}"), format!("effort: {e} (harness {harness})"))
+            })?;
         }
     }
     Ok(())
@@ -73,28 +75,32 @@ pub fn check_efforts(
 /// A team: profiles by role id.
 pub type Team = BTreeMap<String, Profile>;
 
-/// Parses and checks a team file; errors name the line (for JSON errors) or the role and key.
-pub fn parse_team(bytes: &[u8]) -> Result<Team, String> {
-    let team: Team =
-        serde_json::from_slice(bytes).map_err(|e| format!("line {}: {e}", e.line()))?;
+/// Parses and checks the team file `shown` (as the operator names it); errors name the file,
+/// then the line (for JSON errors) or the role and key.
+pub fn parse_team(shown: &str, bytes: &[u8]) -> Result<Team, RecordError> {
+    let team: Team = serde_json::from_slice(bytes)
+        .map_err(|e| RecordError::parse(shown, None, format!("line {}: {e}", e.line())))?;
+    let invalid =
+        |role: &str, what: &str| RecordError::invalid(shown, format!("role {role}: {what}"));
     for (role, p) in &team {
         let valid_role = !role.is_empty()
             && role.len() <= 64
             && role.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
         if !valid_role {
-            return Err(format!("role {role:?}: ids are 1 to 64 letters, digits, '.', '_', '-'"));
+            let what = "ids are 1 to 64 letters, digits, '.', '_', '-'";
+            return Err(invalid(&format!("{role:?}"), what));
         }
         if p.timeout_ms == Some(0) || p.idle_timeout_ms == Some(0) {
-            return Err(format!("role {role}: timeoutMs and idleTimeoutMs must be at least 1"));
+            return Err(invalid(role, "timeoutMs and idleTimeoutMs must be at least 1"));
         }
         if p.max_turns == Some(0) {
-            return Err(format!("role {role}: maxTurns must be at least 1"));
+            return Err(invalid(role, "maxTurns must be at least 1"));
         }
         if p.max_attempts.is_some_and(|n| n == 0 || n > MAX_ATTEMPTS_CAP) {
-            return Err(format!("role {role}: maxAttempts must be 1 to {MAX_ATTEMPTS_CAP}"));
+            return Err(invalid(role, &format!("maxAttempts must be 1 to {MAX_ATTEMPTS_CAP}")));
         }
         if p.harness.as_deref().is_some_and(|h| h.trim().is_empty()) {
-            return Err(format!("role {role}: harness may not be empty"));
+            return Err(invalid(role, "harness may not be empty"));
         }
     }
     Ok(team)
@@ -134,17 +140,20 @@ pub fn dispatch(
     default_harness: Option<&str>,
     specialist: Option<&str>,
     prompt: &str,
-) -> Result<Dispatch, String> {
+) -> Result<Dispatch, RecordError> {
     let profile = match specialist {
         Some(role) => team.get(role).cloned().ok_or_else(|| {
             let known: Vec<&str> = team.keys().map(String::as_str).collect();
-            format!("no specialist {role:?} in the run's team (known: {})", known.join(", "))
+            RecordError::refused(format!(
+                "no specialist {role:?} in the run's team (known: {})",
+                known.join(", ")
+            ))
         })?,
         None => Profile::default(),
     };
     let harness =
         profile.harness.clone().or_else(|| default_harness.map(str::to_owned)).ok_or_else(
-            || "no harness: the specialist names none and the run has none".to_owned(),
+            || RecordError::refused("no harness: the specialist names none and the run has none"),
         )?;
     let prompt = match profile.instructions.as_deref().map(str::trim) {
         Some(instructions) if !instructions.is_empty() => {
@@ -171,7 +180,7 @@ mod tests {
 
     #[test]
     fn the_documented_team_parses_as_written() {
-        let team = parse_team(SEED_TEAM.as_bytes()).unwrap();
+        let team = parse_team("team.json", SEED_TEAM.as_bytes()).unwrap();
         assert_eq!(team["architect"].timeout_ms, Some(900_000));
         assert_eq!(team["reviewer"].harness.as_deref(), Some("codex"), "adapter is an alias");
         assert_eq!(team["implementer"].max_turns, Some(30));
@@ -179,18 +188,19 @@ mod tests {
 
     #[test]
     fn bad_teams_are_refused_naming_the_role_key_or_line() {
+        let parse = |text: &[u8]| parse_team("team.json", text).unwrap_err().to_string();
         let typo = "{\n  \"a\": {\"instruction\": \"x\"}\n}";
-        assert!(parse_team(typo.as_bytes()).unwrap_err().starts_with("line 2"));
+        assert!(parse(typo.as_bytes()).starts_with("team.json: line 2"));
         let zero = r#"{"a": {"timeoutMs": 0}}"#;
-        assert!(parse_team(zero.as_bytes()).unwrap_err().contains("role a: timeoutMs"));
+        assert!(parse(zero.as_bytes()).contains("role a: timeoutMs"));
         let many = r#"{"a": {"maxAttempts": 11}}"#;
-        assert!(parse_team(many.as_bytes()).unwrap_err().contains("maxAttempts"));
-        assert!(parse_team(br#"{"a b": {}}"#).unwrap_err().contains("role \"a b\""));
+        assert!(parse(many.as_bytes()).contains("maxAttempts"));
+        assert!(parse(br#"{"a b": {}}"#).contains("role \"a b\""));
     }
 
     #[test]
     fn dispatch_prepends_instructions_and_picks_the_harness() {
-        let team = parse_team(SEED_TEAM.as_bytes()).unwrap();
+        let team = parse_team("team.json", SEED_TEAM.as_bytes()).unwrap();
         let d = dispatch(&team, Some("scripted"), Some("implementer"), "Do X").unwrap();
         assert_eq!(d.harness, "claude-code");
         assert_eq!(d.prompt, "Implement the slice.\n\n## Assignment\n\nDo X");
@@ -201,7 +211,9 @@ mod tests {
         );
         let plain = dispatch(&team, Some("scripted"), None, "Do X").unwrap();
         assert_eq!((plain.harness.as_str(), plain.prompt.as_str()), ("scripted", "Do X"));
-        assert!(dispatch(&team, None, None, "p").unwrap_err().contains("no harness"));
-        assert!(dispatch(&team, None, Some("ghost"), "p").unwrap_err().contains("architect"));
+        let refused = |e: RecordError| e.to_string();
+        assert!(refused(dispatch(&team, None, None, "p").unwrap_err()).contains("no harness"));
+        let ghost = dispatch(&team, None, Some("ghost"), "p").unwrap_err();
+        assert!(refused(ghost).contains("architect"));
     }
 }

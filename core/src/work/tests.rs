@@ -322,15 +322,18 @@ fn an_intent_edited_after_creation_is_refused_even_with_its_digest_recomputed() 
     let recomputed = edited.clone().sealed();
     assert_eq!(recomputed.validate(), Ok(()), "a recomputed digest passes on its own");
     let history = History::new().events.clone();
-    assert_eq!(check_created(&i, &history), Ok(()));
-    let err = check_created(&recomputed, &history).unwrap_err();
+    assert_eq!(check_created(&i, "intent.json", &history), Ok(()));
+    let err = check_created(&recomputed, "intent.json", &history).unwrap_err().to_string();
     assert!(err.contains("changed after creation"), "{err}");
     let legacy = WorkIntent { schema_version: 2, sha256: None, ..i.clone() };
     assert_eq!(legacy.validate(), Ok(()), "version 2 intents are still read");
     let unanchored =
         vec![WorkEvent { kind: EventKind::Created { intent_sha256: None }, ..history[0].clone() }];
-    assert_eq!(check_created(&legacy, &unanchored), Ok(()));
-    assert!(check_created(&legacy, &history).is_err(), "a downgrade still meets the anchor");
+    assert_eq!(check_created(&legacy, "intent.json", &unanchored), Ok(()));
+    assert!(
+        check_created(&legacy, "intent.json", &history).is_err(),
+        "a downgrade still meets the anchor"
+    );
     let v3_unsealed = WorkIntent { sha256: None, ..i };
     assert_eq!(v3_unsealed.validate().unwrap_err().field, "sha256");
 }

@@ -4,6 +4,7 @@
 
 use super::agent::CallOutcome;
 use super::run::{PolicyRecord, ResumeState};
+use crate::error::RecordError;
 use serde_json::{json, Value};
 
 /// The record of an agent call's start; its key is what a resume matches a request by.
@@ -82,11 +83,11 @@ pub enum Closing {
     Unknown,
 }
 
-/// How the last segment of a transcript closed, from `tail`: its last bytes (`whole` when
-/// they are all of it). Each line looked at is verified. A host writes `run.end` once, when
-/// the run is over, and nothing starts after it: a second `run.end`, or a segment begun
-/// after one, is damage.
-pub fn closing(tail: &[u8], whole: bool) -> Result<Closing, String> {
+/// How the last segment of the transcript `shown` closed, from `tail`: its last bytes
+/// (`whole` when they are all of it). Each line looked at is verified. A host writes `run.end`
+/// once, when the run is over, and nothing starts after it: a second `run.end`, or a segment
+/// begun after one, is damage.
+pub fn closing(shown: &str, tail: &[u8], whole: bool) -> Result<Closing, RecordError> {
     let end = tail.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     let mut lines: Vec<&[u8]> = tail[..end].split(|&b| b == b'\n').collect();
     lines.pop(); // The empty piece after the last newline.
@@ -95,16 +96,19 @@ pub fn closing(tail: &[u8], whole: bool) -> Result<Closing, String> {
     }
     let mut last: Option<Closing> = None;
     for line in lines.iter().rev() {
-        let body = crate::journal::verified_body(line).map_err(|e| e.to_string())?;
+        let body =
+            crate::journal::verified_body(line).map_err(|e| RecordError::parse(shown, None, e))?;
         let event = body["event"].as_str().unwrap_or_default();
         match (event, &last) {
             ("run.end", None) => last = Some(Closing::Ended(body)),
             ("run.start" | "run.resume", None) => last = Some(Closing::Open),
             ("run.end", Some(Closing::Ended(_))) => {
-                return Err("a second run.end; a host writes one, when the run is over".into())
+                let detail = "a second run.end; a host writes one, when the run is over";
+                return Err(RecordError::invalid(shown, detail));
             }
             ("run.end", Some(_)) => {
-                return Err("a segment began after run.end; nothing starts after a run ends".into())
+                let detail = "a segment began after run.end; nothing starts after a run ends";
+                return Err(RecordError::invalid(shown, detail));
             }
             _ => {}
         }
@@ -217,22 +221,24 @@ mod tests {
     #[test]
     fn a_transcript_closes_once_and_nothing_starts_after() {
         let t = journal(&["run.start", "agent.start", "run.end"]);
-        assert!(matches!(closing(&t, true), Ok(Closing::Ended(e)) if e["proof_sha256"] == "d"));
+        assert!(
+            matches!(closing("t", &t, true), Ok(Closing::Ended(e)) if e["proof_sha256"] == "d")
+        );
         let t = journal(&["run.start", "run.parked", "run.resume", "agent.end"]);
-        assert_eq!(closing(&t, true), Ok(Closing::Open), "a host died before run.end");
+        assert_eq!(closing("t", &t, true), Ok(Closing::Open), "a host died before run.end");
         let t = journal(&["agent.end"]);
-        assert_eq!(closing(&t, true), Ok(Closing::Unknown));
+        assert_eq!(closing("t", &t, true), Ok(Closing::Unknown));
         let t = journal(&["run.start", "run.end", "run.end"]);
-        assert!(closing(&t, true).unwrap_err().contains("second run.end"));
+        assert!(closing("t", &t, true).unwrap_err().to_string().contains("second run.end"));
         let t = journal(&["run.start", "run.end", "run.resume"]);
-        assert!(closing(&t, true).unwrap_err().contains("after run.end"));
+        assert!(closing("t", &t, true).unwrap_err().to_string().contains("after run.end"));
         // A tail cut in a line skips that line; a damaged line is refused.
         let t = journal(&["run.start", "run.end"]);
-        assert!(matches!(closing(&t[5..], false), Ok(Closing::Ended(_))));
+        assert!(matches!(closing("t", &t[5..], false), Ok(Closing::Ended(_))));
         let mut bad = journal(&["run.start", "run.end"]);
         let at = bad.len() - 20;
         bad[at] ^= 1;
-        assert!(closing(&bad, true).is_err());
+        assert!(closing("t", &bad, true).is_err());
     }
 
     #[test]

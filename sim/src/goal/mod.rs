@@ -11,6 +11,7 @@
 use crate::entropy::Entropy;
 use crate::work::WorkWorld;
 use harn_core::env::Fs;
+use harn_core::error::RecordError;
 use harn_core::goal::engine::{drive, GoalHost, GoalView, Outcome, OutcomeStatus};
 use harn_core::goal::plan::{self, Specialists};
 use harn_core::goal::plan::{PlanEvent, PlanStatus, ReplanningPolicy, ReviewPanel, Template};
@@ -155,7 +156,7 @@ impl GoalWorld {
     }
 
     pub(crate) fn view(&mut self) -> Result<GoalView, String> {
-        plan::goal_view(&mut self.w.ledger, &self.intent, &mut |_| false, false)
+        Ok(plan::goal_view(&mut self.w.ledger, &self.intent, &mut |_| false, false)?)
     }
 
     /// A tick or run (two in three), else a person's action on a drawn item.
@@ -417,7 +418,7 @@ impl Specialists for SimSpecialists<'_> {
         }
     }
 
-    fn workflow_digest(&mut self, _path: &str) -> Result<String, String> {
+    fn workflow_digest(&mut self, _path: &str) -> Result<String, RecordError> {
         Ok("0".repeat(64))
     }
 }
@@ -481,14 +482,14 @@ impl GoalHost for SimHost<'_> {
         Ok(view) // Receipts carry no information: the view before them stands.
     }
 
-    fn accept(&mut self, work: &Id) -> Result<Result<(), String>, String> {
+    fn accept(&mut self, work: &Id) -> Result<Result<(), RecordError>, String> {
         use harn_core::work::ledger::Refusal;
         let item = self.g.w.read(work)?;
         let now = self.g.w.wall();
         match self.g.w.ledger.accept(&item, Vec::new(), ACTOR, None, now) {
             Ok(()) => Ok(Ok(())),
-            Err(Refusal::NotNow(why)) => Ok(Err(why)),
-            Err(Refusal::Store(e)) => Err(e),
+            Err(Refusal::NotNow(why)) => Ok(Err(RecordError::Refused(why))),
+            Err(refusal) => Err(refusal.to_string()),
         }
     }
 

@@ -150,7 +150,7 @@ impl Checker {
         facts: &StepFacts<'_>,
     ) -> Check {
         if let Err(e) = daemon.check() {
-            return broken("core-invariants", e);
+            return broken("core-invariants", e.to_string());
         }
         check_ownership(daemon, procs)?;
         self.check_effects(facts)

@@ -262,7 +262,7 @@ impl<E: Entropy> HarnessWorld<E> {
     /// The readiness schedule's own invariants, and that a harness that needs evidence reads
     /// ready only for a run some evidence vouched for and no recheck has failed since.
     fn check_readiness(&self) -> Result<(), Violation> {
-        self.readiness.check().map_err(|e| self.violation("readiness schedule", e))?;
+        self.readiness.check().map_err(|e| self.violation("readiness schedule", e.to_string()))?;
         let Some(daemon) = self.daemon() else { return Ok(()) };
         for (name, h) in daemon.harnesses() {
             let needs = h.active_spec().readiness != harn_core::harness::lifecycle::Readiness::None;

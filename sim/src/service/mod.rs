@@ -465,6 +465,8 @@ impl SimSweep<'_> {
 }
 
 impl SweepHost for SimSweep<'_> {
+    type Error = String;
+
     fn now(&mut self) -> Instant {
         self.now
     }

@@ -10,6 +10,7 @@
 use crate::entropy::{Entropy, SeededEntropy};
 use crate::fs::SimFs;
 use harn_core::env::{Fs, FsErrorKind};
+use harn_core::error::RecordError;
 use harn_core::ids::Id;
 use harn_core::time::{Duration, Instant, WallTime};
 use harn_core::work::agent::{resolve, CallOutcome};
@@ -87,8 +88,11 @@ impl WorkSimSummary {
     }
 }
 
-/// What an injected filesystem fault says, to tell it from a real failure.
-const INJECTED: &str = "injected fault";
+/// True for a fault the simulated filesystem injected (EIO, ENOSPC) rather than a crash or a
+/// real failure: the call failed with no effect, and the host lives on.
+fn injected(e: &RecordError) -> bool {
+    matches!(e, RecordError::Fs(f) if matches!(f.kind, FsErrorKind::Io | FsErrorKind::NoSpace))
+}
 
 /// Actions in the faulty phase.
 const FAULTY_ACTIONS: u64 = 60;
@@ -300,7 +304,7 @@ impl WorkWorld {
         self.runs += 1;
         let rules =
             r#"{"rules":[{"name":"ask-push","on":"authorize","action":"push","verdict":"ask"}]}"#;
-        let policy = parse_policy(rules.as_bytes()).expect("a valid policy");
+        let policy = parse_policy("policy.jsonc", rules.as_bytes()).expect("a valid policy");
         let spec = resolve("codex", &BTreeMap::new()).expect("a preset");
         RunManifest {
             schema_version: RUN_VERSION,
@@ -383,12 +387,15 @@ impl WorkWorld {
             Err(Refusal::NotNow(why)) => Ok(Err(why)),
             // An IO error before the spawn (a full disk, a failing device): whatever it cut
             // short, nothing ran, so nothing may be charged.
-            Err(Refusal::Store(e)) if e.contains(INJECTED) && !self.ledger.fs.is_crashed() => {
+            Err(refusal)
+                if matches!(&refusal, Refusal::Unstarted(e) if injected(e))
+                    && !self.ledger.fs.is_crashed() =>
+            {
                 self.summary.not_started += 1;
                 self.not_started = true;
-                Ok(Err(e))
+                Ok(Err(refusal.to_string()))
             }
-            Err(Refusal::Store(e)) => Err(e),
+            Err(refusal) => Err(refusal.to_string()),
         }
     }
 
@@ -424,12 +431,12 @@ impl WorkWorld {
         };
         match self.ledger.begin_live(&live) {
             Ok(()) => {}
-            Err(e) if e.to_string().contains(INJECTED) => {
+            Err(e) if injected(&e) => {
                 self.summary.not_started += 1;
                 self.not_started = true;
                 return Ok(SegmentEnd::Abandoned);
             }
-            Err(e) => return Err(e),
+            Err(e) => return Err(e.into()),
         }
         self.host_killed = false;
         let ended = self.workflow(item, m, fold);
@@ -438,7 +445,7 @@ impl WorkWorld {
         }
         self.processes.remove(&m.run_id);
         match self.ledger.end_live(&m.run_id) {
-            Err(e) if !e.contains(INJECTED) => Err(e),
+            Err(e) if !injected(&e) => Err(e.into()),
             _ => ended,
         }
     }
@@ -491,7 +498,7 @@ impl WorkWorld {
         match spawned {
             Ok(_) if self.host_dies(&run) => return Ok(SegmentEnd::Abandoned),
             Ok(_) => {}
-            Err(e) if e.to_string().contains(INJECTED) => {
+            Err(e) if injected(&e) => {
                 self.summary.not_started += 1;
                 self.not_started = true;
                 return Ok(SegmentEnd::Abandoned);
@@ -967,6 +974,7 @@ impl WorkWorld {
 /// faulty.
 impl AttemptHost for WorkWorld {
     type Fs = SimFs;
+    type Error = String;
 
     fn ledger(&mut self) -> &mut Ledger<SimFs> {
         &mut self.ledger
@@ -976,25 +984,25 @@ impl AttemptHost for WorkWorld {
         self.wall()
     }
 
-    fn lease(&mut self, _id: &Id) -> Result<(), Refusal> {
+    fn lease(&mut self, _id: &Id) -> Result<(), Refusal<String>> {
         Ok(())
     }
 
-    fn recover(&mut self) -> Result<(), Refusal> {
+    fn recover(&mut self) -> Result<(), Refusal<String>> {
         self.reap().map_err(Refusal::Store)
     }
 
-    fn read_locked(&mut self, id: &Id) -> Result<Item, Refusal> {
+    fn read_locked(&mut self, id: &Id) -> Result<Item, Refusal<String>> {
         self.read(id).map_err(Refusal::Store)
     }
 
     fn unlock(&mut self) {}
 
-    fn check_workflow(&mut self, _item: &Item) -> Result<(), String> {
+    fn check_workflow(&mut self, _item: &Item) -> Result<(), RecordError> {
         Ok(())
     }
 
-    fn options(&mut self, _item: &Item) -> Result<RunManifest, Refusal> {
+    fn options(&mut self, _item: &Item) -> Result<RunManifest, Refusal<String>> {
         let options = self.manifest();
         // An IO error somewhere before the workflow is spawned (a full disk, a failing
         // device): whatever it cuts short, nothing ran, so nothing may be charged.
@@ -1013,14 +1021,14 @@ impl AttemptHost for WorkWorld {
         m: &RunManifest,
         _start: &serde_json::Value,
         fold: RunFold,
-    ) -> Result<SegmentEnd, Refusal> {
+    ) -> Result<SegmentEnd, Refusal<String>> {
         self.carry_segment(item, m, fold).map_err(Refusal::Store)
     }
 
     fn attest(&mut self, _m: &RunManifest, _fold: &mut RunFold) {}
 
-    fn reconcile(&mut self, id: &Id, actor: &str) -> Result<(), Refusal> {
-        let fresh = self.read(id)?;
+    fn reconcile(&mut self, id: &Id, actor: &str) -> Result<(), Refusal<String>> {
+        let fresh = self.read(id).map_err(Refusal::Store)?;
         let now = self.wall();
         self.ledger.reconcile(&fresh, actor, now)?;
         Ok(())

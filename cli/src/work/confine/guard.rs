@@ -4,6 +4,7 @@
 //! after a segment, so a change a machine could not prevent is still reported.
 
 use crate::os::store::{Store, StoreError};
+use harn_core::error::RecordError;
 use harn_core::layout::GUARDED;
 use harn_core::work::containment::guard::{self, GitLayout, Guard, Record, Seen};
 use sha2::{Digest, Sha256};
@@ -16,8 +17,7 @@ const GUARDED_LOCK: &str = ".harnery/guarded.lock";
 pub fn records(store: &mut Store) -> Result<Vec<Record>, StoreError> {
     let Some(bytes) = store.read_bytes(GUARDED)? else { return Ok(Vec::new()) };
     let shown = store.root().join(GUARDED).display().to_string();
-    let read = harn_core::journal::parse_as::<Record>(&shown, &bytes)
-        .map_err(|e| StoreError(e.to_string()))?;
+    let read = harn_core::journal::parse_as::<Record>(&shown, &bytes).map_err(RecordError::from)?;
     Ok(read.records.into_iter().map(|r| r.body).collect())
 }
 
@@ -29,7 +29,7 @@ pub fn append(store: &mut Store, records: &[Record]) -> Result<(), StoreError> {
     let _lock = store.lock_file(GUARDED_LOCK)?;
     let mut writer = store.open_journal(GUARDED)?;
     for record in records {
-        store.append_journal(GUARDED, &mut writer, record)?;
+        store.append_journal(&mut writer, record)?;
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! how an AppArmor or sysctl refusal of user namespaces shows), and whether it can be sealed.
 
 use super::child::{self, Seal, Setup};
-use harn_core::work::containment::{NamespaceKind, Offer};
+use harn_core::work::containment::{NamespaceKind, Offer, Unavailable};
 use std::ffi::CString;
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -14,15 +14,15 @@ pub fn offer() -> Offer {
     static OFFER: OnceLock<Offer> = OnceLock::new();
     OFFER
         .get_or_init(|| {
-            let namespace = namespace_probe();
+            let namespace = namespace_probe().map_err(Unavailable);
             let sealed = match &namespace {
-                Ok(NamespaceKind::UserAndMount) => seal_probe(),
+                Ok(NamespaceKind::UserAndMount) => seal_probe().map_err(Unavailable),
                 Ok(NamespaceKind::Mount) => {
                     Err("root may not make a user namespace here, which locks the mounts".into())
                 }
                 Err(why) => Err(why.clone()),
             };
-            Offer { landlock: landlock_abi(), namespace, sealed }
+            Offer { landlock: landlock_abi().map_err(Unavailable), namespace, sealed }
         })
         .clone()
 }

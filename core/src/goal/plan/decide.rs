@@ -5,6 +5,7 @@
 use super::review::{candidate_digest, Receipt, ReviewStatus};
 use super::{validate, PlanContext, PlanDecision, PlanEvent, PlanStatus, Proposal, ValidPlan};
 use crate::env::Fs;
+use crate::error::RecordError;
 use crate::goal::GoalIntent;
 use crate::ids::Id;
 use crate::time::WallTime;
@@ -29,19 +30,20 @@ pub fn apply<F: Fs>(
     valid: &ValidPlan,
     (actor, reason): (&str, &str),
     now: WallTime,
-) -> Result<(), String> {
-    let policy = intent.replanning.as_ref().ok_or("the goal has no replanning policy")?;
+) -> Result<(), RecordError> {
+    let policy =
+        intent.replanning.as_ref().ok_or_else(|| refused("the goal has no replanning policy"))?;
     let mut intents = Vec::new();
     for (spec, (_, id, deps)) in proposal.work.iter().zip(&valid.work) {
         let t = &policy.templates[&spec.template];
         let digest = specialists
             .workflow_digest(&t.path)
-            .map_err(|e| format!("template {}: {}: {e}", spec.template, t.path))?;
+            .map_err(|e| refused(format!("template {}: {}: {e}", spec.template, t.path)))?;
         if digest != t.sha256 {
-            return Err(format!(
+            return Err(refused(format!(
                 "template {}: {} changed since the goal froze it",
                 spec.template, t.path
-            ));
+            )));
         }
         let mut acceptance = spec.acceptance.clone();
         acceptance.retain(|a| !a.trim().is_empty());
@@ -65,10 +67,12 @@ pub fn apply<F: Fs>(
         );
     }
     for w in &intents {
-        w.validate().map_err(|e| format!("work {}: {e}", w.id))?;
+        w.validate().map_err(|e| refused(format!("work {}: {e}", w.id)))?;
         match ledger.intent(&w.id)? {
             Some(existing) if same_intent(&existing, w) => {}
-            Some(_) => return Err(format!("work {} exists and differs from the plan", w.id)),
+            Some(_) => {
+                return Err(refused(format!("work {} exists and differs from the plan", w.id)))
+            }
             None => {
                 let provenance = format!("created by plan {plan} of goal {}", intent.id);
                 ledger.create_item(w, actor, Some(provenance))?;
@@ -101,31 +105,38 @@ pub fn approve<F: Fs>(
     actor: &str,
     reason: &str,
     now: WallTime,
-) -> Result<String, String> {
+) -> Result<String, RecordError> {
     let goal = &g.intent.id;
     let view = g
         .plans
         .iter()
         .find(|p| p.request.plan_id == plan)
-        .ok_or(format!("goal {goal} has no plan {plan}"))?;
+        .ok_or_else(|| refused(format!("goal {goal} has no plan {plan}")))?;
     let word = |s: PlanStatus| json!(s).as_str().unwrap_or("").to_owned();
     match view.status {
         PlanStatus::Applied | PlanStatus::Completed => {
             return Ok(format!("plan {plan} is already {}", word(view.status)))
         }
         PlanStatus::Proposed => {}
-        s => return Err(format!("plan {plan} is {}; only a proposed plan is approved", word(s))),
+        s => {
+            return Err(refused(format!(
+                "plan {plan} is {}; only a proposed plan is approved",
+                word(s)
+            )))
+        }
     }
     if g.projection.root_work_id != view.request.prior_root_work_id {
         let show = |r: &Option<Id>| r.as_ref().map_or("(none)".into(), |r| r.to_string());
-        return Err(format!(
+        return Err(refused(format!(
             "plan {plan} was made for root {}, but the root is now {}",
             show(&view.request.prior_root_work_id),
             show(&g.projection.root_work_id)
-        ));
+        )));
     }
-    let proposal = proposal(ledger, goal, plan)?.ok_or(format!("plan {plan} has no proposal"))?;
-    let policy = g.intent.replanning.as_ref().ok_or("the goal has no replanning policy")?;
+    let proposal = proposal(ledger, goal, plan)?
+        .ok_or_else(|| refused(format!("plan {plan} has no proposal")))?;
+    let policy =
+        g.intent.replanning.as_ref().ok_or_else(|| refused("the goal has no replanning policy"))?;
     let active: BTreeSet<Id> = g.items.iter().map(|i| i.id.clone()).collect();
     let done = milestones_completed(ledger, &g.plans)?;
     let cx = PlanContext {
@@ -140,26 +151,29 @@ pub fn approve<F: Fs>(
     if let Some(panel) = &policy.review {
         // A reviewed plan is approved only as the panel passed it.
         let path = format!("{}/review.json", plan_dir(goal, plan));
-        let receipt: Receipt =
-            ledger.read_json(&path)?.ok_or(format!("plan {plan} has no review receipt"))?;
+        let receipt: Receipt = ledger
+            .read_json(&path)?
+            .ok_or_else(|| refused(format!("plan {plan} has no review receipt")))?;
         super::review::check_receipt(&receipt, panel)
-            .map_err(|e| format!("plan {plan}'s review receipt: {e}"))?;
+            .map_err(|e| refused(format!("plan {plan}'s review receipt: {e}")))?;
         let reviewed = events(ledger, goal, plan)?.iter().any(|e| e.event == PlanEvent::Reviewed);
         if receipt.status != ReviewStatus::Passed
             || receipt.candidate_sha256 != candidate_digest(plan, &proposal)
             || !reviewed
         {
-            return Err(format!("plan {plan} was not passed by its review panel as proposed"));
+            return Err(refused(format!(
+                "plan {plan} was not passed by its review panel as proposed"
+            )));
         }
     }
-    let checked =
-        validate(&proposal, &cx).map_err(|e| format!("plan {plan} no longer holds: {e}"))?;
+    let checked = validate(&proposal, &cx)
+        .map_err(|e| refused(format!("plan {plan} no longer holds: {e}")))?;
     if proposal.decision == PlanDecision::Complete {
         // The person who approved the completion is the one who answers for it: their words.
         append(ledger, goal, plan, PlanEvent::Completed, actor, reason, now)?;
         return Ok(format!("plan {plan}: the mission is complete"));
     }
-    let valid = checked.ok_or(format!("plan {plan} proposes no work"))?;
+    let valid = checked.ok_or_else(|| refused(format!("plan {plan} proposes no work")))?;
     apply(ledger, specialists, &g.intent, plan, &proposal, &valid, (actor, reason), now)?;
     Ok(format!("plan {plan} applied: {} items, root {}", valid.work.len(), valid.root))
 }
@@ -175,39 +189,41 @@ pub fn decide<F: Fs>(
     actor: &str,
     reason: &str,
     now: WallTime,
-) -> Result<String, String> {
+) -> Result<String, RecordError> {
     if reason.trim().is_empty() || reason.len() > 2_000 {
-        return Err("a reason of 1 to 2000 bytes is required".into());
+        return Err(refused("a reason of 1 to 2000 bytes is required"));
     }
     let (from, done) = match &event {
         PlanEvent::Rejected => (PlanStatus::Proposed, PlanStatus::Rejected),
         PlanEvent::RetryRequested => (PlanStatus::Attention, PlanStatus::RetryRequested),
-        other => return Err(format!("{other:?} is not a person's decision")),
+        other => return Err(refused(format!("{other:?} is not a person's decision"))),
     };
     let word = |s: PlanStatus| json!(s).as_str().unwrap_or("").to_owned();
     let latest = g.plans.last().map(|p| p.request.plan_id.as_str());
-    let status =
-        status_of(&g.plans, plan).ok_or(format!("goal {} has no plan {plan}", g.intent.id))?;
+    let status = status_of(&g.plans, plan)
+        .ok_or_else(|| refused(format!("goal {} has no plan {plan}", g.intent.id)))?;
     if status == done {
         return Ok(format!("plan {plan} is already {}", word(done)));
     }
     if status != from || latest != Some(plan) {
-        return Err(format!(
+        return Err(refused(format!(
             "plan {plan} is {} (the latest is {}); nothing to do",
             word(status),
             latest.unwrap_or("none")
-        ));
+        )));
     }
     if event == PlanEvent::RetryRequested && g.projection.attention_plan_id.as_deref() != Some(plan)
     {
-        return Err(format!("plan {plan}'s attention no longer applies: the graph changed since"));
+        return Err(refused(format!(
+            "plan {plan}'s attention no longer applies: the graph changed since"
+        )));
     }
     if event == PlanEvent::RetryRequested && g.projection.replans_remaining == 0 {
         let max = g.intent.replanning.as_ref().map_or(0, |r| r.max_replans);
-        return Err(format!(
+        return Err(refused(format!(
             "plan {plan}: no replan slot remains (all {max} of max_replans are used); a retry \
              would plan past the goal's frozen limit"
-        ));
+        )));
     }
     append(ledger, &g.intent.id, plan, event, actor, reason, now)?;
     Ok(format!("plan {plan}: {}", word(done)))
@@ -222,10 +238,10 @@ pub fn reopen_mission<F: Fs>(
     actor: &str,
     reason: &str,
     now: WallTime,
-) -> Result<String, String> {
+) -> Result<String, RecordError> {
     let goal = &g.intent.id;
     if reason.trim().is_empty() || reason.len() > 2_000 {
-        return Err("a reason of 1 to 2000 bytes is required".into());
+        return Err(refused("a reason of 1 to 2000 bytes is required"));
     }
     check_reopen(g)?;
     let latest = g.plans.last().expect("checked: a mission with a plan");
@@ -239,20 +255,25 @@ pub fn reopen_mission<F: Fs>(
 
 /// Why goal `g` cannot be reopened as a mission now, if it cannot: it must be a mission whose
 /// latest plan completed it (or reopened it already).
-pub fn check_reopen(g: &crate::goal::engine::GoalView) -> Result<(), String> {
+pub fn check_reopen(g: &crate::goal::engine::GoalView) -> Result<(), RecordError> {
     let goal = &g.intent.id;
     if g.intent.mission.is_none() {
-        return Err(format!("goal {goal} is not a mission"));
+        return Err(refused(format!("goal {goal} is not a mission")));
     }
-    let latest = g.plans.last().ok_or(format!("mission {goal} has no plan"))?;
+    let latest = g.plans.last().ok_or_else(|| refused(format!("mission {goal} has no plan")))?;
     match latest.status {
         PlanStatus::Completed | PlanStatus::Reopened => Ok(()),
-        s => Err(format!(
+        s => Err(refused(format!(
             "mission {goal} is not complete (its latest plan {} is {})",
             latest.request.plan_id,
             json!(s).as_str().unwrap_or("")
-        )),
+        ))),
     }
+}
+
+/// A refusal in the words an operator reads.
+fn refused(why: impl Into<String>) -> RecordError {
+    RecordError::refused(why)
 }
 
 /// Where work item `work` stands in goal `g`'s generations.

@@ -6,6 +6,7 @@
 //! against the frozen panel.
 
 use super::{Proposal, ReviewPanel};
+use crate::error::RecordError;
 use crate::hash::sha256_hex;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -146,43 +147,51 @@ pub fn after_round(outcome: RoundOutcome, round: u32, panel: &ReviewPanel) -> Op
 
 /// Checks a receipt against the frozen panel: reviewers in order, at most `M + 1` rounds,
 /// each outcome recomputed, the status following from the last round, the final digest.
-pub fn check_receipt(r: &Receipt, panel: &ReviewPanel) -> Result<(), String> {
+pub fn check_receipt(r: &Receipt, panel: &ReviewPanel) -> Result<(), RecordError> {
+    // A receipt is refused as it stands when it disagrees with the panel frozen for it.
+    let refused = |why: String| RecordError::refused(why);
     if r.rounds.is_empty() || r.rounds.len() as u32 > panel.max_revision_rounds + 1 {
-        return Err(format!(
+        return Err(refused(format!(
             "{} rounds for a panel of at most {}",
             r.rounds.len(),
             panel.max_revision_rounds + 1
-        ));
+        )));
     }
     for (i, round) in r.rounds.iter().enumerate() {
         if round.reviewers != panel.reviewer_specialists
             || round.reviews.len() != round.reviewers.len()
         {
-            return Err(format!("round {}: the reviewers are not the frozen panel", i + 1));
+            return Err(refused(format!(
+                "round {}: the reviewers are not the frozen panel",
+                i + 1
+            )));
         }
         if round_outcome(&round.reviews) != round.outcome {
-            return Err(format!(
+            return Err(refused(format!(
                 "round {}: the recorded outcome does not follow from the reviews",
                 i + 1
-            ));
+            )));
         }
         let last = i + 1 == r.rounds.len();
         let stop = after_round(round.outcome, i as u32 + 1, panel);
         if last != stop.is_some() && !(last && r.status == ReviewStatus::Attention) {
-            return Err(format!(
+            return Err(refused(format!(
                 "round {}: the review went on past a decided round or stopped early",
                 i + 1
-            ));
+            )));
         }
     }
     let last = r.rounds.last().expect("checked non-empty");
     let expected =
         after_round(last.outcome, r.rounds.len() as u32, panel).unwrap_or(ReviewStatus::Attention);
     if r.status != expected {
-        return Err(format!("the status {:?} does not follow from the last round", r.status));
+        return Err(refused(format!(
+            "the status {:?} does not follow from the last round",
+            r.status
+        )));
     }
     if r.candidate_sha256 != candidate_digest(&r.plan_id, &r.candidate) {
-        return Err("the final candidate's digest does not match".into());
+        return Err(RecordError::refused("the final candidate's digest does not match"));
     }
     Ok(())
 }

@@ -20,7 +20,7 @@ pub trait Specialists {
         calls.iter().map(|c| self.call(c)).collect()
     }
     /// SHA-256 of a workflow file now, to refuse a template that changed since it was frozen.
-    fn workflow_digest(&mut self, path: &str) -> Result<String, String>;
+    fn workflow_digest(&mut self, path: &str) -> Result<String, crate::error::RecordError>;
 }
 
 /// One call to make.
@@ -122,7 +122,7 @@ impl Specialists for Recorder<'_> {
         all
     }
 
-    fn workflow_digest(&mut self, path: &str) -> Result<String, String> {
+    fn workflow_digest(&mut self, path: &str) -> Result<String, crate::error::RecordError> {
         self.inner.workflow_digest(path)
     }
 }

@@ -11,6 +11,7 @@ use super::{
     PlanTrigger, PlanView, Proposal, ReviewPanel, ValidPlan,
 };
 use crate::env::Fs;
+use crate::error::RecordError;
 use crate::goal::{progress_fingerprint, GoalIntent, GoalItem};
 use crate::ids::Id;
 use crate::journal::JournalWriter;
@@ -55,16 +56,15 @@ pub fn run_planner<F: Fs>(
     specialists: &mut dyn Specialists,
     actor: &str,
     now: WallTime,
-) -> Result<String, String> {
+) -> Result<String, RecordError> {
     let mut recorder = Recorder::new(specialists);
     let stepped = plan_step(ledger, view, &mut recorder, actor, now);
     if !recorder.calls.is_empty() {
         // Only a new plan calls anyone (a resumed review reuses its receipt).
         let plan = plan_id(&view.intent.id, view.plans.len() as u32 + 1);
         let path = format!("{}/calls.jsonl", plan_dir(&view.intent.id, &plan));
-        let (mut writer, _) =
-            JournalWriter::open_tail(&mut ledger.fs, &path).map_err(|e| e.to_string())?;
-        writer.append(&mut ledger.fs, now, &recorder.calls).map_err(|e| format!("{path}: {e}"))?;
+        let (mut writer, _) = JournalWriter::open_tail(&mut ledger.fs, &path)?;
+        writer.append(&mut ledger.fs, now, &recorder.calls)?;
     }
     stepped
 }
@@ -75,7 +75,7 @@ pub fn calls<F: Fs>(
     ledger: &mut Ledger<F>,
     goal: &Id,
     plan: &str,
-) -> Result<Vec<PlanCall>, String> {
+) -> Result<Vec<PlanCall>, RecordError> {
     bodies(ledger, &format!("{}/calls.jsonl", plan_dir(goal, plan)))
 }
 
@@ -85,10 +85,13 @@ fn plan_step<F: Fs>(
     specialists: &mut dyn Specialists,
     actor: &str,
     now: WallTime,
-) -> Result<String, String> {
+) -> Result<String, RecordError> {
     let (intent, items, plans) = (&view.intent, &view.items[..], &view.plans[..]);
     let bounds = (view.projection.attempts_remaining, view.projection.replans_remaining);
-    let policy = intent.replanning.as_ref().ok_or("the goal has no replanning policy")?;
+    let policy = intent
+        .replanning
+        .as_ref()
+        .ok_or_else(|| RecordError::refused("the goal has no replanning policy"))?;
     if let Some(line) = resume_review(ledger, view, specialists, actor, now)? {
         return Ok(line);
     }
@@ -125,7 +128,7 @@ fn plan_step<F: Fs>(
     };
     let (proposal, valid) = match checked(&text, &cx) {
         Ok(checked) => checked,
-        Err(why) => return fail(ledger, intent, &plan_id, None, &why, actor, now),
+        Err(why) => return fail(ledger, intent, &plan_id, None, &why.to_string(), actor, now),
     };
     if proposal.decision == PlanDecision::Attention {
         // One event, not `plan.proposed` then `plan.attention`: a crash between two would
@@ -147,11 +150,8 @@ fn plan_step<F: Fs>(
         let ask_planner = |specialists: &mut dyn Specialists, revision: &str| {
             let prompt = format!("{prompt}\n{revision}");
             let asked = Ask { role: planner, prompt: &prompt, schema: &schema, label: &label };
-            specialists
-                .call(&asked)
-                .answer(planner)
-                .map_err(|(_, why)| why)
-                .and_then(|text| checked(&text, &cx))
+            let text = specialists.call(&asked).answer(planner).ok()?;
+            checked(&text, &cx).ok()
         };
         let receipt = review(specialists, intent, panel, &plan_id, proposal, ask_planner);
         ledger.write_record(&plan_dir(&intent.id, &plan_id), "review.json", &receipt)?;
@@ -174,7 +174,7 @@ fn finish_review<F: Fs>(
     history: &[PlanRecord],
     actor: &str,
     now: WallTime,
-) -> Result<String, String> {
+) -> Result<String, RecordError> {
     let plan_id = cx.plan_id;
     if receipt.status != ReviewStatus::Passed {
         let why =
@@ -187,7 +187,7 @@ fn finish_review<F: Fs>(
         append(ledger, &intent.id, plan_id, PlanEvent::Reviewed, actor, approved, now)?;
     }
     let proposal = receipt.candidate;
-    let valid = validate(&proposal, cx).map_err(|e| e.to_string())?;
+    let valid = validate(&proposal, cx).map_err(|e| RecordError::refused(e.to_string()))?;
     propose(ledger, specialists, intent, cx, proposal, valid, actor, now)
 }
 
@@ -203,13 +203,16 @@ fn propose<F: Fs>(
     valid: Option<ValidPlan>,
     actor: &str,
     now: WallTime,
-) -> Result<String, String> {
+) -> Result<String, RecordError> {
     let (plan_id, policy) = (cx.plan_id, cx.policy);
     let dir = plan_dir(&intent.id, plan_id);
     match ledger.read_json::<Proposal>(&format!("{dir}/proposal.json"))? {
         None => drop(ledger.write_record(&dir, "proposal.json", &proposal)?),
         Some(written) if written == proposal => {}
-        Some(_) => return Err(format!("plan {plan_id}: proposal.json differs from its review")),
+        Some(_) => {
+            let why = format!("plan {plan_id}: proposal.json differs from its review");
+            return Err(RecordError::refused(why));
+        }
     }
     append(ledger, &intent.id, plan_id, PlanEvent::Proposed, actor, &proposal.rationale, now)?;
     if proposal.decision == PlanDecision::Complete {
@@ -222,7 +225,7 @@ fn propose<F: Fs>(
             "plan {plan_id} proposes the mission is complete; approve or reject it"
         ));
     }
-    let valid = valid.ok_or("an apply without work")?;
+    let valid = valid.ok_or_else(|| RecordError::refused("an apply without work"))?;
     if policy.auto_apply {
         let by = (actor, "applied automatically (auto_apply)");
         apply(ledger, specialists, intent, plan_id, &proposal, &valid, by, now)?;
@@ -245,7 +248,7 @@ fn resume_review<F: Fs>(
     specialists: &mut dyn Specialists,
     actor: &str,
     now: WallTime,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, RecordError> {
     let (intent, items, plans) = (&view.intent, &view.items[..], &view.plans[..]);
     let (Some(policy), Some(latest)) = (intent.replanning.as_ref(), plans.last()) else {
         return Ok(None);
@@ -283,23 +286,26 @@ fn resume_review<F: Fs>(
     Ok(Some(format!("{line} ({RESUMED_REVIEW})")))
 }
 
-/// A reply parsed as a proposal and validated.
-fn checked(text: &str, cx: &PlanContext<'_>) -> Result<(Proposal, Option<ValidPlan>), String> {
-    let proposal: Proposal =
-        serde_json::from_str(text).map_err(|e| format!("the proposal does not parse: {e}"))?;
-    let valid = validate(&proposal, cx).map_err(|e| format!("the proposal is invalid: {e}"))?;
+/// A reply parsed as a proposal and validated; a reply that does not hold is refused, in
+/// the words its `plan.failed` records.
+fn checked(text: &str, cx: &PlanContext<'_>) -> Result<(Proposal, Option<ValidPlan>), RecordError> {
+    let proposal: Proposal = serde_json::from_str(text)
+        .map_err(|e| RecordError::refused(format!("the proposal does not parse: {e}")))?;
+    let valid = validate(&proposal, cx)
+        .map_err(|e| RecordError::refused(format!("the proposal is invalid: {e}")))?;
     Ok((proposal, valid))
 }
 
 /// The review panel: rounds of every reviewer on the whole candidate, revisions by the
-/// planner while rounds remain, the receipt at the end.
+/// planner while rounds remain, the receipt at the end. `revise` asks the planner for a
+/// revision; `None` when it gave none that holds.
 fn review(
     specialists: &mut dyn Specialists,
     intent: &GoalIntent,
     panel: &ReviewPanel,
     plan_id: &str,
     first: Proposal,
-    mut revise: impl FnMut(&mut dyn Specialists, &str) -> Result<(Proposal, Option<ValidPlan>), String>,
+    mut revise: impl FnMut(&mut dyn Specialists, &str) -> Option<(Proposal, Option<ValidPlan>)>,
 ) -> Receipt {
     let mut candidate = first;
     let mut rounds = Vec::new();
@@ -329,14 +335,11 @@ fn review(
             .collect();
         let mut reviews = Vec::new();
         for (called, ask) in specialists.call_all(&calls).iter().zip(&calls) {
-            let reply = called
-                .answer(ask.role)
-                .map_err(|(_, why)| why)
-                .and_then(|text| serde_json::from_str::<Review>(&text).map_err(|e| e.to_string()));
-            match reply {
-                Ok(r) => reviews.push(r),
+            let reply = called.answer(ask.role).ok();
+            match reply.and_then(|text| serde_json::from_str::<Review>(&text).ok()) {
+                Some(r) => reviews.push(r),
                 // A reviewer that cannot review leaves the plan to a person.
-                Err(_) => return finish(ReviewStatus::Attention, candidate, rounds),
+                None => return finish(ReviewStatus::Attention, candidate, rounds),
             }
         }
         let outcome = round_outcome(&reviews);
@@ -366,7 +369,7 @@ fn review(
         match revise(&mut *specialists, &ask_for) {
             // A revision is a complete replacement plan; an attention (or nothing new) is
             // the planner's way of handing the plan to a person.
-            Ok((next, _))
+            Some((next, _))
                 if next.decision != PlanDecision::Attention
                     && candidate_digest(plan_id, &next) != digest =>
             {
@@ -388,7 +391,7 @@ fn fail<F: Fs>(
     why: &str,
     actor: &str,
     now: WallTime,
-) -> Result<String, String> {
+) -> Result<String, RecordError> {
     append(ledger, &intent.id, plan, PlanEvent::Failed { class }, actor, why, now)?;
     Ok(format!("plan {plan} failed: {why}"))
 }

@@ -5,6 +5,7 @@
 use super::review::Receipt;
 use super::{PlanEvent, PlanRecord, PlanRequest, PlanStatus, PlanView, Proposal};
 use crate::env::Fs;
+use crate::error::RecordError;
 use crate::goal::GoalIntent;
 use crate::ids::Id;
 use crate::journal::{self, JournalWriter};
@@ -20,9 +21,9 @@ pub fn plan_dir(goal: &Id, plan: &str) -> String {
 }
 
 /// Every plan of `goal`, in sequence order, with its status.
-pub fn read_plans<F: Fs>(ledger: &mut Ledger<F>, goal: &Id) -> Result<Vec<PlanView>, String> {
+pub fn read_plans<F: Fs>(ledger: &mut Ledger<F>, goal: &Id) -> Result<Vec<PlanView>, RecordError> {
     let mut plans = Vec::new();
-    let names = ledger.fs.list(&format!("{}/plans", goal_dir(goal))).map_err(|e| e.to_string())?;
+    let names = ledger.fs.list(&format!("{}/plans", goal_dir(goal)))?;
     for id in names.iter().filter_map(|n| Id::new(n).ok()) {
         let dir = plan_dir(goal, id.as_str());
         let Some(request) = ledger.read_json::<PlanRequest>(&format!("{dir}/request.json"))? else {
@@ -42,7 +43,7 @@ pub fn events<F: Fs>(
     ledger: &mut Ledger<F>,
     goal: &Id,
     plan: &str,
-) -> Result<Vec<PlanRecord>, String> {
+) -> Result<Vec<PlanRecord>, RecordError> {
     bodies(ledger, &format!("{}/events.jsonl", plan_dir(goal, plan)))
 }
 
@@ -50,10 +51,10 @@ pub fn events<F: Fs>(
 pub(super) fn bodies<F: Fs, T: serde::de::DeserializeOwned>(
     ledger: &mut Ledger<F>,
     path: &str,
-) -> Result<Vec<T>, String> {
-    let bytes = ledger.fs.read(path).map_err(|e| e.to_string())?.unwrap_or_default();
+) -> Result<Vec<T>, RecordError> {
+    let bytes = ledger.fs.read(path)?.unwrap_or_default();
     let shown = ledger.shown(path);
-    let read = journal::parse_as::<T>(&shown, &bytes).map_err(|e| e.to_string())?;
+    let read = journal::parse_as::<T>(&shown, &bytes)?;
     Ok(read.records.into_iter().map(|r| r.body).collect())
 }
 
@@ -66,15 +67,12 @@ pub fn append<F: Fs>(
     actor: &str,
     reason: &str,
     now: WallTime,
-) -> Result<(), String> {
+) -> Result<(), RecordError> {
     let path = format!("{}/events.jsonl", plan_dir(goal, plan));
-    let (mut writer, _) =
-        JournalWriter::open_tail(&mut ledger.fs, &path).map_err(|e| e.to_string())?;
+    let (mut writer, _) = JournalWriter::open_tail(&mut ledger.fs, &path)?;
     let record = PlanRecord { event, actor: actor.to_owned(), reason: reason.to_owned() };
-    writer
-        .append(&mut ledger.fs, now, std::slice::from_ref(&record))
-        .map(drop)
-        .map_err(|e| format!("{path}: {e}"))
+    writer.append(&mut ledger.fs, now, std::slice::from_ref(&record))?;
+    Ok(())
 }
 
 /// The proposal of a plan, when written.
@@ -82,8 +80,8 @@ pub fn proposal<F: Fs>(
     ledger: &mut Ledger<F>,
     goal: &Id,
     plan: &str,
-) -> Result<Option<Proposal>, String> {
-    Ok(ledger.read_json(&format!("{}/proposal.json", plan_dir(goal, plan)))?)
+) -> Result<Option<Proposal>, RecordError> {
+    ledger.read_json(&format!("{}/proposal.json", plan_dir(goal, plan)))
 }
 
 /// Work items earlier plans created.
@@ -95,7 +93,7 @@ pub fn already_planned(plans: &[PlanView]) -> u32 {
 pub fn milestones_completed<F: Fs>(
     ledger: &mut Ledger<F>,
     plans: &[PlanView],
-) -> Result<u32, String> {
+) -> Result<u32, RecordError> {
     let mut n = 0;
     let mut known = Known::new();
     for p in plans.iter().filter(|p| p.milestone.is_some()) {
@@ -123,7 +121,7 @@ pub fn goal_view<F: Fs>(
     intent: &GoalIntent,
     runner_live: &mut dyn FnMut(&Id) -> bool,
     lease_held_elsewhere: bool,
-) -> Result<crate::goal::engine::GoalView, String> {
+) -> Result<crate::goal::engine::GoalView, RecordError> {
     let plans = read_plans(ledger, &intent.id)?;
     let root = super::active_root(intent.root_work_id.as_ref(), &plans);
     let items = match &root {

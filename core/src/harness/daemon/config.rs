@@ -1,6 +1,7 @@
 //! The daemon's configuration as the core sees it: harness specs, profiles and limits,
 //! already parsed and validated by the shell (`harness.toml`).
 
+use crate::error::RecordError;
 use crate::harness::lifecycle::{HarnessSpec, LifecycleLimits};
 use crate::ids::Id;
 use serde::{Deserialize, Serialize};
@@ -28,31 +29,42 @@ pub struct DaemonConfig {
 
 impl DaemonConfig {
     /// Checks cross-references and limits; the error names the offending entry.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), RecordError> {
         self.limits.validate()?;
         for (name, spec) in &self.harnesses {
             if spec.spawn.argv.is_empty() || spec.spawn.argv[0].is_empty() {
-                return Err(format!("harness.{name}.command: must name a program"));
+                return Err(RecordError::refused(format!(
+                    "harness.{name}.command: must name a program"
+                )));
             }
         }
         for (name, spec) in &self.harnesses {
             for (key, deps) in [("requires", &spec.requires), ("after", &spec.after)] {
                 if let Some(missing) = deps.iter().find(|d| !self.harnesses.contains_key(*d)) {
-                    return Err(format!("harness.{name}.{key}: no harness named \"{missing}\""));
+                    return Err(RecordError::refused(format!(
+                        "harness.{name}.{key}: no harness named \"{missing}\""
+                    )));
                 }
                 if deps.contains(name) {
-                    return Err(format!("harness.{name}.{key}: a harness cannot wait for itself"));
+                    return Err(RecordError::refused(format!(
+                        "harness.{name}.{key}: a harness cannot wait for itself"
+                    )));
                 }
             }
         }
         if let Some(cycle) = self.dependency_cycle() {
-            return Err(format!("dependencies form a cycle: {}", cycle.join(" -> ")));
+            return Err(RecordError::refused(format!(
+                "dependencies form a cycle: {}",
+                cycle.join(" -> ")
+            )));
         }
         for (name, profile) in &self.profiles {
             if let Some(missing) =
                 profile.harnesses.iter().find(|h| !self.harnesses.contains_key(*h))
             {
-                return Err(format!("profile.{name}.harnesses: no harness named \"{missing}\""));
+                return Err(RecordError::refused(format!(
+                    "profile.{name}.harnesses: no harness named \"{missing}\""
+                )));
             }
         }
         Ok(())

@@ -2,12 +2,13 @@
 //! their effects behind the durability barrier.
 
 use super::*;
+use crate::error::{InvariantError, RecordError};
 use crate::harness::lifecycle::State;
 use crate::hash::Fnv64;
 use std::hash::{Hash, Hasher};
 
 /// A command's id and the answer it gets.
-type Ack = (u64, Result<(), String>);
+type Ack = (u64, Result<(), RecordError>);
 
 /// Upper bound on effects queued by one input; a larger queue means a runaway loop.
 const MAX_QUEUED_EFFECTS: usize = 1 << 16;
@@ -121,9 +122,16 @@ impl Daemon {
         self.harnesses.values().filter_map(|h| h.poll_timeout(limits)).chain(drain).min()
     }
 
-    fn command(&mut self, now: Instant, command: Command, batch: &mut Batch) -> Result<(), String> {
+    fn command(
+        &mut self,
+        now: Instant,
+        command: Command,
+        batch: &mut Batch,
+    ) -> Result<(), RecordError> {
         if self.draining && !matches!(command, Command::Shutdown { .. }) {
-            return Err("the daemon is shutting down and takes no more commands".into());
+            return Err(RecordError::refused(
+                "the daemon is shutting down and takes no more commands",
+            ));
         }
         match command {
             Command::Shutdown { drain_timeout } => {
@@ -150,7 +158,7 @@ impl Daemon {
         names: &[Id],
         input: HarnessInput,
         batch: &mut Batch,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordError> {
         let unknown: Vec<String> = names
             .iter()
             .filter(|n| !self.harnesses.contains_key(*n) || self.removed.contains(*n))
@@ -158,8 +166,13 @@ impl Daemon {
             .collect();
         match unknown.len() {
             0 => {}
-            1 => return Err(format!("no harness named {}", unknown[0])),
-            _ => return Err(format!("no harnesses named {}", unknown.join(", "))),
+            1 => return Err(RecordError::refused(format!("no harness named {}", unknown[0]))),
+            _ => {
+                return Err(RecordError::refused(format!(
+                    "no harnesses named {}",
+                    unknown.join(", ")
+                )))
+            }
         }
         for name in names {
             self.deliver(now, name, input.clone(), batch);
@@ -172,7 +185,7 @@ impl Daemon {
         now: Instant,
         input: HarnessInput,
         batch: &mut Batch,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordError> {
         self.draining = true;
         let names: Vec<Id> = self.harnesses.keys().cloned().collect();
         for name in names {
@@ -201,9 +214,14 @@ impl Daemon {
         self.drain_forced
     }
 
-    fn use_profile(&mut self, now: Instant, profile: Id, batch: &mut Batch) -> Result<(), String> {
+    fn use_profile(
+        &mut self,
+        now: Instant,
+        profile: Id,
+        batch: &mut Batch,
+    ) -> Result<(), RecordError> {
         let Some(members) = self.config.profiles.get(&profile).map(|p| p.harnesses.clone()) else {
-            return Err(format!("no profile named \"{profile}\""));
+            return Err(RecordError::refused(format!("no profile named \"{profile}\"")));
         };
         let outside: Vec<Id> = self
             .harnesses
@@ -226,7 +244,7 @@ impl Daemon {
         now: Instant,
         config: DaemonConfig,
         batch: &mut Batch,
-    ) -> Result<(), String> {
+    ) -> Result<(), RecordError> {
         config.validate()?;
         for (name, spec) in &config.harnesses {
             self.removed.retain(|r| r != name);
@@ -499,30 +517,35 @@ impl Daemon {
     }
 
     /// Checks every harness's invariants and the daemon's own.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), InvariantError> {
         for h in self.harnesses.values() {
             h.check(&self.config.limits)?;
         }
         if self.persisted.generation != self.generation {
-            return Err("the persisted view lags the generation".into());
+            return Err(InvariantError::new("the persisted view lags the generation"));
         }
         for name in &self.removed {
             let live = self.harnesses.get(name).and_then(Harness::current_run);
             if live.is_none() {
-                return Err(format!("{name}: removed but kept without a live run"));
+                return Err(InvariantError::new(format!(
+                    "{name}: removed but kept without a live run"
+                )));
             }
         }
         if (self.drain_deadline.is_some() || self.drain_forced) && !self.draining {
-            return Err("a drain deadline without a shutdown".into());
+            return Err(InvariantError::new("a drain deadline without a shutdown"));
         }
         if self.drain_forced && self.drain_deadline.is_none() {
-            return Err("a forced drain without a deadline".into());
+            return Err(InvariantError::new("a forced drain without a deadline"));
         }
         for (name, (run, _)) in &self.held {
-            let h =
-                self.harnesses.get(name).ok_or(format!("{name}: a held spawn of no harness"))?;
+            let h = self.harnesses.get(name).ok_or_else(|| {
+                InvariantError::new(format!("{name}: a held spawn of no harness"))
+            })?;
             if h.current_run() != Some(*run) || h.pid().is_some() || h.state() != State::Starting {
-                return Err(format!("{name}: a held spawn of run {run} that is not starting"));
+                return Err(InvariantError::new(format!(
+                    "{name}: a held spawn of run {run} that is not starting"
+                )));
             }
         }
         Ok(())

@@ -13,6 +13,7 @@ pub use config::{DaemonConfig, Profile};
 pub use state_file::{PersistedHarness, PersistedState, StateFileError, STATE_VERSION};
 
 use crate::env::{Pid, Signal, SpawnSpec};
+use crate::error::RecordError;
 use crate::harness::lifecycle::harness::Durable;
 use crate::harness::lifecycle::{Cause, Event, Harness, HarnessInput, HarnessOut};
 use crate::ids::Id;
@@ -118,8 +119,8 @@ pub enum DaemonEffect {
     Ack {
         /// The command's id.
         id: u64,
-        /// `Err` carries a message for the operator.
-        result: Result<(), String>,
+        /// `Err` is the command's refusal, as the operator reads it.
+        result: Result<(), RecordError>,
     },
 }
 
@@ -140,7 +141,7 @@ pub enum BootError {
     /// `state.json` could not be read.
     State(StateFileError),
     /// The configuration is inconsistent.
-    Config(String),
+    Config(RecordError),
 }
 
 impl std::fmt::Display for BootError {

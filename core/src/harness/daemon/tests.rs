@@ -69,11 +69,12 @@ fn spawned(d: &mut Daemon, name: &str, pid: u32) {
     drain(d);
 }
 
+/// The command's answer, a refusal in the words the operator reads.
 fn ack(effects: &[DaemonEffect]) -> Result<(), String> {
     effects
         .iter()
         .find_map(|e| match e {
-            DaemonEffect::Ack { result, .. } => Some(result.clone()),
+            DaemonEffect::Ack { result, .. } => Some(result.clone().map_err(|e| e.to_string())),
             _ => None,
         })
         .expect("an ack")
@@ -250,7 +251,12 @@ fn boot_refuses_an_inconsistent_configuration() {
     let mut c = config(&[("a", true)]);
     c.harnesses.get_mut(&id("a")).unwrap().spawn.argv.clear();
     let err = Daemon::boot(c, None, Instant(0)).unwrap_err();
-    assert_eq!(err, BootError::Config("harness.a.command: must name a program".into()));
+    assert_eq!(
+        err,
+        BootError::Config(crate::error::RecordError::refused(
+            "harness.a.command: must name a program"
+        ))
+    );
 }
 
 #[test]
@@ -453,11 +459,11 @@ fn dependency_cycles_and_unknown_names_are_refused() {
     let mut c = config(&[("a", true), ("b", true)]);
     c.harnesses.get_mut(&id("a")).unwrap().requires = vec![id("b")];
     c.harnesses.get_mut(&id("b")).unwrap().after = vec![id("a")];
-    let e = c.validate().unwrap_err();
+    let e = c.validate().unwrap_err().to_string();
     assert!(e.contains("cycle") && e.contains("a -> b -> a"), "{e}");
     let mut c = config(&[("a", true)]);
     c.harnesses.get_mut(&id("a")).unwrap().requires = vec![id("nope")];
-    assert!(c.validate().unwrap_err().contains("harness.a.requires"));
+    assert!(c.validate().unwrap_err().to_string().contains("harness.a.requires"));
 }
 
 #[test]

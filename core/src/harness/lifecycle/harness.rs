@@ -6,6 +6,7 @@
 
 use super::{Cause, Event, Hang, HarnessSpec, LifecycleLimits, Readiness, RestartPolicy, State};
 use crate::env::{ExitStatus, Pid, Signal, SpawnSpec};
+use crate::error::InvariantError;
 use crate::ids::Id;
 use crate::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
@@ -865,9 +866,11 @@ impl Harness {
     }
 
     /// The machine's invariants; `Err` names the first one broken.
-    pub fn check(&self, limits: &LifecycleLimits) -> Result<(), String> {
+    pub fn check(&self, limits: &LifecycleLimits) -> Result<(), InvariantError> {
         let limits = &self.active.crash_loop.apply(limits);
-        let fail = |what: &str| Err(format!("{}: {what} (state {:?})", self.name, self.state));
+        let fail = |what: &str| {
+            Err(InvariantError::new(format!("{}: {what} (state {:?})", self.name, self.state)))
+        };
         let has_run = self.run.is_some();
         let has_pid = self.pid().is_some();
         match self.state {

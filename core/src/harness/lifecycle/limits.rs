@@ -1,5 +1,6 @@
 //! The timing and counting limits of the lifecycle, with their defaults in one place.
 
+use crate::error::RecordError;
 use crate::time::Duration;
 use serde::{Deserialize, Serialize};
 
@@ -80,18 +81,20 @@ pub const BACKOFF_EXPONENT_MAX: u32 = 32;
 
 impl LifecycleLimits {
     /// Checks the limits make sense together; the error names the field.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), RecordError> {
         if self.flap_threshold == 0 {
-            return Err("flap_threshold must be at least 1".into());
+            return Err(RecordError::refused("flap_threshold must be at least 1"));
         }
         if self.flap_window == Duration::ZERO {
-            return Err("flap_window_ms must be at least 1".into());
+            return Err(RecordError::refused("flap_window_ms must be at least 1"));
         }
         if self.restart_delay_max < self.restart_delay {
-            return Err("restart_delay_max_ms must be at least restart_delay_ms".into());
+            return Err(RecordError::refused(
+                "restart_delay_max_ms must be at least restart_delay_ms",
+            ));
         }
         if self.healthy_run < self.flap_window {
-            return Err("healthy_run_ms must be at least flap_window_ms".into());
+            return Err(RecordError::refused("healthy_run_ms must be at least flap_window_ms"));
         }
         Ok(())
     }

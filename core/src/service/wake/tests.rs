@@ -351,7 +351,7 @@ fn an_early_wake_brings_the_sweep_forward_but_not_closer_than_the_gap() {
 #[test]
 fn an_early_wake_leaves_a_sweep_level_backoff_alone() {
     let mut s = sweeping();
-    s.sweep_finished(t(1_000), Err("disk".into()));
+    s.sweep_finished(t(1_000), Err(RecordError::refused("disk")));
     let backoff = s.next_sweep_at();
     s.wake_early(t(1_500));
     assert_eq!(s.next_sweep_at(), backoff);
@@ -376,7 +376,7 @@ fn sweep_errors_back_off_exponentially_and_success_forgets_them() {
     let mut finish = 0;
     for expected in [2_000, 4_000, 8_000] {
         finish += 100;
-        s.sweep_finished(t(finish), Err("runtime.json: EIO".into()));
+        s.sweep_finished(t(finish), Err(RecordError::refused("runtime.json: EIO")));
         assert_eq!(s.next_sweep_at(), Some(t(finish + expected)));
         assert_eq!(s.last_error(), Some("runtime.json: EIO"));
         finish += expected;
@@ -395,7 +395,7 @@ fn a_stray_sweep_report_is_ignored() {
     s.sweep_finished(t(10), Ok(()));
     assert_eq!((s.sweep_count(), s.next_sweep_at()), (0, Some(t(0))));
     s.handle_timeout(t(0));
-    s.sweep_finished(t(10), Err("x".into()));
+    s.sweep_finished(t(10), Err(RecordError::refused("x")));
     assert_eq!(s.sweep_errors(), 0, "a sweep not yet polled has not started");
     assert_eq!(s.check(), Ok(()));
 }
@@ -689,7 +689,7 @@ impl Driver {
     /// hints are handed out exactly when they differ from the last ones written.
     fn finish(&mut self, w: &When, ok: bool, lost: bool) -> Result<(), TestCaseError> {
         self.now = next_time(self.now, None, w);
-        let result = if ok { Ok(()) } else { Err("boom".into()) };
+        let result = if ok { Ok(()) } else { Err(RecordError::refused("boom")) };
         self.s.sweep_finished(self.now, result);
         if self.sweeping && self.s.phase() == ServicePhase::Running {
             let errors = self.s.sweep_errors();

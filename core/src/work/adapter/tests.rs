@@ -261,6 +261,6 @@ fn each_adapter_puts_the_options_in_its_own_flags() {
     let text = argv(Kind::Text, &["scripted".into()], &o);
     assert_eq!(text, ["scripted"], "a text harness gets its options from the environment");
     assert!(check_effort(Kind::ClaudeCode, "max").is_ok());
-    assert!(check_effort(Kind::Codex, "max").unwrap_err().contains("minimal"));
+    assert!(check_effort(Kind::Codex, "max").unwrap_err().to_string().contains("minimal"));
     assert!(check_effort(Kind::Text, "anything").is_ok());
 }

@@ -9,6 +9,7 @@
 pub mod credentials;
 pub mod guard;
 
+use crate::error::RecordError;
 use serde::{Deserialize, Serialize};
 
 /// How a run's processes are held together and killed.
@@ -89,14 +90,32 @@ impl Containment {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Offer {
     /// The Landlock ABI version the kernel supports, or why it has none.
-    pub landlock: Result<u32, String>,
+    pub landlock: Result<u32, Unavailable>,
     /// Whether a child can have a namespace binding paths read-only with a `/dev` of its own,
     /// and how (a user namespace too, which every process but a root that may not make one
     /// gets), or why not.
-    pub namespace: Result<NamespaceKind, String>,
+    pub namespace: Result<NamespaceKind, Unavailable>,
     /// Whether a child can be sealed: its mounts locked by a second user namespace, a PID
     /// namespace with its own `/proc`, a cgroup namespace; or why not.
-    pub sealed: Result<(), String>,
+    pub sealed: Result<(), Unavailable>,
+}
+
+/// Why this machine does not offer one means of confinement, as its probe found it (the
+/// kernel's words, or what the throwaway child met). Not a failure: the plan records it as
+/// the reason a run is unconfined, or as a gap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unavailable(pub String);
+
+impl std::fmt::Display for Unavailable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<&str> for Unavailable {
+    fn from(why: &str) -> Unavailable {
+        Unavailable(why.to_owned())
+    }
 }
 
 /// How a child gets its own mount namespace.
@@ -181,7 +200,7 @@ pub fn plan(need: &Need, offer: &Offer) -> Plan {
     // Rights of later ABIs are not used, so the record names the ABI in force.
     let abi = match &offer.landlock {
         Ok(abi) => (*abi).min(LANDLOCK_USED),
-        Err(why) => return unconfined(why.clone()),
+        Err(why) => return unconfined(why.to_string()),
     };
     let mut writable = Vec::new();
     let mut refused = Vec::new();
@@ -286,7 +305,7 @@ pub enum Requirement {
 
 /// Refuses a run the policy requires to be confined (or confined without a gap) when it
 /// cannot be; the error says why and that nothing ran.
-pub fn check(required: Requirement, reached: &Containment) -> Result<(), String> {
+pub fn check(required: Requirement, reached: &Containment) -> Result<(), RecordError> {
     let why = match required {
         Requirement::Preferred => None,
         _ if !reached.confined => {
@@ -298,11 +317,11 @@ pub fn check(required: Requirement, reached: &Containment) -> Result<(), String>
         _ => None,
     };
     match why {
-        Some(why) => Err(format!(
+        Some(why) => Err(RecordError::refused(format!(
             "the policy requires {}, and this run cannot have it here: {why}; nothing ran and \
              no attempt was charged",
             if required == Requirement::Complete { "complete containment" } else { "containment" }
-        )),
+        ))),
         None => Ok(()),
     }
 }
@@ -322,7 +341,7 @@ mod tests {
         }
     }
 
-    fn offer(namespace: Result<NamespaceKind, String>) -> Offer {
+    fn offer(namespace: Result<NamespaceKind, Unavailable>) -> Offer {
         Offer { landlock: Ok(7), namespace, sealed: Ok(()) }
     }
 
@@ -354,7 +373,7 @@ mod tests {
         assert!(gaps.contains("/dev/pts is the machine's"), "{gaps}");
         assert!(gaps.contains("can change /work/trees/w1/.git"), "{gaps}");
         assert!(check(Requirement::Required, &p.record).is_ok());
-        let err = check(Requirement::Complete, &p.record).unwrap_err();
+        let err = check(Requirement::Complete, &p.record).unwrap_err().to_string();
         assert!(err.contains("complete containment") && err.contains("/work/trees/w1/.git"));
 
         let p = plan(&need("/repo"), &offer(Err("user namespaces are off".into())));
@@ -420,7 +439,7 @@ mod tests {
         };
         assert_eq!(none.summary(), "none (no Landlock in this kernel)");
         assert!(check(Requirement::Preferred, &none).is_ok());
-        let err = check(Requirement::Required, &none).unwrap_err();
+        let err = check(Requirement::Required, &none).unwrap_err().to_string();
         assert!(err.contains("no Landlock in this kernel") && err.contains("nothing ran"), "{err}");
         let full = Containment {
             holding: Holding::Cgroup,

@@ -1,27 +1,28 @@
 //! Which attempt a `run` or `retry` may start, and which proof may be accepted.
 
 use super::*;
+use crate::error::RecordError;
 
 /// Decides whether a `run` (or, with `retry`, a `retry`) may start an attempt now, and with
 /// which trigger. Refusals say what the operator should do instead.
-pub fn may_start(p: &Projection, retry: bool) -> Result<Trigger, String> {
+pub fn may_start(p: &Projection, retry: bool) -> Result<Trigger, RecordError> {
     // Spent comes first: telling someone to retry an item that cannot run sends them round.
     let startable = matches!(p.state, WorkState::Ready | WorkState::Blocked);
     if startable && p.attempts_remaining == 0 {
         let n = p.charged_attempts;
         let (s, are) = if n == 1 { ("", "is") } else { ("s", "are") };
-        return Err(format!(
+        return refuse(format!(
             "its {n} charged attempt{s} {are} used up: nothing more can run on it"
         ));
     }
     match (p.state, retry) {
         (WorkState::Ready, false) => {}
-        (WorkState::Ready, true) => return Err("it is ready: start it with run, not retry".into()),
+        (WorkState::Ready, true) => return refuse("it is ready: start it with run, not retry"),
         (WorkState::Blocked, true) => {}
         (WorkState::Blocked, false) => {
-            return Err(format!("it is blocked ({}): retry it explicitly", p.reason))
+            return refuse(format!("it is blocked ({}): retry it explicitly", p.reason))
         }
-        (state, _) => return Err(format!("it is {} ({})", state_word(state), p.reason)),
+        (state, _) => return refuse(format!("it is {} ({})", state_word(state), p.reason)),
     }
     Ok(if retry { Trigger::Retry } else { Trigger::Initial })
 }
@@ -41,9 +42,9 @@ fn state_word(s: WorkState) -> &'static str {
 
 /// Decides whether the latest proof may be accepted with these dispositions: only in review,
 /// and only when every open finding is disposed of, each exactly once, a deferral with a reason.
-pub fn may_accept(p: &Projection, dispositions: &[Disposition]) -> Result<(), String> {
+pub fn may_accept(p: &Projection, dispositions: &[Disposition]) -> Result<(), RecordError> {
     if p.state != WorkState::InReview {
-        return Err(format!(
+        return refuse(format!(
             "it is {} ({}); only an item in review is accepted",
             state_word(p.state),
             p.reason
@@ -51,14 +52,14 @@ pub fn may_accept(p: &Projection, dispositions: &[Disposition]) -> Result<(), St
     }
     for (i, d) in dispositions.iter().enumerate() {
         if !p.open_findings.iter().any(|f| f.id == d.id()) {
-            return Err(format!("{} is not an open finding", d.id()));
+            return refuse(format!("{} is not an open finding", d.id()));
         }
         if dispositions[..i].iter().any(|e| e.id() == d.id()) {
-            return Err(format!("{} is disposed of twice", d.id()));
+            return refuse(format!("{} is disposed of twice", d.id()));
         }
         if let Disposition::Deferred { reason, .. } = d {
             if reason.trim().is_empty() {
-                return Err(format!("deferring {} needs a reason", d.id()));
+                return refuse(format!("deferring {} needs a reason", d.id()));
             }
         }
     }
@@ -69,10 +70,15 @@ pub fn may_accept(p: &Projection, dispositions: &[Disposition]) -> Result<(), St
         .map(|f| f.id.as_str())
         .collect();
     if !open.is_empty() {
-        return Err(format!(
+        return refuse(format!(
             "findings still open: {} (dispose of each: fixed or deferred)",
             open.join(", ")
         ));
     }
     Ok(())
+}
+
+/// A refusal in the words an operator reads.
+fn refuse<T>(why: impl Into<String>) -> Result<T, RecordError> {
+    Err(RecordError::refused(why))
 }

@@ -188,11 +188,14 @@ impl RunFold {
     /// cap, and go to their specialist's harness or the run's; `authorize` is judged by the
     /// policy (without one, the host grants no authority and declines it). Declines are
     /// recorded in the proof.
-    pub fn observe(&mut self, msg: Result<FromWorkflow, String>) -> Option<HostAction> {
+    pub fn observe(
+        &mut self,
+        msg: Result<FromWorkflow, crate::work::protocol::ProtocolError>,
+    ) -> Option<HostAction> {
         let msg = match msg {
             Ok(m) => m,
             Err(e) => {
-                self.protocol_error.get_or_insert(e);
+                self.protocol_error.get_or_insert(e.to_string());
                 return None;
             }
         };
@@ -448,7 +451,8 @@ pub fn fuzz_run_fold(data: &[u8]) {
         // approver: a stop must fail the run, a park must end the segment without a proof.
         let rules = r#"{"rules":[{"name":"p","on":"authorize","action":"push","verdict":"ask"},
             {"name":"big","on":"agent","prompt_bytes_over":64,"verdict":"deny"}]}"#;
-        let policy = crate::work::policy::parse_policy(rules.as_bytes()).expect("a valid policy");
+        let policy = crate::work::policy::parse_policy("policy.jsonc", rules.as_bytes())
+            .expect("a valid policy");
         m.policy = Some(crate::work::policy::FrozenPolicy::new(policy));
         m.approval_to = (how & 64 != 0).then(|| "ana".to_owned());
     }
@@ -461,7 +465,7 @@ pub fn fuzz_run_fold(data: &[u8]) {
     messages.extend(reader.finish());
     let mut stopped = false;
     for msg in messages {
-        match fold.observe(msg.map_err(|e| e.to_string())) {
+        match fold.observe(msg) {
             Some(HostAction::Reply(reply)) => assert_eq!(reply["op"], "reply"),
             Some(HostAction::Park(parked)) => {
                 assert!(m.approval_to.is_some(), "parks only with an approver");

@@ -69,15 +69,19 @@ pub fn inspect(
     parked: Option<(&str, bool)>,
     started: crate::work::transcript::Started,
     runner_live: bool,
-) -> Result<AttemptStatus, String> {
+) -> Result<AttemptStatus, crate::error::RecordError> {
+    use crate::error::RecordError;
     use crate::work::transcript::Started;
+    // The records disagree with the history that started them: the read of the item is
+    // refused as they stand (its caller names the item).
+    let refused = |why: String| RecordError::refused(why);
     let (manifest, proof) = records;
     if let Some(m) = manifest {
         if m.work_id != *work_id || m.run_id != *run_id || m.attempt != attempt {
-            return Err(format!(
+            return Err(refused(format!(
                 "run {run_id}'s manifest names {} attempt {} of run {}",
                 m.work_id, m.attempt, m.run_id
-            ));
+            )));
         }
     }
     let Some(p) = proof else {
@@ -97,10 +101,10 @@ pub fn inspect(
         });
     };
     if manifest.is_none() {
-        return Err(format!("run {run_id} has a proof but no manifest"));
+        return Err(refused(format!("run {run_id} has a proof but no manifest")));
     }
     if p.run.work_id != *work_id || p.run.id != *run_id || p.run.attempt != attempt {
-        return Err(format!("run {run_id}'s proof belongs to another attempt"));
+        return Err(refused(format!("run {run_id}'s proof belongs to another attempt")));
     }
     Ok(if p.passes() {
         AttemptStatus::Succeeded

@@ -16,8 +16,8 @@ fn exited(code: i32) -> ProcessEnd {
     ProcessEnd::Exited { code: Some(code), signal: None, timed_out: false }
 }
 
-fn parse(line: &str) -> Result<FromWorkflow, String> {
-    super::super::protocol::parse_line(line.as_bytes(), 1).map_err(|e| e.to_string())
+fn parse(line: &str) -> Result<FromWorkflow, super::super::protocol::ProtocolError> {
+    super::super::protocol::parse_line(line.as_bytes(), 1)
 }
 
 fn fold(lines: &[&str]) -> RunFold {
@@ -255,14 +255,17 @@ fn run_starts_a_ready_item_and_retry_a_blocked_one_within_budget() {
     assert!(may_start(&projection(&[]), true).is_err(), "ready wants run");
     let blocked = projection(std::slice::from_ref(&failed));
     assert_eq!(blocked.state, WorkState::Blocked);
-    assert!(may_start(&blocked, false).unwrap_err().contains("retry it explicitly"));
+    assert!(may_start(&blocked, false).unwrap_err().to_string().contains("retry it explicitly"));
     assert_eq!(may_start(&blocked, true), Ok(Trigger::Retry));
     let spent = projection(&[failed.clone(), failed.clone(), failed]);
-    assert!(may_start(&spent, true).unwrap_err().contains("used up"), "max_attempts is 3");
-    let refused = may_start(&spent, false).unwrap_err();
+    assert!(
+        may_start(&spent, true).unwrap_err().to_string().contains("used up"),
+        "max_attempts is 3"
+    );
+    let refused = may_start(&spent, false).unwrap_err().to_string();
     assert!(refused.contains("3 charged attempts are used up"), "not 'retry it': {refused}");
     let review = projection(&[AttemptStatus::Succeeded]);
-    assert!(may_start(&review, false).unwrap_err().contains("in review"));
+    assert!(may_start(&review, false).unwrap_err().to_string().contains("in review"));
     let running = projection(&[AttemptStatus::Running]);
     assert!(may_start(&running, true).is_err());
 }
@@ -271,25 +274,36 @@ fn run_starts_a_ready_item_and_retry_a_blocked_one_within_budget() {
 fn acceptance_needs_review_and_every_open_finding_disposed_of_once() {
     let mut p = projection(&[AttemptStatus::Succeeded]);
     assert_eq!(may_accept(&p, &[]), Ok(()));
-    assert!(may_accept(&projection(&[]), &[]).unwrap_err().contains("only an item in review"));
+    assert!(may_accept(&projection(&[]), &[])
+        .unwrap_err()
+        .to_string()
+        .contains("only an item in review"));
     p.open_findings = vec![
         crate::work::events::Finding { id: "f1".into(), statement: "a".into() },
         crate::work::events::Finding { id: "f2".into(), statement: "b".into() },
     ];
     let fixed = |id: &str| Disposition::Fixed { id: id.into() };
     let deferred = |id: &str, r: &str| Disposition::Deferred { id: id.into(), reason: r.into() };
-    assert!(may_accept(&p, &[fixed("f1")]).unwrap_err().contains("f2"));
+    assert!(may_accept(&p, &[fixed("f1")]).unwrap_err().to_string().contains("f2"));
     assert!(may_accept(&p, &[fixed("f1"), fixed("f1"), fixed("f2")])
         .unwrap_err()
+        .to_string()
         .contains("twice"));
-    assert!(may_accept(&p, &[fixed("f1"), fixed("f3")]).unwrap_err().contains("not an open"));
-    assert!(may_accept(&p, &[fixed("f1"), deferred("f2", " ")]).unwrap_err().contains("reason"));
+    assert!(may_accept(&p, &[fixed("f1"), fixed("f3")])
+        .unwrap_err()
+        .to_string()
+        .contains("not an open"));
+    assert!(may_accept(&p, &[fixed("f1"), deferred("f2", " ")])
+        .unwrap_err()
+        .to_string()
+        .contains("reason"));
     assert_eq!(may_accept(&p, &[deferred("f2", "later"), fixed("f1")]), Ok(()));
 }
 
 #[test]
 fn a_specialist_goes_to_its_harness_and_an_unknown_one_is_declined() {
     let team = crate::work::team::parse_team(
+        "team.json",
         br#"{"reviewer": {"instructions": "Review.", "harness": "codex"}}"#,
     )
     .unwrap();
@@ -339,7 +353,9 @@ mod gate {
 
     fn governed(approver: Option<&str>) -> (RunManifest, RunFold) {
         let mut m = manifest();
-        m.policy = Some(FrozenPolicy::new(parse_policy(ASK_PUSH.as_bytes()).expect("valid")));
+        m.policy = Some(FrozenPolicy::new(
+            parse_policy("policy.jsonc", ASK_PUSH.as_bytes()).expect("valid"),
+        ));
         m.approval_to = approver.map(str::to_owned);
         m.harness = Some(FrozenAdapter {
             name: "h".into(),
