@@ -4,7 +4,7 @@
 //! a `tick` or `run`), and the active graph read through the work ledger with every item
 //! read and projected once.
 
-use crate::exit::{Failure, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{Failure, EXIT_USAGE};
 use crate::os::store::{Store, StoreError};
 use harn_core::error::RecordError;
 use harn_core::goal::intent::{check_created, GoalCreated};
@@ -134,8 +134,7 @@ pub fn parse_id(s: &str) -> Result<Id, Failure> {
 /// The goal an operator named: its id, or a unique prefix of one goal's id.
 pub fn goal_id(store: &mut Store, s: &str) -> Result<Id, Failure> {
     parse_id(s)?;
-    let listing =
-        store.list_ids(harn_core::layout::GOALS).map_err(|e| Failure::new(EXIT_FAILED, e))?;
+    let listing = store.list_ids(harn_core::layout::GOALS)?;
     let full = crate::os::store::complete(s, listing.ids.iter().map(Id::as_str), "goal")?;
     parse_id(&full)
 }

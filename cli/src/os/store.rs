@@ -84,6 +84,14 @@ impl std::fmt::Display for StoreError {
 
 impl std::error::Error for StoreError {}
 
+/// The one way a store's error ends a verb: the operation failed, in the store's words,
+/// whichever kind it is (an IO fault, damage, a refusal).
+impl From<StoreError> for Failure {
+    fn from(e: StoreError) -> Failure {
+        Failure::failed(e)
+    }
+}
+
 /// How long a writer waits for another writer of the same item's history.
 const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -171,7 +179,7 @@ impl Store {
         if self.exists(&id) {
             return Ok(typed);
         }
-        let listing = self.ids().map_err(|e| Failure::new(crate::exit::EXIT_FAILED, e))?;
+        let listing = self.ids()?;
         complete(&typed, listing.ids.iter().map(Id::as_str), "work item")
     }
 

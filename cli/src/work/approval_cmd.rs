@@ -166,7 +166,7 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
 /// The approval an operator named: its id, or a unique prefix of one approval's id.
 fn approval_id(store: &mut Store, s: &str) -> Result<Id, Failure> {
     parse_id(s)?;
-    let listing = store.approval_ids().map_err(|e| Failure::new(EXIT_FAILED, e))?;
+    let listing = store.approval_ids()?;
     let full = crate::os::store::complete(s, listing.ids.iter().map(Id::as_str), "approval")?;
     parse_id(&full)
 }

@@ -350,8 +350,7 @@ fn run_id_of(store: &mut Store, typed: &str) -> Result<String, Failure> {
     if Id::new(typed).is_err() {
         return Ok(typed.to_owned()); // Refused with its reason by the verb.
     }
-    let listing =
-        store.list_ids(harn_core::layout::WORKFLOWS).map_err(|e| Failure::new(EXIT_FAILED, e))?;
+    let listing = store.list_ids(harn_core::layout::WORKFLOWS)?;
     crate::os::store::complete(typed, listing.ids.iter().map(Id::as_str), "run")
 }
 

@@ -78,6 +78,7 @@ pub type Team = BTreeMap<String, Profile>;
 /// Parses and checks the team file `shown` (as the operator names it); errors name the file,
 /// then the line (for JSON errors) or the role and key.
 pub fn parse_team(shown: &str, bytes: &[u8]) -> Result<Team, RecordError> {
+    // The line stays in the words, after the file, as operators have always read it.
     let team: Team = serde_json::from_slice(bytes)
         .map_err(|e| RecordError::parse(shown, None, format!("line {}: {e}", e.line())))?;
     let invalid =
