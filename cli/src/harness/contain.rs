@@ -56,6 +56,8 @@ impl HarnessCgroups {
         let found = cgroup::home();
         let base = found.as_ref().and_then(|(_, home)| {
             let base = home.join(base_name(&paths.root));
+            // In the cgroup v2 hierarchy below our own cgroup, not under `.harnery/`: cgroupfs
+            // holds no symlinks and its modes are the kernel's, so `private` has no part here.
             std::fs::create_dir_all(&base).ok().map(|()| base)
         });
         let hint_path = paths.dir.join(BASE_HINT);
@@ -126,6 +128,7 @@ impl HarnessCgroups {
     /// runs first); `None` without cgroups. The cgroup has never held a process.
     pub fn new_run(&self, name: &Id, run: u64) -> std::io::Result<Option<PathBuf>> {
         let Some(dir) = self.harness_dir(name) else { return Ok(None) };
+        // Below the base `detect` made in cgroupfs (see there).
         std::fs::create_dir_all(&dir)?;
         prune(&dir);
         for n in 0..FRESH_NAME_TRIES {

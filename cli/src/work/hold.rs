@@ -57,6 +57,8 @@ impl RunHold {
                 // between the two calls.
                 let mut made = Err(std::io::Error::from(std::io::ErrorKind::NotFound));
                 for _ in 0..3 {
+                    // cgroupfs below our own cgroup, not `.harnery/`: no symlinks can be
+                    // planted there and the kernel owns the modes.
                     std::fs::create_dir_all(&base)
                         .map_err(|e| format!("{}: {e}", base.display()))?;
                     made = std::fs::create_dir(&leaf);

@@ -93,6 +93,8 @@ mod tests {
     struct Recorder {
         now: Instant,
         draining: bool,
+        /// A stop is asked for while each sweep runs.
+        stop_during_sweep: bool,
         lose_hints: bool,
         crash: bool,
         done: Vec<String>,
@@ -107,11 +109,10 @@ mod tests {
             self.draining
         }
         fn sweep(&mut self, s: &mut ServiceScheduler) -> Result<Option<SweepOutcome>, Self::Error> {
-            self.done.push("sweep".into());
-            // A stop asked for while the sweep runs.
-            self.draining = true;
-            self.now = self.now.saturating_add(Duration::from_millis(10));
             let _ = s;
+            self.done.push("sweep".into());
+            self.draining |= self.stop_during_sweep;
+            self.now = self.now.saturating_add(Duration::from_millis(10));
             Ok((!self.crash).then_some(Ok(())))
         }
         fn swept(
@@ -140,7 +141,14 @@ mod tests {
     }
 
     fn host() -> Recorder {
-        Recorder { now: Instant(0), draining: false, lose_hints: false, crash: false, done: vec![] }
+        Recorder {
+            now: Instant(0),
+            draining: false,
+            stop_during_sweep: true,
+            lose_hints: false,
+            crash: false,
+            done: vec![],
+        }
     }
 
     #[test]
@@ -163,46 +171,15 @@ mod tests {
     #[test]
     fn lost_hints_are_queued_again() {
         let mut s = scheduler();
-        let mut h = Recorder { lose_hints: true, ..host() };
-        // No stop this time: the sweep leaves the loop waiting for the next one.
-        h.draining = false;
-        let mut calm = CalmRecorder(h);
-        let step = wake(&mut s, &mut calm).unwrap();
+        let mut h = Recorder { lose_hints: true, stop_during_sweep: false, ..host() };
+        let step = wake(&mut s, &mut h).unwrap();
         assert!(matches!(step, Step::Wait(Some(_))), "{step:?}");
-        let hints = calm.0.done.iter().filter(|d| *d == "hints").count();
-        assert!(hints >= 1, "{:?}", calm.0.done);
+        let hints = h.done.iter().filter(|d| *d == "hints").count();
+        assert!(hints >= 1, "{:?}", h.done);
         // The write was lost, so the next wake writes them again.
-        calm.0.lose_hints = false;
-        calm.0.now = s.next_sweep_at().unwrap();
-        wake(&mut s, &mut calm).unwrap();
-        assert!(calm.0.done.iter().filter(|d| *d == "hints").count() > hints);
-    }
-
-    /// A recorder whose sweeps are never interrupted by a stop.
-    struct CalmRecorder(Recorder);
-
-    impl ServiceHost for CalmRecorder {
-        type Error = String;
-        fn now(&mut self) -> Instant {
-            self.0.now
-        }
-        fn draining(&self) -> bool {
-            false
-        }
-        fn sweep(&mut self, s: &mut ServiceScheduler) -> Result<Option<SweepOutcome>, Self::Error> {
-            let out = self.0.sweep(s);
-            self.0.draining = false;
-            out
-        }
-        fn swept(
-            &mut self,
-            s: &ServiceScheduler,
-            outcome: &SweepOutcome,
-        ) -> Result<(), Self::Error> {
-            self.0.swept(s, outcome)
-        }
-        fn write_hints(&mut self, s: &ServiceScheduler) -> bool {
-            self.0.write_hints(s)
-        }
+        h.lose_hints = false;
+        h.now = s.next_sweep_at().unwrap();
+        wake(&mut s, &mut h).unwrap();
+        assert!(h.done.iter().filter(|d| *d == "hints").count() > hints);
     }
 }
