@@ -178,7 +178,48 @@ fn the_watchdog_ends_a_call_that_goes_silent_without_charging_it() {
     let out = harn(r, &["work", "run", "w", "--harness", "stuck"], &[]);
     assert!(began.elapsed() < std::time::Duration::from_secs(20), "{:?}", began.elapsed());
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(text(&out).contains("said nothing for 700 ms"), "{}", text(&out));
+    assert!(
+        text(&out).contains("no progress for 700 ms: the vendor did not answer"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(projection(r)["charged_attempts"], 0);
+    assert_eq!(proof(r)["run"]["class"], "upstream");
+    // The call was tried twice (the default attempts), the first try in the transcript.
+    let run = projection(r)["latest_run_id"].as_str().unwrap().to_owned();
+    let transcript =
+        std::fs::read_to_string(r.join(format!(".harnery/workflows/{run}/transcript.jsonl")))
+            .unwrap();
+    let retries: Vec<Value> = transcript
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["body"].clone())
+        .filter(|r| r["event"] == "agent.progress" && r["what"] == "retry")
+        .collect();
+    assert_eq!(retries.len(), 1, "{transcript}");
+    assert_eq!(
+        (retries[0]["try"].as_u64(), retries[0]["class"].as_str()),
+        (Some(1), Some("upstream"))
+    );
+}
+
+#[test]
+fn a_run_that_times_out_while_its_vendor_is_silent_is_not_charged() {
+    let dir = root();
+    let r = dir.path();
+    let config = serde_json::json!({
+        "schema_version": 1,
+        "harnesses": { "hung": {
+            "command": ["sh", "-c", "cat >/dev/null; echo '{\"type\":\"thread.started\",\"thread_id\":\"t1\"}'; exec sleep 60"],
+            "kind": "codex", "idle_timeout_ms": 600_000,
+        }},
+    });
+    std::fs::write(r.join(".harnery/config.json"), config.to_string()).unwrap();
+    let out = harn(r, &["work", "run", "w", "--harness", "hung", "--timeout-secs", "2"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let p = proof(r);
+    assert_eq!(p["run"]["class"], "upstream", "{p}");
+    let error = p["run"]["error"].as_str().unwrap();
+    assert!(error.contains("before its run ended: the vendor did not answer"), "{error}");
     assert_eq!(projection(r)["charged_attempts"], 0);
 }
 

@@ -1,15 +1,18 @@
 //! Opt-in conformance of the presets with the real programs (`HARN_REAL_AGENTS=1`): Claude
-//! Code and Codex are installed with npm into a temporary prefix and pointed at the local
-//! stand-in of their vendors' APIs (`tests/agents/standin.py`) on 127.0.0.1. A file-writing
-//! call writes the file, Codex works outside a git repository, the effort word reaches the
-//! request, tokens and the session are recorded, and a program that is not logged in costs
-//! nothing. Without the variable the test says it was skipped.
+//! Code and Codex are installed with npm (once, under cargo's test scratch directory) and
+//! pointed at the local stand-in of their vendors' APIs (`tests/agents/standin.py`) on
+//! 127.0.0.1. A file-writing call writes the file, Codex works outside a git repository, the
+//! effort word reaches the request, tokens and the session are recorded, a program that is
+//! not logged in costs nothing, a vendor that never answers costs nothing and says so, and a
+//! contained call on a fresh home sends what an open one sends. Without the variable each
+//! test says it was skipped.
 
 use crate::cli::{harn_bin, text};
 use serde_json::Value;
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
 
 const CLAUDE: &str = "@anthropic-ai/claude-code@2.1.197";
 const CODEX: &str = "@openai/codex@0.171.0";
@@ -89,9 +92,51 @@ fn home(dir: &Path, port: u16, bin: &Path) -> PathBuf {
     home
 }
 
+/// True when the real programs are to be run; otherwise says the test was skipped.
+fn wanted() -> bool {
+    let on = std::env::var("HARN_REAL_AGENTS").as_deref() == Ok("1");
+    if !on {
+        eprintln!("skipped: set HARN_REAL_AGENTS=1 to install Claude Code and Codex with npm and run them");
+    }
+    on
+}
+
+/// The programs' `bin` directory, installed once for every test of this run (and kept in
+/// cargo's scratch directory for the next).
+fn installed() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-agents");
+        let version = |package: &str| -> Option<String> {
+            let manifest = prefix.join("node_modules").join(package).join("package.json");
+            let v: Value = serde_json::from_slice(&std::fs::read(manifest).ok()?).ok()?;
+            v["version"].as_str().map(str::to_owned)
+        };
+        let wanted = |spec: &str| {
+            let (package, v) = spec.rsplit_once('@').unwrap();
+            version(package).as_deref() == Some(v)
+        };
+        if !(wanted(CLAUDE) && wanted(CODEX)) {
+            let install = Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--prefix"])
+                .arg(&prefix)
+                .args([CLAUDE, CODEX])
+                .output()
+                .expect("npm runs");
+            assert!(install.status.success(), "npm install: {}", text(&install));
+        }
+        prefix.join("node_modules/.bin")
+    })
+}
+
 fn harn(root: &Path, home: &Path, bin: &Path, args: &[&str]) -> Output {
+    harn_with(root, home, bin, args, &[])
+}
+
+fn harn_with(root: &Path, home: &Path, bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     Command::new(harn_bin())
+        .envs(env.iter().copied())
         .args(args)
         .arg("--root")
         .arg(root)
@@ -151,17 +196,29 @@ fn worktree_item(root: &Path, home: &Path, bin: &Path, id: &str) {
 
 /// A root (not a git repository) whose item `ID` asks the implementer to write a file.
 fn item(root: &Path, home: &Path, bin: &Path, id: &str) {
+    item_of(
+        root,
+        home,
+        bin,
+        id,
+        "write-file",
+        r#"{"implementer": {"instructions": "You write files.", "effort": "high"}}"#,
+    );
+}
+
+/// A root whose item `ID` asks the implementer once, under `scenario`, with `team`.
+fn item_of(root: &Path, home: &Path, bin: &Path, id: &str, scenario: &str, team: &str) {
     let wf = root.join("wf.sh");
     std::fs::write(
         &wf,
         "#!/bin/sh\nread -r start\n\
-         echo '{\"op\":\"agent\",\"id\":\"a1\",\"specialist\":\"implementer\",\"prompt\":\"Write hello.txt. HARN-SCENARIO=write-file\"}'\n\
+         echo '{\"op\":\"agent\",\"id\":\"a1\",\"specialist\":\"implementer\",\"prompt\":\"Write hello.txt. HARN-SCENARIO=@SCENARIO@\"}'\n\
          read -r reply\n\
-         case \"$reply\" in *'\"ok\":true'*) echo '{\"op\":\"result\",\"ok\":true}' ;; *) echo '{\"op\":\"result\",\"ok\":false,\"error\":\"the call failed\"}' ;; esac\n",
+         case \"$reply\" in *'\"ok\":true'*) echo '{\"op\":\"result\",\"ok\":true}' ;; *) echo '{\"op\":\"result\",\"ok\":false,\"error\":\"the call failed\"}' ;; esac\n"
+            .replace("@SCENARIO@", scenario),
     )
     .unwrap();
     std::fs::set_permissions(&wf, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let team = r#"{"implementer": {"instructions": "You write files.", "effort": "high"}}"#;
     std::fs::write(root.join("team.json"), team).unwrap();
     let out = harn(
         root,
@@ -191,20 +248,11 @@ fn proof_of(root: &Path, id: &str) -> Value {
 
 #[test]
 fn the_real_claude_code_and_codex_do_real_work_through_the_presets() {
-    if std::env::var("HARN_REAL_AGENTS").as_deref() != Ok("1") {
-        eprintln!("skipped: set HARN_REAL_AGENTS=1 to install Claude Code and Codex with npm and run them");
+    if !wanted() {
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let prefix = tmp.path().join("npm");
-    let install = Command::new("npm")
-        .args(["install", "--no-audit", "--no-fund", "--prefix"])
-        .arg(&prefix)
-        .args([CLAUDE, CODEX])
-        .output()
-        .expect("npm runs");
-    assert!(install.status.success(), "npm install: {}", text(&install));
-    let bin = prefix.join("node_modules/.bin");
+    let bin = installed().to_owned();
     let standin = StandIn::start(tmp.path());
     let home = home(tmp.path(), standin.port, &bin);
 
@@ -294,4 +342,125 @@ fn the_real_claude_code_and_codex_do_real_work_through_the_presets() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("claude auth login"), "{}", text(&out));
     assert_eq!(proof_of(&root, "o")["run"]["class"], "environment");
+}
+
+/// The stand-in's `POST /v1/messages` requests logged since `from` (an index into its log).
+fn messages_since(standin: &StandIn, from: usize) -> Vec<Value> {
+    standin.requests()[from..]
+        .iter()
+        .filter(|r| {
+            r["method"] == "POST"
+                && r["path"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with("/v1/messages?") || p == "/v1/messages")
+        })
+        .map(|r| r["body"].clone())
+        .collect()
+}
+
+#[test]
+fn a_vendor_that_never_answers_costs_nothing_and_says_so() {
+    if !wanted() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = installed().to_owned();
+    let standin = StandIn::start(tmp.path());
+    let home = home(tmp.path(), standin.port, &bin);
+    let idle = r#"{"implementer": {"instructions": "You write files.", "idleTimeoutMs": 5000}}"#;
+    // Claude Code's own request timeout first (its `Request timed out` result), then both
+    // programs under harn's watchdog.
+    let own = r#"{"implementer": {"instructions": "You write files.", "idleTimeoutMs": 60000}}"#;
+    let claude_own = [("API_TIMEOUT_MS", "3000"), ("CLAUDE_CODE_MAX_RETRIES", "0")];
+    type Env<'a> = &'a [(&'a str, &'a str)];
+    let cases: [(&str, &str, &str, Env, &str); 3] = [
+        ("claude-code", "co", own, &claude_own, "the vendor did not answer"),
+        ("claude-code", "ch", idle, &[], "no progress for 5 s: the vendor did not answer"),
+        ("codex", "xh", idle, &[], "no progress for 5 s: the vendor did not answer"),
+    ];
+    for (harness, id, team, env, said) in cases {
+        let root = tmp.path().join(format!("root-{id}"));
+        std::fs::create_dir(&root).unwrap();
+        item_of(&root, &home, &bin, id, "hang", team);
+        let run = ["work", "run", id, "--harness", harness, "--team", "team.json"];
+        let run = [&run[..], &["--allow-api-billing", "--timeout-secs", "240"]].concat();
+        let began = std::time::Instant::now();
+        let out = harn_with(&root, &home, &bin, &run, env);
+        let took = began.elapsed();
+        assert_eq!(out.status.code(), Some(1), "{harness}: {}", text(&out));
+        let proof = proof_of(&root, id);
+        assert_eq!(proof["run"]["class"], "upstream", "{harness} {id}: {}", proof["run"]);
+        let call = &proof["agents"][0];
+        assert!(call["error"].as_str().is_some_and(|e| e.contains(said)), "{harness} {id}: {call}");
+        // Two tries (the default attempts) of at most the idle limit each, and start-up.
+        assert!(took < std::time::Duration::from_secs(100), "{harness} {id}: {took:?}");
+        let show = Command::new(harn_bin())
+            .args(["work", "show", id, "--json", "--root"])
+            .arg(&root)
+            .output()
+            .unwrap();
+        let projection = &serde_json::from_slice::<Value>(&show.stdout).unwrap()["projection"];
+        assert_eq!(projection["charged_attempts"], 0, "{harness} {id}: {projection}");
+    }
+}
+
+#[test]
+fn a_contained_call_on_a_fresh_home_sends_what_an_open_one_sends() {
+    if !wanted() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = installed().to_owned();
+    let standin = StandIn::start(tmp.path());
+    let team = r#"{"implementer": {"instructions": "You write files.", "effort": "low"}}"#;
+    // What a call's request says of how the agent is set up.
+    let shape = |body: &Value| {
+        let tools: Vec<String> = body["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str().map(str::to_owned))
+            .collect();
+        serde_json::json!({
+            "model": body["model"], "effort": body["output_config"]["effort"],
+            "thinking": body["thinking"], "tools": tools,
+        })
+    };
+    let mut seen = Vec::new();
+    for (how, extra) in [("contained", &[][..]), ("open", &["--no-containment"][..])] {
+        let dir = tmp.path().join(how);
+        std::fs::create_dir(&dir).unwrap();
+        let home = home(&dir, standin.port, &bin);
+        assert!(!home.join(".claude.json").exists(), "a fresh home");
+        let mut shapes = Vec::new();
+        for (n, id) in ["fresh", "used"].iter().enumerate() {
+            let root = dir.join(format!("root-{n}"));
+            std::fs::create_dir(&root).unwrap();
+            item_of(&root, &home, &bin, id, "text", team);
+            // Claude Code behind a wrapper: harn cannot ask it for its login, so no pre-flight
+            // makes its state file before the call, as on a CI runner's first call.
+            let wrapped = serde_json::json!({"schema_version": 1, "harnesses": {"wrapped": {
+                "command": ["env", "claude", "-p", "--output-format", "stream-json", "--verbose"],
+                "kind": "claude-code", "writable": ["~/.claude", "~/.claude.json"],
+            }}});
+            std::fs::write(root.join(".harnery/config.json"), wrapped.to_string()).unwrap();
+            let from = standin.requests().len();
+            let run = ["work", "run", id, "--harness", "wrapped", "--team", "team.json"];
+            let run = [&run[..], &["--allow-api-billing", "--timeout-secs", "240"], extra].concat();
+            let out = harn(&root, &home, &bin, &run);
+            assert!(out.status.success(), "{how} {id}: {}", text(&out));
+            let requests = messages_since(&standin, from);
+            assert!(!requests.is_empty(), "{how} {id}: the call reached the stand-in");
+            shapes.push(shape(requests.last().unwrap()));
+        }
+        let state = std::fs::read_to_string(home.join(".claude.json")).unwrap();
+        let state: Value = serde_json::from_str(&state).expect("Claude's state is JSON");
+        seen.push((how, shapes, state));
+    }
+    let (contained, open) = (&seen[0], &seen[1]);
+    assert_eq!(contained.1, open.1, "the vendor sees the same call, fresh and used");
+    assert_eq!(contained.1[0]["effort"], "low", "{:?}", contained.1);
+    // Claude saved its state as an open call does.
+    let keys = |v: &Value| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>());
+    assert_eq!(keys(&contained.2), keys(&open.2), "{} vs {}", contained.2, open.2);
 }

@@ -91,6 +91,9 @@ def claude_cases():
              env={"CLAUDE_CODE_MAX_RETRIES": "2"}),
         case("json-no-network-retries-2", CLAUDE_JSON, prompt, auth="closed", timeout=120,
              env={"CLAUDE_CODE_MAX_RETRIES": "2"}),
+        # A vendor that never answers, until Claude Code's own request timeout ends it.
+        case("stream-hang-own-timeout", CLAUDE_STREAM, "HARN-SCENARIO=hang", timeout=120,
+             env={"API_TIMEOUT_MS": "3000", "CLAUDE_CODE_MAX_RETRIES": "1"}),
         case("json-effort-model", CLAUDE_JSON + ["--effort", "high", "--model", "sonnet"],
              prompt),
         case("json-schema", CLAUDE_JSON + ["--json-schema", json.dumps(SCHEMA)], prompt),

@@ -59,6 +59,9 @@ pub struct CallSpec<'a> {
     pub schema_file: Option<&'a str>,
     /// The vendor session to continue.
     pub resume: Option<&'a str>,
+    /// The longest this try may take: what is left of the call's time after its earlier
+    /// tries (at most the profile's timeout).
+    pub limit_ms: u64,
 }
 
 /// Runs one call and classifies it. Its process group is in the context's `running` while
@@ -73,8 +76,9 @@ pub fn call(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
 fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcome {
     let CallContext { root, run_id, billing, running, progress, confine } = *ctx;
     let (spec, profile) = (c.spec, c.profile);
-    let timeout_ms = profile.timeout_ms.unwrap_or(spec.timeout_ms);
+    let timeout_ms = profile.timeout_ms.unwrap_or(spec.timeout_ms).min(c.limit_ms);
     let idle_ms = profile.idle_timeout_ms.unwrap_or(spec.idle_timeout_ms);
+    let started = Instant::now();
     let options = CallOptions {
         model: profile.model.as_deref(),
         effort: profile.effort.as_deref(),
@@ -94,9 +98,7 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if spec.kind == Kind::Text {
-        command.envs(profile_env(profile));
-    }
+    command.envs(adapter::env(spec.kind, &options));
     if billing == Billing::Subscription {
         for var in API_KEY_VARS {
             command.env_remove(var);
@@ -199,17 +201,24 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
     {
         stdout.push(line);
     }
+    // Killed from outside (the run's timeout, a cancel, a stop) rather than by its own limits.
+    let stopped =
+        !timed_out && !silent && running.lock().unwrap_or_else(|e| e.into_inner()).cancelled;
     let end = CallEnd {
         timed_out,
         idle: silent && !timed_out,
+        stopped,
         progressed: activity.progressed(),
+        elapsed_ms: started.elapsed().as_millis() as u64,
         code: status.ok().and_then(|s| s.code()),
         stdout: stdout.into_text(spec.kind),
         // A descendant that escaped the group may hold the pipe open: do not wait for it.
         stderr: stderr.recv_timeout(Duration::from_secs(2)).unwrap_or_default(),
         ..CallEnd::default()
     };
-    classify(c.name, spec, timeout_ms, &end)
+    // The messages name the limits this call had (a profile may set its own idle limit).
+    let limits = AdapterSpec { idle_timeout_ms: idle_ms, ..spec.clone() };
+    classify(c.name, &limits, timeout_ms, &end)
 }
 
 /// What a call keeps of its stdout: the first [`HEAD_MAX`] bytes and the last [`TAIL_MAX`]
@@ -294,21 +303,6 @@ fn wait_exit(
             Err(_) => return Err(std::io::Error::other("the waiter is gone")),
         }
     }
-}
-
-/// A profile's model, effort and turns as environment variables for a text harness.
-fn profile_env(p: &Profile) -> Vec<(&'static str, String)> {
-    let mut env = Vec::new();
-    if let Some(m) = &p.model {
-        env.push(("HARN_MODEL", m.clone()));
-    }
-    if let Some(e) = &p.effort {
-        env.push(("HARN_EFFORT", e.clone()));
-    }
-    if let Some(t) = p.max_turns {
-        env.push(("HARN_MAX_TURNS", t.to_string()));
-    }
-    env
 }
 
 /// Reads a pipe to its end on a thread, keeping at most [`OUTPUT_MAX`] bytes.

@@ -241,13 +241,30 @@ pub fn call_checked(
     resume: Option<&str>,
 ) -> CallOutcome {
     let schema = d.schema.as_ref();
-    let c = CallSpec { name: &d.harness, spec, profile: &d.profile, schema, schema_file, resume };
-    let (mut calls, mut step) = CallLoop::start(&d.prompt, d.max_attempts, d.schema.clone());
+    let budget = d.profile.timeout_ms.unwrap_or(spec.timeout_ms);
+    let (mut calls, mut step) =
+        CallLoop::start(&d.prompt, d.max_attempts, d.schema.clone(), budget);
     loop {
         match step {
             CallStep::Call(prompt) => {
+                let limit_ms = calls.remaining_ms();
+                let c = CallSpec {
+                    name: &d.harness,
+                    spec,
+                    profile: &d.profile,
+                    schema,
+                    schema_file,
+                    resume,
+                    limit_ms,
+                };
                 let outcome = call(ctx, &c, &prompt);
+                let failed = (!outcome.ok).then(|| outcome.clone());
                 step = calls.next(outcome, cancelled(ctx));
+                // Every try that failed and is tried again is in the transcript, with its
+                // class.
+                if let (Some(failed), CallStep::Call(_)) = (failed, &step) {
+                    (ctx.progress)(calls.retry_note(&failed));
+                }
             }
             CallStep::Done(outcome) => return outcome,
         }

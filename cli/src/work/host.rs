@@ -256,6 +256,9 @@ fn confinement(
         Some(_) => None,
     };
     let planned = planned.unwrap_or_default();
+    if off.is_none() {
+        super::confine::make_missing(&planned.writable);
+    }
     let need = Need {
         workspace: m.cwd.clone().unwrap_or_else(|| root.clone()),
         root,

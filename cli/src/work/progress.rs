@@ -59,6 +59,18 @@ pub fn line(body: &Value) -> Option<String> {
             "tool" => format!("  {id} {} {}", s(&body["tool"]), s(&body["summary"])),
             "session" => format!("  {id} session {}", s(&body["session_id"])),
             "error" => format!("  {id} error: {}", s(&body["message"])),
+            "retry" => {
+                let class = body["class"]
+                    .as_str()
+                    .map_or("charged".to_owned(), |c| format!("{c}, uncharged"));
+                format!(
+                    "  {id} try {}/{} failed ({class}): {}; trying again, {} left",
+                    body["try"],
+                    body["of"],
+                    s(&body["error"]),
+                    s(&body["left"])
+                )
+            }
             _ => return None,
         },
         "agent.end" => {

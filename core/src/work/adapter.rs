@@ -142,6 +142,34 @@ pub fn argv(kind: Kind, command: &[String], o: &CallOptions<'_>) -> Vec<String> 
     argv
 }
 
+/// The environment one call's options add: a text harness gets them as `HARN_MODEL`,
+/// `HARN_EFFORT` and `HARN_MAX_TURNS`; Claude Code gets its effort as
+/// `CLAUDE_CODE_EFFORT_LEVEL` as well as `--effort`, because the flag holds only while
+/// Claude can save its state, and the variable wins however that goes.
+pub fn env(kind: Kind, o: &CallOptions<'_>) -> Vec<(&'static str, String)> {
+    let mut env = Vec::new();
+    match kind {
+        Kind::Text => {
+            if let Some(m) = o.model {
+                env.push(("HARN_MODEL", m.to_owned()));
+            }
+            if let Some(e) = o.effort {
+                env.push(("HARN_EFFORT", e.to_owned()));
+            }
+            if let Some(t) = o.max_turns {
+                env.push(("HARN_MAX_TURNS", t.to_string()));
+            }
+        }
+        Kind::ClaudeCode => {
+            if let Some(e) = o.effort {
+                env.push(("CLAUDE_CODE_EFFORT_LEVEL", e.to_owned()));
+            }
+        }
+        Kind::Codex => {}
+    }
+    env
+}
+
 /// Tokens and cost of a call, as the program reported them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
@@ -384,7 +412,22 @@ impl Activity {
         self.progressed |= progress
             && match kind {
                 Kind::Text => true,
-                Kind::ClaudeCode => matches!(what, "assistant" | "user" | "result"),
+                Kind::ClaudeCode => match what {
+                    // Claude Code writes its own failures (a request that timed out) as an
+                    // assistant message from the model `<synthetic>`: not the model's word.
+                    "assistant" => v["message"]["model"] != "<synthetic>",
+                    "user" => true,
+                    // An error result is the program's word, and Claude Code's own request
+                    // timeout can end in a `success` result with no text and no cost: the
+                    // vendor never answered.
+                    "result" => {
+                        let replied = str_of(&v["result"]).is_some()
+                            || v.get("structured_output").is_some_and(|s| !s.is_null());
+                        (replied && v["is_error"] != true)
+                            || v["total_cost_usd"].as_f64().is_some_and(|c| c > 0.0)
+                    }
+                    _ => false,
+                },
                 Kind::Codex => what.starts_with("item.") || what == "turn.completed",
             };
         match (kind, what) {

@@ -162,8 +162,13 @@ pub struct CallEnd {
     pub timed_out: bool,
     /// True when the host killed it for saying nothing for its idle timeout.
     pub idle: bool,
+    /// True when the host killed it because its run ended (the run's timeout, a cancel, a
+    /// stop) while it was still running.
+    pub stopped: bool,
     /// True when it had made progress before that (see [`adapter::Activity`]).
     pub progressed: bool,
+    /// How long it ran, in ms.
+    pub elapsed_ms: u64,
     /// Its exit code, when it exited.
     pub code: Option<i32>,
     /// Its stdout.
@@ -198,6 +203,9 @@ pub struct CallOutcome {
     /// How long the call took, in ms (the host's measure).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elapsed_ms: Option<u64>,
+    /// True when the call was still running when its run ended, and was killed with it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stopped: bool,
 }
 
 impl CallOutcome {
@@ -285,6 +293,17 @@ const TABLE: &[Row] = &[
         ],
     },
     Row {
+        what: "the vendor did not answer in time",
+        class: Some(FailureClass::Upstream),
+        phrases: &[
+            "request timed out",
+            "idle timeout",
+            "timed out waiting",
+            "timeout waiting",
+            "deadline exceeded",
+        ],
+    },
+    Row {
         what: "there is no network",
         class: Some(FailureClass::Environment),
         phrases: &[
@@ -365,10 +384,12 @@ fn table_row(text: &str) -> Option<&'static Row> {
     })
 }
 
-/// Classifies a call: a kill for the timeout fails whatever the exit code (charged); a
-/// watchdog kill of a silent call is no network (environment) or the vendor gone quiet
-/// (upstream); a missing program is the environment; otherwise the program's output is read
-/// by its adapter, and a failure's words go through [`TABLE`].
+/// Classifies a call: a missing program is the environment; a streaming call that made no
+/// progress (no model output, no tool activity) before a watchdog, its timeout, its run's end
+/// or its own timeout ended it is the vendor's outage (uncharged), unless its words say the
+/// network is down; a call that had made progress and was killed for its timeout is charged;
+/// otherwise the program's output is read by its adapter, and a failure's words go through
+/// [`TABLE`].
 pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEnd) -> CallOutcome {
     let kind = spec.kind;
     if end.missing {
@@ -388,30 +409,67 @@ pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEn
         o.session_id = reading.session_id.clone();
         o.usage = reading.usage.clone();
         o.denials = reading.denials.clone();
+        o.stopped = end.stopped;
         o
     };
-    if end.timed_out {
-        let error = format!("{harness} timed out after {timeout_ms} ms and was killed");
-        return with_reading(CallOutcome::failed(error, None));
-    }
-    if end.idle {
-        let said = failure_text(&end.stderr, reading.error.as_deref().unwrap_or(""));
-        // A call that never got going was stopped by its vendor (uncharged). One that had
-        // been working and then fell silent, with no tool running, is charged: retrying it
-        // at once would spend the same tokens again.
-        let (class, why) = match table_row(&said) {
-            Some(row) if row.class == Some(FailureClass::Environment) => (row.class, row.what),
-            _ if end.progressed => (None, "it fell silent after it had begun"),
-            _ => (Some(FailureClass::Upstream), "the vendor stopped answering"),
+    let said = failure_text(&end.stderr, reading.error.as_deref().unwrap_or(""));
+    let network = table_row(&said).filter(|row| row.class == Some(FailureClass::Environment));
+    // Only a program that streams its progress can be judged by it.
+    let streaming = kind != Kind::Text;
+    let silent = streaming && !end.progressed;
+    let killed_for = if end.timed_out {
+        Some(timeout_ms)
+    } else if end.idle {
+        Some(spec.idle_timeout_ms)
+    } else if end.stopped {
+        Some(end.elapsed_ms)
+    } else {
+        None
+    };
+    if let Some(limit) = killed_for {
+        let how = if end.stopped { " before its run ended" } else { "" };
+        let (class, error) = match network {
+            Some(row) => (row.class, format!("{harness}: {}: {said}", row.what)),
+            None if silent => (
+                Some(FailureClass::Upstream),
+                format!("no progress for {}{how}: the vendor did not answer", span(limit)),
+            ),
+            // It had been working: retrying it at once would spend the same tokens again.
+            None if end.timed_out => {
+                (None, format!("{harness} timed out after {timeout_ms} ms and was killed"))
+            }
+            None if end.stopped => {
+                (None, format!("{harness} was still working when its run ended"))
+            }
+            None => (
+                None,
+                format!(
+                    "{harness} fell silent after it had begun ({} without a word)",
+                    span(limit)
+                ),
+            ),
         };
-        let idle = spec.idle_timeout_ms;
-        let error = format!("{harness} said nothing for {idle} ms and was killed: {why}: {said}");
-        return with_reading(CallOutcome::failed(error.trim_end_matches(": ").to_owned(), class));
+        let error = if said.is_empty() || error.ends_with(&said) {
+            error
+        } else {
+            format!("{error} ({said})")
+        };
+        return with_reading(CallOutcome::failed(error, class));
     }
     if end.code == Some(0) && reading.error.is_none() {
         if let Some(reply) = &reading.reply {
             return with_reading(CallOutcome::replied(reply.clone()));
         }
+    }
+    // An ending without a word of the model's (Claude Code's own request timeout ends in a
+    // `success` result with no text and no cost) is the vendor's silence, not a reply.
+    let wordless = end.code == Some(0) || end.stderr.trim().is_empty();
+    if silent && wordless && reading.reply.is_none() && table_row(&said).is_none() {
+        let error = format!(
+            "no progress in {}: the vendor did not answer ({harness} ended without a reply)",
+            span(end.elapsed_ms)
+        );
+        return with_reading(CallOutcome::failed(error, Some(FailureClass::Upstream)));
     }
     let own = reading.error.clone().unwrap_or_default();
     let stdout = if kind == Kind::Text { end.stdout.as_str() } else { "" };
@@ -440,6 +498,16 @@ pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEn
         None => (None, String::new()),
     };
     with_reading(CallOutcome::failed(format!("{harness} {code}: {text}{hint}"), class))
+}
+
+/// A span of time in words, to the unit a person reads it in: `5 min`, `90 s`, `250 ms`.
+pub fn span(ms: u64) -> String {
+    match ms {
+        0 => "0 ms".to_owned(),
+        1..=9_999 if !ms.is_multiple_of(1000) => format!("{ms} ms"),
+        _ if ms.is_multiple_of(60_000) => format!("{} min", ms / 60_000),
+        _ => format!("{} s", ms / 1000),
+    }
 }
 
 /// What an adapter's own status command says of its login (`claude auth status --json`,
@@ -596,6 +664,7 @@ mod tests {
         assert_eq!(classify("h", &spec, 9, &missing).class, Some(FailureClass::Environment));
         let timed_out = CallEnd { timed_out: true, ..end(Some(0), "") };
         let t = classify("h", &spec, 9, &timed_out);
+        // A text harness is judged by its timeout alone: charged.
         assert!(!t.ok && t.class.is_none() && t.error.unwrap().contains("timed out after 9 ms"));
         let plain = classify("h", &spec, 9, &end(Some(1), "compile error in main.rs"));
         assert_eq!(plain.class, None);
@@ -678,8 +747,52 @@ mod tests {
             "Reconnecting... 2/5 (stream disconnected before completion: error sending request)",
         );
         assert_eq!(net.class, Some(FailureClass::Environment), "{net:?}");
-        assert!(net.error.unwrap().contains("said nothing for 7 ms"));
-        assert_eq!(idle("").class, Some(FailureClass::Upstream));
+        assert!(net.error.unwrap().contains("there is no network"));
+        let hung = idle("");
+        assert_eq!(hung.class, Some(FailureClass::Upstream));
+        assert_eq!(hung.error.as_deref(), Some("no progress for 7 ms: the vendor did not answer"));
+        let five = AdapterSpec { idle_timeout_ms: 300_000, ..spec.clone() };
+        let end = CallEnd { idle: true, ..CallEnd::default() };
+        let o = classify("codex", &five, 9, &end);
+        assert_eq!(o.error.as_deref(), Some("no progress for 5 min: the vendor did not answer"));
+        let worked = CallEnd { idle: true, progressed: true, ..CallEnd::default() };
+        assert_eq!(classify("codex", &spec, 9, &worked).class, None, "it had begun: charged");
+    }
+
+    #[test]
+    fn a_call_that_never_got_going_is_the_vendors_however_it_ended() {
+        let claude = AdapterSpec { kind: Kind::ClaudeCode, ..text_spec() };
+        // Claude Code's own request timeout: a `success` result, no text, no cost.
+        let empty = r#"{"type":"result","subtype":"success","is_error":false,"result":"","session_id":"s","num_turns":0,"total_cost_usd":0,"usage":{}}"#;
+        let end = CallEnd {
+            code: Some(0),
+            stdout: empty.into(),
+            elapsed_ms: 300_000,
+            ..CallEnd::default()
+        };
+        let o = classify("claude-code", &claude, 9, &end);
+        assert!(!o.ok, "an empty result is not a success: {o:?}");
+        assert_eq!(o.class, Some(FailureClass::Upstream));
+        assert!(o.error.unwrap().starts_with("no progress in 5 min: the vendor did not answer"));
+        // Its own timeout, or its run's end, before a word: uncharged and marked stopped.
+        let timed = CallEnd { timed_out: true, ..CallEnd::default() };
+        assert_eq!(classify("c", &claude, 60_000, &timed).class, Some(FailureClass::Upstream));
+        let stopped = CallEnd { stopped: true, elapsed_ms: 90_000, ..CallEnd::default() };
+        let o = classify("c", &claude, 9, &stopped);
+        assert_eq!(o.class, Some(FailureClass::Upstream));
+        assert!(o.stopped);
+        assert_eq!(
+            o.error.as_deref(),
+            Some("no progress for 90 s before its run ended: the vendor did not answer")
+        );
+        // Once it had begun, the same endings are charged.
+        let busy = CallEnd { stopped: true, progressed: true, ..CallEnd::default() };
+        assert_eq!(classify("c", &claude, 9, &busy).class, None);
+        let busy = CallEnd { timed_out: true, progressed: true, ..CallEnd::default() };
+        assert_eq!(classify("c", &claude, 9, &busy).class, None);
+        // A text harness is never judged by its silence.
+        let text = CallEnd { code: Some(0), ..CallEnd::default() };
+        assert!(classify("t", &text_spec(), 9, &text).ok);
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub fn agent_end(id: &str, key: Option<&str>, outcome: &CallOutcome) -> Value {
     if let Some(ms) = outcome.elapsed_ms {
         body["elapsed_ms"] = json!(ms);
     }
+    if outcome.stopped {
+        body["stopped"] = json!(true);
+    }
     body
 }
 

@@ -672,7 +672,8 @@ impl WorkWorld {
         let codex = presets().remove("codex").expect("a preset");
         let claude = presets().remove("claude-code").expect("a preset");
         let lines = |ls: &[&str]| ls.iter().map(|l| format!("{l}\n")).collect::<String>();
-        let (spec, end) = match self.entropy.below(16) {
+        let drawn = self.entropy.below(16);
+        let (spec, end) = match drawn {
             0 => (
                 &codex,
                 CallEnd {
@@ -704,18 +705,33 @@ impl WorkWorld {
                 },
             ),
             // Silent: no line for the idle timeout, then the watchdog's kill, either before
-            // the call got going or after it had worked a while.
+            // the call got going or after it had worked a while; or the same call killed with
+            // its run; or, never having got going, ended by the program's own request timeout
+            // (Claude Code's `success` result with no text and no cost). Which of the three
+            // is taken from the count, not drawn, so the seeds draw as they always did.
             3 => {
                 self.summary.silent_calls += 1;
-                (
-                    &codex,
-                    CallEnd {
+                let progressed = self.entropy.chance(1, 2);
+                let ended = match (self.summary.silent_calls % 3, progressed) {
+                    (1, _) => {
+                        CallEnd { stopped: true, progressed, elapsed_ms: 900, ..CallEnd::default() }
+                    }
+                    (2, false) => CallEnd {
+                        code: Some(0),
+                        stdout: lines(&[
+                            r#"{"type":"system","subtype":"init","session_id":"s","model":"m"}"#,
+                            r#"{"type":"result","subtype":"success","is_error":false,"result":"","session_id":"s","num_turns":0,"total_cost_usd":0,"usage":{}}"#,
+                        ]),
+                        ..CallEnd::default()
+                    },
+                    _ => CallEnd {
                         idle: true,
-                        progressed: self.entropy.chance(1, 2),
+                        progressed,
                         stderr: "Reconnecting... 1/5".into(),
                         ..CallEnd::default()
                     },
-                )
+                };
+                (if ended.code.is_some() { &claude } else { &codex }, ended)
             }
             4 => (
                 &claude,
@@ -742,7 +758,8 @@ impl WorkWorld {
         };
         let outcome = classify("sim", spec, 1_000, &end);
         // A silent call never succeeds; it is uncharged exactly when it never got going.
-        if end.idle && (outcome.ok || outcome.class.is_none() != end.progressed) {
+        let silent = drawn == 3;
+        if silent && (outcome.ok || outcome.class.is_none() != end.progressed) {
             self.watchdog_broken.get_or_insert(format!("a silent call ended as {outcome:?}"));
         }
         outcome

@@ -267,6 +267,40 @@ pub fn resolve(root: &std::path::Path, path: &str) -> String {
     }
 }
 
+/// Makes each writable path that does not exist yet as the core says
+/// ([`harn_core::work::containment::made_before_rules`]), so it gets its rule: a program's
+/// state on a fresh home (Claude Code's `~/.claude.json`) is written as an open call would
+/// write it. Nothing that exists is touched; a path that cannot be made is left to go
+/// without its rule, as before.
+pub fn make_missing(writable: &[String]) {
+    use harn_core::work::containment::{made_before_rules, Made};
+    use std::io::Write;
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    for path in writable {
+        let path = std::path::Path::new(path);
+        if path.symlink_metadata().is_ok() {
+            continue;
+        }
+        match made_before_rules(&path.display().to_string()) {
+            Some(Made::Directory) => {
+                let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path);
+            }
+            Some(Made::File(bytes)) if path.parent().is_some_and(|d| d.is_dir()) => {
+                let made = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(path);
+                if let Ok(mut file) = made {
+                    let _ = file.write_all(bytes.as_bytes()).and_then(|()| file.sync_all());
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// A segment's private temporary directory (mode 0700, fresh), and its removal.
 pub struct Temp(pub PathBuf);
 
@@ -302,6 +336,9 @@ pub fn scratch(
 ) -> Result<(Confine, Temp), String> {
     let temp = Temp::create(label)?;
     let dir = temp.0.display().to_string();
+    if off.is_none() {
+        make_missing(&writable);
+    }
     let need = harn_core::work::containment::Need {
         root: root.display().to_string(),
         workspace: workspace.map_or(dir.clone(), |w| w.display().to_string()),

@@ -192,6 +192,39 @@ fn a_running_tool_keeps_a_call_from_being_idle_and_work_done_makes_silence_charg
 }
 
 #[test]
+fn a_vendor_that_never_answers_is_no_progress_however_the_program_ends_the_call() {
+    // Claude Code's own request timeout: a retry notice, a synthetic assistant message and an
+    // error result, none of them the model's word.
+    let (stdout, stderr, code) = fixture!("claude-2.1.197", "stream-hang-own-timeout");
+    let mut a = Activity::default();
+    stdout.lines().for_each(|l| {
+        a.observe(Kind::ClaudeCode, l);
+    });
+    assert!(!a.progressed(), "nothing the vendor said");
+    let end = CallEnd {
+        code: code.trim().parse().ok(),
+        stdout: stdout.into(),
+        stderr: stderr.into(),
+        progressed: a.progressed(),
+        ..CallEnd::default()
+    };
+    let o = classify("claude-code", &preset("claude-code"), 1_000, &end);
+    assert_eq!(o.class, Some(FailureClass::Upstream), "{o:?}");
+    assert!(o.error.as_deref().unwrap().contains("did not answer"), "{o:?}");
+    // Codex killed by the watchdog while its vendor hangs: only the thread and turn started.
+    let (stdout, _, _) = fixture!("codex-0.171.0", "json-hang");
+    let mut a = Activity::default();
+    stdout.lines().for_each(|l| {
+        a.observe(Kind::Codex, l);
+    });
+    assert!(!a.progressed());
+    let end = CallEnd { idle: true, stdout: stdout.into(), ..CallEnd::default() };
+    let o = classify("codex", &preset("codex"), 1_000, &end);
+    assert_eq!(o.class, Some(FailureClass::Upstream), "{o:?}");
+    assert_eq!(o.error.as_deref(), Some("no progress for 5 min: the vendor did not answer"));
+}
+
+#[test]
 fn progress_shows_sessions_tools_and_retries() {
     let (stdout, _, _) = fixture!("claude-2.1.197", "stream-write-file");
     let shown: Vec<Value> = stdout.lines().flat_map(|l| progress(Kind::ClaudeCode, l)).collect();

@@ -290,6 +290,35 @@ pub fn plan(need: &Need, offer: &Offer) -> Plan {
     Plan { landlock: Some(abi), writable, namespace, readonly, refused, sealed, record }
 }
 
+/// What a writable path that does not exist yet is made as, before the rules are planned:
+/// a rule can only be given to a path that exists, and a program that finds its state path
+/// unwritable behaves otherwise than an open one (Claude Code without a writable
+/// `~/.claude.json` loses settings its flags set). A `.json` file starts as an empty object
+/// (an empty file is corrupt to the programs that read it); a name without an extension
+/// (`~/.claude`, `~/.codex`) is a directory; anything else is left alone, its format
+/// unknown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Made {
+    /// A directory (0700, with its missing parents).
+    Directory,
+    /// A file with these bytes (0600), made only where its directory exists.
+    File(&'static str),
+}
+
+/// See [`Made`].
+pub fn made_before_rules(path: &str) -> Option<Made> {
+    let name = path.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+    let stem = name.trim_start_matches('.');
+    if stem.is_empty() || name == ".." {
+        return None;
+    }
+    match stem.rsplit_once('.') {
+        None => Some(Made::Directory),
+        Some((_, "json")) => Some(Made::File("{}\n")),
+        Some(_) => None,
+    }
+}
+
 /// Whether a run must be confined.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -329,6 +358,16 @@ pub fn check(required: Requirement, reached: &Containment) -> Result<(), RecordE
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_state_path_is_made_as_what_its_name_says() {
+        assert_eq!(made_before_rules("/home/a/.claude"), Some(Made::Directory));
+        assert_eq!(made_before_rules("/home/a/.codex/"), Some(Made::Directory));
+        assert_eq!(made_before_rules("/home/a/.claude.json"), Some(Made::File("{}\n")));
+        assert_eq!(made_before_rules("/home/a/.config/x/config.toml"), None);
+        assert_eq!(made_before_rules("/"), None);
+        assert_eq!(made_before_rules("/home/a/.."), None);
+    }
 
     fn need(workspace: &str) -> Need {
         Need {

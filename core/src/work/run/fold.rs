@@ -295,8 +295,17 @@ impl RunFold {
         };
         let status = if error.is_none() { RunStatus::Succeeded } else { RunStatus::Failed };
         let mut error = error;
+        // The run's timeout reached while a call was waiting on a vendor that never answered
+        // charges nothing, as the call's own watchdog would not have: the attempt stays
+        // uncharged when no call did real work.
+        let outcomes: Vec<CallOutcome> = self.calls.iter().map(|c| c.outcome.clone()).collect();
+        let waiting = outcomes.iter().find(|o| o.stopped && o.class.is_some());
+        if let (true, Some(call), Some(outage)) = (timed_out, waiting, run_class(&outcomes)) {
+            class = Some(outage);
+            let why = call.error.clone().unwrap_or_default();
+            error = error.map(|e| format!("{e}; {why}"));
+        }
         if status == RunStatus::Failed && class.is_none() && !timed_out {
-            let outcomes: Vec<CallOutcome> = self.calls.iter().map(|c| c.outcome.clone()).collect();
             class = run_class(&outcomes);
             // Say what the host lacks, with what to do about it, next to the workflow's words.
             if class == Some(FailureClass::Environment) {

@@ -183,6 +183,38 @@ fn with_a_harness_calls_are_made_recorded_and_classify_a_failed_run() {
 }
 
 #[test]
+fn a_run_timed_out_while_its_call_waited_on_a_silent_vendor_is_not_charged() {
+    use crate::work::agent::CallOutcome;
+    let timed_out = ProcessEnd::Exited { code: None, signal: Some(9), timed_out: true };
+    let waiting = |stopped, class| CallOutcome {
+        stopped,
+        ..CallOutcome::failed(
+            "no progress for 90 s before its run ended: the vendor did not answer",
+            class,
+        )
+    };
+    let run = |outcomes: Vec<CallOutcome>| {
+        let mut f = RunFold::new(Some("scripted"), Team::new());
+        for (n, outcome) in outcomes.into_iter().enumerate() {
+            let ask = format!(r#"{{"op":"agent","id":"a{n}","prompt":"p"}}"#);
+            f.observe(parse(&ask));
+            f.agent_done(&format!("a{n}"), outcome);
+        }
+        f.finish(&manifest(), &intent(), &timed_out, WallTime(20))
+    };
+    let p = run(vec![waiting(true, Some(FailureClass::Upstream))]);
+    assert_eq!(p.run.class, Some(FailureClass::Upstream));
+    let error = p.run.error.unwrap();
+    assert!(error.contains("timed out") && error.contains("did not answer"), "{error}");
+    // A call that was working when the run timed out, or one that did real work before it,
+    // leaves the timeout charged; so does a timeout with no call waiting.
+    assert_eq!(run(vec![waiting(true, None)]).run.class, None);
+    let done = CallOutcome::replied("done");
+    assert_eq!(run(vec![done, waiting(true, Some(FailureClass::Upstream))]).run.class, None);
+    assert_eq!(run(vec![waiting(false, Some(FailureClass::Upstream))]).run.class, None);
+}
+
+#[test]
 fn errors_keep_their_tail_on_a_char_boundary() {
     let long = format!("{}é-end", "x".repeat(3 * ERROR_MAX));
     let t = fold::tail(&long, ERROR_MAX);
