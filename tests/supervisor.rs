@@ -659,3 +659,68 @@ fn the_reviewers_of_a_round_run_in_parallel_within_agent_concurrency() {
         assert_eq!(overlapped, overlap, "agent_concurrency {concurrency}: {spans:?}");
     }
 }
+
+#[test]
+fn a_policy_that_denies_agent_calls_stops_the_planner_before_it_starts() {
+    let dir = root(None);
+    let r = dir.path();
+    mission(r, |p| p);
+    // The planner notes every time it is started (uncontained, so it may write the root).
+    let planner = std::fs::read_to_string(r.join("planner.sh")).unwrap();
+    let noted = planner.replacen('\n', "\necho started >> planner.log\n", 1);
+    std::fs::write(r.join("planner.sh"), noted).unwrap();
+    std::fs::write(
+        r.join("deny.json"),
+        r#"{"rules": [{"name": "no-agents", "on": "agent", "verdict": "deny"}]}"#,
+    )
+    .unwrap();
+    assert!(harn(r, &MISSION_CREATE).status.success());
+    let tick = ["supervisor", "tick", "mission", "--harness", "scripted", "--no-containment"];
+    let tick = [&tick[..], &["--policy", "deny.json"]].concat();
+    let out = harn(r, &tick);
+    assert!(!r.join("planner.log").exists(), "no agent was started: {}", text(&out));
+    let plans = json(&harn(r, &["supervisor", "plan", "list", "mission", "--json"]));
+    let first = &plans["plans"][0];
+    assert_eq!(
+        (first["status"].as_str(), first["class"].as_str()),
+        (Some("failed"), Some("decision")),
+        "{plans}"
+    );
+    let shown = text(&harn(r, &["supervisor", "plan", "show", "mission", &plan("mission", 1)]));
+    assert!(shown.contains("the host policy denies the planner call (rule no-agents)"), "{shown}");
+    // The goal reports it, and says what to type.
+    let shown = text(&harn(r, &["supervisor", "show", "mission"]));
+    assert!(shown.contains("harn supervisor plan retry mission"), "{shown}");
+    // Asked for again without the policy, the same goal plans.
+    let first = plan("mission", 1);
+    let retry = ["supervisor", "plan", "retry", "mission", &first, "--reason", "policy relaxed"];
+    assert!(harn(r, &retry).status.success());
+    let tick = ["supervisor", "tick", "mission", "--harness", "scripted", "--no-containment"];
+    let out = harn(r, &tick);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(r.join("planner.log").exists(), "{}", text(&out));
+}
+
+#[test]
+fn the_goals_cost_includes_its_planning_calls() {
+    let dir = root(None);
+    let r = dir.path();
+    mission(r, |p| p);
+    // The example planner behind Claude Code's dialect, reporting what its call cost.
+    let wrapped = "#!/bin/sh\nout=$(./planner.sh)\npython3 -c 'import json,sys; print(json.dumps({\"type\":\"result\",\"subtype\":\"success\",\"is_error\":False,\"result\":sys.argv[1],\"session_id\":\"p1\",\"num_turns\":1,\"total_cost_usd\":0.25,\"usage\":{\"input_tokens\":10,\"output_tokens\":5}}))' \"$out\"\n";
+    std::fs::write(r.join("costly.sh"), wrapped).unwrap();
+    std::fs::set_permissions(
+        r.join("costly.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}, "planner": {"command": ["./costly.sh"], "kind": "claude-code"}}}"#;
+    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
+    assert!(harn(r, &MISSION_CREATE).status.success());
+    let out =
+        harn(r, &["supervisor", "tick", "mission", "--harness", "scripted", "--allow-api-billing"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let g = json(&harn(r, &["supervisor", "show", "mission", "--json"]));
+    let cost = g["usage"]["cost_micro_usd"].as_u64().unwrap_or(0);
+    assert!(cost >= 250_000, "the planner's $0.25 is the goal's: {}", g["usage"]);
+}

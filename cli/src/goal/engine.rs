@@ -63,7 +63,10 @@ impl GoalHost for GoalRunner<'_> {
 
     fn plan(&mut self) -> Result<String, StoreError> {
         let view = store::read(self.store, &self.goal)?;
-        super::plans::run_planner(self.store, &view, self.limits, &self.actor)
+        // A cost rule judges planning calls by what the goal has spent too.
+        let mut limits = self.limits.clone();
+        limits.goal_spent_micro_usd = Some(spent(self.store, &self.goal));
+        super::plans::run_planner(self.store, &view, &limits, &self.actor)
     }
 
     fn say(&mut self, line: String) {
@@ -76,7 +79,8 @@ pub fn spent(store: &mut Store, goal: &Id) -> u64 {
     usage(store, goal).and_then(|u| u.cost_micro_usd).unwrap_or(0)
 }
 
-/// The agent calls' usage over every item of the goal's graph, when any reported one.
+/// The agent calls' usage over every item of the goal's graph and every planning call (the
+/// planner's, the reviewers'), when any reported one.
 pub fn usage(store: &mut Store, goal: &Id) -> Option<harn_core::work::adapter::Usage> {
     let view = store::read(store, goal).ok()?;
     let mut known = std::collections::BTreeMap::new();
@@ -84,6 +88,13 @@ pub fn usage(store: &mut Store, goal: &Id) -> Option<harn_core::work::adapter::U
     for item in &view.items {
         if let Some(u) = store.read(&item.id, &mut known).ok().and_then(|i| i.usage) {
             total.get_or_insert_with(Default::default).add(&u);
+        }
+    }
+    for plan in &view.plans {
+        let calls = harn_core::goal::plan::calls(store.ledger(), goal, &plan.request.plan_id)
+            .unwrap_or_default();
+        for u in calls.iter().filter_map(|c| c.outcome.usage.as_ref()) {
+            total.get_or_insert_with(Default::default).add(u);
         }
     }
     total

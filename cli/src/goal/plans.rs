@@ -32,6 +32,15 @@ impl Specialists for RealSpecialists<'_> {
     fn call(&mut self, ask: &Ask<'_>) -> Called {
         match self.prepare(ask) {
             Ok((d, spec)) => {
+                let policy = self.limits.and_then(|l| l.policy.as_ref());
+                let spent = harn_core::work::policy::Spent {
+                    goal_before_micro_usd: self.limits.and_then(|l| l.goal_spent_micro_usd),
+                    ..Default::default()
+                };
+                let model = d.profile.model.as_deref();
+                if let Some(refused) = plan::policy_gate(policy, ask, &d.harness, model, spent) {
+                    return refused;
+                }
                 let outcome = self.run(ask, &d, &spec);
                 Called { harness: Some(d.harness), outcome }
             }

@@ -65,6 +65,14 @@ pub fn next_commands(id: &Id, p: &GoalProjection, items: &[GoalItem]) -> Vec<Str
                         cmds.push(cmd);
                     }
                 }
+                // A planning step that stopped for a person (a host precondition, a policy
+                // that stops the planner): asked for again once they have seen to it.
+                let failed = p.latest_plan_status == Some(super::plan::PlanStatus::Failed);
+                if cmds.is_empty() && failed && p.replans_used > 0 {
+                    let plan = super::plan::plan_id(id, p.replans_used);
+                    cmds.push(format!("harn supervisor plan show {id} {plan}"));
+                    cmds.push(format!("harn supervisor plan retry {id} {plan} --reason GUIDANCE"));
+                }
                 cmds
             }
         },

@@ -11,6 +11,7 @@ use crate::ids::Id;
 use crate::time::WallTime;
 use crate::work::intent::Source;
 use crate::work::ledger::Ledger;
+use crate::work::FailureClass;
 use crate::work::{WorkIntent, WorkflowRef};
 use serde_json::json;
 use std::collections::BTreeSet;
@@ -205,14 +206,22 @@ pub fn decide<F: Fs>(
     if status == done {
         return Ok(format!("plan {plan} is already {}", word(done)));
     }
-    if status != from || latest != Some(plan) {
+    // A planning step that stopped for a person (a host precondition missing, a host policy
+    // that stopped the planner) is asked for again as an attention is, once they saw to it.
+    let class = g.plans.iter().find(|p| p.request.plan_id == plan).and_then(|p| p.class);
+    let stopped_for_a_person = event == PlanEvent::RetryRequested
+        && status == PlanStatus::Failed
+        && matches!(class, Some(FailureClass::Decision | FailureClass::Environment));
+    if (status != from && !stopped_for_a_person) || latest != Some(plan) {
         return Err(refused(format!(
             "plan {plan} is {} (the latest is {}); nothing to do",
             word(status),
             latest.unwrap_or("none")
         )));
     }
-    if event == PlanEvent::RetryRequested && g.projection.attention_plan_id.as_deref() != Some(plan)
+    if event == PlanEvent::RetryRequested
+        && !stopped_for_a_person
+        && g.projection.attention_plan_id.as_deref() != Some(plan)
     {
         return Err(refused(format!(
             "plan {plan}'s attention no longer applies: the graph changed since"

@@ -17,7 +17,7 @@ pub use decide::*;
 pub use policy::*;
 pub use proposal::*;
 pub use records::*;
-pub use specialists::{Answer, Ask, Called, PlanCall, Recorder, Specialists};
+pub use specialists::{policy_gate, Answer, Ask, Called, PlanCall, Recorder, Specialists};
 pub use step::*;
 pub use store::*;
 

@@ -66,6 +66,45 @@ impl Called {
     }
 }
 
+/// The host policy's word on a planning call, judged as a work run's agent call is (the
+/// same rules, the same defaults): `None` lets it go; otherwise it is not made, and the
+/// refusal is a planning outcome that waits for a person (class `decision`): a policy that
+/// denies, or asks before, an agent call stops the planner and the reviewers as it stops
+/// any run's calls.
+pub fn policy_gate(
+    policy: Option<&crate::work::policy::FrozenPolicy>,
+    ask: &Ask<'_>,
+    harness: &str,
+    model: Option<&str>,
+    spent: crate::work::policy::Spent,
+) -> Option<Called> {
+    use crate::work::policy::{Request, Verdict};
+    let policy = policy?;
+    let request = Request::Agent {
+        harness: harness.to_owned(),
+        model: model.map(str::to_owned),
+        specialist: Some(ask.role.to_owned()),
+        prompt_bytes: ask.prompt.len() as u64,
+        spent,
+    };
+    let eval = policy.policy.evaluate(&request);
+    let rules = match eval.matched.is_empty() {
+        true => "its default".to_owned(),
+        false => format!("rule {}", eval.matched.join(", ")),
+    };
+    let why = match eval.verdict {
+        Verdict::Allow => return None,
+        Verdict::Deny => format!("the host policy denies the {} call ({rules}); no agent was started", ask.role),
+        Verdict::Ask => format!(
+            "the host policy asks a person before the {} call ({rules}), and planning cannot park; no agent was started",
+            ask.role
+        ),
+    };
+    let mut refused = Called::refused(Some(FailureClass::Decision), why);
+    refused.harness = Some(harness.to_owned());
+    Some(refused)
+}
+
 /// One line of a plan's `calls.jsonl`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlanCall {
@@ -124,5 +163,38 @@ impl Specialists for Recorder<'_> {
 
     fn workflow_digest(&mut self, path: &str) -> Result<String, crate::error::RecordError> {
         self.inner.workflow_digest(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::work::policy::{parse_policy, FrozenPolicy, Spent};
+
+    fn frozen(rules: &str) -> FrozenPolicy {
+        FrozenPolicy::new(
+            parse_policy("p.json", format!(r#"{{"rules": {rules}}}"#).as_bytes()).unwrap(),
+        )
+    }
+
+    #[test]
+    fn the_host_policy_judges_a_planning_call_as_it_judges_a_runs() {
+        let schema = serde_json::json!({});
+        let ask = Ask { role: "planner", prompt: "plan", schema: &schema, label: "p" };
+        let gate =
+            |p: Option<&FrozenPolicy>| policy_gate(p, &ask, "claude-code", None, Spent::default());
+        assert!(gate(None).is_none(), "no policy, no check");
+        assert!(gate(Some(&frozen("[]"))).is_none(), "an agent call's default is allow");
+        let deny = gate(Some(&frozen(r#"[{"name": "none", "on": "agent", "verdict": "deny"}]"#)));
+        let deny = deny.expect("stopped");
+        assert_eq!(deny.outcome.class, Some(FailureClass::Decision));
+        assert!(deny.outcome.error.unwrap().contains("denies the planner call (rule none)"));
+        let ask_rule =
+            r#"[{"name": "person", "on": "agent", "verdict": "ask", "specialist": "planner"}]"#;
+        let asked = gate(Some(&frozen(ask_rule))).expect("stopped");
+        assert!(asked.outcome.error.unwrap().contains("asks a person"));
+        let other =
+            r#"[{"name": "r", "on": "agent", "verdict": "deny", "specialist": "reviewer"}]"#;
+        assert!(gate(Some(&frozen(other))).is_none(), "a rule for another role");
     }
 }
