@@ -172,8 +172,7 @@ fn the_watchdog_ends_a_call_that_goes_silent_without_charging_it() {
     let dir = root();
     let r = dir.path();
     // A codex-speaking harness that starts its thread and then says nothing.
-    let stuck = r#"{"schema_version": 1, "harnesses": {"stuck": {"command": ["sh", "-c", "cat >/dev/null; echo '{\"type\":\"thread.started\",\"thread_id\":\"t1\"}'; exec sleep 30"], "kind": "codex", "idle_timeout_ms": 700}}}"#;
-    std::fs::write(r.join(".harnery/config.json"), stuck).unwrap();
+    codex_like(r, "stuck", "exec sleep 30", 700);
     let began = std::time::Instant::now();
     let out = harn(r, &["work", "run", "w", "--harness", "stuck"], &[]);
     assert!(began.elapsed() < std::time::Duration::from_secs(20), "{:?}", began.elapsed());
@@ -206,14 +205,7 @@ fn the_watchdog_ends_a_call_that_goes_silent_without_charging_it() {
 fn a_run_that_times_out_while_its_vendor_is_silent_is_not_charged() {
     let dir = root();
     let r = dir.path();
-    let config = serde_json::json!({
-        "schema_version": 1,
-        "harnesses": { "hung": {
-            "command": ["sh", "-c", "cat >/dev/null; echo '{\"type\":\"thread.started\",\"thread_id\":\"t1\"}'; exec sleep 60"],
-            "kind": "codex", "idle_timeout_ms": 600_000,
-        }},
-    });
-    std::fs::write(r.join(".harnery/config.json"), config.to_string()).unwrap();
+    codex_like(r, "hung", "exec sleep 60", 600_000);
     let out = harn(r, &["work", "run", "w", "--harness", "hung", "--timeout-secs", "2"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let p = proof(r);
@@ -297,13 +289,14 @@ fn a_call_that_continues_resumes_the_vendor_session_of_the_last_call() {
     );
 }
 
-/// A codex-speaking harness: its thread starts, then `script` (shell) runs, its prompt read.
-fn codex_like(r: &Path, name: &str, script: &str) {
+/// A codex-speaking harness: its thread starts, then `script` (shell) runs, its prompt read;
+/// silent for `idle_ms`, the watchdog ends it.
+fn codex_like(r: &Path, name: &str, script: &str, idle_ms: u64) {
     let config = serde_json::json!({
         "schema_version": 1,
         "harnesses": { name: {
             "command": ["sh", "-c", format!("cat >/dev/null; echo '{{\"type\":\"thread.started\",\"thread_id\":\"t1\"}}'; {script}")],
-            "kind": "codex", "idle_timeout_ms": 700,
+            "kind": "codex", "idle_timeout_ms": idle_ms,
         }},
     });
     std::fs::write(r.join(".harnery/config.json"), config.to_string()).unwrap();
@@ -326,7 +319,7 @@ fn a_tool_that_runs_longer_than_the_idle_timeout_does_not_end_the_call() {
         r#"echo '{"type":"turn.completed","usage":{"input_tokens":5,"output_tokens":2}}'"#.into(),
     ]
     .join("; ");
-    codex_like(r, "busy", &script);
+    codex_like(r, "busy", &script, 700);
     let out = harn(r, &["work", "run", "w", "--harness", "busy"], &[]);
     assert!(out.status.success(), "a 2 s tool under a 700 ms idle timeout: {}", text(&out));
 }
@@ -336,7 +329,7 @@ fn a_call_that_falls_silent_after_working_is_charged() {
     let dir = root();
     let r = dir.path();
     let script = r#"echo '{"type":"item.completed","item":{"id":"i1","type":"reasoning","text":"thinking"}}'; exec sleep 30"#;
-    codex_like(r, "fell-silent", script);
+    codex_like(r, "fell-silent", script, 700);
     let out = harn(r, &["work", "run", "w", "--harness", "fell-silent"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("fell silent after it had begun"), "{}", text(&out));
@@ -352,7 +345,7 @@ line = json.dumps({"type": "item.completed", "item": {"id": "x", "type": "comman
 for _ in range(1600): print(line)
 print(json.dumps({"type": "item.completed", "item": {"id": "m", "type": "agent_message", "text": "read them all"}}))
 print(json.dumps({"type": "turn.completed", "usage": {"input_tokens": 9, "output_tokens": 3}}))'"#;
-    codex_like(r, "chatty", script);
+    codex_like(r, "chatty", script, 700);
     let out = harn(r, &["work", "run", "w", "--harness", "chatty"], &[]);
     assert!(out.status.success(), "{}", text(&out));
     let agent = &proof(r)["agents"][0];

@@ -229,17 +229,38 @@ fn item_of(root: &Path, home: &Path, bin: &Path, id: &str, scenario: &str, team:
     assert!(out.status.success(), "{}", text(&out));
 }
 
+/// What every test here starts from: the programs, a stand-in, and a home logged in to it;
+/// `None` (the test skipped) unless `HARN_REAL_AGENTS=1`.
+struct World {
+    tmp: tempfile::TempDir,
+    bin: PathBuf,
+    standin: StandIn,
+    home: PathBuf,
+}
+
+fn world() -> Option<World> {
+    if !wanted() {
+        return None;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let bin = installed().to_owned();
+    let standin = StandIn::start(tmp.path());
+    let home = home(tmp.path(), standin.port, &bin);
+    Some(World { tmp, bin, standin, home })
+}
+
+/// `work show ID --json`'s projection.
+fn projection_of(root: &Path, id: &str) -> Value {
+    let out = Command::new(harn_bin())
+        .args(["work", "show", id, "--json", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    serde_json::from_slice::<Value>(&out.stdout).unwrap()["projection"].clone()
+}
+
 fn proof_of(root: &Path, id: &str) -> Value {
-    let show: Value = serde_json::from_slice(
-        &Command::new(harn_bin())
-            .args(["work", "show", id, "--json", "--root"])
-            .arg(root)
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    let run = show["projection"]["latest_run_id"].as_str().unwrap().to_owned();
+    let run = projection_of(root, id)["latest_run_id"].as_str().unwrap().to_owned();
     serde_json::from_slice(
         &std::fs::read(root.join(format!(".harnery/workflows/{run}/proof.json"))).unwrap(),
     )
@@ -248,13 +269,7 @@ fn proof_of(root: &Path, id: &str) -> Value {
 
 #[test]
 fn the_real_claude_code_and_codex_do_real_work_through_the_presets() {
-    if !wanted() {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let bin = installed().to_owned();
-    let standin = StandIn::start(tmp.path());
-    let home = home(tmp.path(), standin.port, &bin);
+    let Some(World { tmp, bin, standin, home }) = world() else { return };
 
     for (harness, id) in [("claude-code", "c"), ("codex", "x")] {
         let root = tmp.path().join(format!("root-{id}"));
@@ -360,13 +375,7 @@ fn messages_since(standin: &StandIn, from: usize) -> Vec<Value> {
 
 #[test]
 fn a_vendor_that_never_answers_costs_nothing_and_says_so() {
-    if !wanted() {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let bin = installed().to_owned();
-    let standin = StandIn::start(tmp.path());
-    let home = home(tmp.path(), standin.port, &bin);
+    let Some(World { tmp, bin, standin: _running, home }) = world() else { return };
     let idle = r#"{"implementer": {"instructions": "You write files.", "idleTimeoutMs": 5000}}"#;
     // Claude Code's own request timeout first (its `Request timed out` result), then both
     // programs under harn's watchdog.
@@ -394,24 +403,14 @@ fn a_vendor_that_never_answers_costs_nothing_and_says_so() {
         assert!(call["error"].as_str().is_some_and(|e| e.contains(said)), "{harness} {id}: {call}");
         // Two tries (the default attempts) of at most the idle limit each, and start-up.
         assert!(took < std::time::Duration::from_secs(100), "{harness} {id}: {took:?}");
-        let show = Command::new(harn_bin())
-            .args(["work", "show", id, "--json", "--root"])
-            .arg(&root)
-            .output()
-            .unwrap();
-        let projection = &serde_json::from_slice::<Value>(&show.stdout).unwrap()["projection"];
+        let projection = projection_of(&root, id);
         assert_eq!(projection["charged_attempts"], 0, "{harness} {id}: {projection}");
     }
 }
 
 #[test]
 fn a_contained_call_on_a_fresh_home_sends_what_an_open_one_sends() {
-    if !wanted() {
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
-    let bin = installed().to_owned();
-    let standin = StandIn::start(tmp.path());
+    let Some(World { tmp, bin, standin, .. }) = world() else { return };
     let team = r#"{"implementer": {"instructions": "You write files.", "effort": "low"}}"#;
     // What a call's request says of how the agent is set up.
     let shape = |body: &Value| {

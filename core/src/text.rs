@@ -84,6 +84,12 @@ pub fn duration_words(ms: u64) -> String {
     }
 }
 
+/// A measured span for people: to the whole second from a second up (`90 s`, `5 min`), as
+/// [`duration_words`] says it.
+pub fn measured_words(ms: u64) -> String {
+    duration_words(if ms >= 1_000 { ms - ms % 1_000 } else { ms })
+}
+
 /// `n` and the noun, in the plural unless `n` is 1: `1 cycle`, `2 cycles`.
 pub fn count(n: u64, singular: &str, plural: &str) -> String {
     format!("{n} {}", if n == 1 { singular } else { plural })
@@ -99,6 +105,9 @@ mod tests {
         assert_eq!(super::duration_words(1_500), "1500 ms");
         assert_eq!(super::duration_words(0), "0 ms");
         assert_eq!(super::duration_words(172_800_000), "2 d");
+        assert_eq!(super::measured_words(90_437), "90 s");
+        assert_eq!(super::measured_words(300_020), "5 min");
+        assert_eq!(super::measured_words(700), "700 ms");
         assert_eq!(super::count(1, "cycle", "cycles"), "1 cycle");
         assert_eq!(super::count(50, "cycle", "cycles"), "50 cycles");
     }

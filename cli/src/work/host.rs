@@ -256,9 +256,6 @@ fn confinement(
         Some(_) => None,
     };
     let planned = planned.unwrap_or_default();
-    if off.is_none() {
-        super::confine::make_missing(&planned.writable);
-    }
     let need = Need {
         workspace: m.cwd.clone().unwrap_or_else(|| root.clone()),
         root,
@@ -268,6 +265,7 @@ fn confinement(
         off,
     };
     let plan = containment::plan(&need, &super::confine::offer());
+    super::confine::make_missing(&plan, &need.writable);
     if let Some(policy) = &m.policy {
         containment::check(policy.policy.containment, &plan.record)?;
     }

@@ -5,6 +5,7 @@
 
 use super::adapter::{self, Denial, Kind, Usage};
 use crate::error::RecordError;
+use crate::text::{duration_words, measured_words};
 use crate::work::projection::FailureClass;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -418,11 +419,11 @@ pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEn
     let streaming = kind != Kind::Text;
     let silent = streaming && !end.progressed;
     let killed_for = if end.timed_out {
-        Some(timeout_ms)
+        Some(duration_words(timeout_ms))
     } else if end.idle {
-        Some(spec.idle_timeout_ms)
+        Some(duration_words(spec.idle_timeout_ms))
     } else if end.stopped {
-        Some(end.elapsed_ms)
+        Some(measured_words(end.elapsed_ms))
     } else {
         None
     };
@@ -432,7 +433,7 @@ pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEn
             Some(row) => (row.class, format!("{harness}: {}: {said}", row.what)),
             None if silent => (
                 Some(FailureClass::Upstream),
-                format!("no progress for {}{how}: the vendor did not answer", span(limit)),
+                format!("no progress for {limit}{how}: the vendor did not answer"),
             ),
             // It had been working: retrying it at once would spend the same tokens again.
             None if end.timed_out => {
@@ -441,13 +442,9 @@ pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEn
             None if end.stopped => {
                 (None, format!("{harness} was still working when its run ended"))
             }
-            None => (
-                None,
-                format!(
-                    "{harness} fell silent after it had begun ({} without a word)",
-                    span(limit)
-                ),
-            ),
+            None => {
+                (None, format!("{harness} fell silent after it had begun ({limit} without a word)"))
+            }
         };
         let error = if said.is_empty() || error.ends_with(&said) {
             error
@@ -467,7 +464,7 @@ pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEn
     if silent && wordless && reading.reply.is_none() && table_row(&said).is_none() {
         let error = format!(
             "no progress in {}: the vendor did not answer ({harness} ended without a reply)",
-            span(end.elapsed_ms)
+            measured_words(end.elapsed_ms)
         );
         return with_reading(CallOutcome::failed(error, Some(FailureClass::Upstream)));
     }
@@ -498,16 +495,6 @@ pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEn
         None => (None, String::new()),
     };
     with_reading(CallOutcome::failed(format!("{harness} {code}: {text}{hint}"), class))
-}
-
-/// A span of time in words, to the unit a person reads it in: `5 min`, `90 s`, `250 ms`.
-pub fn span(ms: u64) -> String {
-    match ms {
-        0 => "0 ms".to_owned(),
-        1..=9_999 if !ms.is_multiple_of(1000) => format!("{ms} ms"),
-        _ if ms.is_multiple_of(60_000) => format!("{} min", ms / 60_000),
-        _ => format!("{} s", ms / 1000),
-    }
 }
 
 /// What an adapter's own status command says of its login (`claude auth status --json`,

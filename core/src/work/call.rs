@@ -5,8 +5,9 @@
 //! reports its outcome; nothing here calls anything.
 
 use super::adapter::Usage;
-use super::agent::{span, CallOutcome};
+use super::agent::CallOutcome;
 use super::schema::{check_reply, repair_prompt, REPAIRS_MAX};
+use crate::text::measured_words;
 use crate::work::projection::FailureClass;
 use serde_json::Value;
 
@@ -78,7 +79,7 @@ impl CallLoop {
             "of": self.max_attempts,
             "class": failed.class,
             "error": failed.error,
-            "left": span(self.remaining_ms()),
+            "left": measured_words(self.remaining_ms()),
         })
     }
 

@@ -267,21 +267,27 @@ pub fn resolve(root: &std::path::Path, path: &str) -> String {
     }
 }
 
-/// Makes each writable path that does not exist yet as the core says
-/// ([`harn_core::work::containment::made_before_rules`]), so it gets its rule: a program's
-/// state on a fresh home (Claude Code's `~/.claude.json`) is written as an open call would
-/// write it. Nothing that exists is touched; a path that cannot be made is left to go
-/// without its rule, as before.
-pub fn make_missing(writable: &[String]) {
+/// Makes each of the `state` paths (a harness's, the configuration's) that `plan` keeps
+/// writable and that does not exist yet as the core says
+/// ([`harn_core::work::containment::made_before_rules`]), before the rules are built, so it
+/// gets its rule: a program's state on a fresh home (Claude Code's `~/.claude.json`) is
+/// written as an open call would write it. An unconfined plan keeps nothing and a path inside
+/// `.harnery/` is never kept, so neither is made; nothing that exists is touched; a path that
+/// cannot be made goes without its rule, as before.
+pub fn make_missing(plan: &Plan, state: &[String]) {
     use harn_core::work::containment::{made_before_rules, Made};
     use std::io::Write;
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    for path in writable {
-        let path = std::path::Path::new(path);
+    let kept = state
+        .iter()
+        .map(|w| w.trim_end_matches('/'))
+        .filter(|w| plan.writable.iter().any(|k| k == w));
+    for written in kept {
+        let path = std::path::Path::new(written);
         if path.symlink_metadata().is_ok() {
             continue;
         }
-        match made_before_rules(&path.display().to_string()) {
+        match made_before_rules(written) {
             Some(Made::Directory) => {
                 let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(path);
             }
@@ -336,9 +342,6 @@ pub fn scratch(
 ) -> Result<(Confine, Temp), String> {
     let temp = Temp::create(label)?;
     let dir = temp.0.display().to_string();
-    if off.is_none() {
-        make_missing(&writable);
-    }
     let need = harn_core::work::containment::Need {
         root: root.display().to_string(),
         workspace: workspace.map_or(dir.clone(), |w| w.display().to_string()),
@@ -348,6 +351,7 @@ pub fn scratch(
         off,
     };
     let plan = harn_core::work::containment::plan(&need, &offer());
+    make_missing(&plan, &need.writable);
     let confine = Confine::prepare(&plan, None, Some(temp.0.clone()))?;
     Ok((confine, temp))
 }

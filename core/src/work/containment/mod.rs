@@ -290,7 +290,7 @@ pub fn plan(need: &Need, offer: &Offer) -> Plan {
     Plan { landlock: Some(abi), writable, namespace, readonly, refused, sealed, record }
 }
 
-/// What a writable path that does not exist yet is made as, before the rules are planned:
+/// What a writable path that does not exist yet is made as, before the rules are built:
 /// a rule can only be given to a path that exists, and a program that finds its state path
 /// unwritable behaves otherwise than an open one (Claude Code without a writable
 /// `~/.claude.json` loses settings its flags set). A `.json` file starts as an empty object
