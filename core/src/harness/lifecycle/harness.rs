@@ -397,7 +397,8 @@ impl Harness {
         let _ = limits;
     }
 
-    /// Acts on every deadline that is due at `now`. Harmless when nothing is due.
+    /// Acts on every deadline that is due at `now`. Harmless when nothing is due. Afterwards
+    /// [`Harness::poll_timeout`] is later than `now`: a wake consumes everything due.
     pub fn handle_timeout(
         &mut self,
         now: Instant,
@@ -405,18 +406,24 @@ impl Harness {
         out: &mut Vec<HarnessOut>,
     ) {
         let limits = &self.active.crash_loop.apply(limits);
+        // The checks run in the order their actions arm one another, so a deadline an earlier
+        // action arms is looked at in this same wake: a retry starts a run with no pid yet
+        // (nothing of it is due); a hung run is condemned, which arms the kill deadline at
+        // `now + stop_grace`; then the kill. With the kill looked at before the hang, a zero
+        // grace left a kill deadline due at `now` after the wake, and a driver sleeping until
+        // the next deadline would spin on it instead of sending the KILL.
         if self.retry_at.is_some_and(|at| at <= now) {
             debug_assert!(matches!(self.state, State::Restarting | State::Degraded));
             self.retry_at = None;
             self.start_run(now, Cause::RestartPolicy, out);
         }
-        if self.kill_at.is_some_and(|at| at <= now) {
-            self.send_kill(out);
-        }
         if let Some((at, hang, limit)) = self.hang_deadline() {
             if at <= now {
                 self.condemn(now, limits, hang, limit, out);
             }
+        }
+        if self.kill_at.is_some_and(|at| at <= now) {
+            self.send_kill(out);
         }
         // Only a confirmed run can outlive anything; a spawn in flight has not started yet.
         if let Some(run) = self.run.filter(|r| r.pid.is_some()) {

@@ -704,6 +704,28 @@ fn a_run_not_ready_in_time_is_a_failed_start() {
 }
 
 #[test]
+fn a_hung_run_with_no_stop_grace_is_killed_in_the_wake_that_condemns_it() {
+    // A running notify harness not ready within its 2 s, under `stop_grace = 0`, woken a
+    // little late: the wake condemns it, which arms the kill deadline at that same instant.
+    let mut r = watched(Readiness::Notify, Some(2), None);
+    r.limits.stop_grace = Duration::ZERO;
+    let run = r.boot_and_spawn();
+    assert_eq!(r.h.state(), State::Running);
+    r.now = Instant(2 * SEC + 48_000_000);
+    r.out.clear();
+    r.h.handle_timeout(r.now, &r.limits, &mut r.out);
+    assert_eq!(hung(&r.events()), Some(Hang::ReadyTimeout));
+    assert_eq!(r.signals(), [Signal::Term, Signal::Kill], "no grace: the KILL follows at once");
+    assert_eq!(r.h.poll_timeout(&r.limits), None, "nothing left due, so a driver cannot spin");
+    r.out.clear();
+    r.h.handle_timeout(r.now, &r.limits, &mut r.out);
+    assert!(r.out.is_empty(), "a repeated wake does nothing");
+    r.input(HarnessInput::Exited { run, status: ExitStatus::Signal(9) });
+    assert_eq!(r.h.state(), State::Restarting, "a failed start, restarted by its policy");
+    assert!(r.h.durable().last_exit.unwrap().forced);
+}
+
+#[test]
 fn an_operator_stop_of_a_hung_run_ends_stopped_not_restarted() {
     let mut r = watched(Readiness::None, None, Some(2));
     r.boot_and_spawn();
