@@ -1,11 +1,37 @@
 //! Hashes: a small, stable, non-keyed one (FNV-1a 64) for state hashes in traces,
-//! deterministic across runs unlike std's randomly keyed `DefaultHasher`; and the SHA-256
-//! digests every frozen record is named by.
+//! deterministic across runs unlike std's randomly keyed `DefaultHasher`; the SHA-256
+//! digests every frozen record is named by; and the canonical JSON a digest of a value is
+//! taken over.
 
 /// Lowercase hex SHA-256.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// `value` as compact JSON with every object's keys sorted: the bytes a digest of a JSON
+/// value is taken over. Sorted here, not by the map serde_json happens to be built with
+/// (its `preserve_order` feature, which a dependency may turn on for the whole build, keeps
+/// insertion order), so a digest never depends on how a value was built or which build
+/// wrote it.
+pub fn canonical_json(value: &impl serde::Serialize) -> String {
+    fn sorted(v: serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::Object(map) => {
+                let mut entries: Vec<(String, serde_json::Value)> = map.into_iter().collect();
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                serde_json::Value::Object(
+                    entries.into_iter().map(|(k, v)| (k, sorted(v))).collect(),
+                )
+            }
+            serde_json::Value::Array(items) => {
+                serde_json::Value::Array(items.into_iter().map(sorted).collect())
+            }
+            other => other,
+        }
+    }
+    let value = serde_json::to_value(value).expect("values serialize to JSON");
+    sorted(value).to_string()
 }
 
 /// FNV-1a, 64-bit.
@@ -41,6 +67,25 @@ pub fn fnv64(bytes: &[u8]) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn canonical_json_sorts_every_objects_keys_however_the_value_was_built() {
+        let built =
+            serde_json::json!({"z": 1, "a": [{"y": true, "b": null}], "m": {"k": "v", "c": 2}});
+        let parsed: serde_json::Value =
+            serde_json::from_str(r#"{"m":{"c":2,"k":"v"},"z":1,"a":[{"b":null,"y":true}]}"#)
+                .unwrap();
+        let want = r#"{"a":[{"b":null,"y":true}],"m":{"c":2,"k":"v"},"z":1}"#;
+        assert_eq!(super::canonical_json(&built), want);
+        assert_eq!(super::canonical_json(&parsed), want);
+        // A struct's fields, in declaration order, are sorted too.
+        #[derive(serde::Serialize)]
+        struct Later {
+            zeta: u8,
+            alpha: u8,
+        }
+        assert_eq!(super::canonical_json(&Later { zeta: 1, alpha: 2 }), r#"{"alpha":2,"zeta":1}"#);
+    }
+
     #[test]
     fn matches_the_published_test_vectors() {
         assert_eq!(super::fnv64(b""), 0xcbf2_9ce4_8422_2325);

@@ -284,7 +284,7 @@ impl GoalIntent {
         if let (Some(mission), Some(parts)) = (&self.mission, body.as_array_mut()) {
             parts.push(serde_json::json!(["mission", mission]));
         }
-        sha256_hex(body.to_string().as_bytes())
+        sha256_hex(crate::hash::canonical_json(&body).as_bytes())
     }
 
     /// The same intent with a replanning policy, checked against the team and agent cap.

@@ -130,7 +130,7 @@ pub struct Receipt {
 
 /// The digest of a candidate: its canonical JSON with the plan id.
 pub fn candidate_digest(plan_id: &str, candidate: &Proposal) -> String {
-    sha256_hex(json!([plan_id, candidate]).to_string().as_bytes())
+    sha256_hex(crate::hash::canonical_json(&json!([plan_id, candidate])).as_bytes())
 }
 
 /// What to do after a round: stop with a status, or ask for a revision.

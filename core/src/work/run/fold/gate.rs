@@ -18,7 +18,7 @@ pub fn call_key(d: &Dispatch, specialist: Option<&str>) -> String {
     let p = &d.profile;
     let identity =
         json!([d.harness, p.model, p.effort, p.max_turns, d.schema, specialist, d.prompt]);
-    sha256_hex(identity.to_string().as_bytes())[..16].to_owned()
+    sha256_hex(crate::hash::canonical_json(&identity).as_bytes())[..16].to_owned()
 }
 
 impl RunFold {
