@@ -16,6 +16,7 @@ use std::sync::OnceLock;
 
 const CLAUDE: &str = "@anthropic-ai/claude-code@2.1.197";
 const CODEX: &str = "@openai/codex@0.171.0";
+const CLAUDE_ACP: &str = "@agentclientprotocol/claude-agent-acp@0.101.0";
 
 /// The stand-in, stopped when dropped.
 struct StandIn {
@@ -249,6 +250,27 @@ fn world() -> Option<World> {
     Some(World { tmp, bin, standin, home })
 }
 
+/// Claude Code's ACP adapter's `bin` directory, installed once per run without the Claude
+/// Code it bundles (its calls run the one [`installed`] holds, through
+/// `CLAUDE_CODE_EXECUTABLE`).
+fn installed_acp() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let prefix = Path::new(env!("CARGO_TARGET_TMPDIR")).join("real-agents-acp");
+        let bin = prefix.join("node_modules/.bin");
+        if !bin.join("claude-agent-acp").exists() {
+            let install = Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--omit=optional", "--prefix"])
+                .arg(&prefix)
+                .arg(CLAUDE_ACP)
+                .output()
+                .expect("npm runs");
+            assert!(install.status.success(), "npm install: {}", text(&install));
+        }
+        bin
+    })
+}
+
 /// `work show ID --json`'s projection.
 fn projection_of(root: &Path, id: &str) -> Value {
     let out = Command::new(harn_bin())
@@ -462,4 +484,40 @@ fn a_contained_call_on_a_fresh_home_sends_what_an_open_one_sends() {
     // Claude saved its state as an open call does.
     let keys = |v: &Value| v.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>());
     assert_eq!(keys(&contained.2), keys(&open.2), "{} vs {}", contained.2, open.2);
+}
+
+#[test]
+fn claude_code_through_its_acp_adapter_works_under_the_runs_policy() {
+    let Some(World { tmp, bin, standin: _running, home }) = world() else { return };
+    let acp = installed_acp();
+    let path = format!("{}:{}", acp.display(), bin.display());
+    let claude = bin.join("claude").display().to_string();
+    let env = [("CLAUDE_CODE_EXECUTABLE", claude.as_str())];
+    let team = r#"{"implementer": {"instructions": "You write files."}}"#;
+    let edits = r#"{"rules": [{"name": "no-edits", "on": "tool", "tool_kind": "edit", "verdict": "deny"}]}"#;
+    for (id, policy) in [("allowed", None), ("denied", Some(edits))] {
+        let root = tmp.path().join(id);
+        std::fs::create_dir(&root).unwrap();
+        item_of(&root, &home, &bin, id, "write-file", team);
+        let mut run =
+            vec!["work", "run", id, "--harness", "claude-code-acp", "--team", "team.json"];
+        run.extend(["--allow-api-billing", "--timeout-secs", "240"]);
+        if let Some(rules) = policy {
+            std::fs::write(root.join("policy.json"), rules).unwrap();
+            run.extend(["--policy", "policy.json"]);
+        }
+        let out = harn_with(&root, &home, Path::new(&path), &run, &env);
+        let proof = proof_of(&root, id);
+        let call = &proof["agents"][0];
+        assert!(out.status.success(), "{id}: {}\n{call}", text(&out));
+        assert!(call["session_id"].as_str().is_some_and(|s| !s.is_empty()), "{id}: {call}");
+        let written = std::fs::read_to_string(root.join("hello.txt")).ok();
+        match policy {
+            None => assert_eq!(written.as_deref(), Some("hello from the stand-in\n"), "{call}"),
+            Some(_) => {
+                assert_eq!(written, None, "{id}: the policy refused the write");
+                assert_eq!(call["denials"][0]["tool"], "Write", "{call}");
+            }
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The integration tests, one module per area, built into one binary so the real `harn`
 //! is linked once.
 
+mod acp;
 mod agent_presets;
 mod bounded;
 mod charging;

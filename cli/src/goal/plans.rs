@@ -120,6 +120,7 @@ impl RealSpecialists<'_> {
             running: &running,
             progress: &|_| {},
             confine: &confine,
+            policy: limits.policy.as_ref(),
         };
         match crate::work::calls::preflight_once(&d.harness, spec, limits.billing) {
             Ok(()) => call_checked(&ctx, d, spec, None, None),

@@ -228,3 +228,17 @@ fn group_exists(pgid: i32) -> bool {
     rustix::process::Pid::from_raw(pgid)
         .is_some_and(|pid| rustix::process::test_kill_process_group(pid).is_ok())
 }
+
+/// Blocks SIGPIPE on the calling thread, so writing to a pipe whose reader is gone fails with
+/// EPIPE there instead of killing the process (harn restores SIGPIPE's default at startup so
+/// that `harn … | head` ends quietly). A signal a write raises goes to the writing thread and
+/// is discarded with it.
+pub fn block_sigpipe() {
+    // SAFETY: plain libc calls on a local signal set; they only change this thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+}

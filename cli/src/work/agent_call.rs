@@ -4,6 +4,7 @@
 //! the call), killed with its group at the timeout or when the host dies. How the call ended
 //! is classified by the core.
 
+use super::acp_session::{Judge, Session};
 use harn_core::work::adapter::{self, CallOptions, Kind};
 use harn_core::work::agent::{classify, AdapterSpec, CallEnd, CallOutcome, API_KEY_VARS};
 use harn_core::work::run::Billing;
@@ -43,6 +44,8 @@ pub struct CallContext<'a> {
     pub progress: &'a (dyn Fn(Value) + Sync),
     /// The run segment's confinement, which every call starts inside.
     pub confine: &'a super::confine::Confine,
+    /// The run's frozen policy, which judges each tool call an `acp` agent asks about.
+    pub policy: Option<&'a harn_core::work::policy::FrozenPolicy>,
 }
 
 /// One call: which harness, with which profile and options.
@@ -74,7 +77,7 @@ pub fn call(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
 }
 
 fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcome {
-    let CallContext { root, run_id, billing, running, progress, confine } = *ctx;
+    let CallContext { root, run_id, billing, running, progress, confine, .. } = *ctx;
     let (spec, profile) = (c.spec, c.profile);
     let timeout_ms = profile.timeout_ms.unwrap_or(spec.timeout_ms).min(c.limit_ms);
     let idle_ms = profile.idle_timeout_ms.unwrap_or(spec.idle_timeout_ms);
@@ -134,13 +137,26 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
             kill_group(pgid); // The run ended while this call was starting.
         }
     }
-    let mut stdin = child.stdin.take().expect("stdin is piped");
-    let prompt = prompt.to_owned();
-    // A harness that never reads its stdin must not block the host: write on a thread.
-    std::thread::spawn(move || {
-        block_sigpipe();
-        let _ = stdin.write_all(prompt.as_bytes());
-    });
+    let stdin = child.stdin.take().expect("stdin is piped");
+    // An ACP agent gets its prompt in a session; any other, on stdin.
+    let mut session = None;
+    if spec.kind == Kind::Acp {
+        let cwd = root.display().to_string();
+        session = Some(Session::start(stdin, prompt, &cwd, c.resume, spec));
+    } else {
+        let (mut stdin, prompt) = (stdin, prompt.to_owned());
+        // A harness that never reads its stdin must not block the host: write on a thread.
+        std::thread::spawn(move || {
+            crate::os::children::block_sigpipe();
+            let _ = stdin.write_all(prompt.as_bytes());
+        });
+    }
+    let judge = Judge {
+        policy: ctx.policy.map(|p| &p.policy),
+        read_only: profile.access == harn_core::work::adapter::Access::ReadOnly,
+        api_billing: billing == Billing::Api,
+        note: progress,
+    };
     // Bounded: a program that floods its stdout waits for the host rather than filling memory.
     let (lines_tx, lines) = mpsc::sync_channel::<Line>(256);
     read_stdout(child.stdout.take().expect("stdout is piped"), lines_tx.clone());
@@ -181,7 +197,13 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
                 for shown in adapter::progress(spec.kind, &line) {
                     progress(shown);
                 }
+                let over = session.as_mut().is_some_and(|s| s.on_line(&line, &judge));
                 stdout.push(line);
+                if over {
+                    // The turn ended (or the host ended it): the agent goes with its group.
+                    kill_group(pgid);
+                    break wait_exit(&lines, &mut stdout);
+                }
             }
             Ok(Line::Exited(status)) => break status,
             Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -205,6 +227,7 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
     let stopped =
         !timed_out && !silent && running.lock().unwrap_or_else(|e| e.into_inner()).cancelled;
     let end = CallEnd {
+        refused: session.and_then(|s| s.refused),
         timed_out,
         idle: silent && !timed_out,
         stopped,
@@ -317,20 +340,6 @@ fn drain(pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
         let _ = tx.send(String::from_utf8_lossy(&bytes).into_owned());
     });
     rx
-}
-
-/// Blocks SIGPIPE on the calling thread, so writing to a pipe whose reader is gone fails with
-/// EPIPE there instead of killing the process (harn restores SIGPIPE's default at startup so
-/// that `harn … | head` ends quietly). A signal a write raises goes to the writing thread and
-/// is discarded with it.
-pub(super) fn block_sigpipe() {
-    // SAFETY: plain libc calls on a local signal set; they only change this thread's mask.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGPIPE);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
 }
 
 fn kill_group(pgid: i32) {

@@ -67,6 +67,7 @@ impl Calls {
                 store.root().join(run_dir(&m.run_id)).join(format!("schema-{id}.json"));
             let root = store.root().to_owned();
             let confine = self.confine.clone();
+            let policy = m.policy.clone();
             self.in_flight += 1;
             std::thread::spawn(move || {
                 let progress = |shown: serde_json::Value| {
@@ -81,6 +82,7 @@ impl Calls {
                             running: &agents,
                             progress: &progress,
                             confine: &confine,
+                            policy: policy.as_ref(),
                         };
                         match preflight(&preflights, &dispatch.harness, &spec, billing) {
                             Err(why) => agent::preflight_failure(&why),

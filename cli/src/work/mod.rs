@@ -1,5 +1,6 @@
 //! `harn work …`: the durable work ledger on disk, and its verbs.
 
+pub mod acp_session;
 pub mod agent_call;
 pub mod approval_cmd;
 pub mod approvals;

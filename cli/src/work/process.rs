@@ -132,7 +132,7 @@ pub fn read_lines(mut out: std::process::ChildStdout, tx: mpsc::SyncSender<HostE
 pub fn writer(mut pipe: std::process::ChildStdin) -> mpsc::Sender<Vec<u8>> {
     let (tx, rx) = mpsc::channel::<Vec<u8>>();
     std::thread::spawn(move || {
-        super::agent_call::block_sigpipe();
+        crate::os::children::block_sigpipe();
         for bytes in rx {
             if pipe.write_all(&bytes).and_then(|()| pipe.flush()).is_err() {
                 return; // It closed its stdin or is gone: later replies have no reader.

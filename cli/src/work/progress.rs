@@ -59,6 +59,26 @@ pub fn line(body: &Value) -> Option<String> {
             "tool" => format!("  {id} {} {}", s(&body["tool"]), s(&body["summary"])),
             "session" => format!("  {id} session {}", s(&body["session_id"])),
             "error" => format!("  {id} error: {}", s(&body["message"])),
+            "permission" => {
+                let rules = body["rules"].as_array().map_or(String::new(), |r| {
+                    let names: Vec<&str> = r.iter().filter_map(Value::as_str).collect();
+                    if names.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({})", names.join(", "))
+                    }
+                });
+                format!(
+                    "  {id} {} {}: {}{rules}",
+                    s(&body["tool"]),
+                    s(&body["summary"]),
+                    s(&body["verdict"])
+                )
+            }
+            "plan" => {
+                let steps = body["entries"].as_array().map_or(0, Vec::len);
+                format!("  {id} plan of {steps} steps")
+            }
             "retry" => {
                 let class = body["class"]
                     .as_str()

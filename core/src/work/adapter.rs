@@ -4,6 +4,7 @@
 //! line by line as it arrives and whole at the end, into a reply with the vendor's session,
 //! turns, tokens, cost and permission denials, and which effort words it takes.
 
+pub use super::reading::{dollars, micro_usd, Denial, Reading, Usage};
 use crate::error::RecordError;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -20,6 +21,10 @@ pub enum Kind {
     ClaudeCode,
     /// Codex's `codex exec --json`.
     Codex,
+    /// Any program speaking the Agent Client Protocol on its stdin and stdout (Gemini CLI,
+    /// Claude Code's ACP adapter …): the prompt goes in a session, and the agent asks before
+    /// each tool call, which the run's policy decides ([`super::acp`]).
+    Acp,
 }
 
 /// What a call may change.
@@ -70,12 +75,17 @@ pub fn efforts(kind: Kind) -> Option<&'static [&'static str]> {
         Kind::Text => None,
         Kind::ClaudeCode => Some(&["low", "medium", "high", "xhigh", "max"]),
         Kind::Codex => Some(&["minimal", "low", "medium", "high", "xhigh"]),
+        Kind::Acp => Some(&[]),
     }
 }
 
 /// Refuses an effort word the adapter does not take, naming the ones it does.
 pub fn check_effort(kind: Kind, word: &str) -> Result<(), RecordError> {
     match efforts(kind) {
+        Some([]) => Err(RecordError::refused(format!(
+            "effort {word:?}: this harness takes no effort word (set it in the agent's own \
+             settings)"
+        ))),
         Some(words) if !words.contains(&word) => Err(RecordError::refused(format!(
             "effort {word:?} is not one this harness takes ({})",
             words.join(", ")
@@ -90,7 +100,8 @@ pub fn argv(kind: Kind, command: &[String], o: &CallOptions<'_>) -> Vec<String> 
     let mut argv: Vec<String> = command.to_vec();
     let mut push = |args: &[&str]| argv.extend(args.iter().map(|s| s.to_string()));
     match kind {
-        Kind::Text => {}
+        // The prompt and everything else go through the session.
+        Kind::Text | Kind::Acp => {}
         Kind::ClaudeCode => {
             if let Some(m) = o.model {
                 push(&["--model", m]);
@@ -165,81 +176,9 @@ pub fn env(kind: Kind, o: &CallOptions<'_>) -> Vec<(&'static str, String)> {
                 env.push(("CLAUDE_CODE_EFFORT_LEVEL", e.to_owned()));
             }
         }
-        Kind::Codex => {}
+        Kind::Codex | Kind::Acp => {}
     }
     env
-}
-
-/// Tokens and cost of a call, as the program reported them.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Usage {
-    /// Input tokens (cache reads and writes included).
-    pub input_tokens: u64,
-    /// Of the input, tokens read from the vendor's cache.
-    pub cached_tokens: u64,
-    /// Output tokens.
-    pub output_tokens: u64,
-    /// Turns the agent took.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub turns: Option<u32>,
-    /// Cost in millionths of a US dollar, when the program reports it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_micro_usd: Option<u64>,
-}
-
-impl Usage {
-    /// Adds another call's usage (an unknown cost stays unknown only if both are).
-    pub fn add(&mut self, other: &Usage) {
-        self.input_tokens += other.input_tokens;
-        self.cached_tokens += other.cached_tokens;
-        self.output_tokens += other.output_tokens;
-        self.turns = match (self.turns, other.turns) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-        };
-        self.cost_micro_usd = match (self.cost_micro_usd, other.cost_micro_usd) {
-            (None, None) => None,
-            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-        };
-    }
-}
-
-/// A dollar amount as whole millionths (no floats past the parser).
-pub fn micro_usd(dollars: f64) -> u64 {
-    if dollars.is_finite() && dollars > 0.0 {
-        (dollars * 1_000_000.0).round() as u64
-    } else {
-        0
-    }
-}
-
-/// `$0.0123` for millionths of a dollar.
-pub fn dollars(micro: u64) -> String {
-    format!("${}.{:04}", micro / 1_000_000, (micro % 1_000_000) / 100)
-}
-
-/// A tool use the program's own permissions refused.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Denial {
-    /// The tool (`Write`, `Bash` …).
-    pub tool: String,
-    /// What it was asked to do, in a line.
-    pub summary: String,
-}
-
-/// What a call's output says, read whole.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Reading {
-    /// The reply: the result text or the final agent message.
-    pub reply: Option<String>,
-    /// The program's own failure, when it reported one (an error result, a failed turn).
-    pub error: Option<String>,
-    /// The vendor's session (Claude's `session_id`, Codex's thread).
-    pub session_id: Option<String>,
-    /// Tokens, turns and cost.
-    pub usage: Option<Usage>,
-    /// Tool uses the program's permissions refused.
-    pub denials: Vec<Denial>,
 }
 
 /// Reads a program's whole output. A text harness's reply is its stdout.
@@ -248,6 +187,7 @@ pub fn read(kind: Kind, stdout: &str) -> Reading {
         Kind::Text => Reading { reply: Some(stdout.to_owned()), ..Reading::default() },
         Kind::ClaudeCode => read_claude(stdout),
         Kind::Codex => read_codex(stdout),
+        Kind::Acp => super::acp::read(stdout),
     }
 }
 
@@ -384,6 +324,8 @@ pub fn is_progress(kind: Kind, line: &str) -> bool {
             let fallback = v["type"] == "item.completed" && v["item"]["type"] == "error";
             !(retrying || fallback)
         }
+        // Every message is the agent's: the watchdog's silence is a silence of messages.
+        Kind::Acp => true,
     }
 }
 
@@ -429,6 +371,14 @@ impl Activity {
                     _ => false,
                 },
                 Kind::Codex => what.starts_with("item.") || what == "turn.completed",
+                Kind::Acp => matches!(
+                    acp_update(&v),
+                    "agent_message_chunk"
+                        | "agent_thought_chunk"
+                        | "tool_call"
+                        | "tool_call_update"
+                        | "plan"
+                ),
             };
         match (kind, what) {
             (Kind::ClaudeCode, "assistant") => {
@@ -450,6 +400,19 @@ impl Activity {
                 self.open.remove(v["item"]["id"].as_str().unwrap_or(""));
             }
             (Kind::Codex, "turn.completed" | "turn.failed") => self.open.clear(),
+            (Kind::Acp, _) => {
+                let update = &v["params"]["update"];
+                let id = update["toolCallId"].as_str().unwrap_or("").to_owned();
+                match (acp_update(&v), update["status"].as_str()) {
+                    ("tool_call", Some("pending" | "in_progress") | None) => {
+                        self.open.insert(id);
+                    }
+                    ("tool_call" | "tool_call_update", Some("completed" | "failed")) => {
+                        self.open.remove(&id);
+                    }
+                    _ => {}
+                }
+            }
             _ => {}
         }
         progress
@@ -473,6 +436,7 @@ pub fn progress(kind: Kind, line: &str) -> Vec<Value> {
     let Ok(v) = serde_json::from_str::<Value>(line.trim()) else { return Vec::new() };
     match kind {
         Kind::Text => Vec::new(),
+        Kind::Acp => acp_progress(&v),
         Kind::ClaudeCode => match v["type"].as_str().unwrap_or("") {
             "system" if v["subtype"] == "init" => {
                 vec![json!({ "what": "session", "session_id": v["session_id"], "model": v["model"] })]
@@ -525,6 +489,44 @@ pub fn progress(kind: Kind, line: &str) -> Vec<Value> {
             }
             _ => Vec::new(),
         },
+    }
+}
+
+/// The kind of an ACP `session/update` notification (`tool_call`, `plan` …), or "".
+fn acp_update(v: &Value) -> &str {
+    match v["method"].as_str() {
+        Some("session/update") => v["params"]["update"]["sessionUpdate"].as_str().unwrap_or(""),
+        _ => "",
+    }
+}
+
+/// What an ACP message shows while the call runs: the session, each tool call as it starts,
+/// the plan, the turn's end.
+fn acp_progress(v: &Value) -> Vec<Value> {
+    let update = &v["params"]["update"];
+    match acp_update(v) {
+        "tool_call" => {
+            let tool = update["name"].as_str().or(update["kind"].as_str()).unwrap_or("tool");
+            vec![
+                json!({ "what": "tool", "tool": tool, "summary": one_line(update["title"].as_str().unwrap_or("")) }),
+            ]
+        }
+        "plan" => {
+            let entries: Vec<Value> = update["entries"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|e| json!({ "step": one_line(e["content"].as_str().unwrap_or("")), "status": e["status"] }))
+                .collect();
+            vec![json!({ "what": "plan", "entries": entries })]
+        }
+        _ if v["id"] == 1 && v["result"].is_object() => {
+            vec![json!({ "what": "session", "session_id": v["result"]["sessionId"] })]
+        }
+        _ if v["id"] == 3 && v["result"].is_object() => {
+            vec![json!({ "what": "result", "stop_reason": v["result"]["stopReason"] })]
+        }
+        _ => Vec::new(),
     }
 }
 

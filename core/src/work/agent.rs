@@ -73,6 +73,15 @@ pub struct AdapterSpec {
     /// these and nothing else outside its workspace and temporary directory.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writable: Vec<String>,
+    /// The session mode an `acp` harness starts each call's session in, when the agent
+    /// offers it: one in which it asks before its tool calls, so the run's policy decides
+    /// them (Claude Code's adapter starts in `auto`, which asks nothing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// The `_meta` an `acp` harness's sessions are asked for with: what an adapter reads
+    /// there (Claude Code's adapter: whether its session may ever bypass permissions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_meta: Option<serde_json::Value>,
 }
 
 fn is_text(k: &Kind) -> bool {
@@ -96,6 +105,8 @@ impl AdapterSpec {
             timeout_ms,
             idle_timeout_ms: IDLE_TIMEOUT_MS,
             writable: Vec::new(),
+            mode: None,
+            session_meta: None,
         }
     }
 }
@@ -110,6 +121,8 @@ pub fn presets() -> BTreeMap<String, AdapterSpec> {
         timeout_ms: AGENT_TIMEOUT_MS,
         idle_timeout_ms: IDLE_TIMEOUT_MS,
         writable: writable.iter().map(|s| s.to_string()).collect(),
+        mode: None,
+        session_meta: None,
     };
     // Where each program keeps its state: Claude Code its sessions, settings and credentials
     // in ~/.claude and its account and project state in ~/.claude.json; Codex everything in
@@ -126,6 +139,19 @@ pub fn presets() -> BTreeMap<String, AdapterSpec> {
         (
             "codex".to_owned(),
             spec(Kind::Codex, &["codex", "exec", "--json", "--skip-git-repo-check"], &["~/.codex"]),
+        ),
+        // Claude Code through its ACP adapter (`@agentclientprotocol/claude-agent-acp`),
+        // whose `default` mode asks before every change, in a session that may never bypass
+        // its permissions (a mode that asks nothing would take the policy out of the loop).
+        (
+            "claude-code-acp".to_owned(),
+            AdapterSpec {
+                mode: Some("default".to_owned()),
+                session_meta: Some(serde_json::json!({
+                    "claudeCode": {"options": {"allowDangerouslySkipPermissions": false}}
+                })),
+                ..spec(Kind::Acp, &["claude-agent-acp"], &["~/.claude", "~/.claude.json"])
+            },
         ),
     ])
 }
@@ -166,6 +192,9 @@ pub struct CallEnd {
     /// True when the host killed it because its run ended (the run's timeout, a cancel, a
     /// stop) while it was still running.
     pub stopped: bool,
+    /// Why the host ended it for a reason of its own, and that failure's class: an ACP
+    /// agent's tool call the policy asks a person about, an API key the run may not bill.
+    pub refused: Option<(Option<FailureClass>, String)>,
     /// True when it had made progress before that (see [`adapter::Activity`]).
     pub progressed: bool,
     /// How long it ran, in ms.
@@ -226,6 +255,7 @@ fn install_hint(kind: Kind) -> &'static str {
     match kind {
         Kind::ClaudeCode => "; install it with `npm install -g @anthropic-ai/claude-code`",
         Kind::Codex => "; install it with `npm install -g @openai/codex`",
+        Kind::Acp => "; install the agent's ACP program (Claude Code's: `npm install -g @agentclientprotocol/claude-agent-acp`)",
         Kind::Text => "",
     }
 }
@@ -235,7 +265,7 @@ pub fn login_hint(kind: Kind) -> &'static str {
     match kind {
         Kind::ClaudeCode => "run `claude auth login` (or `claude` and /login)",
         Kind::Codex => "run `codex login`",
-        Kind::Text => "log the program in",
+        Kind::Text | Kind::Acp => "log the program in",
     }
 }
 
@@ -406,6 +436,12 @@ pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEn
         return CallOutcome::failed(error, Some(FailureClass::Environment));
     }
     let reading = adapter::read(kind, &end.stdout);
+    if let Some((class, why)) = &end.refused {
+        let mut o = CallOutcome::failed(format!("{harness}: {why}"), *class);
+        o.session_id = reading.session_id;
+        o.usage = reading.usage;
+        return o;
+    }
     let with_reading = |mut o: CallOutcome| {
         o.session_id = reading.session_id.clone();
         o.usage = reading.usage.clone();
@@ -453,7 +489,7 @@ pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEn
         };
         return with_reading(CallOutcome::failed(error, class));
     }
-    if end.code == Some(0) && reading.error.is_none() {
+    if (end.code == Some(0) || reading.complete) && reading.error.is_none() {
         if let Some(reply) = &reading.reply {
             return with_reading(CallOutcome::replied(reply.clone()));
         }
@@ -481,6 +517,7 @@ pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEn
         false => (failure_text("", &own), table_row(&own).or_else(|| table_row(&end.stderr))),
     };
     let code = match end.code {
+        _ if reading.complete => "ended its turn".to_owned(),
         Some(0) if kind != Kind::Text => "no reply".to_owned(),
         Some(c) => format!("exited with code {c}"),
         None => "was killed by a signal".to_owned(),

@@ -11,6 +11,7 @@
 //! per attempt and the projections of the prerequisites, and get back a projection.
 
 pub mod acceptance;
+pub mod acp;
 pub mod adapter;
 pub mod agent;
 pub mod approval;
@@ -26,6 +27,7 @@ pub mod next;
 pub mod policy;
 pub mod projection;
 pub mod protocol;
+pub mod reading;
 pub mod rulings;
 pub mod run;
 pub mod schema;

@@ -7,7 +7,7 @@
 use crate::error::RecordError;
 use crate::hash::sha256_hex;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// Most rules a policy may hold.
 pub const RULES_MAX: usize = 100;
@@ -34,6 +34,8 @@ pub enum On {
     Agent,
     /// External mutations the workflow asks to be authorized (`push`, `deploy`, …).
     Authorize,
+    /// Tool calls an agent asks its client for before making them (an `acp` harness).
+    Tool,
 }
 
 /// One rule: every condition it names must hold for it to match.
@@ -64,6 +66,12 @@ pub struct Rule {
     /// `authorize` requests for this target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// Tool calls of this tool (`Write`, `Bash` …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// Tool calls of this kind (`edit`, `execute`, `read`, `fetch`, `delete` …).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_kind: Option<String>,
     /// Agent calls once this much has been spent (in US dollars) in the rule's `scope`:
     /// `ask` parks the run on an approval before the next call, `deny` fails it there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -94,7 +102,7 @@ impl<'de> Deserialize<'de> for Usd {
         if !dollars.is_finite() || !(0.0..=1e9).contains(&dollars) {
             return Err(serde::de::Error::custom("a dollar amount from 0 to 1e9"));
         }
-        Ok(Usd(super::adapter::micro_usd(dollars)))
+        Ok(Usd(super::reading::micro_usd(dollars)))
     }
 }
 
@@ -217,9 +225,11 @@ pub fn parse_policy(shown: &str, bytes: &[u8]) -> Result<Policy, RecordError> {
             return Err(invalid(format!("{}: only with max_cost_usd", at("scope"))));
         }
         let authorize_keys = [("action", r.action.is_some()), ("target", r.target.is_some())];
+        let tool_keys = [("tool", r.tool.is_some()), ("tool_kind", r.tool_kind.is_some())];
         let foreign = match r.on {
-            On::Agent => authorize_keys.iter().find(|k| k.1),
-            On::Authorize => agent_keys.iter().find(|k| k.1),
+            On::Agent => authorize_keys.iter().chain(&tool_keys).find(|k| k.1),
+            On::Authorize => agent_keys.iter().chain(&tool_keys).find(|k| k.1),
+            On::Tool => agent_keys.iter().chain(&authorize_keys).find(|k| k.1),
         };
         if let Some((key, _)) = foreign {
             let on = json!(r.on);
@@ -257,6 +267,15 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         target: Option<String>,
     },
+    /// A tool call an agent asks permission for.
+    Tool {
+        /// The tool.
+        tool: String,
+        /// Its kind in the protocol's words.
+        tool_kind: String,
+        /// What it would do, in a line.
+        title: String,
+    },
 }
 
 /// A policy's answer: the verdict and the rules that produced it.
@@ -270,11 +289,12 @@ pub struct Evaluation {
 
 impl Policy {
     /// Judges a request: every matching rule votes, deny beats ask beats allow; with no match
-    /// an agent call is allowed and an external mutation denied.
+    /// an agent call and a tool call (inside the run's containment) are allowed and an
+    /// external mutation denied.
     pub fn evaluate(&self, req: &Request) -> Evaluation {
         let matching: Vec<&Rule> = self.rules.iter().filter(|r| matches(r, req)).collect();
         let default = match req {
-            Request::Agent { .. } => Verdict::Allow,
+            Request::Agent { .. } | Request::Tool { .. } => Verdict::Allow,
             Request::Authorize { .. } => Verdict::Deny,
         };
         let verdict = matching.iter().map(|r| r.verdict).max().unwrap_or(default);
@@ -316,6 +336,9 @@ fn matches(r: &Rule, req: &Request) -> bool {
                 && same(&r.action, Some(action))
                 && same(&r.target, target.as_deref())
         }
+        Request::Tool { tool, tool_kind, .. } => {
+            r.on == On::Tool && same(&r.tool, Some(tool)) && same(&r.tool_kind, Some(tool_kind))
+        }
     }
 }
 
@@ -325,11 +348,10 @@ pub fn request_digest(policy_sha256: &str, req: &Request, eval: &Evaluation) -> 
     sha256_hex(&canonical(&json!([policy_sha256, req, eval])))
 }
 
-/// Serialized with object keys in a fixed order (serde_json's map is a `BTreeMap` here), so
-/// equal content has equal bytes.
+/// Serialized with object keys sorted ([`crate::hash::canonical_json`]), so equal content
+/// has equal bytes.
 fn canonical(value: &impl Serialize) -> Vec<u8> {
-    let value: Value = serde_json::to_value(value).expect("policy values serialize");
-    serde_json::to_vec(&value).expect("JSON values serialize")
+    crate::hash::canonical_json(value).into_bytes()
 }
 
 /// Fuzz body: arbitrary bytes as a policy file; never panics, and a policy it accepts keeps

@@ -1,0 +1,131 @@
+//! The `acp` adapter kind over the real binary, with `tests/fixtures/agents/fake-acp`
+//! replaying sessions recorded from Claude Code's ACP adapter: each permission the agent
+//! asks is judged by the run's frozen policy (allowed, refused, or ending the call for a
+//! person), every judgement and tool call lands in the transcript, the session, usage and
+//! cost reach the proof, and an API key the run may not bill costs nothing.
+
+use crate::cli::{harn_bin, json, text};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn fake() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents/fake-acp")
+}
+
+/// A root with the example one-call workflow as item `w` and an `acp` harness `agent`.
+fn root() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::copy(examples.join("workflows/agent-review.sh"), r.join("wf.sh")).unwrap();
+    let create = ["work", "create", "W", "wf.sh", "--id", "w", "--objective", "write hello.txt"];
+    assert!(harn(r, &create).status.success());
+    let config = serde_json::json!({"schema_version": 1, "harnesses": {"agent": {
+        "command": [fake()], "kind": "acp", "mode": "default",
+    }}});
+    std::fs::write(r.join(".harnery/config.json"), config.to_string()).unwrap();
+    dir
+}
+
+fn harn(r: &Path, args: &[&str]) -> Output {
+    Command::new(harn_bin())
+        .args(args)
+        .arg("--root")
+        .arg(r)
+        .env("HARN_FAKE_ACP", "write-allow,write-deny")
+        .current_dir(r)
+        .output()
+        .unwrap()
+}
+
+/// The latest run's proof and its transcript's bodies.
+fn records(r: &Path) -> (Value, Vec<Value>) {
+    let show = json(&harn(r, &["work", "show", "w", "--json"]));
+    let run = show["projection"]["latest_run_id"].as_str().unwrap().to_owned();
+    let dir = r.join(format!(".harnery/workflows/{run}"));
+    let proof = serde_json::from_slice(&std::fs::read(dir.join("proof.json")).unwrap()).unwrap();
+    let transcript = std::fs::read_to_string(dir.join("transcript.jsonl")).unwrap();
+    let bodies = transcript
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["body"].clone())
+        .collect();
+    (proof, bodies)
+}
+
+fn judged(bodies: &[Value]) -> Vec<&Value> {
+    bodies.iter().filter(|b| b["event"] == "agent.progress" && b["what"] == "permission").collect()
+}
+
+fn run(r: &Path, policy: Option<&str>) -> Output {
+    let mut args = vec!["work", "run", "w", "--harness", "agent", "--allow-api-billing"];
+    if let Some(rules) = policy {
+        std::fs::write(r.join("policy.json"), format!(r#"{{"rules": {rules}}}"#)).unwrap();
+        args.extend(["--policy", "policy.json"]);
+    }
+    harn(r, &args)
+}
+
+#[test]
+fn an_allowed_tool_call_runs_and_the_session_reaches_the_proof() {
+    let dir = root();
+    let r = dir.path();
+    let out = run(r, None);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(std::fs::read_to_string(r.join("hello.txt")).unwrap(), "hello from the stand-in\n");
+    let (proof, bodies) = records(r);
+    let call = &proof["agents"][0];
+    assert_eq!(call["session_id"], "3ad889f5-eae2-4c66-b6b2-4775c9616371", "{call}");
+    assert_eq!(call["usage"]["output_tokens"], 14, "{call}");
+    assert!(call["usage"]["cost_micro_usd"].as_u64() > Some(0), "{call}");
+    let judged = judged(&bodies);
+    assert_eq!(judged.len(), 1, "{bodies:?}");
+    assert_eq!(
+        (judged[0]["tool"].as_str(), judged[0]["verdict"].as_str()),
+        (Some("Write"), Some("allow"))
+    );
+    let tools = bodies.iter().filter(|b| b["what"] == "tool" && b["tool"] == "Write").count();
+    assert!(tools >= 1, "the tool call is in the transcript");
+}
+
+#[test]
+fn a_tool_call_the_policy_denies_is_refused_and_the_agent_goes_on() {
+    let dir = root();
+    let r = dir.path();
+    let out = run(
+        r,
+        Some(r#"[{"name": "no-edits", "on": "tool", "tool_kind": "edit", "verdict": "deny"}]"#),
+    );
+    assert!(out.status.success(), "the agent answered without the write: {}", text(&out));
+    assert!(!r.join("hello.txt").exists());
+    let (proof, bodies) = records(r);
+    assert_eq!(judged(&bodies)[0]["verdict"], "deny");
+    assert_eq!(judged(&bodies)[0]["rules"][0], "no-edits");
+    assert_eq!(proof["agents"][0]["denials"][0]["tool"], "Write", "{}", proof["agents"][0]);
+}
+
+#[test]
+fn a_tool_call_the_policy_asks_about_ends_the_call_for_a_person() {
+    let dir = root();
+    let r = dir.path();
+    let out =
+        run(r, Some(r#"[{"name": "person", "on": "tool", "tool": "Write", "verdict": "ask"}]"#));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(!r.join("hello.txt").exists());
+    let (proof, _) = records(r);
+    let call = &proof["agents"][0];
+    assert_eq!(call["class"], "decision", "{call}");
+    assert!(call["error"].as_str().unwrap().contains("asks a person before Write"), "{call}");
+}
+
+#[test]
+fn an_api_key_under_subscription_billing_costs_nothing() {
+    let dir = root();
+    let r = dir.path();
+    let out = harn(r, &["work", "run", "w", "--harness", "agent"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("--allow-api-billing"), "{}", text(&out));
+    let (proof, _) = records(r);
+    assert_eq!(proof["run"]["class"], "environment", "{}", proof["run"]);
+    assert!(!r.join("hello.txt").exists(), "no prompt was sent");
+}
