@@ -77,3 +77,8 @@ fn policy_corpus() {
 fn logline_corpus() {
     replay("logline", harn_core::harness::logline::fuzz_logline);
 }
+
+#[test]
+fn agent_output_corpus() {
+    replay("agent_output", harn_core::work::acp::fuzz_agent_output);
+}
