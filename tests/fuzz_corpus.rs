@@ -80,5 +80,5 @@ fn logline_corpus() {
 
 #[test]
 fn agent_output_corpus() {
-    replay("agent_output", harn_core::work::acp::fuzz_agent_output);
+    replay("agent_output", harn_core::fuzzing::fuzz_agent_output);
 }
