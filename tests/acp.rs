@@ -105,17 +105,46 @@ fn a_tool_call_the_policy_denies_is_refused_and_the_agent_goes_on() {
 }
 
 #[test]
-fn a_tool_call_the_policy_asks_about_ends_the_call_for_a_person() {
+fn a_tool_call_the_policy_asks_about_parks_the_run_and_the_ruling_resumes_the_same_session() {
     let dir = root();
     let r = dir.path();
-    let out =
-        run(r, Some(r#"[{"name": "person", "on": "tool", "tool": "Write", "verdict": "ask"}]"#));
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(!r.join("hello.txt").exists());
+    let log = r.join("acp.log");
+    let rules =
+        r#"{"rules": [{"name": "person", "on": "tool", "tool": "Write", "verdict": "ask"}]}"#;
+    std::fs::write(r.join("policy.json"), rules).unwrap();
+    let logged = |args: &[&str]| {
+        let mut cmd = Command::new(harn_bin());
+        cmd.args(args).arg("--root").arg(r).current_dir(r);
+        cmd.env("HARN_FAKE_ACP", "write-allow,write-deny").env("HARN_FAKE_ACP_LOG", &log);
+        cmd.output().unwrap()
+    };
+    let run = ["work", "run", "w", "--harness", "agent", "--allow-api-billing"];
+    let parked = logged(&[&run[..], &["--policy", "policy.json", "--approval-to", "ana"]].concat());
+    assert_eq!(parked.status.code(), Some(1), "{}", text(&parked));
+    assert!(!r.join("hello.txt").exists(), "nothing written before the ruling");
+    let show = json(&harn(r, &["work", "show", "w", "--json"]));
+    assert_eq!(show["projection"]["state"], "awaiting_approval", "{show}");
+    // The agent call was checked in slot 1; its tool call asked in slot 2.
+    let approval = show["projection"]["approval_id"].as_str().unwrap().to_owned();
+    assert!(approval.ends_with("-p2"), "{approval}");
+    let shown = text(&harn(r, &["approval", "show", &approval]));
+    assert!(shown.contains("Write"), "the request names the tool: {shown}");
+    assert!(harn(r, &["approval", "approve", &approval, "--actor", "ana"]).status.success());
+    let resumed = logged(&["work", "run", "w"]);
+    assert!(resumed.status.success(), "{}", text(&resumed));
+    assert_eq!(std::fs::read_to_string(r.join("hello.txt")).unwrap(), "hello from the stand-in\n");
+    // The resumed call loaded the session the parked one had opened.
+    let sent: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let load = sent.iter().find(|m| m["method"] == "session/load").expect("a session/load");
+    assert_eq!(load["params"]["sessionId"], "3ad889f5-eae2-4c66-b6b2-4775c9616371");
     let (proof, _) = records(r);
-    let call = &proof["agents"][0];
-    assert_eq!(call["class"], "decision", "{call}");
-    assert!(call["error"].as_str().unwrap().contains("asks a person before Write"), "{call}");
+    assert_eq!(proof["run"]["status"], "succeeded", "{}", proof["run"]);
+    let decision = &proof["policy"]["decisions"][1];
+    assert_eq!(decision["approval_id"], approval.as_str(), "{decision}");
 }
 
 #[test]

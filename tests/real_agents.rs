@@ -495,29 +495,54 @@ fn claude_code_through_its_acp_adapter_works_under_the_runs_policy() {
     let env = [("CLAUDE_CODE_EXECUTABLE", claude.as_str())];
     let team = r#"{"implementer": {"instructions": "You write files."}}"#;
     let edits = r#"{"rules": [{"name": "no-edits", "on": "tool", "tool_kind": "edit", "verdict": "deny"}]}"#;
-    for (id, policy) in [("allowed", None), ("denied", Some(edits))] {
+    let ask = r#"{"rules": [{"name": "person", "on": "tool", "tool": "Write", "verdict": "ask"}]}"#;
+    for (id, policy) in [("allowed", None), ("denied", Some(edits)), ("asked", Some(ask))] {
         let root = tmp.path().join(id);
         std::fs::create_dir(&root).unwrap();
         item_of(&root, &home, &bin, id, "write-file", team);
         let mut run =
             vec!["work", "run", id, "--harness", "claude-code-acp", "--team", "team.json"];
-        run.extend(["--allow-api-billing", "--timeout-secs", "240"]);
+        run.extend(["--allow-api-billing", "--timeout-secs", "240", "--approval-to", "ana"]);
         if let Some(rules) = policy {
             std::fs::write(root.join("policy.json"), rules).unwrap();
             run.extend(["--policy", "policy.json"]);
         }
-        let out = harn_with(&root, &home, Path::new(&path), &run, &env);
+        let mut out = harn_with(&root, &home, Path::new(&path), &run, &env);
+        let mut first_session = None;
+        if id == "asked" {
+            // Parked on the write, nothing written; the ruling resumes the same session.
+            assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+            assert!(!root.join("hello.txt").exists());
+            let projection = projection_of(&root, id);
+            let approval = projection["approval_id"].as_str().expect("parked").to_owned();
+            let transcript = std::fs::read_to_string(root.join(format!(
+                ".harnery/workflows/{}/transcript.jsonl",
+                projection["latest_run_id"].as_str().unwrap()
+            )))
+            .unwrap();
+            first_session = transcript
+                .lines()
+                .map(|l| serde_json::from_str::<Value>(l).unwrap()["body"].clone())
+                .find(|b| b["what"] == "session")
+                .map(|b| b["session_id"].clone());
+            let approve = ["approval", "approve", &approval, "--actor", "ana"];
+            assert!(harn(&root, &home, &bin, &approve).status.success());
+            out = harn_with(&root, &home, Path::new(&path), &["work", "run", id], &env);
+        }
         let proof = proof_of(&root, id);
         let call = &proof["agents"][0];
         assert!(out.status.success(), "{id}: {}\n{call}", text(&out));
         assert!(call["session_id"].as_str().is_some_and(|s| !s.is_empty()), "{id}: {call}");
+        if let Some(session) = first_session {
+            assert_eq!(call["session_id"], session, "the resumed call continued the session");
+        }
         let written = std::fs::read_to_string(root.join("hello.txt")).ok();
-        match policy {
-            None => assert_eq!(written.as_deref(), Some("hello from the stand-in\n"), "{call}"),
-            Some(_) => {
+        match id {
+            "denied" => {
                 assert_eq!(written, None, "{id}: the policy refused the write");
                 assert_eq!(call["denials"][0]["tool"], "Write", "{call}");
             }
+            _ => assert_eq!(written.as_deref(), Some("hello from the stand-in\n"), "{id}: {call}"),
         }
     }
 }

@@ -121,6 +121,7 @@ impl RealSpecialists<'_> {
             progress: &|_| {},
             confine: &confine,
             policy: limits.policy.as_ref(),
+            tool_host: None,
         };
         match crate::work::calls::preflight_once(&d.harness, spec, limits.billing) {
             Ok(()) => call_checked(&ctx, d, spec, None, None),

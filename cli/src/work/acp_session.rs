@@ -6,7 +6,7 @@
 //! bill).
 
 use harn_core::work::acp::{self, Client, Step};
-use harn_core::work::policy::{Policy, Verdict};
+use harn_core::work::policy::{Policy, Request, Verdict};
 use harn_core::work::FailureClass;
 use serde_json::Value;
 use std::io::Write;
@@ -22,8 +22,12 @@ pub struct Session {
 
 /// What a session's permissions are judged by.
 pub struct Judge<'a> {
-    /// The run's frozen policy.
+    /// The run's frozen policy, when no host judges (a planner's, a reviewer's call).
     pub policy: Option<&'a Policy>,
+    /// The run segment's host, which judges each tool call in the run's policy slots (and
+    /// may park the run on it); its answer is the verdict and the rules behind it, `Deny`
+    /// when it gave none.
+    pub host: Option<&'a (dyn Fn(Request) -> (Verdict, Vec<String>) + Sync)>,
     /// True for a call that may change nothing (a planner, a reviewer).
     pub read_only: bool,
     /// Whether the run may bill an API account.
@@ -75,7 +79,13 @@ impl Session {
             self.refused = Some((Some(FailureClass::Environment), why));
         }
         if let Step::Permission(ask) = self.client.handle(line) {
-            let (verdict, note) = acp::judge(judge.policy, judge.read_only, &ask);
+            let (verdict, note) = match (judge.host, acp::refused(judge.read_only, &ask)) {
+                (Some(host), None) => {
+                    let (verdict, rules) = host(acp::request(&ask));
+                    (verdict, acp::note(&ask, verdict, &rules))
+                }
+                _ => acp::judge(judge.policy, judge.read_only, &ask),
+            };
             (judge.note)(note);
             self.client.permit(&ask, verdict == Verdict::Allow);
             if verdict == Verdict::Ask {

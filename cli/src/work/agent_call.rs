@@ -7,6 +7,7 @@
 use super::acp_session::{Judge, Session};
 use harn_core::work::adapter::{self, CallOptions, Kind};
 use harn_core::work::agent::{classify, AdapterSpec, CallEnd, CallOutcome, API_KEY_VARS};
+use harn_core::work::policy::{Request, Verdict};
 use harn_core::work::run::Billing;
 use harn_core::work::team::Profile;
 use serde_json::Value;
@@ -46,6 +47,9 @@ pub struct CallContext<'a> {
     pub confine: &'a super::confine::Confine,
     /// The run's frozen policy, which judges each tool call an `acp` agent asks about.
     pub policy: Option<&'a harn_core::work::policy::FrozenPolicy>,
+    /// The run segment's host, which judges those tool calls in the run's policy slots
+    /// (and may park the run on one); none outside a run (a planner, a reviewer).
+    pub tool_host: Option<&'a (dyn Fn(Request) -> (Verdict, Vec<String>) + Sync)>,
 }
 
 /// One call: which harness, with which profile and options.
@@ -153,6 +157,7 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
     }
     let judge = Judge {
         policy: ctx.policy.map(|p| &p.policy),
+        host: ctx.tool_host,
         read_only: profile.access == harn_core::work::adapter::Access::ReadOnly,
         api_billing: billing == Billing::Api,
         note: progress,

@@ -62,11 +62,13 @@ impl Store {
     }
 }
 
-/// A request in a few words: `authorize push main`, `agent codex (opus, 1200 bytes)`.
+/// A request in a few words: `authorize push main`, `agent codex (opus, 1200 bytes)`,
+/// `tool Write (edit): Write hello.txt`.
 pub fn summary(req: &Value) -> String {
     let s = |k: &str| req[k].as_str().unwrap_or("").to_owned();
     match req["kind"].as_str() {
         Some("authorize") => format!("authorize {} {}", s("action"), s("target")).trim().into(),
+        Some("tool") => format!("tool {} ({}): {}", s("tool"), s("tool_kind"), s("title")),
         _ => format!(
             "agent call to {} ({}{} bytes)",
             s("harness"),

@@ -9,6 +9,7 @@ use crate::os::store::{run_dir, Store};
 use harn_core::work::adapter::Kind;
 use harn_core::work::agent::{self, AdapterSpec, CallOutcome, Login};
 use harn_core::work::call::{CallLoop, CallStep};
+use harn_core::work::policy::{Request, Verdict};
 use harn_core::work::run::{Billing, RunManifest};
 use harn_core::work::team::Dispatch;
 use std::collections::BTreeMap;
@@ -73,6 +74,12 @@ impl Calls {
                 let progress = |shown: serde_json::Value| {
                     let _ = tx.send(HostEvent::AgentProgress(id.clone(), shown));
                 };
+                // A tool call an ACP agent asks about waits for the host's judgement.
+                let tool_host = |request: Request| {
+                    let (answer, answered) = mpsc::channel();
+                    let _ = tx.send(HostEvent::ToolAsk(id.clone(), request, answer));
+                    answered.recv().unwrap_or((Verdict::Deny, Vec::new()))
+                };
                 let outcome = match spec {
                     Some(spec) => {
                         let ctx = CallContext {
@@ -83,6 +90,7 @@ impl Calls {
                             progress: &progress,
                             confine: &confine,
                             policy: policy.as_ref(),
+                            tool_host: Some(&tool_host),
                         };
                         match preflight(&preflights, &dispatch.harness, &spec, billing) {
                             Err(why) => agent::preflight_failure(&why),

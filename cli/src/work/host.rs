@@ -21,8 +21,9 @@ use harn_core::work::approval::ApprovalRequest;
 use harn_core::work::containment::guard::Guard;
 use harn_core::work::containment::{self, Containment, Need};
 use harn_core::work::live::LiveRun;
+use harn_core::work::policy::Verdict;
 use harn_core::work::protocol::{FromWorkflow, ProtocolError};
-use harn_core::work::run::{HostAction, Parked, ProcessEnd, RunFold, RunManifest};
+use harn_core::work::run::{HostAction, Parked, ProcessEnd, RunFold, RunManifest, ToolJudged};
 use harn_core::work::segment::{Reach, Segment, SegmentEffect, SegmentInput};
 use harn_core::work::transcript;
 use serde_json::{json, Value};
@@ -143,11 +144,9 @@ fn drive(
     });
     let concurrency = m.concurrency.max(1) as usize;
     // Sessions earlier segments of this run left, for calls that continue one.
-    let sessions = store
-        .ledger()
-        .transcript(&m.run_id)
-        .map(|records| transcript::sessions(&records))
-        .unwrap_or_default();
+    let records = store.ledger().transcript(&m.run_id).unwrap_or_default();
+    let (sessions, open_sessions) =
+        (transcript::sessions(&records), transcript::open_sessions(&records));
     let mut host = SegmentHost {
         m,
         fold,
@@ -156,6 +155,7 @@ fn drive(
         pgid,
         calls: Calls::new(concurrency, agents, confine.clone()),
         sessions,
+        open_sessions,
         harness_of: BTreeMap::new(),
         keys: BTreeMap::new(),
         logged: 0,
@@ -218,6 +218,36 @@ fn drive(
                 let _ = ack.send(());
             }
             HostEvent::AgentDone(id, outcome) => host.on_agent_done(store, &id, outcome)?,
+            HostEvent::ToolAsk(_, request, answer) => {
+                let logged = host.fold.policy_log().len();
+                let judged = host.fold.tool(request);
+                let rules = match host.fold.policy_log().get(logged) {
+                    Some(check) => check.evaluation.matched.clone(),
+                    None => Vec::new(),
+                };
+                host.record_checks(store)?;
+                let verdict = match judged {
+                    ToolJudged::Allow => Verdict::Allow,
+                    ToolJudged::Refuse => Verdict::Deny,
+                    ToolJudged::Stop => {
+                        segment.handle(now, SegmentInput::PolicyStopped);
+                        Verdict::Deny
+                    }
+                    // Parked: the call is cut short with the segment, and its session is
+                    // continued when the ruling resumes the run.
+                    ToolJudged::Park(parked) => match host.park(store, &parked)? {
+                        Some(request) => {
+                            host.summarize_malformed(store)?;
+                            return Ok(SegmentEnd::Parked(Box::new(request)));
+                        }
+                        None => {
+                            segment.handle(now, SegmentInput::PolicyStopped);
+                            Verdict::Deny
+                        }
+                    },
+                };
+                let _ = answer.send((verdict, rules));
+            }
             HostEvent::AgentProgress(id, shown) => {
                 let mut body = json!({ "event": "agent.progress", "id": id });
                 if let (Some(body), Some(shown)) = (body.as_object_mut(), shown.as_object()) {
@@ -341,6 +371,9 @@ struct SegmentHost<'a> {
     stopped: bool,
     /// The vendor session of the last call to each harness, for a call that continues it.
     sessions: BTreeMap<String, String>,
+    /// Sessions of calls earlier segments cut short, by request id (see
+    /// `transcript::open_sessions`).
+    open_sessions: BTreeMap<String, String>,
     /// The harness of each call in flight.
     harness_of: BTreeMap<String, String>,
     /// Lines that were not protocol messages: the first [`MALFORMED_RECORDED`] are
@@ -391,10 +424,7 @@ impl SegmentHost<'_> {
             return Ok(Turn::Go);
         }
         let action = self.fold.observe(msg);
-        for check in &self.fold.policy_log()[self.logged..] {
-            self.transcript.record(store, json!({ "event": "policy.check", "check": check }))?;
-        }
-        self.logged = self.fold.policy_log().len();
+        self.record_checks(store)?;
         match action {
             Some(HostAction::Reply(reply)) => {
                 self.transcript.record(store, json!({ "event": "host.reply", "reply": reply }))?;
@@ -404,10 +434,14 @@ impl SegmentHost<'_> {
                 let body = transcript::agent_start(&id, &dispatch.harness, &key);
                 self.transcript.record(store, body)?;
                 self.keys.insert(id.clone(), key);
-                let resume = dispatch
-                    .continue_session
-                    .then(|| self.sessions.get(&dispatch.harness).cloned())
-                    .flatten();
+                // A call an earlier segment cut short continues the session it had opened.
+                let resume = match self.open_sessions.remove(&id) {
+                    Some(session) => Some(session),
+                    None => dispatch
+                        .continue_session
+                        .then(|| self.sessions.get(&dispatch.harness).cloned())
+                        .flatten(),
+                };
                 self.harness_of.insert(id.clone(), dispatch.harness.clone());
                 self.calls.queued.push((id, dispatch, resume));
             }
@@ -416,6 +450,15 @@ impl SegmentHost<'_> {
             None => {}
         }
         Ok(Turn::Go)
+    }
+
+    /// Records the policy checks the fold made since the last record.
+    fn record_checks(&mut self, store: &mut Store) -> Result<(), StoreError> {
+        for check in &self.fold.policy_log()[self.logged..] {
+            self.transcript.record(store, json!({ "event": "policy.check", "check": check }))?;
+        }
+        self.logged = self.fold.policy_log().len();
+        Ok(())
     }
 
     /// Records a call's end (with its reply, the resume cache) and answers the workflow.

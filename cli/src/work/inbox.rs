@@ -2,6 +2,7 @@
 //! calls' progress and ends, and an operator's stop, each sent by a thread of its own.
 
 use harn_core::work::agent::CallOutcome;
+use harn_core::work::policy::{Request, Verdict};
 use harn_core::work::protocol::{FromWorkflow, ProtocolError};
 use serde_json::Value;
 use std::sync::mpsc;
@@ -20,4 +21,8 @@ pub enum HostEvent {
     Exited(std::io::Result<std::process::ExitStatus>),
     /// An operator's stop (whose, in words) reached the run: record it, then answer.
     Interrupting(String, mpsc::Sender<()>),
+    /// An `acp` call's agent asks before a tool call: judge it in the run's policy and
+    /// answer whether it may run, with the rules that decided (no answer: the run parked or
+    /// ended).
+    ToolAsk(String, Request, mpsc::Sender<(Verdict, Vec<String>)>),
 }

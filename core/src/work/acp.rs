@@ -211,33 +211,45 @@ pub fn changes(kind: &str) -> bool {
     matches!(kind, "edit" | "delete" | "move" | "execute")
 }
 
-/// The run's word on a tool call: a read-only call (a planner, a reviewer) may change
-/// nothing and no session may switch its mode; otherwise the frozen policy judges it
-/// (`on: "tool"` rules; with none matching, a tool inside the run's containment is allowed).
-/// Returns the verdict and the transcript's note of it.
-pub fn judge(policy: Option<&Policy>, read_only: bool, ask: &ToolAsk) -> (Verdict, Value) {
-    let (verdict, by) = if read_only && changes(&ask.kind) {
-        (Verdict::Deny, vec!["read-only".to_owned()])
+/// The rule that refuses a tool call whatever the policy says: a read-only call (a planner,
+/// a reviewer) may change nothing, and no session may switch its mode (one that asks
+/// nothing would take the policy out of the loop).
+pub fn refused(read_only: bool, ask: &ToolAsk) -> Option<&'static str> {
+    if read_only && changes(&ask.kind) {
+        Some("read-only")
     } else if ask.kind == "switch_mode" {
-        // A session stays in the mode harn started it in: one that asks nothing would take
-        // the policy out of the loop.
-        (Verdict::Deny, vec!["mode".to_owned()])
-    } else if let Some(policy) = policy {
-        let request = Request::Tool {
-            tool: ask.tool.clone(),
-            tool_kind: ask.kind.clone(),
-            title: ask.title.clone(),
-        };
-        let eval = policy.evaluate(&request);
-        (eval.verdict, eval.matched)
+        Some("mode")
     } else {
-        (Verdict::Allow, Vec::new())
-    };
-    let note = json!({
+        None
+    }
+}
+
+/// The policy's request for a tool call.
+pub fn request(ask: &ToolAsk) -> Request {
+    Request::Tool { tool: ask.tool.clone(), tool_kind: ask.kind.clone(), title: ask.title.clone() }
+}
+
+/// The transcript's note of a judged tool call: the tool, the verdict and the rules behind it.
+pub fn note(ask: &ToolAsk, verdict: Verdict, rules: &[String]) -> Value {
+    json!({
         "what": "permission", "tool": ask.tool, "kind": ask.kind,
-        "summary": ask.title, "verdict": verdict, "rules": by,
-    });
-    (verdict, note)
+        "summary": ask.title, "verdict": verdict, "rules": rules,
+    })
+}
+
+/// The run's word on a tool call where no host judges it in the run's slots: [`refused`],
+/// then the frozen policy (`on: "tool"` rules; with none matching, a tool inside the run's
+/// containment is allowed). Returns the verdict and the transcript's note of it.
+pub fn judge(policy: Option<&Policy>, read_only: bool, ask: &ToolAsk) -> (Verdict, Value) {
+    let (verdict, by) = match (refused(read_only, ask), policy) {
+        (Some(rule), _) => (Verdict::Deny, vec![rule.to_owned()]),
+        (None, Some(policy)) => {
+            let eval = policy.evaluate(&request(ask));
+            (eval.verdict, eval.matched)
+        }
+        (None, None) => (Verdict::Allow, Vec::new()),
+    };
+    (verdict, note(ask, verdict, &by))
 }
 
 /// What ends a call whose agent says it would bill an API key per token
@@ -258,12 +270,13 @@ pub fn billing_refusal(line: &str, api_billing: bool) -> Option<String> {
     })
 }
 
-/// Why a call ends when the policy asks a person before one of its tool calls: the run
-/// cannot park in the middle of a session's turn, so the call fails for a person's ruling.
+/// Why a call outside a run (a planner's, a reviewer's) ends when the policy asks a person
+/// before one of its tool calls: planning cannot park, so the call fails for a person's
+/// ruling. (Inside a run, the host parks the run on the tool call instead.)
 pub fn asked(ask: &ToolAsk) -> String {
     format!(
-        "the host policy asks a person before {} ({}); a call cannot park in the middle of its \
-         turn, so it ends here: allow the tool in the policy, or deny it",
+        "the host policy asks a person before {} ({}), and planning cannot park: allow the \
+         tool in the policy, or deny it",
         ask.tool, ask.title
     )
 }
@@ -372,32 +385,3 @@ pub fn read(stdout: &str) -> Reading {
 
 #[cfg(test)]
 mod tests;
-
-/// Fuzz body: arbitrary bytes as what an agent program writes, its first byte choosing the
-/// dialect, each line through the reader, the watchdog's view and the progress shown, and
-/// (for ACP) the client, which answers every permission; never panics, the client only
-/// ever writes JSON-RPC messages, and an answered permission is written at once.
-pub fn fuzz_agent_output(data: &[u8]) {
-    use super::adapter::{self, Activity, Kind};
-    let Some((&first, rest)) = data.split_first() else { return };
-    let kind = [Kind::Text, Kind::ClaudeCode, Kind::Codex, Kind::Acp][usize::from(first % 4)];
-    let text = String::from_utf8_lossy(rest);
-    let _ = adapter::read(kind, &text);
-    let mut activity = Activity::default();
-    let mut client = Client::start("p", "/w", (first & 4 == 4).then_some("s"), Some("m"), None);
-    for line in text.lines() {
-        activity.observe(kind, line);
-        let _ = adapter::progress(kind, line);
-        let _ = billing_refusal(line, false);
-        if let Step::Permission(ask) = client.handle(line) {
-            let _ = judge(None, first & 8 == 8, &ask);
-            client.permit(&ask, first & 16 == 16);
-            let answer = client.poll_line().expect("an answered permission is written");
-            assert!(answer.contains("\"result\""), "{answer}");
-        }
-        while let Some(out) = client.poll_line() {
-            let msg: Value = serde_json::from_str(&out).expect("the client writes JSON");
-            assert_eq!(msg["jsonrpc"], "2.0", "{out}");
-        }
-    }
-}

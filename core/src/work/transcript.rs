@@ -62,6 +62,26 @@ pub fn sessions(records: &[Value]) -> std::collections::BTreeMap<String, String>
     sessions
 }
 
+/// The vendor session each call that never ended had opened, by request id: a call an
+/// earlier segment cut short (a park in the middle of its turn, a crash) continues that
+/// session when the resumed workflow asks for it again.
+pub fn open_sessions(records: &[Value]) -> std::collections::BTreeMap<String, String> {
+    let mut open = std::collections::BTreeMap::new();
+    for r in records {
+        let Some(id) = r["id"].as_str() else { continue };
+        match (r["event"].as_str(), r["what"].as_str(), r["session_id"].as_str()) {
+            (Some("agent.progress"), Some("session"), Some(session)) => {
+                open.insert(id.to_owned(), session.to_owned());
+            }
+            (Some("agent.end"), _, _) => {
+                open.remove(id);
+            }
+            _ => {}
+        }
+    }
+    open
+}
+
 /// The approval the run is parked on: named by its last `run.parked` record, as long as no
 /// segment has ended since (`run.end`). A resumption that was cut short by a crash leaves
 /// the run parked on the same approval, so it is resumed again as the same attempt; one an
@@ -219,6 +239,17 @@ mod tests {
             );
         }
         out
+    }
+
+    #[test]
+    fn a_call_cut_short_leaves_its_session_open_and_an_ended_one_does_not() {
+        let records = [
+            json!({"event": "agent.progress", "id": "a1", "what": "session", "session_id": "s1"}),
+            json!({"event": "agent.progress", "id": "a2", "what": "session", "session_id": "s2"}),
+            json!({"event": "agent.end", "id": "a2", "ok": true}),
+        ];
+        let open = open_sessions(&records);
+        assert_eq!(open.into_iter().collect::<Vec<_>>(), [("a1".to_owned(), "s1".to_owned())]);
     }
 
     #[test]

@@ -535,3 +535,4 @@ impl RunManifest {
 }
 
 mod gate;
+pub use gate::ToolJudged;

@@ -377,7 +377,7 @@ fn requests_past_the_agent_cap_are_declined() {
 mod gate {
     use super::*;
     use crate::work::approval::Ruling;
-    use crate::work::policy::{parse_policy, FrozenPolicy};
+    use crate::work::policy::{parse_policy, FrozenPolicy, Request};
 
     const ASK_PUSH: &str = r#"{"rules":[
         {"name":"ask-push","on":"authorize","action":"push","verdict":"ask"},
@@ -432,6 +432,38 @@ mod gate {
         let decisions = &p.policy.as_ref().expect("a policy part").decisions;
         assert_eq!(decisions.len(), 3);
         assert_eq!(p.run.class, None, "a denial is charged");
+    }
+
+    #[test]
+    fn a_tool_call_is_judged_in_the_next_slot_refused_without_a_stop_and_parked_on_ask() {
+        let rules = r#"{"rules": [
+            {"name": "no-shell", "on": "tool", "tool": "Bash", "verdict": "deny"},
+            {"name": "person", "on": "tool", "tool": "Write", "verdict": "ask"}]}"#;
+        let mut m = manifest();
+        m.policy = Some(FrozenPolicy::new(parse_policy("p.json", rules.as_bytes()).unwrap()));
+        m.approval_to = Some("ana".into());
+        let tool = |tool: &str| Request::Tool {
+            tool: tool.into(),
+            tool_kind: "edit".into(),
+            title: format!("{tool} x"),
+        };
+        let mut f = m.fold();
+        assert_eq!(f.tool(tool("Read")), ToolJudged::Allow, "no rule: a tool is allowed");
+        assert_eq!(f.tool(tool("Bash")), ToolJudged::Refuse, "refused, and the run goes on");
+        let ToolJudged::Park(parked) = f.tool(tool("Write")) else { panic!("parked") };
+        assert_eq!(parked.slot, 3);
+        assert_eq!(f.policy_log().len(), 2, "the parked check is logged by its ruling");
+        // Resumed with the ruling, the same request in the same slot goes ahead.
+        let mut again = m.fold();
+        let mut resume = ResumeState::default();
+        resume.rulings.insert(3, (parked.request_sha256.clone(), Ruling::Allow));
+        again.resume(resume);
+        again.tool(tool("Read"));
+        again.tool(tool("Bash"));
+        assert_eq!(again.tool(tool("Write")), ToolJudged::Allow);
+        assert_eq!(again.policy_log()[2].approval_id.as_deref(), Some("wf-1-p3"));
+        // Without a policy every tool is allowed (containment is the wall).
+        assert_eq!(RunFold::default().tool(tool("Bash")), ToolJudged::Allow);
     }
 
     #[test]

@@ -117,14 +117,41 @@ impl RunFold {
         HostAction::Reply(json!({ "op": "reply", "id": id, "ok": true, "verdict": "allow" }))
     }
 
+    /// A tool call an `acp` agent asks permission for, judged by the policy in the next
+    /// slot as any request is: allowed (also without a policy), refused (the agent is told
+    /// and goes on: the run does not stop), parked on an approval a person rules on (the
+    /// resumed call's same request then finds the ruling in the same slot), or the run
+    /// stopped (an `ask` with no approver, too many checks).
+    pub fn tool(&mut self, request: Request) -> ToolJudged {
+        match self.judge(request) {
+            Judged::Go(Verdict::Allow, _) => ToolJudged::Allow,
+            Judged::Go(_, _) => ToolJudged::Refuse,
+            Judged::Act(action) => match *action {
+                HostAction::Park(parked) => ToolJudged::Park(parked),
+                _ => ToolJudged::Stop,
+            },
+        }
+    }
+
     /// Checks a request against the policy: `None` to go ahead, or the action that stops or
     /// parks the run. Every check is logged with its slot.
     fn check(&mut self, request: Request) -> Option<HostAction> {
-        let Some(policy) = &self.policy else { return None };
+        match self.judge(request) {
+            Judged::Go(Verdict::Allow, _) => None,
+            Judged::Go(_, denied_by) => Some(self.stop(denied_by)),
+            Judged::Act(action) => Some(*action),
+        }
+    }
+
+    /// Judges a request in the next slot: its outcome after any ruling (logged), or what
+    /// the host must do first (park, or stop the run).
+    fn judge(&mut self, request: Request) -> Judged {
+        let Some(policy) = &self.policy else { return Judged::Go(Verdict::Allow, String::new()) };
         self.slot += 1;
         let slot = self.slot;
         if slot > DECISIONS_MAX {
-            return Some(self.stop(format!("more than {DECISIONS_MAX} policy checks in one run")));
+            let why = format!("more than {DECISIONS_MAX} policy checks in one run");
+            return Judged::Act(Box::new(self.stop(why)));
         }
         let evaluation = policy.policy.evaluate(&request);
         let request_sha256 = request_digest(&policy.sha256, &request, &evaluation);
@@ -134,7 +161,9 @@ impl RunFold {
         if evaluation.verdict == Verdict::Ask {
             let ruled = match consume(&request_sha256, self.rulings.get(&slot)) {
                 Ok(ruled) => ruled,
-                Err(e) => return Some(self.stop(format!("policy check p{slot}: {e}"))),
+                Err(e) => {
+                    return Judged::Act(Box::new(self.stop(format!("policy check p{slot}: {e}"))))
+                }
             };
             match ruled {
                 Some(verdict) => {
@@ -146,15 +175,15 @@ impl RunFold {
                         "rule {rules} asks for approval and the run names no approver \
                          (--approval-to)"
                     );
-                    return Some(self.stop(why));
+                    return Judged::Act(Box::new(self.stop(why)));
                 }
                 None => {
-                    return Some(HostAction::Park(Parked {
+                    return Judged::Act(Box::new(HostAction::Park(Parked {
                         slot,
                         request,
                         evaluation,
                         request_sha256,
-                    }))
+                    })))
                 }
             }
         }
@@ -170,10 +199,7 @@ impl RunFold {
             outcome,
             approval_id: approval,
         });
-        match outcome {
-            Verdict::Allow => None,
-            _ => Some(self.stop(format!("check p{slot}: {denied_by}"))),
-        }
+        Judged::Go(outcome, format!("check p{slot}: {denied_by}"))
     }
 
     /// Ends the run at this point: the proof fails with `reason`.
@@ -186,6 +212,25 @@ impl RunFold {
         self.declined.push(why.clone());
         reply_err(id, &why)
     }
+}
+
+/// A request's judgement: its outcome (with why, for a denial), or what the host does first.
+enum Judged {
+    Go(Verdict, String),
+    Act(Box<HostAction>),
+}
+
+/// How the run answers a tool call an `acp` agent asks about (see [`RunFold::tool`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolJudged {
+    /// Let it run.
+    Allow,
+    /// Refuse it; the agent goes on.
+    Refuse,
+    /// Park the run on an approval before answering.
+    Park(Parked),
+    /// The run is stopped; refuse it.
+    Stop,
 }
 
 fn reply_err(id: &str, error: &str) -> HostAction {
