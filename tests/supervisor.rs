@@ -390,7 +390,7 @@ fn a_review_panel_asks_for_one_revision_and_only_a_passed_plan_is_approved() {
     let expected = [
         ("planner", p1.clone()),
         ("reviewer", format!("{p1}-review-1-1")),
-        ("planner", format!("{p1}-revision")),
+        ("planner", format!("{p1}-revision-1")),
         ("reviewer", format!("{p1}-review-2-1")),
     ];
     let expected: Vec<(String, String, bool)> =
@@ -723,4 +723,154 @@ fn the_goals_cost_includes_its_planning_calls() {
     let g = json(&harn(r, &["supervisor", "show", "mission", "--json"]));
     let cost = g["usage"]["cost_micro_usd"].as_u64().unwrap_or(0);
     assert!(cost >= 250_000, "the planner's $0.25 is the goal's: {}", g["usage"]);
+}
+
+/// The runs of a root, newest first, as `run list --json` gives them.
+fn runs(r: &Path) -> Vec<Value> {
+    let listed = json(&harn(r, &["run", "list", "--limit", "100", "--json"]));
+    listed["runs"].as_array().unwrap().clone()
+}
+
+/// A mission goal whose plans a reviewer checks, ticked once.
+fn reviewed_mission(r: &Path) {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::copy(examples.join("mission.json"), r.join("mission.json")).unwrap();
+    replanning(r, "mission-planner.sh", true, |p| {
+        p.replace("\"auto_apply\": false", "\"auto_apply\": true").replace(
+            "\"templates\"",
+            "\"review\": {\"reviewer_specialists\": [\"reviewer\"], \"max_revision_rounds\": 1},\n  \"templates\"",
+        )
+    });
+    assert!(harn(r, &MISSION_CREATE).status.success());
+}
+
+#[test]
+fn the_planner_and_the_reviewers_are_runs_with_proofs_naming_their_replies() {
+    let dir = root(None);
+    let r = dir.path();
+    reviewed_mission(r);
+    let out = harn(r, &["supervisor", "tick", "mission", "--harness", "scripted"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let planning: Vec<Value> =
+        runs(r).into_iter().filter(|run| run["planning"].is_object()).collect();
+    let steps: Vec<&str> = planning.iter().filter_map(|p| p["planning"]["step"].as_str()).collect();
+    assert!(steps.contains(&"plan") && steps.contains(&"review"), "{planning:?}");
+    for run in &planning {
+        assert_eq!(run["work_id"], "mission", "a planning run names its goal: {run}");
+        assert_eq!(run["state"], "succeeded", "{run}");
+    }
+    // Each call of the plan names its run, whose sealed proof names the reply by digest.
+    let p1 = plan("mission", 1);
+    let shown = json(&harn(r, &["supervisor", "plan", "show", "mission", &p1, "--json"]));
+    let calls = shown["calls"].as_array().unwrap();
+    assert_eq!(calls.len(), planning.len(), "one run per call: {shown}");
+    for call in calls {
+        let run_id = call["run_id"].as_str().expect("the call names its run");
+        let run = json(&harn(r, &["run", "show", run_id, "--json"]));
+        let reply = call["outcome"]["text"].as_str().unwrap();
+        let digest = harn_core::hash::sha256_hex(reply.as_bytes());
+        assert_eq!(run["proof"]["planning"]["reply_sha256"], digest.as_str(), "{run}");
+        assert_eq!(run["proof"]["planning"]["label"], call["label"], "{run}");
+        assert_eq!(run["manifest"]["planning"]["plan"], p1.as_str());
+        // Planners and reviewers read: the frozen team says so.
+        let role = call["role"].as_str().unwrap();
+        assert_eq!(run["manifest"]["team"][role]["access"], "read-only", "{run}");
+    }
+    let listed = text(&harn(r, &["run", "list"]));
+    assert!(listed.contains("mission (plan)") && listed.contains("mission (review)"), "{listed}");
+    let run_id = calls[0]["run_id"].as_str().unwrap();
+    let shown = text(&harn(r, &["run", "show", run_id]));
+    assert!(shown.contains(&format!("plan call {p1} for goal mission (planner)")), "{shown}");
+    assert!(shown.contains("reply      sha256 "), "{shown}");
+    let followed = harn(r, &["run", "follow", run_id]);
+    assert!(followed.status.success(), "{}", text(&followed));
+    assert!(text(&followed).contains("succeeded"), "{}", text(&followed));
+}
+
+#[test]
+fn a_planning_step_a_crash_cut_short_resumes_as_the_same_run() {
+    let dir = root(None);
+    let r = dir.path();
+    mission(r, |p| p);
+    // The planner takes its time on its first call only.
+    let slow = "#!/bin/sh\nif [ ! -e slept ]; then touch slept; sleep 30; fi\nexec ./planner.sh\n";
+    std::fs::write(r.join("slow.sh"), slow).unwrap();
+    std::fs::set_permissions(
+        r.join("slow.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}, "planner": {"command": ["./slow.sh"]}}}"#;
+    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
+    assert!(harn(r, &MISSION_CREATE).status.success());
+    let tick = ["supervisor", "tick", "mission", "--harness", "scripted", "--no-containment"];
+    let mut child = std::process::Command::new(crate::cli::harn_bin())
+        .args(tick)
+        .current_dir(r)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Killed once the planner call is under way.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !r.join("slept").exists() {
+        assert!(std::time::Instant::now() < deadline, "the planner never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before: Vec<Value> =
+        runs(r).into_iter().filter(|run| run["planning"].is_object()).collect();
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert_ne!(before[0]["state"], "succeeded", "{before:?}");
+    let out = harn(r, &tick);
+    assert!(out.status.success(), "{}", text(&out));
+    let after: Vec<Value> = runs(r).into_iter().filter(|run| run["planning"].is_object()).collect();
+    assert_eq!(after.len(), 1, "the step resumed as the same run: {after:?}");
+    assert_eq!(after[0]["run_id"], before[0]["run_id"]);
+    assert_eq!(after[0]["state"], "succeeded", "{after:?}");
+    let run_id = after[0]["run_id"].as_str().unwrap();
+    let transcript =
+        std::fs::read_to_string(r.join(format!(".harnery/workflows/{run_id}/transcript.jsonl")))
+            .unwrap();
+    assert!(transcript.contains("run.reaped") && transcript.contains("run.resume"), "{transcript}");
+    let plans = json(&harn(r, &["supervisor", "plan", "list", "mission", "--json"]));
+    assert_eq!(plans["plans"][0]["status"], "applied", "{plans}");
+}
+
+#[test]
+fn a_planning_reply_a_crash_left_unrecorded_is_used_without_asking_again() {
+    let dir = root(None);
+    let r = dir.path();
+    mission(r, |p| p);
+    // The planner notes every time it is started (uncontained, so it may write the root).
+    let planner = std::fs::read_to_string(r.join("planner.sh")).unwrap();
+    let noted = planner.replacen('\n', "\necho started >> planner.log\n", 1);
+    std::fs::write(r.join("planner.sh"), noted).unwrap();
+    assert!(harn(r, &MISSION_CREATE).status.success());
+    // A crash after the planning run's proof and before the plan's first record: the plan
+    // has its request and nothing else.
+    let p1 = plan("mission", 1);
+    let dir1 = r.join(format!(".harnery/supervisors/mission/plans/{p1}"));
+    let tick = ["supervisor", "tick", "mission", "--harness", "scripted", "--no-containment"];
+    let planned = harn(r, &tick);
+    assert!(planned.status.success(), "{}", text(&planned));
+    assert_eq!(std::fs::read_to_string(r.join("planner.log")).unwrap().lines().count(), 1);
+    let kept = std::fs::read(dir1.join("request.json")).unwrap();
+    let planning = runs(r).into_iter().find(|run| run["planning"].is_object()).unwrap();
+    std::fs::remove_dir_all(r.join(".harnery/supervisors/mission/plans")).unwrap();
+    std::fs::create_dir_all(&dir1).unwrap();
+    std::fs::write(dir1.join("request.json"), kept).unwrap();
+    for item in std::fs::read_dir(r.join(".harnery/work")).unwrap() {
+        std::fs::remove_dir_all(item.unwrap().path()).unwrap();
+    }
+    let out = harn(r, &tick);
+    assert!(out.status.success(), "{}", text(&out));
+    let log = std::fs::read_to_string(r.join("planner.log")).unwrap();
+    assert_eq!(log.lines().count(), 1, "the planner was not asked again: {}", text(&out));
+    let shown = json(&harn(r, &["supervisor", "plan", "show", "mission", &p1, "--json"]));
+    assert_eq!(shown["calls"][0]["run_id"], planning["run_id"], "{shown}");
+    let plans = json(&harn(r, &["supervisor", "plan", "list", "mission", "--json"]));
+    assert_eq!(plans["plans"][0]["status"], "applied", "{plans}");
 }

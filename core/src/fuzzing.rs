@@ -545,6 +545,37 @@ pub fn fuzz_segment(data: &[u8]) {
     }
 }
 
+/// Fuzz body: arbitrary bytes as what an agent program writes, its first byte choosing the
+/// dialect, each line through the reader, the watchdog's view and the progress shown, and
+/// (for ACP) the client, which answers every permission; never panics, the client only
+/// ever writes JSON-RPC messages, and an answered permission is written at once.
+pub fn fuzz_agent_output(data: &[u8]) {
+    use crate::work::acp::{billing_refusal, judge, Client, Step};
+    use crate::work::adapter::{self, Activity, Kind};
+    use serde_json::Value;
+    let Some((&first, rest)) = data.split_first() else { return };
+    let kind = [Kind::Text, Kind::ClaudeCode, Kind::Codex, Kind::Acp][usize::from(first % 4)];
+    let text = String::from_utf8_lossy(rest);
+    let _ = adapter::read(kind, &text);
+    let mut activity = Activity::default();
+    let mut client = Client::start("p", "/w", (first & 4 == 4).then_some("s"), Some("m"), None);
+    for line in text.lines() {
+        activity.observe(kind, line);
+        let _ = adapter::progress(kind, line);
+        let _ = billing_refusal(line, false);
+        if let Step::Permission(ask) = client.handle(line) {
+            let _ = judge(None, first & 8 == 8, &ask);
+            client.permit(&ask, first & 16 == 16);
+            let answer = client.poll_line().expect("an answered permission is written");
+            assert!(answer.contains("\"result\""), "{answer}");
+        }
+        while let Some(out) = client.poll_line() {
+            let msg: Value = serde_json::from_str(&out).expect("the client writes JSON");
+            assert_eq!(msg["jsonrpc"], "2.0", "{out}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -574,37 +605,6 @@ mod tests {
         #[test]
         fn arbitrary_goals_project_and_dispatch_consistently(data in proptest::collection::vec(any::<u8>(), 0..1024)) {
             super::fuzz_goal_projection(&data);
-        }
-    }
-}
-
-/// Fuzz body: arbitrary bytes as what an agent program writes, its first byte choosing the
-/// dialect, each line through the reader, the watchdog's view and the progress shown, and
-/// (for ACP) the client, which answers every permission; never panics, the client only
-/// ever writes JSON-RPC messages, and an answered permission is written at once.
-pub fn fuzz_agent_output(data: &[u8]) {
-    use crate::work::acp::{billing_refusal, judge, Client, Step};
-    use crate::work::adapter::{self, Activity, Kind};
-    use serde_json::Value;
-    let Some((&first, rest)) = data.split_first() else { return };
-    let kind = [Kind::Text, Kind::ClaudeCode, Kind::Codex, Kind::Acp][usize::from(first % 4)];
-    let text = String::from_utf8_lossy(rest);
-    let _ = adapter::read(kind, &text);
-    let mut activity = Activity::default();
-    let mut client = Client::start("p", "/w", (first & 4 == 4).then_some("s"), Some("m"), None);
-    for line in text.lines() {
-        activity.observe(kind, line);
-        let _ = adapter::progress(kind, line);
-        let _ = billing_refusal(line, false);
-        if let Step::Permission(ask) = client.handle(line) {
-            let _ = judge(None, first & 8 == 8, &ask);
-            client.permit(&ask, first & 16 == 16);
-            let answer = client.poll_line().expect("an answered permission is written");
-            assert!(answer.contains("\"result\""), "{answer}");
-        }
-        while let Some(out) = client.poll_line() {
-            let msg: Value = serde_json::from_str(&out).expect("the client writes JSON");
-            assert_eq!(msg["jsonrpc"], "2.0", "{out}");
         }
     }
 }

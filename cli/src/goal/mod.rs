@@ -4,5 +4,6 @@ pub mod cmd;
 pub mod engine;
 pub mod missions;
 pub mod plan_cmd;
+mod planning_run;
 pub mod plans;
 pub mod store;

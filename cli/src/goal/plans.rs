@@ -3,27 +3,23 @@
 //! run's harnesses, and whose template digests are read from disk.
 
 use crate::os::store::{Store, StoreError};
-use crate::work::agent_call::{CallContext, CallGroups};
 use crate::work::attempt::RunLimits;
-use crate::work::calls::call_checked;
 use harn_core::error::RecordError;
 use harn_core::goal::plan::{self, Ask, Called, Specialists};
 use harn_core::goal::plan::{PlanEvent, PlanRecord, PlanView, Proposal, ValidPlan};
 use harn_core::goal::GoalIntent;
 use harn_core::ids::Id;
-use harn_core::work::agent::AdapterSpec;
-use harn_core::work::agent::CallOutcome;
 use harn_core::work::team::Dispatch;
 use harn_core::work::team::{dispatch, Team};
 use harn_core::work::FailureClass;
 use std::path::Path;
-use std::sync::Mutex;
 
 pub use harn_core::goal::plan::{plan_dir, status_of};
 
 /// The goal's specialists over real processes.
 struct RealSpecialists<'a> {
     root: &'a Path,
+    goal: &'a Id,
     team: &'a Team,
     limits: Option<&'a RunLimits>,
 }
@@ -31,7 +27,7 @@ struct RealSpecialists<'a> {
 impl Specialists for RealSpecialists<'_> {
     fn call(&mut self, ask: &Ask<'_>) -> Called {
         match self.prepare(ask) {
-            Ok((d, spec)) => {
+            Ok(d) => {
                 let policy = self.limits.and_then(|l| l.policy.as_ref());
                 let spent = harn_core::work::policy::Spent {
                     goal_before_micro_usd: self.limits.and_then(|l| l.goal_spent_micro_usd),
@@ -41,8 +37,10 @@ impl Specialists for RealSpecialists<'_> {
                 if let Some(refused) = plan::policy_gate(policy, ask, &d.harness, model, spent) {
                     return refused;
                 }
-                let outcome = self.run(ask, &d, &spec);
-                Called { harness: Some(d.harness), outcome }
+                let Some(limits) = self.limits else {
+                    return Called::refused(None, "no harness options were given");
+                };
+                super::planning_run::call(self.root, self.goal, ask, &d.harness, limits)
             }
             Err((class, why)) => Called::refused(class, why),
         }
@@ -51,13 +49,15 @@ impl Specialists for RealSpecialists<'_> {
     /// The reviewers of a round at once, at most the goal's `agent_concurrency` together.
     fn call_all(&mut self, calls: &[Ask<'_>]) -> Vec<Called> {
         let at_once = self.limits.map_or(1, |l| l.concurrency.max(1));
-        let (root, team, limits) = (self.root, self.team, self.limits);
+        let (root, goal, team, limits) = (self.root, self.goal, self.team, self.limits);
         let mut answers = Vec::with_capacity(calls.len());
         for chunk in calls.chunks(at_once) {
             std::thread::scope(|scope| {
                 let asked: Vec<_> = chunk
                     .iter()
-                    .map(|c| scope.spawn(move || RealSpecialists { root, team, limits }.call(c)))
+                    .map(|c| {
+                        scope.spawn(move || RealSpecialists { root, goal, team, limits }.call(c))
+                    })
                     .collect();
                 for call in asked {
                     let panicked = || Called::refused(None, "the call's thread panicked");
@@ -76,57 +76,18 @@ impl Specialists for RealSpecialists<'_> {
 }
 
 impl RealSpecialists<'_> {
-    /// The dispatch of a call and the frozen spec of the harness that answers it.
-    fn prepare(
-        &self,
-        ask: &Ask<'_>,
-    ) -> Result<(Dispatch, AdapterSpec), (Option<FailureClass>, String)> {
+    /// The dispatch of a call, once the harness that answers it is known to be frozen.
+    fn prepare(&self, ask: &Ask<'_>) -> Result<Dispatch, (Option<FailureClass>, String)> {
         let limits = self.limits.ok_or((None, "no harness options were given".to_owned()))?;
         let default = limits.harness.as_ref().map(|h| h.name.as_str());
-        let mut d = dispatch(self.team, default, Some(ask.role), ask.prompt)
+        let d = dispatch(self.team, default, Some(ask.role), ask.prompt)
             .map_err(|e| (None, e.to_string()))?;
-        d.schema = Some(ask.schema.clone());
-        d.prompt = harn_core::work::schema::with_contract(&d.prompt, ask.schema);
-        let spec = limits
-            .harness
-            .as_ref()
-            .filter(|h| h.name == d.harness)
-            .map(|h| h.spec.clone())
-            .or_else(|| limits.harnesses.get(&d.harness).cloned())
-            .ok_or_else(|| (None, format!("harness {} is not available", d.harness)))?;
-        // A planner or a reviewer reads; it does not change the workspace.
-        d.profile.access = harn_core::work::adapter::Access::ReadOnly;
-        Ok((d, spec))
-    }
-
-    /// Runs a prepared call, contained, after its harness's pre-flight.
-    fn run(&self, ask: &Ask<'_>, d: &Dispatch, spec: &AdapterSpec) -> CallOutcome {
-        let label = ask.label;
-        let Some(limits) = self.limits else {
-            return CallOutcome::failed("no harness options were given", None);
-        };
-        let planned = crate::work::attempt::planned_containment(self.root, limits);
-        let off = limits.no_containment.then(|| "--no-containment".to_owned());
-        let (confine, _temp) =
-            match crate::work::confine::scratch(self.root, None, planned.writable, off, label) {
-                Ok((confine, temp)) => (confine.keeping(planned.env), temp),
-                Err(e) => return CallOutcome::failed(e, Some(FailureClass::Environment)),
-            };
-        let running = Mutex::new(CallGroups::default());
-        let ctx = CallContext {
-            root: self.root,
-            run_id: label,
-            billing: limits.billing,
-            running: &running,
-            progress: &|_| {},
-            confine: &confine,
-            policy: limits.policy.as_ref(),
-            tool_host: None,
-        };
-        match crate::work::calls::preflight_once(&d.harness, spec, limits.billing) {
-            Ok(()) => call_checked(&ctx, d, spec, None, None),
-            Err(why) => harn_core::work::agent::preflight_failure(&why),
+        let frozen = limits.harness.as_ref().is_some_and(|h| h.name == d.harness)
+            || limits.harnesses.contains_key(&d.harness);
+        if !frozen {
+            return Err((None, format!("harness {} is not available", d.harness)));
         }
+        Ok(d)
     }
 }
 
@@ -174,7 +135,8 @@ pub fn run_planner(
     let now = store.now();
     let root = store.root().to_owned();
     let team = &view.intent.team;
-    let mut specialists = RealSpecialists { root: &root, team, limits: Some(limits) };
+    let goal = &view.intent.id;
+    let mut specialists = RealSpecialists { root: &root, goal, team, limits: Some(limits) };
     Ok(plan::run_planner(store.ledger(), view, &mut specialists, actor, now)?)
 }
 
@@ -189,7 +151,8 @@ pub fn apply(
 ) -> Result<(), String> {
     let now = store.now();
     let root = store.root().to_owned();
-    let mut specialists = RealSpecialists { root: &root, team: &intent.team, limits: None };
+    let (goal, team) = (&intent.id, &intent.team);
+    let mut specialists = RealSpecialists { root: &root, goal, team, limits: None };
     let by = (actor, "approved");
     Ok(plan::apply(store.ledger(), &mut specialists, intent, plan, proposal, valid, by, now)?)
 }
@@ -204,7 +167,8 @@ pub fn approve(
 ) -> Result<String, String> {
     let now = store.now();
     let root = store.root().to_owned();
-    let mut specialists = RealSpecialists { root: &root, team: &g.intent.team, limits: None };
+    let (goal, team) = (&g.intent.id, &g.intent.team);
+    let mut specialists = RealSpecialists { root: &root, goal, team, limits: None };
     Ok(plan::approve(store.ledger(), &mut specialists, g, plan, actor, reason, now)?)
 }
 

@@ -104,6 +104,15 @@ pub fn run_lock(id: &Id) -> String {
     format!("{}/run.lock", dir_of(id))
 }
 
+/// The lease a run's host holds while the run goes: its item's run lease, or for a planning
+/// run (which no item owns) the run's own, in its directory.
+pub fn lease_of(work: &Id, run: &Id, planning: bool) -> String {
+    match planning {
+        true => format!("{}/planning.lock", run_dir(run)),
+        false => run_lock(work),
+    }
+}
+
 /// How many times `hold` tries a busy lease, 2 ms apart, before saying another process holds it.
 const LEASE_TRIES: u32 = 10;
 
@@ -297,7 +306,9 @@ impl Store {
     ) -> Result<harn_core::work::live::Recovered, StoreError> {
         let now = self.now();
         let (root, held) = (&self.root, &self.held);
-        let mut lease_free = |work: &Id| !probe(root, held, &run_lock(work));
+        let mut lease_free = |live: &harn_core::work::live::LiveRun| {
+            !probe(root, held, &lease_of(&live.work_id, &live.run_id, live.planning))
+        };
         let mut kill = |live: &harn_core::work::live::LiveRun| reap(root, live);
         Ok(harn_core::work::live::recover(&mut self.ledger, &mut lease_free, &mut kill, now)?)
     }

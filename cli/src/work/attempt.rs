@@ -216,6 +216,7 @@ impl attempt::AttemptHost for WorkHost<'_> {
             context: None,
             goal_spent_micro_usd: limits.goal_spent_micro_usd,
             workspace,
+            planning: None,
             containment: Some(containment),
         })
     }

@@ -53,6 +53,7 @@ pub fn run_segment(
         host_pid: std::process::id(),
         cgroup: hold.leaf.as_ref().map(|l| l.display().to_string()),
         started_at: store.now(),
+        planning: m.planning.is_some(),
     };
     let began = store.ledger().begin_live(&live);
     // What the run must not change, looked at before it starts and again once everything it

@@ -6,6 +6,7 @@ use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::journal;
 use harn_core::work::containment::guard::Record;
+use harn_core::work::run::RunManifest;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -93,12 +94,24 @@ pub fn run(cmd: RunCmd) -> Exit {
         return Ok(0);
     }
     let trigger = json!(manifest.trigger);
-    outln!(
-        "{run_id}  attempt {} of {} ({})",
-        manifest.attempt,
-        manifest.work_id,
-        trigger.as_str().unwrap_or("")
-    );
+    match &manifest.planning {
+        Some(step) => {
+            let what = json!(step.step);
+            outln!(
+                "{run_id}  {} call {} for goal {} ({})",
+                what.as_str().unwrap_or(""),
+                step.label,
+                step.goal,
+                step.role
+            );
+        }
+        None => outln!(
+            "{run_id}  attempt {} of {} ({})",
+            manifest.attempt,
+            manifest.work_id,
+            trigger.as_str().unwrap_or("")
+        ),
+    }
     outln!("  workflow   {} (sha256 {})", manifest.script.path, &manifest.script.sha256[..12]);
     outln!("  timeout    {} ms", manifest.timeout_ms);
     let isolation = json!(manifest.isolation);
@@ -187,7 +200,10 @@ pub fn run(cmd: RunCmd) -> Exit {
             if let Some(e) = &p.run.error {
                 outln!("  error      {e}");
             }
-            if p.acceptance.none_checked() {
+            if let Some(digest) = p.planning.as_ref().and_then(|p| p.reply_sha256.as_deref()) {
+                outln!("  reply      sha256 {}", short(digest));
+            }
+            if p.acceptance.none_checked() && p.planning.is_none() {
                 outln!("  acceptance no criteria were checked");
             }
             for c in &p.acceptance.criteria {
@@ -259,10 +275,11 @@ fn transcript_summary(store: &mut Store, run_id: &Id) -> Result<Value, String> {
     )
 }
 
-/// Where a run without a proof stands, from its transcript and its item's run lease.
-fn standing(store: &mut Store, work_id: &Id, records: &[Value]) -> &'static str {
+/// Where a run without a proof stands, from its transcript and the lease its host holds.
+fn standing(store: &mut Store, m: &RunManifest, records: &[Value]) -> &'static str {
     use harn_core::work::transcript;
-    if store.held_elsewhere(&crate::os::store::run_lock(work_id)) {
+    let lease = crate::os::store::lease_of(&m.work_id, &m.run_id, m.planning.is_some());
+    if store.held_elsewhere(&lease) {
         "running"
     } else if transcript::parked_on(records).is_some() {
         "parked"
@@ -306,15 +323,17 @@ fn list(store: &mut Store, limit: usize, json: bool) -> Exit {
                 let state = class.map_or(status.clone(), |c| format!("{status} ({c})"));
                 (state, Some(p.run.ended_at.0), p.usage.clone())
             }
-            None => {
-                (standing(store, &m.work_id, &records).to_owned(), None, usage_so_far(&records))
-            }
+            None => (standing(store, &m, &records).to_owned(), None, usage_so_far(&records)),
         };
         let elapsed = ended.unwrap_or(now).saturating_sub(m.started_at.0).max(0) as u64;
-        rows.push(json!({
+        let mut row = json!({
             "run_id": id, "work_id": m.work_id, "attempt": m.attempt, "state": state,
             "started_at": m.started_at, "elapsed_ms": elapsed, "usage": usage,
-        }));
+        });
+        if let Some(step) = &m.planning {
+            row["planning"] = json!(step);
+        }
+        rows.push(row);
     }
     if json {
         outln!("{}", json!({ "runs": rows }));
@@ -330,10 +349,15 @@ fn list(store: &mut Store, limit: usize, json: bool) -> Exit {
             .ok()
             .and_then(|u| u.cost_micro_usd)
             .map_or_else(|| "-".to_owned(), harn_core::work::adapter::dollars);
+        // A planning run is named by its goal and its step.
+        let item = match r["planning"]["step"].as_str() {
+            Some(step) => format!("{} ({step})", r["work_id"].as_str().unwrap_or("")),
+            None => r["work_id"].as_str().unwrap_or("").to_owned(),
+        };
         outln!(
             "{:<38} {:<16} {:>3}  {:<22} {:>10}  {cost}",
             r["run_id"].as_str().unwrap_or(""),
-            r["work_id"].as_str().unwrap_or(""),
+            item,
             r["attempt"],
             r["state"].as_str().unwrap_or(""),
             super::progress::elapsed(r["elapsed_ms"].as_u64().unwrap_or(0))
@@ -359,8 +383,8 @@ fn follow(store: &mut Store, run_id: &str) -> Exit {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{run_id:?}: {e}")),
     };
-    let work_id = match store.run_records(&run_id) {
-        Ok((Some(m), _)) => m.work_id,
+    let manifest = match store.run_records(&run_id) {
+        Ok((Some(m), _)) => m,
         Ok((None, _)) => return fail(EXIT_FAILED, format!("no workflow run {run_id}")),
         Err(e) => return fail(EXIT_FAILED, e),
     };
@@ -383,7 +407,7 @@ fn follow(store: &mut Store, run_id: &str) -> Exit {
             outln!("run {run_id} {}{error}", status.as_str().unwrap_or(""));
             return Ok(if p.passes() { 0 } else { EXIT_FAILED });
         }
-        match standing(store, &work_id, &records) {
+        match standing(store, &manifest, &records) {
             "running" => std::thread::sleep(FOLLOW_EVERY),
             // Not running and no proof: it waits on a person, or its host is gone.
             other => {

@@ -938,7 +938,32 @@ impl<F: Fs> Ledger<F> {
         end: &crate::work::run::ProcessEnd,
         now: WallTime,
     ) -> Result<Proof, RecordError> {
-        let mut proof = fold.finish(manifest, &item.intent, end, now);
+        self.finish_run(manifest, &item.intent, fold, end, now)
+    }
+
+    /// Writes a planning run's proof (see [`crate::work::run::planning`]), as
+    /// [`Ledger::finish_attempt`] writes an attempt's: sealed, and named by `run.end`.
+    pub fn finish_planning(
+        &mut self,
+        manifest: &RunManifest,
+        step: &crate::work::run::PlanningStep,
+        fold: crate::work::run::RunFold,
+        end: &crate::work::run::ProcessEnd,
+        now: WallTime,
+    ) -> Result<Proof, RecordError> {
+        let intent = crate::work::run::planning::intent(manifest, step);
+        self.finish_run(manifest, &intent, fold, end, now)
+    }
+
+    fn finish_run(
+        &mut self,
+        manifest: &RunManifest,
+        intent: &WorkIntent,
+        fold: crate::work::run::RunFold,
+        end: &crate::work::run::ProcessEnd,
+        now: WallTime,
+    ) -> Result<Proof, RecordError> {
+        let mut proof = fold.finish(manifest, intent, end, now);
         let run_id = &manifest.run_id;
         // The containment the last segment reached, as its host recorded it at the spawn;
         // the manifest holds only what was planned.

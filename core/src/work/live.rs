@@ -36,6 +36,10 @@ pub struct LiveRun {
     pub cgroup: Option<String>,
     /// When the segment began.
     pub started_at: WallTime,
+    /// True for a planning run, whose host holds the run's own lease rather than an
+    /// item's (the goal it plans for is in `work_id`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub planning: bool,
 }
 
 /// The path of `run`'s record.
@@ -105,14 +109,14 @@ impl<F: Fs> Ledger<F> {
 /// held belongs to a live host and is left alone. Runs before a runner starts anything.
 pub fn recover<F: Fs>(
     ledger: &mut Ledger<F>,
-    lease_free: &mut dyn FnMut(&Id) -> bool,
+    lease_free: &mut dyn FnMut(&LiveRun) -> bool,
     kill: &mut dyn FnMut(&LiveRun) -> usize,
     now: WallTime,
 ) -> Result<Recovered, RecordError> {
     let (live, problems) = ledger.live_runs()?;
     let mut done = Recovered { problems, ..Recovered::default() };
     for run in live {
-        if !lease_free(&run.work_id) {
+        if !lease_free(&run) {
             continue;
         }
         let killed = kill(&run);

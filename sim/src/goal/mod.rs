@@ -411,9 +411,11 @@ impl Specialists for SimSpecialists<'_> {
     fn call(&mut self, ask: &plan::Ask<'_>) -> plan::Called {
         use harn_core::work::agent::CallOutcome;
         match self.reply(ask.role, ask.label) {
-            Ok(text) => {
-                plan::Called { harness: Some("sim".into()), outcome: CallOutcome::replied(text) }
-            }
+            Ok(text) => plan::Called {
+                harness: Some("sim".into()),
+                outcome: CallOutcome::replied(text),
+                run_id: None,
+            },
             Err((class, why)) => plan::Called::refused(class, why),
         }
     }

@@ -328,6 +328,7 @@ impl WorkWorld {
             context: None,
             goal_spent_micro_usd: None,
             workspace: None,
+            planning: None,
             containment: None,
         }
     }
@@ -428,6 +429,7 @@ impl WorkWorld {
             host_pid: 4242,
             cgroup: None,
             started_at: now,
+            planning: false,
         };
         match self.ledger.begin_live(&live) {
             Ok(()) => {}

@@ -34,6 +34,10 @@ pub struct Ask<'a> {
     pub schema: &'a Value,
     /// A label unique among calls in flight together (it names their scratch space).
     pub label: &'a str,
+    /// The plan the call is for.
+    pub plan: &'a str,
+    /// Whether it proposes the plan or reviews it.
+    pub step: crate::work::run::StepKind,
 }
 
 /// A call as its host made it.
@@ -43,6 +47,8 @@ pub struct Called {
     pub harness: Option<String>,
     /// What came of it.
     pub outcome: CallOutcome,
+    /// The planning run that made it, when one did.
+    pub run_id: Option<String>,
 }
 
 /// A specialist's reply, or why there is none (with the failure's class).
@@ -53,7 +59,7 @@ impl Called {
     pub fn refused(class: Option<FailureClass>, why: impl Into<String>) -> Called {
         let outcome =
             CallOutcome { ok: false, error: Some(why.into()), class, ..Default::default() };
-        Called { harness: None, outcome }
+        Called { harness: None, outcome, run_id: None }
     }
 
     /// The reply, or the failure with its class.
@@ -120,6 +126,10 @@ pub struct PlanCall {
     pub prompt_sha256: String,
     /// What came of it, the reply included.
     pub outcome: CallOutcome,
+    /// The planning run that made it (absent for a call refused before any run, and for
+    /// plans made before planning calls were runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
 }
 
 /// Specialists whose every call is kept, in the order made, for the plan's record.
@@ -127,21 +137,25 @@ pub struct Recorder<'a> {
     inner: &'a mut dyn Specialists,
     /// The calls made so far.
     pub calls: Vec<PlanCall>,
+    /// The plan they were made for.
+    pub plan: Option<String>,
 }
 
 impl<'a> Recorder<'a> {
     /// Records the calls made through `inner`.
     pub fn new(inner: &'a mut dyn Specialists) -> Recorder<'a> {
-        Recorder { inner, calls: Vec::new() }
+        Recorder { inner, calls: Vec::new(), plan: None }
     }
 
     fn keep(&mut self, ask: &Ask<'_>, called: &Called) {
+        self.plan = Some(ask.plan.to_owned());
         self.calls.push(PlanCall {
             role: ask.role.to_owned(),
             label: ask.label.to_owned(),
             harness: called.harness.clone(),
             prompt_sha256: sha256_hex(ask.prompt.as_bytes()),
             outcome: called.outcome.clone(),
+            run_id: called.run_id.clone(),
         });
     }
 }
@@ -180,7 +194,9 @@ mod tests {
     #[test]
     fn the_host_policy_judges_a_planning_call_as_it_judges_a_runs() {
         let schema = serde_json::json!({});
-        let ask = Ask { role: "planner", prompt: "plan", schema: &schema, label: "p" };
+        let step = crate::work::run::StepKind::Plan;
+        let ask =
+            Ask { role: "planner", prompt: "plan", schema: &schema, label: "p", plan: "p", step };
         let gate =
             |p: Option<&FrozenPolicy>| policy_gate(p, &ask, "claude-code", None, Spent::default());
         assert!(gate(None).is_none(), "no policy, no check");

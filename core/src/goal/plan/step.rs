@@ -17,6 +17,7 @@ use crate::ids::Id;
 use crate::journal::JournalWriter;
 use crate::time::WallTime;
 use crate::work::ledger::Ledger;
+use crate::work::run::StepKind;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
@@ -59,10 +60,9 @@ pub fn run_planner<F: Fs>(
 ) -> Result<String, RecordError> {
     let mut recorder = Recorder::new(specialists);
     let stepped = plan_step(ledger, view, &mut recorder, actor, now);
-    if !recorder.calls.is_empty() {
-        // Only a new plan calls anyone (a resumed review reuses its receipt).
-        let plan = plan_id(&view.intent.id, view.plans.len() as u32 + 1);
-        let path = format!("{}/calls.jsonl", plan_dir(&view.intent.id, &plan));
+    if let Some(plan) = &recorder.plan {
+        // A resumed review reuses its receipt and calls no one.
+        let path = format!("{}/calls.jsonl", plan_dir(&view.intent.id, plan));
         let (mut writer, _) = JournalWriter::open_tail(&mut ledger.fs, &path)?;
         writer.append(&mut ledger.fs, now, &recorder.calls)?;
     }
@@ -95,23 +95,42 @@ fn plan_step<F: Fs>(
     if let Some(line) = resume_review(ledger, view, specialists, actor, now)? {
         return Ok(line);
     }
-    let sequence = plans.len() as u32 + 1;
-    let plan_id = plan_id(&intent.id, sequence);
-    let trigger = trigger(intent, items);
-    let done = milestones_completed(ledger, plans)?;
-    let request = PlanRequest {
-        plan_id: plan_id.clone(),
-        sequence,
-        prior_root_work_id: items.last().map(|i| i.id.clone()),
-        trigger_fingerprint: progress_fingerprint(items),
-        trigger,
-        created_at: now,
+    // A plan a crash cut short before anything was recorded of it is asked for again as
+    // the same plan: its planning run resumes, and a reply already made is not paid twice.
+    let (request, plans) = match cut_short(ledger, view)? {
+        Some(request) => (request, &plans[..plans.len() - 1]),
+        None => {
+            let sequence = plans.len() as u32 + 1;
+            let request = PlanRequest {
+                plan_id: plan_id(&intent.id, sequence),
+                sequence,
+                prior_root_work_id: items.last().map(|i| i.id.clone()),
+                trigger_fingerprint: progress_fingerprint(items),
+                trigger: trigger(intent, items),
+                created_at: now,
+            };
+            ledger.write_record(
+                &plan_dir(&intent.id, &request.plan_id),
+                "request.json",
+                &request,
+            )?;
+            (request, plans)
+        }
     };
-    ledger.write_record(&plan_dir(&intent.id, &plan_id), "request.json", &request)?;
+    let (plan_id, trigger) = (request.plan_id.clone(), request.trigger);
+    let done = milestones_completed(ledger, plans)?;
     let prompt = planner_prompt(intent, items, plans, &plan_id, (trigger, done), bounds);
     let schema = proposal_schema(policy.max_work_items_per_plan, trigger == PlanTrigger::Milestone);
     let planner = &policy.planner_specialist;
-    let asked = Ask { role: planner, prompt: &prompt, schema: &schema, label: &plan_id };
+    let step = StepKind::Plan;
+    let asked = Ask {
+        role: planner,
+        prompt: &prompt,
+        schema: &schema,
+        label: &plan_id,
+        plan: &plan_id,
+        step,
+    };
     let text = match specialists.call(&asked).answer(planner) {
         Ok(text) => text,
         Err((class, why)) => return fail(ledger, intent, &plan_id, class, &why, actor, now),
@@ -146,10 +165,14 @@ fn plan_step<F: Fs>(
         return Ok(format!("plan {plan_id} asks for a person: {}", proposal.rationale));
     }
     if let Some(panel) = &policy.review {
-        let label = format!("{plan_id}-revision");
+        let mut revisions = 0;
         let ask_planner = |specialists: &mut dyn Specialists, revision: &str| {
+            revisions += 1;
+            let label = format!("{plan_id}-revision-{revisions}");
             let prompt = format!("{prompt}\n{revision}");
-            let asked = Ask { role: planner, prompt: &prompt, schema: &schema, label: &label };
+            let (plan, step) = (plan_id.as_str(), StepKind::Plan);
+            let asked =
+                Ask { role: planner, prompt: &prompt, schema: &schema, label: &label, plan, step };
             let text = specialists.call(&asked).answer(planner).ok()?;
             checked(&text, &cx).ok()
         };
@@ -286,6 +309,33 @@ fn resume_review<F: Fs>(
     Ok(Some(format!("{line} ({RESUMED_REVIEW})")))
 }
 
+/// The request of the goal's latest plan when a crash cut it short before anything was
+/// recorded of it (no history, no review receipt) and the goal still stands where it was
+/// asked for; `None` otherwise.
+fn cut_short<F: Fs>(
+    ledger: &mut Ledger<F>,
+    view: &crate::goal::engine::GoalView,
+) -> Result<Option<PlanRequest>, RecordError> {
+    let (intent, items) = (&view.intent, &view.items[..]);
+    let Some(latest) = view.plans.last() else { return Ok(None) };
+    let request = &latest.request;
+    if latest.status != PlanStatus::Interrupted
+        || latest.review.is_some()
+        || request.trigger_fingerprint != progress_fingerprint(items)
+        || request.prior_root_work_id.as_ref() != items.last().map(|i| &i.id)
+        || request.trigger != trigger(intent, items)
+    {
+        return Ok(None);
+    }
+    let dir = plan_dir(&intent.id, &request.plan_id);
+    if ledger.read_json::<Receipt>(&format!("{dir}/review.json"))?.is_some()
+        || !events(ledger, &intent.id, &request.plan_id)?.is_empty()
+    {
+        return Ok(None);
+    }
+    Ok(Some(request.clone()))
+}
+
 /// A reply parsed as a proposal and validated; a reply that does not hold is refused, in
 /// the words its `plan.failed` records.
 fn checked(text: &str, cx: &PlanContext<'_>) -> Result<(Proposal, Option<ValidPlan>), RecordError> {
@@ -331,7 +381,10 @@ fn review(
             .reviewer_specialists
             .iter()
             .zip(&labels)
-            .map(|(role, label)| Ask { role, prompt: &prompt, schema: &schema, label })
+            .map(|(role, label)| {
+                let (plan, step) = (plan_id, StepKind::Review);
+                Ask { role, prompt: &prompt, schema: &schema, label, plan, step }
+            })
             .collect();
         let mut reviews = Vec::new();
         for (called, ask) in specialists.call_all(&calls).iter().zip(&calls) {

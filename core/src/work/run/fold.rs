@@ -1,6 +1,7 @@
 //! The fold of the workflow's messages into the replies the host owes and the proof: what
 //! each request asks of the host, how the process ended, and what a resume takes over.
 
+use super::planning;
 use super::*;
 
 /// What the host must do for a message.
@@ -263,7 +264,7 @@ impl RunFold {
             class = Some(FailureClass::Interrupted);
             Some(format!("interrupted by {by}"))
         } else if let Some(reason) = &self.denied {
-            Some(format!("denied by policy: {reason}"))
+            Some(format!("{POLICY_STOPPED}: {reason}"))
         } else if timed_out {
             Some(format!("timed out after {} ms and was killed", m.timeout_ms))
         } else if let Some((reason, decision)) = &self.blocked {
@@ -371,6 +372,10 @@ impl RunFold {
             class,
             decision_id,
         };
+        let planning = m.planning.clone().map(|step| {
+            let outcomes: Vec<&CallOutcome> = self.calls.iter().map(|c| &c.outcome).collect();
+            PlanningProof { step, reply_sha256: planning::reply_sha256(&outcomes) }
+        });
         let (evidence, stages, declined) = (self.evidence, self.stages, self.declined);
         Proof {
             schema_version: RUN_VERSION,
@@ -384,6 +389,7 @@ impl RunFold {
             policy,
             containment: m.containment.clone(),
             workspace: self.attested,
+            planning,
         }
     }
 }
@@ -423,6 +429,7 @@ pub fn sample_manifest(script: WorkflowRef, started_at: WallTime) -> RunManifest
         context: None,
         goal_spent_micro_usd: None,
         workspace: None,
+        planning: None,
         containment: None,
     }
 }

@@ -11,7 +11,7 @@ pub struct RunManifest {
     pub schema_version: u32,
     /// The run.
     pub run_id: Id,
-    /// The work item it is an attempt of.
+    /// The work item it is an attempt of; for a planning run, the goal it plans for.
     pub work_id: Id,
     /// The attempt number.
     pub attempt: u32,
@@ -70,6 +70,9 @@ pub struct RunManifest {
     /// The item's own worktree, under `--isolation worktree`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<crate::work::workspace::Workspace>,
+    /// For a planning run (a planner's or a reviewer's call), which step of which plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planning: Option<PlanningStep>,
 }
 
 /// Where a run's changes land. `worktree` is made by harn (an item's own git worktree and

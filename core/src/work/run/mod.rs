@@ -28,12 +28,14 @@ mod admission;
 mod fold;
 mod inspection;
 mod manifest;
+pub mod planning;
 mod proof;
 
 pub use admission::*;
 pub use fold::*;
 pub use inspection::*;
 pub use manifest::*;
+pub use planning::{PlanningProof, PlanningStep, StepKind};
 pub use proof::*;
 
 #[cfg(test)]

@@ -20,6 +20,9 @@ pub struct ProofSeal {
     pub proof_sha256: String,
 }
 
+/// How a proof's error begins when the run's policy stopped it.
+pub const POLICY_STOPPED: &str = "denied by policy";
+
 /// How a run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -97,6 +100,9 @@ pub struct Proof {
     /// The item's worktree as the run left it, under `--isolation worktree`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<crate::work::workspace::Attestation>,
+    /// For a planning run, its step and the digest of the reply it got.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planning: Option<PlanningProof>,
 }
 
 /// The policy part of a proof.

@@ -572,3 +572,94 @@ fn a_run_that_failed_for_want_of_an_adapter_is_an_environment_failure() {
     let p = f.finish(&manifest(), &intent(), &exited(1), WallTime(20));
     assert_eq!(p.run.class, None);
 }
+
+mod planning_runs {
+    use super::*;
+    use crate::work::run::planning::{self, PlanningStep, StepKind};
+
+    fn step() -> PlanningStep {
+        PlanningStep {
+            goal: id("g"),
+            plan: "plan-0001-aa".into(),
+            step: StepKind::Plan,
+            role: "planner".into(),
+            label: "plan-0001-aa".into(),
+            prompt_sha256: "p".into(),
+        }
+    }
+
+    fn planning_manifest() -> RunManifest {
+        let spec = crate::work::agent::AdapterSpec::text(vec!["h".into()], 1);
+        let harness = Some(FrozenAdapter { name: "h".into(), spec });
+        let mut team = Team::new();
+        team.insert("planner".into(), crate::work::team::Profile::default());
+        RunManifest { harness, team, max_agents: Some(1), planning: Some(step()), ..manifest() }
+    }
+
+    /// The planning workflow's request, the call's reply, and the workflow's result, folded.
+    fn ran(outcome: CallOutcome) -> (Proof, Vec<Value>) {
+        let m = planning_manifest();
+        let mut f = m.fold();
+        let request = planning::request("planner", "plan it", &serde_json::json!({}));
+        let asked = f.observe(parse(&request.to_string()));
+        assert!(matches!(asked, Some(HostAction::CallAgent { .. })), "{asked:?}");
+        let ended = crate::work::transcript::agent_end(planning::CALL_ID, Some("k"), &outcome);
+        f.agent_done(planning::CALL_ID, outcome.clone());
+        let result = if outcome.ok { OK } else { r#"{"op":"result","ok":false}"# };
+        f.observe(parse(result));
+        let intent = planning::intent(&m, &step());
+        (f.finish(&m, &intent, &exited(0), WallTime(20)), vec![ended])
+    }
+
+    #[test]
+    fn a_planning_proof_names_its_step_and_the_digest_of_the_reply() {
+        let (proof, records) = ran(CallOutcome::replied("{\"decision\":\"proceed\"}"));
+        let planning = proof.planning.clone().expect("a planning proof");
+        assert_eq!(planning.step, step());
+        let digest = crate::hash::sha256_hex(b"{\"decision\":\"proceed\"}");
+        assert_eq!(planning.reply_sha256.as_deref(), Some(digest.as_str()));
+        assert_eq!(
+            planning::outcome(&records, &proof).text.as_deref(),
+            Some("{\"decision\":\"proceed\"}")
+        );
+        assert!(proof.passes(), "a usable reply is a passing planning run");
+    }
+
+    #[test]
+    fn a_failed_call_is_the_outcome_and_a_run_the_policy_stopped_waits_for_a_person() {
+        let failed = CallOutcome::failed("the vendor is overloaded", Some(FailureClass::Upstream));
+        let (proof, records) = ran(failed.clone());
+        assert_eq!(proof.planning.as_ref().and_then(|p| p.reply_sha256.clone()), None);
+        let outcome = planning::outcome(&records, &proof);
+        assert_eq!((outcome.error, outcome.class), (failed.error, failed.class));
+        let mut stopped = proof.clone();
+        stopped.run.error = Some(format!("{}: rule r asks for approval", POLICY_STOPPED));
+        let outcome = planning::outcome(&[], &stopped);
+        assert_eq!(outcome.class, Some(FailureClass::Decision));
+        assert!(outcome.error.unwrap().contains("rule r asks"));
+        // A run that ended before any call says why.
+        let outcome = planning::outcome(&[], &proof);
+        assert!(!outcome.ok && outcome.error.is_some());
+    }
+
+    #[test]
+    fn the_same_call_is_found_again_whatever_its_prompt_said() {
+        let again = PlanningStep { prompt_sha256: "other".into(), ..step() };
+        assert!(step().same_call(&again));
+        let revision = PlanningStep { label: "plan-0001-aa-revision-1".into(), ..step() };
+        assert!(!step().same_call(&revision));
+    }
+
+    #[test]
+    fn the_planning_workflow_holds_its_request_byte_for_byte() {
+        let request = planning::request(
+            "planner",
+            "line one\nHARN_REQUEST\n'quoted'",
+            &serde_json::json!({"type": "object"}),
+        );
+        let script = planning::workflow(&request);
+        let line = request.to_string();
+        assert!(!line.contains('\n'), "one line");
+        assert!(script.contains(&format!("<<'HARN_REQUEST'\n{line}\nHARN_REQUEST\n")), "{script}");
+    }
+}
