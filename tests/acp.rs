@@ -139,6 +139,10 @@ fn a_tool_call_the_policy_asks_about_parks_the_run_and_the_ruling_resumes_the_sa
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    // Parking cancelled the turn (the permission answered `cancelled`, then session/cancel)
+    // before the segment ended.
+    let cancel = sent.iter().position(|m| m["method"] == "session/cancel").expect("a cancel");
+    assert_eq!(sent[cancel - 1]["result"]["outcome"]["outcome"], "cancelled", "{sent:?}");
     let load = sent.iter().find(|m| m["method"] == "session/load").expect("a session/load");
     assert_eq!(load["params"]["sessionId"], "3ad889f5-eae2-4c66-b6b2-4775c9616371");
     let (proof, _) = records(r);

@@ -55,5 +55,5 @@ fn init_makes_the_root_at_the_repository_top_and_keeps_what_is_there() {
     assert_eq!(doc["existed"], true);
     assert!(doc["made"].as_object().unwrap().values().all(|m| m == false), "{doc}");
     assert_eq!(std::fs::read_to_string(top.join("harness.toml")).unwrap(), "# mine\n");
-    assert_eq!(doc["agents"].as_array().unwrap().len(), 3, "one line per preset: {doc}");
+    assert_eq!(doc["agents"].as_array().unwrap().len(), 4, "one line per preset: {doc}");
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A local stand-in for the Anthropic Messages API and the OpenAI Responses API.
+"""A local stand-in for the Anthropic Messages API, the OpenAI Responses API and the Gemini API.
 
 It lets the real Claude Code and Codex CLIs run with no network: point them at
 http://127.0.0.1:PORT (README.md beside this file says how) and every request is
@@ -24,6 +24,8 @@ A request with no credentials at all (no x-api-key / Authorization) gets the ven
 Codex's --output-schema) get a small value that fits the schema.
 
 Routes: POST /v1/messages (stream or not), POST /v1/messages/count_tokens,
+POST /v1beta/models/MODEL:streamGenerateContent (SSE) and :generateContent (Gemini CLI,
+through GOOGLE_GEMINI_BASE_URL),
 POST /v1/responses (SSE), GET /v1/responses with Upgrade: websocket (Codex's default
 transport), HEAD / (Claude's connectivity probe); anything else is a 404.
 
@@ -66,6 +68,27 @@ ANTHROPIC_USAGE = {"input_tokens": 11, "cache_creation_input_tokens": 3,
 OPENAI_USAGE = {"input_tokens": 13, "input_tokens_details": {"cached_tokens": 5},
                 "output_tokens": 7, "output_tokens_details": {"reasoning_tokens": 2},
                 "total_tokens": 20}
+
+GEMINI_USAGE = {"promptTokenCount": 11, "candidatesTokenCount": 3, "totalTokenCount": 14}
+GEMINI_ERRORS = {  # scenario -> (status, status word, message)
+    "unauthorized": (400, "INVALID_ARGUMENT", "API key not valid. Please pass a valid API key."),
+    "rate-limited": (429, "RESOURCE_EXHAUSTED", "Resource has been exhausted (e.g. check quota)."),
+    "server-error": (500, "INTERNAL", "An internal error has occurred."),
+}
+
+
+def gemini_reply(body: dict, scenario: str) -> list[dict]:
+    """The model's parts: write-file asks for Gemini CLI's write_file tool until a function
+    response comes back, then says it is done; anything else is the plain reply."""
+    contents = body.get("contents") or [{}]
+    answered = any("functionResponse" in p for p in contents[-1].get("parts", []))
+    if scenario == "write-file" and not answered:
+        return [{"functionCall": {"name": "write_file",
+                                  "args": {"file_path": FILE_NAME, "content": FILE_TEXT}}}]
+    if scenario == "write-file":
+        return [{"text": "done writing"}]
+    return [{"text": REPLY}]
+
 
 ANTHROPIC_ERRORS = {  # scenario -> (status, error type, message)
     "unauthorized": (401, "authentication_error", "invalid x-api-key"),
@@ -530,10 +553,35 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(200, {"input_tokens": ANTHROPIC_USAGE["input_tokens"]})
         if path.endswith("/responses") and self.command == "POST":
             return self.openai_responses(body, scenario)
+        if ":streamGenerateContent" in path or ":generateContent" in path:
+            return self.gemini(body, scenario, ":streamGenerateContent" in path)
         if self.command == "HEAD":
             return self.send_json(200, {})
         return self.send_json(404, {"type": "error", "error": {
             "type": "not_found_error", "message": f"stand-in: no route {self.command} {path}"}})
+
+    # -- Gemini
+
+    def gemini(self, body: dict, scenario: str, stream: bool):
+        if scenario == "hang":
+            return self.hang()
+        if scenario in GEMINI_ERRORS:
+            status, code, message = GEMINI_ERRORS[scenario]
+            return self.send_json(status, {"error": {"code": status, "message": message,
+                                                     "status": code}})
+        parts = gemini_reply(body, scenario)
+        doc = {"candidates": [{"content": {"role": "model", "parts": parts},
+                               "finishReason": "STOP", "index": 0}],
+               "usageMetadata": GEMINI_USAGE, "modelVersion": "gemini-standin"}
+        if not stream:
+            return self.send_json(200, doc)
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        self.wfile.write(("data: " + json.dumps(doc) + "\r\n\r\n").encode())
+        self.wfile.flush()
 
     # -- Anthropic
 

@@ -87,9 +87,15 @@ impl Session {
                 _ => acp::judge(judge.policy, judge.read_only, &ask),
             };
             (judge.note)(note);
-            self.client.permit(&ask, verdict == Verdict::Allow);
-            if verdict == Verdict::Ask {
-                self.refused = Some((Some(FailureClass::Decision), acp::asked(&ask)));
+            match verdict {
+                // The run parked on it: the turn is cancelled, so the agent ends it and keeps
+                // its session for the resume.
+                Verdict::Ask if judge.host.is_some() => self.client.cancel(&ask),
+                Verdict::Ask => {
+                    self.client.permit(&ask, false);
+                    self.refused = Some((Some(FailureClass::Decision), acp::asked(&ask)));
+                }
+                _ => self.client.permit(&ask, verdict == Verdict::Allow),
             }
         }
         self.flush();

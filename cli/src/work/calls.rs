@@ -143,6 +143,14 @@ fn preflight(
     let login = match (&program, spec.kind) {
         (Some(p), Kind::ClaudeCode) if direct("claude") => Some(login_of(p, spec.kind, billing)),
         (Some(p), Kind::Codex) if direct("codex") => Some(login_of(p, spec.kind, billing)),
+        (Some(_), Kind::Acp) if direct("gemini") => Some(gemini_login()),
+        // Claude Code's ACP adapter runs Claude Code, which is asked.
+        (Some(_), Kind::Acp) if direct("claude-agent-acp") => {
+            let claude = std::env::var("CLAUDE_CODE_EXECUTABLE")
+                .ok()
+                .or_else(|| find_program("claude").map(|p| p.display().to_string()));
+            claude.map(|c| login_of(Path::new(&c), Kind::ClaudeCode, billing))
+        }
         _ => None,
     };
     let result =
@@ -210,6 +218,17 @@ fn login_of(program: &Path, kind: Kind, billing: Billing) -> Login {
         Kind::ClaudeCode => agent::claude_login(&String::from_utf8_lossy(&out.stdout)),
         _ => agent::codex_login(&text, out.status.code()),
     }
+}
+
+/// Gemini CLI's login as its calls would find it: its Google login in its home
+/// (`$GEMINI_CLI_HOME/.gemini` or `~/.gemini`), else a key or a gateway in the environment,
+/// which the pre-flight refuses under subscription billing.
+fn gemini_login() -> Login {
+    let home = std::env::var_os("GEMINI_CLI_HOME").or_else(|| std::env::var_os("HOME"));
+    let oauth = home.is_some_and(|h| Path::new(&h).join(".gemini/oauth_creds.json").is_file());
+    let vars = ["GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GEMINI_BASE_URL"];
+    let key = vars.into_iter().find(|v| std::env::var_os(v).is_some_and(|x| !x.is_empty()));
+    agent::gemini_login(oauth, key)
 }
 
 /// Runs a short command with a deadline, killing it past the deadline.

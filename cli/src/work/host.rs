@@ -82,6 +82,26 @@ pub fn run_segment(
     ended
 }
 
+/// Longest wait, once a run parks on an agent's tool call, for the agent to end its
+/// cancelled turn before the segment's processes are killed.
+const PARK_GRACE: Duration = Duration::from_secs(5);
+
+/// Waits (at most [`PARK_GRACE`]) for `call` to end after its turn was cancelled for a park.
+/// Its end is not recorded: the call is asked again, and continues its session, when the
+/// ruling resumes the run.
+fn settle(events: &mpsc::Receiver<HostEvent>, call: &str) {
+    let until = std::time::Instant::now() + PARK_GRACE;
+    while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
+        match events.recv_timeout(left) {
+            Ok(HostEvent::AgentDone(id, _)) if id == call => return,
+            // Another ask of the cancelled turn is refused; anything else waits for the resume.
+            Ok(HostEvent::ToolAsk(_, _, answer)) => drop(answer.send((Verdict::Deny, Vec::new()))),
+            Ok(_) => {}
+            Err(_) => return,
+        }
+    }
+}
+
 /// [`run_segment`] once the segment's hold and record are in place.
 fn drive(
     store: &mut Store,
@@ -219,7 +239,7 @@ fn drive(
                 let _ = ack.send(());
             }
             HostEvent::AgentDone(id, outcome) => host.on_agent_done(store, &id, outcome)?,
-            HostEvent::ToolAsk(_, request, answer) => {
+            HostEvent::ToolAsk(call, request, answer) => {
                 let logged = host.fold.policy_log().len();
                 let judged = host.fold.tool(request);
                 let rules = match host.fold.policy_log().get(logged) {
@@ -239,6 +259,10 @@ fn drive(
                     ToolJudged::Park(parked) => match host.park(store, &parked)? {
                         Some(request) => {
                             host.summarize_malformed(store)?;
+                            // The agent is told its turn is cancelled, and given a moment to
+                            // end it and keep its session, which the ruling's resume loads.
+                            let _ = answer.send((Verdict::Ask, rules));
+                            settle(&events, &call);
                             return Ok(SegmentEnd::Parked(Box::new(request)));
                         }
                         None => {

@@ -19,11 +19,13 @@ use serde_json::{json, Value};
 use std::collections::VecDeque;
 
 /// The id of each request the client sends: one of each, in this order, so what the agent
-/// sent can be read back without the client's state.
+/// sent can be read back without the client's state. A session is loaded (`LOAD`) before a
+/// new one is asked for (`SESSION`) only when the load failed.
 const INITIALIZE: u64 = 0;
-const SESSION: u64 = 1;
+pub(super) const SESSION: u64 = 1;
 const MODE: u64 = 2;
-const PROMPT: u64 = 3;
+pub(super) const PROMPT: u64 = 3;
+pub(super) const LOAD: u64 = 4;
 
 /// A tool call the agent asks permission for, as the run's policy judges it.
 #[derive(Clone, Debug, PartialEq)]
@@ -129,6 +131,17 @@ impl Client {
         self.out.push_back(json!({"jsonrpc": "2.0", "id": ask.id, "result": result}).to_string());
     }
 
+    /// Cancels the turn while `ask` waits (the run parks on it): the permission is answered
+    /// `cancelled` and the agent told to stop its turn, which it ends with `cancelled`.
+    pub fn cancel(&mut self, ask: &ToolAsk) {
+        let result = json!(RequestPermissionResponse::new(RequestPermissionOutcome::Cancelled));
+        self.out.push_back(json!({"jsonrpc": "2.0", "id": ask.id, "result": result}).to_string());
+        let session = self.session.clone().unwrap_or_default();
+        let cancel = json!({"sessionId": session});
+        let note = json!({"jsonrpc": "2.0", "method": AGENT_METHOD_NAMES.session_cancel, "params": cancel});
+        self.out.push_back(note.to_string());
+    }
+
     fn send(&mut self, id: u64, method: &str, params: Value) {
         let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         self.out.push_back(line.to_string());
@@ -157,23 +170,23 @@ impl Client {
             Some(INITIALIZE) if failed => self.done = true,
             Some(INITIALIZE) => {
                 let loads = msg["result"]["agentCapabilities"]["loadSession"] == true;
-                let (method, mut params) = match self.resume.clone().filter(|_| loads) {
-                    Some(session) => (
-                        AGENT_METHOD_NAMES.session_load,
-                        json!(LoadSessionRequest::new(session, self.cwd.clone())),
-                    ),
-                    None => (
-                        AGENT_METHOD_NAMES.session_new,
-                        json!(NewSessionRequest::new(self.cwd.clone())),
-                    ),
-                };
-                if let (Some(meta), Some(params)) = (&self.meta, params.as_object_mut()) {
-                    params.insert("_meta".to_owned(), meta.clone());
+                match self.resume.clone().filter(|_| loads) {
+                    Some(session) => {
+                        let load = LoadSessionRequest::new(session, self.cwd.clone());
+                        self.open(LOAD, AGENT_METHOD_NAMES.session_load, json!(load));
+                    }
+                    None => self.open_new(),
                 }
-                self.send(SESSION, method, params);
+            }
+            // An agent that cannot load the session it gave (lost, expired, or a bug of its
+            // own) is asked the same prompt in a new session: the workspace holds what the
+            // first one did.
+            Some(LOAD) if failed => {
+                self.resume = None;
+                self.open_new();
             }
             Some(SESSION) if failed => self.done = true,
-            Some(SESSION) => {
+            Some(SESSION | LOAD) => {
                 let result = &msg["result"];
                 let session = result["sessionId"].as_str().map(str::to_owned);
                 self.session = session.or_else(|| self.resume.clone());
@@ -195,6 +208,19 @@ impl Client {
             Some(PROMPT) => self.done = true,
             _ => {}
         }
+    }
+
+    fn open_new(&mut self) {
+        let new = NewSessionRequest::new(self.cwd.clone());
+        self.open(SESSION, AGENT_METHOD_NAMES.session_new, json!(new));
+    }
+
+    /// Asks for a session, with the adapter's `meta`.
+    fn open(&mut self, id: u64, method: &str, mut params: Value) {
+        if let (Some(meta), Some(params)) = (&self.meta, params.as_object_mut()) {
+            params.insert("_meta".to_owned(), meta.clone());
+        }
+        self.send(id, method, params);
     }
 
     fn ask(&mut self) {
@@ -335,7 +361,8 @@ pub fn read(stdout: &str) -> Reading {
         }
         let (Some(id), None) = (msg["id"].as_u64(), msg.get("method")) else { continue };
         if let Some(e) = msg.get("error") {
-            if id != MODE {
+            // A failed load is followed by a new session, whose outcome is the call's.
+            if id != MODE && id != LOAD {
                 let details = e["data"]["details"].as_str().map(|d| format!(" ({d})"));
                 let message = e["message"].as_str().unwrap_or("an error");
                 r.error = Some(format!("{message}{}", details.unwrap_or_default()));
@@ -344,7 +371,7 @@ pub fn read(stdout: &str) -> Reading {
         }
         let result = &msg["result"];
         match id {
-            SESSION => {
+            SESSION | LOAD => {
                 open = true;
                 if let Some(s) = result["sessionId"].as_str() {
                     r.session_id = Some(s.to_owned());
@@ -353,6 +380,16 @@ pub fn read(stdout: &str) -> Reading {
             PROMPT => {
                 let u = &result["usage"];
                 let number = |k: &str| u[k].as_u64().unwrap_or(0);
+                // Gemini CLI counts the turn's tokens in `_meta.quota.token_count` instead.
+                let quota = &result["_meta"]["quota"]["token_count"];
+                if !u.is_object() && quota.is_object() {
+                    let count = |k: &str| quota[k].as_u64().unwrap_or(0);
+                    r.usage = Some(Usage {
+                        input_tokens: count("input_tokens"),
+                        output_tokens: count("output_tokens"),
+                        ..Usage::default()
+                    });
+                }
                 if u.is_object() {
                     r.usage = Some(Usage {
                         input_tokens: number("inputTokens")

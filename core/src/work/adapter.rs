@@ -520,10 +520,21 @@ fn acp_progress(v: &Value) -> Vec<Value> {
                 .collect();
             vec![json!({ "what": "plan", "entries": entries })]
         }
-        _ if v["id"] == 1 && v["result"].is_object() => {
+        _ if v["id"] == super::acp::SESSION && v["result"].is_object() => {
             vec![json!({ "what": "session", "session_id": v["result"]["sessionId"] })]
         }
-        _ if v["id"] == 3 && v["result"].is_object() => {
+        _ if v["id"] == super::acp::LOAD && v["result"].is_object() => {
+            vec![
+                json!({ "what": "session", "session_id": v["result"]["sessionId"], "loaded": true }),
+            ]
+        }
+        _ if v["id"] == super::acp::LOAD && v["error"].is_object() => {
+            let said = one_line(v["error"]["message"].as_str().unwrap_or("an error"));
+            let why =
+                format!("the agent could not load its session ({said}); a new one asks again");
+            vec![json!({ "what": "error", "message": why })]
+        }
+        _ if v["id"] == super::acp::PROMPT && v["result"].is_object() => {
             vec![json!({ "what": "result", "stop_reason": v["result"]["stopReason"] })]
         }
         _ => Vec::new(),

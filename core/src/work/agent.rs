@@ -39,6 +39,8 @@ pub const API_KEY_VARS: &[&str] = &[
     "AZURE_API_KEY",
     "GOOGLE_API_KEY",
     "GEMINI_API_KEY",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_VERTEX_BASE_URL",
     "GOOGLE_GENAI_USE_VERTEXAI",
     "VERTEXAI_API_KEY",
     "MISTRAL_API_KEY",
@@ -153,6 +155,15 @@ pub fn presets() -> BTreeMap<String, AdapterSpec> {
                 ..spec(Kind::Acp, &["claude-agent-acp"], &["~/.claude", "~/.claude.json"])
             },
         ),
+        // Gemini CLI speaks ACP itself (`gemini --acp`); its `default` mode asks before every
+        // change. It keeps its login, settings and sessions in ~/.gemini.
+        (
+            "gemini".to_owned(),
+            AdapterSpec {
+                mode: Some("default".to_owned()),
+                ..spec(Kind::Acp, &["gemini", "--acp"], &["~/.gemini"])
+            },
+        ),
     ])
 }
 
@@ -255,7 +266,7 @@ fn install_hint(kind: Kind) -> &'static str {
     match kind {
         Kind::ClaudeCode => "; install it with `npm install -g @anthropic-ai/claude-code`",
         Kind::Codex => "; install it with `npm install -g @openai/codex`",
-        Kind::Acp => "; install the agent's ACP program (Claude Code's: `npm install -g @agentclientprotocol/claude-agent-acp`)",
+        Kind::Acp => "; install the agent's ACP program (Gemini CLI: `npm install -g @google/gemini-cli`; Claude Code's adapter: `npm install -g @agentclientprotocol/claude-agent-acp`)",
         Kind::Text => "",
     }
 }
@@ -265,7 +276,8 @@ pub fn login_hint(kind: Kind) -> &'static str {
     match kind {
         Kind::ClaudeCode => "run `claude auth login` (or `claude` and /login)",
         Kind::Codex => "run `codex login`",
-        Kind::Text | Kind::Acp => "log the program in",
+        Kind::Acp => "log the program in (Gemini CLI: run `gemini` and choose Log in with Google; Claude Code's adapter: `claude auth login`)",
+        Kind::Text => "log the program in",
     }
 }
 
@@ -302,6 +314,8 @@ const TABLE: &[Row] = &[
             "no credentials",
             "login required",
             "didn't provide an api key",
+            "api key is missing",
+            "authentication required",
         ],
     },
     Row {
@@ -309,6 +323,7 @@ const TABLE: &[Row] = &[
         class: Some(FailureClass::Environment),
         phrases: &[
             "invalid api key",
+            "api key not valid",
             "invalid x-api-key",
             "incorrect api key",
             "invalid_api_key",
@@ -366,6 +381,7 @@ const TABLE: &[Row] = &[
             "insufficient_quota",
             "exceeded your current quota",
             "quota exceeded",
+            "resource_exhausted",
             "out of credits",
         ],
     },
@@ -559,6 +575,19 @@ pub fn claude_login(stdout: &str) -> Login {
     Login { logged_in: v["loggedIn"] == true, api_key, method }
 }
 
+/// Gemini CLI's login, from what it reads itself: its Google login
+/// (`~/.gemini/oauth_creds.json`, a subscription), else an API key or a gateway in the
+/// environment its calls get (`key`: the variable's name), billed per token.
+pub fn gemini_login(oauth: bool, key: Option<&str>) -> Login {
+    match (oauth, key) {
+        (true, _) => Login { logged_in: true, api_key: None, method: "oauth-personal".into() },
+        (false, Some(var)) => {
+            Login { logged_in: true, api_key: Some(var.to_owned()), method: var.to_owned() }
+        }
+        (false, None) => Login { logged_in: false, api_key: None, method: "none".into() },
+    }
+}
+
 /// Reads `codex login status` (0.171 prints it on stderr): `Not logged in` (exit 1), `Logged in
 /// using ChatGPT`, or `API key configured - ***` for a key in `auth.json`.
 pub fn codex_login(output: &str, code: Option<i32>) -> Login {
@@ -680,6 +709,27 @@ mod tests {
     }
 
     #[test]
+    fn gemini_speaks_acp_and_its_login_says_how_it_would_bill() {
+        let gemini = resolve("gemini", &BTreeMap::new()).unwrap();
+        assert_eq!((gemini.kind, gemini.command.join(" ")), (Kind::Acp, "gemini --acp".into()));
+        assert_eq!(
+            (gemini.mode.as_deref(), &gemini.writable[..]),
+            (Some("default"), &["~/.gemini".to_owned()][..])
+        );
+        let google = gemini_login(true, Some("GEMINI_API_KEY"));
+        assert!(google.logged_in && google.api_key.is_none(), "its Google login wins");
+        let key = gemini_login(false, Some("GEMINI_API_KEY"));
+        assert_eq!((key.logged_in, key.api_key.as_deref()), (true, Some("GEMINI_API_KEY")));
+        let spec = &gemini;
+        let refused = preflight("gemini", spec, true, Some(&key), false).unwrap_err().to_string();
+        assert!(refused.contains("would bill an API key (GEMINI_API_KEY)"), "{refused}");
+        assert!(preflight("gemini", spec, true, Some(&key), true).is_ok());
+        let none = preflight("gemini", spec, true, Some(&gemini_login(false, None)), true);
+        assert!(none.unwrap_err().to_string().contains("Log in with Google"));
+        assert!(API_KEY_VARS.contains(&"GOOGLE_GEMINI_BASE_URL"), "a gateway is another account");
+    }
+
+    #[test]
     fn each_ending_gets_its_class() {
         let spec = text_spec();
         let ok = classify("h", &spec, 9, &end(Some(0), ""));
@@ -700,6 +750,11 @@ mod tests {
         use FailureClass::{Environment as Env, Upstream as Up};
         let rows: &[(&str, Option<FailureClass>)] = &[
             ("Not logged in · Please run /login", Some(Env)),
+            // Gemini CLI 0.61: `session/new` without a key, and the API's refusals.
+            ("Gemini API key is missing or not configured.", Some(Env)),
+            ("Authentication required", Some(Env)),
+            ("API key not valid. Please pass a valid API key.", Some(Env)),
+            ("RESOURCE_EXHAUSTED: Quota exceeded for metric", Some(Up)),
             ("Invalid API key · Fix external API key", Some(Env)),
             (
                 r#"API Error: 401 {"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,

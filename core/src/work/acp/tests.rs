@@ -125,11 +125,59 @@ fn a_session_the_call_continues_is_loaded_and_its_history_is_not_the_reply() {
     };
     let lines = [
         chunk("the old reply"),
-        r#"{"jsonrpc":"2.0","id":1,"result":{}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":4,"result":{}}"#.to_owned(),
         chunk("the new reply"),
         r#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}"#.to_owned(),
     ];
     assert_eq!(read(&lines.join("\n")).reply.as_deref(), Some("the new reply"));
+}
+
+#[test]
+fn a_session_the_agent_cannot_load_is_asked_again_in_a_new_one() {
+    let mut client = Client::start("again", "/w", Some("s1"), None, None);
+    client.poll_line();
+    client.handle(r#"{"jsonrpc":"2.0","id":0,"result":{"protocolVersion":1,"agentCapabilities":{"loadSession":true}}}"#);
+    assert!(client.poll_line().unwrap().contains("session/load"));
+    // Gemini CLI 0.61's answer when it lost the session it gave.
+    let lost = r#"{"jsonrpc":"2.0","id":4,"error":{"code":-32603,"message":"No previous sessions found for this project."}}"#;
+    client.handle(lost);
+    assert!(!client.done(), "the call goes on");
+    let new: Value = serde_json::from_str(&client.poll_line().unwrap()).unwrap();
+    assert_eq!(new["method"], "session/new");
+    client.handle(r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s2"}}"#);
+    let prompt: Value = serde_json::from_str(&client.poll_line().unwrap()).unwrap();
+    assert_eq!(
+        (prompt["method"].as_str(), prompt["params"]["sessionId"].as_str()),
+        (Some("session/prompt"), Some("s2"))
+    );
+    let lines = [
+        lost.to_owned(),
+        r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"s2"}}"#.to_owned(),
+        json!({"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s2","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"done"}}}}).to_string(),
+        r#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn"}}"#.to_owned(),
+    ];
+    let r = read(&lines.join("\n"));
+    assert_eq!(
+        (r.reply.as_deref(), r.error, r.session_id.as_deref()),
+        (Some("done"), None, Some("s2"))
+    );
+    let shown = crate::work::adapter::progress(crate::work::adapter::Kind::Acp, lost);
+    assert!(
+        shown[0]["message"].as_str().unwrap().contains("could not load its session"),
+        "{shown:?}"
+    );
+}
+
+#[test]
+fn gemini_cli_counts_the_turns_tokens_in_its_quota_meta() {
+    // As Gemini CLI 0.61 ends a turn.
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"result":{"sessionId":"g1"}}"#,
+        r#"{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"g1","update":{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"done"}}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"result":{"stopReason":"end_turn","_meta":{"quota":{"token_count":{"input_tokens":22,"output_tokens":6},"model_usage":[{"model":"gemini-2.5-flash","token_count":{"input_tokens":22,"output_tokens":6}}]}}}}"#,
+    ];
+    let usage = read(&lines.join("\n")).usage.expect("tokens counted");
+    assert_eq!((usage.input_tokens, usage.output_tokens, usage.cost_micro_usd), (22, 6, None));
 }
 
 #[test]
