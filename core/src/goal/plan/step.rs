@@ -310,7 +310,7 @@ fn resume_review<F: Fs>(
 }
 
 /// The request of the goal's latest plan when a crash cut it short before anything was
-/// recorded of it (no history, no review receipt) and the goal still stands where it was
+/// recorded of it (no history, no proposal, no review receipt) and the goal still stands where it was
 /// asked for; `None` otherwise.
 fn cut_short<F: Fs>(
     ledger: &mut Ledger<F>,
@@ -327,10 +327,15 @@ fn cut_short<F: Fs>(
     {
         return Ok(None);
     }
+    // Only its request: a proposal or a receipt already written is the plan's own record,
+    // never written twice (an interrupted plan with one stays interrupted).
     let dir = plan_dir(&intent.id, &request.plan_id);
-    if ledger.read_json::<Receipt>(&format!("{dir}/review.json"))?.is_some()
-        || !events(ledger, &intent.id, &request.plan_id)?.is_empty()
-    {
+    for written in ["review.json", "proposal.json"] {
+        if ledger.read_json::<Value>(&format!("{dir}/{written}"))?.is_some() {
+            return Ok(None);
+        }
+    }
+    if !events(ledger, &intent.id, &request.plan_id)?.is_empty() {
         return Ok(None);
     }
     Ok(Some(request.clone()))
