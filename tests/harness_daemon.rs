@@ -183,6 +183,16 @@ command = ["{child}", "exit", "1"]
         .map(|(_, e)| e["next_retry_in"].as_u64().unwrap())
         .collect();
     assert_eq!(flapping, [200, 400], "the third exit crosses the threshold, then delays double");
+    // The restarting -> starting record holds the evidence at that decision: no process yet,
+    // the state it moved to, and how the run before it ended.
+    let ledger = root.ledger("crash");
+    let restart = ledger
+        .iter()
+        .find(|r| r["detail"]["from"] == "restarting" && r["detail"]["to"] == "starting")
+        .expect("a restart");
+    assert_eq!(restart["observed"], "starting", "{restart}");
+    assert_eq!(restart["liveness"]["pid"], Value::Null, "{restart}");
+    assert_eq!(restart["termination"]["exit_code"], 1, "{restart}");
     let exits: Vec<i64> =
         events.iter().filter(|(_, e)| e["event"] == "harness_exited").map(|(t, _)| *t).collect();
     let starts: Vec<i64> =
@@ -377,6 +387,22 @@ fn a_second_daemon_is_refused_and_names_the_owner() {
     let out = root.harn(&["up"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out).contains(&format!("pid {owner}")), "{}", text(&out));
+    // Each refusal is in the owner's ledger: who was refused, and who owns the root.
+    let ledger = root.harn(&["ledger", "--json"]);
+    let doc: Value = serde_json::from_slice(&ledger.stdout).unwrap();
+    let refused: Vec<&Value> = doc["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["decision"] == "duplicate_start_refused")
+        .collect();
+    assert_eq!(refused.len(), 2, "{doc}");
+    for (r, verb) in refused.iter().zip(["daemon", "up"]) {
+        assert_eq!(r["ownership"]["lock_holder_pid"], owner, "{r}");
+        assert!(r["detail"]["pid"].as_u64().is_some_and(|p| p as u32 != owner), "{r}");
+        assert!(r["detail"]["command"].as_str().unwrap().contains(verb), "{r}");
+    }
+    assert!(text(&root.harn(&["ledger"])).contains("a second daemon"), "shown as a line too");
 }
 
 #[test]
@@ -776,6 +802,12 @@ fn a_hung_harness_is_stopped_and_restarted_by_its_watchdog_or_readiness_timeout(
         let hung = ledger.iter().find(|r| r["decision"] == "hung").expect("a hung record");
         assert_eq!(hung["detail"]["reason"], reason, "{hung}");
         if name == "pinger" {
+            // The watchdog is a column of its own: the last WATCHDOG=1 the harness sent, dated.
+            let ping = hung["watchdog"]["last_ping_ms"].as_i64().expect("the last ping");
+            let at = hung["ts"].as_i64().unwrap_or(i64::MAX);
+            assert!(ping <= at && at - ping >= 700, "silent at least 0.8 s before: {hung}");
+            assert_eq!(hung["watchdog"]["interval_ms"], 800, "{hung}");
+            assert_eq!(hung["last_watchdog_ping_ms"], ping, "{hung}");
             assert!(
                 ledger.iter().any(|r| r["decision"] == "ready"),
                 "readiness arriving is recorded"
@@ -784,6 +816,30 @@ fn a_hung_harness_is_stopped_and_restarted_by_its_watchdog_or_readiness_timeout(
     }
     let journal = root.events();
     assert!(journal.iter().any(|(_, e)| e["event"] == "harness_hung"), "journaled");
+}
+
+/// A live pid is not readiness: a harness with `readiness = "none"` is recorded as running
+/// with its readiness unproven, and `requires` on it is refused at load (with `after` named
+/// as the ordering that fits).
+#[test]
+fn a_harness_without_readiness_is_never_recorded_ready_and_nothing_may_require_it() {
+    let root = Root::new("[harness.plain]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\n");
+    root.up();
+    root.wait_for("plain", "running", |h| state(h) == "running");
+    let ledger = root.ledger("plain");
+    let last = ledger.last().unwrap();
+    assert_eq!(last["readiness"]["kind"], "none", "{last}");
+    assert_eq!(last["readiness"]["ready"], Value::Null, "not ready: true on a live pid: {last}");
+    assert_eq!(last["readiness"]["proven"], false, "{last}");
+    root.write_config(
+        "[harness.db]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\n\n\
+         [harness.web]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\nrequires = [\"db\"]\n",
+    );
+    let out = root.harn(&["reload", "--force"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("harness.web.requires") && said.contains("after = [\"db\"]"), "{said}");
+    assert!(said.contains("harness.toml:4: "), "the line of harness.web: {said}");
 }
 
 /// `watchdog_ms` needs a notify socket to be pinged on; `0` is refused.

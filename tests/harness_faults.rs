@@ -154,6 +154,39 @@ fn the_generated_units_raise_the_descriptor_limit() {
     }
 }
 
+/// Both generated units can name the user their daemon runs as (`--as`): `User=` and
+/// `Group=` of a system unit; an unknown user, or a `--user` unit, is refused with exit 2.
+#[test]
+fn the_generated_units_name_the_user_they_run_as() {
+    let root = Root::new("[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\n");
+    let service = |extra: &[&str]| {
+        Command::new(crate::cli::harn_bin())
+            .args(["supervisor", "service", "unit"])
+            .args(extra)
+            .arg("--root")
+            .arg(root.dir.path())
+            .output()
+            .unwrap()
+    };
+    let harness = root.harn(&["unit", "--as", "nobody"]);
+    let service_as = service(&["--as", "nobody"]);
+    for unit in [&harness, &service_as] {
+        assert!(unit.status.success(), "{}", text(unit));
+        let body = text(unit);
+        assert!(body.lines().any(|l| l == "User=nobody"), "{body}");
+        assert!(body.lines().any(|l| l.starts_with("Group=")), "{body}");
+    }
+    assert!(!text(&root.harn(&["unit"])).contains("User="), "none unless asked");
+    for out in [
+        root.harn(&["unit", "--as", "no-such-user-here"]),
+        service(&["--as", "no-such-user-here"]),
+        root.harn(&["unit", "--install", "--user", "--as", "nobody"]),
+    ] {
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("--as"), "{}", text(&out));
+    }
+}
+
 #[test]
 fn a_harness_starts_with_the_descriptor_limit_the_daemon_started_with() {
     let root = Root::new(

@@ -184,7 +184,7 @@ enum Verb {
     /// Print a systemd unit that runs this daemon as a service, named after the root, or
     /// install it.
     #[command(
-        after_help = "Examples:\n  harn harness unit > harn.service\n  harn harness unit --install --user"
+        after_help = "Examples:\n  harn harness unit > harn.service\n  harn harness unit --install --user\n  harn harness unit --install --as agent   # a system unit whose daemon runs as agent"
     )]
     Unit {
         /// Write it where systemd looks and print the commands that enable it.
@@ -194,6 +194,10 @@ enum Verb {
         /// (/etc/systemd/system).
         #[arg(long, requires = "install")]
         user: bool,
+        /// Run the daemon as USER (`User=` and `Group=` of a system unit); the root's
+        /// `.harnery/` must be USER's.
+        #[arg(long = "as", value_name = "USER")]
+        as_user: Option<String>,
     },
 }
 
@@ -263,7 +267,9 @@ pub fn run(args: HarnessArgs) -> Exit {
         }
         Verb::Events { json } => super::logs_cmd::events(&paths, json),
         Verb::Ledger { name, json } => super::ledger::show(&paths, name.as_deref(), json),
-        Verb::Unit { install, user } => super::unit::run(&paths, &config, install, user),
+        Verb::Unit { install, user, as_user } => {
+            super::unit::run(&paths, &config, install, user, as_user.as_deref())
+        }
     }
 }
 
@@ -371,6 +377,10 @@ fn accept(paths: &Paths, config: &Path) -> Result<(), Failure> {
 fn up(paths: &Paths, config: &Path, timeout: Duration) -> Exit {
     if let Ok(answer) = client::request(paths, &Request::Ping, Duration::from_secs(2)) {
         let pid = answer["pid"].as_u64().unwrap_or(0);
+        // The running daemon records the refusal in its ledger.
+        let command: Vec<String> = std::env::args().collect();
+        let refused = Request::RefusedStart { pid: std::process::id(), command: command.join(" ") };
+        let _ = client::request(paths, &refused, Duration::from_secs(2));
         return fail(
             EXIT_FAILED,
             format!("a harness daemon (pid {pid}) already runs in {}", paths.root.display()),

@@ -160,6 +160,24 @@ pub fn parse(file: &Path, text: &str) -> Result<DaemonConfig, ConfigError> {
             .map_err(|(key, message)| at(span.clone(), Some(key), message))?;
         config.harnesses.insert(id, spec);
     }
+    // `requires` waits for readiness, which a harness with none never proves.
+    for (name, spanned) in &raw.harness {
+        let Some(spec) = Id::new(name).ok().and_then(|id| config.harnesses.get(&id)) else {
+            continue;
+        };
+        let unproven = spec
+            .requires
+            .iter()
+            .find(|dep| config.harnesses.get(*dep).is_some_and(|d| d.readiness == Readiness::None));
+        if let Some(dep) = unproven {
+            let why = format!(
+                "\"{dep}\" has readiness = \"none\", so nothing proves it ready (a live pid is \
+                 not readiness): give {dep} a readiness (notify, a file or a probe), or order \
+                 this harness after it with after = [\"{dep}\"]"
+            );
+            return Err(at(Some(spanned.span()), Some(format!("harness.{name}.requires")), why));
+        }
+    }
     for (name, spanned) in &raw.profile {
         let span = Some(spanned.span());
         let key = format!("profile.{name}");

@@ -110,7 +110,16 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     let failed = |e: &dyn std::fmt::Display| DaemonError::Failed(e.to_string());
     fs.create_dir_all(".harnery/harness/logs").map_err(|e| failed(&e))?;
     if !fs.try_lock(Paths::lock_relative()).map_err(|e| failed(&e))? {
-        return Err(DaemonError::AlreadyRunning(owner_message(&paths)));
+        // The owner records the refusal in its ledger; a refusal it cannot hear of is said
+        // here only.
+        let command: Vec<String> = std::env::args().collect();
+        let refused = Request::RefusedStart { pid: std::process::id(), command: command.join(" ") };
+        let told = super::client::request(&paths, &refused, std::time::Duration::from_secs(2));
+        let mut why = owner_message(&paths);
+        if !told.as_ref().is_ok_and(super::client::is_ok) {
+            why.push_str(" (the refusal could not be recorded in its ledger)");
+        }
+        return Err(DaemonError::AlreadyRunning(why));
     }
     let mut ledger = RecoveryLedger::open(&mut fs, &paths).map_err(|e| failed(&e))?;
     if let Ok(dir) = crate::os::private::Dir::open(&paths.root, harn_core::layout::HARNESS, false) {
@@ -451,6 +460,14 @@ impl HarnessHost {
                 })
             }
             Request::Subscribe => Ok(err("subscribe is handled by the connection")),
+            Request::RefusedStart { pid, command } => {
+                log(&format!("a second daemon (pid {pid}) was refused: this one owns the root"));
+                let (fs, clock) = (&mut self.fs, &self.clock);
+                Ok(match self.ledger.refused_start(fs, clock, pid, &command) {
+                    Ok(()) => ok(serde_json::json!({})),
+                    Err(e) => err(format!("the ledger: {e}")),
+                })
+            }
         }
     }
 
@@ -566,6 +583,7 @@ impl HarnessHost {
             drain_deadline_ms,
             drain_expired: self.daemon.drain_forced(),
             now: self.clock.now(),
+            wall_ms: self.clock.wall().0,
         };
         let (fs, clock) = (&mut self.fs, &self.clock);
         self.ledger.record(fs, clock, done, &self.daemon, &facts).map_err(Fatal::Fs)

@@ -149,6 +149,21 @@ fn supplementary(user: &str, gid: u32) -> Vec<u32> {
     }
 }
 
+/// The `User=` and `Group=` lines of a system unit that runs its daemon as `user` (in that
+/// user's primary group), the user checked to exist here; none without `user`. A unit of a
+/// user's own systemd (`--user`) always runs as that user, so naming one there is refused.
+pub fn unit_lines(user: Option<&str>, user_unit: bool) -> Result<String, String> {
+    let Some(user) = user else { return Ok(String::new()) };
+    if user_unit {
+        return Err(format!(
+            "--as {user}: a unit of the user's own systemd (--user) runs as that user; --as \
+             names the user of a system unit"
+        ));
+    }
+    let id = resolve(user, None).map_err(|e| format!("--as {user}: {e}"))?;
+    Ok(format!("User={}\nGroup={}\n", id.user, id.group))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,7 +44,7 @@ pub struct Facts<'a> {
     pub config: &'a DaemonConfig,
     /// Readiness kind per harness (`none`, `file`, `probe`, `notify`).
     pub readiness: &'a dyn Fn(&Id) -> &'static str,
-    /// The last WATCHDOG=1 sent to systemd, unix ms.
+    /// The last WATCHDOG=1 the daemon sent to systemd, unix ms.
     pub last_watchdog_ms: Option<i64>,
     /// The processes in a harness's cgroup; `None` without cgroups.
     pub cgroup_members: &'a dyn Fn(&Id) -> Option<Vec<u32>>,
@@ -54,6 +54,8 @@ pub struct Facts<'a> {
     pub drain_expired: bool,
     /// Monotonic now, for the clocks a record shows (the healthy-run one).
     pub now: harn_core::time::Instant,
+    /// Wall now, unix ms, to date what the monotonic clock timed (a harness's last ping).
+    pub wall_ms: i64,
 }
 
 /// The ledger writer.
@@ -117,6 +119,27 @@ impl RecoveryLedger {
             return Ok(());
         }
         self.writer.append(fs, clock.wall(), &records).map(drop)
+    }
+
+    /// Records that a second daemon for this root (`pid`, running `command`) was refused
+    /// because this one holds the lock: a record of the daemon's, with no harness.
+    pub fn refused_start(
+        &mut self,
+        fs: &mut dyn Fs,
+        clock: &dyn Clock,
+        pid: u32,
+        command: &str,
+    ) -> Result<(), FsError> {
+        let record = json!({
+            "harness": null,
+            "decision": "duplicate_start_refused",
+            "detail": { "pid": pid, "command": command,
+                        "why": "another daemon holds the lock of this root" },
+            "ownership": { "lock_holder_pid": self.owner.lock_holder_pid,
+                           "boot_id": self.owner.boot_id, "user": self.owner.user },
+            "state_path": self.owner.state_path,
+        });
+        self.writer.append(fs, clock.wall(), &[record]).map(drop)
     }
 
     /// Who a harness's processes run as: its configured `user` and `group` (resolved now),
@@ -192,6 +215,16 @@ impl RecoveryLedger {
                 last
             }
         };
+        // Evidence as it stood at the decision, not after the step carried it out: a move
+        // is observed in the state it moved to, and a start has no process yet (the run it
+        // spawned in the same step is named apart).
+        if let Event::HarnessStateChanged { to, .. } = event {
+            record["observed"] = json!(to.as_str());
+            if *to == State::Starting {
+                let spawned = record["liveness"]["pid"].take();
+                record["liveness"] = json!({ "pid": null, "alive": false, "spawned_pid": spawned });
+            }
+        }
         let map = record.as_object_mut().expect("an object");
         map.insert("decision".into(), decision.into());
         map.insert("detail".into(), detail);
@@ -253,6 +286,18 @@ impl RecoveryLedger {
         let lived =
             h.started_at().filter(|_| h.pid().is_some()).map(|t| facts.now.saturating_since(t));
         let rotation = crate::os::logs::Rotation::default();
+        // A live pid is not readiness: with none configured, nothing proves the run ready.
+        let kind = (facts.readiness)(name);
+        let readiness = match kind {
+            "none" => json!({ "kind": kind, "ready": null, "proven": false,
+                              "why": "readiness = \"none\": a live pid is not readiness" }),
+            _ => json!({ "kind": kind, "ready": h.pid().is_some() && h.ready(),
+                         "proven": h.pid().is_some() && h.ready(),
+                         "recheck_ms": h.active_spec().recheck.map(|d| d.as_millis()) }),
+        };
+        // The harness's own last WATCHDOG=1, dated on the wall clock.
+        let last_ping_ms =
+            h.pinged_at().map(|t| facts.wall_ms - facts.now.saturating_since(t).as_millis() as i64);
         json!({
             "harness": name,
             "run_as": self.run_as(h.active_spec()),
@@ -262,10 +307,14 @@ impl RecoveryLedger {
             "ownership": { "lock_holder_pid": self.owner.lock_holder_pid, "boot_id": self.owner.boot_id },
                         "duplicate_start_check": null,
             "dependencies": dependencies(name, h, daemon),
-            "readiness": { "kind": (facts.readiness)(name), "ready": h.pid().is_some() && h.ready(),
-                           "recheck_ms": h.active_spec().recheck.map(|d| d.as_millis()) },
+            "readiness": readiness,
             "liveness": { "pid": h.pid(), "alive": h.pid().is_some() },
-            "last_watchdog_ping_ms": facts.last_watchdog_ms,
+            "watchdog": {
+                "interval_ms": h.active_spec().watchdog.map(|d| d.as_millis()),
+                "last_ping_ms": last_ping_ms,
+            },
+            "last_watchdog_ping_ms": last_ping_ms,
+            "daemon_watchdog_ping_ms": facts.last_watchdog_ms,
             "restart_policy": h.active_spec().restart,
             "failures_in_window": h.recent_exit_count(),
             "window_ms": limits.flap_window.as_millis(),
@@ -355,6 +404,16 @@ pub fn line(r: &Value) -> String {
             _ => "did not start".into(),
         },
         Some("flapping") => format!("flapping, next try in {} ms", r["detail"]["next_retry_in_ms"]),
+        Some("duplicate_start_refused") => {
+            return format!(
+                "{} #{:<5} {:<16} a second daemon (pid {}) was refused: pid {} owns the root",
+                crate::os::clock::utc(r["ts"].as_i64().unwrap_or(0)),
+                r["seq"].as_u64().unwrap_or(0),
+                "(daemon)",
+                r["detail"]["pid"],
+                r["ownership"]["lock_holder_pid"]
+            )
+        }
         other => other.unwrap_or("?").to_owned(),
     };
     let mut facts = vec![format!("want {}", r["desired"].as_str().unwrap_or("?"))];

@@ -55,6 +55,14 @@ pub enum Request {
     },
     /// Stream lifecycle events on this connection.
     Subscribe,
+    /// A second daemon for this root was refused (it says so itself, as it exits): the
+    /// ledger records it.
+    RefusedStart {
+        /// The refused process.
+        pid: u32,
+        /// Its command line.
+        command: String,
+    },
 }
 
 /// A response: `{"ok":true, …}` or `{"ok":false,"error":"…"}`.

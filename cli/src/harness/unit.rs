@@ -8,8 +8,9 @@ use crate::exit::{fail, Exit};
 use harn_core::harness::unit::{exec_word, path_value, unit_name};
 use std::path::Path;
 
-/// The unit's text for the daemon of `paths.root` with `config_file`.
-pub fn render(paths: &Paths, config_file: &Path) -> String {
+/// The unit's text for the daemon of `paths.root` with `config_file`, run as the user the
+/// `run_as` lines name (see [`super::identity::unit_lines`]).
+pub fn render(paths: &Paths, config_file: &Path, run_as: &str) -> String {
     let exe = std::env::current_exe().map_or_else(|_| "harn".into(), |p| p.display().to_string());
     // Stopping drains every harness, and a boot after a crash stops what the last daemon
     // left, each within its grace: systemd must wait longer than the longest.
@@ -38,7 +39,7 @@ StartLimitBurst=5
 [Service]
 Type=notify
 NotifyAccess=main
-ExecStart={exec}
+{run_as}ExecStart={exec}
 ExecReload=/bin/kill -HUP $MAINPID
 WorkingDirectory={workdir}
 Restart=on-failure
@@ -68,7 +69,13 @@ WantedBy=default.target
 
 /// Prints the unit, or with `install` writes it where systemd looks (the user's units with
 /// `user`, the system's otherwise) and prints the commands that enable it.
-pub fn run(paths: &Paths, config_file: &Path, install: bool, user: bool) -> Exit {
+pub fn run(
+    paths: &Paths,
+    config_file: &Path,
+    install: bool,
+    user: bool,
+    as_user: Option<&str>,
+) -> Exit {
     // A unit is lines: a path with a line break in it cannot be written into one.
     let shown = format!("{}{}", paths.root.display(), config_file.display());
     if shown.contains(['\n', '\r']) {
@@ -77,7 +84,11 @@ pub fn run(paths: &Paths, config_file: &Path, install: bool, user: bool) -> Exit
             "a root or config path with a line break cannot go in a unit",
         );
     }
-    let text = render(paths, config_file);
+    let run_as = match super::identity::unit_lines(as_user, user) {
+        Ok(lines) => lines,
+        Err(why) => return fail(crate::exit::EXIT_USAGE, why),
+    };
+    let text = render(paths, config_file, &run_as);
     let name = unit_name(&paths.root.display().to_string());
     if !install {
         print!("# Save as {name}, or run `harn harness unit --install --user`.\n{text}");

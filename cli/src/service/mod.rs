@@ -71,6 +71,10 @@ pub enum ServiceVerb {
         /// With `--install`: a unit of the user's own systemd instance.
         #[arg(long, requires = "install")]
         user: bool,
+        /// Run the service as USER (`User=` and `Group=` of a system unit); the root's
+        /// `.harnery/` must be USER's.
+        #[arg(long = "as", value_name = "USER")]
+        as_user: Option<String>,
     },
 }
 
@@ -156,7 +160,7 @@ pub fn run(store: &mut Store, verb: ServiceVerb) -> Exit {
         ServiceVerb::Status { json } => status_cmd(store, json),
         ServiceVerb::Stop { timeout, json } => stop::stop(store, timeout, json),
         ServiceVerb::Logs { lines, follow } => logs(store, lines, follow),
-        ServiceVerb::Unit { install, user } => {
+        ServiceVerb::Unit { install, user, as_user } => {
             let shown = store.root().display().to_string();
             if shown.contains(['\n', '\r']) {
                 let why = "a root with a line break cannot go in a unit";
@@ -165,7 +169,9 @@ pub fn run(store: &mut Store, verb: ServiceVerb) -> Exit {
             let interval = crate::service::view::service(store)
                 .config
                 .map_or(2_000, |c| c.heartbeat_interval_ms);
-            let text = unit(store.root(), interval);
+            let run_as = crate::harness::identity::unit_lines(as_user.as_deref(), user)
+                .map_err(|why| crate::exit::Failure::new(crate::exit::EXIT_USAGE, why))?;
+            let text = unit(store.root(), interval, &run_as);
             let name = harn_core::harness::unit::service_unit_name(&shown);
             if !install {
                 print!(
@@ -472,7 +478,7 @@ fn logs(store: &mut Store, lines: u64, follow: bool) -> Exit {
 /// A systemd unit running the service in the foreground for this root: started means ready
 /// (`READY=1` once the lease is held and the records loaded), the watchdog fed by the
 /// heartbeat, restarted after a crash, and a stop that waits for the tick in progress.
-fn unit(root: &Path, heartbeat_interval_ms: u64) -> String {
+fn unit(root: &Path, heartbeat_interval_ms: u64, run_as: &str) -> String {
     let exe =
         std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_else(|_| "harn".into());
     // Three missed beats, and never under 30 s: a wedged daemon is restarted, a slow disk is not.
@@ -488,7 +494,7 @@ fn unit(root: &Path, heartbeat_interval_ms: u64) -> String {
         .join(" ");
     format!(
         "[Unit]\nDescription=harn supervisor service for {described}\n\n[Service]\nType=notify\n\
-         NotifyAccess=main\nExecStart={exec}\n\
+         NotifyAccess=main\n{run_as}ExecStart={exec}\n\
          WorkingDirectory={workdir}\nRestart=on-failure\nRestartSec=2\nWatchdogSec={watchdog_secs}\n\
          KillMode=mixed\nTimeoutStopSec=infinity\nLimitNOFILE=524288\n\n[Install]\nWantedBy=default.target\n",
         described = path_value(&shown),

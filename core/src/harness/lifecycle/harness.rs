@@ -261,6 +261,10 @@ impl Harness {
     pub fn ready(&self) -> bool {
         self.run.is_some_and(|r| r.ready)
     }
+    /// When the live run last sent `WATCHDOG=1`.
+    pub fn pinged_at(&self) -> Option<Instant> {
+        self.run.and_then(|r| r.pinged_at.filter(|_| r.pid.is_some()))
+    }
     /// When the next automatic start is due.
     pub fn retry_at(&self) -> Option<Instant> {
         self.retry_at
