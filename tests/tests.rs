@@ -19,6 +19,7 @@ mod harness_daemon;
 mod harness_faults;
 mod harness_identity;
 mod harness_logs;
+mod harness_terminal;
 mod init;
 mod journals;
 mod lifecycle_model;

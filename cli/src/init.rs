@@ -44,8 +44,12 @@ const HARNESS_TOML: &str = r#"# Long-lived processes the harness daemon keeps ru
 # `harn harness up` starts the daemon, `harn harness list` shows what runs,
 # `harn harness logs` prints every log. Every key: `harn harness --help`, docs/CLI.md.
 #
+# An interactive agent session in a terminal of its own; `harn harness screen agent`
+# prints what it shows, `harn harness send agent 'TEXT' --enter` types into it.
+#
 # [harness.agent]
 # command = ["claude", "--continue"]     # argv
+# tty = true                             # a terminal (120x40; tty_size = [cols, rows])
 # restart = "always"                     # always | unless-stopped | on-failure | no
 # readiness = "none"                     # none | notify | { file = "PATH" } | { probe = [...] }
 # enabled = true

@@ -150,6 +150,26 @@ pub struct SpawnSpec {
     /// The group to run as (a name or a gid); `None` is the user's primary group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<String>,
+    /// A pseudo-terminal of this size as the child's controlling terminal and its 0, 1 and 2;
+    /// `None` is pipes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tty: Option<TtySize>,
+}
+
+/// A terminal's size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct TtySize {
+    /// Columns.
+    pub cols: u16,
+    /// Rows.
+    pub rows: u16,
+}
+
+impl Default for TtySize {
+    /// 120 columns by 40 rows.
+    fn default() -> TtySize {
+        TtySize { cols: 120, rows: 40 }
+    }
 }
 
 /// How a child ended.

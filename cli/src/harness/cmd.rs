@@ -122,6 +122,32 @@ enum Verb {
         #[command(flatten)]
         wait: WaitArgs,
     },
+    /// Print a terminal harness's current screen as text (its rows as the terminal shows
+    /// them).
+    #[command(
+        after_help = "Examples:\n  harn harness screen agent\n  harn harness screen agent --json"
+    )]
+    Screen {
+        /// The harness (one with tty = true).
+        name: String,
+        /// Print one JSON document: harness, screen, cols, rows.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Type TEXT into a terminal harness, as a keyboard would; recorded in the ledger with
+    /// who sent it.
+    #[command(
+        after_help = "Examples:\n  harn harness send agent 'run the tests' --enter\n  harn harness send agent $'\\x03'     # Ctrl-C"
+    )]
+    Send {
+        /// The harness (one with tty = true).
+        name: String,
+        /// What to type.
+        text: String,
+        /// Press Enter after it (a carriage return, as a terminal sends).
+        #[arg(long)]
+        enter: bool,
+    },
     /// Profiles: `profile use NAME` starts its harnesses and stops the others.
     #[command(subcommand)]
     Profile(ProfileVerb),
@@ -265,6 +291,12 @@ pub fn run(args: HarnessArgs) -> Exit {
             let args = super::logs_cmd::LogsArgs { name, lines, follow, since, format, raw };
             super::logs_cmd::logs(&paths, &config, args)
         }
+        Verb::Screen { name, json } => screen(&paths, name, json),
+        Verb::Send { name, text, enter } => {
+            let text = if enter { format!("{text}\r") } else { text };
+            let by = crate::work::actor(None);
+            simple(&paths, Request::Send { name, text, by })
+        }
         Verb::Events { json } => super::logs_cmd::events(&paths, json),
         Verb::Ledger { name, json } => super::ledger::show(&paths, name.as_deref(), json),
         Verb::Unit { install, user, as_user } => {
@@ -281,10 +313,33 @@ fn foreground(paths: Paths, config: PathBuf) -> Exit {
     }
 }
 
+/// `harn harness screen NAME`.
+fn screen(paths: &Paths, name: String, json: bool) -> Exit {
+    if let Err(e) = harn_core::ids::Id::new(&name) {
+        return fail(EXIT_USAGE, format!("{name:?}: {e}"));
+    }
+    match client::request(paths, &Request::Screen { name }, ANSWER_TIMEOUT) {
+        Err(e) => fail(EXIT_FAILED, e),
+        Ok(answer) if is_ok(&answer) => {
+            if json {
+                let mut doc = answer.clone();
+                if let Some(map) = doc.as_object_mut() {
+                    map.remove("ok");
+                }
+                outln!("{doc}");
+            } else {
+                outln!("{}", answer["screen"].as_str().unwrap_or(""));
+            }
+            Ok(0)
+        }
+        Ok(answer) => fail(EXIT_FAILED, answer["error"].as_str().unwrap_or("refused")),
+    }
+}
+
 fn simple(paths: &Paths, request: Request) -> Exit {
     let names: &[String] = match &request {
         Request::Start { names } | Request::Stop { names } | Request::Restart { names } => names,
-        Request::UseProfile { name } => std::slice::from_ref(name),
+        Request::UseProfile { name } | Request::Send { name, .. } => std::slice::from_ref(name),
         _ => &[],
     };
     if let Some((name, e)) =

@@ -1,7 +1,7 @@
 //! `harness.toml`: parsing and validation into the core's `DaemonConfig`. Every error names
 //! the file, the line and the key; nothing is applied from a file that fails.
 
-use harn_core::env::SpawnSpec;
+use harn_core::env::{SpawnSpec, TtySize};
 use harn_core::harness::daemon::{DaemonConfig, Profile};
 use harn_core::harness::lifecycle::{HarnessSpec, LifecycleLimits, Readiness, RestartPolicy};
 use harn_core::ids::Id;
@@ -90,6 +90,9 @@ struct RawHarness {
     healthy_run_ms: Option<u64>,
     #[serde(default = "yes")]
     enabled: bool,
+    #[serde(default)]
+    tty: bool,
+    tty_size: Option<[u16; 2]>,
 }
 
 fn yes() -> bool {
@@ -329,6 +332,19 @@ fn harness(
     }
     let requires = names("requires", &raw.requires)?;
     let after = names("after", &raw.after)?;
+    let tty = match (raw.tty, raw.tty_size) {
+        (false, Some(_)) => {
+            return Err((key("tty_size"), "needs tty = true: the size of which terminal?".into()))
+        }
+        (false, None) => None,
+        (true, None) => Some(TtySize::default()),
+        (true, Some([cols, rows])) if (1..=1000).contains(&cols) && (1..=1000).contains(&rows) => {
+            Some(TtySize { cols, rows })
+        }
+        (true, Some(_)) => {
+            return Err((key("tty_size"), "is [columns, rows], each from 1 to 1000".into()))
+        }
+    };
     Ok(HarnessSpec {
         ready_timeout,
         recheck,
@@ -343,6 +359,7 @@ fn harness(
             stdin: Vec::new(),
             user: raw.user.clone(),
             group: raw.group.clone(),
+            tty,
         },
         restart: raw.restart,
         restart_delay: raw.restart_delay_ms.map(Duration::from_millis),

@@ -460,6 +460,28 @@ impl HarnessHost {
                 })
             }
             Request::Subscribe => Ok(err("subscribe is handled by the connection")),
+            Request::Screen { name } => Ok(match self.terminal_of(&name) {
+                Err(why) => err(why),
+                Ok(terminal) => {
+                    let (text, size) = terminal.contents();
+                    ok(serde_json::json!({ "harness": name, "screen": text,
+                                           "cols": size.cols, "rows": size.rows }))
+                }
+            }),
+            Request::Send { name, text, by } => Ok(match self.terminal_of(&name) {
+                Err(why) => err(why),
+                Ok(terminal) => match terminal.send(text.as_bytes()) {
+                    Err(e) => err(format!("{name}: the terminal: {e}")),
+                    Ok(()) => {
+                        let (fs, clock) = (&mut self.fs, &self.clock);
+                        let id = Id::new(&name).expect("a harness's name");
+                        match self.ledger.sent(fs, clock, &id, text.len(), &by) {
+                            Ok(()) => ok(serde_json::json!({ "sent_bytes": text.len() })),
+                            Err(e) => err(format!("sent, but the ledger: {e}")),
+                        }
+                    }
+                },
+            }),
             Request::RefusedStart { pid, command } => {
                 log(&format!("a second daemon (pid {pid}) was refused: this one owns the root"));
                 let (fs, clock) = (&mut self.fs, &self.clock);
@@ -468,6 +490,22 @@ impl HarnessHost {
                     Err(e) => err(format!("the ledger: {e}")),
                 })
             }
+        }
+    }
+
+    /// The terminal of harness `name`'s live run, or why there is none.
+    fn terminal_of(&self, name: &str) -> Result<super::terminal::Terminal, String> {
+        let id = Id::new(name).map_err(|e| format!("{name:?}: {e}"))?;
+        let Some(spec) = self.config.harnesses.get(&id) else {
+            return Err(format!("no harness named {name:?}"));
+        };
+        if spec.spawn.tty.is_none() {
+            return Err(format!("{name} is not a terminal harness (tty = true in harness.toml)"));
+        }
+        let live = self.daemon.harnesses().get(&id).and_then(|h| h.pid()).is_some();
+        match self.spawner.terminal(&id) {
+            Some(t) if live => Ok(t.clone()),
+            _ => Err(format!("{name} has no live run: start it with `harn harness start {name}`")),
         }
     }
 

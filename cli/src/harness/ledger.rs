@@ -142,6 +142,25 @@ impl RecoveryLedger {
         self.writer.append(fs, clock.wall(), &[record]).map(drop)
     }
 
+    /// Records that `by` typed `bytes` bytes into harness `name`'s terminal.
+    pub fn sent(
+        &mut self,
+        fs: &mut dyn Fs,
+        clock: &dyn Clock,
+        name: &Id,
+        bytes: usize,
+        by: &str,
+    ) -> Result<(), FsError> {
+        let record = json!({
+            "harness": name,
+            "decision": "input_sent",
+            "detail": { "bytes": bytes, "by": by },
+            "ownership": { "lock_holder_pid": self.owner.lock_holder_pid,
+                           "boot_id": self.owner.boot_id },
+        });
+        self.writer.append(fs, clock.wall(), &[record]).map(drop)
+    }
+
     /// Who a harness's processes run as: its configured `user` and `group` (resolved now),
     /// else the daemon's own user.
     fn run_as(&self, spec: &harn_core::harness::lifecycle::HarnessSpec) -> Value {
@@ -404,6 +423,16 @@ pub fn line(r: &Value) -> String {
             _ => "did not start".into(),
         },
         Some("flapping") => format!("flapping, next try in {} ms", r["detail"]["next_retry_in_ms"]),
+        Some("input_sent") => {
+            return format!(
+                "{} #{:<5} {:<16} {} sent {} bytes to its terminal",
+                crate::os::clock::utc(r["ts"].as_i64().unwrap_or(0)),
+                r["seq"].as_u64().unwrap_or(0),
+                r["harness"].as_str().unwrap_or("?"),
+                r["detail"]["by"].as_str().unwrap_or("?"),
+                r["detail"]["bytes"]
+            )
+        }
         Some("duplicate_start_refused") => {
             return format!(
                 "{} #{:<5} {:<16} a second daemon (pid {}) was refused: pid {} owns the root",

@@ -20,5 +20,6 @@ pub mod signals;
 pub mod spawner;
 pub mod status;
 pub mod subscribers;
+pub mod terminal;
 pub mod unit;
 pub mod waiting;

@@ -55,6 +55,20 @@ pub enum Request {
     },
     /// Stream lifecycle events on this connection.
     Subscribe,
+    /// The current screen of a terminal harness, as text.
+    Screen {
+        /// The harness.
+        name: String,
+    },
+    /// Types into a terminal harness.
+    Send {
+        /// The harness.
+        name: String,
+        /// What to type.
+        text: String,
+        /// Who sends it (recorded in the ledger).
+        by: String,
+    },
     /// A second daemon for this root was refused (it says so itself, as it exits): the
     /// ledger records it.
     RefusedStart {

@@ -30,6 +30,9 @@ pub struct RealSpawner {
     pump: LogPump,
     /// Ready files, removed before each start so a stale one cannot vouch for a new run.
     ready_files: BTreeMap<Id, PathBuf>,
+    /// The terminal of each terminal harness's latest run, and which run's main process
+    /// holds it.
+    terminals: BTreeMap<Id, (Pid, super::terminal::Terminal)>,
 }
 
 impl RealSpawner {
@@ -41,8 +44,23 @@ impl RealSpawner {
     ) -> std::io::Result<RealSpawner> {
         let (sinks, extra_env, owners) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
         let pump = LogPump::start()?;
-        let ready_files = BTreeMap::new();
-        Ok(RealSpawner { paths, rotation, sinks, extra_env, contain, owners, pump, ready_files })
+        let (ready_files, terminals) = (BTreeMap::new(), BTreeMap::new());
+        Ok(RealSpawner {
+            paths,
+            rotation,
+            sinks,
+            extra_env,
+            contain,
+            owners,
+            pump,
+            ready_files,
+            terminals,
+        })
+    }
+
+    /// The terminal of `name`'s live run, when it is a terminal harness with one.
+    pub fn terminal(&self, name: &Id) -> Option<&super::terminal::Terminal> {
+        self.terminals.get(name).map(|(_, t)| t)
     }
 
     /// How children are contained.
@@ -98,6 +116,7 @@ impl RealSpawner {
         cwd: &std::path::Path,
         cgroup: Option<i32>,
         identity: Option<Identity>,
+        tty: Option<&std::os::fd::OwnedFd>,
     ) -> Command {
         let mut cmd = Command::new(&spec.argv[0]);
         cmd.args(&spec.argv[1..]);
@@ -115,8 +134,19 @@ impl RealSpawner {
         for (k, v) in self.extra_env.get(name).into_iter().flatten() {
             cmd.env(k, v);
         }
-        cmd.stdin(if spec.stdin.is_empty() { Stdio::null() } else { Stdio::piped() });
-        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        match tty.map(|slave| (slave.try_clone(), slave.try_clone(), slave.try_clone())) {
+            Some((Ok(i), Ok(o), Ok(e))) => {
+                cmd.stdin(Stdio::from(i)).stdout(Stdio::from(o)).stderr(Stdio::from(e));
+                if !spec.env.contains_key("TERM") {
+                    cmd.env("TERM", "xterm-256color");
+                }
+            }
+            _ => {
+                cmd.stdin(if spec.stdin.is_empty() { Stdio::null() } else { Stdio::piped() });
+                cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+            }
+        }
+        let controlling = tty.is_some();
         // SAFETY: the closure runs in the forked child before exec and only makes
         // async-signal-safe system calls, allocating nothing: setsid(2), get/setrlimit(2),
         // write(2) of "0" to the harness's cgroup.procs, whose descriptor the parent keeps
@@ -125,6 +155,11 @@ impl RealSpawner {
         unsafe {
             cmd.pre_exec(move || {
                 rustix::process::setsid().map_err(std::io::Error::from)?;
+                // The terminal on its 0 becomes the new session's controlling terminal.
+                if controlling {
+                    let stdin = std::os::fd::BorrowedFd::borrow_raw(0);
+                    rustix::process::ioctl_tiocsctty(stdin).map_err(std::io::Error::from)?;
+                }
                 super::fds::restore_for_child();
                 if let Some(fd) = cgroup {
                     let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
@@ -257,7 +292,18 @@ impl Spawner for RealSpawner {
         // A cgroup that cannot be made degrades this run to process-group containment rather
         // than failing it.
         let leaf = self.contain.new_run(name, run).unwrap_or(None);
-        if let Some(leaf) = &leaf {
+        // A terminal harness is spawned by the ordinary path, which can make its terminal
+        // the controlling one.
+        let pty = match spec.tty {
+            None => None,
+            Some(size) => Some(super::terminal::open(size).map_err(|e| {
+                if let Some(leaf) = &leaf {
+                    HarnessCgroups::end_run(leaf);
+                }
+                SpawnError { not_found: false, detail: format!("a terminal for {name}: {e}") }
+            })?),
+        };
+        if let Some(leaf) = leaf.as_ref().filter(|_| pty.is_none()) {
             let into = self.spawn_into_cgroup(name, leaf, spec, &cwd, &sink, identity.clone());
             if let Some(done) = into {
                 if done.is_err() {
@@ -269,7 +315,8 @@ impl Spawner for RealSpawner {
         let cgroup = leaf.as_deref().and_then(|l| HarnessCgroups::join_handle(l).ok());
         let raw = cgroup.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         let user = identity.as_ref().map(|i| i.user.clone());
-        let spawned = self.command(name, spec, &cwd, raw, identity).spawn();
+        let slave = pty.as_ref().map(|(_, slave)| slave);
+        let spawned = self.command(name, spec, &cwd, raw, identity, slave).spawn();
         drop(cgroup);
         if spawned.is_err() {
             if let Some(leaf) = &leaf {
@@ -300,7 +347,13 @@ impl Spawner for RealSpawner {
             self.pump.add(out, Stream::Out, sink.clone());
         }
         if let Some(err) = child.stderr.take() {
-            self.pump.add(err, Stream::Err, sink);
+            self.pump.add(err, Stream::Err, sink.clone());
+        }
+        // The child holds the slave side now; the daemon keeps only the master.
+        if let (Some((master, slave)), Some(size)) = (pty, spec.tty) {
+            drop(slave);
+            let terminal = super::terminal::Terminal::start(master, size, sink);
+            self.terminals.insert(name.clone(), (child.id(), terminal));
         }
         // The child is reaped by the daemon's SIGCHLD handling (waitpid on any child), not
         // through this handle; dropping it neither waits nor kills.
@@ -316,6 +369,12 @@ impl Spawner for RealSpawner {
         let Some(group) = rustix::process::Pid::from_raw(pid as i32) else {
             return Err(SpawnError { not_found: false, detail: format!("bad pid {pid}") });
         };
+        // A terminal harness's session is hung up first, as a closed terminal does.
+        if signal == Signal::Term {
+            if let Some((_, terminal)) = self.terminals.values().find(|(p, _)| *p == pid) {
+                terminal.hangup();
+            }
+        }
         if signal == Signal::Kill {
             if let Some(Some(leaf)) = self.owners.get(&pid) {
                 HarnessCgroups::end_run(leaf);
