@@ -122,6 +122,23 @@ enum Verb {
         #[command(flatten)]
         wait: WaitArgs,
     },
+    /// Connect this terminal to a terminal harness: its screen drawn, what you type sent, your
+    /// window size forwarded, until the detach keys (Ctrl-] by default); detaching, or a
+    /// dropped connection, never stops the harness. One client types; others may watch.
+    #[command(
+        after_help = "Examples:\n  harn harness attach agent                       # Ctrl-] to detach\n  harn harness attach agent --read-only           # watch only\n  harn harness attach agent --detach-keys ctrl-p,ctrl-q"
+    )]
+    Attach {
+        /// The harness (one with tty = true).
+        name: String,
+        /// Watch only: nothing typed is sent.
+        #[arg(long)]
+        read_only: bool,
+        /// The keys that detach, as docker writes them (ctrl-X or single characters,
+        /// comma-separated).
+        #[arg(long, default_value = "ctrl-]")]
+        detach_keys: String,
+    },
     /// Print a terminal harness's current screen as text (its rows as the terminal shows
     /// them).
     #[command(
@@ -292,6 +309,9 @@ pub fn run(args: HarnessArgs) -> Exit {
             super::logs_cmd::logs(&paths, &config, args)
         }
         Verb::Screen { name, json } => screen(&paths, name, json),
+        Verb::Attach { name, read_only, detach_keys } => {
+            super::attach::run(&paths, &name, read_only, &detach_keys)
+        }
         Verb::Send { name, text, enter } => {
             let text = if enter { format!("{text}\r") } else { text };
             let by = crate::work::actor(None);

@@ -372,6 +372,10 @@ impl HarnessHost {
                 let report = HarnessInput::Watchdog { run };
                 self.step(Wake::Input(DaemonInput::Process { name, report }))
             }
+            Msg::Attach(name, answer) => {
+                let _ = answer.send(self.terminal_of(&name));
+                Ok(())
+            }
         }
     }
 
@@ -482,6 +486,7 @@ impl HarnessHost {
                     }
                 },
             }),
+            Request::Attach { .. } => Ok(err("attach is handled by the connection")),
             Request::RefusedStart { pid, command } => {
                 log(&format!("a second daemon (pid {pid}) was refused: this one owns the root"));
                 let (fs, clock) = (&mut self.fs, &self.clock);

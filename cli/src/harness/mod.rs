@@ -1,5 +1,6 @@
 //! `harn harness …`: the harness daemon over real processes, signals, files and a socket.
 
+pub mod attach;
 pub mod client;
 pub mod cmd;
 pub mod config;

@@ -60,6 +60,18 @@ pub enum Request {
         /// The harness.
         name: String,
     },
+    /// Connects this connection to a terminal harness (frames follow the answer; see
+    /// `terminal::frame`).
+    Attach {
+        /// The harness.
+        name: String,
+        /// Watch only: what is typed is not sent.
+        #[serde(default)]
+        read_only: bool,
+        /// The attaching terminal's size, which the harness's terminal takes (a writer's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<[u16; 2]>,
+    },
     /// Types into a terminal harness.
     Send {
         /// The harness.
@@ -112,4 +124,6 @@ pub enum Msg {
     Notified(Id, u32),
     /// Someone wrote `WATCHDOG=1` on a harness's notify socket.
     Pinged(Id, u32),
+    /// A client attaches to a harness's terminal: the terminal, or why not.
+    Attach(String, Sender<Result<super::terminal::Terminal, String>>),
 }

@@ -76,6 +76,7 @@ fn serve(stream: UnixStream, tx: Sender<Msg>) {
         return;
     }
     let contained = contained_peer(&stream);
+    let Ok(raw) = stream.try_clone() else { return };
     for line in BufReader::new(stream).lines() {
         let Ok(line) = line else { return };
         let request: Request = match serde_json::from_str(&line) {
@@ -96,6 +97,10 @@ fn serve(stream: UnixStream, tx: Sender<Msg>) {
                 return;
             }
             continue;
+        }
+        if let Request::Attach { name, read_only, size } = request {
+            // The client sends frames only once it has the answer: nothing is buffered.
+            return attach(out, raw, &tx, &name, read_only, size);
         }
         let (reply_tx, reply_rx) = mpsc::channel();
         if tx.send(Msg::Request(request, reply_tx)).is_err() {
@@ -189,4 +194,96 @@ fn peer(stream: &UnixStream) -> Option<libc::ucred> {
         )
     };
     (r == 0).then_some(cred)
+}
+
+/// Carries one attached client: the current screen first, then every output chunk to it and,
+/// for the writer, what it types and its size to the terminal, until it detaches, goes
+/// away, or the session ends. Detaching never stops the harness.
+fn attach(
+    mut out: UnixStream,
+    mut input: UnixStream,
+    tx: &Sender<Msg>,
+    name: &str,
+    read_only: bool,
+    size: Option<[u16; 2]>,
+) {
+    use super::terminal::frame;
+    let (answer, answered) = mpsc::channel();
+    if tx.send(Msg::Attach(name.to_owned(), answer)).is_err() {
+        return;
+    }
+    let terminal = match answered.recv() {
+        Ok(Ok(t)) => t,
+        Ok(Err(why)) => return drop(writeln!(out, "{}", err(why))),
+        Err(_) => return drop(writeln!(out, "{}", err("the daemon is stopping"))),
+    };
+    let writer = match read_only {
+        true => None,
+        false => match terminal.claim_writer() {
+            Some(w) => Some(w),
+            None => {
+                let why = format!(
+                    "{name} already has a client attached that types; watch with --read-only"
+                );
+                return drop(writeln!(out, "{}", err(why)));
+            }
+        },
+    };
+    if let (Some(_), Some([cols, rows])) = (&writer, size) {
+        let _ = terminal.resize(harn_core::env::TtySize { cols, rows });
+    }
+    let watching = terminal.watch();
+    let (_, shown) = terminal.contents();
+    let hello = ok(serde_json::json!({ "attached": name, "read_only": read_only,
+                                       "cols": shown.cols, "rows": shown.rows }));
+    if writeln!(out, "{hello}").is_err()
+        || frame::write(&mut out, frame::OUTPUT, &terminal.formatted()).is_err()
+    {
+        return;
+    }
+    // What the client sends, on a thread of its own; its end ends the output loop too.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reading = done.clone();
+    let typing = terminal.clone();
+    let closer = out.try_clone();
+    std::thread::spawn(move || {
+        let _writer = writer;
+        while let Ok(Some((kind, payload))) = frame::read(&mut input) {
+            match kind {
+                frame::INPUT if _writer.is_some() => drop(typing.send(&payload)),
+                frame::RESIZE if _writer.is_some() && payload.len() == 4 => {
+                    let cols = u16::from_be_bytes([payload[0], payload[1]]);
+                    let rows = u16::from_be_bytes([payload[2], payload[3]]);
+                    if cols > 0 && rows > 0 {
+                        drop(typing.resize(harn_core::env::TtySize { cols, rows }));
+                    }
+                }
+                frame::DETACH => break,
+                _ => {}
+            }
+        }
+        reading.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Ok(c) = closer {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    });
+    loop {
+        match watching.recv_timeout(STREAM_TICK) {
+            Ok(chunk) => {
+                if frame::write(&mut out, frame::OUTPUT, &chunk).is_err() {
+                    return;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if done.load(std::sync::atomic::Ordering::SeqCst) {
+                    return;
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let _ = frame::write(&mut out, frame::ENDED, b"");
+                let _ = out.shutdown(std::net::Shutdown::Both);
+                return;
+            }
+        }
+    }
 }

@@ -35,11 +35,28 @@ pub fn open(size: TtySize) -> io::Result<(OwnedFd, OwnedFd)> {
     Ok((master, slave))
 }
 
+/// Output chunks an attached client has not taken yet; one that falls this far behind is
+/// cut off rather than slowing the session.
+const WATCHER_BACKLOG: usize = 1_024;
+
 /// The master side of a run's terminal and the screen it shows.
 #[derive(Clone)]
 pub struct Terminal {
     master: Arc<OwnedFd>,
     screen: Arc<Mutex<vt100::Parser>>,
+    /// Attached clients, each fed every output chunk.
+    watchers: Arc<Mutex<Vec<std::sync::mpsc::SyncSender<Vec<u8>>>>>,
+    /// Whether a client that may type is attached.
+    writer: Arc<Mutex<bool>>,
+}
+
+/// The claim of the one attached client that may type, given back when dropped.
+pub struct Writer(Arc<Mutex<bool>>);
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = false;
+    }
 }
 
 impl Terminal {
@@ -47,7 +64,12 @@ impl Terminal {
     /// screen of `size`, on a thread of its own that ends when the session does.
     pub fn start(master: OwnedFd, size: TtySize, sink: Arc<Mutex<LogSink>>) -> Terminal {
         let screen = Arc::new(Mutex::new(vt100::Parser::new(size.rows, size.cols, SCROLLBACK)));
-        let terminal = Terminal { master: Arc::new(master), screen };
+        let terminal = Terminal {
+            master: Arc::new(master),
+            screen,
+            watchers: Arc::default(),
+            writer: Arc::default(),
+        };
         let reader = terminal.clone();
         std::thread::spawn(move || reader.pump(&sink));
         terminal
@@ -58,6 +80,41 @@ impl Terminal {
         let parser = self.screen.lock().unwrap_or_else(|e| e.into_inner());
         let (rows, cols) = parser.screen().size();
         (parser.screen().contents(), TtySize { cols, rows })
+    }
+
+    /// The screen as a terminal would draw it (contents, attributes and cursor).
+    pub fn formatted(&self) -> Vec<u8> {
+        self.screen.lock().unwrap_or_else(|e| e.into_inner()).screen().state_formatted()
+    }
+
+    /// Every output chunk from now on, until the session ends (the channel closes).
+    pub fn watch(&self) -> std::sync::mpsc::Receiver<Vec<u8>> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(WATCHER_BACKLOG);
+        self.watchers.lock().unwrap_or_else(|e| e.into_inner()).push(tx);
+        rx
+    }
+
+    /// The right to type, when no other attached client holds it.
+    pub fn claim_writer(&self) -> Option<Writer> {
+        let mut taken = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        if *taken {
+            return None;
+        }
+        *taken = true;
+        Some(Writer(self.writer.clone()))
+    }
+
+    /// Gives the terminal a new size (the kernel tells its foreground group with SIGWINCH).
+    pub fn resize(&self, size: TtySize) -> io::Result<()> {
+        let winsize = rustix::termios::Winsize {
+            ws_row: size.rows,
+            ws_col: size.cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
+        rustix::termios::tcsetwinsize(&*self.master, winsize)?;
+        self.screen.lock().unwrap_or_else(|e| e.into_inner()).set_size(size.rows, size.cols);
+        Ok(())
     }
 
     /// Types `bytes` into the terminal, as a keyboard would.
@@ -109,6 +166,8 @@ impl Terminal {
                     Ok(n) if n > 0 => {
                         let bytes = &buf[..n];
                         self.screen.lock().unwrap_or_else(|e| e.into_inner()).process(bytes);
+                        let mut watchers = self.watchers.lock().unwrap_or_else(|e| e.into_inner());
+                        watchers.retain(|w| w.try_send(bytes.to_vec()).is_ok());
                         framer.push(clock.now(), clock.wall(), bytes, &mut lines);
                     }
                     Err(rustix::io::Errno::INTR | rustix::io::Errno::AGAIN) => {}
@@ -123,5 +182,52 @@ impl Terminal {
         }
         framer.flush(clock.now(), true, &mut lines);
         write(&mut lines);
+        // The session is over: every attached client hears so.
+        self.watchers.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+}
+
+/// What one frame of an attached connection carries, after its JSON handshake: a byte for
+/// the kind, four for the length (big-endian), then the payload.
+pub mod frame {
+    use std::io::{self, Read, Write};
+
+    /// Output of the terminal (daemon to client).
+    pub const OUTPUT: u8 = b'o';
+    /// What the person typed (client to daemon).
+    pub const INPUT: u8 = b'i';
+    /// A new size: columns then rows, two bytes each (client to daemon).
+    pub const RESIZE: u8 = b'r';
+    /// The client detaches (client to daemon).
+    pub const DETACH: u8 = b'd';
+    /// The session ended (daemon to client).
+    pub const ENDED: u8 = b'e';
+    /// The longest payload read.
+    const MAX: usize = 1 << 20;
+
+    /// Writes one frame.
+    pub fn write(out: &mut impl Write, kind: u8, payload: &[u8]) -> io::Result<()> {
+        let mut head = [kind, 0, 0, 0, 0];
+        head[1..].copy_from_slice(&(payload.len() as u32).to_be_bytes());
+        out.write_all(&head)?;
+        out.write_all(payload)?;
+        out.flush()
+    }
+
+    /// Reads one frame; `None` at the end of the stream.
+    pub fn read(input: &mut impl Read) -> io::Result<Option<(u8, Vec<u8>)>> {
+        let mut head = [0u8; 5];
+        match input.read_exact(&mut head) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let len = u32::from_be_bytes([head[1], head[2], head[3], head[4]]) as usize;
+        if len > MAX {
+            return Err(io::Error::other(format!("a frame of {len} bytes")));
+        }
+        let mut payload = vec![0u8; len];
+        input.read_exact(&mut payload)?;
+        Ok(Some((head[0], payload)))
     }
 }
