@@ -3,8 +3,9 @@
 //! pointed at the local stand-in of their vendors' APIs (`tests/agents/standin.py`) on
 //! 127.0.0.1. A file-writing call writes the file, Codex works outside a git repository, the
 //! effort word reaches the request, tokens and the session are recorded, a program that is
-//! not logged in costs nothing, a vendor that never answers costs nothing and says so, and a
-//! contained call on a fresh home sends what an open one sends. Without the variable each
+//! not logged in costs nothing, a vendor that never answers costs nothing and says so, a
+//! contained call on a fresh home sends what an open one sends, and the interactive Claude
+//! Code lives as a terminal harness. Without the variable each
 //! test says it was skipped.
 
 use crate::cli::{harn_bin, text};
@@ -637,4 +638,57 @@ fn gemini_cli_works_under_the_runs_policy_and_a_parked_call_resumes() {
         r["path"].as_str().is_some_and(|p| p.contains("gemini-2.5-flash:streamGenerateContent"))
     });
     assert!(asked.count() >= 4, "every turn reached the stand-in");
+}
+
+/// The starter's agent, the real Claude Code with `--continue`, as a terminal harness: it
+/// stays up for a minute without a restart, its screen shows its interface, a key sent
+/// reaches it, and a stop ends it.
+#[test]
+fn the_real_claude_code_lives_as_a_terminal_harness() {
+    let Some(World { tmp, bin, standin: _running, home }) = world() else { return };
+    let root = tmp.path().join("terminal");
+    std::fs::create_dir(&root).unwrap();
+    let toml = "[harness.agent]\ncommand = [\"claude\", \"--continue\"]\ntty = true\n";
+    std::fs::write(root.join("harness.toml"), toml).unwrap();
+    /// Brings the daemon down however the test ends.
+    struct Down<'a>(&'a Path, &'a Path, &'a Path);
+    impl Drop for Down<'_> {
+        fn drop(&mut self) {
+            let _ = harn(self.0, self.1, self.2, &["harness", "down"]);
+        }
+    }
+    let up = harn(&root, &home, &bin, &["harness", "up"]);
+    assert!(up.status.success(), "{}", text(&up));
+    let _down = Down(&root, &home, &bin);
+    let agent = || {
+        let out = harn(&root, &home, &bin, &["harness", "list", "--json"]);
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let found =
+            doc["harnesses"].as_array().into_iter().flatten().find(|h| h["name"] == "agent");
+        found.cloned().unwrap_or_default()
+    };
+    let screen = || text(&harn(&root, &home, &bin, &["harness", "screen", "agent"]));
+    let started = std::time::Instant::now();
+    while !screen().contains("Claude Code") {
+        assert!(started.elapsed().as_secs() < 60, "its interface never showed: {}", screen());
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // Enter picks the first screen's choice: what is sent reaches it, and it moves on.
+    let first = screen();
+    let sent = harn(&root, &home, &bin, &["harness", "send", "agent", "", "--enter"]);
+    assert!(sent.status.success(), "{}", text(&sent));
+    let moved = std::time::Instant::now();
+    while screen() == first {
+        assert!(moved.elapsed().as_secs() < 30, "the key never reached it:\n{first}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    // A minute up, on its first run.
+    while started.elapsed().as_secs() < 60 {
+        let h = agent();
+        assert_eq!((h["state"].as_str(), h["runs"].as_u64()), (Some("running"), Some(1)), "{h}");
+        std::thread::sleep(std::time::Duration::from_secs(2));
+    }
+    let stop = harn(&root, &home, &bin, &["harness", "stop", "agent"]);
+    assert!(stop.status.success(), "{}", text(&stop));
+    assert_eq!(agent()["state"], "stopped");
 }
