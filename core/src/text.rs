@@ -37,6 +37,58 @@ pub fn neutralize(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `bytes` without the terminal's escape sequences a program writes to draw (colours,
+/// cursor moves, titles): CSI (`ESC [` … a final byte), OSC and the other strings (`ESC ]`,
+/// `ESC P`, `ESC X`, `ESC ^`, `ESC _` … BEL or `ESC \\`), and `ESC`, intermediates, a final
+/// byte (`ESC ( B`, `ESC 7`); a carriage
+/// return is dropped too. What is left is the text, for [`neutralize_bytes`] to make safe.
+pub fn strip_escapes(bytes: &[u8]) -> Cow<'_, [u8]> {
+    if !bytes.iter().any(|&b| b == 0x1b || b == b'\r') {
+        return Cow::Borrowed(bytes);
+    }
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match (bytes[i], bytes.get(i + 1)) {
+            (b'\r', _) | (0x1b, None) => i += 1,
+            (0x1b, Some(b'[')) => {
+                i += 2;
+                while i < bytes.len() && !(0x40..=0x7e).contains(&bytes[i]) {
+                    i += 1;
+                }
+                i += 1;
+            }
+            (0x1b, Some(b']' | b'P' | b'X' | b'^' | b'_')) => {
+                i += 2;
+                while i < bytes.len() {
+                    if bytes[i] == 0x07 {
+                        i += 1;
+                        break;
+                    }
+                    if bytes[i] == 0x1b && bytes.get(i + 1) == Some(&b'\\') {
+                        i += 2;
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            // ESC, intermediates (`(`, `#` …), a final byte: `ESC ( B`, `ESC 7`, `ESC =`.
+            (0x1b, Some(_)) => {
+                i += 1;
+                while i < bytes.len() && (0x20..=0x2f).contains(&bytes[i]) {
+                    i += 1;
+                }
+                i += 1;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// [`neutralize`] over bytes that may not be UTF-8 (a log, a chunk of one): control bytes and
 /// the UTF-8 encodings of the other [`is_control`] characters are shown, everything else is
 /// kept byte for byte, so a multibyte character cut at a chunk boundary is not damaged.
@@ -97,6 +149,26 @@ pub fn count(n: u64, singular: &str, plural: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    proptest::proptest! {
+        /// Whatever a program writes, what is left holds no escape and no carriage return.
+        #[test]
+        fn nothing_left_can_draw(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..200)) {
+            let left = super::strip_escapes(&bytes);
+            proptest::prop_assert!(!left.contains(&0x1b) && !left.contains(&b'\r'));
+            proptest::prop_assert!(left.len() <= bytes.len());
+        }
+    }
+
+    #[test]
+    fn a_terminals_drawing_is_stripped_to_its_text() {
+        use super::strip_escapes;
+        let drawn = b"\x1b[2J\x1b[1;1H\x1b[31mred\x1b[0m and \x1b]0;title\x07plain\x1b(B\r";
+        assert_eq!(&*strip_escapes(drawn), b"red and plain");
+        assert_eq!(&*strip_escapes(b"no escapes"), b"no escapes");
+        assert_eq!(&*strip_escapes(b"cut \x1b[3"), b"cut ");
+        assert_eq!(&*strip_escapes(b"\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\"), b"link");
+    }
+
     #[test]
     fn durations_and_counts_read_as_words() {
         assert_eq!(super::duration_words(14_400_000), "4 h");

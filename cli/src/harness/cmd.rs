@@ -205,8 +205,8 @@ enum Verb {
         /// One JSON object per line: ts (unix ms), time, harness, stream, text.
         #[arg(long)]
         json: bool,
-        /// Print the bytes as the child wrote them, control sequences included (by default
-        /// they are shown, not sent to the terminal).
+        /// Print the bytes as the child wrote them, control sequences included (by default a
+        /// terminal's drawing is removed and other control bytes are shown, not sent).
         #[arg(long)]
         raw: bool,
     },

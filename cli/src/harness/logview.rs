@@ -94,7 +94,10 @@ impl View {
         let text = if self.raw {
             entry.text.clone()
         } else {
-            harn_core::text::neutralize_bytes(&entry.text).into_owned()
+            // A terminal's drawing (colours, cursor moves) is removed; what is left is shown
+            // safely, never sent to this terminal.
+            let text = harn_core::text::strip_escapes(&entry.text);
+            harn_core::text::neutralize_bytes(&text).into_owned()
         };
         let mut line = match self.format {
             Format::Plain => text,
