@@ -701,6 +701,18 @@ fn a_policy_that_denies_agent_calls_stops_the_planner_before_it_starts() {
     assert!(r.join("planner.log").exists(), "{}", text(&out));
 }
 
+/// Puts the script `file` (with `body`) in front of the planner: the `planner` harness runs
+/// it, with `extra` added to its declaration.
+fn planner_behind(r: &Path, file: &str, body: &str, extra: &str) {
+    std::fs::write(r.join(file), body).unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(r.join(file), mode).unwrap();
+    let config = format!(
+        r#"{{"harnesses": {{"scripted": {{"command": ["./harness.sh"]}}, "planner": {{"command": ["./{file}"]{extra}}}}}}}"#
+    );
+    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
+}
+
 #[test]
 fn the_goals_cost_includes_its_planning_calls() {
     let dir = root(None);
@@ -708,14 +720,7 @@ fn the_goals_cost_includes_its_planning_calls() {
     mission(r, |p| p);
     // The example planner behind Claude Code's dialect, reporting what its call cost.
     let wrapped = "#!/bin/sh\nout=$(./planner.sh)\npython3 -c 'import json,sys; print(json.dumps({\"type\":\"result\",\"subtype\":\"success\",\"is_error\":False,\"result\":sys.argv[1],\"session_id\":\"p1\",\"num_turns\":1,\"total_cost_usd\":0.25,\"usage\":{\"input_tokens\":10,\"output_tokens\":5}}))' \"$out\"\n";
-    std::fs::write(r.join("costly.sh"), wrapped).unwrap();
-    std::fs::set_permissions(
-        r.join("costly.sh"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}, "planner": {"command": ["./costly.sh"], "kind": "claude-code"}}}"#;
-    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
+    planner_behind(r, "costly.sh", wrapped, r#", "kind": "claude-code""#);
     assert!(harn(r, &MISSION_CREATE).status.success());
     let out =
         harn(r, &["supervisor", "tick", "mission", "--harness", "scripted", "--allow-api-billing"]);
@@ -794,14 +799,7 @@ fn a_planning_step_a_crash_cut_short_resumes_as_the_same_run() {
     mission(r, |p| p);
     // The planner takes its time on its first call only.
     let slow = "#!/bin/sh\nif [ ! -e slept ]; then touch slept; sleep 30; fi\nexec ./planner.sh\n";
-    std::fs::write(r.join("slow.sh"), slow).unwrap();
-    std::fs::set_permissions(
-        r.join("slow.sh"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}, "planner": {"command": ["./slow.sh"]}}}"#;
-    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
+    planner_behind(r, "slow.sh", slow, "");
     assert!(harn(r, &MISSION_CREATE).status.success());
     let tick = ["supervisor", "tick", "mission", "--harness", "scripted", "--no-containment"];
     let mut child = std::process::Command::new(crate::cli::harn_bin())
