@@ -130,16 +130,9 @@ impl RecoveryLedger {
         pid: u32,
         command: &str,
     ) -> Result<(), FsError> {
-        let record = json!({
-            "harness": null,
-            "decision": "duplicate_start_refused",
-            "detail": { "pid": pid, "command": command,
-                        "why": "another daemon holds the lock of this root" },
-            "ownership": { "lock_holder_pid": self.owner.lock_holder_pid,
-                           "boot_id": self.owner.boot_id, "user": self.owner.user },
-            "state_path": self.owner.state_path,
-        });
-        self.writer.append(fs, clock.wall(), &[record]).map(drop)
+        let detail = json!({ "pid": pid, "command": command,
+                             "why": "another daemon holds the lock of this root" });
+        self.note(fs, clock, Value::Null, "duplicate_start_refused", detail)
     }
 
     /// Records that `by` typed `bytes` bytes into harness `name`'s terminal.
@@ -151,12 +144,27 @@ impl RecoveryLedger {
         bytes: usize,
         by: &str,
     ) -> Result<(), FsError> {
+        let detail = json!({ "bytes": bytes, "by": by });
+        self.note(fs, clock, json!(name), "input_sent", detail)
+    }
+
+    /// Appends one record that is no lifecycle decision (a refused start, input sent), with
+    /// who decided it and where the state lives.
+    fn note(
+        &mut self,
+        fs: &mut dyn Fs,
+        clock: &dyn Clock,
+        harness: Value,
+        decision: &str,
+        detail: Value,
+    ) -> Result<(), FsError> {
         let record = json!({
-            "harness": name,
-            "decision": "input_sent",
-            "detail": { "bytes": bytes, "by": by },
+            "harness": harness,
+            "decision": decision,
+            "detail": detail,
             "ownership": { "lock_holder_pid": self.owner.lock_holder_pid,
-                           "boot_id": self.owner.boot_id },
+                           "boot_id": self.owner.boot_id, "user": self.owner.user },
+            "state_path": self.owner.state_path,
         });
         self.writer.append(fs, clock.wall(), &[record]).map(drop)
     }
