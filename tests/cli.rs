@@ -226,6 +226,8 @@ fn persist_before_act_bugs_planted_in_the_core_are_found_at_the_step_they_happen
         ("spawn-before-persist", "persist-before-spawn"),
         ("ack-before-persist", "persist-before-ack"),
         ("skip-reclaim", "no-orphans"),
+        ("second-typist", "attach-as-allowed"),
+        ("term-without-hangup", "hangup-before-term"),
     ];
     for (bug, invariant) in bugs {
         let dir = tempfile::tempdir().unwrap();

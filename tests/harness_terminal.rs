@@ -63,13 +63,92 @@ fn a_terminal_harness_has_a_terminal_a_screen_and_takes_what_is_sent() {
     assert!(text(&out).contains("no live run"), "{}", text(&out));
 }
 
+/// `harn harness attach NAME ARGS…` on a pseudo-terminal of its own, of `rows`×`cols`.
+struct Attached {
+    child: std::process::Child,
+    master: std::os::fd::OwnedFd,
+    seen: std::sync::Arc<std::sync::Mutex<vt100::Parser>>,
+}
+
+impl Attached {
+    fn start(root: &Root, args: &[&str], rows: u16, cols: u16) -> Attached {
+        use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
+        use std::io::Read;
+        use std::sync::{Arc, Mutex};
+        let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+        grantpt(&master).unwrap();
+        unlockpt(&master).unwrap();
+        rustix::termios::tcsetwinsize(&master, winsize(rows, cols)).unwrap();
+        let tty = std::path::PathBuf::from(ptsname(&master, Vec::new()).unwrap().to_str().unwrap());
+        let open_tty = || std::fs::OpenOptions::new().read(true).write(true).open(&tty).unwrap();
+        let mut cmd = std::process::Command::new(crate::cli::harn_bin());
+        cmd.args(["harness", "attach"]).args(args).arg("--root").arg(root.dir.path());
+        cmd.stdin(open_tty()).stdout(open_tty()).stderr(open_tty());
+        // SAFETY: runs in the forked child before exec; setsid(2) and the TIOCSCTTY ioctl are
+        // async-signal-safe. The terminal becomes the child's controlling terminal.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            cmd.pre_exec(|| {
+                rustix::process::setsid()?;
+                rustix::process::ioctl_tiocsctty(std::os::fd::BorrowedFd::borrow_raw(0))?;
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().unwrap();
+        let seen = Arc::new(Mutex::new(vt100::Parser::new(rows, cols, 0)));
+        let feed = seen.clone();
+        let mut reader = std::fs::File::from(master.try_clone().unwrap());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                feed.lock().unwrap().process(&buf[..n]);
+            }
+        });
+        Attached { child, master, seen }
+    }
+
+    fn keys(&self, bytes: &[u8]) {
+        use std::io::Write;
+        let mut keys = std::fs::File::from(self.master.try_clone().unwrap());
+        keys.write_all(bytes).unwrap();
+    }
+
+    fn wait_for(&self, wanted: &str) {
+        let started = Instant::now();
+        loop {
+            let screen = self.seen.lock().unwrap().screen().contents();
+            if screen.contains(wanted) {
+                return;
+            }
+            assert!(started.elapsed() < Duration::from_secs(20), "never {wanted:?}:\n{screen}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn exited(&mut self) -> std::process::ExitStatus {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(started.elapsed() < Duration::from_secs(10), "attach never ended");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn winsize(rows: u16, cols: u16) -> rustix::termios::Winsize {
+    rustix::termios::Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 }
+}
+
 /// `attach` in a pseudo-terminal: the current screen first, keys through, the window size
-/// forwarded (at attach and on a resize), and Ctrl-] detaches with the harness still running.
+/// forwarded (at attach and on a resize), one typist with others watching, and Ctrl-]
+/// detaches with the harness still running and the typist's place free again.
 #[test]
 fn attach_shows_the_screen_forwards_keys_and_size_and_detaches_leaving_it_running() {
-    use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
-    use std::io::{Read, Write};
-    use std::sync::{Arc, Mutex};
     let script = "echo TTY-READY; while IFS= read -r l; do echo \"got:$l\"; stty size; done";
     let root = Root::new(&format!(
         "[harness.agent]\ncommand = [\"sh\", \"-c\", \"{}\", \"{{marker}}\"]\ntty = true\n",
@@ -77,77 +156,35 @@ fn attach_shows_the_screen_forwards_keys_and_size_and_detaches_leaving_it_runnin
     ));
     root.up();
     screen_with(&root, "agent", "TTY-READY");
-    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
-    grantpt(&master).unwrap();
-    unlockpt(&master).unwrap();
-    let winsize = |rows, cols| rustix::termios::Winsize {
-        ws_row: rows,
-        ws_col: cols,
-        ws_xpixel: 0,
-        ws_ypixel: 0,
-    };
-    rustix::termios::tcsetwinsize(&master, winsize(35, 90)).unwrap();
-    let tty = std::path::PathBuf::from(ptsname(&master, Vec::new()).unwrap().to_str().unwrap());
-    let open_tty = || std::fs::OpenOptions::new().read(true).write(true).open(&tty).unwrap();
-    let mut cmd = std::process::Command::new(crate::cli::harn_bin());
-    cmd.args(["harness", "attach", "agent", "--root"]).arg(root.dir.path());
-    cmd.stdin(open_tty()).stdout(open_tty()).stderr(open_tty());
-    // SAFETY: runs in the forked child before exec; setsid(2) and the TIOCSCTTY ioctl are
-    // async-signal-safe. The terminal becomes the child's controlling terminal.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            rustix::process::setsid()?;
-            rustix::process::ioctl_tiocsctty(std::os::fd::BorrowedFd::borrow_raw(0))?;
-            Ok(())
-        });
-    }
-    let mut child = cmd.spawn().unwrap();
-    let mut keys = std::fs::File::from(master.try_clone().unwrap());
-    let seen = Arc::new(Mutex::new(vt100::Parser::new(35, 90, 0)));
-    let feed = seen.clone();
-    let mut reader = std::fs::File::from(master.try_clone().unwrap());
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = reader.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            feed.lock().unwrap().process(&buf[..n]);
-        }
-    });
-    let wait_for = |wanted: &str| {
-        let started = Instant::now();
-        loop {
-            let screen = seen.lock().unwrap().screen().contents();
-            if screen.contains(wanted) {
-                return;
-            }
-            assert!(started.elapsed() < Duration::from_secs(20), "never {wanted:?}:\n{screen}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
-    wait_for("TTY-READY");
-    keys.write_all(b"hi\r").unwrap();
-    wait_for("got:hi");
-    wait_for("35 90");
+    let mut first = Attached::start(&root, &["agent"], 35, 90);
+    first.wait_for("TTY-READY");
+    first.keys(b"hi\r");
+    first.wait_for("got:hi");
+    first.wait_for("35 90");
+    // A second typist is refused while the first is attached; a watcher sees what is typed.
+    let mut second = Attached::start(&root, &["agent"], 24, 80);
+    second.wait_for("already has a client attached that types");
+    assert!(!second.exited().success());
+    let mut watcher = Attached::start(&root, &["agent", "--read-only"], 24, 80);
+    watcher.wait_for("TTY-READY");
     // A resize of the person's window reaches the harness's terminal.
-    rustix::termios::tcsetwinsize(&master, winsize(25, 80)).unwrap();
+    rustix::termios::tcsetwinsize(&first.master, winsize(25, 80)).unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    keys.write_all(b"again\r").unwrap();
-    wait_for("25 80");
+    first.keys(b"again\r");
+    first.wait_for("25 80");
+    watcher.wait_for("got:again");
     // Ctrl-] detaches; the harness runs on.
-    keys.write_all(&[0x1d]).unwrap();
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(started.elapsed() < Duration::from_secs(10), "attach never detached");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(status.success(), "{status:?}");
-    wait_for("detached from agent");
+    first.keys(&[0x1d]);
+    assert!(first.exited().success());
+    first.wait_for("detached from agent");
     assert_eq!(state(&root.harness("agent")), "running");
     assert!(screen_with(&root, "agent", "got:again").contains("25 80"));
+    // The typist's place is free again: the daemon heard the detach.
+    let mut third = Attached::start(&root, &["agent"], 25, 80);
+    third.keys(b"third\r");
+    third.wait_for("got:third");
+    watcher.wait_for("got:third");
+    third.keys(&[0x1d]);
+    watcher.keys(&[0x1d]);
+    assert!(third.exited().success() && watcher.exited().success());
 }

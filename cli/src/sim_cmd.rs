@@ -93,6 +93,10 @@ pub enum BugArg {
     AckBeforePersist,
     /// A new daemon boots without stopping what an earlier one left running.
     SkipReclaim,
+    /// The core lets a second client type into a terminal harness.
+    SecondTypist,
+    /// The core sends SIGTERM to a terminal harness without hanging its session up.
+    TermWithoutHangup,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -104,6 +108,8 @@ impl From<BugArg> for InjectedBug {
             BugArg::SpawnBeforePersist => InjectedBug::SpawnBeforePersist,
             BugArg::AckBeforePersist => InjectedBug::AckBeforePersist,
             BugArg::SkipReclaim => InjectedBug::SkipReclaim,
+            BugArg::SecondTypist => InjectedBug::SecondTypist,
+            BugArg::TermWithoutHangup => InjectedBug::TermWithoutHangup,
         }
     }
 }
@@ -399,7 +405,7 @@ fn minimize(file: &Path, out: Option<PathBuf>, json: bool) -> Exit {
 
 /// The harnesses of the simulated day: one of each interesting kind.
 fn day_options() -> SimOptions {
-    let h = |behaviour, restart| SimHarness { behaviour, restart, enabled: true };
+    let h = |behaviour, restart| SimHarness { behaviour, restart, enabled: true, tty: false };
     let mut o = seeds::options_for_seed(0, 0);
     o.harnesses = vec![
         h(Behaviour::Healthy, RestartPolicy::Always),

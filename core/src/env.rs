@@ -124,6 +124,10 @@ pub type Pid = u32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Signal {
+    /// Close a terminal harness's session (SIGHUP to the terminal's foreground group), as
+    /// a closed terminal does; sent before [`Signal::Term`] only to harnesses with a tty.
+    #[serde(rename = "HUP")]
+    Hangup,
     /// Ask politely (SIGTERM).
     Term,
     /// Insist (SIGKILL).

@@ -84,6 +84,8 @@ struct HarnessHost {
     last_watchdog_ms: Option<i64>,
     ledger: RecoveryLedger,
     next_command_id: u64,
+    /// The last id given to an attaching client.
+    next_client: u64,
     started_wall_ms: i64,
 }
 
@@ -162,6 +164,7 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         last_watchdog_ms: None,
         ledger,
         next_command_id: 0,
+        next_client: 0,
         started_wall_ms: clock.wall().0,
         clock,
     };
@@ -372,10 +375,11 @@ impl HarnessHost {
                 let report = HarnessInput::Watchdog { run };
                 self.step(Wake::Input(DaemonInput::Process { name, report }))
             }
-            Msg::Attach(name, answer) => {
-                let _ = answer.send(self.terminal_of(&name));
+            Msg::Attach { name, read_only, answer } => {
+                let _ = answer.send(self.attach(&name, read_only)?);
                 Ok(())
             }
+            Msg::Detach(client) => self.step(Wake::Input(DaemonInput::Detach { client })),
         }
     }
 
@@ -499,6 +503,40 @@ impl HarnessHost {
     }
 
     /// The terminal of harness `name`'s live run, or why there is none.
+    /// Asks the core whether a client may attach to `name` (and type), then hands it the
+    /// run's terminal.
+    fn attach(
+        &mut self,
+        name: &str,
+        read_only: bool,
+    ) -> Result<Result<super::protocol::Attached, String>, Fatal> {
+        let id = match Id::new(name) {
+            Ok(id) => id,
+            Err(e) => return Ok(Err(format!("{name:?}: {e}"))),
+        };
+        self.next_client += 1;
+        let client = self.next_client;
+        let done = self.step_collect(Wake::Input(DaemonInput::Attach {
+            client,
+            name: id.clone(),
+            read_only,
+        }))?;
+        let answer = done.into_iter().find_map(|e| match e {
+            Executed::Attached { client: c, writes, error, .. } if c == client => {
+                Some((writes, error))
+            }
+            _ => None,
+        });
+        Ok(match answer {
+            Some((writes, None)) => match self.spawner.terminal(&id) {
+                Some(t) => Ok(super::protocol::Attached { client, terminal: t.clone(), writes }),
+                None => Err(format!("{name} has no terminal open")),
+            },
+            Some((_, Some(why))) => Err(why),
+            None => Err("the daemon did not answer the attach".into()),
+        })
+    }
+
     fn terminal_of(&self, name: &str) -> Result<super::terminal::Terminal, String> {
         let id = Id::new(name).map_err(|e| format!("{name:?}: {e}"))?;
         let Some(spec) = self.config.harnesses.get(&id) else {
@@ -647,12 +685,24 @@ impl HarnessHost {
                     self.spawner.note(&name, &format!("run {run} could not start: {detail}"));
                 }
                 Executed::Signalled { name, pid, signal } => {
-                    let signal = match signal {
-                        harn_core::env::Signal::Term => "SIGTERM",
-                        harn_core::env::Signal::Kill => "SIGKILL",
+                    let said = match signal {
+                        harn_core::env::Signal::Hangup => {
+                            format!("{name}: hung up the terminal of process group {pid}")
+                        }
+                        harn_core::env::Signal::Term => {
+                            format!("{name}: sent SIGTERM to process group {pid}")
+                        }
+                        harn_core::env::Signal::Kill => {
+                            format!("{name}: sent SIGKILL to process group {pid}")
+                        }
                     };
-                    log(&format!("{name}: sent {signal} to process group {pid}"));
+                    log(&said);
                 }
+                Executed::Attached { client, name, run: Some(run), writes, .. } => {
+                    let role = if writes { "types" } else { "watches" };
+                    log(&format!("{name}: client {client} attached to run {run} ({role})"));
+                }
+                Executed::Attached { run: None, .. } => {}
                 Executed::Appended { first, ts, events, .. } => {
                     for (seq, event) in (first..).zip(events) {
                         log(&super::logs_cmd::describe_event(&event));

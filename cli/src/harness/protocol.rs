@@ -124,6 +124,18 @@ pub enum Msg {
     Notified(Id, u32),
     /// Someone wrote `WATCHDOG=1` on a harness's notify socket.
     Pinged(Id, u32),
-    /// A client attaches to a harness's terminal: the terminal, or why not.
-    Attach(String, Sender<Result<super::terminal::Terminal, String>>),
+    /// A client attaches to a harness's terminal (watching only when `read_only`).
+    Attach { name: String, read_only: bool, answer: Sender<Result<Attached, String>> },
+    /// An attached client detached or its connection dropped.
+    Detach(u64),
+}
+
+/// What an attaching client is given.
+pub struct Attached {
+    /// Its id, to detach with.
+    pub client: u64,
+    /// The run's terminal.
+    pub terminal: super::terminal::Terminal,
+    /// True when its keys and window size reach the terminal.
+    pub writes: bool,
 }

@@ -209,27 +209,19 @@ fn attach(
 ) {
     use super::terminal::frame;
     let (answer, answered) = mpsc::channel();
-    if tx.send(Msg::Attach(name.to_owned(), answer)).is_err() {
+    let asked = Msg::Attach { name: name.to_owned(), read_only, answer };
+    if tx.send(asked).is_err() {
         return;
     }
-    let terminal = match answered.recv() {
-        Ok(Ok(t)) => t,
+    let attached = match answered.recv() {
+        Ok(Ok(a)) => a,
         Ok(Err(why)) => return drop(writeln!(out, "{}", err(why))),
         Err(_) => return drop(writeln!(out, "{}", err("the daemon is stopping"))),
     };
-    let writer = match read_only {
-        true => None,
-        false => match terminal.claim_writer() {
-            Some(w) => Some(w),
-            None => {
-                let why = format!(
-                    "{name} already has a client attached that types; watch with --read-only"
-                );
-                return drop(writeln!(out, "{}", err(why)));
-            }
-        },
-    };
-    if let (Some(_), Some([cols, rows])) = (&writer, size) {
+    let (terminal, writes) = (attached.terminal, attached.writes);
+    // Whatever ends this connection, the daemon hears the client is gone.
+    let detach = Detach { tx: tx.clone(), client: attached.client };
+    if let (true, Some([cols, rows])) = (writes, size) {
         let _ = terminal.resize(harn_core::env::TtySize { cols, rows });
     }
     let watching = terminal.watch();
@@ -247,11 +239,11 @@ fn attach(
     let typing = terminal.clone();
     let closer = out.try_clone();
     std::thread::spawn(move || {
-        let _writer = writer;
+        let _detach = detach;
         while let Ok(Some((kind, payload))) = frame::read(&mut input) {
             match kind {
-                frame::INPUT if _writer.is_some() => drop(typing.send(&payload)),
-                frame::RESIZE if _writer.is_some() && payload.len() == 4 => {
+                frame::INPUT if writes => drop(typing.send(&payload)),
+                frame::RESIZE if writes && payload.len() == 4 => {
                     let cols = u16::from_be_bytes([payload[0], payload[1]]);
                     let rows = u16::from_be_bytes([payload[2], payload[3]]);
                     if cols > 0 && rows > 0 {
@@ -285,5 +277,17 @@ fn attach(
                 return;
             }
         }
+    }
+}
+
+/// Tells the daemon's loop an attached client is gone, when dropped.
+struct Detach {
+    tx: Sender<Msg>,
+    client: u64,
+}
+
+impl Drop for Detach {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Msg::Detach(self.client));
     }
 }

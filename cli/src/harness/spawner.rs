@@ -363,18 +363,20 @@ impl Spawner for RealSpawner {
 
     fn signal(&mut self, pid: Pid, signal: Signal) -> Result<(), SpawnError> {
         let sig = match signal {
+            // The session's terminal is hung up: SIGHUP reaches its foreground group, which
+            // a job-control shell inside may have moved away from the leader's.
+            Signal::Hangup => {
+                if let Some((_, terminal)) = self.terminals.values().find(|(p, _)| *p == pid) {
+                    terminal.hangup();
+                }
+                return Ok(());
+            }
             Signal::Term => rustix::process::Signal::TERM,
             Signal::Kill => rustix::process::Signal::KILL,
         };
         let Some(group) = rustix::process::Pid::from_raw(pid as i32) else {
             return Err(SpawnError { not_found: false, detail: format!("bad pid {pid}") });
         };
-        // A terminal harness's session is hung up first, as a closed terminal does.
-        if signal == Signal::Term {
-            if let Some((_, terminal)) = self.terminals.values().find(|(p, _)| *p == pid) {
-                terminal.hangup();
-            }
-        }
         if signal == Signal::Kill {
             if let Some(Some(leaf)) = self.owners.get(&pid) {
                 HarnessCgroups::end_run(leaf);

@@ -46,17 +46,6 @@ pub struct Terminal {
     screen: Arc<Mutex<vt100::Parser>>,
     /// Attached clients, each fed every output chunk.
     watchers: Arc<Mutex<Vec<std::sync::mpsc::SyncSender<Vec<u8>>>>>,
-    /// Whether a client that may type is attached.
-    writer: Arc<Mutex<bool>>,
-}
-
-/// The claim of the one attached client that may type, given back when dropped.
-pub struct Writer(Arc<Mutex<bool>>);
-
-impl Drop for Writer {
-    fn drop(&mut self) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = false;
-    }
 }
 
 impl Terminal {
@@ -64,12 +53,7 @@ impl Terminal {
     /// screen of `size`, on a thread of its own that ends when the session does.
     pub fn start(master: OwnedFd, size: TtySize, sink: Arc<Mutex<LogSink>>) -> Terminal {
         let screen = Arc::new(Mutex::new(vt100::Parser::new(size.rows, size.cols, SCROLLBACK)));
-        let terminal = Terminal {
-            master: Arc::new(master),
-            screen,
-            watchers: Arc::default(),
-            writer: Arc::default(),
-        };
+        let terminal = Terminal { master: Arc::new(master), screen, watchers: Arc::default() };
         let reader = terminal.clone();
         std::thread::spawn(move || reader.pump(&sink));
         terminal
@@ -92,16 +76,6 @@ impl Terminal {
         let (tx, rx) = std::sync::mpsc::sync_channel(WATCHER_BACKLOG);
         self.watchers.lock().unwrap_or_else(|e| e.into_inner()).push(tx);
         rx
-    }
-
-    /// The right to type, when no other attached client holds it.
-    pub fn claim_writer(&self) -> Option<Writer> {
-        let mut taken = self.writer.lock().unwrap_or_else(|e| e.into_inner());
-        if *taken {
-            return None;
-        }
-        *taken = true;
-        Some(Writer(self.writer.clone()))
     }
 
     /// Gives the terminal a new size (the kernel tells its foreground group with SIGWINCH).

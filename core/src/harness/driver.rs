@@ -112,6 +112,19 @@ pub enum Executed {
         /// Which signal.
         signal: Signal,
     },
+    /// An attach was answered.
+    Attached {
+        /// The connection's id.
+        client: u64,
+        /// The harness.
+        name: Id,
+        /// The run attached to, when granted.
+        run: Option<u64>,
+        /// True when the client types.
+        writes: bool,
+        /// Why not, when refused.
+        error: Option<String>,
+    },
     /// A command was acknowledged.
     Acked {
         /// The command's id.
@@ -272,6 +285,13 @@ impl Driver {
                 // A group that already exited is not an error: its exit report is on its way.
                 let _ = env.spawner.signal(pid, signal);
                 done.push(Executed::Signalled { name, pid, signal });
+            }
+            DaemonEffect::Attached { client, name, result } => {
+                let (run, writes, error) = match result {
+                    Ok(a) => (Some(a.run), a.writes, None),
+                    Err(e) => (None, false, Some(e.to_string())),
+                };
+                done.push(Executed::Attached { client, name, run, writes, error });
             }
             DaemonEffect::Ack { id, result } => {
                 done.push(Executed::Acked { id, error: result.err().map(|e| e.to_string()) });

@@ -12,5 +12,6 @@ pub mod process;
 mod schedule;
 pub mod seams;
 pub mod seeds;
+mod terminal;
 pub mod trace;
 pub mod world;

@@ -34,6 +34,12 @@ pub enum InjectedBug {
     /// A new daemon boots without stopping the processes an earlier one left behind.
     #[cfg(feature = "planted-bugs")]
     SkipReclaim,
+    /// The daemon core lets a second client type into a terminal harness.
+    #[cfg(feature = "planted-bugs")]
+    SecondTypist,
+    /// The daemon core sends SIGTERM to a terminal harness without hanging it up first.
+    #[cfg(feature = "planted-bugs")]
+    TermWithoutHangup,
 }
 
 /// One simulated harness.
@@ -45,6 +51,9 @@ pub struct SimHarness {
     pub restart: RestartPolicy,
     /// Its configured default intent.
     pub enabled: bool,
+    /// Whether it runs on a terminal of its own (`tty = true`).
+    #[serde(default)]
+    pub tty: bool,
 }
 
 /// Everything that shapes a run besides the entropy stream.
@@ -91,8 +100,9 @@ impl SimOptions {
                     RestartPolicy::No,
                 ][e.below(4) as usize],
                 enabled: e.chance(3, 4),
+                tty: false,
             })
-            .collect();
+            .collect::<Vec<_>>();
         let limits = draw_limits(e);
         SimOptions {
             harnesses,
@@ -107,6 +117,16 @@ impl SimOptions {
             liveness_secs: 600,
             bug: None,
         }
+        .with_terminals(e)
+    }
+
+    /// Draws which harnesses run on a terminal, after everything else, so the rest of a
+    /// seed's shape is what it was before terminals were drawn.
+    fn with_terminals(mut self, e: &mut dyn Entropy) -> SimOptions {
+        for h in &mut self.harnesses {
+            h.tty = e.chance(1, 2);
+        }
+        self
     }
 
     /// The daemon configuration these options describe at the start of a run.
@@ -135,7 +155,11 @@ impl SimOptions {
                 false => Vec::new(),
             };
             let spec = HarnessSpec {
-                spawn: SpawnSpec { argv, ..Default::default() },
+                spawn: SpawnSpec {
+                    argv,
+                    tty: h.tty.then(harn_core::env::TtySize::default),
+                    ..Default::default()
+                },
                 restart: knobs.policies[i],
                 restart_delay: overrides.then(|| knobs.limits.restart_delay.saturating_shl(1)),
                 stop_grace: overrides.then(|| Duration::from_millis(500)),
@@ -249,6 +273,8 @@ pub(crate) fn plant_core_bug(
         match bug {
             Some(InjectedBug::SpawnBeforePersist) => daemon.plant(PlantedBug::SpawnBeforePersist),
             Some(InjectedBug::AckBeforePersist) => daemon.plant(PlantedBug::AckBeforePersist),
+            Some(InjectedBug::SecondTypist) => daemon.plant(PlantedBug::SecondTypist),
+            Some(InjectedBug::TermWithoutHangup) => daemon.plant(PlantedBug::TermWithoutHangup),
             _ => {}
         }
     }

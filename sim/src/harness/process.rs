@@ -123,7 +123,14 @@ impl SimProcesses {
             let Some(p) = self.live.get_mut(&pid) else { continue };
             let ends_at = match signal {
                 Signal::Kill => Some((now, ExitStatus::Signal(9))),
-                Signal::Term if p.behaviour == Behaviour::Stubborn => None,
+                Signal::Hangup | Signal::Term if p.behaviour == Behaviour::Stubborn => None,
+                // A hung-up session ends as a closed terminal ends a shell; now and then the
+                // program ignores it and the TERM that follows does it.
+                Signal::Hangup if entropy.chance(1, 4) => None,
+                Signal::Hangup => {
+                    let delay = Duration::from_millis(entropy.below(200));
+                    Some((now.saturating_add(delay), ExitStatus::Signal(1)))
+                }
                 Signal::Term => {
                     let delay = Duration::from_millis(entropy.below(200));
                     Some((now.saturating_add(delay), ExitStatus::Signal(15)))

@@ -38,6 +38,11 @@ impl<E: Entropy> HarnessWorld<E> {
         }
         if Some(first) == command {
             self.clock.advance_to(first.max(now));
+            let terminals = self.options.harnesses.iter().any(|h| h.tty);
+            if terminals && self.entropy.chance(1, 3) {
+                self.schedule_command();
+                return self.attachment_wake();
+            }
             let command = self.draw_command();
             self.schedule_command();
             return self.deliver_command(command);

@@ -84,6 +84,20 @@ pub enum StepEvent {
         /// `file` or `probe`.
         evidence: String,
     },
+    /// A person attached to a terminal harness.
+    Attach {
+        /// The connection's id.
+        client: u64,
+        /// The harness.
+        name: String,
+        /// Watching only.
+        read_only: bool,
+    },
+    /// An attached client detached, or its connection dropped.
+    Detach {
+        /// The connection's id.
+        client: u64,
+    },
     /// The fault phase ended; faults are off from here on.
     Calm,
 }

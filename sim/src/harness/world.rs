@@ -54,6 +54,11 @@ pub struct HarnessWorld<E: Entropy> {
     pub(crate) notify: BTreeMap<harn_core::env::Pid, NotifyPlan>,
     /// When each notify run last said `READY=1` or `WATCHDOG=1`.
     pub(crate) alive: BTreeMap<(harn_core::ids::Id, u64), Instant>,
+    /// Clients attached to terminal harnesses, as their answers said.
+    pub(crate) clients: BTreeMap<u64, crate::harness::terminal::Client>,
+    pub(crate) next_client: u64,
+    /// The attach this step delivers, awaiting its answer: client, harness, read-only.
+    pub(crate) asked: Option<(u64, harn_core::ids::Id, bool)>,
     checker: Checker,
     /// Per-step state hashes, always kept (cheap) for replay and determinism checks.
     pub hashes: Vec<u64>,
@@ -103,6 +108,9 @@ impl<E: Entropy> HarnessWorld<E> {
             lost: std::collections::BTreeSet::new(),
             notify: BTreeMap::new(),
             alive: BTreeMap::new(),
+            clients: BTreeMap::new(),
+            next_client: 0,
+            asked: None,
             checker: Checker::default(),
             hashes: Vec::new(),
             records: trace.then(Vec::new),
@@ -183,6 +191,7 @@ impl<E: Entropy> HarnessWorld<E> {
         self.step += 1;
         let durable_before = self.fs.borrow().durable_read(&self.paths.state);
         let mut audits = Vec::new();
+        let mut before = None;
         let outcome = if self.up.is_none() {
             self.clock.advance_to(self.restart_at.max(self.clock.now()));
             self.check_recovered()?;
@@ -197,9 +206,16 @@ impl<E: Entropy> HarnessWorld<E> {
                 Some(given) => given,
                 None => self.next_wake(),
             };
+            before = self.before_attachment(&wake);
             self.drive(event, wake, &mut audits, crash_now)
         };
+        // The terminal checks go first: they are the world's own view of what a person may
+        // be given, independent of the core's invariants checked next.
+        let terminal = self
+            .check_terminal(&outcome.executed, before)
+            .map_err(|(inv, detail)| self.violation(&inv, detail));
         let facts_result = self.check_outcome(&outcome, &audits, durable_before.as_deref());
+        let facts_result = terminal.and(facts_result);
         let hung = self.check_hung(&outcome);
         self.finish_outcome(&outcome);
         self.record(outcome);
@@ -325,6 +341,8 @@ impl<E: Entropy> HarnessWorld<E> {
                 // A new daemon knows no probe of an earlier one; its schedule starts empty.
                 self.readiness = ReadinessSchedule::new(&daemon.config().harnesses);
                 self.probes.clear();
+                // Connections die with the daemon; a new one has no attached client.
+                self.clients.clear();
                 self.up = Some((driver, daemon));
                 let end = crash.map(|kind| kind.end(false));
                 Outcome { event, executed, end }

@@ -59,6 +59,7 @@ impl Daemon {
             effects: VecDeque::new(),
             scratch: Vec::new(),
             held: BTreeMap::new(),
+            attachments: Default::default(),
             #[cfg(feature = "planted-bugs")]
             planted: None,
         };
@@ -84,6 +85,10 @@ impl Daemon {
                 self.deliver(now, &name, report, &mut batch);
                 None
             }
+            DaemonInput::Attach { client, name, read_only } => {
+                return self.handle_attach(client, name, read_only);
+            }
+            DaemonInput::Detach { client } => return self.detach(client),
         };
         self.finish(now, batch, ack);
     }
@@ -395,6 +400,7 @@ impl Daemon {
     /// Drops removed harnesses that are at rest, then queues the batch behind a persist if
     /// the durable view changed.
     fn finish(&mut self, now: Instant, mut batch: Batch, ack: Option<Ack>) {
+        self.lapse_attachments();
         self.gate(now, &mut batch);
         let (harnesses, retired) = (&mut self.harnesses, &mut self.retired);
         self.removed.retain(|name| {
@@ -455,8 +461,22 @@ impl Daemon {
                 }
                 (batch, None)
             }
-            None => (batch, ack),
+            Some(PlantedBug::TermWithoutHangup) => {
+                batch.acts.retain(|a| {
+                    !matches!(a, DaemonEffect::Signal { signal: crate::env::Signal::Hangup, .. })
+                });
+                (batch, ack)
+            }
+            _ => (batch, ack),
         }
+    }
+
+    /// True when the planted bug lets a second typist attach.
+    pub(super) fn planted_second_typist(&self) -> bool {
+        #[cfg(feature = "planted-bugs")]
+        return self.planted == Some(PlantedBug::SecondTypist);
+        #[cfg(not(feature = "planted-bugs"))]
+        return false;
     }
 
     fn queue_persist(&mut self) {
@@ -538,6 +558,7 @@ impl Daemon {
         if self.drain_forced && self.drain_deadline.is_none() {
             return Err(InvariantError::new("a forced drain without a deadline"));
         }
+        self.check_attachments()?;
         for (name, (run, _)) in &self.held {
             let h = self.harnesses.get(name).ok_or_else(|| {
                 InvariantError::new(format!("{name}: a held spawn of no harness"))
@@ -564,6 +585,7 @@ impl Daemon {
         }
         self.removed.hash(&mut hasher);
         self.held.hash(&mut hasher);
+        self.attachments().hash(&mut hasher);
         hasher.finish()
     }
 }

@@ -6,9 +6,11 @@
 //! `PersistState` barrier when the durable view changed, so a spawn, a signal or an
 //! acknowledgement is never executed before the intent it depends on is on disk.
 
+mod attach;
 mod config;
 mod state_file;
 
+pub use attach::Attachment;
 pub use config::{DaemonConfig, Profile};
 pub use state_file::{PersistedHarness, PersistedState, StateFileError, STATE_VERSION};
 
@@ -80,6 +82,20 @@ pub enum DaemonInput {
         /// The report (spawned, spawn failed, exited, ready).
         report: HarnessInput,
     },
+    /// A client asks to see (and, unless `read_only`, type into) a terminal harness.
+    Attach {
+        /// The connection's id, unique for the daemon's life.
+        client: u64,
+        /// The harness.
+        name: Id,
+        /// Watch only.
+        read_only: bool,
+    },
+    /// A client detached or its connection dropped.
+    Detach {
+        /// The connection's id.
+        client: u64,
+    },
 }
 
 /// What the daemon asks the driver to do, in order.
@@ -115,6 +131,16 @@ pub enum DaemonEffect {
         /// Which signal.
         signal: Signal,
     },
+    /// Answer an attach: the attachment, or why not. Never behind a barrier: attaching
+    /// changes no intent.
+    Attached {
+        /// The connection's id.
+        client: u64,
+        /// The harness asked for.
+        name: Id,
+        /// What was granted, or the refusal as the person reads it.
+        result: Result<Attachment, RecordError>,
+    },
     /// Tell the operator their command took effect (or why not).
     Ack {
         /// The command's id.
@@ -133,6 +159,10 @@ pub enum PlantedBug {
     SpawnBeforePersist,
     /// The acknowledgement is queued before the `state.json` barrier.
     AckBeforePersist,
+    /// A second client may attach as a typist while the first is still attached.
+    SecondTypist,
+    /// A terminal harness is sent SIGTERM without its session being hung up first.
+    TermWithoutHangup,
 }
 
 /// Why the daemon could not boot.
@@ -177,6 +207,8 @@ pub struct Daemon {
     scratch: Vec<HarnessOut>,
     /// Spawns waiting for their harness's dependencies to be ready: the run and what to start.
     held: BTreeMap<Id, (u64, crate::env::SpawnSpec)>,
+    /// Clients attached to terminal harnesses; never persisted.
+    attachments: attach::Attachments,
     #[cfg(feature = "planted-bugs")]
     planted: Option<PlantedBug>,
 }

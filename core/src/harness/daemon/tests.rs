@@ -41,6 +41,7 @@ fn kinds(effects: &[DaemonEffect]) -> Vec<&'static str> {
             DaemonEffect::Spawn { .. } => "spawn",
             DaemonEffect::Signal { .. } => "signal",
             DaemonEffect::Ack { .. } => "ack",
+            DaemonEffect::Attached { .. } => "attached",
         })
         .collect()
 }
@@ -483,4 +484,79 @@ fn many_names_in_one_command_are_one_write_and_one_ack_and_an_unknown_one_refuse
     let position = |what: &str| k.iter().position(|x| *x == what).unwrap();
     assert!(position("persist") < position("spawn") && position("persist") < position("ack"));
     assert!(persisted(&effects).harnesses.values().all(|h| h.enabled));
+}
+
+fn terminal_config() -> DaemonConfig {
+    let mut c = config(&[("agent", true), ("plain", true)]);
+    let tty = Some(crate::env::TtySize::default());
+    c.harnesses.get_mut(&id("agent")).unwrap().spawn.tty = tty;
+    c
+}
+
+/// Attaches `client` and returns the answer, as the person reads it.
+fn attach(d: &mut Daemon, client: u64, name: &str, read_only: bool) -> Result<Attachment, String> {
+    d.handle(Instant(0), DaemonInput::Attach { client, name: id(name), read_only });
+    let effects = drain(d);
+    assert_eq!(kinds(&effects), ["attached"], "an attach changes nothing else");
+    match effects.into_iter().next() {
+        Some(DaemonEffect::Attached { result, .. }) => result.map_err(|e| e.to_string()),
+        _ => unreachable!(),
+    }
+}
+
+#[test]
+fn one_client_types_into_a_terminal_harness_and_others_watch() {
+    let mut d = Daemon::boot(terminal_config(), None, Instant(0)).unwrap();
+    drain(&mut d);
+    let why = attach(&mut d, 1, "agent", false).unwrap_err();
+    assert!(why.contains("no running session (starting)"), "{why}");
+    spawned(&mut d, "agent", 10);
+    spawned(&mut d, "plain", 11);
+    let hash = d.state_hash();
+    let first = attach(&mut d, 1, "agent", false).unwrap();
+    assert_eq!(first, Attachment { name: id("agent"), run: 1, writes: true });
+    let why = attach(&mut d, 2, "agent", false).unwrap_err();
+    assert!(why.contains("already has a client attached that types"), "{why}");
+    assert!(!attach(&mut d, 2, "agent", true).unwrap().writes);
+    let why = attach(&mut d, 3, "plain", true).unwrap_err();
+    assert!(why.contains("tty = true"), "{why}");
+    assert!(attach(&mut d, 3, "nobody", true).unwrap_err().contains("no harness named"));
+    // The writer detaches: the harness runs on, and the slot is free.
+    d.handle(Instant(0), DaemonInput::Detach { client: 1 });
+    assert!(drain(&mut d).is_empty());
+    assert_eq!(d.harnesses()[&id("agent")].state(), State::Running);
+    assert!(attach(&mut d, 4, "agent", false).unwrap().writes);
+    assert_ne!(d.state_hash(), hash, "attachments are part of what replays compare");
+}
+
+#[test]
+fn attachments_lapse_with_their_run() {
+    let mut d = Daemon::boot(terminal_config(), None, Instant(0)).unwrap();
+    drain(&mut d);
+    spawned(&mut d, "agent", 10);
+    attach(&mut d, 1, "agent", false).unwrap();
+    attach(&mut d, 2, "agent", true).unwrap();
+    let report = HarnessInput::Exited { run: 1, status: ExitStatus::Code(1) };
+    d.handle(Instant(5), DaemonInput::Process { name: id("agent"), report });
+    drain(&mut d);
+    assert!(d.attachments().is_empty(), "{:?}", d.attachments());
+}
+
+#[test]
+fn stopping_a_terminal_harness_hangs_its_session_up_before_term() {
+    let mut d = Daemon::boot(terminal_config(), None, Instant(0)).unwrap();
+    drain(&mut d);
+    spawned(&mut d, "agent", 10);
+    spawned(&mut d, "plain", 11);
+    let effects = command(&mut d, 1, Command::Stop { names: vec![id("agent"), id("plain")] });
+    let signals: Vec<(String, crate::env::Signal)> = effects
+        .iter()
+        .filter_map(|e| match e {
+            DaemonEffect::Signal { name, signal, .. } => Some((name.to_string(), *signal)),
+            _ => None,
+        })
+        .collect();
+    use crate::env::Signal::{Hangup, Term};
+    let expected = [("agent".into(), Hangup), ("agent".into(), Term), ("plain".into(), Term)];
+    assert_eq!(signals, expected);
 }

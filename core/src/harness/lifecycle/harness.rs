@@ -811,6 +811,11 @@ impl Harness {
         let pid = run.pid.expect("TERM needs a pid");
         let grace = self.active.stop_grace.unwrap_or(limits.stop_grace);
         self.kill_at = Some(now.saturating_add(grace));
+        // A terminal harness's session is hung up first, as closing its terminal would:
+        // programs that save their work on SIGHUP (shells, editors, agent interfaces) do.
+        if self.active.spawn.tty.is_some() {
+            out.push(HarnessOut::Signal { run: run.id, pid, signal: Signal::Hangup });
+        }
         out.push(HarnessOut::Signal { run: run.id, pid, signal: Signal::Term });
     }
 
