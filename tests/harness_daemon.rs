@@ -981,3 +981,67 @@ fn list_before_any_daemon_shows_the_configured_harnesses() {
     assert!(table.contains("harn harness up") && table.contains("never run"), "{table}");
     assert!(!root.dir.path().join(".harnery").exists(), "a read writes nothing");
 }
+
+/// Seed 002 §11: every file the daemon appends to rotates under the configured caps, and
+/// each ledger record names the owner and mode of the daemon's files. A harness that dies at
+/// once and restarts without a pause fills them fast.
+#[test]
+fn the_ledger_events_and_daemon_log_rotate_and_records_name_their_files() {
+    let root = Root::new(
+        "[retention]\nmax_file_bytes = 4096\nrotated_kept = 2\n\n\
+         [limits]\nrestart_delay_ms = 10\nrestart_delay_max_ms = 10\nflap_threshold = 1000\n\
+         give_up_after = 0\n\n\
+         [harness.flap]\ncommand = [\"sh\", \"-c\", \"exit 3\", \"{marker}\"]\n",
+    );
+    root.up();
+    let dir = root.dir.path().join(".harnery/harness");
+    let started = Instant::now();
+    let full = |name: &str| dir.join(format!("{name}.2")).exists();
+    while !(full("ledger.jsonl") && full("events.jsonl") && full("daemon.log")) {
+        let listed: Vec<_> =
+            std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert!(started.elapsed() < Duration::from_secs(60), "never rotated twice: {listed:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Let it go round a few more times: the oldest file is dropped, never a third kept.
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(root.harn(&["stop", "flap"]).status.success());
+    for name in ["ledger.jsonl", "events.jsonl", "daemon.log"] {
+        assert!(!dir.join(format!("{name}.3")).exists(), "{name}: only two rotated files kept");
+        for file in [name.to_owned(), format!("{name}.1"), format!("{name}.2")] {
+            let len = std::fs::metadata(dir.join(&file)).unwrap().len();
+            // A file rotates once a write takes it past the cap: one batch over, no more.
+            assert!(len < 4096 + 16 * 1024, "{file} holds {len} bytes");
+        }
+    }
+    // Each journal file is whole on its own.
+    for file in ["ledger.jsonl.2", "ledger.jsonl.1", "events.jsonl.2", "events.jsonl.1"] {
+        let bytes = std::fs::read(dir.join(file)).unwrap();
+        harn_core::journal::parse(file, &bytes).unwrap_or_else(|e| panic!("{file}: {e}"));
+    }
+    // The ledger reads across its files, oldest first; every record names its files.
+    let records = root.ledger("flap");
+    assert!(records.first().unwrap()["file"] == "ledger.jsonl.2", "{}", records[0]);
+    let record = records.last().unwrap();
+    let files = record["files"].as_array().unwrap();
+    let named: Vec<&str> = files.iter().map(|f| f["path"].as_str().unwrap()).collect();
+    for wanted in ["state.json", "events.jsonl", "ledger.jsonl", "daemon.log", "logs/flap.log"] {
+        assert!(named.iter().any(|p| p.ends_with(wanted)), "{wanted} in {named:?}");
+    }
+    // A file that a rotation just moved away says it does not exist (yet); the rest say
+    // who owns them and that only that user may read them.
+    assert!(files[0]["path"].as_str().unwrap().ends_with("state.json"), "{files:?}");
+    assert!(!files[0]["mode"].is_null(), "{files:?}");
+    let present = files.iter().filter(|f| !f["mode"].is_null());
+    for f in present.filter(|f| !f["path"].as_str().unwrap().ends_with("flap.log")) {
+        assert_eq!(f["mode"], "0600", "{f}");
+        assert_eq!(f["uid"].as_u64(), Some(rustix::process::geteuid().as_raw() as u64), "{f}");
+        assert!(f["owner"].as_str().is_some_and(|o| !o.is_empty()), "{f}");
+    }
+    assert_eq!(record["retention"]["max_file_bytes"], 4096, "{record}");
+    // A retention that would keep nothing is refused at load, naming the key.
+    root.write_config("[retention]\nrotated_kept = 0\n\n[harness.flap]\ncommand = [\"true\"]\n");
+    let out = root.harn(&["reload"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("retention.rotated_kept"), "{}", text(&out));
+}

@@ -691,6 +691,36 @@ impl JournalWriter {
         Ok(first..=self.next_seq - 1)
     }
 
+    /// Starts a new file once this one holds `cap.max_file_bytes` or more: `PATH` becomes
+    /// `PATH.1`, `PATH.1` becomes `PATH.2` and so on, the oldest past `cap.kept` dropped. The
+    /// renames are synced before it returns, so nothing is appended to the new file while
+    /// the old one could still come back under its name after a crash. Each file is a whole
+    /// journal: the next line is seq 1 of the new file. Returns whether it rotated.
+    pub fn rotate_if_full(&mut self, fs: &mut dyn Fs, cap: Retention) -> Result<bool, FsError> {
+        if self.len < cap.max_file_bytes || !self.exists {
+            return Ok(false);
+        }
+        let dir = parent_dir(&self.path).to_owned();
+        let name = self.path.rsplit('/').next().unwrap_or(&self.path).to_owned();
+        let present = fs.list(&dir)?;
+        let rotated = |i: u32| format!("{}.{i}", self.path);
+        let kept = cap.kept.max(1);
+        if present.contains(&format!("{name}.{kept}")) {
+            fs.remove(&rotated(kept))?;
+        }
+        for i in (1..kept).rev() {
+            if present.contains(&format!("{name}.{i}")) {
+                fs.rename(&rotated(i), &rotated(i + 1))?;
+            }
+        }
+        fs.rename(&self.path, &rotated(1))?;
+        fs.sync_dir(&dir)?;
+        self.exists = false;
+        self.len = 0;
+        self.next_seq = 1;
+        Ok(true)
+    }
+
     fn write_synced(&self, fs: &mut dyn Fs, buf: &[u8]) -> Result<(), FsError> {
         if self.exists {
             fs.append(&self.path, buf)?;
@@ -701,6 +731,27 @@ impl JournalWriter {
             fs.sync_file(&self.path)?;
             fs.sync_dir(parent_dir(&self.path))
         }
+    }
+}
+
+/// The least `Retention::max_file_bytes` may be: a few records' worth, so a file always holds
+/// whole decisions.
+pub const RETENTION_FILE_MIN: u64 = 4 << 10;
+
+/// How much of a journal is kept: files rotate at `max_file_bytes`, and `kept` rotated files
+/// (`PATH.1` newest … `PATH.kept` oldest) are kept beside the current one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Retention {
+    /// Size at which the current file is rotated.
+    pub max_file_bytes: u64,
+    /// Rotated files kept.
+    pub kept: u32,
+}
+
+impl Default for Retention {
+    /// 8 MiB a file, five rotated files: at most 48 MiB per journal.
+    fn default() -> Retention {
+        Retention { max_file_bytes: 8 << 20, kept: 5 }
     }
 }
 

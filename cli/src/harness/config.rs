@@ -5,6 +5,7 @@ use harn_core::env::{SpawnSpec, TtySize};
 use harn_core::harness::daemon::{DaemonConfig, Profile};
 use harn_core::harness::lifecycle::{HarnessSpec, LifecycleLimits, Readiness, RestartPolicy};
 use harn_core::ids::Id;
+use harn_core::journal::Retention;
 use harn_core::time::Duration;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -45,9 +46,19 @@ struct RawConfig {
     #[serde(default)]
     limits: RawLimits,
     #[serde(default)]
+    retention: RawRetention,
+    #[serde(default)]
     harness: BTreeMap<String, toml::Spanned<RawHarness>>,
     #[serde(default)]
     profile: BTreeMap<String, toml::Spanned<RawProfile>>,
+}
+
+/// `[retention]`: when the daemon's files (events, ledger, daemon.log, harness logs) rotate.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawRetention {
+    max_file_bytes: Option<u64>,
+    rotated_kept: Option<u32>,
 }
 
 #[derive(Deserialize, Default)]
@@ -154,7 +165,8 @@ pub fn parse(file: &Path, text: &str) -> Result<DaemonConfig, ConfigError> {
     let raw: RawConfig =
         toml::from_str(text).map_err(|e| at(e.span(), None, e.message().to_owned()))?;
     let limits = limits(&raw.limits).map_err(|(key, message)| at(None, Some(key), message))?;
-    let mut config = DaemonConfig { limits, ..DaemonConfig::default() };
+    let retention = retention(&raw.retention).map_err(|(key, m)| at(None, Some(key), m))?;
+    let mut config = DaemonConfig { limits, retention, ..DaemonConfig::default() };
     for (name, spanned) in &raw.harness {
         let span = Some(spanned.span());
         let id = Id::new(name)
@@ -208,6 +220,25 @@ fn line_of(text: &str, offset: usize) -> usize {
 }
 
 type FieldRefusal = (String, String);
+
+fn retention(raw: &RawRetention) -> Result<Retention, FieldRefusal> {
+    let d = Retention::default();
+    let retention = Retention {
+        max_file_bytes: raw.max_file_bytes.unwrap_or(d.max_file_bytes),
+        kept: raw.rotated_kept.unwrap_or(d.kept),
+    };
+    if retention.max_file_bytes < harn_core::journal::RETENTION_FILE_MIN {
+        let least = harn_core::journal::RETENTION_FILE_MIN;
+        let why =
+            format!("{} is under the least a file may hold ({least})", retention.max_file_bytes);
+        return Err(("retention.max_file_bytes".into(), why));
+    }
+    if retention.kept == 0 {
+        let why = "0 would keep no history: keep at least one rotated file".to_owned();
+        return Err(("retention.rotated_kept".into(), why));
+    }
+    Ok(retention)
+}
 
 fn limits(raw: &RawLimits) -> Result<LifecycleLimits, FieldRefusal> {
     let d = LifecycleLimits::default();

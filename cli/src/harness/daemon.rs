@@ -136,8 +136,8 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         log(why);
     }
     reclaim_orphans(&contain, &config, &mut ledger);
-    let mut spawner =
-        RealSpawner::new(paths.clone(), Rotation::default(), contain).map_err(|e| failed(&e))?;
+    let mut spawner = RealSpawner::new(paths.clone(), Rotation::from(config.retention), contain)
+        .map_err(|e| failed(&e))?;
     let readiness =
         ReadinessWatch::new(&paths, &config, &mut spawner, tx.clone()).map_err(|e| failed(&e))?;
     let clock = RealClock::new();
@@ -606,6 +606,7 @@ impl HarnessHost {
             .map_err(|e| (kept(&e), false))?;
         match self.command(Command::Reload { config: config.clone() }) {
             Ok(Ok(())) => {
+                self.spawner.set_rotation(Rotation::from(config.retention));
                 self.config = config;
                 self.options.config = path;
                 Ok(format!("reloaded {}", self.options.config.display()))
@@ -667,7 +668,15 @@ impl HarnessHost {
             wall_ms: self.clock.wall().0,
         };
         let (fs, clock) = (&mut self.fs, &self.clock);
-        self.ledger.record(fs, clock, done, &self.daemon, &facts).map_err(Fatal::Fs)
+        self.ledger.record(fs, clock, done, &self.daemon, &facts).map_err(Fatal::Fs)?;
+        // A full daemon.log is rotated between steps; failing to is said, never fatal.
+        let rotation = Rotation::from(self.config.retention);
+        match super::detach::rotate_log_if_full(&self.paths, rotation) {
+            Ok(true) => log(&format!("{} was full: rotated", self.paths.daemon_log().display())),
+            Ok(false) => {}
+            Err(e) => log(&format!("{}: not rotated: {e}", self.paths.daemon_log().display())),
+        }
+        Ok(())
     }
 
     /// Bookkeeping after the driver carried out effects: the pid map, the decision log, the
@@ -703,6 +712,7 @@ impl HarnessHost {
                     log(&format!("{name}: client {client} attached to run {run} ({role})"));
                 }
                 Executed::Attached { run: None, .. } => {}
+                Executed::Rotated { path } => log(&format!("{path} was full: rotated to {path}.1")),
                 Executed::Appended { first, ts, events, .. } => {
                     for (seq, event) in (first..).zip(events) {
                         log(&super::logs_cmd::describe_event(&event));

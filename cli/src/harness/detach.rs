@@ -37,3 +37,29 @@ pub fn lock_is_free(paths: &Paths) -> bool {
         Err(_) => false,
     }
 }
+
+/// Rotates `daemon.log` once it holds `rotation.max_file_bytes`, when it is where this
+/// process's output goes (a detached daemon): the old file becomes `daemon.log.1`, and
+/// standard output and error are pointed at a new one. A daemon whose output goes elsewhere
+/// (a terminal, a service manager's journal) leaves the file alone. Returns whether it did.
+pub fn rotate_log_if_full(
+    paths: &Paths,
+    rotation: crate::os::logs::Rotation,
+) -> std::io::Result<bool> {
+    use std::os::unix::fs::MetadataExt;
+    let stderr = rustix::fs::fstat(rustix::stdio::stderr())?;
+    let log = match std::fs::symlink_metadata(paths.daemon_log()) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    let ours = log.dev() == stderr.st_dev && log.ino() == stderr.st_ino;
+    if !ours || log.len() < rotation.max_file_bytes {
+        return Ok(false);
+    }
+    crate::os::logs::rotate_files(&paths.root, &paths.daemon_log(), rotation.keep)?;
+    let fresh = crate::os::private::append_below(&paths.root, &paths.daemon_log())?;
+    rustix::stdio::dup2_stdout(&fresh)?;
+    rustix::stdio::dup2_stderr(&fresh)?;
+    Ok(true)
+}

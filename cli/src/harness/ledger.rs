@@ -61,6 +61,8 @@ pub struct Facts<'a> {
 /// The ledger writer.
 pub struct RecoveryLedger {
     writer: JournalWriter,
+    /// When `ledger.jsonl` rotates: the configuration's, as of the last record.
+    retention: harn_core::journal::Retention,
     owner: Owner,
     notes: BTreeMap<Id, Notes>,
     paths: Paths,
@@ -87,7 +89,14 @@ impl RecoveryLedger {
                 "none"
             },
         };
-        Ok(RecoveryLedger { writer, owner, notes: BTreeMap::new(), paths: paths.clone() })
+        let retention = Default::default();
+        Ok(RecoveryLedger {
+            writer,
+            retention,
+            owner,
+            notes: BTreeMap::new(),
+            paths: paths.clone(),
+        })
     }
 
     /// Notes processes of an earlier daemon stopped before this harness's first spawn.
@@ -115,10 +124,22 @@ impl RecoveryLedger {
                 }
             }
         }
+        self.retention = facts.config.retention;
         if records.is_empty() {
             return Ok(());
         }
-        self.writer.append(fs, clock.wall(), &records).map(drop)
+        self.append(fs, clock, &records)
+    }
+
+    /// Appends durably, then starts a new file when this one is full (`ledger.jsonl.1` …).
+    fn append(
+        &mut self,
+        fs: &mut dyn Fs,
+        clock: &dyn Clock,
+        records: &[Value],
+    ) -> Result<(), FsError> {
+        self.writer.append(fs, clock.wall(), records)?;
+        self.writer.rotate_if_full(fs, self.retention).map(drop)
     }
 
     /// Records that a second daemon for this root (`pid`, running `command`) was refused
@@ -165,8 +186,18 @@ impl RecoveryLedger {
             "ownership": { "lock_holder_pid": self.owner.lock_holder_pid,
                            "boot_id": self.owner.boot_id, "user": self.owner.user },
             "state_path": self.owner.state_path,
+            "files": self.files(None),
         });
-        self.writer.append(fs, clock.wall(), &[record]).map(drop)
+        self.append(fs, clock, &[record])
+    }
+
+    /// Owner and mode of every file the daemon keeps, and of `harness`'s log: what a
+    /// person checks when a record says who decided.
+    fn files(&self, harness: Option<&Id>) -> Value {
+        let p = &self.paths;
+        let mut paths = vec![p.state(), p.events(), p.ledger(), p.daemon_log()];
+        paths.extend(harness.map(|name| p.log(name)));
+        Value::Array(paths.iter().map(|path| file_facts(path)).collect())
     }
 
     /// Who a harness's processes run as: its configured `user` and `group` (resolved now),
@@ -312,7 +343,7 @@ impl RecoveryLedger {
         });
         let lived =
             h.started_at().filter(|_| h.pid().is_some()).map(|t| facts.now.saturating_since(t));
-        let rotation = crate::os::logs::Rotation::default();
+        let rotation = crate::os::logs::Rotation::from(facts.config.retention);
         // A live pid is not readiness: with none configured, nothing proves the run ready.
         let kind = (facts.readiness)(name);
         let readiness = match kind {
@@ -361,8 +392,20 @@ impl RecoveryLedger {
             "service_manager": self.owner.service_manager,
             "state_path": self.owner.state_path,
             "log_path": self.paths.log(name),
+            "files": self.files(Some(name)),
             "log_retention": { "max_file_bytes": rotation.max_file_bytes, "rotated_kept": rotation.keep },
+            "retention": facts.config.retention,
         })
+    }
+}
+
+/// A file's path, owner and mode (`"0600"`), or that it does not exist yet.
+fn file_facts(path: &std::path::Path) -> Value {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::symlink_metadata(path) {
+        Ok(m) => json!({ "path": path, "owner": user_name(m.uid()), "uid": m.uid(),
+                         "mode": format!("{:04o}", m.mode() & 0o7777) }),
+        Err(_) => json!({ "path": path, "owner": null, "uid": null, "mode": null }),
     }
 }
 
@@ -382,26 +425,44 @@ fn user_name(uid: u32) -> String {
 /// The ledger's records (of harness `name`, or all), verified line by line, each with its
 /// `seq` and `ts`.
 pub fn records(paths: &Paths, name: Option<&str>) -> Result<Vec<Value>, String> {
-    let bytes = match std::fs::read(paths.ledger()) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(format!("{}: {e}", paths.ledger().display())),
+    let mut records = Vec::new();
+    for path in rotated_oldest_first(&paths.ledger()) {
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("{}: {e}", path.display())),
+        };
+        let shown = path.display().to_string();
+        let read = harn_core::journal::parse(&shown, &bytes).map_err(|e| e.to_string())?;
+        let file = path.file_name().map(|f| f.to_string_lossy().into_owned());
+        records.extend(
+            read.records.into_iter().filter(|r| name.is_none_or(|n| r.body["harness"] == n)).map(
+                |r| {
+                    let mut body = r.body;
+                    if let Some(map) = body.as_object_mut() {
+                        map.insert("seq".into(), r.seq.into());
+                        map.insert("ts".into(), r.ts.0.into());
+                        map.insert("file".into(), file.clone().into());
+                    }
+                    body
+                },
+            ),
+        );
+    }
+    Ok(records)
+}
+
+/// `PATH.K` … `PATH.1` then `PATH`: a rotated file's records, oldest first.
+fn rotated_oldest_first(path: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let numbered = |n: u32| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(format!(".{n}"));
+        std::path::PathBuf::from(p)
     };
-    let shown = paths.ledger().display().to_string();
-    let read = harn_core::journal::parse(&shown, &bytes).map_err(|e| e.to_string())?;
-    Ok(read
-        .records
-        .into_iter()
-        .filter(|r| name.is_none_or(|n| r.body["harness"] == n))
-        .map(|r| {
-            let mut body = r.body;
-            if let Some(map) = body.as_object_mut() {
-                map.insert("seq".into(), r.seq.into());
-                map.insert("ts".into(), r.ts.0.into());
-            }
-            body
-        })
-        .collect())
+    let rotated = (1..).take_while(|n| numbered(*n).exists()).count() as u32;
+    let mut paths: Vec<_> = (1..=rotated).rev().map(numbered).collect();
+    paths.push(path.to_owned());
+    paths
 }
 
 /// `harn harness ledger [NAME] [--json]`: prints the ledger, verified line by line.

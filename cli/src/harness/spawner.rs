@@ -63,6 +63,14 @@ impl RealSpawner {
         self.terminals.get(name).map(|(_, t)| t)
     }
 
+    /// Rotates every harness log (current and future) at these limits from now on.
+    pub fn set_rotation(&mut self, rotation: Rotation) {
+        self.rotation = rotation;
+        for sink in self.sinks.values() {
+            sink.lock().unwrap_or_else(|e| e.into_inner()).set_rotation(rotation);
+        }
+    }
+
     /// How children are contained.
     pub fn containment(&self) -> &HarnessCgroups {
         &self.contain

@@ -21,6 +21,12 @@ pub struct Rotation {
     pub keep: u32,
 }
 
+impl From<harn_core::journal::Retention> for Rotation {
+    fn from(r: harn_core::journal::Retention) -> Rotation {
+        Rotation { max_file_bytes: r.max_file_bytes, keep: r.kept }
+    }
+}
+
 impl Default for Rotation {
     fn default() -> Rotation {
         Rotation { max_file_bytes: 8 << 20, keep: 5 }
@@ -49,6 +55,11 @@ impl LogSink {
         let size = file.metadata()?.len();
         let root = root.to_path_buf();
         Ok(Arc::new(Mutex::new(LogSink { root, path, file: Some(file), size, rotation })))
+    }
+
+    /// Rotates at these limits from the next write on.
+    pub fn set_rotation(&mut self, rotation: Rotation) {
+        self.rotation = rotation;
     }
 
     /// Appends `bytes`, rotating first when the file would grow past its limit.

@@ -125,6 +125,12 @@ pub enum Executed {
         /// Why not, when refused.
         error: Option<String>,
     },
+    /// The events journal was full: it is now `PATH.1` (older ones shifted), durably, and
+    /// the next event is line 1 of a new file.
+    Rotated {
+        /// The journal.
+        path: String,
+    },
     /// A command was acknowledged.
     Acked {
         /// The command's id.
@@ -252,6 +258,9 @@ impl Driver {
             let ts = env.clock.wall();
             let seqs = self.journal.append(env.fs, ts, &events)?;
             done.push(Executed::Appended { first: *seqs.start(), last: *seqs.end(), ts, events });
+            if self.journal.rotate_if_full(env.fs, daemon.config().retention)? {
+                done.push(Executed::Rotated { path: self.paths.events.clone() });
+            }
         }
         Ok(())
     }

@@ -193,8 +193,11 @@ impl Fs for LogFs {
         self.calls.push(format!("read {path}"));
         Ok(self.files.get(path).cloned())
     }
-    fn list(&mut self, _: &str) -> Result<Vec<String>, FsError> {
-        unreachable!("the journal never lists")
+    fn list(&mut self, dir: &str) -> Result<Vec<String>, FsError> {
+        self.calls.push(format!("list {dir}"));
+        let prefix = format!("{dir}/");
+        let names = self.files.keys().filter_map(|p| p.strip_prefix(&prefix));
+        Ok(names.map(str::to_owned).collect())
     }
     fn create_dir_all(&mut self, _: &str) -> Result<(), FsError> {
         unreachable!("the journal never creates directories")
@@ -224,15 +227,20 @@ impl Fs for LogFs {
         self.calls.push(format!("sync_file {path}"));
         Ok(())
     }
-    fn rename(&mut self, _: &str, _: &str) -> Result<(), FsError> {
-        unreachable!("the journal never renames")
+    fn rename(&mut self, from: &str, to: &str) -> Result<(), FsError> {
+        self.calls.push(format!("rename {from} {to}"));
+        let bytes = self.files.remove(from).unwrap();
+        self.files.insert(to.to_owned(), bytes);
+        Ok(())
     }
     fn sync_dir(&mut self, dir: &str) -> Result<(), FsError> {
         self.calls.push(format!("sync_dir {dir}"));
         Ok(())
     }
-    fn remove(&mut self, _: &str) -> Result<(), FsError> {
-        unreachable!("the journal never removes")
+    fn remove(&mut self, path: &str) -> Result<(), FsError> {
+        self.calls.push(format!("remove {path}"));
+        self.files.remove(path).unwrap();
+        Ok(())
     }
     fn try_lock(&mut self, _: &str) -> Result<bool, FsError> {
         unreachable!("the journal never locks")
@@ -275,6 +283,31 @@ fn opening_truncates_a_torn_tail_and_continues_the_seqs() {
     );
     assert_eq!(w.append(&mut fs, WallTime(9), &[json!("x")]).unwrap(), 3..=3);
     assert_eq!(parse("events.jsonl", &fs.files["events.jsonl"]).unwrap().records.len(), 3);
+}
+
+#[test]
+fn a_full_journal_rotates_keeping_whole_files_and_dropping_the_oldest() {
+    let mut fs = LogFs::default();
+    let path = "g/events.jsonl";
+    let cap = Retention { max_file_bytes: 1, kept: 2 };
+    let (mut w, _) = JournalWriter::open(&mut fs, path).unwrap();
+    for round in 0..4 {
+        assert!(!w.rotate_if_full(&mut fs, Retention::default()).unwrap() || round > 0);
+        w.append(&mut fs, WallTime(round), &[json!(round)]).unwrap();
+        fs.calls.clear();
+        assert!(w.rotate_if_full(&mut fs, cap).unwrap());
+        // The renames are synced before the next line may be written.
+        assert_eq!(fs.calls.last().unwrap(), "sync_dir g");
+        assert_eq!(w.next_seq(), 1, "a new file starts at line 1");
+        assert!(!w.rotate_if_full(&mut fs, cap).unwrap(), "an empty file never rotates");
+    }
+    let names: Vec<&String> = fs.files.keys().collect();
+    assert_eq!(names, ["g/events.jsonl.1", "g/events.jsonl.2"], "the oldest two were dropped");
+    for (file, body) in [("g/events.jsonl.1", 3), ("g/events.jsonl.2", 2)] {
+        let read = parse(file, &fs.files[file]).unwrap();
+        assert_eq!(read.records[0].body, json!(body), "{file}");
+        assert_eq!(read.records[0].seq, 1, "{file} is a whole journal");
+    }
 }
 
 #[test]

@@ -44,6 +44,8 @@ pub struct Checker {
     boots: u64,
     /// The highest run spawned per harness, across every boot: runs are never reused.
     last_run: BTreeMap<Id, u64>,
+    /// Rotations of the events journal seen.
+    pub rotations: u64,
 }
 
 /// What one step did, for the checks that depend on the order of its effects.
@@ -81,6 +83,13 @@ impl Checker {
                     self.acked_generation = self.acked_generation.max(*generation)
                 }
                 Executed::Appended { last, .. } => self.acked_seq = self.acked_seq.max(*last),
+                // The full file is durably `PATH.1` now: the journal to check starts afresh.
+                Executed::Rotated { .. } => {
+                    self.acked_seq = 0;
+                    self.journal_verified.clear();
+                    self.journal_next_seq = 1;
+                    self.rotations += 1;
+                }
                 _ => {}
             }
         }
@@ -92,6 +101,7 @@ impl Checker {
         paths: &DaemonPaths,
         state: Option<&[u8]>,
         events: Option<&[u8]>,
+        rotated: Option<&[u8]>,
     ) -> Check {
         let generation = match state {
             None => 0,
@@ -108,6 +118,30 @@ impl Checker {
             return broken("acknowledged-state-kept", detail);
         }
         let bytes = events.unwrap_or_default();
+        // A rotation a crash interrupted after its rename reached the disk: the journal
+        // verified so far is whole as `PATH.1`, and the current file starts afresh.
+        let moved = rotated.is_some_and(|r| r.starts_with(&self.journal_verified));
+        if !bytes.starts_with(&self.journal_verified) && moved && !self.journal_verified.is_empty()
+        {
+            let old = rotated.unwrap_or_default();
+            let rest = &old[self.journal_verified.len()..];
+            let next = self.journal_next_seq.max(1);
+            let read = journal::parse_continuing_as::<IgnoredAny>(&paths.events, rest, next);
+            let last = match read {
+                Ok(read) => read.next_seq() - 1,
+                Err(e) => return broken("journal-readable", format!("{}.1: {e}", paths.events)),
+            };
+            if last < self.acked_seq {
+                let detail = format!(
+                    "{}.1 ends at {last}, {} was acknowledged",
+                    paths.events, self.acked_seq
+                );
+                return broken("acknowledged-records-kept", detail);
+            }
+            self.acked_seq = 0;
+            self.journal_verified.clear();
+            self.journal_next_seq = 1;
+        }
         let verified = self.journal_verified.len();
         self.boots += 1;
         let full = self.boots.is_multiple_of(FULL_JOURNAL_COMPARE_EVERY);

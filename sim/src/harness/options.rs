@@ -143,7 +143,9 @@ impl SimOptions {
     /// The daemon configuration for `knobs`. A revision changes every harness's argv (a
     /// run-affecting edit) and, every third one, sets per-harness delay and grace overrides.
     pub fn config(&self, knobs: &ConfigKnobs) -> DaemonConfig {
-        let mut config = DaemonConfig { limits: knobs.limits, ..Default::default() };
+        // Small journal files, so rotations happen under crashes too.
+        let retention = harn_core::journal::Retention { max_file_bytes: 16 << 10, kept: 2 };
+        let mut config = DaemonConfig { limits: knobs.limits, retention, ..Default::default() };
         for (i, h) in self.harnesses.iter().enumerate().filter(|(i, _)| knobs.present[*i]) {
             let mut argv = vec![h.behaviour.program().to_owned()];
             if knobs.revision > 0 {

@@ -166,6 +166,11 @@ impl<E: Entropy> HarnessWorld<E> {
         self.fs.borrow().durable_read(&self.paths.events)
     }
 
+    /// Rotations of the events journal so far.
+    pub fn rotations(&self) -> u64 {
+        self.checker.rotations
+    }
+
     /// Steps taken so far.
     pub fn steps(&self) -> u64 {
         self.step
@@ -474,7 +479,13 @@ impl<E: Entropy> HarnessWorld<E> {
         let fs = self.fs.borrow();
         let state = fs.durable_bytes(&self.paths.state);
         let events = fs.durable_bytes(&self.paths.events);
-        let checked = self.checker.check_boot(&self.paths, state.as_deref(), events.as_deref());
+        let rotated = fs.durable_bytes(&format!("{}.1", self.paths.events));
+        let checked = self.checker.check_boot(
+            &self.paths,
+            state.as_deref(),
+            events.as_deref(),
+            rotated.as_deref(),
+        );
         drop(fs);
         checked.map_err(|(inv, detail)| self.violation(&inv, detail))
     }

@@ -25,12 +25,28 @@ pub struct DaemonConfig {
     pub harnesses: BTreeMap<Id, HarnessSpec>,
     /// The profiles, by name.
     pub profiles: BTreeMap<Id, Profile>,
+    /// How big each file the daemon appends to (events, ledger, logs) grows before it is
+    /// rotated, and how many rotated files are kept.
+    #[serde(default)]
+    pub retention: crate::journal::Retention,
 }
 
 impl DaemonConfig {
     /// Checks cross-references and limits; the error names the offending entry.
     pub fn validate(&self) -> Result<(), RecordError> {
         self.limits.validate()?;
+        if self.retention.max_file_bytes < crate::journal::RETENTION_FILE_MIN {
+            return Err(RecordError::refused(format!(
+                "retention.max_file_bytes: {} is under the least a file may hold ({} bytes)",
+                self.retention.max_file_bytes,
+                crate::journal::RETENTION_FILE_MIN
+            )));
+        }
+        if self.retention.kept == 0 {
+            return Err(RecordError::refused(
+                "retention.rotated_kept: keep at least one rotated file".to_owned(),
+            ));
+        }
         for (name, spec) in &self.harnesses {
             if spec.spawn.argv.is_empty() || spec.spawn.argv[0].is_empty() {
                 return Err(RecordError::refused(format!(
