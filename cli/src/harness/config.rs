@@ -350,14 +350,6 @@ fn harness(
             let field = if e.starts_with("group") { "group" } else { "user" };
             (key(field), e)
         })?;
-        if readiness == Readiness::Notify {
-            return Err((
-                key("user"),
-                "cannot go with readiness = \"notify\": the notify socket is inside .harnery/, \
-                 which only the daemon's own user may enter; use a file or a probe"
-                    .into(),
-            ));
-        }
     } else if raw.group.is_some() {
         return Err((key("group"), "needs user: the group of which user?".into()));
     }

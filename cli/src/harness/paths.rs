@@ -85,6 +85,20 @@ impl Paths {
         self.notify_dir().join(format!("{:016x}.sock", fnv64(name.as_str().as_bytes())))
     }
 
+    /// A new `NOTIFY_SOCKET` in the abstract namespace for `name` (`@harn-ROOT-NAME-RANDOM`):
+    /// the root and the harness in hashes, and 64 random bits so no other user can take the
+    /// name first.
+    pub fn notify_abstract(&self, name: &Id) -> std::io::Result<String> {
+        let mut random = [0u8; 8];
+        std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut random)?;
+        Ok(format!(
+            "@harn-{:016x}-{:016x}-{:016x}",
+            fnv64(self.root.as_os_str().as_encoded_bytes()),
+            fnv64(name.as_str().as_bytes()),
+            u64::from_le_bytes(random)
+        ))
+    }
+
     /// The control socket: under the root when the path fits, otherwise in a private
     /// per-user runtime directory named after a hash of the root.
     pub fn socket(&self) -> PathBuf {

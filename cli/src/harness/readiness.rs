@@ -26,7 +26,8 @@ pub struct ReadinessWatch {
     cwd: BTreeMap<Id, PathBuf>,
     /// The user and group a harness runs as, which its probes run as too.
     run_as: BTreeMap<Id, (String, Option<String>)>,
-    notify_sockets: BTreeMap<Id, PathBuf>,
+    /// Each notify harness's `NOTIFY_SOCKET` and whether it is in the abstract namespace.
+    notify_sockets: BTreeMap<Id, (String, bool)>,
     tx: Sender<Msg>,
 }
 
@@ -70,15 +71,31 @@ impl ReadinessWatch {
                 }
                 None => self.run_as.remove(name),
             };
-            if spec.readiness == Kind::Notify && !self.notify_sockets.contains_key(name) {
-                let path = self.bind_notify(paths, name)?;
-                let mut env = vec![("NOTIFY_SOCKET".into(), path.display().to_string())];
+            // A harness run as another user cannot enter `.harnery/`, where the daemon's own
+            // sockets live: its socket is in the abstract namespace, as systemd allows
+            // (`@name`), where no file permission applies; the kernel-attested pid and uid of
+            // each sender decide whose word counts.
+            let abstract_wanted = spec.spawn.user.is_some();
+            let bound = self.notify_sockets.get(name).map(|(_, a)| *a);
+            if spec.readiness == Kind::Notify && bound != Some(abstract_wanted) {
+                let expected_uid = match &spec.spawn.user {
+                    Some(user) => Some(
+                        super::identity::resolve(user, None)
+                            .map_err(|e| {
+                                std::io::Error::other(format!("harness.{name}.user: {e}"))
+                            })?
+                            .uid,
+                    ),
+                    None => None,
+                };
+                let address = self.bind_notify(paths, name, abstract_wanted, expected_uid)?;
+                let mut env = vec![("NOTIFY_SOCKET".into(), address.clone())];
                 // As systemd does, so sd_watchdog_enabled() tells the child how often to ping.
                 if let Some(w) = spec.watchdog {
                     env.push(("WATCHDOG_USEC".into(), (w.as_millis() * 1_000).to_string()));
                 }
                 spawner.set_extra_env(name, env);
-                self.notify_sockets.insert(name.clone(), path);
+                self.notify_sockets.insert(name.clone(), (address, abstract_wanted));
             }
             let file = match &spec.readiness {
                 Kind::File { path } => Some(self.cwd[name].join(path)),
@@ -90,19 +107,40 @@ impl ReadinessWatch {
         Ok(())
     }
 
-    fn bind_notify(&self, paths: &Paths, name: &Id) -> std::io::Result<PathBuf> {
-        paths.prepare_socket_dir("notify")?;
-        let path = paths.notify_socket(name);
-        let _ = std::fs::remove_file(&path);
-        let socket = UnixDatagram::bind(&path)?;
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    /// Binds `name`'s notify socket: a file under the daemon's private socket directory, or
+    /// (`abstract_name`) an unguessable name in the abstract namespace, which only messages
+    /// from `expected_uid` may use. Returns the `NOTIFY_SOCKET` value.
+    fn bind_notify(
+        &self,
+        paths: &Paths,
+        name: &Id,
+        abstract_name: bool,
+        expected_uid: Option<u32>,
+    ) -> std::io::Result<String> {
+        let (socket, address) = if abstract_name {
+            use std::os::linux::net::SocketAddrExt;
+            let address = paths.notify_abstract(name)?;
+            let addr = std::os::unix::net::SocketAddr::from_abstract_name(&address[1..])?;
+            (UnixDatagram::bind_addr(&addr)?, address)
+        } else {
+            paths.prepare_socket_dir("notify")?;
+            let path = paths.notify_socket(name);
+            let _ = std::fs::remove_file(&path);
+            let socket = UnixDatagram::bind(&path)?;
+            let mode = std::os::unix::fs::PermissionsExt::from_mode(0o600);
+            std::fs::set_permissions(&path, mode)?;
+            (socket, path.display().to_string())
+        };
         // The kernel attaches each sender's credentials, so the daemon can tell a harness's
         // own READY=1 from anyone else's.
         rustix::net::sockopt::set_socket_passcred(&socket, true)?;
         let (tx, name) = (self.tx.clone(), name.clone());
         std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
-            while let Some((n, sender)) = recv_with_sender(&socket, &mut buf) {
+            while let Some((n, sender, uid)) = recv_with_sender(&socket, &mut buf) {
+                if expected_uid.is_some_and(|wanted| wanted != uid) {
+                    continue; // Not the harness's user: nobody else's word counts.
+                }
                 let said = &buf[..n];
                 let mut gone = false;
                 if crate::os::sdnotify::says_ready(said) {
@@ -116,7 +154,7 @@ impl ReadinessWatch {
                 }
             }
         });
-        Ok(path)
+        Ok(address)
     }
 
     /// A run started at `now`: the schedule watches for its file or probe.
@@ -203,16 +241,20 @@ impl ReadinessWatch {
     }
 }
 
-/// One datagram and the pid of its sender (0 when the kernel did not say).
-fn recv_with_sender(socket: &UnixDatagram, buf: &mut [u8]) -> Option<(usize, u32)> {
+/// One datagram and the pid and uid of its sender, as the kernel attests them (0 and
+/// `u32::MAX` when it did not say).
+fn recv_with_sender(socket: &UnixDatagram, buf: &mut [u8]) -> Option<(usize, u32, u32)> {
     use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
     let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmCredentials(1))];
     let mut ancillary = RecvAncillaryBuffer::new(&mut space);
     let mut iov = [std::io::IoSliceMut::new(buf)];
     let msg = recvmsg(socket, &mut iov, &mut ancillary, RecvFlags::empty()).ok()?;
     let sender = ancillary.drain().find_map(|m| match m {
-        RecvAncillaryMessage::ScmCredentials(cred) => Some(cred.pid.as_raw_nonzero().get() as u32),
+        RecvAncillaryMessage::ScmCredentials(cred) => {
+            Some((cred.pid.as_raw_nonzero().get() as u32, cred.uid.as_raw()))
+        }
         _ => None,
     });
-    Some((msg.bytes, sender.unwrap_or(0)))
+    let (pid, uid) = sender.unwrap_or((0, u32::MAX));
+    Some((msg.bytes, pid, uid))
 }

@@ -324,6 +324,18 @@ impl Spawner for RealSpawner {
         let raw = cgroup.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
         let user = identity.as_ref().map(|i| i.user.clone());
         let slave = pty.as_ref().map(|(_, slave)| slave);
+        // A terminal is its user's, as a login makes it: a harness run as another user may
+        // reopen it by name (`tty`, `/dev/pts/N`), not only through the descriptors it holds.
+        if let (Some(slave), Some(identity)) = (slave, identity.as_ref()) {
+            let uid = rustix::process::Uid::from_raw(identity.uid);
+            if let Err(e) = rustix::fs::fchown(slave, Some(uid), None) {
+                if let Some(leaf) = &leaf {
+                    HarnessCgroups::end_run(leaf);
+                }
+                let detail = format!("a terminal for {name}: chown to {}: {e}", identity.user);
+                return Err(SpawnError { not_found: false, detail });
+            }
+        }
         let spawned = self.command(name, spec, &cwd, raw, identity, slave).spawn();
         drop(cgroup);
         if spawned.is_err() {

@@ -6,20 +6,12 @@
 use crate::entropy::Entropy;
 use crate::harness::options::harness_name;
 use crate::harness::trace::StepEvent;
-use crate::harness::world::HarnessWorld;
+use crate::harness::world::{Client, HarnessWorld};
 use harn_core::env::{Pid, Signal};
 use harn_core::harness::daemon::{Daemon, DaemonInput};
 use harn_core::harness::driver::{Executed, Wake};
 use harn_core::ids::Id;
 use std::collections::BTreeMap;
-
-/// What the world knows of one attached client, from the answers it was given.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Client {
-    pub(crate) name: Id,
-    pub(crate) run: u64,
-    pub(crate) writes: bool,
-}
 
 /// Every harness's lifecycle view that an attach must leave alone.
 type Lifecycles = Vec<(Id, &'static str, Option<u64>, Option<Pid>, bool)>;

@@ -55,7 +55,7 @@ pub struct HarnessWorld<E: Entropy> {
     /// When each notify run last said `READY=1` or `WATCHDOG=1`.
     pub(crate) alive: BTreeMap<(harn_core::ids::Id, u64), Instant>,
     /// Clients attached to terminal harnesses, as their answers said.
-    pub(crate) clients: BTreeMap<u64, crate::harness::terminal::Client>,
+    pub(crate) clients: BTreeMap<u64, Client>,
     pub(crate) next_client: u64,
     /// The attach this step delivers, awaiting its answer: client, harness, read-only.
     pub(crate) asked: Option<(u64, harn_core::ids::Id, bool)>,
@@ -567,4 +567,12 @@ pub(crate) struct NotifyPlan {
     pub(crate) every: Duration,
     /// Pings before it stops; `None`: it never stops.
     pub(crate) pings_left: Option<u32>,
+}
+
+/// What the world knows of one attached client, from the answers it was given.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Client {
+    pub(crate) name: harn_core::ids::Id,
+    pub(crate) run: u64,
+    pub(crate) writes: bool,
 }
