@@ -22,6 +22,7 @@ mod harness_logs;
 mod harness_terminal;
 mod init;
 mod journals;
+mod land;
 mod lifecycle_model;
 mod listing;
 mod planted;

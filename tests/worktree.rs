@@ -32,12 +32,12 @@ echo '{"op":"evidence","kind":"test","status":"passed","label":"edited","accepta
 echo '{"op":"result","ok":true,"summary":"edited"}'
 "#;
 
-struct Repo {
-    dir: tempfile::TempDir,
+pub(crate) struct Repo {
+    pub(crate) dir: tempfile::TempDir,
     barrier: tempfile::TempDir,
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git").arg("-C").arg(dir).args(args).envs(identity()).output().unwrap();
     assert!(out.status.success(), "git {args:?}: {}", text(&out));
     String::from_utf8(out.stdout).unwrap().trim().to_owned()
@@ -54,7 +54,7 @@ fn identity() -> Vec<(&'static str, &'static str)> {
 }
 
 impl Repo {
-    fn new() -> Repo {
+    pub(crate) fn new() -> Repo {
         let dir = tempfile::tempdir().unwrap();
         let barrier = tempfile::tempdir().unwrap();
         let r = dir.path().join("repo");
@@ -75,11 +75,11 @@ impl Repo {
         Repo { dir, barrier }
     }
 
-    fn root(&self) -> std::path::PathBuf {
+    pub(crate) fn root(&self) -> std::path::PathBuf {
         self.dir.path().join("repo")
     }
 
-    fn command(&self, args: &[&str], parties: &str) -> Command {
+    pub(crate) fn command(&self, args: &[&str], parties: &str) -> Command {
         let mut cmd = Command::new(harn_bin());
         cmd.args(args)
             .arg("--root")
@@ -90,11 +90,11 @@ impl Repo {
         cmd
     }
 
-    fn harn(&self, args: &[&str], parties: &str) -> Output {
+    pub(crate) fn harn(&self, args: &[&str], parties: &str) -> Output {
         self.command(args, parties).output().unwrap()
     }
 
-    fn create(&self, id: &str) {
+    pub(crate) fn create(&self, id: &str) {
         let args = ["work", "create", id, "wf.sh", "--id", id, "--objective", "edit"];
         let out = self.harn(&[&args[..], &["--accept", "edited"]].concat(), "");
         assert!(out.status.success(), "{}", text(&out));
@@ -106,7 +106,7 @@ impl Repo {
     }
 }
 
-const RUN: [&str; 4] = ["work", "run", "--isolation", "worktree"];
+pub(crate) const RUN: [&str; 4] = ["work", "run", "--isolation", "worktree"];
 
 #[test]
 fn two_items_in_parallel_worktrees_edit_the_same_file_and_their_proofs_name_their_commits() {
@@ -149,7 +149,7 @@ fn two_items_in_parallel_worktrees_edit_the_same_file_and_their_proofs_name_thei
     }
     assert_ne!(commits[0], commits[1]);
     assert_eq!(std::fs::read_to_string(repo.root().join("shared.txt")).unwrap(), "base\n");
-    assert_eq!(git(&repo.root(), &["rev-parse", "main"]), base, "harn never merges");
+    assert_eq!(git(&repo.root(), &["rev-parse", "main"]), base, "a run never merges");
     let p = json(&repo.harn(&["work", "show", "a", "--json"], ""))["projection"].clone();
     let shown = text(&repo.harn(&["run", "show", p["latest_run_id"].as_str().unwrap()], ""));
     assert!(shown.contains("on harn/a from"), "{shown}");

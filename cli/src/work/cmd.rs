@@ -54,6 +54,13 @@ enum Verb {
     Retry(super::run_cmd::RunArgs),
     /// Accept the proof of a work item in review, disposing of every open finding.
     Accept(super::run_cmd::AcceptArgs),
+    /// Land an accepted item's worktree branch on its base branch, only if the branch holds
+    /// exactly the commit and the changes the accepted proof attests.
+    #[command(after_help = LAND_EXAMPLES)]
+    Land(super::land::LandArgs),
+    /// Remove the item worktrees no attempt will use again: landed, cancelled, or of no item.
+    #[command(after_help = PRUNE_EXAMPLES)]
+    Prune(super::prune::PruneArgs),
     /// Record a receipt of each item's projection where it changed (observational: never
     /// starts, retries, accepts or cancels anything).
     Reconcile {
@@ -149,6 +156,26 @@ pub struct MissionReopen {
     pub warning: Option<String>,
 }
 
+const LAND_EXAMPLES: &str = "Examples:
+  harn work land parser                 # onto the branch its worktree was made from
+  harn work land parser --into release  # onto another branch
+  harn work land parser --squash        # one commit with its changes
+
+A fast-forward when the branch allows it, else a merge commit (or, with --squash, one
+commit) whose message names the item and its accepted proof. Refused, changing nothing,
+when the item's branch moved after the review, when its changes are not the attested ones,
+on a conflict (the files are named), or when the target branch is checked out with
+uncommitted changes. Landing twice does nothing.";
+
+const PRUNE_EXAMPLES: &str = "Examples:
+  harn work prune --dry-run             # what would go, and why each other one stays
+  harn work prune --older-than 7d       # only items untouched for a week
+  harn work prune --force               # worktrees with uncommitted changes too
+
+A worktree goes when no attempt will use it again: its item landed (harn work land) or
+was cancelled, or no work item has it. An accepted item not landed yet, and every item
+that may still run, keeps its worktree. Branches are kept.";
+
 /// Finds the missions reopening an item reopens (the goals live above this module).
 pub type FindMissions = fn(&mut Store, &Id) -> Result<Vec<MissionReopen>, String>;
 
@@ -160,8 +187,9 @@ impl Verb {
             Verb::Cancel(g) | Verb::Reopen(g) => Some(&mut g.id),
             Verb::Run(a) | Verb::Retry(a) => Some(&mut a.id),
             Verb::Accept(a) => Some(&mut a.id),
+            Verb::Land(a) => Some(&mut a.id),
             Verb::Reconcile { id, .. } => id.as_mut(),
-            Verb::Create(_) | Verb::List { .. } => None,
+            Verb::Create(_) | Verb::List { .. } | Verb::Prune(_) => None,
         }
     }
 }
@@ -188,6 +216,8 @@ pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
         Verb::Run(a) => super::run_cmd::run(&mut store, a, false),
         Verb::Retry(a) => super::run_cmd::run(&mut store, a, true),
         Verb::Accept(a) => super::run_cmd::accept(&mut store, a),
+        Verb::Land(a) => super::land::land(&mut store, a),
+        Verb::Prune(a) => super::prune::prune(&mut store, a),
         Verb::Reconcile { id, actor: who, json } => {
             super::run_cmd::reconcile(&mut store, id.as_deref(), &actor(who), json)
         }

@@ -14,8 +14,10 @@ pub mod hold;
 pub mod host;
 pub mod host_args;
 pub mod inbox;
+pub mod land;
 pub mod process;
 pub mod progress;
+pub mod prune;
 pub mod run_cmd;
 pub mod run_show;
 

@@ -1,6 +1,5 @@
 //! An item's own git worktree under `--isolation worktree`: made (or found again) before an
-//! attempt, attested at a segment's end. harn never merges or removes it: the branch waits
-//! for a person or a later workflow.
+//! attempt, attested at a segment's end. Landing it is `land`'s.
 //!
 //! Every git command here runs confined as the run is: a run may write the repository's git
 //! directory (its config, its hooks, `.gitattributes` filters), so what git does on harn's
@@ -63,7 +62,15 @@ pub fn prepare(root: &Path, id: &Id, o: &Options<'_>) -> Result<Workspace, Strin
             Some(b) => b.clone(),
             None => git_text(root, c, &["merge-base", "HEAD", &branch])?,
         };
-        return Ok(Workspace { path, branch, base_commit: base, git_dir, reused: true });
+        let base_branch = base_branch(root, c, o.base);
+        return Ok(Workspace {
+            path,
+            branch,
+            base_commit: base,
+            base_branch,
+            git_dir,
+            reused: true,
+        });
     }
     let has_branch =
         git(root, c, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{branch}")])
@@ -85,7 +92,25 @@ pub fn prepare(root: &Path, id: &Id, o: &Options<'_>) -> Result<Workspace, Strin
         vec!["worktree", "add", "-b", &branch, &path, &base]
     };
     git_text(root, c, &args)?;
-    Ok(Workspace { path, branch, base_commit: base, git_dir, reused: has_branch })
+    let base_branch = base_branch(root, c, o.base);
+    Ok(Workspace { path, branch, base_commit: base, base_branch, git_dir, reused: has_branch })
+}
+
+/// The branch a worktree's base was taken from: `--base` when it names a branch, else the
+/// repository's current branch (none when `HEAD` is detached).
+fn base_branch(root: &Path, c: Option<&Confine>, base: Option<&str>) -> Option<String> {
+    match base {
+        Some(b) => {
+            let is_branch =
+                git(root, c, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{b}")])
+                    .map(|o| o.status.success())
+                    .unwrap_or(false);
+            is_branch.then(|| b.to_owned())
+        }
+        None => git_text(root, c, &["symbolic-ref", "--short", "-q", "HEAD"])
+            .ok()
+            .filter(|b| !b.is_empty()),
+    }
 }
 
 /// What the run left in its worktree: the branch's commit, and the diff from the base to
@@ -150,7 +175,11 @@ fn lock(git_dir: &str) -> Result<std::fs::File, String> {
     Ok(file)
 }
 
-fn command(dir: &Path, confine: Option<&Confine>, args: &[&str]) -> Result<Command, String> {
+pub(super) fn command(
+    dir: &Path,
+    confine: Option<&Confine>,
+    args: &[&str],
+) -> Result<Command, String> {
     let mut cmd = Command::new("git");
     // harn's own git commands run no hook: a hook is code of the repository's, and this
     // command is harn's, started without a person.
@@ -166,7 +195,7 @@ fn command(dir: &Path, confine: Option<&Confine>, args: &[&str]) -> Result<Comma
     Ok(cmd)
 }
 
-fn git(
+pub(super) fn git(
     dir: &Path,
     confine: Option<&Confine>,
     args: &[&str],
@@ -174,11 +203,15 @@ fn git(
     command(dir, confine, args)?.output().map_err(|e| format!("git: {e}"))
 }
 
-fn git_text(dir: &Path, confine: Option<&Confine>, args: &[&str]) -> Result<String, String> {
+pub(super) fn git_text(
+    dir: &Path,
+    confine: Option<&Confine>,
+    args: &[&str],
+) -> Result<String, String> {
     run_text(command(dir, confine, args)?)
 }
 
-fn run_text(mut cmd: Command) -> Result<String, String> {
+pub(super) fn run_text(mut cmd: Command) -> Result<String, String> {
     let out = cmd.output().map_err(|e| format!("git: {e}"))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
@@ -188,7 +221,7 @@ fn run_text(mut cmd: Command) -> Result<String, String> {
 }
 
 /// Streams a command's output through SHA-256: a diff of any size costs no memory.
-fn digest(cmd: &mut Command) -> Result<(String, u64), String> {
+pub(super) fn digest(cmd: &mut Command) -> Result<(String, u64), String> {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

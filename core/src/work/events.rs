@@ -66,6 +66,32 @@ impl Disposition {
     }
 }
 
+/// How accepted work landed on its branch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LandMethod {
+    /// The branch moved forward to the attested commit.
+    FastForward,
+    /// A merge commit of the branch and the attested commit.
+    Merge,
+    /// One new commit on the branch with the attested commit's changes.
+    Squash,
+    /// The branch already held it (a land cut short before it was recorded).
+    Found,
+}
+
+impl LandMethod {
+    /// As `work show` says it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LandMethod::FastForward => "fast-forward",
+            LandMethod::Merge => "merge",
+            LandMethod::Squash => "squash",
+            LandMethod::Found => "found already there",
+        }
+    }
+}
+
 /// What happened, by family.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event")]
@@ -112,6 +138,22 @@ pub enum EventKind {
         /// How each open finding was disposed of.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         dispositions: Vec<Disposition>,
+    },
+    /// The accepted work was landed on a branch (`work land`): the branch now holds the
+    /// commit the accepted proof attests.
+    #[serde(rename = "work.landed")]
+    Landed {
+        /// The run whose accepted proof attests what landed.
+        run_id: Id,
+        /// That proof's digest, as accepted.
+        proof_sha256: String,
+        /// The branch it landed on.
+        into: String,
+        /// The branch's commit once landed (the attested commit itself, or the merge or
+        /// squash commit made for it).
+        commit: String,
+        /// How.
+        method: LandMethod,
     },
     /// An operator cancelled the item.
     #[serde(rename = "work.cancelled")]

@@ -30,6 +30,9 @@ pub fn describe(e: &WorkEvent) -> String {
             }
             said
         }
+        EventKind::Landed { into, commit, method, .. } => {
+            format!("landed on {into} as {} ({})", short(commit), method.as_str())
+        }
         EventKind::Cancelled => "cancelled".to_owned(),
         EventKind::Reopened { findings } if findings.is_empty() => "reopened".to_owned(),
         EventKind::Reopened { findings } => {
@@ -44,6 +47,11 @@ pub fn describe(e: &WorkEvent) -> String {
         Some(why) => format!("{what} — {why}"),
         None => what,
     }
+}
+
+/// A commit as people write it: its first twelve hex digits.
+fn short(commit: &str) -> &str {
+    commit.get(..12).unwrap_or(commit)
 }
 
 /// The lines `work show` prints for `events`, the latest `max` of them, each

@@ -21,6 +21,7 @@ pub mod containment;
 pub mod events;
 pub mod history;
 pub mod intent;
+pub mod landing;
 pub mod ledger;
 pub mod live;
 pub mod next;

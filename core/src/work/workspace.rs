@@ -13,6 +13,10 @@ pub struct Workspace {
     pub branch: String,
     /// The commit the branch was made from when the item's first attempt made it.
     pub base_commit: String,
+    /// The branch that commit was taken from (the repository's current branch, or `--base`
+    /// when it names one): where `work land` lands the work unless told otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_branch: Option<String>,
     /// The repository's git directory, which the run's git commands write (objects, refs,
     /// the worktree's index).
     pub git_dir: String,
@@ -75,6 +79,7 @@ mod tests {
                 path: "/w/a".into(),
                 branch: "harn/a".into(),
                 base_commit: "b".repeat(40),
+                base_branch: None,
                 git_dir: "/r/.git".into(),
                 reused: true,
             },

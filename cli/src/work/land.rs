@@ -1,0 +1,377 @@
+//! `harn work land ID`: lands an accepted item's worktree branch on its base branch, only
+//! when the branch holds exactly what the accepted proof attests. The decision is the core's
+//! (`work::landing`); this reads git, makes the commit, moves the branch and records
+//! `work.landed`.
+//!
+//! A land cut short after it moved the branch is found again by the next one (the attested
+//! commit in the branch's history, or a commit whose trailers name the accepted proof), which
+//! records it without landing twice.
+
+use super::worktree::{command, digest, git, git_text, run_text};
+use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
+use crate::os::store::Store;
+use clap::Args;
+use harn_core::ids::Id;
+use harn_core::work::events::{EventKind, LandMethod};
+use harn_core::work::landing::{self, Acceptance, Landing, Observed};
+use harn_core::work::run::Proof;
+use harn_core::work::workspace::Attestation;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+/// `harn work land`
+#[derive(Debug, Args)]
+pub struct LandArgs {
+    /// The work id (or a unique prefix of it).
+    pub(crate) id: String,
+    /// The branch to land on (default: the branch the item's worktree was made from).
+    #[arg(long)]
+    into: Option<String>,
+    /// One new commit with the item's changes instead of a merge or a fast-forward.
+    #[arg(long)]
+    squash: bool,
+    /// Delete the item's branch too once landed (its worktree is removed either way).
+    #[arg(long)]
+    delete_branch: bool,
+    #[command(flatten)]
+    signed: crate::verb::Signed,
+}
+
+/// Lands `a.id`; exit 0 when it landed (or had already), 1 when refused with nothing changed.
+pub fn land(store: &mut Store, a: LandArgs) -> Exit {
+    let id = match Id::new(&a.id) {
+        Ok(id) => id,
+        Err(e) => return fail(EXIT_USAGE, format!("{:?}: {e}", a.id)),
+    };
+    // The history lock is held from the read to the record: two lands of one item queue.
+    let (lock, item) = match store.lock_and_read(&id) {
+        Ok(read) => read,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let accepted = landing::acceptance(&item.events);
+    let attested = match &accepted {
+        Some(acc) => match accepted_attestation(store, acc) {
+            Ok(a) => a,
+            Err(e) => return fail(EXIT_FAILED, e),
+        },
+        None => None,
+    };
+    let into = match (&a.into, attested.as_ref().and_then(|t| t.workspace.base_branch.clone())) {
+        (Some(into), _) => into.clone(),
+        (None, Some(base)) => base,
+        (None, None) if attested.is_some() => {
+            return fail(EXIT_USAGE, format!("name the branch to land {id} on with --into BRANCH"))
+        }
+        (None, None) => String::new(),
+    };
+    let repo = store.root().to_path_buf();
+    let seen = match attested.as_ref().zip(accepted.as_ref()) {
+        Some((t, acc)) => match observe(&repo, t, acc, &into) {
+            Ok(seen) => seen,
+            Err(e) => return fail(EXIT_FAILED, e),
+        },
+        None => Observed::default(),
+    };
+    let state = item.projection.state;
+    let decided =
+        landing::decide(&id, state, &item.events, attested.as_ref(), &into, a.squash, &seen);
+    let landing = match decided {
+        Ok(l) => l,
+        Err(why) => return fail(EXIT_FAILED, why),
+    };
+    let (acc, t) = match (accepted, attested) {
+        (Some(acc), Some(t)) => (acc, t),
+        _ => unreachable!("a land was decided on an acceptance of worktree work"),
+    };
+    let (commit, method) = match landing {
+        Landing::Landed { into, commit } => {
+            let cleaned = clean(&repo, &t, a.delete_branch);
+            return said(a.signed.json, &id, &into, &commit, "already landed", false, &cleaned);
+        }
+        Landing::Record { commit } => (commit, LandMethod::Found),
+        Landing::Land { method, from, commit } => {
+            let message = landing::message(&id, &item.intent.title, &acc);
+            match move_branch(&repo, &into, &from, &commit, method, &message, &t) {
+                Ok(landed) => (landed, method),
+                Err(Refused::Conflict(files)) => {
+                    let others = touched_by(store, &repo, &id, &files);
+                    let by = match others.is_empty() {
+                        true => String::new(),
+                        false => format!(" (landed work that changed them: {})", others.join(", ")),
+                    };
+                    return fail(
+                        EXIT_FAILED,
+                        format!(
+                            "landing {} on {into} conflicts in {}{by}; nothing was changed \
+                             (bring {into} into the branch, run and review again)",
+                            t.workspace.branch,
+                            files.join(", ")
+                        ),
+                    );
+                }
+                Err(Refused::Other(e)) => return fail(EXIT_FAILED, e),
+            }
+        }
+    };
+    let kind = EventKind::Landed {
+        run_id: acc.run_id.clone(),
+        proof_sha256: acc.proof_sha256.clone(),
+        into: into.clone(),
+        commit: commit.clone(),
+        method,
+    };
+    if let Err(e) = store.append(&lock, kind, &super::actor(a.signed.actor), a.signed.reason) {
+        return fail(EXIT_FAILED, format!("landed {id} on {into} as {commit}, but: {e}"));
+    }
+    let cleaned = clean(&repo, &t, a.delete_branch);
+    said(a.signed.json, &id, &into, &commit, method.as_str(), true, &cleaned)
+}
+
+fn said(
+    json: bool,
+    id: &Id,
+    into: &str,
+    commit: &str,
+    how: &str,
+    moved: bool,
+    cleaned: &Cleaned,
+) -> Exit {
+    if json {
+        outln!(
+            "{}",
+            json!({ "id": id, "into": into, "commit": commit, "method": how, "landed_now": moved,
+                    "worktree_removed": cleaned.removed, "branch_deleted": cleaned.branch_deleted,
+                    "kept_because": cleaned.kept_because })
+        );
+    } else {
+        outln!("{id}: landed on {into} as {commit} ({how})");
+        match &cleaned.kept_because {
+            Some(why) => outln!("  worktree   kept: {why}"),
+            None if cleaned.removed => outln!("  worktree   removed"),
+            None => {}
+        }
+        if cleaned.branch_deleted {
+            outln!("  branch     deleted");
+        }
+    }
+    Ok(0)
+}
+
+/// What became of a landed item's worktree and branch.
+#[derive(Default)]
+struct Cleaned {
+    removed: bool,
+    branch_deleted: bool,
+    kept_because: Option<String>,
+}
+
+/// Removes a landed item's worktree (git's record of it too), never one with changes; and
+/// its branch when asked. The land stands whatever this finds.
+fn clean(repo: &Path, t: &Attestation, delete_branch: bool) -> Cleaned {
+    let mut cleaned = Cleaned::default();
+    let path = &t.workspace.path;
+    if Path::new(path).exists() {
+        match git_text(repo, None, &["worktree", "remove", path]) {
+            Ok(_) => cleaned.removed = true,
+            Err(e) => cleaned.kept_because = Some(format!("{path}: {e}")),
+        }
+    }
+    let _ = git_text(repo, None, &["worktree", "prune"]);
+    if delete_branch && cleaned.kept_because.is_none() {
+        cleaned.branch_deleted =
+            git_text(repo, None, &["branch", "-D", &t.workspace.branch]).is_ok();
+    }
+    cleaned
+}
+
+/// The accepted proof's worktree attestation, after checking the proof is the one accepted.
+fn accepted_attestation(
+    store: &mut Store,
+    acc: &Acceptance,
+) -> Result<Option<Attestation>, String> {
+    let path = format!("{}/proof.json", harn_core::layout::run_dir(&acc.run_id));
+    let bytes = store
+        .read_bytes(&path)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("run {} has no proof", acc.run_id))?;
+    let digest = harn_core::hash::sha256_hex(&bytes);
+    if digest != acc.proof_sha256 {
+        return Err(format!(
+            "{path} is not the proof that was accepted (SHA-256 {digest}, accepted {}); nothing \
+             was changed",
+            acc.proof_sha256
+        ));
+    }
+    let proof: Proof = serde_json::from_slice(&bytes).map_err(|e| format!("{path}: {e}"))?;
+    Ok(proof.workspace)
+}
+
+/// What git shows now about the item's branch and the target.
+fn observe(repo: &Path, t: &Attestation, acc: &Acceptance, into: &str) -> Result<Observed, String> {
+    let head = |r: &str| {
+        git(
+            repo,
+            None,
+            &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{r}^{{commit}}")],
+        )
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let branch_head = head(&t.workspace.branch);
+    let diff_sha256 = match &branch_head {
+        Some(h) => {
+            let args =
+                ["diff", "--binary", "--no-color", "--no-ext-diff", &t.workspace.base_commit, h];
+            Some(digest(&mut command(repo, None, &args)?)?.0)
+        }
+        None => None,
+    };
+    let target_head = head(into);
+    let (mut already_in_target, mut target_behind) = (None, false);
+    if let Some(target) = &target_head {
+        let ancestor = |a: &str, b: &str| {
+            git(repo, None, &["merge-base", "--is-ancestor", a, b])
+                .is_ok_and(|o| o.status.success())
+        };
+        let trailer = format!("Harn-Proof: {}", acc.proof_sha256);
+        let found = git_text(
+            repo,
+            None,
+            &["log", "-1", "--format=%H", "--fixed-strings", "--grep", &trailer, target],
+        )?;
+        if !found.is_empty() {
+            already_in_target = Some(found);
+        } else if ancestor(&t.final_commit, target) {
+            already_in_target = Some(target.clone());
+        }
+        target_behind = ancestor(target, &t.final_commit);
+    }
+    Ok(Observed { branch_head, diff_sha256, target_head, already_in_target, target_behind })
+}
+
+/// Why a branch was not moved.
+enum Refused {
+    /// The merge conflicts in these files.
+    Conflict(Vec<String>),
+    /// Anything else, in words.
+    Other(String),
+}
+
+impl From<String> for Refused {
+    fn from(s: String) -> Refused {
+        Refused::Other(s)
+    }
+}
+
+/// The other items whose landed work changed any of `files`.
+fn touched_by(store: &mut Store, repo: &Path, this: &Id, files: &[String]) -> Vec<String> {
+    let Ok(listing) = store.ids() else { return Vec::new() };
+    let mut found = Vec::new();
+    for id in listing.ids.into_iter().filter(|i| i != this) {
+        let Ok(events) = store.events(&id) else { continue };
+        let landed = events.iter().rev().find_map(|e| match &e.kind {
+            EventKind::Landed { run_id, proof_sha256, .. } => {
+                Some(Acceptance { run_id: run_id.clone(), proof_sha256: proof_sha256.clone() })
+            }
+            _ => None,
+        });
+        let Some(Ok(Some(t))) = landed.map(|acc| accepted_attestation(store, &acc)) else {
+            continue;
+        };
+        let args =
+            ["diff", "--name-only", t.workspace.base_commit.as_str(), t.final_commit.as_str()];
+        let Ok(changed) = git_text(repo, None, &args) else { continue };
+        if changed.lines().any(|f| files.iter().any(|c| c == f)) {
+            found.push(id.to_string());
+        }
+    }
+    found
+}
+
+/// Makes the landing commit (none for a fast-forward) and moves `into` from `from` to it: in
+/// the worktree that has `into` checked out when one does (refused when it has changes), else
+/// by a compare-and-swap of the ref. A conflict changes nothing and names the files.
+fn move_branch(
+    repo: &Path,
+    into: &str,
+    from: &str,
+    commit: &str,
+    method: LandMethod,
+    message: &str,
+    t: &Attestation,
+) -> Result<String, Refused> {
+    let checkout = checked_out(repo, into)?;
+    if let Some(dir) = &checkout {
+        let dirty = git_text(dir, None, &["diff", "--name-only", "HEAD"])?;
+        if !dirty.is_empty() {
+            let files: Vec<&str> = dirty.lines().collect();
+            return Err(Refused::Other(format!(
+                "{into} is checked out in {} with changes not committed: {}; nothing was changed",
+                dir.display(),
+                files.join(", ")
+            )));
+        }
+    }
+    let landed = match method {
+        LandMethod::FastForward => commit.to_owned(),
+        LandMethod::Merge | LandMethod::Squash => {
+            let tree = merged_tree(repo, from, commit)?;
+            let mut args = vec!["commit-tree", tree.as_str(), "-p", from];
+            if method == LandMethod::Merge {
+                args.extend(["-p", commit]);
+            }
+            args.extend(["-m", message]);
+            git_text(repo, None, &args)?
+        }
+        LandMethod::Found => unreachable!("nothing is made for a land found already done"),
+    };
+    match checkout {
+        Some(dir) => {
+            git_text(&dir, None, &["merge", "--ff-only", "--no-edit", &landed]).map_err(|e| {
+                format!("moving {into} in {}: {e}; nothing was changed", dir.display())
+            })?;
+        }
+        None => {
+            let reason = format!("harn work land: {}", t.workspace.branch);
+            let target = format!("refs/heads/{into}");
+            git_text(repo, None, &["update-ref", "-m", &reason, &target, &landed, from])
+                .map_err(|e| format!("{into} moved while landing ({e}); nothing was changed"))?;
+        }
+    }
+    Ok(landed)
+}
+
+/// The tree of `from` and `commit` merged, or the conflicted files.
+fn merged_tree(repo: &Path, from: &str, commit: &str) -> Result<String, Refused> {
+    let args = ["merge-tree", "--write-tree", "--name-only", "--no-messages", from, commit];
+    let out = git(repo, None, &args)?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text.lines();
+    let tree = lines.next().unwrap_or("").trim().to_owned();
+    match out.status.code() {
+        Some(0) if !tree.is_empty() => Ok(tree),
+        Some(1) => {
+            Err(Refused::Conflict(lines.filter(|l| !l.is_empty()).map(str::to_owned).collect()))
+        }
+        _ => Err(Refused::Other(format!(
+            "git merge-tree failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))),
+    }
+}
+
+/// The worktree that has `branch` checked out, if one does.
+fn checked_out(repo: &Path, branch: &str) -> Result<Option<PathBuf>, String> {
+    let list = run_text(command(repo, None, &["worktree", "list", "--porcelain"])?)?;
+    let wanted = format!("branch refs/heads/{branch}");
+    let mut current = None;
+    for line in list.lines() {
+        if let Some(path) = line.strip_prefix("worktree ") {
+            current = Some(PathBuf::from(path));
+        } else if line == wanted {
+            return Ok(current);
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,169 @@
+//! `harn work prune`: removes the item worktrees no attempt will use again (their item
+//! landed or was cancelled, or no item has them), with git's own records of them. What may
+//! go is the core's decision (`work::landing::prunable`); a worktree with changes stays
+//! unless `--force`.
+
+use super::worktree::{command, git_text, run_text};
+use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
+use crate::os::store::Store;
+use clap::Args;
+use harn_core::ids::Id;
+use harn_core::time::Duration;
+use harn_core::work::landing;
+use serde_json::json;
+use std::path::Path;
+
+/// `harn work prune`
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Only worktrees whose item last changed longer ago than this (`30m`, `12h`, `7d`).
+    #[arg(long)]
+    older_than: Option<String>,
+    /// Say what would be removed; remove nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Remove worktrees with uncommitted changes too (they are lost).
+    #[arg(long)]
+    force: bool,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One item worktree and what becomes of it.
+struct Found {
+    path: String,
+    id: String,
+    /// Why it goes, or why it stays.
+    verdict: Result<&'static str, String>,
+    bytes: u64,
+}
+
+/// Lists every `harn/<id>` worktree of the repository, decides, and removes.
+pub fn prune(store: &mut Store, a: PruneArgs) -> Exit {
+    let older_than = match a.older_than.as_deref().map(Duration::parse_span) {
+        None => None,
+        Some(Ok(d)) => Some(d),
+        Some(Err(e)) => return fail(EXIT_USAGE, format!("--older-than: {e}")),
+    };
+    let repo = store.root().to_path_buf();
+    let list = match command(&repo, None, &["worktree", "list", "--porcelain"]).and_then(run_text) {
+        Ok(list) => list,
+        Err(e) => {
+            return fail(EXIT_FAILED, format!("{}: not a git repository? {e}", repo.display()))
+        }
+    };
+    let now = store.now();
+    let mut found = Vec::new();
+    for (path, id) in item_worktrees(&list) {
+        let verdict = judge(store, &id, older_than, now.0).and_then(|why| {
+            let dirty =
+                git_text(Path::new(&path), None, &["status", "--porcelain"]).unwrap_or_default();
+            match (dirty.is_empty(), a.force) {
+                (true, _) | (false, true) => Ok(why),
+                (false, false) => {
+                    Err("it has uncommitted changes (--force removes them)".to_owned())
+                }
+            }
+        });
+        let bytes = size(Path::new(&path));
+        found.push(Found { path, id, verdict, bytes });
+    }
+    let mut errors = Vec::new();
+    if !a.dry_run {
+        for f in found.iter_mut().filter(|f| f.verdict.is_ok()) {
+            let mut args = vec!["worktree", "remove", f.path.as_str()];
+            if a.force {
+                args.push("--force");
+            }
+            if let Err(e) = git_text(&repo, None, &args) {
+                errors.push(format!("{}: {e}", f.path));
+                f.verdict = Err(format!("not removed: {e}"));
+            }
+        }
+        let _ = git_text(&repo, None, &["worktree", "prune"]);
+    }
+    report(&found, a.dry_run, a.json);
+    crate::exit::listed(&errors)
+}
+
+/// `(path, id)` of each worktree on a `harn/<id>` branch.
+fn item_worktrees(list: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut path = None;
+    for line in list.lines() {
+        if let Some(p) = line.strip_prefix("worktree ") {
+            path = Some(p.to_owned());
+        } else if let Some(id) = line.strip_prefix("branch refs/heads/harn/") {
+            if let Some(p) = path.take() {
+                out.push((p, id.to_owned()));
+            }
+        }
+    }
+    out
+}
+
+/// Why `id`'s worktree may go, or why it stays.
+fn judge(
+    store: &mut Store,
+    id: &str,
+    older_than: Option<Duration>,
+    now_ms: i64,
+) -> Result<&'static str, String> {
+    let Ok(id) = Id::new(id) else { return Ok("no work item has it") };
+    if !store.exists(&id) {
+        return landing::prunable(None, false).map_err(str::to_owned);
+    }
+    let item = store.read(&id, &mut Default::default()).map_err(|e| format!("{id}: {e}"))?;
+    let landed = landing::landed(&item.events);
+    let why = landing::prunable(Some(item.projection.state), landed).map_err(str::to_owned)?;
+    if let (Some(span), Some(last)) = (older_than, item.events.last()) {
+        let age_ms = now_ms.saturating_sub(last.ts.0).max(0) as u64;
+        if Duration::from_millis(age_ms) < span {
+            return Err("changed more recently than --older-than".to_owned());
+        }
+    }
+    Ok(why)
+}
+
+/// Bytes under `dir`, not following links (what removing it gives back).
+fn size(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => size(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
+}
+
+fn report(found: &[Found], dry_run: bool, json: bool) {
+    if json {
+        let rows: Vec<_> = found
+            .iter()
+            .map(|f| match &f.verdict {
+                Ok(why) => {
+                    json!({ "path": f.path, "id": f.id, "bytes": f.bytes, "removed": !dry_run,
+                                   "prunable": true, "why": why })
+                }
+                Err(why) => json!({ "path": f.path, "id": f.id, "bytes": f.bytes, "removed": false,
+                                    "prunable": false, "why": why }),
+            })
+            .collect();
+        outln!("{}", json!({ "dry_run": dry_run, "worktrees": rows }));
+        return;
+    }
+    let verb = if dry_run { "would remove" } else { "removed" };
+    for f in found {
+        let mib = f.bytes as f64 / (1024.0 * 1024.0);
+        match &f.verdict {
+            Ok(why) => outln!("{verb:<12} {} ({}, {mib:.1} MiB): {why}", f.path, f.id),
+            Err(why) => outln!("{:<12} {} ({}, {mib:.1} MiB): {why}", "kept", f.path, f.id),
+        }
+    }
+    if found.is_empty() {
+        outln!("no item worktrees");
+    }
+}

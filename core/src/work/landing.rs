@@ -1,0 +1,381 @@
+//! Landing accepted work (`work land`): whether an item's worktree branch may land on its
+//! base branch, and how, decided from the item's history, its accepted proof's attestation
+//! and what git shows now. Only the commit the accepted proof attests ever lands; anything
+//! that moved since the review refuses the land, changing nothing.
+
+use super::events::{EventKind, LandMethod, WorkEvent};
+use super::projection::WorkState;
+use super::workspace::Attestation;
+use crate::ids::Id;
+
+/// The acceptance a land stands on: the latest `work.accepted` of the item.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Acceptance {
+    /// The accepted run.
+    pub run_id: Id,
+    /// The accepted proof's digest.
+    pub proof_sha256: String,
+}
+
+/// What git shows now, read by the shell just before deciding.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Observed {
+    /// The item's branch head; `None` when the branch is gone.
+    pub branch_head: Option<String>,
+    /// SHA-256 of the binary diff from the attested base to the branch head.
+    pub diff_sha256: Option<String>,
+    /// The target branch's head; `None` when there is no such branch.
+    pub target_head: Option<String>,
+    /// A commit of the target branch that already holds this acceptance: the attested commit
+    /// itself when it is in the target's history, or a commit whose message names the
+    /// accepted proof (a land cut short after it moved the branch, before it was recorded).
+    pub already_in_target: Option<String>,
+    /// True when the target's head is in the attested commit's history (a fast-forward).
+    pub target_behind: bool,
+}
+
+/// What `work land` does.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Landing {
+    /// This acceptance already landed: nothing to do.
+    Landed {
+        /// Where.
+        into: String,
+        /// As which commit.
+        commit: String,
+    },
+    /// The target already holds it, unrecorded: record it, move nothing.
+    Record {
+        /// The commit that holds it.
+        commit: String,
+    },
+    /// Move the target from `from` to a commit made by `method`.
+    Land {
+        /// Fast-forward, merge or squash.
+        method: LandMethod,
+        /// The target's head the move must start from (compare-and-swap).
+        from: String,
+        /// The attested commit.
+        commit: String,
+    },
+}
+
+/// The latest acceptance in `events`, if the item was accepted since it was last reopened.
+pub fn acceptance(events: &[WorkEvent]) -> Option<Acceptance> {
+    let last = events.iter().rev().find(|e| {
+        matches!(
+            e.kind,
+            EventKind::Accepted { .. } | EventKind::Reopened { .. } | EventKind::Cancelled
+        )
+    })?;
+    match &last.kind {
+        EventKind::Accepted { run_id, proof_sha256, .. } => {
+            Some(Acceptance { run_id: run_id.clone(), proof_sha256: proof_sha256.clone() })
+        }
+        _ => None,
+    }
+}
+
+/// Decides what landing item `id` on `into` does. `attested` is the accepted proof's
+/// worktree attestation (`None` for work done outside a worktree). The refusal says what
+/// stands in the way, and what to type next where there is something to type.
+pub fn decide(
+    id: &Id,
+    state: WorkState,
+    events: &[WorkEvent],
+    attested: Option<&Attestation>,
+    into: &str,
+    squash: bool,
+    seen: &Observed,
+) -> Result<Landing, String> {
+    if state != WorkState::Succeeded {
+        return Err(format!(
+            "{id} is {}: only accepted work lands (harn work accept {id} once its proof is reviewed)",
+            serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+        ));
+    }
+    let accepted = acceptance(events).ok_or_else(|| format!("{id} has no acceptance to land"))?;
+    let landed = events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::Landed { proof_sha256, into, commit, .. }
+            if *proof_sha256 == accepted.proof_sha256 =>
+        {
+            Some((into.clone(), commit.clone()))
+        }
+        _ => None,
+    });
+    if let Some((into, commit)) = landed {
+        return Ok(Landing::Landed { into, commit });
+    }
+    let a = attested.ok_or_else(|| {
+        format!(
+            "{id} was not made in a worktree (--isolation worktree): there is no branch to land"
+        )
+    })?;
+    if a.uncommitted {
+        return Err(format!(
+            "the accepted proof of {id} attests changes left uncommitted in its worktree: what \
+             was reviewed is not all in a commit, so no commit lands it; commit them, run \
+             and review again"
+        ));
+    }
+    let branch = &a.workspace.branch;
+    let head = seen.branch_head.as_deref().ok_or_else(|| format!("branch {branch} is gone"))?;
+    if head != a.final_commit {
+        return Err(format!(
+            "branch {branch} moved after it was reviewed: the accepted proof attests {}, the \
+             branch is at {}; nothing was changed (reopen {id} and review the new work, or put \
+             the branch back)",
+            a.final_commit, head
+        ));
+    }
+    if seen.diff_sha256.as_deref() != Some(a.diff_sha256.as_str()) {
+        return Err(format!(
+            "the changes on {branch} are not the ones reviewed: the diff from {} has SHA-256 {}, \
+             the accepted proof attests {}; nothing was changed",
+            a.workspace.base_commit,
+            seen.diff_sha256.as_deref().unwrap_or("(none)"),
+            a.diff_sha256
+        ));
+    }
+    let target = seen.target_head.as_deref().ok_or_else(|| format!("no branch {into}"))?;
+    if let Some(commit) = &seen.already_in_target {
+        return Ok(Landing::Record { commit: commit.clone() });
+    }
+    let method = match (squash, seen.target_behind) {
+        (true, _) => LandMethod::Squash,
+        (false, true) => LandMethod::FastForward,
+        (false, false) => LandMethod::Merge,
+    };
+    Ok(Landing::Land { method, from: target.to_owned(), commit: a.final_commit.clone() })
+}
+
+/// Whether an item's worktree may be removed by `work prune`: `Ok` with why no attempt will
+/// use it again, or `Err` with why it stays. `state` is `None` for a worktree of no known
+/// item; `landed` is true when the item's current acceptance landed.
+pub fn prunable(state: Option<WorkState>, landed: bool) -> Result<&'static str, &'static str> {
+    match state {
+        None => Ok("no work item has it"),
+        Some(WorkState::Cancelled) => Ok("its item was cancelled"),
+        Some(WorkState::Succeeded) if landed => Ok("its item landed"),
+        Some(WorkState::Succeeded) => Err("accepted, not landed yet (harn work land)"),
+        Some(_) => Err("its item may run again"),
+    }
+}
+
+/// True when `events` record a land of the item's current acceptance.
+pub fn landed(events: &[WorkEvent]) -> bool {
+    let Some(accepted) = acceptance(events) else { return false };
+    events.iter().any(|e| {
+        matches!(&e.kind, EventKind::Landed { proof_sha256, .. } if *proof_sha256 == accepted.proof_sha256)
+    })
+}
+
+/// The message of a merge or squash commit made for item `id`: its title, then trailers that
+/// name the item, the run and the accepted proof (how a land cut short is found again).
+pub fn message(id: &Id, title: &str, accepted: &Acceptance) -> String {
+    format!(
+        "Land {id}: {title}\n\nHarn-Work-Item: {id}\nHarn-Run: {}\nHarn-Proof: {}\n",
+        accepted.run_id, accepted.proof_sha256
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::WallTime;
+    use crate::work::workspace::Workspace;
+
+    fn id(s: &str) -> Id {
+        Id::new(s).unwrap()
+    }
+
+    fn event(seq: u64, kind: EventKind) -> WorkEvent {
+        WorkEvent {
+            schema_version: 1,
+            work_id: id("parser"),
+            seq,
+            ts: WallTime(seq as i64),
+            actor: "ana".into(),
+            reason: None,
+            kind,
+        }
+    }
+
+    fn accepted(proof: &str) -> EventKind {
+        EventKind::Accepted {
+            run_id: id("wf-1"),
+            attempt: 1,
+            proof_sha256: proof.into(),
+            dispositions: Vec::new(),
+        }
+    }
+
+    fn attestation() -> Attestation {
+        Attestation {
+            workspace: Workspace {
+                path: "/src/app.worktrees/parser".into(),
+                branch: "harn/parser".into(),
+                base_commit: "b".repeat(40),
+                base_branch: Some("main".into()),
+                git_dir: "/src/app/.git".into(),
+                reused: false,
+            },
+            final_commit: "c".repeat(40),
+            diff_sha256: "d".repeat(64),
+            diff_bytes: 10,
+            files_changed: 1,
+            uncommitted: false,
+        }
+    }
+
+    fn seen() -> Observed {
+        Observed {
+            branch_head: Some("c".repeat(40)),
+            diff_sha256: Some("d".repeat(64)),
+            target_head: Some("b".repeat(40)),
+            already_in_target: None,
+            target_behind: true,
+        }
+    }
+
+    fn land(
+        events: &[WorkEvent],
+        a: Option<&Attestation>,
+        squash: bool,
+        s: &Observed,
+    ) -> Result<Landing, String> {
+        decide(&id("parser"), WorkState::Succeeded, events, a, "main", squash, s)
+    }
+
+    #[test]
+    fn the_attested_commit_lands_by_fast_forward_merge_or_squash() {
+        let events =
+            [event(1, EventKind::Created { intent_sha256: None }), event(2, accepted("p"))];
+        let a = attestation();
+        let ff = land(&events, Some(&a), false, &seen()).unwrap();
+        let from = "b".repeat(40);
+        let commit = "c".repeat(40);
+        assert_eq!(
+            ff,
+            Landing::Land {
+                method: LandMethod::FastForward,
+                from: from.clone(),
+                commit: commit.clone()
+            }
+        );
+        let diverged = Observed { target_behind: false, ..seen() };
+        let merge = land(&events, Some(&a), false, &diverged).unwrap();
+        assert_eq!(
+            merge,
+            Landing::Land { method: LandMethod::Merge, from: from.clone(), commit: commit.clone() }
+        );
+        let squash = land(&events, Some(&a), true, &seen()).unwrap();
+        assert_eq!(squash, Landing::Land { method: LandMethod::Squash, from, commit });
+    }
+
+    #[test]
+    fn anything_that_moved_since_the_review_refuses_the_land() {
+        let events =
+            [event(1, EventKind::Created { intent_sha256: None }), event(2, accepted("p"))];
+        let a = attestation();
+        let moved = Observed { branch_head: Some("e".repeat(40)), ..seen() };
+        let why = land(&events, Some(&a), false, &moved).unwrap_err();
+        assert!(
+            why.contains("moved after it was reviewed") && why.contains(&"e".repeat(40)),
+            "{why}"
+        );
+        let rewritten = Observed { diff_sha256: Some("f".repeat(64)), ..seen() };
+        assert!(land(&events, Some(&a), false, &rewritten)
+            .unwrap_err()
+            .contains("not the ones reviewed"));
+        let gone = Observed { branch_head: None, ..seen() };
+        assert!(land(&events, Some(&a), false, &gone).unwrap_err().contains("is gone"));
+        let dirty = Attestation { uncommitted: true, ..attestation() };
+        assert!(land(&events, Some(&dirty), false, &seen()).unwrap_err().contains("uncommitted"));
+        assert!(land(&events, None, false, &seen())
+            .unwrap_err()
+            .contains("not made in a worktree"));
+        let no_target = Observed { target_head: None, ..seen() };
+        assert!(land(&events, Some(&a), false, &no_target).unwrap_err().contains("no branch main"));
+        let why =
+            decide(&id("parser"), WorkState::InReview, &events, Some(&a), "main", false, &seen())
+                .unwrap_err();
+        assert!(why.contains("harn work accept parser"), "{why}");
+    }
+
+    #[test]
+    fn a_land_happens_once_and_one_cut_short_is_recorded_not_repeated() {
+        let landed = EventKind::Landed {
+            run_id: id("wf-1"),
+            proof_sha256: "p".into(),
+            into: "main".into(),
+            commit: "m".repeat(40),
+            method: LandMethod::Merge,
+        };
+        let events = [
+            event(1, EventKind::Created { intent_sha256: None }),
+            event(2, accepted("p")),
+            event(3, landed),
+        ];
+        let again = land(&events, Some(&attestation()), false, &seen()).unwrap();
+        assert_eq!(again, Landing::Landed { into: "main".into(), commit: "m".repeat(40) });
+        // Reopened and accepted again: the new acceptance lands on its own.
+        let mut later = events.to_vec();
+        later.push(event(4, EventKind::Reopened { findings: Vec::new() }));
+        later.push(event(5, accepted("q")));
+        assert!(matches!(
+            land(&later, Some(&attestation()), false, &seen()),
+            Ok(Landing::Land { .. })
+        ));
+        // The branch already holds it, unrecorded: record, move nothing.
+        let cut = [event(1, EventKind::Created { intent_sha256: None }), event(2, accepted("p"))];
+        let found = Observed { already_in_target: Some("m".repeat(40)), ..seen() };
+        assert_eq!(
+            land(&cut, Some(&attestation()), false, &found).unwrap(),
+            Landing::Record { commit: "m".repeat(40) }
+        );
+    }
+
+    #[test]
+    fn only_worktrees_no_attempt_will_use_again_are_pruned() {
+        assert!(prunable(None, false).is_ok());
+        assert!(prunable(Some(WorkState::Cancelled), false).is_ok());
+        assert!(prunable(Some(WorkState::Succeeded), true).is_ok());
+        assert!(prunable(Some(WorkState::Succeeded), false)
+            .unwrap_err()
+            .contains("harn work land"));
+        for state in [WorkState::Ready, WorkState::Blocked, WorkState::InReview, WorkState::Running]
+        {
+            assert!(prunable(Some(state), false).is_err(), "{state:?}");
+        }
+        let landed_event = EventKind::Landed {
+            run_id: id("wf-1"),
+            proof_sha256: "p".into(),
+            into: "main".into(),
+            commit: "c".repeat(40),
+            method: LandMethod::FastForward,
+        };
+        let mut events =
+            vec![event(1, EventKind::Created { intent_sha256: None }), event(2, accepted("p"))];
+        assert!(!landed(&events));
+        events.push(event(3, landed_event));
+        assert!(landed(&events));
+        events.push(event(4, EventKind::Reopened { findings: Vec::new() }));
+        events.push(event(5, accepted("q")));
+        assert!(!landed(&events), "a later acceptance has not landed");
+    }
+
+    #[test]
+    fn only_an_acceptance_since_the_last_reopen_counts() {
+        let events = [
+            event(1, EventKind::Created { intent_sha256: None }),
+            event(2, accepted("p")),
+            event(3, EventKind::Reopened { findings: Vec::new() }),
+        ];
+        assert_eq!(acceptance(&events), None);
+        assert_eq!(acceptance(&events[..2]).unwrap().proof_sha256, "p");
+        let text = message(&id("parser"), "Parse tabs", &acceptance(&events[..2]).unwrap());
+        assert!(text.starts_with("Land parser: Parse tabs\n\n"), "{text}");
+        assert!(text.contains("Harn-Proof: p\n"), "{text}");
+    }
+}

@@ -1,0 +1,234 @@
+//! `harn work land` with the real binary and real git: accepted work lands on the branch its
+//! worktree was made from, exactly as attested (a fast-forward, or a merge commit naming the
+//! proof), once; a branch that moved after the review, a conflict and a dirty checkout are
+//! refused with nothing changed; a land cut short before its record is found, not repeated.
+
+use crate::cli::{json, text};
+use crate::worktree::{git, Repo, RUN};
+
+/// Runs `id` in its worktree to a passing proof and accepts it.
+fn accepted(repo: &Repo, id: &str, parties: &str) {
+    let args = [&RUN[..2], &[id][..], &RUN[2..]].concat();
+    let out = repo.harn(&args, parties);
+    assert_eq!(out.status.code(), Some(0), "{id}: {}", text(&out));
+    let out = repo.harn(&["work", "accept", id], "");
+    assert!(out.status.success(), "{id}: {}", text(&out));
+}
+
+fn land(repo: &Repo, args: &[&str]) -> std::process::Output {
+    repo.harn(&[&["work", "land"][..], args].concat(), "")
+}
+
+#[test]
+fn accepted_work_lands_once_on_its_base_branch_exactly_as_attested() {
+    let repo = Repo::new();
+    let root = repo.root();
+    repo.create("a");
+    // Not accepted yet: refused, saying what to type.
+    let args = [&RUN[..2], &["a"][..], &RUN[2..]].concat();
+    assert!(repo.harn(&args, "").status.success());
+    let early = land(&repo, &["a"]);
+    assert_eq!(early.status.code(), Some(1), "{}", text(&early));
+    assert!(text(&early).contains("harn work accept a"), "{}", text(&early));
+    assert!(repo.harn(&["work", "accept", "a"], "").status.success());
+    let branch = git(&root, &["rev-parse", "harn/a"]);
+    let out = land(&repo, &["a", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let doc = json(&out);
+    assert_eq!(
+        (doc["into"].as_str(), doc["method"].as_str()),
+        (Some("main"), Some("fast-forward"))
+    );
+    assert_eq!(doc["commit"], branch.as_str(), "{doc}");
+    // main moved, and its checked-out files with it.
+    assert_eq!(git(&root, &["rev-parse", "main"]), branch);
+    assert_eq!(std::fs::read_to_string(root.join("shared.txt")).unwrap(), "base\na\n");
+    // Its worktree is gone (git's record of it too); its branch stays.
+    assert!(!repo.dir.path().join("repo.worktrees/a").exists());
+    assert!(!git(&root, &["worktree", "list"]).contains("repo.worktrees/a"));
+    assert_eq!(git(&root, &["rev-parse", "harn/a"]), branch);
+    // Landing again changes nothing.
+    let again = land(&repo, &["a", "--json"]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert_eq!(json(&again)["landed_now"], false);
+    let shown = text(&repo.harn(&["work", "show", "a"], ""));
+    assert!(shown.contains(&format!("landed on main as {}", &branch[..12])), "{shown}");
+}
+
+#[test]
+fn a_branch_moved_after_its_review_is_refused_with_nothing_changed() {
+    let repo = Repo::new();
+    let root = repo.root();
+    repo.create("a");
+    accepted(&repo, "a", "");
+    let before = git(&root, &["rev-parse", "main"]);
+    // Someone commits on the item's branch after it was accepted.
+    let worktree = repo.dir.path().join("repo.worktrees/a");
+    std::fs::write(worktree.join("extra.txt"), "not reviewed\n").unwrap();
+    git(&worktree, &["add", "extra.txt"]);
+    git(&worktree, &["commit", "-qm", "sneaked in"]);
+    let moved = git(&root, &["rev-parse", "harn/a"]);
+    let out = land(&repo, &["a"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("moved after it was reviewed") && text(&out).contains(&moved),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(git(&root, &["rev-parse", "main"]), before, "main untouched");
+    // Put back, the branch would land; a proof changed on disk is caught (by its seal, and
+    // by the digest the acceptance recorded) before anything moves.
+    git(&worktree, &["reset", "-q", "--hard", "HEAD~1"]);
+    let p = json(&repo.harn(&["work", "show", "a", "--json"], ""))["projection"]["latest_run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let proof = root.join(format!(".harnery/workflows/{p}/proof.json"));
+    let mut bytes = std::fs::read(&proof).unwrap();
+    bytes.push(b'\n');
+    std::fs::write(&proof, bytes).unwrap();
+    let out = land(&repo, &["a"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains("does not count") || said.contains("not the proof that was accepted"),
+        "{said}"
+    );
+    assert_eq!(git(&root, &["rev-parse", "main"]), before, "main untouched");
+}
+
+#[test]
+fn a_second_item_on_the_same_lines_conflicts_naming_the_file_and_a_diverged_branch_merges() {
+    let repo = Repo::new();
+    let root = repo.root();
+    for id in ["a", "b", "c"] {
+        repo.create(id);
+    }
+    // a and b append to shared.txt at once; c runs after a landed, from a main that moved.
+    let children: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            let args = [&RUN[..2], &[*id][..], &RUN[2..]].concat();
+            let mut cmd = repo.command(&args, "a b");
+            cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+            cmd.spawn().unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    for id in ["a", "b"] {
+        assert!(repo.harn(&["work", "accept", id], "").status.success());
+    }
+    assert!(land(&repo, &["a"]).status.success());
+    let after_a = git(&root, &["rev-parse", "main"]);
+    let out = land(&repo, &["b"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("conflicts in shared.txt"), "{}", text(&out));
+    assert!(text(&out).contains("landed work that changed them: a"), "{}", text(&out));
+    assert_eq!(git(&root, &["rev-parse", "main"]), after_a, "main untouched");
+    // main moves on its own; c's branch (made before that) lands as a merge commit.
+    accepted(&repo, "c", "");
+    std::fs::write(root.join("other.txt"), "on main\n").unwrap();
+    git(&root, &["add", "other.txt"]);
+    git(&root, &["commit", "-qm", "meanwhile"]);
+    let out = land(&repo, &["c", "--json"]);
+    // c also appended to shared.txt, from a's line: it merges cleanly over a.
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let doc = json(&out);
+    assert_eq!(doc["method"], "merge", "{doc}");
+    let message = git(&root, &["log", "-1", "--format=%B", "main"]);
+    assert!(message.starts_with("Land c: c") && message.contains("Harn-Proof: "), "{message}");
+    let parents = git(&root, &["log", "-1", "--format=%P", "main"]);
+    assert!(parents.contains(&git(&root, &["rev-parse", "harn/c"])), "{parents}");
+    assert!(root.join("other.txt").exists(), "the checkout kept main's own change");
+}
+
+#[test]
+fn a_land_cut_short_before_its_record_is_found_and_a_dirty_checkout_is_refused() {
+    let repo = Repo::new();
+    let root = repo.root();
+    repo.create("a");
+    accepted(&repo, "a", "");
+    // A dirty checkout of main: refused, naming the file.
+    std::fs::write(root.join("shared.txt"), "edited by hand\n").unwrap();
+    let out = land(&repo, &["a"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("changes not committed: shared.txt"), "{}", text(&out));
+    git(&root, &["checkout", "--", "shared.txt"]);
+    // The branch moved (a land killed before its record): found, recorded, not repeated.
+    git(&root, &["merge", "-q", "--ff-only", "harn/a"]);
+    let out = land(&repo, &["a", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(json(&out)["method"], "found already there");
+    assert_eq!(git(&root, &["rev-parse", "main"]), git(&root, &["rev-parse", "harn/a"]));
+    // With --delete-branch the branch goes too, once landed.
+    repo.create("b");
+    accepted(&repo, "b", "");
+    let out = land(&repo, &["b", "--delete-branch", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(
+        (json(&out)["worktree_removed"].as_bool(), json(&out)["branch_deleted"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert!(git(&root, &["branch", "--list", "harn/b"]).is_empty());
+}
+
+#[test]
+fn prune_removes_exactly_the_worktrees_no_attempt_will_use_again() {
+    let repo = Repo::new();
+    let root = repo.root();
+    for id in ["kept-accepted", "kept-review", "gone-cancelled", "dirty-cancelled"] {
+        repo.create(id);
+        let args = [&RUN[..2], &[id][..], &RUN[2..]].concat();
+        assert!(repo.harn(&args, "").status.success(), "{id}");
+    }
+    assert!(repo.harn(&["work", "accept", "kept-accepted"], "").status.success());
+    for id in ["gone-cancelled", "dirty-cancelled"] {
+        assert!(repo.harn(&["work", "cancel", id], "").status.success(), "{id}");
+    }
+    let trees = repo.dir.path().join("repo.worktrees");
+    std::fs::write(trees.join("dirty-cancelled/notes.txt"), "unsaved\n").unwrap();
+    // A worktree on a harn/ branch no item has.
+    git(
+        &root,
+        &["worktree", "add", "-q", "-b", "harn/ghost", trees.join("ghost").to_str().unwrap()],
+    );
+    let listed = |out: &std::process::Output| -> Vec<(String, bool)> {
+        let mut rows: Vec<(String, bool)> = json(out)["worktrees"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| (w["id"].as_str().unwrap().to_owned(), w["prunable"].as_bool().unwrap()))
+            .collect();
+        rows.sort();
+        rows
+    };
+    let dry = repo.harn(&["work", "prune", "--dry-run", "--json"], "");
+    assert!(dry.status.success(), "{}", text(&dry));
+    let expected = [
+        ("dirty-cancelled", false),
+        ("ghost", true),
+        ("gone-cancelled", true),
+        ("kept-accepted", false),
+        ("kept-review", false),
+    ];
+    let expected: Vec<(String, bool)> = expected.iter().map(|(i, p)| (i.to_string(), *p)).collect();
+    assert_eq!(listed(&dry), expected);
+    assert!(trees.join("gone-cancelled").exists(), "a dry run removes nothing");
+    let out = repo.harn(&["work", "prune"], "");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("uncommitted changes"), "{}", text(&out));
+    assert!(!trees.join("gone-cancelled").exists() && !trees.join("ghost").exists());
+    for kept in ["kept-accepted", "kept-review", "dirty-cancelled"] {
+        assert!(trees.join(kept).exists(), "{kept}");
+    }
+    assert!(!git(&root, &["worktree", "list"]).contains("gone-cancelled"));
+    assert!(!git(&root, &["branch", "--list", "harn/gone-cancelled"]).is_empty(), "branches stay");
+    let forced = repo.harn(&["work", "prune", "--force"], "");
+    assert!(forced.status.success(), "{}", text(&forced));
+    assert!(!trees.join("dirty-cancelled").exists());
+    let bad = repo.harn(&["work", "prune", "--older-than", "7w"], "");
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
+}
