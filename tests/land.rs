@@ -232,3 +232,57 @@ fn prune_removes_exactly_the_worktrees_no_attempt_will_use_again() {
     let bad = repo.harn(&["work", "prune", "--older-than", "7w"], "");
     assert_eq!(bad.status.code(), Some(2), "{}", text(&bad));
 }
+
+/// Each item of a chain starts from its prerequisite's accepted work, without anything
+/// having landed yet: its branch is made holding that commit, recorded in its proof, and
+/// its attested diff is its own change only. Landed in order, the base branch holds all.
+#[test]
+fn a_chain_of_three_items_each_sees_its_prerequisites_accepted_change() {
+    let repo = Repo::new();
+    let root = repo.root();
+    repo.create("p1");
+    for (id, dep) in [("p2", "p1"), ("p3", "p2")] {
+        let args = [
+            "work",
+            "create",
+            id,
+            "wf.sh",
+            "--id",
+            id,
+            "--objective",
+            "edit",
+            "--accept",
+            "edited",
+            "--depends-on",
+            dep,
+        ];
+        let out = repo.harn(&args, "");
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    for id in ["p1", "p2", "p3"] {
+        accepted(&repo, id, "");
+    }
+    let file = git(&root, &["show", "harn/p3:shared.txt"]);
+    assert_eq!(file, "base\np1\np2\np3", "p3 saw p1 and p2");
+    let run = json(&repo.harn(&["work", "show", "p3", "--json"], ""))["projection"]
+        ["latest_run_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let proof: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.join(format!(".harnery/workflows/{run}/proof.json"))).unwrap(),
+    )
+    .unwrap();
+    let ws = &proof["workspace"];
+    let p2 = git(&root, &["rev-parse", "harn/p2"]);
+    assert_eq!(ws["prerequisites"][0]["id"], "p2", "{ws}");
+    assert_eq!(ws["prerequisites"][0]["commit"], p2.as_str(), "{ws}");
+    assert_eq!(ws["files_changed"], 1, "only p3's own change is attested: {ws}");
+    // Nothing landed yet; main is untouched until each lands, in order.
+    assert_eq!(std::fs::read_to_string(root.join("shared.txt")).unwrap(), "base\n");
+    for id in ["p1", "p2", "p3"] {
+        let out = land(&repo, &[id]);
+        assert!(out.status.success(), "{id}: {}", text(&out));
+    }
+    assert_eq!(std::fs::read_to_string(root.join("shared.txt")).unwrap(), "base\np1\np2\np3\n");
+}

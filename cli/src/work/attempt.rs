@@ -170,11 +170,14 @@ impl attempt::AttemptHost for WorkHost<'_> {
         // writable too.
         let (limits, workspace) = match limits.isolation {
             harn_core::work::run::Isolation::Worktree => {
+                let recorded = recorded_workspace(self.store, item);
                 let options = super::worktree::Options {
                     root: limits.workspace_root.as_deref(),
                     base: limits.base.as_deref(),
-                    recorded_base: recorded_base(self.store, item),
+                    recorded_base: recorded.as_ref().map(|w| w.base_commit.clone()),
+                    recorded_prerequisites: recorded.map(|w| w.prerequisites).unwrap_or_default(),
                     open: limits.no_containment,
+                    prerequisites: accepted_commits(self.store, item),
                 };
                 let ws = super::worktree::prepare(self.store.root(), id, &options)
                     .map_err(|e| Refusal::NotNow(format!("{e}; no attempt was recorded")))?;
@@ -246,8 +249,11 @@ impl attempt::AttemptHost for WorkHost<'_> {
     }
 }
 
-/// The base commit the item's latest earlier attempt recorded for its worktree.
-fn recorded_base(store: &mut Store, item: &Item) -> Option<String> {
+/// The worktree the item's latest earlier attempt recorded (its base, its prerequisites).
+fn recorded_workspace(
+    store: &mut Store,
+    item: &Item,
+) -> Option<harn_core::work::workspace::Workspace> {
     let runs = item.events.iter().rev().filter_map(|e| match &e.kind {
         harn_core::work::events::EventKind::AttemptStarted { run_id, .. } => Some(run_id.clone()),
         _ => None,
@@ -255,11 +261,31 @@ fn recorded_base(store: &mut Store, item: &Item) -> Option<String> {
     for run in runs.collect::<Vec<_>>() {
         if let Ok((Some(m), _)) = store.ledger().run_records(&run) {
             if let Some(ws) = m.workspace {
-                return Some(ws.base_commit);
+                return Some(ws);
             }
         }
     }
     None
+}
+
+/// The commits the accepted proofs of `item`'s prerequisites attest, for those made in a
+/// worktree, in the order the item names them.
+fn accepted_commits(store: &mut Store, item: &Item) -> Vec<(Id, String)> {
+    let mut commits = Vec::new();
+    for dep in &item.intent.dependencies {
+        let Ok(events) = store.events(dep) else { continue };
+        let Some(acc) = harn_core::work::landing::acceptance(&events) else { continue };
+        let path = format!("{}/proof.json", harn_core::layout::run_dir(&acc.run_id));
+        let Ok(Some(bytes)) = store.read_bytes(&path) else { continue };
+        if harn_core::hash::sha256_hex(&bytes) != acc.proof_sha256 {
+            continue;
+        }
+        let proof = serde_json::from_slice::<harn_core::work::run::Proof>(&bytes);
+        if let Some(ws) = proof.ok().and_then(|p| p.workspace) {
+            commits.push((dep.clone(), ws.final_commit));
+        }
+    }
+    commits
 }
 
 /// Refuses a workflow that is gone or differs from the bytes the item was frozen with.

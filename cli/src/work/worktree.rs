@@ -22,8 +22,13 @@ pub struct Options<'a> {
     pub base: Option<&'a str>,
     /// The base an earlier attempt recorded, for a worktree found again.
     pub recorded_base: Option<String>,
+    /// The prerequisites that attempt made the branch with.
+    pub recorded_prerequisites: Vec<workspace::Prerequisite>,
     /// True when runs are not confined (`--no-containment`): neither are these commands.
     pub open: bool,
+    /// The accepted commits of the item's prerequisites (made in worktrees): a new branch
+    /// is made holding every one of them.
+    pub prerequisites: Vec<(Id, String)>,
 }
 
 /// Makes item `id`'s worktree on its branch, or finds the one an earlier attempt made,
@@ -68,6 +73,7 @@ pub fn prepare(root: &Path, id: &Id, o: &Options<'_>) -> Result<Workspace, Strin
             branch,
             base_commit: base,
             base_branch,
+            prerequisites: o.recorded_prerequisites.clone(),
             git_dir,
             reused: true,
         });
@@ -93,7 +99,65 @@ pub fn prepare(root: &Path, id: &Id, o: &Options<'_>) -> Result<Workspace, Strin
     };
     git_text(root, c, &args)?;
     let base_branch = base_branch(root, c, o.base);
-    Ok(Workspace { path, branch, base_commit: base, base_branch, git_dir, reused: has_branch })
+    // A new branch starts from what the item depends on: each prerequisite's accepted
+    // commit the base does not hold yet is merged in, and the base is that merge.
+    let (base, prerequisites) = match has_branch {
+        true => (base, o.recorded_prerequisites.clone()),
+        false => match bring_in(Path::new(&path), c, id, &o.prerequisites) {
+            Ok(Some((head, brought))) => (head, brought),
+            Ok(None) => (base, Vec::new()),
+            Err(e) => {
+                // Nothing half-made stays: the next attempt makes the branch again.
+                let _ = git_text(root, c, &["worktree", "remove", "--force", &path]);
+                let _ = git_text(root, c, &["branch", "-D", &branch]);
+                return Err(e);
+            }
+        },
+    };
+    let reused = has_branch;
+    Ok(Workspace { path, branch, base_commit: base, base_branch, prerequisites, git_dir, reused })
+}
+
+/// Merges each prerequisite's accepted commit the new worktree's `HEAD` does not hold;
+/// returns the new `HEAD` and what was brought in, or `None` when there are none. A
+/// conflict between them refuses the attempt, naming the files.
+fn bring_in(
+    dir: &Path,
+    c: Option<&Confine>,
+    id: &Id,
+    wanted: &[(Id, String)],
+) -> Result<Option<(String, Vec<workspace::Prerequisite>)>, String> {
+    if wanted.is_empty() {
+        return Ok(None);
+    }
+    let mut brought = Vec::new();
+    for (prerequisite, commit) in wanted {
+        let held = git(dir, c, &["merge-base", "--is-ancestor", commit, "HEAD"])
+            .is_ok_and(|o| o.status.success());
+        if !held {
+            let message = format!("Bring {prerequisite}'s accepted work into {id}");
+            let merged = git(dir, c, &["merge", "--no-ff", "--no-edit", "-m", &message, commit])?;
+            if !merged.status.success() {
+                let files = git_text(dir, c, &["diff", "--name-only", "--diff-filter=U"])
+                    .unwrap_or_default()
+                    .replace('\n', ", ");
+                let _ = git(dir, c, &["merge", "--abort"]);
+                return Err(format!(
+                    "--isolation worktree: the accepted work of {prerequisite} does not merge \
+                     with what {id} starts from (conflicts in {files}); land or reconcile the \
+                     prerequisites first"
+                ));
+            }
+        }
+        let commit = commit.clone();
+        brought.push(workspace::Prerequisite {
+            id: prerequisite.clone(),
+            commit,
+            already_in_base: held,
+        });
+    }
+    let head = git_text(dir, c, &["rev-parse", "HEAD"])?;
+    Ok(Some((head, brought)))
 }
 
 /// The branch a worktree's base was taken from: `--base` when it names a branch, else the

@@ -217,6 +217,7 @@ mod tests {
                 branch: "harn/parser".into(),
                 base_commit: "b".repeat(40),
                 base_branch: Some("main".into()),
+                prerequisites: Vec::new(),
                 git_dir: "/src/app/.git".into(),
                 reused: false,
             },

@@ -17,12 +17,27 @@ pub struct Workspace {
     /// when it names one): where `work land` lands the work unless told otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_branch: Option<String>,
+    /// The accepted work of the item's prerequisites merged into the branch when it was
+    /// made, so the item starts from what it depends on; `base_commit` is then that merge.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prerequisites: Vec<Prerequisite>,
     /// The repository's git directory, which the run's git commands write (objects, refs,
     /// the worktree's index).
     pub git_dir: String,
     /// True when this attempt found the worktree an earlier attempt made.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reused: bool,
+}
+
+/// A prerequisite's accepted commit a dependent's branch was made with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prerequisite {
+    /// The prerequisite item.
+    pub id: Id,
+    /// The commit its accepted proof attests.
+    pub commit: String,
+    /// True when the base already held it (landed); false when it was merged in.
+    pub already_in_base: bool,
 }
 
 /// The worktree as the run left it: what the proof attests.
@@ -80,6 +95,7 @@ mod tests {
                 branch: "harn/a".into(),
                 base_commit: "b".repeat(40),
                 base_branch: None,
+                prerequisites: Vec::new(),
                 git_dir: "/r/.git".into(),
                 reused: true,
             },
