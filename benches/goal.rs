@@ -42,6 +42,7 @@ fn graph() -> Vec<GoalItem> {
                     blocked_on_decision: None,
                     open_findings: Vec::new(),
                     accepted_seq: (n < ITEMS / 2).then_some(9),
+                    landed: false,
                 },
             }
         })

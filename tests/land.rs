@@ -286,3 +286,60 @@ fn a_chain_of_three_items_each_sees_its_prerequisites_accepted_change() {
     }
     assert_eq!(std::fs::read_to_string(root.join("shared.txt")).unwrap(), "base\np1\np2\np3\n");
 }
+
+const CHAIN_WORKFLOW: &str = r#"#!/bin/sh
+read -r start
+case "$HARN_WORK_ID" in
+  parser) echo "the parser" > parser.txt ;;
+  cli) if [ -e parser.txt ]; then echo "wired to $(cat parser.txt)" > cli.txt; else echo "no parser" > cli.txt; fi ;;
+esac
+git add -A >/dev/null && git commit -qm "$HARN_WORK_ID" || exit 3
+echo '{"op":"evidence","kind":"test","status":"passed","label":"edited","acceptanceIds":["accept-1"]}'
+echo '{"op":"result","ok":true,"summary":"edited"}'
+"#;
+
+/// The goal of the issue: `cli` depends on `parser`; run in worktrees with passing proofs
+/// accepted and accepted work landed, both changes end on main, `cli`'s run saw the parser,
+/// and no worktree is left.
+#[test]
+fn a_goal_that_lands_accepted_work_ends_with_both_changes_on_main_and_no_worktree() {
+    let repo = Repo::new();
+    let root = repo.root();
+    std::fs::write(root.join("chain.sh"), CHAIN_WORKFLOW).unwrap();
+    std::fs::set_permissions(
+        root.join("chain.sh"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let team = r#"{"implementer": {"instructions": "Implement it.", "harness": "scripted"}}"#;
+    std::fs::write(root.join("team.json"), team).unwrap();
+    let config = serde_json::json!({"containment": {"writable": [repo.barrier.path()]},
+                                    "harnesses": {"scripted": {"command": ["true"]}}});
+    std::fs::write(root.join(".harnery/config.json"), config.to_string()).unwrap();
+    git(&root, &["add", "chain.sh", "team.json"]);
+    git(&root, &["commit", "-qm", "the chain's workflow"]);
+    for (id, deps) in [("parser", None), ("cli", Some("parser"))] {
+        let mut args = vec!["work", "create", id, "chain.sh", "--id", id, "--objective", "do it"];
+        args.extend(["--accept", "edited"]);
+        if let Some(d) = deps {
+            args.extend(["--depends-on", d]);
+        }
+        let out = repo.harn(&args, "");
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let create = ["supervisor", "create", "cli", "--team", "team.json", "--id", "ship"];
+    let out =
+        repo.harn(&[&create[..], &["--accept-passing-proof", "--land-accepted"]].concat(), "");
+    assert!(out.status.success(), "{}", text(&out));
+    let out = repo.harn(&["supervisor", "run", "ship", "--isolation", "worktree"], "");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("land parser: landed on main"), "{}", text(&out));
+    assert!(text(&out).contains("land cli: landed on main"), "{}", text(&out));
+    assert_eq!(std::fs::read_to_string(root.join("parser.txt")).unwrap(), "the parser\n");
+    assert_eq!(std::fs::read_to_string(root.join("cli.txt")).unwrap(), "wired to the parser\n");
+    let trees = repo.dir.path().join("repo.worktrees");
+    let left: Vec<_> = std::fs::read_dir(&trees).map(|d| d.flatten().collect()).unwrap_or_default();
+    assert!(left.is_empty(), "no worktree left: {left:?}");
+    let shown = json(&repo.harn(&["supervisor", "show", "ship", "--json"], ""));
+    assert_eq!(shown["projection"]["state"], "succeeded", "{shown}");
+}

@@ -34,7 +34,7 @@ echo '{"op":"result","ok":true,"summary":"edited"}'
 
 pub(crate) struct Repo {
     pub(crate) dir: tempfile::TempDir,
-    barrier: tempfile::TempDir,
+    pub(crate) barrier: tempfile::TempDir,
 }
 
 pub(crate) fn git(dir: &Path, args: &[&str]) -> String {

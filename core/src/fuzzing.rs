@@ -308,6 +308,7 @@ pub fn fuzz_goal_projection(data: &[u8]) {
         accept_passing_proof: flags & 1 != 0,
         resume_approved: flags & 2 != 0,
         retry_blocked: flags & 4 != 0,
+        land_accepted: flags & 8 != 0,
     };
     let limits = GoalLimits {
         max_parallel_work: u.int_in_range(1..=4).unwrap_or(1),

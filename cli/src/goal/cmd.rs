@@ -80,6 +80,10 @@ pub struct CreateArgs {
     /// Retry a blocked item that may be retried, inside every ceiling.
     #[arg(long)]
     retry_blocked: bool,
+    /// Land accepted work made in a worktree (harn work land) as it is accepted, so the
+    /// base branch holds it in dependency order.
+    #[arg(long)]
+    land_accepted: bool,
     /// A replanning policy file (JSON: planner_specialist, auto_apply, max_replans,
     /// max_work_items_per_plan, max_total_work_items, templates), frozen by value with every
     /// template's workflow digest; a relative path is taken from the root.
@@ -202,6 +206,7 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
         accept_passing_proof: a.accept_passing_proof,
         resume_approved: !a.no_resume_approved,
         retry_blocked: a.retry_blocked,
+        land_accepted: a.land_accepted,
     };
     let title = a.title.or(root_title).unwrap_or_else(|| {
         let objective = mission.as_ref().map_or("a goal", |m| m.objective.as_str());
@@ -400,10 +405,12 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
         l.agent_concurrency
     );
     outln!(
-        "  automation accept passing proof: {}, resume approved: {}, retry blocked: {}",
+        "  automation accept passing proof: {}, resume approved: {}, retry blocked: {}, land \
+         accepted: {}",
         a.accept_passing_proof,
         a.resume_approved,
-        a.retry_blocked
+        a.retry_blocked,
+        a.land_accepted
     );
     let team: Vec<&str> = g.intent.team.keys().map(String::as_str).collect();
     outln!("  team       {}", if team.is_empty() { "(none)".into() } else { team.join(", ") });

@@ -54,6 +54,22 @@ impl GoalHost for GoalRunner<'_> {
         }
     }
 
+    fn land(&mut self, work: &Id) -> Result<Result<Option<String>, RecordError>, StoreError> {
+        let reason = Some("accepted, and the goal lands accepted work".to_owned());
+        match crate::work::land::land_item(
+            self.store,
+            work,
+            &Default::default(),
+            &self.actor,
+            reason,
+        ) {
+            Ok(None) => Ok(Ok(None)),
+            Ok(Some(done)) => Ok(Ok(Some(done.words()))),
+            Err(crate::work::land::NotLanded::Usage(why))
+            | Err(crate::work::land::NotLanded::Refused(why)) => Ok(Err(RecordError::Refused(why))),
+        }
+    }
+
     fn dispatch(&mut self, picked: &[(Id, DispatchAction)]) -> Vec<Outcome> {
         // A goal's cost rules count what its earlier runs spent.
         let mut limits = self.limits.clone();

@@ -37,79 +37,133 @@ pub struct LandArgs {
     signed: crate::verb::Signed,
 }
 
+/// How to land.
+#[derive(Debug, Default)]
+pub struct LandOptions {
+    /// The branch to land on; `None`: the one the worktree was made from.
+    pub into: Option<String>,
+    /// One new commit instead of a merge or a fast-forward.
+    pub squash: bool,
+    /// Delete the item's branch once landed.
+    pub delete_branch: bool,
+}
+
+/// Why an item did not land; nothing was changed.
+pub enum NotLanded {
+    /// The command was given wrong (exit 2).
+    Usage(String),
+    /// Refused as things stand (exit 1).
+    Refused(String),
+}
+
+/// A land done (or found done before).
+pub struct Done {
+    id: Id,
+    into: String,
+    commit: String,
+    how: &'static str,
+    moved: bool,
+    cleaned: Cleaned,
+}
+
+impl Done {
+    /// One line: where, as which commit, how.
+    pub fn words(&self) -> String {
+        format!("landed on {} as {} ({})", self.into, self.commit, self.how)
+    }
+}
+
 /// Lands `a.id`; exit 0 when it landed (or had already), 1 when refused with nothing changed.
 pub fn land(store: &mut Store, a: LandArgs) -> Exit {
     let id = match Id::new(&a.id) {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{:?}: {e}", a.id)),
     };
+    let options = LandOptions { into: a.into, squash: a.squash, delete_branch: a.delete_branch };
+    let actor = super::actor(a.signed.actor);
+    match land_item(store, &id, &options, &actor, a.signed.reason) {
+        Ok(Some(done)) => said(a.signed.json, &done),
+        Ok(None) => fail(
+            EXIT_FAILED,
+            format!("{id} was not made in a worktree (--isolation worktree): there is no branch to land"),
+        ),
+        Err(NotLanded::Usage(why)) => fail(EXIT_USAGE, why),
+        Err(NotLanded::Refused(why)) => fail(EXIT_FAILED, why),
+    }
+}
+
+/// Lands item `id` as [`LandOptions`] say, recording `work.landed` as `actor`. `Ok(None)`:
+/// accepted work made outside a worktree, with nothing to land.
+pub fn land_item(
+    store: &mut Store,
+    id: &Id,
+    options: &LandOptions,
+    actor: &str,
+    reason: Option<String>,
+) -> Result<Option<Done>, NotLanded> {
+    let refused = |e: String| NotLanded::Refused(e);
     // The history lock is held from the read to the record: two lands of one item queue.
-    let (lock, item) = match store.lock_and_read(&id) {
-        Ok(read) => read,
-        Err(e) => return fail(EXIT_FAILED, e),
-    };
+    let (lock, item) = store.lock_and_read(id).map_err(|e| refused(e.to_string()))?;
     let accepted = landing::acceptance(&item.events);
     let attested = match &accepted {
-        Some(acc) => match accepted_attestation(store, acc) {
-            Ok(a) => a,
-            Err(e) => return fail(EXIT_FAILED, e),
-        },
+        Some(acc) => accepted_attestation(store, acc).map_err(refused)?,
         None => None,
     };
-    let into = match (&a.into, attested.as_ref().and_then(|t| t.workspace.base_branch.clone())) {
-        (Some(into), _) => into.clone(),
-        (None, Some(base)) => base,
-        (None, None) if attested.is_some() => {
-            return fail(EXIT_USAGE, format!("name the branch to land {id} on with --into BRANCH"))
-        }
-        (None, None) => String::new(),
-    };
+    let state = item.projection.state;
+    if accepted.is_some()
+        && attested.is_none()
+        && state == harn_core::work::projection::WorkState::Succeeded
+    {
+        return Ok(None);
+    }
+    let into =
+        match (&options.into, attested.as_ref().and_then(|t| t.workspace.base_branch.clone())) {
+            (Some(into), _) => into.clone(),
+            (None, Some(base)) => base,
+            (None, None) if attested.is_some() => {
+                return Err(NotLanded::Usage(format!(
+                    "name the branch to land {id} on with --into BRANCH"
+                )))
+            }
+            (None, None) => String::new(),
+        };
     let repo = store.root().to_path_buf();
     let seen = match attested.as_ref().zip(accepted.as_ref()) {
-        Some((t, acc)) => match observe(&repo, t, acc, &into) {
-            Ok(seen) => seen,
-            Err(e) => return fail(EXIT_FAILED, e),
-        },
+        Some((t, acc)) => observe(&repo, t, acc, &into).map_err(refused)?,
         None => Observed::default(),
     };
-    let state = item.projection.state;
-    let decided =
-        landing::decide(&id, state, &item.events, attested.as_ref(), &into, a.squash, &seen);
-    let landing = match decided {
-        Ok(l) => l,
-        Err(why) => return fail(EXIT_FAILED, why),
-    };
+    let landing =
+        landing::decide(id, state, &item.events, attested.as_ref(), &into, options.squash, &seen)
+            .map_err(refused)?;
     let (acc, t) = match (accepted, attested) {
         (Some(acc), Some(t)) => (acc, t),
         _ => unreachable!("a land was decided on an acceptance of worktree work"),
     };
     let (commit, method) = match landing {
         Landing::Landed { into, commit } => {
-            let cleaned = clean(&repo, &t, a.delete_branch);
-            return said(a.signed.json, &id, &into, &commit, "already landed", false, &cleaned);
+            let cleaned = clean(&repo, &t, options.delete_branch);
+            let how = "already landed";
+            return Ok(Some(Done { id: id.clone(), into, commit, how, moved: false, cleaned }));
         }
         Landing::Record { commit } => (commit, LandMethod::Found),
         Landing::Land { method, from, commit } => {
-            let message = landing::message(&id, &item.intent.title, &acc);
+            let message = landing::message(id, &item.intent.title, &acc);
             match move_branch(&repo, &into, &from, &commit, method, &message, &t) {
                 Ok(landed) => (landed, method),
                 Err(Refused::Conflict(files)) => {
-                    let others = touched_by(store, &repo, &id, &files);
+                    let others = touched_by(store, &repo, id, &files);
                     let by = match others.is_empty() {
                         true => String::new(),
                         false => format!(" (landed work that changed them: {})", others.join(", ")),
                     };
-                    return fail(
-                        EXIT_FAILED,
-                        format!(
-                            "landing {} on {into} conflicts in {}{by}; nothing was changed \
-                             (bring {into} into the branch, run and review again)",
-                            t.workspace.branch,
-                            files.join(", ")
-                        ),
-                    );
+                    return Err(refused(format!(
+                        "landing {} on {into} conflicts in {}{by}; nothing was changed (bring \
+                         {into} into the branch, run and review again)",
+                        t.workspace.branch,
+                        files.join(", ")
+                    )));
                 }
-                Err(Refused::Other(e)) => return fail(EXIT_FAILED, e),
+                Err(Refused::Other(e)) => return Err(refused(e)),
             }
         }
     };
@@ -120,37 +174,30 @@ pub fn land(store: &mut Store, a: LandArgs) -> Exit {
         commit: commit.clone(),
         method,
     };
-    if let Err(e) = store.append(&lock, kind, &super::actor(a.signed.actor), a.signed.reason) {
-        return fail(EXIT_FAILED, format!("landed {id} on {into} as {commit}, but: {e}"));
+    if let Err(e) = store.append(&lock, kind, actor, reason) {
+        return Err(refused(format!("landed {id} on {into} as {commit}, but: {e}")));
     }
-    let cleaned = clean(&repo, &t, a.delete_branch);
-    said(a.signed.json, &id, &into, &commit, method.as_str(), true, &cleaned)
+    let cleaned = clean(&repo, &t, options.delete_branch);
+    Ok(Some(Done { id: id.clone(), into, commit, how: method.as_str(), moved: true, cleaned }))
 }
 
-fn said(
-    json: bool,
-    id: &Id,
-    into: &str,
-    commit: &str,
-    how: &str,
-    moved: bool,
-    cleaned: &Cleaned,
-) -> Exit {
+fn said(json: bool, d: &Done) -> Exit {
+    let c = &d.cleaned;
     if json {
         outln!(
             "{}",
-            json!({ "id": id, "into": into, "commit": commit, "method": how, "landed_now": moved,
-                    "worktree_removed": cleaned.removed, "branch_deleted": cleaned.branch_deleted,
-                    "kept_because": cleaned.kept_because })
+            json!({ "id": d.id, "into": d.into, "commit": d.commit, "method": d.how,
+                    "landed_now": d.moved, "worktree_removed": c.removed,
+                    "branch_deleted": c.branch_deleted, "kept_because": c.kept_because })
         );
     } else {
-        outln!("{id}: landed on {into} as {commit} ({how})");
-        match &cleaned.kept_because {
+        outln!("{}: {}", d.id, d.words());
+        match &c.kept_because {
             Some(why) => outln!("  worktree   kept: {why}"),
-            None if cleaned.removed => outln!("  worktree   removed"),
+            None if c.removed => outln!("  worktree   removed"),
             None => {}
         }
-        if cleaned.branch_deleted {
+        if c.branch_deleted {
             outln!("  branch     deleted");
         }
     }

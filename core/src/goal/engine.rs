@@ -138,6 +138,15 @@ pub trait GoalHost {
     /// changed since it was read, by a person or another process): a domain outcome, never
     /// an error of the tick.
     fn accept(&mut self, work: &Id) -> Result<Result<(), crate::error::RecordError>, Self::Error>;
+    /// Lands an accepted item's work on its base branch (`work land`): `Ok(Ok(Some(words)))`
+    /// says how, `Ok(Ok(None))` that there is nothing to land (work made outside a
+    /// worktree), `Ok(Err(why))` is a refusal that changed nothing (a conflict, a branch that
+    /// moved): for a person.
+    #[allow(clippy::type_complexity)]
+    fn land(
+        &mut self,
+        work: &Id,
+    ) -> Result<Result<Option<String>, crate::error::RecordError>, Self::Error>;
     /// Runs the selected attempts (concurrently where the host can) and reports each.
     fn dispatch(&mut self, picked: &[(Id, DispatchAction)]) -> Vec<Outcome>;
     /// Asks the planner for a plan and records what came of it (a proposal, an attention, an
@@ -147,11 +156,21 @@ pub trait GoalHost {
     fn say(&mut self, line: String);
 }
 
+/// The graph's accepted items whose acceptance has not landed, in the graph's order.
+fn landings(items: &[super::GoalItem]) -> Vec<Id> {
+    let accepted = |i: &&super::GoalItem| {
+        i.projection.state == crate::work::projection::WorkState::Succeeded && !i.projection.landed
+    };
+    items.iter().filter(accepted).map(|i| i.id.clone()).collect()
+}
+
 /// Runs cycles until the loop's rules stop it.
 pub fn drive<H: GoalHost>(host: &mut H, mode: Mode) -> Result<Report, H::Error> {
     let mut goal = host.refresh()?;
     let now = host.now();
     let mut lp = RunLoop::new(mode, &goal.intent.limits, now);
+    // Accepted items with no worktree to land, said once.
+    let mut unlandable = std::collections::BTreeSet::new();
     let mut report = Report {
         mode,
         stop: by_state(&goal.projection),
@@ -207,6 +226,37 @@ pub fn drive<H: GoalHost>(host: &mut H, mode: Mode) -> Result<Report, H::Error> 
         }
         if acted || !refused.is_empty() {
             goal = host.refresh()?;
+        }
+        // Accepted work lands as it is accepted, before the next cycle can stop on the
+        // goal's success: prerequisites were accepted, and landed, before their dependents.
+        if goal.intent.automation.land_accepted {
+            let mut stuck = None;
+            let due: Vec<Id> =
+                landings(&goal.items).into_iter().filter(|w| !unlandable.contains(w)).collect();
+            for work in due {
+                match host.land(&work)? {
+                    Ok(Some(how)) => host.say(format!("  land {work}: {how}")),
+                    Ok(None) => {
+                        host.say(format!(
+                            "  land {work}: nothing to land (made outside a worktree)"
+                        ));
+                        unlandable.insert(work);
+                    }
+                    Err(why) => {
+                        host.say(format!("  land {work}: refused: {why}"));
+                        stuck = Some((work, why));
+                        break;
+                    }
+                }
+            }
+            goal = host.refresh()?;
+            if let Some((work, why)) = stuck {
+                let detail = format!(
+                    "{work} was accepted but could not land ({why}); once fixed: harn work land {work}"
+                );
+                report.stop = Stop { reason: StopReason::AwaitingAttention, detail };
+                break;
+            }
         }
         // A refusal the fresh read does not explain (the item is still one automation would
         // accept) is for a person to look at, not a reason to fail the tick or to ask again.

@@ -196,11 +196,20 @@ pub struct Automation {
     pub resume_approved: bool,
     /// Retry a blocked item that may be retried, inside every ceiling.
     pub retry_blocked: bool,
+    /// Land accepted work made in a worktree (`work land`), as it is accepted: prerequisites
+    /// are accepted, and so landed, before what depends on them.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub land_accepted: bool,
 }
 
 impl Default for Automation {
     fn default() -> Automation {
-        Automation { accept_passing_proof: false, resume_approved: true, retry_blocked: false }
+        Automation {
+            accept_passing_proof: false,
+            resume_approved: true,
+            retry_blocked: false,
+            land_accepted: false,
+        }
     }
 }
 

@@ -122,6 +122,7 @@ mod tests {
             blocked_on_decision: None,
             open_findings: Vec::new(),
             accepted_seq: None,
+            landed: false,
         };
         GoalItem { id: Id::new(id).unwrap(), projection }
     }

@@ -27,6 +27,7 @@ fn item(name: &str, state: S, next: W, charged: u32) -> GoalItem {
             blocked_on_decision: None,
             open_findings: Vec::new(),
             accepted_seq: None,
+            landed: false,
         },
     }
 }
@@ -41,10 +42,18 @@ fn goal(auto: Automation, max_total: u32, parallel: u32) -> GoalIntent {
         .expect("a valid goal")
 }
 
-const MANUAL: Automation =
-    Automation { accept_passing_proof: false, resume_approved: true, retry_blocked: false };
-const AUTO: Automation =
-    Automation { accept_passing_proof: true, resume_approved: true, retry_blocked: true };
+const MANUAL: Automation = Automation {
+    land_accepted: false,
+    accept_passing_proof: false,
+    resume_approved: true,
+    retry_blocked: false,
+};
+const AUTO: Automation = Automation {
+    land_accepted: false,
+    accept_passing_proof: true,
+    resume_approved: true,
+    retry_blocked: true,
+};
 
 #[test]
 fn the_decision_procedure_first_match_wins() {
@@ -292,6 +301,7 @@ mod properties {
             accept_passing_proof: a,
             resume_approved: r,
             retry_blocked: t,
+            land_accepted: false,
         })
     }
 
@@ -463,6 +473,13 @@ impl engine::GoalHost for RefusingHost {
         }
         Ok(Err(crate::error::RecordError::refused("it is running (a retry started elsewhere)")))
     }
+    fn land(
+        &mut self,
+        _: &Id,
+    ) -> Result<Result<Option<String>, crate::error::RecordError>, Self::Error> {
+        Ok(Ok(None))
+    }
+
     fn dispatch(&mut self, _picked: &[(Id, DispatchAction)]) -> Vec<engine::Outcome> {
         Vec::new()
     }

@@ -164,10 +164,7 @@ pub fn prunable(state: Option<WorkState>, landed: bool) -> Result<&'static str, 
 
 /// True when `events` record a land of the item's current acceptance.
 pub fn landed(events: &[WorkEvent]) -> bool {
-    let Some(accepted) = acceptance(events) else { return false };
-    events.iter().any(|e| {
-        matches!(&e.kind, EventKind::Landed { proof_sha256, .. } if *proof_sha256 == accepted.proof_sha256)
-    })
+    super::projection::current_acceptance_landed(events)
 }
 
 /// The message of a merge or squash commit made for item `id`: its title, then trailers that

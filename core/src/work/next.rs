@@ -77,6 +77,7 @@ mod tests {
             blocked_on_decision: None,
             open_findings: Vec::new(),
             accepted_seq: None,
+            landed: false,
         }
     }
 

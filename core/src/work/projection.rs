@@ -187,6 +187,9 @@ pub struct Projection {
     pub open_findings: Vec<Finding>,
     /// While accepted: the sequence number of the acceptance, which dependents record.
     pub accepted_seq: Option<u64>,
+    /// True when the current acceptance has landed (`work.landed` for its proof).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub landed: bool,
 }
 
 /// An item of a dependency graph, read and projected: what a goal governs.
@@ -222,9 +225,25 @@ pub fn project(inputs: &Inputs<'_>) -> Projection {
         blocked_on_decision: None,
         open_findings: open_findings(inputs.events),
         accepted_seq: None,
+        landed: false,
     };
     decide(inputs, &attempt_events, &mut p);
+    p.landed = p.state == WorkState::Succeeded && current_acceptance_landed(inputs.events);
     p
+}
+
+/// True when the latest acceptance (since the last reopen or cancel) has a `work.landed`
+/// naming its proof.
+pub fn current_acceptance_landed(events: &[WorkEvent]) -> bool {
+    let accepted = events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::Accepted { proof_sha256, .. } => Some(Some(proof_sha256)),
+        EventKind::Reopened { .. } | EventKind::Cancelled => Some(None),
+        _ => None,
+    });
+    let Some(Some(proof)) = accepted else { return false };
+    events
+        .iter()
+        .any(|e| matches!(&e.kind, EventKind::Landed { proof_sha256, .. } if proof_sha256 == proof))
 }
 
 fn run_of(e: &WorkEvent) -> Option<Id> {

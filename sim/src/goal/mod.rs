@@ -103,6 +103,8 @@ impl GoalWorld {
             // A replanning goal retries until its items' own budgets run out, so its graph
             // gets stuck for good and the planner is asked.
             retry_blocked: replans || flags & 4 != 0,
+            // Landing is git's: the goal world has no repository, so it never lands.
+            land_accepted: false,
         };
         let ceiling = if replans { w.entropy.between(6, 16) } else { w.entropy.between(1, 6) };
         let limits = GoalLimits {
@@ -493,6 +495,11 @@ impl GoalHost for SimHost<'_> {
             Err(Refusal::NotNow(why)) => Ok(Err(RecordError::Refused(why))),
             Err(refusal) => Err(refusal.to_string()),
         }
+    }
+
+    fn land(&mut self, _: &Id) -> Result<Result<Option<String>, RecordError>, Self::Error> {
+        // Goals here never land (`land_accepted` is off): the world has no repository.
+        Ok(Ok(None))
     }
 
     fn dispatch(&mut self, picked: &[(Id, DispatchAction)]) -> Vec<Outcome> {
