@@ -185,11 +185,30 @@ fn prune_removes_exactly_the_worktrees_no_attempt_will_use_again() {
         assert!(repo.harn(&args, "").status.success(), "{id}");
     }
     assert!(repo.harn(&["work", "accept", "kept-accepted"], "").status.success());
-    for id in ["gone-cancelled", "dirty-cancelled"] {
-        assert!(repo.harn(&["work", "cancel", id], "").status.success(), "{id}");
-    }
     let trees = repo.dir.path().join("repo.worktrees");
+    // work show says where each worktree is and what it takes.
+    let shown = json(&repo.harn(&["work", "show", "kept-review", "--json"], ""));
+    assert_eq!(shown["worktree"]["exists"], true, "{shown}");
+    assert!(shown["worktree"]["bytes"].as_u64() > Some(0), "{shown}");
+    // A cancel removes a clean worktree; one with changes stays, saying so.
     std::fs::write(trees.join("dirty-cancelled/notes.txt"), "unsaved\n").unwrap();
+    for id in ["gone-cancelled", "dirty-cancelled"] {
+        let out = repo.harn(&["work", "cancel", id], "");
+        assert!(out.status.success(), "{id}: {}", text(&out));
+    }
+    assert!(!trees.join("gone-cancelled").exists(), "a cancel removed its clean worktree");
+    assert!(trees.join("dirty-cancelled").exists());
+    // Put one back, as a worktree a cancel left (an older harn, or a failed removal).
+    git(
+        &root,
+        &[
+            "worktree",
+            "add",
+            "-q",
+            trees.join("gone-cancelled").to_str().unwrap(),
+            "harn/gone-cancelled",
+        ],
+    );
     // A worktree on a harn/ branch no item has.
     git(
         &root,

@@ -250,7 +250,7 @@ impl attempt::AttemptHost for WorkHost<'_> {
 }
 
 /// The worktree the item's latest earlier attempt recorded (its base, its prerequisites).
-fn recorded_workspace(
+pub(crate) fn recorded_workspace(
     store: &mut Store,
     item: &Item,
 ) -> Option<harn_core::work::workspace::Workspace> {

@@ -467,6 +467,10 @@ fn govern(store: &mut Store, g: Governance, missions: Option<FindMissions>) -> E
         if let Err(e) = stop_running(store, &id) {
             return fail(EXIT_FAILED, e);
         }
+        // No attempt will use a cancelled item's worktree again; one with changes stays.
+        if let Some(why) = super::land::remove_worktree_of(store, &id) {
+            errln!("harn: {why}");
+        }
     }
     show(store, id.as_str(), g.json)
 }

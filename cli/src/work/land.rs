@@ -204,6 +204,23 @@ fn said(json: bool, d: &Done) -> Exit {
     Ok(0)
 }
 
+/// Removes item `id`'s worktree (a cancelled item's), unless it has changes; returns a line
+/// to say when it stays, or when it went.
+pub fn remove_worktree_of(store: &mut Store, id: &Id) -> Option<String> {
+    let item = store.read(id, &mut Default::default()).ok()?;
+    let ws = super::attempt::recorded_workspace(store, &item)?;
+    if !Path::new(&ws.path).is_dir() {
+        return None;
+    }
+    let repo = store.root().to_path_buf();
+    Some(match git_text(&repo, None, &["worktree", "remove", &ws.path]) {
+        Ok(_) => format!("removed the worktree {} (its branch {} is kept)", ws.path, ws.branch),
+        Err(e) => {
+            format!("kept the worktree {}: {e} (harn work prune --force removes it)", ws.path)
+        }
+    })
+}
+
 /// What became of a landed item's worktree and branch.
 #[derive(Default)]
 struct Cleaned {

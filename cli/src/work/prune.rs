@@ -127,7 +127,7 @@ fn judge(
 }
 
 /// Bytes under `dir`, not following links (what removing it gives back).
-fn size(dir: &Path) -> u64 {
+pub(super) fn size(dir: &Path) -> u64 {
     let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
     entries
         .flatten()

@@ -20,10 +20,17 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
         Ok(item) => item,
         Err(e) => return fail(EXIT_FAILED, e),
     };
+    // Where the item's worktree is, and what it takes on disk.
+    let worktree = super::attempt::recorded_workspace(store, &item).map(|ws| {
+        let path = std::path::Path::new(&ws.path);
+        let exists = path.is_dir();
+        let bytes = exists.then(|| super::prune::size(path));
+        json!({ "path": ws.path, "branch": ws.branch, "exists": exists, "bytes": bytes })
+    });
     if json {
         let doc = json!({
             "intent": item.intent, "projection": item.projection, "events": item.events,
-            "history_len": item.history_len,
+            "history_len": item.history_len, "worktree": worktree,
             "usage": item.usage,
             "next_commands": harn_core::work::next::next_commands(&item.intent.id, &item.projection),
         });
@@ -61,6 +68,13 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
     );
     if let Some(u) = &item.usage {
         outln!("  agents     {}", super::progress::usage(u));
+    }
+    if let Some(w) = &worktree {
+        let (path, branch) = (w["path"].as_str().unwrap_or(""), w["branch"].as_str().unwrap_or(""));
+        match w["bytes"].as_u64() {
+            Some(b) => outln!("  worktree   {path} on {branch} ({:.1} MiB)", b as f64 / 1048576.0),
+            None => outln!("  worktree   {path} on {branch} (removed)"),
+        }
     }
     for f in &p.open_findings {
         outln!("  finding    {}: {}", f.id, f.statement);
