@@ -527,7 +527,11 @@ fn print_json(seeds: u64, failures: &[String], counts: serde_json::Value) {
 /// Runs work-ledger seeds; exit 1 naming the first broken invariant of each failing seed.
 fn work_sweep((from, to): (u64, u64), json: bool) -> Exit {
     let mut total = harn_sim::work::WorkSimSummary::default();
-    let failures = over_seeds((from, to), harn_sim::work::run_work_seed, |s| total.add(&s));
+    let mut failures = over_seeds((from, to), harn_sim::work::run_work_seed, |s| total.add(&s));
+    // The same seeds land accepted work under crashes.
+    let mut lands = harn_sim::work::land::LandSimSummary::default();
+    failures.extend(over_seeds((from, to), harn_sim::work::land::run_land_seed, |s| lands.add(&s)));
+    let l = &lands;
     if json {
         let t = &total;
         print_json(
@@ -540,6 +544,9 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> Exit {
                 "damaged": t.damaged, "not_started": t.not_started, "interrupted": t.interrupted,
                 "cancelled": t.cancelled, "timed_out": t.timed_out,
                 "silent_calls": t.silent_calls, "hosts_killed": t.hosts_killed, "reaped": t.reaped,
+                "landing": { "landed": l.landed, "fast_forwards": l.fast_forwards,
+                             "crashes": l.crashes, "found": l.found,
+                             "refused_moved": l.refused_moved },
             }),
         );
     } else {
@@ -565,6 +572,16 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> Exit {
             total.hosts_killed,
             total.reaped,
             failures.len()
+        );
+        outln!(
+            "landing: {} lands ({} fast-forwards), {} cut short by a crash before their record \
+             and {} found and recorded after one, {} refused because the branch moved after \
+             its review",
+            l.landed,
+            l.fast_forwards,
+            l.crashes,
+            l.found,
+            l.refused_moved
         );
     }
     seeds_exit(&failures, !json)

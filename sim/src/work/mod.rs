@@ -7,6 +7,8 @@
 //! while parked; a resumed run is the same run and attempt. A final phase without faults
 //! requires every item to come to rest.
 
+pub mod land;
+
 use crate::entropy::{Entropy, SeededEntropy};
 use crate::fs::SimFs;
 use harn_core::env::{Fs, FsErrorKind};
