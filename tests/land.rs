@@ -306,39 +306,52 @@ fn a_chain_of_three_items_each_sees_its_prerequisites_accepted_change() {
     assert_eq!(std::fs::read_to_string(root.join("shared.txt")).unwrap(), "base\np1\np2\np3\n");
 }
 
-const CHAIN_WORKFLOW: &str = r#"#!/bin/sh
+/// Asks the goal's scripted agent to do the item's objective, then commits what it did.
+const AGENT_WORKFLOW: &str = r#"#!/bin/sh
 read -r start
-case "$HARN_WORK_ID" in
-  parser) echo "the parser" > parser.txt ;;
-  cli) if [ -e parser.txt ]; then echo "wired to $(cat parser.txt)" > cli.txt; else echo "no parser" > cli.txt; fi ;;
-esac
+objective=$(printf '%s' "$start" | sed -n 's/.*"objective":"\([^"]*\)".*/\1/p')
+printf '{"op":"agent","id":"implement","prompt":"%s"}\n' "$objective"
+read -r reply
+case "$reply" in *'"ok":true'*) ;; *) echo '{"op":"result","ok":false,"error":"the agent failed"}'; exit 0 ;; esac
 git add -A >/dev/null && git commit -qm "$HARN_WORK_ID" || exit 3
 echo '{"op":"evidence","kind":"test","status":"passed","label":"edited","acceptanceIds":["accept-1"]}'
 echo '{"op":"result","ok":true,"summary":"edited"}'
 "#;
 
-/// The goal of the issue: `cli` depends on `parser`; run in worktrees with passing proofs
-/// accepted and accepted work landed, both changes end on main, `cli`'s run saw the parser,
-/// and no worktree is left.
+/// A scripted agent: writes the parser, or wires the cli to the parser it finds.
+const EDITOR: &str = r#"#!/bin/sh
+prompt=$(cat)
+case "$prompt" in
+  *WIRE-THE-CLI*) if [ -e parser.txt ]; then echo "wired to $(cat parser.txt)" > cli.txt; else echo "no parser" > cli.txt; fi ;;
+  *WRITE-THE-PARSER*) echo "the parser" > parser.txt ;;
+esac
+echo done
+"#;
+
+/// A goal over `parser` and `cli` (which depends on it), each done by a scripted agent in
+/// its own worktree, with passing proofs accepted and accepted work landed: both changes end
+/// on main, `cli`'s agent saw the parser, and no worktree is left.
 #[test]
 fn a_goal_that_lands_accepted_work_ends_with_both_changes_on_main_and_no_worktree() {
     let repo = Repo::new();
     let root = repo.root();
-    std::fs::write(root.join("chain.sh"), CHAIN_WORKFLOW).unwrap();
-    std::fs::set_permissions(
-        root.join("chain.sh"),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    for (name, body) in [("chain.sh", AGENT_WORKFLOW), ("editor.sh", EDITOR)] {
+        std::fs::write(root.join(name), body).unwrap();
+        let mode = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+        std::fs::set_permissions(root.join(name), mode).unwrap();
+    }
     let team = r#"{"implementer": {"instructions": "Implement it.", "harness": "scripted"}}"#;
     std::fs::write(root.join("team.json"), team).unwrap();
+    let editor = root.join("editor.sh");
     let config = serde_json::json!({"containment": {"writable": [repo.barrier.path()]},
-                                    "harnesses": {"scripted": {"command": ["true"]}}});
+                                    "harnesses": {"scripted": {"command": [editor]}}});
     std::fs::write(root.join(".harnery/config.json"), config.to_string()).unwrap();
-    git(&root, &["add", "chain.sh", "team.json"]);
-    git(&root, &["commit", "-qm", "the chain's workflow"]);
-    for (id, deps) in [("parser", None), ("cli", Some("parser"))] {
-        let mut args = vec!["work", "create", id, "chain.sh", "--id", id, "--objective", "do it"];
+    git(&root, &["add", "chain.sh", "editor.sh", "team.json"]);
+    git(&root, &["commit", "-qm", "the chain's workflow and agent"]);
+    for (id, objective, deps) in
+        [("parser", "WRITE-THE-PARSER", None), ("cli", "WIRE-THE-CLI", Some("parser"))]
+    {
+        let mut args = vec!["work", "create", id, "chain.sh", "--id", id, "--objective", objective];
         args.extend(["--accept", "edited"]);
         if let Some(d) = deps {
             args.extend(["--depends-on", d]);
@@ -350,7 +363,8 @@ fn a_goal_that_lands_accepted_work_ends_with_both_changes_on_main_and_no_worktre
     let out =
         repo.harn(&[&create[..], &["--accept-passing-proof", "--land-accepted"]].concat(), "");
     assert!(out.status.success(), "{}", text(&out));
-    let out = repo.harn(&["supervisor", "run", "ship", "--isolation", "worktree"], "");
+    let run = ["supervisor", "run", "ship", "--isolation", "worktree", "--harness", "scripted"];
+    let out = repo.harn(&run, "");
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("land parser: landed on main"), "{}", text(&out));
     assert!(text(&out).contains("land cli: landed on main"), "{}", text(&out));
@@ -361,4 +375,31 @@ fn a_goal_that_lands_accepted_work_ends_with_both_changes_on_main_and_no_worktre
     assert!(left.is_empty(), "no worktree left: {left:?}");
     let shown = json(&repo.harn(&["supervisor", "show", "ship", "--json"], ""));
     assert_eq!(shown["projection"]["state"], "succeeded", "{shown}");
+}
+
+/// A branch made from another branch's unreviewed commits never lands them elsewhere: onto
+/// `main` it is refused, onto the branch it was made from it lands.
+#[test]
+fn work_made_from_another_branch_lands_there_and_not_onto_main() {
+    let repo = Repo::new();
+    let root = repo.root();
+    git(&root, &["checkout", "-q", "-b", "feature"]);
+    std::fs::write(root.join("feature.txt"), "not on main\n").unwrap();
+    git(&root, &["add", "feature.txt"]);
+    git(&root, &["commit", "-qm", "feature work"]);
+    git(&root, &["checkout", "-q", "main"]);
+    repo.create("x");
+    let args = [&RUN[..2], &["x"][..], &RUN[2..], &["--base", "feature"][..]].concat();
+    assert!(repo.harn(&args, "").status.success());
+    assert!(repo.harn(&["work", "accept", "x"], "").status.success());
+    let main = git(&root, &["rev-parse", "main"]);
+    let out = land(&repo, &["x", "--into", "main"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("review did not cover"), "{}", text(&out));
+    assert_eq!(git(&root, &["rev-parse", "main"]), main, "main untouched");
+    let onto_item = land(&repo, &["x", "--into", "harn/x"]);
+    assert_eq!(onto_item.status.code(), Some(1), "{}", text(&onto_item));
+    let out = land(&repo, &["x", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(json(&out)["into"], "feature");
 }

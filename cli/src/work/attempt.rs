@@ -175,7 +175,7 @@ impl attempt::AttemptHost for WorkHost<'_> {
                     root: limits.workspace_root.as_deref(),
                     base: limits.base.as_deref(),
                     recorded_base: recorded.as_ref().map(|w| w.base_commit.clone()),
-                    recorded_prerequisites: recorded.map(|w| w.prerequisites).unwrap_or_default(),
+                    recorded,
                     open: limits.no_containment,
                     prerequisites: accepted_commits(self.store, item),
                 };

@@ -7,7 +7,7 @@
 //! commit in the branch's history, or a commit whose trailers name the accepted proof), which
 //! records it without landing twice.
 
-use super::worktree::{command, digest, git, git_text, run_text};
+use super::worktree::{command, commit_digest, git, git_text, run_text};
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::Store;
 use clap::Args;
@@ -129,7 +129,7 @@ pub fn land_item(
         };
     let repo = store.root().to_path_buf();
     let seen = match attested.as_ref().zip(accepted.as_ref()) {
-        Some((t, acc)) => observe(&repo, t, acc, &into).map_err(refused)?,
+        Some((t, acc)) => observe(&repo, id, t, acc, &into).map_err(refused)?,
         None => Observed::default(),
     };
     let landing =
@@ -175,7 +175,10 @@ pub fn land_item(
         method,
     };
     if let Err(e) = store.append(&lock, kind, actor, reason) {
-        return Err(refused(format!("landed {id} on {into} as {commit}, but: {e}")));
+        return Err(refused(format!(
+            "landed {id} on {into} as {commit}, but its record could not be written ({e}); \
+             harn work land {id} records it"
+        )));
     }
     let cleaned = clean(&repo, &t, options.delete_branch);
     Ok(Some(Done { id: id.clone(), into, commit, how: method.as_str(), moved: true, cleaned }))
@@ -271,47 +274,80 @@ fn accepted_attestation(
 }
 
 /// What git shows now about the item's branch and the target.
-fn observe(repo: &Path, t: &Attestation, acc: &Acceptance, into: &str) -> Result<Observed, String> {
+fn observe(
+    repo: &Path,
+    id: &Id,
+    t: &Attestation,
+    acc: &Acceptance,
+    into: &str,
+) -> Result<Observed, String> {
     let head = |r: &str| {
-        git(
-            repo,
-            None,
-            &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{r}^{{commit}}")],
-        )
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        let wanted = format!("refs/heads/{r}^{{commit}}");
+        git(repo, None, &["rev-parse", "--verify", "--quiet", &wanted])
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
     };
     let branch_head = head(&t.workspace.branch);
     let diff_sha256 = match &branch_head {
-        Some(h) => {
-            let args =
-                ["diff", "--binary", "--no-color", "--no-ext-diff", &t.workspace.base_commit, h];
-            Some(digest(&mut command(repo, None, &args)?)?.0)
-        }
+        Some(h) => Some(commit_digest(&t.workspace, repo, h)?),
         None => None,
     };
     let target_head = head(into);
-    let (mut already_in_target, mut target_behind) = (None, false);
+    let (mut already_in_target, mut target_behind, mut base_missing) = (None, false, None);
     if let Some(target) = &target_head {
         let ancestor = |a: &str, b: &str| {
             git(repo, None, &["merge-base", "--is-ancestor", a, b])
                 .is_ok_and(|o| o.status.success())
         };
-        let trailer = format!("Harn-Proof: {}", acc.proof_sha256);
-        let found = git_text(
-            repo,
-            None,
-            &["log", "-1", "--format=%H", "--fixed-strings", "--grep", &trailer, target],
-        )?;
-        if !found.is_empty() {
+        if let Some(found) = landing_commit(repo, target, id, &acc.proof_sha256)? {
             already_in_target = Some(found);
         } else if ancestor(&t.final_commit, target) {
             already_in_target = Some(target.clone());
         }
         target_behind = ancestor(target, &t.final_commit);
+        // What the branch brings besides its own work must be there already: the commit it
+        // was made from, and each prerequisite merged into it.
+        let from = t.workspace.branched_from.as_deref().unwrap_or(&t.workspace.base_commit);
+        let mut missing: Vec<String> = Vec::new();
+        if !ancestor(from, target) {
+            missing.push(format!("the commit {from} the branch was made from"));
+        }
+        for p in t.workspace.prerequisites.iter().filter(|p| !p.already_in_base) {
+            if !ancestor(&p.commit, target) {
+                missing.push(format!("{}'s accepted work (land {} first)", p.id, p.id));
+            }
+        }
+        base_missing = (!missing.is_empty()).then(|| missing.join("; "));
     }
-    Ok(Observed { branch_head, diff_sha256, target_head, already_in_target, target_behind })
+    Ok(Observed {
+        branch_head,
+        diff_sha256,
+        target_head,
+        already_in_target,
+        target_behind,
+        base_missing,
+    })
+}
+
+/// A commit of `target` an earlier land of this acceptance made: its trailers name this item
+/// and exactly this proof (a message that merely mentions them is not one).
+fn landing_commit(
+    repo: &Path,
+    target: &str,
+    id: &Id,
+    proof: &str,
+) -> Result<Option<String>, String> {
+    let trailer = format!("Harn-Proof: {proof}");
+    let format = "--format=%H%x00%(trailers:key=Harn-Work-Item,valueonly,separator=%x2C)\
+                  %x00%(trailers:key=Harn-Proof,valueonly,separator=%x2C)";
+    let args = ["log", format, "--fixed-strings", "--grep", &trailer, target];
+    let listed = git_text(repo, None, &args)?;
+    Ok(listed.lines().find_map(|line| {
+        let mut fields = line.split('\0');
+        let (commit, item, proofs) = (fields.next()?, fields.next()?, fields.next()?);
+        (item.trim() == id.as_str() && proofs.trim() == proof).then(|| commit.to_owned())
+    }))
 }
 
 /// Why a branch was not moved.
@@ -393,7 +429,10 @@ fn move_branch(
     match checkout {
         Some(dir) => {
             git_text(&dir, None, &["merge", "--ff-only", "--no-edit", &landed]).map_err(|e| {
-                format!("moving {into} in {}: {e}; nothing was changed", dir.display())
+                format!(
+                    "moving {into} in {}: {e}; look at that checkout before landing again",
+                    dir.display()
+                )
             })?;
         }
         None => {

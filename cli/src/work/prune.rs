@@ -54,16 +54,25 @@ pub fn prune(store: &mut Store, a: PruneArgs) -> Exit {
         }
     };
     let now = store.now();
+    // No attempt makes or finds a worktree while this looks and removes.
+    let common = ["rev-parse", "--path-format=absolute", "--git-common-dir"];
+    let git_dir = match git_text(&repo, None, &common) {
+        Ok(d) => d,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
+    let _lock = match super::worktree::lock(&git_dir) {
+        Ok(l) => l,
+        Err(e) => return fail(EXIT_FAILED, e),
+    };
     let mut found = Vec::new();
     for (path, id) in item_worktrees(&list) {
-        let verdict = judge(store, &id, older_than, now.0).and_then(|why| {
-            let dirty =
-                git_text(Path::new(&path), None, &["status", "--porcelain"]).unwrap_or_default();
-            match (dirty.is_empty(), a.force) {
-                (true, _) | (false, true) => Ok(why),
-                (false, false) => {
+        let verdict = judge(store, &path, &id, older_than, now.0).and_then(|why| {
+            match (changes(&repo, &path, &git_dir), a.force) {
+                (Ok(false), _) | (Ok(true), true) => Ok(why),
+                (Ok(true), false) => {
                     Err("it has uncommitted changes (--force removes them)".to_owned())
                 }
+                (Err(e), _) => Err(format!("its changes could not be read: {e}")),
             }
         });
         let bytes = size(Path::new(&path));
@@ -103,14 +112,29 @@ fn item_worktrees(list: &str) -> Vec<(String, String)> {
     out
 }
 
-/// Why `id`'s worktree may go, or why it stays.
+/// True when the worktree at `path` has changes, read by git confined as a run's own git
+/// commands are (a run may have written the worktree's config).
+fn changes(repo: &Path, path: &str, git_dir: &str) -> Result<bool, String> {
+    let dir = Path::new(path);
+    let parent = dir.parent().unwrap_or(dir);
+    let (confine, _temp) = super::worktree::confined(repo, parent, git_dir, false, "prune")?;
+    let status = run_text(command(dir, Some(&confine), &["status", "--porcelain"])?)?;
+    Ok(!status.is_empty())
+}
+
+/// Why `id`'s worktree at `path` may go, or why it stays. Only a worktree harn made for an
+/// item (named after it, on its branch) is ever judged removable.
 fn judge(
     store: &mut Store,
+    path: &str,
     id: &str,
     older_than: Option<Duration>,
     now_ms: i64,
 ) -> Result<&'static str, String> {
-    let Ok(id) = Id::new(id) else { return Ok("no work item has it") };
+    let Ok(id) = Id::new(id) else { return Err("not a work item's branch".to_owned()) };
+    if Path::new(path).file_name().and_then(|n| n.to_str()) != Some(id.as_str()) {
+        return Err(format!("not named after {id}: harn did not make it"));
+    }
     if !store.exists(&id) {
         return landing::prunable(None, false).map_err(str::to_owned);
     }

@@ -22,8 +22,9 @@ pub struct Options<'a> {
     pub base: Option<&'a str>,
     /// The base an earlier attempt recorded, for a worktree found again.
     pub recorded_base: Option<String>,
-    /// The prerequisites that attempt made the branch with.
-    pub recorded_prerequisites: Vec<workspace::Prerequisite>,
+    /// The worktree that attempt recorded: its prerequisites, its base branch, what it was
+    /// branched from, kept for every later attempt.
+    pub recorded: Option<Workspace>,
     /// True when runs are not confined (`--no-containment`): neither are these commands.
     pub open: bool,
     /// The accepted commits of the item's prerequisites (made in worktrees): a new branch
@@ -67,13 +68,18 @@ pub fn prepare(root: &Path, id: &Id, o: &Options<'_>) -> Result<Workspace, Strin
             Some(b) => b.clone(),
             None => git_text(root, c, &["merge-base", "HEAD", &branch])?,
         };
-        let base_branch = base_branch(root, c, o.base);
+        // What the first attempt recorded stands: the repository may be on another branch.
+        let (base_branch, prerequisites, branched_from) = match &o.recorded {
+            Some(r) => (r.base_branch.clone(), r.prerequisites.clone(), r.branched_from.clone()),
+            None => (base_branch(root, c, o.base), Vec::new(), None),
+        };
         return Ok(Workspace {
             path,
             branch,
             base_commit: base,
             base_branch,
-            prerequisites: o.recorded_prerequisites.clone(),
+            prerequisites,
+            branched_from,
             git_dir,
             reused: true,
         });
@@ -98,14 +104,25 @@ pub fn prepare(root: &Path, id: &Id, o: &Options<'_>) -> Result<Workspace, Strin
         vec!["worktree", "add", "-b", &branch, &path, &base]
     };
     git_text(root, c, &args)?;
-    let base_branch = base_branch(root, c, o.base);
+    let recorded = o.recorded.as_ref().filter(|_| has_branch);
+    let base_branch = match recorded {
+        Some(r) => r.base_branch.clone(),
+        None => base_branch(root, c, o.base),
+    };
     // A new branch starts from what the item depends on: each prerequisite's accepted
     // commit the base does not hold yet is merged in, and the base is that merge.
-    let (base, prerequisites) = match has_branch {
-        true => (base, o.recorded_prerequisites.clone()),
+    let (base, prerequisites, branched_from) = match has_branch {
+        true => (
+            base,
+            recorded.map(|r| r.prerequisites.clone()).unwrap_or_default(),
+            recorded.and_then(|r| r.branched_from.clone()),
+        ),
         false => match bring_in(Path::new(&path), c, id, &o.prerequisites) {
-            Ok(Some((head, brought))) => (head, brought),
-            Ok(None) => (base, Vec::new()),
+            Ok(Some((head, brought))) => {
+                let merged = brought.iter().any(|p| !p.already_in_base);
+                (head, brought, merged.then(|| base.clone()))
+            }
+            Ok(None) => (base, Vec::new(), None),
             Err(e) => {
                 // Nothing half-made stays: the next attempt makes the branch again.
                 let _ = git_text(root, c, &["worktree", "remove", "--force", &path]);
@@ -115,7 +132,16 @@ pub fn prepare(root: &Path, id: &Id, o: &Options<'_>) -> Result<Workspace, Strin
         },
     };
     let reused = has_branch;
-    Ok(Workspace { path, branch, base_commit: base, base_branch, prerequisites, git_dir, reused })
+    Ok(Workspace {
+        path,
+        branch,
+        base_commit: base,
+        base_branch,
+        prerequisites,
+        branched_from,
+        git_dir,
+        reused,
+    })
 }
 
 /// Merges each prerequisite's accepted commit the new worktree's `HEAD` does not hold;
@@ -211,9 +237,31 @@ pub fn attest(ws: &Workspace, root: &Path, open: bool) -> Result<Attestation, St
     })
 }
 
+/// The digest of the diff from `ws`'s base to `commit`, computed as [`attest`] computes its
+/// own (through a scratch index, `diff --cached`, in the worktree when it is still there), so
+/// the bytes match whatever the repository's diff settings are.
+pub(super) fn commit_digest(ws: &Workspace, root: &Path, commit: &str) -> Result<String, String> {
+    let worktree = Path::new(&ws.path);
+    let dir = if worktree.is_dir() { worktree } else { root };
+    let parent = worktree.parent().unwrap_or(root);
+    let label = ws.branch.replace('/', "-");
+    let (confine, temp) = confined(root, parent, &ws.git_dir, false, &label)?;
+    let c = Some(&confine);
+    let index = temp.0.join("index");
+    let scratch = |args: &[&str]| {
+        let mut cmd = command(dir, c, args)?;
+        cmd.env("GIT_INDEX_FILE", &index);
+        Ok::<_, String>(cmd)
+    };
+    run_text(scratch(&["read-tree", commit])?)?;
+    let mut diff =
+        scratch(&["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", &ws.base_commit])?;
+    Ok(digest(&mut diff)?.0)
+}
+
 /// The confinement of harn's own git commands: the worktrees' directory, the git directory
 /// and a scratch `TMPDIR` are writable, nothing else.
-fn confined(
+pub(super) fn confined(
     root: &Path,
     dir: &Path,
     git_dir: &str,
@@ -225,7 +273,7 @@ fn confined(
 }
 
 /// An exclusive lock on the repository's worktree list, released when dropped.
-fn lock(git_dir: &str) -> Result<std::fs::File, String> {
+pub(super) fn lock(git_dir: &str) -> Result<std::fs::File, String> {
     let path = Path::new(git_dir).join("harn-worktree.lock");
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -247,7 +295,10 @@ pub(super) fn command(
     let mut cmd = Command::new("git");
     // harn's own git commands run no hook: a hook is code of the repository's, and this
     // command is harn's, started without a person.
-    cmd.arg("-C").arg(dir).args(["-c", "core.hooksPath=/dev/null"]).args(args);
+    // Nor a filesystem monitor: `core.fsmonitor` names a command too, and a run may write a
+    // worktree's own config.
+    cmd.arg("-C").arg(dir).args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]);
+    cmd.args(args);
     cmd.stdin(Stdio::null());
     // The caller's own git variables would point these commands at another repository.
     for var in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR"] {

@@ -32,6 +32,10 @@ pub struct Observed {
     pub already_in_target: Option<String>,
     /// True when the target's head is in the attested commit's history (a fast-forward).
     pub target_behind: bool,
+    /// What the branch holds besides the item's own reviewed work that the target does not
+    /// hold yet (the commit it was made from, a prerequisite's work), in words; landing it
+    /// would bring in what this review did not cover.
+    pub base_missing: Option<String>,
 }
 
 /// What `work land` does.
@@ -94,6 +98,9 @@ pub fn decide(
             serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
         ));
     }
+    if into.starts_with("harn/") {
+        return Err(format!("{into} is an item's branch: land on the branch work is meant for"));
+    }
     let accepted = acceptance(events).ok_or_else(|| format!("{id} has no acceptance to land"))?;
     let landed = events.iter().rev().find_map(|e| match &e.kind {
         EventKind::Landed { proof_sha256, into, commit, .. }
@@ -140,6 +147,12 @@ pub fn decide(
     let target = seen.target_head.as_deref().ok_or_else(|| format!("no branch {into}"))?;
     if let Some(commit) = &seen.already_in_target {
         return Ok(Landing::Record { commit: commit.clone() });
+    }
+    if let Some(missing) = &seen.base_missing {
+        return Err(format!(
+            "{into} does not hold {missing}: landing {id} would bring in work its review did \
+             not cover; nothing was changed"
+        ));
     }
     let method = match (squash, seen.target_behind) {
         (true, _) => LandMethod::Squash,
@@ -215,6 +228,7 @@ mod tests {
                 base_commit: "b".repeat(40),
                 base_branch: Some("main".into()),
                 prerequisites: Vec::new(),
+                branched_from: None,
                 git_dir: "/src/app/.git".into(),
                 reused: false,
             },
@@ -233,6 +247,7 @@ mod tests {
             target_head: Some("b".repeat(40)),
             already_in_target: None,
             target_behind: true,
+            base_missing: None,
         }
     }
 
@@ -293,6 +308,19 @@ mod tests {
         assert!(land(&events, None, false, &seen())
             .unwrap_err()
             .contains("not made in a worktree"));
+        let unreviewed = Observed { base_missing: Some("the commit b".into()), ..seen() };
+        let why = land(&events, Some(&a), false, &unreviewed).unwrap_err();
+        assert!(why.contains("review did not cover"), "{why}");
+        let onto_item = decide(
+            &id("parser"),
+            WorkState::Succeeded,
+            &events,
+            Some(&a),
+            "harn/x",
+            false,
+            &seen(),
+        );
+        assert!(onto_item.unwrap_err().contains("an item's branch"));
         let no_target = Observed { target_head: None, ..seen() };
         assert!(land(&events, Some(&a), false, &no_target).unwrap_err().contains("no branch main"));
         let why =

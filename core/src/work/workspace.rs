@@ -21,6 +21,10 @@ pub struct Workspace {
     /// made, so the item starts from what it depends on; `base_commit` is then that merge.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prerequisites: Vec<Prerequisite>,
+    /// With prerequisites merged in: the commit the branch was made from before that, which
+    /// the branch it lands on must already hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branched_from: Option<String>,
     /// The repository's git directory, which the run's git commands write (objects, refs,
     /// the worktree's index).
     pub git_dir: String,
@@ -96,6 +100,7 @@ mod tests {
                 base_commit: "b".repeat(40),
                 base_branch: None,
                 prerequisites: Vec::new(),
+                branched_from: None,
                 git_dir: "/r/.git".into(),
                 reused: true,
             },

@@ -160,6 +160,7 @@ impl World {
             base_commit: hex(base),
             base_branch: Some("main".into()),
             prerequisites: Vec::new(),
+            branched_from: None,
             git_dir: "/r/.git".into(),
             reused: false,
         };
@@ -203,6 +204,7 @@ impl World {
             target_head: Some(hex(main)),
             already_in_target,
             target_behind: self.repo.is_ancestor(main, attested),
+            base_missing: (!self.repo.is_ancestor(base, main)).then(|| "its base".into()),
         }
     }
 
