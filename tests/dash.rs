@@ -3,12 +3,10 @@
 //! the terminal restored. `--once` prints a page as text for scripts.
 
 use crate::cli::{harn_at as harn, harn_bin, text};
-use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
-use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
+use crate::pty::{on_terminal, pty, Screen};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const ROWS: u16 = 30;
@@ -26,81 +24,20 @@ fn example_root() -> tempfile::TempDir {
     dir
 }
 
-/// A pseudo-terminal of `ROWS` by `COLS`: the master side and the path of the other side.
-fn pty() -> (OwnedFd, std::path::PathBuf) {
-    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
-    grantpt(&master).unwrap();
-    unlockpt(&master).unwrap();
-    let size = rustix::termios::Winsize { ws_row: ROWS, ws_col: COLS, ws_xpixel: 0, ws_ypixel: 0 };
-    rustix::termios::tcsetwinsize(&master, size).unwrap();
-    let name = ptsname(&master, Vec::new()).unwrap();
-    (master, std::path::PathBuf::from(name.to_str().unwrap()))
-}
-
-/// The emulated screen, fed by a thread reading the master side.
-struct Screen(Arc<Mutex<vt100::Parser>>);
-
-impl Screen {
-    fn follow(master: std::fs::File) -> Screen {
-        let parser = Arc::new(Mutex::new(vt100::Parser::new(ROWS, COLS, 0)));
-        let feed = parser.clone();
-        std::thread::spawn(move || {
-            let mut master = master;
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = master.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                feed.lock().unwrap().process(&buf[..n]);
-            }
-        });
-        Screen(parser)
-    }
-
-    fn contents(&self) -> String {
-        self.0.lock().unwrap().screen().contents()
-    }
-
-    fn wait_for(&self, words: &[&str]) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let screen = self.contents();
-            if words.iter().all(|w| screen.contains(w)) {
-                return;
-            }
-            assert!(Instant::now() < deadline, "never saw {words:?}; the screen:\n{screen}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
 /// `harn dash` on `root` in a pseudo-terminal that is its controlling terminal, with `env`
 /// besides `TERM`: the child, the keyboard (the master side) and the emulated screen.
 fn dash_in_a_terminal(
     root: &Path,
     env: &[(&str, &str)],
 ) -> (std::process::Child, std::fs::File, Screen) {
-    let (master, tty) = pty();
-    let open_tty = || std::fs::OpenOptions::new().read(true).write(true).open(&tty).unwrap();
+    let (master, tty) = pty(ROWS, COLS);
     let mut cmd = Command::new(harn_bin());
     cmd.args(["dash", "--refresh-ms", "200", "--root"]).arg(root);
-    cmd.stdin(Stdio::from(open_tty()))
-        .stdout(Stdio::from(open_tty()))
-        .stderr(Stdio::from(open_tty()));
+    on_terminal(&mut cmd, &tty);
     cmd.env("TERM", "xterm-256color").envs(env.iter().copied());
-    // SAFETY: runs in the forked child before exec; setsid(2) and the TIOCSCTTY ioctl are
-    // async-signal-safe. The terminal becomes the child's controlling terminal.
-    unsafe {
-        use std::os::unix::process::CommandExt;
-        cmd.pre_exec(|| {
-            rustix::process::setsid()?;
-            rustix::process::ioctl_tiocsctty(std::os::fd::BorrowedFd::borrow_raw(0))?;
-            Ok(())
-        });
-    }
     let child = cmd.spawn().unwrap();
     let keys = std::fs::File::from(master.try_clone().unwrap());
-    (child, keys, Screen::follow(std::fs::File::from(master)))
+    (child, keys, Screen::follow(std::fs::File::from(master), ROWS, COLS))
 }
 
 /// Stops the service of a root when dropped, so a failing test leaves no daemon behind.
@@ -159,16 +96,14 @@ fn no_color_draws_the_dashboard_without_colour() {
     let root = dir.path().join("ex");
     let (mut child, mut keys, screen) = dash_in_a_terminal(&root, &[("NO_COLOR", "1")]);
     screen.wait_for(&["1 Goals", "ship", "succeeded"]);
-    let coloured = {
-        let parser = screen.0.lock().unwrap();
-        let s = parser.screen();
+    let coloured = screen.with(|s| {
         (0..ROWS)
             .flat_map(|r| (0..COLS).map(move |c| (r, c)))
             .filter(|&(r, c)| {
                 s.cell(r, c).is_some_and(|cell| cell.fgcolor() != vt100::Color::Default)
             })
             .count()
-    };
+    });
     keys.write_all(b"q").unwrap();
     let _ = child.wait();
     assert_eq!(coloured, 0, "no cell in colour:\n{}", screen.contents());

@@ -11,6 +11,16 @@ fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
+/// The uid of `nobody` when this test runs as root, the only one that may run a harness as
+/// another user; `None` (and a line saying the test is skipped) otherwise.
+fn nobody_as_root() -> Option<String> {
+    let uid = id_of_nobody("-u").filter(|_| is_root());
+    if uid.is_none() {
+        eprintln!("skipped: needs root and a user nobody");
+    }
+    uid
+}
+
 /// `id` of the user `nobody`, as this machine has it.
 fn id_of_nobody(flag: &str) -> Option<String> {
     let out = Command::new("id").args([flag, "nobody"]).output().ok()?;
@@ -80,10 +90,7 @@ fn an_identity_that_cannot_be_honoured_is_refused_naming_the_key() {
 /// `READY=1` and `WATCHDOG=1` are honoured, and a stranger's word on that socket is not.
 #[test]
 fn a_harness_run_as_another_user_says_ready_and_keeps_its_watchdog() {
-    let Some(uid) = id_of_nobody("-u").filter(|_| is_root()) else {
-        eprintln!("skipped: needs root and a user nobody");
-        return;
-    };
+    let Some(uid) = nobody_as_root() else { return };
     // As sd_notify does: an address that starts with @ is in the abstract namespace.
     let pinger = "import os, socket, time; a = os.environ['NOTIFY_SOCKET']; a = chr(0) + a[1:] if a.startswith('@') else a; s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); time.sleep(0.3); s.sendto(b'READY=1', a); [(s.sendto(b'WATCHDOG=1', a), time.sleep(0.2)) for _ in range(100000)]";
     let silent = "import time; time.sleep(100000)";
@@ -131,10 +138,7 @@ fn a_harness_run_as_another_user_says_ready_and_keeps_its_watchdog() {
 /// so the child sees it on 0/1/2 and may reopen it by name; a stop hangs it up.
 #[test]
 fn a_terminal_harness_runs_as_another_user_on_a_terminal_of_its_own() {
-    let Some(uid) = id_of_nobody("-u").filter(|_| is_root()) else {
-        eprintln!("skipped: needs root and a user nobody");
-        return;
-    };
+    let Some(uid) = nobody_as_root() else { return };
     let script = "if [ -t 0 ] && [ -t 1 ]; then echo TTY-$(id -u)-$(stat -c %u $(tty)); fi; echo reopened >$(tty) && echo REOPENED; exec sleep 100000";
     let root = Root::new(&format!(
         "[harness.term]\ncommand = [\"sh\", \"-c\", \"{script}\", \"{{marker}}\"]\ncwd = \"/\"\n\
@@ -142,16 +146,8 @@ fn a_terminal_harness_runs_as_another_user_on_a_terminal_of_its_own() {
     ));
     root.up();
     root.wait_for("term", "running", |h| state(h) == "running");
-    let started = std::time::Instant::now();
-    let wanted = format!("TTY-{uid}-{uid}");
-    loop {
-        let shown = text(&root.harn(&["screen", "term"]));
-        if shown.contains(&wanted) && shown.contains("REOPENED") {
-            break;
-        }
-        assert!(started.elapsed().as_secs() < 20, "never {wanted} and REOPENED: {shown}");
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    crate::harness_terminal::screen_with(&root, "term", &format!("TTY-{uid}-{uid}"));
+    crate::harness_terminal::screen_with(&root, "term", "REOPENED");
     assert!(root.harn(&["stop", "term"]).status.success());
     let records = root.ledger("term");
     let end = records.iter().rev().find(|r| r["termination"].is_object()).unwrap();

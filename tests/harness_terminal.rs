@@ -4,11 +4,12 @@
 
 use crate::cli::text;
 use crate::harness_daemon::{state, Root};
+use crate::pty::{on_terminal, pty, winsize, Screen};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
 /// Waits until `name`'s screen holds `wanted`; returns the screen.
-fn screen_with(root: &Root, name: &str, wanted: &str) -> String {
+pub(crate) fn screen_with(root: &Root, name: &str, wanted: &str) -> String {
     let started = Instant::now();
     loop {
         let out = root.harn(&["screen", name]);
@@ -67,47 +68,18 @@ fn a_terminal_harness_has_a_terminal_a_screen_and_takes_what_is_sent() {
 struct Attached {
     child: std::process::Child,
     master: std::os::fd::OwnedFd,
-    seen: std::sync::Arc<std::sync::Mutex<vt100::Parser>>,
+    screen: Screen,
 }
 
 impl Attached {
     fn start(root: &Root, args: &[&str], rows: u16, cols: u16) -> Attached {
-        use rustix::pty::{grantpt, openpt, ptsname, unlockpt, OpenptFlags};
-        use std::io::Read;
-        use std::sync::{Arc, Mutex};
-        let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
-        grantpt(&master).unwrap();
-        unlockpt(&master).unwrap();
-        rustix::termios::tcsetwinsize(&master, winsize(rows, cols)).unwrap();
-        let tty = std::path::PathBuf::from(ptsname(&master, Vec::new()).unwrap().to_str().unwrap());
-        let open_tty = || std::fs::OpenOptions::new().read(true).write(true).open(&tty).unwrap();
+        let (master, tty) = pty(rows, cols);
         let mut cmd = std::process::Command::new(crate::cli::harn_bin());
         cmd.args(["harness", "attach"]).args(args).arg("--root").arg(root.dir.path());
-        cmd.stdin(open_tty()).stdout(open_tty()).stderr(open_tty());
-        // SAFETY: runs in the forked child before exec; setsid(2) and the TIOCSCTTY ioctl are
-        // async-signal-safe. The terminal becomes the child's controlling terminal.
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            cmd.pre_exec(|| {
-                rustix::process::setsid()?;
-                rustix::process::ioctl_tiocsctty(std::os::fd::BorrowedFd::borrow_raw(0))?;
-                Ok(())
-            });
-        }
+        on_terminal(&mut cmd, &tty);
         let child = cmd.spawn().unwrap();
-        let seen = Arc::new(Mutex::new(vt100::Parser::new(rows, cols, 0)));
-        let feed = seen.clone();
-        let mut reader = std::fs::File::from(master.try_clone().unwrap());
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                feed.lock().unwrap().process(&buf[..n]);
-            }
-        });
-        Attached { child, master, seen }
+        let screen = Screen::follow(std::fs::File::from(master.try_clone().unwrap()), rows, cols);
+        Attached { child, master, screen }
     }
 
     fn keys(&self, bytes: &[u8]) {
@@ -117,15 +89,7 @@ impl Attached {
     }
 
     fn wait_for(&self, wanted: &str) {
-        let started = Instant::now();
-        loop {
-            let screen = self.seen.lock().unwrap().screen().contents();
-            if screen.contains(wanted) {
-                return;
-            }
-            assert!(started.elapsed() < Duration::from_secs(20), "never {wanted:?}:\n{screen}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        self.screen.wait_for(&[wanted]);
     }
 
     fn exited(&mut self) -> std::process::ExitStatus {
@@ -138,10 +102,6 @@ impl Attached {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-}
-
-fn winsize(rows: u16, cols: u16) -> rustix::termios::Winsize {
-    rustix::termios::Winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 }
 }
 
 /// `attach` in a pseudo-terminal: the current screen first, keys through, the window size

@@ -27,6 +27,7 @@ mod lifecycle_model;
 mod listing;
 mod planted;
 mod private_files;
+mod pty;
 mod purity;
 mod readers;
 mod real_agents;
