@@ -748,6 +748,25 @@ pub struct Retention {
     pub kept: u32,
 }
 
+impl Retention {
+    /// Refuses limits that would keep no whole history: `(key, why)`, the key as
+    /// `harness.toml` names it under `[retention]`.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.max_file_bytes < RETENTION_FILE_MIN {
+            let why = format!(
+                "{} is under the least a file may hold ({RETENTION_FILE_MIN} bytes)",
+                self.max_file_bytes
+            );
+            return Err(("max_file_bytes", why));
+        }
+        if self.kept == 0 {
+            let why = "0 would keep no history: keep at least one rotated file".to_owned();
+            return Err(("rotated_kept", why));
+        }
+        Ok(())
+    }
+}
+
 impl Default for Retention {
     /// 8 MiB a file, five rotated files: at most 48 MiB per journal.
     fn default() -> Retention {

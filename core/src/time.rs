@@ -32,28 +32,6 @@ const NANOS_PER_MILLI: u64 = 1_000_000;
 const NANOS_PER_SEC: u64 = 1_000_000_000;
 
 impl Duration {
-    /// A span as people type it: a whole number and a unit, `s`, `m`, `h` or `d` (`90s`,
-    /// `30m`, `12h`, `7d`).
-    pub fn parse_span(text: &str) -> Result<Duration, String> {
-        let text = text.trim();
-        let unit = text.chars().last().ok_or("an empty span: give one as 30m, 12h or 7d")?;
-        let secs: u64 = match unit {
-            's' => 1,
-            'm' => 60,
-            'h' => 3_600,
-            'd' => 86_400,
-            _ => return Err(format!("{text:?}: end a span with s, m, h or d (30m, 12h, 7d)")),
-        };
-        let number = &text[..text.len() - 1];
-        let n: u64 = number
-            .parse()
-            .map_err(|_| format!("{text:?}: a span is a whole number and a unit (30m, 12h, 7d)"))?;
-        n.checked_mul(secs)
-            .and_then(|s| s.checked_mul(1_000_000_000))
-            .map(Duration)
-            .ok_or_else(|| format!("{text:?}: too long a span"))
-    }
-
     /// No time at all.
     pub const ZERO: Duration = Duration(0);
     /// The largest representable span; used as "never".
@@ -204,16 +182,6 @@ impl std::fmt::Display for Duration {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn spans_read_as_people_type_them() {
-        assert_eq!(Duration::parse_span("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(Duration::parse_span("7d"), Ok(Duration::from_secs(7 * 86_400)));
-        assert_eq!(Duration::parse_span(" 12h "), Ok(Duration::from_secs(12 * 3_600)));
-        for bad in ["", "7", "d", "7w", "-1h", "1.5h"] {
-            assert!(Duration::parse_span(bad).is_err(), "{bad:?}");
-        }
-    }
-
     use super::*;
 
     #[test]

@@ -227,16 +227,7 @@ fn retention(raw: &RawRetention) -> Result<Retention, FieldRefusal> {
         max_file_bytes: raw.max_file_bytes.unwrap_or(d.max_file_bytes),
         kept: raw.rotated_kept.unwrap_or(d.kept),
     };
-    if retention.max_file_bytes < harn_core::journal::RETENTION_FILE_MIN {
-        let least = harn_core::journal::RETENTION_FILE_MIN;
-        let why =
-            format!("{} is under the least a file may hold ({least})", retention.max_file_bytes);
-        return Err(("retention.max_file_bytes".into(), why));
-    }
-    if retention.kept == 0 {
-        let why = "0 would keep no history: keep at least one rotated file".to_owned();
-        return Err(("retention.rotated_kept".into(), why));
-    }
+    retention.check().map_err(|(key, why)| (format!("retention.{key}"), why))?;
     Ok(retention)
 }
 

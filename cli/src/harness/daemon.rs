@@ -669,7 +669,11 @@ impl HarnessHost {
         };
         let (fs, clock) = (&mut self.fs, &self.clock);
         self.ledger.record(fs, clock, done, &self.daemon, &facts).map_err(Fatal::Fs)?;
-        // A full daemon.log is rotated between steps; failing to is said, never fatal.
+        // A full daemon.log is rotated after a step that wrote to it (only a step that did
+        // something logs); failing to is said, never fatal.
+        if done.is_empty() {
+            return Ok(());
+        }
         let rotation = Rotation::from(self.config.retention);
         match super::detach::rotate_log_if_full(&self.paths, rotation) {
             Ok(true) => log(&format!("{} was full: rotated", self.paths.daemon_log().display())),

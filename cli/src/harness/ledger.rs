@@ -426,7 +426,7 @@ fn user_name(uid: u32) -> String {
 /// `seq` and `ts`.
 pub fn records(paths: &Paths, name: Option<&str>) -> Result<Vec<Value>, String> {
     let mut records = Vec::new();
-    for path in rotated_oldest_first(&paths.ledger()) {
+    for path in crate::os::logs::oldest_first(&paths.ledger()) {
         let bytes = match std::fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -450,19 +450,6 @@ pub fn records(paths: &Paths, name: Option<&str>) -> Result<Vec<Value>, String> 
         );
     }
     Ok(records)
-}
-
-/// `PATH.K` … `PATH.1` then `PATH`: a rotated file's records, oldest first.
-fn rotated_oldest_first(path: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let numbered = |n: u32| {
-        let mut p = path.as_os_str().to_owned();
-        p.push(format!(".{n}"));
-        std::path::PathBuf::from(p)
-    };
-    let rotated = (1..).take_while(|n| numbered(*n).exists()).count() as u32;
-    let mut paths: Vec<_> = (1..=rotated).rev().map(numbered).collect();
-    paths.push(path.to_owned());
-    paths
 }
 
 /// `harn harness ledger [NAME] [--json]`: prints the ledger, verified line by line.

@@ -187,7 +187,7 @@ pub fn follow_from(
         drain(file, emit)?;
         let mut newer = Vec::new();
         for n in 1..=ROTATED_MAX {
-            let numbered = PathBuf::from(format!("{}.{n}", path.display()));
+            let numbered = PathBuf::from(crate::os::logs::numbered(path.as_os_str(), n));
             match std::fs::metadata(&numbered) {
                 Ok(m) if identity(&m) == held => break,
                 Ok(_) => newer.push(numbered),

@@ -90,11 +90,7 @@ impl LogSink {
 pub fn rotate_files(root: &Path, path: &Path, keep: u32) -> std::io::Result<()> {
     let (parent, name) = crate::os::private::split(path)?;
     let dir = crate::os::private::Dir::open_below(root, parent, true)?;
-    let numbered = |n: u32| {
-        let mut numbered = name.to_owned();
-        numbered.push(format!(".{n}"));
-        numbered
-    };
+    let numbered = |n: u32| numbered(name, n);
     if keep == 0 {
         return dir.remove(name);
     }
@@ -103,6 +99,22 @@ pub fn rotate_files(root: &Path, path: &Path, keep: u32) -> std::io::Result<()> 
         dir.rename(numbered(n), &dir, numbered(n + 1)).or_else(ignore_missing)?;
     }
     dir.rename(name, &dir, numbered(1)).or_else(ignore_missing)
+}
+
+/// The name of a log's `n`-th rotated file: `NAME.n`.
+pub fn numbered(name: &std::ffi::OsStr, n: u32) -> std::ffi::OsString {
+    let mut numbered = name.to_owned();
+    numbered.push(format!(".{n}"));
+    numbered
+}
+
+/// A rotated log's files as they stand, oldest first: `PATH.K` … `PATH.1`, then `PATH`.
+pub fn oldest_first(path: &Path) -> Vec<std::path::PathBuf> {
+    let at = |n: u32| std::path::PathBuf::from(numbered(path.as_os_str(), n));
+    let rotated = (1..).take_while(|n| at(*n).exists()).count() as u32;
+    let mut paths: Vec<_> = (1..=rotated).rev().map(at).collect();
+    paths.push(path.to_owned());
+    paths
 }
 
 fn ignore_missing(e: std::io::Error) -> std::io::Result<()> {

@@ -174,7 +174,6 @@ impl attempt::AttemptHost for WorkHost<'_> {
                 let options = super::worktree::Options {
                     root: limits.workspace_root.as_deref(),
                     base: limits.base.as_deref(),
-                    recorded_base: recorded.as_ref().map(|w| w.base_commit.clone()),
                     recorded,
                     open: limits.no_containment,
                     prerequisites: accepted_commits(self.store, item),
@@ -275,13 +274,7 @@ fn accepted_commits(store: &mut Store, item: &Item) -> Vec<(Id, String)> {
     for dep in &item.intent.dependencies {
         let Ok(events) = store.events(dep) else { continue };
         let Some(acc) = harn_core::work::landing::acceptance(&events) else { continue };
-        let path = format!("{}/proof.json", harn_core::layout::run_dir(&acc.run_id));
-        let Ok(Some(bytes)) = store.read_bytes(&path) else { continue };
-        if harn_core::hash::sha256_hex(&bytes) != acc.proof_sha256 {
-            continue;
-        }
-        let proof = serde_json::from_slice::<harn_core::work::run::Proof>(&bytes);
-        if let Some(ws) = proof.ok().and_then(|p| p.workspace) {
+        if let Ok(Some(ws)) = super::worktree::accepted_attestation(store, &acc) {
             commits.push((dep.clone(), ws.final_commit));
         }
     }

@@ -7,14 +7,13 @@
 //! commit in the branch's history, or a commit whose trailers name the accepted proof), which
 //! records it without landing twice.
 
-use super::worktree::{command, commit_digest, git, git_text, run_text};
+use super::worktree::{accepted_attestation, command, commit_digest, git, git_text, run_text};
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::Store;
 use clap::Args;
 use harn_core::ids::Id;
 use harn_core::work::events::{EventKind, LandMethod};
 use harn_core::work::landing::{self, Acceptance, Landing, Observed};
-use harn_core::work::run::Proof;
 use harn_core::work::workspace::Attestation;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -134,7 +133,7 @@ pub fn land_item(
     };
     let landing =
         landing::decide(id, state, &item.events, attested.as_ref(), &into, options.squash, &seen)
-            .map_err(refused)?;
+            .map_err(|e| refused(e.to_string()))?;
     let (acc, t) = match (accepted, attested) {
         (Some(acc), Some(t)) => (acc, t),
         _ => unreachable!("a land was decided on an acceptance of worktree work"),
@@ -249,28 +248,6 @@ fn clean(repo: &Path, t: &Attestation, delete_branch: bool) -> Cleaned {
             git_text(repo, None, &["branch", "-D", &t.workspace.branch]).is_ok();
     }
     cleaned
-}
-
-/// The accepted proof's worktree attestation, after checking the proof is the one accepted.
-fn accepted_attestation(
-    store: &mut Store,
-    acc: &Acceptance,
-) -> Result<Option<Attestation>, String> {
-    let path = format!("{}/proof.json", harn_core::layout::run_dir(&acc.run_id));
-    let bytes = store
-        .read_bytes(&path)
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| format!("run {} has no proof", acc.run_id))?;
-    let digest = harn_core::hash::sha256_hex(&bytes);
-    if digest != acc.proof_sha256 {
-        return Err(format!(
-            "{path} is not the proof that was accepted (SHA-256 {digest}, accepted {}); nothing \
-             was changed",
-            acc.proof_sha256
-        ));
-    }
-    let proof: Proof = serde_json::from_slice(&bytes).map_err(|e| format!("{path}: {e}"))?;
-    Ok(proof.workspace)
 }
 
 /// What git shows now about the item's branch and the target.

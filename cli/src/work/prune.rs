@@ -4,12 +4,12 @@
 //! unless `--force`.
 
 use super::worktree::{command, git_text, run_text};
-use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
+use crate::exit::{fail, Exit, EXIT_FAILED};
 use crate::os::store::Store;
 use clap::Args;
 use harn_core::ids::Id;
 use harn_core::time::Duration;
-use harn_core::work::landing;
+use harn_core::work::landing::{self, Pruning};
 use serde_json::json;
 use std::path::Path;
 
@@ -17,8 +17,8 @@ use std::path::Path;
 #[derive(Debug, Args)]
 pub struct PruneArgs {
     /// Only worktrees whose item last changed longer ago than this (`30m`, `12h`, `7d`).
-    #[arg(long)]
-    older_than: Option<String>,
+    #[arg(long, value_parser = parse_span)]
+    older_than: Option<Duration>,
     /// Say what would be removed; remove nothing.
     #[arg(long)]
     dry_run: bool,
@@ -41,11 +41,7 @@ struct Found {
 
 /// Lists every `harn/<id>` worktree of the repository, decides, and removes.
 pub fn prune(store: &mut Store, a: PruneArgs) -> Exit {
-    let older_than = match a.older_than.as_deref().map(Duration::parse_span) {
-        None => None,
-        Some(Ok(d)) => Some(d),
-        Some(Err(e)) => return fail(EXIT_USAGE, format!("--older-than: {e}")),
-    };
+    let older_than = a.older_than;
     let repo = store.root().to_path_buf();
     let list = match command(&repo, None, &["worktree", "list", "--porcelain"]).and_then(run_text) {
         Ok(list) => list,
@@ -96,6 +92,27 @@ pub fn prune(store: &mut Store, a: PruneArgs) -> Exit {
     crate::exit::listed(&errors)
 }
 
+/// A span as people type it: a whole number and a unit, `s`, `m`, `h` or `d` (`90s`, `30m`,
+/// `12h`, `7d`).
+fn parse_span(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let unit = text.chars().last().ok_or("an empty span: give one as 30m, 12h or 7d")?;
+    let secs: u64 = match unit {
+        's' => 1,
+        'm' => 60,
+        'h' => 3_600,
+        'd' => 86_400,
+        _ => return Err(format!("{text:?}: end a span with s, m, h or d (30m, 12h, 7d)")),
+    };
+    let n: u64 = text[..text.len() - 1]
+        .parse()
+        .map_err(|_| format!("{text:?}: a span is a whole number and a unit (30m, 12h, 7d)"))?;
+    n.checked_mul(secs)
+        .filter(|s| *s <= u64::MAX / 1_000_000_000)
+        .map(Duration::from_secs)
+        .ok_or_else(|| format!("{text:?}: too long a span"))
+}
+
 /// `(path, id)` of each worktree on a `harn/<id>` branch.
 fn item_worktrees(list: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -135,12 +152,16 @@ fn judge(
     if Path::new(path).file_name().and_then(|n| n.to_str()) != Some(id.as_str()) {
         return Err(format!("not named after {id}: harn did not make it"));
     }
+    let judged = |p: Pruning| match p {
+        Pruning::Remove(why) => Ok(why),
+        Pruning::Keep(why) => Err(why.to_owned()),
+    };
     if !store.exists(&id) {
-        return landing::prunable(None, false).map_err(str::to_owned);
+        return judged(landing::prunable(None, false));
     }
     let item = store.read(&id, &mut Default::default()).map_err(|e| format!("{id}: {e}"))?;
     let landed = landing::landed(&item.events);
-    let why = landing::prunable(Some(item.projection.state), landed).map_err(str::to_owned)?;
+    let why = judged(landing::prunable(Some(item.projection.state), landed))?;
     if let (Some(span), Some(last)) = (older_than, item.events.last()) {
         let age_ms = now_ms.saturating_sub(last.ts.0).max(0) as u64;
         if Duration::from_millis(age_ms) < span {
@@ -189,5 +210,20 @@ fn report(found: &[Found], dry_run: bool, json: bool) {
     }
     if found.is_empty() {
         outln!("no item worktrees");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans_read_as_people_type_them() {
+        assert_eq!(parse_span("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_span("7d"), Ok(Duration::from_secs(7 * 86_400)));
+        assert_eq!(parse_span(" 12h "), Ok(Duration::from_secs(12 * 3_600)));
+        for bad in ["", "7", "d", "7w", "-1h", "1.5h"] {
+            assert!(parse_span(bad).is_err(), "{bad:?}");
+        }
     }
 }

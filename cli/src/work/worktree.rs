@@ -20,10 +20,8 @@ pub struct Options<'a> {
     pub root: Option<&'a Path>,
     /// The commit a new branch starts from; `None` means the repository's `HEAD`.
     pub base: Option<&'a str>,
-    /// The base an earlier attempt recorded, for a worktree found again.
-    pub recorded_base: Option<String>,
-    /// The worktree that attempt recorded: its prerequisites, its base branch, what it was
-    /// branched from, kept for every later attempt.
+    /// The worktree an earlier attempt recorded (its base, base branch, prerequisites, what
+    /// it was branched from), which every later attempt keeps.
     pub recorded: Option<Workspace>,
     /// True when runs are not confined (`--no-containment`): neither are these commands.
     pub open: bool,
@@ -51,7 +49,9 @@ pub fn prepare(root: &Path, id: &Id, o: &Options<'_>) -> Result<Workspace, Strin
     let confine = confined(root, &dir, &git_dir, o.open, id.as_str())?;
     let _lock = lock(&git_dir)?;
     let c = Some(&confine.0);
-    if Path::new(&path).exists() {
+    // A worktree an earlier attempt made is found again, checked to be this item's.
+    let found = Path::new(&path).exists();
+    if found {
         let on = git_text(Path::new(&path), c, &["rev-parse", "--abbrev-ref", "HEAD"])?;
         let common = git_text(
             Path::new(&path),
@@ -64,74 +64,52 @@ pub fn prepare(root: &Path, id: &Id, o: &Options<'_>) -> Result<Workspace, Strin
                  of {common}); move it aside or give --workspace-root"
             ));
         }
-        let base = match &o.recorded_base {
-            Some(b) => b.clone(),
-            None => git_text(root, c, &["merge-base", "HEAD", &branch])?,
-        };
-        // What the first attempt recorded stands: the repository may be on another branch.
-        let (base_branch, prerequisites, branched_from) = match &o.recorded {
-            Some(r) => (r.base_branch.clone(), r.prerequisites.clone(), r.branched_from.clone()),
-            None => (base_branch(root, c, o.base), Vec::new(), None),
-        };
-        return Ok(Workspace {
-            path,
-            branch,
-            base_commit: base,
-            base_branch,
-            prerequisites,
-            branched_from,
-            git_dir,
-            reused: true,
-        });
     }
-    let has_branch =
-        git(root, c, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{branch}")])
+    let has_branch = found
+        || git(root, c, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{branch}")])
             .map(|o| o.status.success())
             .unwrap_or(false);
-    let base = if has_branch {
-        match &o.recorded_base {
-            Some(b) => b.clone(),
-            None => git_text(root, c, &["merge-base", o.base.unwrap_or("HEAD"), &branch])?,
+    let base = match (has_branch, &o.recorded) {
+        (true, Some(r)) => r.base_commit.clone(),
+        (true, None) => git_text(root, c, &["merge-base", o.base.unwrap_or("HEAD"), &branch])?,
+        (false, _) => {
+            let wanted = format!("{}^{{commit}}", o.base.unwrap_or("HEAD"));
+            git_text(root, c, &["rev-parse", "--verify", &wanted])
+                .map_err(|e| format!("--base {}: {e}", o.base.unwrap_or("HEAD")))?
         }
-    } else {
-        let wanted = format!("{}^{{commit}}", o.base.unwrap_or("HEAD"));
-        git_text(root, c, &["rev-parse", "--verify", &wanted])
-            .map_err(|e| format!("--base {}: {e}", o.base.unwrap_or("HEAD")))?
     };
-    let args: Vec<&str> = if has_branch {
-        vec!["worktree", "add", &path, &branch]
-    } else {
-        vec!["worktree", "add", "-b", &branch, &path, &base]
-    };
-    git_text(root, c, &args)?;
-    let recorded = o.recorded.as_ref().filter(|_| has_branch);
-    let base_branch = match recorded {
-        Some(r) => r.base_branch.clone(),
-        None => base_branch(root, c, o.base),
-    };
-    // A new branch starts from what the item depends on: each prerequisite's accepted
-    // commit the base does not hold yet is merged in, and the base is that merge.
-    let (base, prerequisites, branched_from) = match has_branch {
-        true => (
-            base,
-            recorded.map(|r| r.prerequisites.clone()).unwrap_or_default(),
-            recorded.and_then(|r| r.branched_from.clone()),
-        ),
-        false => match bring_in(Path::new(&path), c, id, &o.prerequisites) {
-            Ok(Some((head, brought))) => {
-                let merged = brought.iter().any(|p| !p.already_in_base);
-                (head, brought, merged.then(|| base.clone()))
+    match (found, has_branch) {
+        (true, _) => {}
+        (false, true) => drop(git_text(root, c, &["worktree", "add", &path, &branch])?),
+        (false, false) => {
+            drop(git_text(root, c, &["worktree", "add", "-b", &branch, &path, &base])?)
+        }
+    }
+    let (base, base_branch, prerequisites, branched_from) = match (has_branch, &o.recorded) {
+        // What the first attempt recorded stands: the repository may be on another branch.
+        (true, Some(r)) => {
+            (base, r.base_branch.clone(), r.prerequisites.clone(), r.branched_from.clone())
+        }
+        (true, None) => (base, base_branch(root, c, o.base), Vec::new(), None),
+        // A new branch starts from what the item depends on: each prerequisite's accepted
+        // commit the base does not hold yet is merged in, and the base is that merge.
+        (false, _) => {
+            let base_branch = base_branch(root, c, o.base);
+            match bring_in(Path::new(&path), c, id, &o.prerequisites) {
+                Ok(Some((head, brought))) => {
+                    let merged = brought.iter().any(|p| !p.already_in_base);
+                    (head, base_branch, brought, merged.then_some(base))
+                }
+                Ok(None) => (base, base_branch, Vec::new(), None),
+                Err(e) => {
+                    // Nothing half-made stays: the next attempt makes the branch again.
+                    let _ = git_text(root, c, &["worktree", "remove", "--force", &path]);
+                    let _ = git_text(root, c, &["branch", "-D", &branch]);
+                    return Err(e);
+                }
             }
-            Ok(None) => (base, Vec::new(), None),
-            Err(e) => {
-                // Nothing half-made stays: the next attempt makes the branch again.
-                let _ = git_text(root, c, &["worktree", "remove", "--force", &path]);
-                let _ = git_text(root, c, &["branch", "-D", &branch]);
-                return Err(e);
-            }
-        },
+        }
     };
-    let reused = has_branch;
     Ok(Workspace {
         path,
         branch,
@@ -140,7 +118,7 @@ pub fn prepare(root: &Path, id: &Id, o: &Options<'_>) -> Result<Workspace, Strin
         prerequisites,
         branched_from,
         git_dir,
-        reused,
+        reused: has_branch,
     })
 }
 
@@ -257,6 +235,24 @@ pub(super) fn commit_digest(ws: &Workspace, root: &Path, commit: &str) -> Result
     let mut diff =
         scratch(&["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", &ws.base_commit])?;
     Ok(digest(&mut diff)?.0)
+}
+
+/// The accepted proof's worktree attestation, after checking the proof is the one accepted
+/// (and sealed by its run, as every read of a proof checks).
+pub(super) fn accepted_attestation(
+    store: &mut crate::os::store::Store,
+    acc: &harn_core::work::landing::Acceptance,
+) -> Result<Option<Attestation>, String> {
+    let (_, sealed) = store.ledger().sealed_run_records(&acc.run_id).map_err(|e| e.to_string())?;
+    let (proof, digest) = sealed.ok_or_else(|| format!("run {} has no proof", acc.run_id))?;
+    if digest != acc.proof_sha256 {
+        return Err(format!(
+            "run {}: its proof is not the proof that was accepted (SHA-256 {digest}, accepted \
+             {}); nothing was changed",
+            acc.run_id, acc.proof_sha256
+        ));
+    }
+    Ok(proof.workspace)
 }
 
 /// The confinement of harn's own git commands: the worktrees' directory, the git directory

@@ -6,6 +6,7 @@
 use super::events::{EventKind, LandMethod, WorkEvent};
 use super::projection::WorkState;
 use super::workspace::Attestation;
+use crate::error::RecordError;
 use crate::ids::Id;
 
 /// The acceptance a land stands on: the latest `work.accepted` of the item.
@@ -91,17 +92,21 @@ pub fn decide(
     into: &str,
     squash: bool,
     seen: &Observed,
-) -> Result<Landing, String> {
+) -> Result<Landing, RecordError> {
+    let no = RecordError::refused;
     if state != WorkState::Succeeded {
-        return Err(format!(
+        return Err(no(format!(
             "{id} is {}: only accepted work lands (harn work accept {id} once its proof is reviewed)",
             serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
-        ));
+        )));
     }
     if into.starts_with("harn/") {
-        return Err(format!("{into} is an item's branch: land on the branch work is meant for"));
+        return Err(no(format!(
+            "{into} is an item's branch: land on the branch work is meant for"
+        )));
     }
-    let accepted = acceptance(events).ok_or_else(|| format!("{id} has no acceptance to land"))?;
+    let accepted =
+        acceptance(events).ok_or_else(|| no(format!("{id} has no acceptance to land")))?;
     let landed = events.iter().rev().find_map(|e| match &e.kind {
         EventKind::Landed { proof_sha256, into, commit, .. }
             if *proof_sha256 == accepted.proof_sha256 =>
@@ -114,45 +119,45 @@ pub fn decide(
         return Ok(Landing::Landed { into, commit });
     }
     let a = attested.ok_or_else(|| {
-        format!(
+        no(format!(
             "{id} was not made in a worktree (--isolation worktree): there is no branch to land"
-        )
+        ))
     })?;
     if a.uncommitted {
-        return Err(format!(
+        return Err(no(format!(
             "the accepted proof of {id} attests changes left uncommitted in its worktree: what \
              was reviewed is not all in a commit, so no commit lands it; commit them, run \
              and review again"
-        ));
+        )));
     }
     let branch = &a.workspace.branch;
-    let head = seen.branch_head.as_deref().ok_or_else(|| format!("branch {branch} is gone"))?;
+    let head = seen.branch_head.as_deref().ok_or_else(|| no(format!("branch {branch} is gone")))?;
     if head != a.final_commit {
-        return Err(format!(
+        return Err(no(format!(
             "branch {branch} moved after it was reviewed: the accepted proof attests {}, the \
              branch is at {}; nothing was changed (reopen {id} and review the new work, or put \
              the branch back)",
             a.final_commit, head
-        ));
+        )));
     }
     if seen.diff_sha256.as_deref() != Some(a.diff_sha256.as_str()) {
-        return Err(format!(
+        return Err(no(format!(
             "the changes on {branch} are not the ones reviewed: the diff from {} has SHA-256 {}, \
              the accepted proof attests {}; nothing was changed",
             a.workspace.base_commit,
             seen.diff_sha256.as_deref().unwrap_or("(none)"),
             a.diff_sha256
-        ));
+        )));
     }
-    let target = seen.target_head.as_deref().ok_or_else(|| format!("no branch {into}"))?;
+    let target = seen.target_head.as_deref().ok_or_else(|| no(format!("no branch {into}")))?;
     if let Some(commit) = &seen.already_in_target {
         return Ok(Landing::Record { commit: commit.clone() });
     }
     if let Some(missing) = &seen.base_missing {
-        return Err(format!(
+        return Err(no(format!(
             "{into} does not hold {missing}: landing {id} would bring in work its review did \
              not cover; nothing was changed"
-        ));
+        )));
     }
     let method = match (squash, seen.target_behind) {
         (true, _) => LandMethod::Squash,
@@ -162,16 +167,24 @@ pub fn decide(
     Ok(Landing::Land { method, from: target.to_owned(), commit: a.final_commit.clone() })
 }
 
-/// Whether an item's worktree may be removed by `work prune`: `Ok` with why no attempt will
-/// use it again, or `Err` with why it stays. `state` is `None` for a worktree of no known
-/// item; `landed` is true when the item's current acceptance landed.
-pub fn prunable(state: Option<WorkState>, landed: bool) -> Result<&'static str, &'static str> {
+/// What `work prune` does with an item's worktree, and why.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pruning {
+    /// Removed: no attempt will use it again.
+    Remove(&'static str),
+    /// Kept.
+    Keep(&'static str),
+}
+
+/// Whether an item's worktree may be removed by `work prune`. `state` is `None` for a
+/// worktree of no known item; `landed` is true when the item's current acceptance landed.
+pub fn prunable(state: Option<WorkState>, landed: bool) -> Pruning {
     match state {
-        None => Ok("no work item has it"),
-        Some(WorkState::Cancelled) => Ok("its item was cancelled"),
-        Some(WorkState::Succeeded) if landed => Ok("its item landed"),
-        Some(WorkState::Succeeded) => Err("accepted, not landed yet (harn work land)"),
-        Some(_) => Err("its item may run again"),
+        None => Pruning::Remove("no work item has it"),
+        Some(WorkState::Cancelled) => Pruning::Remove("its item was cancelled"),
+        Some(WorkState::Succeeded) if landed => Pruning::Remove("its item landed"),
+        Some(WorkState::Succeeded) => Pruning::Keep("accepted, not landed yet (harn work land)"),
+        Some(_) => Pruning::Keep("its item may run again"),
     }
 }
 
@@ -256,7 +269,7 @@ mod tests {
         a: Option<&Attestation>,
         squash: bool,
         s: &Observed,
-    ) -> Result<Landing, String> {
+    ) -> Result<Landing, RecordError> {
         decide(&id("parser"), WorkState::Succeeded, events, a, "main", squash, s)
     }
 
@@ -292,7 +305,7 @@ mod tests {
             [event(1, EventKind::Created { intent_sha256: None }), event(2, accepted("p"))];
         let a = attestation();
         let moved = Observed { branch_head: Some("e".repeat(40)), ..seen() };
-        let why = land(&events, Some(&a), false, &moved).unwrap_err();
+        let why = land(&events, Some(&a), false, &moved).unwrap_err().to_string();
         assert!(
             why.contains("moved after it was reviewed") && why.contains(&"e".repeat(40)),
             "{why}"
@@ -300,16 +313,21 @@ mod tests {
         let rewritten = Observed { diff_sha256: Some("f".repeat(64)), ..seen() };
         assert!(land(&events, Some(&a), false, &rewritten)
             .unwrap_err()
+            .to_string()
             .contains("not the ones reviewed"));
         let gone = Observed { branch_head: None, ..seen() };
-        assert!(land(&events, Some(&a), false, &gone).unwrap_err().contains("is gone"));
+        assert!(land(&events, Some(&a), false, &gone).unwrap_err().to_string().contains("is gone"));
         let dirty = Attestation { uncommitted: true, ..attestation() };
-        assert!(land(&events, Some(&dirty), false, &seen()).unwrap_err().contains("uncommitted"));
+        assert!(land(&events, Some(&dirty), false, &seen())
+            .unwrap_err()
+            .to_string()
+            .contains("uncommitted"));
         assert!(land(&events, None, false, &seen())
             .unwrap_err()
+            .to_string()
             .contains("not made in a worktree"));
         let unreviewed = Observed { base_missing: Some("the commit b".into()), ..seen() };
-        let why = land(&events, Some(&a), false, &unreviewed).unwrap_err();
+        let why = land(&events, Some(&a), false, &unreviewed).unwrap_err().to_string();
         assert!(why.contains("review did not cover"), "{why}");
         let onto_item = decide(
             &id("parser"),
@@ -320,12 +338,16 @@ mod tests {
             false,
             &seen(),
         );
-        assert!(onto_item.unwrap_err().contains("an item's branch"));
+        assert!(onto_item.unwrap_err().to_string().contains("an item's branch"));
         let no_target = Observed { target_head: None, ..seen() };
-        assert!(land(&events, Some(&a), false, &no_target).unwrap_err().contains("no branch main"));
+        assert!(land(&events, Some(&a), false, &no_target)
+            .unwrap_err()
+            .to_string()
+            .contains("no branch main"));
         let why =
             decide(&id("parser"), WorkState::InReview, &events, Some(&a), "main", false, &seen())
-                .unwrap_err();
+                .unwrap_err()
+                .to_string();
         assert!(why.contains("harn work accept parser"), "{why}");
     }
 
@@ -364,15 +386,15 @@ mod tests {
 
     #[test]
     fn only_worktrees_no_attempt_will_use_again_are_pruned() {
-        assert!(prunable(None, false).is_ok());
-        assert!(prunable(Some(WorkState::Cancelled), false).is_ok());
-        assert!(prunable(Some(WorkState::Succeeded), true).is_ok());
-        assert!(prunable(Some(WorkState::Succeeded), false)
-            .unwrap_err()
-            .contains("harn work land"));
+        let removed = |p: Pruning| matches!(p, Pruning::Remove(_));
+        assert!(removed(prunable(None, false)));
+        assert!(removed(prunable(Some(WorkState::Cancelled), false)));
+        assert!(removed(prunable(Some(WorkState::Succeeded), true)));
+        let kept = prunable(Some(WorkState::Succeeded), false);
+        assert!(matches!(kept, Pruning::Keep(why) if why.contains("harn work land")));
         for state in [WorkState::Ready, WorkState::Blocked, WorkState::InReview, WorkState::Running]
         {
-            assert!(prunable(Some(state), false).is_err(), "{state:?}");
+            assert!(!removed(prunable(Some(state), false)), "{state:?}");
         }
         let landed_event = EventKind::Landed {
             run_id: id("wf-1"),

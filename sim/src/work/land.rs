@@ -225,7 +225,7 @@ impl World {
             &seen,
         );
         let (commit, method) = match decided {
-            Err(why) if why.contains("moved after it was reviewed") => {
+            Err(why) if why.to_string().contains("moved after it was reviewed") => {
                 self.summary.refused_moved += 1;
                 return Ok(());
             }

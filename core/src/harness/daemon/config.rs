@@ -35,18 +35,9 @@ impl DaemonConfig {
     /// Checks cross-references and limits; the error names the offending entry.
     pub fn validate(&self) -> Result<(), RecordError> {
         self.limits.validate()?;
-        if self.retention.max_file_bytes < crate::journal::RETENTION_FILE_MIN {
-            return Err(RecordError::refused(format!(
-                "retention.max_file_bytes: {} is under the least a file may hold ({} bytes)",
-                self.retention.max_file_bytes,
-                crate::journal::RETENTION_FILE_MIN
-            )));
-        }
-        if self.retention.kept == 0 {
-            return Err(RecordError::refused(
-                "retention.rotated_kept: keep at least one rotated file".to_owned(),
-            ));
-        }
+        self.retention
+            .check()
+            .map_err(|(key, why)| RecordError::refused(format!("retention.{key}: {why}")))?;
         for (name, spec) in &self.harnesses {
             if spec.spawn.argv.is_empty() || spec.spawn.argv[0].is_empty() {
                 return Err(RecordError::refused(format!(
