@@ -4,6 +4,7 @@
 //! them. Paths are relative to the coordination root and use `/` as separator; the caller has
 //! already validated every component (see [`crate::ids`]).
 
+use crate::signature::PathMeta;
 use crate::time::{Instant, WallTime};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -110,6 +111,18 @@ pub trait Fs {
     fn remove(&mut self, path: &str) -> Result<(), FsError>;
     /// Takes an exclusive lock on `path` for the life of this `Fs`; `false` if another holds it.
     fn try_lock(&mut self, path: &str) -> Result<bool, FsError>;
+    /// The metadata of `path`, not following a final symlink ([`PathMeta::Missing`] when it
+    /// is not there), which a derived index compares to tell that what it read is unchanged;
+    /// `None` when this filesystem cannot say, and then nothing derived is ever trusted.
+    fn meta(&mut self, path: &str) -> Option<PathMeta> {
+        let _ = path;
+        None
+    }
+    /// [`Fs::meta`] of each path, in order: what a reader about to check many rows asks at
+    /// once, so a real filesystem may examine them in parallel.
+    fn metas(&mut self, paths: &[String]) -> Vec<Option<PathMeta>> {
+        paths.iter().map(|p| self.meta(p)).collect()
+    }
 }
 
 /// The parent directory of a `/`-separated relative path (`""` for the root).

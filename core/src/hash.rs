@@ -44,6 +44,16 @@ impl Default for Fnv64 {
     }
 }
 
+impl Fnv64 {
+    /// A lane started from the usual offset basis mixed with `seed`, for a second digest
+    /// independent of the first.
+    pub fn seeded(seed: u64) -> Fnv64 {
+        let mut lane = Fnv64::default();
+        std::hash::Hasher::write(&mut lane, &seed.to_le_bytes());
+        lane
+    }
+}
+
 impl std::hash::Hasher for Fnv64 {
     fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {

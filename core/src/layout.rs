@@ -25,6 +25,16 @@ pub const CONFIG: &str = ".harnery/config.json";
 /// (`work::containment::guard::Record`).
 pub const GUARDED: &str = ".harnery/guarded.jsonl";
 
+/// Derived files, rebuilt from the journals whenever missing, stale or damaged (never a
+/// source of truth), and the change log that tells their readers what changed (`index`).
+pub const INDEX: &str = ".harnery/index";
+/// The change log: one line per work item or goal a writer is about to change (`index`).
+pub const CHANGES: &str = ".harnery/index/changes";
+/// The index of work projections (`work::index`).
+pub const WORK_INDEX: &str = ".harnery/index/work";
+/// The index of goal listings (`goal::index`).
+pub const GOAL_INDEX: &str = ".harnery/index/goals";
+
 /// Where work item `id` lives.
 pub fn work_dir(id: &Id) -> String {
     format!("{WORK}/{id}")
@@ -45,6 +55,11 @@ pub fn goal_dir(goal: &Id) -> String {
     format!("{GOALS}/{goal}")
 }
 
+/// The lease a `tick` or `run` of goal `goal` holds.
+pub fn goal_lease(goal: &Id) -> String {
+    format!("{}/lease.lock", goal_dir(goal))
+}
+
 /// The journal of every ruling `harn approval` recorded.
 pub const RULINGS: &str = ".harnery/approvals/rulings.jsonl";
 
@@ -57,7 +72,10 @@ mod tests {
 
     #[test]
     fn every_directory_is_under_harnery() {
-        for dir in [WORK, WORKFLOWS, APPROVALS, GOALS, SERVICE, HARNESS, RUNNING, CONFIG, GUARDED] {
+        for dir in [
+            WORK, WORKFLOWS, APPROVALS, GOALS, SERVICE, HARNESS, RUNNING, CONFIG, GUARDED, INDEX,
+            CHANGES, WORK_INDEX, GOAL_INDEX,
+        ] {
             assert!(dir.starts_with(&format!("{HARNERY}/")), "{dir}");
         }
         let id = Id::new("w1").unwrap();

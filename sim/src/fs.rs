@@ -28,6 +28,9 @@ use std::hash::Hasher;
 
 type Ino = u64;
 
+/// The times [`SimFs`]'s `meta` gives fall within this many nanoseconds of the epoch.
+const META_TIME_SPAN: u64 = 1_000_000_000_000_000;
+
 /// What a directory entry names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Node {
@@ -730,6 +733,34 @@ impl Fs for SimFs {
         }
         self.locks.insert(path.to_owned());
         Ok(true)
+    }
+
+    /// A file's inode number, length and a digest of its bytes as both times (every write
+    /// that changes a file changes them, as a real clock's nanoseconds would; always long
+    /// before any reader's clock, so never racily clean); a directory's entry count and a
+    /// digest of its names. Not a call that can fail or crash: a reader's
+    /// `stat` changes nothing.
+    fn meta(&mut self, path: &str) -> Option<harn_core::signature::PathMeta> {
+        use harn_core::signature::PathMeta;
+        check_path(path, true).ok()?;
+        Some(match self.lookup(path) {
+            None => PathMeta::Missing,
+            Some(Node::File(ino)) => {
+                let inode = &self.inodes[&ino];
+                let at = i128::from(inode.data_hash.finish() % META_TIME_SPAN);
+                PathMeta::Present { ino, size: inode.data.len() as u64, mtime_ns: at, ctime_ns: at }
+            }
+            Some(Node::Dir) => {
+                let names = self.dirs.get(path).map(Dir::names).unwrap_or_default();
+                let mut digest = Fnv64::default();
+                for name in &names {
+                    digest.write(name.as_bytes());
+                    digest.write(&[0]);
+                }
+                let at = i128::from(digest.finish() % META_TIME_SPAN);
+                PathMeta::Present { ino: 0, size: names.len() as u64, mtime_ns: at, ctime_ns: at }
+            }
+        })
     }
 }
 

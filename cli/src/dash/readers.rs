@@ -337,7 +337,7 @@ pub fn work_kept(
     use harn_core::layout::{run_dir, work_dir};
     let listing = store.ids().map_err(|e| e.to_string())?;
     let root = store.root().to_path_buf();
-    let mut known = BTreeMap::new();
+    let mut known = harn_core::work::ledger::Known::new();
     let (mut rows, mut problems) = (Vec::new(), listing.problems);
     kept.unchanged.clear();
     for id in listing.ids {
@@ -484,7 +484,7 @@ pub fn detail(store: &mut Store, focus: &Focus) -> Result<Detail, String> {
 
 fn work_detail(store: &mut Store, id: &Id) -> Result<Detail, String> {
     use harn_core::work::events::EventKind;
-    let item = store.read(id, &mut BTreeMap::new()).map_err(|e| e.to_string())?;
+    let item = store.read(id, &mut Default::default()).map_err(|e| e.to_string())?;
     let (i, p) = (&item.intent, &item.projection);
     let state = vec![
         format!("{} (next: {}) — {}", name_of(&p.state), name_of(&p.next_action), p.reason),

@@ -274,23 +274,53 @@ fn check_spread(team: &harn_core::work::team::Team) -> Result<(), Failure> {
 }
 
 fn list(store: &mut Store, as_json: bool) -> Exit {
+    use harn_core::goal::index::{storable, GoalRow};
+    use harn_core::ids::Id;
     let listing = match store::ids(store) {
         Ok(listing) => listing,
         Err(e) => return fail(EXIT_FAILED, e),
     };
     let (mut rows, mut errors) = (Vec::new(), Vec::new());
+    // Goals whose rows stand in the goal index are not read; the rest are read over the
+    // work index and stored for the next listing.
+    store.use_index();
+    let mut index = store.goal_index();
+    if let Some(ix) = index.as_mut() {
+        ix.examine(store.fs());
+    }
+    let listed = |id: &Id, row: GoalRow| {
+        json!({
+            "id": id, "title": row.title, "state": row.state, "next_action": row.next_action,
+            "reason": row.reason, "root_work_id": row.root_work_id,
+        })
+    };
     for id in listing.ids {
-        match store::read_listed(store, &id) {
-            Ok(Some(g)) => rows.push(json!({
-                "id": id, "title": g.intent.title, "state": g.projection.state,
-                "next_action": g.projection.next_action, "reason": g.projection.reason,
-                "root_work_id": g.intent.root_work_id,
-            })),
+        if let Some(row) = index.as_mut().and_then(|ix| ix.standing(store.fs(), &id)) {
+            rows.push(listed(&id, row));
+            continue;
+        }
+        let busy = store.goal_busy(&id);
+        let read = store::read_listed(store, &id);
+        if let Some(ix) = index.as_mut() {
+            match &read {
+                Ok(Some(g)) => {
+                    let storable = storable(g, busy, &|w| store.vouched(w));
+                    ix.store(store.fs(), &id, g, storable);
+                }
+                _ => ix.forget(&id),
+            }
+        }
+        match read {
+            Ok(Some(g)) => rows.push(listed(&id, GoalRow::of(&g))),
             Ok(None) => {} // A creation a kill cut short: not a goal.
             // One unreadable goal is reported, never hides the others.
             Err(e) => errors.push(json!({ "id": id, "error": e.to_string() })),
         }
     }
+    if let Some(ix) = index {
+        store.save_goal_index(ix);
+    }
+    store.save_index();
     let warnings = listing.problems;
     if as_json {
         outln!("{}", json!({ "goals": rows, "errors": errors, "warnings": warnings }));
@@ -324,12 +354,13 @@ fn list(store: &mut Store, as_json: bool) -> Exit {
 
 fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
     let id = goal_id(store, id)?;
+    store.use_index();
     let g = match store::read(store, &id) {
         Ok(g) => g,
         Err(e) => return fail(EXIT_FAILED, e),
     };
     let fingerprint = harn_core::goal::goal_fingerprint(&g.projection, &g.items);
-    let usage = super::engine::usage(store, &id);
+    let usage = super::engine::usage_of(store, &g);
     // A mission's progress: milestones accepted so far, the one in flight, the cap.
     let milestones = match &g.intent.mission {
         None => serde_json::Value::Null,
@@ -343,15 +374,36 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
                     "mission_complete": done })
         }
     };
+    store.save_index();
     if as_json {
-        let items: Vec<_> =
-            g.items.iter().map(|i| json!({ "id": i.id, "projection": i.projection })).collect();
-        outln!(
-            "{}",
-            json!({ "intent": g.intent, "projection": g.projection, "work": items,
-                    "fingerprint": fingerprint, "usage": usage, "milestones": milestones,
-                    "next_commands": harn_core::goal::next::next_commands(&id, &g.projection, &g.items) })
-        );
+        // Serialized straight from the goal as read, without building a JSON tree of its
+        // graph first (a chain of a thousand items is most of the document).
+        #[derive(serde::Serialize)]
+        struct Work<'a> {
+            id: &'a harn_core::ids::Id,
+            projection: &'a harn_core::work::Projection,
+        }
+        #[derive(serde::Serialize)]
+        struct Document<'a> {
+            intent: &'a harn_core::goal::GoalIntent,
+            projection: &'a harn_core::goal::GoalProjection,
+            work: Vec<Work<'a>>,
+            fingerprint: &'a str,
+            usage: &'a Option<harn_core::work::adapter::Usage>,
+            milestones: &'a serde_json::Value,
+            next_commands: Vec<String>,
+        }
+        let work = g.items.iter().map(|i| Work { id: &i.id, projection: &i.projection }).collect();
+        let shown = Document {
+            intent: &g.intent,
+            projection: &g.projection,
+            work,
+            fingerprint: &fingerprint,
+            usage: &usage,
+            milestones: &milestones,
+            next_commands: harn_core::goal::next::next_commands(&id, &g.projection, &g.items),
+        };
+        outln!("{}", serde_json::to_string(&shown).expect("a goal serializes"));
         return Ok(0);
     }
     let (p, l, a) = (&g.projection, &g.intent.limits, &g.intent.automation);

@@ -99,10 +99,16 @@ pub fn spent(store: &mut Store, goal: &Id) -> u64 {
 /// planner's, the reviewers'), when any reported one.
 pub fn usage(store: &mut Store, goal: &Id) -> Option<harn_core::work::adapter::Usage> {
     let view = store::read(store, goal).ok()?;
-    let mut known = std::collections::BTreeMap::new();
+    usage_of(store, &view)
+}
+
+/// [`usage`] of a goal already read.
+pub fn usage_of(store: &mut Store, view: &store::Goal) -> Option<harn_core::work::adapter::Usage> {
+    let goal = &view.intent.id;
+    let mut known = harn_core::work::ledger::Known::new();
     let mut total: Option<harn_core::work::adapter::Usage> = None;
     for item in &view.items {
-        if let Some(u) = store.read(&item.id, &mut known).ok().and_then(|i| i.usage) {
+        if let Some(u) = store.summary(&item.id, &mut known).ok().and_then(|i| i.usage.clone()) {
             total.get_or_insert_with(Default::default).add(&u);
         }
     }

@@ -13,10 +13,7 @@ use harn_core::ids::Id;
 
 pub use harn_core::goal::plan::goal_dir;
 
-/// The lease a `tick` or `run` of goal `id` holds.
-pub fn goal_lease(id: &Id) -> String {
-    format!("{}/lease.lock", goal_dir(id))
-}
+pub use harn_core::layout::goal_lease;
 
 /// A goal as read: its intent, plans, active graph and projection.
 pub type Goal = harn_core::goal::engine::GoalView;
@@ -33,6 +30,7 @@ pub fn create(store: &mut Store, intent: &GoalIntent) -> Result<(), StoreError> 
     // The journal first: a kill between the two leaves a journal and no intent, which is no
     // goal; the next create clears it, so a journal holds one creation record.
     let journal = format!("{dir}/events.jsonl");
+    store.ledger().note(&journal)?;
     harn_core::env::Fs::create_dir_all(&mut store.ledger().fs, &dir)?;
     harn_core::env::Fs::remove(&mut store.ledger().fs, &journal)?;
     let mut writer = store.open_journal(&journal)?;

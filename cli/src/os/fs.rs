@@ -9,6 +9,7 @@
 
 use crate::os::private::{self, Dir};
 use harn_core::env::{Fs, FsError, FsErrorKind};
+use harn_core::signature::PathMeta;
 use std::collections::BTreeMap;
 use std::fs::{File, TryLockError};
 use std::io::{self, Write};
@@ -22,12 +23,15 @@ pub struct RealFs {
     root: PathBuf,
     /// Open lock files; a lock lives as long as its `File`, so as long as this `RealFs`.
     locks: BTreeMap<String, File>,
+    /// Directories `meta` examines paths below, opened once each (a listing stats thousands
+    /// of paths under the same two or three directories).
+    bases: BTreeMap<String, Dir>,
 }
 
 impl RealFs {
     /// A filesystem rooted at `root`, which should exist.
     pub fn new(root: impl Into<PathBuf>) -> RealFs {
-        RealFs { root: root.into(), locks: BTreeMap::new() }
+        RealFs { root: root.into(), locks: BTreeMap::new(), bases: BTreeMap::new() }
     }
 
     /// The directory every path is relative to.
@@ -185,6 +189,90 @@ impl Fs for RealFs {
             Err(TryLockError::WouldBlock) => Ok(false),
             Err(TryLockError::Error(e)) => Err(fs_error(path, e)),
         }
+    }
+
+    /// `lstat` of `path` from an open handle on its grandparent (opened from the root
+    /// without following a symlink): two names resolved per call, not the whole path. A
+    /// symlink standing for the parent is followed, but then the inode differs from the
+    /// one recorded, which is all a signature needs.
+    fn meta(&mut self, path: &str) -> Option<PathMeta> {
+        let (base, rest) = split_base(path)?;
+        self.open_base(base)?;
+        stat_below(self.bases.get(base), rest)
+    }
+
+    /// Many paths at once, split between two threads when there are many: a listing's
+    /// checks are a stat each, and the kernel's path walks run in parallel.
+    fn metas(&mut self, paths: &[String]) -> Vec<Option<PathMeta>> {
+        let split: Vec<Option<(&str, &str)>> = paths
+            .iter()
+            .map(|p| split_base(p).filter(|(base, _)| self.open_base(base).is_some()))
+            .collect();
+        let bases = &self.bases;
+        let stat = |part: &[Option<(&str, &str)>]| -> Vec<Option<PathMeta>> {
+            part.iter()
+                .map(|s| s.and_then(|(base, rest)| stat_below(bases.get(base), rest)))
+                .collect()
+        };
+        if split.len() < PARALLEL_METAS {
+            return stat(&split);
+        }
+        let (first, second) = split.split_at(split.len() / 2);
+        std::thread::scope(|scope| {
+            let other = scope.spawn(|| stat(second));
+            let mut metas = stat(first);
+            metas.extend(other.join().unwrap_or_else(|_| vec![None; second.len()]));
+            metas
+        })
+    }
+}
+
+/// How many paths `metas` examines before it takes a second thread.
+const PARALLEL_METAS: usize = 1024;
+
+/// The directory `path` is examined from (its grandparent) and the rest of it; `None` for a
+/// path that is not plain.
+fn split_base(path: &str) -> Option<(&str, &str)> {
+    check_plain(path).ok()?;
+    let mut cut = path.rmatch_indices('/').map(|(at, _)| at);
+    let (_, at) = (cut.next(), cut.next());
+    Some(match at {
+        Some(at) => (&path[..at], &path[at + 1..]),
+        None => ("", path),
+    })
+}
+
+impl RealFs {
+    /// Opens `base` (from the root, following no symlink) and keeps it for later calls;
+    /// `None` when it cannot be opened for another reason than its absence (an absent base
+    /// makes every path below it missing, and is looked for again next time).
+    fn open_base(&mut self, base: &str) -> Option<()> {
+        if self.bases.contains_key(base) {
+            return Some(());
+        }
+        match Dir::open(&self.root, base, false) {
+            Ok(dir) => {
+                self.bases.insert(base.to_owned(), dir);
+                Some(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Some(()),
+            Err(_) => None,
+        }
+    }
+}
+
+/// `lstat` of `rest` below `base` (absent when the base is not there).
+fn stat_below(base: Option<&Dir>, rest: &str) -> Option<PathMeta> {
+    let Some(dir) = base else { return Some(PathMeta::Missing) };
+    match rustix::fs::statat(dir.fd(), rest, rustix::fs::AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Some(PathMeta::Present {
+            ino: st.st_ino,
+            size: u64::try_from(st.st_size).unwrap_or(0),
+            mtime_ns: i128::from(st.st_mtime) * 1_000_000_000 + i128::from(st.st_mtime_nsec),
+            ctime_ns: i128::from(st.st_ctime) * 1_000_000_000 + i128::from(st.st_ctime_nsec),
+        }),
+        Err(rustix::io::Errno::NOENT) | Err(rustix::io::Errno::NOTDIR) => Some(PathMeta::Missing),
+        Err(_) => None,
     }
 }
 

@@ -8,14 +8,17 @@ use crate::os::fs::RealFs;
 use harn_core::env::{Clock, Fs};
 use harn_core::error::RecordError;
 use harn_core::ids::Id;
+use harn_core::index::Change;
 use harn_core::journal::JournalWriter;
 use harn_core::time::WallTime;
 use harn_core::work::events::{EventKind, WorkEvent};
+use harn_core::work::index::Row;
 pub use harn_core::work::ledger::{run_dir, Item};
 use harn_core::work::ledger::{work_dir, Known, Ledger};
 use harn_core::work::run::{Proof, RunManifest};
 use harn_core::work::WorkIntent;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The work ledger of one coordination root.
 pub struct Store {
@@ -214,6 +217,77 @@ impl Store {
         Ok(self.ledger.read(id, known, &mut |id| runner_live(root, held, id))?)
     }
 
+    /// Serves this process's reads through the index of projections
+    /// (`harn_core::work::index`): for verbs that only show, never for one that decides.
+    pub fn use_index(&mut self) {
+        let now = self.now();
+        let (root, held) = (self.root.clone(), self.held.clone());
+        let busy = Box::new(move |change: &Change| match change {
+            Change::Work(id) => {
+                probe(&root, &held, &run_lock(id))
+                    || probe(&root, &held, &format!("{}/events.lock", dir_of(id)))
+            }
+            Change::Goal(id) => probe(&root, &held, &harn_core::layout::goal_lease(id)),
+        });
+        self.ledger.open_index(now, &boot_id(), busy);
+    }
+
+    /// The index of goal listings as of now (`harn_core::goal::index`); `None` where the
+    /// filesystem gives no metadata.
+    pub fn goal_index(&mut self) -> Option<harn_core::goal::index::GoalIndex> {
+        let now = self.now();
+        harn_core::goal::index::GoalIndex::open(&mut self.ledger.fs, now, &boot_id())
+    }
+
+    /// Writes back the goal index; a failure costs the next reader a full read.
+    pub fn save_goal_index(&mut self, index: harn_core::goal::index::GoalIndex) {
+        let _ = index.save(&mut self.ledger.fs);
+    }
+
+    /// Whether another process holds goal `id`'s lease: asked before the goal is read, so
+    /// a read made while it was being written is not stored.
+    pub fn goal_busy(&self, id: &Id) -> bool {
+        probe(&self.root, &self.held, &harn_core::layout::goal_lease(id))
+    }
+
+    /// The root's filesystem, for the indexes' checks of file metadata.
+    pub fn fs(&mut self) -> &mut RealFs {
+        &mut self.ledger.fs
+    }
+
+    /// Has every work row's history checked before it stands (a listing's reads).
+    pub fn verify_histories(&mut self) {
+        self.ledger.verify_histories();
+    }
+
+    /// Whether this process's work index vouches for the row of `id`.
+    pub fn vouched(&self, id: &Id) -> bool {
+        self.ledger.vouched(id)
+    }
+
+    /// Writes back what the reads stored in the index. A failure costs the next reader a
+    /// full read, so it is never an error of the verb.
+    pub fn save_index(&mut self) {
+        let _ = self.ledger.save_index();
+    }
+
+    /// Examines together the files of the index's rows of `ids` (all when `None`), ahead
+    /// of their checks ([`Ledger::examine`]).
+    pub fn examine(&mut self, ids: Option<&[Id]>) {
+        self.ledger.examine(ids);
+    }
+
+    /// [`Store::examine`] of `root`'s dependency closure as the index has it.
+    pub fn examine_closure(&mut self, root: &Id) {
+        self.ledger.examine_closure(root);
+    }
+
+    /// `id`'s row: what listings show and dependents need, from the index while it stands.
+    pub fn summary(&mut self, id: &Id, known: &mut Known) -> Result<Arc<Row>, StoreError> {
+        let (root, held) = (&self.root, &self.held);
+        Ok(self.ledger.summary(id, known, &mut |id| runner_live(root, held, id))?)
+    }
+
     /// The dependency closure of `root`, prerequisites first, each item read once.
     pub fn graph(&mut self, root: &Id) -> Result<Vec<harn_core::goal::GoalItem>, StoreError> {
         let (root_dir, held) = (&self.root, &self.held);
@@ -264,6 +338,7 @@ impl Store {
 
     /// Opens a journal for appending, cutting a torn tail.
     pub fn open_journal(&mut self, path: &str) -> Result<JournalWriter, StoreError> {
+        self.ledger.note(path)?;
         JournalWriter::open_tail(&mut self.ledger.fs, path)
             .map(|(w, _)| w)
             .map_err(|e| StoreError::Record(e.into()))
@@ -337,6 +412,9 @@ impl Store {
         for attempt in 0..LEASE_TRIES {
             if self.ledger.fs.try_lock(lock).map_err(StoreError::from)? {
                 self.held.insert(lock.to_owned());
+                // Taking a lease changes what its record shows (running): readers of the
+                // indexes learn it from the change log.
+                self.ledger.note(lock)?;
                 return Ok(true);
             }
             if attempt + 1 < LEASE_TRIES {
@@ -411,6 +489,7 @@ impl Store {
         record: &impl serde::Serialize,
     ) -> Result<Vec<u8>, StoreError> {
         let err = StoreError::from;
+        self.ledger.note(&format!("{dir}/{name}"))?;
         self.ledger.fs.create_dir_all(dir).map_err(err)?;
         let mut bytes = serde_json::to_vec_pretty(record).expect("run records serialize");
         bytes.push(b'\n');
@@ -527,6 +606,14 @@ pub struct EventsLock {
 /// does not count, so a runner re-reads its item as others would see it without it).
 fn runner_live(root: &Path, held: &std::collections::BTreeSet<String>, id: &Id) -> bool {
     probe(root, held, &run_lock(id))
+}
+
+/// This boot's id (Linux's `/proc/sys/kernel/random/boot_id`), empty when unknown: an index
+/// is trusted on the change log only within the boot it was written in.
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
 }
 
 /// True while a process other than this one holds `lock`.

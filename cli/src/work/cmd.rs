@@ -4,17 +4,19 @@
 use super::actor;
 use super::show::{show, state_name};
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
-use crate::os::store::{Item, Store};
+use crate::os::store::Store;
 use crate::verb::Shown;
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::work::events::{EventKind, Finding};
+use harn_core::work::index::Row;
 use harn_core::work::intent::{check_dependency_graph, INTENT_VERSION};
 use harn_core::work::projection::{cancellable, reopenable};
 use harn_core::work::{WorkIntent, WorkflowRef};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// `harn work …`
 #[derive(Debug, Args)]
@@ -323,19 +325,23 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> Exit {
         Ok(listing) => listing,
         Err(e) => return fail(EXIT_FAILED, e),
     };
-    let mut known = BTreeMap::new();
+    store.use_index();
+    store.verify_histories();
+    store.examine(Some(&listing.ids));
+    let mut known = harn_core::work::ledger::Known::new();
     let mut rows = Vec::new();
     for id in listing.ids {
         // One unreadable item is a row with its error; it never hides the others. A creation
         // a kill cut short is no item yet.
-        let read = store.read(&id, &mut known).map_err(|e| e.to_string());
+        let read = store.summary(&id, &mut known).map_err(|e| e.to_string());
         if read.is_err() && store.creation_pending(&id) {
             continue;
         }
         rows.push((id.clone(), read));
     }
+    store.save_index();
     if let Some(s) = state {
-        let wanted = |r: &Result<Item, String>| match r {
+        let wanted = |r: &Result<Arc<Row>, String>| match r {
             Ok(i) => state_name(i.projection.state) == s,
             Err(_) => s == UNREADABLE,
         };
@@ -343,14 +349,15 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> Exit {
     }
     let warnings = listing.problems;
     if json {
-        let items: Vec<Value> = rows
+        let items: Vec<Listed> = rows
             .iter()
             .map(|(id, r)| match r {
-                Ok(item) => summary(item),
-                Err(e) => json!({ "id": id, "state": UNREADABLE, "error": e }),
+                Ok(row) => Listed::Item(summary(id, row)),
+                Err(error) => Listed::Unreadable { id, state: UNREADABLE, error },
             })
             .collect();
-        outln!("{}", json!({ "items": items, "warnings": warnings }));
+        let doc = Listing { items, warnings };
+        outln!("{}", serde_json::to_string(&doc).expect("a listing serializes"));
     } else {
         // The id column fits the longest id: ids are never cut, so they can be copied.
         let w = rows.iter().map(|(id, _)| id.as_str().len()).max().unwrap_or(0).max(2);
@@ -359,7 +366,7 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> Exit {
             match r {
                 Ok(i) => {
                     let p = &i.projection;
-                    let attempts = format!("{}/{}", p.charged_attempts, i.intent.max_attempts);
+                    let attempts = format!("{}/{}", p.charged_attempts, i.max_attempts);
                     crate::paint::line(&[
                         format!("{:<w$} ", id.as_str()),
                         crate::paint::state(&state_name(p.state), 18),
@@ -367,7 +374,7 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> Exit {
                             " {:<22} {attempts:>8}  ",
                             json!(p.next_action).as_str().unwrap_or("")
                         ),
-                        crate::paint::plain(&i.intent.title),
+                        crate::paint::plain(&i.title),
                     ]);
                 }
                 Err(e) => crate::paint::line(&[
@@ -387,14 +394,48 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> Exit {
 /// The state `list` shows for an item whose records cannot be read.
 const UNREADABLE: &str = "unreadable";
 
-fn summary(i: &Item) -> Value {
-    json!({
-        "id": i.intent.id, "title": i.intent.title, "state": i.projection.state,
-        "next_action": i.projection.next_action, "reason": i.projection.reason,
-        "attempts_used": i.projection.attempts_used, "charged_attempts": i.projection.charged_attempts,
-        "attempts_remaining": i.projection.attempts_remaining,
-        "unresolved_dependencies": i.projection.unresolved_dependencies,
-    })
+/// `work list --json`: its items, and the problems of entries that are no item.
+#[derive(serde::Serialize)]
+struct Listing<'a> {
+    items: Vec<Listed<'a>>,
+    warnings: Vec<String>,
+}
+
+/// One row of `work list --json`.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum Listed<'a> {
+    Item(Summary<'a>),
+    Unreadable { id: &'a Id, state: &'static str, error: &'a str },
+}
+
+/// An item as `work list --json` shows it, borrowed from its row.
+#[derive(serde::Serialize)]
+struct Summary<'a> {
+    id: &'a Id,
+    title: &'a str,
+    state: harn_core::work::WorkState,
+    next_action: harn_core::work::NextAction,
+    reason: &'a str,
+    attempts_used: u32,
+    charged_attempts: u32,
+    attempts_remaining: u32,
+    unresolved_dependencies: &'a [Id],
+}
+
+fn summary<'a>(id: &'a Id, i: &'a Row) -> Summary<'a> {
+    let p = &i.projection;
+    Summary {
+        id,
+        title: &i.title,
+        state: p.state,
+        next_action: p.next_action,
+        reason: &p.reason,
+        attempts_used: p.attempts_used,
+        charged_attempts: p.charged_attempts,
+        attempts_remaining: p.attempts_remaining,
+        unresolved_dependencies: &p.unresolved_dependencies,
+    }
 }
 
 /// Cancels an item, or reopens it (`missions` given) together with every complete mission

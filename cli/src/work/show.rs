@@ -6,7 +6,6 @@ use crate::os::store::Store;
 use harn_core::ids::Id;
 use harn_core::work::WorkState;
 use serde_json::json;
-use std::collections::BTreeMap;
 
 /// The latest events `work show` prints; `--json` has them all.
 const HISTORY_SHOWN: usize = 20;
@@ -16,10 +15,14 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{id:?}: {e}")),
     };
-    let item = match store.read(&id, &mut BTreeMap::new()) {
+    // The item is read in full; its prerequisites through the index.
+    store.use_index();
+    store.examine_closure(&id);
+    let item = match store.read(&id, &mut Default::default()) {
         Ok(item) => item,
         Err(e) => return fail(EXIT_FAILED, e),
     };
+    store.save_index();
     // Where the item's worktree is, and what it takes on disk.
     let worktree = super::attempt::recorded_workspace(store, &item).map(|ws| {
         let path = std::path::Path::new(&ws.path);

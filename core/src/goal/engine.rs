@@ -124,6 +124,9 @@ pub struct GoalView {
     pub plans: Vec<super::plan::PlanView>,
     /// The projection.
     pub projection: GoalProjection,
+    /// Governed work outside the active graph (earlier plans' items, the original root's
+    /// graph), whose attempts still count against the goal.
+    pub outside: Vec<Id>,
 }
 
 /// What the loop needs done. The host holds the goal lease for the whole loop.

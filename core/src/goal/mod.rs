@@ -7,6 +7,7 @@
 pub mod cycle;
 pub mod engine;
 pub mod fingerprint;
+pub mod index;
 pub mod intent;
 pub mod next;
 pub mod plan;

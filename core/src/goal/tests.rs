@@ -465,6 +465,7 @@ impl engine::GoalHost for RefusingHost {
             items: self.items.clone(),
             plans: Vec::new(),
             projection,
+            outside: Vec::new(),
         })
     }
     fn accept(&mut self, _work: &Id) -> Result<Result<(), crate::error::RecordError>, String> {

@@ -9,7 +9,8 @@
 //! run's records).
 
 use super::events::{validate_history, EventKind, WorkEvent, EVENT_VERSION};
-use super::projection::{project, AttemptStatus, Inputs, Prerequisite};
+use super::index::Row;
+use super::projection::{project, AttemptStatus, Inputs};
 use super::{Projection, WorkIntent};
 use crate::env::Fs;
 use crate::error::RecordError;
@@ -25,6 +26,7 @@ use crate::work::run::{
 use crate::work::transcript;
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// Deepest dependency chain a read follows.
 pub const DEPTH_MAX: usize = 1000;
@@ -56,8 +58,20 @@ type Inspected =
 /// A proof and the SHA-256 of its bytes.
 pub type SealedProof = (Proof, String);
 
-/// Items already read in one command, so each is read and projected once.
-pub type Known = BTreeMap<Id, Result<Item, RecordError>>;
+/// Items already read in one command, so each is read and projected once: whole items, and
+/// the rows of those read only for their projection (listings, graphs, prerequisites).
+#[derive(Debug, Default)]
+pub struct Known {
+    pub(super) items: BTreeMap<Id, Result<Item, RecordError>>,
+    pub(super) rows: BTreeMap<Id, Result<Arc<Row>, RecordError>>,
+}
+
+impl Known {
+    /// Nothing read yet.
+    pub fn new() -> Known {
+        Known::default()
+    }
+}
 
 /// The ledger of one coordination root over a filesystem.
 pub struct Ledger<F: Fs> {
@@ -68,6 +82,9 @@ pub struct Ledger<F: Fs> {
     /// What this ledger has made durable, for a checker to hold it to; whoever reads it
     /// drains it.
     pub acknowledged: Acknowledged,
+    /// The index of projections, while this ledger serves reads that only show
+    /// ([`super::indexed`] serves them).
+    pub(super) index: Option<super::index::Indexed>,
 }
 
 /// Appends and records that returned successfully, so were synced: after any later crash
@@ -84,7 +101,7 @@ impl<F: Fs> Ledger<F> {
     /// A ledger over `fs`, whose errors show paths under `shown_root`.
     pub fn new(fs: F, shown_root: &str) -> Ledger<F> {
         let shown_root = shown_root.trim_end_matches('/').to_owned();
-        Ledger { fs, shown_root, acknowledged: Acknowledged::default() }
+        Ledger { fs, shown_root, acknowledged: Acknowledged::default(), index: None }
     }
 
     /// `path` as errors show it.
@@ -411,11 +428,12 @@ impl<F: Fs> Ledger<F> {
         known: &mut Known,
         runner_live: &mut dyn FnMut(&Id) -> bool,
     ) -> Result<Item, RecordError> {
-        if let Some(done) = known.get(id) {
+        if let Some(done) = known.items.get(id) {
             return done.clone();
         }
+        self.prerequisites_first(id, known, runner_live)?;
         let result = self.read_uncached(id, known, runner_live, 0);
-        known.insert(id.clone(), result.clone());
+        known.items.insert(id.clone(), result.clone());
         result
     }
 
@@ -427,6 +445,17 @@ impl<F: Fs> Ledger<F> {
         runner_live: &mut dyn FnMut(&Id) -> bool,
         depth: usize,
     ) -> Result<Item, RecordError> {
+        self.read_live(id, known, runner_live, depth).map(|(item, _)| item)
+    }
+
+    /// [`Ledger::read_uncached`], and whether another process held the item's run lease.
+    pub(super) fn read_live(
+        &mut self,
+        id: &Id,
+        known: &mut Known,
+        runner_live: &mut dyn FnMut(&Id) -> bool,
+        depth: usize,
+    ) -> Result<(Item, bool), RecordError> {
         let intent =
             self.intent(id)?.ok_or_else(|| RecordError::refused(format!("no work item {id}")))?;
         let (events, history_len) = self.history(id)?;
@@ -442,15 +471,7 @@ impl<F: Fs> Ledger<F> {
                 let detail = format!("{id}: the dependency chain is deeper than {DEPTH_MAX}");
                 return Err(RecordError::refused(detail));
             }
-            let view = match known.get(dep) {
-                Some(done) => done.as_ref().ok().map(prerequisite),
-                None => {
-                    let result = self.read_uncached(dep, known, runner_live, depth + 1);
-                    let view = result.as_ref().ok().map(prerequisite);
-                    known.insert(dep.clone(), result);
-                    view
-                }
-            };
+            let view = self.summary_at(dep, known, runner_live, depth + 1).ok().map(|r| r.view());
             prerequisites.insert(dep.clone(), view);
         }
         let shown_events = self.shown(&format!("{}/events.jsonl", work_dir(id)));
@@ -468,7 +489,7 @@ impl<F: Fs> Ledger<F> {
             lease_held_elsewhere: live,
         };
         let projection = project(&inputs);
-        Ok(Item { intent, events, history_len, projection, usage })
+        Ok((Item { intent, events, history_len, projection, usage }, live))
     }
 
     /// The dependency closure of `root` in post-order (prerequisites first, in their
@@ -478,22 +499,23 @@ impl<F: Fs> Ledger<F> {
         root: &Id,
         runner_live: &mut dyn FnMut(&Id) -> bool,
     ) -> Result<Vec<super::projection::GraphItem>, RecordError> {
+        self.examine_closure(root);
         let mut known = Known::new();
         let (mut order, mut seen) = (Vec::new(), std::collections::BTreeSet::new());
         // An explicit stack, so a chain of a thousand items needs no deep recursion: each
         // entry is an item and whether its prerequisites have been pushed.
         let mut stack = vec![(root.clone(), false)];
         while let Some((id, expanded)) = stack.pop() {
-            let item = self.read(&id, &mut known, runner_live)?;
+            let row = self.summary(&id, &mut known, runner_live)?;
             if expanded {
-                order.push(super::projection::GraphItem { id, projection: item.projection });
+                order.push(super::projection::GraphItem { id, projection: row.projection.clone() });
                 continue;
             }
             if !seen.insert(id.clone()) {
                 continue;
             }
             stack.push((id, true));
-            for dep in item.intent.dependencies.iter().rev() {
+            for dep in row.dependencies.iter().rev() {
                 if !seen.contains(dep) {
                     stack.push((dep.clone(), false));
                 }
@@ -592,6 +614,7 @@ impl<F: Fs> Ledger<F> {
         now: WallTime,
     ) -> Result<WorkEvent, RecordError> {
         let path = format!("{}/events.jsonl", work_dir(id));
+        self.note(&path)?;
         let (mut writer, _) = JournalWriter::open_tail(&mut self.fs, &path)?;
         let event = WorkEvent {
             schema_version: EVENT_VERSION,
@@ -627,6 +650,7 @@ impl<F: Fs> Ledger<F> {
         bytes: Vec<u8>,
     ) -> Result<Vec<u8>, RecordError> {
         let path = format!("{dir}/{name}");
+        self.note(&path)?;
         self.fs.create_dir_all(dir)?;
         if self.read_bytes(&path)?.is_some() {
             return Err(RecordError::invalid(self.shown(&path), "already written"));
@@ -657,21 +681,31 @@ impl<F: Fs> Ledger<F> {
         now: WallTime,
     ) -> Result<bool, RecordError> {
         let p = &item.projection;
-        let state = serde_json::json!(p.state).as_str().unwrap_or("").to_owned();
-        let next_action = serde_json::json!(p.next_action).as_str().unwrap_or("").to_owned();
-        let last = item.events.iter().rev().find_map(|e| match &e.kind {
-            EventKind::Reconciled { state, next_action } => {
-                Some((state.clone(), next_action.clone(), e.reason.clone()))
-            }
-            _ => None,
-        });
-        if last == Some((state.clone(), next_action.clone(), Some(p.reason.clone()))) {
+        if receipt_current(item) {
             return Ok(false);
         }
+        let (state, next_action) = receipt_words(p);
         let receipt = EventKind::Reconciled { state, next_action };
         self.append(&item.intent.id, receipt, actor, Some(p.reason.clone()), now)?;
         Ok(true)
     }
+}
+
+/// The state and next action a receipt records, as words.
+fn receipt_words(p: &Projection) -> (String, String) {
+    let state = serde_json::json!(p.state).as_str().unwrap_or("").to_owned();
+    let next_action = serde_json::json!(p.next_action).as_str().unwrap_or("").to_owned();
+    (state, next_action)
+}
+
+/// Whether the history's last `work.reconciled` receipt records the item's projection.
+pub(super) fn receipt_current(item: &Item) -> bool {
+    let (state, next_action) = receipt_words(&item.projection);
+    let last = item.events.iter().rev().find_map(|e| match &e.kind {
+        EventKind::Reconciled { state, next_action } => Some((state, next_action, &e.reason)),
+        _ => None,
+    });
+    last == Some((&state, &next_action, &Some(item.projection.reason.clone())))
 }
 
 /// How many of a history's last events are kept whole when it is read, receipts included.
@@ -701,10 +735,6 @@ pub fn record_bytes(record: &impl serde::Serialize) -> Vec<u8> {
     let mut bytes = serde_json::to_vec_pretty(record).expect("records serialize");
     bytes.push(b'\n');
     bytes
-}
-
-fn prerequisite(item: &Item) -> Prerequisite {
-    Prerequisite { state: item.projection.state, accepted_seq: item.projection.accepted_seq }
 }
 
 /// A retry started without a team keeps the team of the attempt before it, with every

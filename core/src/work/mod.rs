@@ -20,6 +20,8 @@ pub mod call;
 pub mod containment;
 pub mod events;
 pub mod history;
+pub mod index;
+pub mod indexed;
 pub mod intent;
 pub mod landing;
 pub mod ledger;

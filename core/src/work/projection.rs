@@ -138,7 +138,7 @@ impl AttemptStatus {
 }
 
 /// What a dependent needs to know of a prerequisite.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Prerequisite {
     /// Its projected state.
     pub state: WorkState,

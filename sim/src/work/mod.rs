@@ -162,6 +162,8 @@ pub(crate) struct WorkWorld {
     /// True when hosts may be killed mid-run. Only where each action is its own host
     /// process: in the goal world the host is the tick itself, whose death a crash models.
     pub(crate) kill_hosts: bool,
+    /// Machine crashes so far: the boot the index of projections is read in.
+    boots: u64,
     pub(crate) summary: WorkSimSummary,
 }
 
@@ -186,6 +188,7 @@ impl WorkWorld {
             processes: BTreeMap::new(),
             host_killed: false,
             kill_hosts: false,
+            boots: 0,
             summary: WorkSimSummary::default(),
         }
     }
@@ -240,6 +243,7 @@ impl WorkWorld {
         self.take_acknowledged();
         if crashed {
             self.ledger.fs.crash(&mut self.entropy);
+            self.boots += 1;
             self.summary.crashes += 1;
             // The machine went down: every process on it ended.
             self.processes.clear();
@@ -910,6 +914,35 @@ impl WorkWorld {
                 self.check_parked(&id, p)?;
             }
         }
+        self.check_index()
+    }
+
+    /// Reads served through the index of work projections, as a listing makes them, agree
+    /// with reads of the journals: each item's row holds its projection, and an item that
+    /// does not read is listed with the same error. Every seventh look comes a minute and a
+    /// half later on the index's clock, so rows are also checked against their files.
+    fn check_index(&mut self) -> Result<(), String> {
+        let jump = if self.summary.actions.is_multiple_of(7) { 90_000 } else { 0 };
+        let boot = format!("boot-{}", self.boots);
+        let ledger = &mut self.ledger;
+        ledger.open_index(WallTime(self.now + jump), &boot, Box::new(|_| false));
+        ledger.verify_histories();
+        ledger.examine(None);
+        let mut known = Known::new();
+        let mut listed = Vec::new();
+        for id in &self.items {
+            let row = ledger.summary(id, &mut known, &mut |_| false);
+            listed.push((id.clone(), row.map(|r| r.projection.clone()).map_err(|e| e.to_string())));
+        }
+        ledger.save_index().map_err(|e| format!("the index could not be saved: {e}"))?;
+        for (id, listed) in listed {
+            let read = self.read(&id).map(|i| i.projection);
+            if read != listed {
+                return Err(format!(
+                    "{id} reads through the index as {listed:?} and from its journals as {read:?}"
+                ));
+            }
+        }
         Ok(())
     }
 
@@ -1055,6 +1088,9 @@ impl AttemptHost for WorkWorld {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod index_tests;
 
 #[cfg(test)]
 mod tests {

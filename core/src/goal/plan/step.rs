@@ -63,6 +63,7 @@ pub fn run_planner<F: Fs>(
     if let Some(plan) = &recorder.plan {
         // A resumed review reuses its receipt and calls no one.
         let path = format!("{}/calls.jsonl", plan_dir(&view.intent.id, plan));
+        ledger.note(&path)?;
         let (mut writer, _) = JournalWriter::open_tail(&mut ledger.fs, &path)?;
         writer.append(&mut ledger.fs, now, &recorder.calls)?;
     }

@@ -69,6 +69,7 @@ pub fn append<F: Fs>(
     now: WallTime,
 ) -> Result<(), RecordError> {
     let path = format!("{}/events.jsonl", plan_dir(goal, plan));
+    ledger.note(&path)?;
     let (mut writer, _) = JournalWriter::open_tail(&mut ledger.fs, &path)?;
     let record = PlanRecord { event, actor: actor.to_owned(), reason: reason.to_owned() };
     writer.append(&mut ledger.fs, now, std::slice::from_ref(&record))?;
@@ -98,7 +99,7 @@ pub fn milestones_completed<F: Fs>(
     let mut known = Known::new();
     for p in plans.iter().filter(|p| p.milestone.is_some()) {
         if let Some((root, _)) = &p.applied {
-            if ledger.read(root, &mut known, &mut |_| false)?.projection.state
+            if ledger.summary(root, &mut known, &mut |_| false)?.projection.state
                 == crate::work::WorkState::Succeeded
             {
                 n += 1;
@@ -143,7 +144,7 @@ pub fn goal_view<F: Fs>(
     let (mut used, mut charged) = (0, 0);
     let mut known = Known::new();
     for w in &outside {
-        let p = ledger.read(w, &mut known, runner_live)?.projection;
+        let p = &ledger.summary(w, &mut known, runner_live)?.projection;
         used += p.attempts_used;
         charged += p.charged_attempts;
     }
@@ -154,5 +155,6 @@ pub fn goal_view<F: Fs>(
         (used, charged),
         lease_held_elsewhere,
     );
-    Ok(crate::goal::engine::GoalView { intent: intent.clone(), items, plans, projection })
+    let outside = outside.into_iter().collect();
+    Ok(crate::goal::engine::GoalView { intent: intent.clone(), items, plans, projection, outside })
 }
