@@ -10,7 +10,7 @@ use super::projection::{GoalNext, GoalState};
 use crate::env::Fs;
 use crate::error::RecordError;
 use crate::ids::Id;
-use crate::index::{trust, Line, Mark, Seen, Trust};
+use crate::index::{trust, Line, Mark, Rows, Seen, Trust};
 use crate::signature::{cacheable, signature, PathMeta};
 use crate::time::WallTime;
 use crate::work::indexed::{changes_since, log_seen, write_derived};
@@ -85,7 +85,7 @@ pub fn storable(view: &GoalView, busy: bool, stable: &dyn Fn(&Id) -> bool) -> bo
 /// The goal index as one process holds it.
 #[derive(Debug)]
 pub struct GoalIndex {
-    lines: BTreeMap<Id, Line>,
+    lines: Rows,
     /// The metadata of each row's history, examined together before the rows are used.
     examined: BTreeMap<Id, Option<PathMeta>>,
     mark: Mark,
@@ -99,11 +99,11 @@ impl GoalIndex {
     /// mark; `None` when the filesystem gives no metadata (then every goal is read in full).
     pub fn open<F: Fs>(fs: &mut F, now: WallTime, boot: &str) -> Option<GoalIndex> {
         let log = log_seen(fs)?;
-        let file = fs.read(GOAL_INDEX).ok().flatten().and_then(|b| crate::index::decode(&b));
+        let file = fs.read(GOAL_INDEX).ok().flatten().and_then(crate::index::decode);
         let (trusted, mark) =
             trust(file.as_ref().map(|f| &f.mark), Seen { log: Some(log), boot, now });
         let mut index = GoalIndex {
-            lines: BTreeMap::new(),
+            lines: Rows::default(),
             examined: BTreeMap::new(),
             mark,
             found: None,
@@ -121,16 +121,25 @@ impl GoalIndex {
         };
         index.found = Some(file.mark);
         index.lines = file.rows;
-        index.lines.retain(|id, line| {
-            !changed.goals.contains(id) && !line.follows.iter().any(|f| changed.work.contains(f))
-        });
+        let stale: Vec<Id> = index
+            .lines
+            .iter()
+            .filter(|(id, line)| {
+                changed.goals.contains(*id)
+                    || line.follows().iter().any(|f| changed.work.contains(*f))
+            })
+            .filter_map(|(id, _)| Id::new(id).ok())
+            .collect();
+        for id in &stale {
+            index.lines.remove(id);
+        }
         index.dirty = !changed.goals.is_empty() || !changed.work.is_empty();
         Some(index)
     }
 
     /// Examines every row's history file together, ahead of [`GoalIndex::standing`].
     pub fn examine<F: Fs>(&mut self, fs: &mut F) {
-        let ids: Vec<Id> = self.lines.keys().cloned().collect();
+        let ids: Vec<Id> = self.lines.ids();
         let paths: Vec<String> = ids.iter().map(history_path).collect();
         self.examined = ids.into_iter().zip(fs.metas(&paths)).collect();
     }
@@ -138,7 +147,7 @@ impl GoalIndex {
     /// The stored row of `id`, when it stands: its history file's metadata what it was when
     /// read. A row that does not decode, or whose history changed, is dropped.
     pub fn standing<F: Fs>(&mut self, fs: &mut F, id: &Id) -> Option<GoalRow> {
-        let row: Option<GoalRow> = serde_json::from_str(&self.lines.get(id)?.body).ok();
+        let row: Option<GoalRow> = serde_json::from_str(self.lines.get(id)?.body).ok();
         let meta = match self.examined.remove(id) {
             Some(meta) => meta,
             None => fs.meta(&history_path(id)),
@@ -165,15 +174,12 @@ impl GoalIndex {
         row.racy = !cacheable(&sig, self.read_at_ns);
         let body = serde_json::to_string(&row).expect("a goal row serializes");
         let line = Line { suspect: false, follows: follows(view), body };
-        if self.lines.get(id) != Some(&line) {
-            self.lines.insert(id.clone(), line);
-            self.dirty = true;
-        }
+        self.dirty |= self.lines.insert(id.clone(), line);
     }
 
     /// Drops the row of `id`.
     pub fn forget(&mut self, id: &Id) {
-        self.dirty |= self.lines.remove(id).is_some();
+        self.dirty |= self.lines.remove(id);
     }
 
     /// Writes the index back when this process changed it (not when the change log was

@@ -7,7 +7,7 @@
 //! ([`super::indexed`]).
 
 use crate::ids::Id;
-use crate::index::{Change, Line, Mark};
+use crate::index::{Change, Line, LineRef, Mark, Rows};
 use crate::signature::{cacheable, signature, PathMeta};
 use crate::work::projection::{Prerequisite, Projection};
 use crate::work::reading::Usage;
@@ -68,10 +68,10 @@ impl Row {
         Line { suspect, follows: self.dependencies.clone(), body }
     }
 
-    /// The row a stored line holds; `None` when its body does not decode (it is read again).
-    pub fn of_line(line: &Line) -> Option<Row> {
-        let mut row: Row = serde_json::from_str(&line.body).ok()?;
-        row.dependencies = line.follows.clone();
+    /// The row a stored line holds; `None` when it does not decode (it is read again).
+    pub fn of_line(line: LineRef<'_>) -> Option<Row> {
+        let mut row: Row = serde_json::from_str(line.body).ok()?;
+        row.dependencies = line.follows_ids()?;
         Some(row)
     }
 
@@ -129,7 +129,7 @@ pub fn history_matches(row: &Row, now: Option<PathMeta>) -> bool {
 #[derive(Debug)]
 pub struct Open {
     /// The rows as stored, by id; a row found stale is removed.
-    pub lines: BTreeMap<Id, Line>,
+    pub lines: Rows,
     /// Rows decoded, by id, with what this process learned of them.
     decoded: BTreeMap<Id, Decoded>,
     /// The mark the index is saved with.
@@ -160,19 +160,19 @@ impl Open {
     /// The index over `lines` after the change log named `changed`: their rows dropped, and
     /// every row that follows one of them, directly or not, suspect.
     pub fn new(
-        mut lines: BTreeMap<Id, Line>,
+        mut lines: Rows,
         changed: &BTreeSet<Id>,
         mark: Mark,
         full: bool,
         read_at_ns: i128,
     ) -> Open {
         let dirty = !changed.is_empty();
-        for id in changed {
-            lines.remove(id);
-        }
-        for id in crate::index::followers(&lines, changed) {
-            if let Some(line) = lines.get_mut(&id) {
-                line.suspect = true;
+        if dirty {
+            for id in crate::index::followers(&lines, changed) {
+                lines.set_suspect(&id, true);
+            }
+            for id in changed {
+                lines.remove(id);
             }
         }
         Open {
@@ -223,7 +223,8 @@ impl Open {
     }
 
     /// Checks the row of `id` against `metas` of its [`Open::check_paths`]: kept as
-    /// checked, or dropped. Returns whether it passed.
+    /// checked, or dropped, its followers made suspect as though the change log had named
+    /// it (a change made outside harn, found by its files). Returns whether it passed.
     pub fn check(&mut self, id: &Id, metas: &[Option<PathMeta>]) -> bool {
         let Some(row) = self.row(id) else { return false };
         let fine = match self.full {
@@ -232,7 +233,16 @@ impl Open {
         };
         match self.decoded.get_mut(id).filter(|_| fine) {
             Some(d) => d.checked = true,
-            None => self.drop_row(id),
+            None => {
+                let changed = BTreeSet::from([id.clone()]);
+                for follower in crate::index::followers(&self.lines, &changed) {
+                    self.dirty |= self.lines.set_suspect(&follower, true);
+                    if let Some(d) = self.decoded.get_mut(&follower) {
+                        d.stable = false;
+                    }
+                }
+                self.drop_row(id);
+            }
         }
         fine
     }
@@ -251,15 +261,12 @@ impl Open {
     /// Removes a row found stale.
     pub fn drop_row(&mut self, id: &Id) {
         self.decoded.remove(id);
-        self.dirty |= self.lines.remove(id).is_some();
+        self.dirty |= self.lines.remove(id);
     }
 
     /// Records that the row of `id` stands after its checks.
     pub fn stood(&mut self, id: &Id) {
-        if let Some(line) = self.lines.get_mut(id).filter(|l| l.suspect) {
-            line.suspect = false;
-            self.dirty = true;
-        }
+        self.dirty |= self.lines.set_suspect(id, false);
         if let Some(d) = self.decoded.get_mut(id) {
             d.stable = true;
         }
@@ -268,18 +275,14 @@ impl Open {
     /// Stores `row` of `id`, read in full: suspect unless every prerequisite is stable here.
     pub fn store(&mut self, id: &Id, row: Arc<Row>) {
         let suspect = !row.dependencies.iter().all(|d| self.stable(d));
-        let line = row.line(suspect);
-        if self.lines.get(id) != Some(&line) {
-            self.lines.insert(id.clone(), line);
-            self.dirty = true;
-        }
+        self.dirty |= self.lines.insert(id.clone(), row.line(suspect));
         self.decoded.insert(id.clone(), Decoded { row, checked: true, stable: !suspect });
     }
 
     /// Whether a check against files begun by this process covered every row, so the saved
     /// mark may say every row was checked now.
     pub fn checked_all(&self) -> bool {
-        self.lines.keys().all(|id| self.decoded.get(id).is_some_and(|d| d.checked))
+        self.lines.iter().all(|(id, _)| self.decoded.get(id).is_some_and(|d| d.checked))
     }
 }
 
@@ -401,19 +404,21 @@ mod tests {
         let line = r.line(true);
         assert_eq!(line.follows, vec![id("a"), id("b")]);
         assert!(!line.body.contains("\"dependencies\""));
-        assert_eq!(Row::of_line(&line), Some(r));
+        let rows = Rows::of_lines(BTreeMap::from([(id("x"), line)]));
+        assert_eq!(Row::of_line(rows.get(&id("x")).unwrap()), Some(r));
         let bad = Line { suspect: false, follows: vec![], body: "{".into() };
-        assert_eq!(Row::of_line(&bad), None);
+        let rows = Rows::of_lines(BTreeMap::from([(id("x"), bad)]));
+        assert_eq!(Row::of_line(rows.get(&id("x")).unwrap()), None);
     }
 
     #[test]
     fn the_log_drops_a_changed_row_and_makes_its_followers_suspect() {
-        let lines = BTreeMap::from([
+        let lines = Rows::of_lines(BTreeMap::from([
             (id("a"), row(&[], [1; 16], false).line(false)),
             (id("b"), row(&["a"], [2; 16], false).line(false)),
             (id("c"), row(&["b"], [3; 16], false).line(false)),
             (id("d"), row(&[], [4; 16], false).line(false)),
-        ]);
+        ]));
         let mut open = Open::new(lines, &BTreeSet::from([id("a")]), mark(), false, 0);
         assert!(open.row(&id("a")).is_none());
         assert!(open.suspect(&id("b")) && open.suspect(&id("c")));
@@ -425,7 +430,7 @@ mod tests {
 
     #[test]
     fn a_row_stored_over_a_prerequisite_not_vouched_for_is_suspect() {
-        let mut open = Open::new(BTreeMap::new(), &BTreeSet::new(), mark(), false, 0);
+        let mut open = Open::new(Rows::default(), &BTreeSet::new(), mark(), false, 0);
         open.store(&id("b"), Arc::new(row(&["a"], [2; 16], false)));
         assert!(open.suspect(&id("b")), "a was never vouched for");
         open.store(&id("a"), Arc::new(row(&[], [1; 16], false)));

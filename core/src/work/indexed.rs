@@ -79,7 +79,7 @@ impl<F: Fs> Ledger<F> {
         if ix.loaded.is_none() {
             let (log, boot, now) = ix.seen.clone();
             let file = self.fs.read(index::WORK_INDEX).ok().flatten();
-            let file = file.and_then(|bytes| crate::index::decode(&bytes));
+            let file = file.and_then(crate::index::decode);
             let seen = Seen { log, boot: &boot, now };
             let (trusted, mark) = trust(file.as_ref().map(|f| &f.mark), seen);
             let length = log.map_or(0, |l| l.1);
@@ -184,8 +184,8 @@ impl<F: Fs> Ledger<F> {
     /// What `id` depends on: from its stored row when there is one, else from its intent
     /// (nothing when that cannot be read; its read will say why).
     fn dependencies_of(&mut self, id: &Id) -> Vec<Id> {
-        if let Some(line) = self.rows().and_then(|open| open.lines.get(id)) {
-            return line.follows.clone();
+        if let Some(follows) = self.rows().and_then(|open| open.lines.follows(id)) {
+            return follows;
         }
         self.intent(id).ok().flatten().map(|i| i.dependencies).unwrap_or_default()
     }
@@ -341,7 +341,7 @@ impl<F: Fs> Ledger<F> {
             return;
         };
         let wanted: Vec<Id> = match ids {
-            None => open.lines.keys().cloned().collect(),
+            None => open.lines.ids(),
             Some(ids) => ids.iter().filter(|id| open.needs_check(id)).cloned().collect(),
         };
         let mut planned = Vec::with_capacity(wanted.len());
@@ -365,10 +365,10 @@ impl<F: Fs> Ledger<F> {
         let Some(open) = self.rows().filter(|open| open.full) else { return };
         let (mut wanted, mut seen, mut stack) = (Vec::new(), BTreeSet::new(), vec![root.clone()]);
         while let Some(id) = stack.pop() {
-            let Some(line) = open.lines.get(&id).filter(|_| seen.insert(id.clone())) else {
+            let Some(follows) = open.lines.follows(&id).filter(|_| seen.insert(id.clone())) else {
                 continue;
             };
-            stack.extend(line.follows.iter().cloned());
+            stack.extend(follows);
             wanted.push(id);
         }
         self.examine(Some(&wanted));
