@@ -87,6 +87,9 @@ struct HarnessHost {
     /// The last id given to an attaching client.
     next_client: u64,
     started_wall_ms: i64,
+    /// Set when the loop woke since the code it ran was last unmapped
+    /// (`os::memory::shed_code`, before a long sleep).
+    shed_pending: bool,
 }
 
 /// Runs the daemon in the foreground until it is shut down. `ready` is told once the lock is
@@ -162,6 +165,7 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         readiness,
         watchdog: sdnotify::watchdog_interval().map(|d| (d, std::time::Instant::now())),
         last_watchdog_ms: None,
+        shed_pending: true,
         ledger,
         next_command_id: 0,
         next_client: 0,
@@ -240,16 +244,8 @@ fn owner_message(paths: &Paths) -> String {
     }
 }
 
-/// Gives the heap that a busy step freed (a boot writes hundreds of ledger records at once)
-/// back to the system before the loop sleeps with nothing due, so an idle daemon stays small.
-fn release_free_heap() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only returns free memory of the allocator to the system; it is
-    // thread-safe and has no preconditions.
-    unsafe {
-        libc::malloc_trim(0);
-    }
-}
+/// The shortest sleep before which the daemon gives freed heap back.
+const TRIM_BEFORE: Duration = Duration::from_secs(1);
 
 /// One line per decision on the daemon's output. A closed or broken output (a pipe whose
 /// reader went away, a restarted journal) loses the line, never the daemon.
@@ -262,17 +258,27 @@ fn log(line: &str) {
 impl HarnessHost {
     fn serve(&mut self, rx: Receiver<Msg>) -> Result<(), DaemonError> {
         loop {
-            let msg = match self.wait_for() {
-                None => {
-                    release_free_heap();
-                    rx.recv().ok()
+            let wait = self.wait_for();
+            // Before a long sleep (a flap window or a healthy-run clock may keep a deadline
+            // minutes away for as long as the harnesses run) the heap a busy step freed goes
+            // back to the system; before a short one it is kept for the next step.
+            if wait.is_none_or(|d| d >= TRIM_BEFORE) {
+                crate::os::memory::release_free_heap();
+                // The kernel maps a binary's code a large folio at a time: what the last
+                // steps mapped and the sleep will not run is unmapped (it stays cached).
+                if std::mem::take(&mut self.shed_pending) {
+                    crate::os::memory::shed_code();
                 }
+            }
+            let msg = match wait {
+                None => rx.recv().ok(),
                 Some(d) => match rx.recv_timeout(d) {
                     Ok(m) => Some(m),
                     Err(mpsc::RecvTimeoutError::Timeout) => None,
                     Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
                 },
             };
+            self.shed_pending = true;
             self.tick_watchdog();
             // Whatever is due runs after every message too: a chatty client must not starve
             // restart delays, kill deadlines or readiness checks.

@@ -33,7 +33,7 @@ struct Notes {
     /// Orphans of an earlier daemon stopped before this harness's first spawn.
     reclaimed: Option<Value>,
     /// The columns of the last record, for the records that follow the harness's removal.
-    last: Option<Value>,
+    last: Option<String>,
     /// Why the run being stopped was judged hung, until it ends.
     hung: Option<&'static str>,
 }
@@ -265,7 +265,8 @@ impl RecoveryLedger {
             Some(h) => self.columns(name, h, daemon, facts),
             // Removed by a reload after this step: the last known columns, with what changed.
             None => {
-                let mut last = self.notes.get(name).and_then(|n| n.last.clone())?;
+                let last = self.notes.get(name).and_then(|n| n.last.as_deref())?;
+                let mut last: Value = serde_json::from_str(last).ok()?;
                 if let Event::HarnessStateChanged { to, .. } = event {
                     last["observed"] = json!(to.as_str());
                     last["liveness"] = json!({ "pid": null, "alive": false });
@@ -290,7 +291,9 @@ impl RecoveryLedger {
         if started_by.is_some() {
             map.insert("duplicate_start_check".into(), self.duplicate_check(name, daemon, facts));
         }
-        self.notes.entry(name.clone()).or_default().last = Some(record.clone());
+        // Kept as text: a record as a JSON tree is many small allocations, for every
+        // harness, and it is read back only if a reload removes the harness.
+        self.notes.entry(name.clone()).or_default().last = Some(record.to_string());
         Some(record)
     }
 

@@ -72,7 +72,7 @@ fn accept(listener: &UnixListener, tx: &Sender<Msg>) {
 fn serve(stream: UnixStream, tx: Sender<Msg>) {
     let Ok(mut out) = stream.try_clone() else { return };
     if !same_user(&stream) {
-        let _ = writeln!(out, "{}", err("refused: the daemon talks only to its own user"));
+        let _ = send(&mut out, &err("refused: the daemon talks only to its own user"));
         return;
     }
     let contained = contained_peer(&stream);
@@ -82,7 +82,7 @@ fn serve(stream: UnixStream, tx: Sender<Msg>) {
         let request: Request = match serde_json::from_str(&line) {
             Ok(r) => r,
             Err(e) => {
-                let _ = writeln!(out, "{}", err(format!("bad request: {e}")));
+                let _ = send(&mut out, &err(format!("bad request: {e}")));
                 continue;
             }
         };
@@ -93,7 +93,7 @@ fn serve(stream: UnixStream, tx: Sender<Msg>) {
         let looks = matches!(request, Request::Ping | Request::Status { .. });
         if contained && !looks {
             let refusal = err("refused: a process a run contains may not steer the daemon");
-            if writeln!(out, "{refusal}").is_err() {
+            if send(&mut out, &refusal).is_err() {
                 return;
             }
             continue;
@@ -107,7 +107,7 @@ fn serve(stream: UnixStream, tx: Sender<Msg>) {
             return;
         }
         let answer = reply_rx.recv().unwrap_or_else(|_| err("the daemon is stopping"));
-        if writeln!(out, "{answer}").is_err() {
+        if send(&mut out, &answer).is_err() {
             return;
         }
     }
@@ -119,7 +119,7 @@ fn stream_events(mut out: UnixStream, tx: &Sender<Msg>) {
     if tx.send(Msg::Subscribe(daemon_end)).is_err() {
         return;
     }
-    if writeln!(out, "{}", ok(serde_json::json!({ "subscribed": true }))).is_err() {
+    if send(&mut out, &ok(serde_json::json!({ "subscribed": true }))).is_err() {
         return;
     }
     let mut quiet = std::time::Duration::ZERO;
@@ -143,10 +143,18 @@ fn stream_events(mut out: UnixStream, tx: &Sender<Msg>) {
             }
             Next::Closed => return,
         };
-        if writeln!(out, "{line}").is_err() {
+        if send(&mut out, &line).is_err() {
             return;
         }
     }
+}
+
+/// Writes `line` and its newline in one call: a status document of a thousand harnesses
+/// formatted straight into the socket would be thousands of small writes.
+fn send(out: &mut UnixStream, line: &impl std::fmt::Display) -> std::io::Result<()> {
+    let mut text = line.to_string();
+    text.push('\n');
+    out.write_all(text.as_bytes())
 }
 
 /// How long a quiet stream waits before it looks again (for a loss to report, or a hang-up).
@@ -215,8 +223,8 @@ fn attach(
     }
     let attached = match answered.recv() {
         Ok(Ok(a)) => a,
-        Ok(Err(why)) => return drop(writeln!(out, "{}", err(why))),
-        Err(_) => return drop(writeln!(out, "{}", err("the daemon is stopping"))),
+        Ok(Err(why)) => return drop(send(&mut out, &err(why))),
+        Err(_) => return drop(send(&mut out, &err("the daemon is stopping"))),
     };
     let (terminal, writes) = (attached.terminal, attached.writes);
     // Whatever ends this connection, the daemon hears the client is gone.
@@ -228,7 +236,7 @@ fn attach(
     let (_, shown) = terminal.contents();
     let hello = ok(serde_json::json!({ "attached": name, "read_only": read_only,
                                        "cols": shown.cols, "rows": shown.rows }));
-    if writeln!(out, "{hello}").is_err()
+    if send(&mut out, &hello).is_err()
         || frame::write(&mut out, frame::OUTPUT, &terminal.formatted()).is_err()
     {
         return;
