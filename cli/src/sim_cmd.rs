@@ -154,6 +154,10 @@ pub struct SeedsArgs {
     #[cfg(feature = "planted-bugs")]
     #[arg(long, value_enum)]
     inject_bug: Option<BugArg>,
+    /// Seeds run at once, each on a thread of its own (default: one per CPU). Every seed's
+    /// run is the same whatever the number; only the wall time changes.
+    #[arg(long)]
+    jobs: Option<usize>,
     /// Print one JSON document.
     #[arg(long)]
     json: bool,
@@ -253,17 +257,24 @@ fn run_one(args: RunArgs) -> Exit {
 fn seeds(args: SeedsArgs) -> Exit {
     let started = std::time::Instant::now();
     let budget = args.budget_secs.map(std::time::Duration::from_secs);
+    let bug = planted(args.inject_bug());
+    let jobs = args.jobs.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let ran = sweep(args.seeds, jobs.max(1), |seed| {
+        if budget.is_some_and(|b| started.elapsed() >= b) {
+            return None;
+        }
+        let out = outcome_for(seed, args.steps, bug, false);
+        Some((out.steps, out.violation))
+    });
     let (mut seeds, mut steps) = (0u64, 0u64);
     let mut failures = Vec::new();
-    for seed in args.seeds.0..args.seeds.1 {
-        if budget.is_some_and(|b| started.elapsed() >= b) {
-            break;
-        }
-        let bug = planted(args.inject_bug());
-        let out = outcome_for(seed, args.steps, bug, false);
+    // Reported in seed order, whichever thread ran which.
+    for (seed, (ran_steps, violation)) in ran {
         seeds += 1;
-        steps += out.steps;
-        if let Some(v) = out.violation {
+        steps += ran_steps;
+        if let Some(v) = violation {
             let traced = outcome_for(seed, args.steps, bug, true);
             let file = args.trace_dir.join(format!("seed-{seed}.trace.jsonl"));
             let written = std::fs::create_dir_all(&args.trace_dir)
@@ -302,6 +313,38 @@ fn seeds(args: SeedsArgs) -> Exit {
     } else {
         Ok(EXIT_FAILED)
     }
+}
+
+/// Runs `one` for each seed of `range` on `jobs` threads, each taking the next seed not yet
+/// taken, and returns what each gave, by seed; a seed for which `one` gives `None` (its
+/// time budget ran out) is left out.
+fn sweep<T: Send>(
+    range: (u64, u64),
+    jobs: usize,
+    one: impl Fn(u64) -> Option<T> + Sync,
+) -> std::collections::BTreeMap<u64, T> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let next = AtomicU64::new(range.0);
+    let done = std::sync::Mutex::new(std::collections::BTreeMap::new());
+    let work = || loop {
+        let seed = next.fetch_add(1, Ordering::Relaxed);
+        if seed >= range.1 {
+            return;
+        }
+        match one(seed) {
+            Some(result) => {
+                done.lock().expect("no worker panicked holding it").insert(seed, result);
+            }
+            None => return,
+        }
+    };
+    std::thread::scope(|scope| {
+        for _ in 1..jobs {
+            scope.spawn(work);
+        }
+        work();
+    });
+    done.into_inner().expect("no worker panicked holding it")
 }
 
 fn read_trace(file: &Path) -> Result<Trace, Failure> {
@@ -500,14 +543,16 @@ fn print_day(s: &serde_json::Value, rows: &[serde_json::Value]) {
 }
 
 /// Runs seeds `from..to` with `run`, handing each summary to `each`; returns the failures.
-fn over_seeds<S>(
-    (from, to): (u64, u64),
+fn over_seeds<S: Send>(
+    range: (u64, u64),
     run: fn(u64) -> Result<S, String>,
     mut each: impl FnMut(S),
 ) -> Vec<String> {
+    let jobs = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let mut failures = Vec::new();
-    for seed in from..to {
-        match run(seed) {
+    // One seed per thread at a time; summaries are taken in seed order, as one thread would.
+    for (_, outcome) in sweep(range, jobs, |seed| Some(run(seed))) {
+        match outcome {
             Ok(s) => each(s),
             Err(e) => failures.push(e),
         }

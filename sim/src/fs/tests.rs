@@ -25,12 +25,7 @@ impl SimFs {
         for (ino, inode) in &self.inodes {
             assert_eq!(links[ino], inode.links);
             assert!(inode.common <= inode.data.len());
-            let mut h = Fnv64::default();
-            h.write(&inode.data);
-            assert_eq!(h.finish(), inode.data_hash.finish());
-            let mut h = Fnv64::default();
-            h.write(&inode.durable_bytes());
-            assert_eq!(h.finish(), inode.durable_hash.finish());
+            assert!(inode.durable_bytes().len() == inode.durable_len());
         }
     }
 }

@@ -46,6 +46,8 @@ pub struct Checker {
     last_run: BTreeMap<Id, u64>,
     /// Rotations of the events journal seen.
     pub rotations: u64,
+    /// `state.json` bytes decoded, shared with the spawner's audits.
+    pub decoded: crate::harness::seams::Decoded,
 }
 
 /// What one step did, for the checks that depend on the order of its effects.
@@ -194,7 +196,16 @@ impl Checker {
     /// was durable, runs are never reused, and each acknowledged intent was durable first.
     pub fn check_effects(&mut self, facts: &StepFacts<'_>) -> Check {
         self.check_spawns(facts)?;
-        check_acks(facts)
+        self.check_acks(facts)
+    }
+
+    /// What `state.json`'s `bytes` say (nothing: the default).
+    fn intents(
+        &mut self,
+        bytes: Option<&[u8]>,
+    ) -> Result<std::rc::Rc<PersistedState>, (String, String)> {
+        let Some(bytes) = bytes else { return Ok(Default::default()) };
+        self.decoded.state(bytes).map_err(|e| ("state-readable".to_owned(), e))
     }
 
     fn check_spawns(&mut self, facts: &StepFacts<'_>) -> Check {
@@ -236,56 +247,54 @@ impl Checker {
     }
 }
 
-/// Each acknowledged start, restart or stop is the durable intent afterwards, and when it
-/// changed the durable intent, a persist came before the acknowledgement.
-fn check_acks(facts: &StepFacts<'_>) -> Check {
-    let acks: Vec<(usize, u64)> = facts
-        .executed
-        .iter()
-        .enumerate()
-        .filter_map(|(i, e)| match e {
-            Executed::Acked { id, error: None } => Some((i, *id)),
-            _ => None,
-        })
-        .collect();
-    if acks.is_empty() {
-        return Ok(());
+impl Checker {
+    /// Each acknowledged start, restart or stop is the durable intent afterwards, and when it
+    /// changed the durable intent, a persist came before the acknowledgement.
+    fn check_acks(&mut self, facts: &StepFacts<'_>) -> Check {
+        let acks: Vec<(usize, u64)> = facts
+            .executed
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| match e {
+                Executed::Acked { id, error: None } => Some((i, *id)),
+                _ => None,
+            })
+            .collect();
+        if acks.is_empty() {
+            return Ok(());
+        }
+        let before = self.intents(facts.durable_before)?;
+        let after = self.intents(facts.durable_after)?;
+        let named = acks.into_iter().flat_map(|(index, id)| {
+            let (names, want) = match facts.commands.get(&id) {
+                Some(Command::Stop { names }) => (names.as_slice(), false),
+                Some(Command::Start { names } | Command::Restart { names }) => {
+                    (names.as_slice(), true)
+                }
+                _ => (&[][..], false),
+            };
+            names.iter().map(move |name| (index, id, name, want))
+        });
+        for (index, id, name, want) in named {
+            let was = before.harnesses.get(name).map(|d| d.enabled);
+            let is = after.harnesses.get(name).map(|d| d.enabled);
+            if is != Some(want) {
+                return broken(
+                    "persist-before-ack",
+                    format!("command {id} on {name} acknowledged; durable intent is {is:?}"),
+                );
+            }
+            let persisted_first =
+                facts.executed[..index].iter().any(|e| matches!(e, Executed::Persisted { .. }));
+            if was != is && !persisted_first {
+                return broken(
+                    "persist-before-ack",
+                    format!("command {id} on {name} acknowledged before its intent was persisted"),
+                );
+            }
+        }
+        Ok(())
     }
-    let intents = |bytes: Option<&[u8]>| -> Result<PersistedState, (String, String)> {
-        match bytes.map(PersistedState::decode).transpose() {
-            Ok(state) => Ok(state.unwrap_or_default()),
-            Err(e) => Err(("state-readable".into(), e.to_string())),
-        }
-    };
-    let before = intents(facts.durable_before)?;
-    let after = intents(facts.durable_after)?;
-    let named = acks.into_iter().flat_map(|(index, id)| {
-        let (names, want) = match facts.commands.get(&id) {
-            Some(Command::Stop { names }) => (names.as_slice(), false),
-            Some(Command::Start { names } | Command::Restart { names }) => (names.as_slice(), true),
-            _ => (&[][..], false),
-        };
-        names.iter().map(move |name| (index, id, name, want))
-    });
-    for (index, id, name, want) in named {
-        let was = before.harnesses.get(name).map(|d| d.enabled);
-        let is = after.harnesses.get(name).map(|d| d.enabled);
-        if is != Some(want) {
-            return broken(
-                "persist-before-ack",
-                format!("command {id} on {name} acknowledged; durable intent is {is:?}"),
-            );
-        }
-        let persisted_first =
-            facts.executed[..index].iter().any(|e| matches!(e, Executed::Persisted { .. }));
-        if was != is && !persisted_first {
-            return broken(
-                "persist-before-ack",
-                format!("command {id} on {name} acknowledged before its intent was persisted"),
-            );
-        }
-    }
-    Ok(())
 }
 
 /// Where the last line of a journal prefix (which ends in a newline) begins.

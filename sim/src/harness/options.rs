@@ -144,7 +144,7 @@ impl SimOptions {
     /// run-affecting edit) and, every third one, sets per-harness delay and grace overrides.
     pub fn config(&self, knobs: &ConfigKnobs) -> DaemonConfig {
         // Small journal files, so rotations happen under crashes too.
-        let retention = harn_core::journal::Retention { max_file_bytes: 16 << 10, kept: 2 };
+        let retention = harn_core::journal::Retention { max_file_bytes: 4 << 10, kept: 2 };
         let mut config = DaemonConfig { limits: knobs.limits, retention, ..Default::default() };
         for (i, h) in self.harnesses.iter().enumerate().filter(|(i, _)| knobs.present[*i]) {
             let mut argv = vec![h.behaviour.program().to_owned()];

@@ -190,9 +190,8 @@ impl<E: Entropy> HarnessWorld<E> {
         self.next_command_id += 1;
         let id = self.next_command_id;
         self.commands.insert(id, command.clone());
-        let value = serde_json::to_value(&command).expect("serializes");
-        let input = DaemonInput::Command { id, command };
-        (StepEvent::Command { id, command: value }, Wake::Input(input))
+        let event = StepEvent::Command { id, command: Box::new(command.clone()) };
+        (event, Wake::Input(DaemonInput::Command { id, command }))
     }
 
     fn draw_command(&mut self) -> Command {

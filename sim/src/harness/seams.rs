@@ -6,7 +6,6 @@ use crate::fs::SimFs;
 use crate::harness::options::InjectedBug;
 use crate::harness::process::SimProcesses;
 use harn_core::env::{Clock, Fs, FsError, Pid, Signal, SpawnError, SpawnSpec, Spawner};
-use harn_core::harness::daemon::PersistedState;
 use harn_core::harness::driver::Env;
 use harn_core::ids::Id;
 use std::cell::RefCell;
@@ -47,23 +46,51 @@ pub struct SpawnAudit {
     pub durable_runs: u64,
 }
 
+/// The last `state.json` bytes decoded and what they said: the durable state changes only at
+/// a persist, so the acknowledgements and spawns between two persists decode it once.
+#[derive(Clone, Debug, Default)]
+pub struct Decoded {
+    last: Vec<(Vec<u8>, std::rc::Rc<harn_core::harness::daemon::PersistedState>)>,
+}
+
+impl Decoded {
+    /// What `bytes` say.
+    pub fn state(
+        &mut self,
+        bytes: &[u8],
+    ) -> Result<std::rc::Rc<harn_core::harness::daemon::PersistedState>, String> {
+        if let Some((_, state)) = self.last.iter().find(|(b, _)| b == bytes) {
+            return Ok(std::rc::Rc::clone(state));
+        }
+        let state = std::rc::Rc::new(
+            harn_core::harness::daemon::PersistedState::decode(bytes).map_err(|e| e.to_string())?,
+        );
+        if self.last.len() == 2 {
+            self.last.remove(0);
+        }
+        self.last.push((bytes.to_vec(), std::rc::Rc::clone(&state)));
+        Ok(state)
+    }
+}
+
 /// Spawns through the simulated process table after noting what is durable.
 struct AuditingSpawner<'a> {
     procs: &'a mut SimProcesses,
     fs: &'a Rc<RefCell<SimFs>>,
     state_path: &'a str,
     audits: &'a mut Vec<SpawnAudit>,
+    decoded: &'a mut Decoded,
 }
 
 impl Spawner for AuditingSpawner<'_> {
     fn spawn(&mut self, name: &Id, run: u64, spec: &SpawnSpec) -> Result<Pid, SpawnError> {
-        let durable_runs = self
-            .fs
-            .borrow()
+        let fs = self.fs.borrow();
+        let durable_runs = fs
             .durable_bytes(self.state_path)
-            .and_then(|bytes| PersistedState::decode(&bytes).ok())
+            .and_then(|bytes| self.decoded.state(&bytes).ok())
             .and_then(|state| state.harnesses.get(name).map(|d| d.runs.max(d.reserved_runs)))
             .unwrap_or(0);
+        drop(fs);
         self.audits.push(SpawnAudit { name: name.clone(), durable_runs });
         self.procs.spawn(name, run, spec)
     }
@@ -87,6 +114,8 @@ pub struct Lent<'a> {
     pub state_path: &'a str,
     /// Spawn audits, appended in spawn order.
     pub audits: &'a mut Vec<SpawnAudit>,
+    /// `state.json` decoded, shared with the checker.
+    pub decoded: &'a mut Decoded,
 }
 
 /// Runs `f` with the seams built from `lent`, behind the lying `sync_dir` when planted.
@@ -110,6 +139,7 @@ pub fn with_env<R>(lent: Lent<'_>, f: impl FnOnce(&mut Env<'_>) -> R) -> R {
         fs: lent.fs,
         state_path: lent.state_path,
         audits: lent.audits,
+        decoded: lent.decoded,
     };
     let mut env = Env { fs, spawner: &mut spawner, clock: lent.clock };
     f(&mut env)

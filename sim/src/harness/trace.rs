@@ -50,8 +50,8 @@ pub enum StepEvent {
     Command {
         /// Its id.
         id: u64,
-        /// The command.
-        command: serde_json::Value,
+        /// The command (serialized only when a trace is written).
+        command: Box<harn_core::harness::daemon::Command>,
     },
     /// A timer wake, possibly a spurious early one.
     Timeout {

@@ -62,6 +62,8 @@ pub struct HarnessWorld<E: Entropy> {
     checker: Checker,
     /// Per-step state hashes, always kept (cheap) for replay and determinism checks.
     pub hashes: Vec<u64>,
+    /// `state.json`'s durable bytes as last looked at ([`HarnessWorld::durable_state`]).
+    durable: Option<Rc<[u8]>>,
     /// Per-step records, kept only when tracing.
     pub records: Option<Vec<TraceStep>>,
 }
@@ -113,6 +115,7 @@ impl<E: Entropy> HarnessWorld<E> {
             asked: None,
             checker: Checker::default(),
             hashes: Vec::new(),
+            durable: None,
             records: trace.then(Vec::new),
         }
     }
@@ -194,7 +197,7 @@ impl<E: Entropy> HarnessWorld<E> {
 
     fn step_inner(&mut self, given: Option<(StepEvent, Wake)>) -> Result<(), Violation> {
         self.step += 1;
-        let durable_before = self.fs.borrow().durable_read(&self.paths.state);
+        let durable_before = self.durable_state();
         let mut audits = Vec::new();
         let mut before = None;
         let outcome = if self.up.is_none() {
@@ -388,7 +391,19 @@ impl<E: Entropy> HarnessWorld<E> {
             bug: self.options.bug,
             state_path: &self.paths.state,
             audits,
+            decoded: &mut self.checker.decoded,
         }
+    }
+
+    /// What `state.json` durably holds now: the bytes kept from the last look while they are
+    /// the same (they change only at a persist), so a step copies them only when they did.
+    fn durable_state(&mut self) -> Option<Rc<[u8]>> {
+        let fs = self.fs.borrow();
+        let now = fs.durable_bytes(&self.paths.state);
+        if now.as_deref() != self.durable.as_deref() {
+            self.durable = now.map(|bytes| Rc::from(&*bytes));
+        }
+        self.durable.clone()
     }
 
     /// Checks a step's effects (and, with the daemon up, everything else) before a crash or
@@ -401,7 +416,7 @@ impl<E: Entropy> HarnessWorld<E> {
     ) -> Result<(), Violation> {
         self.checker.observe(&outcome.executed);
         self.attach_owners(&outcome.executed);
-        let durable_after = self.fs.borrow().durable_read(&self.paths.state);
+        let durable_after = self.durable_state();
         let facts = StepFacts {
             executed: &outcome.executed,
             audits,

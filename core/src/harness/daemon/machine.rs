@@ -4,7 +4,6 @@
 use super::*;
 use crate::error::{InvariantError, RecordError};
 use crate::harness::lifecycle::State;
-use crate::hash::Fnv64;
 use std::hash::{Hash, Hasher};
 
 /// A command's id and the answer it gets.
@@ -574,7 +573,7 @@ impl Daemon {
 
     /// A stable hash of everything that decides future behaviour, for traces and replay.
     pub fn state_hash(&self) -> u64 {
-        let mut hasher = Fnv64::default();
+        let mut hasher = crate::hash::StateHasher::default();
         self.generation.hash(&mut hasher);
         self.active_profile.hash(&mut hasher);
         self.draining.hash(&mut hasher);
