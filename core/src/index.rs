@@ -156,7 +156,7 @@ pub fn trust(old: Option<&Mark>, seen: Seen<'_>) -> (Trust, Mark) {
 }
 
 /// The version of the index files' format; an index of another version is rebuilt.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// One row of an index file, owned: whether it is suspect (it stands only while what it
 /// follows still looks as it recorded), the records it follows (a work item's
@@ -226,14 +226,15 @@ struct Span {
     end: usize,
 }
 
-/// The rows of an index file, sorted by id, read lazily: the file's body stays as it was
-/// read, a row is found by binary search and parsed only when used, and what this process
-/// changed lies over it. A read of three rows of an index of ten thousand costs three
-/// lookups, not ten thousand parses.
+/// The rows of an index file, sorted by id, read lazily: the file's bytes stay as they were
+/// read, a row is found by binary search over them and checked and parsed only when used,
+/// and what this process changed lies over them. A read of three rows of an index of ten
+/// thousand touches three lines (and the dozen or so the search passes), not ten thousand.
 #[derive(Clone, Debug, Default)]
 pub struct Rows {
+    /// The file as read; its rows begin at `start`.
     body: Vec<u8>,
-    spans: Vec<Span>,
+    start: usize,
     /// Rows stored (`Some`) or dropped (`None`) since the file was read.
     changed: BTreeMap<Id, Option<Line>>,
 }
@@ -247,19 +248,58 @@ impl Rows {
         }
     }
 
-    fn span_of(&self, id: &str) -> Option<&Span> {
-        let at = self
-            .spans
-            .binary_search_by(|s| self.body[s.start + 2..s.id_end].cmp(id.as_bytes()))
-            .ok()?;
-        self.spans.get(at)
+    /// The stored line starting at `start` (a line boundary); `None` past the end or for a
+    /// line without an id.
+    fn span_at(&self, start: usize) -> Option<Span> {
+        let rest = self.body.get(start..)?;
+        let end = start + memchr::memchr(b'\n', rest)?;
+        let id_end = start + 2 + memchr::memchr(b' ', self.body.get(start + 2..end)?)?;
+        Some(Span { start, id_end, end })
     }
 
+    fn id_of(&self, span: &Span) -> &[u8] {
+        &self.body[span.start + 2..span.id_end]
+    }
+
+    /// The stored line of `id`, by binary search over the file's sorted lines.
+    fn span_of(&self, id: &str) -> Option<Span> {
+        let (mut lo, mut hi) = (self.start, self.body.len());
+        // Both bounds are always line starts (or the end).
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let start = memchr::memrchr(b'\n', &self.body[lo..mid]).map_or(lo, |i| lo + i + 1);
+            let span = self.span_at(start)?;
+            match self.id_of(&span).cmp(id.as_bytes()) {
+                std::cmp::Ordering::Equal => return Some(span),
+                std::cmp::Ordering::Less => lo = span.end + 1,
+                std::cmp::Ordering::Greater => hi = start,
+            }
+        }
+        None
+    }
+
+    /// Every stored line, in file order.
+    fn spans(&self) -> impl Iterator<Item = Span> + '_ {
+        let mut at = self.start;
+        std::iter::from_fn(move || {
+            let span = self.span_at(at)?;
+            at = span.end + 1;
+            Some(span)
+        })
+    }
+
+    /// The row a stored line holds, when its flag, its fields and its checksum are right.
     fn line_at(&self, span: &Span) -> Option<LineRef<'_>> {
         let line = std::str::from_utf8(&self.body[span.start..span.end]).ok()?;
+        let suspect = match line.as_bytes()[0] {
+            b'+' => false,
+            b'?' => true,
+            _ => return None,
+        };
         let rest = &line[span.id_end - span.start + 1..];
-        let (follows, body) = rest.split_once(' ')?;
-        let suspect = line.as_bytes()[0] == b'?';
+        let (follows, rest) = rest.split_once(' ')?;
+        let (crc, body) = rest.split_once(' ')?;
+        (crc.as_bytes() == hex8(crc32fast::hash(body.as_bytes()))).then_some(())?;
         Some(LineRef { suspect, follows: Follows::Stored(follows), body })
     }
 
@@ -267,7 +307,7 @@ impl Rows {
     pub fn get(&self, id: &Id) -> Option<LineRef<'_>> {
         match self.changed.get(id) {
             Some(change) => change.as_ref().map(Line::as_ref),
-            None => self.span_of(id.as_str()).and_then(|s| self.line_at(s)),
+            None => self.span_of(id.as_str()).and_then(|s| self.line_at(&s)),
         }
     }
 
@@ -280,7 +320,7 @@ impl Rows {
     pub fn contains_key(&self, id: &Id) -> bool {
         match self.changed.get(id) {
             Some(change) => change.is_some(),
-            None => self.span_of(id.as_str()).is_some(),
+            None => self.span_of(id.as_str()).and_then(|s| self.line_at(&s)).is_some(),
         }
     }
 
@@ -315,12 +355,13 @@ impl Rows {
         true
     }
 
-    /// Every row, in id order: each id as stored and its row.
+    /// Every row, in id order: each id as stored and its row (a stored line that does not
+    /// check out is left out).
     pub fn iter(&self) -> impl Iterator<Item = (&str, LineRef<'_>)> {
-        let mut stored = self.spans.iter().peekable();
+        let mut stored = self.spans().peekable();
         let mut changed = self.changed.iter().peekable();
         std::iter::from_fn(move || loop {
-            let next_stored = stored.peek().map(|s| &self.body[s.start + 2..s.id_end]);
+            let next_stored = stored.peek().map(|s| self.id_of(s));
             let next_changed = changed.peek().map(|(id, _)| id.as_str().as_bytes());
             match (next_stored, next_changed) {
                 (None, None) => return None,
@@ -329,8 +370,8 @@ impl Rows {
                 }
                 (Some(a), b) if b.is_none_or(|b| a < b) => {
                     let span = stored.next().expect("peeked");
-                    let id = std::str::from_utf8(&self.body[span.start + 2..span.id_end]).ok();
-                    if let (Some(id), Some(row)) = (id, self.line_at(span)) {
+                    let id = std::str::from_utf8(self.id_of(&span)).ok();
+                    if let (Some(id), Some(row)) = (id, self.line_at(&span)) {
                         return Some((id, row));
                     }
                 }
@@ -363,14 +404,23 @@ pub struct File {
 struct Header {
     v: u32,
     mark: Mark,
-    crc: u32,
     len: u64,
 }
 
-/// The file's bytes: a header line (version, mark, and the CRC-32 and length of what
-/// follows), then one line per row in id order: `+` or `?` (suspect), the id, what it
-/// follows (comma-separated, `-` for nothing), and the body. Rows unchanged since the file
-/// was read are copied as they were.
+/// Eight lowercase hex digits.
+fn hex8(n: u32) -> [u8; 8] {
+    let digits = b"0123456789abcdef";
+    let mut out = [0; 8];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = digits[((n >> (28 - 4 * i)) & 0xf) as usize];
+    }
+    out
+}
+
+/// The file's bytes: a header line (version, mark, and the length of what follows), then one
+/// line per row in id order: `+` or `?` (suspect), the id, what it follows (comma-separated,
+/// `-` for nothing), the CRC-32 of the body (8 hex digits), and the body. Each row is checked
+/// against its checksum when it is used.
 pub fn encode(file: &File) -> Vec<u8> {
     let rows = &file.rows;
     let mut body = Vec::with_capacity(rows.body.len() + rows.changed.len() * 600);
@@ -392,51 +442,31 @@ pub fn encode(file: &File) -> Vec<u8> {
             }
         }
         body.push(b' ');
+        body.extend_from_slice(&hex8(crc32fast::hash(row.body.as_bytes())));
+        body.push(b' ');
         body.extend_from_slice(row.body.as_bytes());
         body.push(b'\n');
     }
-    let header = Header {
-        v: FORMAT_VERSION,
-        mark: file.mark.clone(),
-        crc: crc32fast::hash(&body),
-        len: body.len() as u64,
-    };
+    let header = Header { v: FORMAT_VERSION, mark: file.mark.clone(), len: body.len() as u64 };
     let mut out = serde_json::to_vec(&header).expect("a header serializes");
     out.push(b'\n');
     out.extend_from_slice(&body);
     out
 }
 
-/// The index file in `bytes`; `None` when it is of another version, cut short or damaged
-/// (then it is rebuilt: nothing in it is ever needed). Only the line structure and the
-/// order of ids are checked here; a row is parsed when used.
-pub fn decode(mut bytes: Vec<u8>) -> Option<File> {
-    let newline = bytes.iter().position(|b| *b == b'\n')?;
+/// The index file in `bytes`; `None` when it is of another version or cut short (then it is
+/// rebuilt: nothing in it is ever needed). A row is checked when it is used; one that does
+/// not check out is no row, and is read again from the journals.
+pub fn decode(bytes: Vec<u8>) -> Option<File> {
+    let newline = memchr::memchr(b'\n', &bytes)?;
     let header: Header = serde_json::from_slice(&bytes[..newline]).ok()?;
-    let body = bytes.split_off(newline + 1);
+    // The header stays in front of the rows, skipped, rather than the rows copied out.
+    let start = newline + 1;
     let intact = header.v == FORMAT_VERSION
-        && header.len == body.len() as u64
-        && header.crc == crc32fast::hash(&body);
-    if !intact || body.last().is_some_and(|b| *b != b'\n') {
-        return None;
-    }
-    let mut spans: Vec<Span> = Vec::new();
-    let mut start = 0;
-    while start < body.len() {
-        let end = start + body[start..].iter().position(|b| *b == b'\n')?;
-        let line = &body[start..end];
-        if line.len() < 4 || !matches!(line[0], b'+' | b'?') || line[1] != b' ' {
-            return None;
-        }
-        let id_end = start + 2 + line[2..].iter().position(|b| *b == b' ')?;
-        let id = &body[start + 2..id_end];
-        if spans.last().is_some_and(|p| body[p.start + 2..p.id_end] >= *id) {
-            return None; // out of order: not a file this format wrote
-        }
-        spans.push(Span { start, id_end, end });
-        start = end + 1;
-    }
-    Some(File { mark: header.mark, rows: Rows { body, spans, changed: BTreeMap::new() } })
+        && header.len == (bytes.len() - start) as u64
+        && bytes.last().is_none_or(|b| *b == b'\n');
+    let rows = Rows { body: bytes, start, changed: BTreeMap::new() };
+    intact.then_some(File { mark: header.mark, rows })
 }
 
 /// Of `rows`, those that follow any of `changed`, directly or through one another: what
@@ -546,14 +576,37 @@ mod tests {
         assert_eq!(read.rows.get(&id("b")).unwrap().follows(), ["a", "c"]);
         assert!(read.rows.get(&id("c")).is_none());
         assert_eq!(encode(&read), bytes, "unchanged rows are copied as they were");
+        // A byte of b's body damaged: that row does not check out; a's still does.
         let mut flipped = bytes.clone();
         let at = flipped.len() - 3;
         flipped[at] ^= 1;
-        assert!(decode(flipped).is_none());
+        let damaged = decode(flipped).unwrap();
+        assert!(damaged.rows.get(&id("b")).is_none());
+        assert!(damaged.rows.get(&id("a")).is_some());
+        assert_eq!(damaged.rows.ids(), [id("a")]);
         assert!(decode(bytes[..bytes.len() - 1].to_vec()).is_none(), "cut short");
-        let other = String::from_utf8(bytes).unwrap().replacen("\"v\":1", "\"v\":2", 1);
+        let other = String::from_utf8(bytes).unwrap().replacen("\"v\":2", "\"v\":1", 1);
         assert!(decode(other.into_bytes()).is_none());
         assert!(decode(Vec::new()).is_none());
+    }
+
+    #[test]
+    fn any_row_of_many_is_found_by_its_id_and_no_other() {
+        let rows: BTreeMap<Id, Line> = (0..500)
+            .map(|n| {
+                let body = format!("{{\"n\":{}}}", "x".repeat(n % 37));
+                (id(&format!("w{n:04}")), Line { suspect: n % 3 == 0, follows: vec![], body })
+            })
+            .collect();
+        let file = File { mark: mark(1, 0, "b", 0), rows: Rows::of_lines(rows.clone()) };
+        let read = decode(encode(&file)).unwrap().rows;
+        for (k, line) in &rows {
+            let found = read.get(k).unwrap();
+            assert_eq!((found.suspect, found.body), (line.suspect, line.body.as_str()));
+        }
+        for missing in ["w", "w00000", "w0500", "a", "z", "w0249x"] {
+            assert!(read.get(&id(missing)).is_none(), "{missing}");
+        }
     }
 
     #[test]

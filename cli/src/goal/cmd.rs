@@ -299,6 +299,8 @@ fn list(store: &mut Store, as_json: bool) -> Exit {
             rows.push(listed(&id, row));
             continue;
         }
+        // A goal read again is read over the work index, so that it may be stored.
+        store.load_index();
         let busy = store.goal_busy(&id);
         let read = store::read_listed(store, &id);
         if let Some(ix) = index.as_mut() {

@@ -260,6 +260,11 @@ impl Store {
         self.ledger.verify_histories();
     }
 
+    /// Loads the work index's rows now (see `Ledger::load_index`).
+    pub fn load_index(&mut self) {
+        self.ledger.load_index();
+    }
+
     /// Whether this process's work index vouches for the row of `id`.
     pub fn vouched(&self, id: &Id) -> bool {
         self.ledger.vouched(id)

@@ -302,7 +302,19 @@ pub struct Indexed {
     pub busy: Busy,
     /// The mark of the index file as found, when its rows were used.
     pub found: Option<Mark>,
+    /// Items this process may still read from their own files before the rows are
+    /// loaded: a read of a few items (a `show` of one with a handful of prerequisites) costs
+    /// less than loading the rows of thousands, so the index is loaded only once a read
+    /// turns out bigger, or when a listing asks for it.
+    pub(crate) patience: u32,
+    /// Rows this process read in full, kept for its later reads whether or not they could
+    /// be stored (one command's reads all count from the same look at the log).
+    pub(crate) fresh: BTreeMap<Id, Arc<Row>>,
 }
+
+/// How many reads of items' own files (an intent for the dependency walk, an item in full) a
+/// read makes before it loads the index.
+pub const PATIENCE: u32 = 32;
 
 /// Sixteen bytes as 32 lowercase hex digits.
 pub(crate) mod hex16 {

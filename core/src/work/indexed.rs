@@ -70,11 +70,22 @@ impl<F: Fs> Ledger<F> {
     pub fn open_index(&mut self, now: WallTime, boot: &str, busy: Busy) {
         let Some(log) = log_seen(&mut self.fs) else { return };
         let seen = (Some(log), boot.to_owned(), now);
-        self.index = Some(Indexed { seen, loaded: None, busy, found: None });
+        let patience = index::PATIENCE;
+        let fresh = std::collections::BTreeMap::new();
+        self.index = Some(Indexed { seen, loaded: None, busy, found: None, patience, fresh });
     }
 
     /// The index's rows, loaded (and the change log's unread part applied) on first use.
     fn rows(&mut self) -> Option<&mut Open> {
+        let ix = self.index.as_mut()?;
+        if ix.loaded.is_none() && ix.patience > 0 {
+            return None;
+        }
+        self.load_rows()
+    }
+
+    /// The index's rows, loaded now if they were not.
+    fn load_rows(&mut self) -> Option<&mut Open> {
         let ix = self.index.as_mut()?;
         if ix.loaded.is_none() {
             let (log, boot, now) = ix.seen.clone();
@@ -100,6 +111,19 @@ impl<F: Fs> Ledger<F> {
         self.index.as_mut()?.loaded.as_mut()
     }
 
+    /// Loads the index's rows now, whatever the read so far cost: for a reader about to read
+    /// many items (a goal listing that must read a goal again).
+    pub fn load_index(&mut self) {
+        let _ = self.load_rows();
+    }
+
+    /// Counts one item read from its own files while the rows are not loaded.
+    fn spend_patience(&mut self) {
+        if let Some(ix) = self.index.as_mut().filter(|ix| ix.loaded.is_none()) {
+            ix.patience = ix.patience.saturating_sub(1);
+        }
+    }
+
     /// Whether this process's index vouches for the row of `id`: it stood, or was read in
     /// full and stored over prerequisites that are vouched for too.
     pub fn vouched(&self, id: &Id) -> bool {
@@ -116,6 +140,11 @@ impl<F: Fs> Ledger<F> {
     ) -> Result<Arc<Row>, RecordError> {
         if let Some(done) = known.rows.get(id) {
             return done.clone();
+        }
+        if let Some(row) = self.index.as_ref().and_then(|ix| ix.fresh.get(id)) {
+            let row = Arc::clone(row);
+            known.rows.insert(id.clone(), Ok(Arc::clone(&row)));
+            return Ok(row);
         }
         // A row that stands as it is needs nothing below it looked at.
         if let Some((row, false)) = self.checked_row(id) {
@@ -187,6 +216,7 @@ impl<F: Fs> Ledger<F> {
         if let Some(follows) = self.rows().and_then(|open| open.lines.follows(id)) {
             return follows;
         }
+        self.spend_patience();
         self.intent(id).ok().flatten().map(|i| i.dependencies).unwrap_or_default()
     }
 
@@ -200,6 +230,11 @@ impl<F: Fs> Ledger<F> {
     ) -> Result<Arc<Row>, RecordError> {
         if let Some(done) = known.rows.get(id) {
             return done.clone();
+        }
+        if let Some(row) = self.index.as_ref().and_then(|ix| ix.fresh.get(id)) {
+            let row = Arc::clone(row);
+            known.rows.insert(id.clone(), Ok(Arc::clone(&row)));
+            return Ok(row);
         }
         let result = match self.standing(id, known, runner_live, depth) {
             Some(row) => Ok(row),
@@ -269,6 +304,7 @@ impl<F: Fs> Ledger<F> {
     ) -> Result<Arc<Row>, RecordError> {
         // The probe comes before the read: a writer that takes the locks after it notes the
         // item past this reader's look at the log.
+        self.spend_patience();
         let busy = match self.index.as_mut() {
             Some(ix) => (ix.busy)(&Change::Work(id.clone())),
             None => false,
@@ -297,7 +333,13 @@ impl<F: Fs> Ledger<F> {
             history: [0; 16],
         };
         known.items.insert(id.clone(), Ok(item));
-        let Some(open) = self.rows() else { return Ok(Arc::new(row)) };
+        let Some(open) = self.rows() else {
+            let row = Arc::new(row);
+            if let Some(ix) = self.index.as_mut() {
+                ix.fresh.insert(id.clone(), Arc::clone(&row));
+            }
+            return Ok(row);
+        };
         let read_at = open.read_at_ns;
         if busy || live || !keepable(&row.projection) {
             open.drop_row(id);
@@ -327,7 +369,7 @@ impl<F: Fs> Ledger<F> {
     /// Has every row's history file checked before the row stands, as a listing needs (see
     /// [`Open::verify_histories`]).
     pub fn verify_histories(&mut self) {
-        if let Some(open) = self.rows() {
+        if let Some(open) = self.load_rows() {
             open.verify_histories = true;
         }
     }
@@ -337,7 +379,7 @@ impl<F: Fs> Ledger<F> {
     /// histories are verified, nothing otherwise (rows failing are dropped). Only a
     /// speed-up: a row not checked here is checked when first used.
     pub fn examine(&mut self, ids: Option<&[Id]>) {
-        let Some(open) = self.rows().filter(|open| open.full || open.verify_histories) else {
+        let Some(open) = self.load_rows().filter(|open| open.full || open.verify_histories) else {
             return;
         };
         let wanted: Vec<Id> = match ids {
