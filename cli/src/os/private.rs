@@ -566,6 +566,27 @@ pub fn remove_below(root: &Path, abs: &Path) -> io::Result<()> {
     }
 }
 
+/// Asks for huge pages under a large buffer about to be filled (an index of ten thousand
+/// rows is megabytes): one page fault per 2 MiB instead of one per 4 KiB, which is most of
+/// the cost of reading such a file from the page cache. Only advice: without transparent
+/// huge pages nothing changes.
+fn huge_pages_for(buffer: &mut Vec<u8>) {
+    const HUGE: usize = 2 << 20;
+    if buffer.capacity() < 2 * HUGE {
+        return;
+    }
+    let start = buffer.as_mut_ptr() as usize;
+    let aligned = start.next_multiple_of(HUGE);
+    let end = (start + buffer.capacity()) / HUGE * HUGE;
+    if end > aligned {
+        // SAFETY: the range lies within the buffer's own allocation, which nothing has
+        // touched yet; MADV_HUGEPAGE only changes how its pages will be backed.
+        unsafe {
+            libc::madvise(aligned as *mut libc::c_void, end - aligned, libc::MADV_HUGEPAGE);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -710,26 +731,5 @@ mod tests {
         Dir::root(tmp.path()).unwrap().remove_tree("t").unwrap();
         assert!(!tmp.path().join("t").exists());
         assert!(outside.path().join("keep").exists());
-    }
-}
-
-/// Asks for huge pages under a large buffer about to be filled (an index of ten thousand
-/// rows is megabytes): one page fault per 2 MiB instead of one per 4 KiB, which is most of
-/// the cost of reading such a file from the page cache. Only advice: without transparent
-/// huge pages nothing changes.
-fn huge_pages_for(buffer: &mut Vec<u8>) {
-    const HUGE: usize = 2 << 20;
-    if buffer.capacity() < 2 * HUGE {
-        return;
-    }
-    let start = buffer.as_mut_ptr() as usize;
-    let aligned = start.next_multiple_of(HUGE);
-    let end = (start + buffer.capacity()) / HUGE * HUGE;
-    if end > aligned {
-        // SAFETY: the range lies within the buffer's own allocation, which nothing has
-        // touched yet; MADV_HUGEPAGE only changes how its pages will be backed.
-        unsafe {
-            libc::madvise(aligned as *mut libc::c_void, end - aligned, libc::MADV_HUGEPAGE);
-        }
     }
 }
