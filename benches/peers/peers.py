@@ -1098,7 +1098,7 @@ def main() -> int:
     ap.add_argument("--restarts", type=int, default=30, help="restarts measured for respawn latency (default 30)")
     ap.add_argument("--only", default=",".join(TOOLS), help="comma-separated subset of " + ",".join(TOOLS))
     ap.add_argument("--harn", type=Path, default=DEFAULT_HARN, help="the harn binary (default ../../target/release/harn)")
-    ap.add_argument("--settle", type=float, default=2.0, help="seconds to let a tool settle after its children are up")
+    ap.add_argument("--settle", type=float, default=8.0, help="seconds to let a tool settle after its children are up (harn gives back its start-up code after 5 s idle)")
     ap.add_argument("--json", action="store_true", help="print the raw results as JSON instead of the table")
     ap.add_argument("--no-install", action="store_true", help="do not apt-get anything; missing peers are unavailable")
     args = ap.parse_args()

@@ -247,6 +247,9 @@ fn owner_message(paths: &Paths) -> String {
 /// The shortest sleep before which the daemon gives freed heap back.
 const TRIM_BEFORE: Duration = Duration::from_secs(1);
 
+/// How long the daemon is idle before it unmaps the code its last steps ran.
+const SHED_AFTER: Duration = Duration::from_secs(5);
+
 /// One line per decision on the daemon's output. A closed or broken output (a pipe whose
 /// reader went away, a restarted journal) loses the line, never the daemon.
 fn log(line: &str) {
@@ -258,21 +261,34 @@ fn log(line: &str) {
 impl HarnessHost {
     fn serve(&mut self, rx: Receiver<Msg>) -> Result<(), DaemonError> {
         loop {
-            let wait = self.wait_for();
+            let mut wait = self.wait_for();
             // Before a long sleep (a flap window or a healthy-run clock may keep a deadline
             // minutes away for as long as the harnesses run) the heap a busy step freed goes
             // back to the system; before a short one it is kept for the next step.
             if wait.is_none_or(|d| d >= TRIM_BEFORE) {
                 crate::os::memory::release_free_heap();
-                // The kernel maps a binary's code a large folio at a time: what the last
-                // steps mapped and the sleep will not run is unmapped (it stays cached).
-                if std::mem::take(&mut self.shed_pending) {
-                    crate::os::memory::shed_code();
-                }
             }
-            let msg = match wait {
-                None => rx.recv().ok(),
-                Some(d) => match rx.recv_timeout(d) {
+            // Once the daemon has been idle a while, the code its last steps mapped goes too
+            // (the kernel maps a binary's code a large folio at a time; it stays cached). Not
+            // before: a harness respawning every second would fault it back in each time.
+            let idle = self.shed_pending && wait.is_none_or(|d| d > SHED_AFTER);
+            let early = match idle {
+                false => None,
+                true => match rx.recv_timeout(SHED_AFTER) {
+                    Ok(m) => Some(m),
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
+                    Err(mpsc::RecvTimeoutError::Timeout) => {
+                        crate::os::memory::shed_code();
+                        self.shed_pending = false;
+                        wait = wait.map(|d| d.saturating_sub(SHED_AFTER));
+                        None
+                    }
+                },
+            };
+            let msg = match (early, wait) {
+                (Some(m), _) => Some(m),
+                (None, None) => rx.recv().ok(),
+                (None, Some(d)) => match rx.recv_timeout(d) {
                     Ok(m) => Some(m),
                     Err(mpsc::RecvTimeoutError::Timeout) => None,
                     Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),
