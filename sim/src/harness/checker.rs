@@ -40,6 +40,9 @@ pub struct Checker {
     journal_verified: Vec<u8>,
     /// The sequence number of the first line after `journal_verified`.
     journal_next_seq: u64,
+    /// The journal verified before the daemon began a new file at a boot that finished a
+    /// rotation a crash cut short: it must be whole as `PATH.1` at the next boot.
+    journal_before_rotation: Option<Vec<u8>>,
     /// Boots checked so far.
     boots: u64,
     /// The highest run spawned per harness, across every boot: runs are never reused.
@@ -84,11 +87,24 @@ impl Checker {
                 Executed::Persisted { generation } => {
                     self.acked_generation = self.acked_generation.max(*generation)
                 }
+                // A first line where the checker knows of earlier ones: a daemon that died
+                // after renaming the full journal (and before syncing the rename) left the
+                // rename to its successor, which began a new file. The append's directory sync
+                // made the rename durable, so the old journal is `PATH.1` now.
+                Executed::Appended { first: 1, last, .. }
+                    if self.acked_seq > 0 || self.journal_next_seq > 1 =>
+                {
+                    self.journal_before_rotation = Some(std::mem::take(&mut self.journal_verified));
+                    self.journal_next_seq = 1;
+                    self.acked_seq = *last;
+                    self.rotations += 1;
+                }
                 Executed::Appended { last, .. } => self.acked_seq = self.acked_seq.max(*last),
                 // The full file is durably `PATH.1` now: the journal to check starts afresh.
                 Executed::Rotated { .. } => {
                     self.acked_seq = 0;
                     self.journal_verified.clear();
+                    self.journal_before_rotation = None;
                     self.journal_next_seq = 1;
                     self.rotations += 1;
                 }
@@ -118,6 +134,15 @@ impl Checker {
                 self.acked_generation
             );
             return broken("acknowledged-state-kept", detail);
+        }
+        if let Some(before) = self.journal_before_rotation.take() {
+            if !rotated.is_some_and(|r| r.starts_with(&before)) {
+                let detail = format!(
+                    "{}.1 does not hold the journal a new file was begun after",
+                    paths.events
+                );
+                return broken("acknowledged-records-kept", detail);
+            }
         }
         let bytes = events.unwrap_or_default();
         // A rotation a crash interrupted after its rename reached the disk: the journal
@@ -334,4 +359,63 @@ fn check_ownership(daemon: &Daemon, procs: &SimProcesses) -> Check {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use harn_core::time::WallTime;
+
+    fn journal(seqs: std::ops::RangeInclusive<u64>, tag: &str) -> Vec<u8> {
+        let mut out = Vec::new();
+        for seq in seqs {
+            journal::encode_line_into(&mut out, seq, WallTime(seq as i64), &(tag, seq));
+        }
+        out
+    }
+
+    fn appended(first: u64, last: u64) -> Executed {
+        Executed::Appended { first, last, ts: WallTime(0), events: Vec::new() }
+    }
+
+    /// A checker that verified `old` (seqs 1..=32) at a boot, as after a daemon that died
+    /// between renaming its full journal and syncing the rename.
+    fn verified_old() -> (Checker, DaemonPaths, Vec<u8>) {
+        let paths = DaemonPaths::default();
+        let old = journal(1..=32, "old");
+        let mut checker = Checker::default();
+        checker.observe(&[appended(1, 32)]);
+        checker.check_boot(&paths, None, Some(&old), None).expect("the old journal is whole");
+        (checker, paths, old)
+    }
+
+    #[test]
+    fn a_new_file_begun_at_boot_counts_its_own_acknowledgements() {
+        let (mut checker, paths, old) = verified_old();
+        // The next daemon found no journal under its name and began one; its first append
+        // made the rename durable.
+        checker.observe(&[appended(1, 36)]);
+        let new = journal(1..=36, "new");
+        checker.check_boot(&paths, None, Some(&new), Some(&old)).expect("nothing was lost");
+        let longer = [new.clone(), journal(37..=40, "new")].concat();
+        checker.observe(&[appended(37, 40)]);
+        checker.check_boot(&paths, None, Some(&longer), Some(&old)).expect("appended to");
+    }
+
+    #[test]
+    fn a_new_file_begun_while_the_old_one_vanished_is_a_loss() {
+        let (mut checker, paths, _) = verified_old();
+        checker.observe(&[appended(1, 4)]);
+        let new = journal(1..=4, "new");
+        let lost = checker.check_boot(&paths, None, Some(&new), None).unwrap_err();
+        assert_eq!(lost.0, "acknowledged-records-kept", "{}", lost.1);
+    }
+
+    #[test]
+    fn a_new_file_shorter_than_its_acknowledgements_is_a_loss() {
+        let (mut checker, paths, old) = verified_old();
+        checker.observe(&[appended(1, 6)]);
+        let lost = checker.check_boot(&paths, None, Some(&journal(1..=4, "new")), Some(&old));
+        assert_eq!(lost.unwrap_err().0, "acknowledged-records-kept");
+    }
 }
