@@ -47,11 +47,20 @@ struct Inode {
     durable_tail: Vec<u8>,
     /// Directory entries, durable or pending, that name this inode; freed at zero.
     links: u32,
+    /// Changes of the durable bytes so far: with the inode number, a stamp that tells a
+    /// reader its copy of them is still current without comparing bytes.
+    durable_changes: u64,
 }
 
 impl Inode {
     fn new(bytes: &[u8]) -> Inode {
-        Inode { data: bytes.to_vec(), common: 0, durable_tail: Vec::new(), links: 0 }
+        Inode {
+            data: bytes.to_vec(),
+            common: 0,
+            durable_tail: Vec::new(),
+            links: 0,
+            durable_changes: 0,
+        }
     }
 
     fn durable_len(&self) -> usize {
@@ -84,6 +93,7 @@ impl Inode {
     fn sync(&mut self) {
         self.common = self.data.len();
         self.durable_tail.clear();
+        self.durable_changes += 1;
     }
 
     /// Reverts to the durable bytes, keeping a drawn prefix of pending bytes that only extend
@@ -104,6 +114,8 @@ impl Inode {
             self.data.extend_from_slice(&tail);
         }
         self.common = self.data.len();
+        // Torn bytes that survived are durable now.
+        self.durable_changes += 1;
     }
 }
 
@@ -242,6 +254,10 @@ pub struct SimFs {
     crash_countdown: Option<u64>,
     crashed: bool,
     stats: SimFsStats,
+    /// Bumped by everything that may change what a crash would keep: file and directory
+    /// syncs, new directories, crashes and foreign writes. While it stands still, every
+    /// durable byte and name does too.
+    durable_epoch: u64,
 }
 
 impl Default for SimFs {
@@ -263,6 +279,7 @@ impl SimFs {
             crash_countdown: None,
             crashed: false,
             stats: SimFsStats::default(),
+            durable_epoch: 0,
         }
     }
 
@@ -313,6 +330,7 @@ impl SimFs {
         self.crash_countdown = None;
         self.crashed = false;
         self.stats.crashes += 1;
+        self.durable_epoch += 1;
     }
 
     /// The process using the filesystem died, but the host did not: nothing written is lost
@@ -342,6 +360,23 @@ impl SimFs {
     /// would not exist.
     pub fn durable_read(&self, path: &str) -> Option<Vec<u8>> {
         self.durable_bytes(path).map(Cow::into_owned)
+    }
+
+    /// Changes whenever anything durable may have changed (see the field); equal epochs
+    /// mean nothing a crash would keep changed in between.
+    pub fn durable_epoch(&self) -> u64 {
+        self.durable_epoch
+    }
+
+    /// Which durable bytes `path` names now: its inode and how often their durable bytes
+    /// changed. Equal stamps mean equal durable bytes; `None` if the file would not exist
+    /// after a crash.
+    pub fn durable_stamp(&self, path: &str) -> Option<(u64, u64)> {
+        let dir = self.dirs.get(parent_dir(path))?;
+        match dir.durable.get(base_name(path))? {
+            Node::File(ino) => Some((*ino, self.inodes[ino].durable_changes)),
+            Node::Dir => None,
+        }
     }
 
     /// [`SimFs::durable_read`] without a copy when the durable bytes are a prefix of the
@@ -376,6 +411,7 @@ impl SimFs {
         }
         inode.data[offset..end].copy_from_slice(bytes);
         inode.sync();
+        self.durable_epoch += 1;
         true
     }
 
@@ -520,7 +556,10 @@ impl SimFs {
 }
 
 fn base_name(path: &str) -> &str {
-    path.rsplit_once('/').map_or(path, |(_, name)| name)
+    match path.bytes().rposition(|b| b == b'/') {
+        Some(slash) => &path[slash + 1..],
+        None => path,
+    }
 }
 
 fn put_str(h: &mut Fnv64, s: &str) {
@@ -589,6 +628,7 @@ impl Fs for SimFs {
                         unlink(&mut self.inodes, old);
                     }
                     self.dirs.insert(child.clone(), Dir::default());
+                    self.durable_epoch += 1;
                 }
             }
             parent = child;
@@ -643,6 +683,7 @@ impl Fs for SimFs {
         self.begin(path)?;
         check_path(path, false)?;
         self.inode_mut(path)?.sync();
+        self.durable_epoch += 1;
         self.stats.file_syncs += 1;
         Ok(())
     }
@@ -676,6 +717,7 @@ impl Fs for SimFs {
             .get_mut(dir)
             .ok_or_else(|| FsError::new(FsErrorKind::NotFound, dir, "no such directory"))?;
         entries.sync(&mut self.inodes);
+        self.durable_epoch += 1;
         self.stats.dir_syncs += 1;
         Ok(())
     }

@@ -108,12 +108,21 @@ impl ReadinessSchedule {
     /// Applies a (re)loaded configuration's readiness kinds and recheck intervals; runs
     /// already awaiting keep waiting for the evidence they were started with until they end.
     pub fn configure<'a>(&mut self, specs: impl IntoIterator<Item = (&'a Id, &'a HarnessSpec)>) {
+        // Compared before stored: a configuration seen again (most calls) changes nothing
+        // and copies nothing.
         for (name, spec) in specs {
-            self.kinds.insert(name.clone(), spec.readiness.clone());
+            if self.kinds.get(name) != Some(&spec.readiness) {
+                self.kinds.insert(name.clone(), spec.readiness.clone());
+            }
             match spec.recheck {
-                Some(every) => self.rechecks.insert(name.clone(), every),
-                None => self.rechecks.remove(name),
-            };
+                Some(every) if self.rechecks.get(name) != Some(&every) => {
+                    self.rechecks.insert(name.clone(), every);
+                }
+                Some(_) => {}
+                None => {
+                    self.rechecks.remove(name);
+                }
+            }
         }
     }
 

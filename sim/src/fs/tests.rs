@@ -332,3 +332,32 @@ proptest! {
         prop_assert_eq!(fs.list("d").unwrap(), names);
     }
 }
+
+proptest! {
+    /// What readers skip on the strength of a stamp or an epoch really did not change.
+    #[test]
+    fn equal_stamps_and_epochs_mean_equal_durable_bytes(
+        ops in prop::collection::vec(op(), 0..40),
+    ) {
+        let mut fs = SimFs::new();
+        fs.create_dir_all("d").unwrap();
+        let paths: Vec<String> = (0..4).map(|n| format!("d/f{n}")).collect();
+        let look = |fs: &SimFs| -> Vec<_> {
+            paths.iter().map(|p| (fs.durable_stamp(p), fs.durable_read(p))).collect()
+        };
+        let mut before = (fs.durable_epoch(), look(&fs));
+        for op in &ops {
+            apply(&mut fs, op);
+            let after = (fs.durable_epoch(), look(&fs));
+            if after.0 == before.0 {
+                prop_assert_eq!(&after.1, &before.1, "the epoch stood still over {:?}", op);
+            }
+            for ((stamp, bytes), (was_stamp, was)) in after.1.iter().zip(&before.1) {
+                if stamp.is_some() && stamp == was_stamp {
+                    prop_assert_eq!(bytes, was, "the stamp stood still over {:?}", op);
+                }
+            }
+            before = after;
+        }
+    }
+}

@@ -63,7 +63,8 @@ pub struct StepFacts<'a> {
     pub durable_before: Option<&'a [u8]>,
     /// `state.json`'s durable bytes after the step.
     pub durable_after: Option<&'a [u8]>,
-    /// Every operator command so far, by id.
+    /// The operator's start, stop and restart commands so far, by id: those whose
+    /// acknowledgement promises a durable intent.
     pub commands: &'a BTreeMap<u64, Command>,
 }
 
@@ -228,7 +229,7 @@ impl Checker {
     fn intents(
         &mut self,
         bytes: Option<&[u8]>,
-    ) -> Result<std::rc::Rc<PersistedState>, (String, String)> {
+    ) -> Result<std::rc::Rc<crate::harness::seams::StateView>, (String, String)> {
         let Some(bytes) = bytes else { return Ok(Default::default()) };
         self.decoded.state(bytes).map_err(|e| ("state-readable".to_owned(), e))
     }
@@ -301,8 +302,8 @@ impl Checker {
             names.iter().map(move |name| (index, id, name, want))
         });
         for (index, id, name, want) in named {
-            let was = before.harnesses.get(name).map(|d| d.enabled);
-            let is = after.harnesses.get(name).map(|d| d.enabled);
+            let was = before.harnesses.get(name.as_str()).map(|d| d.enabled);
+            let is = after.harnesses.get(name.as_str()).map(|d| d.enabled);
             if is != Some(want) {
                 return broken(
                     "persist-before-ack",

@@ -189,8 +189,12 @@ impl<E: Entropy> HarnessWorld<E> {
     pub(crate) fn deliver_command(&mut self, command: Command) -> (StepEvent, Wake) {
         self.next_command_id += 1;
         let id = self.next_command_id;
-        self.commands.insert(id, command.clone());
-        let event = StepEvent::Command { id, command: Box::new(command.clone()) };
+        if matches!(command, Command::Start { .. } | Command::Stop { .. } | Command::Restart { .. })
+        {
+            self.commands.insert(id, command.clone());
+        }
+        let traced = self.records.is_some().then(|| Box::new(command.clone()));
+        let event = StepEvent::Command { id, command: traced };
         (event, Wake::Input(DaemonInput::Command { id, command }))
     }
 

@@ -50,8 +50,10 @@ pub enum StepEvent {
     Command {
         /// Its id.
         id: u64,
-        /// The command (serialized only when a trace is written).
-        command: Box<harn_core::harness::daemon::Command>,
+        /// The command, kept only when a trace is written (a reload carries a whole
+        /// configuration, too much to copy at every step for nothing).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command: Option<Box<harn_core::harness::daemon::Command>>,
     },
     /// A timer wake, possibly a spurious early one.
     Timeout {

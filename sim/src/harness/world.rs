@@ -35,6 +35,7 @@ pub struct HarnessWorld<E: Entropy> {
     pub(crate) restart_at: Instant,
     pub(crate) next_command_at: Option<Instant>,
     pub(crate) next_command_id: u64,
+    /// The start, stop and restart commands delivered, by id (see [`StepFacts::commands`]).
     pub(crate) commands: BTreeMap<u64, Command>,
     pub(crate) knobs: ConfigKnobs,
     /// A late or missed wake: timers are not honoured before this instant.
@@ -64,6 +65,10 @@ pub struct HarnessWorld<E: Entropy> {
     pub hashes: Vec<u64>,
     /// `state.json`'s durable bytes as last looked at ([`HarnessWorld::durable_state`]).
     durable: Option<Rc<[u8]>>,
+    /// Which durable bytes `durable` holds ([`SimFs::durable_stamp`]), and the filesystem's
+    /// durable epoch when it was looked at: an unchanged epoch needs no look.
+    durable_stamp: Option<(u64, u64)>,
+    durable_epoch: u64,
     /// Per-step records, kept only when tracing.
     pub records: Option<Vec<TraceStep>>,
 }
@@ -116,6 +121,8 @@ impl<E: Entropy> HarnessWorld<E> {
             checker: Checker::default(),
             hashes: Vec::new(),
             durable: None,
+            durable_stamp: None,
+            durable_epoch: u64::MAX,
             records: trace.then(Vec::new),
         }
     }
@@ -399,9 +406,14 @@ impl<E: Entropy> HarnessWorld<E> {
     /// the same (they change only at a persist), so a step copies them only when they did.
     fn durable_state(&mut self) -> Option<Rc<[u8]>> {
         let fs = self.fs.borrow();
-        let now = fs.durable_bytes(&self.paths.state);
-        if now.as_deref() != self.durable.as_deref() {
-            self.durable = now.map(|bytes| Rc::from(&*bytes));
+        if fs.durable_epoch() == self.durable_epoch {
+            return self.durable.clone();
+        }
+        self.durable_epoch = fs.durable_epoch();
+        let stamp = fs.durable_stamp(&self.paths.state);
+        if stamp != self.durable_stamp {
+            self.durable_stamp = stamp;
+            self.durable = fs.durable_bytes(&self.paths.state).map(|bytes| Rc::from(&*bytes));
         }
         self.durable.clone()
     }

@@ -163,6 +163,15 @@ pub struct Durable {
     pub last_exit: Option<LastExit>,
 }
 
+/// The hash of a harness's active and staged specs, as [`Harness::hash_into`] feeds it.
+fn specs_hash(active: &HarnessSpec, staged: Option<&HarnessSpec>) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = crate::hash::StateHasher::default();
+    active.hash(&mut hasher);
+    staged.hash(&mut hasher);
+    hasher.finish()
+}
+
 /// Run numbers reserved by one durable write (see [`Durable::reserved_runs`]).
 pub const RUN_RESERVATION: u64 = 16;
 
@@ -183,6 +192,9 @@ pub struct Harness {
     durable: Durable,
     active: HarnessSpec,
     staged: Option<HarnessSpec>,
+    /// The hash of `active` and `staged`, kept with them: they change only at a reload or a
+    /// start, and hashing them anew for every state hash cost more than the rest together.
+    specs_hash: u64,
     run: Option<Run>,
     /// Exit times within the flap window, oldest first; at most `flap_threshold` kept.
     recent_exits: Vec<Instant>,
@@ -210,6 +222,7 @@ impl Harness {
             name,
             state,
             durable,
+            specs_hash: specs_hash(&spec, None),
             active: spec,
             staged: None,
             run: None,
@@ -594,6 +607,7 @@ impl Harness {
             self.active = spec;
             self.staged = None;
         }
+        self.specs_hash = specs_hash(&self.active, self.staged.as_ref());
     }
 
     /// An exit or a spawn failure (`status == None`) of run `run`.
@@ -772,6 +786,7 @@ impl Harness {
         assert!(self.run.is_none(), "{}: start with a live run", self.name);
         if let Some(spec) = self.staged.take() {
             self.active = spec;
+            self.specs_hash = specs_hash(&self.active, None);
         }
         self.durable.failed = false;
         self.durable.runs =
@@ -963,8 +978,8 @@ impl Harness {
         self.name.hash(hasher);
         self.state.hash(hasher);
         self.durable.hash(hasher);
-        self.active.hash(hasher);
-        self.staged.hash(hasher);
+        debug_assert_eq!(self.specs_hash, specs_hash(&self.active, self.staged.as_ref()));
+        self.specs_hash.hash(hasher);
         self.run.hash(hasher);
         self.recent_exits.hash(hasher);
         self.flap_level.hash(hasher);
