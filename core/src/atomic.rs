@@ -12,7 +12,11 @@ pub const TEMP_SUFFIX: &str = ".tmp";
 
 /// The temporary sibling used while replacing `path`.
 pub fn temp_path(path: &str) -> String {
-    format!("{path}{TEMP_SUFFIX}")
+    // Two copies, not the formatting machinery: every persist of the daemon names one.
+    let mut temp = String::with_capacity(path.len() + TEMP_SUFFIX.len());
+    temp.push_str(path);
+    temp.push_str(TEMP_SUFFIX);
+    temp
 }
 
 /// Replaces `path` with `bytes` atomically and durably: `write_temp`, `sync_file`, `rename`,

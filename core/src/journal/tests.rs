@@ -500,3 +500,67 @@ mod overflow_tests {
         assert!(err.to_string().contains("maximum"), "{err}");
     }
 }
+
+/// The fields of a line as the fast path read them, for comparison with serde's.
+fn fast(line: &[u8]) -> Option<(u64, u64, i64, Value)> {
+    canonical_line::<Value>(line).map(|l| (l.v, l.seq, l.ts.0, l.body))
+}
+
+fn general(line: &[u8]) -> Option<(u64, u64, i64, Value)> {
+    general_line::<Value>(line).ok().map(|l| (l.v, l.seq, l.ts.0, l.body))
+}
+
+#[test]
+fn the_fast_path_reads_what_harn_writes_and_leaves_the_rest_to_serde() {
+    let least = encode_line(1, WallTime(i64::MIN), &json!(null));
+    assert_eq!(fast(&least[..least.len() - 1]), Some((1, 1, i64::MIN, json!(null))));
+    let written = encode_line(7, WallTime(-12), &json!({"a": [1, "x,\"crc\":"]}));
+    let line = &written[..written.len() - 1];
+    assert_eq!(fast(line), Some((1, 7, -12, json!({"a": [1, "x,\"crc\":"]}))));
+    assert_eq!(fast(line), general(line));
+    let odd = [
+        r#"{"v":01,"seq":1,"ts":0,"body":1,"crc":"00000000"}"#,
+        r#"{"v":1,"seq":1,"ts":-0,"body":1,"crc":"00000000"}"#,
+        r#"{"v":1, "seq":1,"ts":0,"body":1,"crc":"00000000"}"#,
+        r#"{"v":1,"seq":1,"ts":0,"body": 1 ,"crc":"00000000"}"#,
+        r#"{"v":1,"seq":1,"ts":0,"body":1,"crc":"0000000g"}"#,
+        r#"{"v":1,"seq":1,"ts":0,"body":1,"x":2,"crc":"00000000"}"#,
+        r#"{"v":1,"seq":1,"ts":0,"body":1,"seq":2,"crc":"00000000"}"#,
+        r#"{"v":1,"seq":18446744073709551616,"ts":0,"body":1,"crc":"00000000"}"#,
+        r#"{"v":1,"seq":1,"ts":9223372036854775808,"body":1,"crc":"00000000"}"#,
+        r#"{"v":1,"seq":1.0,"ts":0,"body":1,"crc":"00000000"}"#,
+        r#"{"seq":1,"v":1,"ts":0,"body":1,"crc":"00000000"}"#,
+    ];
+    for line in odd {
+        let fast = fast(line.as_bytes());
+        assert!(fast.is_none() || fast == general(line.as_bytes()), "{line}");
+    }
+    // Readable by serde, though not as harn writes it: read the same as ever.
+    let spaced = r#"{"v":1, "seq":1,"ts":0,"body":1,"crc":"00000000"}"#;
+    assert_eq!(general(spaced.as_bytes()), Some((1, 1, 0, json!(1))));
+}
+
+proptest! {
+    /// Whatever the fast path reads, serde reads the same; what harn writes, it reads.
+    #[test]
+    fn the_fast_path_never_disagrees_with_serde(
+        seq in 1u64..u64::MAX,
+        ts in any::<i64>(),
+        body in prop_oneof![
+            any::<i64>().prop_map(|n| json!(n)),
+            ".{0,12}".prop_map(|s| json!({"s": s})),
+            prop::collection::vec(any::<bool>(), 0..4).prop_map(|b| json!(b)),
+        ],
+        cut in any::<prop::sample::Index>(),
+        insert in prop::sample::select(vec![" ", "0", "-", ",", "\"", "}", "1", ".", "e"]),
+    ) {
+        let written = encode_line(seq, WallTime(ts), &body);
+        let line = &written[..written.len() - 1];
+        prop_assert_eq!(fast(line), Some((u64::from(JOURNAL_VERSION), seq, ts, body)));
+        let mut changed = line.to_vec();
+        let at = cut.index(changed.len() + 1);
+        changed.splice(at..at, insert.bytes());
+        let read = fast(&changed);
+        prop_assert!(read.is_none() || read == general(&changed), "{}", String::from_utf8_lossy(&changed));
+    }
+}

@@ -229,7 +229,7 @@ impl Checker {
     fn intents(
         &mut self,
         bytes: Option<&[u8]>,
-    ) -> Result<std::rc::Rc<crate::harness::seams::StateView>, (String, String)> {
+    ) -> Result<std::rc::Rc<PersistedState>, (String, String)> {
         let Some(bytes) = bytes else { return Ok(Default::default()) };
         self.decoded.state(bytes).map_err(|e| ("state-readable".to_owned(), e))
     }
@@ -302,8 +302,8 @@ impl Checker {
             names.iter().map(move |name| (index, id, name, want))
         });
         for (index, id, name, want) in named {
-            let was = before.harnesses.get(name.as_str()).map(|d| d.enabled);
-            let is = after.harnesses.get(name.as_str()).map(|d| d.enabled);
+            let was = before.harnesses.get(name).map(|d| d.enabled);
+            let is = after.harnesses.get(name).map(|d| d.enabled);
             if is != Some(want) {
                 return broken(
                     "persist-before-ack",

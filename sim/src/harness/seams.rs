@@ -6,6 +6,7 @@ use crate::fs::SimFs;
 use crate::harness::options::InjectedBug;
 use crate::harness::process::SimProcesses;
 use harn_core::env::{Clock, Fs, FsError, Pid, Signal, SpawnError, SpawnSpec, Spawner};
+use harn_core::harness::daemon::PersistedState;
 use harn_core::harness::driver::Env;
 use harn_core::ids::Id;
 use std::cell::RefCell;
@@ -46,45 +47,20 @@ pub struct SpawnAudit {
     pub durable_runs: u64,
 }
 
-/// What the checks read of `state.json`: its generation, and per harness the intent and the
-/// run numbers used or reserved. The rest of the file is skipped unread, so decoding one
-/// costs a scan of its bytes and nothing for the fields no check looks at (the daemon's own
-/// boot decodes the whole file, and a file it refuses ends that boot).
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
-pub struct StateView {
-    /// Increases with every write.
-    pub generation: u64,
-    /// Per harness, by name.
-    pub harnesses: std::collections::BTreeMap<String, HarnessView>,
-}
-
-/// One harness in a [`StateView`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
-pub struct HarnessView {
-    /// The intent.
-    pub enabled: bool,
-    /// Runs spawned.
-    #[serde(default)]
-    pub runs: u64,
-    /// Run numbers reserved.
-    #[serde(default)]
-    pub reserved_runs: u64,
-}
-
 /// The last `state.json` bytes decoded and what they said: the durable state changes only at
 /// a persist, so the acknowledgements and spawns between two persists decode it once.
 #[derive(Clone, Debug, Default)]
 pub struct Decoded {
-    last: Vec<(Vec<u8>, std::rc::Rc<StateView>)>,
+    last: Vec<(Vec<u8>, std::rc::Rc<PersistedState>)>,
 }
 
 impl Decoded {
-    /// What `bytes` say.
-    pub fn state(&mut self, bytes: &[u8]) -> Result<std::rc::Rc<StateView>, String> {
+    /// What `bytes` say, as the daemon's own reader reads them.
+    pub fn state(&mut self, bytes: &[u8]) -> Result<std::rc::Rc<PersistedState>, String> {
         if let Some((_, state)) = self.last.iter().find(|(b, _)| b == bytes) {
             return Ok(std::rc::Rc::clone(state));
         }
-        let state: StateView = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+        let state = PersistedState::decode(bytes).map_err(|e| e.to_string())?;
         let state = std::rc::Rc::new(state);
         if self.last.len() == 2 {
             self.last.remove(0);
@@ -109,9 +85,7 @@ impl Spawner for AuditingSpawner<'_> {
         let durable_runs = fs
             .durable_bytes(self.state_path)
             .and_then(|bytes| self.decoded.state(&bytes).ok())
-            .and_then(|state| {
-                state.harnesses.get(name.as_str()).map(|d| d.runs.max(d.reserved_runs))
-            })
+            .and_then(|state| state.harnesses.get(name).map(|d| d.runs.max(d.reserved_runs)))
             .unwrap_or(0);
         drop(fs);
         self.audits.push(SpawnAudit { name: name.clone(), durable_runs });
