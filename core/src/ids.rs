@@ -1,6 +1,7 @@
 //! Validated identifiers: the only strings allowed to become path components under `.harnery/`.
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use smol_str::SmolStr;
 use std::fmt;
 
 /// Longest identifier accepted, in bytes.
@@ -10,9 +11,11 @@ pub const ID_MAX_LEN: usize = 64;
 /// `-` (capitals allowed, as the reference tool allows them); 1 to [`ID_MAX_LEN`] bytes; does not start with `.` and never contains `..`, so it
 /// can never name a parent, a hidden file or another directory; does not start with `-`, so
 /// it never reads as an option where a command line takes it.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(transparent)]
-pub struct Id(String);
+///
+/// Ids are copied into every event, effect and projection that names something, so the text
+/// is kept inline when short (up to 23 bytes) and shared when longer: a copy never allocates.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Id(SmolStr);
 
 /// Why a string was refused as an identifier.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,21 +59,24 @@ impl Id {
         if s.len() > ID_MAX_LEN {
             return Err(IdError::TooLong(s.len()));
         }
-        if let Some(c) = s.chars().find(|c| !is_id_char(*c)) {
-            return Err(IdError::BadChar(c));
+        // One pass over the bytes for the common case; the characters are decoded only to
+        // name a bad one.
+        if !s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
+            let bad = s.chars().find(|c| !is_id_char(*c)).expect("a byte outside the set");
+            return Err(IdError::BadChar(bad));
         }
-        if s.starts_with('.') || s.contains("..") {
+        if s.starts_with('.') || s.as_bytes().windows(2).any(|pair| pair == b"..") {
             return Err(IdError::Dots);
         }
         if s.starts_with('-') {
             return Err(IdError::LeadingDash);
         }
-        Ok(Id(s.to_owned()))
+        Ok(Id(SmolStr::new(s)))
     }
 
     /// The validated text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        self.0.as_str()
     }
 }
 
@@ -131,10 +137,26 @@ impl std::str::FromStr for Id {
     }
 }
 
+impl Serialize for Id {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// Reads an id from the text the parser already holds, without a string of its own first.
 impl<'de> Deserialize<'de> for Id {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Id, D::Error> {
-        let s = String::deserialize(d)?;
-        Id::new(&s).map_err(serde::de::Error::custom)
+        struct Text;
+        impl serde::de::Visitor<'_> for Text {
+            type Value = Id;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an id")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Id, E> {
+                Id::new(v).map_err(E::custom)
+            }
+        }
+        d.deserialize_str(Text)
     }
 }
 

@@ -564,3 +564,14 @@ proptest! {
         prop_assert!(read.is_none() || read == general(&changed), "{}", String::from_utf8_lossy(&changed));
     }
 }
+
+proptest! {
+    #[test]
+    fn decimals_are_written_as_rust_writes_them(n in any::<u64>(), small in 0u64..1000) {
+        for n in [n, small] {
+            let mut out = Vec::new();
+            push_decimal(&mut out, n);
+            prop_assert_eq!(String::from_utf8(out).unwrap(), n.to_string());
+        }
+    }
+}

@@ -480,7 +480,7 @@ impl Daemon {
 
     fn queue_persist(&mut self) {
         self.generation += 1;
-        self.persisted = self.durable_view();
+        self.refresh_persisted();
         let bytes = self.persisted.encode();
         self.effects.push_back(DaemonEffect::PersistState { generation: self.generation, bytes });
     }
@@ -508,13 +508,27 @@ impl Daemon {
                 .any(|((pn, pd), (n, h))| pn != n || *pd != h.durable())
     }
 
-    fn durable_view(&self) -> PersistedState {
-        PersistedState {
-            v: STATE_VERSION,
-            generation: self.generation,
-            active_profile: self.active_profile.clone(),
-            harnesses: self.harnesses.iter().map(|(n, h)| (n.clone(), h.durable())).collect(),
-            retired: self.retired.clone(),
+    /// Brings `persisted` up to date with the harnesses' durable records: in place while the
+    /// same harnesses exist (nearly every write), built anew when the set changed.
+    fn refresh_persisted(&mut self) {
+        let persisted = &mut self.persisted;
+        persisted.v = STATE_VERSION;
+        persisted.generation = self.generation;
+        if persisted.active_profile != self.active_profile {
+            persisted.active_profile = self.active_profile.clone();
+        }
+        if persisted.retired != self.retired {
+            persisted.retired = self.retired.clone();
+        }
+        let same_names = persisted.harnesses.len() == self.harnesses.len()
+            && persisted.harnesses.keys().zip(self.harnesses.keys()).all(|(a, b)| a == b);
+        if same_names {
+            for (durable, h) in persisted.harnesses.values_mut().zip(self.harnesses.values()) {
+                *durable = h.durable();
+            }
+        } else {
+            persisted.harnesses =
+                self.harnesses.iter().map(|(n, h)| (n.clone(), h.durable())).collect();
         }
     }
 
