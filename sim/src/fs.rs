@@ -130,67 +130,129 @@ fn draw_torn_len(entropy: &mut dyn Entropy, pending: usize) -> usize {
     }
 }
 
-/// One directory: its durable entries and the changes not yet made durable by `sync_dir`
-/// (`None` is a removal).
+/// One directory: per name, what a crash would keep (`durable`) and what the name means now
+/// (`current`); they differ for a change not yet made durable by `sync_dir` (a `None` current
+/// is a removal). One map, so a call finds a name with one search. A name neither durable
+/// nor current is not kept.
 #[derive(Clone, Debug, Default)]
 struct Dir {
-    durable: BTreeMap<String, Node>,
-    pending: BTreeMap<String, Option<Node>>,
+    entries: BTreeMap<String, Entry>,
+    /// Names whose current node differs from their durable one.
+    pending: usize,
+}
+
+/// One name of a [`Dir`]. The durable node holds one link on its inode, and a current node
+/// that differs from it holds another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    durable: Option<Node>,
+    current: Option<Node>,
+}
+
+impl Entry {
+    fn is_pending(&self) -> bool {
+        self.durable != self.current
+    }
 }
 
 impl Dir {
     fn get(&self, name: &str) -> Option<Node> {
-        match self.pending.get(name) {
-            Some(change) => *change,
-            None => self.durable.get(name).copied(),
-        }
+        self.entries.get(name).and_then(|e| e.current)
+    }
+
+    fn durable(&self, name: &str) -> Option<Node> {
+        self.entries.get(name).and_then(|e| e.durable)
     }
 
     /// Points `name` at `node` in the current namespace, keeping inode link counts exact.
     fn set(&mut self, name: &str, node: Option<Node>, inodes: &mut BTreeMap<Ino, Inode>) {
-        if self.get(name) == node {
+        let entry = match self.entries.get_mut(name) {
+            Some(entry) => entry,
+            None if node.is_none() => return,
+            None => self
+                .entries
+                .entry(name.to_owned())
+                .or_insert(Entry { durable: None, current: None }),
+        };
+        if entry.current == node {
             return;
         }
-        if let Some(Node::File(ino)) = node {
-            link(inodes, ino);
+        let was_pending = entry.is_pending();
+        if was_pending {
+            if let Some(Node::File(old)) = entry.current {
+                unlink(inodes, old);
+            }
         }
-        if let Some(Some(Node::File(old))) = self.pending.remove(name) {
-            unlink(inodes, old);
+        entry.current = node;
+        let pending = entry.is_pending();
+        if pending {
+            if let Some(Node::File(ino)) = node {
+                link(inodes, ino);
+            }
         }
-        if self.durable.get(name).copied() != node {
-            self.pending.insert(name.to_owned(), node);
-        } else if let Some(Node::File(ino)) = node {
-            unlink(inodes, ino); // Back to the durable entry, which holds its own link.
+        let gone = entry.durable.is_none() && entry.current.is_none();
+        match (was_pending, pending) {
+            (false, true) => self.pending += 1,
+            (true, false) => self.pending -= 1,
+            _ => {}
         }
+        if gone {
+            self.entries.remove(name);
+        }
+    }
+
+    /// Makes a directory named `name` durable at once, replacing whatever the name meant.
+    fn set_durable_dir(&mut self, name: &str, inodes: &mut BTreeMap<Ino, Inode>) {
+        if let Some(old) = self.entries.remove(name) {
+            if old.is_pending() {
+                self.pending -= 1;
+                if let Some(Node::File(ino)) = old.current {
+                    unlink(inodes, ino);
+                }
+            }
+            if let Some(Node::File(ino)) = old.durable {
+                unlink(inodes, ino);
+            }
+        }
+        let dir = Some(Node::Dir);
+        self.entries.insert(name.to_owned(), Entry { durable: dir, current: dir });
     }
 
     fn sync(&mut self, inodes: &mut BTreeMap<Ino, Inode>) {
-        for (name, change) in std::mem::take(&mut self.pending) {
-            // The pending entry's link becomes the durable entry's link.
-            let old = match change {
-                Some(node) => self.durable.insert(name, node),
-                None => self.durable.remove(&name),
-            };
-            if let Some(Node::File(ino)) = old {
-                unlink(inodes, ino);
-            }
+        if self.pending == 0 {
+            return;
         }
+        self.entries.retain(|_, e| {
+            if e.is_pending() {
+                // The current entry's link becomes the durable entry's link.
+                if let Some(Node::File(ino)) = e.durable {
+                    unlink(inodes, ino);
+                }
+                e.durable = e.current;
+            }
+            e.current.is_some()
+        });
+        self.pending = 0;
     }
 
     fn crash(&mut self, inodes: &mut BTreeMap<Ino, Inode>) {
-        for change in std::mem::take(&mut self.pending).into_values() {
-            if let Some(Node::File(ino)) = change {
-                unlink(inodes, ino);
-            }
+        if self.pending == 0 {
+            return;
         }
+        self.entries.retain(|_, e| {
+            if e.is_pending() {
+                if let Some(Node::File(ino)) = e.current {
+                    unlink(inodes, ino);
+                }
+                e.current = e.durable;
+            }
+            e.durable.is_some()
+        });
+        self.pending = 0;
     }
 
     fn names(&self) -> Vec<String> {
-        let kept = self.durable.keys().filter(|name| !self.pending.contains_key(*name));
-        let added = self.pending.iter().filter(|(_, change)| change.is_some()).map(|(n, _)| n);
-        let mut names: Vec<String> = kept.chain(added).cloned().collect();
-        names.sort_unstable();
-        names
+        self.entries.iter().filter(|(_, e)| e.current.is_some()).map(|(n, _)| n.clone()).collect()
     }
 }
 
@@ -204,6 +266,79 @@ fn unlink(inodes: &mut BTreeMap<Ino, Inode>, ino: Ino) {
     inode.links -= 1;
     if inode.links == 0 {
         inodes.remove(&ino);
+    }
+}
+
+/// The directories by path, found through a one-entry cache: nearly every call names the same
+/// directory as the call before, and a path compared once costs less than a search of the
+/// map. Directories are never removed, so an index stays valid.
+#[derive(Clone, Debug)]
+struct Dirs {
+    index: BTreeMap<String, usize>,
+    list: Vec<Dir>,
+    paths: Vec<String>,
+    last: std::cell::Cell<usize>,
+}
+
+impl Dirs {
+    fn with_root() -> Dirs {
+        Dirs {
+            index: BTreeMap::from([(String::new(), 0)]),
+            list: vec![Dir::default()],
+            paths: vec![String::new()],
+            last: std::cell::Cell::new(0),
+        }
+    }
+
+    fn position(&self, path: &str) -> Option<usize> {
+        let last = self.last.get();
+        if self.paths[last] == path {
+            return Some(last);
+        }
+        let found = *self.index.get(path)?;
+        self.last.set(found);
+        Some(found)
+    }
+
+    fn get(&self, path: &str) -> Option<&Dir> {
+        self.position(path).map(|i| &self.list[i])
+    }
+
+    fn get_mut(&mut self, path: &str) -> Option<&mut Dir> {
+        self.position(path).map(|i| &mut self.list[i])
+    }
+
+    #[cfg(test)]
+    fn contains_key(&self, path: &str) -> bool {
+        self.index.contains_key(path)
+    }
+
+    fn insert(&mut self, path: String, dir: Dir) {
+        match self.index.get(&path) {
+            Some(&i) => self.list[i] = dir,
+            None => {
+                self.index.insert(path.clone(), self.list.len());
+                self.list.push(dir);
+                self.paths.push(path);
+            }
+        }
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut Dir> {
+        self.list.iter_mut()
+    }
+
+    /// Every directory in path order.
+    fn iter(&self) -> impl Iterator<Item = (&String, &Dir)> {
+        self.index.iter().map(|(path, &i)| (path, &self.list[i]))
+    }
+}
+
+impl<'a> IntoIterator for &'a Dirs {
+    type Item = (&'a String, &'a Dir);
+    type IntoIter = Box<dyn Iterator<Item = (&'a String, &'a Dir)> + 'a>;
+    fn into_iter(self) -> Self::IntoIter {
+        Box::new(self.iter())
     }
 }
 
@@ -244,7 +379,7 @@ pub struct SimFsStats {
 #[derive(Clone, Debug)]
 pub struct SimFs {
     /// Every directory by path; `""` is the root.
-    dirs: BTreeMap<String, Dir>,
+    dirs: Dirs,
     inodes: BTreeMap<Ino, Inode>,
     next_ino: Ino,
     locks: BTreeSet<String>,
@@ -270,7 +405,7 @@ impl SimFs {
     /// An empty filesystem holding only the root directory.
     pub fn new() -> SimFs {
         SimFs {
-            dirs: BTreeMap::from([(String::new(), Dir::default())]),
+            dirs: Dirs::with_root(),
             inodes: BTreeMap::new(),
             next_ino: 1,
             locks: BTreeSet::new(),
@@ -373,8 +508,8 @@ impl SimFs {
     /// after a crash.
     pub fn durable_stamp(&self, path: &str) -> Option<(u64, u64)> {
         let dir = self.dirs.get(parent_dir(path))?;
-        match dir.durable.get(base_name(path))? {
-            Node::File(ino) => Some((*ino, self.inodes[ino].durable_changes)),
+        match dir.durable(base_name(path))? {
+            Node::File(ino) => Some((ino, self.inodes[&ino].durable_changes)),
             Node::Dir => None,
         }
     }
@@ -383,9 +518,9 @@ impl SimFs {
     /// current ones (always, except after a truncation not yet synced).
     pub fn durable_bytes(&self, path: &str) -> Option<Cow<'_, [u8]>> {
         let dir = self.dirs.get(parent_dir(path))?;
-        match dir.durable.get(base_name(path))? {
+        match dir.durable(base_name(path))? {
             Node::File(ino) => {
-                let inode = &self.inodes[ino];
+                let inode = &self.inodes[&ino];
                 Some(match inode.durable_tail.is_empty() {
                     true => Cow::Borrowed(&inode.data[..inode.common]),
                     false => Cow::Owned(inode.durable_bytes()),
@@ -454,14 +589,14 @@ impl SimFs {
         let mut h = Fnv64::default();
         for (path, dir) in &self.dirs {
             put_str(&mut h, path);
-            for (name, node) in &dir.durable {
+            for (name, e) in dir.entries.iter().filter(|(_, e)| e.durable.is_some()) {
                 put_str(&mut h, name);
-                self.put_node(&mut h, Some(*node));
+                self.put_node(&mut h, e.durable);
             }
             h.write(b"|");
-            for (name, change) in &dir.pending {
+            for (name, e) in dir.entries.iter().filter(|(_, e)| e.is_pending()) {
                 put_str(&mut h, name);
-                self.put_node(&mut h, *change);
+                self.put_node(&mut h, e.current);
             }
         }
         for path in &self.locks {
@@ -621,12 +756,7 @@ impl Fs for SimFs {
                 None => {
                     // Durable at once: the contract syncs every parent it changes. If a durable
                     // file of this name was removed (a pending change), the directory replaces it.
-                    entries.pending.remove(name);
-                    if let Some(Node::File(old)) =
-                        entries.durable.insert(name.to_owned(), Node::Dir)
-                    {
-                        unlink(&mut self.inodes, old);
-                    }
+                    entries.set_durable_dir(name, &mut self.inodes);
                     self.dirs.insert(child.clone(), Dir::default());
                     self.durable_epoch += 1;
                 }

@@ -256,7 +256,7 @@ impl Driver {
         }
         if !events.is_empty() {
             let ts = env.clock.wall();
-            let seqs = self.journal.append(env.fs, ts, &events)?;
+            let seqs = self.journal.append_with(env.fs, ts, &events, Event::write_json)?;
             done.push(Executed::Appended { first: *seqs.start(), last: *seqs.end(), ts, events });
             if self.journal.rotate_if_full(env.fs, daemon.config().retention)? {
                 done.push(Executed::Rotated { path: self.paths.events.clone() });

@@ -9,16 +9,20 @@ impl SimFs {
     fn check_invariants(&self) {
         let mut links: BTreeMap<Ino, u32> = BTreeMap::new();
         for (path, dir) in &self.dirs {
-            let pending = dir.pending.values().filter_map(|c| *c);
-            for node in dir.durable.values().copied().chain(pending) {
+            let pending = dir.entries.values().filter(|e| e.is_pending()).filter_map(|e| e.current);
+            let durable = dir.entries.values().filter_map(|e| e.durable);
+            for node in durable.chain(pending) {
                 match node {
                     Node::File(ino) => *links.entry(ino).or_default() += 1,
                     Node::Dir => {}
                 }
             }
-            for (name, node) in &dir.durable {
+            assert_eq!(dir.pending, dir.entries.values().filter(|e| e.is_pending()).count());
+            for (name, e) in &dir.entries {
+                assert!(e.durable.is_some() || e.current.is_some(), "{name} names nothing");
+                let Some(node) = e.durable else { continue };
                 let child = if path.is_empty() { name.clone() } else { format!("{path}/{name}") };
-                assert_eq!(*node == Node::Dir, self.dirs.contains_key(&child), "{child}");
+                assert_eq!(node == Node::Dir, self.dirs.contains_key(&child), "{child}");
             }
         }
         assert_eq!(links.len(), self.inodes.len(), "every inode is named, no name dangles");

@@ -333,14 +333,17 @@ fn last_line_start(prefix: &[u8]) -> usize {
 
 /// One live process per harness at most, and the core's view of pids matches the world's.
 fn check_ownership(daemon: &Daemon, procs: &SimProcesses) -> Check {
-    let mut owners: BTreeMap<&Id, Pid> = BTreeMap::new();
+    // A handful of live processes: a list searched in place costs less than a map built and
+    // dropped at every step.
+    let mut owners: Vec<(&Id, Pid)> = Vec::new();
     for (pid, p) in procs.live() {
         let Some((name, run)) = &p.owner else {
             return broken("no-orphans", format!("pid {pid} has no owner after its spawn step"));
         };
-        if let Some(other) = owners.insert(name, *pid) {
+        if let Some((_, other)) = owners.iter().find(|(n, _)| *n == name) {
             return broken("single-instance", format!("{name} has live pids {other} and {pid}"));
         }
+        owners.push((name, *pid));
         let h = daemon.harnesses().get(name);
         if h.and_then(|h| h.current_run()) != Some(*run) || h.and_then(|h| h.pid()) != Some(*pid) {
             return broken(
@@ -351,7 +354,7 @@ fn check_ownership(daemon: &Daemon, procs: &SimProcesses) -> Check {
     }
     for (name, h) in daemon.harnesses() {
         if let Some(pid) = h.pid() {
-            if owners.get(name) != Some(&pid) {
+            if !owners.iter().any(|(n, p)| *n == name && *p == pid) {
                 return broken(
                     "pid-is-alive",
                     format!("{name} believes pid {pid} is alive; it is not"),

@@ -276,6 +276,25 @@ impl<E: Entropy> HarnessWorld<E> {
         Ok(())
     }
 
+    /// Forgets the readiness evidence of `name`'s runs before `run`, which has just spawned:
+    /// every check looks at current runs only, and sets that grew with every run ever made
+    /// made each look cost more the longer a seed ran.
+    fn forget_runs_before(&mut self, name: &harn_core::ids::Id, run: u64) {
+        let older = (name.clone(), 0)..(name.clone(), run);
+        let vouched: Vec<_> = self.vouched.range(older.clone()).cloned().collect();
+        for key in vouched {
+            self.vouched.remove(&key);
+        }
+        let lost: Vec<_> = self.lost.range(older.clone()).cloned().collect();
+        for key in lost {
+            self.lost.remove(&key);
+        }
+        let alive: Vec<_> = self.alive.range(older).map(|(k, _)| k.clone()).collect();
+        for key in alive {
+            self.alive.remove(&key);
+        }
+    }
+
     /// Remembers what a look at a run's evidence found, for the readiness invariants.
     pub(crate) fn vouch(&mut self, name: &harn_core::ids::Id, run: u64, finding: Finding) {
         let key = (name.clone(), run);
@@ -375,18 +394,30 @@ impl<E: Entropy> HarnessWorld<E> {
         crash: Option<CrashKind>,
     ) -> Outcome {
         let now = self.clock.now();
-        let (mut driver, mut daemon) = self.up.take().expect("host is up");
-        let lent = self.lend(audits);
+        // The daemon is driven where it lies (it is large; moving it out and back in cost a
+        // copy each way at every step), so the seams are lent field by field.
+        let (driver, daemon) = self.up.as_mut().expect("host is up");
+        let lent = Lent {
+            fs: &self.fs,
+            procs: &mut self.procs,
+            clock: &self.clock,
+            bug: self.options.bug,
+            state_path: &self.paths.state,
+            audits,
+            decoded: &mut self.checker.decoded,
+        };
         let result = with_env(lent, |env| {
-            driver.step(env, &mut daemon, now, wake).map_err(|f| (f, driver.take_partial()))
+            driver.step(env, daemon, now, wake).map_err(|f| (f, driver.take_partial()))
         });
         match result {
             Ok(executed) => {
-                self.up = Some((driver, daemon));
                 let end = crash.map(|kind| kind.end(false));
                 Outcome { event, executed, end }
             }
-            Err((fatal, executed)) => Outcome { event, executed, end: Some(end_of(&fatal, crash)) },
+            Err((fatal, executed)) => {
+                self.up = None;
+                Outcome { event, executed, end: Some(end_of(&fatal, crash)) }
+            }
         }
     }
 
@@ -427,7 +458,8 @@ impl<E: Entropy> HarnessWorld<E> {
         durable_before: Option<&[u8]>,
     ) -> Result<(), Violation> {
         self.checker.observe(&outcome.executed);
-        self.attach_owners(&outcome.executed);
+        let command = matches!(outcome.event, StepEvent::Command { .. });
+        self.attach_owners(&outcome.executed, command);
         let durable_after = self.durable_state();
         let facts = StepFacts {
             executed: &outcome.executed,
@@ -466,16 +498,18 @@ impl<E: Entropy> HarnessWorld<E> {
         }
     }
 
-    fn attach_owners(&mut self, executed: &[Executed]) {
+    fn attach_owners(&mut self, executed: &[Executed], command: bool) {
         let now = self.clock.now();
         // A reload may have changed what a harness's readiness is, or added one whose first
         // run spawned in this very step: the schedule learns the kinds first, as the daemon
-        // configures its readiness watch before the reload.
-        if let Some((_, daemon)) = self.up.as_ref() {
+        // configures its readiness watch before the reload. Only a command reloads (a boot
+        // makes its schedule from the configuration it booted with).
+        if let Some((_, daemon)) = self.up.as_ref().filter(|_| command) {
             self.readiness.configure(&daemon.config().harnesses);
         }
         for e in executed {
             if let Executed::Spawned { name, run, pid } = e {
+                self.forget_runs_before(name, *run);
                 self.procs.set_owner(*pid, name.clone(), *run);
                 self.readiness.started(now, name, *run);
                 self.plan_notify(now, name, *run, *pid);

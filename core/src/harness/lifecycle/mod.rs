@@ -2,6 +2,7 @@
 //! harness emits. The machine for one harness is in [`harness`]; many of them under one daemon,
 //! with profiles and durable intent, are in [`crate::harness::daemon`].
 
+mod event_json;
 pub mod harness;
 pub mod limits;
 
