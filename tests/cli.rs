@@ -272,3 +272,55 @@ fn sim_work_sweeps_seeds_and_reports_what_happened() {
     assert_eq!(doc["failures"].as_array().map(Vec::len), Some(0), "{doc}");
     assert!(doc["crashes"].as_u64() > Some(0) && doc["resumed"].as_u64() > Some(0), "{doc}");
 }
+
+#[test]
+fn the_work_goal_and_service_worlds_trace_replay_and_minimize_a_failing_seed() {
+    let dir = tempfile::tempdir().unwrap();
+    for world in ["work", "goals", "service"] {
+        let args = ["sim", world, "--seeds", "0..2", "--inject-bug", "lying-dir-sync", "--json"];
+        let out = harn(dir.path(), &args);
+        assert_eq!(out.status.code(), Some(1), "{world}: {}", text(&out));
+        let doc = json(&out);
+        let traced = doc["failures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|f| f["trace"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| panic!("{world}: no failing seed has a trace: {doc}"));
+        assert!(traced.starts_with("sim-failures/"), "{world}: {traced}");
+        let replayed = harn(dir.path(), &["sim", "replay", &traced]);
+        assert!(replayed.status.success(), "{world}: {}", text(&replayed));
+        assert!(text(&replayed).contains("every state hash matches"), "{}", text(&replayed));
+        assert!(text(&replayed).contains("reproduced:"), "{}", text(&replayed));
+        let out = harn(dir.path(), &["sim", "minimize", &traced, "--json"]);
+        assert!(out.status.success(), "{world}: {}", text(&out));
+        let doc = json(&out);
+        let faulty = |v: &serde_json::Value| v["faulty"].as_u64().unwrap();
+        assert!(faulty(&doc["after"]) < faulty(&doc["before"]), "{world}: nothing shrank: {doc}");
+        let small = doc["trace"].as_str().unwrap().to_owned();
+        assert!(small.ends_with(".min.trace.jsonl"), "{small}");
+        let again = harn(dir.path(), &["sim", "replay", &small]);
+        assert!(text(&again).contains("reproduced:"), "{world}: {}", text(&again));
+    }
+    // A trace whose recorded hashes were tampered with names the action that diverges.
+    let file = dir.path().join("sim-failures/work-seed-0.trace.jsonl");
+    let tampered: Vec<String> = std::fs::read_to_string(&file)
+        .unwrap()
+        .lines()
+        .map(|l| l.replacen("\"action\":3,\"hash\":", "\"action\":3,\"hash\":1", 1))
+        .collect();
+    std::fs::write(&file, tampered.join("\n")).unwrap();
+    let replayed = harn(dir.path(), &["sim", "replay", "sim-failures/work-seed-0.trace.jsonl"]);
+    assert_eq!(replayed.status.code(), Some(1), "{}", text(&replayed));
+    assert!(text(&replayed).contains("diverges at action 3"), "{}", text(&replayed));
+}
+
+#[test]
+fn a_bug_that_does_not_apply_to_a_world_is_refused() {
+    let out = Command::new(harn_bin())
+        .args(["sim", "goals", "--seeds", "0..1", "--inject-bug", "second-typist"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("only lying-dir-sync applies"), "{}", text(&out));
+}

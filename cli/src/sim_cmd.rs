@@ -14,6 +14,7 @@ use harn_sim::harness::process::Behaviour;
 use harn_sim::harness::seeds::{self, RunOutcome, DEFAULT_STEPS};
 use harn_sim::harness::trace::Trace;
 use harn_sim::harness::world::HarnessWorld;
+use harn_sim::worlds::{self, ActionLog, WorldKind, WorldOptions, WorldTrace, WORLD_TRACE_FORMAT};
 use std::path::{Path, PathBuf};
 
 /// The `sim` verbs.
@@ -25,12 +26,13 @@ pub enum SimCommand {
     /// trace per failing seed.
     #[command(alias = "sweep")]
     Seeds(SeedsArgs),
-    /// Re-run a recorded trace and name the first step that diverges.
+    /// Re-run a recorded trace (of any world) and name the first step or action that
+    /// diverges.
     Replay {
         /// The trace file (JSON Lines) to replay.
         file: PathBuf,
     },
-    /// Shrink a failing trace to a smaller run that breaks the same invariant.
+    /// Shrink a failing trace (of any world) to a smaller run that breaks the same invariant.
     Minimize {
         /// The failing trace file.
         file: PathBuf,
@@ -43,31 +45,13 @@ pub enum SimCommand {
     },
     /// Work attempts under crashes: the work ledger with simulated workflows, agents,
     /// policy asks and approvals, a crash armed before each operator action.
-    Work {
-        /// Seeds to run, as `A..B` (B excluded).
-        #[arg(long, value_parser = parse_range)]
-        seeds: (u64, u64),
-        /// Print one JSON document.
-        #[arg(long)]
-        json: bool,
-    },
+    Work(WorldArgs),
     /// Goals under crashes: the supervisor loop over the work world, with drawn automation
     /// and limits, a person ruling and reviewing, and crashes armed before actions.
-    Goals {
-        /// Seeds to run, as `A..B` (B excluded).
-        #[arg(long, value_parser = parse_range)]
-        seeds: (u64, u64),
-        /// Print one JSON document.
-        #[arg(long)]
-        json: bool,
-    },
+    Goals(WorldArgs),
     /// The supervisor service under faults: its wake machine and sweep over the goal world,
     /// an unreadable goal, failing ticks, late and missed wakes, and crashes mid-sweep.
-    Service {
-        /// Seeds to run, as `A..B` (B excluded).
-        #[arg(long, value_parser = parse_range)]
-        seeds: (u64, u64),
-    },
+    Service(WorldArgs),
     /// Simulate a day of four harnesses under faults and print what happened.
     Day {
         /// Seed of the day.
@@ -190,7 +174,28 @@ macro_rules! inject_bug {
     )*};
 }
 
-inject_bug!(RunArgs, SeedsArgs);
+/// Options of `sim work`, `sim goals` and `sim service`.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Example:\n  harn sim work --seeds 0..500\n  harn sim replay sim-failures/work-seed-17.trace.jsonl\n  harn sim minimize sim-failures/work-seed-17.trace.jsonl"
+)]
+pub struct WorldArgs {
+    /// Seeds to run, as `A..B` (B excluded).
+    #[arg(long, value_parser = parse_range)]
+    seeds: (u64, u64),
+    /// Directory for the traces of failing seeds, which `sim replay` and `sim minimize` take.
+    #[arg(long, default_value = "sim-failures")]
+    trace_dir: PathBuf,
+    /// Plant a bug (for checking the checks; test builds only; lying-dir-sync applies here).
+    #[cfg(feature = "planted-bugs")]
+    #[arg(long, value_enum)]
+    inject_bug: Option<BugArg>,
+    /// Print one JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+inject_bug!(RunArgs, SeedsArgs, WorldArgs);
 
 fn parse_range(s: &str) -> Result<(u64, u64), String> {
     let (a, b) = s.split_once("..").ok_or("expected A..B, for example 0..1000")?;
@@ -207,11 +212,17 @@ pub fn run(cmd: SimCommand) -> Exit {
     match cmd {
         SimCommand::Run(args) => run_one(args),
         SimCommand::Seeds(args) => seeds(args),
-        SimCommand::Work { seeds, json } => work_sweep(seeds, json),
-        SimCommand::Goals { seeds, json } => goal_sweep(seeds, json),
-        SimCommand::Service { seeds } => service_sweep(seeds),
-        SimCommand::Replay { file } => replay(&file),
-        SimCommand::Minimize { file, out, json } => minimize(&file, out, json),
+        SimCommand::Work(args) => work_sweep(&args),
+        SimCommand::Goals(args) => goal_sweep(&args),
+        SimCommand::Service(args) => service_sweep(&args),
+        SimCommand::Replay { file } => match read_any_trace(&file)? {
+            AnyTrace::Harness(trace) => replay(&trace),
+            AnyTrace::World(trace) => replay_world(&trace),
+        },
+        SimCommand::Minimize { file, out, json } => match read_any_trace(&file)? {
+            AnyTrace::Harness(trace) => minimize(&file, &trace, out, json),
+            AnyTrace::World(trace) => minimize_world(&file, &trace, out, json),
+        },
         SimCommand::Day { seed, json } => day(seed, json),
     }
 }
@@ -347,14 +358,28 @@ fn sweep<T: Send>(
     done.into_inner().expect("no worker panicked holding it")
 }
 
-fn read_trace(file: &Path) -> Result<Trace, Failure> {
-    let text = crate::input::read_text(file, 1 << 30).map_err(|e| Failure::new(EXIT_USAGE, e))?;
-    Trace::parse(&text).map_err(|e| Failure::new(EXIT_USAGE, format!("{}:{e}", file.display())))
+/// A trace of the harness world (steps) or of an action world (work, goals, service).
+enum AnyTrace {
+    Harness(Trace),
+    World(WorldTrace),
 }
 
-fn replay(file: &Path) -> Exit {
-    let trace = read_trace(file)?;
-    let report = seeds::replay(&trace);
+/// Reads a trace, telling the kinds apart by the `format` of its first line.
+fn read_any_trace(file: &Path) -> Result<AnyTrace, Failure> {
+    let text = crate::input::read_text(file, 1 << 30).map_err(|e| Failure::new(EXIT_USAGE, e))?;
+    let bad = |e: String| Failure::new(EXIT_USAGE, format!("{}:{e}", file.display()));
+    let first = text.lines().next().unwrap_or_default();
+    let format = serde_json::from_str::<serde_json::Value>(first)
+        .ok()
+        .and_then(|v| v.get("format").and_then(|f| f.as_str()).map(str::to_owned));
+    match format.as_deref() {
+        Some(WORLD_TRACE_FORMAT) => WorldTrace::parse(&text).map(AnyTrace::World).map_err(bad),
+        _ => Trace::parse(&text).map(AnyTrace::Harness).map_err(bad),
+    }
+}
+
+fn replay(trace: &Trace) -> Exit {
+    let report = seeds::replay(trace);
     match report.first_divergence {
         None => outln!("replayed {} steps of seed {}: every state hash matches", report.steps_compared, trace.header.seed),
         Some((step, want, got)) => outln!(
@@ -394,8 +419,7 @@ fn run_size(steps: u64, o: &SimOptions) -> serde_json::Value {
     serde_json::json!({ "steps": steps, "harnesses": o.harnesses.len(), "fault_classes": faults })
 }
 
-fn minimize(file: &Path, out: Option<PathBuf>, json: bool) -> Exit {
-    let trace = read_trace(file)?;
+fn minimize(file: &Path, trace: &Trace, out: Option<PathBuf>, json: bool) -> Exit {
     if trace.end.violation.is_none() {
         return fail(
             EXIT_USAGE,
@@ -408,15 +432,7 @@ fn minimize(file: &Path, out: Option<PathBuf>, json: bool) -> Exit {
             "the recorded violation does not reproduce; replay it to see where it diverges",
         );
     };
-    let out = out.unwrap_or_else(|| {
-        let name = file.file_name().map_or("trace".into(), |n| n.to_string_lossy().into_owned());
-        let stem = name
-            .strip_suffix(".trace.jsonl")
-            .or(name.strip_suffix(".jsonl"))
-            .unwrap_or(&name)
-            .to_owned();
-        file.with_file_name(format!("{stem}.min.trace.jsonl"))
-    });
+    let out = out.unwrap_or_else(|| minimized_path(file));
     let text = small.trace.as_ref().expect("minimize traces").to_jsonl();
     if let Err(e) = std::fs::write(&out, text) {
         return fail(EXIT_FAILED, format!("{}: {e}", out.display()));
@@ -444,6 +460,115 @@ fn minimize(file: &Path, out: Option<PathBuf>, json: bool) -> Exit {
         out.display()
     );
     Ok(0)
+}
+
+/// Where a minimized trace goes by default: beside `file`, `.min` added.
+fn minimized_path(file: &Path) -> PathBuf {
+    let name = file.file_name().map_or("trace".into(), |n| n.to_string_lossy().into_owned());
+    let stem = name
+        .strip_suffix(".trace.jsonl")
+        .or(name.strip_suffix(".jsonl"))
+        .unwrap_or(&name)
+        .to_owned();
+    file.with_file_name(format!("{stem}.min.trace.jsonl"))
+}
+
+fn replay_world(trace: &WorldTrace) -> Exit {
+    let h = &trace.header;
+    let report = worlds::replay(trace);
+    let what = format!("{} seed {}", h.world.verb(), h.seed);
+    match report.first_divergence {
+        None => outln!("replayed {} actions of {what}: every state hash matches", report.compared),
+        Some((action, want, got)) => outln!(
+            "replay of {what} diverges at action {action}: recorded hash {want:016x}, replayed {got:016x}"
+        ),
+    }
+    match (&report.recorded, &report.replayed) {
+        (Some(r), Some(p)) if r == p => outln!("reproduced: {p}"),
+        (None, None) => {}
+        (r, p) => outln!("outcome differs: recorded {r:?}, replayed {p:?}"),
+    }
+    if report.identical() {
+        Ok(0)
+    } else {
+        Ok(EXIT_FAILED)
+    }
+}
+
+fn minimize_world(file: &Path, trace: &WorldTrace, out: Option<PathBuf>, json: bool) -> Exit {
+    let h = &trace.header;
+    if trace.end.failure.is_none() {
+        return fail(
+            EXIT_USAGE,
+            format!("{}: the trace records no failure to minimize", file.display()),
+        );
+    }
+    let Some(small) = worlds::minimize(h.world, h.seed, h.options) else {
+        return fail(
+            EXIT_FAILED,
+            "the recorded failure does not reproduce; replay it to see where it diverges",
+        );
+    };
+    let out = out.unwrap_or_else(|| minimized_path(file));
+    if let Err(e) = std::fs::write(&out, small.trace().to_jsonl()) {
+        return fail(EXIT_FAILED, format!("{}: {e}", out.display()));
+    }
+    let size = |actions: u64, o: &WorldOptions| serde_json::json!({ "actions": actions, "faulty": o.faulty, "crashes": o.crashes });
+    let (before, after) =
+        (size(trace.end.actions, &h.options), size(small.actions(), &small.options));
+    if json {
+        let doc = serde_json::json!({
+            "world": h.world, "seed": h.seed, "before": before, "after": after,
+            "failure": small.failure, "trace": out,
+        });
+        outln!("{doc}");
+        return Ok(0);
+    }
+    outln!(
+        "minimized {} seed {}: {} -> {} actions ({} -> {} with faults), crashes {} -> {}; {}\nwrote {}",
+        h.world.verb(),
+        h.seed,
+        before["actions"],
+        after["actions"],
+        before["faulty"],
+        after["faulty"],
+        if h.options.crashes { "on" } else { "off" },
+        if small.options.crashes { "on" } else { "off" },
+        small.failure.as_deref().unwrap_or("no failure"),
+        out.display()
+    );
+    Ok(0)
+}
+
+/// The options a world sweep runs its seeds with.
+fn world_options(kind: WorldKind, args: &WorldArgs) -> Result<WorldOptions, Failure> {
+    let bug = planted(args.inject_bug());
+    #[cfg(feature = "planted-bugs")]
+    if bug.is_some_and(|b| b != InjectedBug::LyingDirSync) {
+        let why = format!("--inject-bug: only lying-dir-sync applies to `sim {}`", kind.verb());
+        return Err(Failure::new(EXIT_USAGE, why));
+    }
+    Ok(WorldOptions { bug, ..WorldOptions::sweep(kind) })
+}
+
+/// Writes a trace of each failing seed of `kind` into `dir`; returns `(seed, message,
+/// trace)` for each, in seed order.
+fn trace_failures(
+    kind: WorldKind,
+    options: WorldOptions,
+    failures: Vec<(u64, String)>,
+    dir: &Path,
+) -> Result<Vec<(u64, String, PathBuf)>, Failure> {
+    let mut traced = Vec::new();
+    for (seed, message) in failures {
+        let file = dir.join(format!("{}-seed-{seed}.trace.jsonl", kind.verb()));
+        let text = worlds::run(kind, seed, options, true).trace().to_jsonl();
+        std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::write(&file, text))
+            .map_err(|e| Failure::new(EXIT_FAILED, format!("{}: {e}", file.display())))?;
+        traced.push((seed, message, file));
+    }
+    Ok(traced)
 }
 
 /// The harnesses of the simulated day: one of each interesting kind.
@@ -542,26 +667,32 @@ fn print_day(s: &serde_json::Value, rows: &[serde_json::Value]) {
     }
 }
 
-/// Runs seeds `from..to` with `run`, handing each summary to `each`; returns the failures.
+/// Runs seeds `from..to` with `run`, handing each summary to `each`; returns the failing
+/// seeds with their failures.
 fn over_seeds<S: Send>(
     range: (u64, u64),
-    run: fn(u64) -> Result<S, String>,
+    run: impl Fn(u64) -> Result<S, String> + Sync,
     mut each: impl FnMut(S),
-) -> Vec<String> {
+) -> Vec<(u64, String)> {
     let jobs = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
     let mut failures = Vec::new();
     // One seed per thread at a time; summaries are taken in seed order, as one thread would.
-    for (_, outcome) in sweep(range, jobs, |seed| Some(run(seed))) {
+    for (seed, outcome) in sweep(range, jobs, |seed| Some(run(seed))) {
         match outcome {
             Ok(s) => each(s),
-            Err(e) => failures.push(e),
+            Err(e) => failures.push((seed, e)),
         }
     }
     failures
 }
 
-/// Prints a range of seeds as one JSON document: how many, the failures, and `counts`.
-fn print_json(seeds: u64, failures: &[String], counts: serde_json::Value) {
+/// Prints a range of seeds as one JSON document: how many, the failures (each with its
+/// trace, when it has one), and `counts`.
+fn print_json(seeds: u64, failures: &[Traced], counts: serde_json::Value) {
+    let failures: Vec<serde_json::Value> = failures
+        .iter()
+        .map(|(seed, f, trace)| serde_json::json!({ "seed": seed, "failure": f, "trace": trace }))
+        .collect();
     let mut doc = serde_json::json!({ "seeds": seeds, "failures": failures });
     if let (Some(doc), serde_json::Value::Object(counts)) = (doc.as_object_mut(), counts) {
         doc.extend(counts);
@@ -569,13 +700,33 @@ fn print_json(seeds: u64, failures: &[String], counts: serde_json::Value) {
     outln!("{doc}");
 }
 
+/// A failing seed, what failed, and its trace (none for the landing world, which has none).
+type Traced = (u64, String, Option<PathBuf>);
+
+/// Runs the seeds of an action world with `run` and writes a trace of each that fails.
+fn world_seeds<S: Send>(
+    kind: WorldKind,
+    args: &WorldArgs,
+    run: fn(u64, WorldOptions, &mut ActionLog) -> Result<S, String>,
+    each: impl FnMut(S),
+) -> Result<Vec<Traced>, Failure> {
+    let options = world_options(kind, args)?;
+    let failures =
+        over_seeds(args.seeds, |seed| run(seed, options, &mut ActionLog::new(false)), each);
+    let traced = trace_failures(kind, options, failures, &args.trace_dir)?;
+    Ok(traced.into_iter().map(|(seed, f, file)| (seed, f, Some(file))).collect())
+}
+
 /// Runs work-ledger seeds; exit 1 naming the first broken invariant of each failing seed.
-fn work_sweep((from, to): (u64, u64), json: bool) -> Exit {
+fn work_sweep(args: &WorldArgs) -> Exit {
+    let ((from, to), json) = (args.seeds, args.json);
     let mut total = harn_sim::work::WorkSimSummary::default();
-    let mut failures = over_seeds((from, to), harn_sim::work::run_work_seed, |s| total.add(&s));
+    let mut failures =
+        world_seeds(WorldKind::Work, args, harn_sim::work::run_work, |s| total.add(&s))?;
     // The same seeds land accepted work under crashes.
     let mut lands = harn_sim::work::land::LandSimSummary::default();
-    failures.extend(over_seeds((from, to), harn_sim::work::land::run_land_seed, |s| lands.add(&s)));
+    let landing = over_seeds((from, to), harn_sim::work::land::run_land_seed, |s| lands.add(&s));
+    failures.extend(landing.into_iter().map(|(seed, f)| (seed, f, None)));
     let l = &lands;
     if json {
         let t = &total;
@@ -633,10 +784,11 @@ fn work_sweep((from, to): (u64, u64), json: bool) -> Exit {
 }
 
 /// Runs goal seeds; exit 1 naming the first broken invariant of each failing seed.
-fn goal_sweep((from, to): (u64, u64), json: bool) -> Exit {
+fn goal_sweep(args: &WorldArgs) -> Exit {
+    let ((from, to), json) = (args.seeds, args.json);
     let mut total = harn_sim::goal::GoalSimSummary::default();
     let mut succeeded = 0u64;
-    let failures = over_seeds((from, to), harn_sim::goal::run_goal_seed, |s| {
+    let failures = world_seeds(WorldKind::Goals, args, harn_sim::goal::run_goals, |s| {
         total.ticks += s.ticks;
         total.crashes += s.crashes;
         total.dispatches += s.dispatches;
@@ -645,7 +797,7 @@ fn goal_sweep((from, to): (u64, u64), json: bool) -> Exit {
         total.applied += s.applied;
         total.resumed_reviews += s.resumed_reviews;
         succeeded += u64::from(s.succeeded);
-    });
+    })?;
     if json {
         print_json(
             to - from,
@@ -677,9 +829,25 @@ fn goal_sweep((from, to): (u64, u64), json: bool) -> Exit {
 }
 
 /// Runs service seeds; exit 1 naming the first broken invariant of each failing seed.
-fn service_sweep((from, to): (u64, u64)) -> Exit {
+fn service_sweep(args: &WorldArgs) -> Exit {
+    let ((from, to), json) = (args.seeds, args.json);
     let mut total = harn_sim::service::ServiceSimSummary::default();
-    let failures = over_seeds((from, to), harn_sim::service::run_service_seed, |s| total.add(&s));
+    let failures =
+        world_seeds(WorldKind::Service, args, harn_sim::service::run_service, |s| total.add(&s))?;
+    let t = &total;
+    if json {
+        print_json(
+            to - from,
+            &failures,
+            serde_json::json!({
+                "sweeps": t.sweeps, "ticks": t.ticks, "failed_ticks": t.failed_ticks,
+                "plan_failures": t.plan_failures, "beats": t.beats, "crashes": t.crashes,
+                "stops": t.stops, "forced_stops": t.forced_stops, "killed_runs": t.killed_runs,
+                "wall_jumps": t.wall_jumps,
+            }),
+        );
+        return seeds_exit(&failures, false);
+    }
     outln!(
         "{} seeds: {} sweeps, {} ticks ({} failed outside the goal, {} stopped by a planner \
          failure), {} heartbeats, {} service crashes, {} stops ({} forced, killing {} runs), {} \
@@ -701,11 +869,14 @@ fn service_sweep((from, to): (u64, u64)) -> Exit {
 }
 
 /// The exit code of a seed sweep: 1 when any seed failed, whose first ten are named on
-/// stderr when `print` (a JSON document already carries them all).
-fn seeds_exit(failures: &[String], print: bool) -> Exit {
+/// stderr, with their traces, when `print` (a JSON document already carries them all).
+fn seeds_exit(failures: &[Traced], print: bool) -> Exit {
     if print {
-        for f in failures.iter().take(10) {
+        for (_, f, trace) in failures.iter().take(10) {
             errln!("harn: {f}");
+            if let Some(trace) = trace {
+                errln!("      trace: {} (harn sim replay, harn sim minimize)", trace.display());
+            }
         }
         if failures.len() > 10 {
             errln!("harn: … and {} more", failures.len() - 10);

@@ -393,6 +393,8 @@ pub struct SimFs {
     /// syncs, new directories, crashes and foreign writes. While it stands still, every
     /// durable byte and name does too.
     durable_epoch: u64,
+    /// A planted bug: `sync_dir` does nothing (test builds only).
+    lying_dir_sync: bool,
 }
 
 impl Default for SimFs {
@@ -415,6 +417,7 @@ impl SimFs {
             crashed: false,
             stats: SimFsStats::default(),
             durable_epoch: 0,
+            lying_dir_sync: false,
         }
     }
 
@@ -495,6 +498,13 @@ impl SimFs {
     /// would not exist.
     pub fn durable_read(&self, path: &str) -> Option<Vec<u8>> {
         self.durable_bytes(path).map(Cow::into_owned)
+    }
+
+    /// Plants a bug: from now on `sync_dir` succeeds without syncing, so new and renamed
+    /// files never become durable (for proving that a world's checks find the loss).
+    #[cfg(feature = "planted-bugs")]
+    pub fn lie_about_dir_sync(&mut self) {
+        self.lying_dir_sync = true;
     }
 
     /// Changes whenever anything durable may have changed (see the field); equal epochs
@@ -846,6 +856,9 @@ impl Fs for SimFs {
             .dirs
             .get_mut(dir)
             .ok_or_else(|| FsError::new(FsErrorKind::NotFound, dir, "no such directory"))?;
+        if self.lying_dir_sync {
+            return Ok(());
+        }
         entries.sync(&mut self.inodes);
         self.durable_epoch += 1;
         self.stats.dir_syncs += 1;

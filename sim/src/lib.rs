@@ -4,7 +4,8 @@
 //! [`work`], each driving the core's own machines and drivers, the code the binary runs. Below
 //! them, shared by all: a virtual clock ([`clock`]), a filesystem that loses unsynced data
 //! ([`fs`]) and one seeded stream every choice comes from ([`entropy`]). Invariants are
-//! checked after every step.
+//! checked after every step. [`worlds`] gives the work, goal and service worlds the traces,
+//! replay and minimizing the harness world has.
 #![forbid(unsafe_code)]
 
 pub mod clock;
@@ -16,3 +17,4 @@ pub mod harness;
 pub mod lying;
 pub mod service;
 pub mod work;
+pub mod worlds;

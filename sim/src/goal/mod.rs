@@ -10,6 +10,7 @@
 
 use crate::entropy::Entropy;
 use crate::work::WorkWorld;
+use crate::worlds::{ActionLog, WorldKind, WorldOptions};
 use harn_core::env::Fs;
 use harn_core::error::RecordError;
 use harn_core::goal::engine::{drive, GoalHost, GoalView, Outcome, OutcomeStatus};
@@ -46,23 +47,48 @@ pub struct GoalSimSummary {
     pub succeeded: bool,
 }
 
-const FAULTY_ACTIONS: u64 = 50;
+pub(crate) const FAULTY_ACTIONS: u64 = 50;
 const CALM_ACTIONS: u64 = 80;
 const INTENT: &str = ".harnery/supervisors/g/intent.json";
 const ACTOR: &str = "supervisor:g";
 
 /// Runs one seed; the error names the first invariant broken.
 pub fn run_goal_seed(seed: u64) -> Result<GoalSimSummary, String> {
-    run_seed(seed).map_err(|e| if e.starts_with("seed ") { e } else { format!("seed {seed}: {e}") })
+    run_goals(seed, WorldOptions::sweep(WorldKind::Goals), &mut ActionLog::new(false))
 }
 
-fn run_seed(seed: u64) -> Result<GoalSimSummary, String> {
+/// Runs one seed with `options`, recording each action's outcome in `log`.
+pub fn run_goals(
+    seed: u64,
+    options: WorldOptions,
+    log: &mut ActionLog,
+) -> Result<GoalSimSummary, String> {
+    run_seed(seed, options, log).map_err(|e| {
+        if e.starts_with("seed ") {
+            e
+        } else {
+            format!("seed {seed}: {e}")
+        }
+    })
+}
+
+fn run_seed(
+    seed: u64,
+    options: WorldOptions,
+    log: &mut ActionLog,
+) -> Result<GoalSimSummary, String> {
     let mut g = GoalWorld::new(seed);
-    for _ in 0..FAULTY_ACTIONS {
-        g.action(true)?;
+    g.w.crashes = options.crashes;
+    crate::worlds::plant(&mut g.w.ledger.fs, options.bug);
+    for _ in 0..options.faulty {
+        let acted = g.action(true);
+        log.record(&g.w.ledger.fs);
+        acted?;
     }
     for _ in 0..CALM_ACTIONS {
-        if !g.calm_step()? {
+        let stepped = g.calm_step();
+        log.record(&g.w.ledger.fs);
+        if !stepped? {
             break;
         }
     }
@@ -166,7 +192,7 @@ impl GoalWorld {
         self.faulty = faults;
         if faults && self.w.entropy.chance(1, 3) {
             let after = self.w.entropy.below(40);
-            self.w.ledger.fs.crash_after(after);
+            self.w.arm_crash(after);
         }
         let result = if self.w.entropy.chance(2, 3) {
             let mode = if self.w.entropy.chance(1, 2) { Mode::Tick } else { Mode::Run };
@@ -541,7 +567,7 @@ impl GoalHost for SimHost<'_> {
         // plan's application midway, often enough to be seen.
         if self.g.faulty && !w.ledger.fs.is_crashed() && w.entropy.chance(1, 2) {
             let after = w.entropy.below(16);
-            w.ledger.fs.crash_after(after);
+            w.arm_crash(after);
         }
         let mut s = SimSpecialists { entropy: &mut w.entropy, calls: 0 };
         let line = plan::run_planner(&mut w.ledger, &view, &mut s, ACTOR, now)?;

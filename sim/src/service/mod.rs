@@ -14,6 +14,7 @@
 
 use crate::entropy::Entropy;
 use crate::goal::GoalWorld;
+use crate::worlds::{ActionLog, WorldKind, WorldOptions};
 use harn_core::goal::{goal_fingerprint, GoalState, Mode, StopReason};
 use harn_core::ids::Id;
 use harn_core::service::driver::{self, ServiceHost, Step, SweepOutcome};
@@ -185,7 +186,7 @@ impl WatchThread {
     }
 }
 
-const STEPS: u64 = 150;
+pub(crate) const STEPS: u64 = 150;
 
 fn config() -> WakeConfig {
     WakeConfig {
@@ -198,7 +199,17 @@ fn config() -> WakeConfig {
 
 /// Runs one seed; the error names the first invariant broken.
 pub fn run_service_seed(seed: u64) -> Result<ServiceSimSummary, String> {
-    run(seed).map_err(|e| format!("seed {seed}: {e}"))
+    run_service(seed, WorldOptions::sweep(WorldKind::Service), &mut ActionLog::new(false))
+}
+
+/// Runs one seed with `options` (its steps and whether crashes are armed), recording the
+/// state after each step in `log`.
+pub fn run_service(
+    seed: u64,
+    options: WorldOptions,
+    log: &mut ActionLog,
+) -> Result<ServiceSimSummary, String> {
+    run(seed, options, log).map_err(|e| format!("seed {seed}: {e}"))
 }
 
 /// What a crash or a stop leaves for the next daemon: the persisted hints, and the time.
@@ -218,62 +229,77 @@ fn start(
     Ok(ServiceWorld { sched, watch: WatchThread::new(now, wall) })
 }
 
-fn run(seed: u64) -> Result<ServiceSimSummary, String> {
+fn run(seed: u64, options: WorldOptions, log: &mut ActionLog) -> Result<ServiceSimSummary, String> {
     let mut g = GoalWorld::new(seed);
+    g.w.crashes = options.crashes;
+    crate::worlds::plant(&mut g.w.ledger.fs, options.bug);
     let goals = vec![Id::new("g").expect("valid"), Id::new("ghost").expect("valid")];
     let mut now = Instant(0);
     let mut wall = Wall::default();
     let mut persisted: BTreeMap<Id, GoalWake> = BTreeMap::new();
     let mut svc = start(&goals, &persisted, now, &wall)?;
     let mut summary = ServiceSimSummary::default();
-    for _ in 0..STEPS {
-        // Wakes come on time, late, or very late (a missed one); the watcher runs meanwhile.
-        let due =
-            svc.sched.poll_timeout().unwrap_or(now.saturating_add(Duration::from_millis(1_000)));
-        let late = match g.w.entropy.below(10) {
-            0 => Duration::from_millis(g.w.entropy.between(2_000, 20_000)),
-            1..=3 => Duration::from_millis(g.w.entropy.below(500)),
-            _ => Duration::from_millis(0),
-        };
-        let next = due.max(now).saturating_add(late);
-        svc.watch.run_until(next, false, &mut g.w.entropy, &mut wall, &mut summary)?;
-        now = next;
-        if g.w.entropy.chance(1, 5) {
-            g.person()?; // Approvals, reviews and plan decisions change what the goal awaits.
-            g.w.take_acknowledged();
-        }
-        if g.w.entropy.chance(1, 10) {
-            wall.jump(&mut g.w.entropy);
-            summary.wall_jumps += 1;
-        }
-        if g.w.entropy.chance(1, 5) {
-            // A file-change hint: real after a person acted, spurious, or old news (seen
-            // before the last sweep ended, and delivered only now).
-            let seen_at = Instant(now.0.saturating_sub(g.w.entropy.below(3_000) * 1_000_000));
-            let (before, ended) = (svc.sched.next_sweep_at(), svc.sched.last_sweep_at());
-            svc.sched.file_changed(now, seen_at);
-            if ended.is_some_and(|e| seen_at <= e) && svc.sched.next_sweep_at() != before {
-                return Err(format!("a change seen at {seen_at:?}, before the sweep that ended at {ended:?}, brought the next sweep forward"));
-            }
-        }
-        if g.w.entropy.chance(1, 30) {
-            let drain =
-                g.w.entropy.chance(1, 2).then(|| Duration::from_millis(g.w.entropy.below(3_000)));
-            svc.watch.request_stop(now, drain, false, &mut g.w.entropy, &mut wall, &mut summary)?;
-        }
-        check_liveness(&svc.watch, &wall, now, true)?;
-        sched_step(&mut g, &mut svc, &mut now, &mut wall, &mut persisted, &mut summary)?;
-        if svc.watch.draining
-            && svc.sched.phase() == harn_core::service::wake::ServicePhase::Stopped
-        {
-            // A graceful stop; the operator starts it again from the persisted hints.
-            summary.stops += 1;
-            svc = start(&goals, &persisted, now, &wall)?;
-        }
-        svc.sched.check()?;
-        g.check()?;
+    for _ in 0..options.faulty {
+        let stepped =
+            step(&mut g, &goals, &mut svc, &mut now, &mut wall, &mut persisted, &mut summary);
+        log.record(&g.w.ledger.fs);
+        stepped?;
     }
     Ok(summary)
+}
+
+/// One step of the service world: a wake, what happens around it, and the checks.
+fn step(
+    g: &mut GoalWorld,
+    goals: &[Id],
+    svc: &mut ServiceWorld,
+    now: &mut Instant,
+    wall: &mut Wall,
+    persisted: &mut BTreeMap<Id, GoalWake>,
+    summary: &mut ServiceSimSummary,
+) -> Result<(), String> {
+    // Wakes come on time, late, or very late (a missed one); the watcher runs meanwhile.
+    let due = svc.sched.poll_timeout().unwrap_or(now.saturating_add(Duration::from_millis(1_000)));
+    let late = match g.w.entropy.below(10) {
+        0 => Duration::from_millis(g.w.entropy.between(2_000, 20_000)),
+        1..=3 => Duration::from_millis(g.w.entropy.below(500)),
+        _ => Duration::from_millis(0),
+    };
+    let next = due.max(*now).saturating_add(late);
+    svc.watch.run_until(next, false, &mut g.w.entropy, wall, summary)?;
+    *now = next;
+    if g.w.entropy.chance(1, 5) {
+        g.person()?; // Approvals, reviews and plan decisions change what the goal awaits.
+        g.w.take_acknowledged();
+    }
+    if g.w.entropy.chance(1, 10) {
+        wall.jump(&mut g.w.entropy);
+        summary.wall_jumps += 1;
+    }
+    if g.w.entropy.chance(1, 5) {
+        // A file-change hint: real after a person acted, spurious, or old news (seen before
+        // the last sweep ended, and delivered only now).
+        let seen_at = Instant(now.0.saturating_sub(g.w.entropy.below(3_000) * 1_000_000));
+        let (before, ended) = (svc.sched.next_sweep_at(), svc.sched.last_sweep_at());
+        svc.sched.file_changed(*now, seen_at);
+        if ended.is_some_and(|e| seen_at <= e) && svc.sched.next_sweep_at() != before {
+            return Err(format!("a change seen at {seen_at:?}, before the sweep that ended at {ended:?}, brought the next sweep forward"));
+        }
+    }
+    if g.w.entropy.chance(1, 30) {
+        let drain =
+            g.w.entropy.chance(1, 2).then(|| Duration::from_millis(g.w.entropy.below(3_000)));
+        svc.watch.request_stop(*now, drain, false, &mut g.w.entropy, wall, summary)?;
+    }
+    check_liveness(&svc.watch, wall, *now, true)?;
+    sched_step(g, svc, now, wall, persisted, summary)?;
+    if svc.watch.draining && svc.sched.phase() == harn_core::service::wake::ServicePhase::Stopped {
+        // A graceful stop; the operator starts it again from the persisted hints.
+        summary.stops += 1;
+        *svc = start(goals, persisted, *now, wall)?;
+    }
+    svc.sched.check()?;
+    g.check()
 }
 
 /// One wake of the loop through the core's driver, and the restart after a crash mid-sweep.
@@ -327,7 +353,7 @@ impl ServiceHost for SimLoop<'_> {
         let g = &mut *self.g;
         if g.w.entropy.chance(1, 4) {
             let after = g.w.entropy.below(60);
-            g.w.ledger.fs.crash_after(after);
+            g.w.arm_crash(after);
         }
         let before: BTreeMap<Id, GoalWake> = sched.wakes();
         let mut broken = None;

@@ -11,6 +11,7 @@ pub mod land;
 
 use crate::entropy::{Entropy, SeededEntropy};
 use crate::fs::SimFs;
+use crate::worlds::{ActionLog, WorldKind, WorldOptions};
 use harn_core::env::{Fs, FsErrorKind};
 use harn_core::error::RecordError;
 use harn_core::ids::Id;
@@ -97,24 +98,40 @@ fn injected(e: &RecordError) -> bool {
 }
 
 /// Actions in the faulty phase.
-const FAULTY_ACTIONS: u64 = 60;
+pub(crate) const FAULTY_ACTIONS: u64 = 60;
 /// Actions the fault-free phase may take to bring every item to rest.
 const CALM_ACTIONS: u64 = 80;
 
 /// Runs one seed; the error names the first invariant broken and the action that broke it.
 pub fn run_work_seed(seed: u64) -> Result<WorkSimSummary, String> {
+    let options = WorldOptions::sweep(WorldKind::Work);
+    run_work(seed, options, &mut ActionLog::new(false))
+}
+
+/// Runs one seed with `options`, recording each action's outcome in `log`.
+pub fn run_work(
+    seed: u64,
+    options: WorldOptions,
+    log: &mut ActionLog,
+) -> Result<WorkSimSummary, String> {
     let mut w = WorkWorld::new(seed);
     w.kill_hosts = true;
+    w.crashes = options.crashes;
+    crate::worlds::plant(&mut w.ledger.fs, options.bug);
     // Two independent items and one that depends on the first.
     w.setup(&[("w1", &[]), ("w2", &[]), ("w3", &["w1"])]);
-    for _ in 0..FAULTY_ACTIONS {
-        w.action(true)?;
+    for _ in 0..options.faulty {
+        let acted = w.action(true);
+        log.record(&w.ledger.fs);
+        acted?;
     }
     for _ in 0..CALM_ACTIONS {
         if w.at_rest()? {
             return Ok(w.summary);
         }
-        w.action(false)?;
+        let acted = w.action(false);
+        log.record(&w.ledger.fs);
+        acted?;
     }
     match w.at_rest()? {
         true => Ok(w.summary),
@@ -162,6 +179,8 @@ pub(crate) struct WorkWorld {
     /// True when hosts may be killed mid-run. Only where each action is its own host
     /// process: in the goal world the host is the tick itself, whose death a crash models.
     pub(crate) kill_hosts: bool,
+    /// True when crashes are armed (the draws happen either way).
+    pub(crate) crashes: bool,
     /// Machine crashes so far: the boot the index of projections is read in.
     boots: u64,
     pub(crate) summary: WorkSimSummary,
@@ -188,6 +207,7 @@ impl WorkWorld {
             processes: BTreeMap::new(),
             host_killed: false,
             kill_hosts: false,
+            crashes: true,
             boots: 0,
             summary: WorkSimSummary::default(),
         }
@@ -235,7 +255,7 @@ impl WorkWorld {
         }
         if faults && self.entropy.chance(1, 3) {
             let after = self.entropy.below(30);
-            self.ledger.fs.crash_after(after);
+            self.arm_crash(after);
         }
         let result = self.act(&id);
         let crashed = self.ledger.fs.is_crashed();
@@ -257,6 +277,13 @@ impl WorkWorld {
             return Err(self.violation(&id, &format!("an action failed without a fault: {e}")));
         }
         self.check().map_err(|e| self.violation(&id, &e))
+    }
+
+    /// Arms a crash `after` more filesystem calls, unless crashes are off.
+    pub(crate) fn arm_crash(&mut self, after: u64) {
+        if self.crashes {
+            self.ledger.fs.crash_after(after);
+        }
     }
 
     /// A foreign writer damages the last line of `id`'s history whole (its newline kept).
