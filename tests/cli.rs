@@ -307,7 +307,13 @@ fn the_work_goal_and_service_worlds_trace_replay_and_minimize_a_failing_seed() {
     let tampered: Vec<String> = std::fs::read_to_string(&file)
         .unwrap()
         .lines()
-        .map(|l| l.replacen("\"action\":3,\"hash\":", "\"action\":3,\"hash\":1", 1))
+        .map(|line| {
+            let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+            if v["action"] == 3 {
+                v["hash"] = (v["hash"].as_u64().unwrap() ^ 1).into();
+            }
+            v.to_string()
+        })
         .collect();
     std::fs::write(&file, tampered.join("\n")).unwrap();
     let replayed = harn(dir.path(), &["sim", "replay", "sim-failures/work-seed-0.trace.jsonl"]);

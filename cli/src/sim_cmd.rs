@@ -548,7 +548,7 @@ fn world_options(kind: WorldKind, args: &WorldArgs) -> Result<WorldOptions, Fail
         let why = format!("--inject-bug: only lying-dir-sync applies to `sim {}`", kind.verb());
         return Err(Failure::new(EXIT_USAGE, why));
     }
-    Ok(WorldOptions { bug, ..WorldOptions::sweep(kind) })
+    Ok(WorldOptions { bug, ..kind.sweep() })
 }
 
 /// Writes a trace of each failing seed of `kind` into `dir`; returns `(seed, message,

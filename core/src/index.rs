@@ -155,8 +155,9 @@ pub fn trust(old: Option<&Mark>, seen: Seen<'_>) -> (Trust, Mark) {
     (Trust::Log { from: old.offset, full }, mark)
 }
 
-/// The version of the index files' format; an index of another version is rebuilt.
-pub const FORMAT_VERSION: u32 = 2;
+/// The version of the index files' format; an index of another version is rebuilt. 3: a
+/// work row's prerequisite views say only accepted, cancelled or waiting.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// One row of an index file, owned: whether it is suspect (it stands only while what it
 /// follows still looks as it recorded), the records it follows (a work item's
@@ -585,7 +586,8 @@ mod tests {
         assert!(damaged.rows.get(&id("a")).is_some());
         assert_eq!(damaged.rows.ids(), [id("a")]);
         assert!(decode(bytes[..bytes.len() - 1].to_vec()).is_none(), "cut short");
-        let other = String::from_utf8(bytes).unwrap().replacen("\"v\":2", "\"v\":1", 1);
+        let ours = format!("\"v\":{FORMAT_VERSION}");
+        let other = String::from_utf8(bytes).unwrap().replacen(&ours, "\"v\":1", 1);
         assert!(decode(other.into_bytes()).is_none());
         assert!(decode(Vec::new()).is_none());
     }

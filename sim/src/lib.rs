@@ -8,6 +8,7 @@
 //! replay and minimizing the harness world has.
 #![forbid(unsafe_code)]
 
+pub mod actions;
 pub mod clock;
 pub mod entropy;
 pub mod fs;

@@ -4,7 +4,8 @@
 //! action, so a replay names the first action whose outcome differs; minimizing shrinks the
 //! faulty phase and turns crashes off while a failure of the same shape remains.
 
-use crate::fs::SimFs;
+pub use crate::actions::{ActionLog, ActionRecord, WorldOptions};
+#[cfg(all(test, feature = "planted-bugs"))]
 use crate::harness::options::InjectedBug;
 use serde::{Deserialize, Serialize};
 
@@ -21,6 +22,15 @@ pub enum WorldKind {
 }
 
 impl WorldKind {
+    /// The options every seed of this world runs with in a sweep.
+    pub fn sweep(self) -> WorldOptions {
+        WorldOptions::new(match self {
+            WorldKind::Work => crate::work::FAULTY_ACTIONS,
+            WorldKind::Goals => crate::goal::FAULTY_ACTIONS,
+            WorldKind::Service => crate::service::STEPS,
+        })
+    }
+
     /// The `harn sim` verb that sweeps this world.
     pub fn verb(self) -> &'static str {
         match self {
@@ -28,74 +38,6 @@ impl WorldKind {
             WorldKind::Goals => "goals",
             WorldKind::Service => "service",
         }
-    }
-}
-
-/// The shape of one run beyond its seed: what minimizing reduces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct WorldOptions {
-    /// Actions of the phase with faults (steps, for the service); a calm phase follows where
-    /// the world has one.
-    pub faulty: u64,
-    /// Crashes armed before actions (and inside sweeps and plans). Switched off, the draws
-    /// still happen, so the rest of the run keeps its course as far as it can.
-    pub crashes: bool,
-    /// A planted bug (test builds only): only `lying-dir-sync` applies to these worlds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bug: Option<InjectedBug>,
-}
-
-impl WorldOptions {
-    /// The options every seed of `kind` runs with in a sweep.
-    pub fn sweep(kind: WorldKind) -> WorldOptions {
-        let faulty = match kind {
-            WorldKind::Work => crate::work::FAULTY_ACTIONS,
-            WorldKind::Goals => crate::goal::FAULTY_ACTIONS,
-            WorldKind::Service => crate::service::STEPS,
-        };
-        WorldOptions { faulty, crashes: true, bug: None }
-    }
-}
-
-/// Plants `bug` in a world's filesystem, if it is one that applies.
-pub(crate) fn plant(fs: &mut SimFs, bug: Option<InjectedBug>) {
-    #[cfg(feature = "planted-bugs")]
-    if crate::harness::options::lies_about_dir_sync(bug) {
-        fs.lie_about_dir_sync();
-    }
-    #[cfg(not(feature = "planted-bugs"))]
-    let _ = (fs, bug);
-}
-
-/// What one action left behind, for replay.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ActionRecord {
-    /// The action's number, from 1.
-    pub action: u64,
-    /// [`SimFs::state_hash`] after it: every name and every byte, current and durable.
-    pub hash: u64,
-}
-
-/// The records of a run being traced (nothing while it is not).
-#[derive(Debug, Default)]
-pub struct ActionLog(Option<Vec<ActionRecord>>);
-
-impl ActionLog {
-    /// A log that records when `on`.
-    pub fn new(on: bool) -> ActionLog {
-        ActionLog(on.then(Vec::new))
-    }
-
-    /// Records the state `fs` is in after the next action.
-    pub fn record(&mut self, fs: &SimFs) {
-        if let Some(records) = &mut self.0 {
-            let action = records.len() as u64 + 1;
-            records.push(ActionRecord { action, hash: fs.state_hash() });
-        }
-    }
-
-    fn take(&mut self) -> Option<Vec<ActionRecord>> {
-        self.0.take()
     }
 }
 
@@ -338,7 +280,7 @@ mod tests {
     #[test]
     fn every_world_replays_its_own_trace() {
         for kind in [WorldKind::Work, WorldKind::Goals, WorldKind::Service] {
-            let options = WorldOptions { faulty: 12, ..WorldOptions::sweep(kind) };
+            let options = WorldOptions { faulty: 12, ..kind.sweep() };
             let traced = run(kind, 3, options, true);
             assert!(traced.failure.is_none(), "{kind:?}: {:?}", traced.failure);
             let trace = WorldTrace::parse(&traced.trace().to_jsonl()).expect("parses");
@@ -360,8 +302,7 @@ mod planted {
     #[test]
     fn a_directory_sync_that_lies_is_found_in_every_world_and_minimized() {
         for kind in [WorldKind::Work, WorldKind::Goals, WorldKind::Service] {
-            let options =
-                WorldOptions { bug: Some(InjectedBug::LyingDirSync), ..WorldOptions::sweep(kind) };
+            let options = WorldOptions { bug: Some(InjectedBug::LyingDirSync), ..kind.sweep() };
             let (seed, failure) = (0..40)
                 .find_map(|seed| run(kind, seed, options, false).failure.map(|f| (seed, f)))
                 .unwrap_or_else(|| panic!("{kind:?}: no seed of 40 found the lost records"));

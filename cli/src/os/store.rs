@@ -320,7 +320,7 @@ impl Store {
     fn read_fresh(&mut self, id: &Id) -> Result<Item, StoreError> {
         let (root, held) = (&self.root, &self.held);
         let mut live = |id: &Id| runner_live(root, held, id);
-        Ok(self.ledger.read_uncached(id, &mut Known::new(), &mut live, 0)?)
+        Ok(self.ledger.read_uncached(id, &mut Known::new(), &mut live)?)
     }
 
     /// A fresh id: `PREFIX-<UTC time>-<6 hex>`.

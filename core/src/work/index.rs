@@ -59,7 +59,7 @@ pub struct Row {
 impl Row {
     /// What a dependent's projection needs of this item.
     pub fn view(&self) -> Prerequisite {
-        Prerequisite { state: self.projection.state, accepted_seq: self.projection.accepted_seq }
+        Prerequisite::of(&self.projection)
     }
 
     /// The row as stored: suspect or not, following its prerequisites.

@@ -8,7 +8,7 @@
 //! decision reads the journals.
 
 use super::index::{self, keepable, Busy, Indexed, Open, Row};
-use super::ledger::{receipt_current, Known, Ledger, DEPTH_MAX};
+use super::ledger::{receipt_current, Known, Ledger};
 use crate::env::{Fs, FsErrorKind};
 use crate::error::RecordError;
 use crate::ids::Id;
@@ -118,7 +118,7 @@ impl<F: Fs> Ledger<F> {
     }
 
     /// Counts one item read from its own files while the rows are not loaded.
-    fn spend_patience(&mut self) {
+    pub(super) fn spend_patience(&mut self) {
         if let Some(ix) = self.index.as_mut().filter(|ix| ix.loaded.is_none()) {
             ix.patience = ix.patience.saturating_sub(1);
         }
@@ -146,78 +146,19 @@ impl<F: Fs> Ledger<F> {
             known.rows.insert(id.clone(), Ok(Arc::clone(&row)));
             return Ok(row);
         }
-        // A row that stands as it is needs nothing below it looked at.
-        if let Some((row, false)) = self.checked_row(id) {
-            self.rows().expect("the index is open").stood(id);
-            known.rows.insert(id.clone(), Ok(Arc::clone(&row)));
-            return Ok(row);
-        }
-        self.prerequisites_first(id, known, runner_live)?;
-        self.summary_at(id, known, runner_live, 0)
+        self.summary_at(id, known, runner_live)
     }
 
-    /// Resolves the rows of `id`'s dependency closure deepest first, so that resolving `id`
-    /// finds every prerequisite already known and recursion stays shallow however long the
-    /// chain. The closure comes from the index's rows where it has them and from intents
-    /// elsewhere; a wrong row only means a prerequisite is resolved when first needed. A
-    /// chain deeper than [`DEPTH_MAX`] is refused.
-    pub(super) fn prerequisites_first(
-        &mut self,
-        id: &Id,
-        known: &mut Known,
-        runner_live: &mut dyn FnMut(&Id) -> bool,
-    ) -> Result<(), RecordError> {
-        let mut order = Vec::new();
-        let mut height = std::collections::BTreeMap::<Id, usize>::new();
-        // Each entry: an item, and once its prerequisites are pushed, what they are.
-        let mut stack: Vec<(Id, Option<Vec<Id>>)> = vec![(id.clone(), None)];
-        while let Some((at, expanded)) = stack.pop() {
-            if let Some(deps) = expanded {
-                let below = deps.iter().filter_map(|d| height.get(d)).max().copied();
-                let h = below.map_or(0, |b| b + 1);
-                if h > DEPTH_MAX {
-                    let detail = format!("{id}: the dependency chain is deeper than {DEPTH_MAX}");
-                    return Err(RecordError::refused(detail));
-                }
-                height.insert(at.clone(), h);
-                order.push(at);
-                continue;
+    /// `id`'s stored row when it stands without anything below it being looked at (not
+    /// suspect, its files as recorded when a check was due).
+    pub(super) fn standing_alone(&mut self, id: &Id) -> Option<Arc<Row>> {
+        match self.checked_row(id)? {
+            (row, false) => {
+                self.rows()?.stood(id);
+                Some(row)
             }
-            if height.contains_key(&at) {
-                continue;
-            }
-            // Marked before its prerequisites are pushed: a cycle (made by hand) ends here.
-            height.insert(at.clone(), 0);
-            if known.rows.contains_key(&at) || self.stands_alone(&at) {
-                continue;
-            }
-            let deps = self.dependencies_of(&at);
-            let next: Vec<Id> = deps.iter().filter(|d| !height.contains_key(*d)).cloned().collect();
-            stack.push((at, Some(deps)));
-            stack.extend(next.into_iter().map(|d| (d, None)));
+            (_, true) => None,
         }
-        order.retain(|at| at != id);
-        for at in order {
-            let _ = self.summary_at(&at, known, runner_live, 0);
-        }
-        Ok(())
-    }
-
-    /// Whether `id`'s stored row will stand without anything below it being looked at: not
-    /// suspect, and no check of its files pending.
-    fn stands_alone(&mut self, id: &Id) -> bool {
-        let Some(open) = self.rows() else { return false };
-        open.lines.contains_key(id) && !open.suspect(id) && !open.needs_check(id)
-    }
-
-    /// What `id` depends on: from its stored row when there is one, else from its intent
-    /// (nothing when that cannot be read; its read will say why).
-    fn dependencies_of(&mut self, id: &Id) -> Vec<Id> {
-        if let Some(follows) = self.rows().and_then(|open| open.lines.follows(id)) {
-            return follows;
-        }
-        self.spend_patience();
-        self.intent(id).ok().flatten().map(|i| i.dependencies).unwrap_or_default()
     }
 
     /// The row of `id` through `known`: the stored one while it stands, else read in full.
@@ -226,7 +167,6 @@ impl<F: Fs> Ledger<F> {
         id: &Id,
         known: &mut Known,
         runner_live: &mut dyn FnMut(&Id) -> bool,
-        depth: usize,
     ) -> Result<Arc<Row>, RecordError> {
         if let Some(done) = known.rows.get(id) {
             return done.clone();
@@ -236,9 +176,9 @@ impl<F: Fs> Ledger<F> {
             known.rows.insert(id.clone(), Ok(Arc::clone(&row)));
             return Ok(row);
         }
-        let result = match self.standing(id, known, runner_live, depth) {
+        let result = match self.standing(id, known) {
             Some(row) => Ok(row),
-            None => self.read_row(id, known, runner_live, depth),
+            None => self.read_row(id, known, runner_live),
         };
         known.rows.insert(id.clone(), result.clone());
         result
@@ -246,24 +186,14 @@ impl<F: Fs> Ledger<F> {
 
     /// `id`'s stored row, when it stands: under the check every minute, its files' metadata
     /// unchanged; when suspect, each prerequisite's view still the one it recorded.
-    fn standing(
-        &mut self,
-        id: &Id,
-        known: &mut Known,
-        runner_live: &mut dyn FnMut(&Id) -> bool,
-        depth: usize,
-    ) -> Option<Arc<Row>> {
+    fn standing(&mut self, id: &Id, known: &mut Known) -> Option<Arc<Row>> {
         let (row, suspect) = self.checked_row(id)?;
         if !suspect {
             self.rows()?.stood(id);
             return Some(row);
         }
         for (dep, was) in &row.prerequisites {
-            let now = match depth < DEPTH_MAX {
-                true => self.summary_at(dep, known, runner_live, depth + 1).ok().map(|r| r.view()),
-                false => None,
-            };
-            if now != *was {
+            if self.prerequisite(dep, known) != *was {
                 self.rows()?.drop_row(id);
                 return None;
             }
@@ -300,7 +230,6 @@ impl<F: Fs> Ledger<F> {
         id: &Id,
         known: &mut Known,
         runner_live: &mut dyn FnMut(&Id) -> bool,
-        depth: usize,
     ) -> Result<Arc<Row>, RecordError> {
         // The probe comes before the read: a writer that takes the locks after it notes the
         // item past this reader's look at the log.
@@ -309,15 +238,13 @@ impl<F: Fs> Ledger<F> {
             Some(ix) => (ix.busy)(&Change::Work(id.clone())),
             None => false,
         };
-        let (item, live) = self.read_live(id, known, runner_live, depth)?;
+        let read = self.read_live(id, known, runner_live)?;
+        let (item, live) = (read.item, read.live);
         let prerequisites = item
             .intent
             .dependencies
             .iter()
-            .map(|d| {
-                let view = known.rows.get(d).and_then(|r| r.as_ref().ok()).map(|r| r.view());
-                (d.clone(), view)
-            })
+            .map(|d| (d.clone(), read.prerequisites.get(d).copied().flatten()))
             .collect();
         let mut row = Row {
             title: item.intent.title.clone(),

@@ -10,7 +10,7 @@
 
 use super::events::{validate_history, EventKind, WorkEvent, EVENT_VERSION};
 use super::index::Row;
-use super::projection::{project, AttemptStatus, Inputs};
+use super::projection::{project, AttemptStatus, Inputs, Prerequisite};
 use super::{Projection, WorkIntent};
 use crate::env::Fs;
 use crate::error::RecordError;
@@ -27,9 +27,6 @@ use crate::work::transcript;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// Deepest dependency chain a read follows.
-pub const DEPTH_MAX: usize = 1000;
 
 pub use crate::layout::{approval_dir, run_dir, work_dir};
 
@@ -64,6 +61,17 @@ pub type SealedProof = (Proof, String);
 pub struct Known {
     pub(super) items: BTreeMap<Id, Result<Item, RecordError>>,
     pub(super) rows: BTreeMap<Id, Result<Arc<Row>, RecordError>>,
+    /// What dependents were told of each prerequisite.
+    pub(super) views: BTreeMap<Id, Option<Prerequisite>>,
+}
+
+/// One item read in full by [`Ledger::read_live`].
+pub(super) struct LiveRead {
+    pub(super) item: Item,
+    /// Whether another process held its run lease.
+    pub(super) live: bool,
+    /// Each prerequisite's view it was projected with.
+    pub(super) prerequisites: BTreeMap<Id, Option<Prerequisite>>,
 }
 
 impl Known {
@@ -431,8 +439,7 @@ impl<F: Fs> Ledger<F> {
         if let Some(done) = known.items.get(id) {
             return done.clone();
         }
-        self.prerequisites_first(id, known, runner_live)?;
-        let result = self.read_uncached(id, known, runner_live, 0);
+        let result = self.read_uncached(id, known, runner_live);
         known.items.insert(id.clone(), result.clone());
         result
     }
@@ -443,19 +450,18 @@ impl<F: Fs> Ledger<F> {
         id: &Id,
         known: &mut Known,
         runner_live: &mut dyn FnMut(&Id) -> bool,
-        depth: usize,
     ) -> Result<Item, RecordError> {
-        self.read_live(id, known, runner_live, depth).map(|(item, _)| item)
+        self.read_live(id, known, runner_live).map(|read| read.item)
     }
 
-    /// [`Ledger::read_uncached`], and whether another process held the item's run lease.
+    /// [`Ledger::read_uncached`], whether another process held the item's run lease, and
+    /// the prerequisite views it was projected with.
     pub(super) fn read_live(
         &mut self,
         id: &Id,
         known: &mut Known,
         runner_live: &mut dyn FnMut(&Id) -> bool,
-        depth: usize,
-    ) -> Result<(Item, bool), RecordError> {
+    ) -> Result<LiveRead, RecordError> {
         let intent =
             self.intent(id)?.ok_or_else(|| RecordError::refused(format!("no work item {id}")))?;
         let (events, history_len) = self.history(id)?;
@@ -467,11 +473,7 @@ impl<F: Fs> Ledger<F> {
         }
         let mut prerequisites = BTreeMap::new();
         for dep in &intent.dependencies {
-            if depth > DEPTH_MAX {
-                let detail = format!("{id}: the dependency chain is deeper than {DEPTH_MAX}");
-                return Err(RecordError::refused(detail));
-            }
-            let view = self.summary_at(dep, known, runner_live, depth + 1).ok().map(|r| r.view());
+            let view = self.prerequisite(dep, known);
             prerequisites.insert(dep.clone(), view);
         }
         let shown_events = self.shown(&format!("{}/events.jsonl", work_dir(id)));
@@ -489,7 +491,46 @@ impl<F: Fs> Ledger<F> {
             lease_held_elsewhere: live,
         };
         let projection = project(&inputs);
-        Ok((Item { intent, events, history_len, projection, usage }, live))
+        let item = Item { intent, events, history_len, projection, usage };
+        Ok(LiveRead { item, live, prerequisites })
+    }
+
+    /// What a dependent needs of `dep` ([`Prerequisite`]): from what this command already
+    /// read or the index vouches for, else from `dep`'s own files (its intent, history and
+    /// the runs its acceptances name), never from the items below it. `None` when those
+    /// files cannot be read or do not hold together.
+    pub(super) fn prerequisite(&mut self, dep: &Id, known: &mut Known) -> Option<Prerequisite> {
+        if let Some(seen) = known.views.get(dep) {
+            return *seen;
+        }
+        let view = match (known.items.get(dep), known.rows.get(dep)) {
+            (Some(item), _) => item.as_ref().ok().map(|i| Prerequisite::of(&i.projection)),
+            (None, Some(row)) => row.as_ref().ok().map(|r| r.view()),
+            (None, None) => match self.standing_alone(dep) {
+                Some(row) => Some(row.view()),
+                None => self.governance_view(dep).ok(),
+            },
+        };
+        known.views.insert(dep.clone(), view);
+        view
+    }
+
+    /// `id`'s view from its own files, checked as a full read checks them.
+    fn governance_view(&mut self, id: &Id) -> Result<Prerequisite, RecordError> {
+        self.spend_patience();
+        let intent =
+            self.intent(id)?.ok_or_else(|| RecordError::refused(format!("no work item {id}")))?;
+        let (events, _) = self.history(id)?;
+        let shown_events = self.shown(&format!("{}/events.jsonl", work_dir(id)));
+        if events.is_empty() {
+            return Err(RecordError::invalid(shown_events, "no work.created event"));
+        }
+        let shown_intent = self.shown(&format!("{}/intent.json", work_dir(id)));
+        super::events::check_created(&intent, &shown_intent, &events)?;
+        let (attempts, _, proofs) = self.inspect_attempts(id, &events, false)?;
+        super::projection::check_acceptances(&events, &proofs, &attempts)
+            .map_err(|e| RecordError::invalid(shown_events, e))?;
+        Ok(Prerequisite::of_history(&events))
     }
 
     /// The dependency closure of `root` in post-order (prerequisites first, in their

@@ -137,13 +137,52 @@ impl AttemptStatus {
     }
 }
 
-/// What a dependent needs to know of a prerequisite.
+/// What a dependent needs to know of a prerequisite: whether it is accepted (and by which
+/// event) or cancelled. Both follow from the prerequisite's own history, before anything
+/// else is looked at ([`decide`] takes them first), so a dependent is projected from its
+/// prerequisites' histories alone, however long the chain below them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Prerequisite {
-    /// Its projected state.
+    /// `succeeded`, `cancelled`, or `waiting` for every other state (a dependent treats
+    /// them alike, and the history alone cannot tell them apart).
     pub state: WorkState,
     /// The sequence number of its latest acceptance, while it is accepted.
     pub accepted_seq: Option<u64>,
+}
+
+impl Prerequisite {
+    /// The view of an item projected as `p`.
+    pub fn of(p: &Projection) -> Prerequisite {
+        let state = match p.state {
+            WorkState::Succeeded | WorkState::Cancelled => p.state,
+            _ => WorkState::Waiting,
+        };
+        Prerequisite { state, accepted_seq: p.accepted_seq }
+    }
+
+    /// The same view from the item's validated history alone.
+    pub fn of_history(events: &[WorkEvent]) -> Prerequisite {
+        match governance(events).map(|e| (&e.kind, e.seq)) {
+            Some((EventKind::Accepted { .. }, seq)) => {
+                Prerequisite { state: WorkState::Succeeded, accepted_seq: Some(seq) }
+            }
+            Some((EventKind::Cancelled, _)) => {
+                Prerequisite { state: WorkState::Cancelled, accepted_seq: None }
+            }
+            _ => Prerequisite { state: WorkState::Waiting, accepted_seq: None },
+        }
+    }
+}
+
+/// The latest event that governs an item whatever else holds: an acceptance, a cancel, or a
+/// reopen (which ends the one before).
+fn governance(events: &[WorkEvent]) -> Option<&WorkEvent> {
+    events.iter().rev().find(|e| {
+        matches!(
+            e.kind,
+            EventKind::Accepted { .. } | EventKind::Cancelled | EventKind::Reopened { .. }
+        )
+    })
 }
 
 /// Everything the projection depends on.
@@ -260,12 +299,7 @@ fn decide(inputs: &Inputs<'_>, attempt_events: &[&WorkEvent], p: &mut Projection
         p.next_action = next_action;
         p.reason = reason;
     };
-    let governance = inputs.events.iter().rev().find(|e| {
-        matches!(
-            e.kind,
-            EventKind::Accepted { .. } | EventKind::Cancelled | EventKind::Reopened { .. }
-        )
-    });
+    let governance = governance(inputs.events);
     match governance.map(|e| (&e.kind, e.seq)) {
         Some((EventKind::Accepted { run_id, .. }, seq)) => {
             set(

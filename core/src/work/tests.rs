@@ -511,6 +511,25 @@ mod properties {
             }
         }
 
+        /// What a dependent is told of an item is the same whether it was projected in
+        /// full, over any prerequisites and leases, or read from its history alone.
+        #[test]
+        fn a_prerequisite_view_follows_from_the_history_alone(
+            s in steps(),
+            below in proptest::option::of(any::<bool>()),
+            live in any::<bool>(),
+        ) {
+            let h = build(&s);
+            let mut prerequisites = BTreeMap::new();
+            let view = below.map(|accepted| Prerequisite {
+                state: if accepted { WorkState::Succeeded } else { WorkState::InReview },
+                accepted_seq: accepted.then_some(2),
+            });
+            prerequisites.insert(id("p1"), view);
+            let full = Prerequisite::of(&h.project_with(&prerequisites, live));
+            prop_assert_eq!(full, Prerequisite::of_history(&h.events));
+        }
+
         #[test]
         fn projection_is_deterministic(s in steps()) {
             let h = build(&s);

@@ -12,9 +12,9 @@
 //! watcher thread's lateness (also during long ticks), and a reader judging a live service
 //! running (unless the wall clock jumped past the lapse) and a crashed one never running.
 
+use crate::actions::{ActionLog, WorldOptions};
 use crate::entropy::Entropy;
 use crate::goal::GoalWorld;
-use crate::worlds::{ActionLog, WorldKind, WorldOptions};
 use harn_core::goal::{goal_fingerprint, GoalState, Mode, StopReason};
 use harn_core::ids::Id;
 use harn_core::service::driver::{self, ServiceHost, Step, SweepOutcome};
@@ -199,7 +199,7 @@ fn config() -> WakeConfig {
 
 /// Runs one seed; the error names the first invariant broken.
 pub fn run_service_seed(seed: u64) -> Result<ServiceSimSummary, String> {
-    run_service(seed, WorldOptions::sweep(WorldKind::Service), &mut ActionLog::new(false))
+    run_service(seed, WorldOptions::new(STEPS), &mut ActionLog::new(false))
 }
 
 /// Runs one seed with `options` (its steps and whether crashes are armed), recording the
@@ -232,7 +232,7 @@ fn start(
 fn run(seed: u64, options: WorldOptions, log: &mut ActionLog) -> Result<ServiceSimSummary, String> {
     let mut g = GoalWorld::new(seed);
     g.w.crashes = options.crashes;
-    crate::worlds::plant(&mut g.w.ledger.fs, options.bug);
+    crate::actions::plant(&mut g.w.ledger.fs, options.bug);
     let goals = vec![Id::new("g").expect("valid"), Id::new("ghost").expect("valid")];
     let mut now = Instant(0);
     let mut wall = Wall::default();

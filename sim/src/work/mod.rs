@@ -9,9 +9,9 @@
 
 pub mod land;
 
+use crate::actions::{ActionLog, WorldOptions};
 use crate::entropy::{Entropy, SeededEntropy};
 use crate::fs::SimFs;
-use crate::worlds::{ActionLog, WorldKind, WorldOptions};
 use harn_core::env::{Fs, FsErrorKind};
 use harn_core::error::RecordError;
 use harn_core::ids::Id;
@@ -104,7 +104,7 @@ const CALM_ACTIONS: u64 = 80;
 
 /// Runs one seed; the error names the first invariant broken and the action that broke it.
 pub fn run_work_seed(seed: u64) -> Result<WorkSimSummary, String> {
-    let options = WorldOptions::sweep(WorldKind::Work);
+    let options = WorldOptions::new(FAULTY_ACTIONS);
     run_work(seed, options, &mut ActionLog::new(false))
 }
 
@@ -117,7 +117,7 @@ pub fn run_work(
     let mut w = WorkWorld::new(seed);
     w.kill_hosts = true;
     w.crashes = options.crashes;
-    crate::worlds::plant(&mut w.ledger.fs, options.bug);
+    crate::actions::plant(&mut w.ledger.fs, options.bug);
     // Two independent items and one that depends on the first.
     w.setup(&[("w1", &[]), ("w2", &[]), ("w3", &["w1"])]);
     for _ in 0..options.faulty {
