@@ -665,7 +665,8 @@ impl SimFs {
     }
 
     fn lookup(&self, path: &str) -> Option<Node> {
-        self.dirs.get(parent_dir(path))?.get(base_name(path))
+        let (dir, name) = split(path);
+        self.dirs.get(dir)?.get(name)
     }
 
     fn file(&self, path: &str) -> Result<Ino, FsError> {
@@ -698,6 +699,13 @@ impl SimFs {
         self.stats.writes += 1;
         self.stats.bytes_written += bytes as u64;
     }
+}
+
+/// A path's directory and name, found with one search.
+fn split(path: &str) -> (&str, &str) {
+    let dir = parent_dir(path);
+    let name = if dir.is_empty() && !path.starts_with('/') { path } else { &path[dir.len() + 1..] };
+    (dir, name)
 }
 
 fn base_name(path: &str) -> &str {

@@ -14,13 +14,22 @@ pub fn offer() -> Offer {
     static OFFER: OnceLock<Offer> = OnceLock::new();
     OFFER
         .get_or_init(|| {
-            let namespace = namespace_probe().map_err(Unavailable);
-            let sealed = match &namespace {
-                Ok(NamespaceKind::UserAndMount) => seal_probe().map_err(Unavailable),
-                Ok(NamespaceKind::Mount) => {
-                    Err("root may not make a user namespace here, which locks the mounts".into())
+            // The seal needs everything the namespace needs and more, so where it works (as
+            // on most machines) one throwaway child answers both; a tick pays for each.
+            let (namespace, sealed) = match seal_probe() {
+                Ok(()) => (Ok(NamespaceKind::UserAndMount), Ok(())),
+                Err(seal) => {
+                    let namespace = namespace_probe().map_err(Unavailable);
+                    let sealed = match &namespace {
+                        Ok(NamespaceKind::UserAndMount) => Err(Unavailable(seal)),
+                        Ok(NamespaceKind::Mount) => Err(Unavailable(
+                            "root may not make a user namespace here, which locks the mounts"
+                                .into(),
+                        )),
+                        Err(why) => Err(why.clone()),
+                    };
+                    (namespace, sealed)
                 }
-                Err(why) => Err(why.clone()),
             };
             Offer { landlock: landlock_abi().map_err(Unavailable), namespace, sealed }
         })
