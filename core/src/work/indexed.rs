@@ -15,6 +15,7 @@ use crate::ids::Id;
 use crate::index::{parse_changes, trust, Change, Changed, Seen, Trust, CHANGES};
 use crate::signature::PathMeta;
 use crate::time::WallTime;
+use crate::work::projection::Prerequisite;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
@@ -149,16 +150,38 @@ impl<F: Fs> Ledger<F> {
         self.summary_at(id, known, runner_live)
     }
 
-    /// `id`'s stored row when it stands without anything below it being looked at (not
-    /// suspect, its files as recorded when a check was due).
-    pub(super) fn standing_alone(&mut self, id: &Id) -> Option<Arc<Row>> {
-        match self.checked_row(id)? {
-            (row, false) => {
-                self.rows()?.stood(id);
-                Some(row)
+    /// The view of `id` its stored row gives, also when the row is suspect: a view says only
+    /// what the item's own history says ([`Prerequisite`]), and a row stays stored only while
+    /// its own files are as it recorded; what made it suspect is below it.
+    pub(super) fn stored_view(&mut self, id: &Id) -> Option<Prerequisite> {
+        self.checked_row(id).map(|(row, _)| row.view())
+    }
+
+    /// Walks `root`'s closure through intents while the index's rows are not loaded, each
+    /// intent counting against the index's patience: a graph larger than the patience loads
+    /// the rows before any of its items is read in full, and a smaller one is read from its
+    /// own files.
+    pub(super) fn look_below(&mut self, root: &Id) {
+        let (mut stack, mut seen) = (vec![root.clone()], BTreeSet::new());
+        while let Some(id) = stack.pop() {
+            let waiting = self.index.as_ref().is_some_and(|ix| ix.loaded.is_none());
+            if !waiting {
+                return;
             }
-            (_, true) => None,
+            if seen.insert(id.clone()) {
+                stack.extend(self.dependencies_of(&id));
+            }
         }
+    }
+
+    /// What `id` depends on: from its stored row when there is one, else from its intent
+    /// (nothing when that cannot be read; its read will say why).
+    fn dependencies_of(&mut self, id: &Id) -> Vec<Id> {
+        if let Some(follows) = self.rows().and_then(|open| open.lines.follows(id)) {
+            return follows;
+        }
+        self.spend_patience();
+        self.intent(id).ok().flatten().map(|i| i.dependencies).unwrap_or_default()
     }
 
     /// The row of `id` through `known`: the stored one while it stands, else read in full.

@@ -506,8 +506,8 @@ impl<F: Fs> Ledger<F> {
         let view = match (known.items.get(dep), known.rows.get(dep)) {
             (Some(item), _) => item.as_ref().ok().map(|i| Prerequisite::of(&i.projection)),
             (None, Some(row)) => row.as_ref().ok().map(|r| r.view()),
-            (None, None) => match self.standing_alone(dep) {
-                Some(row) => Some(row.view()),
+            (None, None) => match self.stored_view(dep) {
+                Some(view) => Some(view),
                 None => self.governance_view(dep).ok(),
             },
         };
@@ -541,6 +541,7 @@ impl<F: Fs> Ledger<F> {
         runner_live: &mut dyn FnMut(&Id) -> bool,
     ) -> Result<Vec<super::projection::GraphItem>, RecordError> {
         self.examine_closure(root);
+        self.look_below(root);
         let mut known = Known::new();
         let (mut order, mut seen) = (Vec::new(), std::collections::BTreeSet::new());
         // An explicit stack, so a chain of a thousand items needs no deep recursion: each
