@@ -387,12 +387,22 @@ fn replay(trace: &Trace) -> Exit {
             trace.header.seed
         ),
     }
-    match (&report.recorded, &report.replayed) {
+    replayed_outcome(&report.recorded, &report.replayed, report.identical())
+}
+
+/// Says whether a replay found the outcome its trace recorded; exit 1 unless the replay was
+/// `identical`.
+fn replayed_outcome<T: PartialEq + std::fmt::Display + std::fmt::Debug>(
+    recorded: &Option<T>,
+    replayed: &Option<T>,
+    identical: bool,
+) -> Exit {
+    match (recorded, replayed) {
         (Some(r), Some(p)) if r == p => outln!("reproduced: {p}"),
         (None, None) => {}
         (r, p) => outln!("outcome differs: recorded {r:?}, replayed {p:?}"),
     }
-    if report.identical() {
+    if identical {
         Ok(0)
     } else {
         Ok(EXIT_FAILED)
@@ -483,16 +493,7 @@ fn replay_world(trace: &WorldTrace) -> Exit {
             "replay of {what} diverges at action {action}: recorded hash {want:016x}, replayed {got:016x}"
         ),
     }
-    match (&report.recorded, &report.replayed) {
-        (Some(r), Some(p)) if r == p => outln!("reproduced: {p}"),
-        (None, None) => {}
-        (r, p) => outln!("outcome differs: recorded {r:?}, replayed {p:?}"),
-    }
-    if report.identical() {
-        Ok(0)
-    } else {
-        Ok(EXIT_FAILED)
-    }
+    replayed_outcome(&report.recorded, &report.replayed, report.identical())
 }
 
 fn minimize_world(file: &Path, trace: &WorldTrace, out: Option<PathBuf>, json: bool) -> Exit {

@@ -183,6 +183,14 @@ pub fn encode_line(seq: u64, ts: WallTime, body: &impl Serialize) -> Vec<u8> {
     out
 }
 
+/// Appends `n` in decimal, with its sign.
+pub(crate) fn push_signed(out: &mut Vec<u8>, n: i64) {
+    if n < 0 {
+        out.push(b'-');
+    }
+    push_decimal(out, n.unsigned_abs());
+}
+
 /// Appends `n` in decimal.
 pub(crate) fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
     // Two digits per division, from a table: every line carries a 13-digit timestamp.
@@ -303,7 +311,7 @@ fn canonical_line<B: DeserializeOwned>(line: &[u8]) -> Option<Line<B>> {
 }
 
 /// A decimal without sign or leading zero that fits a `u64`, and the bytes after it.
-fn canonical_u64(bytes: &[u8]) -> Option<(u64, &[u8])> {
+pub(crate) fn canonical_u64(bytes: &[u8]) -> Option<(u64, &[u8])> {
     let digits = bytes.iter().take_while(|b| b.is_ascii_digit()).count();
     if digits == 0 || (digits > 1 && bytes[0] == b'0') {
         return None;

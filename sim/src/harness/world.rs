@@ -20,6 +20,22 @@ use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 
+/// The seams a driver call borrows from `world`, field by field, so that the daemon in
+/// `world.up` can be borrowed beside them.
+macro_rules! lent {
+    ($world:expr, $audits:expr) => {
+        Lent {
+            fs: &$world.fs,
+            procs: &mut $world.procs,
+            clock: &$world.clock,
+            bug: $world.options.bug,
+            state_path: &$world.paths.state,
+            audits: $audits,
+            decoded: &mut $world.checker.decoded,
+        }
+    };
+}
+
 /// Upper bound on steps of the liveness phase; reaching it is itself a liveness failure.
 pub(crate) const LIVENESS_STEPS_MAX: u64 = 100_000;
 
@@ -397,15 +413,7 @@ impl<E: Entropy> HarnessWorld<E> {
         // The daemon is driven where it lies (it is large; moving it out and back in cost a
         // copy each way at every step), so the seams are lent field by field.
         let (driver, daemon) = self.up.as_mut().expect("host is up");
-        let lent = Lent {
-            fs: &self.fs,
-            procs: &mut self.procs,
-            clock: &self.clock,
-            bug: self.options.bug,
-            state_path: &self.paths.state,
-            audits,
-            decoded: &mut self.checker.decoded,
-        };
+        let lent = lent!(self, audits);
         let result = with_env(lent, |env| {
             driver.step(env, daemon, now, wake).map_err(|f| (f, driver.take_partial()))
         });
@@ -422,15 +430,7 @@ impl<E: Entropy> HarnessWorld<E> {
     }
 
     fn lend<'a>(&'a mut self, audits: &'a mut Vec<SpawnAudit>) -> Lent<'a> {
-        Lent {
-            fs: &self.fs,
-            procs: &mut self.procs,
-            clock: &self.clock,
-            bug: self.options.bug,
-            state_path: &self.paths.state,
-            audits,
-            decoded: &mut self.checker.decoded,
-        }
+        lent!(self, audits)
     }
 
     /// What `state.json` durably holds now: the bytes kept from the last look while they are

@@ -148,15 +148,8 @@ mod canonical {
 
         /// A decimal without sign or leading zero that fits.
         fn u64(&mut self) -> Option<u64> {
-            let digits = self.0.iter().take_while(|b| b.is_ascii_digit()).count();
-            if digits == 0 || (digits > 1 && self.0[0] == b'0') {
-                return None;
-            }
-            let mut n: u64 = 0;
-            for &d in &self.0[..digits] {
-                n = n.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-            }
-            self.0 = &self.0[digits..];
+            let (n, rest) = crate::journal::canonical_u64(self.0)?;
+            self.0 = rest;
             Some(n)
         }
 
@@ -288,12 +281,12 @@ fn push_harness(out: &mut Vec<u8>, h: &PersistedHarness) {
                 None => out.extend_from_slice(b"null"),
                 Some(ExitStatus::Code(code)) => {
                     out.extend_from_slice(b"{\"code\":");
-                    push_i64(out, i64::from(code));
+                    crate::journal::push_signed(out, i64::from(code));
                     out.push(b'}');
                 }
                 Some(ExitStatus::Signal(signal)) => {
                     out.extend_from_slice(b"{\"signal\":");
-                    push_i64(out, i64::from(signal));
+                    crate::journal::push_signed(out, i64::from(signal));
                     out.push(b'}');
                 }
             }
@@ -319,13 +312,6 @@ fn push_bool(out: &mut Vec<u8>, b: bool) {
 
 fn push_u64(out: &mut Vec<u8>, n: u64) {
     crate::journal::push_decimal(out, n);
-}
-
-fn push_i64(out: &mut Vec<u8>, n: i64) {
-    if n < 0 {
-        out.push(b'-');
-    }
-    crate::journal::push_decimal(out, n.unsigned_abs());
 }
 
 #[cfg(test)]

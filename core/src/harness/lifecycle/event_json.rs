@@ -21,12 +21,12 @@ impl Event {
                 head(out, "harness_exited", name);
                 out.extend_from_slice(b",\"code\":");
                 match code {
-                    Some(code) => push_i64(out, i64::from(*code)),
+                    Some(code) => crate::journal::push_signed(out, i64::from(*code)),
                     None => out.extend_from_slice(b"null"),
                 }
                 if let Some(signal) = signal {
                     out.extend_from_slice(b",\"signal\":");
-                    push_i64(out, i64::from(*signal));
+                    crate::journal::push_signed(out, i64::from(*signal));
                 }
             }
             Event::HarnessReady { name, run } => {
@@ -91,13 +91,6 @@ fn key_u64(out: &mut Vec<u8>, key: &str, value: u64) {
     out.extend_from_slice(key.as_bytes());
     out.extend_from_slice(b"\":");
     crate::journal::push_decimal(out, value);
-}
-
-fn push_i64(out: &mut Vec<u8>, n: i64) {
-    if n < 0 {
-        out.push(b'-');
-    }
-    crate::journal::push_decimal(out, n.unsigned_abs());
 }
 
 #[cfg(test)]
