@@ -15,6 +15,7 @@ mod doors;
 mod forgery;
 mod frozen;
 mod fuzz_corpus;
+mod git_data;
 mod harness_daemon;
 mod harness_faults;
 mod harness_identity;

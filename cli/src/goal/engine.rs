@@ -46,7 +46,8 @@ impl GoalHost for GoalRunner<'_> {
     fn accept(&mut self, work: &Id) -> Result<Result<(), RecordError>, StoreError> {
         use harn_core::work::ledger::Refusal;
         let reason = Some("its proof passed and the goal accepts passing proof".to_owned());
-        match accept_item(self.store, work, Vec::new(), &self.actor, reason) {
+        // Automation never confirms a guarded change: that is a person's to review.
+        match accept_item(self.store, work, Vec::new(), &self.actor, reason, false) {
             Ok(()) => Ok(Ok(())),
             Err(Refusal::NotNow(why)) => Ok(Err(RecordError::Refused(why))),
             Err(Refusal::Store(e)) => Err(e),

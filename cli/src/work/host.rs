@@ -60,7 +60,7 @@ pub fn run_segment(
     // started is gone: a change a machine could not prevent is recorded, never missed.
     let workspace = m.cwd.as_deref().map_or_else(|| store.root().to_owned(), Into::into);
     let guarded = super::confine::guard::find(store.root(), &workspace, Some(&m.script.path));
-    let before = super::confine::guard::look(&guarded.watched);
+    let before = super::confine::guard::before(&guarded, &workspace);
     let ended = match &began {
         Ok(()) => drive(store, m, start, fold, &hold, &guarded),
         Err(e) => Err(StoreError::Unstarted(e.clone())),

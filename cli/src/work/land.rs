@@ -32,6 +32,11 @@ pub struct LandArgs {
     /// Delete the item's branch too once landed (its worktree is removed either way).
     #[arg(long)]
     delete_branch: bool,
+    /// Confirms, after reviewing them, the changes its runs made to what git or harn would
+    /// execute (a worktree's `config.worktree`, a nested repository), which otherwise refuse
+    /// the land.
+    #[arg(long)]
+    accept_guarded_change: bool,
     #[command(flatten)]
     signed: crate::verb::Signed,
 }
@@ -45,6 +50,8 @@ pub struct LandOptions {
     pub squash: bool,
     /// Delete the item's branch once landed.
     pub delete_branch: bool,
+    /// A person confirms the guarded changes the item's runs made (never automation).
+    pub accept_guarded_change: bool,
 }
 
 /// Why an item did not land; nothing was changed.
@@ -78,7 +85,12 @@ pub fn land(store: &mut Store, a: LandArgs) -> Exit {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{:?}: {e}", a.id)),
     };
-    let options = LandOptions { into: a.into, squash: a.squash, delete_branch: a.delete_branch };
+    let options = LandOptions {
+        into: a.into,
+        squash: a.squash,
+        delete_branch: a.delete_branch,
+        accept_guarded_change: a.accept_guarded_change,
+    };
     let actor = super::actor(a.signed.actor);
     match land_item(store, &id, &options, &actor, a.signed.reason) {
         Ok(Some(done)) => said(a.signed.json, &done),
@@ -101,6 +113,16 @@ pub fn land_item(
     reason: Option<String>,
 ) -> Result<Option<Done>, NotLanded> {
     let refused = |e: String| NotLanded::Refused(e);
+    // What its runs changed of what git or harn executes lands only once a person saw it.
+    let guarded = super::confine::guard::unaccepted_of(store, id.as_str())
+        .map_err(|e| refused(e.to_string()))?;
+    if !guarded.is_empty() {
+        if !options.accept_guarded_change {
+            return Err(refused(super::confine::guard::refusal(&guarded, id.as_str(), "landed")));
+        }
+        super::confine::guard::accept_changes(store, &guarded, actor)
+            .map_err(|e| refused(e.to_string()))?;
+    }
     // The history lock is held from the read to the record: two lands of one item queue.
     let (lock, item) = store.lock_and_read(id).map_err(|e| refused(e.to_string()))?;
     let accepted = landing::acceptance(&item.events);
@@ -215,8 +237,8 @@ pub fn remove_worktree_of(store: &mut Store, id: &Id) -> Option<String> {
         return None;
     }
     let repo = store.root().to_path_buf();
-    Some(match git_text(&repo, None, &["worktree", "remove", &ws.path]) {
-        Ok(_) => format!("removed the worktree {} (its branch {} is kept)", ws.path, ws.branch),
+    Some(match remove_worktree(&repo, &ws.path, &ws.git_dir) {
+        Ok(()) => format!("removed the worktree {} (its branch {} is kept)", ws.path, ws.branch),
         Err(e) => {
             format!("kept the worktree {}: {e} (harn work prune --force removes it)", ws.path)
         }
@@ -237,8 +259,8 @@ fn clean(repo: &Path, t: &Attestation, delete_branch: bool) -> Cleaned {
     let mut cleaned = Cleaned::default();
     let path = &t.workspace.path;
     if Path::new(path).exists() {
-        match git_text(repo, None, &["worktree", "remove", path]) {
-            Ok(_) => cleaned.removed = true,
+        match remove_worktree(repo, path, &t.workspace.git_dir) {
+            Ok(()) => cleaned.removed = true,
             Err(e) => cleaned.kept_because = Some(format!("{path}: {e}")),
         }
     }
@@ -248,6 +270,18 @@ fn clean(repo: &Path, t: &Attestation, delete_branch: bool) -> Cleaned {
             git_text(repo, None, &["branch", "-D", &t.workspace.branch]).is_ok();
     }
     cleaned
+}
+
+/// Removes the worktree at `path` unless it has changes. `git worktree remove` would look for
+/// them with `git status` in the worktree, as the person, reading the worktree's own
+/// configuration (`config.worktree`: filters, a monitor), which its run could write; so the
+/// look is made confined as the run was, and git is then told not to look again (`--force`
+/// removes the files and git's record of them, and runs nothing of the worktree's).
+pub(super) fn remove_worktree(repo: &Path, path: &str, git_dir: &str) -> Result<(), String> {
+    if super::prune::changes(repo, path, git_dir)? {
+        return Err("it has changes (uncommitted or untracked files)".to_owned());
+    }
+    git_text(repo, None, &["worktree", "remove", "--force", path]).map(drop)
 }
 
 /// What git shows now about the item's branch and the target.
@@ -277,7 +311,7 @@ fn observe(
             git(repo, None, &["merge-base", "--is-ancestor", a, b])
                 .is_ok_and(|o| o.status.success())
         };
-        if let Some(found) = landing_commit(repo, target, id, &acc.proof_sha256)? {
+        if let Some(found) = landing_commit(repo, target, id, &acc.proof_sha256, t)? {
             already_in_target = Some(found);
         } else if ancestor(&t.final_commit, target) {
             already_in_target = Some(target.clone());
@@ -307,24 +341,40 @@ fn observe(
     })
 }
 
-/// A commit of `target` an earlier land of this acceptance made: its trailers name this item
-/// and exactly this proof (a message that merely mentions them is not one).
+/// A commit of `target` an earlier land of this acceptance made. Trailers naming this item
+/// and exactly this proof only point at a candidate (anyone may write them, a run of another
+/// item too); it counts when git shows it is this land's: a merge with the attested commit
+/// as a parent, or a squash whose tree differs from the recorded base by exactly the
+/// attested diff. (The attested commit itself in `target` is found by ancestry.)
 fn landing_commit(
     repo: &Path,
     target: &str,
     id: &Id,
     proof: &str,
+    t: &Attestation,
 ) -> Result<Option<String>, String> {
     let trailer = format!("Harn-Proof: {proof}");
-    let format = "--format=%H%x00%(trailers:key=Harn-Work-Item,valueonly,separator=%x2C)\
+    let format = "--format=%H%x00%P%x00%(trailers:key=Harn-Work-Item,valueonly,separator=%x2C)\
                   %x00%(trailers:key=Harn-Proof,valueonly,separator=%x2C)";
     let args = ["log", format, "--fixed-strings", "--grep", &trailer, target];
     let listed = git_text(repo, None, &args)?;
-    Ok(listed.lines().find_map(|line| {
+    for line in listed.lines() {
         let mut fields = line.split('\0');
-        let (commit, item, proofs) = (fields.next()?, fields.next()?, fields.next()?);
-        (item.trim() == id.as_str() && proofs.trim() == proof).then(|| commit.to_owned())
-    }))
+        let (Some(commit), Some(parents), Some(item), Some(proofs)) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        if item.trim() != id.as_str() || proofs.trim() != proof {
+            continue;
+        }
+        let parents: Vec<&str> = parents.split_whitespace().collect();
+        let merged = parents.len() > 1 && parents.contains(&t.final_commit.as_str());
+        if merged || commit_digest(&t.workspace, repo, commit)? == t.diff_sha256 {
+            return Ok(Some(commit.to_owned()));
+        }
+    }
+    Ok(None)
 }
 
 /// Why a branch was not moved.

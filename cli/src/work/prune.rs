@@ -77,10 +77,9 @@ pub fn prune(store: &mut Store, a: PruneArgs) -> Exit {
     let mut errors = Vec::new();
     if !a.dry_run {
         for f in found.iter_mut().filter(|f| f.verdict.is_ok()) {
-            let mut args = vec!["worktree", "remove", f.path.as_str()];
-            if a.force {
-                args.push("--force");
-            }
+            // Its changes were read confined above; git must not look again as the person
+            // (`--force` runs nothing of the worktree's: see `land::remove_worktree`).
+            let args = ["worktree", "remove", "--force", f.path.as_str()];
             if let Err(e) = git_text(&repo, None, &args) {
                 errors.push(format!("{}: {e}", f.path));
                 f.verdict = Err(format!("not removed: {e}"));
@@ -131,7 +130,7 @@ fn item_worktrees(list: &str) -> Vec<(String, String)> {
 
 /// True when the worktree at `path` has changes, read by git confined as a run's own git
 /// commands are (a run may have written the worktree's config).
-fn changes(repo: &Path, path: &str, git_dir: &str) -> Result<bool, String> {
+pub(super) fn changes(repo: &Path, path: &str, git_dir: &str) -> Result<bool, String> {
     let dir = Path::new(path);
     let parent = dir.parent().unwrap_or(dir);
     let (confine, _temp) = super::worktree::confined(repo, parent, git_dir, false, "prune")?;

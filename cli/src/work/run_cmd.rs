@@ -52,6 +52,11 @@ pub struct AcceptArgs {
     /// How an open finding was disposed of: `f1=fixed` or `f1=deferred:<reason>` (repeatable).
     #[arg(long = "dispose")]
     dispositions: Vec<String>,
+    /// Confirms, after reviewing them, the changes its runs made to what git or harn would
+    /// execute (a worktree's `config.worktree`, a nested repository, `harness.toml`): they are
+    /// accepted with the item.
+    #[arg(long)]
+    accept_guarded_change: bool,
     #[command(flatten)]
     signed: crate::verb::Signed,
 }
@@ -158,24 +163,40 @@ pub fn accept(store: &mut Store, a: AcceptArgs) -> Exit {
             Ok(d) => d,
             Err(e) => return fail(EXIT_USAGE, format!("--dispose: {e}")),
         };
-    if let Err(refused) =
-        accept_item(store, &id, dispositions, &actor(a.signed.actor), a.signed.reason)
-    {
+    let confirmed = a.accept_guarded_change;
+    let accepted =
+        accept_item(store, &id, dispositions, &actor(a.signed.actor), a.signed.reason, confirmed);
+    if let Err(refused) = accepted {
         return fail(EXIT_FAILED, refused);
     }
     show(store, id.as_str(), a.signed.json)
 }
 
 /// Accepts the latest proof of `id` (in review, every open finding disposed of), recording
-/// the proof's digest; the history lock is held from the read to the append.
+/// the proof's digest; the history lock is held from the read to the append. A change its
+/// runs made to what git or harn executes refuses it unless `confirmed` (a person who
+/// reviewed it), which records the change as accepted first.
 pub fn accept_item(
     store: &mut Store,
     id: &Id,
     dispositions: Vec<Disposition>,
     actor: &str,
     reason: Option<String>,
+    confirmed: bool,
 ) -> Result<(), harn_core::work::ledger::Refusal<StoreError>> {
     use harn_core::work::ledger::Refusal;
+    let guarded =
+        super::confine::guard::unaccepted_of(store, id.as_str()).map_err(Refusal::Store)?;
+    if !guarded.is_empty() {
+        if !confirmed {
+            return Err(Refusal::NotNow(super::confine::guard::refusal(
+                &guarded,
+                id.as_str(),
+                "accepted",
+            )));
+        }
+        super::confine::guard::accept_changes(store, &guarded, actor).map_err(Refusal::Store)?;
+    }
     let (lock, item) = store.lock_and_read(id).map_err(Refusal::Store)?;
     let now = store.now();
     let accepted = store.ledger().accept(&item, dispositions, actor, reason, now);

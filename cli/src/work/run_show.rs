@@ -171,8 +171,9 @@ pub fn run(cmd: RunCmd) -> Exit {
         }
     }
     if !changed.is_empty() {
-        outln!("  review it; `harn harness up` and `reload` refuse a changed harness.toml until");
-        outln!("             you accept it with --accept-config-change");
+        outln!("  review it; the item is accepted and landed only with --accept-guarded-change,");
+        outln!("             and `harn harness up` and `reload` refuse a changed harness.toml");
+        outln!("             until you accept it with --accept-config-change");
     }
     if let Some(h) = &manifest.harness {
         outln!("  harness    {} ({})", h.name, h.spec.command.join(" "));

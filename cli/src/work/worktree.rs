@@ -296,6 +296,8 @@ pub(super) fn command(
     cmd.arg("-C").arg(dir).args(["-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false"]);
     cmd.args(args);
     cmd.stdin(Stdio::null());
+    // Nor a pager or an editor of the configuration's (docs/decisions/0013).
+    cmd.env("GIT_PAGER", "cat").env("GIT_EDITOR", "true");
     // The caller's own git variables would point these commands at another repository.
     for var in ["GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_COMMON_DIR"] {
         cmd.env_remove(var);

@@ -34,16 +34,43 @@ pub fn append(store: &mut Store, records: &[Record]) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Records what of `before` a run segment changed; returns the changes.
+/// What a segment's guard saw before the run started: the watched paths' digests, and the
+/// git repositories already nested in its workspace.
+pub struct Before {
+    /// Each watched path as it was.
+    pub seen: Vec<Seen>,
+    /// The workspace the run writes.
+    pub workspace: PathBuf,
+    /// The `.git` entries below the workspace (not its own) before the run.
+    pub nested: Vec<String>,
+}
+
+/// Looks at `guard`'s watched paths, and at the repositories nested in `workspace`, whose
+/// own configuration and hooks are watched from now on: a person's `git status` there runs
+/// what they name.
+pub fn before(guard: &Guard, workspace: &Path) -> Before {
+    let nested = nested(workspace);
+    let mut watched = guard.watched.clone();
+    watched.extend(guard::nested_watch(&nested));
+    Before { seen: look(&watched), workspace: workspace.to_owned(), nested }
+}
+
+/// Records what of `before` a run segment changed, and every repository it made below its
+/// workspace; returns the changes.
 pub fn record_changes(
     store: &mut Store,
     run_id: &str,
     work_id: &str,
-    before: &[Seen],
+    before: &Before,
 ) -> Result<Vec<Record>, StoreError> {
-    let watched: Vec<String> = before.iter().map(|s| s.path.clone()).collect();
+    let watched: Vec<String> = before.seen.iter().map(|s| s.path.clone()).collect();
     let after = look(&watched);
-    let changes: Vec<Record> = guard::changed(before, &after)
+    let mut found = guard::changed(&before.seen, &after);
+    for made in guard::new_repositories(&before.nested, &nested(&before.workspace)) {
+        let after = digest(Path::new(&made));
+        found.push((made, None, after));
+    }
+    let changes: Vec<Record> = found
         .into_iter()
         .map(|(path, before, after)| Record::Changed {
             run_id: run_id.to_owned(),
@@ -55,6 +82,40 @@ pub fn record_changes(
         .collect();
     append(store, &changes)?;
     Ok(changes)
+}
+
+/// Most directory entries a look for nested repositories reads: a workspace larger than
+/// this is looked at only in part (in name order, breadth first).
+const NESTED_ENTRIES: usize = 200_000;
+
+/// Every `.git` (a directory, or a file naming one) below `workspace` other than its own,
+/// never following a link, in breadth-first name order.
+pub fn nested(workspace: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut queue = std::collections::VecDeque::from([workspace.to_owned()]);
+    let mut budget = NESTED_ENTRIES;
+    while let Some(dir) = queue.pop_front() {
+        let Ok(read) = std::fs::read_dir(&dir) else { continue };
+        let mut entries: Vec<_> = read.flatten().collect();
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            if budget == 0 {
+                return out;
+            }
+            budget -= 1;
+            let Ok(kind) = entry.file_type() else { continue };
+            let path = entry.path();
+            if entry.file_name() == ".git" {
+                if dir != workspace {
+                    out.push(path.display().to_string());
+                }
+            } else if kind.is_dir() && !(dir == workspace && entry.file_name() == ".harnery") {
+                // `.harnery/` is harn's, checked by its own rules, and a run cannot write it.
+                queue.push_back(path);
+            }
+        }
+    }
+    out
 }
 
 /// The guard of a run working in `workspace` of `root`, whose frozen workflow is `workflow`
@@ -128,6 +189,68 @@ pub fn accept_config(root: &Path, config: &Path, by: &str) -> Result<Vec<String>
         .collect();
     append(&mut Store::new(root), &accepted).map_err(|e| e.to_string())?;
     Ok(paths)
+}
+
+/// The guarded changes runs of work item `work_id` made that no person has accepted since.
+pub fn unaccepted_of(store: &mut Store, work_id: &str) -> Result<Vec<Record>, StoreError> {
+    let records = records(store)?;
+    Ok(guard::pending_of(&records, work_id).into_iter().cloned().collect())
+}
+
+/// Records that `by` accepted what each of `pending`'s paths holds now.
+pub fn accept_changes(store: &mut Store, pending: &[Record], by: &str) -> Result<(), StoreError> {
+    let mut accepted: Vec<Record> = Vec::new();
+    for r in pending {
+        if let Record::Changed { path, .. } = r {
+            if !accepted.iter().any(|a| matches!(a, Record::Accepted { path: p, .. } if p == path))
+            {
+                let sha256 = digest(Path::new(path));
+                accepted.push(Record::Accepted { path: path.clone(), sha256, by: by.to_owned() });
+            }
+        }
+    }
+    append(store, &accepted)
+}
+
+/// Most bytes of a changed file shown in a refusal.
+const SHOWN_BYTES: u64 = 2048;
+
+/// The refusal of `verb` on `work_id` while `pending` holds changes: each change, what a
+/// small text file holds now (what git or harn would run), and the command that confirms.
+pub fn refusal(pending: &[Record], work_id: &str, verb: &str) -> String {
+    let mut lines = Vec::new();
+    for r in pending {
+        let Record::Changed { run_id, path, before, .. } = r else { continue };
+        let how = if before.is_none() { "made" } else { "changed" };
+        lines.push(format!("run {run_id} {how} {path}, which git or harn executes or obeys"));
+        if let Some(text) = shown(Path::new(path)) {
+            lines.extend(text.lines().map(|l| format!("    | {l}")));
+        }
+    }
+    format!(
+        "{}\nnothing was {verb}; review each (harn run show RUN), then confirm with \
+         harn work {} {work_id} --accept-guarded-change",
+        lines.join("\n"),
+        if verb == "landed" { "land" } else { "accept" }
+    )
+}
+
+/// The start of a small regular file, as text with control characters escaped; `None` for a
+/// directory, a link, a missing or a binary file.
+fn shown(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let meta = path.symlink_metadata().ok()?;
+    if !meta.is_file() {
+        return None;
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path).ok()?.take(SHOWN_BYTES).read_to_end(&mut bytes).ok()?;
+    let text = std::str::from_utf8(&bytes).ok()?;
+    Some(
+        text.chars()
+            .map(|c| if c.is_control() && c != '\n' && c != '\t' { '?' } else { c })
+            .collect(),
+    )
 }
 
 /// The configuration file and the programs it names inside the root.

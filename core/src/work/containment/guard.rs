@@ -100,6 +100,24 @@ pub fn guard(root: &str, git: &GitLayout, files: &[String]) -> Guard {
     g
 }
 
+/// What of each repository nested in a workspace (a `.git` below it, not its own) is watched:
+/// what git executes or obeys there, which a person's next `git status` in it would run.
+pub fn nested_watch(nested: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for dot_git in nested {
+        for name in ["config", "hooks", "info"] {
+            out.push(format!("{dot_git}/{name}"));
+        }
+    }
+    out
+}
+
+/// The repositories found after a segment that were not there before it: each was made by
+/// the run, and is a guarded change whatever it holds.
+pub fn new_repositories(before: &[String], after: &[String]) -> Vec<String> {
+    after.iter().filter(|a| !before.contains(a)).cloned().collect()
+}
+
 /// The guarded paths that lie within one of `writable`, so that only a read-only bind in a
 /// mount namespace keeps them: Landlock allows whole subtrees.
 pub fn held_by_binds(guard: &Guard, writable: &[String]) -> Vec<String> {
@@ -168,6 +186,29 @@ pub fn pending<'a>(records: &'a [Record], path: &str) -> Vec<&'a Record> {
             Record::Accepted { path: p, .. } if p == path => out.clear(),
             _ => {}
         }
+    }
+    out
+}
+
+/// The changes runs of work item `work_id` made that no person has accepted since, each
+/// path's oldest first: while there is one, the item is neither accepted nor landed unless a
+/// person confirms it.
+pub fn pending_of<'a>(records: &'a [Record], work_id: &str) -> Vec<&'a Record> {
+    let mut paths: Vec<&str> = Vec::new();
+    for r in records {
+        if let Record::Changed { work_id: w, path, .. } = r {
+            if w == work_id && !paths.contains(&path.as_str()) {
+                paths.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for path in paths {
+        out.extend(
+            pending(records, path)
+                .into_iter()
+                .filter(|r| matches!(r, Record::Changed { work_id: w, .. } if w == work_id)),
+        );
     }
     out
 }
@@ -258,6 +299,18 @@ mod tests {
         assert_eq!(pending(&log, "/h"), [&log[3]]);
         assert_eq!(pending(&log, "/x"), [&log[1]]);
         assert!(pending(&log[..3], "/h").is_empty());
+        // By item: w made every change above; another item's change is not w's.
+        let other = Record::Changed {
+            run_id: "r9".into(),
+            work_id: "v".into(),
+            path: "/y".into(),
+            before: None,
+            after: None,
+        };
+        let log = [changed("r1", "/h"), other, changed("r2", "/x"), accepted("/h")];
+        assert_eq!(pending_of(&log, "w"), [&log[2]]);
+        assert_eq!(pending_of(&log, "v"), [&log[1]]);
+        assert!(pending_of(&log[..1], "u").is_empty());
         let line = serde_json::to_value(&log[2]).unwrap();
         assert_eq!(line["event"], "guarded.accepted");
     }
