@@ -872,3 +872,60 @@ fn a_planning_reply_a_crash_left_unrecorded_is_used_without_asking_again() {
     let plans = json(&harn(r, &["supervisor", "plan", "list", "mission", "--json"]));
     assert_eq!(plans["plans"][0]["status"], "applied", "{plans}");
 }
+
+/// A stuck goal with replanning whose planner harness is `planner` as declared by `spec`.
+fn stuck_with_planner(spec: &str) -> tempfile::TempDir {
+    let dir = root(Some("echo '{\"op\":\"result\",\"ok\":false,\"error\":\"tests failed\"}'"));
+    let r = dir.path();
+    replanning(r, "planner.sh", false, |p| p);
+    let config = format!(
+        "{{\"harnesses\": {{\"scripted\": {{\"command\": [\"./harness.sh\"]}}, \"planner\": {spec}}}}}"
+    );
+    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
+    std::fs::write(r.join("README"), "before\n").unwrap();
+    lone(r);
+    create_with(r, "lone", "fixit", &["--accept-passing-proof", "--replanning", "replanning.json"]);
+    dir
+}
+
+#[test]
+fn a_planner_reads_the_repository_and_writes_nothing_of_it() {
+    // The scripted planner, wrapped in a program that writes to the root before it proposes.
+    let dir = stuck_with_planner(r#"{"command": ["./writer.sh"]}"#);
+    let r = dir.path();
+    std::fs::write(
+        r.join("writer.sh"),
+        "#!/bin/sh\necho planned >> README\ntouch made-by-planner\nexec ./planner.sh\n",
+    )
+    .unwrap();
+    let exec = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(r.join("writer.sh"), exec).unwrap();
+    let out = harn(r, &["supervisor", "run", "fixit", "--harness", "scripted"]);
+    assert!(out.status.success(), "{}", text(&out));
+    // It still read the repository and proposed; it changed nothing of it.
+    let shown = json(&harn(r, &["supervisor", "show", "fixit", "--json"]));
+    assert_eq!(shown["projection"]["pending_plan_id"], plan("fixit", 1), "{shown}");
+    assert_eq!(std::fs::read_to_string(r.join("README")).unwrap(), "before\n");
+    assert!(!r.join("made-by-planner").exists(), "the planner wrote the root");
+}
+
+#[test]
+fn an_acp_planner_that_writes_without_asking_writes_nothing_of_the_repository() {
+    let fake = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/agents/fake-acp");
+    let spec = serde_json::json!({"command": [fake], "kind": "acp", "mode": "default"});
+    let dir = stuck_with_planner(&spec.to_string());
+    let r = dir.path();
+    // The agent writes `unasked.txt` in its working directory, the root, before anything;
+    // asked, its write of `hello.txt` is denied for a read-only specialist.
+    let out = std::process::Command::new(crate::cli::harn_bin())
+        .args(["supervisor", "run", "fixit", "--harness", "scripted", "--allow-api-billing"])
+        .arg("--root")
+        .arg(r)
+        .env("HARN_FAKE_ACP", "write-allow,write-deny")
+        .env("HARN_FAKE_ACP_UNASKED", "unasked.txt")
+        .output()
+        .unwrap();
+    assert!(!r.join("unasked.txt").exists(), "the ACP planner wrote the root: {}", text(&out));
+    assert!(!r.join("hello.txt").exists(), "the ACP planner wrote the root: {}", text(&out));
+    assert_eq!(std::fs::read_to_string(r.join("README")).unwrap(), "before\n");
+}

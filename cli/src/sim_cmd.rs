@@ -741,6 +741,7 @@ fn work_sweep(args: &WorldArgs) -> Exit {
                 "damaged": t.damaged, "not_started": t.not_started, "interrupted": t.interrupted,
                 "cancelled": t.cancelled, "timed_out": t.timed_out,
                 "silent_calls": t.silent_calls, "hosts_killed": t.hosts_killed, "reaped": t.reaped,
+                "limited": t.limited,
                 "landing": { "landed": l.landed, "fast_forwards": l.fast_forwards,
                              "crashes": l.crashes, "found": l.found,
                              "refused_moved": l.refused_moved },
@@ -751,7 +752,7 @@ fn work_sweep(args: &WorldArgs) -> Exit {
             "{} seeds: {} actions, {} crashes, {} attempts, {} parked, {} resumed, {} proofs, \
              {} accepted, {} histories damaged, {} starts that never ran, {} interrupted, {} \
              cancelled while running, {} timed out, {} silent calls, {} hosts killed mid-run, {} \
-             runs reaped; {} failed",
+             runs reaped, {} at a resource limit; {} failed",
             to - from,
             total.actions,
             total.crashes,
@@ -768,6 +769,7 @@ fn work_sweep(args: &WorldArgs) -> Exit {
             total.silent_calls,
             total.hosts_killed,
             total.reaped,
+            total.limited,
             failures.len()
         );
         outln!(

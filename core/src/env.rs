@@ -175,6 +175,10 @@ pub struct SpawnSpec {
     /// `None` is pipes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tty: Option<TtySize>,
+    /// The resource limits of each run's cgroup (`memory_max`, `tasks_max`, `cpu_weight`);
+    /// `None` leaves the run unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::limits::ResourceLimits>,
 }
 
 /// A terminal's size.

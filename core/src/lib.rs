@@ -18,6 +18,7 @@ pub mod ids;
 pub mod index;
 pub mod journal;
 pub mod layout;
+pub mod limits;
 pub mod service;
 pub mod signature;
 pub mod text;

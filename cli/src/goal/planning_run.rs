@@ -118,7 +118,9 @@ fn begin(
 ) -> Result<RunManifest, StoreError> {
     // Planning reads the repository; it runs at the root whatever the work's isolation.
     let limits = RunLimits { cwd: None, isolation: Isolation::Shared, ..limits.clone() };
-    let containment = crate::work::attempt::planned_containment(store.root(), &limits);
+    // A planner or a reviewer reads the repository and writes nothing of it: its workspace
+    // is read-only to it, whatever its agent's own flags say.
+    let containment = crate::work::attempt::planned_containment(store.root(), &limits, true);
     if let Some(policy) = &limits.policy {
         harn_core::work::containment::check(policy.policy.containment, &containment)
             .map_err(|refused| StoreError::refused(refused.to_string()))?;
@@ -163,6 +165,7 @@ fn begin(
         containment: Some(containment),
         workspace: None,
         planning: Some(step.clone()),
+        resource_limits: Some(limits.resources),
     };
     store.ledger().write_record(&dir, "run.json", &manifest)?;
     Ok(manifest)

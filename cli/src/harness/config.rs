@@ -104,6 +104,12 @@ struct RawHarness {
     #[serde(default)]
     tty: bool,
     tty_size: Option<[u16; 2]>,
+    /// `MemoryMax=`: `"512M"`, `"8G"`, or a number of bytes.
+    memory_max: Option<toml::Value>,
+    /// `TasksMax=`.
+    tasks_max: Option<u64>,
+    /// `CPUWeight=`, 1 to 10000.
+    cpu_weight: Option<u32>,
 }
 
 fn yes() -> bool {
@@ -141,8 +147,12 @@ struct RawProfile {
     autostart: bool,
 }
 
-/// Reads and validates `file`.
+/// Reads and validates `file`, refusing one another user owns (its commands would run as
+/// this user) unless git's `safe.directory` names its directory.
 pub fn load(file: &Path) -> Result<DaemonConfig, ConfigError> {
+    let dir = file.parent().unwrap_or(Path::new("/"));
+    crate::os::root::check_file_owner(dir, file, "the harness configuration")
+        .map_err(|e| ConfigError { file: file.to_owned(), line: None, key: None, message: e })?;
     let text =
         crate::input::read_text(file, crate::input::CONFIG_MAX).map_err(|e| ConfigError {
             file: file.to_owned(),
@@ -359,6 +369,29 @@ fn harness(
             return Err((key("tty_size"), "is [columns, rows], each from 1 to 1000".into()))
         }
     };
+    let memory = match &raw.memory_max {
+        None => None,
+        Some(toml::Value::Integer(n)) if *n > 0 => Some(*n as u64),
+        Some(toml::Value::String(s)) => {
+            Some(harn_core::limits::parse_bytes(s).map_err(|e| (key("memory_max"), e))?)
+        }
+        Some(_) => return Err((key("memory_max"), "is a size: \"512M\", \"8G\" or bytes".into())),
+    };
+    let limits = harn_core::limits::ResourceLimits {
+        tasks: raw.tasks_max,
+        memory,
+        cpu_weight: raw.cpu_weight,
+        tmpfs: None,
+    };
+    if let Err(e) = limits.check() {
+        let field = match e.field.as_str() {
+            "tasks" => "tasks_max",
+            "memory" => "memory_max",
+            other => other,
+        };
+        return Err((key(field), e.message));
+    }
+    let limits = (limits != Default::default()).then_some(limits);
     Ok(HarnessSpec {
         ready_timeout,
         recheck,
@@ -374,6 +407,7 @@ fn harness(
             user: raw.user.clone(),
             group: raw.group.clone(),
             tty,
+            limits,
         },
         restart: raw.restart,
         restart_delay: raw.restart_delay_ms.map(Duration::from_millis),

@@ -429,7 +429,7 @@ impl HarnessHost {
             let Some((name, run)) = self.pids.remove(&pid) else {
                 continue; // An orphaned grandchild we inherited as subreaper.
             };
-            let left = self.spawner.run_ended(pid);
+            let (left, reached) = self.spawner.run_ended(pid);
             let how = match status {
                 ExitStatus::Code(c) => format!("exited with code {c}"),
                 ExitStatus::Signal(n) => format!("killed by signal {n}"),
@@ -438,6 +438,10 @@ impl HarnessHost {
             if left > 0 {
                 log(&format!("{name}: killed {left} leftover processes of run {run} (its cgroup)"));
             }
+            for r in &reached {
+                log(&format!("{name}: run {run} {r}"));
+            }
+            self.ledger.note_limits(&name, &reached);
             let report = HarnessInput::Exited { run, status };
             self.step(Wake::Input(DaemonInput::Process { name, report }))?;
         }

@@ -36,6 +36,8 @@ struct Notes {
     last: Option<String>,
     /// Why the run being stopped was judged hung, until it ends.
     hung: Option<&'static str>,
+    /// The limits the last run to end had reached, as the kernel counted them.
+    reached: Vec<harn_core::limits::LimitReached>,
 }
 
 /// Everything a record needs from the loop besides the core.
@@ -103,6 +105,12 @@ impl RecoveryLedger {
     pub fn note_reclaimed(&mut self, name: &Id, pids: &[u32], forced: bool) {
         let note = json!({ "pids": pids, "forced": forced });
         self.notes.entry(name.clone()).or_default().reclaimed = Some(note);
+    }
+
+    /// Notes the limits the run of `name` that just ended had reached (none: none), for its
+    /// termination evidence.
+    pub fn note_limits(&mut self, name: &Id, reached: &[harn_core::limits::LimitReached]) {
+        self.notes.entry(name.clone()).or_default().reached = reached.to_vec();
     }
 
     /// Appends one record per lifecycle decision found in `executed`, durably.
@@ -340,9 +348,17 @@ impl RecoveryLedger {
                 (false, Some(why)) => format!("hung ({why}), then its {grace} ms grace ran out"),
                 (false, None) => format!("its {grace} ms grace after SIGTERM ran out"),
             });
+            // An OOM kill is the kernel's at the harness's own limit: said as such.
+            let reached = notes.map(|n| n.reached.clone()).unwrap_or_default();
+            let oom = reached.iter().find_map(|r| match r {
+                harn_core::limits::LimitReached::Memory { oom_kills, .. } => Some(*oom_kills),
+                _ => None,
+            });
             json!({ "exit_code": code, "signal": signal, "forced": e.forced,
                     "forced_because": forced_because, "spawn_failed": e.status.is_none(),
-                    "hung": hung })
+                    "hung": hung, "oom_killed": oom.is_some(), "oom_kills": oom,
+                    "limits_reached": reached,
+                    "limits_said": reached.iter().map(|r| r.to_string()).collect::<Vec<_>>() })
         });
         let lived =
             h.started_at().filter(|_| h.pid().is_some()).map(|t| facts.now.saturating_since(t));

@@ -5,11 +5,13 @@ use super::contain::{HarnessCgroups, HARNESS_ENV, ROOT_ENV};
 use super::fork;
 use super::identity::Identity;
 use super::paths::Paths;
+use crate::os::limits::Bounded;
 use crate::os::logs::{LogPump, LogSink, Rotation};
 use harn_core::env::Clock;
 use harn_core::env::{Pid, Signal, SpawnError, SpawnSpec, Spawner};
 use harn_core::harness::logline::Stream;
 use harn_core::ids::Id;
+use harn_core::limits::LimitReached;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::os::unix::process::CommandExt;
@@ -27,6 +29,9 @@ pub struct RealSpawner {
     contain: HarnessCgroups,
     /// The run cgroup of each run's main process, for SIGKILL to reach all of it.
     owners: BTreeMap<Pid, Option<PathBuf>>,
+    /// The resource limits set on each run's cgroup, by its main process, to read what the
+    /// kernel counted once it ended.
+    bounds: BTreeMap<Pid, Bounded>,
     pump: LogPump,
     /// Ready files, removed before each start so a stale one cannot vouch for a new run.
     ready_files: BTreeMap<Id, PathBuf>,
@@ -52,6 +57,7 @@ impl RealSpawner {
             extra_env,
             contain,
             owners,
+            bounds: BTreeMap::new(),
             pump,
             ready_files,
             terminals,
@@ -79,11 +85,18 @@ impl RealSpawner {
     /// A run's main process was reaped: kill whatever it left behind in its cgroup and remove
     /// the cgroup, so no process of one run outlives it or meets the next. Returns how many
     /// were left.
-    pub fn run_ended(&mut self, pid: Pid) -> usize {
-        match self.owners.remove(&pid).flatten() {
+    pub fn run_ended(&mut self, pid: Pid) -> (usize, Vec<LimitReached>) {
+        // What the kernel counted against the run's limits, read before its cgroup goes.
+        let bounded = self.bounds.remove(&pid);
+        let reached = bounded.as_ref().map(Bounded::reached).unwrap_or_default();
+        let left = match self.owners.remove(&pid).flatten() {
             Some(leaf) => HarnessCgroups::end_run(&leaf),
             None => 0,
+        };
+        if let Some(b) = bounded {
+            b.remove();
         }
+        (left, reached)
     }
 
     /// Sets the file whose appearance shows `name` is ready (`None`: readiness is not a file).
@@ -122,7 +135,7 @@ impl RealSpawner {
         name: &Id,
         spec: &SpawnSpec,
         cwd: &std::path::Path,
-        cgroup: Option<i32>,
+        cgroups: Vec<i32>,
         identity: Option<Identity>,
         tty: Option<&std::os::fd::OwnedFd>,
     ) -> Command {
@@ -169,7 +182,7 @@ impl RealSpawner {
                     rustix::process::ioctl_tiocsctty(stdin).map_err(std::io::Error::from)?;
                 }
                 super::fds::restore_for_child();
-                if let Some(fd) = cgroup {
+                for &fd in &cgroups {
                     let fd = std::os::fd::BorrowedFd::borrow_raw(fd);
                     rustix::io::write(fd, b"0").map_err(std::io::Error::from)?;
                 }
@@ -300,6 +313,32 @@ impl Spawner for RealSpawner {
         // A cgroup that cannot be made degrades this run to process-group containment rather
         // than failing it.
         let leaf = self.contain.new_run(name, run).unwrap_or(None);
+        // Its limits, on the run's cgroup (and, where cgroup v2 lacks a controller, on a
+        // directory of the same name in the v1 hierarchy that has it).
+        let bounded = match &spec.limits {
+            Some(limits) => {
+                let below = leaf.as_deref().map_or_else(
+                    || format!("harn-harness/{name}/run-{run}"),
+                    |l| {
+                        l.iter()
+                            .rev()
+                            .take(3)
+                            .collect::<Vec<_>>()
+                            .into_iter()
+                            .rev()
+                            .collect::<PathBuf>()
+                            .display()
+                            .to_string()
+                    },
+                );
+                let b = Bounded::apply(leaf.as_deref(), &below, limits);
+                for missing in &b.unenforced {
+                    self.note(name, &format!("not enforced on this machine: {missing}"));
+                }
+                b
+            }
+            None => Bounded::default(),
+        };
         // A terminal harness is spawned by the ordinary path, which can make its terminal
         // the controlling one.
         let pty = match spec.tty {
@@ -311,17 +350,25 @@ impl Spawner for RealSpawner {
                 SpawnError { not_found: false, detail: format!("a terminal for {name}: {e}") }
             })?),
         };
-        if let Some(leaf) = leaf.as_ref().filter(|_| pty.is_none()) {
+        // Straight into the cgroup with clone3, unless the child must join v1 directories
+        // too, which only the path that runs code before exec can do.
+        let cloned = pty.is_none() && bounded.joins().is_empty();
+        if let Some(leaf) = leaf.as_ref().filter(|_| cloned) {
             let into = self.spawn_into_cgroup(name, leaf, spec, &cwd, &sink, identity.clone());
             if let Some(done) = into {
-                if done.is_err() {
-                    HarnessCgroups::end_run(leaf);
+                match &done {
+                    Err(_) => drop(HarnessCgroups::end_run(leaf)),
+                    Ok(pid) => drop(self.bounds.insert(*pid, bounded)),
                 }
                 return done;
             }
         }
-        let cgroup = leaf.as_deref().and_then(|l| HarnessCgroups::join_handle(l).ok());
-        let raw = cgroup.as_ref().map(std::os::fd::AsRawFd::as_raw_fd);
+        let mut handles: Vec<std::os::fd::OwnedFd> = Vec::new();
+        handles.extend(leaf.as_deref().and_then(|l| HarnessCgroups::join_handle(l).ok()));
+        for dir in bounded.joins() {
+            handles.extend(HarnessCgroups::join_handle(dir).ok());
+        }
+        let raw: Vec<i32> = handles.iter().map(std::os::fd::AsRawFd::as_raw_fd).collect();
         let user = identity.as_ref().map(|i| i.user.clone());
         let slave = pty.as_ref().map(|(_, slave)| slave);
         // A terminal is its user's, as a login makes it: a harness run as another user may
@@ -337,7 +384,7 @@ impl Spawner for RealSpawner {
             }
         }
         let spawned = self.command(name, spec, &cwd, raw, identity, slave).spawn();
-        drop(cgroup);
+        drop(handles);
         if spawned.is_err() {
             if let Some(leaf) = &leaf {
                 HarnessCgroups::end_run(leaf);
@@ -378,6 +425,7 @@ impl Spawner for RealSpawner {
         // The child is reaped by the daemon's SIGCHLD handling (waitpid on any child), not
         // through this handle; dropping it neither waits nor kills.
         self.owners.insert(child.id(), leaf);
+        self.bounds.insert(child.id(), bounded);
         Ok(child.id())
     }
 

@@ -96,6 +96,9 @@ fn live_row(
         "command": spec.spawn.argv,
         "user": spec.spawn.user,
         "group": spec.spawn.group,
+        "limits": spec.spawn.limits.map(|l| json!({
+            "memory_max": l.memory, "tasks_max": l.tasks, "cpu_weight": l.cpu_weight,
+        })),
         "in_config": config.harnesses.contains_key(id),
     });
     merge(&mut row, fields);

@@ -1,7 +1,7 @@
 //! The bottom room: operating-system plumbing that every subsystem uses and none owns. The
 //! real `Fs` and `Clock` behind the core's seams (`fs`, `private`, `clock`), the coordination
 //! root and its ledger handle (`root`, `store`), cgroups and `/proc` (`cgroup`, `procfs`), the
-//! process groups a tick started (`children`), log files with rotation (`logs`), what a sleeping daemon gives back (`memory`), sd_notify
+//! process groups a tick started (`children`), resource limits on a cgroup (`limits`), log files with rotation (`logs`), what a sleeping daemon gives back (`memory`), sd_notify
 //! (`sdnotify`), systemd unit installation (`unit`) and the password database (`user`).
 //! Nothing here imports a subsystem.
 
@@ -9,6 +9,7 @@ pub mod cgroup;
 pub mod children;
 pub mod clock;
 pub mod fs;
+pub mod limits;
 pub mod logs;
 pub mod memory;
 pub mod private;

@@ -19,25 +19,88 @@ pub fn discover(explicit: Option<&Path>) -> std::io::Result<PathBuf> {
 
 /// Refuses a root whose `.harnery/` another user owns, naming the owner: what harn wrote
 /// there would be this user's (root's, too), and its owner would then find it unreadable.
+/// A root with no `.harnery/` yet is refused as git refuses a repository of "dubious
+/// ownership" when the directory itself is another user's: its `harness.toml` and workflows
+/// are that user's programs, which harn would run as this one. Git's own `safe.directory`
+/// says otherwise for a root the person trusts.
 pub fn check_owner(root: &Path) -> std::io::Result<()> {
     let me = rustix::process::geteuid().as_raw();
-    let Ok(meta) = std::fs::symlink_metadata(root.join(".harnery")) else { return Ok(()) };
-    if meta.uid() == me {
+    let harnery = root.join(".harnery");
+    let (path, meta) = match std::fs::symlink_metadata(&harnery) {
+        Ok(meta) => (harnery, meta),
+        Err(_) => match std::fs::metadata(root) {
+            Ok(meta) => (root.to_owned(), meta),
+            Err(_) => return Ok(()),
+        },
+    };
+    if meta.uid() == me || (path == root && safe_directory(root)) {
         return Ok(());
     }
-    let owner = match crate::os::user::user_name(meta.uid()) {
-        Some(name) => format!("{name} (uid {})", meta.uid()),
-        None => format!("uid {}", meta.uid()),
+    let (owner, you) = (owner_name(meta.uid()), owner_name(me));
+    let hint = if path == root {
+        format!(
+            "; if you trust it, say so as git does: git config --global --add safe.directory {}",
+            root.display()
+        )
+    } else {
+        " (run it as that user)".to_owned()
     };
-    let you = crate::os::user::user_name(me).unwrap_or_else(|| format!("uid {me}"));
     Err(std::io::Error::new(
         std::io::ErrorKind::PermissionDenied,
         format!(
-            "{} belongs to {owner}, not to {you}; harn works only in a root of its own user's \
-             (run it as that user)",
-            root.join(".harnery").display()
+            "{} belongs to {owner}, not to {you}; harn works only in a root of its own user's{hint}",
+            path.display()
         ),
     ))
+}
+
+/// Refuses a file harn would run or obey (`harness.toml`, a workflow) that another user owns,
+/// unless git's `safe.directory` names the root `root`: their file, run as this user, is
+/// their authority over this user's account.
+pub fn check_file_owner(root: &Path, file: &Path, what: &str) -> Result<(), String> {
+    let me = rustix::process::geteuid().as_raw();
+    let Ok(meta) = std::fs::metadata(file) else { return Ok(()) };
+    if meta.uid() == me || safe_directory(root) {
+        return Ok(());
+    }
+    Err(format!(
+        "{what} {} belongs to {}, not to {}: harn runs nothing of another user's; if you trust \
+         it, say so as git does: git config --global --add safe.directory {}",
+        file.display(),
+        owner_name(meta.uid()),
+        owner_name(me),
+        root.display()
+    ))
+}
+
+fn owner_name(uid: u32) -> String {
+    match crate::os::user::user_name(uid) {
+        Some(name) => format!("{name} (uid {uid})"),
+        None => format!("uid {uid}"),
+    }
+}
+
+/// True when git's own configuration (global or system, never a repository's) lists `dir` in
+/// `safe.directory`, or `*`: the person said, as git asks, that they trust it.
+fn safe_directory(dir: &Path) -> bool {
+    let out = std::process::Command::new("git")
+        .args(["config", "--includes", "--get-all", "safe.directory"])
+        .current_dir("/")
+        .env_remove("GIT_DIR")
+        .env_remove("GIT_CONFIG_PARAMETERS")
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    let Ok(out) = out else { return false };
+    let wanted = dir.display().to_string();
+    String::from_utf8_lossy(&out.stdout).lines().any(|line| {
+        let line = line.trim().trim_end_matches('/');
+        line == "*"
+            || line == wanted
+            || line
+                .strip_suffix("/*")
+                .is_some_and(|prefix| wanted.starts_with(&format!("{prefix}/")))
+    })
 }
 
 /// The root for a process whose current directory is `start` (canonical).

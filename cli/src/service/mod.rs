@@ -321,6 +321,8 @@ pub(crate) fn host_args(config: &ServiceConfig) -> HostArgs {
         no_containment: e.no_containment,
         workspace_root: e.workspace_root.as_ref().map(PathBuf::from),
         base: e.base.clone(),
+        // The root's configured limits: the service's enrollment freezes none of its own.
+        limits: Vec::new(),
     }
 }
 

@@ -65,6 +65,9 @@ pub struct RunLimits {
     pub workspace_root: Option<std::path::PathBuf>,
     /// The commit new worktree branches start from.
     pub base: Option<String>,
+    /// The resource limits of each segment's cgroup and tmpfs: the configuration's, with
+    /// what the command line named over them.
+    pub resources: harn_core::limits::ResourceLimits,
     /// What the dispatching goal's earlier runs spent on agent calls, for `scope: goal`
     /// cost rules; `None` for a run no goal dispatched.
     pub goal_spent_micro_usd: Option<u64>,
@@ -159,7 +162,7 @@ impl attempt::AttemptHost for WorkHost<'_> {
     }
 
     fn check_workflow(&mut self, item: &Item) -> Result<(), RecordError> {
-        check_digest(&item.intent.workflow.path, &item.intent.workflow.sha256)
+        check_digest(self.store.root(), &item.intent.workflow.path, &item.intent.workflow.sha256)
             .map_err(RecordError::Refused)
     }
 
@@ -191,7 +194,7 @@ impl attempt::AttemptHost for WorkHost<'_> {
         let limits = limits.as_ref();
         // A policy that requires containment refuses a run this machine cannot confine,
         // before anything is recorded.
-        let containment = planned_containment(self.store.root(), limits);
+        let containment = planned_containment(self.store.root(), limits, false);
         if let Some(policy) = &limits.policy {
             harn_core::work::containment::check(policy.policy.containment, &containment)
                 .map_err(|refused| Refusal::NotNow(refused.to_string()))?;
@@ -220,6 +223,7 @@ impl attempt::AttemptHost for WorkHost<'_> {
             workspace,
             planning: None,
             containment: Some(containment),
+            resource_limits: Some(limits.resources),
         })
     }
 
@@ -282,7 +286,9 @@ fn accepted_commits(store: &mut Store, item: &Item) -> Vec<(Id, String)> {
 }
 
 /// Refuses a workflow that is gone or differs from the bytes the item was frozen with.
-fn check_digest(path: &str, frozen: &str) -> Result<(), String> {
+fn check_digest(root: &std::path::Path, path: &str, frozen: &str) -> Result<(), String> {
+    crate::os::root::check_file_owner(root, std::path::Path::new(path), "workflow")
+        .map_err(|e| format!("{e}; no attempt was recorded"))?;
     let bytes = crate::input::read(std::path::Path::new(path), crate::input::WORKFLOW_MAX)
         .map_err(|e| format!("workflow {e}; no attempt was recorded"))?;
     let now = harn_core::hash::sha256_hex(&bytes);
@@ -314,6 +320,7 @@ pub(crate) fn passed_credentials(limits: &RunLimits) -> Vec<String> {
 pub(crate) fn planned_containment(
     root: &std::path::Path,
     limits: &RunLimits,
+    read_only: bool,
 ) -> harn_core::work::containment::Containment {
     let (holding, holding_why) = super::hold::planned();
     let mut writable = Vec::new();
@@ -333,6 +340,7 @@ pub(crate) fn planned_containment(
         writable: writable.clone(),
         protected: super::confine::guard::existing(&guarded.readonly),
         off: limits.no_containment.then(|| "--no-containment".to_owned()),
+        read_only,
     };
     let plan = harn_core::work::containment::plan(&need, &super::confine::offer());
     harn_core::work::containment::Containment {

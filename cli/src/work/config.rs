@@ -18,6 +18,10 @@ struct Config {
     harnesses: BTreeMap<String, AdapterSpec>,
     #[serde(default)]
     containment: ContainmentConfig,
+    /// The resource limits of every run (`tasks`, `memory`, `cpu_weight`, `tmpfs`); what it
+    /// does not name keeps its default.
+    #[serde(default)]
+    limits: harn_core::limits::ResourceLimits,
 }
 
 /// `containment`: what every confined run of this root may write besides its workspace, its
@@ -49,6 +53,15 @@ fn read_config(root: &Path) -> Result<Config, String> {
         return Err(format!("{}: schema_version {v} is not supported (1 is)", path.display()));
     }
     Ok(config)
+}
+
+/// The resource limits of every run: the defaults, with what `.harnery/config.json`'s
+/// `limits` names over them.
+pub fn limits(root: &Path) -> Result<harn_core::limits::ResourceLimits, String> {
+    let path = root.join(harn_core::layout::CONFIG);
+    let limits = read_config(root)?.limits;
+    limits.check().map_err(|e| format!("{}: limits.{e}", path.display()))?;
+    Ok(harn_core::limits::RUN_DEFAULTS.with(&limits))
 }
 
 /// The paths `.harnery/config.json` lets every confined run write (`containment.writable`).

@@ -6,8 +6,10 @@
 //! died, from the record it left (`harn_core::work::live`).
 
 use crate::os::cgroup;
+use crate::os::limits::Bounded;
 use harn_core::hash::fnv64;
 use harn_core::ids::Id;
+use harn_core::limits::ResourceLimits;
 use harn_core::work::containment::Holding;
 use harn_core::work::live::LiveRun;
 use std::os::fd::OwnedFd;
@@ -17,6 +19,12 @@ use std::time::Duration;
 /// The directory below our cgroup that holds this root's run cgroups.
 fn base_name(root: &Path) -> String {
     format!("harn-work-{:016x}", fnv64(root.as_os_str().as_encoded_bytes()))
+}
+
+/// A segment's cgroup below our own, `harn-work-<root>/<run>.<host pid>`: the same name in
+/// the v2 hierarchy and in each v1 hierarchy that carries a limit.
+fn leaf_name(root: &Path, run_id: &str) -> String {
+    format!("{}/{run_id}.{}", base_name(root), std::process::id())
 }
 
 /// How a run started now on this machine would be held, and why not by a cgroup.
@@ -37,17 +45,20 @@ pub struct RunHold {
     pub leaf: Option<PathBuf>,
     /// Why there is none, when there is none.
     pub why_not: Option<String>,
+    /// The resource limits set on it (in cgroup v1 directories of the same name where v2
+    /// does not offer a controller).
+    pub bounded: crate::os::limits::Bounded,
 }
 
 impl RunHold {
     /// A fresh cgroup for a segment of `run_id` (never used before: a killed cgroup is never
-    /// reused), or the process groups alone, with why.
-    pub fn create(root: &Path, run_id: &Id) -> RunHold {
+    /// reused) bounded by `limits`, or the process groups alone, with why.
+    pub fn create(root: &Path, run_id: &Id, limits: Option<&ResourceLimits>) -> RunHold {
         let made = cgroup::home()
             .ok_or_else(|| "no cgroup v2 hierarchy this process may write".to_owned())
             .and_then(|(_, home)| {
-                let base = home.join(base_name(root));
-                let leaf = base.join(format!("{run_id}.{}", std::process::id()));
+                let leaf = home.join(leaf_name(root, run_id.as_str()));
+                let base = leaf.parent().expect("a leaf below a base").to_owned();
                 // A leaf of the same name can only be a segment of this run whose host had our
                 // pid; whatever it holds is that segment's and goes first.
                 if leaf.exists() {
@@ -73,7 +84,11 @@ impl RunHold {
             Ok(leaf) => (Some(leaf), None),
             Err(why) => (None, Some(why)),
         };
-        RunHold { run_id: run_id.as_str().to_owned(), leaf, why_not }
+        let bounded = match limits {
+            Some(l) => Bounded::apply(leaf.as_deref(), &leaf_name(root, run_id.as_str()), l),
+            None => Bounded::default(),
+        };
+        RunHold { run_id: run_id.as_str().to_owned(), leaf, why_not, bounded }
     }
 
     /// How this segment is held.
@@ -110,14 +125,16 @@ impl RunHold {
     /// Without a cgroup, the processes that still carry the run's `HARN_RUN_ID` are found by
     /// a look through `/proc`; a cgroup holds them all already.
     pub fn end(&self) -> usize {
-        match self.leaf.as_deref() {
+        let killed = match self.leaf.as_deref() {
             Some(leaf) => {
                 let killed = cgroup::end(leaf);
                 remove_if_empty(leaf.parent());
                 killed
             }
             None => kill_marked(&self.run_id),
-        }
+        };
+        self.bounded.remove();
+        killed
     }
 }
 

@@ -45,7 +45,7 @@ pub fn run_segment(
     start: &Value,
     fold: RunFold,
 ) -> Result<SegmentEnd, StoreError> {
-    let hold = RunHold::create(store.root(), &m.run_id);
+    let hold = RunHold::create(store.root(), &m.run_id, m.resource_limits.as_ref());
     let live = LiveRun {
         schema_version: harn_core::work::live::LIVE_VERSION,
         run_id: m.run_id.clone(),
@@ -286,6 +286,17 @@ fn drive(
         }
     }
     host.summarize_malformed(store)?;
+    // What the run consumed: the kernel's counters of its cgroup's limits, read once the
+    // workflow is gone; reaching one is the run's own failure (the core decides).
+    let reached = hold.bounded.reached();
+    if !reached.is_empty() {
+        segment.handle(clock.now(), SegmentInput::LimitsReached(reached));
+        while let Some(effect) = segment.poll_effect() {
+            if let SegmentEffect::Record(body) = effect {
+                host.transcript.record(store, body)?;
+            }
+        }
+    }
     let SegmentHost { fold, stdin, .. } = host;
     drop(stdin);
     let end = segment.end().expect("a segment is over only after its workflow exited");
@@ -318,17 +329,22 @@ fn confinement(
         writable: planned.writable.clone(),
         protected: super::confine::guard::existing(&guarded.readonly),
         off,
+        read_only: m.planning.is_some(),
     };
     let plan = containment::plan(&need, &super::confine::offer());
     super::confine::make_missing(&plan, &need.writable);
     if let Some(policy) = &m.policy {
         containment::check(policy.policy.containment, &plan.record)?;
     }
-    let confine = Confine::prepare(&plan, hold.leaf.clone(), Some(temp.0.clone()))?
-        .keeping(planned.env.clone());
+    let tmpfs = m.resource_limits.and_then(|l| l.tmpfs);
+    let confine = Confine::prepare(&plan, hold.leaf.clone(), Some(temp.0.clone()), tmpfs)?
+        .keeping(planned.env.clone())
+        .joining(hold.bounded.joins().to_vec());
     let record = Containment {
         holding: hold.holding(),
         holding_why: hold.why_not.clone(),
+        limits: hold.bounded.summary(),
+        unenforced: hold.bounded.unenforced.clone(),
         writable: planned.writable,
         env: planned.env,
         turned_off: planned.turned_off,

@@ -65,6 +65,10 @@ pub struct HostArgs {
     /// Under --isolation worktree: the commit a new item's branch starts from (default: HEAD).
     #[arg(long, value_name = "REV")]
     pub base: Option<String>,
+    /// A resource limit of each run's cgroup over `.harnery/config.json`'s `limits`
+    /// (repeatable): `tasks=64`, `memory=256M`, `cpu_weight=50`, `tmpfs=512M`.
+    #[arg(long = "limit", value_name = "KEY=VALUE")]
+    pub limits: Vec<String>,
 }
 
 impl HostArgs {
@@ -147,6 +151,11 @@ impl HostArgs {
         };
         let isolation: Isolation = serde_json::from_value(serde_json::json!(self.isolation))
             .expect("clap checked the value");
+        let mut over = harn_core::limits::ResourceLimits::default();
+        for given in &self.limits {
+            over.set(given).map_err(|e| format!("--limit {e}"))?;
+        }
+        let resources = super::config::limits(store.root())?.with(&over);
         let writable = super::config::writable(store.root())?;
         let env = super::config::env(store.root())?;
         let worktree = isolation == Isolation::Worktree;
@@ -176,6 +185,7 @@ impl HostArgs {
             max_agents,
             billing: if api { Billing::Api } else { Billing::Subscription },
             goal_spent_micro_usd: None,
+            resources,
         })
     }
 }

@@ -142,6 +142,12 @@ pub fn run(cmd: RunCmd) -> Exit {
             let holding = json!(c.holding);
             let why = c.holding_why.as_deref().map(|w| format!(" ({w})")).unwrap_or_default();
             outln!("  processes  held by {}{why}", holding.as_str().unwrap_or(""));
+            if let Some(limits) = &c.limits {
+                outln!("  limits     {limits}");
+            }
+            for missing in &c.unenforced {
+                outln!("  unlimited  {missing} (not enforced on this machine)");
+            }
             let root = store.root().display().to_string();
             let shown: Vec<&str> = c
                 .protected

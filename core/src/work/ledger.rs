@@ -1083,6 +1083,11 @@ impl<F: Fs> Ledger<F> {
                     "event": "run.end", "exit_code": code, "signal": signal, "interrupted_by": by,
                 })
             }
+            crate::work::run::ProcessEnd::LimitReached { code, signal, reached } => {
+                serde_json::json!({
+                    "event": "run.end", "exit_code": code, "signal": signal, "limits_reached": reached,
+                })
+            }
             crate::work::run::ProcessEnd::SpawnFailed { error, .. } => {
                 serde_json::json!({ "event": "run.end", "spawn_error": error })
             }

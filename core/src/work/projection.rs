@@ -91,6 +91,16 @@ pub enum FailureClass {
     /// An operator's bounded stop ended the run (`service stop --timeout`, a harness stopped
     /// under it): it may run again.
     Interrupted,
+    /// The run reached a resource limit of its own (memory, tasks): the one class that is
+    /// charged, since what a run consumes is its own doing.
+    Resource,
+}
+
+impl FailureClass {
+    /// True for the one class that charges its attempt ([`FailureClass::Resource`]).
+    pub fn charges(self) -> bool {
+        self == FailureClass::Resource
+    }
 }
 
 /// What the run records of one attempt say.
@@ -130,7 +140,7 @@ impl AttemptStatus {
     /// The class that keeps this attempt off the budget, if any.
     pub fn uncharged(&self) -> Option<FailureClass> {
         match self {
-            AttemptStatus::Failed { class, .. } => *class,
+            AttemptStatus::Failed { class, .. } => class.filter(|c| !c.charges()),
             AttemptStatus::NotStarted => Some(FailureClass::NotStarted),
             _ => None,
         }
@@ -431,6 +441,11 @@ fn judge_latest(
         AttemptStatus::Failed { class: None, .. } => {
             (WorkState::Blocked, retry_or_none(p), format!("run {run} failed"))
         }
+        AttemptStatus::Failed { class: Some(FailureClass::Resource), .. } => (
+            WorkState::Blocked,
+            retry_or_none(p),
+            format!("run {run} reached a resource limit (charged; `harn run show {run}` names it)"),
+        ),
         AttemptStatus::Lost => {
             (WorkState::Blocked, retry_or_none(p), format!("run {run} ended without proof"))
         }

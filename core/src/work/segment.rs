@@ -73,6 +73,9 @@ pub enum SegmentInput {
     },
     /// Policy stopped the run (a denial, a request that cannot be replayed).
     PolicyStopped,
+    /// Once the workflow exited, the kernel's counters say the run reached these limits of
+    /// its cgroup (an OOM kill, refused forks).
+    LimitsReached(Vec<crate::limits::LimitReached>),
 }
 
 /// One segment, from its spawn to its end.
@@ -89,6 +92,7 @@ pub struct Segment {
     cancelled: bool,
     kill_at: Option<Instant>,
     interrupted: Option<String>,
+    reached: Vec<crate::limits::LimitReached>,
     effects: VecDeque<SegmentEffect>,
 }
 
@@ -106,6 +110,7 @@ impl Segment {
             cancelled: false,
             kill_at: None,
             interrupted: None,
+            reached: Vec::new(),
             effects: VecDeque::new(),
         }
     }
@@ -149,6 +154,14 @@ impl Segment {
                 }
             }
             SegmentInput::PolicyStopped => self.halt("policy.stopped"),
+            SegmentInput::LimitsReached(reached) => {
+                for r in reached {
+                    self.effects.push_back(SegmentEffect::Record(
+                        json!({ "event": "run.limit_reached", "reached": r, "said": r.to_string() }),
+                    ));
+                    self.reached.push(r);
+                }
+            }
         }
         self.handle_timeout(now);
     }
@@ -228,11 +241,15 @@ impl Segment {
 
     /// How the workflow's process ended: interrupted when an operator's stop or a cancel
     /// reached it before its result (whatever its exit status: not the work's doing), unless
-    /// the run's own timeout ended it; else how it exited. `None` before it exited.
+    /// the run's own timeout ended it; at a limit of its own when the kernel counted one
+    /// reached (and no timeout came first); else how it exited. `None` before it exited.
     pub fn end(&self) -> Option<ProcessEnd> {
         let (code, signal, _) = self.exited?;
         Some(match &self.interrupted {
             Some(by) if !self.timed_out => ProcessEnd::Interrupted { by: by.clone(), code, signal },
+            _ if !self.timed_out && !self.reached.is_empty() => {
+                ProcessEnd::LimitReached { code, signal, reached: self.reached.clone() }
+            }
             _ => ProcessEnd::Exited { code, signal, timed_out: self.timed_out },
         })
     }

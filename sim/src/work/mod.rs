@@ -64,6 +64,8 @@ pub struct WorkSimSummary {
     pub timed_out: u64,
     /// Agent calls that went silent and the watchdog ended.
     pub silent_calls: u64,
+    /// Runs that reached a resource limit of their cgroup.
+    pub limited: u64,
     /// Hosts killed mid-run, leaving the run's processes alive.
     pub hosts_killed: u64,
     /// Runs a later runner reaped.
@@ -86,6 +88,7 @@ impl WorkSimSummary {
         self.cancelled += other.cancelled;
         self.timed_out += other.timed_out;
         self.silent_calls += other.silent_calls;
+        self.limited += other.limited;
         self.hosts_killed += other.hosts_killed;
         self.reaped += other.reaped;
     }
@@ -363,6 +366,7 @@ impl WorkWorld {
             workspace: None,
             planning: None,
             containment: None,
+            resource_limits: Some(harn_core::limits::RUN_DEFAULTS),
         }
     }
 
@@ -642,7 +646,17 @@ impl WorkWorld {
         }
         let result = FromWorkflow::Result { ok: agent_ok, summary: None, error: None };
         fold.observe(Ok(result));
-        let code = if self.entropy.chance(1, 10) { 1 } else { 0 };
+        // One draw in twenty: the run fails its own way (a tenth), or reached a limit of its
+        // cgroup (a twentieth: the OOM killer ended the workflow, as the kernel counted).
+        let roll = self.entropy.below(20);
+        if roll == 19 {
+            self.summary.limited += 1;
+            let max = m.resource_limits.and_then(|l| l.memory).unwrap_or(1 << 30);
+            let reached = vec![harn_core::limits::LimitReached::Memory { max, oom_kills: 1 }];
+            segment.handle(start, SegmentInput::LimitsReached(reached));
+            return self.exit(item, fold, &run, segment, (None, Some(9)), start);
+        }
+        let code = if roll < 2 { 1 } else { 0 };
         self.exit(item, fold, &run, segment, (Some(code), None), start)
     }
 
@@ -846,7 +860,18 @@ impl WorkWorld {
                             "run {run_id}: every call failed uncharged, the run is charged"
                         ));
                     }
-                    charged += u32::from(p.run.class.is_none());
+                    // A limit reached is the run's own doing: charged, and said by its transcript.
+                    if p.run.class == Some(harn_core::work::FailureClass::Resource) {
+                        let records = self.ledger.transcript(run_id)?;
+                        let said = records.iter().any(|r| r["event"] == "run.limit_reached");
+                        if !said {
+                            return Err(format!(
+                                "run {run_id}: its proof says it reached a limit its transcript \
+                                 never recorded"
+                            ));
+                        }
+                    }
+                    charged += u32::from(p.run.class.is_none_or(|c| c.charges()));
                 }
                 // Parked or lost, it uses the budget once its workflow started, unless an
                 // operator's stop had reached it when its host died.

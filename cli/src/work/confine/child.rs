@@ -40,6 +40,26 @@ pub struct Setup {
     /// Landlock, built in the child after the mounts, so that its rules name the namespace's
     /// own `/dev/pts` and `/dev/shm`.
     pub landlock: Option<Rules>,
+    /// The options of its private `/dev/shm` (`mode=1777,size=N`): every tmpfs a run gets is
+    /// sized, or it could fill half the machine's memory.
+    pub shm: CString,
+    /// The options of a sealed child's `/tmp` (`mode=0700,size=N`).
+    pub tmp: CString,
+}
+
+impl Setup {
+    /// The tmpfs options of `/dev/shm` and a sealed `/tmp` for tmpfs of at most `size` bytes
+    /// (the kernel's default, half the memory, when `None`).
+    pub fn tmpfs_options(size: Option<u64>) -> (CString, CString) {
+        let sized = |mode: &str| {
+            let text = match size {
+                Some(n) => format!("mode={mode},size={n}"),
+                None => format!("mode={mode}"),
+            };
+            CString::new(text).expect("no NUL in digits")
+        };
+        (sized("1777"), sized("0700"))
+    }
 }
 
 /// What a sealed child may write.
@@ -94,7 +114,7 @@ fn check(r: libc::c_long) -> Result<()> {
 /// Between fork and exec only.
 pub unsafe fn enter(
     s: &Setup,
-    join: Option<libc::c_int>,
+    join: &[std::os::fd::OwnedFd],
     cwd: Option<&CStr>,
     parent: libc::pid_t,
 ) -> Result<()> {
@@ -102,8 +122,8 @@ pub unsafe fn enter(
     // terminal's input can be faked from here.
     check(libc::setsid() as libc::c_long)?;
     die_with(parent)?;
-    if let Some(fd) = join {
-        let n = libc::write(fd, b"0".as_ptr().cast(), 1);
+    for fd in join {
+        let n = libc::write(std::os::fd::AsRawFd::as_raw_fd(fd), b"0".as_ptr().cast(), 1);
         check(n as libc::c_long)?;
     }
     if s.mount {
@@ -159,14 +179,14 @@ unsafe fn namespace(s: &Setup) -> Result<()> {
     let none = std::ptr::null();
     check(libc::mount(none, c"/".as_ptr(), none, libc::MS_REC | libc::MS_SLAVE, none.cast()) as _)?;
     if let Some(seal) = &s.seal {
-        sealed_layout(seal)?;
+        sealed_layout(s, seal)?;
     }
     for path in &s.readonly {
         if bind(path)? {
             set_readonly(path, true, true)?;
         }
     }
-    make_dev()?;
+    make_dev(&s.shm)?;
     if let Some(dir) = &s.cgroups {
         let tmpfs = c"tmpfs".as_ptr();
         let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
@@ -194,7 +214,7 @@ unsafe fn namespace(s: &Setup) -> Result<()> {
 /// the machine's (an overlay: reads see the machine's `/tmp`, writes land in memory and go
 /// with the call, and no other user's program finds them); then each clone attached back at
 /// its own path (a path missing in the new `/tmp` is made there).
-unsafe fn sealed_layout(seal: &Seal) -> Result<()> {
+unsafe fn sealed_layout(s: &Setup, seal: &Seal) -> Result<()> {
     let mut trees = [-1; SEAL_MAX];
     let n = seal.writable.len().min(SEAL_MAX);
     for (tree, path) in trees.iter_mut().zip(&seal.writable[..n]) {
@@ -204,7 +224,7 @@ unsafe fn sealed_layout(seal: &Seal) -> Result<()> {
     set_readonly(c"/", true, true)?;
     let attached = (|| {
         if let Some(lower) = machine_tmp {
-            private_tmp(lower)?;
+            private_tmp(lower, &s.tmp)?;
         }
         for (&tree, path) in trees.iter().zip(&seal.writable[..n]) {
             if tree >= 0 {
@@ -221,10 +241,10 @@ unsafe fn sealed_layout(seal: &Seal) -> Result<()> {
 }
 
 /// `/tmp` as an overlay: the machine's (the detached tree `lower`) below, a tmpfs above.
-unsafe fn private_tmp(lower: libc::c_int) -> Result<()> {
+unsafe fn private_tmp(lower: libc::c_int, options: &CStr) -> Result<()> {
     let tmpfs = c"tmpfs".as_ptr();
     let flags = libc::MS_NOSUID | libc::MS_NODEV;
-    check(libc::mount(tmpfs, c"/tmp".as_ptr(), tmpfs, flags, c"mode=0700".as_ptr().cast()) as _)?;
+    check(libc::mount(tmpfs, c"/tmp".as_ptr(), tmpfs, flags, options.as_ptr().cast()) as _)?;
     for (dir, mode) in [(c"/tmp/.lower", 0o700), (c"/tmp/.upper", 0o1777), (c"/tmp/.work", 0o700)] {
         check(libc::mkdir(dir.as_ptr(), 0o700) as _)?;
         check(libc::chmod(dir.as_ptr(), mode) as _)?;
@@ -349,7 +369,7 @@ const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 4;
 /// may not make devices), a pseudo-terminal instance of its own at `/dev/pts` (`/dev/ptmx`
 /// leads there), a private `/dev/shm`, and the `/proc/self/fd` links. None of the person's
 /// terminals is in it.
-unsafe fn make_dev() -> Result<()> {
+unsafe fn make_dev(shm: &CStr) -> Result<()> {
     let mut trees = [-1; DEVICES.len()];
     for (tree, dev) in trees.iter_mut().zip(DEVICES) {
         let flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
@@ -358,7 +378,7 @@ unsafe fn make_dev() -> Result<()> {
         *tree = fd as libc::c_int;
     }
     let old = libc::umask(0);
-    let made = populate(&trees);
+    let made = populate(&trees, shm);
     libc::umask(old);
     for fd in trees {
         libc::close(fd);
@@ -366,7 +386,7 @@ unsafe fn make_dev() -> Result<()> {
     made
 }
 
-unsafe fn populate(trees: &[libc::c_int]) -> Result<()> {
+unsafe fn populate(trees: &[libc::c_int], shm: &CStr) -> Result<()> {
     let (nosuid, noexec) = (libc::MS_NOSUID, libc::MS_NOEXEC);
     let tmpfs = c"tmpfs".as_ptr();
     let data = c"mode=0755,size=64k".as_ptr();
@@ -392,7 +412,7 @@ unsafe fn populate(trees: &[libc::c_int]) -> Result<()> {
     check(libc::mount(devpts, c"/dev/pts".as_ptr(), devpts, nosuid | noexec, opts.cast()) as _)?;
     check(libc::symlink(c"pts/ptmx".as_ptr(), c"/dev/ptmx".as_ptr()) as _)?;
     check(libc::mkdir(c"/dev/shm".as_ptr(), 0o1777) as _)?;
-    let shm = c"mode=1777".as_ptr();
+    let shm = shm.as_ptr();
     let flags = nosuid | libc::MS_NODEV;
     check(libc::mount(tmpfs, c"/dev/shm".as_ptr(), tmpfs, flags, shm.cast()) as _)?;
     let links = [

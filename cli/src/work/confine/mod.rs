@@ -19,7 +19,7 @@ pub use probe::offer;
 use child::{Rules, Seal, Setup};
 use harn_core::work::containment::{credentials, NamespaceKind, Plan};
 use std::ffi::CString;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::Command;
@@ -30,6 +30,9 @@ use std::sync::Arc;
 pub struct Confine {
     /// The segment's cgroup, when it has one.
     pub cgroup: Option<PathBuf>,
+    /// The cgroup v1 directories that carry its limits where v2 does not, which every child
+    /// joins too.
+    pub also: Arc<Vec<PathBuf>>,
     /// The segment's private temporary directory, given to every child as `TMPDIR`.
     pub temp: Option<PathBuf>,
     /// What every child does before exec.
@@ -67,7 +70,9 @@ impl Confine {
         plan: &Plan,
         cgroup: Option<PathBuf>,
         temp: Option<PathBuf>,
+        tmpfs: Option<u64>,
     ) -> Result<Confine, String> {
+        let (shm, tmp) = Setup::tmpfs_options(tmpfs);
         let maps = |kind| (kind == NamespaceKind::UserAndMount).then(own_maps);
         let landlock = match plan.landlock {
             Some(abi) => Some(rules(abi, &plan.writable, plan.namespace.is_some())?),
@@ -93,6 +98,8 @@ impl Confine {
             cgroups: cgroups.clone(),
             sockets: sockets.clone(),
             landlock,
+            shm: shm.clone(),
+            tmp: tmp.clone(),
         };
         let sealed = match plan.sealed {
             Some(kind) => {
@@ -109,13 +116,30 @@ impl Confine {
                         scoped: SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET,
                         paths: Vec::new(),
                     }),
+                    shm,
+                    tmp,
                 }))
             }
             _ => None,
         };
         let writable =
             Arc::new(if plan.landlock.is_some() { plan.writable.clone() } else { vec![] });
-        Ok(Confine { cgroup, temp, setup: Arc::new(setup), sealed, env: Arc::default(), writable })
+        let also = Arc::default();
+        Ok(Confine {
+            cgroup,
+            also,
+            temp,
+            setup: Arc::new(setup),
+            sealed,
+            env: Arc::default(),
+            writable,
+        })
+    }
+
+    /// The same confinement, its children joining the cgroup v1 directories `also` too.
+    pub fn joining(mut self, also: Vec<PathBuf>) -> Confine {
+        self.also = Arc::new(also);
+        self
     }
 
     /// The same confinement, its children keeping the credentials named in `env`.
@@ -140,13 +164,11 @@ impl Confine {
     /// when the cgroup exists but cannot be joined: a child started outside it could outlive
     /// the run.
     pub fn apply(&self, command: &mut Command) -> std::io::Result<()> {
-        let join: Option<OwnedFd> = match &self.cgroup {
-            Some(leaf) => {
-                let procs = leaf.join("cgroup.procs");
-                Some(std::fs::OpenOptions::new().write(true).open(&procs)?.into())
-            }
-            None => None,
-        };
+        let mut join: Vec<OwnedFd> = Vec::new();
+        for dir in self.cgroup.iter().chain(self.also.iter()) {
+            let procs = dir.join("cgroup.procs");
+            join.push(std::fs::OpenOptions::new().write(true).open(&procs)?.into());
+        }
         if let Some(temp) = &self.temp {
             command.env("TMPDIR", temp);
         }
@@ -171,10 +193,7 @@ impl Confine {
         // SAFETY: the closure runs between fork and exec and only makes async-signal-safe
         // system calls on memory and descriptors it owns, allocating nothing (`child`).
         unsafe {
-            command.pre_exec(move || {
-                let join = join.as_ref().map(|fd| fd.as_raw_fd());
-                child::enter(&setup, join, cwd.as_deref(), parent)
-            });
+            command.pre_exec(move || child::enter(&setup, &join, cwd.as_deref(), parent));
         }
         Ok(())
     }
@@ -349,9 +368,12 @@ pub fn scratch(
         writable,
         protected: Vec::new(),
         off,
+        read_only: false,
     };
     let plan = harn_core::work::containment::plan(&need, &offer());
     make_missing(&plan, &need.writable);
-    let confine = Confine::prepare(&plan, None, Some(temp.0.clone()))?;
+    // harn's own git commands get the run's default tmpfs size.
+    let size = harn_core::limits::RUN_DEFAULTS.tmpfs;
+    let confine = Confine::prepare(&plan, None, Some(temp.0.clone()), size)?;
     Ok((confine, temp))
 }

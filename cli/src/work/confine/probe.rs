@@ -96,7 +96,7 @@ fn try_setup(setup: Setup) -> Result<(), String> {
     command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
     // SAFETY: as in `Confine::apply`: the prepared data, async-signal-safe calls only.
     unsafe {
-        command.pre_exec(move || child::enter(&setup, None, None, 0));
+        command.pre_exec(move || child::enter(&setup, &[], None, 0));
     }
     match command.status() {
         Ok(s) if s.success() => Ok(()),

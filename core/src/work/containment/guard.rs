@@ -307,10 +307,10 @@ mod tests {
             before: None,
             after: None,
         };
-        let log = [changed("r1", "/h"), other, changed("r2", "/x"), accepted("/h")];
-        assert_eq!(pending_of(&log, "w"), [&log[2]]);
-        assert_eq!(pending_of(&log, "v"), [&log[1]]);
-        assert!(pending_of(&log[..1], "u").is_empty());
+        let mixed = [changed("r1", "/h"), other, changed("r2", "/x"), accepted("/h")];
+        assert_eq!(pending_of(&mixed, "w"), [&mixed[2]]);
+        assert_eq!(pending_of(&mixed, "v"), [&mixed[1]]);
+        assert!(pending_of(&mixed[..1], "u").is_empty());
         let line = serde_json::to_value(&log[2]).unwrap();
         assert_eq!(line["event"], "guarded.accepted");
     }

@@ -32,6 +32,13 @@ pub struct Containment {
     /// Why not a cgroup, when not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holding_why: Option<String>,
+    /// The resource limits set on its cgroup, in words (`memory 8G, tasks 4096, cpu weight
+    /// 100 (cgroup v2)`), when any were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<String>,
+    /// The limits this machine could not enforce, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unenforced: Vec<String>,
     /// The Landlock ABI version in force, when Landlock confines the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub landlock: Option<u32>,
@@ -60,6 +67,9 @@ pub struct Containment {
     /// True when nothing the run starts can create, write, rename or remove anything under
     /// `.harnery/`.
     pub confined: bool,
+    /// True when its workspace is read-only to it (a planner's or a reviewer's run).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub read_only: bool,
     /// True when the operator turned confinement off for the run (`--no-containment`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub turned_off: bool,
@@ -77,6 +87,9 @@ impl Containment {
         }
         if self.namespace {
             parts.push("namespace".to_owned());
+        }
+        if self.read_only && self.confined {
+            parts.push("workspace read-only".to_owned());
         }
         match (self.confined, &self.why) {
             (true, _) => parts.join(" + "),
@@ -146,6 +159,9 @@ pub struct Need {
     pub protected: Vec<String>,
     /// Set when confinement was turned off for this run, with who or what turned it off.
     pub off: Option<String>,
+    /// True for a run that only reads its workspace (a planner's or a reviewer's): it writes
+    /// its temporary directory and its adapters' state, never the workspace.
+    pub read_only: bool,
 }
 
 /// How a segment's children are to be confined, and the record of it.
@@ -204,7 +220,8 @@ pub fn plan(need: &Need, offer: &Offer) -> Plan {
     };
     let mut writable = Vec::new();
     let mut refused = Vec::new();
-    let wanted = [&need.workspace, &need.temp].into_iter().chain(need.writable.iter());
+    let workspace = (!need.read_only).then_some(&need.workspace);
+    let wanted = workspace.into_iter().chain([&need.temp]).chain(need.writable.iter());
     for path in wanted {
         let path = path.trim_end_matches('/').to_owned();
         if within(&path, &harnery) {
@@ -285,6 +302,7 @@ pub fn plan(need: &Need, offer: &Offer) -> Plan {
         sealed: sealed.is_some(),
         gaps,
         confined: true,
+        read_only: need.read_only,
         ..Containment::default()
     };
     Plan { landlock: Some(abi), writable, namespace, readonly, refused, sealed, record }
@@ -377,6 +395,7 @@ mod tests {
             writable: vec!["/home/u/.claude".into(), "/repo/.harnery/work".into()],
             protected: vec!["/repo/.git".into(), "/repo/harness.toml".into(), "/etc/x".into()],
             off: None,
+            read_only: false,
         }
     }
 
@@ -399,6 +418,16 @@ mod tests {
         assert_eq!(p.readonly, Vec::<String>::new(), "nothing protected is writable");
         assert_eq!(p.namespace, Some(NamespaceKind::Mount), "a /dev of its own all the same");
         assert!(p.record.gaps[0].contains("capabilities"), "{:?}", p.record.gaps);
+    }
+
+    #[test]
+    fn a_reading_run_writes_only_its_temporary_directory_and_its_state() {
+        let mut n = need("/repo");
+        n.read_only = true;
+        let p = plan(&n, &offer(Err(Unavailable("no user namespaces".into()))));
+        assert_eq!(p.writable, ["/tmp/harn-run", "/home/u/.claude"]);
+        assert!(p.record.confined, "nothing writable holds .harnery: Landlock alone holds it");
+        assert!(p.record.summary().ends_with("workspace read-only"), "{}", p.record.summary());
     }
 
     #[test]

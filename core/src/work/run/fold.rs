@@ -46,6 +46,16 @@ pub enum ProcessEnd {
         /// Signal, when one ended it.
         signal: Option<i32>,
     },
+    /// It exited or was killed while its run had reached a limit of its cgroup (the kernel
+    /// counted an OOM kill or refused forks): a failure of its own, charged, with the figure.
+    LimitReached {
+        /// Exit code, when it exited.
+        code: Option<i32>,
+        /// Signal, when one ended it.
+        signal: Option<i32>,
+        /// What was reached.
+        reached: Vec<crate::limits::LimitReached>,
+    },
     /// It exited or was killed.
     Exited {
         /// Exit code, when it exited.
@@ -252,6 +262,7 @@ impl RunFold {
         let (exit_code, signal, timed_out) = match end {
             ProcessEnd::Exited { code, signal, timed_out } => (*code, *signal, *timed_out),
             ProcessEnd::Interrupted { code, signal, .. } => (*code, *signal, false),
+            ProcessEnd::LimitReached { code, signal, .. } => (*code, *signal, false),
             ProcessEnd::SpawnFailed { .. } => (None, None, false),
         };
         let mut class = None;
@@ -323,6 +334,16 @@ impl RunFold {
             (Some(call), RunStatus::Failed, None) if !timed_out => {
                 class = Some(FailureClass::Environment);
                 error.map(|e| format!("{e}; {call}"))
+            }
+            _ => error,
+        };
+        // A run that failed at a limit of its own failed for what it consumed: the limit
+        // and the figure the kernel counted say why, whatever else it said.
+        let error = match (end, status) {
+            (ProcessEnd::LimitReached { reached, .. }, RunStatus::Failed) => {
+                class = Some(FailureClass::Resource);
+                let said: Vec<String> = reached.iter().map(|r| r.to_string()).collect();
+                error.map(|e| format!("{e}; {}", said.join("; ")))
             }
             _ => error,
         };
@@ -430,6 +451,7 @@ pub fn sample_manifest(script: WorkflowRef, started_at: WallTime) -> RunManifest
         goal_spent_micro_usd: None,
         workspace: None,
         planning: None,
+        resource_limits: None,
         containment: None,
     }
 }

@@ -73,6 +73,10 @@ pub struct RunManifest {
     /// For a planning run (a planner's or a reviewer's call), which step of which plan.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub planning: Option<PlanningStep>,
+    /// The resource limits of each of its segments' cgroups and tmpfs, frozen by value
+    /// (absent before runs were bounded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_limits: Option<crate::limits::ResourceLimits>,
 }
 
 /// Where a run's changes land. `worktree` is made by harn (an item's own git worktree and
