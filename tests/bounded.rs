@@ -64,6 +64,38 @@ fn a_run_that_floods_stderr_and_stdout_keeps_a_bounded_log_and_a_summary() {
 }
 
 #[test]
+fn a_run_that_floods_evidence_leaves_a_bounded_proof_and_transcript_that_still_decide() {
+    // 3,500 evidence records of 3 KB each (10.5 MB), every one citing the item's statement,
+    // the last one failing it.
+    let body = "pad=$(head -c 3000 /dev/zero | tr '\\0' x)\n\
+                i=0; while [ $i -lt 3499 ]; do echo \"{\\\"op\\\":\\\"evidence\\\",\\\"kind\\\":\\\"t\\\",\\\"status\\\":\\\"passed\\\",\\\"label\\\":\\\"$pad\\\",\\\"acceptanceIds\\\":[\\\"accept-1\\\"]}\"; i=$((i + 1)); done\n\
+                echo '{\"op\":\"evidence\",\"kind\":\"t\",\"status\":\"failed\",\"label\":\"last\",\"acceptanceIds\":[\"accept-1\"]}'\n\
+                echo '{\"op\":\"result\",\"ok\":true}'";
+    let dir = root_with(body);
+    let r = dir.path();
+    let out = harn_at(r, &["work", "create", "T", "wf.sh", "--id", "w", "--objective", "o"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = harn_at(r, &["work", "run", "w", "--json"]);
+    let doc = json(&out);
+    let proof = &doc["proof"];
+    assert_eq!(proof["evidence"].as_array().unwrap().len(), 500, "the first 500 are kept");
+    assert_eq!(proof["evidence_cut"]["records"], 3000, "{}", proof["evidence_cut"]);
+    // The cut records still decide: the last one, cut, fails the item's statement.
+    let criterion = &proof["acceptance"]["criteria"][0];
+    assert_eq!(
+        (criterion["evidence"].as_u64(), criterion["verdict"].as_str()),
+        (Some(3500), Some("unsatisfied"))
+    );
+    let run = proof["run"]["id"].as_str().unwrap();
+    let run_dir = r.join(format!(".harnery/workflows/{run}"));
+    let size = |name: &str| std::fs::metadata(run_dir.join(name)).unwrap().len();
+    assert!(size("proof.json") < 2 << 20, "proof of {} bytes", size("proof.json"));
+    assert!(size("transcript.jsonl") < 9 << 20, "transcript of {} bytes", size("transcript.jsonl"));
+    let transcript = std::fs::read_to_string(run_dir.join("transcript.jsonl")).unwrap();
+    assert!(transcript.contains("\"event\":\"workflow.cut\""), "the cut is said");
+}
+
+#[test]
 fn control_sequences_from_titles_and_workflows_never_reach_the_terminal() {
     let evil = "\u{1b}]0;owned\u{7}\u{1b}[2J\u{1b}]52;c;ZXZpbA==\u{7}";
     let dir = root_with(&format!(

@@ -90,6 +90,11 @@ impl Bounded {
         &self.v1
     }
 
+    /// True when a cgroup holds the task limit.
+    pub fn holds_tasks(&self) -> bool {
+        self.set.iter().any(|(c, _)| *c == Controller::Pids)
+    }
+
     /// What was set, in a few words (`memory 256M, tasks 64, cpu weight 100 (cgroup v1)`).
     pub fn summary(&self) -> Option<String> {
         if self.set.is_empty() {

@@ -183,6 +183,8 @@ fn drive(
         stopped: false,
         malformed: 0,
         malformed_bytes: 0,
+        recorded_bytes: 0,
+        cut: (0, 0),
     };
     // The segment's lifecycle (timeout, cancel, interruption, its end) is the core's
     // machine; this loop feeds it what happens and carries out what it says.
@@ -337,14 +339,23 @@ fn confinement(
         containment::check(policy.policy.containment, &plan.record)?;
     }
     let tmpfs = m.resource_limits.and_then(|l| l.tmpfs);
+    // Without a cgroup to hold the task limit, the rlimit that exists bounds a fork bomb.
+    let nproc = m.resource_limits.and_then(|l| l.tasks).filter(|_| !hold.bounded.holds_tasks());
+    let mut unenforced = hold.bounded.unenforced.clone();
+    if let Some(n) = nproc {
+        unenforced.push(format!(
+            "tasks limit: RLIMIT_NPROC {n} instead (every process of the user counts)"
+        ));
+    }
     let confine = Confine::prepare(&plan, hold.leaf.clone(), Some(temp.0.clone()), tmpfs)?
         .keeping(planned.env.clone())
-        .joining(hold.bounded.joins().to_vec());
+        .joining(hold.bounded.joins().to_vec())
+        .limiting_processes(nproc);
     let record = Containment {
         holding: hold.holding(),
         holding_why: hold.why_not.clone(),
         limits: hold.bounded.summary(),
-        unenforced: hold.bounded.unenforced.clone(),
+        unenforced,
         writable: planned.writable,
         env: planned.env,
         turned_off: planned.turned_off,
@@ -421,6 +432,10 @@ struct SegmentHost<'a> {
     /// recorded one by one, the rest counted (bytes too) and recorded once at the end.
     malformed: u64,
     malformed_bytes: u64,
+    /// Bytes of workflow messages recorded in the transcript so far.
+    recorded_bytes: u64,
+    /// Messages (and their bytes) the transcript's bound left out.
+    cut: (u64, u64),
 }
 
 /// Non-protocol lines recorded one by one; a workflow that prints a flood of them costs
@@ -428,8 +443,15 @@ struct SegmentHost<'a> {
 const MALFORMED_RECORDED: u64 = 20;
 
 impl SegmentHost<'_> {
-    /// Records how many non-protocol lines were counted but not recorded one by one.
+    /// Records how many non-protocol lines were counted but not recorded one by one, and how
+    /// many messages the transcript's bound left out.
     fn summarize_malformed(&mut self, store: &mut Store) -> Result<(), StoreError> {
+        if self.cut.0 > 0 {
+            let (records, bytes) = std::mem::take(&mut self.cut);
+            let body = json!({ "event": "workflow.cut", "records": records, "bytes": bytes,
+                               "recorded_bytes": transcript::MESSAGES_RECORDED });
+            self.transcript.record(store, body)?;
+        }
         let left_out = self.malformed.saturating_sub(MALFORMED_RECORDED);
         if left_out == 0 {
             return Ok(());
@@ -449,7 +471,17 @@ impl SegmentHost<'_> {
         msg: Result<FromWorkflow, ProtocolError>,
     ) -> Result<Turn, StoreError> {
         let body = match &msg {
-            Ok(m) => Some(json!({ "event": "workflow.message", "message": m })),
+            Ok(m) => {
+                let body = json!({ "event": "workflow.message", "message": m });
+                let bytes = body.to_string().len() as u64;
+                if !transcript::records_message(m, self.recorded_bytes, bytes) {
+                    self.cut = (self.cut.0 + 1, self.cut.1.saturating_add(bytes));
+                    None
+                } else {
+                    self.recorded_bytes = self.recorded_bytes.saturating_add(bytes);
+                    Some(body)
+                }
+            }
             Err(e) => {
                 let error = e.to_string();
                 self.malformed += 1;

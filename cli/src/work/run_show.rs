@@ -146,7 +146,7 @@ pub fn run(cmd: RunCmd) -> Exit {
                 outln!("  limits     {limits}");
             }
             for missing in &c.unenforced {
-                outln!("  unlimited  {missing} (not enforced on this machine)");
+                outln!("  not held   {missing}");
             }
             let root = store.root().display().to_string();
             let shown: Vec<&str> = c

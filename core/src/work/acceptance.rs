@@ -95,6 +95,7 @@ pub fn roll_up(
     work_statements: &[String],
     declared: &[Criterion],
     evidence: &[Evidence],
+    cut: &Cut,
     strict: bool,
 ) -> Acceptance {
     let mut criteria: Vec<CriterionResult> = Vec::new();
@@ -104,7 +105,7 @@ pub fn roll_up(
     for c in declared {
         declare(&mut criteria, &c.id, &c.statement, Source::Workflow);
     }
-    for id in evidence.iter().flat_map(|e| &e.acceptance_ids) {
+    for id in evidence.iter().flat_map(|e| &e.acceptance_ids).chain(cut.cited.keys()) {
         declare(&mut criteria, id, "", Source::Undeclared);
     }
     let mut summary = Summary::default();
@@ -115,6 +116,11 @@ pub fn roll_up(
             c.evidence += 1;
             passed |= e.status == EvidenceStatus::Passed;
             failed |= e.status == EvidenceStatus::Failed;
+        }
+        if let Some(t) = cut.cited.get(&c.id) {
+            c.evidence = c.evidence.saturating_add(t.count);
+            passed |= t.passed;
+            failed |= t.failed;
         }
         c.verdict = match (failed, passed) {
             (true, _) => Verdict::Unsatisfied,
@@ -130,6 +136,82 @@ pub fn roll_up(
         summary.undeclared += u32::from(c.source == Source::Undeclared);
     }
     Acceptance { criteria, summary }
+}
+
+/// Most evidence records a proof keeps whole; later ones count toward the verdicts (a
+/// [`Cut`]) and are said to be cut, so a workflow that floods evidence leaves a bounded
+/// proof whose acceptance is still decided by everything it said.
+pub const EVIDENCE_KEPT: usize = 500;
+/// Most bytes of each text field of a kept evidence record (label, summary, ref); the rest
+/// is cut with a marker.
+pub const EVIDENCE_TEXT: usize = 2048;
+/// Most distinct criterion ids the evidence past [`EVIDENCE_KEPT`] is counted for.
+const CUT_IDS: usize = 1000;
+
+/// The evidence past [`EVIDENCE_KEPT`]: how much, and what it said of each criterion.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cut {
+    /// Records cut.
+    pub records: u64,
+    /// Their size as the workflow wrote them (JSON), in bytes.
+    pub bytes: u64,
+    /// What they said of each criterion they cited (at most 1,000 ids).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub cited: std::collections::BTreeMap<String, Cited>,
+}
+
+/// What cut evidence said of one criterion.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cited {
+    /// How many records cited it.
+    pub count: u32,
+    /// True when one of them passed.
+    pub passed: bool,
+    /// True when one of them failed.
+    pub failed: bool,
+}
+
+impl Cut {
+    /// Counts `e`, which is not kept.
+    pub fn add(&mut self, e: &Evidence, bytes: u64) {
+        self.records += 1;
+        self.bytes = self.bytes.saturating_add(bytes);
+        for id in &e.acceptance_ids {
+            if !self.cited.contains_key(id) && self.cited.len() >= CUT_IDS {
+                continue;
+            }
+            let t = self.cited.entry(id.clone()).or_default();
+            t.count = t.count.saturating_add(1);
+            t.passed |= e.status == EvidenceStatus::Passed;
+            t.failed |= e.status == EvidenceStatus::Failed;
+        }
+    }
+
+    /// True when nothing was cut.
+    pub fn is_empty(&self) -> bool {
+        self.records == 0
+    }
+}
+
+/// `e` with each text field at most [`EVIDENCE_TEXT`] bytes, a marker saying how much of
+/// each was cut.
+pub fn bounded(mut e: Evidence) -> Evidence {
+    let cut = |s: &mut String| {
+        if s.len() > EVIDENCE_TEXT {
+            let mut end = EVIDENCE_TEXT;
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            let dropped = s.len() - end;
+            s.truncate(end);
+            s.push_str(&format!(" […{dropped} bytes cut]"));
+        }
+    };
+    cut(&mut e.label);
+    cut(&mut e.kind);
+    e.summary.iter_mut().for_each(cut);
+    e.reference.iter_mut().for_each(cut);
+    e
 }
 
 /// Adds a criterion unless one with that id exists (the first declaration wins).
@@ -173,7 +255,7 @@ mod tests {
             ev(EvidenceStatus::Failed, &["lint"]),
             ev(EvidenceStatus::Observed, &["docs"]),
         ];
-        let a = roll_up(&[], &declared, &evidence, false);
+        let a = roll_up(&[], &declared, &evidence, &Cut::default(), false);
         let verdicts: Vec<Verdict> = a.criteria.iter().map(|c| c.verdict).collect();
         assert_eq!(verdicts, [Verdict::Satisfied, Verdict::Unknown, Verdict::Unsatisfied]);
         assert_eq!((a.summary.satisfied, a.summary.unsatisfied, a.summary.unknown), (1, 1, 1));
@@ -186,6 +268,7 @@ mod tests {
             &["it builds".into()],
             &[],
             &[ev(EvidenceStatus::Passed, &["accept-1"])],
+            &Cut::default(),
             false,
         );
         assert_eq!(a.criteria[0].source, Source::Work);
@@ -197,8 +280,13 @@ mod tests {
     #[test]
     fn an_undeclared_citation_declares_it_and_stays_visible() {
         let declared = vec![Criterion { id: "review".into(), statement: "reviewed".into() }];
-        let a =
-            roll_up(&[], &declared, &[ev(EvidenceStatus::Passed, &["review", "reveiw"])], false);
+        let a = roll_up(
+            &[],
+            &declared,
+            &[ev(EvidenceStatus::Passed, &["review", "reveiw"])],
+            &Cut::default(),
+            false,
+        );
         assert_eq!(a.summary.undeclared, 1);
         let typo = a.criteria.iter().find(|c| c.id == "reveiw").unwrap();
         assert_eq!((typo.source, typo.verdict), (Source::Undeclared, Verdict::Satisfied));
@@ -207,8 +295,27 @@ mod tests {
 
     #[test]
     fn no_criteria_passes_on_success_and_says_none_were_checked() {
-        let a = roll_up(&[], &[], &[], false);
+        let a = roll_up(&[], &[], &[], &Cut::default(), false);
         assert!(a.none_checked());
         assert!(a.passes(true));
+    }
+
+    #[test]
+    fn evidence_past_the_cap_still_decides_and_long_text_is_cut_with_a_marker() {
+        let mut cut = Cut::default();
+        cut.add(&ev(EvidenceStatus::Passed, &["tests"]), 3000);
+        cut.add(&ev(EvidenceStatus::Failed, &["lint"]), 10);
+        let declared = [Criterion { id: "lint".into(), statement: "lint clean".into() }];
+        let kept = [ev(EvidenceStatus::Passed, &["lint"])];
+        let a = roll_up(&[], &declared, &kept, &cut, false);
+        assert_eq!(a.criteria[0].verdict, Verdict::Unsatisfied, "a cut failure still fails");
+        assert_eq!(a.criteria[0].evidence, 2);
+        assert_eq!(a.criteria[1].id, "tests");
+        assert_eq!((cut.records, cut.bytes), (2, 3010));
+        let mut long = ev(EvidenceStatus::Passed, &[]);
+        long.label = "é".repeat(EVIDENCE_TEXT);
+        let b = bounded(long);
+        assert!(b.label.len() < EVIDENCE_TEXT + 40, "{}", b.label.len());
+        assert!(b.label.ends_with(&format!("[…{} bytes cut]", EVIDENCE_TEXT * 2 - EVIDENCE_TEXT)));
     }
 }

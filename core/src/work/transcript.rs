@@ -223,6 +223,23 @@ pub fn resume_state(records: &[Value]) -> ResumeState {
     state
 }
 
+/// Most bytes of evidence, stage and log messages a segment records in its transcript; past
+/// them those messages are counted (a `workflow.cut` record says how many) and still folded
+/// into the proof, so a workflow that floods leaves a bounded transcript.
+pub const MESSAGES_RECORDED: u64 = 8 << 20;
+
+/// Whether a segment that recorded `recorded` bytes of messages records `m`, of `bytes`:
+/// agent requests, authorizations, declarations and results always; evidence, stages and
+/// logs while they fit in [`MESSAGES_RECORDED`].
+pub fn records_message(m: &crate::work::protocol::FromWorkflow, recorded: u64, bytes: u64) -> bool {
+    use crate::work::protocol::FromWorkflow;
+    let bulk = matches!(
+        m,
+        FromWorkflow::Evidence(_) | FromWorkflow::Stage { .. } | FromWorkflow::Log { .. }
+    );
+    !bulk || recorded.saturating_add(bytes) <= MESSAGES_RECORDED
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,5 +332,15 @@ mod tests {
         assert_eq!(s.cache.get("k"), Some(&vec!["one".to_owned(), "two".to_owned()]));
         assert!(!s.cache.contains_key("j"), "a failed call is made again");
         assert_eq!(approvals_asked(&records), vec!["wf-1-p4".to_owned()]);
+    }
+
+    #[test]
+    fn bulk_messages_are_recorded_while_they_fit_and_the_rest_always() {
+        use crate::work::protocol::FromWorkflow;
+        let log = FromWorkflow::Log { message: "x".into() };
+        assert!(records_message(&log, 0, 100));
+        assert!(!records_message(&log, MESSAGES_RECORDED - 50, 100));
+        let result = FromWorkflow::Result { ok: true, summary: None, error: None };
+        assert!(records_message(&result, MESSAGES_RECORDED, 100), "a result is never cut");
     }
 }

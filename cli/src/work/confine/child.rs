@@ -45,6 +45,9 @@ pub struct Setup {
     pub shm: CString,
     /// The options of a sealed child's `/tmp` (`mode=0700,size=N`).
     pub tmp: CString,
+    /// `RLIMIT_NPROC`, where no cgroup holds the run's task limit: the one rlimit that bounds
+    /// a fork bomb (it counts every process of the user, so it is a coarse stand-in).
+    pub nproc: Option<u64>,
 }
 
 impl Setup {
@@ -122,6 +125,10 @@ pub unsafe fn enter(
     // terminal's input can be faked from here.
     check(libc::setsid() as libc::c_long)?;
     die_with(parent)?;
+    if let Some(n) = s.nproc {
+        let limit = libc::rlimit { rlim_cur: n as libc::rlim_t, rlim_max: n as libc::rlim_t };
+        check(libc::setrlimit(libc::RLIMIT_NPROC, &limit) as libc::c_long)?;
+    }
     for fd in join {
         let n = libc::write(std::os::fd::AsRawFd::as_raw_fd(fd), b"0".as_ptr().cast(), 1);
         check(n as libc::c_long)?;

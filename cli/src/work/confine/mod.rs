@@ -100,6 +100,7 @@ impl Confine {
             landlock,
             shm: shm.clone(),
             tmp: tmp.clone(),
+            nproc: None,
         };
         let sealed = match plan.sealed {
             Some(kind) => {
@@ -118,6 +119,7 @@ impl Confine {
                     }),
                     shm,
                     tmp,
+                    nproc: None,
                 }))
             }
             _ => None,
@@ -139,6 +141,17 @@ impl Confine {
     /// The same confinement, its children joining the cgroup v1 directories `also` too.
     pub fn joining(mut self, also: Vec<PathBuf>) -> Confine {
         self.also = Arc::new(also);
+        self
+    }
+
+    /// The same confinement, its children limited to `nproc` processes of the user
+    /// (`RLIMIT_NPROC`), where no cgroup holds a task limit.
+    pub fn limiting_processes(mut self, nproc: Option<u64>) -> Confine {
+        for setup in [Some(&mut self.setup), self.sealed.as_mut()].into_iter().flatten() {
+            if let Some(s) = Arc::get_mut(setup) {
+                s.nproc = nproc;
+            }
+        }
         self
     }
 

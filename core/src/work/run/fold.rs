@@ -101,6 +101,8 @@ pub struct RunFold {
     calls: Vec<CallRecord>,
     declared: Vec<Criterion>,
     evidence: Vec<Evidence>,
+    /// The evidence past the cap: counted toward the verdicts, not kept.
+    cut: crate::work::acceptance::Cut,
     stages: Vec<String>,
     declined: Vec<String>,
     /// The first agent call declined because nothing could answer it (no harness).
@@ -212,8 +214,19 @@ impl RunFold {
         };
         match msg {
             FromWorkflow::Meta { acceptance } => self.declared.extend(acceptance),
-            FromWorkflow::Evidence(e) => self.evidence.push(e),
-            FromWorkflow::Stage { name } => self.stages.push(name),
+            FromWorkflow::Evidence(e) => {
+                use crate::work::acceptance::{bounded, EVIDENCE_KEPT};
+                if self.evidence.len() < EVIDENCE_KEPT {
+                    self.evidence.push(bounded(e));
+                } else {
+                    let bytes = serde_json::to_vec(&e).map_or(0, |b| b.len() as u64);
+                    self.cut.add(&e, bytes);
+                }
+            }
+            FromWorkflow::Stage { name } if self.stages.len() < STAGES_KEPT => {
+                self.stages.push(tail(&name, 200))
+            }
+            FromWorkflow::Stage { .. } => {}
             FromWorkflow::Log { .. } => {}
             FromWorkflow::Agent { id, prompt, specialist, schema, continue_session } => {
                 return Some(self.agent(id, &prompt, specialist, schema, continue_session));
@@ -376,8 +389,13 @@ impl RunFold {
             .policy
             .as_ref()
             .map(|p| ProofPolicy { sha256: p.sha256.clone(), decisions: self.policy_log.clone() });
-        let acceptance =
-            roll_up(&intent.acceptance, &self.declared, &self.evidence, intent.strict_acceptance);
+        let acceptance = roll_up(
+            &intent.acceptance,
+            &self.declared,
+            &self.evidence,
+            &self.cut,
+            intent.strict_acceptance,
+        );
         let run = ProofRun {
             id: m.run_id.clone(),
             work_id: m.work_id.clone(),
@@ -398,11 +416,14 @@ impl RunFold {
             PlanningProof { step, reply_sha256: planning::reply_sha256(&outcomes) }
         });
         let (evidence, stages, declined) = (self.evidence, self.stages, self.declined);
+        let evidence_cut = (!self.cut.is_empty())
+            .then(|| crate::work::acceptance::Cut { cited: Default::default(), ..self.cut });
         Proof {
             schema_version: RUN_VERSION,
             run,
             acceptance,
             evidence,
+            evidence_cut,
             stages,
             declined,
             agents,
@@ -414,6 +435,9 @@ impl RunFold {
         }
     }
 }
+
+/// Most stages a proof keeps (each at most 200 bytes).
+const STAGES_KEPT: usize = 500;
 
 /// The last `max` bytes of `s`, cut on a character boundary.
 pub(super) fn tail(s: &str, max: usize) -> String {

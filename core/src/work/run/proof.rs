@@ -79,8 +79,12 @@ pub struct Proof {
     pub run: ProofRun,
     /// The acceptance roll-up.
     pub acceptance: Acceptance,
-    /// Every piece of evidence, in order.
+    /// The evidence, in order: the first 500 records (each text field at most 2 KiB).
     pub evidence: Vec<Evidence>,
+    /// How many records past those were cut, and their bytes (they still count toward the
+    /// acceptance roll-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence_cut: Option<crate::work::acceptance::Cut>,
     /// Stages entered, in order.
     pub stages: Vec<String>,
     /// Requests the host declined (agent calls without a harness, unauthorized actions).
