@@ -149,3 +149,36 @@ fn a_terminal_harness_past_its_memory_max_is_recorded_oom_killed_and_restarted()
     let said = killed["termination"]["limits_said"][0].as_str().unwrap();
     assert!(said.contains("memory limit of 64M") && said.contains("oom_kill"), "{said}");
 }
+
+#[test]
+fn a_goal_freezes_the_limits_of_the_runs_it_dispatches() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir_all(root.join(".harnery")).unwrap();
+    workflow(root, "bomb.sh", BOMB);
+    std::fs::write(root.join("team.json"), r#"{"implementer": {"instructions": "Do it."}}"#)
+        .unwrap();
+    let run = |args: &[&str]| harn(root, args).output().unwrap();
+    let out = run(&["work", "create", "b", "bomb.sh", "--id", "b", "--objective", "o"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let create = ["supervisor", "create", "b", "--team", "team.json", "--id", "g"];
+    let out = run(&[&create[..], &["--limit", "tasks=64"]].concat());
+    assert!(out.status.success(), "{}", text(&out));
+    let shown = text(&run(&["supervisor", "show", "g"]));
+    assert!(shown.contains("runs       tasks 64 (frozen"), "{shown}");
+    let out = run(&["supervisor", "run", "g"]);
+    assert!(out.status.code().is_some(), "{}", text(&out));
+    let item = json(&run(&["work", "show", "b", "--json"]));
+    let id = item["projection"]["latest_run_id"].as_str().expect("the goal ran b").to_owned();
+    let doc = json(&run(&["run", "show", &id, "--json"]));
+    assert_eq!(doc["manifest"]["resource_limits"]["tasks"], 64, "{}", doc["manifest"]);
+    assert_eq!(doc["proof"]["run"]["class"], "resource", "{}", doc["proof"]["run"]);
+    // An edit of the frozen limits is damage, caught by the goal's digest.
+    let path = root.join(".harnery/supervisors/g/intent.json");
+    let mut intent: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    intent["resource_limits"]["tasks"] = 65.into();
+    std::fs::write(&path, intent.to_string()).unwrap();
+    let out = run(&["supervisor", "show", "g"]);
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+}

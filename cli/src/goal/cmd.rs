@@ -84,6 +84,10 @@ pub struct CreateArgs {
     /// base branch holds it in dependency order.
     #[arg(long)]
     land_accepted: bool,
+    /// A resource limit of every run the goal dispatches, frozen with it over the root's
+    /// configured ones (repeatable): `tasks=64`, `memory=4G`, `cpu_weight=50`, `tmpfs=512M`.
+    #[arg(long = "limit", value_name = "KEY=VALUE")]
+    limits: Vec<String>,
     /// A replanning policy file (JSON: planner_specialist, auto_apply, max_replans,
     /// max_work_items_per_plan, max_total_work_items, templates), frozen by value with every
     /// template's workflow digest; a relative path is taken from the root.
@@ -239,6 +243,18 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
         intent = match intent.with_replanning(policy) {
             Ok(intent) => intent,
             Err(e) => return fail(EXIT_USAGE, format!("{}: {e}", file.display())),
+        };
+    }
+    if !a.limits.is_empty() {
+        let mut frozen = harn_core::limits::ResourceLimits::default();
+        for given in &a.limits {
+            if let Err(e) = frozen.set(given) {
+                return fail(EXIT_USAGE, format!("--limit {e}"));
+            }
+        }
+        intent = match intent.with_resource_limits(frozen) {
+            Ok(intent) => intent,
+            Err(e) => return fail(EXIT_USAGE, format!("goal: {e}")),
         };
     }
     if let Some(m) = mission {
@@ -466,6 +482,25 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
         a.retry_blocked,
         a.land_accepted
     );
+    if let Some(r) = &g.intent.resource_limits {
+        let mut frozen = Vec::new();
+        if let Some(m) = r.memory {
+            frozen.push(format!("memory {}", harn_core::limits::show_bytes(m)));
+        }
+        if let Some(t) = r.tasks {
+            frozen.push(format!("tasks {t}"));
+        }
+        if let Some(w) = r.cpu_weight {
+            frozen.push(format!("cpu weight {w}"));
+        }
+        if let Some(t) = r.tmpfs {
+            frozen.push(format!("tmpfs {}", harn_core::limits::show_bytes(t)));
+        }
+        outln!(
+            "  runs       {} (frozen; the rest as .harnery/config.json says)",
+            frozen.join(", ")
+        );
+    }
     let team: Vec<&str> = g.intent.team.keys().map(String::as_str).collect();
     outln!("  team       {}", if team.is_empty() { "(none)".into() } else { team.join(", ") });
     for i in &g.items {

@@ -136,6 +136,18 @@ pub fn drive(
         return Err(StoreError::refused(format!("goal {id} is being ticked by another process")));
     }
     let actor = format!("supervisor:{id}");
+    // The goal's frozen resource limits over the root's, and the command's over both.
+    let frozen = store::read(store, id).ok().and_then(|g| g.intent.resource_limits);
+    let bounded;
+    let limits = match frozen {
+        Some(goal) => {
+            let mut l = limits.clone();
+            l.resources = l.resources.with(&goal).with(&l.limit_overrides);
+            bounded = l;
+            &bounded
+        }
+        None => limits,
+    };
     let mut host = GoalRunner { store, goal: id.clone(), actor, limits, say };
     drive_loop(&mut host, mode)
 }

@@ -68,6 +68,9 @@ pub struct RunLimits {
     /// The resource limits of each segment's cgroup and tmpfs: the configuration's, with
     /// what the command line named over them.
     pub resources: harn_core::limits::ResourceLimits,
+    /// The limits the command line named (`--limit`), which a goal's frozen ones never
+    /// replace.
+    pub limit_overrides: harn_core::limits::ResourceLimits,
     /// What the dispatching goal's earlier runs spent on agent calls, for `scope: goal`
     /// cost rules; `None` for a run no goal dispatched.
     pub goal_spent_micro_usd: Option<u64>,

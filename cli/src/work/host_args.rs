@@ -186,6 +186,7 @@ impl HostArgs {
             billing: if api { Billing::Api } else { Billing::Subscription },
             goal_spent_micro_usd: None,
             resources,
+            limit_overrides: over,
         })
     }
 }

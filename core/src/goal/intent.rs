@@ -240,6 +240,10 @@ pub struct GoalIntent {
     /// A mission: an objective reached through milestones the planner proposes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mission: Option<super::plan::Mission>,
+    /// The resource limits of every run the goal dispatches, over the root's configured
+    /// ones, frozen with the goal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_limits: Option<crate::limits::ResourceLimits>,
     /// SHA-256 of everything above, so an edit is noticed.
     pub sha256: String,
 }
@@ -267,6 +271,7 @@ impl GoalIntent {
             created_at,
             replanning: None,
             mission: None,
+            resource_limits: None,
             sha256: String::new(),
         };
         intent.sha256 = intent.digest();
@@ -293,6 +298,9 @@ impl GoalIntent {
         if let (Some(mission), Some(parts)) = (&self.mission, body.as_array_mut()) {
             parts.push(serde_json::json!(["mission", mission]));
         }
+        if let (Some(limits), Some(parts)) = (&self.resource_limits, body.as_array_mut()) {
+            parts.push(serde_json::json!(["resource_limits", limits]));
+        }
         sha256_hex(crate::hash::canonical_json(&body).as_bytes())
     }
 
@@ -306,6 +314,19 @@ impl GoalIntent {
         self.replanning = Some(policy);
         self.sha256 = self.digest();
         self.validate_fields()?;
+        Ok(self)
+    }
+
+    /// The same intent with resource limits for its runs, frozen with it.
+    pub fn with_resource_limits(
+        mut self,
+        limits: crate::limits::ResourceLimits,
+    ) -> Result<GoalIntent, FieldError> {
+        limits
+            .check()
+            .map_err(|e| FieldError::new(format!("resource_limits.{}", e.field), e.message))?;
+        self.resource_limits = Some(limits);
+        self.sha256 = self.digest();
         Ok(self)
     }
 
@@ -412,6 +433,21 @@ mod tests {
         assert!(check_adapter_spread(&team(&[Some("codex")]), &both).is_ok());
         assert!(check_adapter_spread(&team(&[Some("codex"), Some("claude-code")]), &both).is_ok());
         assert!(check_adapter_spread(&team(&[Some("codex"), None]), &both).is_ok());
+    }
+
+    #[test]
+    fn resource_limits_are_digested_only_when_frozen() {
+        let plain = goal();
+        let limits = crate::limits::ResourceLimits { tasks: Some(64), ..Default::default() };
+        let bounded = goal().with_resource_limits(limits).unwrap();
+        assert_eq!(plain.sha256, plain.digest(), "a goal without limits keeps its digest");
+        assert_ne!(bounded.sha256, plain.sha256);
+        assert!(bounded.validate().is_ok());
+        let mut edited = bounded.clone();
+        edited.resource_limits = Some(crate::limits::ResourceLimits::default());
+        assert_ne!(edited.digest(), bounded.sha256, "an edit of the limits is caught");
+        let zero = crate::limits::ResourceLimits { tasks: Some(0), ..Default::default() };
+        assert_eq!(goal().with_resource_limits(zero).unwrap_err().field, "resource_limits.tasks");
     }
 
     #[test]

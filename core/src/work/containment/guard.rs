@@ -85,9 +85,10 @@ pub fn guard(root: &str, git: &GitLayout, files: &[String]) -> Guard {
             for name in ["hooks", "config", "info", "modules"] {
                 hold(&mut g, format!("{common}/{name}"));
             }
-            // Read by git only where the repository's config turns worktree configuration on;
-            // a run could create it, which is reported.
-            g.watched.push(format!("{git_dir}/config.worktree"));
+            // Read by git where the repository's config turns worktree configuration on: held
+            // like the repository's own config where it exists; a run that makes it is
+            // reported, and its item held for a person (decision record 0013).
+            hold(&mut g, format!("{git_dir}/config.worktree"));
             for name in ["objects", "refs/heads/harn", "logs/refs/heads/harn"] {
                 g.writable.push(format!("{common}/{name}"));
             }
@@ -257,7 +258,12 @@ mod tests {
         let binds = held_by_binds(&g, &writable);
         assert_eq!(
             binds,
-            ["/w/it/.git", "/r/.git/worktrees/it/commondir", "/r/.git/worktrees/it/gitdir"],
+            [
+                "/w/it/.git",
+                "/r/.git/worktrees/it/commondir",
+                "/r/.git/worktrees/it/gitdir",
+                "/r/.git/worktrees/it/config.worktree"
+            ],
             "the hooks and config are outside every writable path: Landlock keeps them"
         );
     }
