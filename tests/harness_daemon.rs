@@ -1045,3 +1045,46 @@ fn the_ledger_events_and_daemon_log_rotate_and_records_name_their_files() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("retention.rotated_kept"), "{}", text(&out));
 }
+
+#[test]
+fn damaged_history_is_set_aside_and_never_holds_the_boot() {
+    let root = Root::new("[harness.a]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\n");
+    root.up();
+    root.wait_for("a", "running", |h| state(h) == "running");
+    let out = root.harn(&["down"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let dir = root.dir.path().join(".harnery/harness");
+    // A flipped byte in a ledger line, and a garbage line in the events journal.
+    let ledger = dir.join("ledger.jsonl");
+    let mut bytes = std::fs::read(&ledger).unwrap();
+    let at = bytes.iter().position(|&b| b == b'"').unwrap() + 1;
+    bytes[at] ^= 0x20;
+    std::fs::write(&ledger, bytes).unwrap();
+    let events = dir.join("events.jsonl");
+    let mut bytes = std::fs::read(&events).unwrap();
+    bytes.extend_from_slice(b"this is not a record\n");
+    std::fs::write(&events, bytes).unwrap();
+    // The daemon boots, supervises, and says what it set aside.
+    root.up();
+    root.wait_for("a", "running", |h| state(h) == "running");
+    let records = root.ledger("a");
+    let doc: Value = serde_json::from_slice(&root.harn(&["ledger", "--json"]).stdout).unwrap();
+    let aside: Vec<&Value> = doc["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["decision"] == "log_set_aside")
+        .collect();
+    assert_eq!(aside.len(), 2, "{doc}");
+    let said: Vec<&str> = aside.iter().map(|r| r["detail"]["damage"].as_str().unwrap()).collect();
+    assert!(said.iter().any(|d| d.contains("ledger.jsonl:1")), "{said:?}");
+    assert!(said.iter().any(|d| d.contains("events.jsonl")), "{said:?}");
+    assert!(!records.is_empty());
+    let kept: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".damaged-"))
+        .collect();
+    assert_eq!(kept.len(), 2, "the damaged files are kept for a person: {kept:?}");
+}

@@ -603,6 +603,15 @@ fn find_newline(bytes: &[u8]) -> Option<usize> {
     bytes.iter().position(|&b| b == b'\n')
 }
 
+/// A damaged history journal renamed aside at boot ([`JournalWriter::open_setting_aside`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetAside {
+    /// Where it is now.
+    pub moved_to: String,
+    /// What was found: the file, the line and why.
+    pub damage: String,
+}
+
 /// Why a journal could not be opened for appending.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum JournalOpenError {
@@ -701,6 +710,35 @@ impl JournalWriter {
         };
         let writer = JournalWriter::positioned(fs, path, exists, scan)?;
         Ok((writer, read))
+    }
+
+    /// [`JournalWriter::open_as`] for a journal that is history only (a daemon's events, its
+    /// recovery ledger), which must not hold a boot hostage: a damaged one is renamed aside
+    /// whole, as `PATH.damaged-<wall ms>` (the rename synced), and a new one begun. What was set
+    /// aside, and why, is returned for the caller to record.
+    pub fn open_setting_aside(
+        fs: &mut dyn Fs,
+        path: &str,
+        now: crate::time::WallTime,
+    ) -> Result<(JournalWriter, Option<SetAside>), FsError> {
+        match JournalWriter::open_as::<serde::de::IgnoredAny>(fs, path) {
+            Ok((writer, _)) => Ok((writer, None)),
+            Err(JournalOpenError::Fs(e)) => Err(e),
+            Err(JournalOpenError::Corrupt(damage)) => {
+                let moved_to = format!("{path}.damaged-{}", now.0);
+                fs.rename(path, &moved_to)?;
+                let dir = path.rsplit_once('/').map_or(".", |(d, _)| d);
+                fs.sync_dir(dir)?;
+                let (writer, _) = JournalWriter::open_as::<serde::de::IgnoredAny>(fs, path)
+                    .map_err(|e| match e {
+                        JournalOpenError::Fs(e) => e,
+                        JournalOpenError::Corrupt(_) => {
+                            unreachable!("a journal begun anew is empty")
+                        }
+                    })?;
+                Ok((writer, Some(SetAside { moved_to, damage: damage.to_string() })))
+            }
+        }
     }
 
     /// A writer positioned after the verified lines, with any torn tail cut off and the cut

@@ -126,7 +126,9 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         }
         return Err(DaemonError::AlreadyRunning(why));
     }
-    let mut ledger = RecoveryLedger::open(&mut fs, &paths).map_err(|e| failed(&e))?;
+    let wall = RealClock::new().wall();
+    let (mut ledger, ledger_aside) =
+        RecoveryLedger::open(&mut fs, &paths, wall).map_err(|e| failed(&e))?;
     if let Ok(dir) = crate::os::private::Dir::open(&paths.root, harn_core::layout::HARNESS, false) {
         dir.sweep_residue();
     }
@@ -147,6 +149,18 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     let mut env = Env { fs: &mut fs, spawner: &mut spawner, clock: &clock };
     let (mut driver, mut daemon) =
         Driver::open(&mut env, Paths::relative(), config.clone()).map_err(|e| failed(&e))?;
+    // Damaged history was set aside rather than holding the boot: said in the log and, once
+    // the ledger takes records, in the ledger.
+    for aside in [ledger_aside, driver.take_set_aside()].into_iter().flatten() {
+        log(&format!(
+            "damaged history set aside: {} (as {}); a new journal was begun, the damaged one \
+             is kept for a person to read (harn harness ledger reads only the new one)",
+            aside.damage, aside.moved_to
+        ));
+        if let Err(e) = ledger.set_aside(env.fs, &clock, &aside) {
+            log(&format!("the ledger could not record it: {e}"));
+        }
+    }
     let executed = driver.drain(&mut env, &mut daemon, clock.now()).map_err(|e| failed(&e))?;
     // Clients are let in only once the daemon has booted; the socket goes with the daemon,
     // whatever way it ends.

@@ -9,7 +9,7 @@ use harn_core::harness::daemon::{Daemon, DaemonConfig};
 use harn_core::harness::driver::Executed;
 use harn_core::harness::lifecycle::{Cause, Event, Harness, State};
 use harn_core::ids::Id;
-use harn_core::journal::{JournalOpenError, JournalWriter};
+use harn_core::journal::{JournalWriter, SetAside};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 
@@ -73,9 +73,15 @@ pub struct RecoveryLedger {
 impl RecoveryLedger {
     /// Opens `ledger.jsonl` for appending after verifying every line (cutting a torn tail; a
     /// corrupt line anywhere refuses the open, so nothing is appended after it).
-    pub fn open(fs: &mut dyn Fs, paths: &Paths) -> Result<RecoveryLedger, JournalOpenError> {
-        let (writer, _) =
-            JournalWriter::open_as::<serde::de::IgnoredAny>(fs, Paths::ledger_relative())?;
+    /// A damaged ledger is history, not the daemon's truth: it is set aside whole and a new one
+    /// begun (returned, for the caller to record once the ledger can take records).
+    pub fn open(
+        fs: &mut dyn Fs,
+        paths: &Paths,
+        now: harn_core::time::WallTime,
+    ) -> Result<(RecoveryLedger, Option<SetAside>), FsError> {
+        let (writer, set_aside) =
+            JournalWriter::open_setting_aside(fs, Paths::ledger_relative(), now)?;
         let uid = rustix::process::geteuid().as_raw();
         let owner = Owner {
             uid,
@@ -92,13 +98,14 @@ impl RecoveryLedger {
             },
         };
         let retention = Default::default();
-        Ok(RecoveryLedger {
+        let ledger = RecoveryLedger {
             writer,
             retention,
             owner,
             notes: BTreeMap::new(),
             paths: paths.clone(),
-        })
+        };
+        Ok((ledger, set_aside))
     }
 
     /// Notes processes of an earlier daemon stopped before this harness's first spawn.
@@ -162,6 +169,18 @@ impl RecoveryLedger {
         let detail = json!({ "pid": pid, "command": command,
                              "why": "another daemon holds the lock of this root" });
         self.note(fs, clock, Value::Null, "duplicate_start_refused", detail)
+    }
+
+    /// Records that boot found the daemon's history journal damaged and set it aside.
+    pub fn set_aside(
+        &mut self,
+        fs: &mut dyn Fs,
+        clock: &dyn Clock,
+        what: &SetAside,
+    ) -> Result<(), FsError> {
+        let detail = json!({ "moved_to": what.moved_to, "damage": what.damage,
+                             "why": "history, not the daemon's truth: a new journal was begun" });
+        self.note(fs, clock, Value::Null, "log_set_aside", detail)
     }
 
     /// Records that `by` typed `bytes` bytes into harness `name`'s terminal.

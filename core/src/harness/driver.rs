@@ -11,7 +11,7 @@ use crate::harness::daemon::{
 };
 use crate::harness::lifecycle::{Event, HarnessInput};
 use crate::ids::Id;
-use crate::journal::{JournalError, JournalOpenError, JournalWriter};
+use crate::journal::JournalWriter;
 use crate::time::Instant;
 use serde::Serialize;
 
@@ -166,6 +166,8 @@ pub struct Driver {
     journal: JournalWriter,
     /// What the last drain carried out before it failed; see [`Driver::take_partial`].
     partial: Vec<Executed>,
+    /// The events journal a boot found damaged and set aside, until the host records it.
+    set_aside: Option<crate::journal::SetAside>,
 }
 
 /// Upper bound on effects executed for one wake; more means a feedback loop.
@@ -190,11 +192,19 @@ impl Driver {
         };
         // Every line is verified at boot, not only the tail: the daemon never appends after a
         // corrupt line, wherever it is (bodies are not materialized, so this stays cheap).
-        let (journal, _) = JournalWriter::open_as::<serde::de::IgnoredAny>(env.fs, &paths.events)
-            .map_err(journal_fatal)?;
+        // The events are history, not the daemon's truth (`state.json` is): a damaged journal
+        // is set aside whole and a new one begun, never holding the boot hostage.
+        let (journal, set_aside) =
+            JournalWriter::open_setting_aside(env.fs, &paths.events, env.clock.wall())?;
         make_durable(env.fs, &paths, persisted.is_some(), journal.next_seq() > 1)?;
         let daemon = Daemon::boot(config, persisted, env.clock.now()).map_err(Fatal::Boot)?;
-        Ok((Driver { paths, journal, partial: Vec::new() }, daemon))
+        Ok((Driver { paths, journal, partial: Vec::new(), set_aside }, daemon))
+    }
+
+    /// The events journal this boot found damaged and set aside, once (for the host to
+    /// record and say).
+    pub fn take_set_aside(&mut self) -> Option<crate::journal::SetAside> {
+        self.set_aside.take()
     }
 
     /// Feeds one wake to the core and carries out everything it asks, in order.
@@ -334,15 +344,4 @@ fn make_durable(
         fs.sync_dir(&paths.dir)?;
     }
     Ok(())
-}
-
-fn journal_fatal(e: JournalOpenError) -> Fatal {
-    match e {
-        JournalOpenError::Fs(e) => Fatal::Fs(e),
-        JournalOpenError::Corrupt(e) => Fatal::Corrupt(corrupt_message(&e)),
-    }
-}
-
-fn corrupt_message(e: &JournalError) -> String {
-    e.to_string()
 }

@@ -575,3 +575,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_damaged_history_journal_is_set_aside_whole_and_begun_anew() {
+    let mut fs = LogFs::default();
+    let mut bytes = journal(3);
+    let damaged = bytes.clone();
+    bytes.extend_from_slice(b"not a record\n");
+    let damaged = [&damaged[..], b"not a record\n"].concat();
+    fs.files.insert("h/ledger.jsonl".into(), bytes);
+    let (mut w, aside) =
+        JournalWriter::open_setting_aside(&mut fs, "h/ledger.jsonl", WallTime(77)).unwrap();
+    let aside = aside.expect("the damage is reported");
+    assert_eq!(aside.moved_to, "h/ledger.jsonl.damaged-77");
+    assert!(aside.damage.contains("h/ledger.jsonl:4"), "{}", aside.damage);
+    assert_eq!(fs.files["h/ledger.jsonl.damaged-77"], damaged, "kept byte for byte");
+    let renamed = fs.calls.iter().position(|c| c.starts_with("rename")).unwrap();
+    assert_eq!(fs.calls[renamed + 1], "sync_dir h", "the rename is durable before the new file");
+    assert_eq!(w.append(&mut fs, WallTime(78), &[json!("x")]).unwrap(), 1..=1);
+    // A whole journal is opened as it is.
+    let (_, none) =
+        JournalWriter::open_setting_aside(&mut fs, "h/ledger.jsonl", WallTime(79)).unwrap();
+    assert_eq!(none, None);
+}
