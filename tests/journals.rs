@@ -31,7 +31,7 @@ fn lines(bytes: &[u8]) -> usize {
 }
 
 #[test]
-fn the_daemon_driver_refuses_to_boot_over_a_damaged_final_line_and_leaves_it() {
+fn the_daemon_driver_sets_a_damaged_final_line_aside_and_boots() {
     let paths = DaemonPaths::default();
     let mut fs = SimFs::new();
     fs.create_dir_all(&paths.dir).unwrap();
@@ -46,13 +46,14 @@ fn the_daemon_driver_refuses_to_boot_over_a_damaged_final_line_and_leaves_it() {
     let damaged = fs.damage_last_line(&paths.events, &mut e).unwrap();
     let (mut procs, clock) = (SimProcesses::default(), VirtualClock::default());
     let mut env = Env { fs: &mut fs, spawner: &mut procs, clock: &clock };
-    let booted = Driver::open(&mut env, paths.clone(), DaemonConfig::default());
-    match booted {
-        Err(Fatal::Corrupt(why)) => assert!(why.contains("events.jsonl:3"), "{why}"),
-        Err(other) => panic!("not refused as corrupt: {other}"),
-        Ok(_) => panic!("booted over a damaged journal"),
-    }
-    assert_eq!(fs.read(&paths.events).unwrap().unwrap(), damaged, "nothing was cut");
+    // History is not the daemon's truth: the damaged journal is set aside whole and a new
+    // one begun; nothing of it was cut.
+    let (mut driver, _) = Driver::open(&mut env, paths.clone(), DaemonConfig::default())
+        .unwrap_or_else(|e| panic!("refused to boot over damaged history: {e}"));
+    let aside = driver.take_set_aside().expect("the damage is said");
+    assert!(aside.damage.contains("events.jsonl:3"), "{}", aside.damage);
+    assert_eq!(fs.read(&aside.moved_to).unwrap().unwrap(), damaged, "nothing was cut");
+    assert_eq!(fs.read(&paths.events).unwrap().unwrap_or_default(), Vec::<u8>::new());
 }
 
 #[test]
@@ -93,17 +94,32 @@ fn the_harness_daemon_verifies_its_journals_at_boot_and_never_appends_after_dama
         assert!(harn_at(root, &["harness", "up"]).status.success());
         let down = harn_at(root, &["harness", "down"]);
         assert!(down.status.success(), "{}", text(&down));
-        let path = root.join(".harnery/harness").join(journal);
+        let dir = root.join(".harnery/harness");
+        let path = dir.join(journal);
         let good = std::fs::read(&path).unwrap();
         // Damage a line in the middle: the tail alone would look fine.
         let mut bytes = good.clone();
         bytes[3] ^= 0x01;
         std::fs::write(&path, &bytes).unwrap();
+        // History never holds the boot: the damaged file is set aside whole, untouched.
         let up = harn_at(root, &["harness", "up"]);
-        assert_eq!(up.status.code(), Some(1), "{journal}: {}", text(&up));
-        assert!(text(&up).contains(&format!("{journal}:1:")), "{journal}: {}", text(&up));
-        assert_eq!(std::fs::read(&path).unwrap(), bytes, "{journal} was appended to or cut");
-        std::fs::write(&path, &good).unwrap();
+        assert_eq!(up.status.code(), Some(0), "{journal}: {}", text(&up));
+        let down = harn_at(root, &["harness", "down"]);
+        assert!(down.status.success(), "{}", text(&down));
+        let aside: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(&format!("{journal}.damaged-")))
+            .collect();
+        assert_eq!(aside.len(), 1, "{journal}: set aside once");
+        assert_eq!(
+            std::fs::read(aside[0].path()).unwrap(),
+            bytes,
+            "{journal} was appended to or cut"
+        );
+        let log = std::fs::read_to_string(dir.join("daemon.log")).unwrap_or_default();
+        assert!(log.contains(&format!("{journal}:1:")), "{journal}: the log names the line: {log}");
+        std::fs::remove_file(aside[0].path()).unwrap();
     }
 }
 

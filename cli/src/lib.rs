@@ -8,10 +8,16 @@ macro_rules! outln {
     ($($arg:tt)*) => { println!("{}", harn_core::text::neutralize(&format!($($arg)*))) };
 }
 
-/// `eprintln!` with control characters shown, as [`outln`].
+/// `eprintln!` with control characters shown, as [`outln`]. A failed write (a full disk under
+/// a daemon's log, a closed terminal) loses the line, never the process: `eprintln!` would
+/// panic, and a panic says nothing of the cause it was about to print.
 macro_rules! errln {
-    () => { eprintln!() };
-    ($($arg:tt)*) => { eprintln!("{}", harn_core::text::neutralize(&format!($($arg)*))) };
+    () => { errln!("") };
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let line = harn_core::text::neutralize(&format!($($arg)*)).into_owned();
+        let _ = writeln!(std::io::stderr(), "{line}");
+    }};
 }
 
 pub mod cli;

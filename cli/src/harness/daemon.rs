@@ -90,6 +90,9 @@ struct HarnessHost {
     /// Set when the loop woke since the code it ran was last unmapped
     /// (`os::memory::shed_code`, before a long sleep).
     shed_pending: bool,
+    /// Set when a reap stopped at its bound with children possibly still to reap: the loop
+    /// serves what waits (the socket, signals) and then reaps on.
+    reap_pending: bool,
 }
 
 /// Runs the daemon in the foreground until it is shut down. `ready` is told once the lock is
@@ -180,6 +183,7 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         watchdog: sdnotify::watchdog_interval().map(|d| (d, std::time::Instant::now())),
         last_watchdog_ms: None,
         shed_pending: true,
+        reap_pending: false,
         ledger,
         next_command_id: 0,
         next_client: 0,
@@ -258,6 +262,12 @@ fn owner_message(paths: &Paths) -> String {
     }
 }
 
+/// Most exited children one turn of the loop reaps before it serves what else waits.
+const REAP_BATCH: usize = 32;
+
+/// Most messages one turn takes beyond the first (the rest wait for the next turn).
+const TURN_MESSAGES: usize = 4096;
+
 /// The shortest sleep before which the daemon gives freed heap back.
 const TRIM_BEFORE: Duration = Duration::from_secs(1);
 
@@ -310,12 +320,14 @@ impl HarnessHost {
             };
             self.shed_pending = true;
             self.tick_watchdog();
-            // Whatever is due runs after every message too: a chatty client must not starve
-            // restart delays, kill deadlines or readiness checks.
-            let result = match msg {
-                Some(msg) => self.on_message(msg).and_then(|()| self.on_due()),
-                None => self.on_due(),
-            };
+            // Everything that waits is taken at once and the control plane served first: a
+            // request, a signal or an attach never queues behind a storm of exits, and any
+            // number of SIGCHLDs waiting make one bounded reap. Whatever is due runs after
+            // every turn too: a chatty client must not starve restart delays, kill deadlines
+            // or readiness checks.
+            let mut waiting: Vec<Msg> = msg.into_iter().collect();
+            waiting.extend(rx.try_iter().take(TURN_MESSAGES));
+            let result = self.on_turn(waiting).and_then(|()| self.on_due());
             if let Err(fatal) = result {
                 log(&format!("fatal: {fatal}; stopping (children keep running; the next daemon deals with them)"));
                 return Err(DaemonError::Failed(fatal.to_string()));
@@ -336,7 +348,8 @@ impl HarnessHost {
         let watchdog = self.watchdog.map(|(every, last)| every.saturating_sub(last.elapsed()));
         let readiness =
             self.readiness.poll_timeout().map(|t| Duration::from_nanos(t.saturating_since(now).0));
-        [core, watchdog, readiness].into_iter().flatten().min()
+        let reap = self.reap_pending.then_some(Duration::ZERO);
+        [core, watchdog, readiness, reap].into_iter().flatten().min()
     }
 
     fn tick_watchdog(&mut self) {
@@ -352,6 +365,9 @@ impl HarnessHost {
     /// Acts on every deadline that has passed: the drain deadline, readiness checks, the
     /// core's timers. Harmless when nothing is due.
     fn on_due(&mut self) -> Result<(), Fatal> {
+        if self.reap_pending {
+            self.reap()?;
+        }
         let now = self.clock.now();
         for (name, run, finding) in self.readiness.check(now, &self.daemon) {
             let report = finding.report(run);
@@ -363,6 +379,27 @@ impl HarnessHost {
             if self.daemon.drain_forced() && !forced {
                 log("drain deadline expired: SIGKILL to everything still stopping");
             }
+        }
+        Ok(())
+    }
+
+    /// One turn's messages: the control plane (requests, signals, attaches) first, in the
+    /// order they came; then one reap for every SIGCHLD waiting; then what harnesses said on
+    /// their notify sockets.
+    fn on_turn(&mut self, waiting: Vec<Msg>) -> Result<(), Fatal> {
+        let child = |m: &Msg| matches!(m, Msg::Signal(s) if *s == signal_hook::consts::SIGCHLD);
+        let notify = |m: &Msg| matches!(m, Msg::Notified(..) | Msg::Pinged(..));
+        let (lifecycle, control): (Vec<Msg>, Vec<Msg>) =
+            waiting.into_iter().partition(|m| child(m) || notify(m));
+        for msg in control {
+            self.on_message(msg)?;
+        }
+        let (exits, said): (Vec<Msg>, Vec<Msg>) = lifecycle.into_iter().partition(child);
+        if !exits.is_empty() {
+            self.reap()?;
+        }
+        for msg in said {
+            self.on_message(msg)?;
         }
         Ok(())
     }
@@ -419,12 +456,24 @@ impl HarnessHost {
         }
     }
 
-    /// Reaps every exited child; reports the ones that are harness runs.
+    /// Reaps exited children, at most [`REAP_BATCH`] a turn; reports the ones that are
+    /// harness runs. A bounded turn keeps the socket and signals served however many children
+    /// exit at once; the rest are reaped on the next turn (`reap_pending`).
     fn reap(&mut self) -> Result<(), Fatal> {
         use rustix::process::{wait, WaitOptions};
+        self.reap_pending = false;
+        let mut reaped = 0;
+        // The runs that ended, fed to the core together: one drain, one fsync of each journal.
+        let mut ended: Vec<DaemonInput> = Vec::new();
         // `wait` is waitpid(-1): any child. (`waitpid(None)` would be pid 0, only children in
         // our own process group, and every harness runs in a group of its own.)
-        while let Ok(Some((pid, status))) = wait(WaitOptions::NOHANG) {
+        loop {
+            if reaped == REAP_BATCH {
+                self.reap_pending = true;
+                break;
+            }
+            let Ok(Some((pid, status))) = wait(WaitOptions::NOHANG) else { break };
+            reaped += 1;
             let pid = pid.as_raw_nonzero().get() as Pid;
             let status = match (status.exit_status(), status.terminating_signal()) {
                 (Some(code), _) => ExitStatus::Code(code),
@@ -457,7 +506,10 @@ impl HarnessHost {
             }
             self.ledger.note_limits(&name, &reached);
             let report = HarnessInput::Exited { run, status };
-            self.step(Wake::Input(DaemonInput::Process { name, report }))?;
+            ended.push(DaemonInput::Process { name, report });
+        }
+        if !ended.is_empty() {
+            self.step_all(ended)?;
         }
         Ok(())
     }
@@ -675,6 +727,15 @@ impl HarnessHost {
 
     fn step(&mut self, wake: Wake) -> Result<(), Fatal> {
         self.step_collect(wake).map(drop)
+    }
+
+    /// [`HarnessHost::step`] for inputs that arrived together (see `Driver::step_all`).
+    fn step_all(&mut self, inputs: Vec<DaemonInput>) -> Result<(), Fatal> {
+        let now = self.clock.now();
+        let mut env = Env { fs: &mut self.fs, spawner: &mut self.spawner, clock: &self.clock };
+        let done = self.driver.step_all(&mut env, &mut self.daemon, now, inputs)?;
+        self.after(done.clone());
+        self.record(&done)
     }
 
     fn step_collect(&mut self, wake: Wake) -> Result<Vec<Executed>, Fatal> {

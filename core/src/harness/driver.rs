@@ -222,6 +222,23 @@ impl Driver {
         self.drain(env, daemon, now)
     }
 
+    /// Feeds several inputs that arrived together (children reaped in one turn) and carries
+    /// out everything they ask with one drain: their events take one append and one fsync,
+    /// not one each, so a storm of exits costs the daemon a bounded amount per turn. Each
+    /// input is handled in order, as [`Driver::step`] would.
+    pub fn step_all(
+        &mut self,
+        env: &mut Env<'_>,
+        daemon: &mut Daemon,
+        now: Instant,
+        inputs: Vec<DaemonInput>,
+    ) -> Result<Vec<Executed>, Fatal> {
+        for input in inputs {
+            daemon.handle(now, input);
+        }
+        self.drain(env, daemon, now)
+    }
+
     /// Executes queued effects until the core has none left. Events are history, not
     /// barriers: they are collected over the whole drain and appended to the journal with one
     /// write and one fsync at its end.

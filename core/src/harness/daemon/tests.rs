@@ -374,11 +374,16 @@ fn run_numbers_are_reserved_in_blocks_so_most_respawns_write_nothing_first() {
     assert_eq!(kinds(&first), ["persist", "events", "spawn"], "the first run reserves a block");
     assert_eq!(persisted(&first).harnesses[&id("a")].reserved_runs, 16);
     let mut last = PersistedState::default();
+    let mut now = Instant(0);
     for _ in 0..5 {
         spawned(&mut d, "a", 5);
         let run = d.harnesses()[&id("a")].current_run().unwrap();
         let exited = HarnessInput::Exited { run, status: ExitStatus::Code(1) };
-        d.handle(Instant(0), DaemonInput::Process { name: id("a"), report: exited });
+        d.handle(now, DaemonInput::Process { name: id("a"), report: exited });
+        drain(&mut d);
+        // The respawn waits the floor, whatever the configured delay.
+        now = now.saturating_add(crate::harness::lifecycle::limits::RESTART_FLOOR);
+        d.handle_timeout(now);
         let effects = drain(&mut d);
         let order = kinds(&effects);
         let spawn_at = order.iter().position(|k| *k == "spawn").expect("an immediate respawn");

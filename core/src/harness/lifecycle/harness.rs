@@ -743,15 +743,12 @@ impl Harness {
                 next_retry_in: delay.as_millis(),
             }));
         } else {
-            self.retry_at = Some(now.saturating_add(base));
-            self.retry_delay = base;
+            // Never sooner than the floor: a restart within the exit's own transition would
+            // let a crash loop hold the daemon's loop and starve its socket and signals.
+            let delay = base.max(super::limits::RESTART_FLOOR);
+            self.retry_at = Some(now.saturating_add(delay));
+            self.retry_delay = delay;
             self.set_state(State::Restarting, out);
-        }
-        // With nothing to wait for, restart within this transition: one durable write then
-        // covers both the exit and the new run, instead of one each.
-        if self.retry_delay == Duration::ZERO {
-            self.retry_at = None;
-            self.start_run(now, Cause::RestartPolicy, out);
         }
     }
 

@@ -73,8 +73,10 @@ impl CrashLoop {
     }
 }
 
-/// Where the flapping backoff starts when the restart delay is shorter (zero, say).
-pub const FLAPPING_DELAY_FLOOR: Duration = Duration::from_millis(100);
+/// The shortest time between a run's end and the next start, whatever the configuration
+/// says (systemd's default `RestartSec=`), and where the flapping backoff starts when the
+/// restart delay is shorter: no configuration can make the daemon spend itself respawning.
+pub const RESTART_FLOOR: Duration = Duration::from_millis(100);
 
 /// Largest doubling exponent of the flapping backoff; beyond it the delay is the cap anyway.
 pub const BACKOFF_EXPONENT_MAX: u32 = 32;
@@ -100,15 +102,14 @@ impl LifecycleLimits {
     }
 
     /// The restart delay after the `level`-th consecutive flapping exit: `base × 2^level`,
-    /// capped; `level` 0 is the plain delay. Never overflows. A base under
-    /// [`FLAPPING_DELAY_FLOOR`] grows from the floor, so `restart_delay_ms = 0` still slows a
-    /// crash loop down once it flaps; only a cap of 0 (`restart_delay_max_ms = 0`) asks for
-    /// none.
+    /// capped; `level` 0 is the plain delay. Never overflows, and never under
+    /// [`RESTART_FLOOR`]: a base under it grows from the floor, and a cap of 0 is the floor.
     pub fn flapping_delay(base: Duration, max: Duration, level: u32) -> Duration {
+        let base = base.max(RESTART_FLOOR);
         if level == 0 {
             return base;
         }
-        let grown = base.max(FLAPPING_DELAY_FLOOR).saturating_shl(level.min(BACKOFF_EXPONENT_MAX));
+        let grown = base.saturating_shl(level.min(BACKOFF_EXPONENT_MAX));
         grown.min(max.max(base))
     }
 }
@@ -145,8 +146,9 @@ mod tests {
         let (zero, m) = (Duration::ZERO, Duration::from_secs(30));
         let got: Vec<u64> =
             (0..5).map(|k| LifecycleLimits::flapping_delay(zero, m, k).as_millis()).collect();
-        assert_eq!(got, [0, 200, 400, 800, 1600]);
-        assert_eq!(LifecycleLimits::flapping_delay(zero, zero, 4), zero, "a cap of 0 is explicit");
+        assert_eq!(got, [100, 200, 400, 800, 1600]);
+        let floor = LifecycleLimits::flapping_delay(zero, zero, 4);
+        assert_eq!(floor, RESTART_FLOOR, "no configuration restarts faster than the floor");
     }
 
     mod properties {

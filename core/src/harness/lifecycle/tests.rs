@@ -571,15 +571,19 @@ fn an_exit_after_outliving_the_window_goes_straight_to_restarting() {
 }
 
 #[test]
-fn a_zero_restart_delay_restarts_within_the_same_transition() {
+fn a_zero_restart_delay_still_waits_the_floor() {
     let mut r = Rig::new(RestartPolicy::Always);
     r.limits.restart_delay = crate::time::Duration::ZERO;
+    r.limits.restart_delay_max = crate::time::Duration::ZERO;
     r.boot_and_spawn();
     r.exit(1);
-    assert_eq!(r.h.state(), State::Starting, "no timer round trip");
-    assert!(r.spawned_run().is_some());
+    assert_eq!(r.h.state(), State::Restarting, "never a start within the exit's transition");
+    assert!(r.spawned_run().is_none());
+    let floor = crate::harness::lifecycle::limits::RESTART_FLOOR;
+    assert_eq!(r.h.retry_at(), Some(r.now.saturating_add(floor)));
     assert_eq!(r.h.durable().restarts, 1);
-    assert!(r.h.retry_at().is_none());
+    r.respawn();
+    assert_eq!(r.h.state(), State::Running, "started once the floor passed");
 }
 
 /// The causes the state changes in `out` carry, as `(to, cause)`.
