@@ -6,7 +6,7 @@
 use crate::cli::{harn_at, json, text};
 use harn_core::env::Fs;
 use harn_core::harness::daemon::DaemonConfig;
-use harn_core::harness::driver::{DaemonPaths, Driver, Env, Fatal};
+use harn_core::harness::driver::{DaemonPaths, Driver, Env};
 use harn_core::journal::encode_line;
 use harn_core::time::WallTime;
 use harn_sim::clock::VirtualClock;
