@@ -458,3 +458,49 @@ fn the_log_names_each_dispatch_and_a_goal_ended_by_hand_shows_at_the_next_sweep(
         "{log}"
     );
 }
+
+#[test]
+fn a_restarted_service_reaps_the_orphans_of_a_tick_killed_with_it() {
+    // The first attempt starts two sleepers and waits: the run is in flight when the service
+    // dies. Later attempts end at once, so what is left to count is the first run's.
+    let marker = format!("3{}", std::process::id());
+    let dir = root_with_workflow(&format!(
+        "[ -e started ] && exit 1\ntouch started\nsleep {marker} & sleep {marker} & wait"
+    ));
+    let r = dir.path();
+    let start = ["supervisor", "service", "start", "g", "--wake-interval-ms", "50"];
+    assert!(harn(r, &start).status.success());
+    let running = r.join(".harnery/running");
+    let records = || std::fs::read_dir(&running).map(|d| d.count()).unwrap_or(0);
+    wait_for("the run to start", || records() > 0);
+    let sleepers = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                let stat = std::fs::read_to_string(e.path().join("stat")).unwrap_or_default();
+                let zombie =
+                    stat.rsplit_once(')').is_some_and(|(_, s)| s.trim_start().starts_with('Z'));
+                !zombie && String::from_utf8_lossy(&cmd).contains(&marker)
+            })
+            .count()
+    };
+    wait_for("the sleepers to start", || sleepers() == 2);
+    let pid = json(&harn(r, &["supervisor", "service", "status", "--json"]))["status"]["pid"]
+        .as_i64()
+        .unwrap();
+    Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
+    wait_for("the crash to show", || liveness(r) == "stale");
+    assert_eq!(sleepers(), 2, "a host killed with SIGKILL leaves its run's processes");
+    // The next service reaps them at its first sweep, and says so.
+    assert!(harn(r, &["supervisor", "service", "start"]).status.success());
+    wait_for("the orphans to be reaped", || sleepers() == 0);
+    wait_for("the reap to be recorded", || {
+        audit_events(r)
+            .iter()
+            .any(|e| e["event"] == "run.reaped" && e["processes"].as_u64() >= Some(2))
+    });
+    let out = harn(r, &["supervisor", "service", "stop", "--timeout", "2"]);
+    assert!(out.status.success(), "{}", text(&out));
+}

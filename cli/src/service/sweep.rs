@@ -163,8 +163,32 @@ pub fn sweep(
     shared: &Shared,
     cache: &mut ReadCache,
 ) -> SweepOutcome {
+    reap_lost(store, shared);
     let mut host = RealSweep { store, config, shared, cache };
     harn_core::service::sweep(&mut host, scheduler)
+}
+
+/// Ends what runs whose host died left running (a tick killed with the service, a `work run`
+/// killed by hand): their cgroups and processes, and their records in `.harnery/running/`,
+/// at every sweep, so orphans never live until some later command on their item. A run whose
+/// host lives holds its lease and is left alone.
+fn reap_lost(store: &mut Store, shared: &Shared) {
+    match store.recover(crate::work::hold::reap) {
+        Ok(recovered) => {
+            for (run, killed) in &recovered.reaped {
+                shared.audit.say(&format!(
+                    "run {run} had lost its host; {killed} of its processes were stopped"
+                ));
+                shared
+                    .audit
+                    .record(json!({ "event": "run.reaped", "run_id": run, "processes": killed }));
+            }
+            for problem in &recovered.problems {
+                shared.audit.say(&format!("warning: {problem}"));
+            }
+        }
+        Err(e) => shared.audit.say(&format!("warning: lost runs were not looked for: {e}")),
+    }
 }
 
 /// One tick of a ready goal, under its goal lease (released when the tick ends, so readers
