@@ -20,6 +20,11 @@ impl LimitError {
     fn new(field: impl Into<String>, message: impl Into<String>) -> LimitError {
         LimitError { field: field.into(), message: message.into() }
     }
+
+    /// The same error, about `field`.
+    fn of(self, field: &str) -> LimitError {
+        LimitError { field: field.to_owned(), ..self }
+    }
 }
 
 impl std::fmt::Display for LimitError {
@@ -99,10 +104,8 @@ impl ResourceLimits {
         };
         match key.trim() {
             "tasks" => self.tasks = Some(number(value)?),
-            "memory" => {
-                self.memory = Some(parse_bytes(value).map_err(|m| LimitError::new(key, m))?)
-            }
-            "tmpfs" => self.tmpfs = Some(parse_bytes(value).map_err(|m| LimitError::new(key, m))?),
+            "memory" => self.memory = Some(parse_bytes(value).map_err(|e| e.of(key))?),
+            "tmpfs" => self.tmpfs = Some(parse_bytes(value).map_err(|e| e.of(key))?),
             "cpu_weight" => {
                 let w = number(value)?;
                 self.cpu_weight = Some(u32::try_from(w).unwrap_or(u32::MAX));
@@ -120,11 +123,13 @@ impl ResourceLimits {
 
 /// A size as people write it: a whole number of bytes, or one with `K`, `M`, `G` or `T`
 /// (powers of 1024, as systemd reads them; `Ki`, `KiB` and `KB` mean the same).
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
+pub fn parse_bytes(text: &str) -> Result<u64, LimitError> {
     let t = text.trim();
     let digits = t.bytes().take_while(u8::is_ascii_digit).count();
     let (number, unit) = t.split_at(digits);
-    let n: u64 = number.parse().map_err(|_| format!("{text:?} is not a size (say 512M or 8G)"))?;
+    let bad = |why: String| LimitError::new("size", why);
+    let n: u64 =
+        number.parse().map_err(|_| bad(format!("{text:?} is not a size (say 512M or 8G)")))?;
     let unit = unit.trim().trim_end_matches(['B', 'b']).trim_end_matches('i');
     let shift = match unit {
         "" => 0,
@@ -132,9 +137,9 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
         "M" | "m" => 20,
         "G" | "g" => 30,
         "T" | "t" => 40,
-        _ => return Err(format!("{text:?}: unknown unit (K, M, G or T)")),
+        _ => return Err(bad(format!("{text:?}: unknown unit (K, M, G or T)"))),
     };
-    n.checked_mul(1 << shift).ok_or_else(|| format!("{text:?} is too large"))
+    n.checked_mul(1 << shift).ok_or_else(|| bad(format!("{text:?} is too large")))
 }
 
 /// A size in the largest unit that divides it (`256M`, `8G`, `1536K`).
@@ -229,7 +234,7 @@ mod bytes_field {
             None => Ok(None),
             Some(Size::Bytes(n)) => Ok(Some(n)),
             Some(Size::Text(t)) => {
-                super::parse_bytes(&t).map(Some).map_err(serde::de::Error::custom)
+                super::parse_bytes(&t).map(Some).map_err(|e| serde::de::Error::custom(e.message))
             }
         }
     }

@@ -373,7 +373,7 @@ fn harness(
         None => None,
         Some(toml::Value::Integer(n)) if *n > 0 => Some(*n as u64),
         Some(toml::Value::String(s)) => {
-            Some(harn_core::limits::parse_bytes(s).map_err(|e| (key("memory_max"), e))?)
+            Some(harn_core::limits::parse_bytes(s).map_err(|e| (key("memory_max"), e.message))?)
         }
         Some(_) => return Err((key("memory_max"), "is a size: \"512M\", \"8G\" or bytes".into())),
     };

@@ -59,7 +59,11 @@ impl Bounded {
         if let Some(parent) = leaf.and_then(Path::parent) {
             // The parent holds no process of its own (only run cgroups), so it may hand the
             // controllers down when our own cgroup has them.
-            let _ = std::fs::write(parent.join("cgroup.subtree_control"), "+memory +pids +cpu");
+            // One controller at a time: a write naming one the parent lacks fails whole.
+            for c in CONTROLLERS.into_iter().filter(|c| c.wanted(limits)) {
+                let _ =
+                    std::fs::write(parent.join("cgroup.subtree_control"), format!("+{}", c.name()));
+            }
         }
         for c in CONTROLLERS.into_iter().filter(|c| c.wanted(limits)) {
             let v2 = leaf.filter(|l| offered_v2(l, c));
@@ -67,9 +71,15 @@ impl Bounded {
                 Some(l) => Ok(l.to_owned()),
                 None => v1_dir(c, name),
             };
-            let written = dir.and_then(|dir| {
-                write_limits(&dir, c, limits, v2.is_some())?;
-                Ok(dir)
+            let written = dir.and_then(|dir| match write_limits(&dir, c, limits, v2.is_some()) {
+                Ok(()) => Ok(dir),
+                Err(why) => {
+                    // A v1 directory made for a limit that could not be set is not kept.
+                    if v2.is_none() && !b.v1.contains(&dir) {
+                        let _ = std::fs::remove_dir(&dir);
+                    }
+                    Err(why)
+                }
             });
             match written {
                 Ok(dir) => {

@@ -216,7 +216,7 @@ fn drive(
             HostEvent::Line(msg) => match host.on_line(store, msg)? {
                 Turn::Park(parked) => match host.park(store, &parked)? {
                     Some(request) => {
-                        host.summarize_malformed(store)?;
+                        host.summarize_left_out(store)?;
                         return Ok(SegmentEnd::Parked(Box::new(request)));
                     }
                     None => segment.handle(now, SegmentInput::PolicyStopped),
@@ -260,7 +260,7 @@ fn drive(
                     // continued when the ruling resumes the run.
                     ToolJudged::Park(parked) => match host.park(store, &parked)? {
                         Some(request) => {
-                            host.summarize_malformed(store)?;
+                            host.summarize_left_out(store)?;
                             // The agent is told its turn is cancelled, and given a moment to
                             // end it and keep its session, which the ruling's resume loads.
                             let _ = answer.send((Verdict::Ask, rules));
@@ -287,7 +287,7 @@ fn drive(
             host.calls.dispatch(store, m, &tx);
         }
     }
-    host.summarize_malformed(store)?;
+    host.summarize_left_out(store)?;
     // What the run consumed: the kernel's counters of its cgroup's limits, read once the
     // workflow is gone; reaching one is the run's own failure (the core decides).
     let reached = hold.bounded.reached();
@@ -445,7 +445,7 @@ const MALFORMED_RECORDED: u64 = 20;
 impl SegmentHost<'_> {
     /// Records how many non-protocol lines were counted but not recorded one by one, and how
     /// many messages the transcript's bound left out.
-    fn summarize_malformed(&mut self, store: &mut Store) -> Result<(), StoreError> {
+    fn summarize_left_out(&mut self, store: &mut Store) -> Result<(), StoreError> {
         if self.cut.0 > 0 {
             let (records, bytes) = std::mem::take(&mut self.cut);
             let body = json!({ "event": "workflow.cut", "records": records, "bytes": bytes,
