@@ -129,7 +129,9 @@ fn a_fork_bomb_and_a_leak_end_at_their_limits_while_the_rest_goes_on() {
 
 #[test]
 fn a_terminal_harness_past_its_memory_max_is_recorded_oom_killed_and_restarted() {
-    let grow = "import time\\nchunks = []\\nwhile True:\\n    chunks.append(b'x' * (8 << 20))\\n    time.sleep(0.01)";
+    // It grows to 512 MiB at most, then waits: without a limit the test fails, the machine
+    // goes on.
+    let grow = "import time\\nchunks = []\\nfor i in range(64):\\n    chunks.append(b'x' * (8 << 20))\\n    time.sleep(0.01)\\ntime.sleep(30)";
     let h = Root::new(&format!(
         "[harness.grow]\ncommand = [\"python3\", \"-c\", \"{grow}\", \"{{marker}}\"]\ntty = true\n\
          memory_max = \"64M\"\ntasks_max = 32\nrestart = \"always\"\nrestart_delay_ms = 100\n"

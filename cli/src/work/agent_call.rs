@@ -226,6 +226,11 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
     while let Ok(Line::Out(line)) =
         lines.recv_timeout(until.saturating_duration_since(Instant::now()))
     {
+        // The exit can overtake the last lines (two threads send them): what they show is
+        // shown all the same.
+        for shown in adapter::progress(spec.kind, &line) {
+            progress(shown);
+        }
         stdout.push(line);
     }
     // Killed from outside (the run's timeout, a cancel, a stop) rather than by its own limits.
