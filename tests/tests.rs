@@ -14,6 +14,7 @@ mod determinism;
 mod doors;
 mod forgery;
 mod frozen;
+mod full_disk;
 mod fuzz_corpus;
 mod git_data;
 mod harness_daemon;

@@ -30,6 +30,16 @@ pub fn atomic_replace(fs: &mut dyn Fs, path: &str, bytes: &[u8]) -> Result<(), F
     fs.sync_dir(parent_dir(path))
 }
 
+/// [`atomic_replace`] from space kept for `path` where the filesystem keeps it
+/// ([`Fs::replace_reserved`]): what the harness daemon's `state.json` is written with, so a
+/// disk its children filled does not stop it saving what it decided.
+pub fn replace_kept(fs: &mut dyn Fs, path: &str, bytes: &[u8]) -> Result<(), FsError> {
+    match fs.replace_reserved(path, bytes)? {
+        true => Ok(()),
+        false => atomic_replace(fs, path, bytes),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -105,6 +105,14 @@ pub trait Fs {
     fn sync_file(&mut self, path: &str) -> Result<(), FsError>;
     /// Atomically replaces `to` with `from`.
     fn rename(&mut self, from: &str, to: &str) -> Result<(), FsError>;
+    /// Replaces `path` with `bytes` atomically and durably from space kept beside it for
+    /// the purpose, so a full disk cannot stop a replacement no longer than the last
+    /// (see [`crate::atomic::replace_kept`]); `Ok(false)` when this filesystem keeps no
+    /// such space, and the caller replaces the file the usual way.
+    fn replace_reserved(&mut self, path: &str, bytes: &[u8]) -> Result<bool, FsError> {
+        let _ = (path, bytes);
+        Ok(false)
+    }
     /// Makes the entries of `dir` durable (fsync of the directory).
     fn sync_dir(&mut self, dir: &str) -> Result<(), FsError>;
     /// Removes a file; a missing file is not an error.

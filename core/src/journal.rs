@@ -830,6 +830,24 @@ impl JournalWriter {
         Ok(first..=self.next_seq - 1)
     }
 
+    /// After an append failed (a full disk): cuts whatever part of it reached the file, so
+    /// the journal ends at its last whole record again and the next append may be tried.
+    /// The records that failed are not written; the caller counts them.
+    pub fn recover(&mut self, fs: &mut dyn Fs) -> Result<(), FsError> {
+        if self.poisoned.is_none() {
+            return Ok(());
+        }
+        if self.exists {
+            // Cutting frees space; it needs none.
+            fs.truncate(&self.path, self.len)?;
+            fs.sync_file(&self.path)?;
+        } else {
+            fs.remove(&self.path)?;
+        }
+        self.poisoned = None;
+        Ok(())
+    }
+
     /// Starts a new file once this one holds `cap.max_file_bytes` or more: `PATH` becomes
     /// `PATH.1`, `PATH.1` becomes `PATH.2` and so on, the oldest past `cap.kept` dropped. The
     /// renames are synced before it returns, so nothing is appended to the new file while

@@ -326,7 +326,15 @@ pub fn run(args: HarnessArgs) -> Exit {
 }
 
 fn foreground(paths: Paths, config: PathBuf) -> Exit {
-    match daemon::run(Options { root: paths.root, config }, |_| {}) {
+    // Started by `up`: why a start failed goes to `up` too, whatever the log could take.
+    let report = std::cell::RefCell::new(super::detach::take_report());
+    let result = daemon::run(Options { root: paths.root, config }, |_| {
+        drop(report.borrow_mut().take());
+    });
+    if let (Err(e), Some(fd)) = (&result, report.borrow_mut().take()) {
+        let _ = rustix::io::write(&fd, e.to_string().as_bytes());
+    }
+    match result {
         Ok(()) => Ok(0),
         Err(e @ DaemonError::Config(_)) => fail(EXIT_USAGE, e),
         Err(e) => fail(EXIT_FAILED, e),
@@ -472,22 +480,14 @@ fn up(paths: &Paths, config: &Path, timeout: Duration) -> Exit {
     if let Err(e) = crate::work::confine::guard::check_config(&paths.root, config) {
         return fail(EXIT_FAILED, e);
     }
-    let mut child = match super::detach::spawn_daemon(paths, config) {
+    let (mut child, report) = match super::detach::spawn_daemon(paths, config) {
         Ok(c) => c,
         Err(e) => return fail(EXIT_FAILED, format!("starting the daemon: {e}")),
     };
     let started = Instant::now();
     while started.elapsed() < timeout {
         if let Ok(Some(status)) = child.try_wait() {
-            let log = crate::os::logs::tail(&paths.daemon_log(), 20).unwrap_or_default();
-            return fail(
-                EXIT_FAILED,
-                format!(
-                    "the daemon exited ({status}) before it was ready; {}:\n{}",
-                    paths.daemon_log().display(),
-                    String::from_utf8_lossy(&log)
-                ),
-            );
+            return fail(EXIT_FAILED, exited_early(paths, status, report));
         }
         if let Ok(answer) = client::request(paths, &Request::Ping, Duration::from_secs(2)) {
             if is_ok(&answer) {
@@ -507,11 +507,55 @@ fn up(paths: &Paths, config: &Path, timeout: Duration) -> Exit {
     )
 }
 
+/// Why the daemon `up` started exited before it was ready: what it said on its report
+/// pipe (it reaches `up` when the disk is too full for the log), then its log's last lines.
+fn exited_early(
+    paths: &Paths,
+    status: std::process::ExitStatus,
+    report: std::os::fd::OwnedFd,
+) -> String {
+    let said = super::detach::read_report(report);
+    let log = crate::os::logs::tail(&paths.daemon_log(), 20).unwrap_or_default();
+    let log = String::from_utf8_lossy(&log);
+    let mut message = format!("the daemon exited ({status}) before it was ready");
+    if !said.is_empty() {
+        message.push_str(&format!(": {said}"));
+    }
+    match log.trim().is_empty() {
+        true if said.is_empty() => {
+            message.push_str(&format!("; {} is empty", paths.daemon_log().display()))
+        }
+        true => {}
+        false => message.push_str(&format!("; {}:\n{log}", paths.daemon_log().display())),
+    }
+    message
+}
+
+/// True once no daemon holds the root's lock, waiting up to `limit`.
+fn wait_for_free_lock(paths: &Paths, limit: Duration) -> bool {
+    let started = Instant::now();
+    loop {
+        if super::detach::lock_is_free(paths) {
+            return true;
+        }
+        if started.elapsed() >= limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn down(paths: &Paths, timeout: Option<u64>) -> Exit {
     let request = Request::Shutdown { timeout_ms: timeout.map(|s| s * 1000) };
     match client::request(paths, &request, ANSWER_TIMEOUT) {
         Err(client::ClientError::NotRunning(_)) => {
             outln!("no harness daemon is running in {}", paths.root.display());
+            return Ok(0);
+        }
+        // A daemon with nothing left to stop may drain and exit before its answer is
+        // written: the connection closes unanswered, and the free lock says it is gone.
+        Err(_) if wait_for_free_lock(paths, Duration::from_secs(2)) => {
+            outln!("harness daemon stopped");
             return Ok(0);
         }
         Err(e) => return fail(EXIT_FAILED, e),

@@ -666,6 +666,7 @@ impl HarnessHost {
             pid: std::process::id(),
             started_wall_ms: self.started_wall_ms,
             containment: self.spawner.containment().kind(),
+            unwritten: self.ledger.unwritten(),
         }
     }
 
@@ -831,6 +832,12 @@ impl HarnessHost {
                         self.subscribers.publish(seq, &line.to_string());
                     }
                 }
+                Executed::Dropped { cause, events } => {
+                    log(&format!("{} events not journaled: {cause}", events.len()));
+                    for event in &events {
+                        log(&super::logs_cmd::describe_event(event));
+                    }
+                }
                 Executed::Persisted { .. } | Executed::Acked { .. } => {}
             }
         }
@@ -861,6 +868,6 @@ impl HarnessHost {
         });
         let mut bytes = serde_json::to_vec(&hint).expect("serializes");
         bytes.push(b'\n');
-        harn_core::atomic::atomic_replace(&mut self.fs, Paths::owner_relative(), &bytes)
+        harn_core::atomic::replace_kept(&mut self.fs, Paths::owner_relative(), &bytes)
     }
 }

@@ -60,9 +60,26 @@ pub struct Facts<'a> {
     pub wall_ms: i64,
 }
 
+/// What a full disk kept out of the daemon's history since it last wrote there: counted
+/// while it lasts, recorded (`records_dropped`) by the first record that fits, and shown by
+/// `harness list` meanwhile.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Unwritten {
+    /// What the filesystem said, the last time.
+    pub cause: String,
+    /// When the first write failed, unix ms.
+    pub since_ms: i64,
+    /// Ledger records not written.
+    pub records: u64,
+    /// Events not journaled (`events.jsonl`).
+    pub events: u64,
+}
+
 /// The ledger writer.
 pub struct RecoveryLedger {
     writer: JournalWriter,
+    /// History a full disk kept out, until a record fits again.
+    unwritten: Option<Unwritten>,
     /// When `ledger.jsonl` rotates: the configuration's, as of the last record.
     retention: harn_core::journal::Retention,
     owner: Owner,
@@ -100,6 +117,7 @@ impl RecoveryLedger {
         let retention = Default::default();
         let ledger = RecoveryLedger {
             writer,
+            unwritten: None,
             retention,
             owner,
             notes: BTreeMap::new(),
@@ -132,7 +150,16 @@ impl RecoveryLedger {
         let mut records = Vec::new();
         let wall_ms = clock.wall().0;
         for e in executed {
-            let Executed::Appended { events, .. } = e else { continue };
+            let events = match e {
+                Executed::Appended { events, .. } => events,
+                // Events the journal could not take are still decisions: the ledger records
+                // them if it can, and counts them either way.
+                Executed::Dropped { cause, events } => {
+                    self.unwritten_now(cause, wall_ms).events += events.len() as u64;
+                    events
+                }
+                _ => continue,
+            };
             for event in events {
                 if let Some(record) = self.decision(event, wall_ms, daemon, facts) {
                     records.push(record);
@@ -147,14 +174,56 @@ impl RecoveryLedger {
     }
 
     /// Appends durably, then starts a new file when this one is full (`ledger.jsonl.1` …).
+    /// On a full disk the records are dropped and counted, never fatal: the ledger is
+    /// history, and supervision goes on without it. The first append that fits again
+    /// begins with what was dropped.
     fn append(
         &mut self,
         fs: &mut dyn Fs,
         clock: &dyn Clock,
         records: &[Value],
     ) -> Result<(), FsError> {
-        self.writer.append(fs, clock.wall(), records)?;
-        self.writer.rotate_if_full(fs, self.retention).map(drop)
+        let wall = clock.wall();
+        let mut batch = Vec::with_capacity(records.len() + 1);
+        if let Some(u) = &self.unwritten {
+            batch.push(json!({
+                "harness": Value::Null,
+                "decision": "records_dropped",
+                "detail": { "cause": u.cause, "since_ms": u.since_ms, "until_ms": wall.0,
+                            "records": u.records, "events": u.events },
+            }));
+        }
+        batch.extend_from_slice(records);
+        match self.writer.append(fs, wall, &batch) {
+            Ok(_) => self.unwritten = None,
+            Err(e) if e.kind == harn_core::env::FsErrorKind::NoSpace => {
+                self.writer.recover(fs)?;
+                self.unwritten_now(&e.to_string(), wall.0).records += records.len() as u64;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        }
+        match self.writer.rotate_if_full(fs, self.retention) {
+            Err(e) if e.kind == harn_core::env::FsErrorKind::NoSpace => Ok(()),
+            other => other.map(drop),
+        }
+    }
+
+    /// The count of what a full disk keeps out, begun now if it was not already.
+    fn unwritten_now(&mut self, cause: &str, wall_ms: i64) -> &mut Unwritten {
+        let u = self.unwritten.get_or_insert_with(|| Unwritten {
+            cause: String::new(),
+            since_ms: wall_ms,
+            records: 0,
+            events: 0,
+        });
+        u.cause = cause.to_owned();
+        u
+    }
+
+    /// What a full disk keeps out of the history now, if anything.
+    pub fn unwritten(&self) -> Option<&Unwritten> {
+        self.unwritten.as_ref()
     }
 
     /// Records that a second daemon for this root (`pid`, running `command`) was refused

@@ -26,6 +26,8 @@ pub struct Context<'a> {
     pub started_wall_ms: i64,
     /// How children are contained: `cgroup` or `process-group`.
     pub containment: &'a str,
+    /// What a full disk keeps out of the daemon's history, if anything.
+    pub unwritten: Option<&'a super::ledger::Unwritten>,
 }
 
 /// The document for a running daemon; `name` narrows it to one harness.
@@ -69,6 +71,7 @@ pub fn document(
             "draining": daemon.draining(),
             "active_profile": daemon.active_profile(),
             "containment": ctx.containment,
+            "unwritten": ctx.unwritten,
         },
         "harnesses": rows,
     }))
@@ -195,6 +198,15 @@ pub fn table(doc: &Value) -> String {
             d["containment"].as_str().unwrap_or(""),
             if d["draining"] == true { ", shutting down" } else { "" }
         ));
+        let u = &d["unwritten"];
+        if let Some(cause) = u["cause"].as_str() {
+            out.push_str(&format!(
+                "warning: the disk is full ({cause}): {} events and {} ledger records not \
+                 written so far; supervision goes on, and the ledger records the count once \
+                 there is room\n",
+                u["events"], u["records"]
+            ));
+        }
     } else {
         out.push_str(
             "no daemon is running (`harn harness up` starts it); intent and counters from \

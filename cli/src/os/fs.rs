@@ -161,6 +161,13 @@ impl Fs for RealFs {
         from_dir.rename(&from_name, &to_dir, &to_name).map_err(|e| fs_error(from, e))
     }
 
+    fn replace_reserved(&mut self, path: &str, bytes: &[u8]) -> Result<bool, FsError> {
+        let (dir, name) = self.parent(path)?;
+        let spare = harn_core::atomic::temp_path(&name);
+        dir.replace_reserved(&name, &spare, bytes).map_err(|e| fs_error(path, e))?;
+        Ok(true)
+    }
+
     fn sync_dir(&mut self, dir: &str) -> Result<(), FsError> {
         self.dir(dir)?.sync().map_err(|e| fs_error(dir, e))
     }

@@ -42,6 +42,8 @@ pub struct LogSink {
     file: Option<File>,
     size: u64,
     rotation: Rotation,
+    /// Lines a full disk kept out since the last write that fit: `(lines, bytes, since)`.
+    dropped: Option<(u64, u64, harn_core::time::WallTime)>,
 }
 
 impl LogSink {
@@ -54,7 +56,8 @@ impl LogSink {
         let file = crate::os::private::append_below(root, &path)?;
         let size = file.metadata()?.len();
         let root = root.to_path_buf();
-        Ok(Arc::new(Mutex::new(LogSink { root, path, file: Some(file), size, rotation })))
+        let dropped = None;
+        Ok(Arc::new(Mutex::new(LogSink { root, path, file: Some(file), size, rotation, dropped })))
     }
 
     /// Rotates at these limits from the next write on.
@@ -62,8 +65,46 @@ impl LogSink {
         self.rotation = rotation;
     }
 
-    /// Appends `bytes`, rotating first when the file would grow past its limit.
+    /// Appends `bytes` (whole framed lines), rotating first when the file would grow past
+    /// its limit. Lines that do not fit (a full disk) are dropped and counted, and the first
+    /// write that fits again begins with a line of harn's saying how many and since when.
     pub fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        let mut note = Vec::new();
+        if let Some((lines, size, since)) = self.dropped {
+            let text = format!(
+                "{lines} lines ({size} bytes) of output were dropped since {}: the disk was full",
+                since.utc()
+            );
+            let now = RealClock::new().wall();
+            note = harn_core::harness::logline::format(now, Stream::Harn, text.as_bytes());
+        }
+        let before = self.size;
+        let written = match note.is_empty() {
+            true => self.write_lines(bytes),
+            false => self.write_lines(&[note.as_slice(), bytes].concat()),
+        };
+        match written {
+            Ok(()) => {
+                self.dropped = None;
+                Ok(())
+            }
+            Err(e) => {
+                // What part reached the file is cut, so the log stays whole lines.
+                if let Some(file) = &self.file {
+                    if file.set_len(before).is_ok() {
+                        self.size = before;
+                    }
+                }
+                let lines = bytes.iter().filter(|&&b| b == b'\n').count() as u64;
+                let since = self.dropped.map_or_else(|| RealClock::new().wall(), |d| d.2);
+                let (l, b) = self.dropped.map_or((0, 0), |d| (d.0, d.1));
+                self.dropped = Some((l + lines, b + bytes.len() as u64, since));
+                Err(e)
+            }
+        }
+    }
+
+    fn write_lines(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         if self.size > 0 && self.size + bytes.len() as u64 > self.rotation.max_file_bytes {
             self.rotate()?;
         }

@@ -313,6 +313,51 @@ impl Dir {
         result
     }
 
+    /// Replaces `name` whole from space kept for it in `spare`: the new bytes are written over
+    /// `spare` in place (padded with spaces to its length: JSON ends in whitespace freely),
+    /// synced, and exchanged with `name`, so the old version becomes the next spare with its
+    /// blocks. A replacement no longer than the last needs no new space, and a full disk
+    /// cannot stop it; a longer one reserves twice its length first. Without an atomic
+    /// exchange (a filesystem that lacks it), a plain rename replaces `name`.
+    pub fn replace_reserved(
+        &self,
+        name: impl AsRef<OsStr>,
+        spare: impl AsRef<OsStr>,
+        bytes: &[u8],
+    ) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let (name, spare) = (name.as_ref(), spare.as_ref());
+        let file = self.open_file(spare, OFlags::WRONLY | OFlags::CREATE)?;
+        let mut kept = file.metadata()?.len();
+        if kept < bytes.len() as u64 {
+            let want = (bytes.len() as u64 * 2).next_multiple_of(4096);
+            rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, want)?;
+            kept = want;
+        }
+        let mut padded = Vec::with_capacity(kept as usize);
+        padded.extend_from_slice(bytes);
+        padded.resize(kept as usize, b' ');
+        file.write_all_at(&padded, 0)?;
+        file.sync_all()?;
+        let exchange = rustix::fs::RenameFlags::EXCHANGE;
+        match rustix::fs::renameat_with(&self.fd, spare, &self.fd, name, exchange) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::INVAL) => {
+                rustix::fs::renameat(&self.fd, spare, &self.fd, name)?;
+                // The spare went with the rename: the next one is reserved now, while there
+                // may be room (best effort; without it the next replacement reserves its own).
+                if let Ok(next) = self.open_file(spare, OFlags::WRONLY | OFlags::CREATE) {
+                    let empty = rustix::fs::FallocateFlags::empty();
+                    let _ = rustix::fs::fallocate(&next, empty, 0, kept);
+                    let blank = vec![b' '; kept as usize];
+                    let _ = next.write_all_at(&blank, 0);
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.sync()
+    }
+
     /// Renames `from` here to `to` in `dir` (a rename never follows a symlink).
     pub fn rename(
         &self,

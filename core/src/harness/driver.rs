@@ -5,7 +5,7 @@
 //! and boots again from disk, which is the recovery path anyway. Retrying a failed fsync in
 //! place is how data gets lost; a fresh boot cannot be wrong about what is durable.
 
-use crate::env::{Clock, Fs, FsError, Pid, Signal, SpawnError, Spawner};
+use crate::env::{Clock, Fs, FsError, FsErrorKind, Pid, Signal, SpawnError, Spawner};
 use crate::harness::daemon::{
     BootError, Daemon, DaemonConfig, DaemonEffect, DaemonInput, PersistedState,
 };
@@ -124,6 +124,14 @@ pub enum Executed {
         writes: bool,
         /// Why not, when refused.
         error: Option<String>,
+    },
+    /// The disk was full: these events could not be journaled and are not in it (nothing
+    /// acknowledged depends on them); subscribers and the ledger still see them.
+    Dropped {
+        /// What the filesystem said.
+        cause: String,
+        /// The events, in order.
+        events: Vec<Event>,
     },
     /// The events journal was full: it is now `PATH.1` (older ones shifted), durably, and
     /// the next event is line 1 of a new file.
@@ -283,7 +291,18 @@ impl Driver {
         }
         if !events.is_empty() {
             let ts = env.clock.wall();
-            let seqs = self.journal.append_with(env.fs, ts, &events, Event::write_json)?;
+            let seqs = match self.journal.append_with(env.fs, ts, &events, Event::write_json) {
+                Ok(seqs) => seqs,
+                // The journal is history, not the daemon's truth: on a full disk its records
+                // are dropped (and counted by whoever reads `Dropped`) while supervision
+                // goes on; the journal is cut back to its last whole record.
+                Err(e) if e.kind == FsErrorKind::NoSpace => {
+                    self.journal.recover(env.fs)?;
+                    done.push(Executed::Dropped { cause: e.to_string(), events });
+                    return Ok(());
+                }
+                Err(e) => return Err(e.into()),
+            };
             done.push(Executed::Appended { first: *seqs.start(), last: *seqs.end(), ts, events });
             if self.journal.rotate_if_full(env.fs, daemon.config().retention)? {
                 done.push(Executed::Rotated { path: self.paths.events.clone() });
@@ -300,7 +319,7 @@ impl Driver {
     ) -> Result<Option<DaemonInput>, Fatal> {
         match effect {
             DaemonEffect::PersistState { generation, bytes } => {
-                crate::atomic::atomic_replace(env.fs, &self.paths.state, &bytes)?;
+                crate::atomic::replace_kept(env.fs, &self.paths.state, &bytes)?;
                 done.push(Executed::Persisted { generation });
             }
             DaemonEffect::AppendEvents(_) => unreachable!("drain collects events"),

@@ -336,6 +336,25 @@ fn a_failed_append_poisons_the_writer() {
     assert_eq!(w.next_seq(), 1);
 }
 
+#[test]
+fn a_writer_recovered_after_a_full_disk_cuts_the_torn_part_and_appends_again() {
+    let mut fs = LogFs::default();
+    fs.files.insert("events.jsonl".into(), Vec::new());
+    let (mut w, _) = JournalWriter::open(&mut fs, "events.jsonl").unwrap();
+    w.append(&mut fs, WallTime(0), &[json!(1)]).unwrap();
+    let whole = fs.files["events.jsonl"].clone();
+    // Part of a line reached the file before the disk was full.
+    fs.files.get_mut("events.jsonl").unwrap().extend_from_slice(b"{\"seq\":2,");
+    fs.full = true;
+    assert!(w.append(&mut fs, WallTime(0), &[json!(2)]).is_err());
+    fs.full = false;
+    w.recover(&mut fs).unwrap();
+    assert_eq!(fs.files["events.jsonl"], whole, "cut back to its last whole record");
+    assert_eq!(w.append(&mut fs, WallTime(0), &[json!(3)]).unwrap(), 2..=2);
+    let read = parse("events.jsonl", &fs.files["events.jsonl"]).unwrap();
+    assert_eq!(read.records.len(), 2);
+}
+
 fn body_strategy() -> impl Strategy<Value = Value> {
     let leaf = prop_oneof![
         Just(Value::Null),

@@ -46,6 +46,8 @@ impl std::fmt::Display for StateFileError {
 impl PersistedState {
     /// Parses the file's bytes.
     pub fn decode(bytes: &[u8]) -> Result<PersistedState, StateFileError> {
+        // The file is written into space kept for it, padded with spaces to its length.
+        let bytes = bytes.trim_ascii_end();
         let state = match canonical::decode(bytes) {
             Some(state) => state,
             None => serde_json::from_slice(bytes).map_err(|e| StateFileError {
