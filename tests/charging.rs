@@ -280,3 +280,31 @@ fn a_host_killed_while_a_stop_drains_its_run_leaves_it_interrupted_not_charged()
     assert_eq!(charged(r, "w"), (1, 0), "the stop ended it, not the work: {p}");
     assert_eq!(p["next_action"], "retry", "{p}");
 }
+
+#[test]
+fn a_run_whose_proof_a_full_disk_kept_out_is_not_charged() {
+    let tmp = tempfile::tempdir().unwrap();
+    let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "2m") else {
+        assert!(!rustix::process::geteuid().is_root(), "root could not mount a tmpfs");
+        eprintln!("skipped: this process may not mount a tmpfs");
+        return;
+    };
+    let root = example_root(&disk.0);
+    // The workflow succeeds, after it filled the disk.
+    let script = "#!/bin/sh\nread -r start\n\
+        echo '{\"op\":\"evidence\",\"kind\":\"review\",\"status\":\"passed\",\"label\":\"done\",\"acceptanceIds\":[\"accept-1\"]}'\n\
+        head -c 3000000 /dev/zero > filler 2>/dev/null\n\
+        echo '{\"op\":\"result\",\"ok\":true,\"summary\":\"done\"}'\n";
+    std::fs::write(root.join("big.sh"), script).unwrap();
+    let create = ["work", "create", "Big", "big.sh", "--id", "big", "--objective", "o"];
+    let out = harn_at(&root, &create);
+    assert!(out.status.success(), "{}", text(&out));
+    let run = harn_at(&root, &["work", "run", "big", "--harness", "scripted"]);
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run));
+    assert!(text(&run).contains("NoSpace"), "{}", text(&run));
+    assert_eq!(charged(&root, "big"), (1, 0), "harn's failure, not the work's");
+    let list = json(&harn_at(&root, &["run", "list", "--json"]));
+    let run_id = list["runs"][0]["run_id"].as_str().unwrap().to_owned();
+    let show = harn_at(&root, &["run", "show", &run_id]);
+    assert!(text(&show).contains("too full for its proof"), "{}", text(&show));
+}

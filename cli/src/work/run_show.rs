@@ -196,7 +196,22 @@ pub fn run(cmd: RunCmd) -> Exit {
     let counts: Vec<String> = counts.iter().map(|(k, v)| format!("{k} {v}")).collect();
     outln!("  transcript {} records: {}", transcript["records"], counts.join(", "));
     match &proof {
-        None => outln!("  proof      none yet (running, or lost if its host is gone)"),
+        None => {
+            let records = store.ledger().transcript(&run_id).unwrap_or_default();
+            let said = match standing(&mut store, &manifest, &records) {
+                "running" => "none yet (running)",
+                "parked" => "none yet (parked on an approval)",
+                "interrupted" => "none: an operator's stop ended it (not charged)",
+                "not_started" => "none: its workflow never started (not charged)",
+                "unsealed" => {
+                    "none: its workflow ended, but the disk was too full for its proof \
+                     (the environment's failure, not charged; `harn work retry` once there \
+                     is room)"
+                }
+                _ => "none: its host is gone and the run is lost (charged)",
+            };
+            outln!("  proof      {said}");
+        }
         Some(p) => {
             let status = json!(p.run.status);
             outln!(
@@ -294,6 +309,7 @@ fn standing(store: &mut Store, m: &RunManifest, records: &[Value]) -> &'static s
         match transcript::started(records) {
             transcript::Started::Ran => "lost",
             transcript::Started::Interrupted => "interrupted",
+            transcript::Started::Unsealed => "unsealed",
             transcript::Started::Never => "not_started",
         }
     }

@@ -1057,6 +1057,31 @@ impl<F: Fs> Ledger<F> {
             self.append_transcript(run_id, body, now)?;
         }
         let bytes = record_bytes(&proof);
+        match self.seal_proof(&dir, run_id, bytes, end, now) {
+            // The workflow ended for its own reasons and the disk was too full for its proof:
+            // harn's failure, not the work's. A small `run.unsealed` says so (where even that
+            // does not fit, the run reads as lost), and the attempt reads as the
+            // environment's failure, uncharged; the transcript keeps what the run said.
+            Err(RecordError::Fs(e)) if e.kind == crate::env::FsErrorKind::NoSpace => {
+                let mut body = end_body(end);
+                body["event"] = serde_json::json!("run.unsealed");
+                body["cause"] = serde_json::json!(e.to_string());
+                let _ = self.append_transcript(run_id, body, now);
+                Err(RecordError::Fs(e))
+            }
+            other => other.map(|()| proof),
+        }
+    }
+
+    /// Writes the seal, then the proof, then `run.end` naming it.
+    fn seal_proof(
+        &mut self,
+        dir: &str,
+        run_id: &Id,
+        bytes: Vec<u8>,
+        end: &crate::work::run::ProcessEnd,
+        now: WallTime,
+    ) -> Result<(), RecordError> {
         // The seal first: a crash between the two leaves a seal without a proof, which
         // counts for nothing, and the next segment's seal replaces it.
         let seal = ProofSeal {
@@ -1070,31 +1095,11 @@ impl<F: Fs> Ledger<F> {
             &record_bytes(&seal),
         )?;
         let proof_sha256 = seal.proof_sha256.clone();
-        self.write_record_bytes(&dir, "proof.json", bytes)?;
+        self.write_record_bytes(dir, "proof.json", bytes)?;
         // `run.end` names the proof it closes: a proof written over later disagrees with it.
-        let mut body = match end {
-            crate::work::run::ProcessEnd::Exited { code, signal, timed_out } => {
-                serde_json::json!({
-                    "event": "run.end", "exit_code": code, "signal": signal, "timed_out": timed_out,
-                })
-            }
-            crate::work::run::ProcessEnd::Interrupted { by, code, signal } => {
-                serde_json::json!({
-                    "event": "run.end", "exit_code": code, "signal": signal, "interrupted_by": by,
-                })
-            }
-            crate::work::run::ProcessEnd::LimitReached { code, signal, reached } => {
-                serde_json::json!({
-                    "event": "run.end", "exit_code": code, "signal": signal, "limits_reached": reached,
-                })
-            }
-            crate::work::run::ProcessEnd::SpawnFailed { error, .. } => {
-                serde_json::json!({ "event": "run.end", "spawn_error": error })
-            }
-        };
+        let mut body = end_body(end);
         body["proof_sha256"] = serde_json::json!(proof_sha256);
-        self.append_transcript(&manifest.run_id, body, now)?;
-        Ok(proof)
+        self.append_transcript(run_id, body, now)
     }
 
     /// Records a parked run's approval request, or finds the identical one an earlier
@@ -1113,6 +1118,30 @@ impl<F: Fs> Ledger<F> {
                 request.approval_id
             )))),
             None => self.write_record(&dir, "request.json", request).map(|_| Ok(true)),
+        }
+    }
+}
+
+/// The transcript record of how a run's workflow ended (`run.end`, before the proof it names).
+fn end_body(end: &crate::work::run::ProcessEnd) -> Value {
+    match end {
+        crate::work::run::ProcessEnd::Exited { code, signal, timed_out } => {
+            serde_json::json!({
+                "event": "run.end", "exit_code": code, "signal": signal, "timed_out": timed_out,
+            })
+        }
+        crate::work::run::ProcessEnd::Interrupted { by, code, signal } => {
+            serde_json::json!({
+                "event": "run.end", "exit_code": code, "signal": signal, "interrupted_by": by,
+            })
+        }
+        crate::work::run::ProcessEnd::LimitReached { code, signal, reached } => {
+            serde_json::json!({
+                "event": "run.end", "exit_code": code, "signal": signal, "limits_reached": reached,
+            })
+        }
+        crate::work::run::ProcessEnd::SpawnFailed { error, .. } => {
+            serde_json::json!({ "event": "run.end", "spawn_error": error })
         }
     }
 }

@@ -150,6 +150,9 @@ pub enum Started {
     /// (`run.interrupted` after the last `run.start`/`run.resume`, no `run.end` since): if
     /// its host died before the proof, the stop ended it, not the work.
     Interrupted,
+    /// It ended for its own reasons, and its host could not write the proof (a full disk:
+    /// `run.unsealed` after the last `run.start`/`run.resume`): harn's failure, not the work's.
+    Unsealed,
 }
 
 /// Whether the run's workflow process ever started: the host records `run.start` (or
@@ -163,6 +166,7 @@ pub fn started(records: &[Value]) -> Started {
     for r in &records[at..] {
         match r["event"].as_str() {
             Some("run.interrupted") => state = Started::Interrupted,
+            Some("run.unsealed") => state = Started::Unsealed,
             Some("run.end") => state = Started::Ran,
             _ => {}
         }

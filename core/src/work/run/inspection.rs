@@ -97,6 +97,10 @@ pub fn inspect(
                     class: Some(FailureClass::Interrupted),
                     decision_id: None,
                 },
+                Started::Unsealed => AttemptStatus::Failed {
+                    class: Some(FailureClass::Environment),
+                    decision_id: None,
+                },
             },
         });
     };
