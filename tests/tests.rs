@@ -9,6 +9,7 @@ mod cli;
 mod completions;
 mod conformance;
 mod containment;
+mod damage;
 mod dash;
 mod determinism;
 mod doors;

@@ -23,6 +23,8 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
         Err(e) => return fail(EXIT_FAILED, e),
     };
     store.save_index();
+    // A history that lost an attempt that ran reads as fewer attempts than there were.
+    let damage = store.ledger().lost_attempt(&item).unwrap_or_else(|e| Some(e.to_string()));
     // Where the item's worktree is, and what it takes on disk.
     let worktree = super::attempt::recorded_workspace(store, &item).map(|ws| {
         let path = std::path::Path::new(&ws.path);
@@ -34,7 +36,7 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
         let doc = json!({
             "intent": item.intent, "projection": item.projection, "events": item.events,
             "history_len": item.history_len, "worktree": worktree,
-            "usage": item.usage,
+            "usage": item.usage, "damage": damage,
             "next_commands": harn_core::work::next::next_commands(&item.intent.id, &item.projection),
         });
         outln!("{doc}");
@@ -51,6 +53,9 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
             p.reason
         )),
     ]);
+    if let Some(damage) = &damage {
+        outln!("  damage     {damage}");
+    }
     outln!("  objective  {}", i.objective);
     if let Some(source) = &i.source {
         outln!("  source     plan {} of goal {}", source.plan, source.goal);

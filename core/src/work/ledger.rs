@@ -303,6 +303,7 @@ impl<F: Fs> Ledger<F> {
                 );
                 RecordError::invalid(self.shown(&path), detail)
             };
+            let sealed_len = seal.as_ref().and_then(|s| s.transcript_bytes);
             match seal {
                 None => return Err(refuse(format!("{SEAL} is missing"))),
                 Some(s) if s.run_id != *run_id => {
@@ -318,10 +319,12 @@ impl<F: Fs> Ledger<F> {
                 Some(_) => {}
             }
             if proof.run.status == crate::work::run::RunStatus::Succeeded {
-                if let Some(why) = self.check_closing(run_id, &proof, &digest)? {
+                if let Some(why) = self.check_closing(run_id, &proof, &digest, sealed_len)? {
                     let detail = format!(
                         "harn did not write this proof at the end of run {run_id} ({why}); it \
-                         does not count"
+                         does not count: restore the run's files, or move {} out of \
+                         .harnery/workflows to give the attempt up",
+                        self.shown(&dir)
                     );
                     return Err(RecordError::invalid(self.shown(&path), detail));
                 }
@@ -342,12 +345,20 @@ impl<F: Fs> Ledger<F> {
         run_id: &Id,
         proof: &Proof,
         digest: &str,
+        sealed_len: Option<u64>,
     ) -> Result<Option<String>, RecordError> {
         const TAIL: u64 = 64 << 10;
         let path = format!("{}/transcript.jsonl", run_dir(run_id));
         let Some((_, len)) = self.fs.read_at(&path, 0, 0)? else {
             return Ok(Some("its transcript is missing".into()));
         };
+        // A transcript shorter than when the proof was sealed lost what the proof rests on.
+        if let Some(sealed) = sealed_len.filter(|&sealed| len < sealed) {
+            return Ok(Some(format!(
+                "its transcript holds {len} bytes, and held {sealed} when the proof was sealed: \
+                 it was cut"
+            )));
+        }
         let from = len.saturating_sub(TAIL);
         let (tail, _) = self.fs.read_at(&path, from, TAIL as usize)?.unwrap_or_default();
         let closing = match transcript::closing(&self.shown(&path), &tail, from == 0) {
@@ -588,10 +599,39 @@ impl<F: Fs> Ledger<F> {
             .read_bytes(&path)?
             .ok_or_else(|| RecordError::refused(format!("run {run_id} has no proof")))?;
         let proof_sha256 = crate::hash::sha256_hex(&bytes);
+        self.check_transcript_sealed(&run_id)?;
         let attempt = item.projection.attempts_used;
         let kind = EventKind::Accepted { run_id, attempt, proof_sha256, dispositions };
         self.append(id, kind, actor, reason, now)?;
         Ok(())
+    }
+
+    /// Refuses a proof whose transcript is not what it was when the proof was sealed: the
+    /// digest of the transcript's sealed prefix must match (what follows it is `run.end`).
+    /// Read whole once, at the decision; reads check only the length.
+    fn check_transcript_sealed(&mut self, run_id: &Id) -> Result<(), RecordError> {
+        let dir = run_dir(run_id);
+        let Some(seal) = self.read_json::<ProofSeal>(&format!("{dir}/{SEAL}"))? else {
+            return Ok(());
+        };
+        let (Some(len), Some(want)) = (seal.transcript_bytes, seal.transcript_sha256) else {
+            return Ok(());
+        };
+        let path = format!("{dir}/transcript.jsonl");
+        let bytes = self.read_bytes(&path)?.unwrap_or_default();
+        let prefix = bytes.get(..len as usize);
+        if prefix.is_some_and(|p| sha256_hex(p) == want) {
+            return Ok(());
+        }
+        Err(RecordError::invalid(
+            self.shown(&path),
+            format!(
+                "is not what run {run_id}'s proof was sealed over ({len} bytes, sha256 {}): \
+                 the run's record was changed or cut, and its proof cannot be accepted; run \
+                 the item again (`harn work retry`) or restore the file",
+                want.get(..12).unwrap_or(&want)
+            ),
+        ))
     }
 
     /// One inspection per `attempt.started`, from the run's records.
@@ -882,6 +922,7 @@ impl<F: Fs> Ledger<F> {
         };
         let attempt = item.projection.attempts_used + 1;
         let run_id = options.run_id.clone();
+        self.check_attempt_unclaimed(id, attempt)?;
         let mut manifest = RunManifest {
             work_id: id.clone(),
             attempt,
@@ -899,11 +940,67 @@ impl<F: Fs> Ledger<F> {
         // The manifest first: a run that cannot even record what it would run (a full disk,
         // a refused path) is no attempt, and its history says nothing of it.
         self.write_record(&run_dir(&run_id), "run.json", &manifest)?;
+        self.claim_attempt(id, attempt, &run_id)?;
         let started =
             EventKind::AttemptStarted { run_id: run_id.clone(), attempt, trigger, prerequisites };
         self.append(id, started, actor, None, now)?;
         let start = manifest.start_line(&item.intent, AttemptContext::default(), None);
         Ok((manifest, start))
+    }
+
+    /// What is wrong when `item`'s history lost an attempt that ran (see
+    /// [`Ledger::start_attempt`], which refuses to start on it): the file and why.
+    pub fn lost_attempt(&mut self, item: &Item) -> Result<Option<String>, RecordError> {
+        match self.check_attempt_unclaimed(&item.intent.id, item.projection.attempts_used + 1) {
+            Ok(()) => Ok(None),
+            Err(RecordError::Invalid { file, detail }) => Ok(Some(format!("{file}: {detail}"))),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Refuses attempt `attempt` of `id` when a run that ran already holds its number: the
+    /// item's history lost that attempt (a cut `events.jsonl`), and starting it again would
+    /// run and charge an attempt twice under one number. A claim whose run never started
+    /// (its start was cut short before `attempt.started`) is no attempt, and is taken over.
+    fn check_attempt_unclaimed(&mut self, id: &Id, attempt: u32) -> Result<(), RecordError> {
+        let claim = attempt_claim(id, attempt);
+        let Some(bytes) = self.read_bytes(&claim)? else { return Ok(()) };
+        let Ok(earlier) = Id::new(String::from_utf8_lossy(&bytes).trim()) else {
+            return Err(RecordError::invalid(self.shown(&claim), "does not name a run"));
+        };
+        // Whether it ran is what its transcript says (a start that failed has a proof but
+        // never ran); a transcript that does not read is taken to have run.
+        let ran = match self.transcript(&earlier) {
+            Ok(records) => transcript::started(&records) != transcript::Started::Never,
+            Err(e @ RecordError::Fs(_)) => return Err(e),
+            Err(_) => true,
+        };
+        if !ran {
+            return Ok(());
+        }
+        Err(RecordError::invalid(
+            self.shown(&format!("{}/events.jsonl", work_dir(id))),
+            format!(
+                "the history was cut: it has {} attempts, but run {earlier} ran as attempt \
+                 {attempt} ({}); nothing new starts on a history that lost a run. Restore \
+                 the file from a backup, or cancel the item and create it anew",
+                attempt - 1,
+                self.shown(&claim)
+            ),
+        ))
+    }
+
+    /// Records that attempt `attempt` of `id` is run `run_id`, durably, before the history
+    /// says the attempt started (see [`Ledger::check_attempt_unclaimed`]).
+    fn claim_attempt(&mut self, id: &Id, attempt: u32, run_id: &Id) -> Result<(), RecordError> {
+        let claim = attempt_claim(id, attempt);
+        let dir = crate::env::parent_dir(&claim).to_owned();
+        self.fs.create_dir_all(&dir)?;
+        self.fs.remove(&claim)?;
+        self.fs.create_new(&claim, format!("{run_id}\n").as_bytes())?;
+        self.fs.sync_file(&claim)?;
+        self.fs.sync_dir(&dir)?;
+        Ok(())
     }
 
     /// Resumes the parked attempt of `item` once its approval is ruled on: `attempt.resumed`
@@ -1084,11 +1181,15 @@ impl<F: Fs> Ledger<F> {
     ) -> Result<(), RecordError> {
         // The seal first: a crash between the two leaves a seal without a proof, which
         // counts for nothing, and the next segment's seal replaces it.
+        let transcript = self.read_bytes(&format!("{dir}/transcript.jsonl"))?.unwrap_or_default();
         let seal = ProofSeal {
             schema_version: SEAL_VERSION,
             run_id: run_id.clone(),
             proof_sha256: sha256_hex(&bytes),
+            transcript_bytes: Some(transcript.len() as u64),
+            transcript_sha256: Some(sha256_hex(&transcript)),
         };
+        drop(transcript);
         crate::atomic::atomic_replace(
             &mut self.fs,
             &format!("{dir}/{SEAL}"),
@@ -1144,4 +1245,10 @@ fn end_body(end: &crate::work::run::ProcessEnd) -> Value {
             serde_json::json!({ "event": "run.end", "spawn_error": error })
         }
     }
+}
+
+/// Where attempt `attempt` of `id` names its run: `.harnery/work/ID/attempts/N`, written
+/// before `attempt.started`, so a history that lost the attempt is found out by it.
+pub fn attempt_claim(id: &Id, attempt: u32) -> String {
+    format!("{}/attempts/{attempt}", work_dir(id))
 }

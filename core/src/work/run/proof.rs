@@ -18,6 +18,13 @@ pub struct ProofSeal {
     pub run_id: Id,
     /// SHA-256 of the bytes of its `proof.json`.
     pub proof_sha256: String,
+    /// The length of its `transcript.jsonl` when the proof was made (before `run.end`):
+    /// a transcript shorter than this was cut, and the proof it closes does not count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_bytes: Option<u64>,
+    /// SHA-256 of those bytes, which `work accept` checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript_sha256: Option<String>,
 }
 
 /// How a proof's error begins when the run's policy stopped it.
