@@ -3,6 +3,7 @@
 
 mod acp;
 mod agent_presets;
+mod big_files;
 mod bounded;
 mod charging;
 mod cli;

@@ -582,9 +582,8 @@ fn goal_detail(store: &mut Store, id: &Id) -> Result<Detail, String> {
 
 fn harness_detail(root: &Path, name: &Id) -> Result<Detail, String> {
     let paths = Paths::new(root).map_err(|e| e.to_string())?;
-    let records = crate::harness::ledger::records(&paths, Some(name.as_str()))?;
-    let skip = records.len().saturating_sub(DETAIL_TAIL);
-    let ledger = records[skip..].iter().map(crate::harness::ledger::line).collect();
+    let records = crate::harness::ledger::last_records(&paths, Some(name.as_str()), DETAIL_TAIL)?;
+    let ledger = records.iter().map(crate::harness::ledger::line).collect();
     let log = crate::os::logs::tail(&paths.log(name), DETAIL_TAIL)
         .map_err(|e| format!("{}: {e}", paths.log(name).display()))?;
     let log = String::from_utf8_lossy(&log).lines().map(str::to_owned).collect();

@@ -217,9 +217,19 @@ enum Verb {
         json: bool,
     },
     /// The recovery ledger: one record per lifecycle decision, with its evidence.
+    #[command(
+        after_help = "Examples:\n  harn harness ledger                 # every record, oldest first\n  harn harness ledger web --last 20   # the last twenty of one harness\n  harn harness ledger --since 1h --json"
+    )]
     Ledger {
         /// Only this harness.
         name: Option<String>,
+        /// Only records from this time on: a span back from now (90s, 10m, 2h, 1d) or a
+        /// UTC time (2026-12-01T21:00:00Z).
+        #[arg(long)]
+        since: Option<String>,
+        /// Only the last N records.
+        #[arg(long)]
+        last: Option<usize>,
         /// Print one JSON document.
         #[arg(long)]
         json: bool,
@@ -318,7 +328,15 @@ pub fn run(args: HarnessArgs) -> Exit {
             simple(&paths, Request::Send { name, text, by })
         }
         Verb::Events { json } => super::logs_cmd::events(&paths, json),
-        Verb::Ledger { name, json } => super::ledger::show(&paths, name.as_deref(), json),
+        Verb::Ledger { name, since, last, json } => {
+            let now = harn_core::env::Clock::wall(&crate::os::clock::RealClock::new());
+            let since = match since.as_deref().map(|s| super::logview::parse_since(s, now)) {
+                None => None,
+                Some(Ok(t)) => Some(t),
+                Some(Err(e)) => return fail(EXIT_USAGE, e),
+            };
+            super::ledger::show(&paths, name.as_deref(), since, last, json)
+        }
         Verb::Unit { install, user, as_user } => {
             super::unit::run(&paths, &config, install, user, as_user.as_deref())
         }

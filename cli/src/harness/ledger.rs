@@ -529,46 +529,112 @@ fn user_name(uid: u32) -> String {
         .unwrap_or_else(|| uid.to_string())
 }
 
-/// The ledger's records (of harness `name`, or all), verified line by line, each with its
-/// `seq` and `ts`.
-pub fn records(paths: &Paths, name: Option<&str>) -> Result<Vec<Value>, String> {
-    let mut records = Vec::new();
+/// Hands each ledger record of `name` (every harness when `None`) at or after `since` to
+/// `each`, oldest first across the rotated files, verified line by line and read a chunk
+/// at a time: memory stays bounded by a chunk and the longest line, however long the
+/// ledger. Each record gets `seq`, `ts` and `file`.
+pub fn each_record(
+    paths: &Paths,
+    name: Option<&str>,
+    since: Option<harn_core::time::WallTime>,
+    mut each: impl FnMut(Value),
+) -> Result<(), String> {
+    use harn_core::journal::EachError;
+    let mut fs = crate::os::fs::RealFs::new(paths.root.clone());
     for path in crate::os::logs::oldest_first(&paths.ledger()) {
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(format!("{}: {e}", path.display())),
-        };
+        let Ok(rel) = path.strip_prefix(&paths.root) else { continue };
+        let rel = rel.to_string_lossy().into_owned();
         let shown = path.display().to_string();
-        let read = harn_core::journal::parse(&shown, &bytes).map_err(|e| e.to_string())?;
         let file = path.file_name().map(|f| f.to_string_lossy().into_owned());
-        records.extend(
-            read.records.into_iter().filter(|r| name.is_none_or(|n| r.body["harness"] == n)).map(
-                |r| {
+        let read = harn_core::journal::read_each::<Value, std::convert::Infallible>(
+            &mut fs,
+            &rel,
+            &shown,
+            |r| {
+                let wanted =
+                    name.is_none_or(|n| r.body["harness"] == n) && since.is_none_or(|t| r.ts >= t);
+                if wanted {
                     let mut body = r.body;
                     if let Some(map) = body.as_object_mut() {
                         map.insert("seq".into(), r.seq.into());
                         map.insert("ts".into(), r.ts.0.into());
                         map.insert("file".into(), file.clone().into());
                     }
-                    body
-                },
-            ),
+                    each(body);
+                }
+                Ok(())
+            },
         );
+        match read {
+            Ok(_) => {}
+            Err(EachError::Corrupt(e)) => return Err(e.to_string()),
+            Err(EachError::Fs(e)) => return Err(format!("{shown}: {e}")),
+            Err(EachError::Refused(never)) => match never {},
+        }
     }
-    Ok(records)
+    Ok(())
 }
 
-/// `harn harness ledger [NAME] [--json]`: prints the ledger, verified line by line.
-pub fn show(paths: &Paths, name: Option<&str>, json: bool) -> crate::exit::Exit {
-    let records = records(paths, name).map_err(crate::exit::Failure::failed)?;
+/// The last `last` records of `name` (see [`each_record`]), oldest first.
+pub fn last_records(paths: &Paths, name: Option<&str>, last: usize) -> Result<Vec<Value>, String> {
+    let mut kept = std::collections::VecDeque::with_capacity(last.min(4096));
+    each_record(paths, name, None, |r| {
+        if kept.len() == last {
+            kept.pop_front();
+        }
+        if last > 0 {
+            kept.push_back(r);
+        }
+    })?;
+    Ok(kept.into())
+}
+
+/// `harn harness ledger [NAME] [--since WHEN] [--last N] [--json]`: prints the ledger,
+/// verified line by line, as it is read (the whole of it by default); `--last` keeps only
+/// the last N records in memory.
+pub fn show(
+    paths: &Paths,
+    name: Option<&str>,
+    since: Option<harn_core::time::WallTime>,
+    last: Option<usize>,
+    json: bool,
+) -> crate::exit::Exit {
+    use std::io::Write;
+    let failed = crate::exit::Failure::failed;
+    let out = std::io::stdout();
+    let mut out = std::io::BufWriter::new(out.lock());
+    // A reader that went away (a pager closed) ends the listing, never a panic.
+    let mut broken = false;
+    let mut put = |bytes: &[u8]| {
+        if !broken && out.write_all(bytes).is_err() {
+            broken = true;
+        }
+    };
+    let mut first = true;
+    let mut print = |r: Value| {
+        if json {
+            put(if first { b"{\"records\":[" } else { b"," });
+            put(r.to_string().as_bytes());
+        } else {
+            put(line(&r).as_bytes());
+            put(b"\n");
+        }
+        first = false;
+    };
+    match last {
+        Some(n) => {
+            let kept = last_records(paths, name, n).map_err(failed)?;
+            kept.into_iter()
+                .filter(|r| since.is_none_or(|t| r["ts"].as_i64() >= Some(t.0)))
+                .for_each(&mut print);
+        }
+        None => each_record(paths, name, since, &mut print).map_err(failed)?,
+    }
     if json {
-        outln!("{}", json!({ "records": records }));
-        return Ok(0);
+        put(if first { b"{\"records\":[]}\n" } else { b"]}\n" });
     }
-    for r in &records {
-        outln!("{}", line(r));
-    }
+    drop(put);
+    let _ = out.flush();
     Ok(0)
 }
 

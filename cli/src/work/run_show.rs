@@ -73,8 +73,8 @@ pub fn run(cmd: RunCmd) -> Exit {
         Ok((None, _)) => return fail(EXIT_FAILED, format!("no workflow run {run_id}")),
         Err(e) => return fail(EXIT_FAILED, e),
     };
-    let transcript = match transcript_summary(&mut store, &run_id) {
-        Ok(t) => t,
+    let (transcript, kept) = match scan_transcript(&mut store, &run_id) {
+        Ok(t) => (t.summary, t.kept),
         Err(e) => return fail(EXIT_FAILED, e),
     };
     // What this run changed of what it must not change (a machine that could not hold it).
@@ -197,8 +197,7 @@ pub fn run(cmd: RunCmd) -> Exit {
     outln!("  transcript {} records: {}", transcript["records"], counts.join(", "));
     match &proof {
         None => {
-            let records = store.ledger().transcript(&run_id).unwrap_or_default();
-            let said = match standing(&mut store, &manifest, &records) {
+            let said = match standing(&mut store, &manifest, &kept) {
                 "running" => "none yet (running)",
                 "parked" => "none yet (parked on an approval)",
                 "interrupted" => "none: an operator's stop ended it (not charged)",
@@ -281,20 +280,47 @@ pub fn run(cmd: RunCmd) -> Exit {
     Ok(0)
 }
 
-/// How many transcript records of each kind, read with the journal's checks.
-fn transcript_summary(store: &mut Store, run_id: &Id) -> Result<Value, String> {
+/// What `run show` and `run list` need of a transcript, read one verified record at a
+/// time: memory stays bounded by a chunk and the longest line, however long the run.
+struct Scanned {
+    /// `path`, `records`, `events` (a count per kind), `torn_tail_bytes`.
+    summary: Value,
+    /// The lifecycle records (`run.*`) and each `agent.end`'s usage, in order: all that
+    /// [`standing`] and [`usage_so_far`] read.
+    kept: Vec<Value>,
+    /// When the last record was written, unix ms: where a run that is gone stopped.
+    last_ts: Option<i64>,
+}
+
+fn scan_transcript(store: &mut Store, run_id: &Id) -> Result<Scanned, String> {
+    use harn_core::journal::EachError;
     let path = format!("{}/transcript.jsonl", run_dir(run_id));
     let shown = store.root().join(&path).display().to_string();
-    let bytes = store.run_record_bytes(run_id, "transcript.jsonl").map_err(|e| e.to_string())?;
-    let read = journal::parse(&shown, &bytes.unwrap_or_default()).map_err(|e| e.to_string())?;
     let mut events: BTreeMap<String, u64> = BTreeMap::new();
-    for r in &read.records {
-        let kind = r.body["event"].as_str().unwrap_or("?").to_owned();
-        *events.entry(kind).or_default() += 1;
-    }
-    Ok(
-        json!({ "path": shown, "records": read.records.len(), "events": events, "torn_tail_bytes": read.torn_tail_bytes }),
-    )
+    let (mut records, mut kept, mut last_ts) = (0u64, Vec::new(), None);
+    let read =
+        journal::read_each::<Value, std::convert::Infallible>(store.fs(), &path, &shown, |r| {
+            records += 1;
+            last_ts = Some(r.ts.0);
+            let kind = r.body["event"].as_str().unwrap_or("?");
+            *events.entry(kind.to_owned()).or_default() += 1;
+            if kind.starts_with("run.") {
+                kept.push(r.body);
+            } else if kind == "agent.end" {
+                kept.push(json!({ "event": "agent.end", "usage": r.body["usage"] }));
+            }
+            Ok(())
+        });
+    let torn = match read {
+        Ok(found) => found.map_or(0, |(_, torn)| torn),
+        Err(EachError::Corrupt(e)) => return Err(e.to_string()),
+        Err(EachError::Fs(e)) => return Err(format!("{shown}: {e}")),
+        Err(EachError::Refused(never)) => match never {},
+    };
+    let summary = json!({
+        "path": shown, "records": records, "events": events, "torn_tail_bytes": torn,
+    });
+    Ok(Scanned { summary, kept, last_ts })
 }
 
 /// Where a run without a proof stands, from its transcript and the lease its host holds.
@@ -338,7 +364,8 @@ fn list(store: &mut Store, limit: usize, json: bool) -> Exit {
     let mut rows = Vec::new();
     for id in ids {
         let Ok((Some(m), proof)) = store.run_records(&id) else { continue };
-        let records = store.ledger().transcript(&id).unwrap_or_default();
+        let (records, last_ts) =
+            scan_transcript(store, &id).map(|t| (t.kept, t.last_ts)).unwrap_or_default();
         let (state, ended, usage) = match &proof {
             Some(p) => {
                 let class = p.run.class.map(|c| json!(c).as_str().unwrap_or("").to_owned());
@@ -346,7 +373,16 @@ fn list(store: &mut Store, limit: usize, json: bool) -> Exit {
                 let state = class.map_or(status.clone(), |c| format!("{status} ({c})"));
                 (state, Some(p.run.ended_at.0), p.usage.clone())
             }
-            None => (standing(store, &m, &records).to_owned(), None, usage_so_far(&records)),
+            None => {
+                let state = standing(store, &m, &records);
+                // A run that is gone stopped at its last record; only a live one is still
+                // counting.
+                let ended = match state {
+                    "running" | "parked" => None,
+                    _ => Some(last_ts.unwrap_or(m.started_at.0)),
+                };
+                (state.to_owned(), ended, usage_so_far(&records))
+            }
         };
         let elapsed = ended.unwrap_or(now).saturating_sub(m.started_at.0).max(0) as u64;
         let mut row = json!({
