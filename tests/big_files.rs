@@ -17,6 +17,8 @@ const BIG: u64 = 200 << 20;
 
 /// Runs `cmd` with its output thrown away; returns its exit code and peak resident KiB.
 fn peak(cmd: &mut Command) -> (i32, i64) {
+    // Waited for by wait4 below, which also gives the peak.
+    #[allow(clippy::zombie_processes)]
     let child = cmd.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
     let mut status = 0;
     // SAFETY: an all-zero rusage is a valid value for wait4 to fill in.

@@ -633,7 +633,6 @@ pub fn show(
     if json {
         put(if first { b"{\"records\":[]}\n" } else { b"]}\n" });
     }
-    drop(put);
     let _ = out.flush();
     Ok(0)
 }
