@@ -23,6 +23,7 @@ mod harness_daemon;
 mod harness_faults;
 mod harness_identity;
 mod harness_logs;
+mod harness_storm;
 mod harness_terminal;
 mod init;
 mod journals;

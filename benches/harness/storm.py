@@ -44,6 +44,8 @@ def main():
     p.add_argument("--harnesses", type=int, default=500)
     p.add_argument("--calls", type=int, default=100)
     p.add_argument("--storm-secs", type=float, default=3.0, help="let the storm run first")
+    p.add_argument("--check", action="store_true",
+                   help="fail unless list's p99 is under 100 ms and SIGTERM ends it within 1 s")
     a = p.parse_args()
     root = tempfile.mkdtemp(prefix="harn-storm-")
     try:
@@ -71,7 +73,8 @@ def main():
               f"{restarts} restarts so far")
         t = time.monotonic()
         down = harn(a.harn, root, "down", timeout=120)
-        print(f"down: exit {down.returncode} in {(time.monotonic() - t) * 1000:.0f} ms")
+        down_ms = (time.monotonic() - t) * 1000
+        print(f"down: exit {down.returncode} in {down_ms:.0f} ms")
         # SIGTERM: start again, storm, and time the daemon's end.
         harn(a.harn, root, "up", "--timeout", "2", timeout=120)
         time.sleep(a.storm_secs)
@@ -86,8 +89,13 @@ def main():
             except OSError:
                 break
             time.sleep(0.005)
-        print(f"SIGTERM: the daemon ended in {(time.monotonic() - t) * 1000:.0f} ms")
-        return 0 if failed == 0 and down.returncode == 0 else 1
+        term_ms = (time.monotonic() - t) * 1000
+        print(f"SIGTERM: the daemon ended in {term_ms:.0f} ms")
+        ok = failed == 0 and down.returncode == 0
+        if a.check and (p99 >= 100 or term_ms >= 1000):
+            print("check failed: list p99 must stay under 100 ms and SIGTERM within 1 s")
+            ok = False
+        return 0 if ok else 1
     finally:
         harn(a.harn, root, "down", timeout=120)
         shutil.rmtree(root, ignore_errors=True)

@@ -263,7 +263,7 @@ fn owner_message(paths: &Paths) -> String {
 }
 
 /// Most exited children one turn of the loop reaps before it serves what else waits.
-const REAP_BATCH: usize = 32;
+const REAP_BATCH: usize = 16;
 
 /// Most messages one turn takes beyond the first (the rest wait for the next turn).
 const TURN_MESSAGES: usize = 4096;

@@ -12,6 +12,10 @@ type Ack = (u64, Result<(), RecordError>);
 /// Upper bound on effects queued by one input; a larger queue means a runaway loop.
 const MAX_QUEUED_EFFECTS: usize = 1 << 16;
 
+/// Most harness timers one [`Daemon::handle_timeout`] acts on; the rest stay due for the
+/// next. Bounds the spawns of one step, so the daemon's turn stays short under a storm.
+pub const TIMERS_PER_STEP: usize = 8;
+
 impl Daemon {
     /// Builds the core from configuration and the durable state of an earlier life (`None` on a
     /// first boot) and starts every harness whose intent says so. A first start and a restart
@@ -92,8 +96,9 @@ impl Daemon {
         self.finish(now, batch, ack);
     }
 
-    /// Acts on every due deadline: the drain deadline (SIGKILL to every run still stopping),
-    /// then each harness's timers. Harmless when late, early or repeated.
+    /// Acts on due deadlines: the drain deadline (SIGKILL to every run still stopping),
+    /// then the harnesses' timers, the earliest first and at most [`TIMERS_PER_STEP`] of
+    /// them. Harmless when late, early or repeated.
     pub fn handle_timeout(&mut self, now: Instant) {
         let mut batch = Batch::default();
         if !self.drain_forced && self.drain_deadline.is_some_and(|at| at <= now) {
@@ -103,11 +108,25 @@ impl Daemon {
                 self.deliver(now, &name, HarnessInput::KillNow, &mut batch);
             }
         }
-        for (name, h) in self.harnesses.iter_mut() {
-            if h.poll_timeout(&self.config.limits).is_some_and(|at| at <= now) {
-                h.handle_timeout(now, &self.config.limits, &mut self.scratch);
-                batch.take(name, &mut self.scratch);
-            }
+        // The earliest-due timers first, at most `TIMERS_PER_STEP` of them: a storm of
+        // restarts falling due together is spread over steps, and the host serves its
+        // control socket and signals between them (the rest are still due, so it steps
+        // again at once).
+        let limits = &self.config.limits;
+        let mut due: Vec<(Instant, &Id)> = self
+            .harnesses
+            .iter()
+            .filter_map(|(name, h)| {
+                h.poll_timeout(limits).filter(|at| *at <= now).map(|at| (at, name))
+            })
+            .collect();
+        due.sort_unstable();
+        due.truncate(TIMERS_PER_STEP);
+        let due: Vec<Id> = due.into_iter().map(|(_, name)| name.clone()).collect();
+        for name in due {
+            let h = self.harnesses.get_mut(&name).expect("a due harness exists");
+            h.handle_timeout(now, &self.config.limits, &mut self.scratch);
+            batch.take(&name, &mut self.scratch);
         }
         self.finish(now, batch, None);
     }

@@ -565,3 +565,37 @@ fn stopping_a_terminal_harness_hangs_its_session_up_before_term() {
     let expected = [("agent".into(), Hangup), ("agent".into(), Term), ("plain".into(), Term)];
     assert_eq!(signals, expected);
 }
+
+/// Twenty harnesses whose restarts fall due together are restarted a bounded number per
+/// step, the earliest due first, each step leaving the rest due at once: a storm of
+/// restarts is spread over steps, and the host serves its socket between them.
+#[test]
+fn due_restarts_are_spread_over_steps_the_earliest_first() {
+    let names: Vec<String> = (0..20).map(|i| format!("h{i:02}")).collect();
+    let set: Vec<(&str, bool)> = names.iter().map(|n| (n.as_str(), true)).collect();
+    let mut d = Daemon::boot(config(&set), None, Instant(0)).unwrap();
+    drain(&mut d);
+    // They exit one millisecond apart, the last named first.
+    for (i, name) in names.iter().rev().enumerate() {
+        spawned(&mut d, name, 100 + i as u32);
+        let run = d.harnesses()[&id(name)].current_run().unwrap();
+        let exited = HarnessInput::Exited { run, status: ExitStatus::Code(1) };
+        let at = Instant(i as u64 * 1_000_000);
+        d.handle(at, DaemonInput::Process { name: id(name), report: exited });
+        drain(&mut d);
+    }
+    let late = Instant(60_000_000_000);
+    let mut order = Vec::new();
+    while d.poll_timeout().is_some_and(|t| t <= late) {
+        d.handle_timeout(late);
+        let spawned = spawns(&drain(&mut d));
+        assert!(
+            spawned.len() <= super::machine::TIMERS_PER_STEP,
+            "{} spawns in one step",
+            spawned.len()
+        );
+        order.extend(spawned);
+    }
+    let expected: Vec<String> = names.iter().rev().cloned().collect();
+    assert_eq!(order, expected, "every one restarted, the earliest due first");
+}
