@@ -249,6 +249,15 @@ fn every_way(user: Option<u32>) {
     run.wait().unwrap();
     let left = root.survivors(6);
     assert!(!left.is_empty(), "the host's death alone leaves them running: {left:?}");
+    // Until something reaps them, reads say so.
+    let show = root.harn(&["work", "show", "w"], "end");
+    assert!(text(&show).contains("of lost run"), "{}", text(&show));
+    let list = root.harn(&["work", "list"], "end");
+    assert!(
+        text(&list).contains("w: ") && text(&list).contains("still running"),
+        "{}",
+        text(&list)
+    );
     let out = root.harn(&["work", "run", "other"], "end");
     assert!(text(&out).contains("had lost its host"), "{}", text(&out));
     assert_eq!(root.survivors(0), Vec::<String>::new(), "after the next run");

@@ -393,6 +393,27 @@ impl Store {
         Ok(harn_core::work::live::recover(&mut self.ledger, &mut lease_free, &mut kill, now)?)
     }
 
+    /// Runs whose host is gone (their lease free) and that left processes behind, with how
+    /// many (`count` says, reading only): what a read reports until a run, retry, cancel,
+    /// tick or the service's sweep reaps them. `only` narrows it to one item's runs.
+    pub fn lost_runs(
+        &mut self,
+        only: Option<&Id>,
+        count: fn(&Path, &harn_core::work::live::LiveRun) -> usize,
+    ) -> Vec<(harn_core::work::live::LiveRun, usize)> {
+        let Ok((live, _)) = self.ledger.live_runs() else { return Vec::new() };
+        let (root, held) = (&self.root, &self.held);
+        live.into_iter()
+            .filter(|l| only.is_none_or(|id| l.work_id == *id))
+            .filter(|l| !probe(root, held, &lease_of(&l.work_id, &l.run_id, l.planning)))
+            .map(|l| {
+                let n = count(root, &l);
+                (l, n)
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect()
+    }
+
     /// Takes `id`'s run lease for the life of this store, or says who holds it.
     pub fn lock_run(&mut self, id: &Id) -> Result<(), StoreError> {
         if !self.hold(&run_lock(id))? {

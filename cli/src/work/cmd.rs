@@ -347,7 +347,11 @@ fn list(store: &mut Store, state: Option<&str>, json: bool) -> Exit {
         };
         rows.retain(|(_, r)| wanted(r));
     }
-    let warnings = listing.problems;
+    let mut warnings = listing.problems;
+    for (live, n) in store.lost_runs(None, super::hold::left_behind) {
+        let line = super::show::lost_line(&live.run_id, n);
+        warnings.push(format!("{}: {line}", live.work_id));
+    }
     if json {
         let items: Vec<Listed> = rows
             .iter()

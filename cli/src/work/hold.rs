@@ -156,6 +156,17 @@ pub fn reap(root: &Path, live: &LiveRun) -> usize {
     kill_marked(live.run_id.as_str())
 }
 
+/// How many processes a run whose host died left running, as [`reap`] would find them,
+/// without touching any.
+pub fn left_behind(root: &Path, live: &LiveRun) -> usize {
+    if let Some(named) = &live.cgroup {
+        if let Ok(Some(leaf)) = trusted_leaf(root, live, Path::new(named)) {
+            return cgroup::members(&leaf).len();
+        }
+    }
+    marked(live.run_id.as_str()).len()
+}
+
 /// Removes this root's `harn-work-…` cgroup once no segment's cgroup is left in it (the
 /// kernel refuses to remove one that still has children or processes).
 fn remove_if_empty(base: Option<&Path>) {

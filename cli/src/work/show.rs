@@ -25,6 +25,12 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
     store.save_index();
     // A history that lost an attempt that ran reads as fewer attempts than there were.
     let damage = store.ledger().lost_attempt(&item).unwrap_or_else(|e| Some(e.to_string()));
+    // Processes of a run whose host died, until something reaps them.
+    let lost: Vec<String> = store
+        .lost_runs(Some(&id), super::hold::left_behind)
+        .into_iter()
+        .map(|(live, n)| lost_line(&live.run_id, n))
+        .collect();
     // Where the item's worktree is, and what it takes on disk.
     let worktree = super::attempt::recorded_workspace(store, &item).map(|ws| {
         let path = std::path::Path::new(&ws.path);
@@ -36,7 +42,7 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
         let doc = json!({
             "intent": item.intent, "projection": item.projection, "events": item.events,
             "history_len": item.history_len, "worktree": worktree,
-            "usage": item.usage, "damage": damage,
+            "usage": item.usage, "damage": damage, "lost_processes": lost,
             "next_commands": harn_core::work::next::next_commands(&item.intent.id, &item.projection),
         });
         outln!("{doc}");
@@ -55,6 +61,9 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
     ]);
     if let Some(damage) = &damage {
         outln!("  damage     {damage}");
+    }
+    for line in &lost {
+        outln!("  lost run   {line}");
     }
     outln!("  objective  {}", i.objective);
     if let Some(source) = &i.source {
@@ -100,4 +109,13 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
 
 pub(super) fn state_name(s: WorkState) -> String {
     json!(s).as_str().unwrap_or("").to_owned()
+}
+
+/// What a read says of a run whose host died and left processes behind.
+pub(super) fn lost_line(run: &Id, processes: usize) -> String {
+    let s = if processes == 1 { "" } else { "es" };
+    format!(
+        "{processes} process{s} of lost run {run} still running (the next run, retry, cancel \
+         or tick of this item stops them)"
+    )
 }
