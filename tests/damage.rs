@@ -82,3 +82,16 @@ fn a_transcript_changed_within_its_sealed_length_is_refused_at_accept() {
     let accept = harn_at(&root, &["work", "accept", "docs"]);
     assert_ne!(accept.status.code(), Some(0), "{}", text(&accept));
 }
+
+#[test]
+fn a_run_directory_left_empty_says_its_start_was_cut_short() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = ran_once(tmp.path());
+    let run = "wf-2026-01-01-00-00-00-000-abcdef";
+    std::fs::create_dir(root.join(".harnery/workflows").join(run)).unwrap();
+    let show = harn_at(&root, &["run", "show", run]);
+    assert_eq!(show.status.code(), Some(1), "{}", text(&show));
+    assert!(text(&show).contains("cut short"), "{}", text(&show));
+    let list = harn_at(&root, &["run", "list"]);
+    assert!(list.status.success(), "{}", text(&list));
+}

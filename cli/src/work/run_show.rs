@@ -70,6 +70,17 @@ pub fn run(cmd: RunCmd) -> Exit {
     };
     let (manifest, proof) = match store.run_records(&run_id) {
         Ok((Some(m), p)) => (m, p),
+        Ok((None, _)) if store.root().join(run_dir(&run_id)).is_dir() => {
+            return fail(
+                EXIT_FAILED,
+                format!(
+                    "run {run_id} has no manifest: its start was cut short before it wrote \
+                     run.json (a full disk, a kill), so nothing ran and nothing was charged; \
+                     {} may be removed",
+                    store.root().join(run_dir(&run_id)).display()
+                ),
+            )
+        }
         Ok((None, _)) => return fail(EXIT_FAILED, format!("no workflow run {run_id}")),
         Err(e) => return fail(EXIT_FAILED, e),
     };
