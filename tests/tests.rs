@@ -16,6 +16,7 @@ mod determinism;
 mod doors;
 mod forgery;
 mod frozen;
+mod fsck;
 mod full_disk;
 mod fuzz_corpus;
 mod git_data;

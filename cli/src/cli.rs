@@ -59,6 +59,8 @@ enum Top {
     Approval(crate::work::approval_cmd::ApprovalCmd),
     /// A read-only terminal dashboard of the service, goals, work and harnesses.
     Dash(crate::dash::DashArgs),
+    /// Check every record of a root and report each damage with its file and what to do.
+    Fsck(crate::fsck::FsckArgs),
     /// Print the shell code that completes harn's verbs, options and ids (source it).
     Completions {
         /// The shell to complete for.
@@ -137,6 +139,7 @@ where
             args.plain = !crate::paint::is_on();
             crate::dash::run(args)
         }
+        Top::Fsck(args) => crate::fsck::run(args),
         Top::Supervisor(args) => match args.verb {
             SupervisorVerb::Goal(verb) => crate::goal::cmd::run(args.root, verb),
             SupervisorVerb::Service(verb) => crate::service::run_at(args.root, verb),

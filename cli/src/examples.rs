@@ -23,7 +23,7 @@ pub(crate) const EXAMPLES: &[(&str, &[&str])] = &[
     ("harness profile use", &["harn harness profile use night"]),
     ("harness reload", &["harn harness reload", "harn harness reload --force    # even if it stops every harness"]),
     ("harness events", &["harn harness events", "harn harness events --json"]),
-    ("harness ledger", &["harn harness ledger web", "harn harness ledger --json"]),
+    ("harness ledger", &["harn harness ledger web --last 20", "harn harness ledger --since 1h --json"]),
     (
         "work create",
         &[

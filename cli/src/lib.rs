@@ -26,6 +26,7 @@ pub mod dash;
 pub mod example;
 pub mod examples;
 pub mod exit;
+pub mod fsck;
 pub mod goal;
 pub mod harness;
 pub mod init;

@@ -217,9 +217,6 @@ enum Verb {
         json: bool,
     },
     /// The recovery ledger: one record per lifecycle decision, with its evidence.
-    #[command(
-        after_help = "Examples:\n  harn harness ledger                 # every record, oldest first\n  harn harness ledger web --last 20   # the last twenty of one harness\n  harn harness ledger --since 1h --json"
-    )]
     Ledger {
         /// Only this harness.
         name: Option<String>,

@@ -24,7 +24,10 @@ pub fn show(store: &mut Store, id: &str, json: bool) -> Exit {
     };
     store.save_index();
     // A history that lost an attempt that ran reads as fewer attempts than there were.
-    let damage = store.ledger().lost_attempt(&item).unwrap_or_else(|e| Some(e.to_string()));
+    let damage = match store.ledger().lost_attempt(&item) {
+        Ok(found) => found.map(|(file, what)| format!("{file}: {what}")),
+        Err(e) => Some(e.to_string()),
+    };
     // Processes of a run whose host died, until something reaps them.
     let lost: Vec<String> = store
         .lost_runs(Some(&id), super::hold::left_behind)

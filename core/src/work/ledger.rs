@@ -950,10 +950,10 @@ impl<F: Fs> Ledger<F> {
 
     /// What is wrong when `item`'s history lost an attempt that ran (see
     /// [`Ledger::start_attempt`], which refuses to start on it): the file and why.
-    pub fn lost_attempt(&mut self, item: &Item) -> Result<Option<String>, RecordError> {
+    pub fn lost_attempt(&mut self, item: &Item) -> Result<Option<(String, String)>, RecordError> {
         match self.check_attempt_unclaimed(&item.intent.id, item.projection.attempts_used + 1) {
             Ok(()) => Ok(None),
-            Err(RecordError::Invalid { file, detail }) => Ok(Some(format!("{file}: {detail}"))),
+            Err(RecordError::Invalid { file, detail }) => Ok(Some((file, detail))),
             Err(e) => Err(e),
         }
     }
