@@ -203,3 +203,21 @@ fn a_ruling_names_who_resumes_the_run() {
     let said = text(&harn(dir2.path(), &["approval", "approve", &approval]));
     assert!(said.contains("next       harn work run s resumes run"), "{said}");
 }
+
+/// The README's approval flow past its first ruling: the rulings journal and its lock sit
+/// beside the approvals and are none of them.
+#[test]
+fn approvals_list_after_a_ruling() {
+    let dir = root();
+    let approval = run_parked(dir.path());
+    assert!(harn(dir.path(), &["approval", "approve", &approval, "--actor", "ana"])
+        .status
+        .success());
+    let list = harn(dir.path(), &["approval", "list"]);
+    assert!(list.status.success(), "{}", text(&list));
+    assert!(text(&list).contains(&approval) && text(&list).contains("approved"), "{}", text(&list));
+    assert!(!text(&list).contains("rulings"), "{}", text(&list));
+    let doc = json(&harn(dir.path(), &["approval", "list", "--json"]));
+    assert_eq!(doc["approvals"].as_array().unwrap().len(), 1, "{doc}");
+    assert_eq!(doc["errors"].as_array().unwrap().len(), 0, "{doc}");
+}

@@ -37,9 +37,14 @@ impl Store {
         Ok(self.ledger().approval(id.as_str())?)
     }
 
-    /// Every approval's id, sorted.
+    /// Every approval's id, sorted. The rulings journal and its lock live in the same
+    /// directory and are no approval.
     pub fn approval_ids(&mut self) -> Result<crate::os::store::Listing, StoreError> {
-        self.list_ids(harn_core::layout::APPROVALS)
+        let own = |path: &str| path.rsplit('/').next().map(str::to_owned);
+        let files = [own(harn_core::layout::RULINGS), own(harn_core::layout::RULINGS_LOCK)];
+        let mut listing = self.list_ids(harn_core::layout::APPROVALS)?;
+        listing.ids.retain(|id| !files.iter().flatten().any(|f| f == id.as_str()));
+        Ok(listing)
     }
 
     /// Records a ruling once (see [`harn_core::work::ledger::Ledger::rule`]), under the
