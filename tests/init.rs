@@ -57,3 +57,25 @@ fn init_makes_the_root_at_the_repository_top_and_keeps_what_is_there() {
     assert_eq!(std::fs::read_to_string(top.join("harness.toml")).unwrap(), "# mine\n");
     assert_eq!(doc["agents"].as_array().unwrap().len(), 4, "one line per preset: {doc}");
 }
+
+/// A root begun by its first `work create`, without `harn init`, keeps its records out of git
+/// as init's does.
+#[test]
+fn a_root_begun_by_a_create_keeps_its_records_out_of_git() {
+    let dir = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        std::process::Command::new("git").args(args).current_dir(dir.path()).output().unwrap()
+    };
+    assert!(git(&["init", "-q"]).status.success());
+    std::fs::write(dir.path().join("wf.sh"), "#!/bin/sh\n").unwrap();
+    let create = ["work", "create", "T", "wf.sh", "--objective", "o", "--root"];
+    let out = std::process::Command::new(crate::cli::harn_bin())
+        .args(create)
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", crate::cli::text(&out));
+    let status = git(&["status", "--porcelain"]);
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(!status.contains(".harnery"), "git sees harn's records: {status}");
+}

@@ -140,6 +140,13 @@ pub fn run(args: InitArgs) -> Exit {
 }
 
 /// Creates `name` in `dir` with `text` unless something is there already.
+/// Writes `.harnery/.gitignore` when it is missing (a root begun by a create, not by `harn
+/// init`), so git never shows harn's records as untracked files.
+pub fn keep_out_of_git(root: &std::path::Path) -> std::io::Result<()> {
+    let dir = Dir::open(root, ".harnery", false)?;
+    write_new(&dir, ".gitignore", GITIGNORE).map(drop)
+}
+
 fn write_new(dir: &Dir, name: &str, text: &str) -> std::io::Result<Made> {
     match dir.create_new(name, text.as_bytes()) {
         Ok(()) => {

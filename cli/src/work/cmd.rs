@@ -300,6 +300,10 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
     if !store.exists(&id) {
         return fail(EXIT_FAILED, format!("no free id after {CREATE_TRIES} names were taken"));
     }
+    // A root begun by its first item keeps its records out of git, as `harn init`'s does.
+    if let Err(e) = crate::init::keep_out_of_git(store.root()) {
+        errln!("harn: warning: {}/.harnery/.gitignore: {e}", store.root().display());
+    }
     if a.quiet {
         outln!("{id}");
         return Ok(0);
