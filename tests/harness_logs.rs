@@ -120,3 +120,21 @@ fn following_every_harness_prints_the_lines_of_each_as_they_come() {
     assert!(seen.iter().any(|l| l.contains(" one out  | one later")), "{seen:?}");
     assert!(seen.iter().any(|l| l.contains(" two err  | two later")), "{seen:?}");
 }
+
+/// The read verbs name a malformed `harness.toml` as `up` does, instead of reading it as an
+/// empty one.
+#[test]
+fn read_verbs_name_a_malformed_configuration() {
+    let root = crate::harness_daemon::Root::new("[harness.a]\ncommand = [\"sleep\", \"1\"\n");
+    for args in
+        [&["list"][..], &["list", "--json"][..], &["status", "a"][..], &["logs", "nosuch"][..]]
+    {
+        let out = root.harn(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", crate::cli::text(&out));
+        assert!(
+            crate::cli::text(&out).contains("harness.toml:"),
+            "{args:?}: {}",
+            crate::cli::text(&out)
+        );
+    }
+}

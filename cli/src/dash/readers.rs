@@ -391,7 +391,13 @@ pub fn harnesses(root: &Path, timeout: Duration) -> Result<serde_json::Value, St
         Ok(answer) if is_ok(&answer) => Ok(answer),
         Ok(answer) => Err(answer["error"].as_str().unwrap_or("refused").to_owned()),
         Err(ClientError::NotRunning(_)) => {
-            let config = crate::harness::config::load(&root.join("harness.toml")).ok();
+            // A configuration that does not load is said, not taken for none.
+            let file = root.join("harness.toml");
+            let config = match crate::harness::config::load(&file) {
+                Ok(c) => Some(c),
+                Err(e) if file.exists() => return Err(e.to_string()),
+                Err(_) => None,
+            };
             crate::harness::status::offline_document(&paths, config.as_ref(), None)
         }
         Err(e) => Err(e.to_string()),

@@ -440,8 +440,12 @@ fn show(paths: &Paths, config: &Path, name: Option<&str>, json: bool) -> Exit {
         Ok(answer) => Err(answer["error"].as_str().unwrap_or("refused").to_owned()),
         Err(client::ClientError::NotRunning(_)) => {
             // What the configuration names shows too, before any daemon ever ran it.
-            let configured = super::config::load(config).ok();
-            status::offline_document(paths, configured.as_ref(), name)
+            // A configuration that does not load is bad input, said as `up` says it.
+            match super::config::load(config) {
+                Ok(c) => status::offline_document(paths, Some(&c), name),
+                Err(e) if config.exists() => return fail(EXIT_USAGE, e),
+                Err(_) => status::offline_document(paths, None, name),
+            }
         }
         Err(e) => Err(e.to_string()),
     };

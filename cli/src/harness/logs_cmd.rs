@@ -44,6 +44,15 @@ pub fn logs(paths: &Paths, config: &Path, args: LogsArgs) -> Exit {
                 Err(e) => return fail(EXIT_USAGE, format!("{name:?}: {e}")),
             };
             let path = paths.log(&id);
+            // A configuration that does not load cannot say the name is wrong: without a log
+            // of that name, its error is the answer; with one, the log is shown and the error
+            // said.
+            if let Err(e) = &loaded {
+                if !path.exists() && config.exists() {
+                    return fail(EXIT_USAGE, format!("{e} (and {name} has no log)"));
+                }
+                errln!("harn: warning: {e}");
+            }
             // A harness that never wrote has no log yet; one the configuration does not name
             // is a mistake, said as `stop` says it.
             if let (false, Ok(cfg)) = (path.exists(), &loaded) {
@@ -62,6 +71,9 @@ pub fn logs(paths: &Paths, config: &Path, args: LogsArgs) -> Exit {
             vec![(id, path)]
         }
         None => {
+            if let (Err(e), true) = (&loaded, config.exists()) {
+                errln!("harn: warning: {e}");
+            }
             // Every configured harness, and every log on disk (a harness removed from the
             // configuration keeps its log).
             let mut names: std::collections::BTreeSet<Id> =
