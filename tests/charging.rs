@@ -130,6 +130,11 @@ fn forgetting_the_harness_is_a_host_precondition_not_a_charged_attempt() {
         (Some("blocked"), Some("none")),
         "{p}"
     );
+    // What to type next is what works, as the reason says: a retry, with the harness.
+    let doc = json(&harn_at(&root, &["work", "show", "docs", "--json"]));
+    assert_eq!(doc["next_commands"][0], "harn work retry docs --harness HARNESS", "{doc}");
+    let retry = harn_at(&root, &["work", "retry", "docs", "--harness", "scripted"]);
+    assert!(retry.status.success(), "{}", text(&retry));
 }
 
 /// A root whose item `w` runs a workflow that ignores SIGTERM until killed, and a goal `g`.

@@ -21,7 +21,12 @@ fn a_subdirectory_of_a_root_uses_that_root() {
     ok(&harn(&root, &["work", "create", "Parser", "wf.sh", "--objective", "o", "--id", "parser"]));
     // From below: the item is there, and a new one lands in the same root.
     assert!(ok(&harn(&sub, &["work", "list"])).contains("parser"));
-    ok(&harn(&sub, &["work", "create", "Wire", "wf.sh", "--objective", "o", "--id", "wire"]));
+    // Paths are taken from where the person stands, as git takes them: a bare `wf.sh` here
+    // is not the root's.
+    let bare = harn(&sub, &["work", "create", "Wire", "wf.sh", "--objective", "o", "--id", "wire"]);
+    assert_eq!(bare.status.code(), Some(2), "{}", text(&bare));
+    assert!(text(&bare).contains("src/deep/wf.sh"), "{}", text(&bare));
+    ok(&harn(&sub, &["work", "create", "Wire", "../../wf.sh", "--objective", "o", "--id", "wire"]));
     assert!(
         !sub.join(".harnery").exists() && !root.join("src/.harnery").exists(),
         "no nested root"
@@ -65,7 +70,7 @@ fn a_git_work_tree_without_a_root_gets_one_at_its_top() {
     std::fs::write(top.join("wf.sh"), "#!/bin/sh\nexit 0\n").unwrap();
     let sub = top.join("crates/a");
     std::fs::create_dir_all(&sub).unwrap();
-    ok(&harn(&sub, &["work", "create", "T", "wf.sh", "--objective", "o", "--id", "t"]));
+    ok(&harn(&sub, &["work", "create", "T", "../../wf.sh", "--objective", "o", "--id", "t"]));
     assert!(top.join(".harnery").is_dir(), "made at the git top");
     assert!(!sub.join(".harnery").exists());
 }

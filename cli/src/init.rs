@@ -24,7 +24,7 @@ pub struct InitArgs {
     json: bool,
 }
 
-const GITIGNORE: &str = "# harn's records of this root: kept out of the repository.\n*\n";
+use crate::os::root::GITIGNORE;
 
 const CONFIG: &str = r#"// Agent programs this root may use (JSON with comments). The built-in claude-code and
 // codex presets need no entry: name them with --harness, or in a team file. Declare any
@@ -140,13 +140,6 @@ pub fn run(args: InitArgs) -> Exit {
 }
 
 /// Creates `name` in `dir` with `text` unless something is there already.
-/// Writes `.harnery/.gitignore` when it is missing (a root begun by a create, not by `harn
-/// init`), so git never shows harn's records as untracked files.
-pub fn keep_out_of_git(root: &std::path::Path) -> std::io::Result<()> {
-    let dir = Dir::open(root, ".harnery", false)?;
-    write_new(&dir, ".gitignore", GITIGNORE).map(drop)
-}
-
 fn write_new(dir: &Dir, name: &str, text: &str) -> std::io::Result<Made> {
     match dir.create_new(name, text.as_bytes()) {
         Ok(()) => {

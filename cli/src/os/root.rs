@@ -151,6 +151,20 @@ pub fn require_ledger(root: &Path, explicit: bool) -> Result<(), String> {
     ))
 }
 
+/// `.harnery/.gitignore`: harn's records stay out of the repository.
+pub const GITIGNORE: &str = "# harn's records of this root: kept out of the repository.\n*\n";
+
+/// Writes `.harnery/.gitignore` when it is missing (a root begun by a create, not by `harn
+/// init`), so git never shows harn's records as untracked files.
+pub fn keep_out_of_git(root: &Path) -> std::io::Result<()> {
+    let dir = crate::os::private::Dir::open(root, ".harnery", false)?;
+    match dir.create_new(".gitignore", GITIGNORE.as_bytes()) {
+        Ok(()) => dir.sync(),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::find_from;

@@ -210,7 +210,7 @@ pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
         *id = store.expand_work_id(std::mem::take(id))?;
     }
     match verb {
-        Verb::Create(a) => create(&mut store, a),
+        Verb::Create(a) => create(&mut store, a, explicit),
         Verb::List { state, json } => list(&mut store, state.as_deref(), json),
         Verb::Show(Shown { id, json }) => show(&mut store, &id, json),
         Verb::Cancel(g) => govern(&mut store, g, None),
@@ -226,7 +226,10 @@ pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
     }
 }
 
-fn create(store: &mut Store, a: CreateArgs) -> Exit {
+/// `explicit`: the root was named with `--root`, and a relative workflow path is taken from
+/// it (as `git -C` does); found from the current directory, paths are taken from where the
+/// person stands, as git takes them.
+fn create(store: &mut Store, a: CreateArgs, explicit: bool) -> Exit {
     // Named after its title (`parser`, `parser-2`), else stamped; any entry by that name is
     // taken: an item, one a kill cut short, a stray file.
     let generated = a.id.is_none();
@@ -245,7 +248,11 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
         Ok(d) => d,
         Err(e) => return fail(EXIT_USAGE, format!("--depends-on: {e}")),
     };
-    let workflow = match frozen_workflow(&store.root().join(&a.workflow)) {
+    let base = match explicit {
+        true => store.root().to_path_buf(),
+        false => std::env::current_dir().unwrap_or_else(|_| store.root().to_path_buf()),
+    };
+    let workflow = match frozen_workflow(&base.join(&a.workflow)) {
         Ok(w) => w,
         Err(e) => return fail(EXIT_USAGE, e),
     };
@@ -301,7 +308,7 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
         return fail(EXIT_FAILED, format!("no free id after {CREATE_TRIES} names were taken"));
     }
     // A root begun by its first item keeps its records out of git, as `harn init`'s does.
-    if let Err(e) = crate::init::keep_out_of_git(store.root()) {
+    if let Err(e) = crate::os::root::keep_out_of_git(store.root()) {
         errln!("harn: warning: {}/.harnery/.gitignore: {e}", store.root().display());
     }
     if a.quiet {

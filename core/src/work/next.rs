@@ -38,6 +38,12 @@ pub fn next_commands(id: &Id, p: &Projection) -> Vec<String> {
                 "harn supervisor create ROOT_ITEM --team TEAM --replanning POLICY.json (a goal that may replan)"
                     .into(),
             ],
+            // Blocked with attempts left (a missing program, an outside refusal, a full
+            // disk): a retry runs it again once the cause is fixed, as its reason says.
+            WorkState::Blocked if p.blocked_on_decision.is_none() => vec![
+                format!("harn work retry {id} --harness HARNESS"),
+                format!("harn work reopen {id} --reason WHY"),
+            ],
             _ => vec![format!("harn work reopen {id} --reason WHY")],
         },
     }
@@ -101,6 +107,9 @@ mod tests {
             next_commands(&id, &spent)[0].contains("a new item"),
             "a dead end says what is possible"
         );
+        // Blocked with attempts left: a retry, as the reason says ("fix it, then retry").
+        let blocked = projection(WorkState::Blocked, NextAction::None);
+        assert_eq!(next_commands(&id, &blocked)[0], "harn work retry parser --harness HARNESS");
         let refused = with_next(&id, &spent, "cannot start".into());
         assert!(refused.starts_with("cannot start\n  next: harn work create"), "{refused}");
         assert!(refused.contains("\n  or:   harn supervisor create"), "{refused}");
