@@ -313,3 +313,37 @@ fn the_harness_unit_is_named_after_its_root_escaped_and_installable() {
         assert!(verify.status.success() && complaints.is_empty(), "systemd-analyze verify: {said}");
     }
 }
+
+/// A run that starts a child of its own at once is one instance: the duplicate-start check
+/// counts only processes outside the new run's session.
+#[test]
+fn a_run_with_children_of_its_own_passes_the_duplicate_start_check() {
+    let root = Root::new(
+        "[harness.pair]\ncommand = [\"sh\", \"-c\", \"sleep 100 & exec sleep 200\"]\nstop_grace_ms = 200\n",
+    );
+    root.up();
+    if !has_cgroups(&root) {
+        return;
+    }
+    runs_steadily(&root, "pair");
+    for _ in 0..3 {
+        let before = root.harness("pair")["runs"].as_u64().unwrap();
+        let out = root.harn(&["restart", "pair"]);
+        assert!(out.status.success(), "{}", text(&out));
+        root.wait_for("pair", "restarted", |h| {
+            h["runs"].as_u64() > Some(before) && state(h) == "running"
+        });
+    }
+    let ledger = root.harn(&["ledger", "pair", "--json"]);
+    let doc: Value = serde_json::from_slice(&ledger.stdout).unwrap();
+    let checks: Vec<&Value> = doc["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r.get("duplicate_start_check").filter(|c| !c.is_null()))
+        .collect();
+    assert!(checks.len() >= 4, "{doc}");
+    for c in checks {
+        assert!(c["result"].as_str().unwrap().starts_with("passed"), "{c}");
+    }
+}

@@ -403,7 +403,13 @@ impl RecoveryLedger {
                 "not checked: no cgroup (earlier runs are stopped with their process group)";
             return json!({ "result": result, "reclaimed": reclaimed });
         };
-        let others: Vec<u32> = members.into_iter().filter(|p| Some(*p) != own).collect();
+        // The new run's own children (in the session it leads) are the new run, however
+        // quickly it made them: only a process outside it is another instance.
+        let others: Vec<u32> = members
+            .into_iter()
+            .filter(|p| Some(*p) != own)
+            .filter(|p| own.is_none() || crate::os::procfs::session_of(*p) != own)
+            .collect();
         if others.is_empty() {
             json!({ "result": "passed: the harness's cgroup holds only the new run", "reclaimed": reclaimed })
         } else {

@@ -21,6 +21,12 @@ pub fn ancestors() -> Vec<u32> {
     chain
 }
 
+/// The session of `pid` (`/proc/PID/stat`'s sixth field), if it is alive.
+pub fn session_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(3)?.parse().ok()
+}
+
 /// Every process of our user but us and our ancestors (whoever started us may carry the
 /// same markers), with the variables of its environment for `pick` to choose from. Another
 /// user's process is never taken for ours, whatever its environment says.
