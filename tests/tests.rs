@@ -14,6 +14,7 @@ mod damage;
 mod dash;
 mod determinism;
 mod doors;
+mod exit_codes;
 mod forgery;
 mod frozen;
 mod fsck;

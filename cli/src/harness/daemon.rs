@@ -524,6 +524,17 @@ impl HarnessHost {
                 Ok(ids) => ids,
                 Err(e) => return Ok(e),
             };
+            // A name the daemon never had is bad input (exit 2), said as the core says it.
+            let unknown: Vec<String> = ids
+                .iter()
+                .filter(|n| !host.daemon.harnesses().contains_key(*n))
+                .map(|n| format!("\"{n}\""))
+                .collect();
+            if !unknown.is_empty() {
+                let s = if unknown.len() == 1 { "" } else { "es" };
+                let message = format!("no harness{s} named {}", unknown.join(", "));
+                return Ok(super::protocol::bad_input(message));
+            }
             Ok(match host.command(make(ids))? {
                 Ok(()) => ok(serde_json::json!({})),
                 Err(e) => err(e),
@@ -536,7 +547,10 @@ impl HarnessHost {
             Request::Stop { names } => per_name(self, names, |names| Command::Stop { names }),
             Request::Restart { names } => per_name(self, names, |names| Command::Restart { names }),
             Request::UseProfile { name } => match Id::new(&name) {
-                Err(e) => Ok(err(format!("{name:?}: {e}"))),
+                Err(e) => Ok(super::protocol::bad_input(format!("{name:?}: {e}"))),
+                Ok(profile) if !self.daemon.config().profiles.contains_key(&profile) => {
+                    Ok(super::protocol::bad_input(format!("no profile named \"{profile}\"")))
+                }
                 Ok(profile) => Ok(match self.command(Command::UseProfile { profile })? {
                     Ok(()) => ok(serde_json::json!({})),
                     Err(e) => err(e),

@@ -208,6 +208,14 @@ pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
     let mut verb = args.verb;
     if let Some(id) = verb.typed_id() {
         *id = store.expand_work_id(std::mem::take(id))?;
+        // An unknown name is bad input (exit 2), as an ambiguous prefix is; a directory
+        // without its intent is a creation a kill cut short, which reconcile deals with.
+        let missing = Id::new(id.as_str()).is_ok_and(|i| {
+            !store.exists(&i) && !store.root().join(harn_core::layout::work_dir(&i)).exists()
+        });
+        if missing {
+            return fail(EXIT_USAGE, format!("no work item {id}"));
+        }
     }
     match verb {
         Verb::Create(a) => create(&mut store, a, explicit),
@@ -327,8 +335,18 @@ fn frozen_workflow(path: &std::path::Path) -> Result<WorkflowRef, String> {
         std::fs::canonicalize(path).map_err(|e| format!("workflow {}: {e}", path.display()))?;
     let bytes = crate::input::read(&abs, crate::input::WORKFLOW_MAX)
         .map_err(|e| format!("workflow {e}"))?;
+    // What runs is the bytes themselves (or node, for a module): a file that is neither a
+    // script with its interpreter line nor a program would only fail at its first run.
+    let shown = abs.display().to_string();
+    let runnable = bytes.starts_with(b"#!") || bytes.starts_with(b"\x7fELF");
+    if !runnable && !super::process::is_module(&shown) {
+        return Err(format!(
+            "workflow {shown}: not a script with a #! line, a program, or a .mjs/.js module; \
+             begin it with #!/bin/sh (or the interpreter it needs)"
+        ));
+    }
     let sha256 = harn_core::hash::sha256_hex(&bytes);
-    Ok(WorkflowRef { path: abs.display().to_string(), sha256 })
+    Ok(WorkflowRef { path: shown, sha256 })
 }
 
 fn list(store: &mut Store, state: Option<&str>, json: bool) -> Exit {

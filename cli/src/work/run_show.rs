@@ -125,6 +125,19 @@ pub fn run(cmd: RunCmd) -> Exit {
     }
     outln!("  workflow   {} (sha256 {})", manifest.script.path, &manifest.script.sha256[..12]);
     outln!("  timeout    {} ms", manifest.timeout_ms);
+    // Where the workflow's own words went: the first place to look when it failed.
+    let stderr = store.root().join(run_dir(&run_id)).join("stderr.log");
+    if let Ok(meta) = std::fs::metadata(&stderr) {
+        outln!("  stderr     {} ({} bytes)", stderr.display(), meta.len());
+        let failed = proof.as_ref().is_none_or(|p| !p.passes());
+        if failed && meta.len() > 0 {
+            let tail = crate::os::logs::tail(&stderr, 5).unwrap_or_default();
+            for line in tail.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+                let text = harn_core::harness::logline::parse(line).text;
+                outln!("    {}", String::from_utf8_lossy(text));
+            }
+        }
+    }
     let isolation = json!(manifest.isolation);
     outln!("  isolation  {} (declared)", isolation.as_str().unwrap_or(""));
     if let Some(cwd) = &manifest.cwd {

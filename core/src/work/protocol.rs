@@ -152,6 +152,9 @@ impl std::fmt::Display for ProtocolError {
     }
 }
 
+/// How much of a line that is no message its error quotes.
+const EXCERPT: usize = 120;
+
 /// Parses one line (without its newline).
 pub fn parse_line(line: &[u8], line_no: u64) -> Result<FromWorkflow, ProtocolError> {
     let err = |field: Option<&str>, message: String| ProtocolError {
@@ -164,7 +167,10 @@ pub fn parse_line(line: &[u8], line_no: u64) -> Result<FromWorkflow, ProtocolErr
     }
     let msg: FromWorkflow = serde_json::from_slice(line).map_err(|e| {
         let field = field_of(&e.to_string());
-        err(field.as_deref(), e.to_string())
+        // What the line said, so a workflow that printed something else is found at once.
+        let text = String::from_utf8_lossy(&line[..line.len().min(EXCERPT)]);
+        let more = if line.len() > EXCERPT { "…" } else { "" };
+        err(field.as_deref(), format!("{e}; the line reads {text:?}{more}"))
     })?;
     check_bounds(&msg).map_err(|(field, m)| err(Some(field), m))?;
     Ok(msg)
