@@ -39,6 +39,7 @@ mod private_files;
 mod pty;
 mod purity;
 mod readers;
+mod readme;
 mod real_agents;
 mod rooms;
 mod root_discovery;
