@@ -240,3 +240,21 @@ fn every_shell_block_of_the_readme_runs_as_written() {
     }
     assert!(ran >= 6, "{ran} sections ran");
 }
+
+/// The README reads as prose: no line over 400 characters, and every file it links to is in
+/// the repository.
+#[test]
+fn the_readme_has_short_lines_and_links_that_exist() {
+    let readme = std::fs::read_to_string(checkout().join("README.md")).unwrap();
+    for (n, line) in readme.lines().enumerate() {
+        assert!(line.chars().count() <= 400, "README.md:{}: {} characters", n + 1, line.len());
+    }
+    for link in readme.split("](").skip(1) {
+        let target = link.split(')').next().unwrap_or("");
+        let file = target.split('#').next().unwrap_or("");
+        if file.is_empty() || file.contains("://") {
+            continue;
+        }
+        assert!(checkout().join(file).exists(), "README.md links to {file}, which is not here");
+    }
+}
