@@ -101,6 +101,12 @@ fn the_service_ticks_to_success_survives_a_kill_and_stops() {
     let status = json(&harn(r, &["supervisor", "service", "status", "--json"]));
     assert_eq!(status["liveness"], "running");
     assert_eq!(status["config"]["created_at"], created, "the enrollment is reused, not replaced");
+    // A second start names the one that runs and what to type.
+    let second = harn(r, &["supervisor", "service", "start"]);
+    assert_eq!(second.status.code(), Some(1), "{}", text(&second));
+    let running = status["status"]["pid"].as_u64().unwrap();
+    assert!(text(&second).contains(&format!("(pid {running})")), "{}", text(&second));
+    assert!(text(&second).contains("service stop"), "{}", text(&second));
     let out = harn(r, &["supervisor", "service", "stop"]);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(liveness(r), "stopped");

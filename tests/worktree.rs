@@ -154,6 +154,12 @@ fn two_items_in_parallel_worktrees_edit_the_same_file_and_their_proofs_name_thei
     let shown = text(&repo.harn(&["run", "show", p["latest_run_id"].as_str().unwrap()], ""));
     assert!(shown.contains("on harn/a from"), "{shown}");
     assert!(shown.contains(&format!("final      {}", &commits[0][..12])), "{shown}");
+    // A path beside the root (`ROOT.worktrees/…`) is shown whole, never cut as if below it.
+    let line = shown.lines().find(|l| l.trim_start().starts_with("read-only")).expect("read-only");
+    assert!(line.contains(".worktrees/"), "the worktree's paths are held: {line}");
+    for path in line.trim_start().trim_start_matches("read-only").split(", ") {
+        assert!(!path.trim().starts_with(".worktrees"), "{line}");
+    }
 }
 
 #[test]

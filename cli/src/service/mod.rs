@@ -373,9 +373,16 @@ fn status_cmd(store: &mut Store, as_json: bool) -> Exit {
 }
 
 fn start(store: &mut Store, a: EnrollArgs) -> Exit {
-    let (live, _, _) = read_liveness(store);
+    let (live, _, status) = read_liveness(store);
     if matches!(live, Liveness::Running | Liveness::Stopping) {
-        return fail(EXIT_FAILED, "a service already runs for this root");
+        let pid = status.map_or_else(String::new, |s| format!(" (pid {})", s.pid));
+        return fail(
+            EXIT_FAILED,
+            format!(
+                "a service already runs for this root{pid}: `harn supervisor service status` \
+                 shows it, `harn supervisor service stop` stops it"
+            ),
+        );
     }
     let enrollment = match enroll(store, &a) {
         Ok(enrollment) => enrollment,

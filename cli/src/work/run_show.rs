@@ -172,11 +172,16 @@ pub fn run(cmd: RunCmd) -> Exit {
             for missing in &c.unenforced {
                 outln!("  not held   {missing}");
             }
-            let root = store.root().display().to_string();
-            let shown: Vec<&str> = c
+            // Shown relative to the root only when below it (by components, not text: a
+            // sibling `ROOT.worktrees/…` is not below `ROOT`).
+            let root = store.root().to_path_buf();
+            let shown: Vec<String> = c
                 .protected
                 .iter()
-                .map(|p| p.strip_prefix(&root).map_or(p.as_str(), |r| r.trim_start_matches('/')))
+                .map(|p| match std::path::Path::new(p).strip_prefix(&root) {
+                    Ok(rel) => rel.display().to_string(),
+                    Err(_) => p.clone(),
+                })
                 .collect();
             if !shown.is_empty() {
                 outln!("  read-only  {}", shown.join(", "));
