@@ -242,8 +242,9 @@ fn generated_ids_are_named_after_the_title() {
     assert!(out.status.success(), "{}", crate::cli::text(&out));
     let listed = String::from_utf8_lossy(&crate::cli::harn_at(r, &["supervisor", "list"]).stdout)
         .into_owned();
+    assert!(listed.starts_with("ID "), "a header names the columns: {listed}");
     assert!(
-        listed.starts_with("fix-the-parser "),
+        listed.lines().nth(1).is_some_and(|l| l.starts_with("fix-the-parser ")),
         "the goal is named after its root's title: {listed}"
     );
 }

@@ -346,6 +346,9 @@ fn list(store: &mut Store, as_json: bool) -> Exit {
         for w in &warnings {
             errln!("harn: warning: {w}");
         }
+        if !rows.is_empty() {
+            outln!("{:<28} {:<32} TITLE", "ID", "STATE/NEXT");
+        }
         for r in &rows {
             let state = r["state"].as_str().unwrap_or("");
             let next = format!("/{}", r["next_action"].as_str().unwrap_or(""));

@@ -79,8 +79,12 @@ pub type Team = BTreeMap<String, Profile>;
 /// then the line (for JSON errors) or the role and key.
 pub fn parse_team(shown: &str, bytes: &[u8]) -> Result<Team, RecordError> {
     // The line stays in the words, after the file, as operators have always read it.
-    let team: Team = serde_json::from_slice(bytes)
-        .map_err(|e| RecordError::parse(shown, None, format!("line {}: {e}", e.line())))?;
+    let team: Team = serde_json::from_slice(bytes).map_err(|e| {
+        // serde ends its words with the place; the place is said once, first.
+        let words = e.to_string();
+        let words = words.rsplit_once(" at line ").map_or(words.as_str(), |(w, _)| w);
+        RecordError::parse(shown, None, format!("line {} column {}: {words}", e.line(), e.column()))
+    })?;
     let invalid =
         |role: &str, what: &str| RecordError::invalid(shown, format!("role {role}: {what}"));
     for (role, p) in &team {
@@ -191,7 +195,9 @@ mod tests {
     fn bad_teams_are_refused_naming_the_role_key_or_line() {
         let parse = |text: &[u8]| parse_team("team.json", text).unwrap_err().to_string();
         let typo = "{\n  \"a\": {\"instruction\": \"x\"}\n}";
-        assert!(parse(typo.as_bytes()).starts_with("team.json: line 2"));
+        let said = parse(typo.as_bytes());
+        assert!(said.starts_with("team.json: line 2 column "), "{said}");
+        assert_eq!(said.matches("line 2").count(), 1, "the place is said once: {said}");
         let zero = r#"{"a": {"timeoutMs": 0}}"#;
         assert!(parse(zero.as_bytes()).contains("role a: timeoutMs"));
         let many = r#"{"a": {"maxAttempts": 11}}"#;
