@@ -205,3 +205,19 @@ fn a_new_goal_needs_a_team_whose_every_specialist_has_instructions() {
     let goals_after = std::fs::read_dir(root.join(".harnery/supervisors")).unwrap().count();
     assert_eq!(goals_before, goals_after, "nothing was written");
 }
+
+/// `run list`'s columns line up under their header: the attempt number sits under `#`.
+#[test]
+fn run_list_columns_line_up() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("r");
+    assert!(crate::cli::harn_at(&root, &["example"]).status.success());
+    let out = crate::cli::harn_at(&root, &["run", "list"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let mut lines = text.lines();
+    let header = lines.next().unwrap();
+    let hash = header.find('#').unwrap();
+    for row in lines {
+        assert_eq!(&row[hash..=hash], "1", "{text}");
+    }
+}

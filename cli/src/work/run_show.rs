@@ -446,7 +446,8 @@ fn list(store: &mut Store, limit: usize, json: bool) -> Exit {
             "{:<38} {:<16} {:>3}  {:<22} {:>10}  {cost}",
             r["run_id"].as_str().unwrap_or(""),
             item,
-            r["attempt"],
+            // A number, not a JSON value: a value's Display ignores the column's width.
+            r["attempt"].as_u64().unwrap_or(0),
             r["state"].as_str().unwrap_or(""),
             super::progress::elapsed(r["elapsed_ms"].as_u64().unwrap_or(0))
         );
