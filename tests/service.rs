@@ -88,6 +88,8 @@ fn the_service_ticks_to_success_survives_a_kill_and_stops() {
     // A crash: the daemon dies without a word; its record says running, its lease is free.
     Command::new("kill").args(["-9", &pid.to_string()]).status().unwrap();
     wait_for("the crash to show", || liveness(r) == "stale");
+    let shown = text(&harn(r, &["supervisor", "service", "status"]));
+    assert!(shown.contains("next       harn supervisor service start"), "{shown}");
     // Options without goal ids would be silently ignored by the reused enrollment: refused.
     let typed =
         ["supervisor", "service", "start", "--wake-interval-ms", "10", "--allow-api-billing"];

@@ -347,6 +347,17 @@ fn status_cmd(store: &mut Store, as_json: bool) -> Exit {
         errln!("harn: warning: {p}");
     }
     outln!("service: {}", json!(live).as_str().unwrap_or(""));
+    // What to type next where the service cannot go on by itself.
+    match live {
+        Liveness::Stale => outln!(
+            "  next       harn supervisor service start   # it died without stopping: starts \
+             it again with its frozen enrollment"
+        ),
+        Liveness::Stopped if config.is_some() => {
+            outln!("  next       harn supervisor service start")
+        }
+        _ => {}
+    }
     if let Some(s) = &status {
         let age = store.now().0.saturating_sub(s.heartbeat_at.0);
         let took = s.last_sweep_ms.map_or(String::new(), |ms| format!(", the last took {ms} ms"));
@@ -366,7 +377,13 @@ fn status_cmd(store: &mut Store, as_json: bool) -> Exit {
             let errors = wake.map_or(0, |w| w.consecutive_errors);
             let last =
                 hints.as_ref().and_then(|h| h.last_outcome.get(g)).cloned().unwrap_or_default();
-            outln!("  goal       {g:<24} {state:<16} errors {errors}  {last}");
+            // A goal in backoff says when it is tried again, on the wall clock.
+            let next = wake
+                .and_then(|w| w.next_wake_at)
+                .and_then(|at| hints.as_ref().and_then(|h| h.wall_of(at)))
+                .map(|t| format!(" (next try {})", t.utc()))
+                .unwrap_or_default();
+            outln!("  goal       {g:<24} {state:<16} errors {errors}{next}  {last}");
         }
     }
     Ok(0)
