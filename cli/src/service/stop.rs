@@ -60,17 +60,23 @@ pub fn stop(store: &mut Store, timeout_secs: Option<u64>, as_json: bool) -> Exit
 /// Waits until the daemon lets go of its lease, or `bound` passes.
 fn wait_for_lease(store: &mut Store, bound: Option<Duration>, quiet: bool) {
     let started = Instant::now();
-    let mut said = started;
+    // Said at once (after a moment, so a quick stop says nothing), then every
+    // PROGRESS_EVERY.
+    let mut said: Option<Instant> = None;
     while store.held_elsewhere(&path("lease.lock")) {
         if bound.is_some_and(|b| started.elapsed() >= b) {
             return;
         }
-        if !quiet && said.elapsed() >= PROGRESS_EVERY {
+        let due = match said {
+            None => started.elapsed() >= Duration::from_secs(1),
+            Some(at) => at.elapsed() >= PROGRESS_EVERY,
+        };
+        if !quiet && due {
             let view = crate::service::view::service(store);
             let goal = view.status.and_then(|s| s.active_goal_id);
             let what = goal.map_or("its sweep".to_owned(), |g| format!("its tick of goal {g}"));
             errln!("harn: waiting for the service to finish {what}");
-            said = Instant::now();
+            said = Some(Instant::now());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
