@@ -9,7 +9,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 /// Appends its item's id to `shared.txt`, waits until every item named in `$PARTIES` has
-/// started, commits, and passes. `fail-once` items leave an uncommitted file and fail first.
+/// started, commits, and passes. `fail-once` items leave an uncommitted file and fail first;
+/// `dirty` items pass without committing.
 const WORKFLOW: &str = r#"#!/bin/sh
 read -r start
 echo "$HARN_WORK_ID" >> shared.txt
@@ -26,6 +27,10 @@ case "$HARN_WORK_ID" in fail-once*)
     echo '{"op":"result","ok":false,"error":"first attempt fails"}'
     exit 1
   fi ;;
+dirty*)
+  echo '{"op":"evidence","kind":"test","status":"passed","label":"edited","acceptanceIds":["accept-1"]}'
+  echo '{"op":"result","ok":true,"summary":"edited, not committed"}'
+  exit 0 ;;
 esac
 git add -A >/dev/null && git commit -qm "$HARN_WORK_ID" || exit 3
 echo '{"op":"evidence","kind":"test","status":"passed","label":"edited","acceptanceIds":["accept-1"]}'
@@ -249,4 +254,20 @@ echo '{"op":"result","ok":true,"summary":"committed"}'
     assert_ne!(ws["final_commit"], ws["base_commit"], "the agent committed: {ws}");
     git(&r, &["checkout", "-q", "-b", "after"]);
     assert!(!repo.barrier.path().join("HOOK-RAN").exists(), "a planted hook ran");
+}
+
+/// A worktree run that passed but left its change uncommitted cannot be accepted: nothing
+/// it made could ever land. The refusal says what to do.
+#[test]
+fn a_passing_run_that_left_its_change_uncommitted_is_not_accepted() {
+    let repo = Repo::new();
+    repo.create("dirty");
+    let run = repo.harn(&[&RUN[..2], &["dirty"][..], &RUN[2..]].concat(), "");
+    assert!(run.status.success(), "{}", text(&run));
+    let accept = repo.harn(&["work", "accept", "dirty"], "");
+    assert_eq!(accept.status.code(), Some(1), "{}", text(&accept));
+    assert!(text(&accept).contains("uncommitted"), "{}", text(&accept));
+    assert!(text(&accept).contains("harn work reopen dirty"), "{}", text(&accept));
+    let p = json(&repo.harn(&["work", "show", "dirty", "--json"], ""))["projection"].clone();
+    assert_eq!(p["state"], "in_review", "{p}");
 }

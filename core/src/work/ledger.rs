@@ -599,6 +599,18 @@ impl<F: Fs> Ledger<F> {
             .read_bytes(&path)?
             .ok_or_else(|| RecordError::refused(format!("run {run_id} has no proof")))?;
         let proof_sha256 = crate::hash::sha256_hex(&bytes);
+        // A worktree run that left its change uncommitted made nothing a landing can take:
+        // accepting it would leave an item that can never land and a worktree kept for it.
+        let proof: Option<Proof> = serde_json::from_slice(&bytes).ok();
+        if let Some(a) = proof.as_ref().and_then(|p| p.workspace.as_ref()).filter(|a| a.uncommitted)
+        {
+            return Err(Refusal::NotNow(format!(
+                "cannot accept {id}: run {run_id} left its change uncommitted in {} (what was \
+                 reviewed is in no commit, so it could never land); have the workflow commit \
+                 its work, then `harn work reopen {id} --reason WHY` and run it again",
+                a.workspace.path
+            )));
+        }
         self.check_transcript_sealed(&run_id)?;
         let attempt = item.projection.attempts_used;
         let kind = EventKind::Accepted { run_id, attempt, proof_sha256, dispositions };
