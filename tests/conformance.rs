@@ -1,6 +1,6 @@
 //! The filesystem conformance suite: one test body run against the simulated and the real
 //! filesystem, so the simulator cannot drift from the kernel on the cases both can express,
-//! plus the crash cases only the simulator can stage (DESIGN.md §4).
+//! plus the crash cases only the simulator can stage (docs/SIMULATION.md, the fault model).
 
 use harn::os::fs::RealFs;
 use harn_core::atomic::atomic_replace;

@@ -1,4 +1,4 @@
-//! Whole-file replacement that a crash can never leave half-done (DESIGN.md §5).
+//! Whole-file replacement that a crash can never leave half-done (docs/FORMATS.md).
 //!
 //! The new content goes to a temporary sibling, is synced, renamed over the target, and the
 //! parent directory is synced. A crash before the rename leaves the old file (and maybe a stray

@@ -1,5 +1,5 @@
 //! The JSON Lines journal: the line format, its checksum, the validating reader and the
-//! append-only writer (DESIGN.md §5).
+//! append-only writer (docs/FORMATS.md, journals).
 //!
 //! # Line format
 //!

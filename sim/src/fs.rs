@@ -1,5 +1,5 @@
 //! The simulated filesystem: an in-memory [`Fs`] that keeps durable and pending state apart, so
-//! a simulated crash loses exactly what a real kernel may lose (DESIGN.md §4).
+//! a simulated crash loses exactly what a real kernel may lose (docs/SIMULATION.md).
 //!
 //! # Durability model
 //!

@@ -1,6 +1,6 @@
 //! The real filesystem behind the [`Fs`] seam: the operating system's files with `fsync` of
 //! files and directories, private modes (directories 0700, files 0600, whatever the umask) and
-//! refusal of symlinks (DESIGN.md §4 and §5).
+//! refusal of symlinks (docs/ARCHITECTURE.md, the invariants).
 //!
 //! Paths are relative to a root (the coordination root). Every call goes through
 //! [`crate::os::private`]: the directories of a path are opened one at a time from the root with

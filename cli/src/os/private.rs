@@ -1,7 +1,7 @@
 //! The one way harn touches its own files: every directory under the coordination root is
 //! opened one component at a time from a handle on the root, never following a symlink, and
 //! every file and directory harn creates gets mode 0600 or 0700 exactly, whatever the umask
-//! (DESIGN.md §5).
+//! (docs/ARCHITECTURE.md, the invariants).
 //!
 //! Because each step is an `openat` relative to a directory handle already verified, a
 //! symlink planted anywhere below the root (a directory or the final file) is refused with

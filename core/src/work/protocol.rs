@@ -1,7 +1,7 @@
-//! The workflow protocol (DESIGN.md §6): the host writes `start` and replies on the
-//! workflow's stdin; the workflow writes requests and reports on its stdout, one JSON object
-//! per line. [`LineReader`] turns a byte stream into messages with errors that name the line
-//! and the field, and bounds every line so a runaway workflow cannot exhaust memory.
+//! The workflow protocol: the host writes `start` and replies on the workflow's stdin; the
+//! workflow writes requests and reports on its stdout, one JSON object per line. [`LineReader`]
+//! turns a byte stream into messages with errors that name the line and the field, and bounds
+//! every line so a runaway workflow cannot exhaust memory.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
