@@ -27,6 +27,11 @@ fn a_subdirectory_of_a_root_uses_that_root() {
     assert_eq!(bare.status.code(), Some(2), "{}", text(&bare));
     assert!(text(&bare).contains("src/deep/wf.sh"), "{}", text(&bare));
     ok(&harn(&sub, &["work", "create", "Wire", "../../wf.sh", "--objective", "o", "--id", "wire"]));
+    // So is a team file.
+    std::fs::write(root.join("team.json"), r#"{"worker": {"instructions": "do it"}}"#).unwrap();
+    let bare = harn(&sub, &["supervisor", "create", "wire", "--team", "team.json"]);
+    assert_eq!(bare.status.code(), Some(2), "{}", text(&bare));
+    ok(&harn(&sub, &["supervisor", "create", "wire", "--team", "../../team.json"]));
     assert!(
         !sub.join(".harnery").exists() && !root.join("src/.harnery").exists(),
         "no nested root"

@@ -163,7 +163,7 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
     let mission = match a.mission.as_deref() {
         None => None,
         Some(file) => {
-            let path = store.root().join(file);
+            let path = store.given(file);
             let read = crate::input::read(&path, crate::input::CONFIG_MAX).and_then(|b| {
                 serde_json::from_slice::<harn_core::goal::plan::Mission>(&b)
                     .map_err(|e| format!("{}:{}: {e}", path.display(), e.line()))
@@ -179,7 +179,7 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
         Err(e) => return fail(EXIT_USAGE, e),
     };
     if let Err(e) = harn_core::goal::intent::check_new_team(&team) {
-        return fail(EXIT_USAGE, format!("{}: {e}", store.root().join(&a.team).display()));
+        return fail(EXIT_USAGE, format!("{}: {e}", store.given(&a.team).display()));
     }
     // Every harness a specialist pins must resolve now, not at the first dispatch.
     for (role, profile) in &team {

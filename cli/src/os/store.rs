@@ -27,6 +27,9 @@ pub struct Store {
     clock: RealClock,
     /// History locks this process holds (a lock lasts as long as `fs`).
     held: std::collections::BTreeSet<String>,
+    /// Where a relative path a person typed is taken from: the current directory when the
+    /// root was found from it, the root when `--root` named it (as `git -C`).
+    paths_from: PathBuf,
 }
 
 /// Why a read or a write failed, naming the file. What the core says stays typed (a
@@ -124,7 +127,13 @@ const LEASE_TRIES: u32 = 10;
 /// does not resolve (bad input).
 pub fn open_root(root: Option<PathBuf>) -> Result<Store, Failure> {
     match crate::os::root::discover(root.as_deref()) {
-        Ok(r) => Ok(Store::new(&r)),
+        Ok(r) => {
+            let mut store = Store::new(&r);
+            if root.is_none() {
+                store.paths_from = std::env::current_dir().unwrap_or_else(|_| r.clone());
+            }
+            Ok(store)
+        }
         Err(e) => {
             let shown = root.unwrap_or_else(|| PathBuf::from("."));
             crate::exit::fail(crate::exit::EXIT_USAGE, format!("{}: {e}", shown.display()))
@@ -147,12 +156,18 @@ impl Store {
         let (fs, clock, held) =
             (RealFs::new(root.to_owned()), RealClock::new(), Default::default());
         let ledger = Ledger::new(fs, &root.display().to_string());
-        Store { root: root.to_owned(), ledger, clock, held }
+        Store { root: root.to_owned(), ledger, clock, held, paths_from: root.to_owned() }
     }
 
     /// The coordination root this ledger lives under.
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// A file a person named on the command line: a relative path is taken from where they
+    /// stand, as git takes it, or from the root `--root` named.
+    pub fn given(&self, path: &Path) -> PathBuf {
+        self.paths_from.join(path)
     }
 
     /// Wall time now.

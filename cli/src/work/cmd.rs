@@ -218,7 +218,7 @@ pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
         }
     }
     match verb {
-        Verb::Create(a) => create(&mut store, a, explicit),
+        Verb::Create(a) => create(&mut store, a),
         Verb::List { state, json } => list(&mut store, state.as_deref(), json),
         Verb::Show(Shown { id, json }) => show(&mut store, &id, json),
         Verb::Cancel(g) => govern(&mut store, g, None),
@@ -234,10 +234,8 @@ pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
     }
 }
 
-/// `explicit`: the root was named with `--root`, and a relative workflow path is taken from
-/// it (as `git -C` does); found from the current directory, paths are taken from where the
-/// person stands, as git takes them.
-fn create(store: &mut Store, a: CreateArgs, explicit: bool) -> Exit {
+/// A relative workflow path is taken as [`Store::given`] takes it.
+fn create(store: &mut Store, a: CreateArgs) -> Exit {
     // Named after its title (`parser`, `parser-2`), else stamped; any entry by that name is
     // taken: an item, one a kill cut short, a stray file.
     let generated = a.id.is_none();
@@ -256,11 +254,7 @@ fn create(store: &mut Store, a: CreateArgs, explicit: bool) -> Exit {
         Ok(d) => d,
         Err(e) => return fail(EXIT_USAGE, format!("--depends-on: {e}")),
     };
-    let base = match explicit {
-        true => store.root().to_path_buf(),
-        false => std::env::current_dir().unwrap_or_else(|_| store.root().to_path_buf()),
-    };
-    let workflow = match frozen_workflow(&base.join(&a.workflow)) {
+    let workflow = match frozen_workflow(&store.given(&a.workflow)) {
         Ok(w) => w,
         Err(e) => return fail(EXIT_USAGE, e),
     };

@@ -92,7 +92,7 @@ impl HostArgs {
         let policy = match self.policy.as_deref() {
             None => None,
             Some(path) => {
-                let path = &store.root().join(path);
+                let path = &store.given(path);
                 let bytes = crate::input::read(path, crate::input::CONFIG_MAX)?;
                 let policy =
                     parse_policy(&path.display().to_string(), &bytes).map_err(|e| e.to_string())?;

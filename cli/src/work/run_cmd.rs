@@ -284,15 +284,15 @@ fn freeze(store: &Store, a: &RunArgs) -> Result<RunLimits, String> {
     };
     a.host.freeze(store, team, a.max_agents, a.concurrency as usize).map_err(|e| match &a.team {
         Some(path) if e.starts_with("--team: ") => {
-            format!("{}: {}", store.root().join(path).display(), &e["--team: ".len()..])
+            format!("{}: {}", store.given(path).display(), &e["--team: ".len()..])
         }
         _ => e,
     })
 }
 
-/// Reads and checks a team file (a relative path is taken from the root).
+/// Reads and checks a team file (a relative path as [`Store::given`] takes it).
 pub fn read_team(store: &Store, path: &std::path::Path) -> Result<Team, String> {
-    let path = &store.root().join(path);
+    let path = &store.given(path);
     let bytes = crate::input::read(path, crate::input::CONFIG_MAX)?;
     parse_team(&path.display().to_string(), &bytes).map_err(|e| e.to_string())
 }
