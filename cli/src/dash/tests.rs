@@ -306,3 +306,33 @@ fn enter_opens_a_detail_and_question_mark_shows_the_keys() {
     let low = View { selected: 3, ..View::new(Page::Goals) };
     assert!(once(&s, &low, 110, 9).contains("docs-pass"), "scrolled to the selection");
 }
+
+/// Every page at the smallest terminal people use and at a large one: nothing overlaps,
+/// names are never cut where the width allows them whole.
+#[test]
+fn every_page_fits_80_by_24_and_200_by_50() {
+    let pages = [
+        (Page::Goals, "goals"),
+        (Page::Work, "work"),
+        (Page::Harnesses, "harnesses"),
+        (Page::Approvals, "approvals"),
+    ];
+    let names: [&[&str]; 4] = [
+        &["ship-login", "fix-flaky-ci", "docs-pass"],
+        &["work-1", "work-2"],
+        &["agent-a", "crashy", "watcher", "flaky", "LAST EXIT"],
+        &["wf-2026-12-01-10-00-00-000-abc123-p1", "pending"],
+    ];
+    for ((page, name), whole) in pages.into_iter().zip(names) {
+        for (w, h) in [(80, 24), (200, 50)] {
+            let text = once(&snapshot(), &View::new(page), w, h);
+            for n in whole {
+                assert!(text.contains(n), "{name} at {w}x{h} cuts {n}:\n{text}");
+            }
+            // The footer has a line of its own: no table row runs into it.
+            let footer = text.lines().filter(|l| l.contains("q quit")).count();
+            assert_eq!(footer, 1, "{name} at {w}x{h}:\n{text}");
+            assert_snapshot(&format!("{name}-{w}x{h}"), &text);
+        }
+    }
+}

@@ -211,11 +211,62 @@ fn fit(text: &str, width: usize) -> String {
     cut
 }
 
-/// Each cell fit to its column: the fixed widths, then what is left of `total` for the last.
-fn fitted(cells: Vec<String>, widths: &[u16], total: u16) -> Vec<String> {
+/// A table's fixed columns and which of them fit: on a narrow terminal the columns a person
+/// can best do without go first (`drop`, in order), so what stays is whole and the last
+/// column keeps room to be read.
+struct Cols {
+    widths: Vec<u16>,
+    keep: Vec<bool>,
+}
+
+/// The least the last, flexible column is left.
+const LAST_MIN: u16 = 16;
+
+impl Cols {
+    fn new(widths: &[u16], drop: &[usize], total: u16) -> Cols {
+        let mut keep = vec![true; widths.len()];
+        let need = |keep: &[bool]| -> u16 {
+            let kept = widths.iter().zip(keep).filter(|(_, k)| **k);
+            kept.map(|(w, _)| w + 1).sum::<u16>() + LAST_MIN
+        };
+        for &i in drop {
+            if need(&keep) <= total {
+                break;
+            }
+            keep[i] = false;
+        }
+        Cols { widths: widths.to_vec(), keep }
+    }
+
+    /// The kept fixed widths.
+    fn kept(&self) -> Vec<u16> {
+        self.widths.iter().zip(&self.keep).filter(|(_, k)| **k).map(|(w, _)| *w).collect()
+    }
+
+    /// The kept ones of `items` (one per fixed column, then the last column's).
+    fn pick<T>(&self, items: Vec<T>) -> Vec<T> {
+        let n = self.widths.len();
+        items
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| *i >= n || self.keep[*i])
+            .map(|(_, t)| t)
+            .collect()
+    }
+
+    /// The header of the kept columns.
+    fn header(&self, names: &[&'static str]) -> Row<'static> {
+        Row::new(self.pick(names.to_vec())).style(HEADER)
+    }
+}
+
+/// Each cell fit to its column: the kept fixed widths, then what is left of `total` for the
+/// last.
+fn fitted(cells: Vec<String>, cols: &Cols, total: u16) -> Vec<String> {
+    let widths = cols.kept();
     let fixed: u16 = widths.iter().sum::<u16>() + widths.len() as u16; // a space between
     let last = usize::from(total.saturating_sub(fixed)).max(1);
-    cells
+    cols.pick(cells)
         .into_iter()
         .enumerate()
         .map(|(i, c)| fit(&c, widths.get(i).map_or(last, |w| usize::from(*w))))
@@ -229,10 +280,11 @@ fn table(
     area: Rect,
     header: Row<'static>,
     rows: Vec<Row<'static>>,
-    widths: &[u16],
+    cols: &Cols,
     selected: Option<usize>,
 ) {
-    let mut constraints: Vec<Constraint> = widths.iter().map(|w| Constraint::Length(*w)).collect();
+    let mut constraints: Vec<Constraint> =
+        cols.kept().iter().map(|w| Constraint::Length(*w)).collect();
     constraints.push(Constraint::Min(8));
     let table = Table::new(rows, constraints)
         .header(header)
@@ -299,9 +351,9 @@ fn goals_page(f: &mut Frame, area: Rect, s: &Snapshot, now: WallTime, selected: 
         Ok((rows, _)) => rows,
         Err(e) => return message(f, table, &format!("goals cannot be listed: {e}"), PROBLEM),
     };
-    let widths = [20, 8, 18, 14, 21];
+    let widths = Cols::new(&[20, 8, 18, 14, 21], &[1, 4], table.width);
     let lines = rows.iter().map(|g| goal_row(g, s, now, &widths, table.width)).collect();
-    let header = Row::new(["GOAL", "SERVICE", "STATE", "NEXT", "WAKE", "LAST TICK"]).style(HEADER);
+    let header = widths.header(&["GOAL", "SERVICE", "STATE", "NEXT", "WAKE", "LAST TICK"]);
     self::table(f, table, header, lines, &widths, selected);
 }
 
@@ -357,7 +409,7 @@ fn service_lines(s: &Snapshot, now: WallTime) -> Vec<Line<'static>> {
     lines
 }
 
-fn goal_row(g: &GoalRow, s: &Snapshot, now: WallTime, widths: &[u16], total: u16) -> Row<'static> {
+fn goal_row(g: &GoalRow, s: &Snapshot, now: WallTime, widths: &Cols, total: u16) -> Row<'static> {
     let enrolled = if g.enrolled { "enrolled" } else { "-" };
     // The goal the running service is in the middle of reads so, whatever its last record.
     let live = s.service.liveness == Liveness::Running;
@@ -435,8 +487,8 @@ fn work_page(f: &mut Frame, area: Rect, s: &Snapshot, now: WallTime, selected: O
     if rows.is_empty() {
         return message(f, table, "no work items yet: harn work create …", DIM);
     }
-    let widths = [18, 11, 32, 19, 8];
-    let header = Row::new(["ITEM", "STATE", "NEXT", "ATTEMPTS", "COST", "TITLE"]).style(HEADER);
+    let widths = Cols::new(&[18, 11, 32, 19, 8], &[4, 3], table.width);
+    let header = widths.header(&["ITEM", "STATE", "NEXT", "ATTEMPTS", "COST", "TITLE"]);
     let lines = rows.iter().map(|w| {
         // A running item shows how long its run has taken and the call it waits on.
         let next = match &w.running {
@@ -508,8 +560,8 @@ fn harnesses_page(f: &mut Frame, area: Rect, s: &Snapshot, selected: Option<usiz
             DIM,
         );
     }
-    let widths = [20, 20, 7, 8, 8, 8, 10, 16];
-    let header = Row::new([
+    let widths = Cols::new(&[20, 20, 7, 8, 8, 8, 10, 16], &[2, 4, 3, 5, 6], table.width);
+    let header = widths.header(&[
         "HARNESS",
         "STATE",
         "ENABLED",
@@ -519,13 +571,12 @@ fn harnesses_page(f: &mut Frame, area: Rect, s: &Snapshot, selected: Option<usiz
         "NEXT RETRY",
         "LAST EXIT",
         "READY",
-    ])
-    .style(HEADER);
+    ]);
     let lines = rows.into_iter().map(|h| harness_row(h, &widths, table.width)).collect();
     self::table(f, table, header, lines, &widths, selected);
 }
 
-fn harness_row(h: &Value, widths: &[u16], total: u16) -> Row<'static> {
+fn harness_row(h: &Value, widths: &Cols, total: u16) -> Row<'static> {
     let mut state = h["state"].as_str().unwrap_or("?").to_owned();
     let mut glyph = crate::dash::readers::state_glyph(&state);
     // Running again after crashes is not yet healthy: it reads as a crash loop until the
@@ -579,8 +630,8 @@ fn approvals_page(f: &mut Frame, area: Rect, s: &Snapshot, selected: Option<usiz
     if rows.is_empty() {
         return message(f, list, "no approvals: a run a policy asks about parks on one", DIM);
     }
-    let widths = [38, 9, 20, 12];
-    let header = Row::new(["APPROVAL", "STATUS", "WORK", "ADDRESSEE", "ASKS"]).style(HEADER);
+    let widths = Cols::new(&[38, 9, 20, 12], &[3, 2], list.width);
+    let header = widths.header(&["APPROVAL", "STATUS", "WORK", "ADDRESSEE", "ASKS"]);
     let lines = rows
         .iter()
         .map(|r| {
