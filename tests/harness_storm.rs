@@ -31,7 +31,7 @@ fn a_storm_of_crashing_harnesses_leaves_list_down_and_sigterm_working() {
         assert!(list.status.success(), "{}", text(&list));
     }
     // A liveness bound for a debug build on a shared machine, not the latency target.
-    assert!(worst < Duration::from_secs(3), "list took {worst:?}");
+    assert!(worst < Duration::from_secs(10), "list took {worst:?}");
     let doc: serde_json::Value =
         serde_json::from_slice(&harness(tmp.path(), &["list", "--json"]).stdout).unwrap();
     let restarts: u64 =
@@ -47,7 +47,7 @@ fn a_storm_of_crashing_harnesses_leaves_list_down_and_sigterm_working() {
         && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, r)| r.trim_start().starts_with('Z')))
     {
-        assert!(started.elapsed() < Duration::from_secs(5), "SIGTERM was not acted on");
+        assert!(started.elapsed() < Duration::from_secs(10), "SIGTERM was not acted on");
         std::thread::sleep(Duration::from_millis(10));
     }
 
