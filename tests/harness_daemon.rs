@@ -1088,3 +1088,13 @@ fn damaged_history_is_set_aside_and_never_holds_the_boot() {
         .collect();
     assert_eq!(kept.len(), 2, "the damaged files are kept for a person: {kept:?}");
 }
+
+/// A harness without a readiness check is taken as ready, never proven so: `list --json` says
+/// it as the ledger does.
+#[test]
+fn a_harness_without_a_check_is_ready_but_not_proven() {
+    let root = Root::new("[harness.plain]\ncommand = [\"sleep\", \"100\"]\n");
+    root.up();
+    let plain = root.wait_for("plain", "running", |h| state(h) == "running" && h["ready"] == true);
+    assert_eq!(plain["proven"], false, "{plain}");
+}

@@ -595,6 +595,8 @@ fn harness_row(h: &Value, widths: &Cols, total: u16) -> Row<'static> {
     let last_exit = crate::dash::readers::last_exit_text(h).unwrap_or_else(|| "-".into());
     let ready = match (h["pid"].is_u64(), h["ready"].as_bool()) {
         (false, _) => "-".to_owned(),
+        // The ledger's words: without a check, ready is taken, not proven.
+        (true, Some(true)) if h["readiness"] == "none" => "no check".into(),
         (true, Some(true)) => "ready".into(),
         (true, _) => format!("waiting ({})", h["readiness"].as_str().unwrap_or("?")),
     };

@@ -91,6 +91,9 @@ fn live_row(
         "pid": h.pid(),
         "uptime_ms": h.started_at().filter(|_| h.pid().is_some()).map(|t| now.saturating_since(t).as_millis()),
         "ready": h.pid().is_some() && h.ready(),
+        // As the ledger says it: a harness without a readiness check is taken as ready,
+        // never proven so.
+        "proven": h.pid().is_some() && h.ready() && readiness.kind(id) != "none",
         "readiness": readiness.kind(id),
         "flapping": h.flapping(),
         "next_retry_in_ms": h.next_retry_in(now).map(|d| d.as_millis()),
