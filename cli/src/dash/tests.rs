@@ -153,7 +153,7 @@ fn snapshot() -> Snapshot {
         "daemon": { "running": true, "pid": 77, "containment": "process-group", "draining": false },
         "harnesses": [
             { "name": "agent-a", "state": "running", "enabled": true, "restarts": 0, "pid": 900,
-              "uptime_ms": 3_720_000, "ready": true, "readiness": "file", "last_exit": null },
+              "uptime_ms": 3_720_000, "ready": true, "readiness": "file", "last_exit": null, "config_changed": true },
             { "name": "crashy", "state": "running", "enabled": true, "restarts": 3, "pid": 912,
               "uptime_ms": 400, "consecutive_failures": 3, "ready": true, "readiness": "none",
               "last_exit": { "code": 2, "forced": false } },
@@ -320,7 +320,15 @@ fn every_page_fits_80_by_24_and_200_by_50() {
     let names: [&[&str]; 4] = [
         &["ship-login", "fix-flaky-ci", "docs-pass"],
         &["work-1", "work-2"],
-        &["agent-a", "crashy", "watcher", "flaky", "LAST EXIT"],
+        &[
+            "agent-a",
+            "crashy",
+            "watcher",
+            "flaky",
+            "LAST EXIT",
+            "(changed)",
+            "next: harn harness restart flaky",
+        ],
         &["wf-2026-12-01-10-00-00-000-abc123-p1", "pending"],
     ];
     for ((page, name), whole) in pages.into_iter().zip(names) {

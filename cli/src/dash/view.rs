@@ -549,9 +549,15 @@ fn harnesses_page(f: &mut Frame, area: Rect, s: &Snapshot, selected: Option<usiz
     } else {
         " daemon ○ not running: intent and counters from state.json".into()
     };
-    let [top, table] = Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(area);
-    f.render_widget(Paragraph::new(head), top);
     let rows: Vec<&Value> = doc["harnesses"].as_array().into_iter().flatten().collect();
+    // A harness given up on waits for a person: the second line says what to type.
+    let failed = rows.iter().find(|h| h["state"] == "failed").and_then(|h| h["name"].as_str());
+    let next = match failed {
+        Some(name) => Line::from(format!(" next: harn harness restart {name}")).style(PROBLEM),
+        None => Line::from(""),
+    };
+    let [top, table] = Layout::vertical([Constraint::Length(2), Constraint::Min(1)]).areas(area);
+    f.render_widget(Paragraph::new(vec![Line::from(head), next]), top);
     if rows.is_empty() {
         return message(
             f,
@@ -579,6 +585,7 @@ fn harnesses_page(f: &mut Frame, area: Rect, s: &Snapshot, selected: Option<usiz
 fn harness_row(h: &Value, widths: &Cols, total: u16) -> Row<'static> {
     let mut state = h["state"].as_str().unwrap_or("?").to_owned();
     let mut glyph = crate::dash::readers::state_glyph(&state);
+    let changed = h["config_changed"] == true;
     // Running again after crashes is not yet healthy: it reads as a crash loop until the
     // healthy-run clock forgives the failures.
     let failures = h["consecutive_failures"].as_u64().unwrap_or(0);
@@ -592,6 +599,10 @@ fn harness_row(h: &Value, widths: &Cols, total: u16) -> Row<'static> {
         '✖' => PROBLEM,
         _ => Style::new(),
     };
+    // A configuration changed since the run started takes effect at its next start.
+    if changed {
+        state.push_str(" (changed)");
+    }
     let last_exit = crate::dash::readers::last_exit_text(h).unwrap_or_else(|| "-".into());
     let ready = match (h["pid"].is_u64(), h["ready"].as_bool()) {
         (false, _) => "-".to_owned(),
