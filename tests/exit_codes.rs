@@ -63,3 +63,19 @@ fn bad_workflows_are_found_where_they_are_named() {
     let proof = crate::cli::json(&harn_at(&root, &["run", "show", &run_id, "--json"]));
     assert!(proof.to_string().contains("hello there"), "the line it printed: {proof}");
 }
+
+/// An effort word no preset takes is said when the goal is made, not frozen unseen.
+#[test]
+fn an_unknown_effort_word_is_said_at_create() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("r");
+    assert!(harn_at(&root, &["example"]).status.success());
+    std::fs::write(
+        root.join("ultra.json"),
+        r#"{"worker": {"instructions": "x", "effort": "ultra"}}"#,
+    )
+    .unwrap();
+    let out = harn_at(&root, &["supervisor", "create", "cli", "--team", "ultra.json", "--id", "u"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("effort \"ultra\""), "{}", text(&out));
+}

@@ -181,6 +181,22 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
     if let Err(e) = harn_core::goal::intent::check_new_team(&team) {
         return fail(EXIT_USAGE, format!("{}: {e}", store.given(&a.team).display()));
     }
+    // An effort word no preset takes is checked when a run names the harness; said now, so
+    // a typo is not frozen into the goal unseen (a text harness passes any word on).
+    for (role, profile) in &team {
+        let Some(effort) = profile.effort.as_deref() else { continue };
+        use harn_core::work::adapter::{efforts, Kind};
+        let known = [Kind::ClaudeCode, Kind::Codex]
+            .iter()
+            .any(|k| efforts(*k).is_some_and(|words| words.contains(&effort)));
+        if !known {
+            errln!(
+                "harn: warning: {}: role {role}: effort {effort:?} is no word claude-code or \
+                 codex takes; a run on either refuses it, a text harness passes it on",
+                store.given(&a.team).display()
+            );
+        }
+    }
     // Every harness a specialist pins must resolve now, not at the first dispatch.
     for (role, profile) in &team {
         if let Some(h) = &profile.harness {
