@@ -124,12 +124,14 @@ fn a_log_that_fills_the_disk_leaves_the_daemon_supervising() {
     // (Cut, not removed: the daemon holds the log open, and a removed file keeps its space.)
     let log = disk.root().join(".harnery/harness/logs/filler.log");
     std::fs::OpenOptions::new().write(true).open(log).unwrap().set_len(0).unwrap();
-    let ledger = disk.root().join(".harnery/harness/ledger.jsonl");
-    until("the ledger to record what was dropped", Duration::from_secs(20), || {
-        std::fs::read_to_string(&ledger).unwrap_or_default().contains("\"records_dropped\"")
+    // (A record may have fitted for a moment while the log still grew: what counts is that
+    // once there is room, nothing is left unwritten and the ledger says what was dropped.)
+    until("the history to be written again", Duration::from_secs(20), || {
+        disk.list()["daemon"]["unwritten"].is_null()
     });
-    let doc = disk.list();
-    assert!(doc["daemon"]["unwritten"].is_null(), "{doc}");
+    let ledger = disk.root().join(".harnery/harness/ledger.jsonl");
+    let records = std::fs::read_to_string(&ledger).unwrap_or_default();
+    assert!(records.contains("\"records_dropped\""), "the ledger says what was dropped");
     let down = disk.harness(&["down", "--timeout", "5"]);
     let log = std::fs::read_to_string(disk.root().join(".harnery/harness/daemon.log"));
     assert!(down.status.success(), "{}\n{}", text(&down), log.unwrap_or_default());
