@@ -172,21 +172,9 @@ fn runs(store: &mut Store, found: &mut Vec<Damage>, checked: &mut Checked) {
         }
         let path = format!("{dir}/transcript.jsonl");
         let shown = store.root().join(&path).display().to_string();
-        let read = harn_core::journal::read_each::<serde::de::IgnoredAny, std::convert::Infallible>(
-            store.fs(),
-            &path,
-            &shown,
-            |_| Ok(()),
-        );
-        match read {
-            Ok(_) => {}
-            Err(EachError::Corrupt(e)) => found.push(damage(
-                &shown,
-                format!("line {}: {}", e.line, e.reason),
-                "restore the file from a backup; the run's record is not what was written",
-            )),
-            Err(EachError::Fs(e)) => found.push(damage(&shown, e.to_string(), "check the file")),
-            Err(EachError::Refused(never)) => match never {},
+        if let Some(what) = verify(store, &path, &shown) {
+            let fix = "restore the file from a backup; the run's record is not what was written";
+            found.push(damage(&shown, what, fix));
         }
     }
 }
@@ -239,18 +227,7 @@ fn harness(store: &mut Store, repair: bool, found: &mut Vec<Damage>, checked: &m
         checked.journals += 1;
         let path = format!("{dir}/{name}");
         let shown = store.root().join(&path).display().to_string();
-        let read = harn_core::journal::read_each::<serde::de::IgnoredAny, std::convert::Infallible>(
-            store.fs(),
-            &path,
-            &shown,
-            |_| Ok(()),
-        );
-        let what = match read {
-            Ok(_) => continue,
-            Err(EachError::Corrupt(e)) => format!("line {}: {}", e.line, e.reason),
-            Err(EachError::Fs(e)) => e.to_string(),
-            Err(EachError::Refused(never)) => match never {},
-        };
+        let Some(what) = verify(store, &path, &shown) else { continue };
         let current = !name.contains(".jsonl.");
         let mut d = damage(
             &shown,
@@ -273,5 +250,22 @@ fn harness(store: &mut Store, repair: bool, found: &mut Vec<Damage>, checked: &m
             d.fix = "a harness daemon runs: stop it (`harn harness down`) and repair again".into();
         }
         found.push(d);
+    }
+}
+
+/// What is wrong with the journal at `path` (every line verified, a chunk at a time), if
+/// anything: the line and why, or what the filesystem said.
+fn verify(store: &mut Store, path: &str, shown: &str) -> Option<String> {
+    let read = harn_core::journal::read_each::<serde::de::IgnoredAny, std::convert::Infallible>(
+        store.fs(),
+        path,
+        shown,
+        |_| Ok(()),
+    );
+    match read {
+        Ok(_) => None,
+        Err(EachError::Corrupt(e)) => Some(format!("line {}: {}", e.line, e.reason)),
+        Err(EachError::Fs(e)) => Some(e.to_string()),
+        Err(EachError::Refused(never)) => match never {},
     }
 }
