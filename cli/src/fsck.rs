@@ -102,6 +102,11 @@ fn of_error(store: &Store, e: &dyn std::fmt::Display, file: Option<&str>, fix: &
     damage(file, what, fix)
 }
 
+/// A store error as a damage, in the file it names.
+fn of_record(store: &Store, e: &crate::os::store::StoreError, fix: &str) -> Damage {
+    of_error(store, e, e.record().and_then(|r| r.file()), fix)
+}
+
 /// Every work item reads, and its history holds every attempt its runs name.
 fn work(store: &mut Store, found: &mut Vec<Damage>, checked: &mut Checked) {
     let listing = match store.ids() {
@@ -121,14 +126,11 @@ fn work(store: &mut Store, found: &mut Vec<Damage>, checked: &mut Checked) {
         checked.items += 1;
         let item = match store.read(&id, &mut Default::default()) {
             Ok(item) => item,
-            Err(e) if store.creation_pending(&id) => {
-                let _ = e;
-                continue;
-            }
+            // A creation a kill cut short is no item yet.
+            Err(_) if store.creation_pending(&id) => continue,
             Err(e) => {
-                let file = e.record().and_then(|r| r.file()).map(str::to_owned);
                 let fix = "restore the file from a backup; the item cannot be read as it is";
-                found.push(of_error(store, &e, file.as_deref(), fix));
+                found.push(of_record(store, &e, fix));
                 continue;
             }
         };
@@ -164,9 +166,8 @@ fn runs(store: &mut Store, found: &mut Vec<Damage>, checked: &mut Checked) {
                 continue;
             }
             Err(e) => {
-                let file = e.record().and_then(|r| r.file()).map(str::to_owned);
                 let fix = "restore the run's files, or move its directory out of .harnery/workflows to give the attempt up";
-                found.push(of_error(store, &e, file.as_deref(), fix));
+                found.push(of_record(store, &e, fix));
                 continue;
             }
         }
@@ -190,8 +191,7 @@ fn goals(store: &mut Store, found: &mut Vec<Damage>, checked: &mut Checked) {
     for id in listing.ids {
         checked.goals += 1;
         if let Err(e) = crate::goal::store::read(store, &id) {
-            let file = e.record().and_then(|r| r.file()).map(str::to_owned);
-            found.push(of_error(store, &e, file.as_deref(), "restore the file from a backup"));
+            found.push(of_record(store, &e, "restore the file from a backup"));
         }
     }
 }
