@@ -7,6 +7,7 @@ mod big_files;
 mod bounded;
 mod charging;
 mod cli;
+mod cli_reference;
 mod completions;
 mod conformance;
 mod containment;

@@ -128,7 +128,7 @@ fn a_ruling_is_recorded_once_and_never_reversed() {
     assert_eq!(reverse.status.code(), Some(1));
     assert!(text(&reverse).contains("already ruled allow"), "{}", text(&reverse));
     let missing = harn(dir.path(), &["approval", "approve", "wf-nope-p1"]);
-    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(missing.status.code(), Some(2));
     assert_eq!(harn(dir.path(), &["approval", "show", "../x"]).status.code(), Some(2));
 }
 

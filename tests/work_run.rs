@@ -252,7 +252,7 @@ fn run_show_reads_the_manifest_the_transcript_and_the_proof() {
     let human = show(&["show", run_id]);
     assert!(text(&human).contains("accept-1"), "{}", text(&human));
     let missing = show(&["show", "wf-nope"]);
-    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(missing.status.code(), Some(2));
     assert!(text(&missing).contains("no workflow run wf-nope"), "{}", text(&missing));
 }
 

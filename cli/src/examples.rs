@@ -4,7 +4,7 @@
 use clap::Command;
 
 /// Each verb's path (its words after `harn`) and the lines of its examples.
-pub(crate) const EXAMPLES: &[(&str, &[&str])] = &[
+pub const EXAMPLES: &[(&str, &[&str])] = &[
     ("init", &["harn init", "harn init --root ~/src/app --json"]),
     ("example", &["harn example", "harn example --root /tmp/harn-example"]),
     ("sim run", &["harn sim run --seed 42", "harn sim run --seed 42 --trace seed42.jsonl"]),

@@ -399,6 +399,7 @@ pub fn harnesses(root: &Path, timeout: Duration) -> Result<serde_json::Value, St
                 Err(_) => None,
             };
             crate::harness::status::offline_document(&paths, config.as_ref(), None)
+                .map_err(|f| f.message)
         }
         Err(e) => Err(e.to_string()),
     }

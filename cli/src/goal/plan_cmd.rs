@@ -160,6 +160,9 @@ fn plan_id(store: &mut Store, goal: &Id, s: &str) -> Result<Id, Failure> {
     // A goal whose plans cannot be read is refused by the verb itself, with its error.
     let Ok(plans) = plans::read_plans(store, goal) else { return Ok(typed) };
     let ids = plans.iter().map(|p| p.request.plan_id.as_str());
+    if !ids.clone().any(|id| id.starts_with(s)) {
+        return Err(Failure::new(EXIT_USAGE, format!("goal {goal} has no plan {s}")));
+    }
     let full = crate::os::store::complete(s, ids, "plan")?;
     parse_id(&full)
 }

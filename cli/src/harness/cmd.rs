@@ -437,7 +437,10 @@ fn show(paths: &Paths, config: &Path, name: Option<&str>, json: bool) -> Exit {
         ANSWER_TIMEOUT,
     ) {
         Ok(answer) if is_ok(&answer) => Ok(answer),
-        Ok(answer) => Err(answer["error"].as_str().unwrap_or("refused").to_owned()),
+        Ok(answer) => {
+            let code = if answer["bad_input"] == true { EXIT_USAGE } else { EXIT_FAILED };
+            Err(Failure::new(code, answer["error"].as_str().unwrap_or("refused")))
+        }
         Err(client::ClientError::NotRunning(_)) => {
             // What the configuration names shows too, before any daemon ever ran it.
             // A configuration that does not load is bad input, said as `up` says it.
@@ -447,10 +450,10 @@ fn show(paths: &Paths, config: &Path, name: Option<&str>, json: bool) -> Exit {
                 Err(_) => status::offline_document(paths, None, name),
             }
         }
-        Err(e) => Err(e.to_string()),
+        Err(e) => Err(Failure::failed(e)),
     };
     match doc {
-        Err(e) => fail(EXIT_FAILED, e),
+        Err(f) => Err(f),
         Ok(mut doc) => {
             if let Some(map) = doc.as_object_mut() {
                 map.remove("ok");

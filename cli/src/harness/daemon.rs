@@ -668,7 +668,8 @@ impl HarnessHost {
         );
         match doc {
             Ok(doc) => ok(doc),
-            Err(e) => err(e),
+            Err(f) if f.code == crate::exit::EXIT_USAGE => super::protocol::bad_input(f.message),
+            Err(f) => err(f.message),
         }
     }
 

@@ -3,6 +3,7 @@
 
 use super::paths::Paths;
 use super::readiness::ReadinessWatch;
+use crate::exit::{Failure, EXIT_USAGE};
 use harn_core::env::ExitStatus;
 use harn_core::harness::daemon::{Daemon, DaemonConfig, PersistedState};
 use harn_core::harness::lifecycle::harness::{Durable, LastExit};
@@ -30,14 +31,15 @@ pub struct Context<'a> {
     pub unwritten: Option<&'a super::ledger::Unwritten>,
 }
 
-/// The document for a running daemon; `name` narrows it to one harness.
+/// The document for a running daemon; `name` narrows it to one harness (bad input when it
+/// names none).
 pub fn document(
     ctx: Context<'_>,
     daemon: &Daemon,
     config: &DaemonConfig,
     readiness: &ReadinessWatch,
     name: Option<&str>,
-) -> Result<Value, String> {
+) -> Result<Value, Failure> {
     let mut rows = Vec::new();
     for (id, h) in daemon.harnesses() {
         if name.is_some_and(|n| n != id.as_str()) {
@@ -58,7 +60,7 @@ pub fn document(
         rows.push(row);
     }
     if let Some(n) = name.filter(|_| rows.is_empty()) {
-        return Err(format!("no harness named {n:?}"));
+        return Err(Failure::new(EXIT_USAGE, format!("no harness named {n:?}")));
     }
     Ok(json!({
         "daemon": {
@@ -143,12 +145,12 @@ pub fn offline_document(
     paths: &Paths,
     config: Option<&DaemonConfig>,
     name: Option<&str>,
-) -> Result<Value, String> {
+) -> Result<Value, Failure> {
     let state = match std::fs::read(paths.state()) {
         Ok(bytes) => PersistedState::decode(&bytes)
-            .map_err(|e| format!("{}: {}", paths.state().display(), e.reason))?,
+            .map_err(|e| Failure::failed(format!("{}: {}", paths.state().display(), e.reason)))?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => PersistedState::default(),
-        Err(e) => return Err(format!("{}: {e}", paths.state().display())),
+        Err(e) => return Err(Failure::failed(format!("{}: {e}", paths.state().display()))),
     };
     // What a daemon that died (SIGKILL, a crash) left running: its cgroups' members and the
     // processes carrying this root's harness markers. They are alive and nobody supervises
@@ -184,7 +186,8 @@ pub fn offline_document(
         })
         .collect();
     if let Some(n) = name.filter(|_| rows.is_empty()) {
-        return Err(format!("no harness named {n:?} in {}", paths.state().display()));
+        let message = format!("no harness named {n:?} in {}", paths.state().display());
+        return Err(Failure::new(EXIT_USAGE, message));
     }
     Ok(json!({ "daemon": { "running": false, "root": paths.root }, "harnesses": rows }))
 }

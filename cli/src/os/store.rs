@@ -199,8 +199,8 @@ impl Store {
     }
 
     /// The id an operator typed, completed when it is a unique prefix of one item's id and no
-    /// item has exactly that id; as typed otherwise (so a missing item is said as before). A
-    /// prefix of several ids is bad input naming them.
+    /// item has exactly that id; an id nothing begins with, or a prefix of several, is bad
+    /// input saying so. A typed word that is no id is left for the verb to refuse.
     pub fn expand_work_id(&mut self, typed: String) -> Result<String, Failure> {
         let Ok(id) = Id::new(&typed) else { return Ok(typed) };
         if self.exists(&id) {
@@ -670,8 +670,8 @@ fn probe(root: &Path, held: &std::collections::BTreeSet<String>, lock: &str) -> 
     }
 }
 
-/// `typed` completed to the one of `ids` it is a prefix of; as typed when none is; bad input
-/// naming them when several are.
+/// `typed` completed to the one of `ids` it is a prefix of; bad input (exit 2) when none is,
+/// `no KIND TYPED`, as an unknown name is, and naming them when several are.
 pub fn complete<'a>(
     typed: &str,
     ids: impl Iterator<Item = &'a str>,
@@ -683,7 +683,7 @@ pub fn complete<'a>(
         return Ok(typed.to_owned());
     }
     match matches.as_slice() {
-        [] => Ok(typed.to_owned()),
+        [] => Err(Failure::new(crate::exit::EXIT_USAGE, format!("no {kind} {typed}"))),
         [one] => Ok((*one).to_owned()),
         many => {
             let shown: Vec<&str> = many.iter().take(8).copied().collect();

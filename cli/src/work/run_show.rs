@@ -464,7 +464,7 @@ fn run_id_of(store: &mut Store, typed: &str) -> Result<String, Failure> {
         return Ok(typed.to_owned()); // Refused with its reason by the verb.
     }
     let listing = store.list_ids(harn_core::layout::WORKFLOWS)?;
-    crate::os::store::complete(typed, listing.ids.iter().map(Id::as_str), "run")
+    crate::os::store::complete(typed, listing.ids.iter().map(Id::as_str), "workflow run")
 }
 
 fn follow(store: &mut Store, run_id: &str) -> Exit {
