@@ -109,6 +109,17 @@ fn the_service_ticks_to_success_survives_a_kill_and_stops() {
     let running = status["status"]["pid"].as_u64().unwrap();
     assert!(text(&second).contains(&format!("(pid {running})")), "{}", text(&second));
     assert!(text(&second).contains("service stop"), "{}", text(&second));
+    // ...and is recorded, in the ledger and in the log, as the harness daemon records one.
+    let refused: Vec<Value> =
+        audit_events(r).into_iter().filter(|e| e["event"] == "service.start_refused").collect();
+    assert_eq!(refused.len(), 2, "both refused starts: {refused:?}");
+    assert_eq!(refused[1]["running_pid"], running);
+    let logs = harn(r, &["supervisor", "service", "logs"]);
+    assert!(
+        text(&logs).contains(&format!("this one (pid {running}) holds the root")),
+        "{}",
+        text(&logs)
+    );
     let out = harn(r, &["supervisor", "service", "stop"]);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(liveness(r), "stopped");

@@ -662,10 +662,12 @@ fn probe(root: &Path, held: &std::collections::BTreeSet<String>, lock: &str) -> 
     if held.contains(lock) {
         return false;
     }
-    // Probing takes the lock for an instant, so a runner starting at that very instant
-    // may be told the item is busy; it never makes a dead runner look alive.
+    // A probe takes the lock shared for an instant: a holder (always exclusive) refuses it,
+    // another probe does not, so two readers never take each other for a runner (a service's
+    // read while `approval approve` looks). A runner starting at that very instant may be
+    // told the item is busy; a probe never makes a dead runner look alive.
     match std::fs::File::open(root.join(lock)) {
-        Ok(file) => matches!(file.try_lock(), Err(std::fs::TryLockError::WouldBlock)),
+        Ok(file) => matches!(file.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock)),
         Err(_) => false,
     }
 }
@@ -701,5 +703,27 @@ pub fn complete<'a>(
                 ),
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::probe;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn a_probe_sees_a_holder_and_never_another_probe() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.lock");
+        let other = std::fs::File::create(&path).unwrap();
+        let none = BTreeSet::new();
+        assert!(!probe(dir.path(), &none, "run.lock"), "nobody holds it");
+        other.try_lock_shared().unwrap(); // another process, probing at this instant
+        assert!(!probe(dir.path(), &none, "run.lock"), "a probe is no runner");
+        other.unlock().unwrap();
+        other.try_lock().unwrap(); // a runner
+        assert!(probe(dir.path(), &none, "run.lock"));
+        let held: BTreeSet<String> = ["run.lock".to_owned()].into();
+        assert!(!probe(dir.path(), &held, "run.lock"), "this process's own hold does not count");
     }
 }

@@ -76,6 +76,32 @@ impl Audit {
     }
 }
 
+/// Records, from the process that was refused, that a second service for this root (this
+/// process, asked by `command`) did not start because `running` holds the lease: one event in
+/// the audit ledger and its line in `service.log`, each appended whole beside the running
+/// daemon's own, as the harness daemon records a refused second daemon.
+pub fn refused_start(root: &Path, running: Option<u32>, command: &str) -> std::io::Result<()> {
+    let event = json!({
+        "event": "service.start_refused",
+        "pid": std::process::id(),
+        "running_pid": running,
+        "command": command,
+        "why": "another service holds the lease of this root",
+        "schema_version": SERVICE_VERSION,
+        "ts": RealClock::new().wall(),
+    });
+    let mut line = event.to_string().into_bytes();
+    line.push(b'\n');
+    crate::os::private::append_below(root, &root.join(path("events.jsonl")))?.write_all(&line)?;
+    let said = format!(
+        "{} {}\n",
+        crate::os::clock::utc(RealClock::new().wall().0),
+        harn_core::text::neutralize(&describe(&event))
+    );
+    crate::os::private::append_below(root, &root.join(path("service.log")))?
+        .write_all(said.as_bytes())
+}
+
 /// A human line for an audit event: a goal's in words, any other as its name and fields.
 fn describe(event: &serde_json::Value) -> String {
     let name = event["event"].as_str().unwrap_or("event");
@@ -96,6 +122,15 @@ fn describe(event: &serde_json::Value) -> String {
             return format!("goal {goal}: now {} (changed outside the service)", field("standing"))
         }
         "goal.found" => return format!("goal {goal}: {}", field("standing")),
+        "service.start_refused" => {
+            let by =
+                event["running_pid"].as_u64().map(|p| format!(" (pid {p})")).unwrap_or_default();
+            return format!(
+                "a second service (pid {}, `{}`) was refused: this one{by} holds the root",
+                event["pid"],
+                field("command")
+            );
+        }
         "goal.error" => {
             let n = &event["consecutive_errors"];
             return format!("goal {goal}: error ({n} in a row, backing off): {}", field("error"));

@@ -389,9 +389,20 @@ fn status_cmd(store: &mut Store, as_json: bool) -> Exit {
     Ok(0)
 }
 
+/// Records a refused second start in the service's ledger and log; a record that cannot be
+/// written is said, and the refusal stands either way.
+pub(crate) fn refused(store: &Store, running: Option<u32>) {
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+    if let Err(e) = files::refused_start(store.root(), running, &command) {
+        errln!("harn: warning: the refused start is not recorded: {e}");
+    }
+}
+
 fn start(store: &mut Store, a: EnrollArgs) -> Exit {
     let (live, _, status) = read_liveness(store);
     if matches!(live, Liveness::Running | Liveness::Stopping) {
+        let running = status.as_ref().map(|s| s.pid);
+        refused(store, running);
         let pid = status.map_or_else(String::new, |s| format!(" (pid {})", s.pid));
         return fail(
             EXIT_FAILED,

@@ -50,7 +50,12 @@ pub fn serve(
 ) -> Exit {
     match store.hold(&path("lease.lock")) {
         Ok(true) => {}
-        Ok(false) => return fail(EXIT_FAILED, "a service already runs for this root"),
+        Ok(false) => {
+            let running = super::read_liveness(store).2.map(|s| s.pid);
+            super::refused(store, running);
+            let pid = running.map(|p| format!(" (pid {p})")).unwrap_or_default();
+            return fail(EXIT_FAILED, format!("a service already runs for this root{pid}"));
+        }
         Err(e) => return fail(EXIT_FAILED, e),
     }
     let config = &enrollment.config;
