@@ -30,14 +30,24 @@ fn dash_in_a_terminal(
     root: &Path,
     env: &[(&str, &str)],
 ) -> (std::process::Child, std::fs::File, Screen) {
-    let (master, tty) = pty(ROWS, COLS);
+    dash_sized(root, env, ROWS, COLS)
+}
+
+/// [`dash_in_a_terminal`] on a terminal of `rows` by `cols`.
+fn dash_sized(
+    root: &Path,
+    env: &[(&str, &str)],
+    rows: u16,
+    cols: u16,
+) -> (std::process::Child, std::fs::File, Screen) {
+    let (master, tty) = pty(rows, cols);
     let mut cmd = Command::new(harn_bin());
     cmd.args(["dash", "--refresh-ms", "200", "--root"]).arg(root);
     on_terminal(&mut cmd, &tty);
     cmd.env("TERM", "xterm-256color").envs(env.iter().copied());
     let child = cmd.spawn().unwrap();
     let keys = std::fs::File::from(master.try_clone().unwrap());
-    (child, keys, Screen::follow(std::fs::File::from(master), ROWS, COLS))
+    (child, keys, Screen::follow(std::fs::File::from(master), rows, cols))
 }
 
 /// Stops the service of a root when dropped, so a failing test leaves no daemon behind.
@@ -87,6 +97,50 @@ fn the_dashboard_shows_each_page_in_a_terminal_and_quits_on_q() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "{status:?}");
+}
+
+/// On the smallest terminal people use, 80 by 24, the real binary keeps every name whole and
+/// the footer on a line of its own, on every page.
+#[test]
+fn the_dashboard_fits_an_80_by_24_terminal() {
+    let dir = example_root();
+    let root = dir.path().join("ex");
+    std::fs::write(
+        root.join("harness.toml"),
+        "[harness.stubborn-watcher]\ncommand = [\"sleep\", \"100\"]\n\n\
+         [harness.spawn-fails-always]\ncommand = [\"/nonexistent/agent\"]\n",
+    )
+    .unwrap();
+    let (mut child, mut keys, screen) = dash_sized(&root, &[], 24, 80);
+    // The short list of keys, with room kept for the age of the last reading.
+    let footer = "q quit · 1-4 page · Enter open · ? keys · r read now";
+    let pages: [(&[u8], &[&str]); 4] = [
+        (b"1", &["ship", "succeeded"]),
+        (b"2", &["ITEM", "parser", "cli"]),
+        (b"3", &["stubborn-watcher", "spawn-fails-always"]),
+        (b"4", &["no approvals"]),
+    ];
+    for (key, whole) in pages {
+        keys.write_all(key).unwrap();
+        screen.wait_for(whole);
+        screen.wait_for(&[footer]);
+        let shown = screen.contents();
+        let lines: Vec<&str> = shown.lines().collect();
+        assert!(lines.len() <= 24, "{shown}");
+        let at: Vec<usize> = (0..lines.len()).filter(|&i| lines[i].contains("q quit")).collect();
+        assert_eq!(at.len(), 1, "one footer line:\n{shown}");
+        let line = lines[at[0]];
+        let age = line.trim().strip_prefix(footer).map(str::trim);
+        let age_ok =
+            age.is_some_and(|a| a.is_empty() || (a.starts_with("read ") && a.ends_with(" ago")));
+        assert!(age_ok, "the keys and the reading's age apart on the footer line:\n{shown}");
+    }
+    keys.write_all(b"q").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "harn dash did not quit on q");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Under `NO_COLOR` the dashboard draws no colour (bold and reversed stay).

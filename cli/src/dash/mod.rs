@@ -143,7 +143,7 @@ fn interactive(root: PathBuf, page: Page, refresh: Duration, plain: bool) -> std
                 match &latest {
                     Some(s) => {
                         render(f, s, &view, wall);
-                        view::read_age(f, read_age, refresh);
+                        view::read_age(f, &view, read_age, refresh);
                     }
                     None => view::reading(f),
                 }

@@ -141,12 +141,7 @@ pub fn render(f: &mut Frame, snapshot: &Snapshot, view: &View, now: WallTime) {
         Page::Harnesses => harnesses_page(f, body, snapshot, selected),
         Page::Approvals => approvals_page(f, body, snapshot, selected),
     }
-    let keys = if view.open {
-        " Esc back · ↑/↓ scroll · ? keys · q quit"
-    } else {
-        " q quit · ←/→ or 1-4 page · ↑/↓ select · Enter open · ? keys · r read now"
-    };
-    f.render_widget(Paragraph::new(keys).style(DIM), bottom);
+    f.render_widget(Paragraph::new(keys(view, bottom.width)).style(DIM), bottom);
     if view.help {
         help(f, body);
     }
@@ -321,12 +316,31 @@ pub fn reading(f: &mut Frame) {
     f.render_widget(Paragraph::new(" harn dash: reading the root…"), f.area());
 }
 
-/// The age of the last reading, at the bottom right; marked when reads fall behind.
-pub fn read_age(f: &mut Frame, age_ms: i64, refresh: Duration) {
+/// Room kept at the right of the footer for the age of the last reading (`read 59.9 s ago`).
+const AGE_ROOM: usize = 20;
+
+/// The footer's keys for a terminal `width` wide: the short list where the whole one would
+/// leave no room for the reading's age.
+fn keys(view: &View, width: u16) -> &'static str {
+    const LIST: &str = " q quit · ←/→ or 1-4 page · ↑/↓ select · Enter open · ? keys · r read now";
+    const SHORT: &str = " q quit · 1-4 page · Enter open · ? keys · r read now";
+    if view.open {
+        " Esc back · ↑/↓ scroll · ? keys · q quit"
+    } else if LIST.chars().count() + AGE_ROOM <= usize::from(width) {
+        LIST
+    } else {
+        SHORT
+    }
+}
+
+/// The age of the last reading, at the bottom right where the keys leave room; marked when
+/// reads fall behind.
+pub fn read_age(f: &mut Frame, view: &View, age_ms: i64, refresh: Duration) {
     let area = f.area();
     let text = format!("read {} ago ", human_ms(age_ms.max(0) as u64));
     let width = text.chars().count() as u16;
-    if area.height == 0 || area.width < width {
+    let used = keys(view, area.width).chars().count() as u16 + 1;
+    if area.height == 0 || area.width < width + used {
         return;
     }
     let slow = age_ms > 3 * refresh.as_millis() as i64 + 2_000;
