@@ -228,6 +228,11 @@ fn every_shell_block_of_the_readme_runs_as_written() {
             .env("PATH", &path)
             .env("HOME", scratch.path())
             .env("NO_COLOR", "1")
+            // A person's git knows who they are; the scratch home has no configuration.
+            .env("GIT_AUTHOR_NAME", "Ana")
+            .env("GIT_AUTHOR_EMAIL", "ana@example.com")
+            .env("GIT_COMMITTER_NAME", "Ana")
+            .env("GIT_COMMITTER_EMAIL", "ana@example.com")
             .output()
             .unwrap();
         let said = format!(
