@@ -122,7 +122,7 @@ fn ids_accept_unique_prefixes() {
     assert_eq!(runs.len(), 2, "{runs:?}");
     let both = harn(r, &["run", "show", "wf-"]);
     assert_eq!(both.status.code(), Some(2), "{}", text(&both));
-    assert!(text(&both).contains("is the start of 2 run ids"), "{}", text(&both));
+    assert!(text(&both).contains("is the start of 2 workflow run ids"), "{}", text(&both));
     let unique = |id: &str, other: &str| {
         let n = (1..id.len()).find(|&n| !other.starts_with(&id[..n])).unwrap();
         id[..n].to_owned()
