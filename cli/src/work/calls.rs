@@ -20,15 +20,9 @@ use std::sync::{mpsc, Arc, Mutex};
 /// call to it gets without running.
 type Preflights = Arc<Mutex<BTreeMap<String, Result<(), String>>>>;
 
-/// Agent calls waiting for a slot, and how many are running.
+/// The segment's agent calls: each started on a thread of its own when the core's driver
+/// says (in request order, up to the run's concurrency).
 pub struct Calls {
-    /// Calls waiting, in the order they were asked for, with the vendor session each
-    /// continues.
-    pub queued: Vec<(String, Dispatch, Option<String>)>,
-    /// Calls running.
-    pub in_flight: usize,
-    /// Most calls running at once.
-    pub concurrency: usize,
     /// Process groups of the calls running now.
     pub agents: Arc<Mutex<CallGroups>>,
     /// Pre-flights done in this segment.
@@ -38,26 +32,21 @@ pub struct Calls {
 }
 
 impl Calls {
-    /// No call yet, at most `concurrency` at once.
-    pub fn new(
-        concurrency: usize,
-        agents: Arc<Mutex<CallGroups>>,
-        confine: super::confine::Confine,
-    ) -> Calls {
-        Calls {
-            queued: Vec::new(),
-            in_flight: 0,
-            concurrency,
-            agents,
-            preflights: Preflights::default(),
-            confine,
-        }
+    /// No call yet.
+    pub fn new(agents: Arc<Mutex<CallGroups>>, confine: super::confine::Confine) -> Calls {
+        Calls { agents, preflights: Preflights::default(), confine }
     }
 
-    /// Starts queued calls, in the order they were asked for, up to the concurrency bound.
-    pub fn dispatch(&mut self, store: &Store, m: &RunManifest, tx: &mpsc::SyncSender<HostEvent>) {
-        while self.in_flight < self.concurrency && !self.queued.is_empty() {
-            let (id, dispatch, resume) = self.queued.remove(0);
+    /// Starts `call`; its end comes to `tx` as [`HostEvent::AgentDone`].
+    pub fn start(
+        &self,
+        store: &Store,
+        m: &RunManifest,
+        tx: &mpsc::SyncSender<HostEvent>,
+        call: harn_core::work::segment::driver::Call,
+    ) {
+        let harn_core::work::segment::driver::Call { id, dispatch, resume } = call;
+        {
             let spec = m.harness_spec(&dispatch.harness).cloned();
             let cwd = m.cwd.as_deref().map_or_else(|| store.root().to_owned(), Into::into);
             let tx = tx.clone();
@@ -69,7 +58,6 @@ impl Calls {
             let root = store.root().to_owned();
             let confine = self.confine.clone();
             let policy = m.policy.clone();
-            self.in_flight += 1;
             std::thread::spawn(move || {
                 let progress = |shown: serde_json::Value| {
                     let _ = tx.send(HostEvent::AgentProgress(id.clone(), shown));

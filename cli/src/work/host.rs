@@ -1,10 +1,11 @@
-//! The host loop of one run segment: spawns the workflow, records every message, reply,
-//! policy check and agent call in the transcript, carries out what the core's fold decides,
-//! and ends when the workflow has exited (with a fold for the proof) or when policy parks
-//! the run on an approval (with no proof).
+//! The host of one run segment for `harn work run`: spawns the workflow in its confinement
+//! and cgroup, relays its lines, exit and agent calls to the core's segment driver
+//! (`harn_core::work::segment::driver`), and carries out what the driver decides (records,
+//! replies, calls, signals, a park). The order and the rules are the driver's.
 
 use super::agent_call::CallGroups;
 use super::calls::Calls;
+use super::confine::guard::Before;
 use super::confine::{Confine, Temp};
 use super::hold::RunHold;
 pub use super::inbox::HostEvent;
@@ -15,18 +16,16 @@ use crate::os::store::{run_dir, Store, StoreError};
 use harn_core::env::Clock;
 use harn_core::ids::Id;
 use harn_core::journal::JournalWriter;
-use harn_core::time::Duration as CoreDuration;
-use harn_core::work::agent::CallOutcome;
+use harn_core::limits::LimitReached;
 use harn_core::work::approval::ApprovalRequest;
 use harn_core::work::containment::guard::Guard;
 use harn_core::work::containment::{self, Containment, Need};
 use harn_core::work::live::LiveRun;
 use harn_core::work::policy::Verdict;
-use harn_core::work::protocol::{FromWorkflow, ProtocolError};
-use harn_core::work::run::{HostAction, Parked, ProcessEnd, RunFold, RunManifest, ToolJudged};
-use harn_core::work::segment::{Reach, Segment, SegmentEffect, SegmentInput};
-use harn_core::work::transcript;
-use serde_json::{json, Value};
+use harn_core::work::run::{Parked, RunFold, RunManifest};
+use harn_core::work::segment::driver::{self, Call, Event, Signal, SpawnFailed};
+use harn_core::work::segment::Reach;
+use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::sync::{mpsc, Arc, Mutex};
@@ -46,263 +45,292 @@ pub fn run_segment(
     fold: RunFold,
 ) -> Result<SegmentEnd, StoreError> {
     let hold = RunHold::create(store.root(), &m.run_id, m.resource_limits.as_ref());
-    let live = LiveRun {
-        schema_version: harn_core::work::live::LIVE_VERSION,
-        run_id: m.run_id.clone(),
-        work_id: m.work_id.clone(),
-        host_pid: std::process::id(),
-        cgroup: hold.leaf.as_ref().map(|l| l.display().to_string()),
-        started_at: store.now(),
-        planning: m.planning.is_some(),
-    };
-    let began = store.ledger().begin_live(&live);
     // What the run must not change, looked at before it starts and again once everything it
     // started is gone: a change a machine could not prevent is recorded, never missed.
     let workspace = m.cwd.as_deref().map_or_else(|| store.root().to_owned(), Into::into);
     let guarded = super::confine::guard::find(store.root(), &workspace, Some(&m.script.path));
-    let before = super::confine::guard::before(&guarded, &workspace);
-    let ended = match &began {
-        Ok(()) => drive(store, m, start, fold, &hold, &guarded),
-        Err(e) => Err(StoreError::Unstarted(e.clone())),
+    let cancel = CancelWatch::new(store, m);
+    let mut host = CliSegment {
+        store,
+        m,
+        hold,
+        workspace,
+        guarded,
+        before: None,
+        transcript: None,
+        cancel,
+        clock: crate::os::clock::RealClock::new(),
+        live: None,
+        answers: BTreeMap::new(),
+        interrupted: None,
     };
-    // Whatever the segment started goes, however it ended, before its record does.
-    hold.end();
-    if began.is_ok() {
-        let changed = super::confine::guard::record_changes(
-            store,
-            m.run_id.as_str(),
-            m.work_id.as_str(),
-            &before,
-        );
-        if let Err(e) = changed {
-            errln!("harn: warning: what run {} changed was not recorded: {e}", m.run_id);
-        }
-        store.ledger().end_live(&m.run_id)?;
-    }
-    ended
+    driver::run_segment(&mut host, m, start, fold)
 }
 
 /// Longest wait, once a run parks on an agent's tool call, for the agent to end its
 /// cancelled turn before the segment's processes are killed.
 const PARK_GRACE: Duration = Duration::from_secs(5);
 
-/// Waits (at most [`PARK_GRACE`]) for `call` to end after its turn was cancelled for a park.
-/// Its end is not recorded: the call is asked again, and continues its session, when the
-/// ruling resumes the run.
-fn settle(events: &mpsc::Receiver<HostEvent>, call: &str) {
-    let until = std::time::Instant::now() + PARK_GRACE;
-    while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
-        match events.recv_timeout(left) {
-            Ok(HostEvent::AgentDone(id, _)) if id == call => return,
-            // Another ask of the cancelled turn is refused; anything else waits for the resume.
-            Ok(HostEvent::ToolAsk(_, _, answer)) => drop(answer.send((Verdict::Deny, Vec::new()))),
-            Ok(_) => {}
-            Err(_) => return,
-        }
+/// What a spawned workflow keeps alive until the segment ends. Fields drop in this order:
+/// the groups are killed before the children's tracking forgets them.
+struct Spawned {
+    groups: Groups,
+    _registered: crate::os::children::Registered,
+    _tracked: crate::os::children::Tracked,
+    _temp: Temp,
+    stdin: mpsc::Sender<Vec<u8>>,
+    tx: mpsc::SyncSender<HostEvent>,
+    events: mpsc::Receiver<HostEvent>,
+    calls: Calls,
+}
+
+/// The segment's host: the store, the run's hold of its processes, and what it spawned.
+struct CliSegment<'a> {
+    store: &'a mut Store,
+    m: &'a RunManifest,
+    hold: RunHold,
+    workspace: std::path::PathBuf,
+    guarded: Guard,
+    before: Option<Before>,
+    transcript: Option<Transcript>,
+    cancel: CancelWatch,
+    clock: crate::os::clock::RealClock,
+    live: Option<Spawned>,
+    /// The answer each agent's pending tool request waits for.
+    answers: BTreeMap<String, mpsc::Sender<(Verdict, Vec<String>)>>,
+    /// The stop hook waiting for its record.
+    interrupted: Option<mpsc::Sender<()>>,
+}
+
+impl CliSegment<'_> {
+    fn live(&self) -> &Spawned {
+        self.live.as_ref().expect("the driver asks this only of a spawned workflow")
     }
 }
 
-/// [`run_segment`] once the segment's hold and record are in place.
-fn drive(
-    store: &mut Store,
-    m: &RunManifest,
-    start: &Value,
-    fold: RunFold,
-    hold: &RunHold,
-    guarded: &Guard,
-) -> Result<SegmentEnd, StoreError> {
-    let mut transcript = Transcript::open(store, &m.run_id)?;
-    let confined = confinement(store, m, hold, guarded);
-    let spawned = match &confined {
-        Ok((confine, _, _)) => spawn(store, m, confine),
-        Err(e) => Err(std::io::Error::other(e.to_string())),
-    };
-    let mut child = match spawned {
-        Ok(child) => child,
-        Err(e) => {
-            let missing = e.kind() == std::io::ErrorKind::NotFound;
-            let error = format!("{}: {e}", program(m));
-            transcript
-                .record(store, json!({ "event": "run.spawn_failed", "error": e.to_string() }))?;
-            let end = ProcessEnd::SpawnFailed { error, missing };
-            return Ok(SegmentEnd::Finished(Box::new(fold), end));
+impl driver::Host for CliSegment<'_> {
+    type Error = StoreError;
+
+    fn now(&mut self) -> harn_core::time::Instant {
+        self.clock.now()
+    }
+
+    fn begin(&mut self) -> Result<(), StoreError> {
+        let live = LiveRun {
+            schema_version: harn_core::work::live::LIVE_VERSION,
+            run_id: self.m.run_id.clone(),
+            work_id: self.m.work_id.clone(),
+            host_pid: std::process::id(),
+            cgroup: self.hold.leaf.as_ref().map(|l| l.display().to_string()),
+            started_at: self.store.now(),
+            planning: self.m.planning.is_some(),
+        };
+        if let Err(e) = self.store.ledger().begin_live(&live) {
+            self.hold.end();
+            return Err(StoreError::Unstarted(e));
         }
-    };
-    let (confine, _temp, contained) = confined.expect("spawned, so confined as planned");
-    let pgid = child.id() as i32;
-    // Declared before the groups' guard, so the group is killed before it is forgotten.
-    let _tracked = crate::os::children::track(pgid);
-    let agents = Arc::new(Mutex::new(CallGroups::default()));
-    // However the host leaves this function, the workflow's group and its calls' groups go.
-    let _groups = Groups { workflow: pgid, agents: agents.clone() };
-    let stdin = writer(child.stdin.take().expect("stdin is piped"));
-    // Bounded, so a workflow that floods its stdout is slowed down rather than buffered.
-    let (tx, events) = mpsc::sync_channel(256);
-    let hook_tx = tx.clone();
-    let _registered = crate::os::children::register_run(
-        pgid,
-        m.run_id.as_str(),
-        Box::new(move |by: &str| {
-            // Waits a little for the record, never long: the stop has a grace to keep.
-            let (ack, acked) = mpsc::channel();
-            if hook_tx.try_send(HostEvent::Interrupting(by.to_owned(), ack)).is_ok() {
-                let _ = acked.recv_timeout(Duration::from_secs(1));
-            }
-        }),
-    );
-    read_lines(child.stdout.take().expect("stdout is piped"), tx.clone());
-    let event = if start["resume"].is_null() { "run.start" } else { "run.resume" };
-    let held = json!({ "holding": hold.holding(), "cgroup": hold.leaf, "why": hold.why_not });
-    let body = json!({
-        "event": event, "pid": pgid, "start": start, "held": held, "containment": contained,
-    });
-    transcript.record(store, body)?;
-    send(&stdin, start);
-    let waiter = tx.clone();
-    std::thread::spawn(move || {
-        let status = child.wait();
-        let _ = waiter.send(HostEvent::Exited(status));
-    });
-    let concurrency = m.concurrency.max(1) as usize;
-    // Sessions earlier segments of this run left, for calls that continue one.
-    let records = store.ledger().transcript(&m.run_id).unwrap_or_default();
-    let (sessions, open_sessions) =
-        (transcript::sessions(&records), transcript::open_sessions(&records));
-    let mut host = SegmentHost {
-        m,
-        fold,
-        transcript,
-        stdin,
-        pgid,
-        calls: Calls::new(concurrency, agents, confine.clone()),
-        sessions,
-        open_sessions,
-        harness_of: BTreeMap::new(),
-        keys: BTreeMap::new(),
-        logged: 0,
-        stopped: false,
-        malformed: 0,
-        malformed_bytes: 0,
-        recorded_bytes: 0,
-        cut: (0, 0),
-    };
-    // The segment's lifecycle (timeout, cancel, interruption, its end) is the core's
-    // machine; this loop feeds it what happens and carries out what it says.
-    let clock = crate::os::clock::RealClock::new();
-    let mut segment = Segment::new(clock.now(), CoreDuration::from_millis(m.timeout_ms));
-    let mut cancel = CancelWatch::new(store, m);
-    loop {
-        segment.handle_timeout(clock.now());
-        while let Some(effect) = segment.poll_effect() {
-            if let Some(by) = host.carry_out(store, effect, &mut cancel, hold)? {
-                segment.handle(clock.now(), SegmentInput::Cancelled { by });
+        self.before = Some(super::confine::guard::before(&self.guarded, &self.workspace));
+        Ok(())
+    }
+
+    fn end(&mut self, _: &Result<SegmentEnd, StoreError>) -> Result<(), StoreError> {
+        // Whatever the segment started goes, however it ended, before its record does.
+        self.live = None;
+        self.hold.end();
+        if let Some(before) = &self.before {
+            let (run, work) = (self.m.run_id.as_str(), self.m.work_id.as_str());
+            if let Err(e) = super::confine::guard::record_changes(self.store, run, work, before) {
+                errln!("harn: warning: what run {run} changed was not recorded: {e}");
             }
         }
-        if segment.over(clock.now(), host.calls.in_flight) {
-            break;
-        }
-        let event = match segment.poll_timeout() {
+        self.store.ledger().end_live(&self.m.run_id)?;
+        Ok(())
+    }
+
+    fn earlier(&mut self) -> Vec<Value> {
+        self.store.ledger().transcript(&self.m.run_id).unwrap_or_default()
+    }
+
+    fn spawn(&mut self) -> Result<Result<Map<String, Value>, SpawnFailed>, StoreError> {
+        let (store, m) = (&mut *self.store, self.m);
+        self.transcript = Some(Transcript::open(store, &m.run_id)?);
+        let confined = confinement(store, m, &self.hold, &self.guarded);
+        let spawned = match &confined {
+            Ok((confine, _, _)) => spawn(store, m, confine),
+            Err(e) => Err(std::io::Error::other(e.to_string())),
+        };
+        let mut child = match spawned {
+            Ok(child) => child,
+            Err(e) => {
+                let missing = e.kind() == std::io::ErrorKind::NotFound;
+                let (error, program) = (e.to_string(), program(m).to_owned());
+                return Ok(Err(SpawnFailed { error, program, missing }));
+            }
+        };
+        let (confine, temp, contained) = confined.expect("spawned, so confined as planned");
+        let pgid = child.id() as i32;
+        let tracked = crate::os::children::track(pgid);
+        let agents = Arc::new(Mutex::new(CallGroups::default()));
+        // However the segment ends, the workflow's group and its calls' groups go.
+        let groups = Groups { workflow: pgid, agents: agents.clone() };
+        let stdin = writer(child.stdin.take().expect("stdin is piped"));
+        // Bounded, so a workflow that floods its stdout is slowed down rather than buffered.
+        let (tx, events) = mpsc::sync_channel(256);
+        let hook_tx = tx.clone();
+        let registered = crate::os::children::register_run(
+            pgid,
+            m.run_id.as_str(),
+            Box::new(move |by: &str| {
+                // Waits a little for the record, never long: the stop has a grace to keep.
+                let (ack, acked) = mpsc::channel();
+                if hook_tx.try_send(HostEvent::Interrupting(by.to_owned(), ack)).is_ok() {
+                    let _ = acked.recv_timeout(Duration::from_secs(1));
+                }
+            }),
+        );
+        read_lines(child.stdout.take().expect("stdout is piped"), tx.clone());
+        let waiter = tx.clone();
+        std::thread::spawn(move || {
+            let status = child.wait();
+            let _ = waiter.send(HostEvent::Exited(status));
+        });
+        let hold = &self.hold;
+        let held = json!({ "holding": hold.holding(), "cgroup": hold.leaf, "why": hold.why_not });
+        let mut fields = Map::new();
+        fields.insert("pid".into(), json!(pgid));
+        fields.insert("held".into(), held);
+        fields.insert("containment".into(), json!(contained));
+        self.live = Some(Spawned {
+            groups,
+            _registered: registered,
+            _tracked: tracked,
+            _temp: temp,
+            stdin,
+            tx,
+            events,
+            calls: Calls::new(agents, confine),
+        });
+        Ok(Ok(fields))
+    }
+
+    fn record(&mut self, body: Value) -> Result<(), StoreError> {
+        let transcript = match &mut self.transcript {
+            Some(t) => t,
+            None => self.transcript.insert(Transcript::open(self.store, &self.m.run_id)?),
+        };
+        transcript.record(self.store, body)
+    }
+
+    fn send(&mut self, line: &Value) {
+        send(&self.live().stdin, line);
+    }
+
+    fn next(
+        &mut self,
+        wake: Option<harn_core::time::Instant>,
+    ) -> Result<Option<Event>, StoreError> {
+        let events = &self.live().events;
+        let event = match wake {
             None => events.recv().expect("the host holds a sender"),
             Some(wake) => {
-                let wait = Duration::from_nanos(wake.0.saturating_sub(clock.now().0));
+                let wait = Duration::from_nanos(wake.0.saturating_sub(self.clock.now().0));
                 match events.recv_timeout(wait) {
                     Ok(event) => event,
-                    Err(_) => continue,
+                    Err(_) => return Ok(None),
                 }
             }
         };
-        let now = clock.now();
-        match event {
-            HostEvent::Line(msg) => match host.on_line(store, msg)? {
-                Turn::Park(parked) => match host.park(store, &parked)? {
-                    Some(request) => {
-                        host.summarize_left_out(store)?;
-                        return Ok(SegmentEnd::Parked(Box::new(request)));
-                    }
-                    None => segment.handle(now, SegmentInput::PolicyStopped),
-                },
-                Turn::Stop => segment.handle(now, SegmentInput::PolicyStopped),
-                Turn::Go => {}
-            },
-            HostEvent::Eof => segment.handle(now, SegmentInput::OutputEnded),
+        Ok(Some(match event {
+            HostEvent::Line(msg) => Event::Line(msg),
+            HostEvent::Eof => Event::OutputEnded,
             HostEvent::Exited(status) => {
                 let status =
                     status.map_err(|e| StoreError::Os(format!("waiting for the workflow: {e}")))?;
-                let (code, signal) = (status.code(), status.signal());
-                segment.handle(now, SegmentInput::Exited { code, signal });
+                Event::Exited { code: status.code(), signal: status.signal() }
             }
             HostEvent::Interrupting(by, ack) => {
-                let has_result = host.fold.has_result();
-                segment.handle(now, SegmentInput::Interrupting { by, has_result });
-                // The record is written before the stop's signals: carry it out now.
-                while let Some(effect) = segment.poll_effect() {
-                    host.carry_out(store, effect, &mut cancel, hold)?;
-                }
-                let _ = ack.send(());
+                self.interrupted = Some(ack);
+                Event::Interrupting(by)
             }
-            HostEvent::AgentDone(id, outcome) => host.on_agent_done(store, &id, outcome)?,
+            HostEvent::AgentDone(id, outcome) => Event::AgentDone(id, outcome),
+            HostEvent::AgentProgress(id, shown) => Event::AgentProgress(id, shown),
             HostEvent::ToolAsk(call, request, answer) => {
-                let logged = host.fold.policy_log().len();
-                let judged = host.fold.tool(request);
-                let rules = match host.fold.policy_log().get(logged) {
-                    Some(check) => check.evaluation.matched.clone(),
-                    None => Vec::new(),
-                };
-                host.record_checks(store)?;
-                let verdict = match judged {
-                    ToolJudged::Allow => Verdict::Allow,
-                    ToolJudged::Refuse => Verdict::Deny,
-                    ToolJudged::Stop => {
-                        segment.handle(now, SegmentInput::PolicyStopped);
-                        Verdict::Deny
-                    }
-                    // Parked: the call is cut short with the segment, and its session is
-                    // continued when the ruling resumes the run.
-                    ToolJudged::Park(parked) => match host.park(store, &parked)? {
-                        Some(request) => {
-                            host.summarize_left_out(store)?;
-                            // The agent is told its turn is cancelled, and given a moment to
-                            // end it and keep its session, which the ruling's resume loads.
-                            let _ = answer.send((Verdict::Ask, rules));
-                            settle(&events, &call);
-                            return Ok(SegmentEnd::Parked(Box::new(request)));
-                        }
-                        None => {
-                            segment.handle(now, SegmentInput::PolicyStopped);
-                            Verdict::Deny
-                        }
-                    },
-                };
-                let _ = answer.send((verdict, rules));
+                self.answers.insert(call.clone(), answer);
+                Event::ToolAsk(call, request)
             }
-            HostEvent::AgentProgress(id, shown) => {
-                let mut body = json!({ "event": "agent.progress", "id": id });
-                if let (Some(body), Some(shown)) = (body.as_object_mut(), shown.as_object()) {
-                    body.extend(shown.clone());
+        }))
+    }
+
+    fn signal(&mut self, signal: Signal) {
+        use rustix::process::Signal as Sig;
+        let live = self.live();
+        let (pgid, agents) = (live.groups.workflow, &live.calls.agents);
+        match signal {
+            Signal::Term(reach) => {
+                signal_groups(pgid, agents, Sig::TERM);
+                if reach == Reach::Everything {
+                    self.hold.term();
                 }
-                host.transcript.record(store, body)?;
             }
-        }
-        if !segment.halted() && !host.stopped {
-            host.calls.dispatch(store, m, &tx);
+            Signal::Kill(reach) => {
+                kill_groups(pgid, agents);
+                if reach == Reach::Everything {
+                    self.hold.end();
+                }
+            }
+            Signal::Leftovers => kill_group(pgid),
         }
     }
-    host.summarize_left_out(store)?;
-    // What the run consumed: the kernel's counters of its cgroup's limits, read once the
-    // workflow is gone; reaching one is the run's own failure (the core decides).
-    let reached = hold.bounded.reached();
-    if !reached.is_empty() {
-        segment.handle(clock.now(), SegmentInput::LimitsReached(reached));
-        while let Some(effect) = segment.poll_effect() {
-            if let SegmentEffect::Record(body) = effect {
-                host.transcript.record(store, body)?;
+
+    fn look_for_cancel(&mut self) -> Result<Option<String>, StoreError> {
+        Ok(self.cancel.look(self.store))
+    }
+
+    fn start_call(&mut self, call: Call) -> Result<(), StoreError> {
+        let live = self.live();
+        live.calls.start(self.store, self.m, &live.tx, call);
+        Ok(())
+    }
+
+    fn park(&mut self, parked: &Parked) -> Result<Result<ApprovalRequest, String>, StoreError> {
+        let now = self.store.now();
+        Ok(self.store.ledger().park(self.m, parked, now)?.map_err(|why| why.to_string()))
+    }
+
+    fn answer_tool(&mut self, call: &str, verdict: Verdict, rules: Vec<String>) {
+        if let Some(answer) = self.answers.remove(call) {
+            let _ = answer.send((verdict, rules));
+        }
+    }
+
+    /// Waits (at most [`PARK_GRACE`]) for `call` to end after its turn was cancelled for a
+    /// park. Its end is not recorded: the call is asked again, and continues its session,
+    /// when the ruling resumes the run.
+    fn settle(&mut self, call: &str) {
+        let events = &self.live().events;
+        let until = std::time::Instant::now() + PARK_GRACE;
+        while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
+            match events.recv_timeout(left) {
+                Ok(HostEvent::AgentDone(id, _)) if id == call => return,
+                // Another ask of the cancelled turn is refused; anything else waits.
+                Ok(HostEvent::ToolAsk(_, _, answer)) => {
+                    drop(answer.send((Verdict::Deny, Vec::new())))
+                }
+                Ok(_) => {}
+                Err(_) => return,
             }
         }
     }
-    let SegmentHost { fold, stdin, .. } = host;
-    drop(stdin);
-    let end = segment.end().expect("a segment is over only after its workflow exited");
-    Ok(SegmentEnd::Finished(Box::new(fold), end))
+
+    fn interrupt_recorded(&mut self) {
+        if let Some(ack) = self.interrupted.take() {
+            let _ = ack.send(());
+        }
+    }
+
+    fn limits_reached(&mut self) -> Vec<LimitReached> {
+        self.hold.bounded.reached()
+    }
 }
 
 /// How this segment's children are confined: the core's plan over what the machine offers,
@@ -394,215 +422,6 @@ impl CancelWatch {
         let events = store.events(&self.work_id).ok()?;
         let cancel = harn_core::work::events::cancelled_during(&events, &self.run_id)?;
         Some(cancel.actor.clone())
-    }
-}
-
-/// What a workflow's line leads to.
-enum Turn {
-    /// The run parks on an approval.
-    Park(Parked),
-    /// Policy stopped the run.
-    Stop,
-    /// The conversation goes on.
-    Go,
-}
-
-/// The state of one segment's conversation.
-struct SegmentHost<'a> {
-    m: &'a RunManifest,
-    fold: RunFold,
-    transcript: Transcript,
-    stdin: mpsc::Sender<Vec<u8>>,
-    pgid: i32,
-    calls: Calls,
-    /// The cache key of each call in flight.
-    keys: BTreeMap<String, String>,
-    /// Policy checks already in the transcript.
-    logged: usize,
-    /// True once policy stopped the run: nothing more is dispatched.
-    stopped: bool,
-    /// The vendor session of the last call to each harness, for a call that continues it.
-    sessions: BTreeMap<String, String>,
-    /// Sessions of calls earlier segments cut short, by request id (see
-    /// `transcript::open_sessions`).
-    open_sessions: BTreeMap<String, String>,
-    /// The harness of each call in flight.
-    harness_of: BTreeMap<String, String>,
-    /// Lines that were not protocol messages: the first [`MALFORMED_RECORDED`] are
-    /// recorded one by one, the rest counted (bytes too) and recorded once at the end.
-    malformed: u64,
-    malformed_bytes: u64,
-    /// Bytes of workflow messages recorded in the transcript so far.
-    recorded_bytes: u64,
-    /// Messages (and their bytes) the transcript's bound left out.
-    cut: (u64, u64),
-}
-
-/// Non-protocol lines recorded one by one; a workflow that prints a flood of them costs
-/// one summary record, not an fsync per line.
-const MALFORMED_RECORDED: u64 = 20;
-
-impl SegmentHost<'_> {
-    /// Records how many non-protocol lines were counted but not recorded one by one, and how
-    /// many messages the transcript's bound left out.
-    fn summarize_left_out(&mut self, store: &mut Store) -> Result<(), StoreError> {
-        if self.cut.0 > 0 {
-            let (records, bytes) = std::mem::take(&mut self.cut);
-            let body = json!({ "event": "workflow.cut", "records": records, "bytes": bytes,
-                               "recorded_bytes": transcript::MESSAGES_RECORDED });
-            self.transcript.record(store, body)?;
-        }
-        let left_out = self.malformed.saturating_sub(MALFORMED_RECORDED);
-        if left_out == 0 {
-            return Ok(());
-        }
-        let body = json!({
-            "event": "workflow.malformed", "suppressed": left_out, "total": self.malformed,
-            "error_bytes": self.malformed_bytes,
-        });
-        self.malformed = MALFORMED_RECORDED;
-        self.transcript.record(store, body)
-    }
-
-    /// Records a message and carries out the fold's answer; returns what it leads to.
-    fn on_line(
-        &mut self,
-        store: &mut Store,
-        msg: Result<FromWorkflow, ProtocolError>,
-    ) -> Result<Turn, StoreError> {
-        let body = match &msg {
-            Ok(m) => {
-                let body = json!({ "event": "workflow.message", "message": m });
-                let bytes = body.to_string().len() as u64;
-                if !transcript::records_message(m, self.recorded_bytes, bytes) {
-                    self.cut = (self.cut.0 + 1, self.cut.1.saturating_add(bytes));
-                    None
-                } else {
-                    self.recorded_bytes = self.recorded_bytes.saturating_add(bytes);
-                    Some(body)
-                }
-            }
-            Err(e) => {
-                let error = e.to_string();
-                self.malformed += 1;
-                self.malformed_bytes += error.len() as u64;
-                (self.malformed <= MALFORMED_RECORDED)
-                    .then(|| json!({ "event": "workflow.malformed", "error": error }))
-            }
-        };
-        if let Some(body) = body {
-            self.transcript.record(store, body)?;
-        }
-        if self.stopped {
-            return Ok(Turn::Go);
-        }
-        let action = self.fold.observe(msg);
-        self.record_checks(store)?;
-        match action {
-            Some(HostAction::Reply(reply)) => {
-                self.transcript.record(store, json!({ "event": "host.reply", "reply": reply }))?;
-                send(&self.stdin, &reply);
-            }
-            Some(HostAction::CallAgent { id, dispatch, key }) => {
-                let body = transcript::agent_start(&id, &dispatch.harness, &key);
-                self.transcript.record(store, body)?;
-                self.keys.insert(id.clone(), key);
-                // A call an earlier segment cut short continues the session it had opened.
-                let resume = match self.open_sessions.remove(&id) {
-                    Some(session) => Some(session),
-                    None => dispatch
-                        .continue_session
-                        .then(|| self.sessions.get(&dispatch.harness).cloned())
-                        .flatten(),
-                };
-                self.harness_of.insert(id.clone(), dispatch.harness.clone());
-                self.calls.queued.push((id, dispatch, resume));
-            }
-            Some(HostAction::Park(parked)) => return Ok(Turn::Park(parked)),
-            Some(HostAction::Stop) => return Ok(Turn::Stop),
-            None => {}
-        }
-        Ok(Turn::Go)
-    }
-
-    /// Records the policy checks the fold made since the last record.
-    fn record_checks(&mut self, store: &mut Store) -> Result<(), StoreError> {
-        for check in &self.fold.policy_log()[self.logged..] {
-            self.transcript.record(store, json!({ "event": "policy.check", "check": check }))?;
-        }
-        self.logged = self.fold.policy_log().len();
-        Ok(())
-    }
-
-    /// Records a call's end (with its reply, the resume cache) and answers the workflow.
-    fn on_agent_done(
-        &mut self,
-        store: &mut Store,
-        id: &str,
-        outcome: CallOutcome,
-    ) -> Result<(), StoreError> {
-        self.calls.in_flight -= 1;
-        let key = self.keys.remove(id);
-        if let (Some(harness), Some(session)) = (self.harness_of.remove(id), &outcome.session_id) {
-            self.sessions.insert(harness, session.clone());
-        }
-        let body = transcript::agent_end(id, key.as_deref(), &outcome);
-        self.transcript.record(store, body)?;
-        let reply = self.fold.agent_done(id, outcome);
-        send(&self.stdin, &reply);
-        Ok(())
-    }
-
-    /// Carries out one of the segment's effects; returns who cancelled the run when a look
-    /// for a cancel found one.
-    fn carry_out(
-        &mut self,
-        store: &mut Store,
-        effect: SegmentEffect,
-        cancel: &mut CancelWatch,
-        hold: &RunHold,
-    ) -> Result<Option<String>, StoreError> {
-        use rustix::process::Signal;
-        match effect {
-            SegmentEffect::Record(body) => self.transcript.record(store, body)?,
-            SegmentEffect::Halt => {
-                self.stopped = true;
-                self.calls.queued.clear();
-            }
-            SegmentEffect::Term(reach) => {
-                signal_groups(self.pgid, &self.calls.agents, Signal::TERM);
-                if reach == Reach::Everything {
-                    hold.term();
-                }
-            }
-            SegmentEffect::Kill(reach) => {
-                kill_groups(self.pgid, &self.calls.agents);
-                if reach == Reach::Everything {
-                    hold.end();
-                }
-            }
-            SegmentEffect::KillLeftovers => kill_group(self.pgid),
-            SegmentEffect::LookForCancel => return Ok(cancel.look(store)),
-        }
-        Ok(None)
-    }
-
-    /// Parks the run (see [`harn_core::work::ledger::Ledger::park`]); the workflow and its
-    /// calls are killed when the segment's process guard drops. A request that differs from
-    /// the one recorded for its slot stops the run instead (`None`).
-    fn park(
-        &mut self,
-        store: &mut Store,
-        parked: &Parked,
-    ) -> Result<Option<ApprovalRequest>, StoreError> {
-        let now = store.now();
-        match store.ledger().park(self.m, parked, now)? {
-            Ok(request) => Ok(Some(request)),
-            Err(why) => {
-                self.fold.stop(why.to_string());
-                Ok(None)
-            }
-        }
     }
 }
 

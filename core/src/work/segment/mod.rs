@@ -4,8 +4,11 @@
 //! exited, its output read or a grace for it passed, no call in flight). The host feeds it what
 //! happened with `now` (`handle`), wakes it at `poll_timeout` (`handle_timeout`, harmless when
 //! late, early or repeated), carries out its effects in order (`poll_effect`), and asks it how
-//! the workflow's process ended (`end`). `harn work run` and `harn sim work` drive this one
-//! machine; the conversation itself (messages, calls, policy) is the run fold's.
+//! the workflow's process ended (`end`). Its one feed loop is `driver`, which `harn work run`
+//! and `harn sim work` host; the conversation itself (messages, calls, policy) is the run
+//! fold's.
+
+pub mod driver;
 
 use crate::time::{Duration, Instant};
 use crate::work::run::ProcessEnd;
