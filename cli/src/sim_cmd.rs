@@ -81,6 +81,8 @@ pub enum BugArg {
     SecondTypist,
     /// The core sends SIGTERM to a terminal harness without hanging its session up.
     TermWithoutHangup,
+    /// The work world's segment driver records a resumed segment as a new start.
+    ResumeAsStart,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -94,6 +96,7 @@ impl From<BugArg> for InjectedBug {
             BugArg::SkipReclaim => InjectedBug::SkipReclaim,
             BugArg::SecondTypist => InjectedBug::SecondTypist,
             BugArg::TermWithoutHangup => InjectedBug::TermWithoutHangup,
+            BugArg::ResumeAsStart => InjectedBug::ResumeAsStart,
         }
     }
 }
@@ -186,7 +189,7 @@ pub struct WorldArgs {
     /// Directory for the traces of failing seeds, which `sim replay` and `sim minimize` take.
     #[arg(long, default_value = "sim-failures")]
     trace_dir: PathBuf,
-    /// Plant a bug (for checking the checks; test builds only; lying-dir-sync applies here).
+    /// Plant a bug (for checking the checks; test builds only; lying-dir-sync applies here, and resume-as-start to the work world).
     #[cfg(feature = "planted-bugs")]
     #[arg(long, value_enum)]
     inject_bug: Option<BugArg>,

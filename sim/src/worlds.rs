@@ -313,4 +313,17 @@ mod planted {
             assert!(replay(&small.trace()).identical(), "{kind:?}");
         }
     }
+
+    /// The segment driver's planted bug (a resumed segment recorded as a new start) is found
+    /// by the work world's check of every run's transcript, within the first seeds.
+    #[test]
+    fn a_resume_recorded_as_a_start_is_found_in_the_work_world() {
+        let kind = WorldKind::Work;
+        let options = WorldOptions { bug: Some(InjectedBug::ResumeAsStart), ..kind.sweep() };
+        let (seed, failure) = (0..20)
+            .find_map(|seed| run(kind, seed, options, false).failure.map(|f| (seed, f)))
+            .expect("no seed of 20 found the resume recorded as a start");
+        assert!(failure.contains("after its park recorded run.start"), "seed {seed}: {failure}");
+        assert!(run(kind, seed, kind.sweep(), false).failure.is_none(), "seed {seed} without it");
+    }
 }

@@ -40,6 +40,9 @@ pub enum InjectedBug {
     /// The daemon core sends SIGTERM to a terminal harness without hanging it up first.
     #[cfg(feature = "planted-bugs")]
     TermWithoutHangup,
+    /// The work world's segment driver records a resumed segment as `run.start`.
+    #[cfg(feature = "planted-bugs")]
+    ResumeAsStart,
 }
 
 /// One simulated harness.

@@ -8,6 +8,7 @@
 //! requires every item to come to rest.
 
 pub mod land;
+mod segment;
 
 use crate::actions::{ActionLog, WorldOptions};
 use crate::entropy::{Entropy, SeededEntropy};
@@ -15,7 +16,7 @@ use crate::fs::SimFs;
 use harn_core::env::{Fs, FsErrorKind};
 use harn_core::error::RecordError;
 use harn_core::ids::Id;
-use harn_core::time::{Duration, Instant, WallTime};
+use harn_core::time::WallTime;
 use harn_core::work::agent::{resolve, CallOutcome};
 use harn_core::work::approval::Ruling;
 use harn_core::work::attempt::{run_attempt, AttemptEnded, AttemptHost, SegmentEnd};
@@ -25,11 +26,8 @@ use harn_core::work::ledger::{work_dir, Item, Known, Ledger, Refusal};
 use harn_core::work::live::LiveRun;
 use harn_core::work::policy::{parse_policy, FrozenPolicy};
 use harn_core::work::projection::{NextAction, WorkState};
-use harn_core::work::protocol::{EvidenceStatus, FromWorkflow};
-use harn_core::work::run::{
-    Billing, FrozenAdapter, HostAction, ProcessEnd, RunFold, RunManifest, RUN_VERSION,
-};
-use harn_core::work::segment::{Segment, SegmentEffect, SegmentInput, CANCEL_GRACE, CANCEL_POLL};
+use harn_core::work::run::{Billing, FrozenAdapter, RunFold, RunManifest, RUN_VERSION};
+use harn_core::work::segment::driver;
 use harn_core::work::team::Team;
 use harn_core::work::transcript;
 use harn_core::work::{WorkIntent, WorkflowRef};
@@ -121,6 +119,10 @@ pub fn run_work(
     w.kill_hosts = true;
     w.crashes = options.crashes;
     crate::actions::plant(&mut w.ledger.fs, options.bug);
+    #[cfg(feature = "planted-bugs")]
+    if options.bug == Some(crate::harness::options::InjectedBug::ResumeAsStart) {
+        w.planted_driver = Some(driver::PlantedBug::ResumeAsStart);
+    }
     // Two independent items and one that depends on the first.
     w.setup(&[("w1", &[]), ("w2", &[]), ("w3", &["w1"])]);
     for _ in 0..options.faulty {
@@ -187,6 +189,9 @@ pub(crate) struct WorkWorld {
     /// Machine crashes so far: the boot the index of projections is read in.
     boots: u64,
     pub(crate) summary: WorkSimSummary,
+    /// The bug planted in the segment driver, if any.
+    #[cfg(feature = "planted-bugs")]
+    pub(crate) planted_driver: Option<driver::PlantedBug>,
 }
 
 impl WorkWorld {
@@ -213,6 +218,8 @@ impl WorkWorld {
             crashes: true,
             boots: 0,
             summary: WorkSimSummary::default(),
+            #[cfg(feature = "planted-bugs")]
+            planted_driver: None,
         }
     }
 
@@ -437,13 +444,13 @@ impl WorkWorld {
         }
     }
 
-    /// A run segment as its host carries it, through the core's `work::segment`: the record of the
-    /// segment in progress first, then the workflow; at its end the host kills what the
-    /// segment started, then removes the record. A host killed mid-run does neither.
+    /// A run segment as its host carries it: the core's segment driver (the loop `harn work
+    /// run` runs) over a simulated host and workflow ([`segment::SimSegment`]).
     fn carry_segment(
         &mut self,
         item: &Item,
         m: &RunManifest,
+        start: &serde_json::Value,
         fold: RunFold,
     ) -> Result<SegmentEnd, String> {
         if item.projection.state == WorkState::AwaitingApproval {
@@ -458,34 +465,12 @@ impl WorkWorld {
         } else {
             self.summary.attempts += 1;
         }
-        let now = self.wall();
-        let live = LiveRun {
-            schema_version: harn_core::work::live::LIVE_VERSION,
-            run_id: m.run_id.clone(),
-            work_id: m.work_id.clone(),
-            host_pid: 4242,
-            cgroup: None,
-            started_at: now,
-            planning: false,
-        };
-        match self.ledger.begin_live(&live) {
-            Ok(()) => {}
-            Err(e) if injected(&e) => {
-                self.summary.not_started += 1;
-                self.not_started = true;
-                return Ok(SegmentEnd::Abandoned);
-            }
-            Err(e) => return Err(e.into()),
-        }
         self.host_killed = false;
-        let ended = self.workflow(item, m, fold);
-        if std::mem::take(&mut self.host_killed) {
-            return ended;
-        }
-        self.processes.remove(&m.run_id);
-        match self.ledger.end_live(&m.run_id) {
-            Err(e) if !injected(&e) => Err(e.into()),
-            _ => ended,
+        let mut host = segment::SimSegment::new(self, item, m);
+        match driver::run_segment(&mut host, m, start, fold) {
+            Ok(end) => Ok(end),
+            Err(segment::Stop::Abandoned) => Ok(SegmentEnd::Abandoned),
+            Err(segment::Stop::Failed(e)) => Err(e),
         }
     }
 
@@ -497,220 +482,6 @@ impl WorkWorld {
             return true;
         }
         false
-    }
-
-    /// A simulated workflow: one agent call, then an `authorize` for a push, then its
-    /// result; the agent's outcome and the workflow's exit are drawn.
-    fn workflow(
-        &mut self,
-        item: &Item,
-        m: &RunManifest,
-        mut fold: RunFold,
-    ) -> Result<SegmentEnd, String> {
-        let run = m.run_id.clone();
-        // The spawn: it may fail (no attempt ran), or it succeeds and the host records it
-        // before the workflow hears a word. IO faults armed before it end here, unless one
-        // is about to hit the record of the spawn itself.
-        if !self.entropy.chance(1, 4) {
-            self.ledger.fs.cancel_fail_after();
-        }
-        if self.entropy.chance(1, 25) {
-            self.ledger.fs.cancel_fail_after();
-            let end = ProcessEnd::SpawnFailed { error: "fork: EAGAIN".into(), missing: false };
-            self.summary.not_started += 1;
-            self.not_started = true;
-            return Ok(SegmentEnd::Finished(Box::new(fold), end));
-        }
-        let event =
-            if m.attempt == item.projection.attempts_used { "run.resume" } else { "run.start" };
-        // Spawned: from here the workflow runs, whether or not its record survives.
-        if !self.killing {
-            self.chargeable.insert(run.clone());
-        }
-        let now = self.wall();
-        let spawned =
-            self.ledger.append_transcript(&run, serde_json::json!({ "event": event }), now);
-        self.ledger.fs.cancel_fail_after();
-        // The workflow and whatever it starts, in its own group, after setsid, as a daemon.
-        let alive = if self.kill_hosts { 1 + self.entropy.below(4) as u32 } else { 1 };
-        self.processes.insert(run.clone(), alive);
-        match spawned {
-            Ok(_) if self.host_dies(&run) => return Ok(SegmentEnd::Abandoned),
-            Ok(_) => {}
-            Err(e) if injected(&e) => {
-                self.summary.not_started += 1;
-                self.not_started = true;
-                return Ok(SegmentEnd::Abandoned);
-            }
-            Err(e) => return Err(e.into()),
-        }
-        // The segment's lifecycle is the core's machine, as for a real host. Its clock is the
-        // segment's own, from its spawn: the world's wall clock moves with every record.
-        let start = Instant::ZERO;
-        let mut segment = Segment::new(start, Duration::from_millis(m.timeout_ms));
-        if self.killing {
-            // An operator's forced stop reached it: the host records so before any signal,
-            // then kills it with nothing more said. Sometimes the host itself is killed during
-            // the drain and no proof is written: the record alone keeps it uncharged.
-            self.summary.interrupted += 1;
-            let by = "a bounded stop of the service".to_owned();
-            segment.handle(start, SegmentInput::Interrupting { by, has_result: false });
-            self.carry(item, &run, &mut segment, start)?;
-            if self.entropy.chance(1, 3) {
-                return Ok(SegmentEnd::Abandoned);
-            }
-            return self.exit(item, fold, &run, segment, (None, Some(9)), start);
-        }
-        // Sometimes a person cancels the item while it runs: its host finds the cancel at its
-        // next look, sends TERM, and KILL after the grace.
-        if self.entropy.chance(1, 30) {
-            self.summary.cancelled += 1;
-            let now = self.wall();
-            self.ledger.append(&item.intent.id, EventKind::Cancelled, "ana", None, now)?;
-            let look = start.saturating_add(CANCEL_POLL);
-            segment.handle_timeout(look);
-            self.carry(item, &run, &mut segment, look)?;
-            let killed = look.saturating_add(CANCEL_GRACE);
-            segment.handle_timeout(killed);
-            self.carry(item, &run, &mut segment, killed)?;
-            return self.exit(item, fold, &run, segment, (None, Some(9)), killed);
-        }
-        // Sometimes the workflow outlives the run's timeout and is killed for it (in a first
-        // segment: a resumed one carries calls whose classes decide its charge otherwise).
-        if event == "run.start" && self.entropy.chance(1, 30) {
-            self.summary.timed_out += 1;
-            let late = start.saturating_add(Duration::from_millis(m.timeout_ms));
-            segment.handle_timeout(late);
-            self.carry(item, &run, &mut segment, late)?;
-            return self.exit(item, fold, &run, segment, (None, Some(9)), late);
-        }
-        let prompt = item.intent.objective.clone();
-        let agent = FromWorkflow::Agent {
-            id: "a1".into(),
-            prompt,
-            specialist: None,
-            schema: None,
-            continue_session: false,
-        };
-        let agent_ok = match fold.observe(Ok(agent)) {
-            Some(HostAction::CallAgent { id, dispatch, key }) => {
-                let now = self.wall();
-                let start = transcript::agent_start(&id, &dispatch.harness, &key);
-                self.ledger.append_transcript(&run, start, now)?;
-                *self.processes.entry(run.clone()).or_default() += 1;
-                if self.host_dies(&run) {
-                    return Ok(SegmentEnd::Abandoned);
-                }
-                let outcome = self.draw_outcome();
-                let now = self.wall();
-                let end = transcript::agent_end(&id, Some(&key), &outcome);
-                self.ledger.append_transcript(&run, end, now)?;
-                fold.agent_done(&id, outcome)["ok"] == true
-            }
-            Some(HostAction::Reply(reply)) => reply["ok"] == true,
-            other => return Err(format!("an unexpected answer to an agent call: {other:?}")),
-        };
-        if agent_ok {
-            let push = FromWorkflow::Authorize {
-                id: "z1".into(),
-                action: "push".into(),
-                target: Some("main".into()),
-            };
-            match fold.observe(Ok(push)) {
-                Some(HostAction::Park(parked)) => {
-                    let now = self.wall();
-                    return match self.ledger.park(m, &parked, now)? {
-                        Ok(request) => {
-                            self.summary.parked += 1;
-                            Ok(SegmentEnd::Parked(Box::new(request)))
-                        }
-                        Err(why) => Err(format!("a replayed request was refused: {why}")),
-                    };
-                }
-                Some(HostAction::Stop) => {
-                    segment.handle(start, SegmentInput::PolicyStopped);
-                    self.carry(item, &run, &mut segment, start)?;
-                    return self.exit(item, fold, &run, segment, (Some(0), None), start);
-                }
-                _ => {}
-            }
-            let evidence = harn_core::work::protocol::Evidence {
-                kind: "review".into(),
-                status: EvidenceStatus::Passed,
-                label: "the agent answered".into(),
-                summary: None,
-                reference: None,
-                acceptance_ids: vec!["accept-1".into()],
-            };
-            fold.observe(Ok(FromWorkflow::Evidence(evidence)));
-        }
-        let result = FromWorkflow::Result { ok: agent_ok, summary: None, error: None };
-        fold.observe(Ok(result));
-        // One draw in twenty: the run fails its own way (a tenth), or reached a limit of its
-        // cgroup (a twentieth: the OOM killer ended the workflow, as the kernel counted).
-        let roll = self.entropy.below(20);
-        if roll == 19 {
-            self.summary.limited += 1;
-            let max = m.resource_limits.and_then(|l| l.memory).unwrap_or(1 << 30);
-            let reached = vec![harn_core::limits::LimitReached::Memory { max, oom_kills: 1 }];
-            segment.handle(start, SegmentInput::LimitsReached(reached));
-            return self.exit(item, fold, &run, segment, (None, Some(9)), start);
-        }
-        let code = if roll < 2 { 1 } else { 0 };
-        self.exit(item, fold, &run, segment, (Some(code), None), start)
-    }
-
-    /// Carries out the segment's effects as a host would: its records go to the transcript,
-    /// a look for a cancel reads the item's history; signals reach simulated processes that
-    /// end with the segment.
-    fn carry(
-        &mut self,
-        item: &Item,
-        run: &Id,
-        segment: &mut Segment,
-        now: Instant,
-    ) -> Result<(), String> {
-        while let Some(effect) = segment.poll_effect() {
-            match effect {
-                SegmentEffect::Record(body) => {
-                    let now = self.wall();
-                    self.ledger.append_transcript(run, body, now)?;
-                }
-                SegmentEffect::LookForCancel => {
-                    let events = self.ledger.events(&item.intent.id)?;
-                    if let Some(cancel) = harn_core::work::events::cancelled_during(&events, run) {
-                        let by = cancel.actor.clone();
-                        segment.handle(now, SegmentInput::Cancelled { by });
-                    }
-                }
-                SegmentEffect::Halt
-                | SegmentEffect::Term(_)
-                | SegmentEffect::Kill(_)
-                | SegmentEffect::KillLeftovers => {}
-            }
-        }
-        Ok(())
-    }
-
-    /// The workflow's process ends (`code`, `signal`) and its output with it: the segment is
-    /// over, and says how it ended.
-    fn exit(
-        &mut self,
-        item: &Item,
-        fold: RunFold,
-        run: &Id,
-        mut segment: Segment,
-        (code, signal): (Option<i32>, Option<i32>),
-        now: Instant,
-    ) -> Result<SegmentEnd, String> {
-        segment.handle(now, SegmentInput::Exited { code, signal });
-        segment.handle(now, SegmentInput::OutputEnded);
-        self.carry(item, run, &mut segment, now)?;
-        if !segment.over(now, 0) {
-            return Err(format!("run {run}: its segment is not over once its workflow exited"));
-        }
-        let end = segment.end().ok_or_else(|| format!("run {run}: no end after an exit"))?;
-        Ok(SegmentEnd::Finished(Box::new(fold), end))
     }
 
     /// An agent call's end as the real programs end, drawn, classified by the core's table
@@ -961,12 +732,37 @@ impl WorkWorld {
                     return Err(format!("run {run} reads as parked although it has a proof"));
                 }
             }
+            if let Some(run) = &p.latest_run_id {
+                self.check_segments(run)?;
+            }
             // A prerequisite that no longer reads holds its dependents where they are.
             if !item.intent.dependencies.iter().any(|d| self.damaged.contains_key(d)) {
                 self.check_parked(&id, p)?;
             }
         }
         self.check_index()
+    }
+
+    /// A run's transcript tells its segments apart: one `run.start`, its first; every segment
+    /// after a park is `run.resume`, so no reader takes a resume for a new start.
+    fn check_segments(&mut self, run: &Id) -> Result<(), String> {
+        let records = self.ledger.transcript(run).map_err(|e| format!("run {run}: {e}"))?;
+        let mut parked = false;
+        let mut starts = 0;
+        for r in &records {
+            match r["event"].as_str() {
+                Some("run.parked") => parked = true,
+                Some("run.start") if parked => {
+                    return Err(format!("run {run}: a segment after its park recorded run.start"))
+                }
+                Some("run.start") => starts += 1,
+                _ => {}
+            }
+        }
+        if starts > 1 {
+            return Err(format!("run {run}: {starts} segments recorded run.start"));
+        }
+        Ok(())
     }
 
     /// Reads served through the index of work projections, as a listing makes them, agree
@@ -1125,10 +921,10 @@ impl AttemptHost for WorkWorld {
         &mut self,
         item: &Item,
         m: &RunManifest,
-        _start: &serde_json::Value,
+        start: &serde_json::Value,
         fold: RunFold,
     ) -> Result<SegmentEnd, Refusal<String>> {
-        self.carry_segment(item, m, fold).map_err(Refusal::Store)
+        self.carry_segment(item, m, start, fold).map_err(Refusal::Store)
     }
 
     fn attest(&mut self, _m: &RunManifest, _fold: &mut RunFold) {}
