@@ -67,7 +67,7 @@ fn a_full_disk_charges_nothing_and_stops_the_run_and_the_tick() {
     let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "512k") else {
         // Root can always mount one: only an unprivileged run may skip this test.
         assert!(!rustix::process::geteuid().is_root(), "root could not mount a tmpfs");
-        eprintln!("skipped: this process may not mount a tmpfs");
+        crate::skip::skip("this process may not mount a tmpfs");
         return;
     };
     let root = example_root(&disk.0);
@@ -291,7 +291,7 @@ fn a_run_whose_proof_a_full_disk_kept_out_is_not_charged() {
     let tmp = tempfile::tempdir().unwrap();
     let Some(disk) = Tmpfs::mount(&tmp.path().join("disk"), "2m") else {
         assert!(!rustix::process::geteuid().is_root(), "root could not mount a tmpfs");
-        eprintln!("skipped: this process may not mount a tmpfs");
+        crate::skip::skip("this process may not mount a tmpfs");
         return;
     };
     let root = example_root(&disk.0);

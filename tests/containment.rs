@@ -134,7 +134,7 @@ pub(crate) fn chown_tree(dir: &Path, uid: u32) {
 fn offered() -> bool {
     let offer = harn::work::confine::offer();
     if offer.landlock.is_err() || offer.namespace.is_err() {
-        eprintln!("skipped: this machine does not confine runs: {offer:?}");
+        crate::skip::skip(format!("this machine does not confine runs: {offer:?}"));
         return false;
     }
     true
@@ -144,7 +144,7 @@ fn offered() -> bool {
 /// run as another user needs root, and is skipped, said so, without it.
 pub(crate) fn as_user(user: Option<u32>, offered: fn() -> bool, check: fn(Option<u32>)) {
     if user.is_some() && !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: making a run as another user needs root");
+        crate::skip::skip("making a run as another user needs root");
         return;
     }
     if offered() {

@@ -185,7 +185,7 @@ impl Drop for Down<'_> {
 fn offered() -> bool {
     let offer = harn::work::confine::offer();
     if offer.landlock.is_err() || offer.namespace.is_err() || offer.sealed.is_err() {
-        eprintln!("skipped: this machine does not confine runs fully: {offer:?}");
+        crate::skip::skip(format!("this machine does not confine runs fully: {offer:?}"));
         return false;
     }
     true

@@ -146,7 +146,7 @@ fn confines(root: &Root, run: &str) -> bool {
             "this machine confines ({offer:?}), the run was not: {}",
             manifest["containment"]
         );
-        eprintln!("skipped the contained half: {}", manifest["containment"]["why"]);
+        crate::skip::skip(format!("the contained half: {}", manifest["containment"]["why"]));
     }
     confined
 }

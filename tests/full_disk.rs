@@ -28,11 +28,11 @@ impl SmallDisk {
         match out {
             Ok(o) if o.status.success() => Some(SmallDisk { _dir: dir, mount }),
             Ok(o) => {
-                eprintln!("skipped: cannot mount a tmpfs here: {}", text(&o));
+                crate::skip::skip(format!("cannot mount a tmpfs here: {}", text(&o)));
                 None
             }
             Err(e) => {
-                eprintln!("skipped: cannot run mount: {e}");
+                crate::skip::skip(format!("cannot run mount: {e}"));
                 None
             }
         }

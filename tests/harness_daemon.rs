@@ -657,7 +657,15 @@ fn notify_readiness_accepts_the_harness_and_ignores_strangers() {
     let socket = std::fs::read_dir(&dir).unwrap().next().unwrap().unwrap().path();
     let stranger = std::os::unix::net::UnixDatagram::unbound().unwrap();
     stranger.send_to(b"READY=1", &socket).unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    // The daemon says it ignored this process's word: from then on, not ready means not
+    // taken (no sleep stands in for the daemon having looked).
+    let ignored = format!("ignored READY=1 from pid {}", std::process::id());
+    let log = root.dir.path().join(".harnery/harness/daemon.log");
+    let started = Instant::now();
+    while !std::fs::read_to_string(&log).unwrap_or_default().contains(&ignored) {
+        assert!(started.elapsed() < WAIT, "the daemon never said it ignored the stranger");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert_eq!(root.harness("svc")["ready"], false, "a stranger's READY=1 was taken");
     root.wait_for("svc", "ready", |h| h["ready"] == true);
 }
@@ -669,14 +677,17 @@ fn a_stale_ready_file_cannot_vouch_for_a_new_run() {
     );
     std::fs::write(root.dir.path().join("ready.flag"), "left over").unwrap();
     root.up();
-    let early = root.wait_for("web", "running", |h| state(h) == "running");
-    std::thread::sleep(Duration::from_millis(500));
-    assert_eq!(
-        root.harness("web")["ready"],
-        false,
-        "the stale file vouched for the new run: {early}"
-    );
     root.wait_for("web", "ready", |h| h["ready"] == true);
+    // The run writes its file two seconds after its start: a readiness the daemon decided
+    // sooner came from the stale file (the ledger's own times, no sleep of the test's).
+    let ledger = root.ledger("web");
+    let at = |what: &dyn Fn(&Value) -> bool| {
+        ledger.iter().find(|r| what(r)).and_then(|r| r["ts"].as_i64()).expect("recorded")
+    };
+    let running = at(&|r| r["decision"] == "state_changed" && r["detail"]["to"] == "running");
+    let ready = at(&|r| r["decision"] == "ready");
+    let gap = ready - running;
+    assert!(gap >= 1_500, "the stale file vouched for the new run: ready {gap} ms after it ran");
 }
 
 /// `logs` of a name the configuration does not have is bad input, as `stop` is.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 fn has_cgroups(root: &Root) -> bool {
     let kind = root.status()["daemon"]["containment"].as_str().unwrap_or("").to_owned();
     if kind != "cgroup" {
-        eprintln!("skipped: no writable cgroup v2 hierarchy on this machine ({kind})");
+        crate::skip::skip(format!("no writable cgroup v2 hierarchy on this machine ({kind})"));
     }
     kind == "cgroup"
 }

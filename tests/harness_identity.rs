@@ -16,7 +16,7 @@ fn is_root() -> bool {
 fn nobody_as_root() -> Option<String> {
     let uid = id_of_nobody("-u").filter(|_| is_root());
     if uid.is_none() {
-        eprintln!("skipped: needs root and a user nobody");
+        crate::skip::skip("needs root and a user nobody");
     }
     uid
 }
@@ -30,11 +30,11 @@ fn id_of_nobody(flag: &str) -> Option<String> {
 #[test]
 fn a_harness_runs_as_the_user_it_names_and_so_does_its_probe() {
     let (Some(uid), Some(gid)) = (id_of_nobody("-u"), id_of_nobody("-g")) else {
-        eprintln!("skipped: this machine has no user nobody");
+        crate::skip::skip("this machine has no user nobody");
         return;
     };
     if !is_root() {
-        eprintln!("skipped: running a harness as another user needs a daemon running as root");
+        crate::skip::skip("running a harness as another user needs a daemon running as root");
         return;
     }
     let root = Root::new(&format!(

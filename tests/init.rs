@@ -20,7 +20,7 @@ fn init_makes_the_root_at_the_repository_top_and_keeps_what_is_there() {
         .output()
         .is_ok_and(|o| o.status.success())
     {
-        eprintln!("skipped: git is not installed");
+        crate::skip::skip("git is not installed");
         return;
     }
     let sub = top.join("src/lib");

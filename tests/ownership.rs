@@ -28,7 +28,7 @@ fn chown(path: &Path, uid: u32) {
 #[test]
 fn another_users_repository_and_files_are_refused_until_marked_safe() {
     if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: making files of another user needs root");
+        crate::skip::skip("making files of another user needs root");
         return;
     }
     let (dir, home) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());

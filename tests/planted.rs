@@ -92,7 +92,7 @@ fn cgroup2_mount() -> Option<PathBuf> {
 #[test]
 fn a_planted_cgroup_hint_is_ignored_and_its_processes_are_left_alone() {
     let Some(mount) = cgroup2_mount() else {
-        eprintln!("skipped: no writable cgroup v2 hierarchy on this machine");
+        crate::skip::skip("no writable cgroup v2 hierarchy on this machine");
         return;
     };
     // An unrelated cgroup, and one elsewhere whose last component is the name harn gives

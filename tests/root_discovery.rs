@@ -69,7 +69,7 @@ fn a_git_work_tree_without_a_root_gets_one_at_its_top() {
     let top = dir.path().canonicalize().unwrap();
     let init = Command::new("git").args(["init", "-q"]).current_dir(&top).output();
     if !init.is_ok_and(|o| o.status.success()) {
-        eprintln!("skipped: git is not installed");
+        crate::skip::skip("git is not installed");
         return;
     }
     std::fs::write(top.join("wf.sh"), "#!/bin/sh\nexit 0\n").unwrap();
@@ -179,7 +179,7 @@ fn a_verb_that_reads_where_no_root_is_says_where_it_looked() {
 #[test]
 fn a_root_another_user_owns_is_refused_naming_the_owner() {
     if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: giving a root to another user needs root");
+        crate::skip::skip("giving a root to another user needs root");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

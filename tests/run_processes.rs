@@ -272,7 +272,7 @@ fn no_process_of_a_run_outlives_it_in_its_cgroup() {
 #[test]
 fn no_process_of_a_run_outlives_it_without_a_cgroup() {
     if !rustix::process::geteuid().is_root() {
-        eprintln!("skipped: only root can run harn as another user here");
+        crate::skip::skip("only root can run harn as another user here");
         return;
     }
     // Nobody's own cgroup is not writable: process groups and HARN_RUN_ID are all it has.

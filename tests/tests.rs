@@ -46,6 +46,7 @@ mod rooms;
 mod root_discovery;
 mod run_processes;
 mod service;
+mod skip;
 mod supervisor;
 mod tidy;
 mod work;

@@ -214,7 +214,7 @@ fn worktree_isolation_outside_a_git_repository_is_refused_before_anything_is_rec
 #[test]
 fn a_worktree_run_commits_on_its_branch_and_plants_nothing_in_the_shared_git_directory() {
     if harn::work::confine::offer().namespace.is_err() {
-        eprintln!("skipped: this machine gives runs no namespace");
+        crate::skip::skip("this machine gives runs no namespace");
         return;
     }
     let repo = Repo::new();
