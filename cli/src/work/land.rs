@@ -13,7 +13,8 @@ use crate::os::store::Store;
 use clap::Args;
 use harn_core::ids::Id;
 use harn_core::work::events::{EventKind, LandMethod};
-use harn_core::work::landing::{self, Acceptance, Landing, Observed};
+use harn_core::work::landing::driver::{self, Landed};
+use harn_core::work::landing::{self, Acceptance, Observed};
 use harn_core::work::workspace::Attestation;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -104,7 +105,8 @@ pub fn land(store: &mut Store, a: LandArgs) -> Exit {
 }
 
 /// Lands item `id` as [`LandOptions`] say, recording `work.landed` as `actor`. `Ok(None)`:
-/// accepted work made outside a worktree, with nothing to land.
+/// accepted work made outside a worktree, with nothing to land. The order and the decision
+/// are the core's (`work::landing::driver`); this is its host.
 pub fn land_item(
     store: &mut Store,
     id: &Id,
@@ -123,86 +125,110 @@ pub fn land_item(
         super::confine::guard::accept_changes(store, &guarded, actor)
             .map_err(|e| refused(e.to_string()))?;
     }
-    // The history lock is held from the read to the record: two lands of one item queue.
-    let (lock, item) = store.lock_and_read(id).map_err(|e| refused(e.to_string()))?;
-    let accepted = landing::acceptance(&item.events);
-    let attested = match &accepted {
-        Some(acc) => accepted_attestation(store, acc).map_err(refused)?,
-        None => None,
-    };
-    let state = item.projection.state;
-    if accepted.is_some()
-        && attested.is_none()
-        && state == harn_core::work::projection::WorkState::Succeeded
-    {
-        return Ok(None);
-    }
-    let into =
-        match (&options.into, attested.as_ref().and_then(|t| t.workspace.base_branch.clone())) {
-            (Some(into), _) => into.clone(),
-            (None, Some(base)) => base,
-            (None, None) if attested.is_some() => {
-                return Err(NotLanded::Usage(format!(
-                    "name the branch to land {id} on with --into BRANCH"
-                )))
-            }
-            (None, None) => String::new(),
-        };
     let repo = store.root().to_path_buf();
-    let seen = match attested.as_ref().zip(accepted.as_ref()) {
-        Some((t, acc)) => observe(&repo, id, t, acc, &into).map_err(refused)?,
-        None => Observed::default(),
-    };
-    let landing =
-        landing::decide(id, state, &item.events, attested.as_ref(), &into, options.squash, &seen)
-            .map_err(|e| refused(e.to_string()))?;
-    let (acc, t) = match (accepted, attested) {
-        (Some(acc), Some(t)) => (acc, t),
-        _ => unreachable!("a land was decided on an acceptance of worktree work"),
-    };
-    let (commit, method) = match landing {
-        Landing::Landed { into, commit } => {
-            let cleaned = clean(&repo, &t, options.delete_branch);
-            let how = "already landed";
-            return Ok(Some(Done { id: id.clone(), into, commit, how, moved: false, cleaned }));
+    let mut host = CliLand { store, repo: repo.clone(), lock: None, id: None, actor, reason };
+    let landed = driver::land(&mut host, id, options.into.as_deref(), options.squash);
+    let (into, commit, how, moved, t) = match landed {
+        Ok(Landed::Nothing) => return Ok(None),
+        Ok(Landed::Before { into, commit, attested }) => {
+            (into, commit, "already landed", false, attested)
         }
-        Landing::Record { commit } => (commit, LandMethod::Found),
-        Landing::Land { method, from, commit } => {
-            let message = landing::message(id, &item.intent.title, &acc);
-            match move_branch(&repo, &into, &from, &commit, method, &message, &t) {
-                Ok(landed) => (landed, method),
+        Ok(Landed::Now { into, commit, method, attested }) => {
+            (into, commit, method.as_str(), true, attested)
+        }
+        Err(driver::NotLanded::Refused(r @ landing::Refused::NoTargetNamed { .. })) => {
+            return Err(NotLanded::Usage(r.to_string()))
+        }
+        Err(driver::NotLanded::Refused(r)) => return Err(refused(r.to_string())),
+        Err(driver::NotLanded::Host(e)) => return Err(refused(e)),
+        Err(driver::NotLanded::Unrecorded { into, commit, error }) => {
+            return Err(refused(format!(
+                "landed {id} on {into} as {commit}, but its record could not be written \
+                 ({error}); harn work land {id} records it"
+            )))
+        }
+    };
+    let cleaned = clean(&repo, &t, options.delete_branch);
+    Ok(Some(Done { id: id.clone(), into, commit, how, moved, cleaned }))
+}
+
+/// This process as the landing driver's host: the item's records under its history lock,
+/// and git.
+struct CliLand<'a> {
+    store: &'a mut Store,
+    repo: PathBuf,
+    lock: Option<crate::os::store::EventsLock>,
+    /// The item, once read.
+    id: Option<Id>,
+    actor: &'a str,
+    reason: Option<String>,
+}
+
+impl driver::Host for CliLand<'_> {
+    type Error = String;
+
+    fn read(&mut self, id: &Id) -> Result<driver::Read, String> {
+        // The history lock is held from the read to the record: two lands of one item queue.
+        let (lock, item) = self.store.lock_and_read(id).map_err(|e| e.to_string())?;
+        self.lock = Some(lock);
+        self.id = Some(id.clone());
+        let title = item.intent.title.clone();
+        Ok(driver::Read { state: item.projection.state, events: item.events, title })
+    }
+
+    fn attestation(&mut self, accepted: &Acceptance) -> Result<Option<Attestation>, String> {
+        accepted_attestation(self.store, accepted)
+    }
+
+    fn observe(
+        &mut self,
+        id: &Id,
+        attested: &Attestation,
+        accepted: &Acceptance,
+        into: &str,
+    ) -> Result<Observed, String> {
+        observe(&self.repo, id, attested, accepted, into)
+    }
+
+    fn move_branch(&mut self, plan: &driver::Move<'_>) -> Result<Result<String, String>, String> {
+        let (into, t) = (plan.into, plan.attested);
+        Ok(
+            match move_branch(
+                &self.repo,
+                into,
+                plan.from,
+                plan.commit,
+                plan.method,
+                plan.message,
+                t,
+            ) {
+                Ok(landed) => Ok(landed),
                 Err(Refused::Conflict(files)) => {
-                    let others = touched_by(store, &repo, id, &files);
+                    let others = match &self.id {
+                        Some(id) => touched_by(self.store, &self.repo, id, &files),
+                        None => Vec::new(),
+                    };
                     let by = match others.is_empty() {
                         true => String::new(),
                         false => format!(" (landed work that changed them: {})", others.join(", ")),
                     };
-                    return Err(refused(format!(
+                    Err(format!(
                         "landing {} on {into} conflicts in {}{by}; nothing was changed (bring \
-                         {into} into the branch, run and review again)",
+                     {into} into the branch, run and review again)",
                         t.workspace.branch,
                         files.join(", ")
-                    )));
+                    ))
                 }
-                Err(Refused::Other(e)) => return Err(refused(e)),
-            }
-        }
-    };
-    let kind = EventKind::Landed {
-        run_id: acc.run_id.clone(),
-        proof_sha256: acc.proof_sha256.clone(),
-        into: into.clone(),
-        commit: commit.clone(),
-        method,
-    };
-    if let Err(e) = store.append(&lock, kind, actor, reason) {
-        return Err(refused(format!(
-            "landed {id} on {into} as {commit}, but its record could not be written ({e}); \
-             harn work land {id} records it"
-        )));
+                Err(Refused::Other(e)) => Err(e),
+            },
+        )
     }
-    let cleaned = clean(&repo, &t, options.delete_branch);
-    Ok(Some(Done { id: id.clone(), into, commit, how: method.as_str(), moved: true, cleaned }))
+
+    fn record(&mut self, landed: EventKind) -> Result<(), String> {
+        let lock = self.lock.as_ref().expect("the item was read under its lock");
+        let reason = self.reason.clone();
+        self.store.append(lock, landed, self.actor, reason).map(drop).map_err(|e| e.to_string())
+    }
 }
 
 fn said(json: bool, d: &Done) -> Exit {

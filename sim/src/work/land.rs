@@ -7,12 +7,14 @@
 //! most, and none for a proof whose attested commit was fast-forwarded); nothing that was not
 //! reviewed reaches the base branch; a recorded land is in the base branch's history; and
 //! once the faults stop, one more land of every accepted item leaves it landed and recorded.
+//! Each land is the core's landing driver (`work::landing::driver`) over [`SimLand`].
 
 use crate::entropy::{Entropy, SeededEntropy};
 use harn_core::ids::Id;
 use harn_core::time::WallTime;
 use harn_core::work::events::{EventKind, LandMethod, WorkEvent};
-use harn_core::work::landing::{self, Landing, Observed};
+use harn_core::work::landing::driver::{self, NotLanded};
+use harn_core::work::landing::{self, Acceptance, Observed, Refused};
 use harn_core::work::projection::WorkState;
 use harn_core::work::workspace::{Attestation, Workspace};
 use std::collections::{BTreeMap, BTreeSet};
@@ -102,6 +104,9 @@ struct World {
     repo: Repo,
     items: Vec<Item>,
     summary: LandSimSummary,
+    /// The bug planted in the landing driver, if any.
+    #[cfg(feature = "planted-bugs")]
+    planted: Option<driver::PlantedBug>,
 }
 
 fn hex(c: usize) -> String {
@@ -208,69 +213,27 @@ impl World {
         }
     }
 
-    /// `work land` of item `i`, with a crash drawn between moving main and the record.
+    /// `work land` of item `i` through the core's landing driver (the code `work land` runs),
+    /// with a crash drawn between its two durable steps (the move of main and the record).
     fn land(&mut self, i: usize, faults: bool) -> Result<(), String> {
-        let Some(acc) = landing::acceptance(&self.items[i].events) else { return Ok(()) };
-        let a = self.items[i].attested[&acc.proof_sha256].clone();
-        let seen = self.observe(&a, &acc.proof_sha256);
+        if landing::acceptance(&self.items[i].events).is_none() {
+            return Ok(());
+        }
         let squash = self.e.chance(1, 4);
         let id = self.items[i].id.clone();
-        let decided = landing::decide(
-            &id,
-            self.state(i),
-            &self.items[i].events,
-            Some(&a),
-            "main",
-            squash,
-            &seen,
-        );
-        let (commit, method) = match decided {
-            Err(why) if why.to_string().contains("moved after it was reviewed") => {
+        let mut host = SimLand { w: self, i, faults, steps: 0 };
+        match driver::land(&mut host, &id, Some("main"), squash) {
+            Ok(_) => Ok(()),
+            Err(NotLanded::Refused(Refused::BranchMoved { .. })) => {
                 self.summary.refused_moved += 1;
-                return Ok(());
+                Ok(())
             }
-            Err(why) => return Err(format!("{id}: refused: {why}")),
-            Ok(Landing::Landed { .. }) => return Ok(()),
-            Ok(Landing::Record { commit }) => {
-                self.summary.found += 1;
-                (commit, LandMethod::Found)
-            }
-            Ok(Landing::Land { method, from, commit }) => {
-                let (from, attested) = (unhex(&from), unhex(&commit));
-                let landed = match method {
-                    LandMethod::FastForward => attested,
-                    LandMethod::Merge => self.repo.commit(
-                        vec![from, attested],
-                        Some(acc.proof_sha256.clone()),
-                        false,
-                    ),
-                    _ => self.repo.commit(vec![from], Some(acc.proof_sha256.clone()), false),
-                };
-                // Compare-and-swap, as update-ref does.
-                if self.repo.branches["main"] != from {
-                    return Err(format!("{id}: main moved under the land"));
-                }
-                self.repo.branches.insert("main".into(), landed);
-                self.summary.landed += 1;
-                if method == LandMethod::FastForward {
-                    self.summary.fast_forwards += 1;
-                }
-                if faults && self.e.chance(1, 5) {
-                    self.summary.crashes += 1;
-                    return Ok(()); // Killed before `work.landed` was appended.
-                }
-                (hex(landed), method)
-            }
-        };
-        let kind = EventKind::Landed {
-            run_id: acc.run_id.clone(),
-            proof_sha256: acc.proof_sha256.clone(),
-            into: "main".into(),
-            commit,
-            method,
-        };
-        self.push(i, kind);
-        Ok(())
+            Err(NotLanded::Refused(why)) => Err(format!("{id}: refused: {why}")),
+            Err(NotLanded::Host(Fault::Crashed))
+            | Err(NotLanded::Unrecorded { error: Fault::Crashed, .. }) => Ok(()),
+            Err(NotLanded::Host(Fault::Broken(e)))
+            | Err(NotLanded::Unrecorded { error: Fault::Broken(e), .. }) => Err(e),
+        }
     }
 
     fn check(&self) -> Result<(), String> {
@@ -310,6 +273,96 @@ impl World {
     }
 }
 
+/// What stops a simulated land.
+#[derive(Debug)]
+enum Fault {
+    /// The process was killed between the land's two durable steps.
+    Crashed,
+    /// The simulation found something wrong.
+    Broken(String),
+}
+
+/// The landing driver's host over the simulated repository and history of item `i`.
+struct SimLand<'w> {
+    w: &'w mut World,
+    i: usize,
+    faults: bool,
+    /// Durable steps taken so far: a crash is drawn before any after the first.
+    steps: u32,
+}
+
+impl SimLand<'_> {
+    /// Before a durable step: one after the first may find the process killed.
+    fn step(&mut self) -> Result<(), Fault> {
+        self.steps += 1;
+        if self.steps > 1 && self.faults && self.w.e.chance(1, 5) {
+            self.w.summary.crashes += 1;
+            return Err(Fault::Crashed);
+        }
+        Ok(())
+    }
+}
+
+impl driver::Host for SimLand<'_> {
+    type Error = Fault;
+
+    fn read(&mut self, _: &Id) -> Result<driver::Read, Fault> {
+        let item = &self.w.items[self.i];
+        let (events, title) = (item.events.clone(), item.id.to_string());
+        Ok(driver::Read { state: self.w.state(self.i), events, title })
+    }
+
+    fn attestation(&mut self, accepted: &Acceptance) -> Result<Option<Attestation>, Fault> {
+        Ok(self.w.items[self.i].attested.get(&accepted.proof_sha256).cloned())
+    }
+
+    fn observe(
+        &mut self,
+        _: &Id,
+        attested: &Attestation,
+        accepted: &Acceptance,
+        _: &str,
+    ) -> Result<Observed, Fault> {
+        Ok(self.w.observe(attested, &accepted.proof_sha256))
+    }
+
+    fn move_branch(&mut self, plan: &driver::Move<'_>) -> Result<Result<String, String>, Fault> {
+        self.step()?;
+        let (from, attested) = (unhex(plan.from), unhex(plan.commit));
+        let proof = landing::acceptance(&self.w.items[self.i].events).map(|a| a.proof_sha256);
+        let repo = &mut self.w.repo;
+        let landed = match plan.method {
+            LandMethod::FastForward => attested,
+            LandMethod::Merge => repo.commit(vec![from, attested], proof, false),
+            _ => repo.commit(vec![from], proof, false),
+        };
+        // Compare-and-swap, as update-ref does.
+        if repo.branches["main"] != from {
+            return Err(Fault::Broken("main moved under the land".into()));
+        }
+        repo.branches.insert("main".into(), landed);
+        self.w.summary.landed += 1;
+        if plan.method == LandMethod::FastForward {
+            self.w.summary.fast_forwards += 1;
+        }
+        Ok(Ok(hex(landed)))
+    }
+
+    fn record(&mut self, landed: EventKind) -> Result<(), Fault> {
+        self.step()?;
+        if let EventKind::Landed { method: LandMethod::Found, .. } = &landed {
+            self.w.summary.found += 1;
+        }
+        self.w.push(self.i, landed);
+        Ok(())
+    }
+
+    #[cfg(feature = "planted-bugs")]
+    fn planted(&self) -> Option<driver::PlantedBug> {
+        self.w.planted
+    }
+}
+
 /// The simulated diff digest of `base..head`.
 fn diff(base: usize, head: usize) -> String {
     format!("{base}..{head}")
@@ -317,11 +370,30 @@ fn diff(base: usize, head: usize) -> String {
 
 /// Runs one landing seed.
 pub fn run_land_seed(seed: u64) -> Result<LandSimSummary, String> {
+    run_land(seed, None)
+}
+
+/// Runs one landing seed with `bug` planted in the landing driver.
+#[cfg(feature = "planted-bugs")]
+pub fn run_land_seed_planted(seed: u64, bug: driver::PlantedBug) -> Result<LandSimSummary, String> {
+    run_land(seed, Some(bug))
+}
+
+#[cfg(feature = "planted-bugs")]
+type Planted = Option<driver::PlantedBug>;
+#[cfg(not(feature = "planted-bugs"))]
+type Planted = Option<std::convert::Infallible>;
+
+fn run_land(seed: u64, planted: Planted) -> Result<LandSimSummary, String> {
+    #[cfg(not(feature = "planted-bugs"))]
+    let _ = planted;
     let mut w = World {
         e: SeededEntropy::new(seed),
         repo: Repo::default(),
         items: Vec::new(),
         summary: LandSimSummary::default(),
+        #[cfg(feature = "planted-bugs")]
+        planted,
     };
     let root = w.repo.commit(Vec::new(), None, false);
     w.repo.branches.insert("main".into(), root);
@@ -391,5 +463,16 @@ mod tests {
         assert!(total.crashes > 0 && total.found > 0, "{total:?}");
         assert!(total.refused_moved > 0 && total.fast_forwards > 0, "{total:?}");
         assert!(total.landed > total.fast_forwards, "merges and squashes too: {total:?}");
+    }
+
+    /// The landing driver's planted bug (`work.landed` recorded before main moves) is found
+    /// by the check that every recorded land is in main's history, within the first seeds.
+    #[cfg(feature = "planted-bugs")]
+    #[test]
+    fn a_land_recorded_before_its_branch_moves_is_found() {
+        let bug = driver::PlantedBug::RecordBeforeMove;
+        let failure = (0..20).find_map(|seed| run_land_seed_planted(seed, bug).err());
+        let failure = failure.expect("no seed of 20 found the record before the move");
+        assert!(failure.contains("is not on main"), "{failure}");
     }
 }

@@ -1,12 +1,14 @@
 //! Landing accepted work (`work land`): whether an item's worktree branch may land on its
 //! base branch, and how, decided from the item's history, its accepted proof's attestation
 //! and what git shows now. Only the commit the accepted proof attests ever lands; anything
-//! that moved since the review refuses the land, changing nothing.
+//! that moved since the review refuses the land, changing nothing. `driver` is the one order
+//! of a land, over a host.
+
+pub mod driver;
 
 use super::events::{EventKind, LandMethod, WorkEvent};
 use super::projection::WorkState;
 use super::workspace::Attestation;
-use crate::error::RecordError;
 use crate::ids::Id;
 
 /// The acceptance a land stands on: the latest `work.accepted` of the item.
@@ -81,9 +83,154 @@ pub fn acceptance(events: &[WorkEvent]) -> Option<Acceptance> {
     }
 }
 
+/// Why a land is refused; nothing was changed. Each says what stands in the way, and what to
+/// type next where there is something to type.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// Only accepted work lands.
+    NotAccepted {
+        /// The item.
+        id: Id,
+        /// Its state.
+        state: WorkState,
+    },
+    /// The target is an item's own branch.
+    ItemBranch {
+        /// The target named.
+        into: String,
+    },
+    /// The item has no current acceptance.
+    NoAcceptance {
+        /// The item.
+        id: Id,
+    },
+    /// The item was not made in a worktree: there is no branch to land.
+    NotWorktree {
+        /// The item.
+        id: Id,
+    },
+    /// The attestation records no base branch and none was named.
+    NoTargetNamed {
+        /// The item.
+        id: Id,
+    },
+    /// The accepted proof attests changes left uncommitted.
+    Uncommitted {
+        /// The item.
+        id: Id,
+    },
+    /// The item's branch is gone.
+    BranchGone {
+        /// The branch.
+        branch: String,
+    },
+    /// The item's branch moved after its review.
+    BranchMoved {
+        /// The item.
+        id: Id,
+        /// The branch.
+        branch: String,
+        /// The commit the accepted proof attests.
+        attested: String,
+        /// Where the branch is now.
+        head: String,
+    },
+    /// The branch's diff is not the reviewed one.
+    DiffChanged {
+        /// The branch.
+        branch: String,
+        /// The attested base.
+        base: String,
+        /// The diff's digest now.
+        seen: Option<String>,
+        /// The attested digest.
+        attested: String,
+    },
+    /// There is no target branch.
+    NoTarget {
+        /// The target named.
+        into: String,
+    },
+    /// The target lacks what the branch brings besides the reviewed work.
+    BaseMissing {
+        /// The item.
+        id: Id,
+        /// The target.
+        into: String,
+        /// What it lacks, in words.
+        missing: String,
+    },
+    /// Moving the target was refused (a conflict, a dirty checkout, a ref that moved), in
+    /// the host's words.
+    NotMoved(String),
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Refused::NotAccepted { id, state } => write!(
+                f,
+                "{id} is {}: only accepted work lands (harn work accept {id} once its proof is reviewed)",
+                serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+            ),
+            Refused::ItemBranch { into } => {
+                write!(f, "{into} is an item's branch: land on the branch work is meant for")
+            }
+            Refused::NoAcceptance { id } => write!(f, "{id} has no acceptance to land"),
+            Refused::NotWorktree { id } => write!(
+                f,
+                "{id} was not made in a worktree (--isolation worktree): there is no branch to land"
+            ),
+            Refused::NoTargetNamed { id } => {
+                write!(f, "name the branch to land {id} on with --into BRANCH")
+            }
+            Refused::Uncommitted { id } => write!(
+                f,
+                "the accepted proof of {id} attests changes left uncommitted in its worktree: what \
+                 was reviewed is not all in a commit, so no commit lands it; commit them, run \
+                 and review again"
+            ),
+            Refused::BranchGone { branch } => write!(f, "branch {branch} is gone"),
+            Refused::BranchMoved { id, branch, attested, head } => write!(
+                f,
+                "branch {branch} moved after it was reviewed: the accepted proof attests \
+                 {attested}, the branch is at {head}; nothing was changed (reopen {id} and review \
+                 the new work, or put the branch back)"
+            ),
+            Refused::DiffChanged { branch, base, seen, attested } => write!(
+                f,
+                "the changes on {branch} are not the ones reviewed: the diff from {base} has \
+                 SHA-256 {}, the accepted proof attests {attested}; nothing was changed",
+                seen.as_deref().unwrap_or("(none)")
+            ),
+            Refused::NoTarget { into } => write!(f, "no branch {into}"),
+            Refused::BaseMissing { id, into, missing } => write!(
+                f,
+                "{into} does not hold {missing}: landing {id} would bring in work its review did \
+                 not cover; nothing was changed"
+            ),
+            Refused::NotMoved(why) => f.write_str(why),
+        }
+    }
+}
+
+/// The branch a land goes to: the one named, else the one the item's worktree was made from
+/// (its attestation's `base_branch`). Work made outside a worktree has none, and needs none.
+pub fn target(
+    id: &Id,
+    named: Option<&str>,
+    attested: Option<&Attestation>,
+) -> Result<String, Refused> {
+    match (named, attested.and_then(|a| a.workspace.base_branch.as_deref())) {
+        (Some(into), _) => Ok(into.to_owned()),
+        (None, Some(base)) => Ok(base.to_owned()),
+        (None, None) if attested.is_some() => Err(Refused::NoTargetNamed { id: id.clone() }),
+        (None, None) => Ok(String::new()),
+    }
+}
+
 /// Decides what landing item `id` on `into` does. `attested` is the accepted proof's
-/// worktree attestation (`None` for work done outside a worktree). The refusal says what
-/// stands in the way, and what to type next where there is something to type.
+/// worktree attestation (`None` for work done outside a worktree).
 pub fn decide(
     id: &Id,
     state: WorkState,
@@ -92,21 +239,14 @@ pub fn decide(
     into: &str,
     squash: bool,
     seen: &Observed,
-) -> Result<Landing, RecordError> {
-    let no = RecordError::refused;
+) -> Result<Landing, Refused> {
     if state != WorkState::Succeeded {
-        return Err(no(format!(
-            "{id} is {}: only accepted work lands (harn work accept {id} once its proof is reviewed)",
-            serde_json::to_value(state).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
-        )));
+        return Err(Refused::NotAccepted { id: id.clone(), state });
     }
     if into.starts_with("harn/") {
-        return Err(no(format!(
-            "{into} is an item's branch: land on the branch work is meant for"
-        )));
+        return Err(Refused::ItemBranch { into: into.to_owned() });
     }
-    let accepted =
-        acceptance(events).ok_or_else(|| no(format!("{id} has no acceptance to land")))?;
+    let accepted = acceptance(events).ok_or_else(|| Refused::NoAcceptance { id: id.clone() })?;
     let landed = events.iter().rev().find_map(|e| match &e.kind {
         EventKind::Landed { proof_sha256, into, commit, .. }
             if *proof_sha256 == accepted.proof_sha256 =>
@@ -118,46 +258,42 @@ pub fn decide(
     if let Some((into, commit)) = landed {
         return Ok(Landing::Landed { into, commit });
     }
-    let a = attested.ok_or_else(|| {
-        no(format!(
-            "{id} was not made in a worktree (--isolation worktree): there is no branch to land"
-        ))
-    })?;
+    let a = attested.ok_or_else(|| Refused::NotWorktree { id: id.clone() })?;
     if a.uncommitted {
-        return Err(no(format!(
-            "the accepted proof of {id} attests changes left uncommitted in its worktree: what \
-             was reviewed is not all in a commit, so no commit lands it; commit them, run \
-             and review again"
-        )));
+        return Err(Refused::Uncommitted { id: id.clone() });
     }
     let branch = &a.workspace.branch;
-    let head = seen.branch_head.as_deref().ok_or_else(|| no(format!("branch {branch} is gone")))?;
+    let head = seen
+        .branch_head
+        .as_deref()
+        .ok_or_else(|| Refused::BranchGone { branch: branch.clone() })?;
     if head != a.final_commit {
-        return Err(no(format!(
-            "branch {branch} moved after it was reviewed: the accepted proof attests {}, the \
-             branch is at {}; nothing was changed (reopen {id} and review the new work, or put \
-             the branch back)",
-            a.final_commit, head
-        )));
+        return Err(Refused::BranchMoved {
+            id: id.clone(),
+            branch: branch.clone(),
+            attested: a.final_commit.clone(),
+            head: head.to_owned(),
+        });
     }
     if seen.diff_sha256.as_deref() != Some(a.diff_sha256.as_str()) {
-        return Err(no(format!(
-            "the changes on {branch} are not the ones reviewed: the diff from {} has SHA-256 {}, \
-             the accepted proof attests {}; nothing was changed",
-            a.workspace.base_commit,
-            seen.diff_sha256.as_deref().unwrap_or("(none)"),
-            a.diff_sha256
-        )));
+        return Err(Refused::DiffChanged {
+            branch: branch.clone(),
+            base: a.workspace.base_commit.clone(),
+            seen: seen.diff_sha256.clone(),
+            attested: a.diff_sha256.clone(),
+        });
     }
-    let target = seen.target_head.as_deref().ok_or_else(|| no(format!("no branch {into}")))?;
+    let target =
+        seen.target_head.as_deref().ok_or_else(|| Refused::NoTarget { into: into.to_owned() })?;
     if let Some(commit) = &seen.already_in_target {
         return Ok(Landing::Record { commit: commit.clone() });
     }
     if let Some(missing) = &seen.base_missing {
-        return Err(no(format!(
-            "{into} does not hold {missing}: landing {id} would bring in work its review did \
-             not cover; nothing was changed"
-        )));
+        return Err(Refused::BaseMissing {
+            id: id.clone(),
+            into: into.to_owned(),
+            missing: missing.clone(),
+        });
     }
     let method = match (squash, seen.target_behind) {
         (true, _) => LandMethod::Squash,
@@ -269,8 +405,20 @@ mod tests {
         a: Option<&Attestation>,
         squash: bool,
         s: &Observed,
-    ) -> Result<Landing, RecordError> {
+    ) -> Result<Landing, Refused> {
         decide(&id("parser"), WorkState::Succeeded, events, a, "main", squash, s)
+    }
+
+    #[test]
+    fn the_target_is_the_one_named_else_the_worktree_s_base_branch() {
+        let a = attestation();
+        assert_eq!(target(&id("p"), Some("release"), Some(&a)), Ok("release".into()));
+        assert_eq!(target(&id("p"), None, Some(&a)), Ok("main".into()));
+        let mut bare = a.clone();
+        bare.workspace.base_branch = None;
+        let refused = target(&id("p"), None, Some(&bare));
+        assert_eq!(refused, Err(Refused::NoTargetNamed { id: id("p") }));
+        assert_eq!(target(&id("p"), None, None), Ok(String::new()), "nothing to land, no target");
     }
 
     #[test]
