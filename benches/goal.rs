@@ -3,7 +3,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use harn_core::goal::{
-    candidates, goal_fingerprint, project_goal, Automation, GoalIntent, GoalItem, GoalLimits,
+    candidates, goal_fingerprint, project_goal, Automation, GoalIntent, GoalLimits, GraphItem,
 };
 use harn_core::ids::Id;
 use harn_core::time::WallTime;
@@ -18,7 +18,7 @@ fn id(s: &str) -> Id {
 }
 
 /// A quiescent graph: the first half accepted, one item in review, the rest waiting.
-fn graph() -> Vec<GoalItem> {
+fn graph() -> Vec<GraphItem> {
     (0..ITEMS)
         .map(|n| {
             let (state, next) = match n {
@@ -27,7 +27,7 @@ fn graph() -> Vec<GoalItem> {
                 _ => (WorkState::Waiting, NextAction::WaitForDependencies),
             };
             let before = (n > 0).then(|| id(&format!("work-{}", n - 1)));
-            GoalItem {
+            GraphItem {
                 id: id(&format!("work-{n}")),
                 projection: Projection {
                     state,

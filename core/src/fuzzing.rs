@@ -297,7 +297,7 @@ pub fn fuzz_work_projection(data: &[u8]) {
 pub fn fuzz_goal_projection(data: &[u8]) {
     use crate::goal::{
         acceptances, candidates, goal_fingerprint, project_goal, Automation, DispatchAction,
-        GoalIntent, GoalItem, GoalLimits, GoalNext, GoalState,
+        GoalIntent, GoalLimits, GoalNext, GoalState, GraphItem,
     };
     use crate::work::events::validate_history;
     use crate::work::projection::{project, Inputs, Prerequisite, WorkState};
@@ -315,7 +315,7 @@ pub fn fuzz_goal_projection(data: &[u8]) {
         max_total_attempts: u.int_in_range(1..=12).unwrap_or(5),
         ..GoalLimits::default()
     };
-    let mut items: Vec<GoalItem> = Vec::new();
+    let mut items: Vec<GraphItem> = Vec::new();
     for n in 0..u.int_in_range(1..=6).unwrap_or(1) {
         let w = Id::new(&format!("w{n}")).expect("valid");
         let (intent, events, attempts) = arbitrary_history(&mut u, &w);
@@ -335,7 +335,7 @@ pub fn fuzz_goal_projection(data: &[u8]) {
             prerequisites: &prerequisites,
             lease_held_elsewhere: false,
         };
-        items.push(GoalItem { id: w, projection: project(&inputs) });
+        items.push(GraphItem { id: w, projection: project(&inputs) });
     }
     let Some(root) = items.last().map(|i| i.id.clone()) else { return };
     let team = crate::work::team::Team::new();
@@ -551,7 +551,7 @@ pub fn fuzz_segment(data: &[u8]) {
 /// (for ACP) the client, which answers every permission; never panics, the client only
 /// ever writes JSON-RPC messages, and an answered permission is written at once.
 pub fn fuzz_agent_output(data: &[u8]) {
-    use crate::work::acp::{billing_refusal, judge, Client, Step};
+    use crate::work::acp::{billing_refusal, judge, AcpStep, Client};
     use crate::work::adapter::{self, Activity, Kind};
     use serde_json::Value;
     let Some((&first, rest)) = data.split_first() else { return };
@@ -564,7 +564,7 @@ pub fn fuzz_agent_output(data: &[u8]) {
         activity.observe(kind, line);
         let _ = adapter::progress(kind, line);
         let _ = billing_refusal(line, false);
-        if let Step::Permission(ask) = client.handle(line) {
+        if let AcpStep::Permission(ask) = client.handle(line) {
             let _ = judge(None, first & 8 == 8, &ask);
             client.permit(&ask, first & 16 == 16);
             let answer = client.poll_line().expect("an answered permission is written");

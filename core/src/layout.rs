@@ -22,7 +22,7 @@ pub const RUNNING: &str = ".harnery/running";
 /// The agent harnesses and containment configuration.
 pub const CONFIG: &str = ".harnery/config.json";
 /// Guarded paths runs changed, and the changes people accepted
-/// (`work::containment::guard::Record`).
+/// (`work::containment::guard::GuardRecord`).
 pub const GUARDED: &str = ".harnery/guarded.jsonl";
 
 /// Derived files, rebuilt from the journals whenever missing, stale or damaged (never a

@@ -19,6 +19,8 @@ pub mod index;
 pub mod journal;
 pub mod layout;
 pub mod limits;
+#[cfg(feature = "planted-bugs")]
+pub mod planted;
 pub mod service;
 pub mod signature;
 pub mod text;

@@ -8,7 +8,7 @@ use crate::exit::{Failure, EXIT_USAGE};
 use crate::os::store::{Store, StoreError};
 use harn_core::error::RecordError;
 use harn_core::goal::intent::{check_created, GoalCreated};
-use harn_core::goal::{GoalIntent, GoalItem};
+use harn_core::goal::{GoalIntent, GraphItem};
 use harn_core::ids::Id;
 
 pub use harn_core::goal::plan::goal_dir;
@@ -106,7 +106,7 @@ pub fn sweep_residue(store: &Store) {
 }
 
 /// The dependency closure of `root`, prerequisites first; each item read once.
-pub fn graph(store: &mut Store, root: &Id) -> Result<Vec<GoalItem>, StoreError> {
+pub fn graph(store: &mut Store, root: &Id) -> Result<Vec<GraphItem>, StoreError> {
     store.graph(root)
 }
 

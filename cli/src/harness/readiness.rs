@@ -9,7 +9,7 @@ use super::spawner::RealSpawner;
 use harn_core::env::Pid;
 use harn_core::harness::daemon::{Daemon, DaemonConfig};
 use harn_core::harness::lifecycle::Readiness as Kind;
-use harn_core::harness::readiness::{Finding, ReadinessEffect, ReadinessSchedule};
+use harn_core::harness::readiness::{ReadinessEffect, ReadinessFinding, ReadinessSchedule};
 use harn_core::ids::Id;
 use harn_core::time::Instant;
 use std::collections::BTreeMap;
@@ -170,7 +170,7 @@ impl ReadinessWatch {
     /// Carries out what the schedule asks at `now`: looks at files, starts probes, kills
     /// probes that ran too long or outlived their run. Returns what the looks found: runs now
     /// ready, and rechecked runs that lost their readiness.
-    pub fn check(&mut self, now: Instant, daemon: &Daemon) -> Vec<(Id, u64, Finding)> {
+    pub fn check(&mut self, now: Instant, daemon: &Daemon) -> Vec<(Id, u64, ReadinessFinding)> {
         let live = |name: &Id, run: u64| {
             daemon.harnesses().get(name).and_then(|h| h.current_run()) == Some(run)
         };

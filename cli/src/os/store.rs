@@ -309,7 +309,7 @@ impl Store {
     }
 
     /// The dependency closure of `root`, prerequisites first, each item read once.
-    pub fn graph(&mut self, root: &Id) -> Result<Vec<harn_core::goal::GoalItem>, StoreError> {
+    pub fn graph(&mut self, root: &Id) -> Result<Vec<harn_core::goal::GraphItem>, StoreError> {
         let (root_dir, held) = (&self.root, &self.held);
         Ok(self.ledger.graph(root, &mut |id| runner_live(root_dir, held, id))?)
     }

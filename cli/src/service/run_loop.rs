@@ -10,7 +10,7 @@ use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use crate::os::clock::RealClock;
 use crate::os::store::Store;
 use harn_core::env::Clock;
-use harn_core::service::driver::{self, ServiceHost, Step, SweepOutcome};
+use harn_core::service::driver::{self, ServiceHost, ServiceStep, SweepOutcome};
 use harn_core::service::wake::ServiceScheduler;
 use harn_core::service::watch::{WatchEffect, Watcher};
 use harn_core::service::{RuntimeHints, ServiceConfig, ServiceState};
@@ -120,8 +120,8 @@ pub fn serve(
     // out the scheduler's effects through this host until the drain has stopped it.
     loop {
         match driver::wake(&mut scheduler, &mut host) {
-            Ok(Step::Stopped) | Ok(Step::Lost) => break,
-            Ok(Step::Wait(next)) => host.wait(next, &mut scheduler, &wakes),
+            Ok(ServiceStep::Stopped) | Ok(ServiceStep::Lost) => break,
+            Ok(ServiceStep::Wait(next)) => host.wait(next, &mut scheduler, &wakes),
             Err(never) => match never {},
         }
     }

@@ -5,7 +5,7 @@
 //! turn ended, or the host ended it (a policy that asks a person, an API key the run may not
 //! bill).
 
-use harn_core::work::acp::{self, Client, Step};
+use harn_core::work::acp::{self, AcpStep, Client};
 use harn_core::work::policy::{Policy, Request, Verdict};
 use harn_core::work::FailureClass;
 use serde_json::Value;
@@ -78,7 +78,7 @@ impl Session {
         if let Some(why) = acp::billing_refusal(line, judge.api_billing) {
             self.refused = Some((Some(FailureClass::Environment), why));
         }
-        if let Step::Permission(ask) = self.client.handle(line) {
+        if let AcpStep::Permission(ask) = self.client.handle(line) {
             let (verdict, note) = match (judge.host, acp::refused(judge.read_only, &ask)) {
                 (Some(host), None) => {
                     let (verdict, rules) = host(acp::request(&ask));

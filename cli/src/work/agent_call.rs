@@ -9,7 +9,7 @@ use harn_core::work::adapter::{self, CallOptions, Kind};
 use harn_core::work::agent::{classify, AdapterSpec, CallEnd, CallOutcome, API_KEY_VARS};
 use harn_core::work::policy::{Request, Verdict};
 use harn_core::work::run::Billing;
-use harn_core::work::team::Profile;
+use harn_core::work::team::Specialist;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io::{BufRead, Read, Write};
@@ -59,7 +59,7 @@ pub struct CallSpec<'a> {
     /// How to run it.
     pub spec: &'a AdapterSpec,
     /// The specialist's profile (model, effort, turns, timeouts, access).
-    pub profile: &'a Profile,
+    pub profile: &'a Specialist,
     /// The reply's JSON schema, when the request has one.
     pub schema: Option<&'a Value>,
     /// The same schema in a file, for an adapter that reads it from one.

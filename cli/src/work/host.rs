@@ -23,7 +23,7 @@ use harn_core::work::containment::{self, Containment, Need};
 use harn_core::work::live::LiveRun;
 use harn_core::work::policy::Verdict;
 use harn_core::work::run::{Parked, RunFold, RunManifest};
-use harn_core::work::segment::driver::{self, Call, Event, Signal, SpawnFailed};
+use harn_core::work::segment::driver::{self, Call, SegmentEvent, SegmentSignal, SpawnFailed};
 use harn_core::work::segment::Reach;
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
@@ -108,7 +108,7 @@ impl CliSegment<'_> {
     }
 }
 
-impl driver::Host for CliSegment<'_> {
+impl driver::SegmentHost for CliSegment<'_> {
     type Error = StoreError;
 
     fn now(&mut self) -> harn_core::time::Instant {
@@ -228,7 +228,7 @@ impl driver::Host for CliSegment<'_> {
     fn next(
         &mut self,
         wake: Option<harn_core::time::Instant>,
-    ) -> Result<Option<Event>, StoreError> {
+    ) -> Result<Option<SegmentEvent>, StoreError> {
         let events = &self.live().events;
         let event = match wake {
             None => events.recv().expect("the host holds a sender"),
@@ -241,44 +241,44 @@ impl driver::Host for CliSegment<'_> {
             }
         };
         Ok(Some(match event {
-            HostEvent::Line(msg) => Event::Line(msg),
-            HostEvent::Eof => Event::OutputEnded,
+            HostEvent::Line(msg) => SegmentEvent::Line(msg),
+            HostEvent::Eof => SegmentEvent::OutputEnded,
             HostEvent::Exited(status) => {
                 let status =
                     status.map_err(|e| StoreError::Os(format!("waiting for the workflow: {e}")))?;
-                Event::Exited { code: status.code(), signal: status.signal() }
+                SegmentEvent::Exited { code: status.code(), signal: status.signal() }
             }
             HostEvent::Interrupting(by, ack) => {
                 self.interrupted = Some(ack);
-                Event::Interrupting(by)
+                SegmentEvent::Interrupting(by)
             }
-            HostEvent::AgentDone(id, outcome) => Event::AgentDone(id, outcome),
-            HostEvent::AgentProgress(id, shown) => Event::AgentProgress(id, shown),
+            HostEvent::AgentDone(id, outcome) => SegmentEvent::AgentDone(id, outcome),
+            HostEvent::AgentProgress(id, shown) => SegmentEvent::AgentProgress(id, shown),
             HostEvent::ToolAsk(call, request, answer) => {
                 self.answers.insert(call.clone(), answer);
-                Event::ToolAsk(call, request)
+                SegmentEvent::ToolAsk(call, request)
             }
         }))
     }
 
-    fn signal(&mut self, signal: Signal) {
+    fn signal(&mut self, signal: SegmentSignal) {
         use rustix::process::Signal as Sig;
         let live = self.live();
         let (pgid, agents) = (live.groups.workflow, &live.calls.agents);
         match signal {
-            Signal::Term(reach) => {
+            SegmentSignal::Term(reach) => {
                 signal_groups(pgid, agents, Sig::TERM);
                 if reach == Reach::Everything {
                     self.hold.term();
                 }
             }
-            Signal::Kill(reach) => {
+            SegmentSignal::Kill(reach) => {
                 kill_groups(pgid, agents);
                 if reach == Reach::Everything {
                     self.hold.end();
                 }
             }
-            Signal::Leftovers => kill_group(pgid),
+            SegmentSignal::Leftovers => kill_group(pgid),
         }
     }
 

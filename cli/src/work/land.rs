@@ -14,7 +14,7 @@ use clap::Args;
 use harn_core::ids::Id;
 use harn_core::work::events::{EventKind, LandMethod};
 use harn_core::work::landing::driver::{self, Landed};
-use harn_core::work::landing::{self, Acceptance, Observed};
+use harn_core::work::landing::{self, AcceptedProof, Observed};
 use harn_core::work::workspace::Attestation;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -140,7 +140,7 @@ pub fn land_item(
             return Err(NotLanded::Usage(r.to_string()))
         }
         Err(driver::NotLanded::Refused(r)) => return Err(refused(r.to_string())),
-        Err(driver::NotLanded::Host(e)) => return Err(refused(e)),
+        Err(driver::NotLanded::Failed(e)) => return Err(refused(e)),
         Err(driver::NotLanded::Unrecorded { into, commit, error }) => {
             return Err(refused(format!(
                 "landed {id} on {into} as {commit}, but its record could not be written \
@@ -164,7 +164,7 @@ struct CliLand<'a> {
     reason: Option<String>,
 }
 
-impl driver::Host for CliLand<'_> {
+impl driver::LandingHost for CliLand<'_> {
     type Error = String;
 
     fn read(&mut self, id: &Id) -> Result<driver::Read, String> {
@@ -176,7 +176,7 @@ impl driver::Host for CliLand<'_> {
         Ok(driver::Read { state: item.projection.state, events: item.events, title })
     }
 
-    fn attestation(&mut self, accepted: &Acceptance) -> Result<Option<Attestation>, String> {
+    fn attestation(&mut self, accepted: &AcceptedProof) -> Result<Option<Attestation>, String> {
         accepted_attestation(self.store, accepted)
     }
 
@@ -184,7 +184,7 @@ impl driver::Host for CliLand<'_> {
         &mut self,
         id: &Id,
         attested: &Attestation,
-        accepted: &Acceptance,
+        accepted: &AcceptedProof,
         into: &str,
     ) -> Result<Observed, String> {
         observe(&self.repo, id, attested, accepted, into)
@@ -315,7 +315,7 @@ fn observe(
     repo: &Path,
     id: &Id,
     t: &Attestation,
-    acc: &Acceptance,
+    acc: &AcceptedProof,
     into: &str,
 ) -> Result<Observed, String> {
     let head = |r: &str| {
@@ -425,7 +425,7 @@ fn touched_by(store: &mut Store, repo: &Path, this: &Id, files: &[String]) -> Ve
         let Ok(events) = store.events(&id) else { continue };
         let landed = events.iter().rev().find_map(|e| match &e.kind {
             EventKind::Landed { run_id, proof_sha256, .. } => {
-                Some(Acceptance { run_id: run_id.clone(), proof_sha256: proof_sha256.clone() })
+                Some(AcceptedProof { run_id: run_id.clone(), proof_sha256: proof_sha256.clone() })
             }
             _ => None,
         });

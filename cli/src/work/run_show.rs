@@ -5,7 +5,7 @@ use crate::os::store::{run_dir, Store};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;
 use harn_core::journal;
-use harn_core::work::containment::guard::Record;
+use harn_core::work::containment::guard::GuardRecord;
 use harn_core::work::run::RunManifest;
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -92,7 +92,7 @@ pub fn run(cmd: RunCmd) -> Exit {
     let changed: Vec<_> = match crate::work::confine::guard::records(&mut store) {
         Ok(records) => records
             .into_iter()
-            .filter(|r| matches!(r, Record::Changed { run_id: r, .. } if r == run_id.as_str()))
+            .filter(|r| matches!(r, GuardRecord::Changed { run_id: r, .. } if r == run_id.as_str()))
             .collect(),
         Err(e) => return fail(EXIT_FAILED, e),
     };
@@ -196,7 +196,7 @@ pub fn run(cmd: RunCmd) -> Exit {
         None => outln!("  contained  none (a run started before harn confined runs)"),
     }
     for change in &changed {
-        if let Record::Changed { path, before, after, .. } = change {
+        if let GuardRecord::Changed { path, before, after, .. } = change {
             let what = match (before, after) {
                 (None, _) => "made",
                 (_, None) => "removed",

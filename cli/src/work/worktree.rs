@@ -130,7 +130,7 @@ fn bring_in(
     c: Option<&Confine>,
     id: &Id,
     wanted: &[(Id, String)],
-) -> Result<Option<(String, Vec<workspace::Prerequisite>)>, String> {
+) -> Result<Option<(String, Vec<workspace::MergedPrerequisite>)>, String> {
     if wanted.is_empty() {
         return Ok(None);
     }
@@ -154,7 +154,7 @@ fn bring_in(
             }
         }
         let commit = commit.clone();
-        brought.push(workspace::Prerequisite {
+        brought.push(workspace::MergedPrerequisite {
             id: prerequisite.clone(),
             commit,
             already_in_base: held,
@@ -241,7 +241,7 @@ pub(super) fn commit_digest(ws: &Workspace, root: &Path, commit: &str) -> Result
 /// (and sealed by its run, as every read of a proof checks).
 pub(super) fn accepted_attestation(
     store: &mut crate::os::store::Store,
-    acc: &harn_core::work::landing::Acceptance,
+    acc: &harn_core::work::landing::AcceptedProof,
 ) -> Result<Option<Attestation>, String> {
     let (_, sealed) = store.ledger().sealed_run_records(&acc.run_id).map_err(|e| e.to_string())?;
     let (proof, digest) = sealed.ok_or_else(|| format!("run {} has no proof", acc.run_id))?;

@@ -9,7 +9,7 @@
 
 use super::fingerprint::{feed_items, feed_str, hex16};
 use super::intent::GoalLimits;
-use super::projection::{GoalItem, GoalProjection, GoalState};
+use super::projection::{GoalProjection, GoalState, GraphItem};
 use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -157,7 +157,7 @@ impl RunLoop {
 /// The goal fingerprint a service compares between sweeps, and a cycle before and after:
 /// the goal's standing, its plans' (count, latest status, active root) and its graph's (the
 /// rows of [`progress_fingerprint`]); reasons in words are left out.
-pub fn goal_fingerprint(p: &GoalProjection, items: &[GoalItem]) -> String {
+pub fn goal_fingerprint(p: &GoalProjection, items: &[GraphItem]) -> String {
     let mut h = Sha256::new();
     h.update([p.state as u8, p.next_action as u8]);
     h.update(p.attempts_used.to_le_bytes());

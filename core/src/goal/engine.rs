@@ -6,7 +6,7 @@
 use super::cycle::{by_state, goal_fingerprint, Mode, RunLoop, Stop, StopReason};
 use super::intent::GoalIntent;
 use super::projection::{
-    acceptances, candidates, DispatchAction, GoalItem, GoalNext, GoalProjection,
+    acceptances, candidates, DispatchAction, GoalNext, GoalProjection, GraphItem,
 };
 use crate::ids::Id;
 use crate::time::WallTime;
@@ -119,7 +119,7 @@ pub struct GoalView {
     /// The intent.
     pub intent: GoalIntent,
     /// The active graph, prerequisites first.
-    pub items: Vec<GoalItem>,
+    pub items: Vec<GraphItem>,
     /// Its plans, in sequence order.
     pub plans: Vec<super::plan::PlanView>,
     /// The projection.
@@ -160,8 +160,8 @@ pub trait GoalHost {
 }
 
 /// The graph's accepted items whose acceptance has not landed, in the graph's order.
-fn landings(items: &[super::GoalItem]) -> Vec<Id> {
-    let accepted = |i: &&super::GoalItem| {
+fn landings(items: &[super::GraphItem]) -> Vec<Id> {
+    let accepted = |i: &&super::GraphItem| {
         i.projection.state == crate::work::projection::WorkState::Succeeded && !i.projection.landed
     };
     items.iter().filter(accepted).map(|i| i.id.clone()).collect()

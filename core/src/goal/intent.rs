@@ -408,10 +408,12 @@ mod tests {
 
     #[test]
     fn a_team_on_one_adapter_is_refused_only_while_another_is_live() {
-        use crate::work::team::Profile;
+        use crate::work::team::Specialist;
         let team = |pins: &[Option<&str>]| -> Team {
-            let profile =
-                |h: &Option<&str>| Profile { harness: h.map(str::to_owned), ..Profile::default() };
+            let profile = |h: &Option<&str>| Specialist {
+                harness: h.map(str::to_owned),
+                ..Specialist::default()
+            };
             pins.iter().enumerate().map(|(i, h)| (format!("r{i}"), profile(h))).collect()
         };
         let live = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<Vec<_>>();

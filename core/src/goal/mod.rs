@@ -17,8 +17,8 @@ pub use cycle::{goal_fingerprint, Mode, RunLoop, Stop, StopReason};
 pub use fingerprint::progress_fingerprint;
 pub use intent::{Automation, GoalIntent, GoalLimits};
 pub use projection::{
-    acceptances, candidates, project_goal, project_governed, DispatchAction, GoalItem, GoalNext,
-    GoalProjection, GoalState,
+    acceptances, candidates, project_goal, project_governed, DispatchAction, GoalNext,
+    GoalProjection, GoalState, GraphItem,
 };
 
 #[cfg(test)]

@@ -2,13 +2,13 @@
 //! and its items' projections alone: the plan to approve or reject, the item to review or
 //! rule on, the tick to run, and, at a dead end, what is still possible.
 
-use super::projection::{GoalItem, GoalNext, GoalProjection, GoalState};
+use super::projection::{GoalNext, GoalProjection, GoalState, GraphItem};
 use crate::ids::Id;
 use crate::work::next::next_commands as work_next;
 use crate::work::projection::NextAction as WorkNext;
 
 /// The commands for goal `id`, the usual one first; empty while it waits on a process.
-pub fn next_commands(id: &Id, p: &GoalProjection, items: &[GoalItem]) -> Vec<String> {
+pub fn next_commands(id: &Id, p: &GoalProjection, items: &[GraphItem]) -> Vec<String> {
     // The commands of the goal's items that wait for `want`, in graph order.
     let of_items = |want: WorkNext| -> Vec<String> {
         let waiting = items.iter().filter(|i| i.projection.next_action == want);
@@ -108,7 +108,7 @@ mod tests {
         }
     }
 
-    fn item(id: &str, state: WorkState, next_action: WorkNext) -> GoalItem {
+    fn item(id: &str, state: WorkState, next_action: WorkNext) -> GraphItem {
         let projection = Projection {
             state,
             reason: String::new(),
@@ -124,7 +124,7 @@ mod tests {
             accepted_seq: None,
             landed: false,
         };
-        GoalItem { id: Id::new(id).unwrap(), projection }
+        GraphItem { id: Id::new(id).unwrap(), projection }
     }
 
     #[test]

@@ -53,8 +53,7 @@ pub enum GoalNext {
     None,
 }
 
-/// A governed item as the goal sees it: a node of its work graph.
-pub use crate::work::projection::GraphItem as GoalItem;
+pub use crate::work::projection::GraphItem;
 
 /// A goal's projection.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,19 +126,19 @@ pub enum DispatchAction {
 
 /// Classifies the active graph's items for the goal's automation.
 struct Classes<'a> {
-    ready: Vec<&'a GoalItem>,
-    resumable: Vec<&'a GoalItem>,
-    retryable: Vec<&'a GoalItem>,
-    pending_approval: Vec<&'a GoalItem>,
+    ready: Vec<&'a GraphItem>,
+    resumable: Vec<&'a GraphItem>,
+    retryable: Vec<&'a GraphItem>,
+    pending_approval: Vec<&'a GraphItem>,
     /// In review; `acceptable` ones have no open finding.
-    reviews: Vec<&'a GoalItem>,
-    acceptable: Vec<&'a GoalItem>,
-    cancelled: Vec<&'a GoalItem>,
-    stopped: Vec<&'a GoalItem>,
-    running: Vec<&'a GoalItem>,
+    reviews: Vec<&'a GraphItem>,
+    acceptable: Vec<&'a GraphItem>,
+    cancelled: Vec<&'a GraphItem>,
+    stopped: Vec<&'a GraphItem>,
+    running: Vec<&'a GraphItem>,
 }
 
-fn classify(items: &[GoalItem]) -> Classes<'_> {
+fn classify(items: &[GraphItem]) -> Classes<'_> {
     let mut c = Classes {
         ready: vec![],
         resumable: vec![],
@@ -173,11 +172,11 @@ fn classify(items: &[GoalItem]) -> Classes<'_> {
     c
 }
 
-fn ids(items: &[&GoalItem]) -> Vec<Id> {
+fn ids(items: &[&GraphItem]) -> Vec<Id> {
     items.iter().map(|i| i.id.clone()).collect()
 }
 
-fn list(items: &[&GoalItem]) -> String {
+fn list(items: &[&GraphItem]) -> String {
     let names: Vec<&str> = items.iter().take(3).map(|i| i.id.as_str()).collect();
     let more = items.len().saturating_sub(3);
     if more > 0 {
@@ -191,7 +190,7 @@ fn list(items: &[&GoalItem]) -> String {
 /// root last). `lease_held_elsewhere` is true while another process ticks the goal.
 pub fn project_goal(
     intent: &GoalIntent,
-    items: &[GoalItem],
+    items: &[GraphItem],
     plans: &[super::plan::PlanView],
     lease_held_elsewhere: bool,
 ) -> GoalProjection {
@@ -203,7 +202,7 @@ pub fn project_goal(
 /// counting against the goal's ceiling; replanning never resets them.
 pub fn project_governed(
     intent: &GoalIntent,
-    items: &[GoalItem],
+    items: &[GraphItem],
     plans: &[super::plan::PlanView],
     outside: (u32, u32),
     lease_held_elsewhere: bool,
@@ -213,7 +212,7 @@ pub fn project_governed(
     let attempts_used = outside.0 + items.iter().map(|i| i.projection.attempts_used).sum::<u32>();
     let charged: u32 = outside.1 + items.iter().map(|i| i.projection.charged_attempts).sum::<u32>();
     let remaining = intent.limits.max_total_attempts.saturating_sub(charged);
-    let mut attention: Vec<&GoalItem> = c.pending_approval.clone();
+    let mut attention: Vec<&GraphItem> = c.pending_approval.clone();
     if !auto.accept_passing_proof {
         attention.extend(&c.reviews);
     } else {
@@ -306,7 +305,7 @@ impl Planning {
 /// Consecutive uncharged planner failures after which the goal stops.
 pub const UNCHARGED_PLAN_FAILURES_MAX: usize = 3;
 
-fn planning(intent: &GoalIntent, items: &[GoalItem], plans: &[super::plan::PlanView]) -> Planning {
+fn planning(intent: &GoalIntent, items: &[GraphItem], plans: &[super::plan::PlanView]) -> Planning {
     use super::plan::PlanStatus;
     use crate::work::FailureClass;
     let max = intent.replanning.as_ref().map_or(0, |r| r.max_replans);
@@ -378,8 +377,8 @@ struct GoalFacts<'a> {
     auto: super::intent::Automation,
     charged: u32,
     max_total: u32,
-    resumable_dispatchable: &'a [&'a GoalItem],
-    attempt_dispatchable: &'a [&'a GoalItem],
+    resumable_dispatchable: &'a [&'a GraphItem],
+    attempt_dispatchable: &'a [&'a GraphItem],
 }
 
 /// The ordered rules, first match wins.
@@ -483,7 +482,7 @@ fn decide(d: &GoalFacts<'_>) -> (GoalState, GoalNext, String) {
             (S::BudgetExhausted, N::None, plan.used_up("the graph is stuck"))
         };
     }
-    let decided: Vec<&GoalItem> =
+    let decided: Vec<&GraphItem> =
         c.stopped.iter().copied().filter(|i| i.projection.blocked_on_decision.is_some()).collect();
     let why = if !decided.is_empty() {
         format!("{} waits on a decision", list(&decided))
@@ -502,7 +501,7 @@ fn decide(d: &GoalFacts<'_>) -> (GoalState, GoalNext, String) {
 /// `ready/run`.
 pub fn candidates(
     intent: &GoalIntent,
-    items: &[GoalItem],
+    items: &[GraphItem],
     p: &GoalProjection,
 ) -> Vec<(Id, DispatchAction)> {
     if (p.state, p.next_action) != (GoalState::Ready, GoalNext::Run) {
@@ -537,7 +536,7 @@ pub fn candidates(
 
 /// Items a tick accepts first: in review with no open finding, only with
 /// `accept_passing_proof`.
-pub fn acceptances(intent: &GoalIntent, items: &[GoalItem]) -> Vec<Id> {
+pub fn acceptances(intent: &GoalIntent, items: &[GraphItem]) -> Vec<Id> {
     if !intent.automation.accept_passing_proof {
         return Vec::new();
     }

@@ -11,8 +11,8 @@ fn id(s: &str) -> Id {
     Id::new(s).expect("a valid id")
 }
 
-fn item(name: &str, state: S, next: W, charged: u32) -> GoalItem {
-    GoalItem {
+fn item(name: &str, state: S, next: W, charged: u32) -> GraphItem {
+    GraphItem {
         id: id(name),
         projection: Projection {
             state,
@@ -60,7 +60,7 @@ fn the_decision_procedure_first_match_wins() {
     use GoalNext as N;
     use GoalState as G;
     /// Name, automation, attempt ceiling, graph, lease held elsewhere, expected outcome.
-    type Case = (&'static str, Automation, u32, Vec<GoalItem>, bool, (G, N));
+    type Case = (&'static str, Automation, u32, Vec<GraphItem>, bool, (G, N));
     let cases: Vec<Case> = vec![
         (
             "lease elsewhere",
@@ -277,7 +277,7 @@ mod properties {
     use super::*;
     use proptest::prelude::*;
 
-    fn any_item(n: usize) -> impl Strategy<Value = GoalItem> {
+    fn any_item(n: usize) -> impl Strategy<Value = GraphItem> {
         let states = prop_oneof![
             Just((S::Ready, W::Run)),
             Just((S::Waiting, W::WaitForDependencies)),
@@ -292,7 +292,7 @@ mod properties {
         (states, 0u32..4).prop_map(move |((s, w), charged)| item(&format!("w{n}"), s, w, charged))
     }
 
-    fn graph() -> impl Strategy<Value = Vec<GoalItem>> {
+    fn graph() -> impl Strategy<Value = Vec<GraphItem>> {
         (1usize..8).prop_flat_map(|len| (0..len).map(any_item).collect::<Vec<_>>())
     }
 
@@ -448,8 +448,8 @@ mod properties {
 /// the goal read it); `then` is what the item reads as afterwards.
 struct RefusingHost {
     intent: GoalIntent,
-    items: Vec<GoalItem>,
-    then: Option<GoalItem>,
+    items: Vec<GraphItem>,
+    then: Option<GraphItem>,
     said: Vec<String>,
 }
 

@@ -7,7 +7,7 @@
 //!
 //! A harness with a `recheck` interval keeps being looked at once ready: its file is looked
 //! for and its probe run again every interval, and a failed recheck (no file, a probe that
-//! failed or ran too long) is [`Finding::Lost`]. The run then awaits its evidence again, as
+//! failed or ran too long) is [`ReadinessFinding::Lost`]. The run then awaits its evidence again, as
 //! at its start.
 
 use crate::env::Pid;
@@ -56,20 +56,20 @@ pub enum ReadinessEffect {
 
 /// What a look at a run's evidence found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Finding {
+pub enum ReadinessFinding {
     /// An awaiting run showed its evidence: report it ready.
     Ready,
     /// A ready run's recheck failed: report its readiness lost.
     Lost,
 }
 
-impl Finding {
+impl ReadinessFinding {
     /// The lifecycle input that reports this finding about `run`: what both the daemon and
     /// the simulator hand the harness.
     pub fn report(self, run: u64) -> crate::harness::lifecycle::HarnessInput {
         match self {
-            Finding::Ready => crate::harness::lifecycle::HarnessInput::Ready { run },
-            Finding::Lost => crate::harness::lifecycle::HarnessInput::Unready { run },
+            ReadinessFinding::Ready => crate::harness::lifecycle::HarnessInput::Ready { run },
+            ReadinessFinding::Lost => crate::harness::lifecycle::HarnessInput::Unready { run },
         }
     }
 }
@@ -218,20 +218,26 @@ impl ReadinessSchedule {
         name: &Id,
         run: u64,
         present: bool,
-    ) -> Option<Finding> {
+    ) -> Option<ReadinessFinding> {
         self.found(now, name, run, present)
     }
 
-    fn found(&mut self, now: Instant, name: &Id, run: u64, shown: bool) -> Option<Finding> {
+    fn found(
+        &mut self,
+        now: Instant,
+        name: &Id,
+        run: u64,
+        shown: bool,
+    ) -> Option<ReadinessFinding> {
         if self.awaiting.get(name) == Some(&run) {
             if shown {
                 self.became_ready(now, name, run);
-                return Some(Finding::Ready);
+                return Some(ReadinessFinding::Ready);
             }
         } else if self.watching.get(name).is_some_and(|&(r, _)| r == run) && !shown {
             self.watching.remove(name);
             self.await_evidence(now, name, run);
-            return Some(Finding::Lost);
+            return Some(ReadinessFinding::Lost);
         }
         None
     }
@@ -239,7 +245,12 @@ impl ReadinessSchedule {
     /// The probe the schedule asked for could not be started at `now` (its program is gone,
     /// its user no longer resolves): a failed look. A run that awaits its evidence is simply
     /// looked at again at the next check; a rechecked ready run loses its readiness.
-    pub fn probe_unstarted(&mut self, now: Instant, name: &Id, run: u64) -> Option<Finding> {
+    pub fn probe_unstarted(
+        &mut self,
+        now: Instant,
+        name: &Id,
+        run: u64,
+    ) -> Option<ReadinessFinding> {
         self.found(now, name, run, false)
     }
 
@@ -257,7 +268,7 @@ impl ReadinessSchedule {
         now: Instant,
         pid: Pid,
         success: bool,
-    ) -> Option<Option<(Id, u64, Finding)>> {
+    ) -> Option<Option<(Id, u64, ReadinessFinding)>> {
         let p = self.probes.remove(&pid)?;
         let finding = self.found(now, &p.name, p.run, success && !p.killed);
         Some(finding.map(|f| (p.name, p.run, f)))
@@ -351,7 +362,7 @@ mod tests {
         assert_eq!(effects(&mut s), [check], "late: one check, not three");
         assert_eq!(s.file_checked(ms(900), &id("f"), 7, true), None, "another run's file");
         assert_eq!(s.file_checked(ms(900), &id("f"), 1, false), None, "still awaited");
-        assert_eq!(s.file_checked(ms(900), &id("f"), 1, true), Some(Finding::Ready));
+        assert_eq!(s.file_checked(ms(900), &id("f"), 1, true), Some(ReadinessFinding::Ready));
         assert_eq!(s.file_checked(ms(950), &id("f"), 1, false), None, "no recheck asked for");
         assert_eq!(s.poll_timeout(), None);
         assert_eq!(s.check(), Ok(()));
@@ -373,7 +384,10 @@ mod tests {
         s.handle_timeout(ms(500), &|_, _| true);
         assert_eq!(effects(&mut s), [start]);
         s.probe_started(ms(500), 501, &id("p"), 3);
-        assert_eq!(s.probe_exited(ms(501), 501, true), Some(Some((id("p"), 3, Finding::Ready))));
+        assert_eq!(
+            s.probe_exited(ms(501), 501, true),
+            Some(Some((id("p"), 3, ReadinessFinding::Ready)))
+        );
         assert_eq!(s.poll_timeout(), None);
     }
 
@@ -420,7 +434,7 @@ mod tests {
         s.started(ms(0), &id("r"), 1);
         s.handle_timeout(ms(0), &|_, _| true);
         effects(&mut s);
-        assert_eq!(s.file_checked(ms(0), &id("r"), 1, true), Some(Finding::Ready));
+        assert_eq!(s.file_checked(ms(0), &id("r"), 1, true), Some(ReadinessFinding::Ready));
         assert_eq!(s.poll_timeout(), Some(ms(1_000)), "the recheck");
         s.handle_timeout(ms(500), &|_, _| true);
         assert!(effects(&mut s).is_empty(), "early");
@@ -431,13 +445,13 @@ mod tests {
         assert_eq!(s.poll_timeout(), Some(ms(2_000)));
         s.handle_timeout(ms(2_000), &|_, _| true);
         effects(&mut s);
-        assert_eq!(s.file_checked(ms(2_000), &id("r"), 1, false), Some(Finding::Lost));
+        assert_eq!(s.file_checked(ms(2_000), &id("r"), 1, false), Some(ReadinessFinding::Lost));
         assert_eq!(s.check(), Ok(()));
         assert_eq!(s.poll_timeout(), Some(ms(2_000)), "awaited again, at once");
         s.handle_timeout(ms(2_000), &|_, _| true);
         assert_eq!(effects(&mut s), [look]);
         assert_eq!(s.file_checked(ms(2_000), &id("r"), 1, false), None, "awaited: no second loss");
-        assert_eq!(s.file_checked(ms(2_250), &id("r"), 1, true), Some(Finding::Ready));
+        assert_eq!(s.file_checked(ms(2_250), &id("r"), 1, true), Some(ReadinessFinding::Ready));
         s.started(ms(3_000), &id("r"), 2);
         assert_eq!(s.file_checked(ms(3_000), &id("r"), 1, false), None, "a run that ended");
         assert_eq!(s.check(), Ok(()));
@@ -450,7 +464,10 @@ mod tests {
         s.handle_timeout(ms(0), &|_, _| true);
         effects(&mut s);
         s.probe_started(ms(0), 10, &id("r"), 1);
-        assert_eq!(s.probe_exited(ms(5), 10, true), Some(Some((id("r"), 1, Finding::Ready))));
+        assert_eq!(
+            s.probe_exited(ms(5), 10, true),
+            Some(Some((id("r"), 1, ReadinessFinding::Ready)))
+        );
         s.handle_timeout(ms(1_005), &|_, _| true);
         let start =
             ReadinessEffect::StartProbe { name: id("r"), run: 1, command: vec!["check".into()] };
@@ -465,16 +482,23 @@ mod tests {
         s.handle_timeout(ms(12_005), &|_, _| true);
         assert_eq!(effects(&mut s), [ReadinessEffect::KillProbe { pid: 12 }]);
         let lost = s.probe_exited(ms(12_010), 12, true);
-        assert_eq!(lost, Some(Some((id("r"), 1, Finding::Lost))), "a probe past its deadline");
+        assert_eq!(
+            lost,
+            Some(Some((id("r"), 1, ReadinessFinding::Lost))),
+            "a probe past its deadline"
+        );
         assert_eq!(s.check(), Ok(()));
         assert_eq!(s.probe_unstarted(ms(12_010), &id("r"), 1), None, "awaited: looked at again");
         s.handle_timeout(ms(12_250), &|_, _| true);
         effects(&mut s);
         s.probe_started(ms(12_250), 13, &id("r"), 1);
-        assert_eq!(s.probe_exited(ms(12_260), 13, true), Some(Some((id("r"), 1, Finding::Ready))));
+        assert_eq!(
+            s.probe_exited(ms(12_260), 13, true),
+            Some(Some((id("r"), 1, ReadinessFinding::Ready)))
+        );
         assert_eq!(
             s.probe_unstarted(ms(13_260), &id("r"), 1),
-            Some(Finding::Lost),
+            Some(ReadinessFinding::Lost),
             "no probe: lost"
         );
     }

@@ -43,7 +43,7 @@ pub trait ServiceHost {
 
 /// Where the loop stands after a wake.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Step {
+pub enum ServiceStep {
     /// Sleep until the next sweep is due (or a file change, or a stop, comes first).
     Wait(Option<Instant>),
     /// The drain is done: the loop ends.
@@ -56,7 +56,7 @@ pub enum Step {
 pub fn wake<H: ServiceHost>(
     scheduler: &mut ServiceScheduler,
     host: &mut H,
-) -> Result<Step, H::Error> {
+) -> Result<ServiceStep, H::Error> {
     let now = host.now();
     scheduler.wake(now, host.draining());
     while let Some(effect) = scheduler.poll_effect() {
@@ -68,7 +68,7 @@ pub fn wake<H: ServiceHost>(
             }
             ServiceEffect::Sweep => {
                 let Some(outcome) = host.sweep(scheduler)? else {
-                    return Ok(Step::Lost);
+                    return Ok(ServiceStep::Lost);
                 };
                 let ended = host.now();
                 scheduler.sweep_ended(ended, host.draining(), outcome.clone());
@@ -77,8 +77,8 @@ pub fn wake<H: ServiceHost>(
         }
     }
     Ok(match scheduler.phase() {
-        ServicePhase::Stopped => Step::Stopped,
-        _ => Step::Wait(scheduler.next_sweep_at()),
+        ServicePhase::Stopped => ServiceStep::Stopped,
+        _ => ServiceStep::Wait(scheduler.next_sweep_at()),
     })
 }
 
@@ -155,7 +155,7 @@ mod tests {
     fn a_stop_asked_for_during_a_sweep_ends_the_loop_at_the_sweeps_end() {
         let mut s = scheduler();
         let mut h = host();
-        assert_eq!(wake(&mut s, &mut h), Ok(Step::Stopped));
+        assert_eq!(wake(&mut s, &mut h), Ok(ServiceStep::Stopped));
         assert_eq!(h.done[0], "sweep");
         assert!(h.done[1].starts_with("swept Ok(())"), "{:?}", h.done);
     }
@@ -164,7 +164,7 @@ mod tests {
     fn a_host_lost_mid_sweep_ends_the_wake_with_nothing_recorded() {
         let mut s = scheduler();
         let mut h = Recorder { crash: true, ..host() };
-        assert_eq!(wake(&mut s, &mut h), Ok(Step::Lost));
+        assert_eq!(wake(&mut s, &mut h), Ok(ServiceStep::Lost));
         assert_eq!(h.done, ["sweep"]);
     }
 
@@ -173,7 +173,7 @@ mod tests {
         let mut s = scheduler();
         let mut h = Recorder { lose_hints: true, stop_during_sweep: false, ..host() };
         let step = wake(&mut s, &mut h).unwrap();
-        assert!(matches!(step, Step::Wait(Some(_))), "{step:?}");
+        assert!(matches!(step, ServiceStep::Wait(Some(_))), "{step:?}");
         let hints = h.done.iter().filter(|d| *d == "hints").count();
         assert!(hints >= 1, "{:?}", h.done);
         // The write was lost, so the next wake writes them again.

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 /// Where a criterion came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Source {
+pub enum CriterionSource {
     /// The work item's `--accept` statements (ids `accept-1`, `accept-2`, …).
     Work,
     /// The workflow's `meta`.
@@ -20,7 +20,7 @@ pub enum Source {
 /// A criterion's verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum AcceptanceVerdict {
     /// Some evidence passed and none failed.
     Satisfied,
     /// Some evidence failed.
@@ -37,9 +37,9 @@ pub struct CriterionResult {
     /// What must hold (empty for an undeclared one).
     pub statement: String,
     /// Where it came from.
-    pub source: Source,
+    pub source: CriterionSource,
     /// Its verdict.
-    pub verdict: Verdict,
+    pub verdict: AcceptanceVerdict,
     /// How many pieces of evidence cite it.
     pub evidence: u32,
 }
@@ -100,13 +100,13 @@ pub fn roll_up(
 ) -> Acceptance {
     let mut criteria: Vec<CriterionResult> = Vec::new();
     for (i, s) in work_statements.iter().enumerate() {
-        declare(&mut criteria, &work_criterion_id(i + 1), s, Source::Work);
+        declare(&mut criteria, &work_criterion_id(i + 1), s, CriterionSource::Work);
     }
     for c in declared {
-        declare(&mut criteria, &c.id, &c.statement, Source::Workflow);
+        declare(&mut criteria, &c.id, &c.statement, CriterionSource::Workflow);
     }
     for id in evidence.iter().flat_map(|e| &e.acceptance_ids).chain(cut.cited.keys()) {
-        declare(&mut criteria, id, "", Source::Undeclared);
+        declare(&mut criteria, id, "", CriterionSource::Undeclared);
     }
     let mut summary = Summary::default();
     for c in &mut criteria {
@@ -123,17 +123,19 @@ pub fn roll_up(
             failed |= t.failed;
         }
         c.verdict = match (failed, passed) {
-            (true, _) => Verdict::Unsatisfied,
-            (false, true) => Verdict::Satisfied,
-            (false, false) => Verdict::Unknown,
+            (true, _) => AcceptanceVerdict::Unsatisfied,
+            (false, true) => AcceptanceVerdict::Satisfied,
+            (false, false) => AcceptanceVerdict::Unknown,
         };
         match c.verdict {
-            Verdict::Satisfied => summary.satisfied += 1,
-            Verdict::Unsatisfied => summary.unsatisfied += 1,
-            Verdict::Unknown if c.source == Source::Work && !strict => summary.uncited += 1,
-            Verdict::Unknown => summary.unknown += 1,
+            AcceptanceVerdict::Satisfied => summary.satisfied += 1,
+            AcceptanceVerdict::Unsatisfied => summary.unsatisfied += 1,
+            AcceptanceVerdict::Unknown if c.source == CriterionSource::Work && !strict => {
+                summary.uncited += 1
+            }
+            AcceptanceVerdict::Unknown => summary.unknown += 1,
         }
-        summary.undeclared += u32::from(c.source == Source::Undeclared);
+        summary.undeclared += u32::from(c.source == CriterionSource::Undeclared);
     }
     Acceptance { criteria, summary }
 }
@@ -215,14 +217,19 @@ pub fn bounded(mut e: Evidence) -> Evidence {
 }
 
 /// Adds a criterion unless one with that id exists (the first declaration wins).
-fn declare(criteria: &mut Vec<CriterionResult>, id: &str, statement: &str, source: Source) {
+fn declare(
+    criteria: &mut Vec<CriterionResult>,
+    id: &str,
+    statement: &str,
+    source: CriterionSource,
+) {
     if criteria.iter().all(|c| c.id != id) {
         let (id, statement) = (id.to_owned(), statement.to_owned());
         criteria.push(CriterionResult {
             id,
             statement,
             source,
-            verdict: Verdict::Unknown,
+            verdict: AcceptanceVerdict::Unknown,
             evidence: 0,
         });
     }
@@ -256,8 +263,15 @@ mod tests {
             ev(EvidenceStatus::Observed, &["docs"]),
         ];
         let a = roll_up(&[], &declared, &evidence, &Cut::default(), false);
-        let verdicts: Vec<Verdict> = a.criteria.iter().map(|c| c.verdict).collect();
-        assert_eq!(verdicts, [Verdict::Satisfied, Verdict::Unknown, Verdict::Unsatisfied]);
+        let verdicts: Vec<AcceptanceVerdict> = a.criteria.iter().map(|c| c.verdict).collect();
+        assert_eq!(
+            verdicts,
+            [
+                AcceptanceVerdict::Satisfied,
+                AcceptanceVerdict::Unknown,
+                AcceptanceVerdict::Unsatisfied
+            ]
+        );
         assert_eq!((a.summary.satisfied, a.summary.unsatisfied, a.summary.unknown), (1, 1, 1));
         assert!(!a.passes(true));
     }
@@ -271,8 +285,8 @@ mod tests {
             &Cut::default(),
             false,
         );
-        assert_eq!(a.criteria[0].source, Source::Work);
-        assert_eq!(a.criteria[0].verdict, Verdict::Satisfied);
+        assert_eq!(a.criteria[0].source, CriterionSource::Work);
+        assert_eq!(a.criteria[0].verdict, AcceptanceVerdict::Satisfied);
         assert!(a.passes(true));
         assert!(!a.passes(false), "a failed run never passes");
     }
@@ -289,7 +303,10 @@ mod tests {
         );
         assert_eq!(a.summary.undeclared, 1);
         let typo = a.criteria.iter().find(|c| c.id == "reveiw").unwrap();
-        assert_eq!((typo.source, typo.verdict), (Source::Undeclared, Verdict::Satisfied));
+        assert_eq!(
+            (typo.source, typo.verdict),
+            (CriterionSource::Undeclared, AcceptanceVerdict::Satisfied)
+        );
         assert!(a.passes(true), "the seed's example, which cites an undeclared id, still runs");
     }
 
@@ -308,7 +325,11 @@ mod tests {
         let declared = [Criterion { id: "lint".into(), statement: "lint clean".into() }];
         let kept = [ev(EvidenceStatus::Passed, &["lint"])];
         let a = roll_up(&[], &declared, &kept, &cut, false);
-        assert_eq!(a.criteria[0].verdict, Verdict::Unsatisfied, "a cut failure still fails");
+        assert_eq!(
+            a.criteria[0].verdict,
+            AcceptanceVerdict::Unsatisfied,
+            "a cut failure still fails"
+        );
         assert_eq!(a.criteria[0].evidence, 2);
         assert_eq!(a.criteria[1].id, "tests");
         assert_eq!((cut.records, cut.bytes), (2, 3010));

@@ -43,7 +43,7 @@ pub struct ToolAsk {
 
 /// What the host does for one line the agent sent.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Step {
+pub enum AcpStep {
     /// Judge this tool call and answer with [`Client::permit`].
     Permission(ToolAsk),
     /// Nothing but the lines [`Client::poll_line`] hands out.
@@ -101,8 +101,8 @@ impl Client {
     }
 
     /// Takes one line from the agent.
-    pub fn handle(&mut self, line: &str) -> Step {
-        let Ok(msg) = serde_json::from_str::<Value>(line.trim()) else { return Step::Continue };
+    pub fn handle(&mut self, line: &str) -> AcpStep {
+        let Ok(msg) = serde_json::from_str::<Value>(line.trim()) else { return AcpStep::Continue };
         let method = msg["method"].as_str();
         match (method, msg.get("id")) {
             (Some(method), Some(id)) => return self.request(method, id.clone(), &msg["params"]),
@@ -110,7 +110,7 @@ impl Client {
             (None, Some(id)) => self.response(id.as_u64(), &msg),
             (None, None) => {}
         }
-        Step::Continue
+        AcpStep::Continue
     }
 
     /// Answers a permission with the first option of the verdict's kind (once before always);
@@ -147,7 +147,7 @@ impl Client {
         self.out.push_back(line.to_string());
     }
 
-    fn request(&mut self, method: &str, id: Value, params: &Value) -> Step {
+    fn request(&mut self, method: &str, id: Value, params: &Value) -> AcpStep {
         if let Ok(AgentRequest::RequestPermissionRequest(r)) =
             AgentRequest::from_method_and_params(method, params)
         {
@@ -156,12 +156,12 @@ impl Client {
             let tool = f.name.clone().unwrap_or_else(|| title.clone());
             let kind = f.kind.map(|k| json!(k).as_str().unwrap_or("other").to_owned());
             let kind = kind.unwrap_or_else(|| "other".to_owned());
-            return Step::Permission(ToolAsk { id, tool, kind, title, options: r.options });
+            return AcpStep::Permission(ToolAsk { id, tool, kind, title, options: r.options });
         }
         // The client offers no file system and no terminal: anything else is not ours.
         let error = json!({"code": -32601, "message": format!("{method} is not offered")});
         self.out.push_back(json!({"jsonrpc": "2.0", "id": id, "error": error}).to_string());
-        Step::Continue
+        AcpStep::Continue
     }
 
     fn response(&mut self, id: Option<u64>, msg: &Value) {

@@ -5,7 +5,6 @@
 //! [`run_attempt`]; what only a real process has (flock leases, spawning, cgroups, git) is
 //! behind [`AttemptHost`].
 
-use super::ledger::RunOptions;
 use super::ledger::{Item, Ledger, Refusal};
 use super::projection::WorkState;
 use crate::env::Fs;
@@ -61,7 +60,7 @@ pub trait AttemptHost {
     fn check_workflow(&mut self, item: &Item) -> Result<(), RecordError>;
     /// The options a new attempt of `item` starts with (its worktree made, its containment
     /// planned); a refusal records nothing.
-    fn options(&mut self, item: &Item) -> Result<RunOptions, Refusal<Self::Error>>;
+    fn options(&mut self, item: &Item) -> Result<RunManifest, Refusal<Self::Error>>;
     /// Runs one segment of `m`'s run, from its start line and fold.
     fn segment(
         &mut self,

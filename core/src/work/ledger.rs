@@ -891,10 +891,6 @@ impl<E: std::fmt::Display> std::fmt::Display for Refusal<E> {
     }
 }
 
-/// What an attempt starts with, besides the work item: the run's options, frozen by value
-/// into its manifest.
-pub type RunOptions = RunManifest;
-
 impl<F: Fs> Ledger<F> {
     /// Records a new attempt of `item` and freezes its manifest: `attempt.started` is
     /// appended (synced) and `run.json` written before anything is spawned. `options` is a
@@ -904,7 +900,7 @@ impl<F: Fs> Ledger<F> {
         &mut self,
         item: &Item,
         retry: bool,
-        options: &RunOptions,
+        options: &RunManifest,
         actor: &str,
         now: WallTime,
     ) -> Result<(RunManifest, Value), Refusal> {

@@ -15,7 +15,7 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 /// tool; `adapter` is accepted for `harness`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct Profile {
+pub struct Specialist {
     /// Put before every prompt this specialist gets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
@@ -73,7 +73,7 @@ pub fn check_efforts(
 }
 
 /// A team: profiles by role id.
-pub type Team = BTreeMap<String, Profile>;
+pub type Team = BTreeMap<String, Specialist>;
 
 /// Parses and checks the team file `shown` (as the operator names it); errors name the file,
 /// then the line (for JSON errors) or the role and key.
@@ -119,7 +119,7 @@ pub struct Dispatch {
     /// The prompt the harness gets: the profile's instructions, then the assignment.
     pub prompt: String,
     /// The profile, for the harness's model, effort, turns and timeout.
-    pub profile: Profile,
+    pub profile: Specialist,
     /// Attempts this call may make.
     pub max_attempts: u32,
     /// The JSON schema the reply must match, when the request carries one.
@@ -154,7 +154,7 @@ pub fn dispatch(
                 known.join(", ")
             ))
         })?,
-        None => Profile::default(),
+        None => Specialist::default(),
     };
     let harness =
         profile.harness.clone().or_else(|| default_harness.map(str::to_owned)).ok_or_else(

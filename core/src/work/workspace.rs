@@ -20,7 +20,7 @@ pub struct Workspace {
     /// The accepted work of the item's prerequisites merged into the branch when it was
     /// made, so the item starts from what it depends on; `base_commit` is then that merge.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub prerequisites: Vec<Prerequisite>,
+    pub prerequisites: Vec<MergedPrerequisite>,
     /// With prerequisites merged in: the commit the branch was made from before that, which
     /// the branch it lands on must already hold.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -35,7 +35,7 @@ pub struct Workspace {
 
 /// A prerequisite's accepted commit a dependent's branch was made with.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Prerequisite {
+pub struct MergedPrerequisite {
     /// The prerequisite item.
     pub id: Id,
     /// The commit its accepted proof attests.

@@ -281,7 +281,7 @@ pub(crate) fn plant_core_bug(
 ) {
     #[cfg(feature = "planted-bugs")]
     {
-        use harn_core::harness::daemon::PlantedBug;
+        use harn_core::planted::PlantedBug;
         match bug {
             Some(InjectedBug::SpawnBeforePersist) => daemon.plant(PlantedBug::SpawnBeforePersist),
             Some(InjectedBug::AckBeforePersist) => daemon.plant(PlantedBug::AckBeforePersist),

@@ -10,7 +10,7 @@ use harn_core::env::{Clock, FsErrorKind};
 use harn_core::harness::daemon::{Command, DaemonInput};
 use harn_core::harness::driver::Wake;
 use harn_core::harness::lifecycle::{HarnessInput, RestartPolicy};
-use harn_core::harness::readiness::{Finding, ReadinessEffect};
+use harn_core::harness::readiness::{ReadinessEffect, ReadinessFinding};
 use harn_core::ids::Id;
 use harn_core::time::{Duration, Instant};
 
@@ -72,12 +72,12 @@ impl<E: Entropy> HarnessWorld<E> {
     fn readiness_wake(&mut self) -> (StepEvent, Wake) {
         let now = self.clock.now();
         let nothing = (StepEvent::Timeout { spurious: true }, Wake::Timeout);
-        let ready = |name: Id, run: u64, finding: Finding, evidence: &str| {
+        let ready = |name: Id, run: u64, finding: ReadinessFinding, evidence: &str| {
             let event = match finding {
-                Finding::Ready => {
+                ReadinessFinding::Ready => {
                     StepEvent::Ready { name: name.to_string(), run, evidence: evidence.into() }
                 }
-                Finding::Lost => {
+                ReadinessFinding::Lost => {
                     StepEvent::Unready { name: name.to_string(), run, evidence: evidence.into() }
                 }
             };

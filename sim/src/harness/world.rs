@@ -14,7 +14,7 @@ use crate::harness::trace::{StepEnd, StepEvent, Trace, TraceStep};
 use harn_core::env::{Clock, FsErrorKind};
 use harn_core::harness::daemon::{Command, Daemon};
 use harn_core::harness::driver::{DaemonPaths, Driver, Executed, Fatal, Wake};
-use harn_core::harness::readiness::{Finding, ReadinessSchedule};
+use harn_core::harness::readiness::{ReadinessFinding, ReadinessSchedule};
 use harn_core::time::{Duration, Instant};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -312,14 +312,14 @@ impl<E: Entropy> HarnessWorld<E> {
     }
 
     /// Remembers what a look at a run's evidence found, for the readiness invariants.
-    pub(crate) fn vouch(&mut self, name: &harn_core::ids::Id, run: u64, finding: Finding) {
+    pub(crate) fn vouch(&mut self, name: &harn_core::ids::Id, run: u64, finding: ReadinessFinding) {
         let key = (name.clone(), run);
         match finding {
-            Finding::Ready => {
+            ReadinessFinding::Ready => {
                 self.lost.remove(&key);
                 self.vouched.insert(key);
             }
-            Finding::Lost => {
+            ReadinessFinding::Lost => {
                 self.lost.insert(key);
             }
         }

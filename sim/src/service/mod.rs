@@ -17,7 +17,7 @@ use crate::entropy::Entropy;
 use crate::goal::GoalWorld;
 use harn_core::goal::{goal_fingerprint, GoalState, Mode, StopReason};
 use harn_core::ids::Id;
-use harn_core::service::driver::{self, ServiceHost, Step, SweepOutcome};
+use harn_core::service::driver::{self, ServiceHost, ServiceStep, SweepOutcome};
 use harn_core::service::wake::{Fingerprint, GoalWake, ServiceScheduler, WakeConfig, WakeState};
 use harn_core::service::watch::{WatchEffect, Watcher};
 use harn_core::service::{
@@ -315,7 +315,7 @@ fn sched_step(
     svc.watch.run_until(*now, false, &mut g.w.entropy, wall, summary)?;
     let mut host =
         SimLoop { g, watch: &mut svc.watch, now, wall, persisted, summary, goals: &goals };
-    if driver::wake(&mut svc.sched, &mut host)? == Step::Lost {
+    if driver::wake(&mut svc.sched, &mut host)? == ServiceStep::Lost {
         // A new daemon starts from the wake hints the dead one last persisted.
         check_liveness(&svc.watch, wall, *now, false)?;
         *svc = start(&goals, persisted, *now, wall)?;

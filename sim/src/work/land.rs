@@ -14,7 +14,7 @@ use harn_core::ids::Id;
 use harn_core::time::WallTime;
 use harn_core::work::events::{EventKind, LandMethod, WorkEvent};
 use harn_core::work::landing::driver::{self, NotLanded};
-use harn_core::work::landing::{self, Acceptance, Observed, Refused};
+use harn_core::work::landing::{self, AcceptedProof, Observed, Refused};
 use harn_core::work::projection::WorkState;
 use harn_core::work::workspace::{Attestation, Workspace};
 use std::collections::{BTreeMap, BTreeSet};
@@ -106,7 +106,7 @@ struct World {
     summary: LandSimSummary,
     /// The bug planted in the landing driver, if any.
     #[cfg(feature = "planted-bugs")]
-    planted: Option<driver::PlantedBug>,
+    planted: Option<harn_core::planted::PlantedBug>,
 }
 
 fn hex(c: usize) -> String {
@@ -229,9 +229,9 @@ impl World {
                 Ok(())
             }
             Err(NotLanded::Refused(why)) => Err(format!("{id}: refused: {why}")),
-            Err(NotLanded::Host(Fault::Crashed))
+            Err(NotLanded::Failed(Fault::Crashed))
             | Err(NotLanded::Unrecorded { error: Fault::Crashed, .. }) => Ok(()),
-            Err(NotLanded::Host(Fault::Broken(e)))
+            Err(NotLanded::Failed(Fault::Broken(e)))
             | Err(NotLanded::Unrecorded { error: Fault::Broken(e), .. }) => Err(e),
         }
     }
@@ -303,7 +303,7 @@ impl SimLand<'_> {
     }
 }
 
-impl driver::Host for SimLand<'_> {
+impl driver::LandingHost for SimLand<'_> {
     type Error = Fault;
 
     fn read(&mut self, _: &Id) -> Result<driver::Read, Fault> {
@@ -312,7 +312,7 @@ impl driver::Host for SimLand<'_> {
         Ok(driver::Read { state: self.w.state(self.i), events, title })
     }
 
-    fn attestation(&mut self, accepted: &Acceptance) -> Result<Option<Attestation>, Fault> {
+    fn attestation(&mut self, accepted: &AcceptedProof) -> Result<Option<Attestation>, Fault> {
         Ok(self.w.items[self.i].attested.get(&accepted.proof_sha256).cloned())
     }
 
@@ -320,7 +320,7 @@ impl driver::Host for SimLand<'_> {
         &mut self,
         _: &Id,
         attested: &Attestation,
-        accepted: &Acceptance,
+        accepted: &AcceptedProof,
         _: &str,
     ) -> Result<Observed, Fault> {
         Ok(self.w.observe(attested, &accepted.proof_sha256))
@@ -358,7 +358,7 @@ impl driver::Host for SimLand<'_> {
     }
 
     #[cfg(feature = "planted-bugs")]
-    fn planted(&self) -> Option<driver::PlantedBug> {
+    fn planted(&self) -> Option<harn_core::planted::PlantedBug> {
         self.w.planted
     }
 }
@@ -375,12 +375,15 @@ pub fn run_land_seed(seed: u64) -> Result<LandSimSummary, String> {
 
 /// Runs one landing seed with `bug` planted in the landing driver.
 #[cfg(feature = "planted-bugs")]
-pub fn run_land_seed_planted(seed: u64, bug: driver::PlantedBug) -> Result<LandSimSummary, String> {
+pub fn run_land_seed_planted(
+    seed: u64,
+    bug: harn_core::planted::PlantedBug,
+) -> Result<LandSimSummary, String> {
     run_land(seed, Some(bug))
 }
 
 #[cfg(feature = "planted-bugs")]
-type Planted = Option<driver::PlantedBug>;
+type Planted = Option<harn_core::planted::PlantedBug>;
 #[cfg(not(feature = "planted-bugs"))]
 type Planted = Option<std::convert::Infallible>;
 
@@ -470,7 +473,7 @@ mod tests {
     #[cfg(feature = "planted-bugs")]
     #[test]
     fn a_land_recorded_before_its_branch_moves_is_found() {
-        let bug = driver::PlantedBug::RecordBeforeMove;
+        let bug = harn_core::planted::PlantedBug::RecordBeforeMove;
         let failure = (0..20).find_map(|seed| run_land_seed_planted(seed, bug).err());
         let failure = failure.expect("no seed of 20 found the record before the move");
         assert!(failure.contains("is not on main"), "{failure}");

@@ -121,7 +121,7 @@ pub fn run_work(
     crate::actions::plant(&mut w.ledger.fs, options.bug);
     #[cfg(feature = "planted-bugs")]
     if options.bug == Some(crate::harness::options::InjectedBug::ResumeAsStart) {
-        w.planted_driver = Some(driver::PlantedBug::ResumeAsStart);
+        w.planted_driver = Some(harn_core::planted::PlantedBug::ResumeAsStart);
     }
     // Two independent items and one that depends on the first.
     w.setup(&[("w1", &[]), ("w2", &[]), ("w3", &["w1"])]);
@@ -191,7 +191,7 @@ pub(crate) struct WorkWorld {
     pub(crate) summary: WorkSimSummary,
     /// The bug planted in the segment driver, if any.
     #[cfg(feature = "planted-bugs")]
-    pub(crate) planted_driver: Option<driver::PlantedBug>,
+    pub(crate) planted_driver: Option<harn_core::planted::PlantedBug>,
 }
 
 impl WorkWorld {

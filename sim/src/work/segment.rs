@@ -16,7 +16,7 @@ use harn_core::work::live::LiveRun;
 use harn_core::work::policy::Verdict;
 use harn_core::work::protocol::{Evidence, EvidenceStatus, FromWorkflow};
 use harn_core::work::run::{Parked, RunManifest};
-use harn_core::work::segment::driver::{self, Call, Event, Signal, SpawnFailed};
+use harn_core::work::segment::driver::{self, Call, SegmentEvent, SegmentSignal, SpawnFailed};
 use serde_json::{Map, Value};
 use std::collections::VecDeque;
 
@@ -57,7 +57,7 @@ pub(super) struct SimSegment<'w> {
     /// record.
     clock: Instant,
     /// What the workflow and its calls did, not yet seen by the driver.
-    pending: VecDeque<Event>,
+    pending: VecDeque<SegmentEvent>,
     script: Script,
     /// True while the workflow says nothing until it is killed (a cancel, a timeout).
     silent: bool,
@@ -71,7 +71,7 @@ pub(super) struct SimSegment<'w> {
     /// What went wrong where the driver could not be told at once.
     failed: Option<String>,
     #[cfg(feature = "planted-bugs")]
-    planted: Option<driver::PlantedBug>,
+    planted: Option<harn_core::planted::PlantedBug>,
 }
 
 impl<'w> SimSegment<'w> {
@@ -96,7 +96,7 @@ impl<'w> SimSegment<'w> {
 
     /// The workflow says `msg`.
     fn says(&mut self, msg: FromWorkflow) {
-        self.pending.push_back(Event::Line(Ok(msg)));
+        self.pending.push_back(SegmentEvent::Line(Ok(msg)));
     }
 
     /// The workflow gives its result and exits: one draw in twenty, the run fails its own
@@ -122,8 +122,8 @@ impl<'w> SimSegment<'w> {
 
     fn exits(&mut self, code: Option<i32>, signal: Option<i32>) {
         if std::mem::take(&mut self.alive) {
-            self.pending.push_back(Event::Exited { code, signal });
-            self.pending.push_back(Event::OutputEnded);
+            self.pending.push_back(SegmentEvent::Exited { code, signal });
+            self.pending.push_back(SegmentEvent::OutputEnded);
         }
     }
 
@@ -136,7 +136,7 @@ impl<'w> SimSegment<'w> {
     }
 }
 
-impl driver::Host for SimSegment<'_> {
+impl driver::SegmentHost for SimSegment<'_> {
     type Error = Stop;
 
     fn now(&mut self) -> Instant {
@@ -258,7 +258,7 @@ impl driver::Host for SimSegment<'_> {
         }
     }
 
-    fn next(&mut self, wake: Option<Instant>) -> Result<Option<Event>, Stop> {
+    fn next(&mut self, wake: Option<Instant>) -> Result<Option<SegmentEvent>, Stop> {
         if let Some(e) = self.failed.take() {
             return Err(Stop::Failed(e));
         }
@@ -282,8 +282,8 @@ impl driver::Host for SimSegment<'_> {
     }
 
     /// A signal reaches the simulated workflow: TERM is ignored, KILL ends it.
-    fn signal(&mut self, signal: Signal) {
-        if let Signal::Kill(_) = signal {
+    fn signal(&mut self, signal: SegmentSignal) {
+        if let SegmentSignal::Kill(_) = signal {
             self.dies();
         }
     }
@@ -298,7 +298,7 @@ impl driver::Host for SimSegment<'_> {
         *self.world.processes.entry(self.m.run_id.clone()).or_default() += 1;
         self.host_dies()?;
         let outcome = self.world.draw_outcome();
-        self.pending.push_back(Event::AgentDone(call.id, outcome));
+        self.pending.push_back(SegmentEvent::AgentDone(call.id, outcome));
         Ok(())
     }
 
@@ -336,7 +336,7 @@ impl driver::Host for SimSegment<'_> {
     }
 
     #[cfg(feature = "planted-bugs")]
-    fn planted(&self) -> Option<driver::PlantedBug> {
+    fn planted(&self) -> Option<harn_core::planted::PlantedBug> {
         self.planted
     }
 }
@@ -350,7 +350,7 @@ impl SimSegment<'_> {
         if w.killing {
             w.summary.interrupted += 1;
             let by = "a bounded stop of the service".to_owned();
-            self.pending.push_back(Event::Interrupting(by));
+            self.pending.push_back(SegmentEvent::Interrupting(by));
             self.silent = true;
             return;
         }

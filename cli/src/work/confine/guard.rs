@@ -6,7 +6,7 @@
 use crate::os::store::{Store, StoreError};
 use harn_core::error::RecordError;
 use harn_core::layout::GUARDED;
-use harn_core::work::containment::guard::{self, GitLayout, Guard, Record, Seen};
+use harn_core::work::containment::guard::{self, Digested, GitLayout, Guard, GuardRecord};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -14,15 +14,16 @@ use std::path::{Path, PathBuf};
 const GUARDED_LOCK: &str = ".harnery/guarded.lock";
 
 /// Every record of `.harnery/guarded.jsonl`; a damaged line names the file and line.
-pub fn records(store: &mut Store) -> Result<Vec<Record>, StoreError> {
+pub fn records(store: &mut Store) -> Result<Vec<GuardRecord>, StoreError> {
     let Some(bytes) = store.read_bytes(GUARDED)? else { return Ok(Vec::new()) };
     let shown = store.root().join(GUARDED).display().to_string();
-    let read = harn_core::journal::parse_as::<Record>(&shown, &bytes).map_err(RecordError::from)?;
+    let read =
+        harn_core::journal::parse_as::<GuardRecord>(&shown, &bytes).map_err(RecordError::from)?;
     Ok(read.records.into_iter().map(|r| r.body).collect())
 }
 
 /// Appends `records` (synced) under the writers' lock.
-pub fn append(store: &mut Store, records: &[Record]) -> Result<(), StoreError> {
+pub fn append(store: &mut Store, records: &[GuardRecord]) -> Result<(), StoreError> {
     if records.is_empty() {
         return Ok(());
     }
@@ -38,7 +39,7 @@ pub fn append(store: &mut Store, records: &[Record]) -> Result<(), StoreError> {
 /// git repositories already nested in its workspace.
 pub struct Before {
     /// Each watched path as it was.
-    pub seen: Vec<Seen>,
+    pub seen: Vec<Digested>,
     /// The workspace the run writes.
     pub workspace: PathBuf,
     /// The `.git` entries below the workspace (not its own) before the run.
@@ -62,7 +63,7 @@ pub fn record_changes(
     run_id: &str,
     work_id: &str,
     before: &Before,
-) -> Result<Vec<Record>, StoreError> {
+) -> Result<Vec<GuardRecord>, StoreError> {
     let watched: Vec<String> = before.seen.iter().map(|s| s.path.clone()).collect();
     let after = look(&watched);
     let mut found = guard::changed(&before.seen, &after);
@@ -70,9 +71,9 @@ pub fn record_changes(
         let after = digest(Path::new(&made));
         found.push((made, None, after));
     }
-    let changes: Vec<Record> = found
+    let changes: Vec<GuardRecord> = found
         .into_iter()
-        .map(|(path, before, after)| Record::Changed {
+        .map(|(path, before, after)| GuardRecord::Changed {
             run_id: run_id.to_owned(),
             work_id: work_id.to_owned(),
             path,
@@ -138,7 +139,7 @@ pub fn existing(paths: &[String]) -> Vec<String> {
 /// The changes runs made to the harness configuration `config` of `root`, or to a program it
 /// names inside the root, that no person has accepted since: the daemon neither boots nor
 /// reloads while there is one, since it would run them as the person, uncontained.
-pub fn unaccepted_config(root: &Path, config: &Path) -> Result<Vec<Record>, String> {
+pub fn unaccepted_config(root: &Path, config: &Path) -> Result<Vec<GuardRecord>, String> {
     let mut store = Store::new(root);
     let records = records(&mut store).map_err(|e| e.to_string())?;
     let mut out = Vec::new();
@@ -156,7 +157,7 @@ pub fn check_config(root: &Path, config: &Path) -> Result<(), String> {
     }
     let mut lines = Vec::new();
     for r in &pending {
-        if let Record::Changed { run_id, work_id, path, .. } = r {
+        if let GuardRecord::Changed { run_id, work_id, path, .. } = r {
             lines.push(format!("{path} was changed by run {run_id} of work item {work_id}"));
         }
     }
@@ -173,15 +174,15 @@ pub fn accept_config(root: &Path, config: &Path, by: &str) -> Result<Vec<String>
     let pending = unaccepted_config(root, config)?;
     let mut paths: Vec<String> = Vec::new();
     for r in &pending {
-        if let Record::Changed { path, .. } = r {
+        if let GuardRecord::Changed { path, .. } = r {
             if !paths.contains(path) {
                 paths.push(path.clone());
             }
         }
     }
-    let accepted: Vec<Record> = paths
+    let accepted: Vec<GuardRecord> = paths
         .iter()
-        .map(|p| Record::Accepted {
+        .map(|p| GuardRecord::Accepted {
             path: p.clone(),
             sha256: digest(Path::new(p)),
             by: by.to_owned(),
@@ -192,20 +193,30 @@ pub fn accept_config(root: &Path, config: &Path, by: &str) -> Result<Vec<String>
 }
 
 /// The guarded changes runs of work item `work_id` made that no person has accepted since.
-pub fn unaccepted_of(store: &mut Store, work_id: &str) -> Result<Vec<Record>, StoreError> {
+pub fn unaccepted_of(store: &mut Store, work_id: &str) -> Result<Vec<GuardRecord>, StoreError> {
     let records = records(store)?;
     Ok(guard::pending_of(&records, work_id).into_iter().cloned().collect())
 }
 
 /// Records that `by` accepted what each of `pending`'s paths holds now.
-pub fn accept_changes(store: &mut Store, pending: &[Record], by: &str) -> Result<(), StoreError> {
-    let mut accepted: Vec<Record> = Vec::new();
+pub fn accept_changes(
+    store: &mut Store,
+    pending: &[GuardRecord],
+    by: &str,
+) -> Result<(), StoreError> {
+    let mut accepted: Vec<GuardRecord> = Vec::new();
     for r in pending {
-        if let Record::Changed { path, .. } = r {
-            if !accepted.iter().any(|a| matches!(a, Record::Accepted { path: p, .. } if p == path))
+        if let GuardRecord::Changed { path, .. } = r {
+            if !accepted
+                .iter()
+                .any(|a| matches!(a, GuardRecord::Accepted { path: p, .. } if p == path))
             {
                 let sha256 = digest(Path::new(path));
-                accepted.push(Record::Accepted { path: path.clone(), sha256, by: by.to_owned() });
+                accepted.push(GuardRecord::Accepted {
+                    path: path.clone(),
+                    sha256,
+                    by: by.to_owned(),
+                });
             }
         }
     }
@@ -217,10 +228,10 @@ const SHOWN_BYTES: u64 = 2048;
 
 /// The refusal of `verb` on `work_id` while `pending` holds changes: each change, what a
 /// small text file holds now (what git or harn would run), and the command that confirms.
-pub fn refusal(pending: &[Record], work_id: &str, verb: &str) -> String {
+pub fn refusal(pending: &[GuardRecord], work_id: &str, verb: &str) -> String {
     let mut lines = Vec::new();
     for r in pending {
-        let Record::Changed { run_id, path, before, .. } = r else { continue };
+        let GuardRecord::Changed { run_id, path, before, .. } = r else { continue };
         let how = if before.is_none() { "made" } else { "changed" };
         lines.push(format!("run {run_id} {how} {path}, which git or harn executes or obeys"));
         if let Some(text) = shown(Path::new(path)) {
@@ -363,8 +374,8 @@ fn read_small(path: &Path) -> Option<String> {
 }
 
 /// Each watched path as it is now.
-pub fn look(watched: &[String]) -> Vec<Seen> {
-    watched.iter().map(|p| Seen { path: p.clone(), sha256: digest(Path::new(p)) }).collect()
+pub fn look(watched: &[String]) -> Vec<Digested> {
+    watched.iter().map(|p| Digested { path: p.clone(), sha256: digest(Path::new(p)) }).collect()
 }
 
 /// Most entries and bytes a digest of one watched path reads; beyond them it digests what it

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 /// A reviewer's verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Verdict {
+pub enum ReviewVerdict {
     /// Good as it is.
     Approve,
     /// Needs a revision.
@@ -36,7 +36,7 @@ pub enum Severity {
 /// One finding of a review.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Finding {
+pub struct ReviewFinding {
     /// A short lowercase id.
     pub code: String,
     /// How much it matters.
@@ -52,12 +52,12 @@ pub struct Finding {
 #[serde(deny_unknown_fields)]
 pub struct Review {
     /// The verdict.
-    pub verdict: Verdict,
+    pub verdict: ReviewVerdict,
     /// Why.
     pub rationale: String,
     /// What it found.
     #[serde(default)]
-    pub findings: Vec<Finding>,
+    pub findings: Vec<ReviewFinding>,
 }
 
 /// What a round came to.
@@ -75,10 +75,11 @@ pub enum RoundOutcome {
 /// A round's outcome: any attention ⇒ attention; else any revise or blocking finding ⇒
 /// revise; else approved.
 pub fn round_outcome(reviews: &[Review]) -> RoundOutcome {
-    if reviews.iter().any(|r| r.verdict == Verdict::Attention) {
+    if reviews.iter().any(|r| r.verdict == ReviewVerdict::Attention) {
         RoundOutcome::Attention
     } else if reviews.iter().any(|r| {
-        r.verdict == Verdict::Revise || r.findings.iter().any(|f| f.severity == Severity::Blocking)
+        r.verdict == ReviewVerdict::Revise
+            || r.findings.iter().any(|f| f.severity == Severity::Blocking)
     }) {
         RoundOutcome::Revise
     } else {
@@ -229,9 +230,9 @@ mod tests {
     use super::*;
     use crate::goal::plan::PlanDecision;
 
-    fn review(verdict: Verdict, blocking: bool) -> Review {
+    fn review(verdict: ReviewVerdict, blocking: bool) -> Review {
         let findings = blocking
-            .then(|| Finding {
+            .then(|| ReviewFinding {
                 code: "dep".into(),
                 severity: Severity::Blocking,
                 summary: "s".into(),
@@ -244,7 +245,7 @@ mod tests {
 
     #[test]
     fn attention_beats_revise_beats_approve_and_blocking_findings_revise() {
-        use Verdict::*;
+        use ReviewVerdict::*;
         assert_eq!(
             round_outcome(&[review(Approve, false), review(Approve, false)]),
             RoundOutcome::Approved
@@ -286,7 +287,10 @@ mod tests {
             status: ReviewStatus::Passed,
             candidate: candidate.clone(),
             candidate_sha256: digest.clone(),
-            rounds: vec![round(Verdict::Revise, "d0"), round(Verdict::Approve, &digest)],
+            rounds: vec![
+                round(ReviewVerdict::Revise, "d0"),
+                round(ReviewVerdict::Approve, &digest),
+            ],
         };
         assert_eq!(check_receipt(&good, &panel), Ok(()));
         let mut lying = good.clone();

@@ -12,7 +12,7 @@ use super::{
 };
 use crate::env::Fs;
 use crate::error::RecordError;
-use crate::goal::{progress_fingerprint, GoalIntent, GoalItem};
+use crate::goal::{progress_fingerprint, GoalIntent, GraphItem};
 use crate::ids::Id;
 use crate::journal::JournalWriter;
 use crate::time::WallTime;
@@ -27,7 +27,7 @@ use super::decide::apply;
 use super::store::*;
 
 /// Why a plan is asked for now.
-pub fn trigger(intent: &GoalIntent, items: &[GoalItem]) -> PlanTrigger {
+pub fn trigger(intent: &GoalIntent, items: &[GraphItem]) -> PlanTrigger {
     let root_accepted =
         items.last().is_some_and(|i| i.projection.state == crate::work::WorkState::Succeeded);
     match (&intent.mission, items.is_empty(), root_accepted) {
@@ -505,7 +505,7 @@ fn proposal_schema(max_items: u32, may_complete: bool) -> Value {
 /// a rejection's reason reaches the next planner), the template catalog and the active work.
 fn planner_prompt(
     intent: &GoalIntent,
-    items: &[GoalItem],
+    items: &[GraphItem],
     plans: &[PlanView],
     plan_id: &str,
     (trigger, milestones_completed): (PlanTrigger, u32),

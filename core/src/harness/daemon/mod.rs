@@ -12,7 +12,7 @@ mod state_file;
 
 pub use attach::Attachment;
 pub use config::{DaemonConfig, Profile};
-pub use state_file::{PersistedHarness, PersistedState, StateFileError, STATE_VERSION};
+pub use state_file::{PersistedState, StateFileError, STATE_VERSION};
 
 use crate::env::{Pid, Signal, SpawnSpec};
 use crate::error::RecordError;
@@ -150,20 +150,8 @@ pub enum DaemonEffect {
     },
 }
 
-/// A deliberate bug, compiled only with the `planted-bugs` feature, that breaks persist
-/// before act so tests can prove the simulator's checker notices.
 #[cfg(feature = "planted-bugs")]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PlantedBug {
-    /// Spawns and signals are queued before the `state.json` barrier they depend on.
-    SpawnBeforePersist,
-    /// The acknowledgement is queued before the `state.json` barrier.
-    AckBeforePersist,
-    /// A second client may attach as a typist while the first is still attached.
-    SecondTypist,
-    /// A terminal harness is sent SIGTERM without its session being hung up first.
-    TermWithoutHangup,
-}
+use crate::planted::PlantedBug;
 
 /// Why the daemon could not boot.
 #[derive(Clone, Debug, PartialEq, Eq)]

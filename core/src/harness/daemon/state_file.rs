@@ -9,9 +9,6 @@ use std::collections::BTreeMap;
 /// The schema version written today. Readers accept it and every older one.
 pub const STATE_VERSION: u32 = 1;
 
-/// One harness's durable record.
-pub type PersistedHarness = Durable;
-
 /// The whole file.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PersistedState {
@@ -23,7 +20,7 @@ pub struct PersistedState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub active_profile: Option<Id>,
     /// Intent and counters per harness.
-    pub harnesses: BTreeMap<Id, PersistedHarness>,
+    pub harnesses: BTreeMap<Id, Durable>,
     /// The last run number of harnesses removed from the configuration, so a harness added
     /// back under the same name continues its numbering instead of reusing run numbers.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -108,7 +105,7 @@ impl PersistedState {
 /// repeated name) is `None`, and serde reads it or refuses it with its own message: the two
 /// paths accept the same files and agree on what they say, which a test holds.
 mod canonical {
-    use super::{PersistedHarness, PersistedState};
+    use super::{Durable, PersistedState};
     use crate::env::ExitStatus;
     use crate::harness::lifecycle::harness::LastExit;
     use crate::ids::Id;
@@ -205,7 +202,7 @@ mod canonical {
             }
         }
 
-        fn harness(&mut self) -> Option<PersistedHarness> {
+        fn harness(&mut self) -> Option<Durable> {
             self.tag(b"{\"enabled\":")?;
             let enabled = self.bool()?;
             self.tag(b",\"pinned\":")?;
@@ -226,7 +223,7 @@ mod canonical {
                 None => Some(self.last_exit()?),
             };
             self.tag(b"}")?;
-            Some(PersistedHarness {
+            Some(Durable {
                 enabled,
                 pinned,
                 failed,
@@ -259,7 +256,7 @@ mod canonical {
     }
 }
 
-fn push_harness(out: &mut Vec<u8>, h: &PersistedHarness) {
+fn push_harness(out: &mut Vec<u8>, h: &Durable) {
     out.extend_from_slice(b"{\"enabled\":");
     push_bool(out, h.enabled);
     out.extend_from_slice(b",\"pinned\":");

@@ -50,7 +50,7 @@ fn replay(recording: &str, allow: bool) -> (Client, Vec<ToolAsk>) {
             if e["dir"] != "recv" {
                 continue;
             }
-            if let Step::Permission(ask) = client.handle(&e["msg"].to_string()) {
+            if let AcpStep::Permission(ask) = client.handle(&e["msg"].to_string()) {
                 client.permit(&ask, allow);
                 asked.push(ask);
             }

@@ -127,7 +127,7 @@ pub fn held_by_binds(guard: &Guard, writable: &[String]) -> Vec<String> {
 
 /// One guarded path as a segment found it: its digest, `None` when it does not exist.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Seen {
+pub struct Digested {
     /// The path.
     pub path: String,
     /// SHA-256 over its content (a directory: its entries' names, kinds, modes and
@@ -137,7 +137,10 @@ pub struct Seen {
 
 /// What changed between two looks at the same guarded paths: each path whose digest differs,
 /// with both digests.
-pub fn changed(before: &[Seen], after: &[Seen]) -> Vec<(String, Option<String>, Option<String>)> {
+pub fn changed(
+    before: &[Digested],
+    after: &[Digested],
+) -> Vec<(String, Option<String>, Option<String>)> {
     let mut out = Vec::new();
     for b in before {
         let a = after.iter().find(|a| a.path == b.path).and_then(|a| a.sha256.clone());
@@ -151,7 +154,7 @@ pub fn changed(before: &[Seen], after: &[Seen]) -> Vec<(String, Option<String>, 
 /// One line of `.harnery/guarded.jsonl`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(tag = "event")]
-pub enum Record {
+pub enum GuardRecord {
     /// A run segment ended with a guarded path changed.
     #[serde(rename = "guarded.changed")]
     Changed {
@@ -179,12 +182,12 @@ pub enum Record {
 }
 
 /// The changes runs made to `path` that no person has accepted since, oldest first.
-pub fn pending<'a>(records: &'a [Record], path: &str) -> Vec<&'a Record> {
+pub fn pending<'a>(records: &'a [GuardRecord], path: &str) -> Vec<&'a GuardRecord> {
     let mut out = Vec::new();
     for r in records {
         match r {
-            Record::Changed { path: p, .. } if p == path => out.push(r),
-            Record::Accepted { path: p, .. } if p == path => out.clear(),
+            GuardRecord::Changed { path: p, .. } if p == path => out.push(r),
+            GuardRecord::Accepted { path: p, .. } if p == path => out.clear(),
             _ => {}
         }
     }
@@ -194,10 +197,10 @@ pub fn pending<'a>(records: &'a [Record], path: &str) -> Vec<&'a Record> {
 /// The changes runs of work item `work_id` made that no person has accepted since, each
 /// path's oldest first: while there is one, the item is neither accepted nor landed unless a
 /// person confirms it.
-pub fn pending_of<'a>(records: &'a [Record], work_id: &str) -> Vec<&'a Record> {
+pub fn pending_of<'a>(records: &'a [GuardRecord], work_id: &str) -> Vec<&'a GuardRecord> {
     let mut paths: Vec<&str> = Vec::new();
     for r in records {
-        if let Record::Changed { work_id: w, path, .. } = r {
+        if let GuardRecord::Changed { work_id: w, path, .. } = r {
             if w == work_id && !paths.contains(&path.as_str()) {
                 paths.push(path);
             }
@@ -208,7 +211,7 @@ pub fn pending_of<'a>(records: &'a [Record], work_id: &str) -> Vec<&'a Record> {
         out.extend(
             pending(records, path)
                 .into_iter()
-                .filter(|r| matches!(r, Record::Changed { work_id: w, .. } if w == work_id)),
+                .filter(|r| matches!(r, GuardRecord::Changed { work_id: w, .. } if w == work_id)),
         );
     }
     out
@@ -277,7 +280,8 @@ mod tests {
 
     #[test]
     fn changes_name_each_path_with_both_digests() {
-        let seen = |p: &str, d: Option<&str>| Seen { path: p.into(), sha256: d.map(Into::into) };
+        let seen =
+            |p: &str, d: Option<&str>| Digested { path: p.into(), sha256: d.map(Into::into) };
         let before = [seen("/a", Some("1")), seen("/b", None), seen("/c", Some("3"))];
         let after = [seen("/a", Some("1")), seen("/b", Some("2")), seen("/c", None)];
         assert_eq!(
@@ -292,7 +296,7 @@ mod tests {
 
     #[test]
     fn a_change_is_pending_until_a_person_accepts_the_path() {
-        let changed = |run: &str, path: &str| Record::Changed {
+        let changed = |run: &str, path: &str| GuardRecord::Changed {
             run_id: run.into(),
             work_id: "w".into(),
             path: path.into(),
@@ -300,13 +304,13 @@ mod tests {
             after: Some("1".into()),
         };
         let accepted =
-            |path: &str| Record::Accepted { path: path.into(), sha256: None, by: "u".into() };
+            |path: &str| GuardRecord::Accepted { path: path.into(), sha256: None, by: "u".into() };
         let log = [changed("r1", "/h"), changed("r2", "/x"), accepted("/h"), changed("r3", "/h")];
         assert_eq!(pending(&log, "/h"), [&log[3]]);
         assert_eq!(pending(&log, "/x"), [&log[1]]);
         assert!(pending(&log[..3], "/h").is_empty());
         // By item: w made every change above; another item's change is not w's.
-        let other = Record::Changed {
+        let other = GuardRecord::Changed {
             run_id: "r9".into(),
             work_id: "v".into(),
             path: "/y".into(),

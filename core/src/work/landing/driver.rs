@@ -5,8 +5,10 @@
 //! records, never a record of a land that did not happen. `harn work land`, a goal's
 //! `--land-accepted` and the simulator's landing world are its hosts.
 
-use super::{acceptance, decide, message, target, Acceptance, Landing, Observed, Refused};
+use super::{acceptance, decide, message, target, AcceptedProof, Landing, Observed, Refused};
 use crate::ids::Id;
+#[cfg(feature = "planted-bugs")]
+use crate::planted::PlantedBug;
 use crate::work::events::{EventKind, LandMethod, WorkEvent};
 use crate::work::projection::WorkState;
 use crate::work::workspace::Attestation;
@@ -22,19 +24,20 @@ pub struct Read {
 }
 
 /// What a land's host does: the item's records and the repository.
-pub trait Host {
+pub trait LandingHost {
     /// The host's error (a record that cannot be read or written, git failing).
     type Error;
     /// Reads item `id`, taking its history lock for the rest of the land.
     fn read(&mut self, id: &Id) -> Result<Read, Self::Error>;
     /// The worktree attestation of the accepted proof, `None` for work made outside one.
-    fn attestation(&mut self, accepted: &Acceptance) -> Result<Option<Attestation>, Self::Error>;
+    fn attestation(&mut self, accepted: &AcceptedProof)
+        -> Result<Option<Attestation>, Self::Error>;
     /// What the repository shows now about the item's branch and `into`.
     fn observe(
         &mut self,
         id: &Id,
         attested: &Attestation,
-        accepted: &Acceptance,
+        accepted: &AcceptedProof,
         into: &str,
     ) -> Result<Observed, Self::Error>;
     /// Makes the landing commit `method` needs (none for a fast-forward) and moves `into`
@@ -99,7 +102,7 @@ pub enum NotLanded<E> {
     /// Refused; nothing was changed.
     Refused(Refused),
     /// The host failed before anything moved.
-    Host(E),
+    Failed(E),
     /// The branch moved but its record could not be written: the next land records it.
     Unrecorded {
         /// Where.
@@ -113,16 +116,16 @@ pub enum NotLanded<E> {
 
 /// Lands item `id` on `into` (`None`: the branch its worktree was made from), by a squash
 /// when `squash`.
-pub fn land<H: Host>(
+pub fn land<H: LandingHost>(
     host: &mut H,
     id: &Id,
     into: Option<&str>,
     squash: bool,
 ) -> Result<Landed, NotLanded<H::Error>> {
-    let read = host.read(id).map_err(NotLanded::Host)?;
+    let read = host.read(id).map_err(NotLanded::Failed)?;
     let accepted = acceptance(&read.events);
     let attested = match &accepted {
-        Some(acc) => host.attestation(acc).map_err(NotLanded::Host)?,
+        Some(acc) => host.attestation(acc).map_err(NotLanded::Failed)?,
         None => None,
     };
     if accepted.is_some() && attested.is_none() && read.state == WorkState::Succeeded {
@@ -130,7 +133,7 @@ pub fn land<H: Host>(
     }
     let into = target(id, into, attested.as_ref()).map_err(NotLanded::Refused)?;
     let seen = match attested.as_ref().zip(accepted.as_ref()) {
-        Some((a, acc)) => host.observe(id, a, acc, &into).map_err(NotLanded::Host)?,
+        Some((a, acc)) => host.observe(id, a, acc, &into).map_err(NotLanded::Failed)?,
         None => Observed::default(),
     };
     let landing = decide(id, read.state, &read.events, attested.as_ref(), &into, squash, &seen)
@@ -162,9 +165,9 @@ pub fn land<H: Host>(
             };
             #[cfg(feature = "planted-bugs")]
             if host.planted() == Some(PlantedBug::RecordBeforeMove) {
-                host.record(record(&commit, method)).map_err(NotLanded::Host)?;
+                host.record(record(&commit, method)).map_err(NotLanded::Failed)?;
             }
-            let landed = host.move_branch(&plan).map_err(NotLanded::Host)?;
+            let landed = host.move_branch(&plan).map_err(NotLanded::Failed)?;
             (landed.map_err(|why| NotLanded::Refused(Refused::NotMoved(why)))?, method)
         }
     };
@@ -176,14 +179,4 @@ pub fn land<H: Host>(
         Ok(()) => Ok(Landed::Now { into, commit, method, attested: Box::new(a) }),
         Err(error) => Err(NotLanded::Unrecorded { into, commit, error }),
     }
-}
-
-/// A deliberate bug of this driver, compiled only with the `planted-bugs` feature, to show
-/// that the simulator's checker finds its class.
-#[cfg(feature = "planted-bugs")]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PlantedBug {
-    /// `work.landed` is recorded before the target branch moves: a crash between the two
-    /// leaves a record of a land that did not happen.
-    RecordBeforeMove,
 }

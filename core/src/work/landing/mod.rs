@@ -13,7 +13,7 @@ use crate::ids::Id;
 
 /// The acceptance a land stands on: the latest `work.accepted` of the item.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Acceptance {
+pub struct AcceptedProof {
     /// The accepted run.
     pub run_id: Id,
     /// The accepted proof's digest.
@@ -68,7 +68,7 @@ pub enum Landing {
 }
 
 /// The latest acceptance in `events`, if the item was accepted since it was last reopened.
-pub fn acceptance(events: &[WorkEvent]) -> Option<Acceptance> {
+pub fn acceptance(events: &[WorkEvent]) -> Option<AcceptedProof> {
     let last = events.iter().rev().find(|e| {
         matches!(
             e.kind,
@@ -77,7 +77,7 @@ pub fn acceptance(events: &[WorkEvent]) -> Option<Acceptance> {
     })?;
     match &last.kind {
         EventKind::Accepted { run_id, proof_sha256, .. } => {
-            Some(Acceptance { run_id: run_id.clone(), proof_sha256: proof_sha256.clone() })
+            Some(AcceptedProof { run_id: run_id.clone(), proof_sha256: proof_sha256.clone() })
         }
         _ => None,
     }
@@ -331,7 +331,7 @@ pub fn landed(events: &[WorkEvent]) -> bool {
 
 /// The message of a merge or squash commit made for item `id`: its title, then trailers that
 /// name the item, the run and the accepted proof (how a land cut short is found again).
-pub fn message(id: &Id, title: &str, accepted: &Acceptance) -> String {
+pub fn message(id: &Id, title: &str, accepted: &AcceptedProof) -> String {
     format!(
         "Land {id}: {title}\n\nHarn-Work-Item: {id}\nHarn-Run: {}\nHarn-Proof: {}\n",
         accepted.run_id, accepted.proof_sha256

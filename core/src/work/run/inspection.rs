@@ -28,7 +28,7 @@ pub fn synopsis(run_id: &Id, proof: Option<&Proof>) -> Value {
         .acceptance
         .criteria
         .iter()
-        .filter(|c| c.verdict != crate::work::acceptance::Verdict::Satisfied)
+        .filter(|c| c.verdict != crate::work::acceptance::AcceptanceVerdict::Satisfied)
         .map(|c| json!({ "id": c.id, "statement": c.statement, "status": c.verdict }))
         .collect();
     json!({

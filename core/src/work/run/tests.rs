@@ -421,7 +421,7 @@ mod gate {
         let opus = r#"{"op":"agent","id":"a2","prompt":"p","specialist":"big"}"#;
         f.team.insert(
             "big".into(),
-            crate::work::team::Profile { model: Some("opus".into()), ..Default::default() },
+            crate::work::team::Specialist { model: Some("opus".into()), ..Default::default() },
         );
         assert!(matches!(f.observe(parse(opus)), Some(HostAction::Stop)));
         let tag = r#"{"op":"authorize","id":"z2","action":"tag"}"#;
@@ -592,7 +592,7 @@ mod planning_runs {
         let spec = crate::work::agent::AdapterSpec::text(vec!["h".into()], 1);
         let harness = Some(FrozenAdapter { name: "h".into(), spec });
         let mut team = Team::new();
-        team.insert("planner".into(), crate::work::team::Profile::default());
+        team.insert("planner".into(), crate::work::team::Specialist::default());
         RunManifest { harness, team, max_agents: Some(1), planning: Some(step()), ..manifest() }
     }
 

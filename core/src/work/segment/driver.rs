@@ -7,6 +7,8 @@
 
 use super::{Reach, Segment, SegmentEffect, SegmentInput};
 use crate::limits::LimitReached;
+#[cfg(feature = "planted-bugs")]
+use crate::planted::PlantedBug;
 use crate::time::{Duration, Instant};
 use crate::work::agent::CallOutcome;
 use crate::work::approval::ApprovalRequest;
@@ -21,7 +23,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// What happened to the segment, as its host saw it.
 #[derive(Debug)]
-pub enum Event {
+pub enum SegmentEvent {
     /// A line of the workflow's standard output.
     Line(Result<FromWorkflow, ProtocolError>),
     /// The workflow's standard output reached its end.
@@ -34,19 +36,19 @@ pub enum Event {
         signal: Option<i32>,
     },
     /// An operator's stop (whose, in words) is reaching the workflow; the host waits for
-    /// [`Host::interrupt_recorded`] before it sends any signal.
+    /// [`SegmentHost::interrupt_recorded`] before it sends any signal.
     Interrupting(String),
     /// An agent call ended.
     AgentDone(String, CallOutcome),
     /// A streaming agent call showed something (a tool used, a turn ended).
     AgentProgress(String, Value),
-    /// An agent asks before a tool call; answered by [`Host::answer_tool`].
+    /// An agent asks before a tool call; answered by [`SegmentHost::answer_tool`].
     ToolAsk(String, Request),
 }
 
 /// Which processes a signal of the segment reaches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Signal {
+pub enum SegmentSignal {
     /// TERM to these.
     Term(Reach),
     /// KILL to these.
@@ -80,7 +82,7 @@ pub struct SpawnFailed {
 /// What a segment's host does for the driver. Errors end the segment at once with the host's
 /// error; a host that must say its process is gone (only a simulated one) says so with an
 /// error of its own and maps it to [`SegmentEnd::Abandoned`].
-pub trait Host {
+pub trait SegmentHost {
     /// The host's error.
     type Error;
     /// The segment's clock now.
@@ -101,12 +103,12 @@ pub trait Host {
     /// Writes one line to the workflow's standard input.
     fn send(&mut self, line: &Value);
     /// The next event, or `None` once `wake` (when given) came first.
-    fn next(&mut self, wake: Option<Instant>) -> Result<Option<Event>, Self::Error>;
+    fn next(&mut self, wake: Option<Instant>) -> Result<Option<SegmentEvent>, Self::Error>;
     /// Sends a signal.
-    fn signal(&mut self, signal: Signal);
+    fn signal(&mut self, signal: SegmentSignal);
     /// Who cancelled the item, when its history now holds a cancel of this run.
     fn look_for_cancel(&mut self) -> Result<Option<String>, Self::Error>;
-    /// Starts an agent call; its end comes as [`Event::AgentDone`].
+    /// Starts an agent call; its end comes as [`SegmentEvent::AgentDone`].
     fn start_call(&mut self, call: Call) -> Result<(), Self::Error>;
     /// Parks the run on an approval; a request that differs from the one recorded for its
     /// slot is refused, with why.
@@ -133,7 +135,7 @@ pub const MALFORMED_RECORDED: u64 = 20;
 /// Runs one segment of `m`'s run from its `start` line and `fold` (what earlier segments of a
 /// parked run left): its live record first, then the workflow, then the end of everything it
 /// started, however it ended.
-pub fn run_segment<H: Host>(
+pub fn run_segment<H: SegmentHost>(
     host: &mut H,
     m: &RunManifest,
     start: &Value,
@@ -146,7 +148,7 @@ pub fn run_segment<H: Host>(
 }
 
 /// The segment's feed loop: the state of its conversation.
-struct Driver<'h, H: Host> {
+struct Driver<'h, H: SegmentHost> {
     host: &'h mut H,
     fold: RunFold,
     segment: Segment,
@@ -187,7 +189,7 @@ pub fn start_event(start: &Value) -> &'static str {
     }
 }
 
-fn drive<H: Host>(
+fn drive<H: SegmentHost>(
     host: &mut H,
     m: &RunManifest,
     start: &Value,
@@ -266,7 +268,7 @@ fn drive<H: Host>(
     Ok(SegmentEnd::Finished(Box::new(d.fold), end))
 }
 
-impl<H: Host> Driver<'_, H> {
+impl<H: SegmentHost> Driver<'_, H> {
     /// Carries out the segment machine's effects in order; a look that finds a cancel feeds
     /// it back.
     fn effects(&mut self) -> Result<(), H::Error> {
@@ -277,9 +279,9 @@ impl<H: Host> Driver<'_, H> {
                     self.stopped = true;
                     self.queued.clear();
                 }
-                SegmentEffect::Term(reach) => self.host.signal(Signal::Term(reach)),
-                SegmentEffect::Kill(reach) => self.host.signal(Signal::Kill(reach)),
-                SegmentEffect::KillLeftovers => self.host.signal(Signal::Leftovers),
+                SegmentEffect::Term(reach) => self.host.signal(SegmentSignal::Term(reach)),
+                SegmentEffect::Kill(reach) => self.host.signal(SegmentSignal::Kill(reach)),
+                SegmentEffect::KillLeftovers => self.host.signal(SegmentSignal::Leftovers),
                 SegmentEffect::LookForCancel => {
                     if let Some(by) = self.host.look_for_cancel()? {
                         let now = self.host.now();
@@ -291,19 +293,19 @@ impl<H: Host> Driver<'_, H> {
         Ok(())
     }
 
-    fn on_event(&mut self, event: Event) -> Result<Turn, H::Error> {
+    fn on_event(&mut self, event: SegmentEvent) -> Result<Turn, H::Error> {
         let now = self.host.now();
         match event {
-            Event::Line(msg) => self.on_line(msg),
-            Event::OutputEnded => {
+            SegmentEvent::Line(msg) => self.on_line(msg),
+            SegmentEvent::OutputEnded => {
                 self.segment.handle(now, SegmentInput::OutputEnded);
                 Ok(Turn::Go)
             }
-            Event::Exited { code, signal } => {
+            SegmentEvent::Exited { code, signal } => {
                 self.segment.handle(now, SegmentInput::Exited { code, signal });
                 Ok(Turn::Go)
             }
-            Event::Interrupting(by) => {
+            SegmentEvent::Interrupting(by) => {
                 let has_result = self.fold.has_result();
                 self.segment.handle(now, SegmentInput::Interrupting { by, has_result });
                 // The record is written before the stop's signals: carry it out now.
@@ -311,9 +313,11 @@ impl<H: Host> Driver<'_, H> {
                 self.host.interrupt_recorded();
                 done.map(|()| Turn::Go)
             }
-            Event::AgentDone(id, outcome) => self.on_agent_done(&id, outcome).map(|()| Turn::Go),
-            Event::ToolAsk(call, request) => self.on_tool(&call, request),
-            Event::AgentProgress(id, shown) => {
+            SegmentEvent::AgentDone(id, outcome) => {
+                self.on_agent_done(&id, outcome).map(|()| Turn::Go)
+            }
+            SegmentEvent::ToolAsk(call, request) => self.on_tool(&call, request),
+            SegmentEvent::AgentProgress(id, shown) => {
                 let mut body = json!({ "event": "agent.progress", "id": id });
                 if let (Some(body), Some(shown)) = (body.as_object_mut(), shown.as_object()) {
                     body.extend(shown.clone());
@@ -479,14 +483,4 @@ impl<H: Host> Driver<'_, H> {
         self.malformed = MALFORMED_RECORDED;
         self.host.record(body)
     }
-}
-
-/// A deliberate bug of this driver, compiled only with the `planted-bugs` feature, to show
-/// that the simulator's checker finds its class.
-#[cfg(feature = "planted-bugs")]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PlantedBug {
-    /// A resumed segment is recorded as `run.start`: a parked run's resume reads as a new
-    /// start of its attempt.
-    ResumeAsStart,
 }
