@@ -319,3 +319,65 @@ fn every_crate_has_the_same_subsystem_rooms() {
         }
     }
 }
+
+/// The subsystem rooms, lowest first, and the rooms below each that it may use: `os/` (and
+/// the crate's top-level helpers) serve every room; the harness daemon stands alone; a goal
+/// drives work, the service drives goals; the dashboard reads them all.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("os", &[]),
+    ("harness", &["os"]),
+    ("work", &["os"]),
+    ("goal", &["work", "os"]),
+    ("service", &["goal", "work", "os"]),
+    ("dash", &["service", "goal", "work", "harness", "os"]),
+];
+
+/// The steps of `src` against [`LAYERS`]: a subsystem room using one it may not.
+fn steps_against_layers(src: &Path) -> Vec<String> {
+    let krate = Crate::read(src);
+    let room = |m: &Vec<String>| m.first().cloned().unwrap_or_else(|| "lib".to_owned());
+    let mut out = BTreeSet::new();
+    for (from, to) in krate.edges() {
+        let (a, b) = (room(&from), room(&to));
+        let (Some((_, below)), Some(_)) =
+            (LAYERS.iter().find(|(r, _)| *r == a), LAYERS.iter().find(|(r, _)| *r == b))
+        else {
+            continue; // The crate's top-level files (dispatch, helpers) may use any room.
+        };
+        if a != b && !below.contains(&b.as_str()) {
+            out.insert(format!("{} uses {}", from.join("/"), to.join("/")));
+        }
+    }
+    out.into_iter().collect()
+}
+
+#[test]
+fn the_cli_s_rooms_use_only_the_rooms_below_them() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("cli/src");
+    let steps = steps_against_layers(&src);
+    assert!(steps.is_empty(), "cli/src steps against its layers:\n{}", steps.join("\n"));
+}
+
+/// `/proc` is read in `os/` only, so one module knows its formats. The one exception builds a
+/// sandbox: between fork and exec it mounts and writes the `/proc` of a new namespace, which
+/// is the child's own, not the machine's.
+#[test]
+fn the_cli_reads_proc_only_in_os() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("cli/src");
+    let mut files = Vec::new();
+    crate::purity::rust_files(&src, &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(&src).unwrap().display().to_string();
+        if rel.starts_with("os/") || rel == "work/confine/child.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (n, line) in text.lines().enumerate() {
+            if line.contains("\"/proc") && !line.trim_start().starts_with("//") {
+                found.push(format!("cli/src/{rel}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "/proc read outside os/:\n{}", found.join("\n"));
+}

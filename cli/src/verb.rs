@@ -1,5 +1,6 @@
 //! Arguments many verbs share, declared once: an id shown (`Shown`), who acts and why when a
-//! reason is optional (`Signed`) and when it is required (`Ruled`).
+//! reason is optional (`Signed`) and when it is required (`Ruled`), and who acts when the
+//! person did not say (`actor`).
 
 use clap::Args;
 
@@ -39,4 +40,12 @@ pub struct Ruled {
     /// Print one JSON document.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Who acts: the name given, else `$USER`, else `operator`.
+pub fn actor(given: Option<String>) -> String {
+    given
+        .or_else(|| std::env::var("USER").ok())
+        .filter(|a| !a.trim().is_empty())
+        .unwrap_or_else(|| "operator".into())
 }

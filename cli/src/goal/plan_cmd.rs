@@ -190,7 +190,7 @@ pub fn run(store: &mut Store, mut verb: PlanVerb) -> Exit {
         *plan = plan_id(store, &goal_id, plan)?.to_string();
     }
     let goal = goal_id;
-    let actor = |a: &Option<String>| crate::work::actor(a.clone());
+    let actor = |a: &Option<String>| crate::verb::actor(a.clone());
     let (plan_id, as_json) = match &verb {
         PlanVerb::Approve { plan, signed: Signed { json, .. }, .. }
         | PlanVerb::Reject { plan, ruled: Ruled { json, .. }, .. }

@@ -321,7 +321,7 @@ pub fn run(args: HarnessArgs) -> Exit {
         }
         Verb::Send { name, text, enter } => {
             let text = if enter { format!("{text}\r") } else { text };
-            let by = crate::work::actor(None);
+            let by = crate::verb::actor(None);
             simple(&paths, Request::Send { name, text, by })
         }
         Verb::Events { json } => super::logs_cmd::events(&paths, json),
@@ -470,8 +470,8 @@ fn show(paths: &Paths, config: &Path, name: Option<&str>, json: bool) -> Exit {
 
 /// Records that the person accepted the configuration as it is, and says what that covered.
 fn accept(paths: &Paths, config: &Path) -> Result<(), Failure> {
-    let by = crate::work::actor(None);
-    let accepted = crate::work::confine::guard::accept_config(&paths.root, config, &by)
+    let by = crate::verb::actor(None);
+    let accepted = crate::os::guarded::accept_config(&paths.root, config, &by)
         .map_err(|e| Failure::new(EXIT_FAILED, e))?;
     for path in accepted {
         outln!("accepted {path} as it is now");
@@ -499,7 +499,7 @@ fn up(paths: &Paths, config: &Path, timeout: Duration) -> Exit {
             }
         }
     }
-    if let Err(e) = crate::work::confine::guard::check_config(&paths.root, config) {
+    if let Err(e) = crate::os::guarded::check_config(&paths.root, config) {
         return fail(EXIT_FAILED, e);
     }
     let (mut child, report) = match super::detach::spawn_daemon(paths, config) {

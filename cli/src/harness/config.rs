@@ -347,7 +347,7 @@ fn harness(
             .collect::<Result<Vec<Id>, FieldRefusal>>()
     };
     if let Some(user) = &raw.user {
-        super::identity::resolve(user, raw.group.as_deref()).map_err(|e| {
+        crate::os::identity::resolve(user, raw.group.as_deref()).map_err(|e| {
             let field = if e.starts_with("group") { "group" } else { "user" };
             (key(field), e)
         })?;

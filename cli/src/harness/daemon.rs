@@ -104,7 +104,7 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
     let config = config::load(&options.config).map_err(DaemonError::Config)?;
     config::check_cwds(&options.config, &config, &options.root).map_err(DaemonError::Config)?;
     // A configuration a run changed is run by no daemon until a person accepts it.
-    crate::work::confine::guard::check_config(&options.root, &options.config)
+    crate::os::guarded::check_config(&options.root, &options.config)
         .map_err(DaemonError::Failed)?;
     // Started from inside a harness (an agent's shell), the daemon must not carry that
     // harness's markers, or it would mistake itself for one of its processes. No thread
@@ -697,8 +697,7 @@ impl HarnessHost {
         let path = file.unwrap_or_else(|| self.options.config.clone());
         let config = config::load(&path).map_err(|e| (kept(&e), true))?;
         config::check_cwds(&path, &config, &self.paths.root).map_err(|e| (kept(&e), true))?;
-        crate::work::confine::guard::check_config(&self.paths.root, &path)
-            .map_err(|e| (kept(&e), true))?;
+        crate::os::guarded::check_config(&self.paths.root, &path).map_err(|e| (kept(&e), true))?;
         // Everything the core could refuse is checked before readiness watches change, so a
         // refused reload changes nothing at all.
         config.validate().map_err(|e| (kept(&e), true))?;
@@ -867,11 +866,7 @@ impl HarnessHost {
         if pid == main || self.spawner.containment().members(name).contains(&pid) {
             return true;
         }
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let group = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(2)?.parse::<u32>().ok());
-        group == Some(main)
+        crate::os::procfs::group_of(pid) == Some(main)
     }
 
     fn write_owner_hint(&mut self, socket: String) -> Result<(), harn_core::env::FsError> {

@@ -33,9 +33,8 @@ pub fn raise_limit() -> (Option<u64>, Option<u64>) {
 
 /// How many descriptors this process has open, counted in `/proc/self/fd`.
 fn open_count() -> Option<u64> {
-    let dir = std::fs::read_dir("/proc/self/fd").ok()?;
     // The directory's own descriptor is counted too; the difference of one is in the reserve.
-    Some(dir.count() as u64)
+    crate::os::procfs::open_descriptors()
 }
 
 /// Refuses a spawn that would leave fewer than [`RESERVED`] descriptors free.

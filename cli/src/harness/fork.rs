@@ -7,7 +7,7 @@
 //! (setsid, dup2, setgroups, setgid, setuid, chdir, signal, sigprocmask, execve, write,
 //! _exit) before it execs.
 
-use super::identity::Identity;
+use crate::os::identity::Identity;
 use std::ffi::{CString, OsStr, OsString};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};

@@ -104,9 +104,7 @@ impl RecoveryLedger {
             uid,
             user: user_name(uid),
             lock_holder_pid: std::process::id(),
-            boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-                .map(|s| s.trim().to_owned())
-                .unwrap_or_default(),
+            boot_id: crate::os::procfs::boot_id(),
             state_path: paths.state().display().to_string(),
             service_manager: if std::env::var_os("NOTIFY_SOCKET").is_some() {
                 "systemd (NOTIFY_SOCKET)"
@@ -302,7 +300,7 @@ impl RecoveryLedger {
         let Some(user) = &spec.spawn.user else {
             return json!({ "uid": self.owner.uid, "user": self.owner.user, "configured": false });
         };
-        match super::identity::resolve(user, spec.spawn.group.as_deref()) {
+        match crate::os::identity::resolve(user, spec.spawn.group.as_deref()) {
             Ok(id) => json!({ "uid": id.uid, "user": id.user, "gid": id.gid, "group": id.group,
                               "groups": id.groups, "configured": true }),
             Err(e) => json!({ "user": user, "group": spec.spawn.group, "configured": true,

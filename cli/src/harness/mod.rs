@@ -9,7 +9,6 @@ pub mod daemon;
 pub mod detach;
 pub mod fds;
 pub mod fork;
-pub mod identity;
 pub mod ledger;
 pub mod logs_cmd;
 pub mod logview;

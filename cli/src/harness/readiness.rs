@@ -80,7 +80,7 @@ impl ReadinessWatch {
             if spec.readiness == Kind::Notify && bound != Some(abstract_wanted) {
                 let expected_uid = match &spec.spawn.user {
                     Some(user) => Some(
-                        super::identity::resolve(user, None)
+                        crate::os::identity::resolve(user, None)
                             .map_err(|e| {
                                 std::io::Error::other(format!("harness.{name}.user: {e}"))
                             })?
@@ -213,7 +213,7 @@ impl ReadinessWatch {
         cmd.process_group(0);
         if let Some((user, group)) = self.run_as.get(name) {
             // A probe runs as its harness does; one that cannot is a failed look.
-            let identity = super::identity::resolve(user, group.as_deref()).ok()?;
+            let identity = crate::os::identity::resolve(user, group.as_deref()).ok()?;
             if identity.refused().is_some() {
                 return None;
             }

@@ -170,13 +170,12 @@ pub fn contained_peer(stream: &UnixStream) -> bool {
     if pid <= 0 {
         return true; // Not visible from here: in a PID namespace of its own.
     }
-    let ns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/user")).ok();
-    let other_ns = match (ns(&pid.to_string()), ns("self")) {
+    use crate::os::procfs::{cgroup_of, user_namespace};
+    let other_ns = match (user_namespace(Some(pid as u32)), user_namespace(None)) {
         (Some(peer), Some(own)) => peer != own,
         _ => false,
     };
-    let in_a_run = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-        .is_ok_and(|c| c.lines().any(|l| l.starts_with("0::") && l.contains("/harn-work-")));
+    let in_a_run = cgroup_of(pid as u32).is_some_and(|c| c.contains("/harn-work-"));
     other_ns || in_a_run
 }
 

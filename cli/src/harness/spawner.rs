@@ -3,8 +3,8 @@
 
 use super::contain::{HarnessCgroups, HARNESS_ENV, ROOT_ENV};
 use super::fork;
-use super::identity::Identity;
 use super::paths::Paths;
+use crate::os::identity::Identity;
 use crate::os::limits::Bounded;
 use crate::os::logs::{LogPump, LogSink, Rotation};
 use harn_core::env::Clock;
@@ -299,7 +299,7 @@ impl Spawner for RealSpawner {
         let identity = match &spec.user {
             None => None,
             Some(user) => {
-                let id = super::identity::resolve(user, spec.group.as_deref())
+                let id = crate::os::identity::resolve(user, spec.group.as_deref())
                     .map_err(|detail| SpawnError { not_found: true, detail })?;
                 if let Some(detail) = id.refused() {
                     return Err(SpawnError { not_found: true, detail });

@@ -9,7 +9,7 @@ use harn_core::harness::unit::{exec_word, path_value, unit_name};
 use std::path::Path;
 
 /// The unit's text for the daemon of `paths.root` with `config_file`, run as the user the
-/// `run_as` lines name (see [`super::identity::unit_lines`]).
+/// `run_as` lines name (see [`crate::os::identity::unit_lines`]).
 pub fn render(paths: &Paths, config_file: &Path, run_as: &str) -> String {
     let exe = std::env::current_exe().map_or_else(|_| "harn".into(), |p| p.display().to_string());
     // Stopping drains every harness, and a boot after a crash stops what the last daemon
@@ -84,7 +84,7 @@ pub fn run(
             "a root or config path with a line break cannot go in a unit",
         );
     }
-    let run_as = match super::identity::unit_lines(as_user, user) {
+    let run_as = match crate::os::identity::unit_lines(as_user, user) {
         Ok(lines) => lines,
         Err(why) => return fail(crate::exit::EXIT_USAGE, why),
     };

@@ -1,6 +1,7 @@
-//! Our user's other processes as `/proc` shows them, with their environments: how a harness
-//! daemon finds an earlier daemon's children, and a run host what a run left, where no
-//! cgroup holds them.
+//! What `/proc` shows, read here and nowhere else: our user's other processes with their
+//! environments (how a harness daemon finds an earlier daemon's children, and a run host
+//! what a run left, where no cgroup holds them), a process's group, user namespace and
+//! cgroup, this boot's id, our open descriptors, the mounts and the listening Unix sockets.
 
 use std::os::unix::fs::MetadataExt;
 
@@ -49,6 +50,47 @@ pub fn ours_where<T>(mut pick: impl FnMut(&[&[u8]]) -> Option<T>) -> Vec<(u32, T
         }
     }
     found
+}
+
+/// The process group of `pid` (`/proc/PID/stat`'s fifth field), if it is alive.
+pub fn group_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?.1.split_whitespace().nth(2)?.parse().ok()
+}
+
+/// The user namespace of `pid` (ours when `None`), as the link `/proc/PID/ns/user` names it.
+pub fn user_namespace(pid: Option<u32>) -> Option<std::path::PathBuf> {
+    let who = pid.map_or_else(|| "self".to_owned(), |p| p.to_string());
+    std::fs::read_link(format!("/proc/{who}/ns/user")).ok()
+}
+
+/// The cgroup v2 path of `pid` (`/proc/PID/cgroup`'s `0::` line), if it is alive.
+pub fn cgroup_of(pid: u32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    text.lines().find_map(|l| l.strip_prefix("0::").map(str::to_owned))
+}
+
+/// This boot's id (`/proc/sys/kernel/random/boot_id`), empty when unknown.
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// How many descriptors this process has open, counted in `/proc/self/fd` (the directory's
+/// own descriptor among them).
+pub fn open_descriptors() -> Option<u64> {
+    Some(std::fs::read_dir("/proc/self/fd").ok()?.count() as u64)
+}
+
+/// This process's mount table (`/proc/self/mountinfo`).
+pub fn mountinfo() -> Option<String> {
+    std::fs::read_to_string("/proc/self/mountinfo").ok()
+}
+
+/// The machine's Unix sockets (`/proc/net/unix`).
+pub fn unix_sockets() -> Option<String> {
+    std::fs::read_to_string("/proc/net/unix").ok()
 }
 
 /// True when `pid` exists and is not a zombie.

@@ -165,6 +165,23 @@ pub fn keep_out_of_git(root: &Path) -> std::io::Result<()> {
     }
 }
 
+/// `path` as an absolute path: `~` and `~/…` in the home directory, a relative path in the
+/// root, without a trailing `/`.
+pub fn resolve(root: &std::path::Path, path: &str) -> String {
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    let resolved = match (path.strip_prefix('~'), &home) {
+        (Some(""), Some(h)) => h.clone(),
+        (Some(rest), Some(h)) if rest.starts_with('/') => h.join(rest.trim_start_matches('/')),
+        _ if path.starts_with('/') => std::path::PathBuf::from(path),
+        _ => root.join(path),
+    };
+    let text = resolved.display().to_string();
+    match text.trim_end_matches('/') {
+        "" => "/".to_owned(),
+        t => t.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::find_from;

@@ -652,9 +652,7 @@ fn runner_live(root: &Path, held: &std::collections::BTreeSet<String>, id: &Id) 
 /// This boot's id (Linux's `/proc/sys/kernel/random/boot_id`), empty when unknown: an index
 /// is trusted on the change log only within the boot it was written in.
 fn boot_id() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default()
+    crate::os::procfs::boot_id()
 }
 
 /// True while a process other than this one holds `lock`.

@@ -169,7 +169,7 @@ pub fn run(store: &mut Store, verb: ServiceVerb) -> Exit {
             let interval = crate::service::view::service(store)
                 .config
                 .map_or(2_000, |c| c.heartbeat_interval_ms);
-            let run_as = crate::harness::identity::unit_lines(as_user.as_deref(), user)
+            let run_as = crate::os::identity::unit_lines(as_user.as_deref(), user)
                 .map_err(|why| crate::exit::Failure::new(crate::exit::EXIT_USAGE, why))?;
             let text = unit(store.root(), interval, &run_as);
             let name = harn_core::harness::unit::service_unit_name(&shown);

@@ -2,10 +2,10 @@
 //! place a person rules on them. A ruling is recorded once and never changed; it resumes
 //! nothing by itself: the next `harn work run` of the item resumes the parked attempt.
 
-use super::actor;
 use super::approvals::FindService;
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::Store;
+use crate::verb::actor;
 use crate::verb::{Shown, Signed};
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;

@@ -188,7 +188,7 @@ impl attempt::AttemptHost for WorkHost<'_> {
                     .map_err(|e| Refusal::NotNow(format!("{e}; no attempt was recorded")))?;
                 let mut within = limits.clone();
                 within.cwd = Some(ws.path.clone());
-                let git = super::confine::guard::git_writable(ws.path.as_ref(), &ws.git_dir);
+                let git = crate::os::guarded::git_writable(ws.path.as_ref(), &ws.git_dir);
                 within.writable.extend(git);
                 (std::borrow::Cow::Owned(within), Some(ws))
             }
@@ -329,19 +329,19 @@ pub(crate) fn planned_containment(
     let mut writable = Vec::new();
     let harnesses = limits.harness.iter().map(|h| &h.spec).chain(limits.harnesses.values());
     for path in harnesses.flat_map(|h| h.writable.iter()).chain(&limits.writable) {
-        let resolved = super::confine::resolve(root, path);
+        let resolved = crate::os::root::resolve(root, path);
         if !writable.contains(&resolved) {
             writable.push(resolved);
         }
     }
     let workspace = limits.cwd.clone().unwrap_or_else(|| root.display().to_string());
-    let guarded = super::confine::guard::find(root, workspace.as_ref(), None);
+    let guarded = crate::os::guarded::find(root, workspace.as_ref(), None);
     let need = harn_core::work::containment::Need {
         root: root.display().to_string(),
         workspace,
         temp: std::env::temp_dir().join("harn-run").display().to_string(),
         writable: writable.clone(),
-        protected: super::confine::guard::existing(&guarded.readonly),
+        protected: crate::os::guarded::existing(&guarded.readonly),
         off: limits.no_containment.then(|| "--no-containment".to_owned()),
         read_only,
     };

@@ -1,10 +1,10 @@
 //! `harn work …`: the verbs and their arguments; creating, listing, showing, cancelling and
 //! reopening work items on the core projection. Attempts and acceptance are in `run_cmd`.
 
-use super::actor;
 use super::show::{show, state_name};
 use crate::exit::{fail, Exit, Failure, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::Store;
+use crate::verb::actor;
 use crate::verb::Shown;
 use clap::{Args, Subcommand};
 use harn_core::ids::Id;

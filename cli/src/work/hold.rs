@@ -195,7 +195,7 @@ fn trusted_leaf(root: &Path, live: &LiveRun, named: &Path) -> Result<Option<Path
 
 /// The cgroup v2 mount, when our own cgroup is not writable (a reaper in another session).
 fn mount_only() -> Option<(PathBuf, PathBuf)> {
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mounts = crate::os::procfs::mountinfo()?;
     mounts.lines().find_map(|line| {
         let (left, right) = line.split_once(" - ")?;
         let mount = PathBuf::from(left.split_whitespace().nth(4)?);

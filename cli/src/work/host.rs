@@ -5,13 +5,13 @@
 
 use super::agent_call::CallGroups;
 use super::calls::Calls;
-use super::confine::guard::Before;
 use super::confine::{Confine, Temp};
 use super::hold::RunHold;
 pub use super::inbox::HostEvent;
 use super::process::{
     kill_group, kill_groups, program, read_lines, send, signal_groups, spawn, writer, Groups,
 };
+use crate::os::guarded::Before;
 use crate::os::store::{run_dir, Store, StoreError};
 use harn_core::env::Clock;
 use harn_core::ids::Id;
@@ -48,7 +48,7 @@ pub fn run_segment(
     // What the run must not change, looked at before it starts and again once everything it
     // started is gone: a change a machine could not prevent is recorded, never missed.
     let workspace = m.cwd.as_deref().map_or_else(|| store.root().to_owned(), Into::into);
-    let guarded = super::confine::guard::find(store.root(), &workspace, Some(&m.script.path));
+    let guarded = crate::os::guarded::find(store.root(), &workspace, Some(&m.script.path));
     let cancel = CancelWatch::new(store, m);
     let mut host = CliSegment {
         store,
@@ -129,7 +129,7 @@ impl driver::SegmentHost for CliSegment<'_> {
             self.hold.end();
             return Err(StoreError::Unstarted(e));
         }
-        self.before = Some(super::confine::guard::before(&self.guarded, &self.workspace));
+        self.before = Some(crate::os::guarded::before(&self.guarded, &self.workspace));
         Ok(())
     }
 
@@ -139,7 +139,7 @@ impl driver::SegmentHost for CliSegment<'_> {
         self.hold.end();
         if let Some(before) = &self.before {
             let (run, work) = (self.m.run_id.as_str(), self.m.work_id.as_str());
-            if let Err(e) = super::confine::guard::record_changes(self.store, run, work, before) {
+            if let Err(e) = crate::os::guarded::record_changes(self.store, run, work, before) {
                 errln!("harn: warning: what run {run} changed was not recorded: {e}");
             }
         }
@@ -357,7 +357,7 @@ fn confinement(
         root,
         temp: temp.0.display().to_string(),
         writable: planned.writable.clone(),
-        protected: super::confine::guard::existing(&guarded.readonly),
+        protected: crate::os::guarded::existing(&guarded.readonly),
         off,
         read_only: m.planning.is_some(),
     };

@@ -92,7 +92,7 @@ pub fn land(store: &mut Store, a: LandArgs) -> Exit {
         delete_branch: a.delete_branch,
         accept_guarded_change: a.accept_guarded_change,
     };
-    let actor = super::actor(a.signed.actor);
+    let actor = crate::verb::actor(a.signed.actor);
     match land_item(store, &id, &options, &actor, a.signed.reason) {
         Ok(Some(done)) => said(a.signed.json, &done),
         Ok(None) => fail(
@@ -116,13 +116,13 @@ pub fn land_item(
 ) -> Result<Option<Done>, NotLanded> {
     let refused = |e: String| NotLanded::Refused(e);
     // What its runs changed of what git or harn executes lands only once a person saw it.
-    let guarded = super::confine::guard::unaccepted_of(store, id.as_str())
+    let guarded = crate::os::guarded::unaccepted_of(store, id.as_str())
         .map_err(|e| refused(e.to_string()))?;
     if !guarded.is_empty() {
         if !options.accept_guarded_change {
-            return Err(refused(super::confine::guard::refusal(&guarded, id.as_str(), "landed")));
+            return Err(refused(crate::os::guarded::refusal(&guarded, id.as_str(), "landed")));
         }
-        super::confine::guard::accept_changes(store, &guarded, actor)
+        crate::os::guarded::accept_changes(store, &guarded, actor)
             .map_err(|e| refused(e.to_string()))?;
     }
     let repo = store.root().to_path_buf();

@@ -20,13 +20,5 @@ pub mod progress;
 pub mod prune;
 pub mod run_cmd;
 pub mod run_show;
-
 pub mod show;
 pub mod worktree;
-
-pub fn actor(given: Option<String>) -> String {
-    given
-        .or_else(|| std::env::var("USER").ok())
-        .filter(|a| !a.trim().is_empty())
-        .unwrap_or_else(|| "operator".into())
-}

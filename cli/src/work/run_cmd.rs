@@ -1,12 +1,12 @@
 //! `harn work run|retry|accept|reconcile`: one attempt of a work item to its proof, the
 //! operator's acceptance of that proof, and receipts of projections.
 
-use super::actor;
 use super::attempt::{run_attempt, AttemptRefusal, Ended, RunLimits};
 use super::host_args::HostArgs;
 use super::show::show;
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::{run_dir, Store, StoreError};
+use crate::verb::actor;
 use clap::Args;
 use harn_core::ids::Id;
 use harn_core::work::approval::ApprovalRequest;
@@ -185,17 +185,16 @@ pub fn accept_item(
     confirmed: bool,
 ) -> Result<(), harn_core::work::ledger::Refusal<StoreError>> {
     use harn_core::work::ledger::Refusal;
-    let guarded =
-        super::confine::guard::unaccepted_of(store, id.as_str()).map_err(Refusal::Store)?;
+    let guarded = crate::os::guarded::unaccepted_of(store, id.as_str()).map_err(Refusal::Store)?;
     if !guarded.is_empty() {
         if !confirmed {
-            return Err(Refusal::NotNow(super::confine::guard::refusal(
+            return Err(Refusal::NotNow(crate::os::guarded::refusal(
                 &guarded,
                 id.as_str(),
                 "accepted",
             )));
         }
-        super::confine::guard::accept_changes(store, &guarded, actor).map_err(Refusal::Store)?;
+        crate::os::guarded::accept_changes(store, &guarded, actor).map_err(Refusal::Store)?;
     }
     let (lock, item) = store.lock_and_read(id).map_err(Refusal::Store)?;
     let now = store.now();

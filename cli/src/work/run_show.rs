@@ -89,7 +89,7 @@ pub fn run(cmd: RunCmd) -> Exit {
         Err(e) => return fail(EXIT_FAILED, e),
     };
     // What this run changed of what it must not change (a machine that could not hold it).
-    let changed: Vec<_> = match crate::work::confine::guard::records(&mut store) {
+    let changed: Vec<_> = match crate::os::guarded::records(&mut store) {
         Ok(records) => records
             .into_iter()
             .filter(|r| matches!(r, GuardRecord::Changed { run_id: r, .. } if r == run_id.as_str()))

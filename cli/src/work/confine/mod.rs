@@ -11,7 +11,6 @@
 //! what a run must not change is found and digested by `guard`.
 
 mod child;
-pub mod guard;
 mod probe;
 
 pub use probe::offer;
@@ -264,7 +263,7 @@ const SOCKETS_MAX: usize = 1024;
 /// The paths of the machine's listening Unix sockets (`/proc/net/unix`) outside `writable`.
 fn listening_sockets(writable: &[String]) -> Vec<String> {
     const ACCEPTING: u32 = 0x0001_0000; // __SO_ACCEPTCON
-    let Ok(table) = std::fs::read_to_string("/proc/net/unix") else { return Vec::new() };
+    let Some(table) = crate::os::procfs::unix_sockets() else { return Vec::new() };
     let mut out: Vec<String> = table
         .lines()
         .skip(1)
@@ -280,23 +279,6 @@ fn listening_sockets(writable: &[String]) -> Vec<String> {
     out.dedup();
     out.truncate(SOCKETS_MAX);
     out
-}
-
-/// `path` as an absolute path: `~` and `~/…` in the home directory, a relative path in the
-/// root, without a trailing `/`.
-pub fn resolve(root: &std::path::Path, path: &str) -> String {
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let resolved = match (path.strip_prefix('~'), &home) {
-        (Some(""), Some(h)) => h.clone(),
-        (Some(rest), Some(h)) if rest.starts_with('/') => h.join(rest.trim_start_matches('/')),
-        _ if path.starts_with('/') => PathBuf::from(path),
-        _ => root.join(path),
-    };
-    let text = resolved.display().to_string();
-    match text.trim_end_matches('/') {
-        "" => "/".to_owned(),
-        t => t.to_owned(),
-    }
 }
 
 /// Makes each of the `state` paths (a harness's, the configuration's) that `plan` keeps

@@ -125,7 +125,7 @@ pub fn find(root: &Path, workspace: &Path, workflow: Option<&str>) -> Guard {
     let mut files = vec![root.join("harness.toml").display().to_string()];
     files.extend(harness_programs(root));
     if let Some(path) = workflow {
-        files.push(super::resolve(root, path));
+        files.push(crate::os::root::resolve(root, path));
     }
     guard::guard(&root.display().to_string(), &git_layout(workspace), &files)
 }
