@@ -20,4 +20,6 @@ pub enum PlantedBug {
     /// The landing driver records `work.landed` before the target branch moves: a crash
     /// between the two leaves a record of a land that did not happen.
     RecordBeforeMove,
+    /// The planning attempt records a new run's manifest before it holds the run's lease.
+    ManifestBeforeLease,
 }

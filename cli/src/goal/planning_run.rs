@@ -1,7 +1,7 @@
-//! A planning call made as a run of its own: its manifest and one-call workflow written
-//! before the spawn, the run's host carrying the call (policy, containment, billing,
-//! transcript), a sealed proof naming the reply's digest, and a step a crash cut short
-//! resumed from its transcript, so a reply already paid for is never asked for again.
+//! A planning call made as a run of its own, in the order of the core's planning attempt
+//! (`work::run::planning_attempt`): this is its host, writing the one-call workflow and the
+//! manifest it records once it holds the run's lease, carrying the segment (policy,
+//! containment, billing, transcript) through the run host.
 
 use crate::os::store::{lease_of, run_dir, Store, StoreError};
 use crate::work::attempt::RunLimits;
@@ -12,8 +12,9 @@ use harn_core::ids::Id;
 use harn_core::work::adapter::Access;
 use harn_core::work::agent::CallOutcome;
 use harn_core::work::run::planning::{self, PlanningStep};
-use harn_core::work::run::{Isolation, Proof, RunManifest, RUN_VERSION};
-use harn_core::work::{FailureClass, Trigger, WorkflowRef};
+use harn_core::work::run::planning_attempt::{run_planning, PlanningHost};
+use harn_core::work::run::{Isolation, RunManifest, RUN_VERSION};
+use harn_core::work::{Trigger, WorkflowRef};
 use std::path::Path;
 
 /// Makes `ask` for goal `goal` as a planning run (or finishes the one a crash cut short),
@@ -34,11 +35,6 @@ fn run(
     ask: &Ask<'_>,
     limits: &RunLimits,
 ) -> Result<(Id, CallOutcome), StoreError> {
-    // What a host that died left running goes first, so a step it cut short can be resumed.
-    let recovered = store.recover(crate::work::hold::reap)?;
-    for (run, killed) in &recovered.reaped {
-        errln!("harn: run {run} had lost its host; {killed} of its processes were stopped");
-    }
     let step = PlanningStep {
         goal: goal.clone(),
         plan: ask.plan.to_owned(),
@@ -47,71 +43,63 @@ fn run(
         label: ask.label.to_owned(),
         prompt_sha256: sha256_hex(ask.prompt.as_bytes()),
     };
-    let (m, resumed) = match earlier(store, &step)? {
-        Some((m, Some(proof))) => {
-            // Ended before its plan recorded it: its outcome stands, nothing is asked again.
-            let records = store.ledger().transcript(&m.run_id)?;
-            return Ok((m.run_id.clone(), planning::outcome(&records, &proof)));
-        }
-        Some((m, None)) => (m, true),
-        None => (begin(store, &step, ask, limits)?, false),
-    };
-    if !store.hold(&lease_of(&m.work_id, &m.run_id, true))? {
-        return Err(StoreError::refused(format!(
-            "planning run {} is run by another process",
-            m.run_id
-        )));
-    }
-    let mut fold = m.fold();
-    if resumed {
-        fold.resume(store.ledger().resume_state(&m.run_id)?);
-        let now = store.now();
-        let body = serde_json::json!({ "event": "run.resuming", "reason": "interrupted" });
-        store.ledger().append_transcript(&m.run_id, body, now)?;
-    }
-    let start = planning::start_line(&m, &step, resumed);
-    let proof = match run_segment(store, &m, &start, fold)? {
-        SegmentEnd::Finished(fold, end) => {
-            let now = store.now();
-            store.ledger().finish_planning(&m, &step, *fold, &end, now)?
-        }
-        // A planning run names no approver, so the policy's `ask` stops it rather than
-        // parking it; the host giving the run up leaves it to be resumed.
-        SegmentEnd::Parked(request) => {
-            let why = format!("the planning run parked on {}", request.approval_id);
-            return Ok((m.run_id.clone(), CallOutcome::failed(why, Some(FailureClass::Decision))));
-        }
-        SegmentEnd::Abandoned => {
-            let why = "the planning run's host gave it up before its proof";
-            return Ok((
-                m.run_id.clone(),
-                CallOutcome::failed(why, Some(FailureClass::Interrupted)),
-            ));
-        }
-    };
-    let records = store.ledger().transcript(&m.run_id)?;
-    Ok((m.run_id.clone(), planning::outcome(&records, &proof)))
+    run_planning(&mut CliPlanning { store, ask, limits }, &step)
 }
 
-/// The newest run of this very call (see [`PlanningStep::same_call`]), with its proof when
-/// it has one.
-fn earlier(
-    store: &mut Store,
-    step: &PlanningStep,
-) -> Result<Option<(RunManifest, Option<Proof>)>, StoreError> {
-    let listing = store.list_ids(harn_core::layout::WORKFLOWS)?;
-    for id in listing.ids.iter().rev() {
-        let Ok((Some(m), proof)) = store.run_records(id) else { continue };
-        if m.planning.as_ref().is_some_and(|s| s.same_call(step)) {
-            return Ok(Some((m, proof)));
-        }
-    }
-    Ok(None)
+/// This process as a planning attempt's host.
+struct CliPlanning<'a> {
+    store: &'a mut Store,
+    ask: &'a Ask<'a>,
+    limits: &'a RunLimits,
 }
 
-/// A new planning run's workflow and manifest, written before anything is spawned.
-fn begin(
+impl PlanningHost for CliPlanning<'_> {
+    type Fs = crate::os::fs::RealFs;
+    type Error = StoreError;
+
+    fn ledger(&mut self) -> &mut harn_core::work::ledger::Ledger<crate::os::fs::RealFs> {
+        self.store.ledger()
+    }
+
+    fn now(&mut self) -> harn_core::time::WallTime {
+        self.store.now()
+    }
+
+    fn recover(&mut self) -> Result<(), StoreError> {
+        let recovered = self.store.recover(crate::work::hold::reap)?;
+        for (run, killed) in &recovered.reaped {
+            errln!("harn: run {run} had lost its host; {killed} of its processes were stopped");
+        }
+        Ok(())
+    }
+
+    fn new_run_id(&mut self) -> Id {
+        self.store.new_run_id()
+    }
+
+    fn lease(&mut self, goal: &Id, run: &Id) -> Result<bool, StoreError> {
+        self.store.hold(&lease_of(goal, run, true))
+    }
+
+    fn prepare(&mut self, run_id: &Id, step: &PlanningStep) -> Result<RunManifest, StoreError> {
+        manifest(self.store, run_id, step, self.ask, self.limits)
+    }
+
+    fn segment(
+        &mut self,
+        m: &RunManifest,
+        start: &serde_json::Value,
+        fold: harn_core::work::run::RunFold,
+    ) -> Result<SegmentEnd, StoreError> {
+        run_segment(self.store, m, start, fold)
+    }
+}
+
+/// A new planning run's workflow, written beside where its manifest goes, and the manifest
+/// (the core records it once the run's lease is held).
+fn manifest(
     store: &mut Store,
+    run_id: &Id,
     step: &PlanningStep,
     ask: &Ask<'_>,
     limits: &RunLimits,
@@ -125,8 +113,7 @@ fn begin(
         harn_core::work::containment::check(policy.policy.containment, &containment)
             .map_err(|refused| StoreError::refused(refused.to_string()))?;
     }
-    let run_id = store.new_run_id();
-    let dir = run_dir(&run_id);
+    let dir = run_dir(run_id);
     let request = planning::request(ask.role, ask.prompt, ask.schema);
     let workflow = planning::workflow(&request);
     crate::os::private::Dir::open(store.root(), &dir, true)
@@ -167,6 +154,5 @@ fn begin(
         planning: Some(step.clone()),
         resource_limits: Some(limits.resources),
     };
-    store.ledger().write_record(&dir, "run.json", &manifest)?;
     Ok(manifest)
 }

@@ -29,6 +29,7 @@ mod fold;
 mod inspection;
 mod manifest;
 pub mod planning;
+pub mod planning_attempt;
 mod proof;
 
 pub use admission::*;
