@@ -1,6 +1,6 @@
 //! Arguments many verbs share, declared once: an id shown (`Shown`), who acts and why when a
-//! reason is optional (`Signed`) and when it is required (`Ruled`), and who acts when the
-//! person did not say (`actor`).
+//! reason is optional (`Signed`) and when it is required (`Ruled`), a systemd unit's options
+//! (`UnitArgs`), and who acts when the person did not say (`actor`).
 
 use clap::Args;
 
@@ -40,6 +40,23 @@ pub struct Ruled {
     /// Print one JSON document.
     #[arg(long)]
     pub json: bool,
+}
+
+/// The options of a verb that prints or installs a systemd unit (`harness unit`, `supervisor
+/// service unit`).
+#[derive(Debug, Args)]
+pub struct UnitArgs {
+    /// Write the unit where systemd reads it (`/etc/systemd/system`, or the user's
+    /// `~/.config/systemd/user` with `--user`) and print the commands that enable it.
+    #[arg(long)]
+    pub install: bool,
+    /// With `--install`: a unit of the user's own systemd instance.
+    #[arg(long, requires = "install")]
+    pub user: bool,
+    /// Run it as USER (`User=` and `Group=` of a system unit); the root's `.harnery/` must be
+    /// USER's.
+    #[arg(long = "as", value_name = "USER")]
+    pub as_user: Option<String>,
 }
 
 /// Who acts: the name given, else `$USER`, else `operator`.

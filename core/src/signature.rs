@@ -77,15 +77,19 @@ pub fn cacheable(signature: &Signature, read_at_ns: i128) -> bool {
     signature.newest_ns.is_some_and(|newest| newest.saturating_add(slack) < read_at_ns)
 }
 
+/// A present file's metadata for tests: its inode, size, and change and modification time in
+/// seconds.
+#[cfg(test)]
+pub(crate) fn file(ino: u64, size: u64, mtime_s: i128) -> PathMeta {
+    const S: i128 = 1_000_000_000;
+    PathMeta::Present { ino, size, mtime_ns: mtime_s * S, ctime_ns: mtime_s * S }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const S: i128 = 1_000_000_000;
-
-    fn file(ino: u64, size: u64, mtime_s: i128) -> PathMeta {
-        PathMeta::Present { ino, size, mtime_ns: mtime_s * S, ctime_ns: mtime_s * S }
-    }
 
     #[test]
     fn any_field_of_any_path_changes_the_signature() {

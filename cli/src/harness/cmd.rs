@@ -236,19 +236,7 @@ enum Verb {
     #[command(
         after_help = "Examples:\n  harn harness unit > harn.service\n  harn harness unit --install --user\n  harn harness unit --install --as agent   # a system unit whose daemon runs as agent"
     )]
-    Unit {
-        /// Write it where systemd looks and print the commands that enable it.
-        #[arg(long)]
-        install: bool,
-        /// With --install: the user's units (~/.config/systemd/user), not the system's
-        /// (/etc/systemd/system).
-        #[arg(long, requires = "install")]
-        user: bool,
-        /// Run the daemon as USER (`User=` and `Group=` of a system unit); the root's
-        /// `.harnery/` must be USER's.
-        #[arg(long = "as", value_name = "USER")]
-        as_user: Option<String>,
-    },
+    Unit(crate::verb::UnitArgs),
 }
 
 /// How a control verb waits for the state it asked for.
@@ -334,7 +322,7 @@ pub fn run(args: HarnessArgs) -> Exit {
             };
             super::ledger::show(&paths, name.as_deref(), since, last, json)
         }
-        Verb::Unit { install, user, as_user } => {
+        Verb::Unit(crate::verb::UnitArgs { install, user, as_user }) => {
             super::unit::run(&paths, &config, install, user, as_user.as_deref())
         }
     }

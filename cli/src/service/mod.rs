@@ -63,19 +63,7 @@ pub enum ServiceVerb {
     #[command(
         after_help = "Examples:\n  harn supervisor service unit                    # print it\n  harn supervisor service unit --install --user   # write it for the user's systemd"
     )]
-    Unit {
-        /// Write the unit where systemd reads it (`/etc/systemd/system`, or the user's
-        /// `~/.config/systemd/user` with `--user`) and print the commands that enable it.
-        #[arg(long)]
-        install: bool,
-        /// With `--install`: a unit of the user's own systemd instance.
-        #[arg(long, requires = "install")]
-        user: bool,
-        /// Run the service as USER (`User=` and `Group=` of a system unit); the root's
-        /// `.harnery/` must be USER's.
-        #[arg(long = "as", value_name = "USER")]
-        as_user: Option<String>,
-    },
+    Unit(crate::verb::UnitArgs),
 }
 
 impl ServiceVerb {
@@ -160,7 +148,7 @@ pub fn run(store: &mut Store, verb: ServiceVerb) -> Exit {
         ServiceVerb::Status { json } => status_cmd(store, json),
         ServiceVerb::Stop { timeout, json } => stop::stop(store, timeout, json),
         ServiceVerb::Logs { lines, follow } => logs(store, lines, follow),
-        ServiceVerb::Unit { install, user, as_user } => {
+        ServiceVerb::Unit(crate::verb::UnitArgs { install, user, as_user }) => {
             let shown = store.root().display().to_string();
             if shown.contains(['\n', '\r']) {
                 let why = "a root with a line break cannot go in a unit";

@@ -180,6 +180,7 @@ impl driver::LandingHost for CliLand<'_> {
         accepted_attestation(self.store, accepted)
     }
 
+    /// What git shows now about the item's branch and the target.
     fn observe(
         &mut self,
         id: &Id,
@@ -187,7 +188,54 @@ impl driver::LandingHost for CliLand<'_> {
         accepted: &AcceptedProof,
         into: &str,
     ) -> Result<Observed, String> {
-        observe(&self.repo, id, attested, accepted, into)
+        let (repo, t, acc) = (self.repo.as_path(), attested, accepted);
+        let head = |r: &str| {
+            let wanted = format!("refs/heads/{r}^{{commit}}");
+            git(repo, None, &["rev-parse", "--verify", "--quiet", &wanted])
+                .ok()
+                .filter(|o| o.status.success())
+                .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        };
+        let branch_head = head(&t.workspace.branch);
+        let diff_sha256 = match &branch_head {
+            Some(h) => Some(commit_digest(&t.workspace, repo, h)?),
+            None => None,
+        };
+        let target_head = head(into);
+        let (mut already_in_target, mut target_behind, mut base_missing) = (None, false, None);
+        if let Some(target) = &target_head {
+            let ancestor = |a: &str, b: &str| {
+                git(repo, None, &["merge-base", "--is-ancestor", a, b])
+                    .is_ok_and(|o| o.status.success())
+            };
+            if let Some(found) = landing_commit(repo, target, id, &acc.proof_sha256, t)? {
+                already_in_target = Some(found);
+            } else if ancestor(&t.final_commit, target) {
+                already_in_target = Some(target.clone());
+            }
+            target_behind = ancestor(target, &t.final_commit);
+            // What the branch brings besides its own work must be there already: the commit it
+            // was made from, and each prerequisite merged into it.
+            let from = t.workspace.branched_from.as_deref().unwrap_or(&t.workspace.base_commit);
+            let mut missing: Vec<String> = Vec::new();
+            if !ancestor(from, target) {
+                missing.push(format!("the commit {from} the branch was made from"));
+            }
+            for p in t.workspace.prerequisites.iter().filter(|p| !p.already_in_base) {
+                if !ancestor(&p.commit, target) {
+                    missing.push(format!("{}'s accepted work (land {} first)", p.id, p.id));
+                }
+            }
+            base_missing = (!missing.is_empty()).then(|| missing.join("; "));
+        }
+        Ok(Observed {
+            branch_head,
+            diff_sha256,
+            target_head,
+            already_in_target,
+            target_behind,
+            base_missing,
+        })
     }
 
     fn move_branch(&mut self, plan: &driver::Move<'_>) -> Result<Result<String, String>, String> {
@@ -308,63 +356,6 @@ pub(super) fn remove_worktree(repo: &Path, path: &str, git_dir: &str) -> Result<
         return Err("it has changes (uncommitted or untracked files)".to_owned());
     }
     git_text(repo, None, &["worktree", "remove", "--force", path]).map(drop)
-}
-
-/// What git shows now about the item's branch and the target.
-fn observe(
-    repo: &Path,
-    id: &Id,
-    t: &Attestation,
-    acc: &AcceptedProof,
-    into: &str,
-) -> Result<Observed, String> {
-    let head = |r: &str| {
-        let wanted = format!("refs/heads/{r}^{{commit}}");
-        git(repo, None, &["rev-parse", "--verify", "--quiet", &wanted])
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-    };
-    let branch_head = head(&t.workspace.branch);
-    let diff_sha256 = match &branch_head {
-        Some(h) => Some(commit_digest(&t.workspace, repo, h)?),
-        None => None,
-    };
-    let target_head = head(into);
-    let (mut already_in_target, mut target_behind, mut base_missing) = (None, false, None);
-    if let Some(target) = &target_head {
-        let ancestor = |a: &str, b: &str| {
-            git(repo, None, &["merge-base", "--is-ancestor", a, b])
-                .is_ok_and(|o| o.status.success())
-        };
-        if let Some(found) = landing_commit(repo, target, id, &acc.proof_sha256, t)? {
-            already_in_target = Some(found);
-        } else if ancestor(&t.final_commit, target) {
-            already_in_target = Some(target.clone());
-        }
-        target_behind = ancestor(target, &t.final_commit);
-        // What the branch brings besides its own work must be there already: the commit it
-        // was made from, and each prerequisite merged into it.
-        let from = t.workspace.branched_from.as_deref().unwrap_or(&t.workspace.base_commit);
-        let mut missing: Vec<String> = Vec::new();
-        if !ancestor(from, target) {
-            missing.push(format!("the commit {from} the branch was made from"));
-        }
-        for p in t.workspace.prerequisites.iter().filter(|p| !p.already_in_base) {
-            if !ancestor(&p.commit, target) {
-                missing.push(format!("{}'s accepted work (land {} first)", p.id, p.id));
-            }
-        }
-        base_missing = (!missing.is_empty()).then(|| missing.join("; "));
-    }
-    Ok(Observed {
-        branch_head,
-        diff_sha256,
-        target_head,
-        already_in_target,
-        target_behind,
-        base_missing,
-    })
 }
 
 /// A commit of `target` an earlier land of this acceptance made. Trailers naming this item

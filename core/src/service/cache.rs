@@ -68,11 +68,7 @@ pub fn still_valid(cached: &Signature, now: &Signature, age: Duration) -> bool {
 mod tests {
     use super::*;
 
-    const S: i128 = 1_000_000_000;
-
-    fn file(ino: u64, size: u64, mtime_s: i128) -> PathMeta {
-        PathMeta::Present { ino, size, mtime_ns: mtime_s * S, ctime_ns: mtime_s * S }
-    }
+    use crate::signature::file;
 
     #[test]
     fn a_cached_read_stands_only_with_the_same_signature_and_while_young() {
