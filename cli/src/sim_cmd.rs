@@ -83,6 +83,8 @@ pub enum BugArg {
     TermWithoutHangup,
     /// The work world's segment driver records a resumed segment as a new start.
     ResumeAsStart,
+    /// The goal world's planning attempt records a new run's manifest before its lease.
+    ManifestBeforeLease,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -97,6 +99,7 @@ impl From<BugArg> for InjectedBug {
             BugArg::SecondTypist => InjectedBug::SecondTypist,
             BugArg::TermWithoutHangup => InjectedBug::TermWithoutHangup,
             BugArg::ResumeAsStart => InjectedBug::ResumeAsStart,
+            BugArg::ManifestBeforeLease => InjectedBug::ManifestBeforeLease,
         }
     }
 }

@@ -314,6 +314,19 @@ mod planted {
         }
     }
 
+    /// The planning attempt's planted bug (a new run's manifest recorded before its lease)
+    /// is found by the goal world's planning host within the first seeds that plan.
+    #[test]
+    fn a_planning_manifest_recorded_before_its_lease_is_found_in_the_goal_world() {
+        let kind = WorldKind::Goals;
+        let options = WorldOptions { bug: Some(InjectedBug::ManifestBeforeLease), ..kind.sweep() };
+        let (seed, failure) = (0..40)
+            .find_map(|seed| run(kind, seed, options, false).failure.map(|f| (seed, f)))
+            .expect("no seed of 40 found the manifest recorded before its lease");
+        assert!(failure.contains("before its lease was held"), "seed {seed}: {failure}");
+        assert!(run(kind, seed, kind.sweep(), false).failure.is_none(), "seed {seed} without it");
+    }
+
     /// The segment driver's planted bug (a resumed segment recorded as a new start) is found
     /// by the work world's check of every run's transcript, within the first seeds.
     #[test]

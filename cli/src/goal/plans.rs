@@ -2,6 +2,7 @@
 //! (`goal::plan`) with a host whose specialists are the goal's team answered by the
 //! run's harnesses, and whose template digests are read from disk.
 
+use crate::os::fs::RealFs;
 use crate::os::store::{Store, StoreError};
 use crate::work::attempt::RunLimits;
 use harn_core::error::RecordError;
@@ -9,6 +10,7 @@ use harn_core::goal::plan::{self, Ask, Called, Specialists};
 use harn_core::goal::plan::{PlanEvent, PlanRecord, PlanView, Proposal, ValidPlan};
 use harn_core::goal::GoalIntent;
 use harn_core::ids::Id;
+use harn_core::work::ledger::Ledger;
 use harn_core::work::team::Dispatch;
 use harn_core::work::team::{dispatch, Team};
 use harn_core::work::FailureClass;
@@ -24,8 +26,46 @@ struct RealSpecialists<'a> {
     limits: Option<&'a RunLimits>,
 }
 
-impl Specialists for RealSpecialists<'_> {
-    fn call(&mut self, ask: &Ask<'_>) -> Called {
+// Each call opens the root afresh (`planning_run::call`), as the reviewers of a round do on
+// threads of their own: the ledger handed in is the same files seen through another handle.
+impl Specialists<RealFs> for RealSpecialists<'_> {
+    fn call(&mut self, _: &mut Ledger<RealFs>, ask: &Ask<'_>) -> Called {
+        self.call_one(ask)
+    }
+
+    /// The reviewers of a round at once, at most the goal's `agent_concurrency` together.
+    fn call_all(&mut self, _: &mut Ledger<RealFs>, calls: &[Ask<'_>]) -> Vec<Called> {
+        let at_once = self.limits.map_or(1, |l| l.concurrency.max(1));
+        let (root, goal, team, limits) = (self.root, self.goal, self.team, self.limits);
+        let mut answers = Vec::with_capacity(calls.len());
+        for chunk in calls.chunks(at_once) {
+            std::thread::scope(|scope| {
+                let asked: Vec<_> = chunk
+                    .iter()
+                    .map(|c| {
+                        let one = RealSpecialists { root, goal, team, limits };
+                        scope.spawn(move || one.call_one(c))
+                    })
+                    .collect();
+                for call in asked {
+                    let panicked = || Called::refused(None, "the call's thread panicked");
+                    answers.push(call.join().unwrap_or_else(|_| panicked()));
+                }
+            });
+        }
+        answers
+    }
+
+    fn workflow_digest(&mut self, path: &str) -> Result<String, RecordError> {
+        let bytes = crate::input::read(Path::new(path), crate::input::WORKFLOW_MAX)
+            .map_err(RecordError::Refused)?;
+        Ok(harn_core::hash::sha256_hex(&bytes))
+    }
+}
+
+impl RealSpecialists<'_> {
+    /// One call, as a planning run.
+    fn call_one(&self, ask: &Ask<'_>) -> Called {
         match self.prepare(ask) {
             Ok(d) => {
                 let policy = self.limits.and_then(|l| l.policy.as_ref());
@@ -44,34 +84,6 @@ impl Specialists for RealSpecialists<'_> {
             }
             Err((class, why)) => Called::refused(class, why),
         }
-    }
-
-    /// The reviewers of a round at once, at most the goal's `agent_concurrency` together.
-    fn call_all(&mut self, calls: &[Ask<'_>]) -> Vec<Called> {
-        let at_once = self.limits.map_or(1, |l| l.concurrency.max(1));
-        let (root, goal, team, limits) = (self.root, self.goal, self.team, self.limits);
-        let mut answers = Vec::with_capacity(calls.len());
-        for chunk in calls.chunks(at_once) {
-            std::thread::scope(|scope| {
-                let asked: Vec<_> = chunk
-                    .iter()
-                    .map(|c| {
-                        scope.spawn(move || RealSpecialists { root, goal, team, limits }.call(c))
-                    })
-                    .collect();
-                for call in asked {
-                    let panicked = || Called::refused(None, "the call's thread panicked");
-                    answers.push(call.join().unwrap_or_else(|_| panicked()));
-                }
-            });
-        }
-        answers
-    }
-
-    fn workflow_digest(&mut self, path: &str) -> Result<String, RecordError> {
-        let bytes = crate::input::read(Path::new(path), crate::input::WORKFLOW_MAX)
-            .map_err(RecordError::Refused)?;
-        Ok(harn_core::hash::sha256_hex(&bytes))
     }
 }
 

@@ -11,10 +11,12 @@
 use crate::actions::{ActionLog, WorldOptions};
 use crate::entropy::Entropy;
 use crate::work::WorkWorld;
+
+mod planning;
 use harn_core::env::Fs;
 use harn_core::error::RecordError;
 use harn_core::goal::engine::{drive, GoalHost, GoalView, Outcome, OutcomeStatus};
-use harn_core::goal::plan::{self, Specialists};
+use harn_core::goal::plan;
 use harn_core::goal::plan::{PlanEvent, PlanStatus, ReplanningPolicy, ReviewPanel, Template};
 use harn_core::goal::{
     Automation, DispatchAction, GoalIntent, GoalLimits, GoalNext, GoalState, Mode,
@@ -23,8 +25,8 @@ use harn_core::ids::Id;
 use harn_core::time::WallTime;
 use harn_core::work::approval::Ruling;
 use harn_core::work::events::{EventKind, Trigger};
-use harn_core::work::FailureClass;
 use harn_core::work::{NextAction, WorkState};
+use planning::SimSpecialists;
 
 /// What one seed did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -80,6 +82,10 @@ fn run_seed(
     let mut g = GoalWorld::new(seed);
     g.w.crashes = options.crashes;
     crate::actions::plant(&mut g.w.ledger.fs, options.bug);
+    #[cfg(feature = "planted-bugs")]
+    if options.bug == Some(crate::harness::options::InjectedBug::ManifestBeforeLease) {
+        g.planted = Some(harn_core::planted::PlantedBug::ManifestBeforeLease);
+    }
     for _ in 0..options.faulty {
         let acted = g.action(true);
         log.record(&g.w.ledger.fs);
@@ -115,6 +121,9 @@ pub(crate) struct GoalWorld {
     broken: Option<String>,
     /// Faults are on: a planning step may be cut short by a crash anywhere in it.
     faulty: bool,
+    /// The bug planted in the planning attempt, if any.
+    #[cfg(feature = "planted-bugs")]
+    planted: Option<harn_core::planted::PlantedBug>,
 }
 
 impl GoalWorld {
@@ -180,6 +189,8 @@ impl GoalWorld {
             summary: GoalSimSummary::default(),
             broken: None,
             faulty: false,
+            #[cfg(feature = "planted-bugs")]
+            planted: None,
         }
     }
 
@@ -246,7 +257,16 @@ impl GoalWorld {
         let now = self.w.wall();
         if let Some(plan) = p.pending_plan_id.clone() {
             if self.w.entropy.chance(3, 4) {
-                let mut s = SimSpecialists { entropy: &mut self.w.entropy, calls: 0 };
+                let mut s = SimSpecialists {
+                    entropy: &mut self.w.entropy,
+                    now: &mut self.w.now,
+                    goal: self.intent.id.clone(),
+                    calls: 0,
+                    crash_after_calls: false,
+                    broken: &mut self.broken,
+                    #[cfg(feature = "planted-bugs")]
+                    planted: self.planted,
+                };
                 plan::approve(&mut self.w.ledger, &mut s, &view, &plan, "ana", "looks right", now)?;
             } else {
                 let e = PlanEvent::Rejected;
@@ -429,67 +449,6 @@ impl GoalWorld {
     }
 }
 
-/// Simulated planner and reviewers: drawn replies, good and bad.
-struct SimSpecialists<'a> {
-    entropy: &'a mut crate::entropy::SeededEntropy,
-    calls: u32,
-}
-
-impl Specialists for SimSpecialists<'_> {
-    fn call(&mut self, ask: &plan::Ask<'_>) -> plan::Called {
-        use harn_core::work::agent::CallOutcome;
-        match self.reply(ask.role, ask.label) {
-            Ok(text) => plan::Called {
-                harness: Some("sim".into()),
-                outcome: CallOutcome::replied(text),
-                run_id: None,
-            },
-            Err((class, why)) => plan::Called::refused(class, why),
-        }
-    }
-
-    fn workflow_digest(&mut self, _path: &str) -> Result<String, RecordError> {
-        Ok("0".repeat(64))
-    }
-}
-
-impl SimSpecialists<'_> {
-    fn reply(&mut self, role: &str, label: &str) -> Result<String, (Option<FailureClass>, String)> {
-        self.calls += 1;
-        let n = self.entropy.below(10);
-        if role == "reviewer" {
-            return Ok(match n {
-                0..=5 => r#"{"verdict":"approve","rationale":"sound","findings":[]}"#.into(),
-                6..=8 => r#"{"verdict":"revise","rationale":"tighten","findings":[{"code":"vague","severity":"blocking","summary":"vague","recommendation":"be precise"}]}"#.into(),
-                _ => r#"{"verdict":"attention","rationale":"unsure","findings":[]}"#.into(),
-            });
-        }
-        let key = format!("fix{}", self.calls);
-        let item = |k: &str, deps: &str| {
-            format!(
-                r#"{{"key":"{k}","title":"Fix {k}","objective":"make {k} work","acceptance":["it works"],"dependencies":[{deps}],"template":"ship"}}"#
-            )
-        };
-        match n {
-            0..=5 => Ok(format!(
-                r#"{{"decision":"apply","rationale":"{label}: replace the stuck root","work":[{}]}}"#,
-                item(&key, "")
-            )),
-            6 => {
-                Ok(r#"{"decision":"attention","rationale":"a person should look","work":[]}"#
-                    .into())
-            }
-            7 => Ok(format!(
-                r#"{{"decision":"apply","rationale":"two roots","work":[{},{}]}}"#,
-                item("a", ""),
-                item("b", "")
-            )),
-            8 => Err((Some(FailureClass::Upstream), "rate limit".into())),
-            _ => Ok("I am not sure what to do".into()),
-        }
-    }
-}
-
 /// The simulated host of one goal loop.
 struct SimHost<'a> {
     g: &'a mut GoalWorld,
@@ -562,14 +521,28 @@ impl GoalHost for SimHost<'_> {
         let view = self.g.view()?;
         let now = self.g.w.wall();
         let w = &mut self.g.w;
-        // Planning writes a handful of records (request, receipt, proposal, events, work):
-        // a crash drawn among its own calls cuts a review short after its receipt, or a
-        // plan's application midway, often enough to be seen.
+        // Planning writes records of its own (request, receipt, proposal, events, work): a
+        // crash drawn among them cuts a review short after its receipt, or a plan's
+        // application midway, often enough to be seen.
+        // Each of those calls is a planning run of some twenty records now: a crash is drawn
+        // near the step's start (often inside its first run), or, when none is, after each
+        // call (inside the next run, or among the records that follow the last one).
+        let mut armed = false;
         if self.g.faulty && !w.ledger.fs.is_crashed() && w.entropy.chance(1, 2) {
             let after = w.entropy.below(16);
             w.arm_crash(after);
+            armed = true;
         }
-        let mut s = SimSpecialists { entropy: &mut w.entropy, calls: 0 };
+        let mut s = SimSpecialists {
+            entropy: &mut w.entropy,
+            now: &mut w.now,
+            goal: self.g.intent.id.clone(),
+            calls: 0,
+            crash_after_calls: self.g.faulty && w.crashes && !armed,
+            broken: &mut self.g.broken,
+            #[cfg(feature = "planted-bugs")]
+            planted: self.g.planted,
+        };
         let line = plan::run_planner(&mut w.ledger, &view, &mut s, ACTOR, now)?;
         if line.ends_with(&format!("({})", plan::RESUMED_REVIEW)) {
             self.g.summary.resumed_reviews += 1;
@@ -687,7 +660,7 @@ mod tests {
     /// every action).
     #[test]
     fn a_review_cut_short_after_its_receipt_is_finished_from_it() {
-        let resumed: u64 = [14, 34]
+        let resumed: u64 = [34, 108]
             .into_iter()
             .map(|seed| run_goal_seed(seed).unwrap_or_else(|e| panic!("{e}")).resumed_reviews)
             .sum();

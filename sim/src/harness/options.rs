@@ -43,6 +43,9 @@ pub enum InjectedBug {
     /// The work world's segment driver records a resumed segment as `run.start`.
     #[cfg(feature = "planted-bugs")]
     ResumeAsStart,
+    /// The goal world's planning attempt records a new run's manifest before its lease.
+    #[cfg(feature = "planted-bugs")]
+    ManifestBeforeLease,
 }
 
 /// One simulated harness.

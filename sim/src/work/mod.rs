@@ -150,7 +150,7 @@ pub(crate) struct WorkWorld {
     pub(crate) seed: u64,
     pub(crate) ledger: Ledger<SimFs>,
     pub(crate) entropy: SeededEntropy,
-    now: i64,
+    pub(crate) now: i64,
     items: Vec<Id>,
     /// Every acknowledged event, by item.
     events: BTreeMap<Id, Vec<WorkEvent>>,

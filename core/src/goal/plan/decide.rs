@@ -24,7 +24,7 @@ use super::store::*;
 #[allow(clippy::too_many_arguments)]
 pub fn apply<F: Fs>(
     ledger: &mut Ledger<F>,
-    specialists: &mut dyn Specialists,
+    specialists: &mut dyn Specialists<F>,
     intent: &GoalIntent,
     plan: &str,
     proposal: &Proposal,
@@ -100,7 +100,7 @@ fn same_intent(a: &WorkIntent, b: &WorkIntent) -> bool {
 #[allow(clippy::too_many_arguments)]
 pub fn approve<F: Fs>(
     ledger: &mut Ledger<F>,
-    specialists: &mut dyn Specialists,
+    specialists: &mut dyn Specialists<F>,
     g: &crate::goal::engine::GoalView,
     plan: &str,
     actor: &str,

@@ -3,21 +3,24 @@
 //! (reply or failure, class, session, tokens, cost, time) and the harness that answered,
 //! journaled in the plan's `calls.jsonl` so a plan's provenance reads like work's.
 
+use crate::env::Fs;
 use crate::hash::sha256_hex;
 use crate::work::agent::CallOutcome;
+use crate::work::ledger::Ledger;
 use crate::work::FailureClass;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The agent calls and file digests planning needs from its host.
-pub trait Specialists {
-    /// One schema-checked call to a role of the goal's team. A failure's class says whether
-    /// it is the specialist's doing (a missing program or a vendor refusal is not).
-    fn call(&mut self, ask: &Ask<'_>) -> Called;
+pub trait Specialists<F: Fs> {
+    /// One schema-checked call to a role of the goal's team, made as a planning run of the
+    /// goal's records in `ledger`. A failure's class says whether it is the specialist's
+    /// doing (a missing program or a vendor refusal is not).
+    fn call(&mut self, ledger: &mut Ledger<F>, ask: &Ask<'_>) -> Called;
     /// Independent calls answered in the order asked: the reviewers of one round. A host may
     /// run them at once (within the goal's `agent_concurrency`); by default, one by one.
-    fn call_all(&mut self, calls: &[Ask<'_>]) -> Vec<Called> {
-        calls.iter().map(|c| self.call(c)).collect()
+    fn call_all(&mut self, ledger: &mut Ledger<F>, calls: &[Ask<'_>]) -> Vec<Called> {
+        calls.iter().map(|c| self.call(ledger, c)).collect()
     }
     /// SHA-256 of a workflow file now, to refuse a template that changed since it was frozen.
     fn workflow_digest(&mut self, path: &str) -> Result<String, crate::error::RecordError>;
@@ -133,17 +136,17 @@ pub struct PlanCall {
 }
 
 /// Specialists whose every call is kept, in the order made, for the plan's record.
-pub struct Recorder<'a> {
-    inner: &'a mut dyn Specialists,
+pub struct Recorder<'a, F: Fs> {
+    inner: &'a mut dyn Specialists<F>,
     /// The calls made so far.
     pub calls: Vec<PlanCall>,
     /// The plan they were made for.
     pub plan: Option<String>,
 }
 
-impl<'a> Recorder<'a> {
+impl<'a, F: Fs> Recorder<'a, F> {
     /// Records the calls made through `inner`.
-    pub fn new(inner: &'a mut dyn Specialists) -> Recorder<'a> {
+    pub fn new(inner: &'a mut dyn Specialists<F>) -> Recorder<'a, F> {
         Recorder { inner, calls: Vec::new(), plan: None }
     }
 
@@ -160,15 +163,15 @@ impl<'a> Recorder<'a> {
     }
 }
 
-impl Specialists for Recorder<'_> {
-    fn call(&mut self, ask: &Ask<'_>) -> Called {
-        let called = self.inner.call(ask);
+impl<F: Fs> Specialists<F> for Recorder<'_, F> {
+    fn call(&mut self, ledger: &mut Ledger<F>, ask: &Ask<'_>) -> Called {
+        let called = self.inner.call(ledger, ask);
         self.keep(ask, &called);
         called
     }
 
-    fn call_all(&mut self, calls: &[Ask<'_>]) -> Vec<Called> {
-        let all = self.inner.call_all(calls);
+    fn call_all(&mut self, ledger: &mut Ledger<F>, calls: &[Ask<'_>]) -> Vec<Called> {
+        let all = self.inner.call_all(ledger, calls);
         for (ask, called) in calls.iter().zip(&all) {
             self.keep(ask, called);
         }

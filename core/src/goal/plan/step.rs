@@ -54,7 +54,7 @@ pub fn plan_id(goal: &Id, sequence: u32) -> String {
 pub fn run_planner<F: Fs>(
     ledger: &mut Ledger<F>,
     view: &crate::goal::engine::GoalView,
-    specialists: &mut dyn Specialists,
+    specialists: &mut dyn Specialists<F>,
     actor: &str,
     now: WallTime,
 ) -> Result<String, RecordError> {
@@ -83,7 +83,7 @@ pub fn calls<F: Fs>(
 fn plan_step<F: Fs>(
     ledger: &mut Ledger<F>,
     view: &crate::goal::engine::GoalView,
-    specialists: &mut dyn Specialists,
+    specialists: &mut dyn Specialists<F>,
     actor: &str,
     now: WallTime,
 ) -> Result<String, RecordError> {
@@ -132,7 +132,7 @@ fn plan_step<F: Fs>(
         plan: &plan_id,
         step,
     };
-    let text = match specialists.call(&asked).answer(planner) {
+    let text = match specialists.call(ledger, &asked).answer(planner) {
         Ok(text) => text,
         Err((class, why)) => return fail(ledger, intent, &plan_id, class, &why, actor, now),
     };
@@ -167,17 +167,19 @@ fn plan_step<F: Fs>(
     }
     if let Some(panel) = &policy.review {
         let mut revisions = 0;
-        let ask_planner = |specialists: &mut dyn Specialists, revision: &str| {
+        let ask_planner = |specialists: &mut dyn Specialists<F>,
+                           ledger: &mut Ledger<F>,
+                           revision: &str| {
             revisions += 1;
             let label = format!("{plan_id}-revision-{revisions}");
             let prompt = format!("{prompt}\n{revision}");
             let (plan, step) = (plan_id.as_str(), StepKind::Plan);
             let asked =
                 Ask { role: planner, prompt: &prompt, schema: &schema, label: &label, plan, step };
-            let text = specialists.call(&asked).answer(planner).ok()?;
+            let text = specialists.call(ledger, &asked).answer(planner).ok()?;
             checked(&text, &cx).ok()
         };
-        let receipt = review(specialists, intent, panel, &plan_id, proposal, ask_planner);
+        let receipt = review(ledger, specialists, intent, panel, &plan_id, proposal, ask_planner);
         ledger.write_record(&plan_dir(&intent.id, &plan_id), "review.json", &receipt)?;
         return finish_review(ledger, specialists, intent, &cx, receipt, &[], actor, now);
     }
@@ -191,7 +193,7 @@ fn plan_step<F: Fs>(
 #[allow(clippy::too_many_arguments)]
 fn finish_review<F: Fs>(
     ledger: &mut Ledger<F>,
-    specialists: &mut dyn Specialists,
+    specialists: &mut dyn Specialists<F>,
     intent: &GoalIntent,
     cx: &PlanContext<'_>,
     receipt: Receipt,
@@ -220,7 +222,7 @@ fn finish_review<F: Fs>(
 #[allow(clippy::too_many_arguments)]
 fn propose<F: Fs>(
     ledger: &mut Ledger<F>,
-    specialists: &mut dyn Specialists,
+    specialists: &mut dyn Specialists<F>,
     intent: &GoalIntent,
     cx: &PlanContext<'_>,
     proposal: Proposal,
@@ -269,7 +271,7 @@ pub const RESUMED_REVIEW: &str = "its review, cut short, resumed from its receip
 fn resume_review<F: Fs>(
     ledger: &mut Ledger<F>,
     view: &crate::goal::engine::GoalView,
-    specialists: &mut dyn Specialists,
+    specialists: &mut dyn Specialists<F>,
     actor: &str,
     now: WallTime,
 ) -> Result<Option<String>, RecordError> {
@@ -355,13 +357,19 @@ fn checked(text: &str, cx: &PlanContext<'_>) -> Result<(Proposal, Option<ValidPl
 /// The review panel: rounds of every reviewer on the whole candidate, revisions by the
 /// planner while rounds remain, the receipt at the end. `revise` asks the planner for a
 /// revision; `None` when it gave none that holds.
-fn review(
-    specialists: &mut dyn Specialists,
+#[allow(clippy::type_complexity)]
+fn review<F: Fs>(
+    ledger: &mut Ledger<F>,
+    specialists: &mut dyn Specialists<F>,
     intent: &GoalIntent,
     panel: &ReviewPanel,
     plan_id: &str,
     first: Proposal,
-    mut revise: impl FnMut(&mut dyn Specialists, &str) -> Option<(Proposal, Option<ValidPlan>)>,
+    mut revise: impl FnMut(
+        &mut dyn Specialists<F>,
+        &mut Ledger<F>,
+        &str,
+    ) -> Option<(Proposal, Option<ValidPlan>)>,
 ) -> Receipt {
     let mut candidate = first;
     let mut rounds = Vec::new();
@@ -393,7 +401,7 @@ fn review(
             })
             .collect();
         let mut reviews = Vec::new();
-        for (called, ask) in specialists.call_all(&calls).iter().zip(&calls) {
+        for (called, ask) in specialists.call_all(ledger, &calls).iter().zip(&calls) {
             let reply = called.answer(ask.role).ok();
             match reply.and_then(|text| serde_json::from_str::<Review>(&text).ok()) {
                 Some(r) => reviews.push(r),
@@ -425,7 +433,7 @@ fn review(
              Return a complete replacement plan, not a patch.",
             findings.join("\n")
         );
-        match revise(&mut *specialists, &ask_for) {
+        match revise(&mut *specialists, ledger, &ask_for) {
             // A revision is a complete replacement plan; an attention (or nothing new) is
             // the planner's way of handing the plan to a person.
             Some((next, _))
