@@ -91,7 +91,8 @@ impl GoalHost for GoalRunner<'_> {
     }
 }
 
-/// What the goal's work has spent on agent calls, in millionths of a dollar (reported costs).
+/// What the goal's work has spent on agent calls, in millionths of a dollar (reported
+/// costs; the core's `goal::spend`).
 pub fn spent(store: &mut Store, goal: &Id) -> u64 {
     usage(store, goal).and_then(|u| u.cost_micro_usd).unwrap_or(0)
 }
@@ -105,22 +106,7 @@ pub fn usage(store: &mut Store, goal: &Id) -> Option<harn_core::work::adapter::U
 
 /// [`usage`] of a goal already read.
 pub fn usage_of(store: &mut Store, view: &store::Goal) -> Option<harn_core::work::adapter::Usage> {
-    let goal = &view.intent.id;
-    let mut known = harn_core::work::ledger::Known::new();
-    let mut total: Option<harn_core::work::adapter::Usage> = None;
-    for item in &view.items {
-        if let Some(u) = store.summary(&item.id, &mut known).ok().and_then(|i| i.usage.clone()) {
-            total.get_or_insert_with(Default::default).add(&u);
-        }
-    }
-    for plan in &view.plans {
-        let calls = harn_core::goal::plan::calls(store.ledger(), goal, &plan.request.plan_id)
-            .unwrap_or_default();
-        for u in calls.iter().filter_map(|c| c.outcome.usage.as_ref()) {
-            total.get_or_insert_with(Default::default).add(u);
-        }
-    }
-    total
+    store.goal_usage(view)
 }
 
 /// Runs the loop under the goal lease with `limits` (from [`goal_limits`]); `say` gets one

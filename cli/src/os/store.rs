@@ -308,6 +308,16 @@ impl Store {
         Ok(self.ledger.summary(id, known, &mut |id| runner_live(root, held, id))?)
     }
 
+    /// What goal `view`'s work and planning spent (see `harn_core::goal::spend`), with this
+    /// process's leases excluded.
+    pub fn goal_usage(
+        &mut self,
+        view: &harn_core::goal::engine::GoalView,
+    ) -> Option<harn_core::work::adapter::Usage> {
+        let (root, held) = (&self.root, &self.held);
+        harn_core::goal::spend::usage(&mut self.ledger, view, &mut |id| runner_live(root, held, id))
+    }
+
     /// The dependency closure of `root`, prerequisites first, each item read once.
     pub fn graph(&mut self, root: &Id) -> Result<Vec<harn_core::goal::GraphItem>, StoreError> {
         let (root_dir, held) = (&self.root, &self.held);

@@ -12,6 +12,7 @@ pub mod intent;
 pub mod next;
 pub mod plan;
 pub mod projection;
+pub mod spend;
 
 pub use cycle::{goal_fingerprint, Mode, RunLoop, Stop, StopReason};
 pub use fingerprint::progress_fingerprint;

@@ -495,6 +495,12 @@ impl GoalHost for SimHost<'_> {
                 self.g.intent.limits.max_parallel_work
             ));
         }
+        // A goal's cost rules count what its earlier runs spent, read as the binary reads it.
+        let spent =
+            self.g.view().ok().map(|view| {
+                harn_core::goal::spend::spent(&mut self.g.w.ledger, &view, &mut |_| false)
+            });
+        self.g.w.goal_spent = spent;
         picked
             .iter()
             .map(|(work, action)| {
@@ -660,7 +666,7 @@ mod tests {
     /// every action).
     #[test]
     fn a_review_cut_short_after_its_receipt_is_finished_from_it() {
-        let resumed: u64 = [34, 108]
+        let resumed: u64 = [108, 196]
             .into_iter()
             .map(|seed| run_goal_seed(seed).unwrap_or_else(|e| panic!("{e}")).resumed_reviews)
             .sum();

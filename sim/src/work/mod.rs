@@ -189,6 +189,8 @@ pub(crate) struct WorkWorld {
     /// Machine crashes so far: the boot the index of projections is read in.
     boots: u64,
     pub(crate) summary: WorkSimSummary,
+    /// What the goal dispatching the next attempts has spent (the goal world sets it).
+    pub(crate) goal_spent: Option<u64>,
     /// The bug planted in the segment driver, if any.
     #[cfg(feature = "planted-bugs")]
     pub(crate) planted_driver: Option<harn_core::planted::PlantedBug>,
@@ -218,6 +220,7 @@ impl WorkWorld {
             crashes: true,
             boots: 0,
             summary: WorkSimSummary::default(),
+            goal_spent: None,
             #[cfg(feature = "planted-bugs")]
             planted_driver: None,
         }
@@ -369,7 +372,7 @@ impl WorkWorld {
             isolation: harn_core::work::run::Isolation::Shared,
             cwd: None,
             context: None,
-            goal_spent_micro_usd: None,
+            goal_spent_micro_usd: self.goal_spent,
             workspace: None,
             planning: None,
             containment: None,
