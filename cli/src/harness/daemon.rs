@@ -17,7 +17,7 @@ use crate::os::fs::RealFs;
 use crate::os::logs::Rotation;
 use crate::os::sdnotify;
 use harn_core::env::{Clock, ExitStatus, Fs, Pid};
-use harn_core::harness::daemon::{Command, Daemon, DaemonConfig, DaemonInput};
+use harn_core::harness::daemon::{Command, Daemon, DaemonConfig, DaemonInput, ReloadRefused};
 use harn_core::harness::driver::{Driver, Env, Executed, Fatal, Wake};
 use harn_core::harness::lifecycle::HarnessInput;
 use harn_core::ids::Id;
@@ -691,27 +691,23 @@ impl HarnessHost {
     /// rather than the moment.
     fn reload(&mut self, file: Option<PathBuf>, force: bool) -> Result<String, (String, bool)> {
         let kept = |e: &dyn std::fmt::Display| format!("kept the last good configuration: {e}");
-        if self.daemon.draining() {
-            return Err((kept(&"the daemon is shutting down"), false));
-        }
         let path = file.unwrap_or_else(|| self.options.config.clone());
         let config = config::load(&path).map_err(|e| (kept(&e), true))?;
         config::check_cwds(&path, &config, &self.paths.root).map_err(|e| (kept(&e), true))?;
         crate::os::guarded::check_config(&self.paths.root, &path).map_err(|e| (kept(&e), true))?;
-        // Everything the core could refuse is checked before readiness watches change, so a
-        // refused reload changes nothing at all.
-        config.validate().map_err(|e| (kept(&e), true))?;
-        if !force && self.config.removes_every_harness(&config) {
-            let why = format!(
-                "{} removes every harness, which would stop them all; reload --force does it",
-                path.display()
-            );
-            return Err((kept(&why), true));
+        // The core's rules are asked before readiness watches change, so a refused reload
+        // changes nothing at all.
+        if let Err(refused) = self.daemon.check_reload(&config, force) {
+            let why = match refused {
+                ReloadRefused::RemovesEvery => format!("{}: {refused}", path.display()),
+                _ => refused.to_string(),
+            };
+            return Err((kept(&why), refused.bad_input()));
         }
         self.readiness
             .configure(&self.paths, &config, &mut self.spawner)
             .map_err(|e| (kept(&e), false))?;
-        match self.command(Command::Reload { config: config.clone() }) {
+        match self.command(Command::Reload { config: config.clone(), force }) {
             Ok(Ok(())) => {
                 self.spawner.set_rotation(Rotation::from(config.retention));
                 self.config = config;

@@ -243,7 +243,7 @@ impl<E: Entropy> HarnessWorld<E> {
             }
             _ => self.knobs.limits = draw_limits(&mut self.entropy),
         }
-        Command::Reload { config: self.options.config(&self.knobs) }
+        Command::Reload { config: self.options.config(&self.knobs), force: false }
     }
 
     /// Draws when the next operator command arrives.

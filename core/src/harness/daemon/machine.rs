@@ -168,7 +168,11 @@ impl Daemon {
             Command::Stop { names } => self.operator(now, &names, HarnessInput::Stop, batch),
             Command::Restart { names } => self.operator(now, &names, HarnessInput::Restart, batch),
             Command::UseProfile { profile } => self.use_profile(now, profile, batch),
-            Command::Reload { config } => self.reload(now, config, batch),
+            Command::Reload { config, force } => {
+                self.check_reload(&config, force)
+                    .map_err(|r| RecordError::refused(r.to_string()))?;
+                self.reload(now, config, batch)
+            }
         }
     }
 
@@ -225,6 +229,20 @@ impl Daemon {
     /// True once a shutdown was asked for.
     pub fn draining(&self) -> bool {
         self.draining
+    }
+
+    /// Whether `next` may replace the configuration now: not while draining; not when it is
+    /// invalid; not when it removes every harness, unless `force`. A host asks before it
+    /// changes anything of its own (its readiness watches), and the command asks again.
+    pub fn check_reload(&self, next: &DaemonConfig, force: bool) -> Result<(), ReloadRefused> {
+        if self.draining {
+            return Err(ReloadRefused::Draining);
+        }
+        next.validate().map_err(ReloadRefused::Invalid)?;
+        if !force && self.config.removes_every_harness(next) {
+            return Err(ReloadRefused::RemovesEvery);
+        }
+        Ok(())
     }
 
     /// The drain deadline of a bounded shutdown, if one was asked for.

@@ -49,8 +49,10 @@ pub enum Command {
     },
     /// Apply a newly read configuration. Running harnesses are never bounced by it.
     Reload {
-        /// The new configuration, already validated.
+        /// The new configuration.
         config: DaemonConfig,
+        /// Apply it even when it removes every harness (`reload --force`).
+        force: bool,
     },
     /// Close intake and stop every harness gracefully, keeping every intent, so the daemon
     /// can exit; see [`Daemon::drained`]. With a drain timeout, every run still stopping when
@@ -152,6 +154,37 @@ pub enum DaemonEffect {
 
 #[cfg(feature = "planted-bugs")]
 use crate::planted::PlantedBug;
+
+/// Why a configuration is not applied; the last good one stays.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReloadRefused {
+    /// The daemon is shutting down.
+    Draining,
+    /// The configuration breaks a rule (bad input).
+    Invalid(RecordError),
+    /// It removes every harness, which would stop them all, and `force` was not given (bad
+    /// input: the person says it again with `--force`).
+    RemovesEvery,
+}
+
+impl ReloadRefused {
+    /// True for bad input (exit 2), false for the moment (exit 1).
+    pub fn bad_input(&self) -> bool {
+        !matches!(self, ReloadRefused::Draining)
+    }
+}
+
+impl std::fmt::Display for ReloadRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReloadRefused::Draining => f.write_str("the daemon is shutting down"),
+            ReloadRefused::Invalid(e) => write!(f, "{e}"),
+            ReloadRefused::RemovesEvery => f.write_str(
+                "it removes every harness, which would stop them all; reload --force does it",
+            ),
+        }
+    }
+}
 
 /// Why the daemon could not boot.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -193,7 +193,7 @@ fn a_reload_never_bounces_a_running_harness() {
     spawned(&mut d, "a", 10);
     let mut c = config(&[("a", true)]);
     c.harnesses.get_mut(&id("a")).unwrap().spawn.argv.push("--v2".into());
-    let effects = command(&mut d, 1, Command::Reload { config: c });
+    let effects = command(&mut d, 1, Command::Reload { config: c, force: false });
     assert_eq!(kinds(&effects), ["ack"]);
     assert!(d.harnesses()[&id("a")].config_changed());
     assert_eq!(d.harnesses()[&id("a")].pid(), Some(10));
@@ -204,7 +204,9 @@ fn a_reload_adds_new_harnesses_and_retires_removed_ones_after_their_exit() {
     let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
     drain(&mut d);
     spawned(&mut d, "a", 10);
-    let effects = command(&mut d, 1, Command::Reload { config: config(&[("b", true)]) });
+    // Every harness it had goes: the operator said so with `--force`.
+    let effects =
+        command(&mut d, 1, Command::Reload { config: config(&[("b", true)]), force: true });
     assert!(kinds(&effects).contains(&"spawn"), "b starts");
     assert!(kinds(&effects).contains(&"signal"), "a is asked to stop");
     assert_eq!(ack(&effects), Ok(()));
@@ -219,12 +221,28 @@ fn a_reload_adds_new_harnesses_and_retires_removed_ones_after_their_exit() {
 }
 
 #[test]
+fn a_reload_that_removes_every_harness_needs_force_and_none_is_taken_while_draining() {
+    let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
+    drain(&mut d);
+    let other = config(&[("b", true)]);
+    assert_eq!(d.check_reload(&other, false), Err(ReloadRefused::RemovesEvery));
+    assert!(ReloadRefused::RemovesEvery.bad_input());
+    let effects = command(&mut d, 1, Command::Reload { config: other.clone(), force: false });
+    assert!(ack(&effects).unwrap_err().contains("removes every harness"));
+    assert!(d.harnesses().contains_key(&id("a")), "nothing changed");
+    assert_eq!(d.check_reload(&other, true), Ok(()));
+    command(&mut d, 2, Command::Shutdown { drain_timeout: None });
+    assert_eq!(d.check_reload(&config(&[("a", true)]), true), Err(ReloadRefused::Draining));
+    assert!(!ReloadRefused::Draining.bad_input());
+}
+
+#[test]
 fn an_invalid_reload_is_refused_and_the_last_good_config_stays() {
     let mut d = Daemon::boot(config(&[("a", true)]), None, Instant(0)).unwrap();
     drain(&mut d);
     let mut bad = config(&[("a", true)]);
     bad.profiles.insert(id("p"), Profile { harnesses: vec![id("ghost")], autostart: false });
-    let effects = command(&mut d, 1, Command::Reload { config: bad });
+    let effects = command(&mut d, 1, Command::Reload { config: bad, force: false });
     assert_eq!(kinds(&effects), ["ack"]);
     assert!(ack(&effects).unwrap_err().contains("profile.p.harnesses"));
     assert!(d.config().profiles.is_empty());
@@ -237,7 +255,7 @@ fn a_policy_change_by_reload_decides_the_next_exit() {
     spawned(&mut d, "a", 10);
     let mut c = config(&[("a", true)]);
     c.harnesses.get_mut(&id("a")).unwrap().restart = RestartPolicy::No;
-    command(&mut d, 1, Command::Reload { config: c });
+    command(&mut d, 1, Command::Reload { config: c, force: false });
     assert!(!d.harnesses()[&id("a")].config_changed());
     let run = d.harnesses()[&id("a")].current_run().unwrap();
     let exited = HarnessInput::Exited { run, status: ExitStatus::Code(0) };
@@ -318,7 +336,8 @@ fn intent_nobody_pinned_follows_the_configuration_across_boots_and_reloads() {
     assert!(kinds(&drain(&mut d)).contains(&"spawn"));
     spawned(&mut d, "a", 5);
     // A reload that disables it stops it, still without pinning.
-    let effects = command(&mut d, 1, Command::Reload { config: config(&[("a", false)]) });
+    let effects =
+        command(&mut d, 1, Command::Reload { config: config(&[("a", false)]), force: false });
     assert!(kinds(&effects).contains(&"signal"));
     assert!(!persisted(&effects).harnesses[&id("a")].pinned);
 }
@@ -331,7 +350,8 @@ fn an_operators_decision_pins_the_intent_against_the_configuration() {
     let effects = command(&mut d, 1, Command::Stop { names: vec![id("a")] });
     let state = persisted(&effects);
     assert!(state.harnesses[&id("a")].pinned);
-    let effects = command(&mut d, 2, Command::Reload { config: config(&[("a", true)]) });
+    let effects =
+        command(&mut d, 2, Command::Reload { config: config(&[("a", true)]), force: false });
     assert_eq!(kinds(&effects), ["ack"], "a reload does not undo an operator's stop");
     let mut d = Daemon::boot(config(&[("a", true)]), Some(state), Instant(0)).unwrap();
     assert!(drain(&mut d).is_empty(), "nor does a restart of the daemon");
@@ -354,7 +374,7 @@ fn lowering_limits_by_reload_keeps_every_invariant() {
     let mut lower = config(&[("a", true)]);
     lower.limits.flap_threshold = 1;
     lower.limits.give_up_after = 2;
-    command(&mut d, 1, Command::Reload { config: lower });
+    command(&mut d, 1, Command::Reload { config: lower, force: false });
     assert_eq!(d.harnesses()[&id("a")].durable().consecutive_failures, 1);
     assert_eq!(d.harnesses()[&id("a")].recent_exit_count(), 1);
 }
