@@ -1,12 +1,13 @@
-//! Opt-in conformance of the presets with the real programs (`HARN_REAL_AGENTS=1`): Claude
+//! Opt-in conformance of the presets with the real programs (ignored unless asked for, as
+//! `.ci/run` does: `cargo test --test integration -- --include-ignored real_agents`): Claude
 //! Code, Codex, Gemini CLI and Claude Code's ACP adapter are installed with npm (once, under cargo's test scratch directory) and
 //! pointed at the local stand-in of their vendors' APIs (`tests/agents/standin.py`) on
 //! 127.0.0.1. A file-writing call writes the file, Codex works outside a git repository, the
 //! effort word reaches the request, tokens and the session are recorded, a program that is
 //! not logged in costs nothing, a vendor that never answers costs nothing and says so, a
 //! contained call on a fresh home sends what an open one sends, and the interactive Claude
-//! Code lives as a terminal harness. Without the variable each
-//! test says it was skipped.
+//! Code lives as a terminal harness. The runner lists each as ignored, with why, when it is
+//! not asked for.
 
 use crate::cli::{harn_bin, text};
 use serde_json::Value;
@@ -93,15 +94,6 @@ fn home(dir: &Path, port: u16, bin: &Path) -> PathBuf {
     login.stdin.take().unwrap().write_all(b"sk-test\n").unwrap();
     assert!(login.wait().unwrap().success(), "codex login --with-api-key");
     home
-}
-
-/// True when the real programs are to be run; otherwise says the test was skipped.
-fn wanted() -> bool {
-    let on = std::env::var("HARN_REAL_AGENTS").as_deref() == Ok("1");
-    if !on {
-        eprintln!("skipped: set HARN_REAL_AGENTS=1 to install Claude Code and Codex with npm and run them");
-    }
-    on
 }
 
 /// The programs' `bin` directory, installed once for every test of this run (and kept in
@@ -233,7 +225,7 @@ fn item_of(root: &Path, home: &Path, bin: &Path, id: &str, scenario: &str, team:
 }
 
 /// What every test here starts from: the programs, a stand-in, and a home logged in to it;
-/// `None` (the test skipped) unless `HARN_REAL_AGENTS=1`.
+/// Always there: the tests are ignored, not skipped, unless asked for.
 struct World {
     tmp: tempfile::TempDir,
     bin: PathBuf,
@@ -242,9 +234,6 @@ struct World {
 }
 
 fn world() -> Option<World> {
-    if !wanted() {
-        return None;
-    }
     let tmp = tempfile::tempdir().unwrap();
     let bin = installed().to_owned();
     let standin = StandIn::start(tmp.path());
@@ -311,6 +300,7 @@ fn proof_of(root: &Path, id: &str) -> Value {
 }
 
 #[test]
+#[ignore = "installs the real agent programs with npm; .ci/run asks for them"]
 fn the_real_claude_code_and_codex_do_real_work_through_the_presets() {
     let Some(World { tmp, bin, standin, home }) = world() else { return };
 
@@ -417,6 +407,7 @@ fn messages_since(standin: &StandIn, from: usize) -> Vec<Value> {
 }
 
 #[test]
+#[ignore = "installs the real agent programs with npm; .ci/run asks for them"]
 fn a_vendor_that_never_answers_costs_nothing_and_says_so() {
     let Some(World { tmp, bin, standin: _running, home }) = world() else { return };
     let idle = r#"{"implementer": {"instructions": "You write files.", "idleTimeoutMs": 5000}}"#;
@@ -452,6 +443,7 @@ fn a_vendor_that_never_answers_costs_nothing_and_says_so() {
 }
 
 #[test]
+#[ignore = "installs the real agent programs with npm; .ci/run asks for them"]
 fn a_contained_call_on_a_fresh_home_sends_what_an_open_one_sends() {
     let Some(World { tmp, bin, standin, .. }) = world() else { return };
     let team = r#"{"implementer": {"instructions": "You write files.", "effort": "low"}}"#;
@@ -508,6 +500,7 @@ fn a_contained_call_on_a_fresh_home_sends_what_an_open_one_sends() {
 }
 
 #[test]
+#[ignore = "installs the real agent programs with npm; .ci/run asks for them"]
 fn claude_code_through_its_acp_adapter_works_under_the_runs_policy() {
     let Some(World { tmp, bin, standin: _running, home }) = world() else { return };
     let acp = installed_acp();
@@ -578,6 +571,7 @@ fn claude_code_through_its_acp_adapter_works_under_the_runs_policy() {
 }
 
 #[test]
+#[ignore = "installs the real agent programs with npm; .ci/run asks for them"]
 fn gemini_cli_works_under_the_runs_policy_and_a_parked_call_resumes() {
     let Some(World { tmp, bin, standin, home }) = world() else { return };
     let gemini = installed_gemini();
@@ -644,6 +638,7 @@ fn gemini_cli_works_under_the_runs_policy_and_a_parked_call_resumes() {
 /// stays up for a minute without a restart, its screen shows its interface, a key sent
 /// reaches it, and a stop ends it.
 #[test]
+#[ignore = "installs the real agent programs with npm; .ci/run asks for them"]
 fn the_real_claude_code_lives_as_a_terminal_harness() {
     let Some(World { tmp, bin, standin: _running, home }) = world() else { return };
     let root = tmp.path().join("terminal");
