@@ -164,7 +164,7 @@ fn unix_now_ns() -> i128 {
 /// carry their files. Fewer files than the service watches: an intent is written once (one
 /// edited by hand shows at the full read every minute, where the service refuses it at
 /// once); this keeps a refresh of 10,000 goals cheap.
-fn goal_paths(g: &goal_store::Goal) -> (Vec<String>, Vec<Id>) {
+fn goal_paths(g: &harn_core::goal::engine::GoalView) -> (Vec<String>, Vec<Id>) {
     use harn_core::goal::plan::{goal_dir, plan_dir};
     let dir = goal_dir(&g.intent.id);
     let mut paths = vec![format!("{dir}/events.jsonl")];
@@ -258,7 +258,7 @@ pub fn goals_kept(
 /// Every goal, and what is wrong with the entries that are not goals.
 pub type GoalListing = (Vec<GoalRow>, Vec<String>);
 
-fn summary(g: &goal_store::Goal) -> GoalSummary {
+fn summary(g: &harn_core::goal::engine::GoalView) -> GoalSummary {
     let p = &g.projection;
     GoalSummary {
         state: p.state,

@@ -105,7 +105,7 @@ pub fn usage(store: &mut Store, goal: &Id) -> Option<harn_core::work::adapter::U
 }
 
 /// [`usage`] of a goal already read.
-pub fn usage_of(store: &mut Store, view: &store::Goal) -> Option<harn_core::work::adapter::Usage> {
+pub fn usage_of(store: &mut Store, view: &GoalView) -> Option<harn_core::work::adapter::Usage> {
     store.goal_usage(view)
 }
 

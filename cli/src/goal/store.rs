@@ -13,10 +13,8 @@ use harn_core::ids::Id;
 
 pub use harn_core::goal::plan::goal_dir;
 
+use harn_core::goal::engine::GoalView;
 pub use harn_core::layout::goal_lease;
-
-/// A goal as read: its intent, plans, active graph and projection.
-pub type Goal = harn_core::goal::engine::GoalView;
 
 /// Writes a new goal's intent once, under its lease, so two creators of one id never both
 /// write; refused if the id is taken.
@@ -72,7 +70,7 @@ pub fn intent(store: &mut Store, id: &Id) -> Result<GoalIntent, StoreError> {
 
 /// Reads goal `id`: its intent, plans, active graph and projection (see
 /// [`harn_core::goal::plan::goal_view`]).
-pub fn read(store: &mut Store, id: &Id) -> Result<Goal, StoreError> {
+pub fn read(store: &mut Store, id: &Id) -> Result<GoalView, StoreError> {
     let intent = intent(store, id)?;
     let lease_elsewhere = store.held_elsewhere(&goal_lease(id));
     store.goal_view(&intent, lease_elsewhere)
@@ -80,7 +78,7 @@ pub fn read(store: &mut Store, id: &Id) -> Result<Goal, StoreError> {
 
 /// Reads goal `id` as a listing does: `None` when its directory holds no intent (a creation
 /// a kill cut short, which is not a goal), the error of a goal that exists but cannot be read.
-pub fn read_listed(store: &mut Store, id: &Id) -> Result<Option<Goal>, StoreError> {
+pub fn read_listed(store: &mut Store, id: &Id) -> Result<Option<GoalView>, StoreError> {
     match read(store, id) {
         Ok(g) => Ok(Some(g)),
         Err(e) => match store.read_bytes(&format!("{}/intent.json", goal_dir(id))) {
