@@ -257,7 +257,9 @@ fn placeholder(word: &str) -> bool {
 fn parses(words: &[String]) -> Result<(), String> {
     use clap::error::ErrorKind;
     // A verb named in prose (`harn work run`, `harn supervisor`) is a reference, not a call.
-    let verbs: Vec<String> = tree().into_iter().map(|(p, _)| format!("harn {p}")).collect();
+    static VERBS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let verbs =
+        VERBS.get_or_init(|| tree().into_iter().map(|(p, _)| format!("harn {p}")).collect());
     if verbs.contains(&words.join(" ")) {
         return Ok(());
     }

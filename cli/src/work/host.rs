@@ -14,6 +14,7 @@ use super::process::{
 use crate::os::guarded::Before;
 use crate::os::store::{run_dir, Store, StoreError};
 use harn_core::env::Clock;
+use harn_core::error::RecordError;
 use harn_core::ids::Id;
 use harn_core::journal::JournalWriter;
 use harn_core::limits::LimitReached;
@@ -292,9 +293,12 @@ impl driver::SegmentHost for CliSegment<'_> {
         Ok(())
     }
 
-    fn park(&mut self, parked: &Parked) -> Result<Result<ApprovalRequest, String>, StoreError> {
+    fn park(
+        &mut self,
+        parked: &Parked,
+    ) -> Result<Result<ApprovalRequest, RecordError>, StoreError> {
         let now = self.store.now();
-        Ok(self.store.ledger().park(self.m, parked, now)?.map_err(|why| why.to_string()))
+        Ok(self.store.ledger().park(self.m, parked, now)?)
     }
 
     fn answer_tool(&mut self, call: &str, verdict: Verdict, rules: Vec<String>) {

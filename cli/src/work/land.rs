@@ -238,7 +238,10 @@ impl driver::LandingHost for CliLand<'_> {
         })
     }
 
-    fn move_branch(&mut self, plan: &driver::Move<'_>) -> Result<Result<String, String>, String> {
+    fn move_branch(
+        &mut self,
+        plan: &driver::Move<'_>,
+    ) -> Result<Result<String, landing::Refused>, String> {
         let (into, t) = (plan.into, plan.attested);
         Ok(
             match move_branch(
@@ -251,23 +254,20 @@ impl driver::LandingHost for CliLand<'_> {
                 t,
             ) {
                 Ok(landed) => Ok(landed),
-                Err(Refused::Conflict(files)) => {
-                    let others = match &self.id {
+                Err(MoveRefused::Conflict(files)) => {
+                    let landed_by = match &self.id {
                         Some(id) => touched_by(self.store, &self.repo, id, &files),
                         None => Vec::new(),
                     };
-                    let by = match others.is_empty() {
-                        true => String::new(),
-                        false => format!(" (landed work that changed them: {})", others.join(", ")),
-                    };
-                    Err(format!(
-                        "landing {} on {into} conflicts in {}{by}; nothing was changed (bring \
-                     {into} into the branch, run and review again)",
-                        t.workspace.branch,
-                        files.join(", ")
-                    ))
+                    let branch = t.workspace.branch.clone();
+                    Err(landing::Refused::Conflict {
+                        branch,
+                        into: into.to_owned(),
+                        files,
+                        landed_by,
+                    })
                 }
-                Err(Refused::Other(e)) => Err(e),
+                Err(MoveRefused::Other(e)) => Err(landing::Refused::NotMoved(e)),
             },
         )
     }
@@ -394,17 +394,17 @@ fn landing_commit(
     Ok(None)
 }
 
-/// Why a branch was not moved.
-enum Refused {
+/// Why git did not move a branch.
+enum MoveRefused {
     /// The merge conflicts in these files.
     Conflict(Vec<String>),
     /// Anything else, in words.
     Other(String),
 }
 
-impl From<String> for Refused {
-    fn from(s: String) -> Refused {
-        Refused::Other(s)
+impl From<String> for MoveRefused {
+    fn from(s: String) -> MoveRefused {
+        MoveRefused::Other(s)
     }
 }
 
@@ -444,13 +444,13 @@ fn move_branch(
     method: LandMethod,
     message: &str,
     t: &Attestation,
-) -> Result<String, Refused> {
+) -> Result<String, MoveRefused> {
     let checkout = checked_out(repo, into)?;
     if let Some(dir) = &checkout {
         let dirty = git_text(dir, None, &["diff", "--name-only", "HEAD"])?;
         if !dirty.is_empty() {
             let files: Vec<&str> = dirty.lines().collect();
-            return Err(Refused::Other(format!(
+            return Err(MoveRefused::Other(format!(
                 "{into} is checked out in {} with changes not committed: {}; nothing was changed",
                 dir.display(),
                 files.join(", ")
@@ -490,7 +490,7 @@ fn move_branch(
 }
 
 /// The tree of `from` and `commit` merged, or the conflicted files.
-fn merged_tree(repo: &Path, from: &str, commit: &str) -> Result<String, Refused> {
+fn merged_tree(repo: &Path, from: &str, commit: &str) -> Result<String, MoveRefused> {
     let args = ["merge-tree", "--write-tree", "--name-only", "--no-messages", from, commit];
     let out = git(repo, None, &args)?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -499,9 +499,9 @@ fn merged_tree(repo: &Path, from: &str, commit: &str) -> Result<String, Refused>
     match out.status.code() {
         Some(0) if !tree.is_empty() => Ok(tree),
         Some(1) => {
-            Err(Refused::Conflict(lines.filter(|l| !l.is_empty()).map(str::to_owned).collect()))
+            Err(MoveRefused::Conflict(lines.filter(|l| !l.is_empty()).map(str::to_owned).collect()))
         }
-        _ => Err(Refused::Other(format!(
+        _ => Err(MoveRefused::Other(format!(
             "git merge-tree failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         ))),

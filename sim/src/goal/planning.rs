@@ -318,8 +318,8 @@ impl driver::SegmentHost for PlanSegment<'_, '_, '_> {
         Ok(())
     }
 
-    fn park(&mut self, _: &Parked) -> Result<Result<ApprovalRequest, String>, String> {
-        Ok(Err("a planning run names no approver".into()))
+    fn park(&mut self, _: &Parked) -> Result<Result<ApprovalRequest, RecordError>, String> {
+        Ok(Err(RecordError::refused("a planning run names no approver")))
     }
 
     fn answer_tool(&mut self, _: &str, _: Verdict, _: Vec<String>) {}

@@ -326,7 +326,7 @@ impl driver::LandingHost for SimLand<'_> {
         Ok(self.w.observe(attested, &accepted.proof_sha256))
     }
 
-    fn move_branch(&mut self, plan: &driver::Move<'_>) -> Result<Result<String, String>, Fault> {
+    fn move_branch(&mut self, plan: &driver::Move<'_>) -> Result<Result<String, Refused>, Fault> {
         self.step()?;
         let (from, attested) = (unhex(plan.from), unhex(plan.commit));
         let proof = landing::acceptance(&self.w.items[self.i].events).map(|a| a.proof_sha256);

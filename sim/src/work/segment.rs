@@ -302,7 +302,10 @@ impl driver::SegmentHost for SimSegment<'_> {
         Ok(())
     }
 
-    fn park(&mut self, parked: &Parked) -> Result<Result<ApprovalRequest, String>, Stop> {
+    fn park(
+        &mut self,
+        parked: &Parked,
+    ) -> Result<Result<ApprovalRequest, harn_core::error::RecordError>, Stop> {
         let now = self.world.wall();
         match self.world.ledger.park(self.m, parked, now)? {
             Ok(request) => {

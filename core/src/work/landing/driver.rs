@@ -43,7 +43,7 @@ pub trait LandingHost {
     /// Makes the landing commit `method` needs (none for a fast-forward) and moves `into`
     /// from `from` to it; a refusal (a conflict, a dirty checkout, a branch that moved)
     /// changes nothing and says why.
-    fn move_branch(&mut self, plan: &Move<'_>) -> Result<Result<String, String>, Self::Error>;
+    fn move_branch(&mut self, plan: &Move<'_>) -> Result<Result<String, Refused>, Self::Error>;
     /// Appends `work.landed` to the item's history.
     fn record(&mut self, landed: EventKind) -> Result<(), Self::Error>;
     /// The bug this host plants in the driver, if any.
@@ -168,7 +168,7 @@ pub fn land<H: LandingHost>(
                 host.record(record(&commit, method)).map_err(NotLanded::Failed)?;
             }
             let landed = host.move_branch(&plan).map_err(NotLanded::Failed)?;
-            (landed.map_err(|why| NotLanded::Refused(Refused::NotMoved(why)))?, method)
+            (landed.map_err(NotLanded::Refused)?, method)
         }
     };
     #[cfg(feature = "planted-bugs")]

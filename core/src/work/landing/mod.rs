@@ -160,8 +160,20 @@ pub enum Refused {
         /// What it lacks, in words.
         missing: String,
     },
-    /// Moving the target was refused (a conflict, a dirty checkout, a ref that moved), in
-    /// the host's words.
+    /// The branch and the target conflict in these files; `landed_by` names the landed work
+    /// that changed them.
+    Conflict {
+        /// The item's branch.
+        branch: String,
+        /// The target.
+        into: String,
+        /// The conflicted files.
+        files: Vec<String>,
+        /// Items whose landed work changed them.
+        landed_by: Vec<String>,
+    },
+    /// Moving the target was refused otherwise (a dirty checkout, a ref that moved, git
+    /// failing), in the host's words.
     NotMoved(String),
 }
 
@@ -209,6 +221,18 @@ impl std::fmt::Display for Refused {
                 "{into} does not hold {missing}: landing {id} would bring in work its review did \
                  not cover; nothing was changed"
             ),
+            Refused::Conflict { branch, into, files, landed_by } => {
+                let by = match landed_by.is_empty() {
+                    true => String::new(),
+                    false => format!(" (landed work that changed them: {})", landed_by.join(", ")),
+                };
+                write!(
+                    f,
+                    "landing {branch} on {into} conflicts in {}{by}; nothing was changed (bring \
+                     {into} into the branch, run and review again)",
+                    files.join(", ")
+                )
+            }
             Refused::NotMoved(why) => f.write_str(why),
         }
     }

@@ -6,6 +6,7 @@
 //! out effects and report what happened; the order and every rule are here, once.
 
 use super::{Reach, Segment, SegmentEffect, SegmentInput};
+use crate::error::RecordError;
 use crate::limits::LimitReached;
 #[cfg(feature = "planted-bugs")]
 use crate::planted::PlantedBug;
@@ -112,7 +113,10 @@ pub trait SegmentHost {
     fn start_call(&mut self, call: Call) -> Result<(), Self::Error>;
     /// Parks the run on an approval; a request that differs from the one recorded for its
     /// slot is refused, with why.
-    fn park(&mut self, parked: &Parked) -> Result<Result<ApprovalRequest, String>, Self::Error>;
+    fn park(
+        &mut self,
+        parked: &Parked,
+    ) -> Result<Result<ApprovalRequest, RecordError>, Self::Error>;
     /// Answers an agent's tool request.
     fn answer_tool(&mut self, call: &str, verdict: Verdict, rules: Vec<String>);
     /// Gives the call whose turn a park cancelled a moment to end it (and keep its session).
@@ -418,7 +422,7 @@ impl<H: SegmentHost> Driver<'_, H> {
         match self.host.park(parked)? {
             Ok(request) => Ok(Turn::Parked(Box::new(request))),
             Err(why) => {
-                self.fold.stop(why);
+                self.fold.stop(why.to_string());
                 self.policy_stopped();
                 Ok(Turn::Go)
             }
