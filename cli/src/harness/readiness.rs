@@ -9,7 +9,7 @@ use super::spawner::RealSpawner;
 use harn_core::env::Pid;
 use harn_core::harness::daemon::{Daemon, DaemonConfig};
 use harn_core::harness::lifecycle::Readiness as Kind;
-use harn_core::harness::readiness::{ReadinessEffect, ReadinessFinding, ReadinessSchedule};
+use harn_core::harness::readiness::{Found, ReadinessHost, ReadinessSchedule};
 use harn_core::ids::Id;
 use harn_core::time::Instant;
 use std::collections::BTreeMap;
@@ -167,45 +167,59 @@ impl ReadinessWatch {
         self.schedule.poll_timeout()
     }
 
-    /// Carries out what the schedule asks at `now`: looks at files, starts probes, kills
-    /// probes that ran too long or outlived their run. Returns what the looks found: runs now
-    /// ready, and rechecked runs that lost their readiness.
-    pub fn check(&mut self, now: Instant, daemon: &Daemon) -> Vec<(Id, u64, ReadinessFinding)> {
+    /// Carries out what the schedule asks at `now` (the core's `look`): looks at files,
+    /// starts probes, kills probes that ran too long or outlived their run. Returns what the
+    /// looks found, in order: runs now ready, and rechecked runs that lost their readiness.
+    pub fn check(&mut self, now: Instant, daemon: &Daemon) -> Vec<Found> {
         let live = |name: &Id, run: u64| {
             daemon.harnesses().get(name).and_then(|h| h.current_run()) == Some(run)
         };
-        self.schedule.handle_timeout(now, &live);
-        let mut ready = Vec::new();
-        while let Some(effect) = self.schedule.poll_effect() {
-            match effect {
-                ReadinessEffect::CheckFile { name, run, path } => {
-                    let present = self.cwd.get(&name).is_some_and(|cwd| cwd.join(&path).exists());
-                    if let Some(finding) = self.schedule.file_checked(now, &name, run, present) {
-                        ready.push((name, run, finding));
-                    }
-                }
-                ReadinessEffect::StartProbe { name, run, command } => {
-                    match self.start_probe(&name, &command) {
-                        Some(pid) => self.schedule.probe_started(now, pid, &name, run),
-                        None => {
-                            if let Some(finding) = self.schedule.probe_unstarted(now, &name, run) {
-                                ready.push((name, run, finding));
-                            }
-                        }
-                    }
-                }
-                ReadinessEffect::KillProbe { pid } => {
-                    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
-                        let _ =
-                            rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
-                    }
-                }
-            }
-        }
-        ready
+        let mut host = Looks { cwd: &self.cwd, run_as: &self.run_as };
+        self.schedule.look(now, &live, &mut host)
     }
 
-    fn start_probe(&self, name: &Id, command: &[String]) -> Option<Pid> {
+    /// The kind of evidence a harness needs, for status.
+    pub fn kind(&self, name: &Id) -> &'static str {
+        self.schedule.kind(name)
+    }
+}
+
+/// One datagram and the pid and uid of its sender, as the kernel attests them (0 and
+/// `u32::MAX` when it did not say).
+fn recv_with_sender(socket: &UnixDatagram, buf: &mut [u8]) -> Option<(usize, u32, u32)> {
+    use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
+    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmCredentials(1))];
+    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+    let mut iov = [std::io::IoSliceMut::new(buf)];
+    let msg = recvmsg(socket, &mut iov, &mut ancillary, RecvFlags::empty()).ok()?;
+    let sender = ancillary.drain().find_map(|m| match m {
+        RecvAncillaryMessage::ScmCredentials(cred) => {
+            Some((cred.pid.as_raw_nonzero().get() as u32, cred.uid.as_raw()))
+        }
+        _ => None,
+    });
+    let (pid, uid) = sender.unwrap_or((0, u32::MAX));
+    Some((msg.bytes, pid, uid))
+}
+
+/// The daemon's side of a readiness look: real files, real probe processes.
+struct Looks<'a> {
+    cwd: &'a BTreeMap<Id, PathBuf>,
+    run_as: &'a BTreeMap<Id, (String, Option<String>)>,
+}
+
+impl ReadinessHost for Looks<'_> {
+    fn file_present(&mut self, name: &Id, path: &str) -> bool {
+        self.cwd.get(name).is_some_and(|cwd| cwd.join(path).exists())
+    }
+
+    fn kill_probe(&mut self, pid: Pid) {
+        if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+            let _ = rustix::process::kill_process_group(p, rustix::process::Signal::KILL);
+        }
+    }
+
+    fn start_probe(&mut self, name: &Id, command: &[String]) -> Option<Pid> {
         let (program, args) = command.split_first()?;
         let mut cmd = Command::new(program);
         cmd.args(args).current_dir(self.cwd.get(name)?);
@@ -234,27 +248,4 @@ impl ReadinessWatch {
         }
         cmd.spawn().ok().map(|child| child.id())
     }
-
-    /// The kind of evidence a harness needs, for status.
-    pub fn kind(&self, name: &Id) -> &'static str {
-        self.schedule.kind(name)
-    }
-}
-
-/// One datagram and the pid and uid of its sender, as the kernel attests them (0 and
-/// `u32::MAX` when it did not say).
-fn recv_with_sender(socket: &UnixDatagram, buf: &mut [u8]) -> Option<(usize, u32, u32)> {
-    use rustix::net::{recvmsg, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags};
-    let mut space = [std::mem::MaybeUninit::uninit(); rustix::cmsg_space!(ScmCredentials(1))];
-    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
-    let mut iov = [std::io::IoSliceMut::new(buf)];
-    let msg = recvmsg(socket, &mut iov, &mut ancillary, RecvFlags::empty()).ok()?;
-    let sender = ancillary.drain().find_map(|m| match m {
-        RecvAncillaryMessage::ScmCredentials(cred) => {
-            Some((cred.pid.as_raw_nonzero().get() as u32, cred.uid.as_raw()))
-        }
-        _ => None,
-    });
-    let (pid, uid) = sender.unwrap_or((0, u32::MAX));
-    Some((msg.bytes, pid, uid))
 }

@@ -24,7 +24,7 @@ pub const PROBE_TIMEOUT: Duration = Duration::from_millis(10_000);
 
 /// What the schedule asks its host to do.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ReadinessEffect {
+pub(crate) enum ReadinessEffect {
     /// Look for `path` (relative to the harness's working directory); if it exists, report
     /// [`ReadinessSchedule::file_found`].
     CheckFile {
@@ -81,6 +81,22 @@ struct Probe {
     started: Instant,
     killed: bool,
 }
+
+/// What a host does when the schedule asks: the daemon's shell looks at real files and
+/// starts real probe processes, the simulator draws the answers. [`ReadinessSchedule::look`]
+/// is the one loop over the schedule's effects that both run.
+pub trait ReadinessHost {
+    /// Whether `path` (relative to `name`'s working directory) exists now.
+    fn file_present(&mut self, name: &Id, path: &str) -> bool;
+    /// Starts `command` as `name`'s probe in a process group of its own; `None` when it
+    /// could not start (its program is gone, its user no longer resolves).
+    fn start_probe(&mut self, name: &Id, command: &[String]) -> Option<Pid>;
+    /// Kills the probe's process group; its exit is reaped later as a failure.
+    fn kill_probe(&mut self, pid: Pid);
+}
+
+/// One run's readiness found by a look: the harness, the run, and what was found.
+pub type Found = (Id, u64, ReadinessFinding);
 
 /// The readiness schedule of every harness (see the module documentation).
 #[derive(Clone, Debug, Default)]
@@ -166,7 +182,7 @@ impl ReadinessSchedule {
     /// is due, forgets runs that ended and asks to look at each awaited file and to start each
     /// awaited probe not already running; and does the same for each recheck that is due.
     /// Harmless when early, late or repeated.
-    pub fn handle_timeout(&mut self, now: Instant, live: &dyn Fn(&Id, u64) -> bool) {
+    pub(crate) fn handle_timeout(&mut self, now: Instant, live: &dyn Fn(&Id, u64) -> bool) {
         for (pid, p) in self.probes.iter_mut() {
             let expired = now >= p.started.saturating_add(PROBE_TIMEOUT);
             if !p.killed && (expired || !live(&p.name, p.run)) {
@@ -204,15 +220,53 @@ impl ReadinessSchedule {
         }
     }
 
+    /// The readiness wake at `now`: acts on what is due (see
+    /// [`handle_timeout`](Self::handle_timeout)) and carries out every effect through `host`
+    /// in order. Returns every finding in the order found; the host reports each to the
+    /// daemon core, all of them before the daemon's own timers due at the same instant (a
+    /// run that showed its evidence is ready before its ready-timeout is judged).
+    pub fn look(
+        &mut self,
+        now: Instant,
+        live: &dyn Fn(&Id, u64) -> bool,
+        host: &mut dyn ReadinessHost,
+    ) -> Vec<Found> {
+        self.handle_timeout(now, live);
+        let mut found = Vec::new();
+        while let Some(effect) = self.poll_effect() {
+            let finding = match effect {
+                ReadinessEffect::CheckFile { name, run, path } => {
+                    let present = host.file_present(&name, &path);
+                    self.file_checked(now, &name, run, present).map(|f| (name, run, f))
+                }
+                ReadinessEffect::StartProbe { name, run, command } => {
+                    match host.start_probe(&name, &command) {
+                        Some(pid) => {
+                            self.probe_started(now, pid, &name, run);
+                            None
+                        }
+                        None => self.probe_unstarted(now, &name, run).map(|f| (name, run, f)),
+                    }
+                }
+                ReadinessEffect::KillProbe { pid } => {
+                    host.kill_probe(pid);
+                    None
+                }
+            };
+            found.extend(finding);
+        }
+        found
+    }
+
     /// The next effect to carry out, in order.
-    pub fn poll_effect(&mut self) -> Option<ReadinessEffect> {
+    pub(crate) fn poll_effect(&mut self) -> Option<ReadinessEffect> {
         self.effects.pop_front()
     }
 
     /// The host looked at `now` for the file of run `run` and found it `present` or not:
     /// what that means for the run (which the host then reports to the daemon core), if
     /// anything.
-    pub fn file_checked(
+    pub(crate) fn file_checked(
         &mut self,
         now: Instant,
         name: &Id,
@@ -245,7 +299,7 @@ impl ReadinessSchedule {
     /// The probe the schedule asked for could not be started at `now` (its program is gone,
     /// its user no longer resolves): a failed look. A run that awaits its evidence is simply
     /// looked at again at the next check; a rechecked ready run loses its readiness.
-    pub fn probe_unstarted(
+    pub(crate) fn probe_unstarted(
         &mut self,
         now: Instant,
         name: &Id,
@@ -255,7 +309,7 @@ impl ReadinessSchedule {
     }
 
     /// A probe for run `run` of `name` started at `now` as `pid`.
-    pub fn probe_started(&mut self, now: Instant, pid: Pid, name: &Id, run: u64) {
+    pub(crate) fn probe_started(&mut self, now: Instant, pid: Pid, name: &Id, run: u64) {
         let probe = Probe { name: name.clone(), run, started: now, killed: false };
         self.probes.insert(pid, probe);
     }
@@ -343,6 +397,46 @@ mod tests {
 
     fn effects(s: &mut ReadinessSchedule) -> Vec<ReadinessEffect> {
         std::iter::from_fn(|| s.poll_effect()).collect()
+    }
+
+    /// A host whose files are all present and whose probes cannot start, recording what it
+    /// was asked.
+    #[derive(Default)]
+    struct Host {
+        asked: Vec<String>,
+    }
+
+    impl ReadinessHost for Host {
+        fn file_present(&mut self, name: &Id, path: &str) -> bool {
+            self.asked.push(format!("look {name} {path}"));
+            true
+        }
+        fn start_probe(&mut self, name: &Id, _: &[String]) -> Option<Pid> {
+            self.asked.push(format!("probe {name}"));
+            None
+        }
+        fn kill_probe(&mut self, pid: Pid) {
+            self.asked.push(format!("kill {pid}"));
+        }
+    }
+
+    #[test]
+    fn a_look_carries_out_every_effect_in_order_and_returns_every_finding() {
+        let mut s = schedule();
+        s.started(ms(0), &id("f"), 1);
+        s.started(ms(0), &id("p"), 2);
+        let mut host = Host::default();
+        let found = s.look(ms(0), &|_, _| true, &mut host);
+        assert_eq!(host.asked, ["look f ready", "probe p"]);
+        assert_eq!(
+            found,
+            [(id("f"), 1, ReadinessFinding::Ready)],
+            "an unstarted probe vouches nothing"
+        );
+        assert_eq!(s.poll_timeout(), Some(ms(250)), "the probe's run is looked at again");
+        let found = s.look(ms(250), &|_, _| true, &mut Host::default());
+        assert!(found.is_empty());
+        assert_eq!(s.check(), Ok(()));
     }
 
     #[test]

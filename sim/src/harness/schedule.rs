@@ -10,14 +10,21 @@ use harn_core::env::{Clock, FsErrorKind};
 use harn_core::harness::daemon::{Command, DaemonInput};
 use harn_core::harness::driver::Wake;
 use harn_core::harness::lifecycle::{HarnessInput, RestartPolicy};
-use harn_core::harness::readiness::{ReadinessEffect, ReadinessFinding};
+use harn_core::harness::readiness::{ReadinessFinding, ReadinessHost};
 use harn_core::ids::Id;
 use harn_core::time::{Duration, Instant};
 
 impl<E: Entropy> HarnessWorld<E> {
-    /// Chooses what wakes the daemon next and moves the clock there. Exits go first, then
-    /// commands, then timers, at equal times.
+    /// Chooses what wakes the daemon next and moves the clock there. What a readiness look
+    /// found is reported first, as the real daemon does in the wake that looked; then, at
+    /// equal times, exits, commands, readiness looks and timers.
     pub(crate) fn next_wake(&mut self) -> (StepEvent, Wake) {
+        if self.daemon().is_some() {
+            if let Some((name, run, finding)) = self.found.pop_front() {
+                let evidence = self.readiness.kind(&name);
+                return self.report(name, run, finding, evidence);
+            }
+        }
         let now = self.clock.now();
         let timer = self.daemon().and_then(|d| d.poll_timeout()).map(|t| t.max(self.timer_floor));
         let exit = self.procs.next_exit();
@@ -47,7 +54,7 @@ impl<E: Entropy> HarnessWorld<E> {
             self.schedule_command();
             return self.deliver_command(command);
         }
-        if Some(first) == readiness && timer.is_none_or(|t| t > first) {
+        if Some(first) == readiness {
             self.clock.advance_to(first.max(now));
             return self.readiness_wake();
         }
@@ -61,37 +68,25 @@ impl<E: Entropy> HarnessWorld<E> {
     /// When the readiness schedule next has work, or a simulated probe exits.
     pub(crate) fn readiness_due(&self) -> Option<Instant> {
         self.daemon()?;
+        if !self.found.is_empty() {
+            return Some(self.clock.now());
+        }
         let probe = self.probes.values().map(|(at, _)| *at).min();
         [self.readiness.poll_timeout(), probe].into_iter().flatten().min()
     }
 
-    /// The daemon's readiness watch wakes: a probe's exit is reaped, or the core's schedule
-    /// asks to look at files (each found with a drawn chance), start probes (each drawn to
-    /// exit soon, succeeding half the time) and kill probes. At most one run is reported
-    /// ready per step; a look that finds nothing is a wake with nothing to deliver.
+    /// The daemon's readiness watch wakes: a probe's exit is reaped, or the core's look asks
+    /// to look at files (each found with a drawn chance), start probes (each drawn to exit
+    /// soon, succeeding half the time) and kill probes. Every finding is reported, one step
+    /// each; a look that finds nothing is a wake with nothing to deliver.
     fn readiness_wake(&mut self) -> (StepEvent, Wake) {
         let now = self.clock.now();
         let nothing = (StepEvent::Timeout { spurious: true }, Wake::Timeout);
-        let ready = |name: Id, run: u64, finding: ReadinessFinding, evidence: &str| {
-            let event = match finding {
-                ReadinessFinding::Ready => {
-                    StepEvent::Ready { name: name.to_string(), run, evidence: evidence.into() }
-                }
-                ReadinessFinding::Lost => {
-                    StepEvent::Unready { name: name.to_string(), run, evidence: evidence.into() }
-                }
-            };
-            let report = finding.report(run);
-            (event, Wake::Input(DaemonInput::Process { name, report }))
-        };
         let exited = self.probes.iter().find(|(_, (at, _))| *at <= now).map(|(p, e)| (*p, e.1));
         if let Some((pid, ok)) = exited {
             self.probes.remove(&pid);
             return match self.readiness.probe_exited(now, pid, ok) {
-                Some(Some((name, run, finding))) => {
-                    self.vouch(&name, run, finding);
-                    ready(name, run, finding, "probe")
-                }
+                Some(Some((name, run, finding))) => self.report(name, run, finding, "probe"),
                 _ => nothing,
             };
         }
@@ -102,41 +97,43 @@ impl<E: Entropy> HarnessWorld<E> {
             .filter_map(|(n, h)| h.current_run().map(|r| (n.clone(), r)))
             .collect();
         let is_live = |name: &Id, run: u64| live.iter().any(|(n, r)| n == name && *r == run);
-        self.readiness.handle_timeout(now, &is_live);
-        let mut found = None;
-        while let Some(effect) = self.readiness.poll_effect() {
-            match effect {
-                ReadinessEffect::CheckFile { name, run, .. } => {
-                    // Once faults stop, a healthy harness's evidence shows at the first look.
-                    if found.is_none() {
-                        let present = !self.faults || self.entropy.chance(1, 3);
-                        if let Some(f) = self.readiness.file_checked(now, &name, run, present) {
-                            found = Some((name, run, f));
-                        }
-                    }
-                }
-                ReadinessEffect::StartProbe { name, run, .. } => {
-                    self.next_probe_pid += 1;
-                    let pid = self.next_probe_pid;
-                    let took = Duration::from_millis(self.entropy.below(400));
-                    let ok = !self.faults || self.entropy.chance(1, 2);
-                    self.probes.insert(pid, (now.saturating_add(took), ok));
-                    self.readiness.probe_started(now, pid, &name, run);
-                }
-                ReadinessEffect::KillProbe { pid } => {
-                    if let Some(probe) = self.probes.get_mut(&pid) {
-                        *probe = (now, false);
-                    }
-                }
-            }
-        }
-        match found {
+        let mut host = SimLooks {
+            now,
+            faults: self.faults,
+            entropy: &mut self.entropy,
+            probes: &mut self.probes,
+            next_pid: &mut self.next_probe_pid,
+        };
+        let found = self.readiness.look(now, &is_live, &mut host);
+        self.found.extend(found);
+        match self.found.pop_front() {
             Some((name, run, finding)) => {
-                self.vouch(&name, run, finding);
-                ready(name, run, finding, "file")
+                let evidence = self.readiness.kind(&name);
+                self.report(name, run, finding, evidence)
             }
             None => nothing,
         }
+    }
+
+    /// Reports a readiness finding to the daemon, remembering it for the invariants.
+    fn report(
+        &mut self,
+        name: Id,
+        run: u64,
+        finding: ReadinessFinding,
+        evidence: &str,
+    ) -> (StepEvent, Wake) {
+        self.vouch(&name, run, finding);
+        let event = match finding {
+            ReadinessFinding::Ready => {
+                StepEvent::Ready { name: name.to_string(), run, evidence: evidence.into() }
+            }
+            ReadinessFinding::Lost => {
+                StepEvent::Unready { name: name.to_string(), run, evidence: evidence.into() }
+            }
+        };
+        let report = finding.report(run);
+        (event, Wake::Input(DaemonInput::Process { name, report }))
     }
 
     fn timer_wake(&mut self, due: Instant) -> (StepEvent, Wake) {
@@ -271,6 +268,37 @@ impl<E: Entropy> HarnessWorld<E> {
         if self.entropy.chance(self.options.wall_jump_per_mille, 1000) {
             let delta = self.entropy.below(2 * 3_600_000) as i64 - 3_600_000;
             self.clock.jump_wall(delta);
+        }
+    }
+}
+
+/// The simulator's side of a readiness look: files found by a drawn chance, probes that
+/// exit by a drawn time with a drawn result.
+struct SimLooks<'a, E: Entropy> {
+    now: Instant,
+    faults: bool,
+    entropy: &'a mut E,
+    probes: &'a mut std::collections::BTreeMap<u32, (Instant, bool)>,
+    next_pid: &'a mut u32,
+}
+
+impl<E: Entropy> ReadinessHost for SimLooks<'_, E> {
+    fn file_present(&mut self, _: &Id, _: &str) -> bool {
+        // Once faults stop, a healthy harness's evidence shows at the first look.
+        !self.faults || self.entropy.chance(1, 3)
+    }
+
+    fn start_probe(&mut self, _: &Id, _: &[String]) -> Option<harn_core::env::Pid> {
+        *self.next_pid += 1;
+        let took = Duration::from_millis(self.entropy.below(400));
+        let ok = !self.faults || self.entropy.chance(1, 2);
+        self.probes.insert(*self.next_pid, (self.now.saturating_add(took), ok));
+        Some(*self.next_pid)
+    }
+
+    fn kill_probe(&mut self, pid: harn_core::env::Pid) {
+        if let Some(probe) = self.probes.get_mut(&pid) {
+            *probe = (self.now, false);
         }
     }
 }

@@ -63,6 +63,9 @@ pub struct HarnessWorld<E: Entropy> {
     pub(crate) readiness: ReadinessSchedule,
     pub(crate) probes: BTreeMap<u32, (Instant, bool)>,
     pub(crate) next_probe_pid: u32,
+    /// What the last look found and the daemon has not been told yet: the real daemon
+    /// reports every finding of a look before anything else, one step each.
+    pub(crate) found: std::collections::VecDeque<harn_core::harness::readiness::Found>,
     /// Every run some readiness evidence vouched for.
     pub(crate) vouched: std::collections::BTreeSet<(harn_core::ids::Id, u64)>,
     /// Vouched runs whose recheck failed since their evidence last showed.
@@ -126,6 +129,7 @@ impl<E: Entropy> HarnessWorld<E> {
             step: 0,
             readiness: ReadinessSchedule::default(),
             probes: BTreeMap::new(),
+            found: Default::default(),
             next_probe_pid: 900_000,
             vouched: std::collections::BTreeSet::new(),
             lost: std::collections::BTreeSet::new(),
@@ -391,6 +395,7 @@ impl<E: Entropy> HarnessWorld<E> {
                 // A new daemon knows no probe of an earlier one; its schedule starts empty.
                 self.readiness = ReadinessSchedule::new(&daemon.config().harnesses);
                 self.probes.clear();
+                self.found.clear();
                 // Connections die with the daemon; a new one has no attached client.
                 self.clients.clear();
                 self.up = Some((driver, daemon));
