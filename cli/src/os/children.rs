@@ -87,10 +87,14 @@ pub fn forced() -> bool {
     FORCED.load(Ordering::SeqCst)
 }
 
+/// Whose stop began, in words.
+pub fn stopper() -> String {
+    interrupted_by().unwrap_or_else(|| "an operator's stop".to_owned())
+}
+
 /// Why nothing new may start once a stop began, in words.
 pub fn stopping() -> String {
-    let by = interrupted_by().unwrap_or_else(|| "an operator's stop".to_owned());
-    format!("{by} is stopping this process's runs")
+    format!("{} is stopping this process's runs", stopper())
 }
 
 /// Whose stop terminated this process's children, once one did: a run it ended was

@@ -131,12 +131,11 @@ impl attempt::AttemptHost for WorkHost<'_> {
         self.store.now()
     }
 
+    fn stopping(&mut self) -> Option<String> {
+        crate::os::children::forced().then(crate::os::children::stopper)
+    }
+
     fn lease(&mut self, id: &Id) -> Result<(), Refusal> {
-        // An operator's stop refuses new attempts before anything is recorded, so none is
-        // charged for a workflow that was never going to be let run.
-        if crate::os::children::forced() {
-            return Err(Refusal::NotNow(crate::os::children::stopping()));
-        }
         if !self.store.exists(id) {
             return Err(Refusal::NotNow(format!("no work item {id}")));
         }

@@ -47,6 +47,9 @@ pub trait AttemptHost {
     fn ledger(&mut self) -> &mut Ledger<Self::Fs>;
     /// The wall clock now.
     fn now(&mut self) -> WallTime;
+    /// Whose stop is ending this host's runs, once an operator's forced stop began: from
+    /// then on no new attempt starts.
+    fn stopping(&mut self) -> Option<String>;
     /// Takes `id`'s run lease for the rest of the attempt, or refuses.
     fn lease(&mut self, id: &Id) -> Result<(), Refusal<Self::Error>>;
     /// Reaps every run whose host is gone, before anything new starts.
@@ -85,6 +88,11 @@ pub fn run_attempt<H: AttemptHost>(
     retry: bool,
     actor: &str,
 ) -> Result<AttemptEnded, Refusal<H::Error>> {
+    // An operator's stop refuses new attempts before anything is recorded, so none is
+    // charged for a workflow that was never going to be let run.
+    if let Some(by) = host.stopping() {
+        return Err(Refusal::NotNow(format!("{by} is stopping this process's runs")));
+    }
     host.lease(id)?;
     host.recover()?;
     let item = host.read_locked(id)?;

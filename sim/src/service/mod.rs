@@ -539,6 +539,7 @@ impl SweepHost for SimSweep<'_> {
         // A stop forced during the tick killed its workflows: they end without a result, and
         // every invariant of the goal world must still hold.
         self.g.w.killing = self.summary.forced_stops > forced_before;
+        self.g.w.stop_reached = false;
         if self.g.w.entropy.chance(1, 8) {
             // An infrastructure error: the tick never starts (the goal then backs off).
             self.summary.failed_ticks += 1;

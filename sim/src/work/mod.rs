@@ -176,6 +176,8 @@ pub(crate) struct WorkWorld {
     /// While set, every workflow is killed before it finishes (a forced stop of the service
     /// terminated the tick's process groups).
     pub(crate) killing: bool,
+    /// Set once that stop reached a running workflow: later attempts are refused.
+    pub(crate) stop_reached: bool,
     /// The processes of each run segment still alive on the machine, by run: its host kills
     /// them at the segment's end; a host killed mid-run leaves them to the next recovery.
     processes: BTreeMap<Id, u32>,
@@ -214,6 +216,7 @@ impl WorkWorld {
             not_started: false,
             watchdog_broken: None,
             killing: false,
+            stop_reached: false,
             processes: BTreeMap::new(),
             host_killed: false,
             kill_hosts: false,
@@ -889,6 +892,12 @@ impl AttemptHost for WorkWorld {
         self.wall()
     }
 
+    fn stopping(&mut self) -> Option<String> {
+        // A forced stop reaches the tick at a running workflow; from then on the process
+        // refuses to start another.
+        (self.killing && self.stop_reached).then(|| "a bounded stop of the service".to_owned())
+    }
+
     fn lease(&mut self, _id: &Id) -> Result<(), Refusal<String>> {
         Ok(())
     }
@@ -957,6 +966,22 @@ mod tests {
         assert!(total.crashes > 100, "crashes happen: {total:?}");
         assert!(total.parked > 10 && total.resumed > 10, "runs park and resume: {total:?}");
         assert!(total.accepted > 10, "items are accepted: {total:?}");
+    }
+
+    #[test]
+    fn once_a_forced_stop_reached_a_workflow_no_new_attempt_starts_or_is_recorded() {
+        let mut w = WorkWorld::new(1);
+        w.crashes = false;
+        w.setup(&[("a", &[])]);
+        let id = Id::new("a").unwrap();
+        let before = w.read(&id).unwrap();
+        w.killing = true;
+        w.stop_reached = true;
+        let Ok(Err(refused)) = w.attempt(&id, false) else { panic!("an attempt started") };
+        assert!(refused.contains("is stopping this process's runs"), "{refused}");
+        let after = w.read(&id).unwrap();
+        assert_eq!(after.history_len, before.history_len, "nothing is recorded");
+        assert_eq!(after.projection, before.projection);
     }
 
     #[test]

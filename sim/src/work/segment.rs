@@ -351,6 +351,7 @@ impl SimSegment<'_> {
     fn started(&mut self, start: &Value) {
         let w = &mut *self.world;
         if w.killing {
+            w.stop_reached = true;
             w.summary.interrupted += 1;
             let by = "a bounded stop of the service".to_owned();
             self.pending.push_back(SegmentEvent::Interrupting(by));
