@@ -7,7 +7,6 @@ warm-up; the median and spread are printed and checked. Exit status 1 when a tar
 missed. Standard library only; temporary directories are removed at the end.
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -19,7 +18,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.normpath(os.path.join(HERE, "..", ".."))
-DEFAULT_HARN = os.path.join(REPO, "target", "release", "harn")
+# Run by its path, this script has only its own folder on the import path, not benches/.
+sys.path.insert(0, os.path.dirname(HERE))
+from cli_timing import check_targets, parse, parser, time_runs  # noqa: E402
+
 TARGETS_MS = {"show (chain of 1000)": 50.0, "tick (one item)": 50.0}
 
 
@@ -32,12 +34,7 @@ def harn(binary, root, *args):
 
 def timed(cmd, runs):
     subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)  # warm-up
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)
-        samples.append((time.perf_counter() - start) * 1000.0)
-    return samples
+    return time_runs(cmd, runs)
 
 
 def setup(root):
@@ -85,13 +82,10 @@ def bench_tick(binary, runs):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--harn", default=DEFAULT_HARN, help="the harn binary (default: target/release/harn)")
+    p = parser(__doc__)
     p.add_argument("--items", type=int, default=1000, help="items in the chain (default 1000)")
     p.add_argument("--runs", type=int, default=21, help="timed runs (default 21)")
-    a = p.parse_args()
-    if not os.access(a.harn, os.X_OK):
-        sys.exit(f"{a.harn}: not an executable; run `cargo build --release -p harn` first")
+    a = parse(p)
     results = {
         "show (chain of 1000)": bench_show(a.harn, a.runs, a.items),
         "tick (one item)": bench_tick(a.harn, a.runs),
@@ -100,10 +94,7 @@ def main():
     print("|---|---|---|---|---|")
     for name, s in results.items():
         print(f"| {name} | {statistics.median(s):.1f} | {min(s):.1f} | {max(s):.1f} | {TARGETS_MS[name]:.0f} |")
-    missed = [n for n, s in results.items() if statistics.median(s) > TARGETS_MS[n]]
-    for n in missed:
-        print(f"target missed: {n}", file=sys.stderr)
-    return 1 if missed else 0
+    return check_targets(results, TARGETS_MS)
 
 
 if __name__ == "__main__":

@@ -125,19 +125,6 @@ def is_run_process(argv: list[str]) -> bool:
     return any(RUN_MARKER_RE.search(a) for a in argv)
 
 
-def descendants(root: int, snap) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for pid, (_, ppid, _) in snap.items():
-        children.setdefault(ppid, []).append(pid)
-    out, todo = [], [root]
-    while todo:
-        p = todo.pop()
-        for c in children.get(p, []):
-            out.append(c)
-            todo.append(c)
-    return out
-
-
 def supervising_pids(root: int) -> list[int]:
     """`root` and its descendants, minus the supervised children (argv with a marker of this
     run) and everything below them."""
@@ -399,9 +386,10 @@ class Tool:
         self.started = False
 
     # What subclasses provide.
-    @staticmethod
-    def version() -> str:
-        return "?"
+    @classmethod
+    def version(cls) -> str:
+        """A peer's version is its Debian package's; Harn asks its binary instead."""
+        return dpkg_installed(PACKAGES[cls.name]) or "?"
 
     @staticmethod
     def stop_setting() -> str:
@@ -573,10 +561,6 @@ class Supervisord(Tool):
     name = "supervisord"
 
     @staticmethod
-    def version() -> str:
-        return dpkg_installed("supervisor") or "?"
-
-    @staticmethod
     def stop_setting() -> str:
         return f"stopwaitsecs = {GRACE_MS // 1000}"
 
@@ -650,34 +634,54 @@ stdout_logfile={d}/logs/{s.name}.log
                 log("supervisord did not shut down in time; killing it")
 
 
-class Runit(Tool):
-    name = "runit"
+class ScanDirTool(Tool):
+    """runit and s6: one scanner process (runsvdir, s6-svscan) watches a directory that holds
+    a service directory per program."""
 
-    @staticmethod
-    def version() -> str:
-        return dpkg_installed("runit") or "?"
+    scan_dir = "?"  # under the tool's working directory
+    run_files: dict[str, str] = {}  # extra files in every service directory
+
+    def scanner(self, top: str) -> list[str]:
+        """The scanner's argv, watching `top`; its output goes to <argv[0]>.log."""
+        raise NotImplementedError
+
+    def stop_all(self, dirs: list[str]) -> None:
+        """Stops the services in `dirs` and the scanner, which is still running."""
+        raise NotImplementedError
+
+    def svc(self, name: str) -> str:
+        return str(self.dir / self.scan_dir / name)
+
+    def launch(self) -> None:
+        top = self.dir / self.scan_dir
+        self.write_run_dirs(top, self.run_files)
+        cmd = self.scanner(str(top))
+        self.proc = self.popen(cmd, f"{cmd[0]}.log")
+        self.root_pid = self.proc.pid
+
+    def shutdown_tool(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.stop_all([self.svc(s.name) for s in self.services])
+
+
+class Runit(ScanDirTool):
+    name = "runit"
+    scan_dir = "service"
 
     @staticmethod
     def stop_setting() -> str:
         return f"sv -w {GRACE_MS // 1000} force-stop (runsv never sends SIGKILL by itself)"
 
-    def svc(self, name: str) -> str:
-        return str(self.dir / "service" / name)
-
-    def launch(self) -> None:
-        self.write_run_dirs(self.dir / "service")
-        self.proc = self.popen(["runsvdir", "-P", str(self.dir / "service")], "runsvdir.log")
-        self.root_pid = self.proc.pid
+    def scanner(self, top: str) -> list[str]:
+        return ["runsvdir", "-P", top]
 
     def stop_command(self, name: str, ignore_term: bool) -> list[str]:
         if ignore_term:
             return ["sv", "-w", str(GRACE_MS // 1000), "force-stop", self.svc(name)]
         return ["sv", "-w", "5", "stop", self.svc(name)]
 
-    def shutdown_tool(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        dirs = [self.svc(s.name) for s in self.services]
+    def stop_all(self, dirs: list[str]) -> None:
         try:
             run(["sv", "-w", str(GRACE_MS // 1000), "force-shutdown", *dirs], timeout=60)
         except subprocess.TimeoutExpired:
@@ -690,36 +694,26 @@ class Runit(Tool):
             pass
 
 
-class S6(Tool):
+class S6(ScanDirTool):
     name = "s6"
-
-    @staticmethod
-    def version() -> str:
-        return dpkg_installed("s6") or "?"
+    scan_dir = "scan"
+    run_files = {"timeout-kill": f"{GRACE_MS}\n"}
 
     @staticmethod
     def stop_setting() -> str:
         return f"timeout-kill = {GRACE_MS} (default: never SIGKILL)"
 
-    def svc(self, name: str) -> str:
-        return str(self.dir / "scan" / name)
-
-    def launch(self) -> None:
-        self.write_run_dirs(self.dir / "scan", {"timeout-kill": f"{GRACE_MS}\n"})
-        self.proc = self.popen(["s6-svscan", str(self.dir / "scan")], "s6-svscan.log")
-        self.root_pid = self.proc.pid
+    def scanner(self, top: str) -> list[str]:
+        return ["s6-svscan", top]
 
     def stop_command(self, name: str, ignore_term: bool) -> list[str]:
         return ["s6-svc", "-d", self.svc(name)]
 
-    def shutdown_tool(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        dirs = [self.svc(s.name) for s in self.services]
+    def stop_all(self, dirs: list[str]) -> None:
         try:
             run(["s6-svc", "-d", *dirs], timeout=30)
             # -t: bring every service down and exit once they are (timeout-kill applies).
-            run(["s6-svscanctl", "-t", str(self.dir / "scan")], timeout=30)
+            run(["s6-svscanctl", "-t", str(self.dir / self.scan_dir)], timeout=30)
             self.proc.wait(timeout=GRACE_MS / 1000 + 10)
         except subprocess.TimeoutExpired:
             log("s6-svscan did not exit in time; killing it")

@@ -9,17 +9,18 @@ warm-up run; the median and the spread are printed, then checked against the tar
 Standard library only; the temporary directories are removed at the end.
 """
 
-import argparse
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_HARN = os.path.normpath(os.path.join(HERE, "..", "..", "target", "release", "harn"))
+# Run by its path, this script has only its own folder on the import path, not benches/.
+sys.path.insert(0, os.path.dirname(HERE))
+from cli_timing import check_targets, parse, parser, time_runs  # noqa: E402
+
 TARGETS_MS = {"independent": 50.0, "chain": 100.0}
 
 
@@ -47,23 +48,15 @@ def time_list(binary, root, runs, items):
     if len(listed["items"]) != items or listed["warnings"]:
         sys.exit(f"expected {items} items and no warnings, got {len(listed['items'])} "
                  f"and {listed['warnings'][:3]}")
-    samples = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        subprocess.run(cmd, stdout=subprocess.DEVNULL, check=True)
-        samples.append((time.perf_counter() - start) * 1000.0)
-    return samples
+    return time_runs(cmd, runs)
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--harn", default=DEFAULT_HARN, help="the harn binary (default: target/release/harn)")
+    p = parser(__doc__)
     p.add_argument("--items", type=int, default=1000, help="work items per ledger (default 1000)")
     p.add_argument("--runs", type=int, default=31, help="timed runs per ledger (default 31)")
     p.add_argument("--json", action="store_true", help="print every sample as JSON")
-    a = p.parse_args()
-    if not os.access(a.harn, os.X_OK):
-        sys.exit(f"{a.harn}: not an executable; run `cargo build --release -p harn` first")
+    a = parse(p)
     results = {}
     for name, chain in (("independent", False), ("chain", True)):
         with tempfile.TemporaryDirectory(prefix="harn-work-list-") as root:
@@ -78,10 +71,7 @@ def main():
         for name, s in results.items():
             print(f"| {name} ({a.items} items) | {statistics.median(s):.1f} | {min(s):.1f} "
                   f"| {max(s):.1f} | {TARGETS_MS[name]:.0f} |")
-    missed = [n for n, s in results.items() if statistics.median(s) > TARGETS_MS[n]]
-    for n in missed:
-        print(f"target missed: {n}", file=sys.stderr)
-    return 1 if missed else 0
+    return check_targets(results, TARGETS_MS)
 
 
 if __name__ == "__main__":
