@@ -91,13 +91,7 @@ fn work_projection(c: &mut Criterion) {
     let mut group = c.benchmark_group("work_1000_events");
     group.bench_function("project", |b| {
         b.iter(|| {
-            let inputs = Inputs {
-                intent: &intent,
-                events: black_box(&events),
-                attempts: &attempts,
-                prerequisites: &prerequisites,
-                lease_held_elsewhere: false,
-            };
+            let inputs = Inputs::unleased(&intent, black_box(&events), &attempts, &prerequisites);
             project(&inputs)
         })
     });
@@ -106,13 +100,7 @@ fn work_projection(c: &mut Criterion) {
             let read = parse_as::<WorkEvent>("events.jsonl", black_box(&bytes)).unwrap();
             let events: Vec<WorkEvent> = read.records.into_iter().map(|r| r.body).collect();
             validate_history(&intent.id, &events).unwrap();
-            let inputs = Inputs {
-                intent: &intent,
-                events: &events,
-                attempts: &attempts,
-                prerequisites: &prerequisites,
-                lease_held_elsewhere: false,
-            };
+            let inputs = Inputs::unleased(&intent, &events, &attempts, &prerequisites);
             project(&inputs)
         })
     });

@@ -261,21 +261,10 @@ fn a_chain_of_three_items_each_sees_its_prerequisites_accepted_change() {
     let root = repo.root();
     repo.create("p1");
     for (id, dep) in [("p2", "p1"), ("p3", "p2")] {
-        let args = [
-            "work",
-            "create",
-            id,
-            "wf.sh",
-            "--id",
-            id,
-            "--objective",
-            "edit",
-            "--accept",
-            "edited",
-            "--depends-on",
-            dep,
-        ];
-        let out = repo.harn(&args, "");
+        let create = format!(
+            "work create {id} wf.sh --id {id} --objective edit --accept edited --depends-on {dep}"
+        );
+        let out = repo.harn(&create.split(' ').collect::<Vec<_>>(), "");
         assert!(out.status.success(), "{}", text(&out));
     }
     for id in ["p1", "p2", "p3"] {

@@ -68,6 +68,18 @@ fn mission(r: &Path, edit: impl Fn(String) -> String) {
     });
 }
 
+/// A root with the mission example whose planner notes in `planner.log` every time it is
+/// started (uncontained, so it may write the root).
+fn noting_mission() -> tempfile::TempDir {
+    let dir = root(None);
+    let r = dir.path();
+    mission(r, |p| p);
+    let planner = std::fs::read_to_string(r.join("planner.sh")).unwrap();
+    let noted = planner.replacen('\n', "\necho started >> planner.log\n", 1);
+    std::fs::write(r.join("planner.sh"), noted).unwrap();
+    dir
+}
+
 fn create_goal(r: &Path, extra: &[&str]) {
     create_with(r, "cli", "ship", extra);
 }
@@ -662,13 +674,8 @@ fn the_reviewers_of_a_round_run_in_parallel_within_agent_concurrency() {
 
 #[test]
 fn a_policy_that_denies_agent_calls_stops_the_planner_before_it_starts() {
-    let dir = root(None);
+    let dir = noting_mission();
     let r = dir.path();
-    mission(r, |p| p);
-    // The planner notes every time it is started (uncontained, so it may write the root).
-    let planner = std::fs::read_to_string(r.join("planner.sh")).unwrap();
-    let noted = planner.replacen('\n', "\necho started >> planner.log\n", 1);
-    std::fs::write(r.join("planner.sh"), noted).unwrap();
     std::fs::write(
         r.join("deny.json"),
         r#"{"rules": [{"name": "no-agents", "on": "agent", "verdict": "deny"}]}"#,
@@ -839,13 +846,8 @@ fn a_planning_step_a_crash_cut_short_resumes_as_the_same_run() {
 
 #[test]
 fn a_planning_reply_a_crash_left_unrecorded_is_used_without_asking_again() {
-    let dir = root(None);
+    let dir = noting_mission();
     let r = dir.path();
-    mission(r, |p| p);
-    // The planner notes every time it is started (uncontained, so it may write the root).
-    let planner = std::fs::read_to_string(r.join("planner.sh")).unwrap();
-    let noted = planner.replacen('\n', "\necho started >> planner.log\n", 1);
-    std::fs::write(r.join("planner.sh"), noted).unwrap();
     assert!(harn(r, &MISSION_CREATE).status.success());
     // A crash after the planning run's proof and before the plan's first record: the plan
     // has its request and nothing else.

@@ -266,13 +266,7 @@ pub fn fuzz_work_projection(data: &[u8]) {
     }
     let dep = Prerequisite { state: WorkState::Succeeded, accepted_seq: Some(1) };
     let prerequisites = BTreeMap::from([(Id::new("d").expect("valid"), Some(dep))]);
-    let inputs = Inputs {
-        intent: &intent,
-        events: &events,
-        attempts: &attempts,
-        prerequisites: &prerequisites,
-        lease_held_elsewhere: false,
-    };
+    let inputs = Inputs::unleased(&intent, &events, &attempts, &prerequisites);
     let p = project(&inputs);
     assert!(p.charged_attempts <= p.attempts_used);
     assert_eq!(p.attempts_remaining, intent.max_attempts.saturating_sub(p.charged_attempts));
@@ -328,13 +322,7 @@ pub fn fuzz_goal_projection(data: &[u8]) {
             let view = Prerequisite { state: p.state, accepted_seq: p.accepted_seq };
             prerequisites.insert(before.id.clone(), Some(view));
         }
-        let inputs = Inputs {
-            intent: &intent,
-            events: &events,
-            attempts: &attempts,
-            prerequisites: &prerequisites,
-            lease_held_elsewhere: false,
-        };
+        let inputs = Inputs::unleased(&intent, &events, &attempts, &prerequisites);
         items.push(GraphItem { id: w, projection: project(&inputs) });
     }
     let Some(root) = items.last().map(|i| i.id.clone()) else { return };
@@ -581,31 +569,27 @@ pub fn fuzz_agent_output(data: &[u8]) {
 mod tests {
     use proptest::prelude::*;
 
-    proptest! {
-        #![proptest_config(ProptestConfig { cases: 2000, .. ProptestConfig::default() })]
-        #[test]
-        fn arbitrary_input_sequences_keep_the_invariants(data in proptest::collection::vec(any::<u8>(), 0..2048)) {
-            super::fuzz_lifecycle(&data);
-        }
+    /// One property per fuzz body: arbitrary bytes of up to the given length keep its
+    /// invariants (the body panics when one breaks).
+    macro_rules! every_body_holds {
+        ($($name:ident: $body:ident up to $len:literal;)*) => {
+            proptest! {
+                #![proptest_config(ProptestConfig { cases: 2000, .. ProptestConfig::default() })]
+                $(
+                    #[test]
+                    fn $name(data in proptest::collection::vec(any::<u8>(), 0..$len)) {
+                        super::$body(&data);
+                    }
+                )*
+            }
+        };
+    }
 
-        #[test]
-        fn arbitrary_work_histories_project_consistently(data in proptest::collection::vec(any::<u8>(), 0..512)) {
-            super::fuzz_work_projection(&data);
-        }
-
-        #[test]
-        fn arbitrary_service_schedules_keep_the_invariants(data in proptest::collection::vec(any::<u8>(), 0..1024)) {
-            super::fuzz_service(&data);
-        }
-
-        #[test]
-        fn arbitrary_segments_keep_the_invariants(data in proptest::collection::vec(any::<u8>(), 0..512)) {
-            super::fuzz_segment(&data);
-        }
-
-        #[test]
-        fn arbitrary_goals_project_and_dispatch_consistently(data in proptest::collection::vec(any::<u8>(), 0..1024)) {
-            super::fuzz_goal_projection(&data);
-        }
+    every_body_holds! {
+        arbitrary_input_sequences_keep_the_invariants: fuzz_lifecycle up to 2048;
+        arbitrary_work_histories_project_consistently: fuzz_work_projection up to 512;
+        arbitrary_service_schedules_keep_the_invariants: fuzz_service up to 1024;
+        arbitrary_segments_keep_the_invariants: fuzz_segment up to 512;
+        arbitrary_goals_project_and_dispatch_consistently: fuzz_goal_projection up to 1024;
     }
 }

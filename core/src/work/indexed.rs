@@ -139,14 +139,6 @@ impl<F: Fs> Ledger<F> {
         known: &mut Known,
         runner_live: &mut dyn FnMut(&Id) -> bool,
     ) -> Result<Arc<Row>, RecordError> {
-        if let Some(done) = known.rows.get(id) {
-            return done.clone();
-        }
-        if let Some(row) = self.index.as_ref().and_then(|ix| ix.fresh.get(id)) {
-            let row = Arc::clone(row);
-            known.rows.insert(id.clone(), Ok(Arc::clone(&row)));
-            return Ok(row);
-        }
         self.summary_at(id, known, runner_live)
     }
 

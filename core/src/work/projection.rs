@@ -209,6 +209,18 @@ pub struct Inputs<'a> {
     pub lease_held_elsewhere: bool,
 }
 
+impl<'a> Inputs<'a> {
+    /// The inputs of an item no other process is running.
+    pub fn unleased(
+        intent: &'a WorkIntent,
+        events: &'a [WorkEvent],
+        attempts: &'a [AttemptStatus],
+        prerequisites: &'a BTreeMap<Id, Option<Prerequisite>>,
+    ) -> Self {
+        Inputs { intent, events, attempts, prerequisites, lease_held_elsewhere: false }
+    }
+}
+
 /// The derived view of a work item.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Projection {

@@ -402,16 +402,7 @@ unsafe fn populate(trees: &[libc::c_int], shm: &CStr) -> Result<()> {
         let fd = libc::open(dev.as_ptr(), libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC, 0o666);
         check(fd as _)?;
         libc::close(fd);
-        let empty = c"".as_ptr();
-        let r = libc::syscall(
-            libc::SYS_move_mount,
-            tree,
-            empty,
-            libc::AT_FDCWD,
-            dev.as_ptr(),
-            MOVE_MOUNT_F_EMPTY_PATH,
-        );
-        check(r)?;
+        attach(tree, dev)?;
     }
     check(libc::mkdir(c"/dev/pts".as_ptr(), 0o755) as _)?;
     let devpts = c"devpts".as_ptr();

@@ -335,19 +335,11 @@ mod tests {
             (status, any::<bool>()).prop_map(|(status, forced)| LastExit { status, forced }),
         );
         (any::<[bool; 3]>(), any::<(u64, u32, u64, u64)>(), exit).prop_map(
-            |(
-                [enabled, pinned, failed],
-                (restarts, consecutive_failures, runs, reserved_runs),
-                last_exit,
-            )| Durable {
-                enabled,
-                pinned,
-                failed,
-                restarts,
-                consecutive_failures,
-                runs,
-                reserved_runs,
-                last_exit,
+            |(flags, counts, last_exit)| {
+                let mut d = Durable { last_exit, ..Durable::default() };
+                [d.enabled, d.pinned, d.failed] = flags;
+                (d.restarts, d.consecutive_failures, d.runs, d.reserved_runs) = counts;
+                d
             },
         )
     }

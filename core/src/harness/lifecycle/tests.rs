@@ -44,6 +44,18 @@ impl Rig {
         self.h.check(&self.limits).unwrap();
     }
 
+    /// A rig under `always` whose harness was spawned and has crashed and been respawned
+    /// `times` times in a row.
+    fn crash_looping(times: usize) -> Rig {
+        let mut r = Rig::new(RestartPolicy::Always);
+        r.boot_and_spawn();
+        for _ in 0..times {
+            r.exit(1);
+            r.respawn();
+        }
+        r
+    }
+
     fn boot_and_spawn(&mut self) -> u64 {
         self.out.clear();
         self.h.boot(self.now, &mut self.out);
@@ -136,30 +148,24 @@ fn clean_exit_under_always_restarts_after_the_delay() {
 }
 
 #[test]
-fn clean_exit_under_on_failure_stops_and_clears_intent() {
-    let mut r = Rig::new(RestartPolicy::OnFailure);
-    r.boot_and_spawn();
-    r.exit(0);
-    assert_eq!(r.h.state(), State::Stopped);
-    assert!(!r.h.enabled());
-}
-
-#[test]
-fn failing_exit_under_on_failure_restarts() {
-    let mut r = Rig::new(RestartPolicy::OnFailure);
-    r.boot_and_spawn();
-    r.exit(3);
-    assert_eq!(r.h.state(), State::Restarting);
-    assert_eq!(r.h.durable().consecutive_failures, 1);
-}
-
-#[test]
-fn any_exit_under_no_stops_for_good() {
-    let mut r = Rig::new(RestartPolicy::No);
-    r.boot_and_spawn();
-    r.exit(1);
-    assert_eq!(r.h.state(), State::Stopped);
-    assert!(!r.h.enabled());
+fn an_exit_that_its_policy_does_not_restart_stops_for_good_and_one_it_does_restarts() {
+    // (policy, exit code, the state after, still enabled, consecutive failures)
+    let table = [
+        (RestartPolicy::OnFailure, 0, State::Stopped, false, 0),
+        (RestartPolicy::OnFailure, 3, State::Restarting, true, 1),
+        (RestartPolicy::No, 1, State::Stopped, false, 0),
+    ];
+    for (policy, code, state, enabled, failures) in table {
+        let mut r = Rig::new(policy);
+        r.boot_and_spawn();
+        r.exit(code);
+        let why = format!("exit {code} under {policy:?}");
+        assert_eq!(r.h.state(), state, "{why}");
+        assert_eq!(r.h.enabled(), enabled, "{why}");
+        if failures > 0 {
+            assert_eq!(r.h.durable().consecutive_failures, failures, "{why}");
+        }
+    }
 }
 
 #[test]
@@ -221,12 +227,7 @@ fn flapping_event_names_the_next_retry() {
 
 #[test]
 fn a_run_outliving_the_flap_window_returns_degraded_to_running() {
-    let mut r = Rig::new(RestartPolicy::Always);
-    r.boot_and_spawn();
-    for _ in 0..3 {
-        r.exit(1);
-        r.respawn();
-    }
+    let mut r = Rig::crash_looping(3);
     assert_eq!(r.h.state(), State::Degraded);
     assert!(r.h.flapping());
     let started = r.h.started_at().unwrap();
@@ -273,12 +274,7 @@ fn a_healthy_run_forgets_consecutive_failures() {
 
 #[test]
 fn a_missed_wake_cannot_turn_a_long_run_into_a_crash() {
-    let mut r = Rig::new(RestartPolicy::Always);
-    r.boot_and_spawn();
-    for _ in 0..4 {
-        r.exit(1);
-        r.respawn();
-    }
+    let mut r = Rig::crash_looping(4);
     // No handle_timeout at all for ten minutes, then the exit arrives.
     r.now = Instant(r.now.0 + 600 * SEC);
     r.exit(1);
@@ -550,12 +546,7 @@ fn a_clean_exit_loop_gives_up_once_it_is_flapping() {
 
 #[test]
 fn an_exit_after_outliving_the_window_goes_straight_to_restarting() {
-    let mut r = Rig::new(RestartPolicy::Always);
-    r.boot_and_spawn();
-    for _ in 0..3 {
-        r.exit(1);
-        r.respawn();
-    }
+    let mut r = Rig::crash_looping(3);
     assert_eq!(r.h.state(), State::Degraded);
     r.now = Instant(r.now.0 + 11 * SEC); // No wake in between.
     r.exit(1);
