@@ -8,7 +8,7 @@
 use crate::env::{parent_dir, Fs, FsError};
 
 /// Suffix of the temporary sibling written before the rename.
-pub const TEMP_SUFFIX: &str = ".tmp";
+pub(crate) const TEMP_SUFFIX: &str = ".tmp";
 
 /// The temporary sibling used while replacing `path`.
 pub fn temp_path(path: &str) -> String {

@@ -5,7 +5,7 @@ use smol_str::SmolStr;
 use std::fmt;
 
 /// Longest identifier accepted, in bytes.
-pub const ID_MAX_LEN: usize = 64;
+pub(crate) const ID_MAX_LEN: usize = 64;
 
 /// A name of a harness, a goal, a work item or a profile. ASCII letters, digits, `.`, `_` and
 /// `-` (capitals allowed, as the reference tool allows them); 1 to [`ID_MAX_LEN`] bytes; does not start with `.` and never contains `..`, so it
@@ -81,7 +81,7 @@ impl Id {
 }
 
 /// The longest slug [`readable`] makes from a title, so a generated id stays a column wide.
-pub const SLUG_MAX_LEN: usize = 24;
+pub(crate) const SLUG_MAX_LEN: usize = 24;
 
 /// A short, readable id for something titled `title`: its words, lowercased, joined by `-`
 /// and cut at a word boundary within [`SLUG_MAX_LEN`] (`"Fix the parser!"` → `fix-the-parser`),

@@ -28,7 +28,7 @@ pub use crate::layout::CHANGES;
 /// How long an index is trusted on the change log alone: a change made outside harn (a file
 /// edited by hand) notes nothing, so every row is checked against its files' metadata at
 /// least this often.
-pub const FULL_CHECK_EVERY: Duration = Duration::from_millis(60_000);
+pub(crate) const FULL_CHECK_EVERY: Duration = Duration::from_millis(60_000);
 
 /// How long the change log grows before a reader starts a new one (and every index is
 /// rebuilt once): about two hundred thousand changes.
@@ -46,7 +46,7 @@ pub enum Change {
 impl Change {
     /// What a write to `path` changes: the work item or goal whose directory holds it; `None`
     /// elsewhere (a run's records change under its item's run lease, whose taking is noted).
-    pub fn of_path(path: &str) -> Option<Change> {
+    pub(crate) fn of_path(path: &str) -> Option<Change> {
         let below = |top: &str| path.strip_prefix(top).and_then(|r| r.strip_prefix('/'));
         let (work, rest) = match (below(layout::WORK), below(layout::GOALS)) {
             (Some(rest), _) => (true, rest),
@@ -78,7 +78,7 @@ pub struct Changed {
 /// The changes in the log's bytes from a mark on; `None` when a line is not a change or the
 /// last one has no newline (a foreign write, or a mark that is not at a line's start): then
 /// nothing an index holds is trusted.
-pub fn parse_changes(bytes: &[u8]) -> Option<Changed> {
+pub(crate) fn parse_changes(bytes: &[u8]) -> Option<Changed> {
     let mut changed = Changed::default();
     if bytes.is_empty() {
         return Some(changed);
@@ -157,7 +157,7 @@ pub fn trust(old: Option<&Mark>, seen: Seen<'_>) -> (Trust, Mark) {
 
 /// The version of the index files' format; an index of another version is rebuilt. 3: a
 /// work row's prerequisite views say only accepted, cancelled or waiting.
-pub const FORMAT_VERSION: u32 = 3;
+pub(crate) const FORMAT_VERSION: u32 = 3;
 
 /// One row of an index file, owned: whether it is suspect (it stands only while what it
 /// follows still looks as it recorded), the records it follows (a work item's
@@ -201,12 +201,12 @@ impl<'a> LineRef<'a> {
     }
 
     /// The ids it follows; `None` when one is not a valid id (the file is damaged).
-    pub fn follows_ids(&self) -> Option<Vec<Id>> {
+    pub(crate) fn follows_ids(&self) -> Option<Vec<Id>> {
         self.follows().into_iter().map(|f| Id::new(f).ok()).collect()
     }
 
     /// The row, owned; `None` when what it follows does not parse.
-    pub fn to_line(&self) -> Option<Line> {
+    pub(crate) fn to_line(self) -> Option<Line> {
         let follows = self.follows_ids()?;
         Some(Line { suspect: self.suspect, follows, body: self.body.to_owned() })
     }
@@ -242,7 +242,8 @@ pub struct Rows {
 
 impl Rows {
     /// Rows holding `lines`, as though stored by this process.
-    pub fn of_lines(lines: BTreeMap<Id, Line>) -> Rows {
+    #[cfg(test)]
+    pub(crate) fn of_lines(lines: BTreeMap<Id, Line>) -> Rows {
         Rows {
             changed: lines.into_iter().map(|(id, l)| (id, Some(l))).collect(),
             ..Rows::default()
@@ -348,7 +349,7 @@ impl Rows {
     }
 
     /// Marks the row of `id` suspect or not; whether that changed it.
-    pub fn set_suspect(&mut self, id: &Id, suspect: bool) -> bool {
+    pub(crate) fn set_suspect(&mut self, id: &Id, suspect: bool) -> bool {
         let Some(row) = self.get(id).filter(|r| r.suspect != suspect) else { return false };
         let Some(mut line) = row.to_line() else { return false };
         line.suspect = suspect;
@@ -422,7 +423,7 @@ fn hex8(n: u32) -> [u8; 8] {
 /// line per row in id order: `+` or `?` (suspect), the id, what it follows (comma-separated,
 /// `-` for nothing), the CRC-32 of the body (8 hex digits), and the body. Each row is checked
 /// against its checksum when it is used.
-pub fn encode(file: &File) -> Vec<u8> {
+pub(crate) fn encode(file: &File) -> Vec<u8> {
     let rows = &file.rows;
     let mut body = Vec::with_capacity(rows.body.len() + rows.changed.len() * 600);
     for (id, row) in rows.iter() {
@@ -472,7 +473,7 @@ pub fn decode(bytes: Vec<u8>) -> Option<File> {
 
 /// Of `rows`, those that follow any of `changed`, directly or through one another: what
 /// becomes suspect when `changed` are dropped.
-pub fn followers(rows: &Rows, changed: &BTreeSet<Id>) -> BTreeSet<Id> {
+pub(crate) fn followers(rows: &Rows, changed: &BTreeSet<Id>) -> BTreeSet<Id> {
     let mut by_followed: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (id, row) in rows.iter() {
         for f in row.follows() {

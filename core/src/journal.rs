@@ -35,10 +35,10 @@ use std::fmt;
 use std::ops::RangeInclusive;
 
 /// The schema version this code writes, and the newest it reads.
-pub const JOURNAL_VERSION: u32 = 1;
+pub(crate) const JOURNAL_VERSION: u32 = 1;
 
 /// Bytes of the fixed checksum field that closes every line: `"crc":"xxxxxxxx"}`.
-pub const CHECKSUM_SUFFIX_LEN: usize = CRC_OPEN.len() + 8 + CRC_CLOSE.len();
+pub(crate) const CHECKSUM_SUFFIX_LEN: usize = CRC_OPEN.len() + 8 + CRC_CLOSE.len();
 
 const CRC_OPEN: &[u8] = b"\"crc\":\"";
 const CRC_CLOSE: &[u8] = b"\"}";
@@ -146,7 +146,7 @@ pub fn encode_line_into(out: &mut Vec<u8>, seq: u64, ts: WallTime, body: &impl S
 
 /// [`encode_line_into`] with the body's compact JSON written by `write_body`: for a body type
 /// that writes its own JSON faster than serde (and is tested to write serde's bytes).
-pub fn encode_line_with(
+pub(crate) fn encode_line_with(
     out: &mut Vec<u8>,
     seq: u64,
     ts: WallTime,
@@ -378,10 +378,10 @@ pub fn parse_continuing_as<B: DeserializeOwned>(
 }
 
 /// Bytes a streaming read takes from the file at a time.
-pub const STREAM_CHUNK: usize = 1 << 20;
+pub(crate) const STREAM_CHUNK: usize = 1 << 20;
 
 /// The longest line a streaming read accepts; a longer one is corruption (harn writes none).
-pub const LINE_MAX: usize = 16 << 20;
+pub(crate) const LINE_MAX: usize = 16 << 20;
 
 /// Why a streaming read stopped.
 #[derive(Debug)]
@@ -474,7 +474,7 @@ pub struct TailScan {
 /// previous sequence number. Lines further back are verified by readers, not here: a writer
 /// only appends, so it never builds on them, and its boot stays O(1) in the length of the
 /// file. A last complete line that fails is corruption, as in [`parse_as`].
-pub fn scan_tail(path: &str, bytes: &[u8]) -> Result<TailScan, JournalError> {
+pub(crate) fn scan_tail(path: &str, bytes: &[u8]) -> Result<TailScan, JournalError> {
     let end = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
     let torn = (bytes.len() - end) as u64;
     let fail = |at: usize, reason| {
@@ -583,7 +583,7 @@ fn check_previous_seq(
 
 /// The body of one complete line (without its `\n`), once its checksum and version verify:
 /// for a reader that looks at a journal's last lines only.
-pub fn verified_body(line: &[u8]) -> Result<serde_json::Value, JournalErrorReason> {
+pub(crate) fn verified_body(line: &[u8]) -> Result<serde_json::Value, JournalErrorReason> {
     verify_checksum(line)?;
     let read: Line<serde_json::Value> =
         serde_json::from_slice(line).map_err(|e| JournalErrorReason::BadRecord(e.to_string()))?;
@@ -687,7 +687,7 @@ impl JournalWriter {
     /// [`JournalWriter::open`] with bodies decoded as `B`. A writer that does not need the
     /// records opens with `serde::de::IgnoredAny`: every line is still verified, but no body
     /// is materialized, which keeps a boot over a long journal cheap.
-    pub fn open_as<B: DeserializeOwned>(
+    pub(crate) fn open_as<B: DeserializeOwned>(
         fs: &mut dyn Fs,
         path: &str,
     ) -> Result<(JournalWriter, JournalRead<B>), JournalOpenError> {
@@ -798,7 +798,7 @@ impl JournalWriter {
 
     /// [`JournalWriter::append`] with each body's JSON written by `write_body` (see
     /// [`encode_line_with`]).
-    pub fn append_with<B>(
+    pub(crate) fn append_with<B>(
         &mut self,
         fs: &mut dyn Fs,
         ts: WallTime,
@@ -893,7 +893,7 @@ impl JournalWriter {
 
 /// The least `Retention::max_file_bytes` may be: a few records' worth, so a file always holds
 /// whole decisions.
-pub const RETENTION_FILE_MIN: u64 = 4 << 10;
+pub(crate) const RETENTION_FILE_MIN: u64 = 4 << 10;
 
 /// How much of a journal is kept: files rotate at `max_file_bytes`, and `kept` rotated files
 /// (`PATH.1` newest … `PATH.kept` oldest) are kept beside the current one.

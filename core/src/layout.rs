@@ -18,7 +18,7 @@ pub const SERVICE: &str = ".harnery/supervisor-service";
 /// The harness daemon's files.
 pub const HARNESS: &str = ".harnery/harness";
 /// The records of run segments in progress.
-pub const RUNNING: &str = ".harnery/running";
+pub(crate) const RUNNING: &str = ".harnery/running";
 /// The agent harnesses and containment configuration.
 pub const CONFIG: &str = ".harnery/config.json";
 /// Guarded paths runs changed, and the changes people accepted
@@ -27,13 +27,13 @@ pub const GUARDED: &str = ".harnery/guarded.jsonl";
 
 /// Derived files, rebuilt from the journals whenever missing, stale or damaged (never a
 /// source of truth), and the change log that tells their readers what changed (`index`).
-pub const INDEX: &str = ".harnery/index";
+pub(crate) const INDEX: &str = ".harnery/index";
 /// The change log: one line per work item or goal a writer is about to change (`index`).
 pub const CHANGES: &str = ".harnery/index/changes";
 /// The index of work projections (`work::index`).
 pub const WORK_INDEX: &str = ".harnery/index/work";
 /// The index of goal listings (`goal::index`).
-pub const GOAL_INDEX: &str = ".harnery/index/goals";
+pub(crate) const GOAL_INDEX: &str = ".harnery/index/goals";
 
 /// Where work item `id` lives.
 pub fn work_dir(id: &Id) -> String {
@@ -46,7 +46,7 @@ pub fn run_dir(run_id: &Id) -> String {
 }
 
 /// Where approval `id`'s records live.
-pub fn approval_dir(id: &str) -> String {
+pub(crate) fn approval_dir(id: &str) -> String {
     format!("{APPROVALS}/{id}")
 }
 

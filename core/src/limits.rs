@@ -229,7 +229,7 @@ mod bytes_field {
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
         match Option::<Size>::deserialize(d)? {
             None => Ok(None),
             Some(Size::Bytes(n)) => Ok(Some(n)),

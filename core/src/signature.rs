@@ -7,7 +7,7 @@ use crate::time::Duration;
 
 /// How far file timestamps may lag the change they record (coarse kernel clocks, file systems
 /// with whole-second times).
-pub const TIMESTAMP_SLACK: Duration = Duration::from_millis(2_000);
+pub(crate) const TIMESTAMP_SLACK: Duration = Duration::from_millis(2_000);
 
 /// The metadata of one path, or its absence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -138,7 +138,7 @@ pub fn duration_words(ms: u64) -> String {
 
 /// A measured span for people: to the whole second from a second up (`90 s`, `5 min`), as
 /// [`duration_words`] says it.
-pub fn measured_words(ms: u64) -> String {
+pub(crate) fn measured_words(ms: u64) -> String {
     duration_words(if ms >= 1_000 { ms - ms % 1_000 } else { ms })
 }
 

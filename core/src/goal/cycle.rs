@@ -66,7 +66,7 @@ fn stop(reason: StopReason, detail: impl Into<String>) -> Option<Stop> {
 }
 
 /// The stop a goal's state implies when no cycle can go on.
-pub fn by_state(p: &GoalProjection) -> Stop {
+pub(crate) fn by_state(p: &GoalProjection) -> Stop {
     let reason = match p.state {
         GoalState::Succeeded => StopReason::Succeeded,
         GoalState::BudgetExhausted => StopReason::BudgetExhausted,
@@ -79,7 +79,7 @@ pub fn by_state(p: &GoalProjection) -> Stop {
 
 /// One invocation's cycle counter and deadline.
 #[derive(Clone, Debug)]
-pub struct RunLoop {
+pub(crate) struct RunLoop {
     mode: Mode,
     cycle_limit: u32,
     deadline: WallTime,

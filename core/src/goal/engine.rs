@@ -27,7 +27,7 @@ pub enum OutcomeStatus {
 impl OutcomeStatus {
     /// How an attempt that ended with a proof came out: completed, unless the proof says
     /// its workflow never started.
-    pub fn of_proof(class: Option<crate::work::FailureClass>) -> OutcomeStatus {
+    pub(crate) fn of_proof(class: Option<crate::work::FailureClass>) -> OutcomeStatus {
         match class {
             Some(crate::work::FailureClass::NotStarted) => OutcomeStatus::Failed,
             _ => OutcomeStatus::Completed,

@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 /// The progress fingerprint of a goal's graph: every item's durable standing, in graph
 /// order. Equal before and after a cycle means the cycle made no progress.
-pub fn progress_fingerprint(items: &[GraphItem]) -> String {
+pub(crate) fn progress_fingerprint(items: &[GraphItem]) -> String {
     let mut h = Sha256::new();
     feed_items(&mut h, items);
     hex16(h)

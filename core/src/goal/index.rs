@@ -17,7 +17,7 @@ use crate::work::indexed::{changes_since, log_seen, write_derived};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-pub use crate::layout::GOAL_INDEX;
+pub(crate) use crate::layout::GOAL_INDEX;
 
 /// One goal as the index keeps it: what a listing prints.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,7 +57,7 @@ impl GoalRow {
 }
 
 /// The history file of goal `id`, the one path a listing checks on every read.
-pub fn history_path(id: &Id) -> String {
+pub(crate) fn history_path(id: &Id) -> String {
     format!("{}/events.jsonl", crate::layout::goal_dir(id))
 }
 

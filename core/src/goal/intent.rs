@@ -69,12 +69,12 @@ pub fn check_created(
 }
 
 /// Schema version of a goal intent written today.
-pub const GOAL_VERSION: u32 = 1;
+pub(crate) const GOAL_VERSION: u32 = 1;
 /// Most specialists a goal's team may have.
-pub const TEAM_MAX: usize = 32;
+pub(crate) const TEAM_MAX: usize = 32;
 
 /// Longest instructions of one of a new goal's specialists, in bytes.
-pub const INSTRUCTIONS_MAX: usize = 4_000;
+pub(crate) const INSTRUCTIONS_MAX: usize = 4_000;
 
 /// Checks the team of a goal being created: at least one specialist, each with instructions
 /// of 1 to [`INSTRUCTIONS_MAX`] bytes (the prompt every call of that specialist starts with).

@@ -14,12 +14,12 @@ pub mod plan;
 pub mod projection;
 pub mod spend;
 
-pub use cycle::{goal_fingerprint, Mode, RunLoop, Stop, StopReason};
-pub use fingerprint::progress_fingerprint;
+pub use cycle::{goal_fingerprint, Mode, Stop, StopReason};
+pub(crate) use fingerprint::progress_fingerprint;
 pub use intent::{Automation, GoalIntent, GoalLimits};
 pub use projection::{
-    acceptances, candidates, project_goal, project_governed, DispatchAction, GoalNext,
-    GoalProjection, GoalState, GraphItem,
+    acceptances, candidates, project_goal, DispatchAction, GoalNext, GoalProjection, GoalState,
+    GraphItem,
 };
 
 #[cfg(test)]

@@ -200,7 +200,7 @@ pub fn project_goal(
 /// [`project_goal`] for a goal whose earlier generations left governed work outside the
 /// active graph: `outside` is that work's (attempts used, charged attempts), which keep
 /// counting against the goal's ceiling; replanning never resets them.
-pub fn project_governed(
+pub(crate) fn project_governed(
     intent: &GoalIntent,
     items: &[GraphItem],
     plans: &[super::plan::PlanView],
@@ -303,7 +303,7 @@ impl Planning {
 }
 
 /// Consecutive uncharged planner failures after which the goal stops.
-pub const UNCHARGED_PLAN_FAILURES_MAX: usize = 3;
+pub(crate) const UNCHARGED_PLAN_FAILURES_MAX: usize = 3;
 
 fn planning(intent: &GoalIntent, items: &[GraphItem], plans: &[super::plan::PlanView]) -> Planning {
     use super::plan::PlanStatus;

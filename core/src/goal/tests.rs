@@ -1,6 +1,8 @@
 //! Table tests of the goal decision procedure and dispatch selection, and properties of the
 //! projection and the loop.
 
+use super::cycle::RunLoop;
+use super::projection::project_governed;
 use super::*;
 use crate::ids::Id;
 use crate::time::WallTime;

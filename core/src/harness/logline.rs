@@ -8,9 +8,9 @@
 use crate::time::{Duration, Instant, WallTime};
 
 /// How long a partial line (no newline yet) is held before it is written anyway.
-pub const HOLD: Duration = Duration::from_millis(1_000);
+pub(crate) const HOLD: Duration = Duration::from_millis(1_000);
 /// The longest line written; longer ones are split.
-pub const MAX_LINE: usize = 16 * 1024;
+pub(crate) const MAX_LINE: usize = 16 * 1024;
 
 /// Which of the child's pipes a line came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -18,9 +18,9 @@ use crate::time::{Duration, Instant};
 use std::collections::{BTreeMap, VecDeque};
 
 /// How often files and probes are checked while a run awaits them.
-pub const CHECK_EVERY: Duration = Duration::from_millis(250);
+pub(crate) const CHECK_EVERY: Duration = Duration::from_millis(250);
 /// How long a probe may run before it counts as a failure and is killed.
-pub const PROBE_TIMEOUT: Duration = Duration::from_millis(10_000);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_millis(10_000);
 
 /// What the schedule asks its host to do.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use crate::goal::GoalState;
 use crate::ids::Id;
 use crate::time::Duration;
 
-pub use crate::signature::{cacheable, signature, PathMeta, Signature, TIMESTAMP_SLACK};
+pub use crate::signature::{cacheable, signature, PathMeta, Signature};
 use crate::work::WorkState;
 
 /// The longest a goal goes without a full read, whatever its files' metadata says: a bound on

@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 /// Schema version of the service's files.
 pub const SERVICE_VERSION: u32 = 1;
 /// Most goals one service may tick (the reference tool stops at 100; 10,000 is a tested load).
-pub const GOALS_MAX: usize = 100_000;
+pub(crate) const GOALS_MAX: usize = 100_000;
 /// A heartbeat older than this many intervals (and at least this slack) means the service is
 /// gone even if its record says otherwise.
 pub const HEARTBEAT_SLACK_MS: i64 = 30_000;

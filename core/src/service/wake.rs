@@ -31,13 +31,13 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 /// The shortest time between the end of a sweep and a sweep an early-wake hint brings forward.
-pub const EARLY_WAKE_GAP: Duration = Duration::from_millis(250);
+pub(crate) const EARLY_WAKE_GAP: Duration = Duration::from_millis(250);
 
 /// The largest exponent of the backoff: after 21 consecutive errors the delay stops doubling.
 /// `2^20` times even a 1 ms base is over 17 minutes, so with valid settings the cap
 /// (`error_backoff_max`) binds long before this does; the bound keeps the arithmetic small and
 /// the schedule independent of how large an error count a corrupt hint claims.
-pub const BACKOFF_EXPONENT_MAX: u32 = 20;
+pub(crate) const BACKOFF_EXPONENT_MAX: u32 = 20;
 
 /// The intervals of the service, frozen with its configuration. Defaults are harnery's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,12 +179,12 @@ impl Fingerprint {
     }
 
     /// The digest as 32 lowercase hex digits.
-    pub fn to_hex(&self) -> String {
+    pub(crate) fn to_hex(self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
 
     /// Parses 32 hex digits.
-    pub fn from_hex(text: &str) -> Option<Fingerprint> {
+    pub(crate) fn from_hex(text: &str) -> Option<Fingerprint> {
         if text.len() != 32 || !text.is_ascii() {
             return None;
         }
@@ -219,7 +219,7 @@ impl<'de> Deserialize<'de> for Fingerprint {
 /// The capped exponential delay after `consecutive_errors` errors: zero for none, else
 /// `min(max, base × 2^min(n − 1, BACKOFF_EXPONENT_MAX))`. Saturates instead of overflowing for
 /// every input, and never decreases as the count grows.
-pub fn backoff_delay(base: Duration, max: Duration, consecutive_errors: u32) -> Duration {
+pub(crate) fn backoff_delay(base: Duration, max: Duration, consecutive_errors: u32) -> Duration {
     if consecutive_errors == 0 {
         return Duration::ZERO;
     }
@@ -366,7 +366,7 @@ pub fn decide(
 /// sweep), else `awaiting_change` on `fp_after`; errors forgiven either way. A caller that wants
 /// to stop re-ticking a goal that keeps reporting no progress (harnery §9.20) passes
 /// `still_ready = false`; the goal then waits for its fingerprint to change.
-pub fn after_tick_ok(fp_after: Fingerprint, still_ready: bool) -> GoalWake {
+pub(crate) fn after_tick_ok(fp_after: Fingerprint, still_ready: bool) -> GoalWake {
     if still_ready {
         GoalWake { observed: Some(fp_after), ..GoalWake::default() }
     } else {
@@ -377,7 +377,7 @@ pub fn after_tick_ok(fp_after: Fingerprint, still_ready: bool) -> GoalWake {
 /// The record after a tick that failed at `now`: one more consecutive error and a backoff
 /// until `now + backoff_delay(..)`. `fp` is the goal's fingerprint re-read after the failure if
 /// that works, else the one read before the tick; a later change of it ends the backoff early.
-pub fn after_tick_err(
+pub(crate) fn after_tick_err(
     prev: &GoalWake,
     fp: Fingerprint,
     now: Instant,
@@ -541,12 +541,12 @@ impl ServiceScheduler {
 
     /// The write handed out with the last [`ServiceEffect::WriteHints`] failed: the hints count
     /// as unwritten, and the next sweep's end queues them again.
-    pub fn hints_lost(&mut self) {
+    pub(crate) fn hints_lost(&mut self) {
         self.written = None;
     }
 
     /// Records what a goal's tick came to (`"<stop reason>: <detail>"`), for the hints.
-    pub fn record_outcome(&mut self, id: &Id, outcome: String) {
+    pub(crate) fn record_outcome(&mut self, id: &Id, outcome: String) {
         if self.index.contains_key(id) {
             self.outcomes.insert(id.clone(), outcome);
         }
@@ -563,7 +563,12 @@ impl ServiceScheduler {
 
     /// The end of a sweep, the one order both drivers follow: a drain begun while it ran is
     /// handed over before its end, so the scheduler stops instead of waiting for another wake.
-    pub fn sweep_ended(&mut self, now: Instant, draining: bool, result: Result<(), RecordError>) {
+    pub(crate) fn sweep_ended(
+        &mut self,
+        now: Instant,
+        draining: bool,
+        result: Result<(), RecordError>,
+    ) {
         if draining {
             self.request_stop(now);
         }
@@ -576,7 +581,7 @@ impl ServiceScheduler {
     /// capped at `error_backoff_max` (harnery sleeps the flat cap, which stalls every goal for
     /// five minutes after one transient error, §9.12). A report with no sweep running is
     /// ignored.
-    pub fn sweep_finished(&mut self, now: Instant, result: Result<(), RecordError>) {
+    pub(crate) fn sweep_finished(&mut self, now: Instant, result: Result<(), RecordError>) {
         self.advance(now);
         if !matches!(self.sweep, SweepSlot::Running(_)) {
             return;
@@ -609,7 +614,7 @@ impl ServiceScheduler {
     /// Stores the new record of an enrolled goal, normally from [`decide`], [`after_tick_ok`]
     /// or [`after_tick_err`] at `now`. Refuses, changing nothing, a goal that is not enrolled, an
     /// inconsistent record, or a backoff ending later than `now` plus the cap.
-    pub fn record_goal(
+    pub(crate) fn record_goal(
         &mut self,
         now: Instant,
         id: &Id,
@@ -624,7 +629,7 @@ impl ServiceScheduler {
 
     /// [`record_goal`](Self::record_goal) by the goal's position in [`goals`](Self::goals),
     /// which a sweep walks without looking ids up.
-    pub fn record_goal_at(
+    pub(crate) fn record_goal_at(
         &mut self,
         now: Instant,
         at: usize,
@@ -715,7 +720,7 @@ impl ServiceScheduler {
     }
 
     /// The record of the goal at position `at` of [`goals`](Self::goals).
-    pub fn goal_at(&self, at: usize) -> Option<&GoalWake> {
+    pub(crate) fn goal_at(&self, at: usize) -> Option<&GoalWake> {
         self.wakes.get(at)
     }
 
@@ -732,11 +737,6 @@ impl ServiceScheduler {
     /// Sweeps that finished successfully.
     pub fn sweep_count(&self) -> u64 {
         self.sweep_count
-    }
-
-    /// Sweep-level errors in a row since the last successful sweep.
-    pub fn sweep_errors(&self) -> u32 {
-        self.sweep_errors
     }
 
     /// The last sweep-level error, cleared by a successful sweep.
@@ -763,8 +763,15 @@ impl ServiceScheduler {
     }
 
     /// Whether a sweep is queued or running.
-    pub fn is_sweeping(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_sweeping(&self) -> bool {
         matches!(self.sweep, SweepSlot::Queued | SweepSlot::Running(_))
+    }
+
+    /// Sweep-level errors in a row since the last successful sweep.
+    #[cfg(test)]
+    pub(crate) fn sweep_errors(&self) -> u32 {
+        self.sweep_errors
     }
 
     /// Checks the machine's invariants: the goals and their records agree and each record is

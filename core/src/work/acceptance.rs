@@ -84,14 +84,14 @@ impl Acceptance {
 }
 
 /// The id of the `n`-th (1-based) acceptance statement of a work item.
-pub fn work_criterion_id(n: usize) -> String {
+pub(crate) fn work_criterion_id(n: usize) -> String {
     format!("accept-{n}")
 }
 
 /// Rolls up the work item's statements, the workflow's declared criteria and the evidence.
 /// A work statement that evidence cites takes its verdict like any criterion; one nobody cites
 /// is context (counted `uncited`), and counts as unknown only under `strict`.
-pub fn roll_up(
+pub(crate) fn roll_up(
     work_statements: &[String],
     declared: &[Criterion],
     evidence: &[Evidence],
@@ -143,10 +143,10 @@ pub fn roll_up(
 /// Most evidence records a proof keeps whole; later ones count toward the verdicts (a
 /// [`Cut`]) and are said to be cut, so a workflow that floods evidence leaves a bounded
 /// proof whose acceptance is still decided by everything it said.
-pub const EVIDENCE_KEPT: usize = 500;
+pub(crate) const EVIDENCE_KEPT: usize = 500;
 /// Most bytes of each text field of a kept evidence record (label, summary, ref); the rest
 /// is cut with a marker.
-pub const EVIDENCE_TEXT: usize = 2048;
+pub(crate) const EVIDENCE_TEXT: usize = 2048;
 /// Most distinct criterion ids the evidence past [`EVIDENCE_KEPT`] is counted for.
 const CUT_IDS: usize = 1000;
 

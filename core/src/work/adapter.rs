@@ -4,7 +4,10 @@
 //! line by line as it arrives and whole at the end, into a reply with the vendor's session,
 //! turns, tokens, cost and permission denials, and which effort words it takes.
 
-pub use super::reading::{dollars, micro_usd, Denial, Reading, Usage};
+pub(crate) use super::reading::micro_usd;
+pub use super::reading::Denial;
+pub use super::reading::Reading;
+pub use super::reading::{dollars, Usage};
 use crate::error::RecordError;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -66,7 +69,7 @@ pub struct CallOptions<'a> {
 
 /// The turn limit a Claude Code call gets when its profile names none: enough for real work,
 /// bounded so a loop of tool calls ends.
-pub const DEFAULT_MAX_TURNS: u32 = 60;
+pub(crate) const DEFAULT_MAX_TURNS: u32 = 60;
 
 /// The effort words an adapter takes; `None` when it takes none (a text harness gets the
 /// word in `HARN_EFFORT` and judges it itself).
@@ -80,7 +83,7 @@ pub fn efforts(kind: Kind) -> Option<&'static [&'static str]> {
 }
 
 /// Refuses an effort word the adapter does not take, naming the ones it does.
-pub fn check_effort(kind: Kind, word: &str) -> Result<(), RecordError> {
+pub(crate) fn check_effort(kind: Kind, word: &str) -> Result<(), RecordError> {
     match efforts(kind) {
         Some([]) => Err(RecordError::refused(format!(
             "effort {word:?}: this harness takes no effort word (set it in the agent's own \
@@ -313,7 +316,7 @@ fn one_line(s: &str) -> String {
 /// the program is retrying or reconnecting (Claude Code's `api_retry`, Codex's
 /// `Reconnecting…` errors and its transport fallback). A call whose only output is such
 /// notices is stuck, and the watchdog ends it.
-pub fn is_progress(kind: Kind, line: &str) -> bool {
+pub(crate) fn is_progress(kind: Kind, line: &str) -> bool {
     let Ok(v) = serde_json::from_str::<Value>(line.trim()) else { return kind == Kind::Text };
     match kind {
         Kind::Text => true,

@@ -11,10 +11,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Default time an agent call may take before its process group is killed.
-pub const AGENT_TIMEOUT_MS: u64 = 30 * 60 * 1000;
+pub(crate) const AGENT_TIMEOUT_MS: u64 = 30 * 60 * 1000;
 /// Default time a call that streams its progress may go without a word before it is killed
 /// as stuck (a dead network, a vendor that stopped answering).
-pub const IDLE_TIMEOUT_MS: u64 = 5 * 60 * 1000;
+pub(crate) const IDLE_TIMEOUT_MS: u64 = 5 * 60 * 1000;
 /// Environment variables that let an agent program bill an account per token, or send its
 /// calls elsewhere (another vendor, a cloud provider's endpoint); a run in `subscription`
 /// billing removes them from every call and every workflow.
@@ -52,7 +52,7 @@ pub const API_KEY_VARS: &[&str] = &[
     "FIREWORKS_API_KEY",
 ];
 /// Longest failure text kept: the tail of stderr, then stdout.
-pub const FAILURE_TEXT_MAX: usize = 500;
+pub(crate) const FAILURE_TEXT_MAX: usize = 500;
 
 /// An adapter, which users name as a harness (`--harness`, a team's `harness` key,
 /// `.harnery/config.json`): how to run one agent call.
@@ -272,7 +272,7 @@ fn install_hint(kind: Kind) -> &'static str {
 }
 
 /// What to run to log in, for each preset.
-pub fn login_hint(kind: Kind) -> &'static str {
+pub(crate) fn login_hint(kind: Kind) -> &'static str {
     match kind {
         Kind::ClaudeCode => "run `claude auth login` (or `claude` and /login)",
         Kind::Codex => "run `codex login`",
@@ -655,7 +655,7 @@ fn failure_text(stderr: &str, stdout: &str) -> String {
 /// The class of a failed run (the run's own class aside): a run in which any agent call
 /// succeeded did real work and is charged; otherwise an environment failure among the calls
 /// wins over an upstream one.
-pub fn run_class(calls: &[CallOutcome]) -> Option<FailureClass> {
+pub(crate) fn run_class(calls: &[CallOutcome]) -> Option<FailureClass> {
     if calls.is_empty() || calls.iter().any(|c| c.ok) {
         return None;
     }

@@ -10,7 +10,7 @@ use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
 
 /// Schema version of `request.json` and `decision.json`.
-pub const APPROVAL_VERSION: u32 = 1;
+pub(crate) const APPROVAL_VERSION: u32 = 1;
 
 /// The approval id of policy slot `slot` of `run`: `<run>-p<slot>`.
 pub fn approval_id(run: &str, slot: u32) -> String {
@@ -99,7 +99,10 @@ pub fn status(decision: Option<&ApprovalDecision>) -> ApprovalStatus {
 
 /// Whether a ruling may be recorded: `Ok(true)` to write it, `Ok(false)` when the same ruling
 /// is already recorded (nothing to do), an error when the opposite one is.
-pub fn may_rule(existing: Option<&ApprovalDecision>, verdict: Ruling) -> Result<bool, RecordError> {
+pub(crate) fn may_rule(
+    existing: Option<&ApprovalDecision>,
+    verdict: Ruling,
+) -> Result<bool, RecordError> {
     match existing {
         None => Ok(true),
         Some(d) if d.verdict == verdict => Ok(false),

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Schema version of an event written today.
 pub const EVENT_VERSION: u32 = 1;
 /// Most findings one reopen may raise.
-pub const FINDINGS_MAX: usize = 20;
+pub(crate) const FINDINGS_MAX: usize = 20;
 
 /// Why an attempt was started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -207,7 +207,7 @@ pub fn validate_history(work_id: &Id, events: &[WorkEvent]) -> Result<(), FieldE
 /// [`validate_history`] one event at a time, for a reader that streams a long history and
 /// keeps only what it needs.
 #[derive(Debug)]
-pub struct HistoryCheck {
+pub(crate) struct HistoryCheck {
     work_id: Id,
     seen: u64,
     runs: BTreeMap<Id, u32>,

@@ -93,7 +93,7 @@ pub fn paths(id: &Id, latest_run: Option<&Id>) -> Vec<String> {
 
 /// The history file of item `id`, the one path a listing checks on every read (see
 /// [`Open::verify_histories`]).
-pub fn history_path(id: &Id) -> String {
+pub(crate) fn history_path(id: &Id) -> String {
     format!("{}/events.jsonl", crate::layout::work_dir(id))
 }
 
@@ -105,7 +105,7 @@ pub fn keepable(projection: &Projection) -> bool {
 
 /// Whether a row still matches its files' metadata `now` (every path examined) and was not
 /// racy when read: what the check every minute asks of each row.
-pub fn matches_files(row: &Row, now: &[Option<PathMeta>]) -> bool {
+pub(crate) fn matches_files(row: &Row, now: &[Option<PathMeta>]) -> bool {
     let Some(metas) = now.iter().copied().collect::<Option<Vec<_>>>() else { return false };
     !row.racy && signature(&metas).digest == row.signature
 }
@@ -121,7 +121,7 @@ pub fn signed(metas: &[Option<PathMeta>], read_at_ns: i128) -> Option<([u8; 16],
 
 /// Whether a row's history file still has the metadata it had when read (and the row was
 /// not racy then): what a listing asks of every row it prints.
-pub fn history_matches(row: &Row, now: Option<PathMeta>) -> bool {
+pub(crate) fn history_matches(row: &Row, now: Option<PathMeta>) -> bool {
     now.is_some_and(|meta| !row.racy && signature(&[meta]).digest == row.history)
 }
 
@@ -207,7 +207,7 @@ impl Open {
     }
 
     /// Whether the row of `id` still needs its own files checked in this process.
-    pub fn needs_check(&self, id: &Id) -> bool {
+    pub(crate) fn needs_check(&self, id: &Id) -> bool {
         (self.full || self.verify_histories)
             && self.decoded.get(id).is_none_or(|d| !d.checked)
             && self.lines.contains_key(id)
@@ -215,7 +215,7 @@ impl Open {
 
     /// The paths the check of the row of `id` looks at: every file under `full`, else the
     /// history alone.
-    pub fn check_paths(&self, id: &Id, row: &Row) -> Vec<String> {
+    pub(crate) fn check_paths(&self, id: &Id, row: &Row) -> Vec<String> {
         match self.full {
             true => row.paths(id),
             false => vec![history_path(id)],
@@ -259,7 +259,7 @@ impl Open {
     }
 
     /// Removes a row found stale.
-    pub fn drop_row(&mut self, id: &Id) {
+    pub(crate) fn drop_row(&mut self, id: &Id) {
         self.decoded.remove(id);
         self.dirty |= self.lines.remove(id);
     }
@@ -281,7 +281,7 @@ impl Open {
 
     /// Whether a check against files begun by this process covered every row, so the saved
     /// mark may say every row was checked now.
-    pub fn checked_all(&self) -> bool {
+    pub(crate) fn checked_all(&self) -> bool {
         self.lines.iter().all(|(id, _)| self.decoded.get(id).is_some_and(|d| d.checked))
     }
 }
@@ -293,7 +293,7 @@ pub type Busy = Box<dyn FnMut(&Change) -> bool>;
 /// The index as a ledger holds it while its reads use it: the log as seen before anything
 /// was read, and the rows, loaded when first needed (a goal listing whose rows all stand
 /// never loads them).
-pub struct Indexed {
+pub(crate) struct Indexed {
     /// What the reader saw of the change log and when.
     pub(crate) seen: (Option<(u64, u64)>, String, crate::time::WallTime),
     /// The rows and what this process learned of them, once loaded.
@@ -314,7 +314,7 @@ pub struct Indexed {
 
 /// How many reads of items' own files (an intent for the dependency walk, an item in full) a
 /// read makes before it loads the index.
-pub const PATIENCE: u32 = 32;
+pub(crate) const PATIENCE: u32 = 32;
 
 /// Sixteen bytes as 32 lowercase hex digits.
 pub(crate) mod hex16 {
@@ -328,7 +328,7 @@ pub(crate) mod hex16 {
         s.serialize_str(&out)
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 16], D::Error> {
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[u8; 16], D::Error> {
         let text = <&str>::deserialize(d)?;
         let mut out = [0; 16];
         if text.len() != 32 {

@@ -22,7 +22,7 @@ use std::sync::Arc;
 /// What a reader saw of the change log before it read anything: the log's identity and
 /// length, and what it names past `from`; `None` when it could not be read (then nothing
 /// derived is trusted).
-pub fn changes_since<F: Fs>(fs: &mut F, from: u64, length: u64) -> Option<Changed> {
+pub(crate) fn changes_since<F: Fs>(fs: &mut F, from: u64, length: u64) -> Option<Changed> {
     let len = usize::try_from(length.checked_sub(from)?).ok()?;
     let (bytes, _) = fs.read_at(CHANGES, from, len).ok()??;
     (bytes.len() == len).then(|| parse_changes(&bytes)).flatten()
@@ -30,7 +30,7 @@ pub fn changes_since<F: Fs>(fs: &mut F, from: u64, length: u64) -> Option<Change
 
 /// The log's inode number and length, making it (empty) when there is none, so the first
 /// writer does not replace what readers marked; `None` when the filesystem cannot say.
-pub fn log_seen<F: Fs>(fs: &mut F) -> Option<(u64, u64)> {
+pub(crate) fn log_seen<F: Fs>(fs: &mut F) -> Option<(u64, u64)> {
     if let Some(PathMeta::Missing) = fs.meta(CHANGES) {
         let _ = fs.create_dir_all(crate::layout::INDEX);
         let _ = fs.create_new(CHANGES, b"");
@@ -399,7 +399,7 @@ impl<F: Fs> Ledger<F> {
 }
 
 /// Writes a derived file whole: a temporary file renamed over it, never synced.
-pub fn write_derived<F: Fs>(
+pub(crate) fn write_derived<F: Fs>(
     fs: &mut F,
     path: &str,
     bytes: &[u8],

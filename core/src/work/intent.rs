@@ -10,17 +10,17 @@ use std::collections::BTreeSet;
 /// without one, is still read.
 pub const INTENT_VERSION: u32 = 3;
 /// Longest title, in characters.
-pub const TITLE_MAX: usize = 200;
+pub(crate) const TITLE_MAX: usize = 200;
 /// Longest objective, in characters.
-pub const OBJECTIVE_MAX: usize = 4000;
+pub(crate) const OBJECTIVE_MAX: usize = 4000;
 /// Most acceptance statements.
-pub const ACCEPTANCE_MAX: usize = 50;
+pub(crate) const ACCEPTANCE_MAX: usize = 50;
 /// Longest acceptance statement, in characters.
-pub const STATEMENT_MAX: usize = 500;
+pub(crate) const STATEMENT_MAX: usize = 500;
 /// Most prerequisites.
-pub const DEPENDENCIES_MAX: usize = 50;
+pub(crate) const DEPENDENCIES_MAX: usize = 50;
 /// Largest attempt budget.
-pub const ATTEMPTS_MAX: u32 = 100;
+pub(crate) const ATTEMPTS_MAX: u32 = 100;
 
 /// The workflow a work item runs, frozen by path and content digest.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

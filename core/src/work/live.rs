@@ -14,7 +14,7 @@ use crate::time::WallTime;
 use serde::{Deserialize, Serialize};
 
 /// Where the records of runs in progress live.
-pub const LIVE_DIR: &str = crate::layout::RUNNING;
+pub(crate) const LIVE_DIR: &str = crate::layout::RUNNING;
 
 /// Schema version of a live-run record.
 pub const LIVE_VERSION: u32 = 1;
@@ -43,7 +43,7 @@ pub struct LiveRun {
 }
 
 /// The path of `run`'s record.
-pub fn live_path(run: &Id) -> String {
+pub(crate) fn live_path(run: &Id) -> String {
     format!("{LIVE_DIR}/{run}.json")
 }
 

@@ -21,7 +21,7 @@ pub mod containment;
 pub mod events;
 pub mod history;
 pub mod index;
-pub mod indexed;
+pub(crate) mod indexed;
 pub mod intent;
 pub mod landing;
 pub mod ledger;

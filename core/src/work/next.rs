@@ -50,7 +50,7 @@ pub fn next_commands(id: &Id, p: &Projection) -> Vec<String> {
 }
 
 /// A refusal `why` of a verb on item `id`, followed by what may be typed instead.
-pub fn with_next(id: &Id, p: &Projection, why: String) -> String {
+pub(crate) fn with_next(id: &Id, p: &Projection, why: String) -> String {
     let next = next_commands(id, p);
     match next.split_first() {
         None => why,

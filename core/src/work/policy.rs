@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// Most rules a policy may hold.
-pub const RULES_MAX: usize = 100;
+pub(crate) const RULES_MAX: usize = 100;
 /// Most policy decisions one run may make; a run past it is denied.
-pub const DECISIONS_MAX: u32 = 50;
+pub(crate) const DECISIONS_MAX: u32 = 50;
 
 /// What the host does with a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -291,7 +291,7 @@ impl Policy {
     /// Judges a request: every matching rule votes, deny beats ask beats allow; with no match
     /// an agent call and a tool call (inside the run's containment) are allowed and an
     /// external mutation denied.
-    pub fn evaluate(&self, req: &Request) -> Evaluation {
+    pub(crate) fn evaluate(&self, req: &Request) -> Evaluation {
         let matching: Vec<&Rule> = self.rules.iter().filter(|r| matches(r, req)).collect();
         let default = match req {
             Request::Agent { .. } | Request::Tool { .. } => Verdict::Allow,
@@ -344,7 +344,7 @@ fn matches(r: &Rule, req: &Request) -> bool {
 
 /// The digest an approval is bound to: the policy, the request and its evaluation. A request
 /// that differs on resume cannot consume an approval given for another.
-pub fn request_digest(policy_sha256: &str, req: &Request, eval: &Evaluation) -> String {
+pub(crate) fn request_digest(policy_sha256: &str, req: &Request, eval: &Evaluation) -> String {
     sha256_hex(&canonical(&json!([policy_sha256, req, eval])))
 }
 

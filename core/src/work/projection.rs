@@ -171,7 +171,7 @@ impl Prerequisite {
     }
 
     /// The same view from the item's validated history alone.
-    pub fn of_history(events: &[WorkEvent]) -> Prerequisite {
+    pub(crate) fn of_history(events: &[WorkEvent]) -> Prerequisite {
         match governance(events).map(|e| (&e.kind, e.seq)) {
             Some((EventKind::Accepted { .. }, seq)) => {
                 Prerequisite { state: WorkState::Succeeded, accepted_seq: Some(seq) }
@@ -295,7 +295,7 @@ pub fn project(inputs: &Inputs<'_>) -> Projection {
 
 /// True when the latest acceptance (since the last reopen or cancel) has a `work.landed`
 /// naming its proof.
-pub fn current_acceptance_landed(events: &[WorkEvent]) -> bool {
+pub(crate) fn current_acceptance_landed(events: &[WorkEvent]) -> bool {
     let accepted = events.iter().rev().find_map(|e| match &e.kind {
         EventKind::Accepted { proof_sha256, .. } => Some(Some(proof_sha256)),
         EventKind::Reopened { .. } | EventKind::Cancelled => Some(None),
@@ -510,7 +510,7 @@ fn open_findings(events: &[WorkEvent]) -> Vec<Finding> {
 /// passed (`attempts`: each attempt's status, in the order of its `attempt.started`), and the
 /// item was neither accepted nor cancelled since. An acceptance harn could not have recorded
 /// is refused.
-pub fn check_acceptances(
+pub(crate) fn check_acceptances(
     events: &[WorkEvent],
     proofs: &BTreeMap<Id, Option<String>>,
     attempts: &[AttemptStatus],

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Longest line accepted from a workflow, in bytes.
-pub const LINE_MAX: usize = 1 << 20;
+pub(crate) const LINE_MAX: usize = 1 << 20;
 /// Longest identifier (request, criterion, decision) accepted.
-pub const ID_MAX: usize = 64;
+pub(crate) const ID_MAX: usize = 64;
 
 /// How evidence bears on the criteria it cites.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -156,7 +156,7 @@ impl std::fmt::Display for ProtocolError {
 const EXCERPT: usize = 120;
 
 /// Parses one line (without its newline).
-pub fn parse_line(line: &[u8], line_no: u64) -> Result<FromWorkflow, ProtocolError> {
+pub(crate) fn parse_line(line: &[u8], line_no: u64) -> Result<FromWorkflow, ProtocolError> {
     let err = |field: Option<&str>, message: String| ProtocolError {
         line: line_no,
         field: field.map(Into::into),

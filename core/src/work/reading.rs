@@ -39,7 +39,7 @@ impl Usage {
 }
 
 /// A dollar amount as whole millionths (no floats past the parser).
-pub fn micro_usd(dollars: f64) -> u64 {
+pub(crate) fn micro_usd(dollars: f64) -> u64 {
     if dollars.is_finite() && dollars > 0.0 {
         (dollars * 1_000_000.0).round() as u64
     } else {

@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 /// One line of [`RULINGS`]: a ruling and the digest of the `decision.json` bytes it wrote.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RulingRecord {
+pub(crate) struct RulingRecord {
     /// Always `approval.ruled`.
     pub event: String,
     /// The approval ruled on.

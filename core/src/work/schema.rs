@@ -11,12 +11,12 @@ use serde_json::Value;
 /// Repair attempts after a reply that does not match its schema.
 pub const REPAIRS_MAX: u32 = 2;
 /// Longest rejected reply quoted back in a repair prompt.
-pub const QUOTE_MAX: usize = 16_000;
+pub(crate) const QUOTE_MAX: usize = 16_000;
 /// Most problems reported for one value.
 const PROBLEMS_MAX: usize = 20;
 
 /// The prompt with its output contract: the reply must be one JSON value matching `schema`.
-pub fn with_contract(prompt: &str, schema: &Value) -> String {
+pub(crate) fn with_contract(prompt: &str, schema: &Value) -> String {
     let schema = serde_json::to_string_pretty(schema).expect("JSON values serialize");
     format!(
         "{prompt}\n\n## Output contract\n\nReply with exactly one JSON value that matches this \
@@ -25,7 +25,7 @@ pub fn with_contract(prompt: &str, schema: &Value) -> String {
 }
 
 /// The reply's JSON value checked against `schema`, or the problems found.
-pub fn check_reply(reply: &str, schema: &Value) -> Result<Value, Vec<String>> {
+pub(crate) fn check_reply(reply: &str, schema: &Value) -> Result<Value, Vec<String>> {
     let value = extract(reply)?;
     let mut problems = Vec::new();
     check(&value, schema, "$", &mut problems);
@@ -52,7 +52,7 @@ fn extract(reply: &str) -> Result<Value, Vec<String>> {
 }
 
 /// The prompt of a repair attempt: the original, the rejected reply and what is wrong.
-pub fn repair_prompt(prompt: &str, rejected: &str, problems: &[String]) -> String {
+pub(crate) fn repair_prompt(prompt: &str, rejected: &str, problems: &[String]) -> String {
     let mut quoted = rejected;
     if quoted.len() > QUOTE_MAX {
         let mut end = QUOTE_MAX;

@@ -7,9 +7,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// Most attempts one agent call may make.
-pub const MAX_ATTEMPTS_CAP: u32 = 10;
+pub(crate) const MAX_ATTEMPTS_CAP: u32 = 10;
 /// Attempts of an agent call when its profile does not say.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 2;
+pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 
 /// One specialist's profile. Keys are those of the team files written for the JavaScript
 /// tool; `adapter` is accepted for `harness`.
@@ -130,7 +130,11 @@ pub struct Dispatch {
 
 /// Whether a request could find an adapter to answer it: its specialist's harness, else the
 /// run's. (An unknown specialist has an adapter problem of another kind.)
-pub fn has_adapter(team: &Team, default_harness: Option<&str>, specialist: Option<&str>) -> bool {
+pub(crate) fn has_adapter(
+    team: &Team,
+    default_harness: Option<&str>,
+    specialist: Option<&str>,
+) -> bool {
     let named = specialist.and_then(|role| team.get(role));
     if specialist.is_some() && named.is_none() {
         return true;

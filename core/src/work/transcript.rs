@@ -8,13 +8,13 @@ use crate::error::RecordError;
 use serde_json::{json, Value};
 
 /// The record of an agent call's start; its key is what a resume matches a request by.
-pub fn agent_start(id: &str, harness: &str, key: &str) -> Value {
+pub(crate) fn agent_start(id: &str, harness: &str, key: &str) -> Value {
     json!({ "event": "agent.start", "id": id, "harness": harness, "key": key })
 }
 
 /// The record of an agent call's end; a usable reply's text is kept as the resume cache, with
 /// the vendor's session, the call's usage, its denials and how long it took.
-pub fn agent_end(id: &str, key: Option<&str>, outcome: &CallOutcome) -> Value {
+pub(crate) fn agent_end(id: &str, key: Option<&str>, outcome: &CallOutcome) -> Value {
     let text = if outcome.ok { outcome.text.as_deref() } else { None };
     let mut body = json!({
         "event": "agent.end", "id": id, "key": key, "ok": outcome.ok, "text": text,
@@ -65,7 +65,7 @@ pub fn sessions(records: &[Value]) -> std::collections::BTreeMap<String, String>
 /// The vendor session each call that never ended had opened, by request id: a call an
 /// earlier segment cut short (a park in the middle of its turn, a crash) continues that
 /// session when the resumed workflow asks for it again.
-pub fn open_sessions(records: &[Value]) -> std::collections::BTreeMap<String, String> {
+pub(crate) fn open_sessions(records: &[Value]) -> std::collections::BTreeMap<String, String> {
     let mut open = std::collections::BTreeMap::new();
     for r in records {
         let Some(id) = r["id"].as_str() else { continue };
@@ -183,7 +183,7 @@ pub fn reached(records: &[Value]) -> Option<super::containment::Containment> {
 }
 
 /// The approvals the run asked for, in the order asked.
-pub fn approvals_asked(records: &[Value]) -> Vec<String> {
+pub(crate) fn approvals_asked(records: &[Value]) -> Vec<String> {
     records
         .iter()
         .filter(|r| r["event"] == "approval.requested")
@@ -193,7 +193,7 @@ pub fn approvals_asked(records: &[Value]) -> Vec<String> {
 
 /// Agent calls started and replies of completed calls, by call key in transcript order.
 /// Rulings are the caller's to add: they live in the approvals, not the transcript.
-pub fn resume_state(records: &[Value]) -> ResumeState {
+pub(crate) fn resume_state(records: &[Value]) -> ResumeState {
     let mut state = ResumeState::default();
     for r in records {
         match r["event"].as_str() {
@@ -230,12 +230,16 @@ pub fn resume_state(records: &[Value]) -> ResumeState {
 /// Most bytes of evidence, stage and log messages a segment records in its transcript; past
 /// them those messages are counted (a `workflow.cut` record says how many) and still folded
 /// into the proof, so a workflow that floods leaves a bounded transcript.
-pub const MESSAGES_RECORDED: u64 = 8 << 20;
+pub(crate) const MESSAGES_RECORDED: u64 = 8 << 20;
 
 /// Whether a segment that recorded `recorded` bytes of messages records `m`, of `bytes`:
 /// agent requests, authorizations, declarations and results always; evidence, stages and
 /// logs while they fit in [`MESSAGES_RECORDED`].
-pub fn records_message(m: &crate::work::protocol::FromWorkflow, recorded: u64, bytes: u64) -> bool {
+pub(crate) fn records_message(
+    m: &crate::work::protocol::FromWorkflow,
+    recorded: u64,
+    bytes: u64,
+) -> bool {
     use crate::work::protocol::FromWorkflow;
     let bulk = matches!(
         m,

@@ -17,7 +17,8 @@ pub use decide::*;
 pub use policy::*;
 pub use proposal::*;
 pub use records::*;
-pub use specialists::{policy_gate, Answer, Ask, Called, PlanCall, Recorder, Specialists};
+pub use specialists::PlanCall;
+pub use specialists::{policy_gate, Ask, Called, Specialists};
 pub use step::*;
 pub use store::*;
 

@@ -6,11 +6,11 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Most templates a policy may hold.
-pub const TEMPLATES_MAX: usize = 20;
+pub(crate) const TEMPLATES_MAX: usize = 20;
 /// Longest proposal key.
-pub const KEY_MAX: usize = 32;
+pub(crate) const KEY_MAX: usize = 32;
 /// Most dependencies one proposed item may name.
-pub const DEPENDENCIES_MAX: usize = 50;
+pub(crate) const DEPENDENCIES_MAX: usize = 50;
 
 /// A workflow a planner may use, frozen by absolute path and SHA-256.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,7 +143,7 @@ impl ReplanningPolicy {
 }
 
 /// A proposal key: 1 to [`KEY_MAX`] lowercase letters, digits and `-`, not starting with `-`.
-pub fn valid_key(key: &str) -> bool {
+pub(crate) fn valid_key(key: &str) -> bool {
     !key.is_empty()
         && key.len() <= KEY_MAX
         && !key.starts_with('-')

@@ -110,7 +110,7 @@ pub enum PlanStatus {
 /// while a reopening follows the last completion); applied once applied; otherwise its
 /// last rejection, attention, retry request or failure; otherwise proposed once proposed;
 /// otherwise interrupted.
-pub fn plan_status(events: &[PlanRecord]) -> PlanStatus {
+pub(crate) fn plan_status(events: &[PlanRecord]) -> PlanStatus {
     let completed = events.iter().rposition(|e| e.event == PlanEvent::Completed);
     let reopened = events.iter().rposition(|e| e.event == PlanEvent::Reopened);
     match (completed, reopened) {
@@ -178,7 +178,7 @@ impl PlanView {
 
     /// Why a charged plan consumed its replan without moving the goal on (read-time only):
     /// its review did not pass, or its planner never made a proposal.
-    pub fn consumption(&self) -> Option<Consumption> {
+    pub(crate) fn consumption(&self) -> Option<Consumption> {
         use crate::goal::plan::review::ReviewStatus;
         if !self.charged() {
             return None;
@@ -206,7 +206,7 @@ impl PlanView {
 
 /// How a charged plan spent its replan without a proposal that moved the goal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Consumption {
+pub(crate) enum Consumption {
     /// Its review panel did not pass it.
     ReviewerRejection,
     /// Its planner asked for a person, failed or was cut short before any proposal.
@@ -214,7 +214,7 @@ pub enum Consumption {
 }
 
 /// The active root: the goal's root, moved by each applied plan in sequence order.
-pub fn active_root(original: Option<&Id>, plans: &[PlanView]) -> Option<Id> {
+pub(crate) fn active_root(original: Option<&Id>, plans: &[PlanView]) -> Option<Id> {
     plans
         .iter()
         .rev()

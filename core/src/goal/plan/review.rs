@@ -74,7 +74,7 @@ pub enum RoundOutcome {
 
 /// A round's outcome: any attention ⇒ attention; else any revise or blocking finding ⇒
 /// revise; else approved.
-pub fn round_outcome(reviews: &[Review]) -> RoundOutcome {
+pub(crate) fn round_outcome(reviews: &[Review]) -> RoundOutcome {
     if reviews.iter().any(|r| r.verdict == ReviewVerdict::Attention) {
         RoundOutcome::Attention
     } else if reviews.iter().any(|r| {
@@ -130,12 +130,16 @@ pub struct Receipt {
 }
 
 /// The digest of a candidate: its canonical JSON with the plan id.
-pub fn candidate_digest(plan_id: &str, candidate: &Proposal) -> String {
+pub(crate) fn candidate_digest(plan_id: &str, candidate: &Proposal) -> String {
     sha256_hex(crate::hash::canonical_json(&json!([plan_id, candidate])).as_bytes())
 }
 
 /// What to do after a round: stop with a status, or ask for a revision.
-pub fn after_round(outcome: RoundOutcome, round: u32, panel: &ReviewPanel) -> Option<ReviewStatus> {
+pub(crate) fn after_round(
+    outcome: RoundOutcome,
+    round: u32,
+    panel: &ReviewPanel,
+) -> Option<ReviewStatus> {
     match outcome {
         RoundOutcome::Approved => Some(ReviewStatus::Passed),
         RoundOutcome::Attention => Some(ReviewStatus::Attention),
@@ -198,7 +202,7 @@ pub fn check_receipt(r: &Receipt, panel: &ReviewPanel) -> Result<(), RecordError
 }
 
 /// The schema a review must match.
-pub fn review_schema() -> Value {
+pub(crate) fn review_schema() -> Value {
     json!({
         "type": "object",
         "additionalProperties": false,

@@ -55,7 +55,7 @@ pub struct Called {
 }
 
 /// A specialist's reply, or why there is none (with the failure's class).
-pub type Answer = Result<String, (Option<FailureClass>, String)>;
+pub(crate) type Answer = Result<String, (Option<FailureClass>, String)>;
 
 impl Called {
     /// A failure before any harness was asked (no such role, no harness for it).
@@ -136,7 +136,7 @@ pub struct PlanCall {
 }
 
 /// Specialists whose every call is kept, in the order made, for the plan's record.
-pub struct Recorder<'a, F: Fs> {
+pub(crate) struct Recorder<'a, F: Fs> {
     inner: &'a mut dyn Specialists<F>,
     /// The calls made so far.
     pub calls: Vec<PlanCall>,

@@ -86,7 +86,7 @@ pub fn proposal<F: Fs>(
 }
 
 /// Work items earlier plans created.
-pub fn already_planned(plans: &[PlanView]) -> u32 {
+pub(crate) fn already_planned(plans: &[PlanView]) -> u32 {
     plans.iter().filter_map(|p| p.applied.as_ref()).map(|(_, w)| w.len() as u32).sum()
 }
 

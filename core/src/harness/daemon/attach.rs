@@ -92,7 +92,7 @@ impl Daemon {
     }
 
     /// Every live attachment, by client.
-    pub fn attachments(&self) -> &BTreeMap<u64, Attachment> {
+    pub(crate) fn attachments(&self) -> &BTreeMap<u64, Attachment> {
         &self.attachments.by_client
     }
 

@@ -118,13 +118,13 @@ impl DaemonConfig {
 
     /// True when replacing this configuration by `next` would remove every harness it has
     /// (an empty or unrelated file): a reload that stops everything is asked for explicitly.
-    pub fn removes_every_harness(&self, next: &DaemonConfig) -> bool {
+    pub(crate) fn removes_every_harness(&self, next: &DaemonConfig) -> bool {
         !self.harnesses.is_empty() && self.harnesses.keys().all(|n| !next.harnesses.contains_key(n))
     }
 
     /// The intent of a harness that has none persisted: its own `enabled`, or membership of an
     /// autostart profile.
-    pub fn default_intent(&self, name: &Id) -> bool {
+    pub(crate) fn default_intent(&self, name: &Id) -> bool {
         self.harnesses.get(name).is_some_and(|s| s.enabled)
             || self.profiles.values().any(|p| p.autostart && p.harnesses.contains(name))
     }

@@ -14,7 +14,7 @@ const MAX_QUEUED_EFFECTS: usize = 1 << 16;
 
 /// Most harness timers one [`Daemon::handle_timeout`] acts on; the rest stay due for the
 /// next. Bounds the spawns of one step, so the daemon's turn stays short under a storm.
-pub const TIMERS_PER_STEP: usize = 8;
+pub(crate) const TIMERS_PER_STEP: usize = 8;
 
 impl Daemon {
     /// Builds the core from configuration and the durable state of an earlier life (`None` on a

@@ -12,7 +12,9 @@ mod state_file;
 
 pub use attach::Attachment;
 pub use config::{DaemonConfig, Profile};
-pub use state_file::{PersistedState, StateFileError, STATE_VERSION};
+pub use state_file::PersistedState;
+pub use state_file::StateFileError;
+pub(crate) use state_file::STATE_VERSION;
 
 use crate::env::{Pid, Signal, SpawnSpec};
 use crate::error::RecordError;

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The schema version written today. Readers accept it and every older one.
-pub const STATE_VERSION: u32 = 1;
+pub(crate) const STATE_VERSION: u32 = 1;
 
 /// The whole file.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,7 +63,7 @@ impl PersistedState {
     /// field (the daemon writes the file after every change a run makes, and serde's general
     /// path spent most of its time escaping key names that need no escape). A test holds the
     /// two byte for byte equal.
-    pub fn encode(&self) -> Vec<u8> {
+    pub(crate) fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + 192 * self.harnesses.len());
         out.extend_from_slice(b"{\"v\":");
         push_u64(&mut out, u64::from(self.v));

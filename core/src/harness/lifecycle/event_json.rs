@@ -7,7 +7,7 @@ use crate::ids::Id;
 
 impl Event {
     /// Appends this event's compact JSON to `out`, as `serde_json::to_writer` would.
-    pub fn write_json(&self, out: &mut Vec<u8>) {
+    pub(crate) fn write_json(&self, out: &mut Vec<u8>) {
         match self {
             Event::HarnessStateChanged { name, from, to, cause } => {
                 head(out, "harness_state_changed", name);

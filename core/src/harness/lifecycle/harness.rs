@@ -173,13 +173,13 @@ fn specs_hash(active: &HarnessSpec, staged: Option<&HarnessSpec>) -> u64 {
 }
 
 /// Run numbers reserved by one durable write (see [`Durable::reserved_runs`]).
-pub const RUN_RESERVATION: u64 = 16;
+pub(crate) const RUN_RESERVATION: u64 = 16;
 
 impl Durable {
     /// The part of the record every act depends on, which must be durable first: intent,
     /// its origin, the failure latch and the run reservation. The rest is bookkeeping,
     /// written right after the acts.
-    pub fn barrier_part(&self) -> (bool, bool, bool, u64) {
+    pub(crate) fn barrier_part(&self) -> (bool, bool, bool, u64) {
         (self.enabled, self.pinned, self.failed, self.reserved_runs)
     }
 }
@@ -307,7 +307,7 @@ impl Harness {
 
     /// [`boot`](Self::boot) on behalf of `cause`: a harness a reload added starts because
     /// of the configuration.
-    pub fn boot_because(&mut self, now: Instant, cause: Cause, out: &mut Vec<HarnessOut>) {
+    pub(crate) fn boot_because(&mut self, now: Instant, cause: Cause, out: &mut Vec<HarnessOut>) {
         assert!(self.run.is_none(), "boot with a live run");
         if self.durable.enabled && !self.durable.failed {
             self.start_run(now, cause, out);
@@ -333,7 +333,7 @@ impl Harness {
 
     /// Handles one input on behalf of `cause`, which the state changes it brings about carry
     /// (a start or stop the daemon makes for a profile or a reload says so).
-    pub fn handle_because(
+    pub(crate) fn handle_because(
         &mut self,
         now: Instant,
         limits: &LifecycleLimits,
@@ -958,7 +958,7 @@ impl Harness {
     /// New limits took effect: counters kept under the old ones are trimmed so they fit the
     /// new ones. Lowering the give-up ceiling below the current count does not fail a harness
     /// retroactively; its next failed run does.
-    pub fn limits_changed(&mut self, limits: &LifecycleLimits) {
+    pub(crate) fn limits_changed(&mut self, limits: &LifecycleLimits) {
         let limits = &self.active.crash_loop.apply(limits);
         let threshold = limits.flap_threshold.max(1) as usize;
         let excess = self.recent_exits.len().saturating_sub(threshold);
@@ -970,7 +970,7 @@ impl Harness {
     }
 
     /// Feeds everything that decides this harness's future behaviour to `hasher`.
-    pub fn hash_into(&self, hasher: &mut impl std::hash::Hasher) {
+    pub(crate) fn hash_into(&self, hasher: &mut impl std::hash::Hasher) {
         use std::hash::Hash;
         self.name.hash(hasher);
         self.state.hash(hasher);

@@ -76,10 +76,10 @@ impl CrashLoop {
 /// The shortest time between a run's end and the next start, whatever the configuration
 /// says (systemd's default `RestartSec=`), and where the flapping backoff starts when the
 /// restart delay is shorter: no configuration can make the daemon spend itself respawning.
-pub const RESTART_FLOOR: Duration = Duration::from_millis(100);
+pub(crate) const RESTART_FLOOR: Duration = Duration::from_millis(100);
 
 /// Largest doubling exponent of the flapping backoff; beyond it the delay is the cap anyway.
-pub const BACKOFF_EXPONENT_MAX: u32 = 32;
+pub(crate) const BACKOFF_EXPONENT_MAX: u32 = 32;
 
 impl LifecycleLimits {
     /// Checks the limits make sense together; the error names the field.
@@ -104,7 +104,7 @@ impl LifecycleLimits {
     /// The restart delay after the `level`-th consecutive flapping exit: `base × 2^level`,
     /// capped; `level` 0 is the plain delay. Never overflows, and never under
     /// [`RESTART_FLOOR`]: a base under it grows from the floor, and a cap of 0 is the floor.
-    pub fn flapping_delay(base: Duration, max: Duration, level: u32) -> Duration {
+    pub(crate) fn flapping_delay(base: Duration, max: Duration, level: u32) -> Duration {
         let base = base.max(RESTART_FLOOR);
         if level == 0 {
             return base;

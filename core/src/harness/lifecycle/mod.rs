@@ -159,7 +159,7 @@ impl HarnessSpec {
     /// True when `other` would start a different process or judge its readiness
     /// differently. Such a change waits for the next start; the restart policy, the restart
     /// delay, the stop grace and the default intent apply at once.
-    pub fn run_affecting_change(&self, other: &HarnessSpec) -> bool {
+    pub(crate) fn run_affecting_change(&self, other: &HarnessSpec) -> bool {
         self.spawn != other.spawn
             || self.readiness != other.readiness
             || self.ready_timeout != other.ready_timeout

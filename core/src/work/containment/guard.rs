@@ -4,8 +4,6 @@
 //! binds each one read-only where a writable path holds it, and digests all of them before
 //! and after every segment, so a change on a machine that cannot hold them is still reported.
 
-use super::within;
-
 /// Where git keeps what it executes for a workspace, as the shell found it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum GitLayout {
@@ -119,12 +117,6 @@ pub fn new_repositories(before: &[String], after: &[String]) -> Vec<String> {
     after.iter().filter(|a| !before.contains(a)).cloned().collect()
 }
 
-/// The guarded paths that lie within one of `writable`, so that only a read-only bind in a
-/// mount namespace keeps them: Landlock allows whole subtrees.
-pub fn held_by_binds(guard: &Guard, writable: &[String]) -> Vec<String> {
-    guard.readonly.iter().filter(|p| writable.iter().any(|w| within(p, w))).cloned().collect()
-}
-
 /// One guarded path as a segment found it: its digest, `None` when it does not exist.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Digested {
@@ -219,7 +211,14 @@ pub fn pending_of<'a>(records: &'a [GuardRecord], work_id: &str) -> Vec<&'a Guar
 
 #[cfg(test)]
 mod tests {
+    use super::super::within;
     use super::*;
+
+    /// The guarded paths that lie within one of `writable`, so that only a read-only bind in a
+    /// mount namespace keeps them: Landlock allows whole subtrees.
+    fn held_by_binds(guard: &Guard, writable: &[String]) -> Vec<String> {
+        guard.readonly.iter().filter(|p| writable.iter().any(|w| within(p, w))).cloned().collect()
+    }
 
     #[test]
     fn a_repository_workspace_holds_its_whole_git_directory() {

@@ -187,7 +187,7 @@ pub struct Plan {
 }
 
 /// The newest Landlock ABI whose rights a run uses.
-pub const LANDLOCK_USED: u32 = 7;
+pub(crate) const LANDLOCK_USED: u32 = 7;
 
 /// The most writable paths a sealed call takes (each is a mount tree cloned for it).
 pub const SEAL_MAX: usize = 32;

@@ -5,7 +5,7 @@ use crate::error::RecordError;
 
 /// Decides whether a `run` (or, with `retry`, a `retry`) may start an attempt now, and with
 /// which trigger. Refusals say what the operator should do instead.
-pub fn may_start(p: &Projection, retry: bool) -> Result<Trigger, RecordError> {
+pub(crate) fn may_start(p: &Projection, retry: bool) -> Result<Trigger, RecordError> {
     // Spent comes first: telling someone to retry an item that cannot run sends them round.
     let startable = matches!(p.state, WorkState::Ready | WorkState::Blocked);
     if startable && p.attempts_remaining == 0 {
@@ -42,7 +42,7 @@ fn state_word(s: WorkState) -> &'static str {
 
 /// Decides whether the latest proof may be accepted with these dispositions: only in review,
 /// and only when every open finding is disposed of, each exactly once, a deferral with a reason.
-pub fn may_accept(p: &Projection, dispositions: &[Disposition]) -> Result<(), RecordError> {
+pub(crate) fn may_accept(p: &Projection, dispositions: &[Disposition]) -> Result<(), RecordError> {
     if p.state != WorkState::InReview {
         return refuse(format!(
             "it is {} ({}); only an item in review is accepted",

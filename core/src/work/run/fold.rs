@@ -187,12 +187,12 @@ impl RunFold {
     }
 
     /// True once the workflow sent its `result`.
-    pub fn has_result(&self) -> bool {
+    pub(crate) fn has_result(&self) -> bool {
         self.result.is_some()
     }
 
     /// Every policy check so far, in order.
-    pub fn policy_log(&self) -> &[PolicyRecord] {
+    pub(crate) fn policy_log(&self) -> &[PolicyRecord] {
         &self.policy_log
     }
 
@@ -249,7 +249,7 @@ impl RunFold {
     }
 
     /// Records an agent call's outcome; returns the reply the workflow gets.
-    pub fn agent_done(&mut self, id: &str, outcome: CallOutcome) -> Value {
+    pub(crate) fn agent_done(&mut self, id: &str, outcome: CallOutcome) -> Value {
         let reply = match (&outcome.text, &outcome.error) {
             (Some(text), _) if outcome.ok => {
                 json!({ "op": "reply", "id": id, "ok": true, "text": text })
@@ -451,7 +451,7 @@ pub(super) fn tail(s: &str, max: usize) -> String {
 /// A run manifest of attempt 1 of work item `w1` (run `wf-1`) with nothing frozen beyond its
 /// script: what the fuzz body and the tests fold runs against.
 #[doc(hidden)]
-pub fn sample_manifest(script: WorkflowRef, started_at: WallTime) -> RunManifest {
+pub(crate) fn sample_manifest(script: WorkflowRef, started_at: WallTime) -> RunManifest {
     RunManifest {
         schema_version: RUN_VERSION,
         run_id: Id::new("wf-1").expect("a valid id"),

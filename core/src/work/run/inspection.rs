@@ -38,7 +38,10 @@ pub fn synopsis(run_id: &Id, proof: Option<&Proof>) -> Value {
 }
 
 /// The open findings an attempt is started with: id, statement and who raised them.
-pub fn findings_context(events: &[crate::work::WorkEvent], open: &[crate::work::Finding]) -> Value {
+pub(crate) fn findings_context(
+    events: &[crate::work::WorkEvent],
+    open: &[crate::work::Finding],
+) -> Value {
     let raised_by = |id: &str| {
         events.iter().rev().find_map(|e| match &e.kind {
             crate::work::EventKind::Reopened { findings }
@@ -61,7 +64,7 @@ pub fn findings_context(events: &[crate::work::WorkEvent], open: &[crate::work::
 /// approval the run's transcript last parked on and whether it has been ruled on.
 /// `started` is true when the run's transcript records its workflow starting: an attempt
 /// that ended without a proof is lost only then, and otherwise never ran.
-pub fn inspect(
+pub(crate) fn inspect(
     work_id: &Id,
     run_id: &Id,
     attempt: u32,

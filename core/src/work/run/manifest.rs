@@ -96,7 +96,7 @@ pub enum Isolation {
 }
 
 /// Agent calls in flight at once when nobody says otherwise.
-pub const DEFAULT_CONCURRENCY: u32 = 4;
+pub(crate) const DEFAULT_CONCURRENCY: u32 = 4;
 
 fn default_concurrency() -> u32 {
     DEFAULT_CONCURRENCY
@@ -124,7 +124,7 @@ impl RunManifest {
     }
 
     /// The approval request a run parks on, asked at `at`.
-    pub fn approval_request(&self, parked: &Parked, at: WallTime) -> ApprovalRequest {
+    pub(crate) fn approval_request(&self, parked: &Parked, at: WallTime) -> ApprovalRequest {
         let policy_sha256 = self.policy.as_ref().map(|p| p.sha256.clone()).unwrap_or_default();
         ApprovalRequest {
             schema_version: APPROVAL_VERSION,
@@ -156,7 +156,7 @@ impl RunManifest {
     /// The first line the host writes to the workflow's stdin: the work, the attempt (with
     /// the prior attempt's synopsis on a retry and the open findings) and, for a resumed
     /// run, the approval it resumes on.
-    pub fn start_line(
+    pub(crate) fn start_line(
         &self,
         intent: &WorkIntent,
         attempt: AttemptContext,
@@ -173,7 +173,7 @@ impl RunManifest {
     }
 
     /// The work and attempt context of this run, as [`RunManifest::context`] freezes it.
-    pub fn context_for(&self, intent: &WorkIntent, attempt: AttemptContext) -> Value {
+    pub(crate) fn context_for(&self, intent: &WorkIntent, attempt: AttemptContext) -> Value {
         json!({
             "work": {
                 "id": intent.id, "title": intent.title, "objective": intent.objective,
@@ -189,7 +189,7 @@ impl RunManifest {
 
 /// What an attempt is told besides its number and trigger.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct AttemptContext {
+pub(crate) struct AttemptContext {
     /// The prior attempt's [`synopsis`], on a retry.
     pub prior: Option<Value>,
     /// The open findings ([`findings_context`]).

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 /// counts only with the seal (`seal.json`) harn writes just before it; version 1 runs had none.
 pub const RUN_VERSION: u32 = 2;
 /// Longest error text a proof keeps (its tail).
-pub const ERROR_MAX: usize = 2_000;
+pub(crate) const ERROR_MAX: usize = 2_000;
 
 mod admission;
 mod fold;
@@ -32,11 +32,13 @@ pub mod planning;
 pub mod planning_attempt;
 mod proof;
 
-pub use admission::*;
+pub(crate) use admission::*;
 pub use fold::*;
 pub use inspection::*;
 pub use manifest::*;
-pub use planning::{PlanningProof, PlanningStep, StepKind};
+pub use planning::PlanningProof;
+pub use planning::PlanningStep;
+pub use planning::StepKind;
 pub use proof::*;
 
 #[cfg(test)]

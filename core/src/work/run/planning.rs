@@ -38,7 +38,7 @@ impl PlanningStep {
     /// Whether `other` is this very call: the same goal, plan, role and label (a label names
     /// one call of one plan). The prompt may differ when a step is asked for again after a
     /// crash (the replans it says remain count the plan itself), so it does not take part.
-    pub fn same_call(&self, other: &PlanningStep) -> bool {
+    pub(crate) fn same_call(&self, other: &PlanningStep) -> bool {
         (&self.goal, &self.plan, self.step, &self.role, &self.label)
             == (&other.goal, &other.plan, other.step, &other.role, &other.label)
     }
@@ -57,7 +57,7 @@ pub struct PlanningProof {
 }
 
 /// The request id of a planning run's one call.
-pub const CALL_ID: &str = "call";
+pub(crate) const CALL_ID: &str = "call";
 
 /// The `agent` request a planning run's workflow makes: the role, the prompt, the schema.
 pub fn request(role: &str, prompt: &str, schema: &Value) -> Value {
@@ -109,7 +109,7 @@ pub fn intent(m: &RunManifest, step: &PlanningStep) -> WorkIntent {
 }
 
 /// The start line of a planning run's workflow (`resume` on a segment after the first).
-pub fn start_line(m: &RunManifest, step: &PlanningStep, resume: bool) -> Value {
+pub(crate) fn start_line(m: &RunManifest, step: &PlanningStep, resume: bool) -> Value {
     json!({
         "op": "start",
         "run_id": m.run_id,

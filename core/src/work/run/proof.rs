@@ -3,15 +3,15 @@
 use super::*;
 
 /// The file a run's seal lives in, beside its proof.
-pub const SEAL: &str = "seal.json";
+pub(crate) const SEAL: &str = "seal.json";
 /// Schema version of `seal.json`.
-pub const SEAL_VERSION: u32 = 1;
+pub(crate) const SEAL_VERSION: u32 = 1;
 
 /// `seal.json`: what harn writes just before a run's proof, naming the proof's digest, so a
 /// proof put in the run directory by anyone else is told apart and never counted.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ProofSeal {
+pub(crate) struct ProofSeal {
     /// [`SEAL_VERSION`].
     pub schema_version: u32,
     /// The run.
@@ -28,7 +28,7 @@ pub struct ProofSeal {
 }
 
 /// How a proof's error begins when the run's policy stopped it.
-pub const POLICY_STOPPED: &str = "denied by policy";
+pub(crate) const POLICY_STOPPED: &str = "denied by policy";
 
 /// How a run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -134,7 +134,7 @@ pub trait SegmentHost {
 
 /// Non-protocol lines recorded one by one; a workflow that prints a flood of them costs
 /// one summary record, not an fsync per line.
-pub const MALFORMED_RECORDED: u64 = 20;
+pub(crate) const MALFORMED_RECORDED: u64 = 20;
 
 /// Runs one segment of `m`'s run from its `start` line and `fold` (what earlier segments of a
 /// parked run left): its live record first, then the workflow, then the end of everything it
@@ -185,7 +185,7 @@ enum Turn {
 
 /// The record a segment's spawn begins with: a resumed run's start line names what it
 /// resumes, and so is `run.resume`; any other is `run.start`.
-pub fn start_event(start: &Value) -> &'static str {
+pub(crate) fn start_event(start: &Value) -> &'static str {
     if start["resume"].is_null() {
         "run.start"
     } else {

@@ -16,11 +16,11 @@ use serde_json::{json, Value};
 use std::collections::VecDeque;
 
 /// How often a running host looks for a cancel in its item's history.
-pub const CANCEL_POLL: Duration = Duration::from_millis(200);
+pub(crate) const CANCEL_POLL: Duration = Duration::from_millis(200);
 /// How long a cancelled run has after TERM before everything it started is killed.
 pub const CANCEL_GRACE: Duration = Duration::from_secs(5);
 /// How long output may still arrive after the workflow exits.
-pub const EXIT_GRACE: Duration = Duration::from_secs(2);
+pub(crate) const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// Which processes a signal goes to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub enum Reach {
 
 /// What the host does for the segment, in order.
 #[derive(Clone, Debug, PartialEq)]
-pub enum SegmentEffect {
+pub(crate) enum SegmentEffect {
     /// Append this record to the run's transcript.
     Record(Value),
     /// Start no call any more: the queue is cleared and new requests are declined.
@@ -51,7 +51,7 @@ pub enum SegmentEffect {
 
 /// What happened to the segment.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SegmentInput {
+pub(crate) enum SegmentInput {
     /// The workflow's process exited (code) or was killed (signal).
     Exited {
         /// Its exit code.
@@ -83,7 +83,7 @@ pub enum SegmentInput {
 
 /// One segment, from its spawn to its end.
 #[derive(Clone, Debug)]
-pub struct Segment {
+pub(crate) struct Segment {
     deadline: Instant,
     timed_out: bool,
     halted: bool,
@@ -229,7 +229,7 @@ impl Segment {
 
     /// True when no new call may start: the run timed out, was cancelled or stopped by
     /// policy.
-    pub fn halted(&self) -> bool {
+    pub(crate) fn halted(&self) -> bool {
         self.halted
     }
 

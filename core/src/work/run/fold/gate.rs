@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 /// The identity of a call for the resume cache: everything that shapes its answer (harness,
 /// model, effort, turns, schema, specialist and the dispatched prompt), not its request id,
 /// timeout or attempts.
-pub fn call_key(d: &Dispatch, specialist: Option<&str>) -> String {
+pub(crate) fn call_key(d: &Dispatch, specialist: Option<&str>) -> String {
     let p = &d.profile;
     let identity =
         json!([d.harness, p.model, p.effort, p.max_turns, d.schema, specialist, d.prompt]);
