@@ -739,6 +739,25 @@ fn reload_honours_config_force_and_a_new_stop_grace() {
     assert_eq!(root.settle_count(&format!("{}7", root.marker), 0), 0, "--force stops them");
 }
 
+/// A harness a reload removed is gone for commands at once, though its last run is still
+/// stopping: naming it is bad input (exit 2), as a name never configured is.
+#[test]
+fn a_harness_removed_while_its_run_stops_is_an_unknown_name() {
+    let root = Root::new(
+        "[harness.stubborn]\ncommand = [\"{child}\", \"ignore-term\", \"{marker}\"]\nstop_grace_ms = 20000\n\n[harness.other]\ncommand = [\"{child}\", \"run\", \"removal-bystander\"]\n",
+    );
+    root.up();
+    root.wait_for("stubborn", "running", |h| state(h) == "running");
+    root.write_config("[harness.other]\ncommand = [\"{child}\", \"run\", \"removal-bystander\"]\n");
+    let out = root.harn(&["reload"]);
+    assert!(out.status.success(), "{}", text(&out));
+    // It ignores TERM with a 20 s grace: it is still stopping while we ask.
+    let out = root.harn(&["stop", "stubborn"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("no harness named \"stubborn\""), "{}", text(&out));
+    assert!(root.count(&root.marker) > 0, "its run is still stopping");
+}
+
 /// A working directory that does not exist is reported as such, not as a missing program.
 #[test]
 fn a_missing_cwd_is_reported_as_the_cwd() {

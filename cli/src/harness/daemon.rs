@@ -524,15 +524,11 @@ impl HarnessHost {
                 Ok(ids) => ids,
                 Err(e) => return Ok(e),
             };
-            // A name the daemon never had is bad input (exit 2), said as the core says it.
-            let unknown: Vec<String> = ids
-                .iter()
-                .filter(|n| !host.daemon.harnesses().contains_key(*n))
-                .map(|n| format!("\"{n}\""))
-                .collect();
+            // A name the daemon does not have is bad input (exit 2): the core's rule, asked
+            // before the command so the answer can say which kind of refusal it is.
+            let unknown = host.daemon.unknown_names(&ids);
             if !unknown.is_empty() {
-                let s = if unknown.len() == 1 { "" } else { "es" };
-                let message = format!("no harness{s} named {}", unknown.join(", "));
+                let message = harn_core::harness::daemon::no_such_harness(&unknown);
                 return Ok(super::protocol::bad_input(message));
             }
             Ok(match host.command(make(ids))? {

@@ -186,25 +186,21 @@ impl Daemon {
         input: HarnessInput,
         batch: &mut Batch,
     ) -> Result<(), RecordError> {
-        let unknown: Vec<String> = names
-            .iter()
-            .filter(|n| !self.harnesses.contains_key(*n) || self.removed.contains(*n))
-            .map(|n| format!("\"{n}\""))
-            .collect();
-        match unknown.len() {
-            0 => {}
-            1 => return Err(RecordError::refused(format!("no harness named {}", unknown[0]))),
-            _ => {
-                return Err(RecordError::refused(format!(
-                    "no harnesses named {}",
-                    unknown.join(", ")
-                )))
-            }
+        let unknown = self.unknown_names(names);
+        if !unknown.is_empty() {
+            return Err(RecordError::refused(no_such_harness(&unknown)));
         }
         for name in names {
             self.deliver(now, name, input.clone(), batch);
         }
         Ok(())
+    }
+
+    /// The names in `names` this daemon has no harness of (never had, or removed by a
+    /// reload): a command naming one is refused whole, and its shell says so as bad input.
+    pub fn unknown_names(&self, names: &[Id]) -> Vec<Id> {
+        let unknown = |n: &&Id| !self.harnesses.contains_key(*n) || self.removed.contains(*n);
+        names.iter().filter(unknown).cloned().collect()
     }
 
     fn broadcast(
@@ -661,4 +657,11 @@ impl Batch {
             }
         }
     }
+}
+
+/// The refusal of a command that names harnesses the daemon does not have.
+pub fn no_such_harness(unknown: &[Id]) -> String {
+    let quoted: Vec<String> = unknown.iter().map(|n| format!("\"{n}\"")).collect();
+    let s = if quoted.len() == 1 { "" } else { "es" };
+    format!("no harness{s} named {}", quoted.join(", "))
 }

@@ -237,6 +237,7 @@ pub struct Daemon {
 }
 
 mod machine;
+pub use machine::no_such_harness;
 
 #[cfg(test)]
 mod tests;
