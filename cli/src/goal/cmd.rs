@@ -199,7 +199,7 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
     }
     // Every harness a specialist pins must resolve now, not at the first dispatch.
     for (role, profile) in &team {
-        if let Some(h) = &profile.harness {
+        if let Some(h) = &profile.adapter {
             let checked = frozen_harness(store.root(), h).and_then(|frozen| {
                 let kind_of = |_: &str| Some(frozen.spec.kind);
                 let one = harn_core::work::team::Team::from([(role.clone(), profile.clone())]);

@@ -74,13 +74,13 @@ impl RealSpecialists<'_> {
                     ..Default::default()
                 };
                 let model = d.profile.model.as_deref();
-                if let Some(refused) = plan::policy_gate(policy, ask, &d.harness, model, spent) {
+                if let Some(refused) = plan::policy_gate(policy, ask, &d.adapter, model, spent) {
                     return refused;
                 }
                 let Some(limits) = self.limits else {
                     return Called::refused(None, "no harness options were given");
                 };
-                super::planning_run::call(self.root, self.goal, ask, &d.harness, limits)
+                super::planning_run::call(self.root, self.goal, ask, &d.adapter, limits)
             }
             Err((class, why)) => Called::refused(class, why),
         }
@@ -91,13 +91,13 @@ impl RealSpecialists<'_> {
     /// The dispatch of a call, once the harness that answers it is known to be frozen.
     fn prepare(&self, ask: &Ask<'_>) -> Result<Dispatch, (Option<FailureClass>, String)> {
         let limits = self.limits.ok_or((None, "no harness options were given".to_owned()))?;
-        let default = limits.harness.as_ref().map(|h| h.name.as_str());
+        let default = limits.adapter.as_ref().map(|h| h.name.as_str());
         let d = dispatch(self.team, default, Some(ask.role), ask.prompt)
             .map_err(|e| (None, e.to_string()))?;
-        let frozen = limits.harness.as_ref().is_some_and(|h| h.name == d.harness)
-            || limits.harnesses.contains_key(&d.harness);
+        let frozen = limits.adapter.as_ref().is_some_and(|h| h.name == d.adapter)
+            || limits.adapters.contains_key(&d.adapter);
         if !frozen {
-            return Err((None, format!("harness {} is not available", d.harness)));
+            return Err((None, format!("harness {} is not available", d.adapter)));
         }
         Ok(d)
     }

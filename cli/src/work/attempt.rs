@@ -37,12 +37,12 @@ pub struct RunLimits {
     pub timeout: Duration,
     /// Agent calls in flight at once.
     pub concurrency: usize,
-    /// The harness that answers agent calls, if any.
-    pub harness: Option<FrozenAdapter>,
+    /// The adapter that answers agent calls, if any.
+    pub adapter: Option<FrozenAdapter>,
     /// The specialist team.
     pub team: harn_core::work::team::Team,
-    /// Every other harness the team names.
-    pub harnesses: BTreeMap<String, AdapterSpec>,
+    /// Every other adapter the team names.
+    pub adapters: BTreeMap<String, AdapterSpec>,
     /// Most agent calls.
     pub max_agents: u32,
     /// Which account calls may bill.
@@ -210,9 +210,9 @@ impl attempt::AttemptHost for WorkHost<'_> {
             started_at: self.store.now(),
             script: item.intent.workflow.clone(),
             timeout_ms: limits.timeout.as_millis() as u64,
-            harness: limits.harness.clone(),
+            adapter: limits.adapter.clone(),
             team: limits.team.clone(),
-            harnesses: limits.harnesses.clone(),
+            adapters: limits.adapters.clone(),
             max_agents: Some(limits.max_agents),
             billing: limits.billing,
             policy: limits.policy.clone(),
@@ -326,7 +326,7 @@ pub(crate) fn planned_containment(
 ) -> harn_core::work::containment::Containment {
     let (holding, holding_why) = super::hold::planned();
     let mut writable = Vec::new();
-    let harnesses = limits.harness.iter().map(|h| &h.spec).chain(limits.harnesses.values());
+    let harnesses = limits.adapter.iter().map(|h| &h.spec).chain(limits.adapters.values());
     for path in harnesses.flat_map(|h| h.writable.iter()).chain(&limits.writable) {
         let resolved = crate::os::root::resolve(root, path);
         if !writable.contains(&resolved) {

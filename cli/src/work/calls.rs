@@ -47,7 +47,7 @@ impl Calls {
     ) {
         let harn_core::work::segment::driver::Call { id, dispatch, resume } = call;
         {
-            let spec = m.harness_spec(&dispatch.harness).cloned();
+            let spec = m.harness_spec(&dispatch.adapter).cloned();
             let cwd = m.cwd.as_deref().map_or_else(|| store.root().to_owned(), Into::into);
             let tx = tx.clone();
             let (run_id, agents, preflights) =
@@ -80,7 +80,7 @@ impl Calls {
                             policy: policy.as_ref(),
                             tool_host: Some(&tool_host),
                         };
-                        match preflight(&preflights, &dispatch.harness, &spec, billing) {
+                        match preflight(&preflights, &dispatch.adapter, &spec, billing) {
                             Err(why) => agent::preflight_failure(&why),
                             Ok(()) => {
                                 let file = schema_for(&root, &schema_file, &dispatch, spec.kind);
@@ -95,7 +95,7 @@ impl Calls {
                         }
                     }
                     // Every harness the team names is frozen at the start; this is a bug.
-                    None => failed(format!("harness {} was not frozen", dispatch.harness)),
+                    None => failed(format!("harness {} was not frozen", dispatch.adapter)),
                 };
                 let _ = tx.send(HostEvent::AgentDone(id, outcome));
             });
@@ -266,7 +266,7 @@ pub fn call_checked(
             CallStep::Call(prompt) => {
                 let limit_ms = calls.remaining_ms();
                 let c = CallSpec {
-                    name: &d.harness,
+                    name: &d.adapter,
                     spec,
                     profile: &d.profile,
                     schema,

@@ -84,7 +84,7 @@ impl HostArgs {
         let default =
             self.harness.as_deref().map(|h| frozen_harness(store.root(), h)).transpose()?;
         let mut others = BTreeMap::new();
-        for name in team.values().filter_map(|p| p.harness.as_deref()) {
+        for name in team.values().filter_map(|p| p.adapter.as_deref()) {
             if default.as_ref().is_none_or(|d| d.name != name) && !others.contains_key(name) {
                 others.insert(name.to_owned(), frozen_harness(store.root(), name)?.spec);
             }
@@ -179,9 +179,9 @@ impl HostArgs {
             isolation,
             timeout: Duration::from_secs(self.timeout_secs),
             concurrency,
-            harness: default,
+            adapter: default,
             team,
-            harnesses: others,
+            adapters: others,
             max_agents,
             billing: if api { Billing::Api } else { Billing::Subscription },
             goal_spent_micro_usd: None,

@@ -112,7 +112,7 @@ pub fn run(store: &mut Store, a: RunArgs, retry: bool) -> Exit {
         }
         for c in &proof.agents {
             let how = if c.ok { "ok".to_owned() } else { c.error.clone().unwrap_or_default() };
-            outln!("  agent      {} ({}): {how}", c.id, c.harness);
+            outln!("  agent      {} ({}): {how}", c.id, c.adapter);
             for d in &c.denials {
                 outln!(
                     "  denied     {} {} (the agent's own permissions refused it)",

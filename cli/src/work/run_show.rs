@@ -210,7 +210,7 @@ pub fn run(cmd: RunCmd) -> Exit {
         outln!("             and `harn harness up` and `reload` refuse a changed harness.toml");
         outln!("             until you accept it with --accept-config-change");
     }
-    if let Some(h) = &manifest.harness {
+    if let Some(h) = &manifest.adapter {
         outln!("  harness    {} ({})", h.name, h.spec.command.join(" "));
     }
     if let Some(p) = &manifest.policy {
@@ -274,7 +274,7 @@ pub fn run(cmd: RunCmd) -> Exit {
                     (true, false) => "ok".to_owned(),
                     _ => a.error.clone().unwrap_or_default(),
                 };
-                outln!("  agent      {} ({}): {how}", a.id, a.harness);
+                outln!("  agent      {} ({}): {how}", a.id, a.adapter);
                 if let Some(session) = &a.session_id {
                     outln!("               session {session}");
                 }

@@ -108,7 +108,7 @@ pub fn check_adapter_spread(team: &Team, live: &[String]) -> Result<(), FieldErr
         return Ok(());
     }
     let pins: std::collections::BTreeSet<Option<&str>> =
-        team.values().map(|p| p.harness.as_deref()).collect();
+        team.values().map(|p| p.adapter.as_deref()).collect();
     let one = match pins.iter().collect::<Vec<_>>().as_slice() {
         [one] => **one,
         _ => return Ok(()),
@@ -411,7 +411,7 @@ mod tests {
         use crate::work::team::Specialist;
         let team = |pins: &[Option<&str>]| -> Team {
             let profile = |h: &Option<&str>| Specialist {
-                harness: h.map(str::to_owned),
+                adapter: h.map(str::to_owned),
                 ..Specialist::default()
             };
             pins.iter().enumerate().map(|(i, h)| (format!("r{i}"), profile(h))).collect()

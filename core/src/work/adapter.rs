@@ -12,7 +12,7 @@ use crate::error::RecordError;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-/// The command-line dialect a harness speaks.
+/// The command-line dialect an adapter speaks.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
@@ -71,7 +71,7 @@ pub struct CallOptions<'a> {
 /// bounded so a loop of tool calls ends.
 pub(crate) const DEFAULT_MAX_TURNS: u32 = 60;
 
-/// The effort words an adapter takes; `None` when it takes none (a text harness gets the
+/// The effort words an adapter takes; `None` when it takes none (a text adapter gets the
 /// word in `HARN_EFFORT` and judges it itself).
 pub fn efforts(kind: Kind) -> Option<&'static [&'static str]> {
     match kind {
@@ -97,7 +97,7 @@ pub(crate) fn check_effort(kind: Kind, word: &str) -> Result<(), RecordError> {
     }
 }
 
-/// The argv of one call: the harness's command, then the options in the adapter's flags.
+/// The argv of one call: the adapter's command, then the options in the adapter's flags.
 /// A Codex call reads its prompt from stdin (`-`, always last).
 pub fn argv(kind: Kind, command: &[String], o: &CallOptions<'_>) -> Vec<String> {
     let mut argv: Vec<String> = command.to_vec();
@@ -156,7 +156,7 @@ pub fn argv(kind: Kind, command: &[String], o: &CallOptions<'_>) -> Vec<String> 
     argv
 }
 
-/// The environment one call's options add: a text harness gets them as `HARN_MODEL`,
+/// The environment one call's options add: a text adapter gets them as `HARN_MODEL`,
 /// `HARN_EFFORT` and `HARN_MAX_TURNS`; Claude Code gets its effort as
 /// `CLAUDE_CODE_EFFORT_LEVEL` as well as `--effort`, because the flag holds only while
 /// Claude can save its state, and the variable wins however that goes.
@@ -184,7 +184,7 @@ pub fn env(kind: Kind, o: &CallOptions<'_>) -> Vec<(&'static str, String)> {
     env
 }
 
-/// Reads a program's whole output. A text harness's reply is its stdout.
+/// Reads a program's whole output. A text adapter's reply is its stdout.
 pub fn read(kind: Kind, stdout: &str) -> Reading {
     match kind {
         Kind::Text => Reading { reply: Some(stdout.to_owned()), ..Reading::default() },

@@ -1,6 +1,6 @@
-//! Agent harnesses, decided purely: the built-in presets and declared harnesses (an argv with
+//! Agent adapters, decided purely: the built-in presets and declared adapters (an argv with
 //! the prompt on stdin, read by its [`adapter`](super::adapter)), the pre-flight a run makes
-//! before its first call to a harness, and the one table that classifies how a call ended: a
+//! before its first call to an adapter, and the one table that classifies how a call ended: a
 //! reply, or a failure that is charged, environmental or upstream.
 
 use super::adapter::{self, Denial, Kind, Usage};
@@ -54,7 +54,7 @@ pub const API_KEY_VARS: &[&str] = &[
 /// Longest failure text kept: the tail of stderr, then stdout.
 pub(crate) const FAILURE_TEXT_MAX: usize = 500;
 
-/// An adapter, which users name as a harness (`--harness`, a team's `harness` key,
+/// An adapter, which users name with the word harness (`--harness`, a team's `harness` key,
 /// `.harnery/config.json`): how to run one agent call.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -75,12 +75,12 @@ pub struct AdapterSpec {
     /// these and nothing else outside its workspace and temporary directory.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub writable: Vec<String>,
-    /// The session mode an `acp` harness starts each call's session in, when the agent
+    /// The session mode an `acp` adapter starts each call's session in, when the agent
     /// offers it: one in which it asks before its tool calls, so the run's policy decides
     /// them (Claude Code's adapter starts in `auto`, which asks nothing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
-    /// The `_meta` an `acp` harness's sessions are asked for with: what an adapter reads
+    /// The `_meta` an `acp` adapter's sessions are asked for with: what an adapter reads
     /// there (Claude Code's adapter: whether its session may ever bypass permissions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_meta: Option<serde_json::Value>,
@@ -99,7 +99,7 @@ fn default_idle() -> u64 {
 }
 
 impl AdapterSpec {
-    /// A text harness running `command`.
+    /// A text adapter running `command`.
     pub fn text(command: Vec<String>, timeout_ms: u64) -> AdapterSpec {
         AdapterSpec {
             command,
@@ -113,7 +113,7 @@ impl AdapterSpec {
     }
 }
 
-/// The built-in harnesses, as the real programs are: `claude-code` (`claude -p` with its
+/// The built-in adapters, as the real programs are: `claude-code` (`claude -p` with its
 /// stream of JSON events) and `codex` (`codex exec --json`, allowed outside a git repository;
 /// `codex exec` refuses otherwise).
 pub fn presets() -> BTreeMap<String, AdapterSpec> {
@@ -167,7 +167,7 @@ pub fn presets() -> BTreeMap<String, AdapterSpec> {
     ])
 }
 
-/// Finds `name` among declared harnesses, then the presets; declared ones shadow presets.
+/// Finds `name` among declared adapters, then the presets; declared ones shadow presets.
 pub fn resolve(
     name: &str,
     declared: &BTreeMap<String, AdapterSpec>,
@@ -437,23 +437,23 @@ fn table_row(text: &str) -> Option<&'static Row> {
 /// network is down; a call that had made progress and was killed for its timeout is charged;
 /// otherwise the program's output is read by its adapter, and a failure's words go through
 /// [`TABLE`].
-pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEnd) -> CallOutcome {
+pub fn classify(adapter: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEnd) -> CallOutcome {
     let kind = spec.kind;
     if end.missing {
         let error = format!(
-            "{harness}: the program {} is not installed{}",
+            "{adapter}: the program {} is not installed{}",
             spec.command[0],
             install_hint(kind)
         );
         return CallOutcome::failed(error, Some(FailureClass::Environment));
     }
     if let Some(e) = &end.spawn_error {
-        let error = format!("{harness}: could not start: {e}");
+        let error = format!("{adapter}: could not start: {e}");
         return CallOutcome::failed(error, Some(FailureClass::Environment));
     }
     let reading = adapter::read(kind, &end.stdout);
     if let Some((class, why)) = &end.refused {
-        let mut o = CallOutcome::failed(format!("{harness}: {why}"), *class);
+        let mut o = CallOutcome::failed(format!("{adapter}: {why}"), *class);
         o.session_id = reading.session_id;
         o.usage = reading.usage;
         return o;
@@ -482,20 +482,20 @@ pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEn
     if let Some(limit) = killed_for {
         let how = if end.stopped { " before its run ended" } else { "" };
         let (class, error) = match network {
-            Some(row) => (row.class, format!("{harness}: {}: {said}", row.what)),
+            Some(row) => (row.class, format!("{adapter}: {}: {said}", row.what)),
             None if silent => (
                 Some(FailureClass::Upstream),
                 format!("no progress for {limit}{how}: the vendor did not answer"),
             ),
             // It had been working: retrying it at once would spend the same tokens again.
             None if end.timed_out => {
-                (None, format!("{harness} timed out after {timeout_ms} ms and was killed"))
+                (None, format!("{adapter} timed out after {timeout_ms} ms and was killed"))
             }
             None if end.stopped => {
-                (None, format!("{harness} was still working when its run ended"))
+                (None, format!("{adapter} was still working when its run ended"))
             }
             None => {
-                (None, format!("{harness} fell silent after it had begun ({limit} without a word)"))
+                (None, format!("{adapter} fell silent after it had begun ({limit} without a word)"))
             }
         };
         let error = if said.is_empty() || error.ends_with(&said) {
@@ -515,7 +515,7 @@ pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEn
     let wordless = end.code == Some(0) || end.stderr.trim().is_empty();
     if silent && wordless && reading.reply.is_none() && table_row(&said).is_none() {
         let error = format!(
-            "no progress in {}: the vendor did not answer ({harness} ended without a reply)",
+            "no progress in {}: the vendor did not answer ({adapter} ended without a reply)",
             measured_words(end.elapsed_ms)
         );
         return with_reading(CallOutcome::failed(error, Some(FailureClass::Upstream)));
@@ -547,7 +547,7 @@ pub fn classify(harness: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEn
         Some(row) => (row.class, format!(" ({})", row.what)),
         None => (None, String::new()),
     };
-    with_reading(CallOutcome::failed(format!("{harness} {code}: {text}{hint}"), class))
+    with_reading(CallOutcome::failed(format!("{adapter} {code}: {text}{hint}"), class))
 }
 
 /// What an adapter's own status command says of its login (`claude auth status --json`,
@@ -604,12 +604,12 @@ pub fn codex_login(output: &str, code: Option<i32>) -> Login {
     Login { logged_in, api_key, method }
 }
 
-/// The pre-flight of a run's first call to a harness: the program must be there, logged in,
-/// and billing as the run allows. `login` is `None` for a text harness (nothing to ask).
-/// The failure, saying what to do, is an environment failure of every call to the harness:
+/// The pre-flight of a run's first call to an adapter: the program must be there, logged in,
+/// and billing as the run allows. `login` is `None` for a text adapter (nothing to ask).
+/// The failure, saying what to do, is an environment failure of every call to the adapter:
 /// [`preflight_failure`].
 pub fn preflight(
-    harness: &str,
+    adapter: &str,
     spec: &AdapterSpec,
     found: bool,
     login: Option<&Login>,
@@ -618,25 +618,25 @@ pub fn preflight(
     let env = |why: String| Err(RecordError::refused(why));
     if !found {
         return env(format!(
-            "{harness}: the program {} is not installed{}",
+            "{adapter}: the program {} is not installed{}",
             spec.command[0],
             install_hint(spec.kind)
         ));
     }
     let Some(login) = login else { return Ok(()) };
     if !login.logged_in {
-        return env(format!("{harness} is not logged in: {}", login_hint(spec.kind)));
+        return env(format!("{adapter} is not logged in: {}", login_hint(spec.kind)));
     }
     if let (Some(source), false) = (&login.api_key, allow_api_billing) {
         return env(format!(
-            "{harness} would bill an API key ({source}) per token, and this run bills the \
+            "{adapter} would bill an API key ({source}) per token, and this run bills the \
              subscription only: log in with the subscription, or pass --allow-api-billing"
         ));
     }
     Ok(())
 }
 
-/// The outcome of a call whose harness failed its pre-flight: never charged.
+/// The outcome of a call whose adapter failed its pre-flight: never charged.
 pub fn preflight_failure(error: &str) -> CallOutcome {
     CallOutcome::failed(error, Some(FailureClass::Environment))
 }
@@ -738,7 +738,7 @@ mod tests {
         assert_eq!(classify("h", &spec, 9, &missing).class, Some(FailureClass::Environment));
         let timed_out = CallEnd { timed_out: true, ..end(Some(0), "") };
         let t = classify("h", &spec, 9, &timed_out);
-        // A text harness is judged by its timeout alone: charged.
+        // A text adapter is judged by its timeout alone: charged.
         assert!(!t.ok && t.class.is_none() && t.error.unwrap().contains("timed out after 9 ms"));
         let plain = classify("h", &spec, 9, &end(Some(1), "compile error in main.rs"));
         assert_eq!(plain.class, None);
@@ -869,7 +869,7 @@ mod tests {
         assert_eq!(classify("c", &claude, 9, &busy).class, None);
         let busy = CallEnd { timed_out: true, progressed: true, ..CallEnd::default() };
         assert_eq!(classify("c", &claude, 9, &busy).class, None);
-        // A text harness is never judged by its silence.
+        // A text adapter is never judged by its silence.
         let text = CallEnd { code: Some(0), ..CallEnd::default() };
         assert!(classify("t", &text_spec(), 9, &text).ok);
     }

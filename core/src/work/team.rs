@@ -1,6 +1,6 @@
 //! Specialist teams: the team file (a JSON object keyed by role id, each a profile of
-//! instructions and harness defaults), and how an agent request naming a specialist becomes
-//! a dispatch: which harness, which prompt, which limits.
+//! instructions and adapter defaults), and how an agent request naming a specialist becomes
+//! a dispatch: which adapter, which prompt, which limits.
 
 use crate::error::{FieldError, RecordError};
 use serde::{Deserialize, Serialize};
@@ -12,16 +12,22 @@ pub(crate) const MAX_ATTEMPTS_CAP: u32 = 10;
 pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 
 /// One specialist's profile. Keys are those of the team files written for the JavaScript
-/// tool; `adapter` is accepted for `harness`.
+/// tool; `adapter` is accepted for `adapter`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Specialist {
     /// Put before every prompt this specialist gets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
-    /// The harness that answers for it (default: the run's).
-    #[serde(default, alias = "adapter", skip_serializing_if = "Option::is_none")]
-    pub harness: Option<String>,
+    /// The adapter that answers for it (default: the run's); `adapter` in `team.json`, where
+    /// `adapter` is accepted too.
+    #[serde(
+        default,
+        rename = "harness",
+        alias = "adapter",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub adapter: Option<String>,
     /// The model to ask for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
@@ -50,8 +56,8 @@ fn is_write(a: &super::adapter::Access) -> bool {
     *a == super::adapter::Access::Write
 }
 
-/// Refuses effort words the harness each profile would run on does not take: the profile's
-/// own harness, else the run's default. `kind_of` resolves a harness name to its dialect
+/// Refuses effort words the adapter each profile would run on does not take: the profile's
+/// own adapter, else the run's default. `kind_of` resolves an adapter name to its dialect
 /// (`None` for a name not known yet: checked when the run freezes it).
 pub fn check_efforts(
     team: &Team,
@@ -59,7 +65,7 @@ pub fn check_efforts(
     kind_of: &dyn Fn(&str) -> Option<super::adapter::Kind>,
 ) -> Result<(), FieldError> {
     for (role, p) in team {
-        let (Some(effort), Some(harness)) = (&p.effort, p.harness.as_deref().or(default_harness))
+        let (Some(effort), Some(harness)) = (&p.effort, p.adapter.as_deref().or(default_harness))
         else {
             continue;
         };
@@ -104,7 +110,7 @@ pub fn parse_team(shown: &str, bytes: &[u8]) -> Result<Team, RecordError> {
         if p.max_attempts.is_some_and(|n| n == 0 || n > MAX_ATTEMPTS_CAP) {
             return Err(invalid(role, &format!("maxAttempts must be 1 to {MAX_ATTEMPTS_CAP}")));
         }
-        if p.harness.as_deref().is_some_and(|h| h.trim().is_empty()) {
+        if p.adapter.as_deref().is_some_and(|h| h.trim().is_empty()) {
             return Err(invalid(role, "harness may not be empty"));
         }
     }
@@ -114,21 +120,21 @@ pub fn parse_team(shown: &str, bytes: &[u8]) -> Result<Team, RecordError> {
 /// How one agent request is to be run.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dispatch {
-    /// The harness's name.
-    pub harness: String,
-    /// The prompt the harness gets: the profile's instructions, then the assignment.
+    /// The adapter's name.
+    pub adapter: String,
+    /// The prompt the adapter gets: the profile's instructions, then the assignment.
     pub prompt: String,
-    /// The profile, for the harness's model, effort, turns and timeout.
+    /// The profile, for the adapter's model, effort, turns and timeout.
     pub profile: Specialist,
     /// Attempts this call may make.
     pub max_attempts: u32,
     /// The JSON schema the reply must match, when the request carries one.
     pub schema: Option<serde_json::Value>,
-    /// Continue the vendor session of the run's last call to this harness.
+    /// Continue the vendor session of the run's last call to this adapter.
     pub continue_session: bool,
 }
 
-/// Whether a request could find an adapter to answer it: its specialist's harness, else the
+/// Whether a request could find an adapter to answer it: its specialist's adapter, else the
 /// run's. (An unknown specialist has an adapter problem of another kind.)
 pub(crate) fn has_adapter(
     team: &Team,
@@ -139,10 +145,10 @@ pub(crate) fn has_adapter(
     if specialist.is_some() && named.is_none() {
         return true;
     }
-    default_harness.is_some() || named.is_some_and(|p| p.harness.is_some())
+    default_harness.is_some() || named.is_some_and(|p| p.adapter.is_some())
 }
 
-/// Resolves a request: a named specialist must be in the team; its harness, else the run's
+/// Resolves a request: a named specialist must be in the team; its adapter, else the run's
 /// default, answers; its instructions come first in the prompt.
 pub fn dispatch(
     team: &Team,
@@ -161,7 +167,7 @@ pub fn dispatch(
         None => Specialist::default(),
     };
     let harness =
-        profile.harness.clone().or_else(|| default_harness.map(str::to_owned)).ok_or_else(
+        profile.adapter.clone().or_else(|| default_harness.map(str::to_owned)).ok_or_else(
             || RecordError::refused("no harness: the specialist names none and the run has none"),
         )?;
     let prompt = match profile.instructions.as_deref().map(str::trim) {
@@ -171,7 +177,14 @@ pub fn dispatch(
         _ => prompt.to_owned(),
     };
     let max_attempts = profile.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS);
-    Ok(Dispatch { harness, prompt, profile, max_attempts, schema: None, continue_session: false })
+    Ok(Dispatch {
+        adapter: harness,
+        prompt,
+        profile,
+        max_attempts,
+        schema: None,
+        continue_session: false,
+    })
 }
 
 #[cfg(test)]
@@ -191,7 +204,7 @@ mod tests {
     fn the_documented_team_parses_as_written() {
         let team = parse_team("team.json", SEED_TEAM.as_bytes()).unwrap();
         assert_eq!(team["architect"].timeout_ms, Some(900_000));
-        assert_eq!(team["reviewer"].harness.as_deref(), Some("codex"), "adapter is an alias");
+        assert_eq!(team["reviewer"].adapter.as_deref(), Some("codex"), "adapter is an alias");
         assert_eq!(team["implementer"].max_turns, Some(30));
     }
 
@@ -213,7 +226,7 @@ mod tests {
     fn dispatch_prepends_instructions_and_picks_the_harness() {
         let team = parse_team("team.json", SEED_TEAM.as_bytes()).unwrap();
         let d = dispatch(&team, Some("scripted"), Some("implementer"), "Do X").unwrap();
-        assert_eq!(d.harness, "claude-code");
+        assert_eq!(d.adapter, "claude-code");
         assert_eq!(d.prompt, "Implement the slice.\n\n## Assignment\n\nDo X");
         assert_eq!(d.max_attempts, DEFAULT_MAX_ATTEMPTS);
         assert_eq!(
@@ -221,7 +234,7 @@ mod tests {
             3
         );
         let plain = dispatch(&team, Some("scripted"), None, "Do X").unwrap();
-        assert_eq!((plain.harness.as_str(), plain.prompt.as_str()), ("scripted", "Do X"));
+        assert_eq!((plain.adapter.as_str(), plain.prompt.as_str()), ("scripted", "Do X"));
         let refused = |e: RecordError| e.to_string();
         assert!(refused(dispatch(&team, None, None, "p").unwrap_err()).contains("no harness"));
         let ghost = dispatch(&team, None, Some("ghost"), "p").unwrap_err();

@@ -38,7 +38,7 @@ fn preset(name: &str) -> AdapterSpec {
     presets().remove(name).unwrap()
 }
 
-/// The outcome the core gives a recorded run of `harness`.
+/// The outcome the core gives a recorded run of `adapter`.
 fn outcome(
     harness: &str,
     (stdout, stderr, code): (&str, &str, &str),

@@ -407,16 +407,16 @@ pub(crate) fn record_bytes(record: &impl serde::Serialize) -> Vec<u8> {
 /// harness that team names, frozen by value as they were.
 fn inherit_team(manifest: &mut RunManifest, before: RunManifest) {
     manifest.team = before.team;
-    let default = manifest.harness.as_ref().map(|h| h.name.clone());
-    for (name, spec) in before.harnesses {
+    let default = manifest.adapter.as_ref().map(|h| h.name.clone());
+    for (name, spec) in before.adapters {
         if Some(&name) != default.as_ref() {
-            manifest.harnesses.entry(name).or_insert(spec);
+            manifest.adapters.entry(name).or_insert(spec);
         }
     }
-    if let Some(h) = before.harness {
-        let named = manifest.team.values().any(|p| p.harness.as_deref() == Some(&h.name));
+    if let Some(h) = before.adapter {
+        let named = manifest.team.values().any(|p| p.adapter.as_deref() == Some(&h.name));
         if named && Some(&h.name) != default.as_ref() {
-            manifest.harnesses.entry(h.name).or_insert(h.spec);
+            manifest.adapters.entry(h.name).or_insert(h.spec);
         }
     }
 }

@@ -13,7 +13,7 @@ pub enum HostAction {
     CallAgent {
         /// The request id.
         id: String,
-        /// Which harness, prompt and limits.
+        /// Which adapter, prompt and limits.
         dispatch: Dispatch,
         /// Identifies the call for the resume cache.
         key: String,
@@ -37,7 +37,7 @@ pub enum ProcessEnd {
         missing: bool,
     },
     /// The host ended it for an operator's stop (a bounded stop of the service, a stop of
-    /// the harness it ran in): not charged.
+    /// the adapter it ran in): not charged.
     Interrupted {
         /// Whose stop, in words.
         by: String,
@@ -93,7 +93,7 @@ pub struct RunFold {
     /// What earlier segments spent, and the dispatching goal before this run.
     spent: crate::work::policy::Spent,
     denied: Option<String>,
-    /// The harness of each call in flight.
+    /// The adapter of each call in flight.
     in_flight: BTreeMap<String, String>,
     /// The worktree as the segment left it, attested by the host before the proof.
     attested: Option<crate::work::workspace::Attestation>,
@@ -105,7 +105,7 @@ pub struct RunFold {
     cut: crate::work::acceptance::Cut,
     stages: Vec<String>,
     declined: Vec<String>,
-    /// The first agent call declined because nothing could answer it (no harness).
+    /// The first agent call declined because nothing could answer it (no adapter).
     no_adapter: Option<String>,
     result: Option<(bool, Option<String>, Option<String>)>,
     blocked: Option<(String, Option<String>)>,
@@ -164,7 +164,7 @@ impl RunFold {
         spent
     }
 
-    /// A fold whose agent calls go to their specialist's harness or the named default (a
+    /// A fold whose agent calls go to their specialist's adapter or the named default (a
     /// call neither names is declined).
     pub fn new(harness: Option<&str>, team: Team) -> RunFold {
         RunFold { harness: harness.map(str::to_owned), team, ..RunFold::default() }
@@ -198,7 +198,7 @@ impl RunFold {
 
     /// Takes one message (or the error reading it); returns what the host owes, if anything.
     /// Agent calls are answered from the resume cache, checked against the policy and the
-    /// cap, and go to their specialist's harness or the run's; `authorize` is judged by the
+    /// cap, and go to their specialist's adapter or the run's; `authorize` is judged by the
     /// policy (without one, the host grants no authority and declines it). Declines are
     /// recorded in the proof.
     pub fn observe(
@@ -365,7 +365,7 @@ impl RunFold {
             .iter()
             .map(|c| AgentRecord {
                 id: c.id.clone(),
-                harness: c.harness.clone(),
+                adapter: c.harness.clone(),
                 ok: c.outcome.ok,
                 error: c.outcome.error.clone(),
                 class: c.outcome.class,
@@ -461,9 +461,9 @@ pub(crate) fn sample_manifest(script: WorkflowRef, started_at: WallTime) -> RunM
         started_at,
         script,
         timeout_ms: 1_000,
-        harness: None,
+        adapter: None,
         team: Team::new(),
-        harnesses: BTreeMap::new(),
+        adapters: BTreeMap::new(),
         max_agents: None,
         billing: Billing::Subscription,
         policy: None,
@@ -518,7 +518,7 @@ pub fn fuzz_run_fold(data: &[u8]) {
         m.policy = Some(crate::work::policy::FrozenPolicy::new(policy));
         m.approval_to = (how & 64 != 0).then(|| "ana".to_owned());
     }
-    m.harness = (how & 16 != 0).then(|| FrozenAdapter {
+    m.adapter = (how & 16 != 0).then(|| FrozenAdapter {
         name: "h".into(),
         spec: crate::work::agent::resolve("codex", &BTreeMap::new()).expect("a preset"),
     });
@@ -574,10 +574,10 @@ pub fn fuzz_run_fold(data: &[u8]) {
 }
 
 impl RunManifest {
-    /// A fold for this run: its team, its default harness, its caps and policy.
+    /// A fold for this run: its team, its default adapter, its caps and policy.
     pub fn fold(&self) -> RunFold {
         let mut fold =
-            RunFold::new(self.harness.as_ref().map(|h| h.name.as_str()), self.team.clone());
+            RunFold::new(self.adapter.as_ref().map(|h| h.name.as_str()), self.team.clone());
         fold.max_agents = self.max_agents;
         fold.policy = self.policy.clone();
         fold.run_id = self.run_id.to_string();

@@ -23,15 +23,16 @@ pub struct RunManifest {
     pub script: WorkflowRef,
     /// Wall-clock budget of the whole run; the workflow's process group is killed after it.
     pub timeout_ms: u64,
-    /// The harness that answers agent calls, frozen by value; none declines them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub harness: Option<FrozenAdapter>,
+    /// The adapter that answers agent calls, frozen by value; none declines them. Its key in
+    /// `run.json` is `adapter`, the word manifests have always been written with.
+    #[serde(default, rename = "harness", skip_serializing_if = "Option::is_none")]
+    pub adapter: Option<FrozenAdapter>,
     /// The specialist team, frozen by value.
     #[serde(default, skip_serializing_if = "Team::is_empty")]
     pub team: Team,
-    /// Every other harness the team names, frozen by value.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub harnesses: BTreeMap<String, AdapterSpec>,
+    /// Every other adapter the team names, frozen by value (`adapters` in `run.json`).
+    #[serde(default, rename = "harnesses", skip_serializing_if = "BTreeMap::is_empty")]
+    pub adapters: BTreeMap<String, AdapterSpec>,
     /// Most agent calls the run may make; a request past it is declined.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_agents: Option<u32>,
@@ -106,7 +107,7 @@ fn default_concurrency() -> u32 {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Billing {
-    /// Only the harness's logged-in subscription: API-key variables are removed from every
+    /// Only the adapter's logged-in subscription: API-key variables are removed from every
     /// call's environment, so nothing is billed per token unless someone chose to.
     #[default]
     Subscription,
@@ -115,11 +116,11 @@ pub enum Billing {
 }
 
 impl RunManifest {
-    /// The frozen spec of harness `name`.
+    /// The frozen spec of adapter `name`.
     pub fn harness_spec(&self, name: &str) -> Option<&AdapterSpec> {
-        match &self.harness {
+        match &self.adapter {
             Some(h) if h.name == name => Some(&h.spec),
-            _ => self.harnesses.get(name),
+            _ => self.adapters.get(name),
         }
     }
 
@@ -142,7 +143,7 @@ impl RunManifest {
     }
 }
 
-/// A harness as frozen into a run.
+/// A adapter as frozen into a run.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FrozenAdapter {

@@ -94,7 +94,7 @@ pub struct Proof {
     pub evidence_cut: Option<crate::work::acceptance::Cut>,
     /// Stages entered, in order.
     pub stages: Vec<String>,
-    /// Requests the host declined (agent calls without a harness, unauthorized actions).
+    /// Requests the host declined (agent calls without an adapter, unauthorized actions).
     pub declined: Vec<String>,
     /// Every agent call, in the order they ended (never the prompt or the reply).
     #[serde(default)]
@@ -160,8 +160,9 @@ pub struct Parked {
 pub struct AgentRecord {
     /// The workflow's request id.
     pub id: String,
-    /// The harness that ran it.
-    pub harness: String,
+    /// The adapter that ran it (`adapter` in `proof.json`).
+    #[serde(rename = "harness")]
+    pub adapter: String,
     /// True when its reply was usable.
     pub ok: bool,
     /// Why it failed.

@@ -149,7 +149,7 @@ fn with_a_harness_calls_are_made_recorded_and_classify_a_failed_run() {
     let call = f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"fix it"}"#));
     let Some(HostAction::CallAgent { id, dispatch, .. }) = call else { panic!("{call:?}") };
     assert_eq!(
-        (id.as_str(), dispatch.harness.as_str(), dispatch.prompt.as_str()),
+        (id.as_str(), dispatch.adapter.as_str(), dispatch.prompt.as_str()),
         ("a1", "scripted", "fix it")
     );
     let reused = reply(f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"again"}"#)));
@@ -167,7 +167,7 @@ fn with_a_harness_calls_are_made_recorded_and_classify_a_failed_run() {
     let p = f.finish(&manifest(), &intent(), &exited(0), WallTime(20));
     assert!(p.run.error.as_deref().unwrap().contains("a1 reused"), "the reuse is a protocol error");
     assert_eq!(p.run.class, Some(FailureClass::Environment), "no call did real work");
-    assert_eq!((p.agents.len(), p.agents[0].harness.as_str()), (1, "scripted"));
+    assert_eq!((p.agents.len(), p.agents[0].adapter.as_str()), (1, "scripted"));
     let mut g = RunFold::new(Some("scripted"), Team::new());
     g.observe(parse(r#"{"op":"agent","id":"a","prompt":"p"}"#));
     let ok = CallOutcome {
@@ -342,7 +342,7 @@ fn a_specialist_goes_to_its_harness_and_an_unknown_one_is_declined() {
     let mut f = RunFold::new(None, team);
     let call = f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"p","specialist":"reviewer"}"#));
     let Some(HostAction::CallAgent { dispatch, .. }) = call else { panic!("{call:?}") };
-    assert_eq!(dispatch.harness, "codex");
+    assert_eq!(dispatch.adapter, "codex");
     assert!(dispatch.prompt.starts_with("Review."));
     let r =
         reply(f.observe(parse(r#"{"op":"agent","id":"a2","prompt":"p","specialist":"ghost"}"#)));
@@ -358,7 +358,7 @@ fn a_specialist_goes_to_its_harness_and_an_unknown_one_is_declined() {
     };
     f.agent_done("a1", ok);
     let p = f.finish(&manifest(), &intent(), &exited(0), WallTime(20));
-    assert_eq!(p.agents[0].harness, "codex");
+    assert_eq!(p.agents[0].adapter, "codex");
     assert_eq!(p.declined.len(), 2);
 }
 
@@ -366,7 +366,7 @@ fn a_specialist_goes_to_its_harness_and_an_unknown_one_is_declined() {
 fn requests_past_the_agent_cap_are_declined() {
     let spec = crate::work::agent::AdapterSpec::text(vec!["h".into()], 1);
     let harness = Some(FrozenAdapter { name: "h".into(), spec });
-    let m = RunManifest { harness, max_agents: Some(1), ..manifest() };
+    let m = RunManifest { adapter: harness, max_agents: Some(1), ..manifest() };
     let mut f = m.fold();
     let first = f.observe(parse(r#"{"op":"agent","id":"a1","prompt":"p"}"#));
     assert!(matches!(first, Some(HostAction::CallAgent { .. })));
@@ -389,7 +389,7 @@ mod gate {
             parse_policy("policy.jsonc", ASK_PUSH.as_bytes()).expect("valid"),
         ));
         m.approval_to = approver.map(str::to_owned);
-        m.harness = Some(FrozenAdapter {
+        m.adapter = Some(FrozenAdapter {
             name: "h".into(),
             spec: crate::work::agent::resolve("codex", &BTreeMap::new()).expect("a preset"),
         });
@@ -566,7 +566,7 @@ fn a_run_that_failed_for_want_of_an_adapter_is_an_environment_failure() {
         "{:?}",
         p.run.error
     );
-    // With a harness, the same failure is the workflow's own.
+    // With an adapter, the same failure is the workflow's own.
     let mut f = RunFold::new(Some("scripted"), crate::work::team::Team::new());
     f.observe(parse(failed));
     let p = f.finish(&manifest(), &intent(), &exited(1), WallTime(20));
@@ -593,7 +593,13 @@ mod planning_runs {
         let harness = Some(FrozenAdapter { name: "h".into(), spec });
         let mut team = Team::new();
         team.insert("planner".into(), crate::work::team::Specialist::default());
-        RunManifest { harness, team, max_agents: Some(1), planning: Some(step()), ..manifest() }
+        RunManifest {
+            adapter: harness,
+            team,
+            max_agents: Some(1),
+            planning: Some(step()),
+            ..manifest()
+        }
     }
 
     /// The planning workflow's request, the call's reply, and the workflow's result, folded.

@@ -367,16 +367,16 @@ impl<H: SegmentHost> Driver<'_, H> {
                 self.host.send(&reply);
             }
             Some(HostAction::CallAgent { id, dispatch, key }) => {
-                self.host.record(transcript::agent_start(&id, &dispatch.harness, &key))?;
+                self.host.record(transcript::agent_start(&id, &dispatch.adapter, &key))?;
                 // A call an earlier segment cut short continues the session it had opened.
                 let resume = match self.open_sessions.remove(&id) {
                     Some(session) => Some(session),
                     None => dispatch
                         .continue_session
-                        .then(|| self.sessions.get(&dispatch.harness).cloned())
+                        .then(|| self.sessions.get(&dispatch.adapter).cloned())
                         .flatten(),
                 };
-                self.keys.insert(id.clone(), (key, dispatch.harness.clone()));
+                self.keys.insert(id.clone(), (key, dispatch.adapter.clone()));
                 self.queued.push_back(Call { id, dispatch, resume });
             }
             Some(HostAction::Park(parked)) => return self.park(&parked),

@@ -66,7 +66,7 @@ pub(crate) enum SegmentInput {
         /// Who cancelled it.
         by: String,
     },
-    /// An operator's stop (of the service, of the harness the host runs in, a signal to a
+    /// An operator's stop (of the service, of the adapter the host runs in, a signal to a
     /// foreground run) is reaching the workflow now, before any signal is sent.
     Interrupting {
         /// Whose stop, in words.

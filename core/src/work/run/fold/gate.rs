@@ -11,13 +11,13 @@ use crate::work::schema::with_contract;
 use crate::work::team::{dispatch, has_adapter, Dispatch};
 use serde_json::{json, Value};
 
-/// The identity of a call for the resume cache: everything that shapes its answer (harness,
+/// The identity of a call for the resume cache: everything that shapes its answer (adapter,
 /// model, effort, turns, schema, specialist and the dispatched prompt), not its request id,
 /// timeout or attempts.
 pub(crate) fn call_key(d: &Dispatch, specialist: Option<&str>) -> String {
     let p = &d.profile;
     let identity =
-        json!([d.harness, p.model, p.effort, p.max_turns, d.schema, specialist, d.prompt]);
+        json!([d.adapter, p.model, p.effort, p.max_turns, d.schema, specialist, d.prompt]);
     sha256_hex(crate::hash::canonical_json(&identity).as_bytes())[..16].to_owned()
 }
 
@@ -68,7 +68,7 @@ impl RunFold {
                 class: None,
                 ..CallOutcome::default()
             };
-            let harness = d.harness.clone();
+            let harness = d.adapter.clone();
             self.calls.push(CallRecord { id: id.clone(), harness, outcome, cached: true });
             return HostAction::Reply(json!({ "op": "reply", "id": id, "ok": true, "text": text }));
         }
@@ -78,7 +78,7 @@ impl RunFold {
             return self.decline(&id, why);
         }
         let request = Request::Agent {
-            harness: d.harness.clone(),
+            harness: d.adapter.clone(),
             model: d.profile.model.clone(),
             specialist,
             prompt_bytes: d.prompt.len() as u64,
@@ -93,7 +93,7 @@ impl RunFold {
         if !self.started.contains(&id) {
             self.dispatched += 1;
         }
-        self.in_flight.insert(id.clone(), d.harness.clone());
+        self.in_flight.insert(id.clone(), d.adapter.clone());
         HostAction::CallAgent { id, dispatch: d, key }
     }
 
