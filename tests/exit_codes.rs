@@ -134,6 +134,8 @@ const ERRORS: &[(&str, i32, &str)] = &[
     ("approval deny nosuch", 2, "no approval nosuch"),
     ("dash --once --page nosuch", 2, "invalid value"),
     ("fsck --root /nonexistent", 2, "No such file"),
+    ("cluster check nosuch", 2, "no cluster \"nosuch\""),
+    ("cluster probe --repository /nonexistent", 2, "--scratch"),
     ("completions nosuch", 2, "invalid value"),
     ("man --dir /proc/nosuch", 1, "man"),
     ("sim run --seed x", 2, "invalid value"),

@@ -82,3 +82,8 @@ fn logline_corpus() {
 fn agent_output_corpus() {
     replay("agent_output", harn_core::fuzzing::fuzz_agent_output);
 }
+
+#[test]
+fn cluster_config_corpus() {
+    replay("cluster_config", harn_core::fuzzing::fuzz_cluster_config);
+}

@@ -8,6 +8,7 @@ mod bounded;
 mod charging;
 mod cli;
 mod cli_reference;
+mod cluster;
 mod completions;
 mod conformance;
 mod containment;

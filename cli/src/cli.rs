@@ -51,6 +51,8 @@ enum Top {
     Harness(crate::harness::cmd::HarnessArgs),
     /// Durable work items: create, list, show, run, retry, accept, cancel, reopen, reconcile.
     Work(crate::work::cmd::WorkArgs),
+    /// Clusters whose nodes run attempts' segments: check one before it is used.
+    Cluster(crate::work::cluster::ClusterArgs),
     /// Workflow runs: a run's manifest, transcript summary and proof.
     Run(crate::work::run_show::RunCmd),
     /// Goals: a supervisor drives a work graph to accepted completion inside frozen limits.
@@ -133,6 +135,7 @@ where
         Top::Harness(args) => crate::harness::cmd::run(args),
         Top::Work(args) => crate::work::cmd::run(args, crate::goal::missions::holding),
         Top::Run(args) => crate::work::run_show::run(args),
+        Top::Cluster(args) => crate::work::cluster::run(args),
         Top::Approval(args) => crate::work::approval_cmd::run(args, crate::service::view::facts),
         Top::Dash(mut args) => {
             // Decided as for every other verb: the dashboard draws on a terminal.

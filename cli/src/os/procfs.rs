@@ -102,3 +102,9 @@ pub fn is_alive(pid: u32) -> bool {
         }
     }
 }
+
+/// This machine's host name, as the kernel keeps it.
+pub fn hostname() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    Some(name.trim().to_owned())
+}

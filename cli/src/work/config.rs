@@ -3,6 +3,7 @@
 //! (`harn init` writes a commented starter).
 
 use harn_core::work::agent::{resolve, AdapterSpec};
+use harn_core::work::cluster::ClusterSpec;
 use harn_core::work::run::FrozenAdapter;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -22,6 +23,9 @@ struct Config {
     /// does not name keeps its default.
     #[serde(default)]
     limits: harn_core::limits::ResourceLimits,
+    /// Clusters whose nodes run attempts' segments, by name.
+    #[serde(default)]
+    clusters: BTreeMap<String, ClusterSpec>,
 }
 
 /// `containment`: what every confined run of this root may write besides its workspace, its
@@ -87,4 +91,28 @@ pub fn frozen_harness(root: &Path, name: &str) -> Result<FrozenAdapter, String> 
         spec.command[0] = root.join(program).display().to_string();
     }
     Ok(FrozenAdapter { name: name.to_owned(), spec })
+}
+
+/// Cluster `name` of `.harnery/config.json`, checked; an unknown or invalid one is bad input,
+/// said with the file and the field.
+pub fn cluster(root: &Path, name: &str) -> Result<ClusterSpec, String> {
+    let path = root.join(harn_core::layout::CONFIG);
+    let mut clusters = read_config(root)?.clusters;
+    let Some(spec) = clusters.remove(name) else {
+        let known: Vec<&String> = clusters.keys().collect();
+        let known = if known.is_empty() {
+            "it names none".to_owned()
+        } else {
+            format!("it names {}", known.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", "))
+        };
+        return Err(format!("no cluster {name:?} in {} ({known})", path.display()));
+    };
+    spec.check()
+        .map_err(|e| format!("{}: clusters.{name}.{}: {}", path.display(), e.field, e.message))?;
+    Ok(spec)
+}
+
+/// The adapters `.harnery/config.json` declares, by name.
+pub fn declared_adapters(root: &Path) -> Result<Vec<String>, String> {
+    Ok(read_config(root)?.harnesses.into_keys().collect())
 }

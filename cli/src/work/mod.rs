@@ -6,6 +6,7 @@ pub mod approval_cmd;
 pub mod approvals;
 pub mod attempt;
 pub mod calls;
+pub mod cluster;
 pub mod cmd;
 pub mod config;
 pub mod confine;

@@ -1,0 +1,160 @@
+#!/bin/sh
+# A Slurm cluster of three nodes on this machine, for the tests of harn's cluster executor:
+# Debian's slurm-wlm and munge, one slurmctld and three slurmd (n1, n2, n3) under one
+# configuration in a directory of its own. Slurm never requeues a job here (JobRequeue=0):
+# harn must see an engine's fault, not a second run behind its back.
+#
+#   .ci/slurm/cluster.sh start   install what is missing, start munged and the cluster
+#   .ci/slurm/cluster.sh stop    stop the cluster and munged
+#   .ci/slurm/cluster.sh env     print the SLURM_CONF line a shell or test exports
+#
+# HARN_SLURM_DIR (default /tmp/harn-slurm) holds the configuration, spool, state and logs.
+set -eu
+
+dir=${HARN_SLURM_DIR:-/tmp/harn-slurm}
+conf=$dir/slurm.conf
+nodes="n1 n2 n3"
+
+need_root() {
+    if [ "$(id -u)" != 0 ]; then
+        echo "cluster.sh: slurmd and munged need root" >&2
+        exit 2
+    fi
+}
+
+install() {
+    if command -v slurmctld >/dev/null && command -v slurmd >/dev/null \
+        && command -v srun >/dev/null && command -v munged >/dev/null; then
+        return
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y --no-install-recommends slurm-wlm munge >/dev/null 2>&1 \
+        || { apt-get update >/dev/null && apt-get install -y --no-install-recommends slurm-wlm munge >/dev/null; }
+}
+
+# munged wants its key 0400 in a 0700 directory owned by munge, and its socket directory
+# 0755; a slurmd started while munged is down hangs and ignores TERM, so munge is proved
+# with a credential round trip before any Slurm daemon starts.
+start_munge() {
+    mkdir -p /etc/munge /run/munge /var/lib/munge /var/log/munge
+    if [ ! -s /etc/munge/munge.key ]; then
+        dd if=/dev/urandom bs=1 count=1024 of=/etc/munge/munge.key 2>/dev/null
+    fi
+    chown -R munge:munge /etc/munge /run/munge /var/lib/munge /var/log/munge
+    chmod 0700 /etc/munge
+    chmod 0400 /etc/munge/munge.key
+    chmod 0755 /run/munge
+    if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+        runuser -u munge -- /usr/sbin/munged --force
+    fi
+    i=0
+    until munge -n 2>/dev/null | unmunge >/dev/null 2>&1; do
+        i=$((i + 1))
+        if [ $i -gt 50 ]; then
+            echo "cluster.sh: munged does not answer" >&2
+            exit 1
+        fi
+        sleep 0.1
+    done
+}
+
+write_conf() {
+    mkdir -p "$dir/state" "$dir/log"
+    # Each node offers twice the machine's CPUs: concurrent tests' steps never wait for a
+    # scheduling cycle, which would make them slow, not wrong.
+    cpus=$(($(nproc) * 2))
+    {
+        echo "ClusterName=harn"
+        echo "SlurmctldHost=localhost"
+        echo "SlurmctldPort=${HARN_SLURM_PORT:-16817}"
+        echo "SlurmUser=root"
+        echo "SlurmdUser=root"
+        echo "AuthType=auth/munge"
+        echo "CredType=cred/munge"
+        echo "StateSaveLocation=$dir/state"
+        echo "SlurmdSpoolDir=$dir/spool/%n"
+        echo "SlurmctldPidFile=$dir/slurmctld.pid"
+        echo "SlurmdPidFile=$dir/slurmd-%n.pid"
+        echo "SlurmctldLogFile=$dir/log/slurmctld.log"
+        echo "SlurmdLogFile=$dir/log/slurmd-%n.log"
+        # harn confines its runs in cgroups of its own; Slurm only tracks processes.
+        echo "ProctrackType=proctrack/linuxproc"
+        echo "TaskPlugin=task/none"
+        echo "JobAcctGatherType=jobacct_gather/none"
+        echo "MpiDefault=none"
+        echo "SchedulerType=sched/backfill"
+        echo "SelectType=select/cons_tres"
+        echo "SelectTypeParameters=CR_Core"
+        # Never run a job twice: a dead node's job ends NODE_FAIL instead of being requeued.
+        echo "JobRequeue=0"
+        echo "ReturnToService=2"
+        echo "SlurmdTimeout=10"
+        echo "InactiveLimit=0"
+        echo "KillWait=5"
+        echo "MinJobAge=600"
+        # Three nodes on one host overstate its hardware on purpose.
+        echo "SlurmdParameters=config_overrides"
+        port=${HARN_SLURMD_PORT:-16900}
+        for n in $nodes; do
+            port=$((port + 1))
+            echo "NodeName=$n NodeHostname=localhost NodeAddr=127.0.0.1 Port=$port CPUs=$cpus RealMemory=1024 State=UNKNOWN"
+        done
+        echo "PartitionName=harn Nodes=$(echo $nodes | tr ' ' ',') Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
+    } >"$conf"
+}
+
+# Asked of the pid file, not of sinfo: a client retries an absent controller for a minute.
+up() {
+    [ -f "$dir/slurmctld.pid" ] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null
+}
+
+start() {
+    need_root
+    install
+    start_munge
+    if up; then
+        return
+    fi
+    write_conf
+    export SLURM_CONF="$conf"
+    /usr/sbin/slurmctld -f "$conf" -i
+    for n in $nodes; do
+        mkdir -p "$dir/spool/$n"
+        /usr/sbin/slurmd -f "$conf" -N "$n"
+    done
+    i=0
+    until [ "$(sinfo -h -N -t idle,mix,alloc -o %N 2>/dev/null | sort -u | wc -l)" -ge 3 ]; do
+        i=$((i + 1))
+        if [ $i -gt 300 ]; then
+            echo "cluster.sh: the nodes did not come up; see $dir/log" >&2
+            sinfo -N >&2 || true
+            exit 1
+        fi
+        sleep 0.1
+    done
+}
+
+stop() {
+    for pid in "$dir"/slurmd-*.pid "$dir/slurmctld.pid"; do
+        [ -f "$pid" ] && kill "$(cat "$pid")" 2>/dev/null || true
+    done
+    # A slurmd that lost munge ignores TERM; nothing of the test cluster may outlive it.
+    sleep 1
+    for pid in "$dir"/slurmd-*.pid "$dir/slurmctld.pid"; do
+        [ -f "$pid" ] && kill -9 "$(cat "$pid")" 2>/dev/null || true
+        rm -f "$pid"
+    done
+    if [ -f /run/munge/munged.pid ]; then
+        kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
+    fi
+}
+
+case ${1:-} in
+start) start ;;
+stop) stop ;;
+env) echo "SLURM_CONF=$conf" ;;
+*)
+    echo "usage: cluster.sh start|stop|env" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,255 @@
+//! `harn cluster`: the pre-flight of a cluster named in `.harnery/config.json` (`check`), and
+//! what a node says of itself when the pre-flight asks it through the engine (`probe`). What
+//! passes and what to do about a failure is the core's `work::cluster::preflight`; this asks
+//! Slurm (`sinfo`, `srun`) and git.
+
+use crate::exit::{Exit, Failure, EXIT_FAILED, EXIT_USAGE};
+use harn_core::work::cluster::{parse_nodes, preflight, ClusterSpec, NodeReport, Survey};
+use harn_core::work::run::FrozenAdapter;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `harn cluster …`.
+#[derive(Debug, clap::Args)]
+pub struct ClusterArgs {
+    #[command(subcommand)]
+    verb: ClusterVerb,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum ClusterVerb {
+    /// Check that a cluster can run attempts: Slurm answers, nodes are up, and on each node
+    /// harn is this version, the repository clones and takes a push, and each adapter is
+    /// installed and logged in.
+    #[command(
+        after_help = "Examples:\n  harn cluster check lab\n  harn cluster check lab --harness claude-code --json"
+    )]
+    Check(CheckArgs),
+    /// What this node can do for a cluster's runs, as one JSON line: run on a node by
+    /// `harn cluster check` through the engine, not by hand.
+    #[command(
+        after_help = "Examples:\n  harn cluster probe --repository /srv/repo.git --scratch /tmp/harn-scratch"
+    )]
+    Probe(ProbeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+struct CheckArgs {
+    /// The cluster, as `.harnery/config.json` names it under `clusters`.
+    name: String,
+    /// The coordination root (default: found from the current directory).
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// An adapter each node must have installed and logged in (repeatable; default: those
+    /// `.harnery/config.json` declares).
+    #[arg(long = "harness", value_name = "ADAPTER")]
+    adapters: Vec<String>,
+    /// How long each question to the engine may take, in seconds.
+    #[arg(long, default_value_t = 60)]
+    timeout_secs: u64,
+    /// One JSON document.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+struct ProbeArgs {
+    /// The repository URL to clone and push a probe ref to.
+    #[arg(long)]
+    repository: String,
+    /// The directory the clone is made in (removed after).
+    #[arg(long)]
+    scratch: PathBuf,
+    /// An adapter to check, as JSON (`{"name": …, "spec": …}`, repeatable).
+    #[arg(long = "adapter-json", value_name = "JSON")]
+    adapters: Vec<String>,
+}
+
+/// Runs `harn cluster …`.
+pub fn run(args: ClusterArgs) -> Exit {
+    match args.verb {
+        ClusterVerb::Check(a) => check(a),
+        ClusterVerb::Probe(a) => probe(a),
+    }
+}
+
+fn usage(message: impl std::fmt::Display) -> Failure {
+    Failure::new(EXIT_USAGE, message)
+}
+
+/// This harn's version, as `harn --version` prints it.
+fn version() -> String {
+    format!("harn {}", env!("CARGO_PKG_VERSION"))
+}
+
+fn check(a: CheckArgs) -> Exit {
+    let root = crate::os::root::discover(a.root.as_deref()).map_err(usage)?;
+    let spec = super::config::cluster(&root, &a.name).map_err(usage)?;
+    let names = if a.adapters.is_empty() {
+        super::config::declared_adapters(&root).map_err(usage)?
+    } else {
+        a.adapters
+    };
+    let mut adapters = Vec::new();
+    for name in &names {
+        adapters.push(super::config::frozen_harness(&root, name).map_err(usage)?);
+    }
+    let deadline = Duration::from_secs(a.timeout_secs.max(1));
+    let mut survey = Survey::default();
+    let listed = sinfo(&spec, deadline);
+    if let Ok(nodes) = &listed {
+        for node in nodes.iter().filter(|n| n.up()) {
+            let report = probe_node(&spec, &node.name, &adapters, deadline);
+            survey.reports.insert(node.name.clone(), report);
+        }
+    }
+    survey.nodes = Some(listed);
+    let checks = preflight(&a.name, &version(), &survey);
+    let ok = checks.iter().all(|c| c.ok);
+    if a.json {
+        outln!("{}", serde_json::json!({ "cluster": a.name, "ok": ok, "checks": checks }));
+    } else {
+        for c in &checks {
+            let mark = if c.ok { "ok  " } else { "FAIL" };
+            outln!("{mark}  {:<22} {}", c.what, c.detail);
+        }
+        if ok {
+            outln!("cluster {} is ready: harn work run ID --cluster {}", a.name, a.name);
+        }
+    }
+    if ok {
+        Ok(0)
+    } else {
+        Err(Failure::new(EXIT_FAILED, format!("cluster {} failed its pre-flight", a.name)))
+    }
+}
+
+/// The engine's nodes of the cluster's partition.
+fn sinfo(
+    spec: &ClusterSpec,
+    deadline: Duration,
+) -> Result<Vec<harn_core::work::cluster::Node>, String> {
+    let mut cmd = Command::new("sinfo");
+    cmd.args(["-h", "-N", "-o", "%N|%T"]);
+    if let Some(p) = &spec.partition {
+        cmd.args(["-p", p]);
+    }
+    let out = run_bounded(cmd, deadline)?;
+    parse_nodes(&out).map_err(|e| format!("sinfo: {e}"))
+}
+
+/// Runs `harn cluster probe` on `node` as a job step and reads its report.
+fn probe_node(
+    spec: &ClusterSpec,
+    node: &str,
+    adapters: &[FrozenAdapter],
+    deadline: Duration,
+) -> Result<NodeReport, String> {
+    let mut cmd = Command::new("srun");
+    cmd.args(["--nodes=1", "--ntasks=1", "--job-name=harn-check", "--quiet"]);
+    cmd.arg(format!("--nodelist={node}"));
+    if let Some(p) = &spec.partition {
+        cmd.arg(format!("--partition={p}"));
+    }
+    cmd.args(&spec.args);
+    cmd.args(["--", &spec.harn, "cluster", "probe", "--repository", &spec.repository]);
+    cmd.arg("--scratch").arg(&spec.scratch);
+    for a in adapters {
+        let json = serde_json::to_string(a).map_err(|e| e.to_string())?;
+        cmd.args(["--adapter-json", &json]);
+    }
+    let out = run_bounded(cmd, deadline)?;
+    let last = out.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
+    serde_json::from_str(last).map_err(|_| format!("no report from {}: {}", spec.harn, out.trim()))
+}
+
+/// Runs `cmd` with no input and returns its standard output; a failure, or no exit within
+/// `deadline` (Slurm's clients retry an absent controller for a minute), says why.
+fn run_bounded(mut cmd: Command, deadline: Duration) -> Result<String, String> {
+    let program = cmd.get_program().to_string_lossy().into_owned();
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| format!("{program}: {e}"))?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stdout.read_to_string(&mut s);
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().map_err(|e| format!("{program}: {e}"))? {
+            break status;
+        }
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!("{program} did not answer within {} s", deadline.as_secs()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+    if status.success() {
+        Ok(out)
+    } else {
+        let said = err.trim().lines().last().unwrap_or("").to_owned();
+        Err(format!("{program} failed ({status}): {said}"))
+    }
+}
+
+/// `harn cluster probe`: clone, push and delete a probe ref, ask each adapter; print the
+/// report. Exits 0 whatever it finds: the coordinator judges.
+fn probe(a: ProbeArgs) -> Exit {
+    let node = std::env::var("SLURMD_NODENAME")
+        .ok()
+        .or_else(crate::os::procfs::hostname)
+        .unwrap_or_default();
+    let mut report = NodeReport { node, version: version(), ..NodeReport::default() };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let nonce = format!("{}-{}", std::process::id(), now.map(|d| d.as_nanos()).unwrap_or(0));
+    let clone = a.scratch.join(format!("harn-probe-{nonce}"));
+    match repository(&a.repository, &a.scratch, &clone, &nonce) {
+        Ok(()) => {}
+        Err((true, e)) => report.clone_error = Some(e),
+        Err((false, e)) => report.push_error = Some(e),
+    }
+    let _ = std::fs::remove_dir_all(&clone);
+    for json in &a.adapters {
+        let adapter: FrozenAdapter =
+            serde_json::from_str(json).map_err(|e| usage(format!("--adapter-json: {e}")))?;
+        let billing = harn_core::work::run::Billing::default();
+        let ready = super::calls::preflight_once(&adapter.name, &adapter.spec, billing);
+        report.adapters.insert(adapter.name, ready.err());
+    }
+    outln!("{}", serde_json::to_string(&report).map_err(Failure::failed)?);
+    Ok(0)
+}
+
+/// Clones `url` into `clone` and pushes its head to a probe ref, then deletes the ref. The
+/// error says whether the clone (true) or the push (false) failed.
+fn repository(url: &str, scratch: &Path, clone: &Path, nonce: &str) -> Result<(), (bool, String)> {
+    std::fs::create_dir_all(scratch).map_err(|e| (true, format!("{}: {e}", scratch.display())))?;
+    let target = clone.display().to_string();
+    let cloned =
+        super::worktree::git(scratch, None, &["clone", "--quiet", "--depth=1", url, &target])
+            .map_err(|e| (true, e))?;
+    if !cloned.status.success() {
+        return Err((true, String::from_utf8_lossy(&cloned.stderr).trim().to_owned()));
+    }
+    let probe = format!("refs/harn-probe/{nonce}");
+    for refspec in [format!("HEAD:{probe}"), format!(":{probe}")] {
+        let pushed = super::worktree::git(clone, None, &["push", "--quiet", url, &refspec])
+            .map_err(|e| (false, e))?;
+        if !pushed.status.success() {
+            return Err((false, String::from_utf8_lossy(&pushed.stderr).trim().to_owned()));
+        }
+    }
+    Ok(())
+}

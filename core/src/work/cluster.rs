@@ -1,0 +1,346 @@
+//! A cluster named in `.harnery/config.json`, on whose nodes an engine (Slurm) runs attempts'
+//! segments: its configuration and the checks it must pass, what the engine says of its nodes
+//! (`sinfo`'s lines), what a node says of itself (`harn cluster probe`), and the pre-flight's
+//! verdict on all of it. The shell asks the engine and the nodes; everything decided is here.
+
+use crate::error::FieldError;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The distributed engines harn hands segments to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Engine {
+    /// Slurm: a segment is a job step (`srun`), relayed to the coordinator.
+    Slurm,
+}
+
+/// One cluster as `.harnery/config.json` names it under `clusters`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterSpec {
+    /// The engine that runs its jobs.
+    pub engine: Engine,
+    /// The URL the nodes clone the repository from and push their branches to.
+    pub repository: String,
+    /// harn on the nodes: a path, or a name found on their `PATH`.
+    #[serde(default = "default_harn")]
+    pub harn: String,
+    /// The engine's partition (queue) to submit to; the engine's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<String>,
+    /// A directory on each node under which runs make their clones.
+    #[serde(default = "default_scratch")]
+    pub scratch: String,
+    /// Further arguments given to the engine with every submission (`--account`, `--qos`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+}
+
+fn default_harn() -> String {
+    "harn".into()
+}
+
+fn default_scratch() -> String {
+    "/tmp/harn-scratch".into()
+}
+
+/// Engine arguments harn sets itself: a site's `args` may not change how a segment runs.
+const RESERVED_ARGS: [&str; 8] = [
+    "--requeue",
+    "--no-requeue",
+    "--nodes",
+    "--ntasks",
+    "--nodelist",
+    "--job-name",
+    "--input",
+    "--output",
+];
+
+impl ClusterSpec {
+    /// Checks what serde cannot: non-empty words, an absolute scratch directory, no argument
+    /// that would let the engine requeue a segment or change its shape.
+    pub fn check(&self) -> Result<(), FieldError> {
+        if self.repository.trim().is_empty() {
+            return Err(FieldError::new("repository", "may not be empty"));
+        }
+        if self.harn.trim().is_empty() {
+            return Err(FieldError::new("harn", "may not be empty"));
+        }
+        if self.partition.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            return Err(FieldError::new("partition", "may not be empty (leave it out instead)"));
+        }
+        if !self.scratch.starts_with('/') {
+            return Err(FieldError::new("scratch", "must be an absolute path on the nodes"));
+        }
+        for (i, arg) in self.args.iter().enumerate() {
+            let name = arg.split('=').next().unwrap_or(arg);
+            if RESERVED_ARGS.contains(&name) || name == "-N" || name == "-n" || name == "-w" {
+                return Err(FieldError::new(
+                    format!("args[{i}]"),
+                    format!("{arg:?} is set by harn for every segment"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A node as the engine reports it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Node {
+    /// Its name (`n1`).
+    pub name: String,
+    /// Its state in the engine's words (`idle`, `mixed`, `down*`, `drained`).
+    pub state: String,
+}
+
+impl Node {
+    /// True when the engine would start a step on it now or soon: responding (no `*`), and
+    /// neither down, drained, draining nor failing.
+    pub fn up(&self) -> bool {
+        let state = self.state.to_ascii_lowercase();
+        let base = state.trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-']);
+        !state.ends_with('*')
+            && matches!(
+                base,
+                "idle" | "mixed" | "mix" | "allocated" | "alloc" | "completing" | "comp"
+            )
+    }
+}
+
+/// Parses `sinfo -h -N -o '%N|%T'`: one `name|state` line per node and partition; a node in
+/// several partitions is listed once.
+pub fn parse_nodes(text: &str) -> Result<Vec<Node>, String> {
+    let mut nodes: Vec<Node> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        let Some((name, state)) = line.split_once('|') else {
+            return Err(format!("line {}: {line:?} is not NAME|STATE", i + 1));
+        };
+        let (name, state) = (name.trim(), state.trim());
+        if name.is_empty() || state.is_empty() || state.contains('|') {
+            return Err(format!("line {}: {line:?} is not NAME|STATE", i + 1));
+        }
+        if !nodes.iter().any(|n| n.name == name) {
+            nodes.push(Node { name: name.into(), state: state.into() });
+        }
+    }
+    Ok(nodes)
+}
+
+/// What `harn cluster probe` on a node reports of it, as JSON on its standard output.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeReport {
+    /// The node's name as the engine gave it to the step.
+    pub node: String,
+    /// `harn --version` there.
+    pub version: String,
+    /// Why the repository could not be cloned there; `None` when it was.
+    #[serde(default)]
+    pub clone_error: Option<String>,
+    /// Why a branch could not be pushed back from there; `None` when it was.
+    #[serde(default)]
+    pub push_error: Option<String>,
+    /// Each adapter asked about: `None` when installed and ready, else what is wrong and
+    /// what to do, as the local pre-flight says it.
+    #[serde(default)]
+    pub adapters: BTreeMap<String, Option<String>>,
+}
+
+/// One line of a pre-flight.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Check {
+    /// What was checked (`engine`, `node n1`, `n1: harn`, `n1: repository`, `n1: claude-code`).
+    pub what: String,
+    /// Passed.
+    pub ok: bool,
+    /// What was found, and on a failure what to do.
+    pub detail: String,
+}
+
+impl Check {
+    fn pass(what: impl Into<String>, detail: impl Into<String>) -> Check {
+        Check { what: what.into(), ok: true, detail: detail.into() }
+    }
+
+    fn fail(what: impl Into<String>, detail: impl Into<String>) -> Check {
+        Check { what: what.into(), ok: false, detail: detail.into() }
+    }
+}
+
+/// What the shell learned of a cluster for its pre-flight.
+#[derive(Clone, Debug, Default)]
+pub struct Survey {
+    /// The engine's node list, or why the engine did not answer.
+    pub nodes: Option<Result<Vec<Node>, String>>,
+    /// Each node probed (those up): its report, or why its step failed.
+    pub reports: BTreeMap<String, Result<NodeReport, String>>,
+}
+
+/// The pre-flight's verdict on `cluster` (named `name`) from what was observed, given this
+/// harn's version: every line, failures saying what to do. It passes when every line does and
+/// at least one node is up.
+pub fn preflight(name: &str, ours: &str, observed: &Survey) -> Vec<Check> {
+    let mut checks = Vec::new();
+    let nodes = match &observed.nodes {
+        None => return vec![Check::fail("engine", "not asked")],
+        Some(Err(why)) => {
+            let fix =
+                "is slurmctld running, and does SLURM_CONF (or /etc/slurm/slurm.conf) name it?";
+            return vec![Check::fail("engine", format!("Slurm did not answer: {why}; {fix}"))];
+        }
+        Some(Ok(nodes)) => nodes,
+    };
+    let up = nodes.iter().filter(|n| n.up()).count();
+    if up == 0 {
+        let detail = if nodes.is_empty() {
+            format!("cluster {name}: its partition has no nodes; check `partition` in .harnery/config.json")
+        } else {
+            format!("cluster {name}: no node is up; `sinfo -N` shows why, `scontrol update nodename=NODE state=resume` returns one")
+        };
+        checks.push(Check::fail("engine", detail));
+        return checks;
+    }
+    checks.push(Check::pass("engine", format!("Slurm answers: {up} of {} nodes up", nodes.len())));
+    for node in nodes {
+        if !node.up() {
+            // A node down is the engine's business: segments go to the others.
+            checks.push(Check::pass(
+                format!("node {}", node.name),
+                format!("{} (not used)", node.state),
+            ));
+            continue;
+        }
+        let n = &node.name;
+        match observed.reports.get(n) {
+            None => checks.push(Check::fail(format!("node {n}"), "not probed")),
+            Some(Err(why)) => checks.push(Check::fail(
+                format!("node {n}"),
+                format!("a step could not run harn there: {why}; check `harn` in the cluster's configuration (a path on the nodes, or on their PATH)"),
+            )),
+            Some(Ok(report)) => node_checks(n, ours, report, &mut checks),
+        }
+    }
+    checks
+}
+
+fn node_checks(n: &str, ours: &str, report: &NodeReport, checks: &mut Vec<Check>) {
+    if report.version == ours {
+        checks.push(Check::pass(format!("{n}: harn"), report.version.clone()));
+    } else {
+        checks.push(Check::fail(
+            format!("{n}: harn"),
+            format!("{} there, {ours} here: install this version on the nodes", report.version),
+        ));
+    }
+    match (&report.clone_error, &report.push_error) {
+        (Some(e), _) => checks.push(Check::fail(
+            format!("{n}: repository"),
+            format!("cannot clone: {e}; the nodes need read access to `repository`"),
+        )),
+        (None, Some(e)) => checks.push(Check::fail(
+            format!("{n}: repository"),
+            format!("cloned, but cannot push: {e}; the nodes need write access to `repository`"),
+        )),
+        (None, None) => checks.push(Check::pass(format!("{n}: repository"), "cloned and pushed")),
+    }
+    for (adapter, problem) in &report.adapters {
+        match problem {
+            None => checks.push(Check::pass(format!("{n}: {adapter}"), "installed and ready")),
+            Some(why) => checks.push(Check::fail(format!("{n}: {adapter}"), why.clone())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(json: &str) -> Result<ClusterSpec, String> {
+        let spec: ClusterSpec = serde_json::from_str(json).map_err(|e| e.to_string())?;
+        spec.check().map_err(|e| format!("{}: {}", e.field, e.message))?;
+        Ok(spec)
+    }
+
+    #[test]
+    fn a_cluster_takes_its_documented_keys_with_defaults() {
+        let s = spec(r#"{"engine": "slurm", "repository": "git@host:r.git"}"#).unwrap();
+        assert_eq!((s.harn.as_str(), s.scratch.as_str()), ("harn", "/tmp/harn-scratch"));
+        assert_eq!(s.partition, None);
+        let full = r#"{"engine": "slurm", "repository": "/srv/r.git", "harn": "/opt/harn",
+            "partition": "gpu", "scratch": "/scratch", "args": ["--account=lab"]}"#;
+        assert_eq!(spec(full).unwrap().args, ["--account=lab"]);
+        assert!(spec(r#"{"engine": "k8s", "repository": "r"}"#).is_err(), "unknown engine");
+        assert!(spec(r#"{"engine": "slurm", "repository": "r", "nodes": 3}"#).is_err());
+    }
+
+    #[test]
+    fn a_bad_cluster_names_its_field() {
+        let bad = [
+            (r#"{"engine": "slurm", "repository": " "}"#, "repository"),
+            (r#"{"engine": "slurm", "repository": "r", "scratch": "tmp"}"#, "scratch"),
+            (r#"{"engine": "slurm", "repository": "r", "partition": ""}"#, "partition"),
+            (r#"{"engine": "slurm", "repository": "r", "args": ["-p", "--requeue"]}"#, "args[1]"),
+            (r#"{"engine": "slurm", "repository": "r", "args": ["--nodelist=n1"]}"#, "args[0]"),
+        ];
+        for (json, field) in bad {
+            let e = spec(json).unwrap_err();
+            assert!(e.starts_with(&format!("{field}: ")), "{json}: {e}");
+        }
+    }
+
+    #[test]
+    fn sinfo_lines_parse_once_per_node_and_states_say_whether_it_is_up() {
+        let nodes =
+            parse_nodes("n1|idle\nn2|down*\nn3|mixed\nn1|idle\n\nn4|drained\nn5|idle*\n").unwrap();
+        let up: Vec<(&str, bool)> = nodes.iter().map(|n| (n.name.as_str(), n.up())).collect();
+        assert_eq!(up, [("n1", true), ("n2", false), ("n3", true), ("n4", false), ("n5", false)]);
+        assert!(parse_nodes("n1 idle").unwrap_err().starts_with("line 1:"));
+        assert!(parse_nodes("|idle").is_err());
+        assert!(parse_nodes("n1|idle|x").is_err());
+    }
+
+    fn report(node: &str, version: &str) -> NodeReport {
+        NodeReport { node: node.into(), version: version.into(), ..NodeReport::default() }
+    }
+
+    #[test]
+    fn a_preflight_passes_only_when_every_node_in_use_is_ready() {
+        let nodes = vec![
+            Node { name: "n1".into(), state: "idle".into() },
+            Node { name: "n2".into(), state: "down*".into() },
+        ];
+        let mut observed = Survey { nodes: Some(Ok(nodes)), ..Survey::default() };
+        observed.reports.insert("n1".into(), Ok(report("n1", "harn 1.0")));
+        let checks = preflight("lab", "harn 1.0", &observed);
+        assert!(checks.iter().all(|c| c.ok), "{checks:?}");
+        assert!(checks.iter().any(|c| c.detail.contains("not used")), "a down node is named");
+
+        let mut stale = report("n1", "harn 0.9");
+        stale.push_error = Some("permission denied".into());
+        stale.adapters.insert("codex".into(), Some("codex is not logged in".into()));
+        observed.reports.insert("n1".into(), Ok(stale));
+        let failed: Vec<String> = preflight("lab", "harn 1.0", &observed)
+            .into_iter()
+            .filter(|c| !c.ok)
+            .map(|c| c.what)
+            .collect();
+        assert_eq!(failed, ["n1: harn", "n1: repository", "n1: codex"]);
+    }
+
+    #[test]
+    fn an_engine_that_does_not_answer_or_has_no_node_up_fails_first() {
+        let silent = Survey { nodes: Some(Err("timed out".into())), ..Survey::default() };
+        let checks = preflight("lab", "v", &silent);
+        assert!(!checks[0].ok && checks[0].detail.contains("slurmctld"), "{checks:?}");
+        let down = vec![Node { name: "n1".into(), state: "down".into() }];
+        let none = Survey { nodes: Some(Ok(down)), ..Survey::default() };
+        assert!(preflight("lab", "v", &none)
+            .iter()
+            .any(|c| !c.ok && c.detail.contains("no node is up")));
+    }
+}
