@@ -745,6 +745,7 @@ fn work_sweep(args: &WorldArgs) -> Exit {
                 "crashes": t.crashes, "attempts": t.attempts, "parked": t.parked,
                 "resumed": t.resumed, "proofs": t.proofs, "accepted": t.accepted,
                 "damaged": t.damaged, "not_started": t.not_started, "interrupted": t.interrupted,
+                "engine_faults": t.engine_faults,
                 "cancelled": t.cancelled, "timed_out": t.timed_out,
                 "silent_calls": t.silent_calls, "hosts_killed": t.hosts_killed, "reaped": t.reaped,
                 "limited": t.limited,
@@ -757,7 +758,7 @@ fn work_sweep(args: &WorldArgs) -> Exit {
         outln!(
             "{} seeds: {} actions, {} crashes, {} attempts, {} parked, {} resumed, {} proofs, \
              {} accepted, {} histories damaged, {} starts that never ran, {} interrupted, {} \
-             cancelled while running, {} timed out, {} silent calls, {} hosts killed mid-run, {} \
+             ended by their cluster, {} cancelled while running, {} timed out, {} silent calls, {} hosts killed mid-run, {} \
              runs reaped, {} at a resource limit; {} failed",
             to - from,
             total.actions,
@@ -770,6 +771,7 @@ fn work_sweep(args: &WorldArgs) -> Exit {
             total.damaged,
             total.not_started,
             total.interrupted,
+            total.engine_faults,
             total.cancelled,
             total.timed_out,
             total.silent_calls,

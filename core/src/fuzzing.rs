@@ -579,6 +579,13 @@ pub fn fuzz_cluster_config(data: &[u8]) {
         }
     }
     let text = String::from_utf8_lossy(data);
+    if let Ok(job) = crate::work::cluster::parse_job(&text) {
+        // Every state has a verdict; a restarted job is never a plain end.
+        let verdict = crate::work::cluster::judge_job(&job, false);
+        if job.restarts > 0 {
+            assert!(matches!(verdict, crate::work::cluster::JobVerdict::Fault(_)));
+        }
+    }
     if let Ok(nodes) = parse_nodes(&text) {
         for (i, n) in nodes.iter().enumerate() {
             assert!(!n.name.is_empty() && !n.state.is_empty());

@@ -364,6 +364,7 @@ fn standing(store: &mut Store, m: &RunManifest, records: &[Value]) -> &'static s
         match transcript::started(records) {
             transcript::Started::Ran => "lost",
             transcript::Started::Interrupted => "interrupted",
+            transcript::Started::EngineFault => "ended_by_cluster",
             transcript::Started::Unsealed => "unsealed",
             transcript::Started::Never => "not_started",
         }

@@ -256,6 +256,90 @@ fn node_checks(n: &str, ours: &str, report: &NodeReport, checks: &mut Vec<Check>
     }
 }
 
+/// A job as the engine reports it (`scontrol show job -o ID`: one line of `Key=Value`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Job {
+    /// Its id.
+    pub id: String,
+    /// Its state (`RUNNING`, `COMPLETED`, `NODE_FAIL`, `CANCELLED`, `PREEMPTED`, `REQUEUED`).
+    pub state: String,
+    /// Why it is in that state, in the engine's word (`None`, `NodeDown`).
+    pub reason: String,
+    /// The nodes it ran on (`n2`), empty before it started.
+    pub nodes: String,
+    /// How often the engine restarted it: above 0, it ran again behind harn's back.
+    pub restarts: u32,
+}
+
+/// Parses one line of `scontrol show job -o`; the keys harn reads must be there.
+pub fn parse_job(line: &str) -> Result<Job, String> {
+    let mut fields: BTreeMap<&str, &str> = BTreeMap::new();
+    for word in line.split_whitespace() {
+        if let Some((key, value)) = word.split_once('=') {
+            fields.entry(key).or_insert(value);
+        }
+    }
+    let get = |key: &str| {
+        fields.get(key).map(|v| (*v).to_owned()).ok_or_else(|| format!("no {key} in {line:?}"))
+    };
+    let restarts = get("Restarts")?;
+    Ok(Job {
+        id: get("JobId")?,
+        state: get("JobState")?,
+        reason: fields.get("Reason").map(|v| (*v).to_owned()).unwrap_or_default(),
+        nodes: fields
+            .get("NodeList")
+            .filter(|v| **v != "(null)")
+            .map(|v| (*v).to_owned())
+            .unwrap_or_default(),
+        restarts: restarts.parse().map_err(|_| format!("Restarts={restarts:?} is not a count"))?,
+    })
+}
+
+/// What a job's state means for the segment it carried.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum JobVerdict {
+    /// Still pending or running: the segment goes on (or, for a coordinator that lost it,
+    /// must be cancelled before anything is recorded).
+    Live,
+    /// It ended for the segment's own reasons (the step's exit is the workflow's).
+    Ended,
+    /// The engine ended it, in words: not the work's doing ([`FailureClass::Infrastructure`]).
+    ///
+    /// [`FailureClass::Infrastructure`]: crate::work::FailureClass::Infrastructure
+    Fault(String),
+}
+
+/// Judges `job` for its segment: `cancelled_by_harn` when harn's own timeout or a person's
+/// `work cancel` cancelled it, which is the run's end and not the engine's. A job the engine
+/// restarted is a fault whatever its state: it ran again where harn could not see it.
+pub fn judge_job(job: &Job, cancelled_by_harn: bool) -> JobVerdict {
+    let on = if job.nodes.is_empty() { String::new() } else { format!(" on {}", job.nodes) };
+    if job.restarts > 0 || job.state.starts_with("REQUEUE") {
+        return JobVerdict::Fault(format!(
+            "job {} was requeued by the cluster ({} restarts); harn never lets it run twice",
+            job.id, job.restarts
+        ));
+    }
+    match job.state.as_str() {
+        "PENDING" | "CONFIGURING" | "RUNNING" | "COMPLETING" | "SUSPENDED" | "RESIZING"
+        | "STAGE_OUT" | "SIGNALING" => JobVerdict::Live,
+        "COMPLETED" | "FAILED" | "TIMEOUT" | "OUT_OF_MEMORY" => JobVerdict::Ended,
+        "CANCELLED" if cancelled_by_harn => JobVerdict::Ended,
+        "CANCELLED" => {
+            JobVerdict::Fault(format!("job {} was cancelled by the cluster{on}", job.id))
+        }
+        "NODE_FAIL" => {
+            let node = if job.nodes.is_empty() { "its node" } else { job.nodes.as_str() };
+            JobVerdict::Fault(format!("node {node} failed under job {}", job.id))
+        }
+        "PREEMPTED" => JobVerdict::Fault(format!("job {} was preempted{on}", job.id)),
+        "BOOT_FAIL" => JobVerdict::Fault(format!("job {}'s node failed to boot{on}", job.id)),
+        "DEADLINE" => JobVerdict::Fault(format!("job {} passed its cluster deadline{on}", job.id)),
+        other => JobVerdict::Fault(format!("job {} ended {other}{on} ({})", job.id, job.reason)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -264,6 +348,34 @@ mod tests {
         let spec: ClusterSpec = serde_json::from_str(json).map_err(|e| e.to_string())?;
         spec.check().map_err(|e| format!("{}: {}", e.field, e.message))?;
         Ok(spec)
+    }
+
+    #[test]
+    fn a_job_line_parses_and_its_state_says_whose_end_it_was() {
+        let line = "JobId=53 JobName=harn-r1 UserId=root(0) JobState=NODE_FAIL Reason=NodeDown \
+                    Requeue=0 Restarts=0 BatchFlag=0 ExitCode=0:15 NodeList=n2 BatchHost=n2";
+        let job = parse_job(line).unwrap();
+        assert_eq!(
+            (job.id.as_str(), job.state.as_str(), job.nodes.as_str()),
+            ("53", "NODE_FAIL", "n2")
+        );
+        assert_eq!(judge_job(&job, false), JobVerdict::Fault("node n2 failed under job 53".into()));
+        let state = |s: &str, restarts: u32| Job { state: s.into(), restarts, ..job.clone() };
+        assert_eq!(judge_job(&state("RUNNING", 0), false), JobVerdict::Live);
+        assert_eq!(judge_job(&state("COMPLETED", 0), false), JobVerdict::Ended);
+        assert_eq!(judge_job(&state("CANCELLED", 0), true), JobVerdict::Ended, "harn's own cancel");
+        assert!(
+            matches!(judge_job(&state("CANCELLED", 0), false), JobVerdict::Fault(f) if f.contains("cancelled by the cluster"))
+        );
+        assert!(matches!(judge_job(&state("PREEMPTED", 0), false), JobVerdict::Fault(_)));
+        assert!(
+            matches!(judge_job(&state("COMPLETED", 1), false), JobVerdict::Fault(f) if f.contains("requeued"))
+        );
+        assert!(matches!(judge_job(&state("RUNNING", 1), true), JobVerdict::Fault(_)), "ran twice");
+        assert!(parse_job("JobId=1 JobState=RUNNING").unwrap_err().contains("Restarts"));
+        assert!(parse_job("JobId=1 JobState=RUNNING Restarts=x").is_err());
+        let pending = parse_job("JobId=9 JobState=PENDING Restarts=0 NodeList=(null)").unwrap();
+        assert_eq!(pending.nodes, "");
     }
 
     #[test]

@@ -94,6 +94,10 @@ pub enum FailureClass {
     /// The run reached a resource limit of its own (memory, tasks): the one class that is
     /// charged, since what a run consumes is its own doing.
     Resource,
+    /// The engine that ran the segment on a cluster ended it (a node that died, a job the
+    /// cluster cancelled or preempted, a step lost): not the work's doing, so it may run
+    /// again, never requeued behind harn's back.
+    Infrastructure,
 }
 
 impl FailureClass {
@@ -426,7 +430,13 @@ fn judge_latest(
         // ceiling of uncharged attempts in a row, then a person looks.
         status @ (AttemptStatus::NotStarted
         | AttemptStatus::Failed {
-            class: Some(FailureClass::Upstream | FailureClass::NotStarted | FailureClass::Interrupted),
+            class:
+                Some(
+                    FailureClass::Upstream
+                    | FailureClass::NotStarted
+                    | FailureClass::Interrupted
+                    | FailureClass::Infrastructure,
+                ),
             ..
         }) => {
             let trailing = trailing_uncharged(inputs, window);
@@ -438,6 +448,10 @@ fn judge_latest(
                 Some(FailureClass::Interrupted) => (
                     "was interrupted by an operator's stop; nothing was charged",
                     format!("{trailing} attempts in a row were interrupted; retry when ready"),
+                ),
+                Some(FailureClass::Infrastructure) => (
+                    "was ended by its cluster, not by its work; nothing was charged",
+                    format!("{trailing} attempts in a row were ended by their cluster; run `harn cluster check` on it, then retry"),
                 ),
                 _ => (
                     "never started its workflow; nothing was charged",

@@ -160,11 +160,15 @@ fn ordinary_failures_and_lost_runs_are_charged_until_the_budget_is_spent() {
 }
 
 #[test]
-fn a_run_that_never_started_or_that_an_operator_stopped_costs_nothing_and_may_be_retried() {
+fn a_run_that_never_started_or_that_an_operator_or_a_cluster_stopped_costs_nothing() {
     let interrupted = failed(Some(FailureClass::Interrupted));
-    for nothing_ran in
-        [AttemptStatus::NotStarted, failed(Some(FailureClass::NotStarted)), interrupted]
-    {
+    let ended_by_cluster = failed(Some(FailureClass::Infrastructure));
+    for nothing_ran in [
+        AttemptStatus::NotStarted,
+        failed(Some(FailureClass::NotStarted)),
+        interrupted,
+        ended_by_cluster,
+    ] {
         let mut h = History::new();
         h.attempt(nothing_ran.clone());
         let p = h.project();

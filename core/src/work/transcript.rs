@@ -150,6 +150,10 @@ pub enum Started {
     /// (`run.interrupted` after the last `run.start`/`run.resume`, no `run.end` since): if
     /// its host died before the proof, the stop ended it, not the work.
     Interrupted,
+    /// It started, and the engine that ran it on a cluster ended it (`run.engine_fault`
+    /// after the last `run.start`/`run.resume`): if the coordinator died before the proof,
+    /// the engine ended it, not the work.
+    EngineFault,
     /// It ended for its own reasons, and its host could not write the proof (a full disk:
     /// `run.unsealed` after the last `run.start`/`run.resume`): harn's failure, not the work's.
     Unsealed,
@@ -166,6 +170,7 @@ pub fn started(records: &[Value]) -> Started {
     for r in &records[at..] {
         match r["event"].as_str() {
             Some("run.interrupted") => state = Started::Interrupted,
+            Some("run.engine_fault") => state = Started::EngineFault,
             Some("run.unsealed") => state = Started::Unsealed,
             Some("run.end") => state = Started::Ran,
             _ => {}
@@ -298,6 +303,16 @@ mod tests {
         let at = bad.len() - 20;
         bad[at] ^= 1;
         assert!(closing("t", &bad, true).is_err());
+    }
+
+    #[test]
+    fn an_engine_fault_after_the_last_start_reads_as_the_clusters_until_an_end() {
+        let faulted = [json!({"event":"run.start"}), json!({"event":"run.engine_fault"})];
+        assert_eq!(started(&faulted), Started::EngineFault);
+        let ended = [faulted[0].clone(), faulted[1].clone(), json!({"event":"run.end"})];
+        assert_eq!(started(&ended), Started::Ran);
+        let resumed = [faulted[0].clone(), faulted[1].clone(), json!({"event":"run.resume"})];
+        assert_eq!(started(&resumed), Started::Ran, "a later segment started again");
     }
 
     #[test]

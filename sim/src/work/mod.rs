@@ -56,6 +56,8 @@ pub struct WorkSimSummary {
     pub not_started: u64,
     /// Runs an operator's forced stop interrupted.
     pub interrupted: u64,
+    /// Remote segments the cluster's engine ended (a node that died under them).
+    pub engine_faults: u64,
     /// Runs a person cancelled while they ran.
     pub cancelled: u64,
     /// Runs that outlived their timeout.
@@ -83,6 +85,7 @@ impl WorkSimSummary {
         self.damaged += other.damaged;
         self.not_started += other.not_started;
         self.interrupted += other.interrupted;
+        self.engine_faults += other.engine_faults;
         self.cancelled += other.cancelled;
         self.timed_out += other.timed_out;
         self.silent_calls += other.silent_calls;
@@ -176,6 +179,8 @@ pub(crate) struct WorkWorld {
     /// While set, every workflow is killed before it finishes (a forced stop of the service
     /// terminated the tick's process groups).
     pub(crate) killing: bool,
+    /// True when this world's segments run on a cluster's nodes, whose engine may end one.
+    pub(crate) remote: bool,
     /// Set once that stop reached a running workflow: later attempts are refused.
     pub(crate) stop_reached: bool,
     /// The processes of each run segment still alive on the machine, by run: its host kills
@@ -216,6 +221,9 @@ impl WorkWorld {
             not_started: false,
             watchdog_broken: None,
             killing: false,
+            // Every third seed runs its segments on a cluster; chosen from the seed, not
+            // drawn, so the other seeds run as they did.
+            remote: seed % 3 == 2,
             stop_reached: false,
             processes: BTreeMap::new(),
             host_killed: false,
@@ -966,6 +974,7 @@ mod tests {
         assert!(total.crashes > 100, "crashes happen: {total:?}");
         assert!(total.parked > 10 && total.resumed > 10, "runs park and resume: {total:?}");
         assert!(total.accepted > 10, "items are accepted: {total:?}");
+        assert!(total.engine_faults > 3, "clusters end segments: {total:?}");
     }
 
     #[test]

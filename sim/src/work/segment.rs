@@ -358,6 +358,16 @@ impl SimSegment<'_> {
             self.silent = true;
             return;
         }
+        if w.remote && w.entropy.chance(1, 20) {
+            // The node under the segment dies: the engine ends the step. Not the work's end,
+            // so the run may never be charged.
+            w.summary.engine_faults += 1;
+            w.chargeable.remove(&self.m.run_id);
+            let node = 1 + w.entropy.below(3);
+            self.pending.push_back(SegmentEvent::EngineFault(format!("node n{node} failed")));
+            self.dies();
+            return;
+        }
         if w.entropy.chance(1, 30) {
             w.summary.cancelled += 1;
             let now = w.wall();

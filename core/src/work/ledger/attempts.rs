@@ -398,6 +398,11 @@ fn end_body(end: &crate::work::run::ProcessEnd) -> Value {
                 "event": "run.end", "exit_code": code, "signal": signal, "interrupted_by": by,
             })
         }
+        crate::work::run::ProcessEnd::EngineFault { fault, code, signal } => {
+            serde_json::json!({
+                "event": "run.end", "exit_code": code, "signal": signal, "engine_fault": fault,
+            })
+        }
         crate::work::run::ProcessEnd::LimitReached { code, signal, reached } => {
             serde_json::json!({
                 "event": "run.end", "exit_code": code, "signal": signal, "limits_reached": reached,

@@ -46,6 +46,16 @@ pub enum ProcessEnd {
         /// Signal, when one ended it.
         signal: Option<i32>,
     },
+    /// The engine that ran it on a cluster ended it (see [`FailureClass::Infrastructure`]):
+    /// not charged.
+    EngineFault {
+        /// What the engine did, in words (`node n2 failed`, `job 41 preempted`).
+        fault: String,
+        /// Exit code, when it exited.
+        code: Option<i32>,
+        /// Signal, when one ended it.
+        signal: Option<i32>,
+    },
     /// It exited or was killed while its run had reached a limit of its cgroup (the kernel
     /// counted an OOM kill or refused forks): a failure of its own, charged, with the figure.
     LimitReached {
@@ -275,6 +285,7 @@ impl RunFold {
         let (exit_code, signal, timed_out) = match end {
             ProcessEnd::Exited { code, signal, timed_out } => (*code, *signal, *timed_out),
             ProcessEnd::Interrupted { code, signal, .. } => (*code, *signal, false),
+            ProcessEnd::EngineFault { code, signal, .. } => (*code, *signal, false),
             ProcessEnd::LimitReached { code, signal, .. } => (*code, *signal, false),
             ProcessEnd::SpawnFailed { .. } => (None, None, false),
         };
@@ -287,6 +298,9 @@ impl RunFold {
         } else if let ProcessEnd::Interrupted { by, .. } = end {
             class = Some(FailureClass::Interrupted);
             Some(format!("interrupted by {by}"))
+        } else if let ProcessEnd::EngineFault { fault, .. } = end {
+            class = Some(FailureClass::Infrastructure);
+            Some(format!("ended by its cluster: {fault}"))
         } else if let Some(reason) = &self.denied {
             Some(format!("{POLICY_STOPPED}: {reason}"))
         } else if timed_out {

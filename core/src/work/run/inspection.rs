@@ -100,6 +100,10 @@ pub(crate) fn inspect(
                     class: Some(FailureClass::Interrupted),
                     decision_id: None,
                 },
+                Started::EngineFault => AttemptStatus::Failed {
+                    class: Some(FailureClass::Infrastructure),
+                    decision_id: None,
+                },
                 Started::Unsealed => AttemptStatus::Failed {
                     class: Some(FailureClass::Environment),
                     decision_id: None,

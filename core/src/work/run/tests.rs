@@ -121,6 +121,12 @@ fn blocked_is_a_decision_and_a_missing_program_is_the_environment() {
     let p = RunFold::default().finish(&manifest(), &intent(), &stopped, WallTime(20));
     assert_eq!(p.run.class, Some(FailureClass::Interrupted));
     assert!(p.run.error.as_deref().is_some_and(|e| e.contains("service stop --timeout")));
+    let faulted =
+        ProcessEnd::EngineFault { fault: "node n2 failed".into(), code: None, signal: Some(9) };
+    let p = RunFold::default().finish(&manifest(), &intent(), &faulted, WallTime(20));
+    assert_eq!(p.run.class, Some(FailureClass::Infrastructure));
+    assert!(!FailureClass::Infrastructure.charges(), "the engine's fault is not the work's");
+    assert!(p.run.error.as_deref().is_some_and(|e| e.contains("node n2 failed")));
 }
 
 fn reply(action: Option<HostAction>) -> Value {

@@ -39,6 +39,9 @@ pub enum SegmentEvent {
     /// An operator's stop (whose, in words) is reaching the workflow; the host waits for
     /// [`SegmentHost::interrupt_recorded`] before it sends any signal.
     Interrupting(String),
+    /// The engine that runs the segment on a cluster ended it, in words (a node that died, a
+    /// job the cluster cancelled or preempted, a step lost); the exit follows.
+    EngineFault(String),
     /// An agent call ended.
     AgentDone(String, CallOutcome),
     /// A streaming agent call showed something (a tool used, a turn ended).
@@ -316,6 +319,10 @@ impl<H: SegmentHost> Driver<'_, H> {
                 let done = self.effects();
                 self.host.interrupt_recorded();
                 done.map(|()| Turn::Go)
+            }
+            SegmentEvent::EngineFault(fault) => {
+                self.segment.handle(now, SegmentInput::EngineFault { fault });
+                Ok(Turn::Go)
             }
             SegmentEvent::AgentDone(id, outcome) => {
                 self.on_agent_done(&id, outcome).map(|()| Turn::Go)

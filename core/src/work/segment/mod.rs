@@ -74,6 +74,12 @@ pub(crate) enum SegmentInput {
         /// True when the workflow already gave its result: it ended on its own.
         has_result: bool,
     },
+    /// The engine that runs the segment on a cluster ended it (a node that died, a job the
+    /// cluster cancelled or preempted, a step lost): recorded before the exit that follows.
+    EngineFault {
+        /// What the engine did, in words.
+        fault: String,
+    },
     /// Policy stopped the run (a denial, a request that cannot be replayed).
     PolicyStopped,
     /// Once the workflow exited, the kernel's counters say the run reached these limits of
@@ -95,6 +101,7 @@ pub(crate) struct Segment {
     cancelled: bool,
     kill_at: Option<Instant>,
     interrupted: Option<String>,
+    engine_fault: Option<String>,
     reached: Vec<crate::limits::LimitReached>,
     effects: VecDeque<SegmentEffect>,
 }
@@ -113,6 +120,7 @@ impl Segment {
             cancelled: false,
             kill_at: None,
             interrupted: None,
+            engine_fault: None,
             reached: Vec::new(),
             effects: VecDeque::new(),
         }
@@ -154,6 +162,13 @@ impl Segment {
                     let record = json!({ "event": "run.interrupted", "by": by });
                     self.effects.push_back(SegmentEffect::Record(record));
                     self.interrupted = Some(by);
+                }
+            }
+            SegmentInput::EngineFault { fault } => {
+                if self.engine_fault.is_none() {
+                    let record = json!({ "event": "run.engine_fault", "fault": fault });
+                    self.effects.push_back(SegmentEffect::Record(record));
+                    self.engine_fault = Some(fault);
                 }
             }
             SegmentInput::PolicyStopped => self.halt("policy.stopped"),
@@ -242,12 +257,17 @@ impl Segment {
         output_done && calls_in_flight == 0
     }
 
-    /// How the workflow's process ended: interrupted when an operator's stop or a cancel
+    /// How the workflow's process ended: ended by its cluster when the engine ended it (not
+    /// the work's doing) and the run's own timeout had not come first; interrupted when an
+    /// operator's stop or a cancel
     /// reached it before its result (whatever its exit status: not the work's doing), unless
     /// the run's own timeout ended it; at a limit of its own when the kernel counted one
     /// reached (and no timeout came first); else how it exited. `None` before it exited.
     pub fn end(&self) -> Option<ProcessEnd> {
         let (code, signal, _) = self.exited?;
+        if let Some(fault) = self.engine_fault.as_ref().filter(|_| !self.timed_out) {
+            return Some(ProcessEnd::EngineFault { fault: fault.clone(), code, signal });
+        }
         Some(match &self.interrupted {
             Some(by) if !self.timed_out => ProcessEnd::Interrupted { by: by.clone(), code, signal },
             _ if !self.timed_out && !self.reached.is_empty() => {
@@ -293,6 +313,25 @@ mod tests {
         assert!(s.over(at(20), 0));
         let end = ProcessEnd::Exited { code: Some(0), signal: None, timed_out: false };
         assert_eq!(s.end(), Some(end));
+    }
+
+    #[test]
+    fn an_engine_fault_is_recorded_once_and_ends_the_segment_unless_the_timeout_came_first() {
+        let mut s = Segment::new(T0, Duration::from_secs(60));
+        s.handle(at(10), SegmentInput::EngineFault { fault: "node n2 failed".into() });
+        s.handle(at(11), SegmentInput::EngineFault { fault: "job 7 ended".into() });
+        assert_eq!(records(&drain(&mut s)), ["run.engine_fault"], "recorded once");
+        s.handle(at(12), SegmentInput::Exited { code: Some(1), signal: None });
+        let end =
+            ProcessEnd::EngineFault { fault: "node n2 failed".into(), code: Some(1), signal: None };
+        assert_eq!(s.end(), Some(end), "whatever the exit said");
+
+        let mut s = Segment::new(T0, Duration::from_secs(1));
+        s.handle_timeout(at(1_000));
+        s.handle(at(1_001), SegmentInput::EngineFault { fault: "job 7 cancelled".into() });
+        s.handle(at(1_002), SegmentInput::Exited { code: None, signal: Some(9) });
+        let end = ProcessEnd::Exited { code: None, signal: Some(9), timed_out: true };
+        assert_eq!(s.end(), Some(end), "the run's own timeout is the work's");
     }
 
     #[test]
