@@ -184,3 +184,35 @@ fn an_unknown_or_invalid_cluster_is_bad_input_naming_the_field() {
         text(&out)
     );
 }
+
+#[test]
+fn a_probe_clones_only_into_a_directory_no_other_user_can_change() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = Root::new(slurm());
+    let remote = root.dir.path().join("remote.git").display().to_string();
+    let probe = |scratch: &Path| {
+        let out = Command::new(harn_bin())
+            .args(["cluster", "probe", "--repository", &remote, "--scratch"])
+            .arg(scratch)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    // Made by the probe: shared as /tmp is, with this user's own directory below it.
+    let fresh = root.dir.path().join("fresh");
+    let report = probe(&fresh);
+    assert!(report["clone_error"].is_null() && report["push_error"].is_null(), "{report}");
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode(&fresh), 0o1777);
+    let uid = rustix::process::getuid().as_raw();
+    assert_eq!(mode(&fresh.join(format!("u{uid}"))), 0o700);
+    // Writable by every user without the sticky bit: another user could swap a clone's config.
+    let open = root.dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let report = probe(&open);
+    let error = report["clone_error"].as_str().unwrap_or_default();
+    assert!(error.contains("may be changed by other users"), "{report}");
+    assert_eq!(std::fs::read_dir(&open).unwrap().count(), 0, "nothing was cloned there");
+}

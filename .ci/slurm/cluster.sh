@@ -46,6 +46,9 @@ start_munge() {
     chmod 0755 /run/munge
     if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
         runuser -u munge -- /usr/sbin/munged --force
+        # Stopped again by `stop` only when started here: a machine's own munged stays.
+        mkdir -p "$dir"
+        touch "$dir/munged-started"
     fi
     i=0
     until munge -n 2>/dev/null | unmunge >/dev/null 2>&1; do
@@ -117,13 +120,14 @@ start() {
     fi
     write_conf
     export SLURM_CONF="$conf"
-    /usr/sbin/slurmctld -f "$conf" -i
+    # -c: no job of an earlier start comes back.
+    /usr/sbin/slurmctld -f "$conf" -i -c
     for n in $nodes; do
         mkdir -p "$dir/spool/$n"
         /usr/sbin/slurmd -f "$conf" -N "$n"
     done
     i=0
-    until [ "$(sinfo -h -N -t idle,mix,alloc -o %N 2>/dev/null | sort -u | wc -l)" -ge 3 ]; do
+    until [ "$(timeout 5 sinfo -h -N -t idle,mix,alloc -o %N 2>/dev/null | sort -u | wc -l)" -ge 3 ]; do
         i=$((i + 1))
         if [ $i -gt 300 ]; then
             echo "cluster.sh: the nodes did not come up; see $dir/log" >&2
@@ -135,6 +139,11 @@ start() {
 }
 
 stop() {
+    # The test cluster's jobs first: their steps' processes must not outlive it.
+    if up; then
+        SLURM_CONF=$conf timeout 10 scancel --user="$(id -un)" 2>/dev/null || true
+        sleep 1
+    fi
     for pid in "$dir"/slurmd-*.pid "$dir/slurmctld.pid"; do
         [ -f "$pid" ] && kill "$(cat "$pid")" 2>/dev/null || true
     done
@@ -144,8 +153,9 @@ stop() {
         [ -f "$pid" ] && kill -9 "$(cat "$pid")" 2>/dev/null || true
         rm -f "$pid"
     done
-    if [ -f /run/munge/munged.pid ]; then
+    if [ -f "$dir/munged-started" ] && [ -f /run/munge/munged.pid ]; then
         kill "$(cat /run/munge/munged.pid)" 2>/dev/null || true
+        rm -f "$dir/munged-started"
     fi
 }
 

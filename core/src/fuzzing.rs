@@ -581,12 +581,12 @@ pub fn fuzz_cluster_config(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     if let Ok(job) = crate::work::cluster::parse_job(&text) {
         // Every state has a verdict; a restarted job is never a plain end.
-        let verdict = crate::work::cluster::judge_job(&job, false);
+        let verdict = crate::work::cluster::judge_job(&job);
         if job.restarts > 0 {
             assert!(matches!(verdict, crate::work::cluster::JobVerdict::Fault(_)));
         }
     }
-    if let Ok(nodes) = parse_nodes(&text) {
+    if let Ok(nodes) = parse_nodes(&text, None) {
         for (i, n) in nodes.iter().enumerate() {
             assert!(!n.name.is_empty() && !n.state.is_empty());
             assert!(nodes[..i].iter().all(|m| m.name != n.name), "listed once");

@@ -14,7 +14,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// (its `preserve_order` feature, which a dependency may turn on for the whole build, keeps
 /// insertion order), so a digest never depends on how a value was built or which build
 /// wrote it.
-pub(crate) fn canonical_json(value: &impl serde::Serialize) -> String {
+pub fn canonical_json(value: &impl serde::Serialize) -> String {
     fn sorted(v: serde_json::Value) -> serde_json::Value {
         match v {
             serde_json::Value::Object(map) => {

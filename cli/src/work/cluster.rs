@@ -132,12 +132,9 @@ fn sinfo(
     deadline: Duration,
 ) -> Result<Vec<harn_core::work::cluster::Node>, String> {
     let mut cmd = Command::new("sinfo");
-    cmd.args(["-h", "-N", "-o", "%N|%T"]);
-    if let Some(p) = &spec.partition {
-        cmd.args(["-p", p]);
-    }
+    cmd.args(["-h", "-N", "-o", "%N|%T|%P"]);
     let out = run_bounded(cmd, deadline)?;
-    parse_nodes(&out).map_err(|e| format!("sinfo: {e}"))
+    parse_nodes(&out, spec.partition.as_deref()).map_err(|e| format!("sinfo: {e}"))
 }
 
 /// Runs `harn cluster probe` on `node` as a job step and reads its report.
@@ -148,7 +145,12 @@ fn probe_node(
     deadline: Duration,
 ) -> Result<NodeReport, String> {
     let mut cmd = Command::new("srun");
-    cmd.args(["--nodes=1", "--ntasks=1", "--job-name=harn-check", "--quiet"]);
+    // A name of its own, so a step that outlives its deadline can be cancelled by it; no
+    // wait for resources past the deadline, and a time limit of the engine's too.
+    let name = format!("harn-check-{}", nonce());
+    cmd.args(["--nodes=1", "--ntasks=1", "--quiet", "--time=5"]);
+    cmd.arg(format!("--job-name={name}"));
+    cmd.arg(format!("--immediate={}", deadline.as_secs().max(1)));
     cmd.arg(format!("--nodelist={node}"));
     if let Some(p) = &spec.partition {
         cmd.arg(format!("--partition={p}"));
@@ -160,7 +162,10 @@ fn probe_node(
         let json = serde_json::to_string(a).map_err(|e| e.to_string())?;
         cmd.args(["--adapter-json", &json]);
     }
-    let out = run_bounded(cmd, deadline)?;
+    let out = run_bounded(cmd, deadline).inspect_err(|_| {
+        // A killed srun cannot release its job: cancel it by its name.
+        let _ = Command::new("scancel").arg(format!("--name={name}")).output();
+    })?;
     let last = out.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
     serde_json::from_str(last).map_err(|_| format!("no report from {}: {}", spec.harn, out.trim()))
 }
@@ -189,6 +194,17 @@ fn run_bounded(mut cmd: Command, deadline: Duration) -> Result<String, String> {
             break status;
         }
         if started.elapsed() > deadline {
+            // TERM first: srun then cancels its step; KILL only if it does not go.
+            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            }
+            let grace = Instant::now();
+            while grace.elapsed() < Duration::from_secs(5) {
+                if child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
             let _ = child.kill();
             let _ = child.wait();
             return Err(format!("{program} did not answer within {} s", deadline.as_secs()));
@@ -212,15 +228,19 @@ fn probe(a: ProbeArgs) -> Exit {
         .or_else(crate::os::procfs::hostname)
         .unwrap_or_default();
     let mut report = NodeReport { node, version: version(), ..NodeReport::default() };
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
-    let nonce = format!("{}-{}", std::process::id(), now.map(|d| d.as_nanos()).unwrap_or(0));
-    let clone = a.scratch.join(format!("harn-probe-{nonce}"));
-    match repository(&a.repository, &a.scratch, &clone, &nonce) {
-        Ok(()) => {}
-        Err((true, e)) => report.clone_error = Some(e),
-        Err((false, e)) => report.push_error = Some(e),
+    let nonce = nonce();
+    match own_dir(&a.scratch) {
+        Err(e) => report.clone_error = Some(e),
+        Ok(mine) => {
+            let clone = mine.join(format!("probe-{nonce}"));
+            match repository(&a.repository, &clone, &nonce) {
+                Ok(()) => {}
+                Err((true, e)) => report.clone_error = Some(e),
+                Err((false, e)) => report.push_error = Some(e),
+            }
+            let _ = std::fs::remove_dir_all(&clone);
+        }
     }
-    let _ = std::fs::remove_dir_all(&clone);
     for json in &a.adapters {
         let adapter: FrozenAdapter =
             serde_json::from_str(json).map_err(|e| usage(format!("--adapter-json: {e}")))?;
@@ -232,14 +252,54 @@ fn probe(a: ProbeArgs) -> Exit {
     Ok(0)
 }
 
+/// A word no other probe or check uses: this process and the time.
+fn nonce() -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    format!("{}-{}", std::process::id(), now.map(|d| d.as_nanos()).unwrap_or(0))
+}
+
+/// This user's directory under `scratch` (`u<uid>`, 0700), made when missing. `scratch` is
+/// shared by every user of a node, as `/tmp` is: made with the sticky bit when harn makes it,
+/// and refused when another user could swap what is in it (writable by others without the
+/// sticky bit, or owned by someone else than this user or root), since a clone's git
+/// configuration names commands.
+fn own_dir(scratch: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let shown = |e: std::io::Error| format!("{}: {e}", scratch.display());
+    if !scratch.exists() {
+        std::fs::create_dir_all(scratch).map_err(shown)?;
+        std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(0o1777))
+            .map_err(shown)?;
+    }
+    let uid = rustix::process::getuid().as_raw();
+    let meta = std::fs::metadata(scratch).map_err(shown)?;
+    let open = meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0;
+    if open || (meta.uid() != uid && meta.uid() != 0) {
+        return Err(format!(
+            "{} may be changed by other users: make it this user's, or sticky (chmod +t)",
+            scratch.display()
+        ));
+    }
+    let mine = scratch.join(format!("u{uid}"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&mine) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(format!("{}: {e}", mine.display())),
+    }
+    let meta = std::fs::symlink_metadata(&mine).map_err(|e| format!("{}: {e}", mine.display()))?;
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(format!("{} is not this user's own directory (0700)", mine.display()));
+    }
+    Ok(mine)
+}
+
 /// Clones `url` into `clone` and pushes its head to a probe ref, then deletes the ref. The
 /// error says whether the clone (true) or the push (false) failed.
-fn repository(url: &str, scratch: &Path, clone: &Path, nonce: &str) -> Result<(), (bool, String)> {
-    std::fs::create_dir_all(scratch).map_err(|e| (true, format!("{}: {e}", scratch.display())))?;
+fn repository(url: &str, clone: &Path, nonce: &str) -> Result<(), (bool, String)> {
     let target = clone.display().to_string();
-    let cloned =
-        super::worktree::git(scratch, None, &["clone", "--quiet", "--depth=1", url, &target])
-            .map_err(|e| (true, e))?;
+    let parent = clone.parent().unwrap_or(Path::new("/"));
+    let args = ["clone", "--quiet", "--depth=1", "--", url, &target];
+    let cloned = super::worktree::git(parent, None, &args).map_err(|e| (true, e))?;
     if !cloned.status.success() {
         return Err((true, String::from_utf8_lossy(&cloned.stderr).trim().to_owned()));
     }

@@ -34,8 +34,12 @@ pub fn line(body: &Value) -> Option<String> {
         "run.timed_out" => "the run timed out: stopping the workflow and its calls".into(),
         "run.parked" => format!("parked on approval {}", s(&body["approval_id"])),
         "policy.stopped" => "stopped by policy".into(),
+        "run.engine_fault" => format!("its cluster ended it: {}", s(&body["fault"])),
         "run.end" => match (&body["exit_code"], &body["signal"], &body["interrupted_by"]) {
             (_, _, Value::String(by)) => format!("interrupted by {by}"),
+            _ if body["engine_fault"].is_string() => {
+                format!("ended by its cluster: {}", s(&body["engine_fault"]))
+            }
             (Value::Number(code), _, _) => format!("the workflow exited with code {code}"),
             (_, Value::Number(sig), _) => format!("the workflow was killed by signal {sig}"),
             _ => format!("the workflow did not start: {}", s(&body["spawn_error"])),

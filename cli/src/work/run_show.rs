@@ -230,6 +230,9 @@ pub fn run(cmd: RunCmd) -> Exit {
                 "running" => "none yet (running)",
                 "parked" => "none yet (parked on an approval)",
                 "interrupted" => "none: an operator's stop ended it (not charged)",
+                "ended_by_cluster" => {
+                    "none: its cluster's engine ended it (infrastructure, not charged)"
+                }
                 "not_started" => "none: its workflow never started (not charged)",
                 "unsealed" => {
                     "none: its workflow ended, but the disk was too full for its proof \

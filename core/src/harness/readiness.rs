@@ -1,9 +1,10 @@
 //! When and how the harness daemon looks for readiness evidence beyond a live pid, decided
 //! purely: which runs await a file or a probe, when they are next checked (every
 //! [`CHECK_EVERY`] while any awaits), which probe to start, which probe to kill (it ran past
-//! [`PROBE_TIMEOUT`] or its run ended), and what a probe's exit vouches for. The daemon's
-//! shell looks at the file, starts and kills the probe processes, and reports back; the
-//! simulator draws the answers. `READY=1` on a notify socket needs no schedule at all.
+//! [`PROBE_TIMEOUT`] or its run ended), and what a probe's exit vouches for. One loop carries
+//! out what it asks ([`ReadinessSchedule::look`]) over a [`ReadinessHost`]: the daemon's shell
+//! looks at the file and starts and kills the probe processes, the simulator draws the
+//! answers. `READY=1` on a notify socket needs no schedule at all.
 //!
 //! A harness with a `recheck` interval keeps being looked at once ready: its file is looked
 //! for and its probe run again every interval, and a failed recheck (no file, a probe that
@@ -26,7 +27,7 @@ pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_millis(10_000);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum ReadinessEffect {
     /// Look for `path` (relative to the harness's working directory); if it exists, report
-    /// [`ReadinessSchedule::file_found`].
+    /// [`ReadinessSchedule::file_checked`].
     CheckFile {
         /// The harness.
         name: Id,

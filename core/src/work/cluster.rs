@@ -45,17 +45,35 @@ fn default_scratch() -> String {
     "/tmp/harn-scratch".into()
 }
 
-/// Engine arguments harn sets itself: a site's `args` may not change how a segment runs.
-const RESERVED_ARGS: [&str; 8] = [
-    "--requeue",
-    "--no-requeue",
-    "--nodes",
-    "--ntasks",
-    "--nodelist",
-    "--job-name",
-    "--input",
-    "--output",
+/// Engine options harn sets itself, long and short: a site's `args` may not change how a
+/// segment runs, where it runs or where its output goes. A long option is matched by any
+/// prefix the engine's option parser would take for it (`--nodel=n2`).
+const RESERVED_LONG: [&str; 13] = [
+    "requeue",
+    "no-requeue",
+    "nodes",
+    "ntasks",
+    "nodelist",
+    "job-name",
+    "input",
+    "output",
+    "partition",
+    "time",
+    "immediate",
+    "jobid",
+    "overlap",
 ];
+const RESERVED_SHORT: [char; 8] = ['N', 'n', 'w', 'J', 'i', 'o', 'p', 't'];
+
+/// True when `arg` sets one of the options harn reserves.
+fn reserved(arg: &str) -> bool {
+    if let Some(long) = arg.strip_prefix("--") {
+        let name = long.split('=').next().unwrap_or(long);
+        return !name.is_empty() && RESERVED_LONG.iter().any(|r| r.starts_with(name));
+    }
+    let mut chars = arg.chars();
+    chars.next() == Some('-') && chars.next().is_some_and(|c| RESERVED_SHORT.contains(&c))
+}
 
 impl ClusterSpec {
     /// Checks what serde cannot: non-empty words, an absolute scratch directory, no argument
@@ -63,6 +81,9 @@ impl ClusterSpec {
     pub fn check(&self) -> Result<(), FieldError> {
         if self.repository.trim().is_empty() {
             return Err(FieldError::new("repository", "may not be empty"));
+        }
+        if self.repository.starts_with('-') {
+            return Err(FieldError::new("repository", "may not begin with '-'"));
         }
         if self.harn.trim().is_empty() {
             return Err(FieldError::new("harn", "may not be empty"));
@@ -74,8 +95,7 @@ impl ClusterSpec {
             return Err(FieldError::new("scratch", "must be an absolute path on the nodes"));
         }
         for (i, arg) in self.args.iter().enumerate() {
-            let name = arg.split('=').next().unwrap_or(arg);
-            if RESERVED_ARGS.contains(&name) || name == "-N" || name == "-n" || name == "-w" {
+            if reserved(arg) {
                 return Err(FieldError::new(
                     format!("args[{i}]"),
                     format!("{arg:?} is set by harn for every segment"),
@@ -96,36 +116,39 @@ pub struct Node {
 }
 
 impl Node {
-    /// True when the engine would start a step on it now or soon: responding (no `*`), and
-    /// neither down, drained, draining nor failing.
+    /// True when the engine would start a step on it now or soon: responding, powered,
+    /// not reserved for maintenance nor waiting for a reboot (no `*`, `~`, `#`, `!`, `%`,
+    /// `$`, `@` suffix), and neither down, drained, draining nor failing. `+` (in more than
+    /// one state, as `allocated+`), `-` (planned) and `^` are only notes.
     pub fn up(&self) -> bool {
         let state = self.state.to_ascii_lowercase();
-        let base = state.trim_end_matches(['*', '~', '#', '!', '%', '$', '@', '^', '-']);
-        !state.ends_with('*')
-            && matches!(
-                base,
-                "idle" | "mixed" | "mix" | "allocated" | "alloc" | "completing" | "comp"
-            )
+        let base = state.trim_end_matches(['+', '-', '^']);
+        matches!(base, "idle" | "mixed" | "mix" | "allocated" | "alloc" | "completing" | "comp")
     }
 }
 
-/// Parses `sinfo -h -N -o '%N|%T'`: one `name|state` line per node and partition; a node in
-/// several partitions is listed once.
-pub fn parse_nodes(text: &str) -> Result<Vec<Node>, String> {
+/// Parses `sinfo -h -N -o '%N|%T|%P'`: one `name|state|partition` line per node and
+/// partition. Keeps the nodes of `partition`, or of the engine's default partition (marked
+/// `*`) when none is named, since that is where a step without `--partition` runs; a node is
+/// listed once.
+pub fn parse_nodes(text: &str, partition: Option<&str>) -> Result<Vec<Node>, String> {
     let mut nodes: Vec<Node> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
-        let Some((name, state)) = line.split_once('|') else {
-            return Err(format!("line {}: {line:?} is not NAME|STATE", i + 1));
-        };
-        let (name, state) = (name.trim(), state.trim());
-        if name.is_empty() || state.is_empty() || state.contains('|') {
-            return Err(format!("line {}: {line:?} is not NAME|STATE", i + 1));
+        let fields: Vec<&str> = line.split('|').map(str::trim).collect();
+        let bad = || format!("line {}: {line:?} is not NAME|STATE|PARTITION", i + 1);
+        let [name, state, part] = fields[..] else { return Err(bad()) };
+        if name.is_empty() || state.is_empty() || part.is_empty() {
+            return Err(bad());
         }
-        if !nodes.iter().any(|n| n.name == name) {
+        let ours = match partition {
+            Some(p) => part.trim_end_matches('*') == p,
+            None => part.ends_with('*'),
+        };
+        if ours && !nodes.iter().any(|n| n.name == name) {
             nodes.push(Node { name: name.into(), state: state.into() });
         }
     }
@@ -310,33 +333,36 @@ pub enum JobVerdict {
     Fault(String),
 }
 
-/// Judges `job` for its segment: `cancelled_by_harn` when harn's own timeout or a person's
-/// `work cancel` cancelled it, which is the run's end and not the engine's. A job the engine
-/// restarted is a fault whatever its state: it ran again where harn could not see it.
-pub fn judge_job(job: &Job, cancelled_by_harn: bool) -> JobVerdict {
+/// Judges `job` for the segment it carried: the segment's own end, or the engine's fault. A
+/// cancel by harn's own timeout or a person's `work cancel` is the run's end. A job the engine
+/// restarted is a fault whatever its state: it ran again where harn could not see it. A job
+/// cancelled by anyone else is the run's own end, charged: its processes run as the job's
+/// owner, who may cancel it, so counting that as the cluster's would let a run make its own
+/// failure uncharged (a segment is cancelled through `harn work cancel`).
+pub fn judge_job(job: &Job) -> JobVerdict {
     let on = if job.nodes.is_empty() { String::new() } else { format!(" on {}", job.nodes) };
+    let id = &job.id;
     if job.restarts > 0 || job.state.starts_with("REQUEUE") {
         return JobVerdict::Fault(format!(
-            "job {} was requeued by the cluster ({} restarts); harn never lets it run twice",
-            job.id, job.restarts
+            "job {id} was requeued by the cluster ({} restarts); harn never lets it run twice",
+            job.restarts
         ));
     }
     match job.state.as_str() {
         "PENDING" | "CONFIGURING" | "RUNNING" | "COMPLETING" | "SUSPENDED" | "RESIZING"
-        | "STAGE_OUT" | "SIGNALING" => JobVerdict::Live,
-        "COMPLETED" | "FAILED" | "TIMEOUT" | "OUT_OF_MEMORY" => JobVerdict::Ended,
-        "CANCELLED" if cancelled_by_harn => JobVerdict::Ended,
-        "CANCELLED" => {
-            JobVerdict::Fault(format!("job {} was cancelled by the cluster{on}", job.id))
-        }
+        | "STAGE_OUT" | "SIGNALING" | "STOPPED" | "RESV_DEL_HOLD" => JobVerdict::Live,
+        // Out of memory is the work's own doing, as a cgroup's limit is on one machine.
+        "COMPLETED" | "FAILED" | "OUT_OF_MEMORY" | "CANCELLED" => JobVerdict::Ended,
         "NODE_FAIL" => {
             let node = if job.nodes.is_empty() { "its node" } else { job.nodes.as_str() };
-            JobVerdict::Fault(format!("node {node} failed under job {}", job.id))
+            JobVerdict::Fault(format!("node {node} failed under job {id}"))
         }
-        "PREEMPTED" => JobVerdict::Fault(format!("job {} was preempted{on}", job.id)),
-        "BOOT_FAIL" => JobVerdict::Fault(format!("job {}'s node failed to boot{on}", job.id)),
-        "DEADLINE" => JobVerdict::Fault(format!("job {} passed its cluster deadline{on}", job.id)),
-        other => JobVerdict::Fault(format!("job {} ended {other}{on} ({})", job.id, job.reason)),
+        "PREEMPTED" => JobVerdict::Fault(format!("job {id} was preempted{on}")),
+        "BOOT_FAIL" => JobVerdict::Fault(format!("job {id}'s node failed to boot{on}")),
+        "DEADLINE" => JobVerdict::Fault(format!("job {id} passed its cluster deadline{on}")),
+        // harn sets no time limit of the engine's: the site's limit ended it.
+        "TIMEOUT" => JobVerdict::Fault(format!("job {id} passed its cluster's time limit{on}")),
+        other => JobVerdict::Fault(format!("job {id} ended {other}{on} ({})", job.reason)),
     }
 }
 
@@ -359,19 +385,20 @@ mod tests {
             (job.id.as_str(), job.state.as_str(), job.nodes.as_str()),
             ("53", "NODE_FAIL", "n2")
         );
-        assert_eq!(judge_job(&job, false), JobVerdict::Fault("node n2 failed under job 53".into()));
+        assert_eq!(judge_job(&job), JobVerdict::Fault("node n2 failed under job 53".into()));
         let state = |s: &str, restarts: u32| Job { state: s.into(), restarts, ..job.clone() };
-        assert_eq!(judge_job(&state("RUNNING", 0), false), JobVerdict::Live);
-        assert_eq!(judge_job(&state("COMPLETED", 0), false), JobVerdict::Ended);
-        assert_eq!(judge_job(&state("CANCELLED", 0), true), JobVerdict::Ended, "harn's own cancel");
+        assert_eq!(judge_job(&state("RUNNING", 0)), JobVerdict::Live);
+        assert_eq!(judge_job(&state("COMPLETED", 0)), JobVerdict::Ended);
+        let cancelled = judge_job(&state("CANCELLED", 0));
+        assert_eq!(cancelled, JobVerdict::Ended, "harn's, or the run's own: charged either way");
+        let limit = judge_job(&state("TIMEOUT", 0));
+        assert!(matches!(limit, JobVerdict::Fault(f) if f.contains("time limit")));
+        assert_eq!(judge_job(&state("STOPPED", 0)), JobVerdict::Live);
+        assert!(matches!(judge_job(&state("PREEMPTED", 0)), JobVerdict::Fault(_)));
         assert!(
-            matches!(judge_job(&state("CANCELLED", 0), false), JobVerdict::Fault(f) if f.contains("cancelled by the cluster"))
+            matches!(judge_job(&state("COMPLETED", 1)), JobVerdict::Fault(f) if f.contains("requeued"))
         );
-        assert!(matches!(judge_job(&state("PREEMPTED", 0), false), JobVerdict::Fault(_)));
-        assert!(
-            matches!(judge_job(&state("COMPLETED", 1), false), JobVerdict::Fault(f) if f.contains("requeued"))
-        );
-        assert!(matches!(judge_job(&state("RUNNING", 1), true), JobVerdict::Fault(_)), "ran twice");
+        assert!(matches!(judge_job(&state("RUNNING", 1)), JobVerdict::Fault(_)), "ran twice");
         assert!(parse_job("JobId=1 JobState=RUNNING").unwrap_err().contains("Restarts"));
         assert!(parse_job("JobId=1 JobState=RUNNING Restarts=x").is_err());
         let pending = parse_job("JobId=9 JobState=PENDING Restarts=0 NodeList=(null)").unwrap();
@@ -396,8 +423,18 @@ mod tests {
             (r#"{"engine": "slurm", "repository": " "}"#, "repository"),
             (r#"{"engine": "slurm", "repository": "r", "scratch": "tmp"}"#, "scratch"),
             (r#"{"engine": "slurm", "repository": "r", "partition": ""}"#, "partition"),
-            (r#"{"engine": "slurm", "repository": "r", "args": ["-p", "--requeue"]}"#, "args[1]"),
+            (
+                r#"{"engine": "slurm", "repository": "r", "args": ["--qos=x", "--requeue"]}"#,
+                "args[1]",
+            ),
             (r#"{"engine": "slurm", "repository": "r", "args": ["--nodelist=n1"]}"#, "args[0]"),
+            (r#"{"engine": "slurm", "repository": "r", "args": ["-N2"]}"#, "args[0]"),
+            (
+                r#"{"engine": "slurm", "repository": "r", "args": ["--qos=x", "--nodel=n2"]}"#,
+                "args[1]",
+            ),
+            (r#"{"engine": "slurm", "repository": "r", "args": ["-pgpu"]}"#, "args[0]"),
+            (r#"{"engine": "slurm", "repository": "--upload-pack=x"}"#, "repository"),
         ];
         for (json, field) in bad {
             let e = spec(json).unwrap_err();
@@ -407,13 +444,20 @@ mod tests {
 
     #[test]
     fn sinfo_lines_parse_once_per_node_and_states_say_whether_it_is_up() {
-        let nodes =
-            parse_nodes("n1|idle\nn2|down*\nn3|mixed\nn1|idle\n\nn4|drained\nn5|idle*\n").unwrap();
+        let text = "n1|idle|harn*\nn2|down*|harn*\nn3|mixed|harn*\nn1|idle|gpu\n\n\
+                    n4|drained|harn*\nn5|idle*|harn*\nn6|idle~|harn*\nn7|allocated+|harn*\n\
+                    n8|idle|gpu\n";
+        let nodes = parse_nodes(text, None).unwrap();
         let up: Vec<(&str, bool)> = nodes.iter().map(|n| (n.name.as_str(), n.up())).collect();
-        assert_eq!(up, [("n1", true), ("n2", false), ("n3", true), ("n4", false), ("n5", false)]);
-        assert!(parse_nodes("n1 idle").unwrap_err().starts_with("line 1:"));
-        assert!(parse_nodes("|idle").is_err());
-        assert!(parse_nodes("n1|idle|x").is_err());
+        let want = [("n1", true), ("n2", false), ("n3", true), ("n4", false), ("n5", false)];
+        assert_eq!(up[..5], want);
+        assert_eq!(up[5..], [("n6", false), ("n7", true)], "powered off; allocated in two states");
+        let gpu = parse_nodes(text, Some("gpu")).unwrap();
+        assert_eq!(gpu.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["n1", "n8"]);
+        assert!(parse_nodes("n1 idle", None).unwrap_err().starts_with("line 1:"));
+        assert!(parse_nodes("|idle|p", None).is_err());
+        assert!(parse_nodes("n1|idle", None).is_err());
+        assert!(parse_nodes("n1|idle|p|x", None).is_err());
     }
 
     fn report(node: &str, version: &str) -> NodeReport {

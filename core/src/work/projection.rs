@@ -72,8 +72,9 @@ pub enum NextAction {
 /// ended for a reason of its own. So a run that never started its workflow
 /// ([`FailureClass::NotStarted`], and [`AttemptStatus::NotStarted`] when not even a proof could
 /// be written), a host precondition ([`FailureClass::Environment`]), an outside service's
-/// refusal ([`FailureClass::Upstream`]), a person's ruling ([`FailureClass::Decision`]) and an
-/// operator's stop ([`FailureClass::Interrupted`]) are recorded and not charged. Uncharged
+/// refusal ([`FailureClass::Upstream`]), a person's ruling ([`FailureClass::Decision`]), an
+/// operator's stop ([`FailureClass::Interrupted`]) and a cluster's engine ending a segment
+/// ([`FailureClass::Infrastructure`]) are recorded and not charged. Uncharged
 /// attempts that may simply run again are bounded by the item's `max_uncharged_attempts`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -113,6 +113,7 @@ impl<F: Fs> Ledger<F> {
             && end["signal"].is_null()
             && end["timed_out"] != true
             && end["interrupted_by"].is_null()
+            && end["engine_fault"].is_null()
             && end["spawn_error"].is_null();
         if !clean || proof.run.exit_code != Some(0) {
             return Ok(Some(format!(

@@ -321,7 +321,8 @@ impl<H: SegmentHost> Driver<'_, H> {
                 done.map(|()| Turn::Go)
             }
             SegmentEvent::EngineFault(fault) => {
-                self.segment.handle(now, SegmentInput::EngineFault { fault });
+                let has_result = self.fold.has_result();
+                self.segment.handle(now, SegmentInput::EngineFault { fault, has_result });
                 Ok(Turn::Go)
             }
             SegmentEvent::AgentDone(id, outcome) => {

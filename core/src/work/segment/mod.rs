@@ -79,6 +79,8 @@ pub(crate) enum SegmentInput {
     EngineFault {
         /// What the engine did, in words.
         fault: String,
+        /// True when the workflow already gave its result: it ended on its own.
+        has_result: bool,
     },
     /// Policy stopped the run (a denial, a request that cannot be replayed).
     PolicyStopped,
@@ -164,8 +166,12 @@ impl Segment {
                     self.interrupted = Some(by);
                 }
             }
-            SegmentInput::EngineFault { fault } => {
-                if self.engine_fault.is_none() {
+            SegmentInput::EngineFault { fault, has_result } => {
+                // Once the workflow exited, gave its result or outlived its timeout, its end
+                // is its own: a fault reported later changes nothing (nor what a crash after
+                // the record would make of the run).
+                let own_end = self.exited.is_some() || has_result || self.timed_out;
+                if self.engine_fault.is_none() && !own_end {
                     let record = json!({ "event": "run.engine_fault", "fault": fault });
                     self.effects.push_back(SegmentEffect::Record(record));
                     self.engine_fault = Some(fault);
@@ -318,8 +324,9 @@ mod tests {
     #[test]
     fn an_engine_fault_is_recorded_once_and_ends_the_segment_unless_the_timeout_came_first() {
         let mut s = Segment::new(T0, Duration::from_secs(60));
-        s.handle(at(10), SegmentInput::EngineFault { fault: "node n2 failed".into() });
-        s.handle(at(11), SegmentInput::EngineFault { fault: "job 7 ended".into() });
+        let fault = |f: &str| SegmentInput::EngineFault { fault: f.into(), has_result: false };
+        s.handle(at(10), fault("node n2 failed"));
+        s.handle(at(11), fault("job 7 ended"));
         assert_eq!(records(&drain(&mut s)), ["run.engine_fault"], "recorded once");
         s.handle(at(12), SegmentInput::Exited { code: Some(1), signal: None });
         let end =
@@ -328,10 +335,19 @@ mod tests {
 
         let mut s = Segment::new(T0, Duration::from_secs(1));
         s.handle_timeout(at(1_000));
-        s.handle(at(1_001), SegmentInput::EngineFault { fault: "job 7 cancelled".into() });
+        drain(&mut s);
+        s.handle(at(1_001), fault("job 7 cancelled"));
+        assert!(records(&drain(&mut s)).is_empty(), "not recorded after the timeout");
         s.handle(at(1_002), SegmentInput::Exited { code: None, signal: Some(9) });
         let end = ProcessEnd::Exited { code: None, signal: Some(9), timed_out: true };
         assert_eq!(s.end(), Some(end), "the run's own timeout is the work's");
+
+        let mut s = Segment::new(T0, Duration::from_secs(60));
+        s.handle(at(10), SegmentInput::EngineFault { fault: "late".into(), has_result: true });
+        s.handle(at(11), SegmentInput::Exited { code: Some(0), signal: None });
+        assert!(matches!(s.end(), Some(ProcessEnd::Exited { .. })), "its result came first");
+        s.handle(at(12), fault("after the exit"));
+        assert!(!records(&drain(&mut s)).contains(&"run.engine_fault".to_owned()));
     }
 
     #[test]
