@@ -328,5 +328,27 @@ fn a_bug_that_does_not_apply_to_a_world_is_refused() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    assert!(text(&out).contains("only lying-dir-sync applies"), "{}", text(&out));
+    assert!(
+        text(&out).contains("only lying-dir-sync, manifest-before-lease apply"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// Each driver's planted bug is found by its world from the command line, as its tests find
+/// it: the work world's resume recorded as a start and engine fault taken for an exit, the
+/// goal world's manifest written before its lease.
+#[test]
+fn the_drivers_planted_bugs_are_found_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    for (world, bug, seeds) in [
+        ("work", "resume-as-start", "0..20"),
+        ("work", "fault-as-exit", "0..100"),
+        ("goals", "manifest-before-lease", "0..40"),
+    ] {
+        let args = ["sim", world, "--seeds", seeds, "--inject-bug", bug, "--json"];
+        let out = harn(dir.path(), &args);
+        assert_eq!(out.status.code(), Some(1), "{world} {bug}: {}", text(&out));
+        assert!(!json(&out)["failures"].as_array().unwrap().is_empty(), "{world} {bug}");
+    }
 }

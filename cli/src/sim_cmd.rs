@@ -85,6 +85,8 @@ pub enum BugArg {
     ResumeAsStart,
     /// The goal world's planning attempt records a new run's manifest before its lease.
     ManifestBeforeLease,
+    /// The work world's segment driver ends a segment its cluster ended as a plain exit.
+    FaultAsExit,
 }
 
 #[cfg(feature = "planted-bugs")]
@@ -100,6 +102,7 @@ impl From<BugArg> for InjectedBug {
             BugArg::TermWithoutHangup => InjectedBug::TermWithoutHangup,
             BugArg::ResumeAsStart => InjectedBug::ResumeAsStart,
             BugArg::ManifestBeforeLease => InjectedBug::ManifestBeforeLease,
+            BugArg::FaultAsExit => InjectedBug::FaultAsExit,
         }
     }
 }
@@ -192,7 +195,7 @@ pub struct WorldArgs {
     /// Directory for the traces of failing seeds, which `sim replay` and `sim minimize` take.
     #[arg(long, default_value = "sim-failures")]
     trace_dir: PathBuf,
-    /// Plant a bug (for checking the checks; test builds only; lying-dir-sync applies here, and resume-as-start to the work world).
+    /// Plant a bug (for checking the checks; test builds only; lying-dir-sync applies to every world, resume-as-start and fault-as-exit to work, manifest-before-lease to goals).
     #[cfg(feature = "planted-bugs")]
     #[arg(long, value_enum)]
     inject_bug: Option<BugArg>,
@@ -551,9 +554,27 @@ fn minimize_world(file: &Path, trace: &WorldTrace, out: Option<PathBuf>, json: b
 fn world_options(kind: WorldKind, args: &WorldArgs) -> Result<WorldOptions, Failure> {
     let bug = planted(args.inject_bug());
     #[cfg(feature = "planted-bugs")]
-    if bug.is_some_and(|b| b != InjectedBug::LyingDirSync) {
-        let why = format!("--inject-bug: only lying-dir-sync applies to `sim {}`", kind.verb());
-        return Err(Failure::new(EXIT_USAGE, why));
+    {
+        // The bugs each world plants: the filesystem's everywhere, the drivers' where they run.
+        let applies: &[(InjectedBug, &str)] = match kind {
+            WorldKind::Work => &[
+                (InjectedBug::LyingDirSync, "lying-dir-sync"),
+                (InjectedBug::ResumeAsStart, "resume-as-start"),
+                (InjectedBug::FaultAsExit, "fault-as-exit"),
+            ],
+            WorldKind::Goals => &[
+                (InjectedBug::LyingDirSync, "lying-dir-sync"),
+                (InjectedBug::ManifestBeforeLease, "manifest-before-lease"),
+            ],
+            WorldKind::Service => &[(InjectedBug::LyingDirSync, "lying-dir-sync")],
+        };
+        if bug.is_some_and(|b| !applies.iter().any(|(a, _)| *a == b)) {
+            let names: Vec<&str> = applies.iter().map(|(_, n)| *n).collect();
+            let verb = if names.len() == 1 { "applies" } else { "apply" };
+            let why =
+                format!("--inject-bug: only {} {verb} to `sim {}`", names.join(", "), kind.verb());
+            return Err(Failure::new(EXIT_USAGE, why));
+        }
     }
     Ok(WorldOptions { bug, ..kind.sweep() })
 }

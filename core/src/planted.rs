@@ -22,4 +22,7 @@ pub enum PlantedBug {
     RecordBeforeMove,
     /// The planning attempt records a new run's manifest before it holds the run's lease.
     ManifestBeforeLease,
+    /// The segment driver ends a segment its cluster's engine ended as a plain exit: the
+    /// engine's fault is charged as the work's.
+    FaultAsExit,
 }

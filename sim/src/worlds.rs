@@ -327,6 +327,19 @@ mod planted {
         assert!(run(kind, seed, kind.sweep(), false).failure.is_none(), "seed {seed} without it");
     }
 
+    /// The segment driver's planted bug that charges an engine's fault (a segment its
+    /// cluster ended taken for a plain exit) is found by the work world's charging check.
+    #[test]
+    fn an_engine_fault_taken_for_an_exit_is_found_in_the_work_world() {
+        let kind = WorldKind::Work;
+        let options = WorldOptions { bug: Some(InjectedBug::FaultAsExit), ..kind.sweep() };
+        let (seed, failure) = (0..200)
+            .find_map(|seed| run(kind, seed, options, false).failure.map(|f| (seed, f)))
+            .expect("no seed of 200 found the engine's fault charged");
+        assert!(failure.contains("workflows ran to an end of their own"), "seed {seed}: {failure}");
+        assert!(run(kind, seed, kind.sweep(), false).failure.is_none(), "seed {seed} without it");
+    }
+
     /// The segment driver's planted bug (a resumed segment recorded as a new start) is found
     /// by the work world's check of every run's transcript, within the first seeds.
     #[test]

@@ -46,6 +46,9 @@ pub enum InjectedBug {
     /// The goal world's planning attempt records a new run's manifest before its lease.
     #[cfg(feature = "planted-bugs")]
     ManifestBeforeLease,
+    /// The work world's segment driver ends a segment its cluster ended as a plain exit.
+    #[cfg(feature = "planted-bugs")]
+    FaultAsExit,
 }
 
 /// One simulated harness.

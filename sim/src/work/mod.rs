@@ -123,8 +123,14 @@ pub fn run_work(
     w.crashes = options.crashes;
     crate::actions::plant(&mut w.ledger.fs, options.bug);
     #[cfg(feature = "planted-bugs")]
-    if options.bug == Some(crate::harness::options::InjectedBug::ResumeAsStart) {
-        w.planted_driver = Some(harn_core::planted::PlantedBug::ResumeAsStart);
+    match options.bug {
+        Some(crate::harness::options::InjectedBug::ResumeAsStart) => {
+            w.planted_driver = Some(harn_core::planted::PlantedBug::ResumeAsStart);
+        }
+        Some(crate::harness::options::InjectedBug::FaultAsExit) => {
+            w.planted_driver = Some(harn_core::planted::PlantedBug::FaultAsExit);
+        }
+        _ => {}
     }
     // Two independent items and one that depends on the first.
     w.setup(&[("w1", &[]), ("w2", &[]), ("w3", &["w1"])]);

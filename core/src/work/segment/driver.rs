@@ -272,6 +272,15 @@ fn drive<H: SegmentHost>(
         }
     }
     let end = d.segment.end().expect("a segment is over only after its workflow exited");
+    #[cfg(feature = "planted-bugs")]
+    let end = match end {
+        ProcessEnd::EngineFault { code, signal, .. }
+            if d.host.planted() == Some(PlantedBug::FaultAsExit) =>
+        {
+            ProcessEnd::Exited { code, signal, timed_out: false }
+        }
+        end => end,
+    };
     Ok(SegmentEnd::Finished(Box::new(d.fold), end))
 }
 
