@@ -189,6 +189,9 @@ pub(crate) struct WorkWorld {
     pub(crate) remote: bool,
     /// Set once that stop reached a running workflow: later attempts are refused.
     pub(crate) stop_reached: bool,
+    /// Runs whose segment a misconfigured cluster ran again behind the coordinator's back
+    /// (requeued after its node died): each must end as the engine's fault, never as a run.
+    pub(crate) requeued: std::collections::BTreeSet<Id>,
     /// The processes of each run segment still alive on the machine, by run: its host kills
     /// them at the segment's end; a host killed mid-run leaves them to the next recovery.
     processes: BTreeMap<Id, u32>,
@@ -231,6 +234,7 @@ impl WorkWorld {
             // drawn, so the other seeds run as they did.
             remote: seed % 3 == 2,
             stop_reached: false,
+            requeued: std::collections::BTreeSet::new(),
             processes: BTreeMap::new(),
             host_killed: false,
             kill_hosts: false,
@@ -661,6 +665,14 @@ impl WorkWorld {
                                  never recorded"
                             ));
                         }
+                    }
+                    // A segment the engine ran twice is never taken for the run's own end.
+                    let infrastructure = Some(harn_core::work::FailureClass::Infrastructure);
+                    if self.requeued.contains(run_id) && p.run.class != infrastructure {
+                        return Err(format!(
+                            "run {run_id}: its cluster ran it again unseen, and its proof says {:?}",
+                            p.run.class
+                        ));
                     }
                     charged += u32::from(p.run.class.is_none_or(|c| c.charges()));
                 }

@@ -359,12 +359,32 @@ impl SimSegment<'_> {
             return;
         }
         if w.remote && w.entropy.chance(1, 20) {
-            // The node under the segment dies: the engine ends the step. Not the work's end,
-            // so the run may never be charged.
+            // The node under the segment dies. A misconfigured cluster (one time in four)
+            // requeues the job and runs it again elsewhere before the coordinator looks; the
+            // host asks the engine about the job and judges what it says, as the real host
+            // does, and either way it is the engine's end of the step, never the work's.
             w.summary.engine_faults += 1;
             w.chargeable.remove(&self.m.run_id);
-            let node = 1 + w.entropy.below(3);
-            self.pending.push_back(SegmentEvent::EngineFault(format!("node n{node} failed")));
+            let node = format!("n{}", 1 + w.entropy.below(3));
+            let requeued = w.entropy.chance(1, 4);
+            let job = harn_core::work::cluster::Job {
+                id: format!("{}", 100 + w.summary.engine_faults),
+                state: if requeued { "RUNNING" } else { "NODE_FAIL" }.into(),
+                reason: "NodeDown".into(),
+                nodes: node,
+                restarts: u32::from(requeued),
+            };
+            if requeued {
+                w.requeued.insert(self.m.run_id.clone());
+            }
+            match harn_core::work::cluster::judge_job(&job) {
+                harn_core::work::cluster::JobVerdict::Fault(fault) => {
+                    self.pending.push_back(SegmentEvent::EngineFault(fault));
+                }
+                verdict => {
+                    self.failed = Some(format!("job {job:?} judged {verdict:?}"));
+                }
+            }
             self.dies();
             return;
         }
