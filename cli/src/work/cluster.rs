@@ -4,7 +4,9 @@
 //! Slurm (`sinfo`, `srun`) and git.
 
 use crate::exit::{Exit, Failure, EXIT_FAILED, EXIT_USAGE};
-use harn_core::work::cluster::{parse_nodes, preflight, ClusterSpec, NodeReport, Survey};
+use harn_core::work::cluster::{
+    parse_nodes, preflight, ClusterSpec, NodeReport, Survey, Unanswered,
+};
 use harn_core::work::run::FrozenAdapter;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -101,11 +103,11 @@ fn check(a: CheckArgs) -> Exit {
     let listed = sinfo(&spec, deadline);
     if let Ok(nodes) = &listed {
         for node in nodes.iter().filter(|n| n.up()) {
-            let report = probe_node(&spec, &node.name, &adapters, deadline);
+            let report = probe_node(&spec, &node.name, &adapters, deadline).map_err(Unanswered);
             survey.reports.insert(node.name.clone(), report);
         }
     }
-    survey.nodes = Some(listed);
+    survey.nodes = Some(listed.map_err(Unanswered));
     let checks = preflight(&a.name, &version(), &survey);
     let ok = checks.iter().all(|c| c.ok);
     if a.json {

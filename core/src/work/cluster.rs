@@ -127,11 +127,41 @@ impl Node {
     }
 }
 
+/// A line of the engine's output that is not what was asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadLine {
+    /// Its number, from 1.
+    pub line: usize,
+    /// The line.
+    pub text: String,
+    /// What it should have been.
+    pub want: String,
+}
+
+impl std::fmt::Display for BadLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {:?} is not {}", self.line, self.text, self.want)
+    }
+}
+
+impl std::error::Error for BadLine {}
+
+/// Why a question to the engine or a node has no answer, in the words of the engine or of
+/// the command that asked.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unanswered(pub String);
+
+impl std::fmt::Display for Unanswered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Parses `sinfo -h -N -o '%N|%T|%P'`: one `name|state|partition` line per node and
 /// partition. Keeps the nodes of `partition`, or of the engine's default partition (marked
 /// `*`) when none is named, since that is where a step without `--partition` runs; a node is
 /// listed once.
-pub fn parse_nodes(text: &str, partition: Option<&str>) -> Result<Vec<Node>, String> {
+pub fn parse_nodes(text: &str, partition: Option<&str>) -> Result<Vec<Node>, BadLine> {
     let mut nodes: Vec<Node> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let line = line.trim();
@@ -139,7 +169,8 @@ pub fn parse_nodes(text: &str, partition: Option<&str>) -> Result<Vec<Node>, Str
             continue;
         }
         let fields: Vec<&str> = line.split('|').map(str::trim).collect();
-        let bad = || format!("line {}: {line:?} is not NAME|STATE|PARTITION", i + 1);
+        let bad =
+            || BadLine { line: i + 1, text: line.into(), want: "NAME|STATE|PARTITION".into() };
         let [name, state, part] = fields[..] else { return Err(bad()) };
         if name.is_empty() || state.is_empty() || part.is_empty() {
             return Err(bad());
@@ -199,9 +230,9 @@ impl Check {
 #[derive(Clone, Debug, Default)]
 pub struct Survey {
     /// The engine's node list, or why the engine did not answer.
-    pub nodes: Option<Result<Vec<Node>, String>>,
+    pub nodes: Option<Result<Vec<Node>, Unanswered>>,
     /// Each node probed (those up): its report, or why its step failed.
-    pub reports: BTreeMap<String, Result<NodeReport, String>>,
+    pub reports: BTreeMap<String, Result<NodeReport, Unanswered>>,
 }
 
 /// The pre-flight's verdict on `cluster` (named `name`) from what was observed, given this
@@ -295,7 +326,7 @@ pub struct Job {
 }
 
 /// Parses one line of `scontrol show job -o`; the keys harn reads must be there.
-pub fn parse_job(line: &str) -> Result<Job, String> {
+pub fn parse_job(line: &str) -> Result<Job, BadLine> {
     let mut fields: BTreeMap<&str, &str> = BTreeMap::new();
     for word in line.split_whitespace() {
         if let Some((key, value)) = word.split_once('=') {
@@ -303,7 +334,11 @@ pub fn parse_job(line: &str) -> Result<Job, String> {
         }
     }
     let get = |key: &str| {
-        fields.get(key).map(|v| (*v).to_owned()).ok_or_else(|| format!("no {key} in {line:?}"))
+        fields.get(key).map(|v| (*v).to_owned()).ok_or_else(|| BadLine {
+            line: 1,
+            text: line.into(),
+            want: format!("a job line with {key}"),
+        })
     };
     let restarts = get("Restarts")?;
     Ok(Job {
@@ -315,7 +350,11 @@ pub fn parse_job(line: &str) -> Result<Job, String> {
             .filter(|v| **v != "(null)")
             .map(|v| (*v).to_owned())
             .unwrap_or_default(),
-        restarts: restarts.parse().map_err(|_| format!("Restarts={restarts:?} is not a count"))?,
+        restarts: restarts.parse().map_err(|_| BadLine {
+            line: 1,
+            text: line.into(),
+            want: format!("a job line whose Restarts ({restarts}) is a count"),
+        })?,
     })
 }
 
@@ -399,7 +438,10 @@ mod tests {
             matches!(judge_job(&state("COMPLETED", 1)), JobVerdict::Fault(f) if f.contains("requeued"))
         );
         assert!(matches!(judge_job(&state("RUNNING", 1)), JobVerdict::Fault(_)), "ran twice");
-        assert!(parse_job("JobId=1 JobState=RUNNING").unwrap_err().contains("Restarts"));
+        assert!(parse_job("JobId=1 JobState=RUNNING")
+            .unwrap_err()
+            .to_string()
+            .contains("Restarts"));
         assert!(parse_job("JobId=1 JobState=RUNNING Restarts=x").is_err());
         let pending = parse_job("JobId=9 JobState=PENDING Restarts=0 NodeList=(null)").unwrap();
         assert_eq!(pending.nodes, "");
@@ -454,7 +496,7 @@ mod tests {
         assert_eq!(up[5..], [("n6", false), ("n7", true)], "powered off; allocated in two states");
         let gpu = parse_nodes(text, Some("gpu")).unwrap();
         assert_eq!(gpu.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(), ["n1", "n8"]);
-        assert!(parse_nodes("n1 idle", None).unwrap_err().starts_with("line 1:"));
+        assert!(parse_nodes("n1 idle", None).unwrap_err().to_string().starts_with("line 1:"));
         assert!(parse_nodes("|idle|p", None).is_err());
         assert!(parse_nodes("n1|idle", None).is_err());
         assert!(parse_nodes("n1|idle|p|x", None).is_err());
@@ -490,7 +532,8 @@ mod tests {
 
     #[test]
     fn an_engine_that_does_not_answer_or_has_no_node_up_fails_first() {
-        let silent = Survey { nodes: Some(Err("timed out".into())), ..Survey::default() };
+        let silent =
+            Survey { nodes: Some(Err(Unanswered("timed out".into()))), ..Survey::default() };
         let checks = preflight("lab", "v", &silent);
         assert!(!checks[0].ok && checks[0].detail.contains("slurmctld"), "{checks:?}");
         let down = vec![Node { name: "n1".into(), state: "down".into() }];
