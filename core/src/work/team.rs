@@ -12,14 +12,14 @@ pub(crate) const MAX_ATTEMPTS_CAP: u32 = 10;
 pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 2;
 
 /// One specialist's profile. Keys are those of the team files written for the JavaScript
-/// tool; `adapter` is accepted for `adapter`.
+/// tool; `adapter` is accepted for `harness`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Specialist {
     /// Put before every prompt this specialist gets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub instructions: Option<String>,
-    /// The adapter that answers for it (default: the run's); `adapter` in `team.json`, where
+    /// The adapter that answers for it (default: the run's); `harness` in `team.json`, where
     /// `adapter` is accepted too.
     #[serde(
         default,

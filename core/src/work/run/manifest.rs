@@ -24,13 +24,13 @@ pub struct RunManifest {
     /// Wall-clock budget of the whole run; the workflow's process group is killed after it.
     pub timeout_ms: u64,
     /// The adapter that answers agent calls, frozen by value; none declines them. Its key in
-    /// `run.json` is `adapter`, the word manifests have always been written with.
+    /// `run.json` is `harness`, the word manifests have always been written with.
     #[serde(default, rename = "harness", skip_serializing_if = "Option::is_none")]
     pub adapter: Option<FrozenAdapter>,
     /// The specialist team, frozen by value.
     #[serde(default, skip_serializing_if = "Team::is_empty")]
     pub team: Team,
-    /// Every other adapter the team names, frozen by value (`adapters` in `run.json`).
+    /// Every other adapter the team names, frozen by value (`harnesses` in `run.json`).
     #[serde(default, rename = "harnesses", skip_serializing_if = "BTreeMap::is_empty")]
     pub adapters: BTreeMap<String, AdapterSpec>,
     /// Most agent calls the run may make; a request past it is declined.

@@ -160,7 +160,7 @@ pub struct Parked {
 pub struct AgentRecord {
     /// The workflow's request id.
     pub id: String,
-    /// The adapter that ran it (`adapter` in `proof.json`).
+    /// The adapter that ran it (`harness` in `proof.json`).
     #[serde(rename = "harness")]
     pub adapter: String,
     /// True when its reply was usable.
