@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 /// The test cluster's configuration, when one is up.
-fn slurm_conf() -> Option<String> {
+pub(crate) fn slurm_conf() -> Option<String> {
     let conf = std::env::var("SLURM_CONF").ok().filter(|c| Path::new(c).is_file());
     let Some(conf) = conf else {
         skip("no Slurm cluster: run .ci/slurm/cluster.sh start and export SLURM_CONF");
@@ -18,12 +18,12 @@ fn slurm_conf() -> Option<String> {
 
 /// A root whose repository is a clone of a bare repository the nodes clone and push to, with
 /// `clusters.lab` written as `cluster` (its `repository` and `harn` filled in when absent).
-struct Root {
-    dir: tempfile::TempDir,
+pub(crate) struct Root {
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl Root {
-    fn new(cluster: serde_json::Value) -> Root {
+    pub(crate) fn new(cluster: serde_json::Value) -> Root {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         let git = |cwd: &Path, args: &[&str]| {
@@ -47,16 +47,16 @@ impl Root {
         Root { dir }
     }
 
-    fn repo(&self) -> std::path::PathBuf {
+    pub(crate) fn repo(&self) -> std::path::PathBuf {
         self.dir.path().join("repo")
     }
 
-    fn harn(&self, args: &[&str]) -> Output {
+    pub(crate) fn harn(&self, args: &[&str]) -> Output {
         Command::new(harn_bin()).args(args).current_dir(self.repo()).output().unwrap()
     }
 }
 
-fn slurm() -> serde_json::Value {
+pub(crate) fn slurm() -> serde_json::Value {
     serde_json::json!({ "engine": "slurm" })
 }
 

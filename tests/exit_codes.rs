@@ -136,6 +136,7 @@ const ERRORS: &[(&str, i32, &str)] = &[
     ("fsck --root /nonexistent", 2, "No such file"),
     ("cluster check nosuch", 2, "no cluster \"nosuch\""),
     ("cluster probe --repository /nonexistent", 2, "--scratch"),
+    ("cluster segment", 2, "no setup on standard input"),
     ("completions nosuch", 2, "invalid value"),
     ("man --dir /proc/nosuch", 1, "man"),
     ("sim run --seed x", 2, "invalid value"),

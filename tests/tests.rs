@@ -43,6 +43,7 @@ mod purity;
 mod readers;
 mod readme;
 mod real_agents;
+mod remote;
 mod rooms;
 mod root_discovery;
 mod run_processes;

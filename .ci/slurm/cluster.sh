@@ -1,12 +1,14 @@
 #!/bin/sh
-# A Slurm cluster of three nodes on this machine, for the tests of harn's cluster executor:
-# Debian's slurm-wlm and munge, one slurmctld and three slurmd (n1, n2, n3) under one
-# configuration in a directory of its own. Slurm never requeues a job here (JobRequeue=0):
+# A Slurm cluster on this machine, for the tests of harn's cluster executor: Debian's
+# slurm-wlm and munge, one slurmctld and four slurmd under one configuration in a directory
+# of its own: n1, n2, n3 in the default partition `harn`, n1 alone in `one`, and n4 alone in
+# `spare` for the tests that kill a node. Slurm never requeues a job here (JobRequeue=0):
 # harn must see an engine's fault, not a second run behind its back.
 #
 #   .ci/slurm/cluster.sh start   install what is missing, start munged and the cluster
 #   .ci/slurm/cluster.sh stop    stop the cluster and munged
 #   .ci/slurm/cluster.sh env     print the SLURM_CONF line a shell or test exports
+#   .ci/slurm/cluster.sh kill-node N | revive-node N    kill a node's slurmd, bring it back
 #
 # HARN_SLURM_DIR (default /tmp/harn-slurm) holds the configuration, spool, state and logs.
 set -eu
@@ -14,6 +16,9 @@ set -eu
 dir=${HARN_SLURM_DIR:-/tmp/harn-slurm}
 conf=$dir/slurm.conf
 nodes="n1 n2 n3"
+# A fourth node of a partition of its own, which the tests that kill a node's slurmd use so
+# the other tests' nodes stay up.
+spare="n4"
 
 need_root() {
     if [ "$(id -u)" != 0 ]; then
@@ -98,11 +103,14 @@ write_conf() {
         # Three nodes on one host overstate its hardware on purpose.
         echo "SlurmdParameters=config_overrides"
         port=${HARN_SLURMD_PORT:-16900}
-        for n in $nodes; do
+        for n in $nodes $spare; do
             port=$((port + 1))
             echo "NodeName=$n NodeHostname=localhost NodeAddr=127.0.0.1 Port=$port CPUs=$cpus RealMemory=1024 State=UNKNOWN"
         done
         echo "PartitionName=harn Nodes=$(echo $nodes | tr ' ' ',') Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
+        # One node alone, for measuring what three give over one.
+        echo "PartitionName=one Nodes=n1 MaxTime=INFINITE State=UP OverSubscribe=NO"
+        echo "PartitionName=spare Nodes=$spare MaxTime=INFINITE State=UP OverSubscribe=NO"
     } >"$conf"
 }
 
@@ -122,12 +130,11 @@ start() {
     export SLURM_CONF="$conf"
     # -c: no job of an earlier start comes back.
     /usr/sbin/slurmctld -f "$conf" -i -c
-    for n in $nodes; do
-        mkdir -p "$dir/spool/$n"
-        /usr/sbin/slurmd -f "$conf" -N "$n"
+    for n in $nodes $spare; do
+        start_node "$n"
     done
     i=0
-    until [ "$(timeout 5 sinfo -h -N -t idle,mix,alloc -o %N 2>/dev/null | sort -u | wc -l)" -ge 3 ]; do
+    until [ "$(timeout 5 sinfo -h -N -t idle,mix,alloc -o %N 2>/dev/null | sort -u | wc -l)" -ge 4 ]; do
         i=$((i + 1))
         if [ $i -gt 300 ]; then
             echo "cluster.sh: the nodes did not come up; see $dir/log" >&2
@@ -135,6 +142,32 @@ start() {
             exit 1
         fi
         sleep 0.1
+    done
+}
+
+start_node() {
+    mkdir -p "$dir/spool/$1"
+    SLURM_CONF=$conf /usr/sbin/slurmd -f "$conf" -N "$1"
+}
+
+# A node's slurmd killed as a machine dies: no goodbye to the controller, whose node goes
+# DOWN after SlurmdTimeout and whose job there ends NODE_FAIL.
+kill_node() {
+    pid="$dir/slurmd-$1.pid"
+    [ -f "$pid" ] && kill -9 "$(cat "$pid")" 2>/dev/null || true
+    rm -f "$pid"
+}
+
+# The node back: its slurmd started again and the controller told to use it.
+revive_node() {
+    kill_node "$1"
+    start_node "$1"
+    i=0
+    until SLURM_CONF=$conf timeout 5 scontrol update nodename="$1" state=resume 2>/dev/null \
+        || SLURM_CONF=$conf timeout 5 sinfo -h -n "$1" -t idle,mix,alloc -o %N | grep -q "$1"; do
+        i=$((i + 1))
+        [ $i -gt 100 ] && break
+        sleep 0.2
     done
 }
 
@@ -163,8 +196,10 @@ case ${1:-} in
 start) start ;;
 stop) stop ;;
 env) echo "SLURM_CONF=$conf" ;;
+kill-node) kill_node "${2:?which node}" ;;
+revive-node) revive_node "${2:?which node}" ;;
 *)
-    echo "usage: cluster.sh start|stop|env" >&2
+    echo "usage: cluster.sh start|stop|env|kill-node NODE|revive-node NODE" >&2
     exit 2
     ;;
 esac

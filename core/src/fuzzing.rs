@@ -581,9 +581,14 @@ pub fn fuzz_cluster_config(data: &[u8]) {
     let text = String::from_utf8_lossy(data);
     if let Ok(job) = crate::work::cluster::parse_job(&text) {
         // Every state has a verdict; a restarted job is never a plain end.
-        let verdict = crate::work::cluster::judge_job(&job);
+        let verdict = crate::work::cluster::judge_job(&job, false);
         if job.restarts > 0 {
             assert!(matches!(verdict, crate::work::cluster::JobVerdict::Fault(_)));
+        }
+        // Whose cancel it was changes the verdict of a cancelled job alone.
+        let ours = crate::work::cluster::judge_job(&job, true);
+        if job.state != "CANCELLED" || job.restarts > 0 {
+            assert_eq!(ours, verdict);
         }
     }
     if let Ok(nodes) = parse_nodes(&text, None) {

@@ -153,6 +153,7 @@ fn manifest(
         workspace: None,
         planning: Some(step.clone()),
         resource_limits: Some(limits.resources),
+        cluster: None,
     };
     Ok(manifest)
 }

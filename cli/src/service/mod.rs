@@ -265,6 +265,7 @@ fn enroll(store: &mut Store, a: &EnrollArgs) -> Result<Enrollment, (i32, String)
         no_containment: a.host.no_containment,
         workspace_root: limits.workspace_root.as_ref().map(|p| p.display().to_string()),
         base: limits.base.clone(),
+        cluster: limits.cluster.clone(),
     };
     let config = ServiceConfig {
         schema_version: SERVICE_VERSION,
@@ -309,6 +310,8 @@ pub(crate) fn host_args(config: &ServiceConfig) -> HostArgs {
         no_containment: e.no_containment,
         workspace_root: e.workspace_root.as_ref().map(PathBuf::from),
         base: e.base.clone(),
+        // The cluster is taken frozen from the enrollment, never from today's configuration.
+        cluster: None,
         // The root's configured limits: the service's enrollment freezes none of its own.
         limits: Vec::new(),
     }

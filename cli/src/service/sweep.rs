@@ -202,6 +202,10 @@ fn tick(
     let intent = store::intent(store, goal).map_err(|e| e.to_string())?;
     let mut limits = goal_limits(store, &intent, &super::host_args(config))?;
     limits.policy = config.engine.policy.clone();
+    if let Some(cluster) = &config.engine.cluster {
+        limits.cluster = Some(cluster.clone());
+        limits.isolation = harn_core::work::run::Isolation::Worktree;
+    }
     // The tick's decisions (each dispatch, its outcome, each acceptance) go to the log.
     let mut say = |line: String| shared.audit.say(&format!("goal {goal}: {}", line.trim_start()));
     let mut tick_store = Store::new(store.root());

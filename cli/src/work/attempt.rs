@@ -71,6 +71,8 @@ pub struct RunLimits {
     /// The limits the command line named (`--limit`), which a goal's frozen ones never
     /// replace.
     pub limit_overrides: harn_core::limits::ResourceLimits,
+    /// The cluster whose nodes run each segment, if any.
+    pub cluster: Option<harn_core::work::cluster::FrozenCluster>,
     /// What the dispatching goal's earlier runs spent on agent calls, for `scope: goal`
     /// cost rules; `None` for a run no goal dispatched.
     pub goal_spent_micro_usd: Option<u64>,
@@ -187,8 +189,11 @@ impl attempt::AttemptHost for WorkHost<'_> {
                     .map_err(|e| Refusal::NotNow(format!("{e}; no attempt was recorded")))?;
                 let mut within = limits.clone();
                 within.cwd = Some(ws.path.clone());
-                let git = crate::os::guarded::git_writable(ws.path.as_ref(), &ws.git_dir);
-                within.writable.extend(git);
+                // A remote run works in a clone on its node, never in this repository.
+                if limits.cluster.is_none() {
+                    let git = crate::os::guarded::git_writable(ws.path.as_ref(), &ws.git_dir);
+                    within.writable.extend(git);
+                }
                 (std::borrow::Cow::Owned(within), Some(ws))
             }
             _ => (std::borrow::Cow::Borrowed(limits), None),
@@ -226,6 +231,7 @@ impl attempt::AttemptHost for WorkHost<'_> {
             planning: None,
             containment: Some(containment),
             resource_limits: Some(limits.resources),
+            cluster: limits.cluster.clone(),
         })
     }
 

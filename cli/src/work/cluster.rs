@@ -8,10 +8,9 @@ use harn_core::work::cluster::{
     parse_nodes, preflight, ClusterSpec, NodeReport, Survey, Unanswered,
 };
 use harn_core::work::run::FrozenAdapter;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 /// `harn cluster …`.
 #[derive(Debug, clap::Args)]
@@ -35,6 +34,13 @@ enum ClusterVerb {
         after_help = "Examples:\n  harn cluster probe --repository /srv/repo.git --scratch /tmp/harn-scratch"
     )]
     Probe(ProbeArgs),
+    /// One segment of a remote run, on the node the engine chose: started by the
+    /// coordinator as a job step, spoken to over its standard input and output.
+    #[command(
+        hide = true,
+        after_help = "Examples:\n  srun --nodes=1 --ntasks=1 --unbuffered -- harn cluster segment"
+    )]
+    Segment,
 }
 
 #[derive(Debug, clap::Args)]
@@ -74,16 +80,12 @@ pub fn run(args: ClusterArgs) -> Exit {
     match args.verb {
         ClusterVerb::Check(a) => check(a),
         ClusterVerb::Probe(a) => probe(a),
+        ClusterVerb::Segment => super::remote::node::run(),
     }
 }
 
 fn usage(message: impl std::fmt::Display) -> Failure {
     Failure::new(EXIT_USAGE, message)
-}
-
-/// This harn's version, as `harn --version` prints it.
-fn version() -> String {
-    format!("harn {}", env!("CARGO_PKG_VERSION"))
 }
 
 fn check(a: CheckArgs) -> Exit {
@@ -108,7 +110,7 @@ fn check(a: CheckArgs) -> Exit {
         }
     }
     survey.nodes = Some(listed.map_err(Unanswered));
-    let checks = preflight(&a.name, &version(), &survey);
+    let checks = preflight(&a.name, &super::remote::version(), &survey);
     let ok = checks.iter().all(|c| c.ok);
     if a.json {
         outln!("{}", serde_json::json!({ "cluster": a.name, "ok": ok, "checks": checks }));
@@ -135,7 +137,7 @@ fn sinfo(
 ) -> Result<Vec<harn_core::work::cluster::Node>, String> {
     let mut cmd = Command::new("sinfo");
     cmd.args(["-h", "-N", "-o", "%N|%T|%P"]);
-    let out = run_bounded(cmd, deadline)?;
+    let out = super::remote::engine::run_bounded(cmd, deadline)?;
     parse_nodes(&out, spec.partition.as_deref()).map_err(|e| format!("sinfo: {e}"))
 }
 
@@ -164,62 +166,12 @@ fn probe_node(
         let json = serde_json::to_string(a).map_err(|e| e.to_string())?;
         cmd.args(["--adapter-json", &json]);
     }
-    let out = run_bounded(cmd, deadline).inspect_err(|_| {
+    let out = super::remote::engine::run_bounded(cmd, deadline).inspect_err(|_| {
         // A killed srun cannot release its job: cancel it by its name.
         let _ = Command::new("scancel").arg(format!("--name={name}")).output();
     })?;
     let last = out.lines().rev().find(|l| l.trim_start().starts_with('{')).unwrap_or("");
     serde_json::from_str(last).map_err(|_| format!("no report from {}: {}", spec.harn, out.trim()))
-}
-
-/// Runs `cmd` with no input and returns its standard output; a failure, or no exit within
-/// `deadline` (Slurm's clients retry an absent controller for a minute), says why.
-fn run_bounded(mut cmd: Command, deadline: Duration) -> Result<String, String> {
-    let program = cmd.get_program().to_string_lossy().into_owned();
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(|e| format!("{program}: {e}"))?;
-    let mut stdout = child.stdout.take().expect("piped");
-    let mut stderr = child.stderr.take().expect("piped");
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stdout.read_to_string(&mut s);
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = stderr.read_to_string(&mut s);
-        s
-    });
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().map_err(|e| format!("{program}: {e}"))? {
-            break status;
-        }
-        if started.elapsed() > deadline {
-            // TERM first: srun then cancels its step; KILL only if it does not go.
-            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-            }
-            let grace = Instant::now();
-            while grace.elapsed() < Duration::from_secs(5) {
-                if child.try_wait().ok().flatten().is_some() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("{program} did not answer within {} s", deadline.as_secs()));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
-    if status.success() {
-        Ok(out)
-    } else {
-        let said = err.trim().lines().last().unwrap_or("").to_owned();
-        Err(format!("{program} failed ({status}): {said}"))
-    }
 }
 
 /// `harn cluster probe`: clone, push and delete a probe ref, ask each adapter; print the
@@ -229,9 +181,10 @@ fn probe(a: ProbeArgs) -> Exit {
         .ok()
         .or_else(crate::os::procfs::hostname)
         .unwrap_or_default();
-    let mut report = NodeReport { node, version: version(), ..NodeReport::default() };
+    let mut report =
+        NodeReport { node, version: super::remote::version(), ..NodeReport::default() };
     let nonce = nonce();
-    match own_dir(&a.scratch) {
+    match super::remote::scratch::own_dir(&a.scratch) {
         Err(e) => report.clone_error = Some(e),
         Ok(mine) => {
             let clone = mine.join(format!("probe-{nonce}"));
@@ -258,41 +211,6 @@ fn probe(a: ProbeArgs) -> Exit {
 fn nonce() -> String {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
     format!("{}-{}", std::process::id(), now.map(|d| d.as_nanos()).unwrap_or(0))
-}
-
-/// This user's directory under `scratch` (`u<uid>`, 0700), made when missing. `scratch` is
-/// shared by every user of a node, as `/tmp` is: made with the sticky bit when harn makes it,
-/// and refused when another user could swap what is in it (writable by others without the
-/// sticky bit, or owned by someone else than this user or root), since a clone's git
-/// configuration names commands.
-fn own_dir(scratch: &Path) -> Result<PathBuf, String> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    let shown = |e: std::io::Error| format!("{}: {e}", scratch.display());
-    if !scratch.exists() {
-        std::fs::create_dir_all(scratch).map_err(shown)?;
-        std::fs::set_permissions(scratch, std::fs::Permissions::from_mode(0o1777))
-            .map_err(shown)?;
-    }
-    let uid = rustix::process::getuid().as_raw();
-    let meta = std::fs::metadata(scratch).map_err(shown)?;
-    let open = meta.mode() & 0o002 != 0 && meta.mode() & 0o1000 == 0;
-    if open || (meta.uid() != uid && meta.uid() != 0) {
-        return Err(format!(
-            "{} may be changed by other users: make it this user's, or sticky (chmod +t)",
-            scratch.display()
-        ));
-    }
-    let mine = scratch.join(format!("u{uid}"));
-    match std::fs::DirBuilder::new().mode(0o700).create(&mine) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-        Err(e) => return Err(format!("{}: {e}", mine.display())),
-    }
-    let meta = std::fs::symlink_metadata(&mine).map_err(|e| format!("{}: {e}", mine.display()))?;
-    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
-        return Err(format!("{} is not this user's own directory (0700)", mine.display()));
-    }
-    Ok(mine)
 }
 
 /// Clones `url` into `clone` and pushes its head to a probe ref, then deletes the ref. The

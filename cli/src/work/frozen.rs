@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 /// The copy's file name in the run directory: `workflow` with the original's extension, so
 /// an interpreter that goes by it (Node) reads it the same way.
-fn copy_name(path: &str) -> String {
+pub(crate) fn copy_name(path: &str) -> String {
     match Path::new(path).extension().and_then(|e| e.to_str()) {
         Some(ext) => format!("workflow.{ext}"),
         None => "workflow".to_owned(),

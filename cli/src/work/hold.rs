@@ -142,6 +142,21 @@ impl RunHold {
 /// checked to be one harn made for this root and run; without one (or when it is gone), every
 /// process that carries its `HARN_RUN_ID`. Returns how many processes there were.
 pub fn reap(root: &Path, live: &LiveRun) -> usize {
+    // A remote segment's processes are its job's, on its node: the engine ends them.
+    if let Some(job) = &live.job {
+        if !crate::work::remote::engine::live(&job.id) {
+            return 0;
+        }
+        crate::work::remote::engine::cancel(&job.id);
+        errln!(
+            "harn: run {}'s job {} on {} ({}) still ran without its coordinator; it was cancelled",
+            live.run_id,
+            job.id,
+            job.node,
+            job.cluster
+        );
+        return 1;
+    }
     if let Some(named) = &live.cgroup {
         match trusted_leaf(root, live, Path::new(named)) {
             Ok(Some(leaf)) => {
@@ -159,6 +174,9 @@ pub fn reap(root: &Path, live: &LiveRun) -> usize {
 /// How many processes a run whose host died left running, as [`reap`] would find them,
 /// without touching any.
 pub fn left_behind(root: &Path, live: &LiveRun) -> usize {
+    if let Some(job) = &live.job {
+        return usize::from(crate::work::remote::engine::live(&job.id));
+    }
     if let Some(named) = &live.cgroup {
         if let Ok(Some(leaf)) = trusted_leaf(root, live, Path::new(named)) {
             return cgroup::members(&leaf).len();

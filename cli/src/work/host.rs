@@ -3,14 +3,10 @@
 //! (`harn_core::work::segment::driver`), and carries out what the driver decides (records,
 //! replies, calls, signals, a park). The order and the rules are the driver's.
 
-use super::agent_call::CallGroups;
-use super::calls::Calls;
-use super::confine::{Confine, Temp};
 use super::hold::RunHold;
 pub use super::inbox::HostEvent;
-use super::process::{
-    kill_group, kill_groups, program, read_lines, send, signal_groups, spawn, writer, Groups,
-};
+use super::local::{Local, Output};
+use super::remote::host::Remote;
 use crate::os::guarded::Before;
 use crate::os::store::{run_dir, Store, StoreError};
 use harn_core::env::Clock;
@@ -20,16 +16,13 @@ use harn_core::journal::JournalWriter;
 use harn_core::limits::LimitReached;
 use harn_core::work::approval::ApprovalRequest;
 use harn_core::work::containment::guard::Guard;
-use harn_core::work::containment::{self, Containment, Need};
 use harn_core::work::live::LiveRun;
 use harn_core::work::policy::Verdict;
 use harn_core::work::run::{Parked, RunFold, RunManifest};
 use harn_core::work::segment::driver::{self, Call, SegmentEvent, SegmentSignal, SpawnFailed};
-use harn_core::work::segment::Reach;
 use serde_json::{json, Map, Value};
-use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::mpsc;
 use std::time::Duration;
 
 pub use harn_core::work::attempt::SegmentEnd;
@@ -45,7 +38,14 @@ pub fn run_segment(
     start: &Value,
     fold: RunFold,
 ) -> Result<SegmentEnd, StoreError> {
-    let hold = RunHold::create(store.root(), &m.run_id, m.resource_limits.as_ref());
+    let procs = match &m.cluster {
+        Some(cluster) => Procs::There(Box::new(Remote::new(cluster.clone()))),
+        None => Procs::Here(Box::new(Local::new(RunHold::create(
+            store.root(),
+            &m.run_id,
+            m.resource_limits.as_ref(),
+        )))),
+    };
     // What the run must not change, looked at before it starts and again once everything it
     // started is gone: a change a machine could not prevent is recorded, never missed.
     let workspace = m.cwd.as_deref().map_or_else(|| store.root().to_owned(), Into::into);
@@ -54,59 +54,41 @@ pub fn run_segment(
     let mut host = CliSegment {
         store,
         m,
-        hold,
+        procs,
         workspace,
         guarded,
         before: None,
         transcript: None,
         cancel,
         clock: crate::os::clock::RealClock::new(),
-        live: None,
-        answers: BTreeMap::new(),
         interrupted: None,
+        live: None,
     };
     driver::run_segment(&mut host, m, start, fold)
 }
 
-/// Longest wait, once a run parks on an agent's tool call, for the agent to end its
-/// cancelled turn before the segment's processes are killed.
-const PARK_GRACE: Duration = Duration::from_secs(5);
-
-/// What a spawned workflow keeps alive until the segment ends. Fields drop in this order:
-/// the groups are killed before the children's tracking forgets them.
-struct Spawned {
-    groups: Groups,
-    _registered: crate::os::children::Registered,
-    _tracked: crate::os::children::Tracked,
-    _temp: Temp,
-    stdin: mpsc::Sender<Vec<u8>>,
-    tx: mpsc::SyncSender<HostEvent>,
-    events: mpsc::Receiver<HostEvent>,
-    calls: Calls,
+/// Where the segment's processes run: on this machine, or as a job step on a cluster's node
+/// (which runs a [`Local`] of its own there).
+enum Procs {
+    Here(Box<Local>),
+    There(Box<Remote>),
 }
 
 /// The segment's host: the store, the run's hold of its processes, and what it spawned.
 struct CliSegment<'a> {
     store: &'a mut Store,
     m: &'a RunManifest,
-    hold: RunHold,
+    procs: Procs,
     workspace: std::path::PathBuf,
     guarded: Guard,
     before: Option<Before>,
     transcript: Option<Transcript>,
     cancel: CancelWatch,
     clock: crate::os::clock::RealClock,
-    live: Option<Spawned>,
-    /// The answer each agent's pending tool request waits for.
-    answers: BTreeMap<String, mpsc::Sender<(Verdict, Vec<String>)>>,
+    /// The segment's live record, as begun.
+    live: Option<LiveRun>,
     /// The stop hook waiting for its record.
     interrupted: Option<mpsc::Sender<()>>,
-}
-
-impl CliSegment<'_> {
-    fn live(&self) -> &Spawned {
-        self.live.as_ref().expect("the driver asks this only of a spawned workflow")
-    }
 }
 
 impl driver::SegmentHost for CliSegment<'_> {
@@ -122,22 +104,38 @@ impl driver::SegmentHost for CliSegment<'_> {
             run_id: self.m.run_id.clone(),
             work_id: self.m.work_id.clone(),
             host_pid: std::process::id(),
-            cgroup: self.hold.leaf.as_ref().map(|l| l.display().to_string()),
+            cgroup: match &self.procs {
+                Procs::Here(local) => local.hold.leaf.as_ref().map(|l| l.display().to_string()),
+                Procs::There(_) => None,
+            },
             started_at: self.store.now(),
             planning: self.m.planning.is_some(),
+            job: None,
         };
         if let Err(e) = self.store.ledger().begin_live(&live) {
-            self.hold.end();
+            if let Procs::Here(local) = &mut self.procs {
+                local.end();
+            }
             return Err(StoreError::Unstarted(e));
         }
-        self.before = Some(crate::os::guarded::before(&self.guarded, &self.workspace));
+        // A remote run's files are on its node; the worktree here changes only by the
+        // work harn brings back.
+        if let Procs::Here(_) = self.procs {
+            self.before = Some(crate::os::guarded::before(&self.guarded, &self.workspace));
+        }
+        self.live = Some(live);
         Ok(())
     }
 
     fn end(&mut self, _: &Result<SegmentEnd, StoreError>) -> Result<(), StoreError> {
         // Whatever the segment started goes, however it ended, before its record does.
-        self.live = None;
-        self.hold.end();
+        let brought = match &mut self.procs {
+            Procs::Here(local) => {
+                local.end();
+                Ok(())
+            }
+            Procs::There(remote) => remote.end(self.store, self.m),
+        };
         if let Some(before) = &self.before {
             let (run, work) = (self.m.run_id.as_str(), self.m.work_id.as_str());
             if let Err(e) = crate::os::guarded::record_changes(self.store, run, work, before) {
@@ -145,7 +143,8 @@ impl driver::SegmentHost for CliSegment<'_> {
             }
         }
         self.store.ledger().end_live(&self.m.run_id)?;
-        Ok(())
+        // Work that did not come back is never attested as if it had.
+        brought.map_err(|e| StoreError::Os(format!("run {}: {e}", self.m.run_id)))
     }
 
     fn earlier(&mut self) -> Vec<Value> {
@@ -155,63 +154,24 @@ impl driver::SegmentHost for CliSegment<'_> {
     fn spawn(&mut self) -> Result<Result<Map<String, Value>, SpawnFailed>, StoreError> {
         let (store, m) = (&mut *self.store, self.m);
         self.transcript = Some(Transcript::open(store, &m.run_id)?);
-        let confined = confinement(store, m, &self.hold, &self.guarded);
-        let spawned = match &confined {
-            Ok((confine, _, _)) => spawn(store, m, confine),
-            Err(e) => Err(std::io::Error::other(e.to_string())),
-        };
-        let mut child = match spawned {
-            Ok(child) => child,
-            Err(e) => {
-                let missing = e.kind() == std::io::ErrorKind::NotFound;
-                let (error, program) = (e.to_string(), program(m).to_owned());
-                return Ok(Err(SpawnFailed { error, program, missing }));
-            }
-        };
-        let (confine, temp, contained) = confined.expect("spawned, so confined as planned");
-        let pgid = child.id() as i32;
-        let tracked = crate::os::children::track(pgid);
-        let agents = Arc::new(Mutex::new(CallGroups::default()));
-        // However the segment ends, the workflow's group and its calls' groups go.
-        let groups = Groups { workflow: pgid, agents: agents.clone() };
-        let stdin = writer(child.stdin.take().expect("stdin is piped"));
-        // Bounded, so a workflow that floods its stdout is slowed down rather than buffered.
-        let (tx, events) = mpsc::sync_channel(256);
-        let hook_tx = tx.clone();
-        let registered = crate::os::children::register_run(
-            pgid,
-            m.run_id.as_str(),
-            Box::new(move |by: &str| {
-                // Waits a little for the record, never long: the stop has a grace to keep.
-                let (ack, acked) = mpsc::channel();
-                if hook_tx.try_send(HostEvent::Interrupting(by.to_owned(), ack)).is_ok() {
-                    let _ = acked.recv_timeout(Duration::from_secs(1));
+        match &mut self.procs {
+            Procs::Here(local) => Ok(local.spawn(store, m, &self.guarded, Output::Lines)),
+            Procs::There(remote) => {
+                let spawned = remote.spawn(store, m)?;
+                // The job goes into the live record before anything else happens: a
+                // coordinator that dies from here on leaves the next one the job to cancel.
+                if let (Some(job), Some(live)) = (&remote.job, &mut self.live) {
+                    live.job = Some(job.clone());
+                    if let Err(e) = store.ledger().begin_live(live) {
+                        errln!(
+                            "harn: warning: job {} is not in the run's live record: {e}",
+                            job.id
+                        );
+                    }
                 }
-            }),
-        );
-        read_lines(child.stdout.take().expect("stdout is piped"), tx.clone());
-        let waiter = tx.clone();
-        std::thread::spawn(move || {
-            let status = child.wait();
-            let _ = waiter.send(HostEvent::Exited(status));
-        });
-        let hold = &self.hold;
-        let held = json!({ "holding": hold.holding(), "cgroup": hold.leaf, "why": hold.why_not });
-        let mut fields = Map::new();
-        fields.insert("pid".into(), json!(pgid));
-        fields.insert("held".into(), held);
-        fields.insert("containment".into(), json!(contained));
-        self.live = Some(Spawned {
-            groups,
-            _registered: registered,
-            _tracked: tracked,
-            _temp: temp,
-            stdin,
-            tx,
-            events,
-            calls: Calls::new(agents, confine),
-        });
-        Ok(Ok(fields))
+                Ok(spawned)
+            }
+        }
     }
 
     fn record(&mut self, body: Value) -> Result<(), StoreError> {
@@ -223,26 +183,27 @@ impl driver::SegmentHost for CliSegment<'_> {
     }
 
     fn send(&mut self, line: &Value) {
-        send(&self.live().stdin, line);
+        match &mut self.procs {
+            Procs::Here(local) => local.send(line),
+            Procs::There(remote) => remote.send(line),
+        }
     }
 
     fn next(
         &mut self,
         wake: Option<harn_core::time::Instant>,
     ) -> Result<Option<SegmentEvent>, StoreError> {
-        let events = &self.live().events;
-        let event = match wake {
-            None => events.recv().expect("the host holds a sender"),
-            Some(wake) => {
-                let wait = Duration::from_nanos(wake.0.saturating_sub(self.clock.now().0));
-                match events.recv_timeout(wait) {
-                    Ok(event) => event,
-                    Err(_) => return Ok(None),
-                }
-            }
+        let wait = wake.map(|w| Duration::from_nanos(w.0.saturating_sub(self.clock.now().0)));
+        let local = match &mut self.procs {
+            Procs::Here(local) => local,
+            Procs::There(remote) => return Ok(remote.next(wait)),
         };
+        let Some(event) = local.next(wait) else { return Ok(None) };
         Ok(Some(match event {
             HostEvent::Line(msg) => SegmentEvent::Line(msg),
+            HostEvent::Raw(_) | HostEvent::Told(_) => {
+                unreachable!("a local segment reads lines and has no coordinator")
+            }
             HostEvent::Eof => SegmentEvent::OutputEnded,
             HostEvent::Exited(status) => {
                 let status =
@@ -256,30 +217,25 @@ impl driver::SegmentHost for CliSegment<'_> {
             HostEvent::AgentDone(id, outcome) => SegmentEvent::AgentDone(id, outcome),
             HostEvent::AgentProgress(id, shown) => SegmentEvent::AgentProgress(id, shown),
             HostEvent::ToolAsk(call, request, answer) => {
-                self.answers.insert(call.clone(), answer);
+                local.awaiting(call.clone(), answer);
                 SegmentEvent::ToolAsk(call, request)
             }
         }))
     }
 
     fn signal(&mut self, signal: SegmentSignal) {
-        use rustix::process::Signal as Sig;
-        let live = self.live();
-        let (pgid, agents) = (live.groups.workflow, &live.calls.agents);
-        match signal {
-            SegmentSignal::Term(reach) => {
-                signal_groups(pgid, agents, Sig::TERM);
-                if reach == Reach::Everything {
-                    self.hold.term();
+        match &mut self.procs {
+            Procs::Here(local) => local.signal(signal),
+            Procs::There(remote) => {
+                if let Some(record) = remote.signal(signal) {
+                    if let Err(e) = self.record(record) {
+                        errln!(
+                            "harn: warning: the cancel of run {}'s job was not recorded: {e}",
+                            self.m.run_id
+                        );
+                    }
                 }
             }
-            SegmentSignal::Kill(reach) => {
-                kill_groups(pgid, agents);
-                if reach == Reach::Everything {
-                    self.hold.end();
-                }
-            }
-            SegmentSignal::Leftovers => kill_group(pgid),
         }
     }
 
@@ -288,8 +244,10 @@ impl driver::SegmentHost for CliSegment<'_> {
     }
 
     fn start_call(&mut self, call: Call) -> Result<(), StoreError> {
-        let live = self.live();
-        live.calls.start(self.store, self.m, &live.tx, call);
+        match &mut self.procs {
+            Procs::Here(local) => local.start_call(self.store, self.m, call),
+            Procs::There(remote) => remote.start_call(call),
+        }
         Ok(())
     }
 
@@ -302,27 +260,16 @@ impl driver::SegmentHost for CliSegment<'_> {
     }
 
     fn answer_tool(&mut self, call: &str, verdict: Verdict, rules: Vec<String>) {
-        if let Some(answer) = self.answers.remove(call) {
-            let _ = answer.send((verdict, rules));
+        match &mut self.procs {
+            Procs::Here(local) => local.answer_tool(call, verdict, rules),
+            Procs::There(remote) => remote.answer_tool(call, verdict, rules),
         }
     }
 
-    /// Waits (at most [`PARK_GRACE`]) for `call` to end after its turn was cancelled for a
-    /// park. Its end is not recorded: the call is asked again, and continues its session,
-    /// when the ruling resumes the run.
     fn settle(&mut self, call: &str) {
-        let events = &self.live().events;
-        let until = std::time::Instant::now() + PARK_GRACE;
-        while let Some(left) = until.checked_duration_since(std::time::Instant::now()) {
-            match events.recv_timeout(left) {
-                Ok(HostEvent::AgentDone(id, _)) if id == call => return,
-                // Another ask of the cancelled turn is refused; anything else waits.
-                Ok(HostEvent::ToolAsk(_, _, answer)) => {
-                    drop(answer.send((Verdict::Deny, Vec::new())))
-                }
-                Ok(_) => {}
-                Err(_) => return,
-            }
+        match &mut self.procs {
+            Procs::Here(local) => local.settle(call),
+            Procs::There(remote) => remote.settle(call),
         }
     }
 
@@ -333,67 +280,11 @@ impl driver::SegmentHost for CliSegment<'_> {
     }
 
     fn limits_reached(&mut self) -> Vec<LimitReached> {
-        self.hold.bounded.reached()
+        match &mut self.procs {
+            Procs::Here(local) => local.limits_reached(),
+            Procs::There(remote) => remote.limits_reached(),
+        }
     }
-}
-
-/// How this segment's children are confined: the core's plan over what the machine offers,
-/// for the run's workspace, a fresh private `TMPDIR` and the writable paths its manifest
-/// froze. A run whose policy requires containment is not spawned where it cannot be had; a
-/// run started before harn confined runs resumes as it started, unconfined.
-fn confinement(
-    store: &Store,
-    m: &RunManifest,
-    hold: &RunHold,
-    guarded: &Guard,
-) -> Result<(Confine, Temp, Containment), String> {
-    let temp = Temp::create(m.run_id.as_str())?;
-    let root = store.root().display().to_string();
-    let planned = m.containment.clone();
-    let off = match &planned {
-        None => Some("a run started before harn confined runs".to_owned()),
-        Some(c) if c.turned_off => Some("--no-containment".to_owned()),
-        Some(_) => None,
-    };
-    let planned = planned.unwrap_or_default();
-    let need = Need {
-        workspace: m.cwd.clone().unwrap_or_else(|| root.clone()),
-        root,
-        temp: temp.0.display().to_string(),
-        writable: planned.writable.clone(),
-        protected: crate::os::guarded::existing(&guarded.readonly),
-        off,
-        read_only: m.planning.is_some(),
-    };
-    let plan = containment::plan(&need, &super::confine::offer());
-    super::confine::make_missing(&plan, &need.writable);
-    if let Some(policy) = &m.policy {
-        containment::check(policy.policy.containment, &plan.record)?;
-    }
-    let tmpfs = m.resource_limits.and_then(|l| l.tmpfs);
-    // Without a cgroup to hold the task limit, the rlimit that exists bounds a fork bomb.
-    let nproc = m.resource_limits.and_then(|l| l.tasks).filter(|_| !hold.bounded.holds_tasks());
-    let mut unenforced = hold.bounded.unenforced.clone();
-    if let Some(n) = nproc {
-        unenforced.push(format!(
-            "tasks limit: RLIMIT_NPROC {n} instead (every process of the user counts)"
-        ));
-    }
-    let confine = Confine::prepare(&plan, hold.leaf.clone(), Some(temp.0.clone()), tmpfs)?
-        .keeping(planned.env.clone())
-        .joining(hold.bounded.joins().to_vec())
-        .limiting_processes(nproc);
-    let record = Containment {
-        holding: hold.holding(),
-        holding_why: hold.why_not.clone(),
-        limits: hold.bounded.summary(),
-        unenforced,
-        writable: planned.writable,
-        env: planned.env,
-        turned_off: planned.turned_off,
-        ..plan.record
-    };
-    Ok((confine, temp, record))
 }
 
 /// How long a cancelled run has after TERM before everything it started is killed.

@@ -65,6 +65,11 @@ pub struct HostArgs {
     /// Under --isolation worktree: the commit a new item's branch starts from (default: HEAD).
     #[arg(long, value_name = "REV")]
     pub base: Option<String>,
+    /// Run each segment as a job step on a node of this cluster (`clusters` in
+    /// `.harnery/config.json`; check it with `harn cluster check NAME`): the item's own
+    /// worktree here, its branch pushed to and fetched from the cluster's repository.
+    #[arg(long, value_name = "NAME")]
+    pub cluster: Option<String>,
     /// A resource limit of each run's cgroup over `.harnery/config.json`'s `limits`
     /// (repeatable): `tasks=64`, `memory=256M`, `cpu_weight=50`, `tmpfs=512M`.
     #[arg(long = "limit", value_name = "KEY=VALUE")]
@@ -149,8 +154,27 @@ impl HostArgs {
             (Some(_), None) => Some(std::env::var("USER").unwrap_or_else(|_| "operator".into())),
             (None, None) => None,
         };
-        let isolation: Isolation = serde_json::from_value(serde_json::json!(self.isolation))
+        let mut isolation: Isolation = serde_json::from_value(serde_json::json!(self.isolation))
             .expect("clap checked the value");
+        let cluster = match &self.cluster {
+            None if isolation == Isolation::Remote => {
+                return Err("--isolation remote takes --cluster NAME (a cluster in \
+                            .harnery/config.json)"
+                    .into())
+            }
+            None => None,
+            Some(name) => {
+                if isolation == Isolation::Sandbox {
+                    return Err("--cluster contradicts --isolation sandbox: a remote run works \
+                                in the item's worktree"
+                        .into());
+                }
+                // The coordinator keeps the item's worktree: what comes back lands from it.
+                isolation = Isolation::Worktree;
+                let spec = super::config::cluster(store.root(), name)?;
+                Some(harn_core::work::cluster::FrozenCluster { name: name.clone(), spec })
+            }
+        };
         let mut over = harn_core::limits::ResourceLimits::default();
         for given in &self.limits {
             over.set(given).map_err(|e| format!("--limit {e}"))?;
@@ -187,6 +211,7 @@ impl HostArgs {
             goal_spent_micro_usd: None,
             resources,
             limit_overrides: over,
+            cluster,
         })
     }
 }

@@ -11,6 +11,8 @@ use std::sync::mpsc;
 pub enum HostEvent {
     /// A line of the workflow's stdout.
     Line(Result<FromWorkflow, ProtocolError>),
+    /// Bytes of the workflow's stdout as they came, for a host that relays them unread.
+    Raw(Vec<u8>),
     /// The end of the workflow's stdout.
     Eof,
     /// An agent call ended.
@@ -25,4 +27,6 @@ pub enum HostEvent {
     /// answer whether it may run, with the rules that decided (no answer: the run parked or
     /// ended).
     ToolAsk(String, Request, mpsc::Sender<(Verdict, Vec<String>)>),
+    /// On a cluster node, a message of the coordinator's; `None` once it is gone.
+    Told(Option<Box<harn_core::work::remote::ToNode>>),
 }

@@ -127,6 +127,24 @@ pub fn read_lines(mut out: std::process::ChildStdout, tx: mpsc::SyncSender<HostE
     });
 }
 
+/// Reads the workflow's stdout as bytes on a thread, for a host that relays them to a
+/// coordinator which reads the lines; ends with [`HostEvent::Eof`].
+pub fn read_raw(mut out: std::process::ChildStdout, tx: mpsc::SyncSender<HostEvent>) {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = match out.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            };
+            if tx.send(HostEvent::Raw(buf[..n].to_vec())).is_err() {
+                return;
+            }
+        }
+        let _ = tx.send(HostEvent::Eof);
+    });
+}
+
 /// Writes lines to the workflow's stdin on a thread, so a workflow that does not read cannot
 /// block the host (and its timeout) on a full pipe. Dropping the sender closes stdin.
 pub fn writer(mut pipe: std::process::ChildStdin) -> mpsc::Sender<Vec<u8>> {

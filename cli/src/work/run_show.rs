@@ -96,10 +96,26 @@ pub fn run(cmd: RunCmd) -> Exit {
             .collect(),
         Err(e) => return fail(EXIT_FAILED, e),
     };
+    // Where each segment of a remote run ran, from its start record.
+    let jobs: Vec<Value> = match manifest.cluster {
+        None => Vec::new(),
+        Some(_) => store
+            .ledger()
+            .transcript(&run_id)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| matches!(r["event"].as_str(), Some("run.start" | "run.resume")))
+            .filter(|r| r.get("job").is_some())
+            .map(|r| {
+                json!({ "engine": r["engine"], "cluster": r["cluster"], "job": r["job"],
+                        "node": r["node"] })
+            })
+            .collect(),
+    };
     if json {
         let body = json!({
             "manifest": manifest, "transcript": transcript, "proof": proof,
-            "guarded_changes": changed,
+            "guarded_changes": changed, "cluster_jobs": jobs,
         });
         outln!("{body}");
         return Ok(0);
@@ -142,6 +158,17 @@ pub fn run(cmd: RunCmd) -> Exit {
     outln!("  isolation  {} (declared)", isolation.as_str().unwrap_or(""));
     if let Some(cwd) = &manifest.cwd {
         outln!("  cwd        {cwd}");
+    }
+    if let Some(cluster) = &manifest.cluster {
+        let engine = json!(cluster.spec.engine);
+        let engine = engine.as_str().unwrap_or("");
+        if jobs.is_empty() {
+            outln!("  cluster    {} ({engine}): no job started", cluster.name);
+        }
+        for j in &jobs {
+            let (job, node) = (j["job"].as_str().unwrap_or("?"), j["node"].as_str().unwrap_or("?"));
+            outln!("  cluster    {} ({engine}): job {job} on {node}", cluster.name);
+        }
     }
     if let Some(ws) = &manifest.workspace {
         let again = if ws.reused { ", found again" } else { "" };

@@ -54,6 +54,9 @@ pub struct EngineOptions {
     /// The commit new worktree branches start from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<String>,
+    /// The cluster whose nodes run the attempts (`--cluster`), frozen by value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<crate::work::cluster::FrozenCluster>,
 }
 
 /// `config.json`: what the service was enrolled with.

@@ -45,6 +45,30 @@ fn default_scratch() -> String {
     "/tmp/harn-scratch".into()
 }
 
+/// A cluster as a run's manifest freezes it: its name and its configuration then.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrozenCluster {
+    /// The name under `clusters` in the configuration.
+    pub name: String,
+    /// What the configuration said when the run started.
+    pub spec: ClusterSpec,
+}
+
+/// The job a remote segment runs as, once the node has said so: recorded in the segment's
+/// live record before anything else, so a coordinator that dies leaves the next one the job
+/// to cancel.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EngineJob {
+    /// The engine (`slurm`).
+    pub engine: Engine,
+    /// The cluster's name in the configuration.
+    pub cluster: String,
+    /// The engine's job id.
+    pub id: String,
+    /// The node it runs on.
+    pub node: String,
+}
+
 /// Engine options harn sets itself, long and short: a site's `args` may not change how a
 /// segment runs, where it runs or where its output goes. A long option is matched by any
 /// prefix the engine's option parser would take for it (`--nodel=n2`).
@@ -372,13 +396,14 @@ pub enum JobVerdict {
     Fault(String),
 }
 
-/// Judges `job` for the segment it carried: the segment's own end, or the engine's fault. A
-/// cancel by harn's own timeout or a person's `work cancel` is the run's end. A job the engine
+/// Judges `job` for the segment it carried: the segment's own end, or the engine's fault.
+/// `ours` is true when harn itself cancelled the job (the run's timeout, a person's `work
+/// cancel`): that cancel is the run's end, as the driver already knows. A job the engine
 /// restarted is a fault whatever its state: it ran again where harn could not see it. A job
-/// cancelled by anyone else is the run's own end, charged: its processes run as the job's
-/// owner, who may cancel it, so counting that as the cluster's would let a run make its own
-/// failure uncharged (a segment is cancelled through `harn work cancel`).
-pub fn judge_job(job: &Job) -> JobVerdict {
+/// cancelled by anyone else (an administrator's `scancel`, the cluster draining a node) is
+/// the cluster's doing and uncharged; a run that cancels its own job to go uncharged is
+/// bounded by its item's uncharged attempts, as any infrastructure failure is.
+pub fn judge_job(job: &Job, ours: bool) -> JobVerdict {
     let on = if job.nodes.is_empty() { String::new() } else { format!(" on {}", job.nodes) };
     let id = &job.id;
     if job.restarts > 0 || job.state.starts_with("REQUEUE") {
@@ -391,7 +416,9 @@ pub fn judge_job(job: &Job) -> JobVerdict {
         "PENDING" | "CONFIGURING" | "RUNNING" | "COMPLETING" | "SUSPENDED" | "RESIZING"
         | "STAGE_OUT" | "SIGNALING" | "STOPPED" | "RESV_DEL_HOLD" => JobVerdict::Live,
         // Out of memory is the work's own doing, as a cgroup's limit is on one machine.
-        "COMPLETED" | "FAILED" | "OUT_OF_MEMORY" | "CANCELLED" => JobVerdict::Ended,
+        "COMPLETED" | "FAILED" | "OUT_OF_MEMORY" => JobVerdict::Ended,
+        "CANCELLED" if ours => JobVerdict::Ended,
+        "CANCELLED" => JobVerdict::Fault(format!("job {id} was cancelled outside harn{on}")),
         "NODE_FAIL" => {
             let node = if job.nodes.is_empty() { "its node" } else { job.nodes.as_str() };
             JobVerdict::Fault(format!("node {node} failed under job {id}"))
@@ -426,20 +453,25 @@ mod tests {
             (job.id.as_str(), job.state.as_str(), job.nodes.as_str()),
             ("53", "NODE_FAIL", "n2")
         );
-        assert_eq!(judge_job(&job), JobVerdict::Fault("node n2 failed under job 53".into()));
+        assert_eq!(judge_job(&job, false), JobVerdict::Fault("node n2 failed under job 53".into()));
+        assert_eq!(judge_job(&job, true), JobVerdict::Fault("node n2 failed under job 53".into()));
         let state = |s: &str, restarts: u32| Job { state: s.into(), restarts, ..job.clone() };
-        assert_eq!(judge_job(&state("RUNNING", 0)), JobVerdict::Live);
-        assert_eq!(judge_job(&state("COMPLETED", 0)), JobVerdict::Ended);
-        let cancelled = judge_job(&state("CANCELLED", 0));
-        assert_eq!(cancelled, JobVerdict::Ended, "harn's, or the run's own: charged either way");
-        let limit = judge_job(&state("TIMEOUT", 0));
+        assert_eq!(judge_job(&state("RUNNING", 0), false), JobVerdict::Live);
+        assert_eq!(judge_job(&state("COMPLETED", 0), false), JobVerdict::Ended);
+        assert_eq!(judge_job(&state("CANCELLED", 0), true), JobVerdict::Ended, "harn's own cancel");
+        let outside = judge_job(&state("CANCELLED", 0), false);
+        assert_eq!(outside, JobVerdict::Fault("job 53 was cancelled outside harn on n2".into()));
+        let limit = judge_job(&state("TIMEOUT", 0), false);
         assert!(matches!(limit, JobVerdict::Fault(f) if f.contains("time limit")));
-        assert_eq!(judge_job(&state("STOPPED", 0)), JobVerdict::Live);
-        assert!(matches!(judge_job(&state("PREEMPTED", 0)), JobVerdict::Fault(_)));
+        assert_eq!(judge_job(&state("STOPPED", 0), false), JobVerdict::Live);
+        assert!(matches!(judge_job(&state("PREEMPTED", 0), false), JobVerdict::Fault(_)));
         assert!(
-            matches!(judge_job(&state("COMPLETED", 1)), JobVerdict::Fault(f) if f.contains("requeued"))
+            matches!(judge_job(&state("COMPLETED", 1), false), JobVerdict::Fault(f) if f.contains("requeued"))
         );
-        assert!(matches!(judge_job(&state("RUNNING", 1)), JobVerdict::Fault(_)), "ran twice");
+        assert!(
+            matches!(judge_job(&state("RUNNING", 1), false), JobVerdict::Fault(_)),
+            "ran twice"
+        );
         assert!(parse_job("JobId=1 JobState=RUNNING")
             .unwrap_err()
             .to_string()

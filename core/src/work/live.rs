@@ -40,6 +40,9 @@ pub struct LiveRun {
     /// item's (the goal it plans for is in `work_id`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub planning: bool,
+    /// The engine's job a remote segment runs as, once its node said which.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<crate::work::cluster::EngineJob>,
 }
 
 /// The path of `run`'s record.

@@ -32,6 +32,7 @@ pub mod policy;
 pub mod projection;
 pub mod protocol;
 pub mod reading;
+pub mod remote;
 pub mod rulings;
 pub mod run;
 pub mod schema;

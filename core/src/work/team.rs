@@ -118,7 +118,7 @@ pub fn parse_team(shown: &str, bytes: &[u8]) -> Result<Team, RecordError> {
 }
 
 /// How one agent request is to be run.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dispatch {
     /// The adapter's name.
     pub adapter: String,

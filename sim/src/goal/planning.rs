@@ -199,6 +199,7 @@ impl PlanningHost for SimPlanning<'_, '_> {
             planning: Some(step.clone()),
             containment: None,
             resource_limits: None,
+            cluster: None,
         })
     }
 
@@ -255,6 +256,7 @@ impl driver::SegmentHost for PlanSegment<'_, '_, '_> {
             cgroup: None,
             started_at: self.p.s.wall(),
             planning: true,
+            job: None,
         };
         Ok(self.p.ledger.begin_live(&live)?)
     }

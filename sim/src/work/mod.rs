@@ -398,6 +398,7 @@ impl WorkWorld {
             planning: None,
             containment: None,
             resource_limits: Some(harn_core::limits::RUN_DEFAULTS),
+            cluster: None,
         }
     }
 

@@ -153,6 +153,7 @@ impl driver::SegmentHost for SimSegment<'_> {
             cgroup: None,
             started_at: now,
             planning: false,
+            job: None,
         };
         match self.world.ledger.begin_live(&live) {
             Ok(()) => Ok(()),
@@ -367,9 +368,16 @@ impl SimSegment<'_> {
             w.chargeable.remove(&self.m.run_id);
             let node = format!("n{}", 1 + w.entropy.below(3));
             let requeued = w.entropy.chance(1, 4);
+            // Of the jobs not requeued, one in five is cancelled by the cluster's
+            // administrator rather than lost with its node (no draw: the seeds' paths stay).
+            let state = match (requeued, w.summary.engine_faults % 5 == 4) {
+                (true, _) => "RUNNING",
+                (false, true) => "CANCELLED",
+                (false, false) => "NODE_FAIL",
+            };
             let job = harn_core::work::cluster::Job {
                 id: format!("{}", 100 + w.summary.engine_faults),
-                state: if requeued { "RUNNING" } else { "NODE_FAIL" }.into(),
+                state: state.into(),
                 reason: "NodeDown".into(),
                 nodes: node,
                 restarts: u32::from(requeued),
@@ -377,7 +385,7 @@ impl SimSegment<'_> {
             if requeued {
                 w.requeued.insert(self.m.run_id.clone());
             }
-            match harn_core::work::cluster::judge_job(&job) {
+            match harn_core::work::cluster::judge_job(&job, false) {
                 harn_core::work::cluster::JobVerdict::Fault(fault) => {
                     self.pending.push_back(SegmentEvent::EngineFault(fault));
                 }

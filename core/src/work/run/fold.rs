@@ -490,6 +490,7 @@ pub(crate) fn sample_manifest(script: WorkflowRef, started_at: WallTime) -> RunM
         workspace: None,
         planning: None,
         resource_limits: None,
+        cluster: None,
         containment: None,
     }
 }

@@ -78,6 +78,10 @@ pub struct RunManifest {
     /// (absent before runs were bounded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_limits: Option<crate::limits::ResourceLimits>,
+    /// The cluster whose nodes run its segments (`--cluster`), frozen by value; absent
+    /// for a run on this machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<crate::work::cluster::FrozenCluster>,
 }
 
 /// Where a run's changes land. `worktree` is made by harn (an item's own git worktree and
