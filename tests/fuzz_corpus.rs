@@ -87,3 +87,8 @@ fn agent_output_corpus() {
 fn cluster_config_corpus() {
     replay("cluster_config", harn_core::fuzzing::fuzz_cluster_config);
 }
+
+#[test]
+fn remote_wire_corpus() {
+    replay("remote_wire", harn_core::fuzzing::fuzz_remote_wire);
+}

@@ -605,6 +605,31 @@ pub fn fuzz_cluster_config(data: &[u8]) {
     }
 }
 
+/// Arbitrary lines as what a node or a coordinator says over a remote segment's step: each
+/// parses or is refused with the line (cut) and why; a message parsed writes back as a line
+/// that parses to the same message; hexadecimal round-trips.
+pub fn fuzz_remote_wire(data: &[u8]) {
+    use crate::work::remote::{from_hex, line, parse_from_node, parse_to_node, to_hex};
+    let text = String::from_utf8_lossy(data);
+    for l in text.lines() {
+        match parse_from_node(l) {
+            Ok(said) => {
+                let again = String::from_utf8(line(&said)).expect("JSON is text");
+                assert_eq!(parse_from_node(again.trim_end()).expect("written, so read"), said);
+            }
+            Err(e) => assert!(e.text.chars().count() <= 200 && !e.why.is_empty()),
+        }
+        if let Ok(told) = parse_to_node(l) {
+            let again = String::from_utf8(line(&told)).expect("JSON is text");
+            assert_eq!(parse_to_node(again.trim_end()).expect("written, so read"), told);
+        }
+    }
+    assert_eq!(from_hex(&to_hex(data)).as_deref(), Some(data));
+    if let Some(bytes) = from_hex(&text) {
+        assert_eq!(to_hex(&bytes), text.to_ascii_lowercase());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -632,5 +657,6 @@ mod tests {
         arbitrary_segments_keep_the_invariants: fuzz_segment up to 512;
         arbitrary_goals_project_and_dispatch_consistently: fuzz_goal_projection up to 1024;
         arbitrary_cluster_configs_and_node_lists_parse_safely: fuzz_cluster_config up to 512;
+        arbitrary_wire_lines_parse_and_round_trip: fuzz_remote_wire up to 512;
     }
 }
