@@ -499,9 +499,11 @@ impl Remote {
     /// is said, never attested as if it had been.
     pub fn end(&mut self, store: &Store, m: &RunManifest) -> Result<(), String> {
         self.finish();
-        self.wait_step(Instant::now() + PUSH_WAIT);
-        if let Some(job) = &self.job {
-            // A step that outlived its srun is the cluster's to end, not to keep.
+        let ended = self.wait_step(Instant::now() + PUSH_WAIT);
+        // An srun that had to be killed may leave its job behind: the cluster's to end, not
+        // to keep. One that exited took its step with it.
+        let killed = matches!(ended, Some((None, Some(_))));
+        if let Some(job) = self.job.as_ref().filter(|_| killed) {
             if let Some(JobVerdict::Live) = engine::settled(&job.id, Duration::ZERO, true) {
                 engine::cancel(&job.id);
             }

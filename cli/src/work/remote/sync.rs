@@ -85,6 +85,9 @@ fn push_refs(
     wip: Option<&str>,
 ) -> Result<(), String> {
     let mut args = vec![
+        // No garbage collection on the receiving side for one branch's push.
+        "-c".to_owned(),
+        "receive.autogc=false".to_owned(),
         "push".to_owned(),
         "--quiet".to_owned(),
         "--force".to_owned(),
@@ -138,7 +141,8 @@ pub fn bring_back(
     if wip.is_some() {
         specs.push(format!("+{}:{fetched_wip}", wip_ref(work_id)));
     }
-    let mut args = vec!["fetch", "--quiet", "--no-tags", "--", repository];
+    let mut args = vec!["-c", "maintenance.auto=false", "-c", "gc.auto=0", "fetch", "--quiet"];
+    args.extend(["--no-tags", "--", repository]);
     args.extend(specs.iter().map(String::as_str));
     git_text(dir, c, &args).map_err(|e| format!("fetch from {repository}: {e}"))?;
     let check = |name: &str, want: &str| {
@@ -160,8 +164,17 @@ pub fn bring_back(
     if let Some(wip) = wip {
         git_text(dir, c, &["restore", &format!("--source={wip}"), "--worktree", "--", ":/"])?;
     }
-    for name in [&fetched, &fetched_wip] {
-        let _ = git_text(dir, c, &["update-ref", "-d", name]);
+    let mut gone = command(dir, c, &["update-ref", "--stdin"])?;
+    gone.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::null());
+    if let Ok(mut child) = gone.stderr(std::process::Stdio::null()).spawn() {
+        use std::io::Write;
+        if let Some(mut input) = child.stdin.take() {
+            let _ = writeln!(input, "delete {fetched}");
+            if wip.is_some() {
+                let _ = writeln!(input, "delete {fetched_wip}");
+            }
+        }
+        let _ = child.wait();
     }
     Ok(())
 }
