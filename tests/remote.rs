@@ -416,3 +416,71 @@ fn an_unknown_cluster_or_a_remote_isolation_without_one_is_refused_and_nothing_i
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert_eq!(show(&root, "item")["history_len"], before, "no attempt was recorded");
 }
+
+#[test]
+fn an_approval_parks_a_remote_run_and_its_ruling_resumes_it_as_a_new_job() {
+    if slurm_conf().is_none() {
+        return;
+    }
+    let root = Root::new(serde_json::json!({ "engine": "slurm" }));
+    let repo = root.repo();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::copy(examples.join("workflows/ship.sh"), repo.join("wf.sh")).unwrap();
+    std::fs::copy(examples.join("harnesses/scripted.sh"), repo.join("harness.sh")).unwrap();
+    std::fs::copy(examples.join("policy.json"), repo.join("policy.json")).unwrap();
+    let config = repo.join(".harnery/config.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    doc["harnesses"] = serde_json::json!({ "scripted": { "command": ["./harness.sh"] } });
+    std::fs::write(&config, doc.to_string()).unwrap();
+    // The harness is the repository's: the node finds it in its clone.
+    let git = |args: &[&str]| {
+        let out = Command::new("git").args(args).current_dir(&repo).output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+    };
+    git(&["add", "harness.sh"]);
+    git(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "harness"]);
+    let out =
+        root.harn(&["work", "create", "Ship", "wf.sh", "--objective", "add the flag", "--id", "s"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let run = [
+        "work",
+        "run",
+        "s",
+        "--cluster",
+        "lab",
+        "--harness",
+        "scripted",
+        "--policy",
+        "policy.json",
+        "--approval-to",
+        "ana",
+        "--json",
+    ];
+    let out = root.harn(&run);
+    assert_eq!(out.status.code(), Some(1), "parked is not done: {}", text(&out));
+    let parked = json(&out);
+    assert_eq!(parked["parked"], true, "{parked}");
+    let approval = parked["approval"]["approval_id"].as_str().unwrap().to_owned();
+    let run_id = latest_run(&root, "s");
+    assert_eq!(run_show(&root, &run_id)["cluster_jobs"].as_array().unwrap().len(), 1);
+    let out = root.harn(&["approval", "approve", &approval, "--actor", "ana"]);
+    assert!(out.status.success(), "{}", text(&out));
+    // The resumed run takes its cluster from its manifest, and runs as a job of its own.
+    let out = root.harn(&["work", "run", "s"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(latest_run(&root, "s"), run_id, "the same run, resumed");
+    let doc = run_show(&root, &run_id);
+    let jobs = doc["cluster_jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2, "{doc}");
+    assert_ne!(jobs[0]["job"], jobs[1]["job"]);
+    assert_eq!(doc["proof"]["run"]["status"], "succeeded", "{doc}");
+    // `run follow` shows a remote run as a local one, each segment with its job and node.
+    let out = root.harn(&["run", "follow", &run_id]);
+    assert!(out.status.success(), "{}", text(&out));
+    for j in jobs {
+        let (job, node) = (j["job"].as_str().unwrap(), j["node"].as_str().unwrap());
+        assert!(text(&out).contains(&format!(" on {node} as job {job}")), "{}", text(&out));
+    }
+    assert!(text(&out).contains(&format!("run {run_id} succeeded")), "{}", text(&out));
+}

@@ -27,9 +27,19 @@ pub fn show(body: &Value) {
 pub fn line(body: &Value) -> Option<String> {
     let s = |v: &Value| v.as_str().unwrap_or("").to_owned();
     let id = s(&body["id"]);
+    // A remote segment's start names its job and node; the pid is the node's.
+    let on = match (body["job"].as_str(), body["node"].as_str()) {
+        (Some(job), Some(node)) => format!(" on {node} as job {job}"),
+        _ => String::new(),
+    };
     Some(match body["event"].as_str()? {
-        "run.start" => format!("run {} started (workflow pid {})", s(&body["run_id"]), body["pid"]),
-        "run.resume" => format!("run {} resumed", s(&body["run_id"])),
+        "run.start" => {
+            format!("run {} started{on} (workflow pid {})", s(&body["run_id"]), body["pid"])
+        }
+        "run.resume" => format!("run {} resumed{on}", s(&body["run_id"])),
+        "run.engine_cancel" => {
+            format!("its job {} on {} was cancelled", s(&body["job"]), s(&body["node"]))
+        }
         "run.spawn_failed" => format!("the workflow could not start: {}", s(&body["error"])),
         "run.timed_out" => "the run timed out: stopping the workflow and its calls".into(),
         "run.parked" => format!("parked on approval {}", s(&body["approval_id"])),
