@@ -153,6 +153,11 @@ fn harn_with(root: &Path, home: &Path, bin: &Path, args: &[&str], env: &[(&str, 
 /// A git repository with one commit, whose item `ID` asks the implementer to write a file
 /// and commit it, run in its own worktree.
 fn worktree_item(root: &Path, home: &Path, bin: &Path, id: &str) {
+    worktree_item_in(root, home, bin, id, true)
+}
+
+/// [`worktree_item`] in `root`, made a repository first when `init`.
+fn worktree_item_in(root: &Path, home: &Path, bin: &Path, id: &str, init: bool) {
     std::fs::create_dir_all(root.join(".harnery")).unwrap();
     std::fs::write(root.join(".gitignore"), ".harnery/\n").unwrap();
     let git = |args: &[&str]| {
@@ -165,7 +170,9 @@ fn worktree_item(root: &Path, home: &Path, bin: &Path, id: &str) {
             .unwrap();
         assert!(out.status.success(), "git {args:?}: {}", text(&out));
     };
-    git(&["init", "-q", "-b", "main"]);
+    if init {
+        git(&["init", "-q", "-b", "main"]);
+    }
     git(&["add", ".gitignore"]);
     git(&["commit", "-qm", "base"]);
     let wf = root.join("wf.sh");
@@ -686,4 +693,73 @@ fn the_real_claude_code_lives_as_a_terminal_harness() {
     let stop = harn(&root, &home, &bin, &["harness", "stop", "agent"]);
     assert!(stop.status.success(), "{}", text(&stop));
     assert_eq!(agent()["state"], "stopped");
+}
+
+#[test]
+#[ignore = "installs the real agent programs with npm; .ci/run asks for them"]
+fn the_real_claude_code_commits_on_a_cluster_node() {
+    let Some(World { tmp, bin, standin: _standin, home }) = world() else { return };
+    if crate::cluster::slurm_conf().is_none() {
+        return;
+    }
+    // The coordinator's root is a clone of a bare repository the nodes clone and push to.
+    let remote = tmp.path().join("remote.git");
+    let root = tmp.path().join("repo-cluster");
+    let git = |dir: &Path, args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+    };
+    git(tmp.path(), &["init", "-q", "--bare", "remote.git"]);
+    git(tmp.path(), &["clone", "-q", "remote.git", "repo-cluster"]);
+    worktree_item_in(&root, &home, &bin, "cn", false);
+    git(&root, &["push", "-q", "origin", "HEAD"]);
+    let config = serde_json::json!({ "clusters": { "lab": {
+        "engine": "slurm",
+        "repository": remote.display().to_string(),
+        "harn": harn_bin().display().to_string(),
+        "scratch": tmp.path().join("scratch").display().to_string(),
+    }}});
+    std::fs::write(root.join(".harnery/config.json"), config.to_string()).unwrap();
+    let run = [
+        "work",
+        "run",
+        "cn",
+        "--cluster",
+        "lab",
+        "--harness",
+        "claude-code",
+        "--team",
+        "team.json",
+        "--allow-api-billing",
+        "--timeout-secs",
+        "300",
+    ];
+    let out = harn(&root, &home, &bin, &run);
+    let proof = proof_of(&root, "cn");
+    assert!(out.status.success(), "{}\n{}", text(&out), proof["agents"][0]);
+    // Claude Code ran on a node, committed there, and the commit came back to be attested.
+    let ws = proof["workspace"].clone();
+    assert_ne!(ws["final_commit"], ws["workspace"]["base_commit"], "committed: {ws}");
+    let shown = Command::new("git")
+        .arg("-C")
+        .arg(&root)
+        .args(["show", "harn/cn:agent.txt"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&shown.stdout), "committed by the agent\n");
+    let call = &proof["agents"][0];
+    assert!(call["usage"]["input_tokens"].as_u64() > Some(0), "{call}");
+    let run_id = projection_of(&root, "cn")["latest_run_id"].as_str().unwrap().to_owned();
+    let shown = harn(&root, &home, &bin, &["run", "show", &run_id, "--json"]);
+    let doc: Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(doc["cluster_jobs"].as_array().map(Vec::len), Some(1), "{doc}");
+    if harn::work::confine::offer().landlock.is_ok() {
+        assert_eq!(proof["containment"]["confined"], true, "{}", proof["containment"]);
+    }
 }
