@@ -432,6 +432,42 @@ pub fn judge_job(job: &Job, ours: bool) -> JobVerdict {
     }
 }
 
+/// What a step comes to that ended without its node saying how the workflow ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Unannounced {
+    /// harn ended it itself (the run's timeout, `work cancel`), or the work's own doing (out
+    /// of memory): the step's end is the workflow's.
+    Own,
+    /// The engine's fault, in words.
+    Fault(String),
+    /// The step is lost (the engine still runs the job, has forgotten it, or ended it
+    /// without the node saying why): the job must be cancelled, and it is a fault.
+    Lost(String),
+}
+
+/// Judges a step that ended unannounced: `job` as the engine says it then (`None` when it
+/// does not answer), `ours` when harn cancelled it, `id` and `node` the job's.
+pub fn ended_unannounced(job: Option<&Job>, ours: bool, id: &str, node: &str) -> Unannounced {
+    if ours {
+        return Unannounced::Own;
+    }
+    let lost = || {
+        Unannounced::Lost(format!(
+            "the connection to job {id} on {node} was lost; the job was cancelled"
+        ))
+    };
+    match job {
+        None => lost(),
+        Some(job) => match judge_job(job, false) {
+            JobVerdict::Fault(fault) => Unannounced::Fault(fault),
+            JobVerdict::Ended if job.state == "OUT_OF_MEMORY" => Unannounced::Own,
+            // Ended or still running, without the node's word on the workflow: nothing says
+            // the work ended it.
+            JobVerdict::Ended | JobVerdict::Live => lost(),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -442,6 +478,27 @@ mod tests {
             serde_json::from_str(json).map_err(|e| FieldError::new("", e.to_string()))?;
         spec.check()?;
         Ok(spec)
+    }
+
+    #[test]
+    fn a_step_that_ended_unannounced_is_the_engines_unless_harn_or_the_work_ended_it() {
+        let job = |state: &str| Job {
+            id: "7".into(),
+            state: state.into(),
+            reason: String::new(),
+            nodes: "n2".into(),
+            restarts: 0,
+        };
+        let judge = |j: Option<&Job>, ours| ended_unannounced(j, ours, "7", "n2");
+        assert_eq!(judge(Some(&job("CANCELLED")), true), Unannounced::Own, "harn's own cancel");
+        assert_eq!(judge(Some(&job("OUT_OF_MEMORY")), false), Unannounced::Own);
+        assert_eq!(
+            judge(Some(&job("NODE_FAIL")), false),
+            Unannounced::Fault("node n2 failed under job 7".into())
+        );
+        for lost in [Some(&job("RUNNING")), Some(&job("COMPLETED")), Some(&job("FAILED")), None] {
+            assert!(matches!(judge(lost, false), Unannounced::Lost(f) if f.contains("lost")));
+        }
     }
 
     #[test]

@@ -360,20 +360,24 @@ impl SimSegment<'_> {
             return;
         }
         if w.remote && w.entropy.chance(1, 20) {
-            // The node under the segment dies. A misconfigured cluster (one time in four)
-            // requeues the job and runs it again elsewhere before the coordinator looks; the
-            // host asks the engine about the job and judges what it says, as the real host
-            // does, and either way it is the engine's end of the step, never the work's.
+            // The step ends without its node saying how the workflow ended: the node died, or
+            // a misconfigured cluster (one time in four) requeued the job and ran it again
+            // elsewhere before the coordinator looked. The host asks the engine about the job
+            // and the core judges what it says, as the real host does; either way it is the
+            // engine's end of the step, never the work's.
             w.summary.engine_faults += 1;
             w.chargeable.remove(&self.m.run_id);
             let node = format!("n{}", 1 + w.entropy.below(3));
             let requeued = w.entropy.chance(1, 4);
             // Of the jobs not requeued, one in five is cancelled by the cluster's
-            // administrator rather than lost with its node (no draw: the seeds' paths stay).
-            let state = match (requeued, w.summary.engine_faults % 5 == 4) {
+            // administrator, and one in five is a step lost while its job completes (the
+            // connection to the node broke), rather than lost with its node (no draw: the
+            // seeds' paths stay).
+            let state = match (requeued, w.summary.engine_faults % 5) {
                 (true, _) => "RUNNING",
-                (false, true) => "CANCELLED",
-                (false, false) => "NODE_FAIL",
+                (false, 4) => "CANCELLED",
+                (false, 2) => "COMPLETED",
+                (false, _) => "NODE_FAIL",
             };
             let job = harn_core::work::cluster::Job {
                 id: format!("{}", 100 + w.summary.engine_faults),
@@ -385,12 +389,13 @@ impl SimSegment<'_> {
             if requeued {
                 w.requeued.insert(self.m.run_id.clone());
             }
-            match harn_core::work::cluster::judge_job(&job, false) {
-                harn_core::work::cluster::JobVerdict::Fault(fault) => {
+            use harn_core::work::cluster::{ended_unannounced, Unannounced};
+            match ended_unannounced(Some(&job), false, &job.id, &job.nodes) {
+                Unannounced::Fault(fault) | Unannounced::Lost(fault) => {
                     self.pending.push_back(SegmentEvent::EngineFault(fault));
                 }
-                verdict => {
-                    self.failed = Some(format!("job {job:?} judged {verdict:?}"));
+                Unannounced::Own => {
+                    self.failed = Some(format!("job {job:?} judged the work's own end"));
                 }
             }
             self.dies();

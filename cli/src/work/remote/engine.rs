@@ -2,7 +2,7 @@
 //! (judged in core), and its cancel. Every question is bounded.
 
 use harn_core::work::cluster::FrozenCluster;
-use harn_core::work::cluster::{judge_job, parse_job, JobVerdict};
+use harn_core::work::cluster::{judge_job, parse_job, Job, JobVerdict};
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -25,27 +25,27 @@ pub fn step(cluster: &FrozenCluster, run: &str) -> Command {
     cmd
 }
 
-/// The engine's word on job `id`, once it is final or `wait` has passed: `None` when the
-/// engine does not answer or no longer knows the job.
-pub fn settled(id: &str, wait: Duration, ours: bool) -> Option<JobVerdict> {
+/// Job `id` as the engine says it once its state is final or `wait` has passed: `None`
+/// when the engine does not answer or no longer knows the job.
+pub fn settled(id: &str, wait: Duration) -> Option<Job> {
     let until = Instant::now() + wait;
     loop {
-        let verdict = ask(id, ours);
-        match verdict {
-            Some(JobVerdict::Live) if Instant::now() < until => {
+        let job = ask(id);
+        match &job {
+            Some(j) if judge_job(j, false) == JobVerdict::Live && Instant::now() < until => {
                 std::thread::sleep(Duration::from_millis(250));
             }
-            _ => return verdict,
+            _ => return job,
         }
     }
 }
 
-fn ask(id: &str, ours: bool) -> Option<JobVerdict> {
+fn ask(id: &str) -> Option<Job> {
     let mut cmd = Command::new("scontrol");
     cmd.args(["show", "job", "-o", id]);
     let out = run_bounded(cmd, ASK).ok()?;
     let line = out.lines().find(|l| l.contains("JobId="))?;
-    Some(judge_job(&parse_job(line).ok()?, ours))
+    parse_job(line).ok()
 }
 
 /// Cancels job `id` (bounded); a job already gone is no error.
@@ -59,7 +59,7 @@ pub fn cancel(id: &str) {
 
 /// Whether job `id` still runs, as the engine says.
 pub fn live(id: &str) -> bool {
-    matches!(ask(id, false), Some(JobVerdict::Live))
+    ask(id).is_some_and(|j| judge_job(&j, false) == JobVerdict::Live)
 }
 
 /// Runs `cmd` with no input and returns its standard output; a failure, or no exit within

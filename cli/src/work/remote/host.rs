@@ -8,7 +8,9 @@
 use super::engine;
 use crate::os::store::{run_dir, Store, StoreError};
 use harn_core::limits::LimitReached;
-use harn_core::work::cluster::{EngineJob, FrozenCluster, JobVerdict};
+use harn_core::work::cluster::{
+    ended_unannounced, judge_job, EngineJob, FrozenCluster, JobVerdict, Unannounced,
+};
 use harn_core::work::policy::Verdict;
 use harn_core::work::protocol::LineReader;
 use harn_core::work::remote::{self, FromNode, NodeSignal, ToNode};
@@ -227,7 +229,8 @@ impl Remote {
                         ),
                         (None, false) => format!("the step did not start{said}"),
                         (Some(job), _) => {
-                            match engine::settled(&job.id, SETTLE_WAIT, self.cancelled) {
+                            let now = engine::settled(&job.id, SETTLE_WAIT);
+                            match now.map(|j| judge_job(&j, self.cancelled)) {
                                 Some(JobVerdict::Fault(fault)) => fault,
                                 _ => format!(
                                     "job {} on {} ended before spawning{said}",
@@ -324,7 +327,8 @@ impl Remote {
                 if signal.is_some() && !self.cancelled {
                     if let Some(job) = &self.job {
                         let wait = Duration::from_secs(1);
-                        if let Some(JobVerdict::Fault(f)) = engine::settled(&job.id, wait, false) {
+                        let verdict = engine::settled(&job.id, wait).map(|j| judge_job(&j, false));
+                        if let Some(JobVerdict::Fault(f)) = verdict {
                             self.pending.push_back(SegmentEvent::EngineFault(f));
                         }
                     }
@@ -375,24 +379,17 @@ impl Remote {
     fn step_ended(&mut self) {
         let status = self.wait_step(Instant::now() + Duration::from_secs(10));
         let Some(job) = self.job.clone() else { return };
-        let verdict = engine::settled(&job.id, SETTLE_WAIT, self.cancelled);
+        let said = engine::settled(&job.id, SETTLE_WAIT);
         self.exited = true;
         let (code, signal) = status.unwrap_or((None, Some(9)));
-        match verdict {
-            // Cancelled by harn itself (a timeout, `work cancel`): the driver knows why.
-            _ if self.cancelled => {}
-            Some(JobVerdict::Fault(fault)) => {
-                self.pending.push_back(SegmentEvent::EngineFault(fault));
-            }
-            Some(JobVerdict::Live) | None => {
+        // Cancelled by harn itself (a timeout, `work cancel`): the driver knows why.
+        match ended_unannounced(said.as_ref(), self.cancelled, &job.id, &job.node) {
+            Unannounced::Own => {}
+            Unannounced::Fault(fault) => self.pending.push_back(SegmentEvent::EngineFault(fault)),
+            Unannounced::Lost(fault) => {
                 engine::cancel(&job.id);
-                let fault = format!(
-                    "the connection to job {} on {} was lost; the job was cancelled",
-                    job.id, job.node
-                );
                 self.pending.push_back(SegmentEvent::EngineFault(fault));
             }
-            Some(JobVerdict::Ended) => {}
         }
         self.pending.push_back(SegmentEvent::Exited { code, signal });
     }
@@ -504,7 +501,7 @@ impl Remote {
         // to keep. One that exited took its step with it.
         let killed = matches!(ended, Some((None, Some(_))));
         if let Some(job) = self.job.as_ref().filter(|_| killed) {
-            if let Some(JobVerdict::Live) = engine::settled(&job.id, Duration::ZERO, true) {
+            if engine::live(&job.id) {
                 engine::cancel(&job.id);
             }
         }
