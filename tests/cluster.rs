@@ -13,6 +13,14 @@ pub(crate) fn slurm_conf() -> Option<String> {
         skip("no Slurm cluster: run .ci/slurm/cluster.sh start and export SLURM_CONF");
         return None;
     };
+    // A configuration whose controller is not up is no cluster (its clients would retry it
+    // for a minute in every test).
+    let ping =
+        Command::new("timeout").args(["5", "scontrol", "ping"]).env("SLURM_CONF", &conf).output();
+    if !ping.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("is UP")) {
+        skip(format!("the Slurm cluster of {conf} is not up: run .ci/slurm/cluster.sh start"));
+        return None;
+    }
     Some(conf)
 }
 

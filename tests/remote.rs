@@ -484,3 +484,76 @@ fn an_approval_parks_a_remote_run_and_its_ruling_resumes_it_as_a_new_job() {
     }
     assert!(text(&out).contains(&format!("run {run_id} succeeded")), "{}", text(&out));
 }
+
+#[test]
+fn the_service_ticks_a_goal_on_the_cluster_it_froze_at_enrollment() {
+    if slurm_conf().is_none() {
+        return;
+    }
+    let root = root(None, 0);
+    create(&root, "a", &[]);
+    create(&root, "b", &["a"]);
+    std::fs::write(root.repo().join("team.json"), r#"{"implementer": {"instructions": "Do it."}}"#)
+        .unwrap();
+    let out = root.harn(&[
+        "supervisor",
+        "create",
+        "b",
+        "--team",
+        "team.json",
+        "--id",
+        "g",
+        "--accept-passing-proof",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let start =
+        ["supervisor", "service", "start", "g", "--cluster", "lab", "--wake-interval-ms", "200"];
+    let out = root.harn(&start);
+    assert!(out.status.success(), "{}", text(&out));
+    let until = Instant::now() + Duration::from_secs(90);
+    let state = loop {
+        let g = json(&root.harn(&["supervisor", "show", "g", "--json"]));
+        let state = g["projection"]["state"].as_str().unwrap_or_default().to_owned();
+        if state == "succeeded" || Instant::now() > until {
+            break state;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let stopped = root.harn(&["supervisor", "service", "stop", "--timeout", "10"]);
+    assert_eq!(state, "succeeded", "{}", text(&stopped));
+    // The enrollment froze the cluster by value; every attempt ran as a job on it, and the
+    // dependent started from its prerequisite's commit.
+    let config: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.repo().join(harn_core::layout::SERVICE).join("config.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(config["engine"]["cluster"]["name"], "lab", "{config}");
+    for id in ["a", "b"] {
+        let doc = run_show(&root, &latest_run(&root, id));
+        assert_eq!(doc["cluster_jobs"].as_array().map(Vec::len), Some(1), "{id}: {doc}");
+    }
+    let b = root.dir.path().join("repo.worktrees/b");
+    assert!(b.join("out-a.txt").is_file(), "b's branch holds a's accepted work");
+}
+
+#[test]
+fn work_cancel_ends_a_remote_run_and_its_job() {
+    if slurm_conf().is_none() {
+        return;
+    }
+    let root = root(None, 120);
+    create(&root, "long", &[]);
+    let child = start(&root, "long");
+    let (run, job) = job_of(&root, "long");
+    wait_started(&root);
+    let out = root.harn(&["work", "cancel", "long", "--reason", "not needed"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = finish(child, Duration::from_secs(60));
+    assert!(text(&out).contains("interrupted by work cancel"), "{}", text(&out));
+    let doc = run_show(&root, &run);
+    assert_eq!(show(&root, "long")["projection"]["state"], "cancelled");
+    assert!(doc["transcript"].to_string().contains("run.cancelled"), "{doc}");
+    let state = job_state(&job);
+    let ended = state.get("JobState").map(String::as_str);
+    assert!(!matches!(ended, Some("RUNNING" | "PENDING") | None), "{state:?}");
+}
