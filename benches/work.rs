@@ -58,7 +58,8 @@ fn history() -> (Vec<WorkEvent>, Vec<AttemptStatus>) {
             kinds.push(EventKind::Cancelled);
         }
         let statement = format!("the error for key {n} names no line");
-        kinds.push(EventKind::Reopened { findings: vec![Finding { id: "f1".into(), statement }] });
+        let findings = vec![Finding { id: "f1".into(), statement }];
+        kinds.push(EventKind::Reopened { findings, feedback: None });
     }
     kinds.truncate(EVENTS);
     let events = kinds

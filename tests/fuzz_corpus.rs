@@ -89,6 +89,11 @@ fn cluster_config_corpus() {
 }
 
 #[test]
+fn notify_corpus() {
+    replay("notify", harn_core::fuzzing::fuzz_notify);
+}
+
+#[test]
 fn remote_wire_corpus() {
     replay("remote_wire", harn_core::fuzzing::fuzz_remote_wire);
 }

@@ -328,8 +328,9 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("harness", &["os"]),
     ("work", &["os"]),
     ("goal", &["work", "os"]),
-    ("service", &["goal", "work", "os"]),
-    ("dash", &["service", "goal", "work", "harness", "os"]),
+    ("notify", &["goal", "work", "os"]),
+    ("service", &["notify", "goal", "work", "os"]),
+    ("dash", &["service", "notify", "goal", "work", "harness", "os"]),
 ];
 
 /// The steps of `src` against [`LAYERS`]: a subsystem room using one it may not.

@@ -35,6 +35,7 @@ mod land;
 mod lifecycle_model;
 mod limits;
 mod listing;
+mod notify;
 mod ownership;
 mod planted;
 mod private_files;

@@ -53,6 +53,8 @@ enum Top {
     Work(crate::work::cmd::WorkArgs),
     /// Clusters whose nodes run attempts' segments: check one before it is used.
     Cluster(crate::work::cluster::ClusterArgs),
+    /// Notices of what waits for a person, delivered to webhooks and commands.
+    Notify(crate::notify::NotifyArgs),
     /// Workflow runs: a run's manifest, transcript summary and proof.
     Run(crate::work::run_show::RunCmd),
     /// Goals: a supervisor drives a work graph to accepted completion inside frozen limits.
@@ -128,6 +130,14 @@ where
         restore_default_sigpipe();
     }
     crate::paint::init(cli.color);
+    // After a verb that runs attempts, what now waits for a person is recorded and told.
+    let notifies = match &cli.command {
+        Top::Work(args) => args.notifies(),
+        Top::Supervisor(SupervisorArgs { root, verb: SupervisorVerb::Goal(v) }) if v.drives() => {
+            Some(root.clone())
+        }
+        _ => None,
+    };
     let outcome = match cli.command {
         Top::Init(args) => crate::init::run(args),
         Top::Example(args) => crate::example::run(args),
@@ -136,6 +146,7 @@ where
         Top::Work(args) => crate::work::cmd::run(args, crate::goal::missions::holding),
         Top::Run(args) => crate::work::run_show::run(args),
         Top::Cluster(args) => crate::work::cluster::run(args),
+        Top::Notify(args) => crate::notify::run(args),
         Top::Approval(args) => crate::work::approval_cmd::run(args, crate::service::view::facts),
         Top::Dash(mut args) => {
             // Decided as for every other verb: the dashboard draws on a terminal.
@@ -157,6 +168,9 @@ where
         }
         Top::Man { dir } => man(dir.as_deref()),
     };
+    if let Some(Ok(mut store)) = notifies.map(crate::os::store::open_root) {
+        crate::notify::after(&mut store, crate::notify::VERB_BUDGET);
+    }
     crate::exit::report(outcome)
 }
 

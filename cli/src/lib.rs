@@ -31,6 +31,7 @@ pub mod goal;
 pub mod harness;
 pub mod init;
 pub mod input;
+pub mod notify;
 pub mod os;
 pub mod paint;
 pub mod service;

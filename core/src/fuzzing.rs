@@ -216,7 +216,7 @@ fn arbitrary_history(
                 dispositions: Vec::new(),
             },
             5 => EventKind::Cancelled,
-            _ => EventKind::Reopened { findings: Vec::new() },
+            _ => EventKind::Reopened { findings: Vec::new(), feedback: None },
         };
         if matches!(kind, EventKind::AttemptStarted { .. }) {
             let status = match tag % 6 {
@@ -630,6 +630,39 @@ pub fn fuzz_remote_wire(data: &[u8]) {
     }
 }
 
+/// Arbitrary text as a `notify` configuration and as outbox lines: the channels parse or are
+/// refused naming a field under `notify`; the outbox folds whatever lines parse, a sent
+/// delivery is never due, and nothing is due twice.
+pub fn fuzz_notify(data: &[u8]) {
+    use crate::notify::outbox::{Outbox, OutboxRecord};
+    let text = String::from_utf8_lossy(data);
+    if let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) {
+        match crate::notify::parse_channels(&value) {
+            Ok(channels) => {
+                for c in &channels {
+                    assert_eq!(c.id().len(), 16);
+                }
+            }
+            Err(e) => assert!(e.field.starts_with("notify"), "{e}"),
+        }
+    }
+    let records: Vec<OutboxRecord> =
+        text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    let outbox = Outbox::fold(&records);
+    let channels = crate::notify::parse_channels(&serde_json::json!([
+        {"webhook": "http://127.0.0.1:9/a"}, {"command": ["true"]}
+    ]))
+    .expect("valid channels");
+    let due = outbox.due(&channels, crate::time::WallTime(i64::MAX));
+    let mut seen = std::collections::BTreeSet::new();
+    for d in &due {
+        let delivery = &outbox.deliveries[&(d.notice.key.clone(), d.channel.id())];
+        assert!(delivery.sent_at.is_none(), "a sent delivery is never due");
+        assert!(seen.insert((d.notice.key.clone(), d.channel.id())), "due once");
+    }
+    assert_eq!(outbox.order.len(), outbox.notices.len());
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -658,5 +691,6 @@ mod tests {
         arbitrary_goals_project_and_dispatch_consistently: fuzz_goal_projection up to 1024;
         arbitrary_cluster_configs_and_node_lists_parse_safely: fuzz_cluster_config up to 512;
         arbitrary_wire_lines_parse_and_round_trip: fuzz_remote_wire up to 512;
+        arbitrary_channels_and_outboxes_keep_deliveries_once: fuzz_notify up to 512;
     }
 }

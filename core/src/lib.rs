@@ -19,6 +19,7 @@ pub mod index;
 pub mod journal;
 pub mod layout;
 pub mod limits;
+pub mod notify;
 #[cfg(feature = "planted-bugs")]
 pub mod planted;
 pub mod service;

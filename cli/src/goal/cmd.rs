@@ -38,6 +38,14 @@ pub enum GoalVerb {
     Plan(super::plan_cmd::PlanVerb),
 }
 
+impl GoalVerb {
+    /// True for the verbs that dispatch attempts (`tick`, `run`), after which what waits for
+    /// a person is told.
+    pub fn drives(&self) -> bool {
+        matches!(self, GoalVerb::Tick(_) | GoalVerb::Run(_))
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct CreateArgs {
     /// The root work item: the goal succeeds when it is accepted (a mission may start

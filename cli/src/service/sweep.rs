@@ -165,7 +165,11 @@ pub fn sweep(
 ) -> SweepOutcome {
     reap_lost(store, shared);
     let mut host = RealSweep { store, config, shared, cache };
-    harn_core::service::sweep(&mut host, scheduler)
+    let outcome = harn_core::service::sweep(&mut host, scheduler);
+    // What the sweep's ticks left waiting for a person is recorded and told; what is not
+    // delivered now is retried at the next sweep.
+    crate::notify::after(store, crate::notify::VERB_BUDGET);
+    outcome
 }
 
 /// Ends what runs whose host died left running (a tick killed with the service, a `work run`

@@ -48,6 +48,12 @@ enum Verb {
     Cancel(Governance),
     /// Reopen a work item, keeping its history and budgets, optionally with findings.
     Reopen(Governance),
+    /// Send an item in review back with words: reopened, the feedback recorded with its
+    /// author and given to the next attempt's workflow in its start line.
+    #[command(
+        after_help = "Examples:\n  harn work reject parser --feedback \"the tabs are still dropped: see tests/tabs.txt\""
+    )]
+    Reject(Governance),
     /// Run the next attempt of a ready work item: its workflow, to a proof.
     #[command(after_help = RUN_EXAMPLES)]
     Run(super::run_cmd::RunArgs),
@@ -130,6 +136,10 @@ struct Governance {
     /// A finding the next acceptance must dispose of (reopen only; repeatable).
     #[arg(long = "finding")]
     findings: Vec<String>,
+    /// Words for the next attempt (reopen and reject; reject needs them): recorded with the
+    /// actor and given to the workflow in its start line (`attempt.feedback`).
+    #[arg(long)]
+    feedback: Option<String>,
     /// Print one JSON document.
     #[arg(long)]
     json: bool,
@@ -186,7 +196,7 @@ impl Verb {
     fn typed_id(&mut self) -> Option<&mut String> {
         match self {
             Verb::Show(Shown { id, .. }) => Some(id),
-            Verb::Cancel(g) | Verb::Reopen(g) => Some(&mut g.id),
+            Verb::Cancel(g) | Verb::Reopen(g) | Verb::Reject(g) => Some(&mut g.id),
             Verb::Run(a) | Verb::Retry(a) => Some(&mut a.id),
             Verb::Accept(a) => Some(&mut a.id),
             Verb::Land(a) => Some(&mut a.id),
@@ -197,6 +207,14 @@ impl Verb {
 }
 
 /// Runs a `work` verb; `missions` finds the complete missions a reopen reopens.
+impl WorkArgs {
+    /// The root a verb that runs attempts works in (`work run`, `retry`), after which what
+    /// waits for a person is told; `None` for the other verbs.
+    pub fn notifies(&self) -> Option<Option<PathBuf>> {
+        matches!(self.verb, Verb::Run(_) | Verb::Retry(_)).then(|| self.root.clone())
+    }
+}
+
 pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
     let explicit = args.root.is_some();
     let mut store = crate::os::store::open_root(args.root)?;
@@ -221,8 +239,9 @@ pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
         Verb::Create(a) => create(&mut store, a),
         Verb::List { state, json } => list(&mut store, state.as_deref(), json),
         Verb::Show(Shown { id, json }) => show(&mut store, &id, json),
-        Verb::Cancel(g) => govern(&mut store, g, None),
-        Verb::Reopen(g) => govern(&mut store, g, Some(missions)),
+        Verb::Cancel(g) => govern(&mut store, g, None, false),
+        Verb::Reopen(g) => govern(&mut store, g, Some(missions), false),
+        Verb::Reject(g) => govern(&mut store, g, Some(missions), true),
         Verb::Run(a) => super::run_cmd::run(&mut store, a, false),
         Verb::Retry(a) => super::run_cmd::run(&mut store, a, true),
         Verb::Accept(a) => super::run_cmd::accept(&mut store, a),
@@ -466,10 +485,22 @@ fn summary<'a>(id: &'a Id, i: &'a Row) -> Summary<'a> {
 }
 
 /// Cancels an item, or reopens it (`missions` given) together with every complete mission
-/// holding it. Every check, the missions' leases included, comes before the first write, so
-/// a refusal leaves nothing half-done; the missions' reopening is recorded before the item's.
-fn govern(store: &mut Store, g: Governance, missions: Option<FindMissions>) -> Exit {
+/// holding it; a rejection (`reject`) is a reopen of an item in review with feedback. Every
+/// check, the missions' leases included, comes before the first write, so a refusal leaves
+/// nothing half-done; the missions' reopening is recorded before the item's.
+fn govern(store: &mut Store, g: Governance, missions: Option<FindMissions>, reject: bool) -> Exit {
     let reopen = missions.is_some();
+    if !reopen && g.feedback.is_some() {
+        return fail(EXIT_USAGE, "--feedback belongs to reopen and reject");
+    }
+    if reject && g.feedback.is_none() {
+        return fail(EXIT_USAGE, "reject needs --feedback TEXT: what the next attempt must do");
+    }
+    if let Some(words) = &g.feedback {
+        if let Err(e) = harn_core::work::events::validate_feedback(words) {
+            return fail(EXIT_USAGE, format!("--feedback: {e}"));
+        }
+    }
     let id = match Id::new(&g.id) {
         Ok(id) => id,
         Err(e) => return fail(EXIT_USAGE, format!("{:?}: {e}", g.id)),
@@ -503,13 +534,20 @@ fn govern(store: &mut Store, g: Governance, missions: Option<FindMissions>) -> E
         if let Err(e) = harn_core::work::events::validate_findings(&findings) {
             return fail(EXIT_USAGE, format!("--finding: {e}"));
         }
-        (reopenable(state), EventKind::Reopened { findings })
+        let allowed =
+            if reject { state == harn_core::work::WorkState::InReview } else { reopenable(state) };
+        (allowed, EventKind::Reopened { findings, feedback: g.feedback.clone() })
     } else {
         (cancellable(state), EventKind::Cancelled)
     };
     if !allowed {
-        let verb = if reopen { "reopen" } else { "cancel" };
-        return fail(EXIT_FAILED, format!("cannot {verb} {id}: it is {}", state_name(state)));
+        let verb = match (reopen, reject) {
+            (_, true) => "reject",
+            (true, false) => "reopen",
+            (false, _) => "cancel",
+        };
+        let only = if reject { "; only an item in review is rejected" } else { "" };
+        return fail(EXIT_FAILED, format!("cannot {verb} {id}: it is {}{only}", state_name(state)));
     }
     let who = actor(g.actor);
     for m in &held {

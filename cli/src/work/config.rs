@@ -26,6 +26,9 @@ struct Config {
     /// Clusters whose nodes run attempts' segments, by name.
     #[serde(default)]
     clusters: BTreeMap<String, ClusterSpec>,
+    /// Where notices go (`harn_core::notify::parse_channels` reads it).
+    #[serde(default)]
+    notify: Option<serde_json::Value>,
 }
 
 /// `containment`: what every confined run of this root may write besides its workspace, its
@@ -57,6 +60,16 @@ fn read_config(root: &Path) -> Result<Config, String> {
         return Err(format!("{}: schema_version {v} is not supported (1 is)", path.display()));
     }
     Ok(config)
+}
+
+/// The channels notices go to (`notify`), none when it is absent; a wrong entry is refused
+/// naming the file and the field.
+pub fn notify_channels(root: &Path) -> Result<Vec<harn_core::notify::ChannelSpec>, String> {
+    let Some(value) = read_config(root)?.notify else { return Ok(Vec::new()) };
+    harn_core::notify::parse_channels(&value).map_err(|e| {
+        let path = root.join(harn_core::layout::CONFIG);
+        format!("{}: {}: {}", path.display(), e.field, e.message)
+    })
 }
 
 /// The resource limits of every run: the defaults, with what `.harnery/config.json`'s

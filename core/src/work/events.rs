@@ -158,12 +158,16 @@ pub enum EventKind {
     /// An operator cancelled the item.
     #[serde(rename = "work.cancelled")]
     Cancelled,
-    /// An operator reopened the item, optionally with findings.
+    /// An operator reopened the item, optionally with findings, or a reviewer sent it back
+    /// (`work reject`) with words for the next attempt.
     #[serde(rename = "work.reopened")]
     Reopened {
         /// Findings to dispose of before the next acceptance.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         findings: Vec<Finding>,
+        /// What the reviewer said, given to the next attempt's workflow in its start line.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        feedback: Option<String>,
     },
     /// A receipt of a projection; never read back to compute state.
     #[serde(rename = "work.reconciled")]
@@ -253,13 +257,30 @@ impl HistoryCheck {
             {
                 return Err(at(&format!("resumes unknown attempt {attempt} of run {run_id}")));
             }
-            (EventKind::Reopened { findings }, _) => {
-                validate_findings(findings).map_err(|m| at(&m.to_string()))?
+            (EventKind::Reopened { findings, feedback }, _) => {
+                validate_findings(findings).map_err(|m| at(&m.to_string()))?;
+                if let Some(words) = feedback {
+                    validate_feedback(words).map_err(|m| at(&m.to_string()))?;
+                }
             }
             _ => {}
         }
         Ok(())
     }
+}
+
+/// The most bytes of a reviewer's feedback.
+pub const FEEDBACK_MAX: usize = 8 << 10;
+
+/// Checks a reviewer's feedback: 1 to [`FEEDBACK_MAX`] bytes, not only whitespace.
+pub fn validate_feedback(words: &str) -> Result<(), RecordError> {
+    if words.trim().is_empty() {
+        return Err(RecordError::refused("feedback may not be empty".to_owned()));
+    }
+    if words.len() > FEEDBACK_MAX {
+        return Err(RecordError::refused(format!("feedback: at most {FEEDBACK_MAX} bytes")));
+    }
+    Ok(())
 }
 
 /// Checks findings raised on one reopen: at most [`FINDINGS_MAX`], ids `f1…` in order, each

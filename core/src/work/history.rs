@@ -34,8 +34,11 @@ pub fn describe(e: &WorkEvent) -> String {
             format!("landed on {into} as {} ({})", short(commit), method.as_str())
         }
         EventKind::Cancelled => "cancelled".to_owned(),
-        EventKind::Reopened { findings } if findings.is_empty() => "reopened".to_owned(),
-        EventKind::Reopened { findings } => {
+        EventKind::Reopened { feedback: Some(words), .. } => {
+            format!("sent back with feedback: {}", crate::text::neutralize(words))
+        }
+        EventKind::Reopened { findings, .. } if findings.is_empty() => "reopened".to_owned(),
+        EventKind::Reopened { findings, .. } => {
             let ids: Vec<&str> = findings.iter().map(|f| f.id.as_str()).collect();
             format!("reopened with findings {}", ids.join(", "))
         }
@@ -109,6 +112,7 @@ mod tests {
                 4,
                 EventKind::Reopened {
                     findings: vec![Finding { id: "f1".into(), statement: "x".into() }],
+                    feedback: None,
                 },
                 Some("the parser drops tabs"),
             ),

@@ -508,7 +508,7 @@ fn open_findings(events: &[WorkEvent]) -> Vec<Finding> {
     let mut open: Vec<Finding> = Vec::new();
     for e in events {
         match &e.kind {
-            EventKind::Reopened { findings } if !findings.is_empty() => open = findings.clone(),
+            EventKind::Reopened { findings, .. } if !findings.is_empty() => open = findings.clone(),
             EventKind::Accepted { dispositions, .. } => {
                 open.retain(|f| !dispositions.iter().any(|d| d.id() == f.id));
             }

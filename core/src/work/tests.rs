@@ -42,7 +42,7 @@ fn acceptance_and_cancellation_are_sticky_until_reopened() {
     let p = h.project();
     assert_eq!(state_and_action(&p), (WorkState::Succeeded, NextAction::None));
     assert_eq!(p.accepted_seq, Some(3));
-    h.push(EventKind::Reopened { findings: Vec::new() });
+    h.push(EventKind::Reopened { findings: Vec::new(), feedback: None });
     assert_eq!(
         state_and_action(&h.project()),
         (WorkState::Ready, NextAction::Run),
@@ -201,7 +201,7 @@ fn a_run_that_never_started_or_that_an_operator_or_a_cluster_stopped_costs_nothi
 fn reopening_keeps_history_and_budget() {
     let mut h = History::new();
     h.attempt(failed(None)).attempt(AttemptStatus::Succeeded).push(accepted("wf-2", 2));
-    h.push(EventKind::Reopened { findings: Vec::new() });
+    h.push(EventKind::Reopened { findings: Vec::new(), feedback: None });
     let p = h.project();
     assert_eq!(state_and_action(&p), (WorkState::Ready, NextAction::Run));
     assert_eq!(
@@ -210,7 +210,7 @@ fn reopening_keeps_history_and_budget() {
         "reopen never resets budgets"
     );
     h.attempt(AttemptStatus::Succeeded).push(accepted("wf-3", 3));
-    h.push(EventKind::Reopened { findings: Vec::new() });
+    h.push(EventKind::Reopened { findings: Vec::new(), feedback: None });
     let p = h.project();
     assert_eq!(
         state_and_action(&p),
@@ -224,7 +224,10 @@ fn findings_stay_open_until_disposed_and_a_later_reopen_replaces_them() {
     let f = |n: u32, s: &str| Finding { id: format!("f{n}"), statement: s.into() };
     let mut h = History::new();
     h.attempt(AttemptStatus::Succeeded).push(accepted("wf-1", 1));
-    h.push(EventKind::Reopened { findings: vec![f(1, "flaky test"), f(2, "missing docs")] });
+    h.push(EventKind::Reopened {
+        findings: vec![f(1, "flaky test"), f(2, "missing docs")],
+        feedback: None,
+    });
     assert_eq!(h.project().open_findings.len(), 2);
     h.attempt(AttemptStatus::Succeeded);
     h.push(EventKind::Accepted {
@@ -234,7 +237,7 @@ fn findings_stay_open_until_disposed_and_a_later_reopen_replaces_them() {
         dispositions: vec![Disposition::Fixed { id: "f1".into() }],
     });
     assert_eq!(h.project().open_findings, [f(2, "missing docs")]);
-    h.push(EventKind::Reopened { findings: vec![f(1, "slow")] });
+    h.push(EventKind::Reopened { findings: vec![f(1, "slow")], feedback: None });
     assert_eq!(h.project().open_findings, [f(1, "slow")]);
 }
 
@@ -400,14 +403,17 @@ fn an_acceptance_counts_only_for_a_passing_proof_of_the_attempt_in_review() {
     assert!(check(twice, &ok).unwrap_err().contains("already accepted"));
     let cancelled = vec![started("wf-1", 1), EventKind::Cancelled, accepted("wf-1", 1)];
     assert!(check(cancelled, &ok).unwrap_err().contains("cancelled"));
-    let reopened =
-        vec![started("wf-1", 1), EventKind::Reopened { findings: vec![] }, accepted("wf-1", 1)];
+    let reopened = vec![
+        started("wf-1", 1),
+        EventKind::Reopened { findings: vec![], feedback: None },
+        accepted("wf-1", 1),
+    ];
     assert!(check(reopened, &ok).unwrap_err().contains("no attempt was in review"));
     // A reopen, a new attempt, and its acceptance: what harn writes.
     let again = vec![
         started("wf-1", 1),
         accepted("wf-1", 1),
-        EventKind::Reopened { findings: vec![] },
+        EventKind::Reopened { findings: vec![], feedback: None },
         started("wf-2", 2),
         accepted("wf-2", 2),
     ];
@@ -475,7 +481,7 @@ mod properties {
                     h.push(EventKind::Cancelled);
                 }
                 Step::Reopen => {
-                    h.push(EventKind::Reopened { findings: Vec::new() });
+                    h.push(EventKind::Reopened { findings: Vec::new(), feedback: None });
                 }
             }
         }

@@ -155,7 +155,7 @@ impl World {
             self.repo.commits[c].unreviewed = false;
         }
         if landing::acceptance(&self.items[i].events).is_some() {
-            self.push(i, EventKind::Reopened { findings: Vec::new() });
+            self.push(i, EventKind::Reopened { findings: Vec::new(), feedback: None });
         }
         self.items[i].accepts += 1;
         let proof = format!("{}-{}", self.items[i].id, self.items[i].accepts);

@@ -623,7 +623,7 @@ impl WorkWorld {
         if self.entropy.chance(1, 6) {
             self.ledger.append(
                 id,
-                EventKind::Reopened { findings: Vec::new() },
+                EventKind::Reopened { findings: Vec::new(), feedback: None },
                 "sim",
                 None,
                 now,

@@ -541,7 +541,7 @@ mod tests {
         assert_eq!(again, Landing::Landed { into: "main".into(), commit: "m".repeat(40) });
         // Reopened and accepted again: the new acceptance lands on its own.
         let mut later = events.to_vec();
-        later.push(event(4, EventKind::Reopened { findings: Vec::new() }));
+        later.push(event(4, EventKind::Reopened { findings: Vec::new(), feedback: None }));
         later.push(event(5, accepted("q")));
         assert!(matches!(
             land(&later, Some(&attestation()), false, &seen()),
@@ -580,7 +580,7 @@ mod tests {
         assert!(!landed(&events));
         events.push(event(3, landed_event));
         assert!(landed(&events));
-        events.push(event(4, EventKind::Reopened { findings: Vec::new() }));
+        events.push(event(4, EventKind::Reopened { findings: Vec::new(), feedback: None }));
         events.push(event(5, accepted("q")));
         assert!(!landed(&events), "a later acceptance has not landed");
     }
@@ -590,7 +590,7 @@ mod tests {
         let events = [
             event(1, EventKind::Created { intent_sha256: None }),
             event(2, accepted("p")),
-            event(3, EventKind::Reopened { findings: Vec::new() }),
+            event(3, EventKind::Reopened { findings: Vec::new(), feedback: None }),
         ];
         assert_eq!(acceptance(&events), None);
         assert_eq!(acceptance(&events[..2]).unwrap().proof_sha256, "p");

@@ -97,7 +97,9 @@ impl<F: Fs> Ledger<F> {
             inherit_team(&mut manifest, before);
         }
         let findings = findings_context(&item.events, &item.projection.open_findings);
-        let context = manifest.context_for(&item.intent, AttemptContext { prior, findings });
+        let feedback = feedback_context(&item.events);
+        let context =
+            manifest.context_for(&item.intent, AttemptContext { prior, findings, feedback });
         manifest.context = Some(context);
         // The manifest first: a run that cannot even record what it would run (a full disk,
         // a refused path) is no attempt, and its history says nothing of it.
@@ -198,7 +200,8 @@ impl<F: Fs> Ledger<F> {
             crate::work::Trigger::Initial => None,
         };
         let findings = findings_context(&item.events, &item.projection.open_findings);
-        let context = AttemptContext { prior, findings };
+        let feedback = feedback_context(&item.events);
+        let context = AttemptContext { prior, findings, feedback };
         let start = manifest.start_line(&item.intent, context, Some(&approval));
         Ok((manifest, state, start))
     }

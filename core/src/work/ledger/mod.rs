@@ -21,8 +21,8 @@ use crate::journal::{self, JournalWriter};
 use crate::time::WallTime;
 use crate::work::approval::ApprovalRequest;
 use crate::work::run::{
-    findings_context, may_start, synopsis, AttemptContext, Proof, ProofSeal, ResumeState,
-    RunManifest, SEAL, SEAL_VERSION,
+    feedback_context, findings_context, may_start, synopsis, AttemptContext, Proof, ProofSeal,
+    ResumeState, RunManifest, SEAL, SEAL_VERSION,
 };
 use crate::work::transcript;
 use serde_json::Value;

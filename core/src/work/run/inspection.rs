@@ -44,7 +44,7 @@ pub(crate) fn findings_context(
 ) -> Value {
     let raised_by = |id: &str| {
         events.iter().rev().find_map(|e| match &e.kind {
-            crate::work::EventKind::Reopened { findings }
+            crate::work::EventKind::Reopened { findings, .. }
                 if findings.iter().any(|f| f.id == id) =>
             {
                 Some(e.actor.clone())
@@ -55,6 +55,26 @@ pub(crate) fn findings_context(
     Value::Array(
         open.iter()
             .map(|f| json!({ "id": f.id, "statement": f.statement, "actor": raised_by(&f.id) }))
+            .collect(),
+    )
+}
+
+/// What reviewers said sending the item back (`work reject`, `work reopen --feedback`)
+/// since its last attempt started, oldest first: each with its author and when.
+pub(crate) fn feedback_context(events: &[crate::work::WorkEvent]) -> Value {
+    let since = events
+        .iter()
+        .rposition(|e| matches!(e.kind, crate::work::EventKind::AttemptStarted { .. }))
+        .map_or(0, |i| i + 1);
+    Value::Array(
+        events[since..]
+            .iter()
+            .filter_map(|e| match &e.kind {
+                crate::work::EventKind::Reopened { feedback: Some(text), .. } => {
+                    Some(json!({ "by": e.actor, "text": text, "at": e.ts }))
+                }
+                _ => None,
+            })
             .collect(),
     )
 }
@@ -122,4 +142,50 @@ pub(crate) fn inspect(
     } else {
         AttemptStatus::Failed { class: p.run.class, decision_id: p.run.decision_id.clone() }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ids::Id;
+    use crate::time::WallTime;
+    use crate::work::{EventKind, WorkEvent};
+
+    fn event(seq: u64, kind: EventKind, actor: &str) -> WorkEvent {
+        WorkEvent {
+            schema_version: crate::work::events::EVENT_VERSION,
+            work_id: Id::new("w").unwrap(),
+            seq,
+            ts: WallTime(seq as i64),
+            actor: actor.into(),
+            kind,
+            reason: None,
+        }
+    }
+
+    #[test]
+    fn feedback_since_the_last_attempt_reaches_the_next_one_with_its_author() {
+        let reject =
+            |text: &str| EventKind::Reopened { findings: Vec::new(), feedback: Some(text.into()) };
+        let started = EventKind::AttemptStarted {
+            run_id: Id::new("wf-1").unwrap(),
+            attempt: 1,
+            trigger: crate::work::Trigger::Initial,
+            prerequisites: Default::default(),
+        };
+        let events = vec![
+            event(1, reject("before the attempt"), "ana"),
+            event(2, started, "operator"),
+            event(3, reject("the tabs"), "ana"),
+            event(4, EventKind::Reopened { findings: Vec::new(), feedback: None }, "bo"),
+            event(5, reject("and the docs"), "bo"),
+        ];
+        let said = super::feedback_context(&events);
+        assert_eq!(said.as_array().unwrap().len(), 2, "{said}");
+        assert_eq!(
+            (said[0]["by"].as_str(), said[0]["text"].as_str()),
+            (Some("ana"), Some("the tabs"))
+        );
+        assert_eq!(said[1]["by"], "bo");
+        assert_eq!(super::feedback_context(&events[..2]), serde_json::json!([]));
+    }
 }

@@ -186,7 +186,7 @@ impl RunManifest {
             },
             "attempt": {
                 "number": self.attempt, "trigger": self.trigger, "prior": attempt.prior,
-                "findings": attempt.findings,
+                "findings": attempt.findings, "feedback": attempt.feedback,
             },
         })
     }
@@ -199,4 +199,7 @@ pub(crate) struct AttemptContext {
     pub prior: Option<Value>,
     /// The open findings ([`findings_context`]).
     pub findings: Value,
+    /// What reviewers said sending the item back since its last attempt
+    /// ([`feedback_context`]).
+    pub feedback: Value,
 }
