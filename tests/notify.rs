@@ -293,6 +293,36 @@ fn a_reviewers_feedback_reaches_the_next_attempt_with_its_author() {
 }
 
 #[test]
+fn a_harness_the_daemon_gave_up_on_is_told_once_per_give_up() {
+    let hook = Receiver::start();
+    let dir = root(serde_json::json!([{ "webhook": hook.url(), "events": ["harness_gave_up"] }]));
+    let r = dir.path();
+    // The daemon's durable state as it leaves it when its restart policy gives up.
+    std::fs::create_dir_all(r.join(".harnery/harness")).unwrap();
+    let state = |runs: u64| {
+        serde_json::json!({"v": 1, "generation": 3, "harnesses": {"watcher": {
+            "enabled": true, "pinned": true, "failed": true, "restarts": 4,
+            "consecutive_failures": 5, "runs": runs, "reserved_runs": runs,
+            "last_exit": {"status": {"code": 3}, "forced": false},
+        }}})
+        .to_string()
+    };
+    std::fs::write(r.join(".harnery/harness/state.json"), state(5)).unwrap();
+    assert!(harn(r, &["notify", "deliver"]).status.success());
+    assert!(harn(r, &["notify", "deliver"]).status.success());
+    let got = hook.wait_for(1, Duration::from_secs(10));
+    assert_eq!(got.len(), 1, "once: {got:?}");
+    assert_eq!(got[0].key, "harness:watcher:5");
+    let words = got[0].body["text"].as_str().unwrap();
+    assert!(words.contains("5 runs failed in a row, the last exited with code 3"), "{words}");
+    assert!(words.contains("harn harness restart watcher"), "{words}");
+    // Restarted by a person, it gave up again: a second notice.
+    std::fs::write(r.join(".harnery/harness/state.json"), state(11)).unwrap();
+    assert!(harn(r, &["notify", "deliver"]).status.success());
+    assert_eq!(hook.wait_for(2, Duration::from_secs(10)).len(), 2);
+}
+
+#[test]
 fn a_wrong_channel_is_refused_naming_the_field() {
     let dir = root(serde_json::json!([{ "webhook": "http://127.0.0.1:9/" }]));
     let r = dir.path();

@@ -1,6 +1,6 @@
 //! What waits for a person, as the records say it now: items in review, runs parked on an
 //! approval, runs a resource limit or a cluster ended, goals stopped for a person or at a
-//! ceiling. Derived from the durable records each time, so a notice a crash kept from being
+//! ceiling, harnesses the daemon gave up on (its `state.json`'s give-up latch). Derived from the durable records each time, so a notice a crash kept from being
 //! recorded is found by the next sweep; the outbox's keys keep each one to one notice.
 
 use crate::os::store::Store;
@@ -46,6 +46,7 @@ pub fn waiting(store: &mut Store) -> Vec<Waiting> {
         }
     }
     store.save_index();
+    found.extend(gave_up(store));
     let Ok(goals) = crate::goal::store::ids(store) else { return found };
     for id in goals.ids {
         let Ok(view) = crate::goal::store::read(store, &id) else { continue };
@@ -77,4 +78,30 @@ pub fn waiting(store: &mut Store) -> Vec<Waiting> {
         });
     }
     found
+}
+
+/// The harnesses whose give-up latch is set in the daemon's `state.json`, each once per
+/// give-up (its run count then).
+fn gave_up(store: &mut Store) -> Vec<Waiting> {
+    let path = format!("{}/state.json", harn_core::layout::HARNESS);
+    let Ok(Some(bytes)) = store.read_bytes(&path) else { return Vec::new() };
+    let Ok(state) = harn_core::harness::daemon::PersistedState::decode(&bytes) else {
+        return Vec::new();
+    };
+    state
+        .harnesses
+        .iter()
+        .filter(|(_, h)| h.failed)
+        .map(|(name, h)| {
+            use harn_core::env::ExitStatus;
+            let how = match h.last_exit.map(|e| e.status) {
+                Some(Some(ExitStatus::Code(c))) => format!(", the last exited with code {c}"),
+                Some(Some(ExitStatus::Signal(s))) => format!(", the last killed by signal {s}"),
+                Some(None) => ", the last could not be started".to_owned(),
+                None => String::new(),
+            };
+            let why = format!("{} runs failed in a row{how}", h.consecutive_failures);
+            Waiting::HarnessGaveUp { name: name.to_string(), seq: h.runs, why }
+        })
+        .collect()
 }
