@@ -323,6 +323,31 @@ fn a_harness_the_daemon_gave_up_on_is_told_once_per_give_up() {
 }
 
 #[test]
+fn a_service_that_died_without_stopping_is_told_by_the_next_sweep() {
+    let hook = Receiver::start();
+    let dir = root(serde_json::json!([{ "webhook": hook.url(), "events": ["service_stale"] }]));
+    let r = dir.path();
+    std::fs::write(r.join("team.json"), r#"{"implementer": {"instructions": "Do it."}}"#).unwrap();
+    let out = harn(r, &["supervisor", "create", "it", "--team", "team.json", "--id", "g"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = harn(r, &["supervisor", "service", "start", "g", "--wake-interval-ms", "200"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let status = json(&harn(r, &["supervisor", "service", "status", "--json"]));
+    let pid = status["status"]["pid"].as_i64().expect("the service's pid");
+    let _ = std::process::Command::new("kill").args(["-KILL", &pid.to_string()]).output();
+    std::thread::sleep(Duration::from_millis(300));
+    // A cron job's `notify deliver` finds it: the service cannot tell of its own death.
+    assert!(harn(r, &["notify", "deliver"]).status.success());
+    assert!(harn(r, &["notify", "deliver"]).status.success());
+    let got = hook.wait_for(1, Duration::from_secs(10));
+    assert_eq!(got.len(), 1, "once: {got:?}");
+    assert!(got[0].key.starts_with("service:stale:"), "{got:?}");
+    let words = got[0].body["text"].as_str().unwrap();
+    assert!(words.contains(&format!("(pid {pid}) died without stopping")), "{words}");
+    assert!(words.contains("harn supervisor service start"), "{words}");
+}
+
+#[test]
 fn a_wrong_channel_is_refused_naming_the_field() {
     let dir = root(serde_json::json!([{ "webhook": "http://127.0.0.1:9/" }]));
     let r = dir.path();

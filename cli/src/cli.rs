@@ -146,7 +146,7 @@ where
         Top::Work(args) => crate::work::cmd::run(args, crate::goal::missions::holding),
         Top::Run(args) => crate::work::run_show::run(args),
         Top::Cluster(args) => crate::work::cluster::run(args),
-        Top::Notify(args) => crate::notify::run(args),
+        Top::Notify(args) => crate::notify::run(args, crate::service::view::waiting),
         Top::Approval(args) => crate::work::approval_cmd::run(args, crate::service::view::facts),
         Top::Dash(mut args) => {
             // Decided as for every other verb: the dashboard draws on a terminal.
@@ -169,7 +169,7 @@ where
         Top::Man { dir } => man(dir.as_deref()),
     };
     if let Some(Ok(mut store)) = notifies.map(crate::os::store::open_root) {
-        crate::notify::after(&mut store, crate::notify::VERB_BUDGET);
+        crate::notify::after(&mut store, crate::notify::VERB_BUDGET, crate::service::view::waiting);
     }
     crate::exit::report(outcome)
 }

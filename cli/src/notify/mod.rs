@@ -19,6 +19,10 @@ use std::time::{Duration, Instant};
 /// The lock under which notices are recorded, so two recorders never record one key twice.
 const RECORD_LOCK: &str = ".harnery/notify/record.lock";
 
+/// What the rooms above this one say waits for a person (the service's own state): given by
+/// the caller, so notify never reaches into them.
+pub type Also = fn(&mut Store) -> Vec<Waiting>;
+
 /// Longest a verb spends delivering before it leaves the rest to the next one.
 pub const VERB_BUDGET: Duration = Duration::from_secs(15);
 
@@ -62,8 +66,8 @@ fn usage(message: impl std::fmt::Display) -> Failure {
     Failure::new(EXIT_USAGE, message)
 }
 
-/// Runs a `notify` verb.
-pub fn run(args: NotifyArgs) -> Exit {
+/// Runs a `notify` verb; `also` adds what the rooms above say waits.
+pub fn run(args: NotifyArgs, also: Also) -> Exit {
     let mut store = crate::os::store::open_root(args.root)?;
     let channels = crate::work::config::notify_channels(store.root()).map_err(usage)?;
     match args.verb {
@@ -95,7 +99,8 @@ pub fn run(args: NotifyArgs) -> Exit {
             }
         }
         NotifyVerb::Deliver { json } => {
-            let waiting = sweep::waiting(&mut store);
+            let mut waiting = sweep::waiting(&mut store);
+            waiting.extend(also(&mut store));
             let recorded = record(&mut store, &channels, waiting).map_err(Failure::failed)?;
             let report = deliver_due(&mut store, &channels, Duration::from_secs(300), true)
                 .map_err(Failure::failed)?;
@@ -119,7 +124,7 @@ fn count(report: &[Attempted], sent: bool) -> usize {
 
 /// After a writing verb or a service sweep: records what now waits for a person and
 /// delivers what is due, within `budget`. Never fails its caller.
-pub fn after(store: &mut Store, budget: Duration) {
+pub fn after(store: &mut Store, budget: Duration, also: Also) {
     let channels = match crate::work::config::notify_channels(store.root()) {
         Ok(c) if c.is_empty() => return,
         Ok(c) => c,
@@ -128,7 +133,8 @@ pub fn after(store: &mut Store, budget: Duration) {
             return;
         }
     };
-    let waiting = sweep::waiting(store);
+    let mut waiting = sweep::waiting(store);
+    waiting.extend(also(store));
     if let Err(e) = record(store, &channels, waiting) {
         errln!("harn: warning: notifications were not recorded: {e}");
     }

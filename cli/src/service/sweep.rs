@@ -168,7 +168,7 @@ pub fn sweep(
     let outcome = harn_core::service::sweep(&mut host, scheduler);
     // What the sweep's ticks left waiting for a person is recorded and told; what is not
     // delivered now is retried at the next sweep.
-    crate::notify::after(store, crate::notify::VERB_BUDGET);
+    crate::notify::after(store, crate::notify::VERB_BUDGET, super::view::waiting);
     outcome
 }
 

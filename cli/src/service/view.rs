@@ -60,3 +60,26 @@ pub fn facts(store: &mut Store, work: &harn_core::ids::Id) -> crate::work::appro
     let governing = crate::goal::store::governing(store, &enrolled, work);
     crate::work::approvals::ServiceFacts { liveness: view.liveness, enrolled, governing }
 }
+
+/// What of the service waits for a person: a service that died without stopping, and goals
+/// it backs off after [`harn_core::notify::BACKOFF_NOTICE_ERRORS`] failed ticks in a row (or a
+/// multiple). Read as every reader reads the service: a hint, never a write.
+pub fn waiting(store: &mut Store) -> Vec<harn_core::notify::Waiting> {
+    use harn_core::notify::{Waiting, BACKOFF_NOTICE_ERRORS};
+    let view = service(store);
+    let mut found = Vec::new();
+    let Some(status) = view.status else { return found };
+    if view.liveness == Liveness::Stale {
+        found.push(Waiting::ServiceStale { pid: status.pid, started_at: status.started_at });
+    }
+    let Some(hints) = view.hints else { return found };
+    for (goal, wake) in &hints.goals {
+        let errors = wake.consecutive_errors;
+        if errors >= BACKOFF_NOTICE_ERRORS {
+            let why = hints.last_outcome.get(goal).cloned().unwrap_or_default();
+            let (goal, started_at) = (goal.to_string(), status.started_at);
+            found.push(Waiting::ServiceBackoff { goal, errors, started_at, why });
+        }
+    }
+    found
+}

@@ -26,6 +26,11 @@ pub enum NoticeKind {
     GoalCeiling,
     /// A harness gave up restarting.
     HarnessGaveUp,
+    /// The supervisor service's record says it runs, but it does not (it crashed).
+    ServiceStale,
+    /// A goal's ticks failed [`BACKOFF_NOTICE_ERRORS`] times in a row (or a multiple of it):
+    /// the service backs off.
+    ServiceBackoff,
     /// A run ended at one of its resource limits (`resource`, charged).
     RunResource,
     /// A run its cluster's engine ended (`infrastructure`, uncharged).
@@ -36,12 +41,14 @@ pub enum NoticeKind {
 
 impl NoticeKind {
     /// Every kind, in the order the configuration's error lists them.
-    pub const ALL: [NoticeKind; 8] = [
+    pub const ALL: [NoticeKind; 10] = [
         NoticeKind::Review,
         NoticeKind::Approval,
         NoticeKind::GoalStopped,
         NoticeKind::GoalCeiling,
         NoticeKind::HarnessGaveUp,
+        NoticeKind::ServiceStale,
+        NoticeKind::ServiceBackoff,
         NoticeKind::RunResource,
         NoticeKind::RunInfrastructure,
         NoticeKind::Test,
@@ -55,6 +62,8 @@ impl NoticeKind {
             NoticeKind::GoalStopped => "goal_stopped",
             NoticeKind::GoalCeiling => "goal_ceiling",
             NoticeKind::HarnessGaveUp => "harness_gave_up",
+            NoticeKind::ServiceStale => "service_stale",
+            NoticeKind::ServiceBackoff => "service_backoff",
             NoticeKind::RunResource => "run_resource",
             NoticeKind::RunInfrastructure => "run_infrastructure",
             NoticeKind::Test => "test",
@@ -194,6 +203,10 @@ pub fn parse_channels(value: &Value) -> Result<Vec<ChannelSpec>, FieldError> {
     Ok(channels)
 }
 
+/// Failed ticks in a row after which, and at each multiple of which, a backing-off goal is
+/// told.
+pub const BACKOFF_NOTICE_ERRORS: u32 = 3;
+
 /// One thing a person is told, recorded once under its key.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Notice {
@@ -288,6 +301,25 @@ pub enum Waiting {
         /// Why, in words.
         why: String,
     },
+    /// The service started at `started_at` (pid `pid`) stopped beating without stopping.
+    ServiceStale {
+        /// Its pid.
+        pid: u32,
+        /// When it started: one notice per service that died.
+        started_at: WallTime,
+    },
+    /// Goal `goal`'s ticks under the service started at `started_at` failed `errors` times
+    /// in a row, the last saying `why`.
+    ServiceBackoff {
+        /// The goal.
+        goal: String,
+        /// Failed ticks in a row: told at each multiple of [`BACKOFF_NOTICE_ERRORS`].
+        errors: u32,
+        /// When the service started.
+        started_at: WallTime,
+        /// The last tick's outcome.
+        why: String,
+    },
     /// `harn notify test`, made at `at`.
     Test {
         /// When, for its key.
@@ -334,6 +366,20 @@ impl Waiting {
                 format!("harn: harness {name} in {root} gave up: {why}."),
                 Some(format!("harn harness show {name}; then harn harness restart {name}")),
             ),
+            Waiting::ServiceStale { pid, started_at } => (
+                format!("service:stale:{}", started_at.0),
+                NoticeKind::ServiceStale,
+                "service".into(),
+                format!("harn: the supervisor service of {root} (pid {pid}) died without stopping; its goals are not ticked."),
+                Some("harn supervisor service status; then harn supervisor service start".into()),
+            ),
+            Waiting::ServiceBackoff { goal, errors, started_at, why } => (
+                format!("service:backoff:{goal}:{}:{}", started_at.0, errors / BACKOFF_NOTICE_ERRORS),
+                NoticeKind::ServiceBackoff,
+                goal.clone(),
+                format!("harn: the service of {root} backs off goal {goal}: {errors} ticks failed in a row, the last: {why}."),
+                Some("harn supervisor service logs".into()),
+            ),
             Waiting::Test { at } => (
                 format!("test:{}", at.0),
                 NoticeKind::Test,
@@ -351,6 +397,22 @@ impl Waiting {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_backing_off_goal_is_told_at_each_multiple_of_the_threshold_per_service() {
+        let key = |errors: u32, started: i64| {
+            let w = Waiting::ServiceBackoff {
+                goal: "g".into(),
+                errors,
+                started_at: WallTime(started),
+                why: "tick failed".into(),
+            };
+            w.notice("/r", WallTime(0), &[]).key
+        };
+        assert_eq!(key(3, 1), key(5, 1), "one notice for errors 3 to 5");
+        assert_ne!(key(5, 1), key(6, 1), "again at 6");
+        assert_ne!(key(3, 1), key(3, 2), "again under a service started anew");
+    }
 
     #[test]
     fn channels_parse_and_each_wrong_field_is_named() {
