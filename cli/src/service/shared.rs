@@ -21,6 +21,9 @@ pub struct Shared {
     /// The thread terminating the tick's children after a forced stop, joined before the
     /// daemon records that it stopped.
     pub(super) forcing: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// The thread telling a person what the last sweep left waiting, so a receiver that is
+    /// slow to answer never holds a sweep.
+    pub(super) telling: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Shared {
@@ -36,6 +39,7 @@ impl Shared {
             root: root.to_owned(),
             audit,
             forcing: Mutex::new(None),
+            telling: Mutex::new(None),
         }
     }
 

@@ -166,10 +166,27 @@ pub fn sweep(
     reap_lost(store, shared);
     let mut host = RealSweep { store, config, shared, cache };
     let outcome = harn_core::service::sweep(&mut host, scheduler);
-    // What the sweep's ticks left waiting for a person is recorded and told; what is not
-    // delivered now is retried at the next sweep.
-    crate::notify::after(store, crate::notify::VERB_BUDGET, super::view::waiting);
+    tell(shared);
     outcome
+}
+
+/// Records and delivers what the sweep's ticks left waiting for a person, on a thread of its
+/// own (one at a time: while one still delivers, the next sweep leaves it be), so a receiver
+/// that is slow to answer never holds the service's ticks. What is not delivered is retried
+/// at a later sweep; a delivery the service's exit cuts short is sent again under its key.
+fn tell(shared: &Shared) {
+    let mut telling = shared.telling.lock().unwrap_or_else(|e| e.into_inner());
+    if telling.as_ref().is_some_and(|t| !t.is_finished()) {
+        return;
+    }
+    if let Some(done) = telling.take() {
+        let _ = done.join();
+    }
+    let root = shared.root.clone();
+    *telling = Some(std::thread::spawn(move || {
+        let mut store = Store::new(&root);
+        crate::notify::after(&mut store, crate::notify::VERB_BUDGET, super::view::waiting);
+    }));
 }
 
 /// Ends what runs whose host died left running (a tick killed with the service, a `work run`
