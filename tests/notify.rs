@@ -5,7 +5,7 @@
 //! delivers it once its next sweep runs, under the same key; a reviewer's feedback reaches the
 //! next attempt's start line; bad channels are refused naming the field.
 
-use crate::cli::{harn_at as harn, harn_bin, json, text};
+use crate::cli::{harn_at as harn, json, text};
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -360,5 +360,4 @@ fn a_wrong_channel_is_refused_naming_the_field() {
         "{}",
         text(&out)
     );
-    let _ = harn_bin();
 }

@@ -216,6 +216,7 @@ fn deliver_due(
     let outbox = Outbox::fold(&read(store)?);
     let started = Instant::now();
     let mut report = Vec::new();
+    let mut writer = None;
     for due in outbox.due(channels, store.now()) {
         if started.elapsed() > budget {
             break;
@@ -229,8 +230,11 @@ fn deliver_due(
                 OutboxRecord::Failed { key: key.clone(), channel, attempt, at, error: e.clone() }
             }
         };
-        let mut writer = store.open_journal(OUTBOX)?;
-        store.append_journal(&mut writer, &r)?;
+        let writer = match &mut writer {
+            Some(w) => w,
+            None => writer.insert(store.open_journal(OUTBOX)?),
+        };
+        store.append_journal(writer, &r)?;
         report.push(Attempted { key, channel: due.channel.shown(), attempt, error: sent.err() });
     }
     Ok(report)
