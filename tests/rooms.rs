@@ -331,6 +331,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("notify", &["goal", "work", "os"]),
     ("service", &["notify", "goal", "work", "os"]),
     ("dash", &["service", "notify", "goal", "work", "harness", "os"]),
+    ("web", &["dash", "service", "notify", "goal", "work", "harness", "os"]),
 ];
 
 /// The steps of `src` against [`LAYERS`]: a subsystem room using one it may not.

@@ -52,6 +52,7 @@ mod service;
 mod skip;
 mod supervisor;
 mod tidy;
+mod web;
 mod work;
 mod work_agents;
 mod work_approval;

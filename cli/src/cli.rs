@@ -63,6 +63,9 @@ enum Top {
     Approval(crate::work::approval_cmd::ApprovalCmd),
     /// A read-only terminal dashboard of the service, goals, work and harnesses.
     Dash(crate::dash::DashArgs),
+    /// A local web application over the root's records: review, feedback, approvals,
+    /// landing, harnesses; loopback only, with a one-time login.
+    Web(crate::web::WebArgs),
     /// Check every record of a root and report each damage with its file and what to do.
     Fsck(crate::fsck::FsckArgs),
     /// Print the shell code that completes harn's verbs, options and ids (source it).
@@ -153,6 +156,7 @@ where
             args.plain = !crate::paint::is_on();
             crate::dash::run(args)
         }
+        Top::Web(args) => crate::web::run(args),
         Top::Fsck(args) => crate::fsck::run(args),
         Top::Supervisor(args) => match args.verb {
             SupervisorVerb::Goal(verb) => crate::goal::cmd::run(args.root, verb),

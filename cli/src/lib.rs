@@ -37,4 +37,5 @@ pub mod paint;
 pub mod service;
 pub mod sim_cmd;
 pub mod verb;
+pub mod web;
 pub mod work;

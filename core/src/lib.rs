@@ -26,4 +26,5 @@ pub mod service;
 pub mod signature;
 pub mod text;
 pub mod time;
+pub mod web;
 pub mod work;

@@ -21,5 +21,6 @@ pub mod procfs;
 pub mod root;
 pub mod sdnotify;
 pub mod store;
+pub mod tcp_peer;
 pub mod unit;
 pub mod user;

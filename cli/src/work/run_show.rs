@@ -383,7 +383,7 @@ fn scan_transcript(store: &mut Store, run_id: &Id) -> Result<Scanned, String> {
 }
 
 /// Where a run without a proof stands, from its transcript and the lease its host holds.
-fn standing(store: &mut Store, m: &RunManifest, records: &[Value]) -> &'static str {
+pub fn standing(store: &mut Store, m: &RunManifest, records: &[Value]) -> &'static str {
     use harn_core::work::transcript;
     let lease = crate::os::store::lease_of(&m.work_id, &m.run_id, m.planning.is_some());
     if store.held_elsewhere(&lease) {

@@ -237,6 +237,88 @@ pub(super) fn commit_digest(ws: &Workspace, root: &Path, commit: &str) -> Result
     Ok(digest(&mut diff)?.0)
 }
 
+/// What [`readable_diff`] reads the diff of: a commit, or the worktree's files as they are.
+pub enum Side<'a> {
+    /// A commit of the item's branch.
+    Commit(&'a str),
+    /// The worktree's files, committed or not (as [`attest`] reads them).
+    Worktree,
+}
+
+/// A diff as a person reads it, and the digest of the bytes an attestation covers.
+pub struct Readable {
+    /// The text of the diff (a binary file is named, not shown).
+    pub text: String,
+    /// True when the text was cut at the limit.
+    pub cut: bool,
+    /// SHA-256 of the binary diff, as [`attest`] computes it.
+    pub digest: String,
+}
+
+/// The diff from `ws`'s base to `side`, made as [`attest`] and [`commit_digest`] make the
+/// attested bytes (a scratch index, `diff --cached`, confined), once for its digest and once
+/// without `--binary` for a person, cut at `limit` bytes.
+pub fn readable_diff(
+    ws: &Workspace,
+    root: &Path,
+    side: Side<'_>,
+    limit: usize,
+) -> Result<Readable, String> {
+    let worktree = Path::new(&ws.path);
+    let dir = if worktree.is_dir() { worktree } else { root };
+    let parent = worktree.parent().unwrap_or(root);
+    let label = ws.branch.replace('/', "-");
+    let (confine, temp) = confined(root, parent, &ws.git_dir, false, &label)?;
+    let c = Some(&confine);
+    let index = temp.0.join("index");
+    let scratch = |args: &[&str]| {
+        let mut cmd = command(dir, c, args)?;
+        cmd.env("GIT_INDEX_FILE", &index);
+        Ok::<_, String>(cmd)
+    };
+    match side {
+        Side::Commit(commit) => run_text(scratch(&["read-tree", commit])?)?,
+        Side::Worktree => {
+            if !worktree.is_dir() {
+                return Err(format!("the worktree {} is gone", ws.path));
+            }
+            let own =
+                git_text(dir, c, &["rev-parse", "--path-format=absolute", "--git-path", "index"])?;
+            std::fs::copy(&own, &index).map_err(|e| format!("{own}: {e}"))?;
+            run_text(scratch(&["add", "-A"])?)?
+        }
+    };
+    let mut binary =
+        scratch(&["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", &ws.base_commit])?;
+    let digest = digest(&mut binary)?.0;
+    let mut cmd = scratch(&[
+        "diff",
+        "--cached",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        &ws.base_commit,
+    ])?;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("git: {e}"))?;
+    let mut out = Vec::new();
+    let stdout = child.stdout.take().expect("piped");
+    stdout.take(limit as u64 + 1).read_to_end(&mut out).map_err(|e| format!("git diff: {e}"))?;
+    let cut = out.len() > limit;
+    if cut {
+        out.truncate(limit);
+        let _ = child.kill();
+    }
+    let status = child.wait().map_err(|e| format!("git diff: {e}"))?;
+    if !cut && !status.success() {
+        return Err(format!("git diff failed ({status})"));
+    }
+    Ok(Readable { text: String::from_utf8_lossy(&out).into_owned(), cut, digest })
+}
+
 /// The accepted proof's worktree attestation, after checking the proof is the one accepted
 /// (and sealed by its run, as every read of a proof checks).
 pub(super) fn accepted_attestation(
