@@ -16,10 +16,10 @@ use std::time::{Duration, Instant};
 /// One request the receiver got: its `Idempotency-Key` and its JSON body, and whether it
 /// was answered 2xx.
 #[derive(Clone, Debug)]
-struct Got {
-    key: String,
-    body: Value,
-    answered: bool,
+pub struct Got {
+    pub key: String,
+    pub body: Value,
+    pub answered: bool,
 }
 
 /// What the receiver does with the next requests.
@@ -34,14 +34,14 @@ enum Mode {
 }
 
 /// A webhook receiver on 127.0.0.1, on a thread.
-struct Receiver {
+pub struct Receiver {
     port: u16,
     got: Arc<Mutex<Vec<Got>>>,
     mode: Arc<Mutex<Mode>>,
 }
 
 impl Receiver {
-    fn start() -> Receiver {
+    pub fn start() -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let got = Arc::new(Mutex::new(Vec::new()));
@@ -95,11 +95,11 @@ impl Receiver {
         Receiver { port, got, mode }
     }
 
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}/hook", self.port)
     }
 
-    fn got(&self) -> Vec<Got> {
+    pub fn got(&self) -> Vec<Got> {
         self.got.lock().unwrap().clone()
     }
 
@@ -108,7 +108,7 @@ impl Receiver {
     }
 
     /// Waits (at most `limit`) until `n` requests came.
-    fn wait_for(&self, n: usize, limit: Duration) -> Vec<Got> {
+    pub fn wait_for(&self, n: usize, limit: Duration) -> Vec<Got> {
         let until = Instant::now() + limit;
         while self.got().len() < n && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(50));

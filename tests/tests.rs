@@ -5,6 +5,7 @@ mod acp;
 mod agent_presets;
 mod big_files;
 mod bounded;
+mod browser;
 mod charging;
 mod cli;
 mod cli_reference;

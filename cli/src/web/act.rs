@@ -14,11 +14,28 @@ pub type Said = Result<String, String>;
 pub fn verb(web: &Web, words: &[String]) -> Said {
     let out = command(web, words)?.output().map_err(|e| format!("harn: {e}"))?;
     let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_owned();
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
     if out.status.success() {
-        Ok(first_lines(&text(&out.stdout), &text(&out.stderr)))
+        // A short answer (`landed on main as …`) is worth saying; a whole item shown is on
+        // the page the person is sent back to.
+        let mut said = format!("`harn {}` done", named(words));
+        if !stdout.is_empty() && stdout.lines().count() <= 2 {
+            said.push_str(&format!(": {stdout}"));
+        }
+        if !stderr.is_empty() {
+            said.push_str(&format!("\n{}", first_lines(&stderr, "")));
+        }
+        Ok(said)
     } else {
-        Err(first_lines(&text(&out.stderr), &text(&out.stdout)))
+        Err(first_lines(&stderr, &stdout))
     }
+}
+
+/// The words of a command without its options (`work reject it`).
+fn named(words: &[String]) -> String {
+    let plain: Vec<&str> =
+        words.iter().map(String::as_str).take_while(|w| !w.starts_with("--")).collect();
+    plain.join(" ")
 }
 
 /// Starts `harn <words>` (an attempt), and leaves what it came to for `session`'s next page.
@@ -28,7 +45,7 @@ pub fn start(web: &std::sync::Arc<Web>, session: usize, words: &[String]) -> Sai
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("harn: {e}"))?;
-    let (web, what) = (web.clone(), words.join(" "));
+    let (web, what) = (web.clone(), named(words));
     std::thread::spawn(move || {
         let line = match child.wait_with_output() {
             Ok(out) => {
@@ -40,7 +57,7 @@ pub fn start(web: &std::sync::Arc<Web>, session: usize, words: &[String]) -> Sai
         };
         web.say(session, line);
     });
-    Ok(format!("started `harn {}`", words.join(" ")))
+    Ok(format!("started `harn {}`", named(words)))
 }
 
 fn command(web: &Web, words: &[String]) -> Result<Command, String> {

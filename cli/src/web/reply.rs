@@ -1,6 +1,6 @@
 //! An answer of `harn web`: a page, plain words, or a redirect after an action; and the
-//! headers every answer carries (no script, no frame, no sniffing, no cache, no referrer: a
-//! page holds a run's words, and the login's address once held its key).
+//! headers every answer carries (no script, no frame, no sniffing, no cache, no referrer to
+//! another site: a page holds a run's words, and the login's address once held its key).
 
 /// An answer about to be sent.
 pub struct Reply {
@@ -58,7 +58,10 @@ impl Reply {
             ))
             .with_header(header("X-Content-Type-Options", "nosniff"))
             .with_header(header("X-Frame-Options", "DENY"))
-            .with_header(header("Referrer-Policy", "no-referrer"))
+            // `same-origin`, not `no-referrer`: under `no-referrer` a browser sends `Origin: null`
+            // with a form's POST, and the door could not tell the server's own pages from any
+            // other. No other site is ever sent the address of a page.
+            .with_header(header("Referrer-Policy", "same-origin"))
             .with_header(header("Cache-Control", "no-store"));
         if let Some(l) = &reply.location {
             r = r.with_header(header("Location", l));

@@ -1,6 +1,6 @@
 //! One request answered: who asks and what it carries read from the connection and its
 //! headers, put to the door (`harn_core::web`), then the page read or the action taken. Every
-//! answer forbids scripts, frames, sniffing, caching and referrers: a page holds a run's
+//! answer forbids scripts, frames, sniffing, caching and referrers to other sites (`reply`): a page holds a run's
 //! words, and its address once held the login key.
 
 use super::reply::Reply;
