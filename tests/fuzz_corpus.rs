@@ -97,3 +97,8 @@ fn notify_corpus() {
 fn remote_wire_corpus() {
     replay("remote_wire", harn_core::fuzzing::fuzz_remote_wire);
 }
+
+#[test]
+fn web_corpus() {
+    replay("web", harn_core::fuzzing::fuzz_web);
+}

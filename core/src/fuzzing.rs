@@ -663,6 +663,61 @@ pub fn fuzz_notify(data: &[u8]) {
     assert_eq!(outbox.order.len(), outbox.notices.len());
 }
 
+/// Arbitrary text as a request to `harn web`: its lines are the method, the path, the
+/// `Host`, `Origin`, `Sec-Fetch-Site` and `Cookie` headers (an empty line: none) and whether
+/// a run asks. Whatever it holds, the door answers a change only from this server's own
+/// pages, with the session's cookie, from outside every run; and a path names a page or an
+/// action only through ids that are ids.
+pub fn fuzz_web(data: &[u8]) {
+    use crate::web::route::{route, Route};
+    use crate::web::{Admission, Asked, Door, Peer, Session};
+    let text = String::from_utf8_lossy(data);
+    let lines: Vec<&str> = text.split('\n').collect();
+    let line = |n: usize| lines.get(n).copied().unwrap_or("");
+    let (method, path, host, origin, site, cookie, ran) =
+        (line(0), line(1), line(2), line(3), line(4), line(5), line(6));
+    let some = |s: &str| -> Option<String> { (!s.is_empty()).then(|| s.to_owned()) };
+    let (h, o, f, c) = (some(host), some(origin), some(site), some(cookie));
+    let mut door = Door::new("127.0.0.1:8080", &["localhost:8080".into()], "k".repeat(32));
+    let session = Session { id: "s".repeat(32), token: "t".repeat(32) };
+    assert!(door.log_in(&"k".repeat(32), session).is_ok());
+    let peer = if ran.is_empty() { Peer::Outside } else { Peer::Contained(ran.to_owned()) };
+    let asked = Asked {
+        method,
+        path,
+        host: h.as_deref(),
+        origin: o.as_deref(),
+        fetch_site: f.as_deref(),
+        cookie: c.as_deref(),
+        peer: peer.clone(),
+    };
+    let ours =
+        |h: &str| ["127.0.0.1:8080", "localhost:8080"].contains(&h.to_ascii_lowercase().as_str());
+    match door.admit(&asked) {
+        Admission::Refused { status, .. } => assert!(status >= 400),
+        admitted => {
+            assert_eq!(peer, Peer::Outside, "a run is never answered");
+            assert!(ours(host), "answered under a foreign Host {host:?}");
+            if let Admission::Change(at) = admitted {
+                assert_eq!(method, "POST");
+                assert_eq!(
+                    origin.to_ascii_lowercase(),
+                    format!("http://{}", host.to_ascii_lowercase())
+                );
+                assert!(site.is_empty() || site == "same-origin");
+                assert!(cookie.contains(&door.session(at).expect("a session").id));
+                assert!(!door.token_ok(at, "forged"));
+            }
+        }
+    }
+    if let Some(r) = route(method, path) {
+        let read = matches!(method, "GET" | "HEAD");
+        let acts = matches!(r, Route::ItemAction(..) | Route::Rule(..) | Route::Restart(..));
+        assert_eq!(read, !acts, "{method} {path} names {r:?}");
+        assert!(!path.contains(".."), "{path} names {r:?}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
