@@ -96,3 +96,46 @@ fn readers_name_no_write_path() {
         assert!(code[at..].starts_with("Request::Status"), "readers send only Request::Status");
     }
 }
+
+/// A ready goal's summary is kept between refreshes while its files are unchanged, but only
+/// while nobody holds its lease: a tick takes the lease and changes no file, and the next
+/// refresh must say `running` at once.
+#[test]
+fn a_kept_ready_goal_shows_running_the_moment_its_lease_is_taken() {
+    use harn::dash::readers::{Kept, Reader};
+    let dir = tempfile::tempdir().unwrap();
+    let r = dir.path();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples");
+    std::fs::create_dir_all(r.join(".harnery")).unwrap();
+    std::fs::copy(examples.join("harnesses/scripted.sh"), r.join("harness.sh")).unwrap();
+    std::fs::write(r.join("wf.sh"), "#!/bin/sh\nexit 0\n").unwrap();
+    let config = r#"{"harnesses": {"scripted": {"command": ["./harness.sh"]}}}"#;
+    std::fs::write(r.join(".harnery/config.json"), config).unwrap();
+    std::fs::copy(examples.join("team.json"), r.join("team.json")).unwrap();
+    let run = |args: &[&str]| {
+        let out = crate::cli::harn_at(r, args);
+        assert!(out.status.success(), "{args:?}: {}", crate::cli::text(&out));
+    };
+    run(&["work", "create", "It", "wf.sh", "--id", "it", "--objective", "o"]);
+    run(&["supervisor", "create", "it", "--team", "team.json", "--id", "g"]);
+    // Past the slack within which a file's timestamps cannot be trusted to show a change.
+    std::thread::sleep(std::time::Duration::from_millis(2_500));
+    let mut kept = Kept::default();
+    let state = |kept: &mut Kept| {
+        let mut reader = Reader::open(r);
+        let service = reader.service();
+        reader.work(kept).unwrap();
+        let (rows, _) = reader.goals(&service, kept).unwrap();
+        harn::dash::readers::name_of(&rows[0].read.as_ref().unwrap().state)
+    };
+    assert_eq!(state(&mut kept), "ready");
+    assert_eq!(state(&mut kept), "ready", "kept");
+    let lease = std::fs::File::open(
+        r.join(harn_core::layout::goal_lease(&harn_core::ids::Id::new("g").unwrap())),
+    )
+    .unwrap();
+    lease.lock().unwrap();
+    assert_eq!(state(&mut kept), "running", "a kept ready goal whose lease is taken");
+    drop(lease);
+    assert_eq!(state(&mut kept), "ready");
+}

@@ -266,7 +266,9 @@ fn a_review_from_the_web_reaches_the_next_attempt_and_lands_with_the_web_actor()
     assert_eq!(page.status, 200, "{page:?}");
     assert!(page.body.contains("Reject with feedback"), "{}", page.body);
 
-    let said = person.post("/items/it/reject", &[("feedback", "keep the tabs & the <spaces>")]);
+    // Words beginning `--` are words, never an option of the verb they go to.
+    let words = "--actor=mallory keep the tabs & the <spaces>";
+    let said = person.post("/items/it/reject", &[("feedback", words)]);
     assert_eq!(said.status, 303, "{said:?}");
     assert_eq!(state(r)["state"], "ready");
     let said = person.post("/items/it/run", &[]);
@@ -274,7 +276,9 @@ fn a_review_from_the_web_reaches_the_next_attempt_and_lands_with_the_web_actor()
     wait_for_state(r, "in_review");
     let proof = person.get(&format!("/runs/{}/proof", state(r)["latest_run_id"].as_str().unwrap()));
     assert!(
-        proof.body.contains("feedback received: keep the tabs &#38; the &#60;spaces&#62;"),
+        proof.body.contains(
+            "feedback received: --actor=mallory keep the tabs &#38; the &#60;spaces&#62;"
+        ),
         "the next attempt received the words: {}",
         proof.body
     );
@@ -285,9 +289,8 @@ fn a_review_from_the_web_reaches_the_next_attempt_and_lands_with_the_web_actor()
     assert_eq!(person.post("/items/it/land", &[]).status, 303);
     assert_eq!(state(r)["landed"], true, "{}", history(r));
     let h = history(r);
-    for done in
-        ["sent back with feedback: keep the tabs", "attempt 2 started", "accepted", "landed"]
-    {
+    let rejected = "sent back with feedback: --actor=mallory keep the tabs";
+    for done in [rejected, "attempt 2 started", "accepted", "landed"] {
         let mut lines =
             h.lines().filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()));
         let line = lines.find(|l| l.contains(done)).unwrap_or_else(|| panic!("{done}: {h}"));
@@ -311,6 +314,8 @@ fn a_proof_a_run_wrote_is_shown_as_text() {
         assert!(!page.body.contains("<script"), "{path} renders a run's <script>: {}", page.body);
         let csp = page.header("content-security-policy").unwrap();
         assert!(csp.contains("default-src 'none'"), "{csp}");
+        assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+        assert_eq!(page.header("x-frame-options").as_deref(), Some("DENY"));
     }
     let proof = person.get(&format!("/runs/{run}/proof")).body;
     assert!(proof.contains("&#60;script&#62;alert(1)&#60;/script&#62;"), "the diff: {proof}");
@@ -332,6 +337,19 @@ fn the_door_refuses_foreign_names_origins_and_forged_changes() {
     assert_eq!(get(port, path, &[("Host", &format!("evil.example:{port}"))]).status, 421);
     let cookie = server.log_in();
     assert_eq!(get(port, path, &[("Host", &host)]).status, 403, "the key works once");
+    // Nothing a run may read holds it.
+    let key = path.rsplit('=').next().unwrap();
+    let mut stack = vec![r.join(".harnery")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if let Ok(bytes) = std::fs::read(&p) {
+                assert!(!String::from_utf8_lossy(&bytes).contains(key), "{}", p.display());
+            }
+        }
+    }
     let person = Person { server: &server, cookie: cookie.clone() };
     assert_eq!(person.get("/").status, 200);
     assert_eq!(get(port, "/", &[("Host", "localhost.evil:1"), ("Cookie", &cookie)]).status, 421);

@@ -191,6 +191,12 @@ fn goal_summary(
     let held = kept.goals.get(id).and_then(|(k, items)| {
         items.iter().all(|i| unchanged.contains(i)).then(|| k.fresh(&root)).flatten()
     });
+    // A ready goal is the one a tick takes next, and taking its lease changes no file: a kept
+    // ready goal holds only while nobody holds its lease, so `running` shows the moment
+    // another process ticks it (a probe of one lock, not a read of its graph).
+    let held = held.filter(|v| {
+        v.state != GoalState::Ready || !store.held_elsewhere(&goal_store::goal_lease(id))
+    });
     if let Some(value) = held {
         return Ok(Some(value));
     }
@@ -199,9 +205,7 @@ fn goal_summary(
         return Ok(None);
     };
     let value = summary(&g);
-    // A ready goal is the one a tick takes next, and taking its lease changes no file: it is
-    // read in full each refresh, so `running` shows the moment another process ticks it.
-    let keepable = harn_core::service::cache::settled(&g) && g.projection.state != GoalState::Ready;
+    let keepable = harn_core::service::cache::settled(&g);
     let (paths, items) = goal_paths(&g);
     // A read not kept leaves any older one in place: its files or its items changed since,
     // so it is never trusted again.

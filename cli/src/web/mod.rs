@@ -111,6 +111,8 @@ pub fn run(args: WebArgs) -> Exit {
     // On a line of its own, first on it, so a script or a terminal takes it as it is.
     outln!("http://{listen}/login?key={key}");
     errln!("harn: the address works once: the secret lives in this process's memory only");
+    let warming = web.clone();
+    std::thread::spawn(move || pages::warm(&warming));
     let mut workers = Vec::new();
     for _ in 0..args.threads {
         let (server, web) = (server.clone(), web.clone());

@@ -168,6 +168,17 @@ pub fn read(web: &Web, session: usize, route: Route, query: &str) -> Reply {
     }
 }
 
+/// Reads every item and goal once into the kept reads, so the first overview a person opens
+/// costs what every later one does (at 10,000 items the first full read takes a second and a
+/// half; see docs/PERFORMANCE.md).
+pub fn warm(web: &Web) {
+    let mut kept = web.kept.lock().unwrap_or_else(|p| p.into_inner());
+    let mut reader = Reader::open(&web.root);
+    let service = reader.service();
+    let _ = reader.work(&mut kept);
+    let _ = reader.goals(&service, &mut kept);
+}
+
 /// A page that says one thing: an error, or where to go.
 pub fn message(web: &Web, session: usize, status: u16, text: String) -> Reply {
     let title = if status < 400 { "Done" } else { "Not done" };
@@ -407,7 +418,7 @@ fn run(web: &Web, mut f: Frame, run_id: &Id) -> Page {
 fn proof(web: &Web, f: Frame, run_id: &Id) -> Page {
     let mut store = crate::os::store::Store::new(&web.root);
     let (manifest, proof) = store.run_records(run_id).map_err(unreadable)?;
-    let manifest = manifest.ok_or_else(|| (404, format!("no workflow run {run_id}")))?;
+    manifest.ok_or_else(|| (404, format!("no workflow run {run_id}")))?;
     let proof = proof.ok_or_else(|| (404, format!("run {run_id} has no proof yet")))?;
     let mut summary = vec![
         format!(
@@ -450,7 +461,6 @@ fn proof(web: &Web, f: Frame, run_id: &Id) -> Page {
         None => ("The run made no worktree of its own: no diff was attested.".into(), Vec::new()),
         Some(a) => attested(web, a),
     };
-    let _ = manifest;
     let (run, item) = (run_id.to_string(), proof.run.work_id.to_string());
     render(ProofPage { f, run, item, summary, criteria, evidence, diff_note, files })
 }
