@@ -136,6 +136,7 @@ const ERRORS: &[(&str, i32, &str)] = &[
     ("approval approve nosuch", 2, "no approval nosuch"),
     ("approval deny nosuch", 2, "no approval nosuch"),
     ("dash --once --page nosuch", 2, "invalid value"),
+    ("web --listen 0.0.0.0:0", 2, "--not-loopback"),
     ("fsck --root /nonexistent", 2, "No such file"),
     ("cluster check nosuch", 2, "no cluster \"nosuch\""),
     ("cluster probe --repository /nonexistent", 2, "--scratch"),
