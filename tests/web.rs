@@ -23,9 +23,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// Starts `harn web` on `root`, on a free port of 127.0.0.1.
+    /// Starts `harn web` on `root`, on a free port of 127.0.0.1, as the leader of a process
+    /// group of its own (as a shell's job is).
     pub fn start(root: &Path) -> Server {
+        use std::os::unix::process::CommandExt;
         let mut child = Command::new(harn_bin())
+            .process_group(0)
             .args(["web", "--listen", "127.0.0.1:0", "--root"])
             .arg(root)
             .stdout(Stdio::piped())
@@ -463,6 +466,51 @@ fn a_parked_run_is_approved_and_resumed_from_the_web() {
     assert!(item.contains("Resume the run"), "{item}");
     assert_eq!(person.post("/items/it/run", &[]).status, 303);
     wait_for_state(r, "in_review");
+}
+
+/// Ctrl-C in the terminal of `harn web` signals its process group: an attempt started from
+/// the web is not in it, and runs to its end.
+#[test]
+fn an_attempt_started_from_the_web_outlives_the_server() {
+    let dir = review_root();
+    let r = dir.path();
+    let slow = r.join("slow.sh");
+    std::fs::write(&slow, "#!/bin/sh\nread -r start\nsleep 2\necho '{\"op\":\"result\",\"ok\":true,\"summary\":\"slow\"}'\n").unwrap();
+    let mut perms = std::fs::metadata(&slow).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
+    std::fs::set_permissions(&slow, perms).unwrap();
+    let create = ["work", "create", "Slow", "slow.sh", "--id", "slow", "--objective", "o"];
+    assert!(harn(r, &create).status.success());
+    let server = Server::start(r);
+    let person = Person { server: &server, cookie: server.log_in() };
+    let token = {
+        let page = person.get("/items/slow").body;
+        let i = page.find("name=\"token\" value=\"").expect("a form") + 20;
+        page[i..i + 32].to_owned()
+    };
+    let (host, origin) = (server.host(), format!("http://{}", server.host()));
+    let headers = [("Host", &*host), ("Origin", &*origin), ("Cookie", &*person.cookie)];
+    let said = request(server.port, "POST", "/items/slow/run", &headers, &format!("token={token}"));
+    assert_eq!(said.status, 303, "{said:?}");
+    let started = Instant::now();
+    while json(&harn(r, &["work", "show", "slow", "--json"]))["projection"]["state"] != "running" {
+        assert!(started.elapsed() < Duration::from_secs(20), "never running");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let group = rustix::process::Pid::from_raw(server.child.id() as i32).unwrap();
+    rustix::process::kill_process_group(group, rustix::process::Signal::INT).unwrap();
+    let p = {
+        let started = Instant::now();
+        loop {
+            let p = json(&harn(r, &["work", "show", "slow", "--json"]))["projection"].clone();
+            if p["state"] != "running" {
+                break p;
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "still running: {p}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    assert_eq!(p["state"], "in_review", "the attempt ran to its end: {p}");
 }
 
 fn approval_id(page: &str) -> String {

@@ -4,6 +4,7 @@
 //! runs as long as it runs: it is started, and what it came to is said on the next page.
 
 use super::Web;
+use harn_core::ids::Id;
 use std::process::{Command, Stdio};
 
 /// What an action came to, in the words of the verb.
@@ -38,20 +39,31 @@ fn named(words: &[String]) -> String {
     plain.join(" ")
 }
 
-/// Starts `harn <words>` (an attempt), and leaves what it came to for `session`'s next page.
-pub fn start(web: &std::sync::Arc<Web>, session: usize, words: &[String]) -> Said {
-    let child = command(web, words)?
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+/// Starts `harn <words>` (an attempt) for item `id`, and leaves what it came to for
+/// `session`'s next page. The attempt is a process group of its own with no pipe to this
+/// server: a Ctrl-C that stops the server does not stop it, and it never writes into a pipe
+/// nobody reads once the server is gone. What it came to is read from the item's records.
+pub fn start(web: &std::sync::Arc<Web>, session: usize, id: &Id, words: &[String]) -> Said {
+    use std::os::unix::process::CommandExt;
+    let mut child = command(web, words)?
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
         .spawn()
         .map_err(|e| format!("harn: {e}"))?;
-    let (web, what) = (web.clone(), named(words));
+    let (web, what, id) = (web.clone(), named(words), id.clone());
     std::thread::spawn(move || {
-        let line = match child.wait_with_output() {
-            Ok(out) => {
-                let text = |b: &[u8]| String::from_utf8_lossy(b).trim().to_owned();
-                let said = first_lines(&text(&out.stdout), &text(&out.stderr));
-                format!("`harn {what}` ended ({}): {said}", out.status)
+        let line = match child.wait() {
+            Ok(status) => {
+                let mut store = crate::os::store::Store::new(&web.root);
+                let now = store.read(&id, &mut Default::default()).map_or_else(
+                    |e| format!("its records could not be read: {e}"),
+                    |item| {
+                        let p = &item.projection;
+                        format!("{id} is {}: {}", crate::dash::readers::name_of(&p.state), p.reason)
+                    },
+                );
+                format!("`harn {what}` ended ({status}); {now}")
             }
             Err(e) => format!("`harn {what}`: {e}"),
         };

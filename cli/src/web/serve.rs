@@ -151,7 +151,7 @@ fn change(
                 ItemAction::Run | ItemAction::Retry => {
                     let mut w = words(&["work", verb, id.as_str()], None);
                     w.extend(again(web, &id));
-                    act::start(web, session, &w)
+                    act::start(web, session, &id, &w)
                 }
             };
             (format!("/items/{id}"), said)
