@@ -405,8 +405,8 @@ read -r start
 port=$(cat port.txt)
 exec 3<>/dev/tcp/127.0.0.1/$port
 printf 'GET /style.css HTTP/1.1\r\nHost: 127.0.0.1:%s\r\nConnection: close\r\n\r\n' "$port" >&3
-status=$(head -1 <&3 | tr -d '\r')
-echo "{\"op\":\"evidence\",\"kind\":\"probe\",\"status\":\"passed\",\"label\":\"$status\"}"
+answer=$(tr -d '\r"' <&3 | tr '\n' ' ')
+echo "{\"op\":\"evidence\",\"kind\":\"probe\",\"status\":\"passed\",\"label\":\"$answer\"}"
 echo '{"op":"result","ok":true,"summary":"probed"}'
 "#,
     )
@@ -431,6 +431,10 @@ echo '{"op":"result","ok":true,"summary":"probed"}'
     let shown = json(&harn(r, &["run", "show", &run, "--json"]));
     let label = shown["proof"]["evidence"][0]["label"].as_str().unwrap_or("").to_owned();
     assert!(label.contains("403"), "a run's process is refused: {label:?} ({shown})");
+    assert!(
+        label.contains("a run's cgroup") || label.contains("a user namespace not ours"),
+        "refused for where it runs, not for want of a place: {label:?}"
+    );
     let held = shown["proof"]["containment"]["holding"].as_str().unwrap_or("").to_owned();
     if held != "cgroup" {
         crate::skip::skip(format!("runs are held by {held:?}, not a cgroup"));
@@ -466,6 +470,17 @@ fn a_parked_run_is_approved_and_resumed_from_the_web() {
     assert!(item.contains("Resume the run"), "{item}");
     assert_eq!(person.post("/items/it/run", &[]).status, 303);
     wait_for_state(r, "in_review");
+    // Sent back, the next attempt would need the policy file the web cannot name: it is not
+    // offered, and asked for anyway it is refused, so no attempt runs without its policy.
+    assert_eq!(person.post("/items/it/reject", &[("feedback", "push less")]).status, 303);
+    let item = person.get("/items/it").body;
+    assert!(!item.contains("Run the next attempt"), "{item}");
+    assert!(item.contains("a policy file, which the web cannot give again"), "{item}");
+    assert_eq!(person.post("/items/it/run", &[]).status, 303);
+    let item = person.get("/items/it").body;
+    assert!(item.contains("refused: its latest attempt ran with a policy file"), "{item}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(state(r)["state"], "ready", "no attempt started");
 }
 
 /// Ctrl-C in the terminal of `harn web` signals its process group: an attempt started from

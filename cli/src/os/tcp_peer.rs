@@ -9,6 +9,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 pub enum Holders {
     /// Not in this network namespace's table: another machine, or another namespace.
     NotHere,
+    /// In the table, but closed already by whoever made it (inode 0): nobody may say who.
+    Closed,
     /// The processes holding the socket.
     Found(Vec<u32>),
     /// In the table, but held by none of the processes we may look into: one of `unseen`
@@ -16,13 +18,17 @@ pub enum Holders {
     Unseen(Vec<u32>),
 }
 
-/// The processes holding the socket whose local end is `theirs` and remote end `ours`.
-pub fn holders(theirs: SocketAddr, ours: SocketAddr) -> Holders {
+/// The processes holding the socket whose local end is `theirs` and whose remote end is our
+/// `port` (at whichever of our addresses it reached).
+pub fn holders(theirs: SocketAddr, port: u16) -> Holders {
     let table =
         |name: &str| std::fs::read_to_string(format!("/proc/net/{name}")).unwrap_or_default();
-    let inode = find_inode(&table("tcp"), theirs, ours)
-        .or_else(|| find_inode(&table("tcp6"), theirs, ours));
+    let inode = find_inode(&table("tcp"), theirs, port)
+        .or_else(|| find_inode(&table("tcp6"), theirs, port));
     let Some(inode) = inode else { return Holders::NotHere };
+    if inode == 0 {
+        return Holders::Closed;
+    }
     let wanted = format!("socket:[{inode}]");
     let (mut found, mut unseen) = (Vec::new(), Vec::new());
     let Ok(entries) = std::fs::read_dir("/proc") else { return Holders::Unseen(unseen) };
@@ -50,14 +56,14 @@ pub fn holders(theirs: SocketAddr, ours: SocketAddr) -> Holders {
 }
 
 /// The inode of the socket in `table` (the text of `/proc/net/tcp` or `tcp6`) whose local
-/// address is `local` and remote address `remote`.
-pub fn find_inode(table: &str, local: SocketAddr, remote: SocketAddr) -> Option<u64> {
+/// address is `local` and whose remote port is `port`.
+pub fn find_inode(table: &str, local: SocketAddr, port: u16) -> Option<u64> {
     table.lines().skip(1).find_map(|line| {
         let f: Vec<&str> = line.split_whitespace().collect();
         let (l, r, inode) = (f.get(1)?, f.get(2)?, f.get(9)?);
-        let same =
-            |text: &str, want: SocketAddr| parse_address(text).is_some_and(|a| same_end(a, want));
-        (same(l, local) && same(r, remote)).then(|| inode.parse().ok()).flatten()
+        let ours = parse_address(r).is_some_and(|a| a.port() == port);
+        let theirs = parse_address(l).is_some_and(|a| same_end(a, local));
+        (ours && theirs).then(|| inode.parse().ok()).flatten()
     })
 }
 
@@ -110,10 +116,10 @@ mod tests {
     fn a_connection_is_found_by_both_its_ends() {
         let theirs: SocketAddr = "127.0.0.1:40000".parse().unwrap();
         let ours: SocketAddr = "127.0.0.1:8080".parse().unwrap();
-        assert_eq!(find_inode(TABLE, theirs, ours), Some(222));
-        assert_eq!(find_inode(TABLE, ours, theirs), None, "the other direction is our socket");
+        assert_eq!(find_inode(TABLE, theirs, ours.port()), Some(222));
+        assert_eq!(find_inode(TABLE, ours, theirs.port()), None, "the other direction is ours");
         let mapped: SocketAddr = "[::ffff:127.0.0.1]:40000".parse().unwrap();
-        assert_eq!(find_inode(TABLE, mapped, ours), Some(222));
+        assert_eq!(find_inode(TABLE, mapped, ours.port()), Some(222));
     }
 
     #[test]
@@ -126,12 +132,21 @@ mod tests {
     }
 
     #[test]
+    fn a_socket_its_maker_closed_is_told_apart() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_server, theirs) = listener.accept().unwrap();
+        drop(client);
+        assert_eq!(holders(theirs, listener.local_addr().unwrap().port()), Holders::Closed);
+    }
+
+    #[test]
     fn this_process_holds_its_own_connection() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (_server, theirs) = listener.accept().unwrap();
         assert_eq!(theirs, client.local_addr().unwrap());
-        match holders(theirs, listener.local_addr().unwrap()) {
+        match holders(theirs, listener.local_addr().unwrap().port()) {
             Holders::Found(pids) => assert!(pids.contains(&std::process::id()), "{pids:?}"),
             other => panic!("{other:?}"),
         }

@@ -86,3 +86,66 @@ fn first_lines(main: &str, other: &str) -> String {
     let lines: Vec<&str> = text.lines().take(12).collect();
     lines.join("\n")
 }
+
+/// The options a new attempt from the web runs with: those of the latest attempt (its
+/// manifest `m`) that a command line can give again, or why the web cannot (the options were
+/// frozen from files or choices it cannot name: a person types that command). Never more
+/// than the latest attempt had: nothing here widens what a run may do.
+pub fn again(
+    m: &harn_core::work::run::RunManifest,
+    root: &std::path::Path,
+) -> Result<Vec<String>, String> {
+    use crate::dash::readers::name_of;
+    let mut cannot = Vec::new();
+    if m.policy.is_some() {
+        cannot.push("a policy file");
+    }
+    if !m.team.is_empty() {
+        cannot.push("a team file");
+    }
+    // The limits a run takes from the configuration are taken again; others were given.
+    if m.resource_limits.is_some() && m.resource_limits != crate::work::config::limits(root).ok() {
+        cannot.push("resource limits of its own");
+    }
+    if m.billing == harn_core::work::run::Billing::Api {
+        cannot.push("API billing");
+    }
+    let why = m.containment.as_ref().and_then(|c| c.why.as_deref()).unwrap_or("");
+    if why.contains("--no-containment") {
+        cannot.push("no containment");
+    }
+    if !cannot.is_empty() {
+        return Err(format!("its latest attempt ran with {}", cannot.join(", ")));
+    }
+    let mut out = vec![
+        format!("--timeout-secs={}", (m.timeout_ms / 1000).max(1)),
+        format!("--concurrency={}", m.concurrency),
+    ];
+    // A cluster chooses its isolation itself.
+    if m.cluster.is_none() {
+        out.push(format!("--isolation={}", name_of(&m.isolation)));
+    }
+    if let Some(a) = &m.adapter {
+        out.push(format!("--harness={}", a.name));
+    }
+    if let Some(n) = m.max_agents {
+        out.push(format!("--max-agents={n}"));
+    }
+    if let Some(to) = &m.approval_to {
+        out.push(format!("--approval-to={to}"));
+    }
+    if let Some(c) = &m.cluster {
+        out.push(format!("--cluster={}", c.name));
+    }
+    // In a worktree the worktree is the working directory, which `--cwd` may not name.
+    if let (Some(cwd), None) = (&m.cwd, &m.workspace) {
+        out.push(format!("--cwd={cwd}"));
+    }
+    // The item's worktree is where its branch was made; the next attempt takes it up again.
+    if let Some(parent) =
+        m.workspace.as_ref().and_then(|ws| std::path::Path::new(&ws.path).parent())
+    {
+        out.push(format!("--workspace-root={}", parent.display()));
+    }
+    Ok(out)
+}

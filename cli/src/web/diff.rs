@@ -20,11 +20,20 @@ pub fn files(text: &str) -> Vec<FileDiff> {
     let mut in_hunk = false;
     for line in text.lines() {
         if let Some(names) = line.strip_prefix("diff --git ") {
+            // A first guess only: a name holding ` b/` makes the header ambiguous, so the
+            // `+++`/`---` lines below (one name each) replace it when the file has them.
             let name = names.rsplit_once(" b/").map_or(names, |(_, b)| b).to_owned();
             out.push(FileDiff { name, lines: Vec::new(), added: 0, removed: 0 });
             in_hunk = false;
         }
         let Some(file) = out.last_mut() else { continue };
+        if !in_hunk {
+            match (line.strip_prefix("+++ b/"), line.strip_prefix("--- a/")) {
+                (Some(new), _) => file.name = new.to_owned(),
+                (None, Some(old)) => file.name = old.to_owned(), // Replaced by `+++` unless deleted.
+                _ => {}
+            }
+        }
         let class = if line.starts_with("@@") {
             in_hunk = true;
             "hunk"
@@ -39,7 +48,7 @@ pub fn files(text: &str) -> Vec<FileDiff> {
         } else {
             "ctx"
         };
-        file.lines.push((class, line.to_owned()));
+        file.lines.push((class, super::pages::shown(line)));
     }
     out
 }
@@ -60,5 +69,12 @@ mod tests {
         assert_eq!(f[0].lines[4].0, "hunk");
         assert_eq!(f[0].lines.last().unwrap().0, "ctx");
         assert_eq!(f[1].name, "c");
+        // A name holding ` b/` is read from the `+++` line, and a bidi override is shown.
+        let text =
+            "diff --git a/evil.sh b/README.md b/evil.sh b/README.md\n--- a/evil.sh b/README.md\n\
+                    +++ b/evil.sh b/README.md\n@@ -1 +1 @@\n-x\n+y \u{202e}hs.live\n";
+        let f = files(text);
+        assert_eq!(f[0].name, "evil.sh b/README.md");
+        assert_eq!(f[0].lines.last().unwrap().1, "+y <U+202E>hs.live");
     }
 }

@@ -90,6 +90,14 @@ pub fn run(args: WebArgs) -> Exit {
     let Some(listen) = server.server_addr().to_ip() else {
         return fail(EXIT_FAILED, "the server has no IP address");
     };
+    // The session's secrets live in this process's memory: no other process of the user may
+    // read it (`/proc/PID/mem`, ptrace) or its descriptors. The verbs it starts are dumpable
+    // again once they exec.
+    if let Err(e) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        return fail(EXIT_FAILED, format!("prctl(PR_SET_DUMPABLE): {e}"));
+    }
     let key = match secret() {
         Ok(k) => k,
         Err(e) => return fail(EXIT_FAILED, format!("/dev/urandom: {e}")),
@@ -118,7 +126,13 @@ pub fn run(args: WebArgs) -> Exit {
         let (server, web) = (server.clone(), web.clone());
         workers.push(std::thread::spawn(move || {
             while let Ok(request) = server.recv() {
-                serve::answer(&web, request);
+                // A request whose answer panics loses its answer, never the worker.
+                let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    serve::answer(&web, request)
+                }));
+                if answered.is_err() {
+                    errln!("harn: a request's answer failed (said above); the server goes on");
+                }
             }
         }));
     }

@@ -86,6 +86,8 @@ pub struct Action {
 struct DetailPage {
     f: Frame,
     links: Vec<(String, String)>,
+    /// What a person should know before acting (why an action is not offered).
+    notes: Vec<String>,
     actions: Vec<Action>,
     screen: Option<String>,
     sections: Vec<(String, Vec<String>)>,
@@ -149,6 +151,7 @@ struct Message {
 
 /// The page `route` names, for the session at `session`.
 pub fn read(web: &Web, session: usize, route: Route, query: &str) -> Reply {
+    let said = web.said_count(session);
     let frame = |title: String| web.frame(session, title);
     let page = match route {
         Route::Overview => overview(web, frame("Overview".into())),
@@ -163,7 +166,10 @@ pub fn read(web: &Web, session: usize, route: Route, query: &str) -> Reply {
         _ => Err((404, "no such page".into())),
     };
     match page {
-        Ok(html) => Reply::html(200, html),
+        Ok(html) => {
+            web.said_shown(session, said);
+            Reply::html(200, html)
+        }
         Err((status, text)) => message(web, session, status, text),
     }
 }
@@ -182,9 +188,13 @@ pub fn warm(web: &Web) {
 /// A page that says one thing: an error, or where to go.
 pub fn message(web: &Web, session: usize, status: u16, text: String) -> Reply {
     let title = if status < 400 { "Done" } else { "Not done" };
+    let said = web.said_count(session);
     let page = Message { f: web.frame(session, title.into()), text };
     match page.render() {
-        Ok(html) => Reply::html(status, html),
+        Ok(html) => {
+            web.said_shown(session, said);
+            Reply::html(status, html)
+        }
         Err(e) => Reply::text(500, format!("rendering: {e}")),
     }
 }
@@ -217,7 +227,7 @@ fn overview(web: &Web, f: Frame) -> Page {
                 id: g.id.to_string(),
                 state: name_of(&s.state),
                 next: name_of(&s.next_action),
-                reason: s.reason.clone(),
+                reason: shown(&s.reason),
             },
             Err(e) => GoalLine {
                 id: g.id.to_string(),
@@ -276,13 +286,14 @@ fn items(web: &Web, f: Frame, query: &str) -> Page {
     let chosen: Vec<_> =
         rows.iter().filter(|r| state.as_ref().is_none_or(|s| name_of(&r.state) == *s)).collect();
     let total = chosen.len();
+    let from = from.min(total);
     let lines = chosen
         .iter()
         .skip(from)
         .take(PAGE)
         .map(|r| ItemLine {
             id: r.id.to_string(),
-            title: r.title.clone(),
+            title: shown(&r.title),
             state: name_of(&r.state),
             next: name_of(&r.next_action),
             attempts: format!("{} of {}", r.charged, r.max_attempts),
@@ -295,19 +306,26 @@ fn items(web: &Web, f: Frame, query: &str) -> Page {
     } else {
         format!("{}–{} of {total}{which} items", from + 1, from + lines.len())
     };
-    let next = (from + PAGE < total).then(|| {
+    let next = (from.saturating_add(PAGE) < total).then(|| {
         let state = state.as_deref().map_or(String::new(), |s| format!("state={s}&"));
         format!("/items?{state}from={}", from + PAGE)
     });
     render(Items { f, shown, next, rows: lines, problems })
 }
 
-/// The detail `focus`, or a 404 when there is no such record.
+/// The detail `focus`, or a 404 when there is no such record; every line [`shown`].
 fn detail(web: &Web, focus: &Focus) -> Result<Detail, (u16, String)> {
-    Reader::open(&web.root).detail(focus).map_err(|e| {
+    let mut d = Reader::open(&web.root).detail(focus).map_err(|e| {
         let status = if e.contains("no ") || e.contains("not found") { 404 } else { 500 };
         (status, e)
-    })
+    })?;
+    d.title = shown(&d.title);
+    for (_, lines) in &mut d.sections {
+        for line in lines.iter_mut() {
+            *line = shown(line);
+        }
+    }
+    Ok(d)
 }
 
 fn item(web: &Web, mut f: Frame, id: &Id) -> Page {
@@ -320,6 +338,7 @@ fn item(web: &Web, mut f: Frame, id: &Id) -> Page {
     let read = store.read(id, &mut Default::default()).map_err(unreadable)?;
     let p = &read.projection;
     let mut links = Vec::new();
+    let mut notes = Vec::new();
     let mut last_run = None;
     for e in &read.events {
         if let harn_core::work::events::EventKind::AttemptStarted { run_id, attempt, .. } = &e.kind
@@ -340,10 +359,12 @@ fn item(web: &Web, mut f: Frame, id: &Id) -> Page {
         note,
     };
     let manifest = last_run.as_ref().and_then(|r| store.run_records(r).ok()).and_then(|(m, _)| m);
-    let again = manifest.as_ref().map_or(String::new(), |m| {
-        let harness = m.adapter.as_ref().map_or("no harness".to_owned(), |a| a.name.clone());
-        format!("with what the latest attempt had: {harness}, {} isolation", name_of(&m.isolation))
-    });
+    // What a new attempt would run with, or why the web leaves it to the terminal.
+    let again = match manifest.as_ref().map(|m| super::act::again(m, &web.root)) {
+        None => Ok("with the defaults of `harn work run`".to_owned()),
+        Some(Ok(options)) => Ok(format!("as the latest attempt ran: {}", options.join(" "))),
+        Some(Err(why)) => Err(why),
+    };
     match p.next_action {
         NextAction::Review => {
             actions.push(act("Accept", "accept", "reason", "accept the proof as it is".into()));
@@ -354,11 +375,21 @@ fn item(web: &Web, mut f: Frame, id: &Id) -> Page {
                 "reopened; the feedback goes to the next attempt".into(),
             ));
         }
-        NextAction::Run => actions.push(act("Run the next attempt", "run", "", again)),
+        NextAction::Run | NextAction::Retry => match again {
+            Ok(note) => {
+                let (label, verb) = match p.next_action {
+                    NextAction::Retry => ("Retry", "retry"),
+                    _ => ("Run the next attempt", "run"),
+                };
+                actions.push(act(label, verb, "", note));
+            }
+            Err(why) => notes.push(format!(
+                "{why}, which the web cannot give again: run the next attempt from a terminal"
+            )),
+        },
         NextAction::Resume => {
             actions.push(act("Resume the run", "run", "", "the ruling is in; resume it".into()))
         }
-        NextAction::Retry => actions.push(act("Retry", "retry", "", again)),
         NextAction::ResolveApproval => {
             if let Some(a) = &p.approval_id {
                 links.push(("/approvals".into(), format!("approval {a} waits for a ruling")));
@@ -366,14 +397,16 @@ fn item(web: &Web, mut f: Frame, id: &Id) -> Page {
         }
         _ => {}
     }
-    if p.state == WorkState::Succeeded && !p.landed {
+    // Only an item whose runs had a worktree of their own has a branch to land.
+    let branch = manifest.as_ref().is_some_and(|m| m.workspace.is_some());
+    if p.state == WorkState::Succeeded && !p.landed && branch {
         actions.push(act("Land", "land", "reason", "onto the branch it was made from".into()));
     }
     if matches!(p.state, WorkState::Running) {
         f.refresh = Some(3);
     }
     f.title = d.title.clone();
-    render(DetailPage { f, links, actions, screen: None, sections: d.sections })
+    render(DetailPage { f, links, notes, actions, screen: None, sections: d.sections })
 }
 
 fn goal(web: &Web, mut f: Frame, id: &Id) -> Page {
@@ -388,7 +421,8 @@ fn goal(web: &Web, mut f: Frame, id: &Id) -> Page {
         })
         .collect();
     f.title = d.title.clone();
-    render(DetailPage { f, links, actions: Vec::new(), screen: None, sections: d.sections })
+    let (notes, actions) = (Vec::new(), Vec::new());
+    render(DetailPage { f, links, notes, actions, screen: None, sections: d.sections })
 }
 
 fn run(web: &Web, mut f: Frame, run_id: &Id) -> Page {
@@ -396,7 +430,7 @@ fn run(web: &Web, mut f: Frame, run_id: &Id) -> Page {
     let (manifest, proof) = store.run_records(run_id).map_err(unreadable)?;
     let manifest = manifest.ok_or_else(|| (404, format!("no workflow run {run_id}")))?;
     let records = store.ledger().transcript(run_id).map_err(unreadable)?;
-    let lines = records.iter().filter_map(crate::work::progress::line).collect();
+    let lines = records.iter().filter_map(crate::work::progress::line).map(|l| shown(&l)).collect();
     let (standing, status, ended) = match &proof {
         Some(p) => {
             let status = name_of(&p.run.status);
@@ -440,21 +474,21 @@ fn proof(web: &Web, f: Frame, run_id: &Id) -> Page {
         },
     ];
     if let Some(e) = &proof.run.error {
-        summary.push(format!("error: {e}"));
+        summary.push(shown(&format!("error: {e}")));
     }
     summary.extend(proof.stages.iter().map(|s| format!("stage {s}")));
     let criteria = proof
         .acceptance
         .criteria
         .iter()
-        .map(|c| (c.id.clone(), name_of(&c.verdict), c.statement.clone(), c.evidence.to_string()))
+        .map(|c| (shown(&c.id), name_of(&c.verdict), shown(&c.statement), c.evidence.to_string()))
         .collect();
     let evidence = proof
         .evidence
         .iter()
         .map(|e| {
             let summary = e.summary.as_deref().map(|s| format!(" — {s}")).unwrap_or_default();
-            format!("[{}] {} {}{summary}", name_of(&e.status), e.kind, e.label)
+            shown(&format!("[{}] {} {}{summary}", name_of(&e.status), e.kind, e.label))
         })
         .collect();
     let (diff_note, files) = match &proof.workspace {
@@ -503,11 +537,29 @@ fn attested(web: &Web, a: &harn_core::work::workspace::Attestation) -> (String, 
 }
 
 fn short(hex: &str) -> &str {
-    &hex[..hex.len().min(12)]
+    hex.get(..12).unwrap_or(hex)
+}
+
+/// Text a run or an agent wrote, as a page shows it: every character that would reorder or
+/// hide what is shown (controls, bidirectional overrides and marks, zero-width characters)
+/// replaced with a visible `<U+XXXX>`, so a diff reads as the bytes it holds. The template
+/// escapes what is left.
+pub fn shown(text: &str) -> String {
+    let hiding = |c: char| matches!(c, '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{061c}' | '\u{feff}');
+    let text = harn_core::text::neutralize(text);
+    if !text.chars().any(hiding) {
+        return text.into_owned();
+    }
+    text.chars()
+        .map(|c| if hiding(c) { format!("<U+{:04X}>", c as u32) } else { c.to_string() })
+        .collect()
 }
 
 fn approvals(web: &Web, f: Frame) -> Page {
-    let (rows, problems) = Reader::open(&web.root).approvals().map_err(unreadable)?;
+    let (mut rows, problems) = Reader::open(&web.root).approvals().map_err(unreadable)?;
+    for r in &mut rows {
+        r.asks = shown(&r.asks);
+    }
     render(Approvals { f, rows, problems })
 }
 
@@ -536,7 +588,7 @@ fn harness(web: &Web, mut f: Frame, name: &Id) -> Page {
     let screen = crate::harness::paths::Paths::new(&web.root).ok().and_then(|paths| {
         let ask = crate::harness::protocol::Request::Screen { name: name.to_string() };
         let answer = crate::harness::client::request(&paths, &ask, DAEMON_WAIT).ok()?;
-        answer["screen"].as_str().map(str::to_owned)
+        answer["screen"].as_str().map(shown)
     });
     let actions = vec![Action {
         label: "Restart".into(),
@@ -548,21 +600,42 @@ fn harness(web: &Web, mut f: Frame, name: &Id) -> Page {
         f.refresh = Some(2);
     }
     f.title = d.title.clone();
-    render(DetailPage { f, links: Vec::new(), actions, screen, sections: d.sections })
+    render(DetailPage {
+        f,
+        links: Vec::new(),
+        notes: Vec::new(),
+        actions,
+        screen,
+        sections: d.sections,
+    })
 }
 
 impl Web {
-    /// The frame of a page for the session at `session`, taking what its actions came to.
+    /// The frame of a page for the session at `session`, with what its actions came to (kept
+    /// until a page showing them is rendered: [`Web::said_shown`]).
     pub fn frame(&self, session: usize, title: String) -> Frame {
         let token = {
             let door = self.door.lock().unwrap_or_else(|p| p.into_inner());
             door.session(session).map(|s| s.token.clone()).unwrap_or_default()
         };
         let said = {
-            let mut said = self.said.lock().unwrap_or_else(|p| p.into_inner());
-            said.get_mut(session).map(std::mem::take).unwrap_or_default()
+            let said = self.said.lock().unwrap_or_else(|p| p.into_inner());
+            said.get(session).cloned().unwrap_or_default()
         };
         Frame { title, root: self.root.display().to_string(), said, token, refresh: None }
+    }
+
+    /// How many lines wait for the session's next page.
+    pub fn said_count(&self, session: usize) -> usize {
+        self.said.lock().unwrap_or_else(|p| p.into_inner()).get(session).map_or(0, Vec::len)
+    }
+
+    /// Forgets the first `n` lines waiting for the session: a page showed them.
+    pub fn said_shown(&self, session: usize, n: usize) {
+        let mut said = self.said.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(lines) = said.get_mut(session) {
+            lines.drain(..n.min(lines.len()));
+        }
     }
 
     /// Leaves `line` for the next page the session at `session` reads.

@@ -7,12 +7,16 @@ use crate::os::tcp_peer::{holders, Holders};
 use harn_core::web::Peer;
 use std::net::SocketAddr;
 
-/// Places the process that connected from `theirs` to our `ours`.
-pub fn place(theirs: SocketAddr, ours: SocketAddr) -> Peer {
-    match holders(theirs, ours) {
+/// Places the process that connected from `theirs` to our `port`.
+pub fn place(theirs: SocketAddr, port: u16) -> Peer {
+    let theirs = SocketAddr::new(theirs.ip().to_canonical(), theirs.port());
+    match holders(theirs, port) {
         // Not a socket of this network namespace: another machine, when it came from one.
         Holders::NotHere if !theirs.ip().is_loopback() => Peer::Outside,
         Holders::NotHere => Peer::Unknown("its socket is not in this machine's table".into()),
+        // A request sent and its socket closed at once: whoever sent it cannot be told, so
+        // it is not answered (a run could otherwise send a blind request and go).
+        Holders::Closed => Peer::Unknown("its socket was closed before it could be placed".into()),
         Holders::Found(pids) => match pids.iter().find_map(|&p| contained(p)) {
             Some(why) => Peer::Contained(why),
             None => Peer::Outside,
@@ -72,7 +76,7 @@ mod tests {
         let (_server, theirs) = listener.accept().unwrap();
         // Unless the tests themselves run inside a harness or a run.
         if contained(std::process::id()).is_none() {
-            assert_eq!(place(theirs, listener.local_addr().unwrap()), Peer::Outside);
+            assert_eq!(place(theirs, listener.local_addr().unwrap().port()), Peer::Outside);
         }
     }
 }

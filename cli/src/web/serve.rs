@@ -29,20 +29,28 @@ fn decide(web: &Arc<Web>, request: &mut tiny_http::Request) -> Reply {
     let url = request.url().to_owned();
     let (path, query) = url.split_once('?').unwrap_or((&url, ""));
     let method = request.method().as_str().to_owned();
-    let peer = match request.remote_addr() {
-        Some(theirs) => peer::place(*theirs, web.listen),
-        None => Peer::Unknown("no address".into()),
-    };
-    let asked = Asked {
+    let mut asked = Asked {
         method: &method,
         path,
         host: host.as_deref(),
         origin: origin.as_deref(),
         fetch_site: site.as_deref(),
         cookie: cookie.as_deref(),
-        peer,
+        peer: Peer::Outside,
     };
-    let verdict = web.door.lock().unwrap_or_else(|p| p.into_inner()).admit(&asked);
+    let admit = |asked: &Asked<'_>| web.door.lock().unwrap_or_else(|p| p.into_inner()).admit(asked);
+    // What a request carries is judged first, as if from outside: one refused for that is
+    // refused before the cost of placing its sender (any site may send them by the hundred).
+    let mut verdict = admit(&asked);
+    if !matches!(verdict, Admission::Refused { .. }) {
+        asked.peer = match request.remote_addr() {
+            Some(theirs) => peer::place(*theirs, web.listen.port()),
+            None => Peer::Unknown("no address".into()),
+        };
+        if asked.peer != Peer::Outside {
+            verdict = admit(&asked);
+        }
+    }
     let named = route(&method, path);
     match verdict {
         Admission::Refused { status, why } => Reply::text(status, why),
@@ -148,11 +156,14 @@ fn change(
                         &words(&["work", "reject", id.as_str()], Some(format!("--feedback={f}"))),
                     ),
                 },
-                ItemAction::Run | ItemAction::Retry => {
-                    let mut w = words(&["work", verb, id.as_str()], None);
-                    w.extend(again(web, &id));
-                    act::start(web, session, &id, &w)
-                }
+                ItemAction::Run | ItemAction::Retry => match again(web, &id) {
+                    Ok(options) => {
+                        let mut w = words(&["work", verb, id.as_str()], None);
+                        w.extend(options);
+                        act::start(web, session, &id, &w)
+                    }
+                    Err(why) => Err(format!("{why}: run it from a terminal with those options")),
+                },
             };
             (format!("/items/{id}"), said)
         }
@@ -178,29 +189,18 @@ fn change(
     Reply::see(back)
 }
 
-/// The options of item `id`'s latest attempt a new one takes again: the harness that answered
-/// its agent calls and its isolation (a person who wants others types `harn work run`); none
-/// for a parked run, which resumes with what it froze.
-fn again(web: &Web, id: &Id) -> Vec<String> {
+/// The options of item `id`'s next attempt from the web ([`act::again`]); none for a parked
+/// run, which resumes with what it froze, or for a first attempt.
+fn again(web: &Web, id: &Id) -> Result<Vec<String>, String> {
     let mut store = crate::os::store::Store::new(&web.root);
-    let Ok(item) = store.read(id, &mut Default::default()) else { return Vec::new() };
+    let item = store.read(id, &mut Default::default()).map_err(|e| e.to_string())?;
     if item.projection.next_action == harn_core::work::NextAction::Resume {
-        return Vec::new(); // A parked run resumes with what it froze.
+        return Ok(Vec::new());
     }
-    let last = item.events.iter().rev().find_map(|e| match &e.kind {
-        harn_core::work::events::EventKind::AttemptStarted { run_id, .. } => Some(run_id.clone()),
-        _ => None,
-    });
-    let Some((Some(m), _)) = last.and_then(|r| store.run_records(&r).ok()) else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    if let Some(a) = &m.adapter {
-        out.push(format!("--harness={}", a.name));
+    match item.projection.latest_run_id.as_ref().map(|r| store.run_records(r)) {
+        None => Ok(Vec::new()),
+        Some(Ok((Some(m), _))) => act::again(&m, &web.root),
+        Some(Ok((None, _))) => Err("its latest run has no manifest".into()),
+        Some(Err(e)) => Err(e.to_string()),
     }
-    let isolation = crate::dash::readers::name_of(&m.isolation);
-    if !isolation.is_empty() {
-        out.push(format!("--isolation={isolation}"));
-    }
-    out
 }

@@ -176,13 +176,17 @@ impl Door {
         self.sessions.get(at)
     }
 
-    /// The index of the session whose id the `Cookie` header carries.
+    /// The index of the session whose id the `Cookie` header carries. Every `harn_session`
+    /// in it is tried: cookies are not kept apart by port, so another server on the same
+    /// host may have set one of that name too, and its value must not hide ours.
     fn session_of(&self, cookie: &str) -> Option<usize> {
-        let value = cookie.split(';').find_map(|pair| {
+        cookie.split(';').find_map(|pair| {
             let (name, value) = pair.trim().split_once('=')?;
-            (name == COOKIE).then_some(value)
-        })?;
-        self.sessions.iter().position(|s| same(&s.id, value))
+            if name != COOKIE {
+                return None;
+            }
+            self.sessions.iter().position(|s| same(&s.id, value))
+        })
     }
 }
 

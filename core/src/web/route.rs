@@ -139,6 +139,10 @@ mod tests {
             ("POST", "/items/a/delete"),
             ("PUT", "/items/a/accept"),
             ("GET", "/goals/"),
+            ("GET", "/items/.."),
+            ("GET", "/items/-x"),
+            ("POST", "/items/-x/accept"),
+            ("POST", "/approvals/../approve"),
         ] {
             assert_eq!(route(m, p), None, "{m} {p}");
         }
