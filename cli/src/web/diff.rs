@@ -48,7 +48,7 @@ pub fn files(text: &str) -> Vec<FileDiff> {
         } else {
             "ctx"
         };
-        file.lines.push((class, super::pages::shown(line)));
+        file.lines.push((class, super::shown::shown(line)));
     }
     out
 }

@@ -10,6 +10,7 @@ mod pages;
 mod peer;
 mod reply;
 mod serve;
+mod shown;
 
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use clap::Args;

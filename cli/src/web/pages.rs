@@ -5,6 +5,7 @@
 
 use super::diff::{files, FileDiff};
 use super::reply::Reply;
+use super::shown::shown;
 use super::Web;
 use crate::dash::readers::{self, name_of, Detail, Focus, Reader};
 use askama::Template;
@@ -538,21 +539,6 @@ fn attested(web: &Web, a: &harn_core::work::workspace::Attestation) -> (String, 
 
 fn short(hex: &str) -> &str {
     hex.get(..12).unwrap_or(hex)
-}
-
-/// Text a run or an agent wrote, as a page shows it: every character that would reorder or
-/// hide what is shown (controls, bidirectional overrides and marks, zero-width characters)
-/// replaced with a visible `<U+XXXX>`, so a diff reads as the bytes it holds. The template
-/// escapes what is left.
-pub fn shown(text: &str) -> String {
-    let hiding = |c: char| matches!(c, '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{061c}' | '\u{feff}');
-    let text = harn_core::text::neutralize(text);
-    if !text.chars().any(hiding) {
-        return text.into_owned();
-    }
-    text.chars()
-        .map(|c| if hiding(c) { format!("<U+{:04X}>", c as u32) } else { c.to_string() })
-        .collect()
 }
 
 fn approvals(web: &Web, f: Frame) -> Page {
