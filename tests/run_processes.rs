@@ -12,22 +12,36 @@ use std::time::{Duration, Instant};
 
 /// Starts a shell that sleeps four ways, each named `$1-<style>` (its `$0`, which stays in
 /// its command line) so it can be counted.
+///
+/// It returns only once the two that leave its process group have left it: a group killed
+/// while one is still on its way out would take it too, and the test would count five.
 const SPAWNER: &str = r#"#!/bin/sh
 tag=$1
 echo "$tag" >> "$SPAWN_LOG"
 sh -c 'sleep 300; exit 0' "$tag-same" &
 setsid sh -c 'sleep 300; exit 0' "$tag-setsid" &
+escaping=$!
 (sh -c 'sleep 300; exit 0' "$tag-double" &)
 python3 -c '
 import os, sys
-if os.fork(): sys.exit(0)
+r, w = os.pipe()
+if os.fork():
+    os.close(w)
+    os.read(r, 1)
+    sys.exit(0)
+os.close(r)
 os.setsid()
 if os.fork(): os._exit(0)
+os.write(w, b"x")
+os.close(w)
 os.chdir("/")
 fd = os.open("/dev/null", os.O_RDWR)
 for n in (0, 1, 2): os.dup2(fd, n)
 os.execvp("sh", ["sh", "-c", "sleep 300; exit 0", sys.argv[1]])
 ' "$tag-daemon"
+while [ "$(ps -o pgid= -p "$escaping" | tr -d ' ')" = "$(ps -o pgid= -p $$ | tr -d ' ')" ]; do
+  sleep 0.05
+done
 "#;
 
 /// What each of the four sleepers' command lines holds (before its tag).
