@@ -5,6 +5,7 @@ use crate::entropy::Entropy;
 use crate::harness::checker::Violation;
 use crate::harness::trace::StepEvent;
 use crate::harness::world::{HarnessWorld, LIVENESS_STEPS_MAX};
+use harn_core::env::Clock;
 use harn_core::harness::daemon::{Command, Daemon};
 use harn_core::harness::driver::Wake;
 use harn_core::harness::lifecycle::State;
@@ -29,7 +30,8 @@ impl<E: Entropy> HarnessWorld<E> {
     }
 
     /// Ends the fault phase: no more faults or commands; healthy children run forever; a
-    /// shutdown or a stop in progress completes (a draining daemon takes no commands); then an operator
+    /// shutdown or a stop in progress completes (a draining daemon takes no commands), and so
+    /// does the readiness verdict of every run started under faults; then an operator
     /// restarts every failed harness whose program is healthy.
     pub(crate) fn calm(&mut self) -> Result<(), Violation> {
         self.faults = false;
@@ -45,8 +47,26 @@ impl<E: Entropy> HarnessWorld<E> {
         }
         // The calm wake acts on every overdue deadline (a missed wake may have left one), which
         // can condemn a hung run: that stop completes before the operator looks.
+        let calm_at = self.clock.now();
         self.step_with(StepEvent::Calm, Wake::Timeout)?;
         self.settle()?;
+        // A run started under faults may still be proving its readiness (its probes failed
+        // while faults lasted): its verdict, ready or condemned at its deadline, is the fault
+        // phase's doing, so the operator looks once it is in, not before.
+        for _ in 0..LIVENESS_STEPS_MAX {
+            let pending = self.daemon().is_some_and(|d| {
+                d.harnesses().values().any(|h| {
+                    h.state() == State::Running
+                        && !h.ready()
+                        && h.started_at().is_some_and(|t| t <= calm_at)
+                })
+            });
+            if !pending {
+                break;
+            }
+            self.step()?;
+            self.settle()?;
+        }
         let failed: Vec<Id> = self.daemon().map_or_else(Vec::new, |d| {
             let healthy_and_failed = |(n, h): &(&Id, &harn_core::harness::lifecycle::Harness)| {
                 h.state() == State::Failed && self.is_healthy(n)
@@ -94,5 +114,17 @@ impl<E: Entropy> HarnessWorld<E> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// Found by CI's random window: a run started while its probes failed, condemned by its
+    /// ready timeout 250 ms after the calm, was taken for a hang without faults; the operator
+    /// now looks once such verdicts are in.
+    #[test]
+    fn a_hang_the_faults_caused_is_seen_by_the_operator() {
+        let outcome = crate::harness::seeds::run_seed(3_319_085_391, 2_000, false);
+        assert_eq!(outcome.violation, None);
     }
 }
