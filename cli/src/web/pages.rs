@@ -511,7 +511,7 @@ fn attested(web: &Web, a: &harn_core::work::workspace::Attestation) -> (String, 
     } else {
         (Side::Commit(&a.final_commit), "the commit holds")
     };
-    let read = match readable_diff(ws, &web.root, side, DIFF_LIMIT) {
+    let read = match readable_diff(ws, &web.root, side, Some(DIFF_LIMIT)) {
         Ok(read) => read,
         Err(e) => return (format!("the diff could not be read: {e}"), Vec::new()),
     };

@@ -7,7 +7,7 @@ use super::reply::Reply;
 use super::{act, pages, peer, Web};
 use harn_core::ids::Id;
 use harn_core::web::route::{route, ItemAction, Route};
-use harn_core::web::{Admission, Asked, Peer, Session, COOKIE};
+use harn_core::web::{Admission, Asked, LoginRefused, Peer, Session, COOKIE};
 use std::io::Read as _;
 use std::sync::Arc;
 
@@ -104,7 +104,13 @@ fn log_in(web: &Arc<Web>, query: &str) -> Reply {
             let cookie = format!("{COOKIE}={}; Path=/; HttpOnly; SameSite=Lax", session.id);
             Reply::logged_in(cookie)
         }
-        Err(why) => Reply::text(403, why),
+        Err(LoginRefused::WrongKey) => {
+            Reply::text(403, "this login key is not the one `harn web` printed".into())
+        }
+        Err(LoginRefused::Spent) => Reply::text(
+            403,
+            "the login address was used already: restart `harn web` for another".into(),
+        ),
     }
 }
 

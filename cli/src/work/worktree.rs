@@ -219,22 +219,7 @@ pub fn attest(ws: &Workspace, root: &Path, open: bool) -> Result<Attestation, St
 /// own (through a scratch index, `diff --cached`, in the worktree when it is still there), so
 /// the bytes match whatever the repository's diff settings are.
 pub(super) fn commit_digest(ws: &Workspace, root: &Path, commit: &str) -> Result<String, String> {
-    let worktree = Path::new(&ws.path);
-    let dir = if worktree.is_dir() { worktree } else { root };
-    let parent = worktree.parent().unwrap_or(root);
-    let label = ws.branch.replace('/', "-");
-    let (confine, temp) = confined(root, parent, &ws.git_dir, false, &label)?;
-    let c = Some(&confine);
-    let index = temp.0.join("index");
-    let scratch = |args: &[&str]| {
-        let mut cmd = command(dir, c, args)?;
-        cmd.env("GIT_INDEX_FILE", &index);
-        Ok::<_, String>(cmd)
-    };
-    run_text(scratch(&["read-tree", commit])?)?;
-    let mut diff =
-        scratch(&["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", &ws.base_commit])?;
-    Ok(digest(&mut diff)?.0)
+    Ok(readable_diff(ws, root, Side::Commit(commit), None)?.digest)
 }
 
 /// What [`readable_diff`] reads the diff of: a commit, or the worktree's files as they are.
@@ -256,13 +241,13 @@ pub struct Readable {
 }
 
 /// The diff from `ws`'s base to `side`, made as [`attest`] and [`commit_digest`] make the
-/// attested bytes (a scratch index, `diff --cached`, confined), once for its digest and once
-/// without `--binary` for a person, cut at `limit` bytes.
+/// attested bytes (a scratch index, `diff --cached`, confined), once for its digest and,
+/// with a `limit`, once more without `--binary` for a person, cut at `limit` bytes.
 pub fn readable_diff(
     ws: &Workspace,
     root: &Path,
     side: Side<'_>,
-    limit: usize,
+    limit: Option<usize>,
 ) -> Result<Readable, String> {
     let worktree = Path::new(&ws.path);
     let dir = if worktree.is_dir() { worktree } else { root };
@@ -291,6 +276,9 @@ pub fn readable_diff(
     let mut binary =
         scratch(&["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", &ws.base_commit])?;
     let digest = digest(&mut binary)?.0;
+    let Some(limit) = limit else {
+        return Ok(Readable { text: String::new(), cut: false, digest });
+    };
     let mut cmd = scratch(&[
         "diff",
         "--cached",

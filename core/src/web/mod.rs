@@ -69,6 +69,15 @@ pub struct Session {
     pub token: String,
 }
 
+/// Why a login was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoginRefused {
+    /// The key is not the one the server printed.
+    WrongKey,
+    /// The key was used already.
+    Spent,
+}
+
 /// The name of the session cookie.
 pub const COOKIE: &str = "harn_session";
 
@@ -151,18 +160,16 @@ impl Door {
     }
 
     /// Logs a browser in with the one-time key `key`, making `fresh` its session; the key is
-    /// spent either way only when it matched.
-    pub fn log_in(&mut self, key: &str, fresh: Session) -> Result<&Session, String> {
+    /// spent only when it matched.
+    pub fn log_in(&mut self, key: &str, fresh: Session) -> Result<&Session, LoginRefused> {
         match &self.login {
             Some(login) if same(login, key) => {
                 self.login = None;
                 self.sessions.push(fresh);
                 Ok(self.sessions.last().expect("just pushed"))
             }
-            Some(_) => Err("this login key is not the one `harn web` printed".into()),
-            None => {
-                Err("the login address was used already: restart `harn web` for another".into())
-            }
+            Some(_) => Err(LoginRefused::WrongKey),
+            None => Err(LoginRefused::Spent),
         }
     }
 
