@@ -37,6 +37,7 @@ mod lifecycle_model;
 mod limits;
 mod listing;
 mod notify;
+mod own_repository;
 mod ownership;
 mod planted;
 mod private_files;

@@ -88,6 +88,7 @@ pub fn command() -> clap::Command {
 
 /// Parses the process's arguments and runs the command; returns the exit code.
 pub fn main() -> i32 {
+    crate::os::children::close_inherited();
     // A shell asking for completions (`COMPLETE=bash harn -- …`) is answered, and that is all.
     crate::complete::answer_if_asked(command);
     run_args(std::env::args_os())

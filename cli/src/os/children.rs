@@ -246,3 +246,16 @@ pub fn block_sigpipe() {
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
 }
+
+/// Marks every descriptor above standard error that this process inherited close-on-exec, so
+/// no child (a workflow, an agent, git, a harness) gets a terminal or a file of the caller's
+/// it was never meant to have (`exec 7<>/dev/tty 8>>.git/config; harn work run …`). What
+/// harn itself hands a child is given on purpose, after this.
+pub fn close_inherited() {
+    // SAFETY: close_range(2) with CLOSE_RANGE_CLOEXEC only sets a flag on descriptors; it
+    // closes none and touches no memory. A kernel without it (before 5.11) refuses, and the
+    // confined children still get the same in their `pre_exec`.
+    unsafe {
+        libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
+    }
+}

@@ -192,6 +192,44 @@ pub fn accept_config(root: &Path, config: &Path, by: &str) -> Result<Vec<String>
     Ok(paths)
 }
 
+/// Records what of a candidate's change waits for a person (`found`: paths relative to the
+/// workspace at `workspace`, read from git's objects), each as a change run `run_id` made to
+/// that file, unless a person accepted exactly what it holds now.
+pub fn record_candidate(
+    store: &mut Store,
+    run_id: &str,
+    work_id: &str,
+    workspace: &Path,
+    found: &[(String, harn_core::work::candidate::Guarded)],
+) -> Result<Vec<GuardRecord>, StoreError> {
+    if found.is_empty() {
+        return Ok(Vec::new());
+    }
+    let known = records(store)?;
+    let mut changes = Vec::new();
+    for (relative, _) in found {
+        let path = workspace.join(relative).display().to_string();
+        let after = digest(Path::new(&path));
+        let accepted = known.iter().rev().find_map(|r| match r {
+            GuardRecord::Accepted { path: p, sha256, .. } if *p == path => Some(sha256.clone()),
+            GuardRecord::Changed { path: p, .. } if *p == path => Some(None),
+            _ => None,
+        });
+        if accepted.flatten().is_some_and(|s| Some(s) == after) {
+            continue;
+        }
+        changes.push(GuardRecord::Changed {
+            run_id: run_id.to_owned(),
+            work_id: work_id.to_owned(),
+            path,
+            before: None,
+            after,
+        });
+    }
+    append(store, &changes)?;
+    Ok(changes)
+}
+
 /// The guarded changes runs of work item `work_id` made that no person has accepted since.
 pub fn unaccepted_of(store: &mut Store, work_id: &str) -> Result<Vec<GuardRecord>, StoreError> {
     let records = records(store)?;

@@ -249,7 +249,23 @@ impl attempt::AttemptHost for WorkHost<'_> {
         if let Some(ws) = &m.workspace {
             let open = m.containment.as_ref().is_some_and(|c| c.turned_off);
             match super::worktree::attest(ws, self.store.root(), open) {
-                Ok(attested) => fold.attest(attested),
+                Ok((attested, guarded)) => {
+                    // What git or harn would execute or obey in the change waits for a person,
+                    // as a change the run made to a guarded file does.
+                    let (run, work) = (m.run_id.as_str(), m.work_id.as_str());
+                    let place = std::path::Path::new(&ws.path);
+                    let found = crate::os::guarded::record_candidate(
+                        self.store, run, work, place, &guarded,
+                    );
+                    // Unrecorded, the change could be accepted unseen: the work is then not
+                    // attested, so it cannot land.
+                    match found {
+                        Ok(_) => fold.attest(attested),
+                        Err(e) => {
+                            errln!("harn: warning: the worktree {} was not attested: {e}", ws.path)
+                        }
+                    }
+                }
                 Err(e) => errln!("harn: warning: the worktree {} was not attested: {e}", ws.path),
             }
         }

@@ -228,6 +228,14 @@ impl driver::LandingHost for CliLand<'_> {
             }
             base_missing = (!missing.is_empty()).then(|| missing.join("; "));
         }
+        // What the reviewed work changes, from git's objects (no attribute, filter or driver
+        // is read for it).
+        let changed =
+            super::worktree::candidate(repo, None, &t.workspace.base_commit, &t.final_commit)?
+                .0
+                .into_iter()
+                .map(|c| c.path)
+                .collect();
         Ok(Observed {
             branch_head,
             diff_sha256,
@@ -235,6 +243,7 @@ impl driver::LandingHost for CliLand<'_> {
             already_in_target,
             target_behind,
             base_missing,
+            changed,
         })
     }
 
@@ -268,6 +277,7 @@ impl driver::LandingHost for CliLand<'_> {
                     })
                 }
                 Err(MoveRefused::Other(e)) => Err(landing::Refused::NotMoved(e)),
+                Err(MoveRefused::Refused(r)) => Err(r),
             },
         )
     }
@@ -400,6 +410,8 @@ enum MoveRefused {
     Conflict(Vec<String>),
     /// Anything else, in words.
     Other(String),
+    /// A refusal the core names.
+    Refused(landing::Refused),
 }
 
 impl From<String> for MoveRefused {
@@ -447,6 +459,14 @@ fn move_branch(
 ) -> Result<String, MoveRefused> {
     let checkout = checked_out(repo, into)?;
     if let Some(dir) = &checkout {
+        // Only the repository's own checkout is updated: a linked worktree may be a run's,
+        // whose `HEAD`, config and attributes the run wrote, and git there would obey them.
+        if !is_main_checkout(repo, dir)? {
+            return Err(MoveRefused::Refused(landing::Refused::CheckedOutElsewhere {
+                into: into.to_owned(),
+                worktree: dir.display().to_string(),
+            }));
+        }
         let dirty = git_text(dir, None, &["diff", "--name-only", "HEAD"])?;
         if !dirty.is_empty() {
             let files: Vec<&str> = dirty.lines().collect();
@@ -472,6 +492,16 @@ fn move_branch(
     };
     match checkout {
         Some(dir) => {
+            // git writes over an ignored file (and `.harnery/` is ignored) when a commit adds
+            // it: nothing the person has there that git does not track is overwritten.
+            let in_the_way = in_the_way(repo, &dir, from, &landed)?;
+            if !in_the_way.is_empty() {
+                return Err(MoveRefused::Refused(landing::Refused::WouldOverwrite {
+                    into: into.to_owned(),
+                    checkout: dir.display().to_string(),
+                    paths: in_the_way,
+                }));
+            }
             git_text(&dir, None, &["merge", "--ff-only", "--no-edit", &landed]).map_err(|e| {
                 format!(
                     "moving {into} in {}: {e}; look at that checkout before landing again",
@@ -506,6 +536,30 @@ fn merged_tree(repo: &Path, from: &str, commit: &str) -> Result<String, MoveRefu
             String::from_utf8_lossy(&out.stderr).trim()
         ))),
     }
+}
+
+/// The paths `landed` adds to `from` that exist in the checkout at `dir` anyway (untracked or
+/// ignored files, or anything else in the way).
+fn in_the_way(repo: &Path, dir: &Path, from: &str, landed: &str) -> Result<Vec<String>, String> {
+    let (changed, _) = super::worktree::candidate(repo, None, from, landed)?;
+    Ok(changed
+        .into_iter()
+        .filter(|c| c.old_mode == 0 && c.new_mode != 0)
+        .filter(|c| dir.join(&c.path).symlink_metadata().is_ok())
+        .map(|c| c.path)
+        .collect())
+}
+
+/// True when `dir` is the repository's own checkout (its main worktree, listed first by git),
+/// not a linked worktree.
+fn is_main_checkout(repo: &Path, dir: &Path) -> Result<bool, String> {
+    let list = run_text(command(repo, None, &["worktree", "list", "--porcelain"])?)?;
+    let main = list.lines().next().and_then(|l| l.strip_prefix("worktree ")).map(PathBuf::from);
+    let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    Ok(main.is_some_and(|m| same(&m, dir)))
 }
 
 /// The worktree that has `branch` checked out, if one does.

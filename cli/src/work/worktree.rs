@@ -7,6 +7,7 @@
 
 use super::confine::{Confine, Temp};
 use harn_core::ids::Id;
+use harn_core::work::candidate::{self, ChangedPath, Guarded};
 use harn_core::work::workspace::{self, Attestation, Workspace};
 use sha2::{Digest, Sha256};
 use std::io::Read;
@@ -33,6 +34,7 @@ pub struct Options<'a> {
 /// Makes item `id`'s worktree on its branch, or finds the one an earlier attempt made,
 /// holding the repository's worktree lock so two items starting together do not race.
 pub fn prepare(root: &Path, id: &Id, o: &Options<'_>) -> Result<Workspace, String> {
+    require_git()?;
     let repo = git_text(root, None, &["rev-parse", "--show-toplevel"]).map_err(|e| {
         format!("--isolation worktree: {} is not in a git repository: {e}", root.display())
     })?;
@@ -184,7 +186,14 @@ fn base_branch(root: &Path, c: Option<&Confine>, base: Option<&str>) -> Option<S
 /// What the run left in its worktree: the branch's commit, and the diff from the base to
 /// the files as they are (uncommitted and untracked ones included, read through a scratch
 /// index so the worktree's own index is untouched).
-pub fn attest(ws: &Workspace, root: &Path, open: bool) -> Result<Attestation, String> {
+///
+/// Also what of the change waits for a person ([`candidate`]).
+pub fn attest(
+    ws: &Workspace,
+    root: &Path,
+    open: bool,
+) -> Result<(Attestation, GuardedPaths), String> {
+    require_git()?;
     let dir = Path::new(&ws.path);
     let parent = dir.parent().unwrap_or(dir);
     let label = ws.branch.replace('/', "-");
@@ -202,17 +211,100 @@ pub fn attest(ws: &Workspace, root: &Path, open: bool) -> Result<Attestation, St
     };
     run_text(scratch(&["add", "-A"])?)?;
     let names = run_text(scratch(&["diff", "--cached", "--name-only", &ws.base_commit])?)?;
-    let mut diff =
-        scratch(&["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", &ws.base_commit])?;
+    let mut diff = scratch(&[
+        PLAIN[0],
+        PLAIN[1],
+        PLAIN[2],
+        "diff",
+        "--cached",
+        "--binary",
+        "--no-color",
+        "--no-ext-diff",
+        &ws.base_commit,
+    ])?;
     let (diff_sha256, diff_bytes) = digest(&mut diff)?;
-    Ok(Attestation {
+    let tree = run_text(scratch(&["write-tree"])?)?;
+    let guarded = candidate(dir, c, &ws.base_commit, &tree)?.1;
+    let attestation = Attestation {
         workspace: ws.clone(),
         final_commit,
         diff_sha256,
         diff_bytes,
         files_changed: names.lines().filter(|l| !l.is_empty()).count() as u32,
         uncommitted: !status.is_empty(),
+    };
+    Ok((attestation, guarded))
+}
+
+/// Git's global options that make a diff ignore every attribute a run could have written (a
+/// `.gitattributes` of `* -diff` would show a reviewer "Binary files differ" for every file,
+/// a textconv or diff driver would show what it likes): attributes are read from the empty
+/// tree, and no attributes file of the configuration's is read. Needs git 2.40.
+pub(super) const PLAIN: [&str; 3] = [
+    "--attr-source=4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+    "-c",
+    "core.attributesFile=/dev/null",
+];
+
+/// The oldest git harn's own commands work with (`--attr-source`, [`PLAIN`]).
+pub const GIT_MINIMUM: (u32, u32) = (2, 40);
+
+/// Refuses, with a clear error, a git older than [`GIT_MINIMUM`]; asked once per process.
+pub fn require_git() -> Result<(), String> {
+    static SEEN: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    SEEN.get_or_init(|| {
+        let out =
+            Command::new("git").arg("version").stdin(Stdio::null()).output().map_err(|e| {
+                format!("git: {e} (harn needs git {}.{} or newer)", GIT_MINIMUM.0, GIT_MINIMUM.1)
+            })?;
+        let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let version = text.strip_prefix("git version ").unwrap_or(&text);
+        let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+        let found = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+        match found >= GIT_MINIMUM {
+            true => Ok(()),
+            false => Err(format!(
+                "git {version} is too old: harn needs git {}.{} or newer to read a run's work \
+                 without its attributes (--attr-source); install a newer git first on PATH",
+                GIT_MINIMUM.0, GIT_MINIMUM.1
+            )),
+        }
     })
+    .clone()
+}
+
+/// The paths of a change that wait for a person, and why.
+pub type GuardedPaths = Vec<(String, Guarded)>;
+
+/// Most bytes of a `.gitattributes` read to tell whether it names a driver; a larger one
+/// counts as naming one.
+const ATTRIBUTES_MAX: usize = 64 * 1024;
+
+/// The paths from `base` to `to` (a commit or a tree), read from git's objects, and what of
+/// them waits for a person (`harn_core::work::candidate::guarded`).
+pub(super) fn candidate(
+    dir: &Path,
+    c: Option<&Confine>,
+    base: &str,
+    to: &str,
+) -> Result<(Vec<ChangedPath>, GuardedPaths), String> {
+    let out = git(dir, c, &["diff-tree", "-r", "-z", "--raw", "--no-renames", base, to])?;
+    if !out.status.success() {
+        return Err(format!(
+            "git diff-tree failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let changed = candidate::parse_raw(&out.stdout).map_err(|e| e.to_string())?;
+    let attributes = |path: &str| {
+        let c_ = changed.iter().find(|x| x.path == path)?;
+        let out = git(dir, c, &["cat-file", "blob", &c_.new_object]).ok()?;
+        (out.status.success() && out.stdout.len() <= ATTRIBUTES_MAX)
+            .then(|| String::from_utf8(out.stdout).ok())
+            .flatten()
+    };
+    let guarded = candidate::guarded(&changed, attributes);
+    Ok((changed, guarded))
 }
 
 /// The digest of the diff from `ws`'s base to `commit`, computed as [`attest`] computes its
@@ -249,6 +341,7 @@ pub fn readable_diff(
     side: Side<'_>,
     limit: Option<usize>,
 ) -> Result<Readable, String> {
+    require_git()?;
     let worktree = Path::new(&ws.path);
     let dir = if worktree.is_dir() { worktree } else { root };
     let parent = worktree.parent().unwrap_or(root);
@@ -273,13 +366,25 @@ pub fn readable_diff(
             run_text(scratch(&["add", "-A"])?)?
         }
     };
-    let mut binary =
-        scratch(&["diff", "--cached", "--binary", "--no-color", "--no-ext-diff", &ws.base_commit])?;
+    let mut binary = scratch(&[
+        PLAIN[0],
+        PLAIN[1],
+        PLAIN[2],
+        "diff",
+        "--cached",
+        "--binary",
+        "--no-color",
+        "--no-ext-diff",
+        &ws.base_commit,
+    ])?;
     let digest = digest(&mut binary)?.0;
     let Some(limit) = limit else {
         return Ok(Readable { text: String::new(), cut: false, digest });
     };
     let mut cmd = scratch(&[
+        PLAIN[0],
+        PLAIN[1],
+        PLAIN[2],
         "diff",
         "--cached",
         "--no-color",

@@ -17,6 +17,7 @@ pub mod agent;
 pub mod approval;
 pub mod attempt;
 pub mod call;
+pub mod candidate;
 pub mod cluster;
 pub mod containment;
 pub mod events;

@@ -210,6 +210,7 @@ impl World {
             already_in_target,
             target_behind: self.repo.is_ancestor(main, attested),
             base_missing: (!self.repo.is_ancestor(base, main)).then(|| "its base".into()),
+            changed: Vec::new(),
         }
     }
 

@@ -121,6 +121,10 @@ pub unsafe fn enter(
     cwd: Option<&CStr>,
     parent: libc::pid_t,
 ) -> Result<()> {
+    // No descriptor reaches the program but its standard streams (an open terminal or a file
+    // of the person's the caller passed on would be a door): every other one closes at exec.
+    // The error pipe of `Command` is close-on-exec already, so a failed exec is still told.
+    libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
     // A session of its own: no controlling terminal, so `/dev/tty` names nothing and no
     // terminal's input can be faked from here.
     check(libc::setsid() as libc::c_long)?;

@@ -39,6 +39,9 @@ pub struct Observed {
     /// hold yet (the commit it was made from, a prerequisite's work), in words; landing it
     /// would bring in what this review did not cover.
     pub base_missing: Option<String>,
+    /// The paths the reviewed work changes (from the attested base to the branch head), read
+    /// from git's objects.
+    pub changed: Vec<String>,
 }
 
 /// What `work land` does.
@@ -172,6 +175,31 @@ pub enum Refused {
         /// Items whose landed work changed them.
         landed_by: Vec<String>,
     },
+    /// The reviewed work changes a root's records (`.harnery/`): never landed, whoever asks.
+    TouchesRecords {
+        /// The item.
+        id: Id,
+        /// The paths.
+        paths: Vec<String>,
+    },
+    /// The person's checkout of the target has files the land would write over (untracked
+    /// or ignored files at paths the landed work adds).
+    WouldOverwrite {
+        /// The target.
+        into: String,
+        /// The checkout.
+        checkout: String,
+        /// The files.
+        paths: Vec<String>,
+    },
+    /// The target is checked out in a linked worktree: only the repository's own checkout is
+    /// updated by a land, never a worktree that could be a run's.
+    CheckedOutElsewhere {
+        /// The target.
+        into: String,
+        /// The worktree.
+        worktree: String,
+    },
     /// Moving the target was refused otherwise (a dirty checkout, a ref that moved, git
     /// failing), in the host's words.
     NotMoved(String),
@@ -233,6 +261,25 @@ impl std::fmt::Display for Refused {
                     files.join(", ")
                 )
             }
+            Refused::TouchesRecords { id, paths } => write!(
+                f,
+                "the reviewed work of {id} changes harn's records ({}): work that writes \
+                 .harnery/ never lands; nothing was changed (reject it: harn work reject {id} \
+                 --feedback \"never write .harnery/\")",
+                paths.join(", ")
+            ),
+            Refused::WouldOverwrite { into, checkout, paths } => write!(
+                f,
+                "landing on {into} would write over files in {checkout} that git does not track \
+                 (untracked or ignored): {}; nothing was changed (move them aside, then land again)",
+                paths.join(", ")
+            ),
+            Refused::CheckedOutElsewhere { into, worktree } => write!(
+                f,
+                "{into} is checked out in the linked worktree {worktree}: a land updates only the \
+                 repository's own checkout; nothing was changed (check out another branch there, \
+                 or land with --into another branch)"
+            ),
             Refused::NotMoved(why) => f.write_str(why),
         }
     }
@@ -306,6 +353,10 @@ pub fn decide(
             seen: seen.diff_sha256.clone(),
             attested: a.diff_sha256.clone(),
         });
+    }
+    let records = crate::work::candidate::records_touched(seen.changed.iter().map(String::as_str));
+    if !records.is_empty() {
+        return Err(Refused::TouchesRecords { id: id.clone(), paths: records });
     }
     let target =
         seen.target_head.as_deref().ok_or_else(|| Refused::NoTarget { into: into.to_owned() })?;
@@ -421,6 +472,7 @@ mod tests {
             already_in_target: None,
             target_behind: true,
             base_missing: None,
+            changed: vec!["src/parser.rs".into()],
         }
     }
 
@@ -511,6 +563,14 @@ mod tests {
             &seen(),
         );
         assert!(onto_item.unwrap_err().to_string().contains("an item's branch"));
+        // Reviewed work that writes a root's records never lands, whatever else holds.
+        let records =
+            Observed { changed: vec!["NOTES.md".into(), ".harnery/config.json".into()], ..seen() };
+        let why = land(&events, Some(&a), false, &records).unwrap_err();
+        assert!(
+            matches!(&why, Refused::TouchesRecords { paths, .. } if paths == &[".harnery/config.json"]),
+            "{why:?}"
+        );
         let no_target = Observed { target_head: None, ..seen() };
         assert!(land(&events, Some(&a), false, &no_target)
             .unwrap_err()
