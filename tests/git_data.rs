@@ -20,7 +20,7 @@ touch "$PWNED" 2>/dev/null
 cat
 EOF
 chmod +x "$gd/evil.sh"
-git config --worktree filter.evil.clean "$gd/evil.sh" || exit 4
+git config filter.evil.clean "$gd/evil.sh" || exit 4
 echo '*.txt filter=evil' > .gitattributes
 echo "$HARN_WORK_ID" > x.txt
 git add -A >/dev/null && git commit -qm "$HARN_WORK_ID" || exit 3
@@ -62,18 +62,19 @@ fn a_filter_in_a_worktrees_own_config_never_runs_as_the_person_and_holds_its_lan
         assert_eq!(out.status.code(), Some(0), "{id}: {}", text(&out));
         assert!(!pwned.exists(), "the run's own git ran its filter outside its wall");
     }
-    // The change is reported by the run, and holds the item's acceptance.
+    // The run's config is its own repository's, never read outside it; the attributes it
+    // committed pick a driver, which holds the item's acceptance for a person.
     let run = latest_run(&repo, "t");
     let shown = json(&repo.harn(&["run", "show", &run, "--json"], ""));
     let changes = shown["guarded_changes"].as_array().unwrap();
     assert!(
-        changes.iter().any(|c| c["path"].as_str().unwrap().ends_with("config.worktree")),
+        changes.iter().any(|c| c["path"].as_str().unwrap().ends_with("/t/.gitattributes")),
         "{shown}"
     );
     let refused = repo.harn(&["work", "accept", "t"], "");
     assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
     let said = text(&refused);
-    assert!(said.contains("config.worktree") && said.contains("[filter \"evil\"]"), "{said}");
+    assert!(said.contains(".gitattributes") && said.contains("*.txt filter=evil"), "{said}");
     assert!(said.contains("harn work accept t --accept-guarded-change"), "{said}");
     assert!(!said.contains("accepted t"), "{said}");
     let out = repo.harn(&["work", "accept", "t", "--accept-guarded-change"], "");

@@ -63,11 +63,9 @@ fn a_branch_moved_after_its_review_is_refused_with_nothing_changed() {
     accepted(&repo, "a", "");
     let before = git(&root, &["rev-parse", "main"]);
     // Someone commits on the item's branch after it was accepted.
-    let worktree = repo.dir.path().join("repo.worktrees/a");
-    std::fs::write(worktree.join("extra.txt"), "not reviewed\n").unwrap();
-    git(&worktree, &["add", "extra.txt"]);
-    git(&worktree, &["commit", "-qm", "sneaked in"]);
-    let moved = git(&root, &["rev-parse", "harn/a"]);
+    let tree = git(&root, &["rev-parse", "harn/a^{tree}"]);
+    let moved = git(&root, &["commit-tree", &tree, "-p", "harn/a", "-m", "sneaked in"]);
+    git(&root, &["update-ref", "refs/heads/harn/a", &moved]);
     let out = land(&repo, &["a"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
@@ -78,7 +76,7 @@ fn a_branch_moved_after_its_review_is_refused_with_nothing_changed() {
     assert_eq!(git(&root, &["rev-parse", "main"]), before, "main untouched");
     // Put back, the branch would land; a proof changed on disk is caught (by its seal, and
     // by the digest the acceptance recorded) before anything moves.
-    git(&worktree, &["reset", "-q", "--hard", "HEAD~1"]);
+    git(&root, &["update-ref", "refs/heads/harn/a", &format!("{moved}~1")]);
     let p = json(&repo.harn(&["work", "show", "a", "--json"], ""))["projection"]["latest_run_id"]
         .as_str()
         .unwrap()
@@ -190,25 +188,23 @@ fn prune_removes_exactly_the_worktrees_no_attempt_will_use_again() {
     let shown = json(&repo.harn(&["work", "show", "kept-review", "--json"], ""));
     assert_eq!(shown["worktree"]["exists"], true, "{shown}");
     assert!(shown["worktree"]["bytes"].as_u64() > Some(0), "{shown}");
-    // A cancel removes a clean worktree; one with changes stays, saying so.
+    // A cancel removes the repository the item's attempt worked in; what it held that was
+    // never committed is kept, under refs/harn/left/ID.
     std::fs::write(trees.join("dirty-cancelled/notes.txt"), "unsaved\n").unwrap();
     for id in ["gone-cancelled", "dirty-cancelled"] {
         let out = repo.harn(&["work", "cancel", id], "");
         assert!(out.status.success(), "{id}: {}", text(&out));
+        assert!(!trees.join(id).exists(), "a cancel removed its repository");
     }
-    assert!(!trees.join("gone-cancelled").exists(), "a cancel removed its clean worktree");
-    assert!(trees.join("dirty-cancelled").exists());
-    // Put one back, as a worktree a cancel left (an older harn, or a failed removal).
-    git(
-        &root,
-        &[
-            "worktree",
-            "add",
-            "-q",
-            trees.join("gone-cancelled").to_str().unwrap(),
-            "harn/gone-cancelled",
-        ],
-    );
+    let kept = git(&root, &["show", "refs/harn/left/dirty-cancelled:notes.txt"]);
+    assert_eq!(kept, "unsaved");
+    // Put them back as linked worktrees an older harn made and a cancel left, one of them
+    // with changes.
+    for id in ["gone-cancelled", "dirty-cancelled"] {
+        let path = trees.join(id);
+        git(&root, &["worktree", "add", "-q", path.to_str().unwrap(), &format!("harn/{id}")]);
+    }
+    std::fs::write(trees.join("dirty-cancelled/notes.txt"), "unsaved\n").unwrap();
     // A worktree on a harn/ branch no item has.
     git(
         &root,

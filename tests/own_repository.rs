@@ -93,9 +93,9 @@ fn a_land_never_writes_over_a_file_the_persons_checkout_ignores() {
     assert_eq!(std::fs::read_to_string(root.join("build.log")).unwrap(), "the run's\n");
 }
 
-/// Points its own worktree's `HEAD` at `main`, with a smudge and clean filter in its
-/// worktree configuration and attributes that apply it everywhere: git asked to move `main`
-/// "where it is checked out" would run the filter as the person.
+/// Points its repository's `HEAD` at `main`, with a smudge and clean filter in its config and
+/// attributes that apply it everywhere: in a linked worktree of the person's repository, git
+/// asked to move `main` "where it is checked out" would have run the filter as the person.
 const STEER: &str = r#"#!/bin/sh
 read -r start
 gd=$(git rev-parse --absolute-git-dir)
@@ -105,10 +105,11 @@ touch "$PWNED" 2>/dev/null
 cat
 EOF
 chmod +x "$gd/evil.sh"
-git config --worktree filter.x.smudge "$gd/evil.sh" || exit 4
-git config --worktree filter.x.clean "$gd/evil.sh" || exit 4
+git config filter.x.smudge "$gd/evil.sh" || exit 4
+git config filter.x.clean "$gd/evil.sh" || exit 4
 echo '* filter=x' > .gitattributes
 git add -A >/dev/null && git commit -qm steer || exit 3
+git update-ref refs/heads/main HEAD
 echo 'ref: refs/heads/main' > "$gd/HEAD"
 echo '{"op":"result","ok":true,"summary":"steered"}'
 "#;
@@ -122,10 +123,9 @@ echo '{"op":"result","ok":true,"summary":"noted"}'
 "#;
 
 #[test]
-fn a_land_never_runs_git_in_a_worktree_that_claims_the_target_and_waits_for_its_attributes() {
+fn a_runs_head_config_and_attributes_steer_nothing_and_its_attributes_wait_for_a_person() {
     let repo = Repo::new();
     let root = repo.root();
-    git(&root, &["config", "extensions.worktreeConfig", "true"]);
     with_workflow(&repo, "steer.sh", STEER);
     with_workflow(&repo, "note.sh", NOTE);
     let pwned = repo.dir.path().join("PWNED");
@@ -136,20 +136,41 @@ fn a_land_never_runs_git_in_a_worktree_that_claims_the_target_and_waits_for_its_
         let out = repo.command(&args, "").env("PWNED", &pwned).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{id}: {}", text(&out));
     }
+    // Nothing of the person's repository names the run's repository.
+    assert!(!git(&root, &["worktree", "list", "--porcelain"]).contains(".worktrees"));
     // The attributes naming a filter hold the hostile item's acceptance for a person.
     let refused = repo.harn(&["work", "accept", "hj"], "");
     assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
     let said = text(&refused);
     assert!(said.contains(".gitattributes") && said.contains("* filter=x"), "{said}");
-    // The person works on another branch; the hostile worktree says it has `main` out.
+    // The person works on another branch; the land moves `main` and runs nothing.
     git(&root, &["checkout", "-q", "-b", "elsewhere"]);
     let out = repo.harn(&["work", "accept", "notes"], "");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let main = git(&root, &["rev-parse", "main"]);
     let out = repo.command(&["work", "land", "notes"], "").env("PWNED", &pwned).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!pwned.exists(), "work land ran a run's filter as the person");
+    assert_eq!(git(&root, &["rev-parse", "main~1"]), main, "main moved by the note alone");
+    assert_eq!(git(&root, &["show", "main:notes.md"]), "notes");
+}
+
+/// Only the repository's own checkout is updated by a land: a branch checked out in a linked
+/// worktree (the person's, or one an older harn made for a run) is refused, naming it.
+#[test]
+fn a_land_refuses_a_target_checked_out_in_a_linked_worktree() {
+    let repo = Repo::new();
+    let root = repo.root();
+    with_workflow(&repo, "note.sh", NOTE);
+    create(&repo, "notes", "note.sh");
+    run_and_accept(&repo, "notes", &[]);
+    git(&root, &["checkout", "-q", "-b", "elsewhere"]);
+    let linked = repo.dir.path().join("linked");
+    git(&root, &["worktree", "add", "-q", linked.to_str().unwrap(), "main"]);
+    let main = git(&root, &["rev-parse", "main"]);
+    let out = repo.harn(&["work", "land", "notes"], "");
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("linked worktree"), "{}", text(&out));
-    assert!(!pwned.exists(), "work land ran a run's filter as the person");
     assert_eq!(git(&root, &["rev-parse", "main"]), main, "main moved");
 }
 
@@ -197,4 +218,95 @@ fn a_workflow_gets_no_descriptor_of_its_callers_beyond_its_standard_streams() {
 fn proof_of(root: &Path, run: &str) -> serde_json::Value {
     let path = root.join(format!(".harnery/workflows/{run}/proof.json"));
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+/// Overwrites the loose object of `shared.txt` in the person's object store with another
+/// object's bytes, then commits an unrelated file: in a store shared with the person, the
+/// proof would attest one file while the person's `main:shared.txt` changed under them.
+const REWRITE: &str = r#"#!/bin/sh
+read -r start
+common=$(git rev-parse --path-format=absolute --git-common-dir)
+objects="$common/objects"
+[ -f "$objects/info/alternates" ] && objects=$(head -n 1 "$objects/info/alternates")
+oid=$(git rev-parse HEAD:shared.txt)
+target="$objects/$(echo "$oid" | cut -c1-2)/$(echo "$oid" | cut -c3-)"
+tmp=$(mktemp -d)
+git init -q "$tmp/x"
+new=$(printf 'planted\n' | git -C "$tmp/x" hash-object -w --stdin)
+planted="$tmp/x/.git/objects/$(echo "$new" | cut -c1-2)/$(echo "$new" | cut -c3-)"
+if { chmod u+w "$target" && cp -f "$planted" "$target"; } 2>/dev/null; then
+  echo rewritten > "$BARRIER/rewrite"
+else
+  echo denied > "$BARRIER/rewrite"
+fi
+echo docs > DOCS.md
+git add DOCS.md && git commit -qm docs || exit 3
+echo '{"op":"result","ok":true,"summary":"docs"}'
+"#;
+
+#[test]
+fn a_run_cannot_rewrite_an_object_of_the_persons_repository() {
+    if harn::work::confine::offer().landlock.is_err() {
+        crate::skip::skip("this machine confines no run");
+        return;
+    }
+    let repo = Repo::new();
+    let root = repo.root();
+    with_workflow(&repo, "rewrite.sh", REWRITE);
+    create(&repo, "docs", "rewrite.sh");
+    run_and_accept(&repo, "docs", &[]);
+    let said = std::fs::read_to_string(repo.barrier.path().join("rewrite")).unwrap();
+    assert_eq!(said.trim(), "denied", "the run rewrote an object of the person's store");
+    let out = repo.harn(&["work", "land", "docs"], "");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(git(&root, &["show", "main:shared.txt"]), "base");
+    assert_eq!(git(&root, &["show", "main:DOCS.md"]), "docs");
+    git(&root, &["fsck", "--strict", "--no-dangling"]);
+}
+
+/// Reads the person's stored git credential, SSH key and cloud login, and asks git for a
+/// credential as a push would.
+const CREDENTIALS: &str = r#"#!/bin/sh
+read -r start
+c=$(cat "$HOME/.git-credentials" 2>/dev/null)
+k=$(cat "$HOME/.ssh/id_ed25519" 2>/dev/null)
+a=$(cat "$HOME/.aws/credentials" 2>/dev/null)
+f=$(printf 'protocol=https\nhost=git.example.invalid\n\n' | git credential fill 2>/dev/null)
+printf '%s|%s|%s|%s\n' "$c" "$k" "$a" "$f" > "$BARRIER/seen-$HARN_WORK_ID"
+echo '{"op":"result","ok":true,"summary":"looked"}'
+"#;
+
+#[test]
+fn a_run_reads_none_of_the_persons_credentials_unless_it_may_write_them() {
+    if harn::work::confine::offer().namespace.is_err() {
+        crate::skip::skip("this machine gives runs no namespace");
+        return;
+    }
+    let repo = Repo::new();
+    let home = repo.dir.path().join("home");
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::create_dir_all(home.join(".aws")).unwrap();
+    std::fs::write(home.join(".git-credentials"), "https://ana:SECRET1@git.example.invalid\n")
+        .unwrap();
+    std::fs::write(home.join(".gitconfig"), "[credential]\n\thelper = store\n").unwrap();
+    std::fs::write(home.join(".ssh/id_ed25519"), "SECRET2\n").unwrap();
+    std::fs::write(home.join(".aws/credentials"), "SECRET3\n").unwrap();
+    with_workflow(&repo, "creds.sh", CREDENTIALS);
+    for (id, isolation) in [("shared", "shared"), ("own", "worktree")] {
+        create(&repo, id, "creds.sh");
+        let args = ["work", "run", id, "--isolation", isolation];
+        let out = repo.command(&args, "").env("HOME", &home).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{id}: {}", text(&out));
+        let seen = std::fs::read_to_string(repo.barrier.path().join(format!("seen-{id}"))).unwrap();
+        assert!(!seen.contains("SECRET"), "{id}: the run read {seen:?}");
+    }
+    // A credential the root names as writable is the run's to use.
+    let config =
+        serde_json::json!({"containment": {"writable": [repo.barrier.path(), home.join(".aws")]}});
+    std::fs::write(repo.root().join(".harnery/config.json"), config.to_string()).unwrap();
+    create(&repo, "named", "creds.sh");
+    let out = repo.command(&["work", "run", "named"], "").env("HOME", &home).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let seen = std::fs::read_to_string(repo.barrier.path().join("seen-named")).unwrap();
+    assert!(seen.contains("SECRET3") && !seen.contains("SECRET1"), "{seen:?}");
 }

@@ -22,11 +22,14 @@ for i in $(seq 1 200); do
   sleep 0.05
 done
 case "$HARN_WORK_ID" in fail-once*)
-  if [ ! -e left.txt ]; then
+  earlier=$(git for-each-ref --format='%(objectname)' refs/harn/attempts/ | head -n 1)
+  if [ -z "$earlier" ]; then
     echo first > left.txt
     echo '{"op":"result","ok":false,"error":"first attempt fails"}'
     exit 1
-  fi ;;
+  fi
+  # A retry starts from the base; what the first attempt left is there to build on.
+  git checkout -q "$earlier" -- left.txt || exit 5 ;;
 dirty*)
   echo '{"op":"evidence","kind":"test","status":"passed","label":"edited","acceptanceIds":["accept-1"]}'
   echo '{"op":"result","ok":true,"summary":"edited, not committed"}'
@@ -160,15 +163,14 @@ fn two_items_in_parallel_worktrees_edit_the_same_file_and_their_proofs_name_thei
     assert!(shown.contains("on harn/a from"), "{shown}");
     assert!(shown.contains(&format!("final      {}", &commits[0][..12])), "{shown}");
     // A path beside the root (`ROOT.worktrees/…`) is shown whole, never cut as if below it.
-    let line = shown.lines().find(|l| l.trim_start().starts_with("read-only")).expect("read-only");
-    assert!(line.contains(".worktrees/"), "the worktree's paths are held: {line}");
-    for path in line.trim_start().trim_start_matches("read-only").split(", ") {
-        assert!(!path.trim().starts_with(".worktrees"), "{line}");
-    }
+    // The run's repository is all its own: nothing of it is held read-only.
+    let held = shown.lines().filter(|l| l.trim_start().starts_with("read-only"));
+    assert!(held.clone().all(|l| !l.contains(".worktrees/")), "{shown}");
+    assert!(shown.contains(".worktrees/a"), "{shown}");
 }
 
 #[test]
-fn a_retry_finds_its_items_worktree_again_with_what_the_first_attempt_left() {
+fn a_retry_starts_from_the_items_base_and_reads_what_the_first_attempt_left_under_its_ref() {
     let repo = Repo::new();
     repo.create("fail-once");
     let args = [&RUN[..2], &["fail-once"][..], &RUN[2..], &["--json"][..]].concat();
@@ -183,10 +185,15 @@ fn a_retry_finds_its_items_worktree_again_with_what_the_first_attempt_left() {
     assert_eq!(second.status.code(), Some(0), "{}", text(&second));
     let run2 = json(&second)["run_id"].as_str().unwrap().to_owned();
     let ws2 = repo.proof(&run2)["workspace"].clone();
-    assert_eq!(ws2["reused"], true, "{ws2}");
+    assert_eq!(ws2["own"], true, "{ws2}");
     assert_eq!((&ws2["path"], &ws2["base_commit"]), (&ws["path"], &ws["base_commit"]));
     let file = git(&repo.root(), &["show", "harn/fail-once:shared.txt"]);
-    assert_eq!(file, "base\nfail-once\nfail-once", "the retry continued the first's tree");
+    assert_eq!(file, "base\nfail-once", "the retry started from the base, not the first's tree");
+    let left = git(&repo.root(), &["show", "harn/fail-once:left.txt"]);
+    assert_eq!(left, "first", "the retry read what the first attempt left");
+    // The first attempt's files came back as objects, under a ref harn owns.
+    let kept = git(&repo.root(), &["show", &format!("refs/harn/work/fail-once/{run}:left.txt")]);
+    assert_eq!(kept, "first");
 }
 
 #[test]
@@ -208,9 +215,10 @@ fn worktree_isolation_outside_a_git_repository_is_refused_before_anything_is_rec
     assert_eq!(out.status.code(), Some(2), "--base without worktree isolation: {}", text(&out));
 }
 
-/// In its worktree an agent commits on its own branch, and changes nothing else of the shared
-/// git directory: not the hooks, the config, the worktree's `.git` file or `commondir`
-/// (which say which repository's hooks run), nor another branch.
+/// In its repository of its own an agent commits, and writes all of that repository (its
+/// hooks too), but nothing of the person's: not the hooks, the config, the object store
+/// (which it reads through alternates), nor a branch. And no hook of its repository ever
+/// runs outside it.
 #[test]
 fn a_worktree_run_commits_on_its_branch_and_plants_nothing_in_the_shared_git_directory() {
     if harn::work::confine::offer().namespace.is_err() {
@@ -221,14 +229,15 @@ fn a_worktree_run_commits_on_its_branch_and_plants_nothing_in_the_shared_git_dir
     let r = repo.root();
     let planter = r#"#!/bin/sh
 read -r start
-common=$(git rev-parse --path-format=absolute --git-common-dir)
 own=$(git rev-parse --path-format=absolute --git-dir)
+objects=$(head -n 1 "$own/objects/info/alternates")
+common=$(dirname "$objects")
 try() { if sh -c "$2" 2>/dev/null; then echo "$1 ok"; else echo "$1 denied"; fi >> "$BARRIER/report"; }
 try hook "printf '#!/bin/sh\ntouch $BARRIER/HOOK-RAN\n' > '$common/hooks/post-checkout' && chmod +x '$common/hooks/post-checkout'"
 try config "printf '[core]\n\thooksPath = /tmp\n' >> '$common/config'"
-try dot-git "echo 'gitdir: /tmp/elsewhere' > .git"
-try commondir "echo /tmp/elsewhere > '$own/commondir'"
-try other-branch "git update-ref refs/heads/main HEAD~0^{tree} 2>/dev/null || git update-ref refs/heads/main $(git rev-parse HEAD)"
+try objects "mkdir -p '$objects/ff' && touch '$objects/ff/planted'"
+try other-branch "git --git-dir='$common' update-ref refs/heads/main $(git rev-parse HEAD)"
+try own-hook "mkdir -p '$own/hooks' && printf '#!/bin/sh\ntouch $BARRIER/HOOK-RAN\n' > '$own/hooks/post-commit' && chmod +x '$own/hooks/post-commit' && cp '$own/hooks/post-commit' '$own/hooks/reference-transaction'"
 echo planted > planted.txt
 git add -A >/dev/null && git commit -qm planted || exit 3
 echo '{"op":"result","ok":true,"summary":"committed"}'
@@ -239,17 +248,24 @@ echo '{"op":"result","ok":true,"summary":"committed"}'
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    let main = git(&r, &["rev-parse", "main"]);
     let out = repo.harn(&["work", "create", "p", "plant.sh", "--id", "p", "--objective", "o"], "");
     assert!(out.status.success(), "{}", text(&out));
     let out = repo.harn(&[&RUN[..], &["p", "--json"]].concat(), "");
     assert!(out.status.success(), "{}", text(&out));
+    let run = json(&out)["run_id"].as_str().unwrap().to_owned();
     let report = std::fs::read_to_string(repo.barrier.path().join("report")).unwrap();
-    for what in ["hook", "config", "dot-git", "commondir", "other-branch"] {
+    for what in ["hook", "config", "objects", "other-branch"] {
         assert!(report.contains(&format!("{what} denied")), "{what}: {report}");
     }
-    assert_eq!(git(&r, &["rev-parse", "main"]), main, "main did not move");
-    let run = json(&out)["run_id"].as_str().unwrap().to_owned();
+    assert!(report.contains("own-hook ok"), "{report}");
+    // Its own hook ran for its own commit, inside its wall; harn's bring-back, attestation
+    // and everything after never run it.
+    let _ = std::fs::remove_file(repo.barrier.path().join("HOOK-RAN"));
+    let out = repo.harn(&["work", "accept", "p"], "");
+    assert!(out.status.success(), "{}", text(&out));
+    let out = repo.harn(&["work", "land", "p"], "");
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!repo.barrier.path().join("HOOK-RAN").exists(), "a run's hook ran outside it");
     let ws = repo.proof(&run)["workspace"].clone();
     assert_ne!(ws["final_commit"], ws["base_commit"], "the agent committed: {ws}");
     git(&r, &["checkout", "-q", "-b", "after"]);

@@ -120,14 +120,19 @@ pub fn nested(workspace: &Path) -> Vec<String> {
 }
 
 /// The guard of a run working in `workspace` of `root`, whose frozen workflow is `workflow`
-/// (as the item names it).
-pub fn find(root: &Path, workspace: &Path, workflow: Option<&str>) -> Guard {
+/// (as the item names it); `own` when the workspace is a repository harn made for the run,
+/// all of it the run's.
+pub fn find(root: &Path, workspace: &Path, workflow: Option<&str>, own: bool) -> Guard {
     let mut files = vec![root.join("harness.toml").display().to_string()];
     files.extend(harness_programs(root));
     if let Some(path) = workflow {
         files.push(crate::os::root::resolve(root, path));
     }
-    guard::guard(&root.display().to_string(), &git_layout(workspace), &files)
+    let layout = match own {
+        true => GitLayout::Own { dot_git: workspace.join(".git").display().to_string() },
+        false => git_layout(workspace),
+    };
+    guard::guard(&root.display().to_string(), &layout, &files)
 }
 
 /// The paths of `guard` that exist, for the binds: a path that does not exist cannot be

@@ -506,7 +506,9 @@ fn proof(web: &Web, f: Frame, run_id: &Id) -> Page {
 fn attested(web: &Web, a: &harn_core::work::workspace::Attestation) -> (String, Vec<FileDiff>) {
     use crate::work::worktree::{readable_diff, Side};
     let ws = &a.workspace;
-    let (side, what) = if a.uncommitted {
+    let (side, what) = if a.uncommitted && a.workspace.own {
+        (Side::Commit(a.files_commit()), "the files the run left hold")
+    } else if a.uncommitted {
         (Side::Worktree, "the worktree's files hold")
     } else {
         (Side::Commit(&a.final_commit), "the commit holds")

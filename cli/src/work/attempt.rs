@@ -185,15 +185,12 @@ impl attempt::AttemptHost for WorkHost<'_> {
                     open: limits.no_containment,
                     prerequisites: accepted_commits(self.store, item),
                 };
-                let ws = super::worktree::prepare(self.store.root(), id, &options)
+                // Each attempt works in a repository of its own (the run may write all of it,
+                // and nothing of the person's); a remote run's is published to its node.
+                let ws = super::repository::prepare(self.store.root(), id, &options)
                     .map_err(|e| Refusal::NotNow(format!("{e}; no attempt was recorded")))?;
                 let mut within = limits.clone();
                 within.cwd = Some(ws.path.clone());
-                // A remote run works in a clone on its node, never in this repository.
-                if limits.cluster.is_none() {
-                    let git = crate::os::guarded::git_writable(ws.path.as_ref(), &ws.git_dir);
-                    within.writable.extend(git);
-                }
                 (std::borrow::Cow::Owned(within), Some(ws))
             }
             _ => (std::borrow::Cow::Borrowed(limits), None),
@@ -248,7 +245,17 @@ impl attempt::AttemptHost for WorkHost<'_> {
     fn attest(&mut self, m: &RunManifest, fold: &mut harn_core::work::run::RunFold) {
         if let Some(ws) = &m.workspace {
             let open = m.containment.as_ref().is_some_and(|c| c.turned_off);
-            match super::worktree::attest(ws, self.store.root(), open) {
+            let attested = match ws.own {
+                true => super::repository::attest(
+                    ws,
+                    self.store.root(),
+                    &m.work_id,
+                    m.run_id.as_str(),
+                    open,
+                ),
+                false => super::worktree::attest(ws, self.store.root(), open),
+            };
+            match attested {
                 Ok((attested, guarded)) => {
                     // What git or harn would execute or obey in the change waits for a person,
                     // as a change the run made to a guarded file does.
@@ -356,7 +363,10 @@ pub(crate) fn planned_containment(
         }
     }
     let workspace = limits.cwd.clone().unwrap_or_else(|| root.display().to_string());
-    let guarded = crate::os::guarded::find(root, workspace.as_ref(), None);
+    // Under worktree isolation the workspace is a repository of the run's own: all of it is
+    // the run's to write.
+    let own = limits.isolation == harn_core::work::run::Isolation::Worktree;
+    let guarded = crate::os::guarded::find(root, workspace.as_ref(), None, own);
     let need = harn_core::work::containment::Need {
         root: root.display().to_string(),
         workspace,

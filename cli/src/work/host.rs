@@ -49,7 +49,8 @@ pub fn run_segment(
     // What the run must not change, looked at before it starts and again once everything it
     // started is gone: a change a machine could not prevent is recorded, never missed.
     let workspace = m.cwd.as_deref().map_or_else(|| store.root().to_owned(), Into::into);
-    let guarded = crate::os::guarded::find(store.root(), &workspace, Some(&m.script.path));
+    let own = m.workspace.as_ref().is_some_and(|w| w.own);
+    let guarded = crate::os::guarded::find(store.root(), &workspace, Some(&m.script.path), own);
     let cancel = CancelWatch::new(store, m);
     let mut host = CliSegment {
         store,

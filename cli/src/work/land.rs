@@ -7,7 +7,9 @@
 //! commit in the branch's history, or a commit whose trailers name the accepted proof), which
 //! records it without landing twice.
 
-use super::worktree::{accepted_attestation, command, commit_digest, git, git_text, run_text};
+use super::worktree::{
+    accepted_attestation, command, commit_digest, git, git_text, remove_worktree, run_text,
+};
 use crate::exit::{fail, Exit, EXIT_FAILED, EXIT_USAGE};
 use crate::os::store::Store;
 use clap::Args;
@@ -321,6 +323,12 @@ pub fn remove_worktree_of(store: &mut Store, id: &Id) -> Option<String> {
         return None;
     }
     let repo = store.root().to_path_buf();
+    if ws.own {
+        return Some(match super::repository::remove(&repo, &ws) {
+            Ok(()) => format!("removed its repository {} (its work is kept)", ws.path),
+            Err(e) => format!("kept its repository {}: {e}", ws.path),
+        });
+    }
     Some(match remove_worktree(&repo, &ws.path, &ws.git_dir) {
         Ok(()) => format!("removed the worktree {} (its branch {} is kept)", ws.path, ws.branch),
         Err(e) => {
@@ -342,7 +350,13 @@ struct Cleaned {
 fn clean(repo: &Path, t: &Attestation, delete_branch: bool) -> Cleaned {
     let mut cleaned = Cleaned::default();
     let path = &t.workspace.path;
-    if Path::new(path).exists() {
+    if t.workspace.own {
+        let there = Path::new(path).exists();
+        match super::repository::remove(repo, &t.workspace) {
+            Ok(()) => cleaned.removed = there,
+            Err(e) => cleaned.kept_because = Some(format!("{path}: {e}")),
+        }
+    } else if Path::new(path).exists() {
         match remove_worktree(repo, path, &t.workspace.git_dir) {
             Ok(()) => cleaned.removed = true,
             Err(e) => cleaned.kept_because = Some(format!("{path}: {e}")),
@@ -354,18 +368,6 @@ fn clean(repo: &Path, t: &Attestation, delete_branch: bool) -> Cleaned {
             git_text(repo, None, &["branch", "-D", &t.workspace.branch]).is_ok();
     }
     cleaned
-}
-
-/// Removes the worktree at `path` unless it has changes. `git worktree remove` would look for
-/// them with `git status` in the worktree, as the person, reading the worktree's own
-/// configuration (`config.worktree`: filters, a monitor), which its run could write; so the
-/// look is made confined as the run was, and git is then told not to look again (`--force`
-/// removes the files and git's record of them, and runs nothing of the worktree's).
-pub(super) fn remove_worktree(repo: &Path, path: &str, git_dir: &str) -> Result<(), String> {
-    if super::prune::changes(repo, path, git_dir)? {
-        return Err("it has changes (uncommitted or untracked files)".to_owned());
-    }
-    git_text(repo, None, &["worktree", "remove", "--force", path]).map(drop)
 }
 
 /// A commit of `target` an earlier land of this acceptance made. Trailers naming this item

@@ -21,6 +21,7 @@ pub mod process;
 pub mod progress;
 pub mod prune;
 pub mod remote;
+pub mod repository;
 pub mod run_cmd;
 pub mod run_show;
 pub mod show;

@@ -56,14 +56,33 @@ pub fn prune(store: &mut Store, a: PruneArgs) -> Exit {
         Ok(d) => d,
         Err(e) => return fail(EXIT_FAILED, e),
     };
-    let _lock = match super::worktree::lock(&git_dir) {
-        Ok(l) => l,
+    let mut _lock = match super::worktree::lock(&git_dir) {
+        Ok(l) => Some(l),
         Err(e) => return fail(EXIT_FAILED, e),
     };
     let mut found = Vec::new();
+    // The repositories harn made for attempts, beside the repository.
+    let mut own = Vec::new();
+    if let Ok(top) = git_text(&repo, None, &["rev-parse", "--show-toplevel"]) {
+        let dir = harn_core::work::workspace::default_root(&top);
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if super::repository::is_own(&repo, &path) {
+                let id = entry.file_name().to_string_lossy().into_owned();
+                own.push((path.display().to_string(), id));
+            }
+        }
+        own.sort();
+    }
+    for (path, id) in &own {
+        // Its work is in the repository already (or brought back as it goes).
+        let verdict = judge(store, path, id, older_than, now.0);
+        let bytes = size(Path::new(path));
+        found.push(Found { path: path.clone(), id: id.clone(), verdict, bytes });
+    }
     for (path, id) in item_worktrees(&list) {
         let verdict = judge(store, &path, &id, older_than, now.0).and_then(|why| {
-            match (changes(&repo, &path, &git_dir), a.force) {
+            match (super::worktree::changes(&repo, &path, &git_dir), a.force) {
                 (Ok(false), _) | (Ok(true), true) => Ok(why),
                 (Ok(true), false) => {
                     Err("it has uncommitted changes (--force removes them)".to_owned())
@@ -77,8 +96,16 @@ pub fn prune(store: &mut Store, a: PruneArgs) -> Exit {
     let mut errors = Vec::new();
     if !a.dry_run {
         for f in found.iter_mut().filter(|f| f.verdict.is_ok()) {
+            if own.iter().any(|(p, _)| *p == f.path) {
+                drop(_lock.take());
+                if let Err(e) = super::repository::remove_at(&repo, Path::new(&f.path), None) {
+                    errors.push(format!("{}: {e}", f.path));
+                    f.verdict = Err(format!("not removed: {e}"));
+                }
+                continue;
+            }
             // Its changes were read confined above; git must not look again as the person
-            // (`--force` runs nothing of the worktree's: see `land::remove_worktree`).
+            // (`--force` runs nothing of the worktree's: see `worktree::remove_worktree`).
             let args = ["worktree", "remove", "--force", f.path.as_str()];
             if let Err(e) = git_text(&repo, None, &args) {
                 errors.push(format!("{}: {e}", f.path));
@@ -126,16 +153,6 @@ fn item_worktrees(list: &str) -> Vec<(String, String)> {
         }
     }
     out
-}
-
-/// True when the worktree at `path` has changes, read by git confined as a run's own git
-/// commands are (a run may have written the worktree's config).
-pub(super) fn changes(repo: &Path, path: &str, git_dir: &str) -> Result<bool, String> {
-    let dir = Path::new(path);
-    let parent = dir.parent().unwrap_or(dir);
-    let (confine, _temp) = super::worktree::confined(repo, parent, git_dir, false, "prune")?;
-    let status = run_text(command(dir, Some(&confine), &["status", "--porcelain"])?)?;
-    Ok(!status.is_empty())
 }
 
 /// Why `id`'s worktree at `path` may go, or why it stays. Only a worktree harn made for an

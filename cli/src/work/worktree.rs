@@ -1,174 +1,40 @@
-//! An item's own git worktree under `--isolation worktree`: made (or found again) before an
-//! attempt, attested at a segment's end. Landing it is `land`'s.
+//! git as harn runs it (no hook, filesystem monitor, pager or editor; diffs with no attribute
+//! a run could have written; git 2.40 or newer), what a change holds that waits for a person,
+//! and the linked worktrees attempts made before each had a repository of its own
+//! (`work::repository`): attested, read for a review and removed as they were.
 //!
-//! Every git command here runs confined as the run is: a run may write the repository's git
-//! directory (its config, its hooks, `.gitattributes` filters), so what git does on harn's
-//! behalf stays inside the same wall.
+//! Every git command here that touches a directory a run could write runs confined as the run
+//! is, so what git does on harn's behalf stays inside the same wall.
 
 use super::confine::{Confine, Temp};
 use harn_core::ids::Id;
 use harn_core::work::candidate::{self, ChangedPath, Guarded};
-use harn_core::work::workspace::{self, Attestation, Workspace};
+use harn_core::work::workspace::{Attestation, Workspace};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-/// Where and from what an item's worktree is made.
+/// Where and from what an item's repository is made.
 pub struct Options<'a> {
     /// The worktrees' directory; `None` means beside the repository.
     pub root: Option<&'a Path>,
     /// The commit a new branch starts from; `None` means the repository's `HEAD`.
     pub base: Option<&'a str>,
-    /// The worktree an earlier attempt recorded (its base, base branch, prerequisites, what
+    /// The workspace an earlier attempt recorded (its base, base branch, prerequisites, what
     /// it was branched from), which every later attempt keeps.
     pub recorded: Option<Workspace>,
     /// True when runs are not confined (`--no-containment`): neither are these commands.
     pub open: bool,
-    /// The accepted commits of the item's prerequisites (made in worktrees): a new branch
-    /// is made holding every one of them.
+    /// The accepted commits of the item's prerequisites (made in their own repositories): a
+    /// new base is made holding every one of them.
     pub prerequisites: Vec<(Id, String)>,
-}
-
-/// Makes item `id`'s worktree on its branch, or finds the one an earlier attempt made,
-/// holding the repository's worktree lock so two items starting together do not race.
-pub fn prepare(root: &Path, id: &Id, o: &Options<'_>) -> Result<Workspace, String> {
-    require_git()?;
-    let repo = git_text(root, None, &["rev-parse", "--show-toplevel"]).map_err(|e| {
-        format!("--isolation worktree: {} is not in a git repository: {e}", root.display())
-    })?;
-    let git_dir =
-        git_text(root, None, &["rev-parse", "--path-format=absolute", "--git-common-dir"])?;
-    let dir = match o.root {
-        Some(r) => r.to_path_buf(),
-        None => PathBuf::from(workspace::default_root(&repo)),
-    };
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let dir = std::fs::canonicalize(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let path = workspace::path(&dir.display().to_string(), id);
-    let branch = workspace::branch(id);
-    let confine = confined(root, &dir, &git_dir, o.open, id.as_str())?;
-    let _lock = lock(&git_dir)?;
-    let c = Some(&confine.0);
-    // A worktree an earlier attempt made is found again, checked to be this item's.
-    let found = Path::new(&path).exists();
-    if found {
-        let on = git_text(Path::new(&path), c, &["rev-parse", "--abbrev-ref", "HEAD"])?;
-        let common = git_text(
-            Path::new(&path),
-            c,
-            &["rev-parse", "--path-format=absolute", "--git-common-dir"],
-        )?;
-        if on != branch || common != git_dir {
-            return Err(format!(
-                "{path} exists but is not this repository's worktree on {branch} (it is on {on}, \
-                 of {common}); move it aside or give --workspace-root"
-            ));
-        }
-    }
-    let has_branch = found
-        || git(root, c, &["rev-parse", "--verify", "--quiet", &format!("refs/heads/{branch}")])
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-    let base = match (has_branch, &o.recorded) {
-        (true, Some(r)) => r.base_commit.clone(),
-        (true, None) => git_text(root, c, &["merge-base", o.base.unwrap_or("HEAD"), &branch])?,
-        (false, _) => {
-            let wanted = format!("{}^{{commit}}", o.base.unwrap_or("HEAD"));
-            git_text(root, c, &["rev-parse", "--verify", &wanted])
-                .map_err(|e| format!("--base {}: {e}", o.base.unwrap_or("HEAD")))?
-        }
-    };
-    match (found, has_branch) {
-        (true, _) => {}
-        (false, true) => drop(git_text(root, c, &["worktree", "add", &path, &branch])?),
-        (false, false) => {
-            drop(git_text(root, c, &["worktree", "add", "-b", &branch, &path, &base])?)
-        }
-    }
-    let (base, base_branch, prerequisites, branched_from) = match (has_branch, &o.recorded) {
-        // What the first attempt recorded stands: the repository may be on another branch.
-        (true, Some(r)) => {
-            (base, r.base_branch.clone(), r.prerequisites.clone(), r.branched_from.clone())
-        }
-        (true, None) => (base, base_branch(root, c, o.base), Vec::new(), None),
-        // A new branch starts from what the item depends on: each prerequisite's accepted
-        // commit the base does not hold yet is merged in, and the base is that merge.
-        (false, _) => {
-            let base_branch = base_branch(root, c, o.base);
-            match bring_in(Path::new(&path), c, id, &o.prerequisites) {
-                Ok(Some((head, brought))) => {
-                    let merged = brought.iter().any(|p| !p.already_in_base);
-                    (head, base_branch, brought, merged.then_some(base))
-                }
-                Ok(None) => (base, base_branch, Vec::new(), None),
-                Err(e) => {
-                    // Nothing half-made stays: the next attempt makes the branch again.
-                    let _ = git_text(root, c, &["worktree", "remove", "--force", &path]);
-                    let _ = git_text(root, c, &["branch", "-D", &branch]);
-                    return Err(e);
-                }
-            }
-        }
-    };
-    Ok(Workspace {
-        path,
-        branch,
-        base_commit: base,
-        base_branch,
-        prerequisites,
-        branched_from,
-        git_dir,
-        reused: has_branch,
-    })
-}
-
-/// Merges each prerequisite's accepted commit the new worktree's `HEAD` does not hold;
-/// returns the new `HEAD` and what was brought in, or `None` when there are none. A
-/// conflict between them refuses the attempt, naming the files.
-fn bring_in(
-    dir: &Path,
-    c: Option<&Confine>,
-    id: &Id,
-    wanted: &[(Id, String)],
-) -> Result<Option<(String, Vec<workspace::MergedPrerequisite>)>, String> {
-    if wanted.is_empty() {
-        return Ok(None);
-    }
-    let mut brought = Vec::new();
-    for (prerequisite, commit) in wanted {
-        let held = git(dir, c, &["merge-base", "--is-ancestor", commit, "HEAD"])
-            .is_ok_and(|o| o.status.success());
-        if !held {
-            let message = format!("Bring {prerequisite}'s accepted work into {id}");
-            let merged = git(dir, c, &["merge", "--no-ff", "--no-edit", "-m", &message, commit])?;
-            if !merged.status.success() {
-                let files = git_text(dir, c, &["diff", "--name-only", "--diff-filter=U"])
-                    .unwrap_or_default()
-                    .replace('\n', ", ");
-                let _ = git(dir, c, &["merge", "--abort"]);
-                return Err(format!(
-                    "--isolation worktree: the accepted work of {prerequisite} does not merge \
-                     with what {id} starts from (conflicts in {files}); land or reconcile the \
-                     prerequisites first"
-                ));
-            }
-        }
-        let commit = commit.clone();
-        brought.push(workspace::MergedPrerequisite {
-            id: prerequisite.clone(),
-            commit,
-            already_in_base: held,
-        });
-    }
-    let head = git_text(dir, c, &["rev-parse", "HEAD"])?;
-    Ok(Some((head, brought)))
 }
 
 /// The branch a worktree's base was taken from: `--base` when it names a branch, else the
 /// repository's current branch (none when `HEAD` is detached).
-fn base_branch(root: &Path, c: Option<&Confine>, base: Option<&str>) -> Option<String> {
+pub(super) fn base_branch(root: &Path, c: Option<&Confine>, base: Option<&str>) -> Option<String> {
     match base {
         Some(b) => {
             let is_branch =
@@ -232,6 +98,7 @@ pub fn attest(
         diff_bytes,
         files_changed: names.lines().filter(|l| !l.is_empty()).count() as u32,
         uncommitted: !status.is_empty(),
+        tip: None,
     };
     Ok((attestation, guarded))
 }
@@ -311,6 +178,9 @@ pub(super) fn candidate(
 /// own (through a scratch index, `diff --cached`, in the worktree when it is still there), so
 /// the bytes match whatever the repository's diff settings are.
 pub(super) fn commit_digest(ws: &Workspace, root: &Path, commit: &str) -> Result<String, String> {
+    if ws.own {
+        return Ok(own_digest(root, &ws.base_commit, commit)?.0);
+    }
     Ok(readable_diff(ws, root, Side::Commit(commit), None)?.digest)
 }
 
@@ -342,6 +212,9 @@ pub fn readable_diff(
     limit: Option<usize>,
 ) -> Result<Readable, String> {
     require_git()?;
+    if ws.own {
+        return own_diff(ws, root, side, limit);
+    }
     let worktree = Path::new(&ws.path);
     let dir = if worktree.is_dir() { worktree } else { root };
     let parent = worktree.parent().unwrap_or(root);
@@ -410,6 +283,92 @@ pub fn readable_diff(
         return Err(format!("git diff failed ({status})"));
     }
     Ok(Readable { text: String::from_utf8_lossy(&out).into_owned(), cut, digest })
+}
+
+/// [`readable_diff`] of a repository of the run's own: read from the person's repository
+/// alone, from the base to a commit that came back (the files as the run left them are the
+/// attestation's `tip`, so [`Side::Worktree`] names nothing here).
+fn own_diff(
+    ws: &Workspace,
+    root: &Path,
+    side: Side<'_>,
+    limit: Option<usize>,
+) -> Result<Readable, String> {
+    let Side::Commit(commit) = side else {
+        return Err("a run's own repository is read by its commits: give its tip".into());
+    };
+    let digest = own_digest(root, &ws.base_commit, commit)?.0;
+    let Some(limit) = limit else {
+        return Ok(Readable { text: String::new(), cut: false, digest });
+    };
+    let args = [
+        PLAIN[0],
+        PLAIN[1],
+        PLAIN[2],
+        "diff",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        &ws.base_commit,
+        commit,
+    ];
+    let (text, cut) = limited(command(root, None, &args)?, limit)?;
+    Ok(Readable { text, cut, digest })
+}
+
+/// The digest and size of the binary diff from `base` to `commit`, read from the person's
+/// repository at `root` with every attribute ignored: what a run of its own repository's
+/// attestation covers, and what a land and a review check against it.
+pub(super) fn own_digest(root: &Path, base: &str, commit: &str) -> Result<(String, u64), String> {
+    let args = [
+        PLAIN[0], PLAIN[1], PLAIN[2], "diff", "--binary", "--no-color", "--no-ext-diff", base,
+        commit,
+    ];
+    digest(&mut command(root, None, &args)?)
+}
+
+/// Removes the linked worktree at `path` unless it has changes. `git worktree remove` would
+/// look for them with `git status` in the worktree, as the person, reading the worktree's own
+/// configuration (`config.worktree`: filters, a monitor), which its run could write; so the
+/// look is made confined as the run was, and git is then told not to look again (`--force`
+/// removes the files and git's record of them, and runs nothing of the worktree's).
+pub(super) fn remove_worktree(repo: &Path, path: &str, git_dir: &str) -> Result<(), String> {
+    if changes(repo, path, git_dir)? {
+        return Err("it has changes (uncommitted or untracked files)".to_owned());
+    }
+    git_text(repo, None, &["worktree", "remove", "--force", path]).map(drop)
+}
+
+/// True when the worktree at `path` has changes, read by git confined as a run's own git
+/// commands are (a run may have written the worktree's config).
+pub(super) fn changes(repo: &Path, path: &str, git_dir: &str) -> Result<bool, String> {
+    let dir = Path::new(path);
+    let parent = dir.parent().unwrap_or(dir);
+    let (confine, _temp) = confined(repo, parent, git_dir, false, "prune")?;
+    let status = run_text(command(dir, Some(&confine), &["status", "--porcelain"])?)?;
+    Ok(!status.is_empty())
+}
+
+/// A command's output up to `limit` bytes, and whether it was cut there.
+fn limited(mut cmd: Command, limit: usize) -> Result<(String, bool), String> {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("git: {e}"))?;
+    let mut out = Vec::new();
+    let stdout = child.stdout.take().expect("piped");
+    stdout.take(limit as u64 + 1).read_to_end(&mut out).map_err(|e| format!("git diff: {e}"))?;
+    let cut = out.len() > limit;
+    if cut {
+        out.truncate(limit);
+        let _ = child.kill();
+    }
+    let status = child.wait().map_err(|e| format!("git diff: {e}"))?;
+    if !cut && !status.success() {
+        return Err(format!("git diff failed ({status})"));
+    }
+    Ok((String::from_utf8_lossy(&out).into_owned(), cut))
 }
 
 /// The accepted proof's worktree attestation, after checking the proof is the one accepted

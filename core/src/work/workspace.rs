@@ -31,6 +31,12 @@ pub struct Workspace {
     /// True when this attempt found the worktree an earlier attempt made.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub reused: bool,
+    /// True when the workspace is a repository of the run's own (its own object store,
+    /// config, hooks and `HEAD`, borrowing the person's objects read-only), whose work comes
+    /// back as verified objects; false for a linked worktree of the person's repository (what
+    /// attempts made before, still read).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own: bool,
 }
 
 /// A prerequisite's accepted commit a dependent's branch was made with.
@@ -61,6 +67,30 @@ pub struct Attestation {
     pub files_changed: u32,
     /// True when changes were left uncommitted on the branch.
     pub uncommitted: bool,
+    /// In a repository of the run's own, left with uncommitted changes: the commit harn made
+    /// of the files as the run left them (on top of `final_commit`), brought back with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tip: Option<String>,
+}
+
+impl Attestation {
+    /// The commit holding the files as the run left them: [`Attestation::tip`] when there is
+    /// one, else the final commit.
+    pub fn files_commit(&self) -> &str {
+        self.tip.as_deref().unwrap_or(&self.final_commit)
+    }
+}
+
+/// The ref of the person's repository that holds what run `run` of item `id` left (its tip),
+/// brought back as verified objects.
+pub fn run_ref(id: &Id, run: &str) -> String {
+    format!("refs/harn/work/{id}/{run}")
+}
+
+/// The ref that pins item `id`'s base in the person's repository, so a `gc` there never drops
+/// what a run borrows.
+pub fn base_ref(id: &Id) -> String {
+    format!("refs/harn/base/{id}")
 }
 
 /// The branch of item `id`'s worktree.
@@ -101,16 +131,27 @@ mod tests {
                 base_branch: None,
                 prerequisites: Vec::new(),
                 branched_from: None,
-                git_dir: "/r/.git".into(),
+                git_dir: "/w/a/.git".into(),
                 reused: true,
+                own: true,
             },
             final_commit: "c".repeat(40),
             diff_sha256: "d".repeat(64),
             diff_bytes: 12,
             files_changed: 1,
-            uncommitted: false,
+            uncommitted: true,
+            tip: Some("e".repeat(40)),
         };
         let back: Attestation = serde_json::from_value(serde_json::to_value(&a).unwrap()).unwrap();
         assert_eq!(back, a);
+        assert_eq!(back.files_commit(), "e".repeat(40));
+        // An attestation written before repositories of a run's own reads as a linked
+        // worktree's, with no tip.
+        let mut old = serde_json::to_value(&a).unwrap();
+        old.as_object_mut().unwrap().remove("own");
+        old.as_object_mut().unwrap().remove("tip");
+        let old: Attestation = serde_json::from_value(old).unwrap();
+        assert!(!old.workspace.own && old.tip.is_none());
+        assert_eq!(old.files_commit(), "c".repeat(40));
     }
 }

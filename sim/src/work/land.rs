@@ -168,6 +168,7 @@ impl World {
             branched_from: None,
             git_dir: "/r/.git".into(),
             reused: false,
+            own: false,
         };
         let attestation = Attestation {
             workspace: ws,
@@ -176,6 +177,7 @@ impl World {
             diff_bytes: 1,
             files_changed: 1,
             uncommitted: false,
+            tip: None,
         };
         self.items[i].attested.insert(proof.clone(), attestation);
         let run_id = Id::new(&format!("wf-{}", proof)).expect("valid");

@@ -18,7 +18,7 @@ use std::ffi::{CStr, CString};
 use std::io::{Error, Result};
 
 /// Everything a child needs, prepared in the parent.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Setup {
     /// `Some`: a user namespace with these `uid_map` and `gid_map` lines.
     pub maps: Option<(Vec<u8>, Vec<u8>)>,
@@ -37,6 +37,10 @@ pub struct Setup {
     /// `/dev/null`: a session bus or a service manager's socket would start anything the
     /// child asks for, outside its containment.
     pub sockets: Vec<CString>,
+    /// The person's credential files and directories
+    /// (`harn_core::work::containment::credentials::hidden`), each covered: a directory with an
+    /// empty read-only tmpfs, a file with `/dev/null`.
+    pub hidden: Vec<CString>,
     /// Landlock, built in the child after the mounts, so that its rules name the namespace's
     /// own `/dev/pts` and `/dev/shm`.
     pub landlock: Option<Rules>,
@@ -66,7 +70,7 @@ impl Setup {
 }
 
 /// What a sealed child may write.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Seal {
     /// The paths that stay writable (at most [`SEAL_MAX`]).
     pub writable: Vec<CString>,
@@ -77,7 +81,7 @@ pub const SEAL_MAX: usize = harn_core::work::containment::SEAL_MAX;
 
 /// A Landlock ruleset to build: the access rights handled, the scopes, and what is allowed
 /// beneath each path (a path that does not exist is skipped).
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Rules {
     /// `handled_access_fs`.
     pub handled: u64,
@@ -207,6 +211,9 @@ unsafe fn namespace(s: &Setup) -> Result<()> {
             other => other?,
         }
     }
+    for path in &s.hidden {
+        hide(path)?;
+    }
     for socket in &s.sockets {
         let (none, data) = (std::ptr::null(), std::ptr::null());
         let r = libc::mount(c"/dev/null".as_ptr(), socket.as_ptr(), none, libc::MS_BIND, data);
@@ -216,6 +223,29 @@ unsafe fn namespace(s: &Setup) -> Result<()> {
         if r < 0 && !unreachable.contains(&Error::last_os_error().raw_os_error().unwrap_or(0)) {
             return Err(Error::last_os_error());
         }
+    }
+    Ok(())
+}
+
+/// Covers the credential at `path`: a directory with an empty read-only tmpfs, anything else
+/// with `/dev/null`; a path that is not there needs no cover.
+unsafe fn hide(path: &CStr) -> Result<()> {
+    let mut st: libc::stat = std::mem::zeroed();
+    if libc::stat(path.as_ptr(), &mut st) < 0 {
+        return Ok(());
+    }
+    let none = std::ptr::null();
+    let r = if st.st_mode & libc::S_IFMT == libc::S_IFDIR {
+        let tmpfs = c"tmpfs".as_ptr();
+        let flags = libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+        let data = c"size=4k,mode=0700".as_ptr();
+        libc::mount(tmpfs, path.as_ptr(), tmpfs, flags, data.cast())
+    } else {
+        libc::mount(c"/dev/null".as_ptr(), path.as_ptr(), none, libc::MS_BIND, none.cast())
+    };
+    let unreachable = [libc::ENOENT, libc::EACCES, libc::ENOTDIR, libc::ELOOP];
+    if r < 0 && !unreachable.contains(&Error::last_os_error().raw_os_error().unwrap_or(0)) {
+        return Err(Error::last_os_error());
     }
     Ok(())
 }

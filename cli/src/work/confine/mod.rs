@@ -45,6 +45,8 @@ pub struct Confine {
     /// Where children may write, for a program whose own sandbox must be told (empty when
     /// the segment is not confined).
     pub writable: Arc<Vec<String>>,
+    /// True when children keep the person's credentials ([`Confine::with_credentials`]).
+    credentials: bool,
 }
 
 /// The `uid_map` and `gid_map` lines mapping our own ids into a user namespace.
@@ -89,6 +91,13 @@ impl Confine {
             Some(_) => c_paths(&listening_sockets(&plan.writable))?,
             None => Vec::new(),
         };
+        // The person's credentials, where a namespace can cover them.
+        let hidden = match (plan.namespace, std::env::var("HOME")) {
+            (Some(_), Ok(home)) => {
+                c_paths(&harn_core::work::containment::credentials::hidden(&home, &plan.writable))?
+            }
+            _ => Vec::new(),
+        };
         let setup = Setup {
             maps: plan.namespace.and_then(maps),
             mount: plan.namespace.is_some(),
@@ -96,6 +105,7 @@ impl Confine {
             seal: None,
             cgroups: cgroups.clone(),
             sockets: sockets.clone(),
+            hidden: hidden.clone(),
             landlock,
             shm: shm.clone(),
             tmp: tmp.clone(),
@@ -111,6 +121,7 @@ impl Confine {
                     seal: Some(seal),
                     cgroups,
                     sockets,
+                    hidden,
                     landlock: plan.landlock.filter(|&abi| abi >= 6).map(|_| Rules {
                         handled: 0,
                         scoped: SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET,
@@ -134,7 +145,26 @@ impl Confine {
             sealed,
             env: Arc::default(),
             writable,
+            credentials: false,
         })
+    }
+
+    /// The same confinement, the person's credentials left visible: for harn's own git
+    /// commands, which may have to reach a cluster's repository with them.
+    pub fn with_credentials(mut self) -> Confine {
+        let reveal = |setup: &mut Arc<Setup>| {
+            if !setup.hidden.is_empty() {
+                let mut s = (**setup).clone();
+                s.hidden.clear();
+                *setup = Arc::new(s);
+            }
+        };
+        reveal(&mut self.setup);
+        if let Some(sealed) = self.sealed.as_mut() {
+            reveal(sealed);
+        }
+        self.credentials = true;
+        self
     }
 
     /// The same confinement, its children joining the cgroup v1 directories `also` too.
@@ -183,6 +213,15 @@ impl Confine {
         }
         if let Some(temp) = &self.temp {
             command.env("TMPDIR", temp);
+        }
+        if !self.credentials {
+            // No credential helper of the person's configuration answers git in a run (an
+            // empty value empties git's list of helpers), and git never prompts for one.
+            command.env("GIT_CONFIG_COUNT", "1");
+            command.env("GIT_CONFIG_KEY_0", "credential.helper");
+            command.env("GIT_CONFIG_VALUE_0", "");
+            command.env("GIT_TERMINAL_PROMPT", "0");
+            command.env_remove("GIT_ASKPASS").env_remove("SSH_ASKPASS");
         }
         // No credential from the environment unless the run was given it by name.
         for (name, _) in std::env::vars_os() {
@@ -369,6 +408,8 @@ pub fn scratch(
     make_missing(&plan, &need.writable);
     // harn's own git commands get the run's default tmpfs size.
     let size = harn_core::limits::RUN_DEFAULTS.tmpfs;
-    let confine = Confine::prepare(&plan, None, Some(temp.0.clone()), size)?;
+    // harn's own git commands may reach a cluster's repository with the person's credentials;
+    // nothing they run is the run's (no hook, no monitor, confined).
+    let confine = Confine::prepare(&plan, None, Some(temp.0.clone()), size)?.with_credentials();
     Ok((confine, temp))
 }

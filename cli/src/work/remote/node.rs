@@ -108,7 +108,7 @@ pub fn run() -> Exit {
     let mut store = Store::new(&place.root());
     let hold =
         crate::work::hold::RunHold::create(&place.root(), &m.run_id, m.resource_limits.as_ref());
-    let guarded = crate::os::guarded::find(&place.root(), &place.work(), None);
+    let guarded = crate::os::guarded::find(&place.root(), &place.work(), None, false);
     let mut local = Local::new(hold);
     let spawned = match local.spawn(&mut store, &m, &guarded, Output::Raw) {
         Ok(fields) => say(&FromNode::Spawned { fields }),

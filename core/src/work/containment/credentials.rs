@@ -117,3 +117,58 @@ mod tests {
         assert!(passed(present, &[]).is_empty());
     }
 }
+
+/// Where a person keeps credentials in their home directory (relative to it): git's stored
+/// credentials, `.netrc`, SSH keys, GitHub's CLI, the clouds', Kubernetes', Docker's and the
+/// package registries' logins, GnuPG. A run sees each as empty (a directory) or as
+/// `/dev/null` (a file) unless it may write it: naming it in `containment.writable` is how a
+/// root gives its runs one.
+pub const HOME_PATHS: &[&str] = &[
+    ".git-credentials",
+    ".config/git/credentials",
+    ".netrc",
+    ".ssh",
+    ".config/gh",
+    ".aws",
+    ".azure",
+    ".config/gcloud",
+    ".kube",
+    ".docker",
+    ".gnupg",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".config/hub",
+    ".config/glab-cli",
+];
+
+/// The credential paths of `home` ([`HOME_PATHS`]) a run is not given: each one that no
+/// `writable` path holds or lies in.
+pub fn hidden(home: &str, writable: &[String]) -> Vec<String> {
+    let home = home.trim_end_matches('/');
+    if home.is_empty() {
+        return Vec::new();
+    }
+    HOME_PATHS
+        .iter()
+        .map(|p| format!("{home}/{p}"))
+        .filter(|p| !writable.iter().any(|w| super::within(p, w) || super::within(w, p)))
+        .collect()
+}
+
+#[cfg(test)]
+mod home_tests {
+    use super::*;
+
+    #[test]
+    fn every_credential_path_is_hidden_but_what_a_run_may_write() {
+        let all = hidden("/home/ana/", &[]);
+        assert_eq!(all.len(), HOME_PATHS.len());
+        assert!(all.contains(&"/home/ana/.git-credentials".to_owned()));
+        let some = hidden("/home/ana", &["/home/ana/.ssh".into(), "/home/ana/.docker/x".into()]);
+        assert!(!some.iter().any(|p| p.ends_with("/.ssh") || p.ends_with("/.docker")));
+        assert!(some.contains(&"/home/ana/.aws".to_owned()));
+        assert!(hidden("", &[]).is_empty());
+    }
+}

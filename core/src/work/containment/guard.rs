@@ -17,6 +17,12 @@ pub enum GitLayout {
         /// That directory.
         dot_git: String,
     },
+    /// `.git` is the repository harn made for the run (its own object store, config, hooks
+    /// and refs): all of it the run's, nothing of it ever executed outside the run.
+    Own {
+        /// That directory.
+        dot_git: String,
+    },
     /// `.git` is a file naming a linked worktree's directory (a worktree made by
     /// `--isolation worktree`).
     Linked {
@@ -69,6 +75,7 @@ pub fn guard(root: &str, git: &GitLayout, files: &[String]) -> Guard {
     g.readonly.push(format!("{root}/.harnery"));
     match git {
         GitLayout::Absent { dot_git } => g.watched.push(dot_git.clone()),
+        GitLayout::Own { .. } => {}
         GitLayout::Repository { dot_git } => {
             g.readonly.push(dot_git.clone());
             for name in ["hooks", "config", "info"] {

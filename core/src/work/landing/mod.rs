@@ -455,12 +455,14 @@ mod tests {
                 branched_from: None,
                 git_dir: "/src/app/.git".into(),
                 reused: false,
+                own: false,
             },
             final_commit: "c".repeat(40),
             diff_sha256: "d".repeat(64),
             diff_bytes: 10,
             files_changed: 1,
             uncommitted: false,
+            tip: None,
         }
     }
 
