@@ -102,3 +102,8 @@ fn remote_wire_corpus() {
 fn web_corpus() {
     replay("web", harn_core::fuzzing::fuzz_web);
 }
+
+#[test]
+fn candidate_corpus() {
+    replay("candidate", harn_core::fuzzing::fuzz_candidate);
+}

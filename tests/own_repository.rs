@@ -310,3 +310,53 @@ fn a_run_reads_none_of_the_persons_credentials_unless_it_may_write_them() {
     let seen = std::fs::read_to_string(repo.barrier.path().join("seen-named")).unwrap();
     assert!(seen.contains("SECRET3") && !seen.contains("SECRET1"), "{seen:?}");
 }
+
+/// Fills its own repository with 32 MiB, a megabyte at a time, then waits to be stopped.
+const FILL: &str = r#"#!/bin/sh
+read -r start
+i=0
+while [ $i -lt 32 ]; do
+  head -c 1048576 /dev/zero > "fill-$i.bin"
+  i=$((i + 1))
+done
+sleep 30
+echo '{"op":"result","ok":true,"summary":"filled"}'
+"#;
+
+#[test]
+fn a_run_that_fills_its_own_space_ends_at_its_disk_limit_charged_with_the_figure() {
+    let repo = Repo::new();
+    let root = repo.root();
+    with_workflow(&repo, "fill.sh", FILL);
+    create(&repo, "fill", "fill.sh");
+    let args =
+        [&RUN[..2], &["fill"][..], &RUN[2..], &["--limit", "disk=8M", "--json"][..]].concat();
+    let started = std::time::Instant::now();
+    let out = repo.harn(&args, "");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(25),
+        "ended by its sleep, not its limit"
+    );
+    let doc = json(&out);
+    let run = &doc["proof"]["run"];
+    assert_eq!(run["class"], "resource", "{doc}");
+    let said = run["error"].as_str().unwrap_or_default();
+    assert!(said.contains("disk limit of 8M"), "{said}");
+    let shown = json(&repo.harn(&["work", "show", "fill", "--json"], ""));
+    assert_eq!(shown["projection"]["charged_attempts"], 1, "{shown}");
+    let id = run["id"].as_str().unwrap();
+    let shown = text(&repo.harn(&["run", "show", id], ""));
+    assert!(
+        shown.contains("disk 8M (its repository and temporary directory, measured every 2 s)"),
+        "{shown}"
+    );
+    // A disk limit that does not parse is bad input, and nothing is written.
+    let before = std::fs::read(root.join(".harnery/work/fill/events.jsonl")).unwrap();
+    let bad = [&["work", "retry", "fill"][..], &RUN[2..], &["--limit", "disk=lots"][..]].concat();
+    let out = repo.harn(&bad, "");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("disk"), "{}", text(&out));
+    let after = std::fs::read(root.join(".harnery/work/fill/events.jsonl")).unwrap();
+    assert_eq!(before, after, "bad input wrote to the item's history");
+}

@@ -630,6 +630,26 @@ pub fn fuzz_remote_wire(data: &[u8]) {
     }
 }
 
+/// Arbitrary bytes as `git diff-tree -z --raw` output, which harn reads from the person's
+/// repository about a run's work: each parses or is refused with its offset; what parses
+/// holds non-empty paths, a records path is found wherever it lies, and what waits for a
+/// person is a path of the change.
+pub fn fuzz_candidate(data: &[u8]) {
+    use crate::work::candidate::{guarded, parse_raw, records_touched};
+    match parse_raw(data) {
+        Ok(changed) => {
+            assert!(changed.iter().all(|c| !c.path.is_empty()));
+            let touched = records_touched(changed.iter().map(|c| c.path.as_str()));
+            assert!(touched.iter().all(|p| p.split('/').any(|c| c == ".harnery")));
+            let text = String::from_utf8_lossy(data).into_owned();
+            for (path, _) in guarded(&changed, |_| Some(text.clone())) {
+                assert!(changed.iter().any(|c| c.path == path && c.new_mode != 0));
+            }
+        }
+        Err(e) => assert!(e.at <= data.len() && !e.why.is_empty()),
+    }
+}
+
 /// Arbitrary text as a `notify` configuration and as outbox lines: the channels parse or are
 /// refused naming a field under `notify`; the outbox folds whatever lines parse, a sent
 /// delivery is never due, and nothing is due twice.
@@ -747,5 +767,6 @@ mod tests {
         arbitrary_cluster_configs_and_node_lists_parse_safely: fuzz_cluster_config up to 512;
         arbitrary_wire_lines_parse_and_round_trip: fuzz_remote_wire up to 512;
         arbitrary_channels_and_outboxes_keep_deliveries_once: fuzz_notify up to 512;
+        arbitrary_diff_tree_output_parses_or_is_refused: fuzz_candidate up to 512;
     }
 }

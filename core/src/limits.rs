@@ -53,7 +53,16 @@ pub struct ResourceLimits {
     /// Most bytes of each tmpfs a run is given (its private `/dev/shm`, a sealed call's `/tmp`).
     #[serde(default, skip_serializing_if = "Option::is_none", with = "bytes_field")]
     pub tmpfs: Option<u64>,
+    /// Most bytes a run's own disk space may hold: its repository of its own (under
+    /// `--isolation worktree`) and its temporary directory, watched every
+    /// [`DISK_WATCH_INTERVAL`]; a run that reaches it is ended.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "bytes_field")]
+    pub disk: Option<u64>,
 }
+
+/// How often a run's disk space is measured against its `disk` limit (no filesystem here
+/// gives a directory a quota for free, so harn watches).
+pub const DISK_WATCH_INTERVAL: crate::time::Duration = crate::time::Duration::from_secs(2);
 
 /// The limits a run gets when the configuration names none: what a real agent with a real
 /// build (Claude Code running `cargo test` on a large workspace) never meets, and a fork bomb
@@ -63,6 +72,7 @@ pub const RUN_DEFAULTS: ResourceLimits = ResourceLimits {
     memory: Some(8 << 30),
     cpu_weight: Some(100),
     tmpfs: Some(1 << 30),
+    disk: None,
 };
 
 impl ResourceLimits {
@@ -73,6 +83,7 @@ impl ResourceLimits {
             memory: over.memory.or(self.memory),
             cpu_weight: over.cpu_weight.or(self.cpu_weight),
             tmpfs: over.tmpfs.or(self.tmpfs),
+            disk: over.disk.or(self.disk),
         }
     }
 
@@ -84,7 +95,7 @@ impl ResourceLimits {
         if let Some(w) = self.cpu_weight.filter(|w| !(1..=10_000).contains(w)) {
             return Err(LimitError::new("cpu_weight", format!("{w} is not within 1 to 10000")));
         }
-        for (field, v) in [("memory", self.memory), ("tmpfs", self.tmpfs)] {
+        for (field, v) in [("memory", self.memory), ("tmpfs", self.tmpfs), ("disk", self.disk)] {
             if v.is_some_and(|v| v < 1 << 20) {
                 return Err(LimitError::new(field, "must be at least 1M"));
             }
@@ -95,7 +106,10 @@ impl ResourceLimits {
     /// Sets one limit from `KEY=VALUE` as a person types it (`memory=256M`, `tasks=64`).
     pub fn set(&mut self, assignment: &str) -> Result<(), LimitError> {
         let (key, value) = assignment.split_once('=').ok_or_else(|| {
-            LimitError::new(assignment, "expected KEY=VALUE (tasks, memory, cpu_weight, tmpfs)")
+            LimitError::new(
+                assignment,
+                "expected KEY=VALUE (tasks, memory, cpu_weight, tmpfs, disk)",
+            )
         })?;
         let number = |v: &str| {
             v.trim()
@@ -106,6 +120,7 @@ impl ResourceLimits {
             "tasks" => self.tasks = Some(number(value)?),
             "memory" => self.memory = Some(parse_bytes(value).map_err(|e| e.of(key))?),
             "tmpfs" => self.tmpfs = Some(parse_bytes(value).map_err(|e| e.of(key))?),
+            "disk" => self.disk = Some(parse_bytes(value).map_err(|e| e.of(key))?),
             "cpu_weight" => {
                 let w = number(value)?;
                 self.cpu_weight = Some(u32::try_from(w).unwrap_or(u32::MAX));
@@ -113,7 +128,7 @@ impl ResourceLimits {
             other => {
                 return Err(LimitError::new(
                     other,
-                    "not a limit (tasks, memory, cpu_weight, tmpfs)",
+                    "not a limit (tasks, memory, cpu_weight, tmpfs, disk)",
                 ))
             }
         }
@@ -170,6 +185,14 @@ pub enum LimitReached {
         /// How many were refused.
         refused: u64,
     },
+    /// The disk limit: the run's repository and temporary directory held more (measured by
+    /// harn, which then ended the run).
+    Disk {
+        /// The limit, in bytes.
+        max: u64,
+        /// What they held when measured.
+        used: u64,
+    },
 }
 
 impl LimitReached {
@@ -206,6 +229,14 @@ impl std::fmt::Display for LimitReached {
                 "its task limit of {max} was reached: {refused} fork{} refused (pids.events max \
                  {refused})",
                 if *refused == 1 { " was" } else { "s were" }
+            ),
+            LimitReached::Disk { max, used } => write!(
+                f,
+                "its disk limit of {} was reached: its repository and temporary files held {} \
+                 (measured every {} s, and the run was ended)",
+                show_bytes(*max),
+                show_bytes(*used),
+                DISK_WATCH_INTERVAL.as_millis() / 1000
             ),
         }
     }

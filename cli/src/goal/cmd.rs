@@ -93,7 +93,7 @@ pub struct CreateArgs {
     #[arg(long)]
     land_accepted: bool,
     /// A resource limit of every run the goal dispatches, frozen with it over the root's
-    /// configured ones (repeatable): `tasks=64`, `memory=4G`, `cpu_weight=50`, `tmpfs=512M`.
+    /// configured ones (repeatable): `tasks=64`, `memory=4G`, `cpu_weight=50`, `tmpfs=512M`, `disk=10G`.
     #[arg(long = "limit", value_name = "KEY=VALUE")]
     limits: Vec<String>,
     /// A replanning policy file (JSON: planner_specialist, auto_apply, max_replans,

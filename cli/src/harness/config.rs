@@ -382,6 +382,7 @@ fn harness(
         memory,
         cpu_weight: raw.cpu_weight,
         tmpfs: None,
+        disk: None,
     };
     if let Err(e) = limits.check() {
         let field = match e.field.as_str() {

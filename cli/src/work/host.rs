@@ -3,6 +3,7 @@
 //! (`harn_core::work::segment::driver`), and carries out what the driver decides (records,
 //! replies, calls, signals, a park). The order and the rules are the driver's.
 
+use super::disk::DiskWatch;
 use super::hold::RunHold;
 pub use super::inbox::HostEvent;
 use super::local::{Local, Output};
@@ -64,6 +65,7 @@ pub fn run_segment(
         clock: crate::os::clock::RealClock::new(),
         interrupted: None,
         live: None,
+        disk: disk_watch(m),
     };
     driver::run_segment(&mut host, m, start, fold)
 }
@@ -90,6 +92,20 @@ struct CliSegment<'a> {
     live: Option<LiveRun>,
     /// The stop hook waiting for its record.
     interrupted: Option<mpsc::Sender<()>>,
+    /// The run's disk limit, measured here (a local segment's only).
+    disk: Option<DiskWatch>,
+}
+
+/// The disk limit of a local segment of `m`, when it has one: its repository of its own is
+/// measured (a shared workspace is the person's, not the run's), and its temporary directory
+/// once it is made.
+fn disk_watch(m: &RunManifest) -> Option<DiskWatch> {
+    let max = m.resource_limits.as_ref()?.disk?;
+    if m.cluster.is_some() {
+        return None;
+    }
+    let own = m.workspace.as_ref().filter(|w| w.own).map(|w| w.path.clone().into());
+    Some(DiskWatch::new(max, own.into_iter().collect()))
 }
 
 impl driver::SegmentHost for CliSegment<'_> {
@@ -156,7 +172,13 @@ impl driver::SegmentHost for CliSegment<'_> {
         let (store, m) = (&mut *self.store, self.m);
         self.transcript = Some(Transcript::open(store, &m.run_id)?);
         match &mut self.procs {
-            Procs::Here(local) => Ok(local.spawn(store, m, &self.guarded, Output::Lines)),
+            Procs::Here(local) => {
+                let spawned = local.spawn(store, m, &self.guarded, Output::Lines);
+                if let (Some(watch), Some(temp)) = (&mut self.disk, local.temp_dir()) {
+                    watch.watch(temp);
+                }
+                Ok(spawned)
+            }
             Procs::There(remote) => {
                 let spawned = remote.spawn(store, m)?;
                 // The job goes into the live record before anything else happens: a
@@ -198,6 +220,13 @@ impl driver::SegmentHost for CliSegment<'_> {
         let local = match &mut self.procs {
             Procs::Here(local) => local,
             Procs::There(remote) => return Ok(remote.next(wait)),
+        };
+        if let Some(reached) = self.disk.as_mut().and_then(DiskWatch::check) {
+            return Ok(Some(SegmentEvent::LimitReached(reached)));
+        }
+        let wait = match &self.disk {
+            Some(watch) => watch.bound(wait),
+            None => wait,
         };
         let Some(event) = local.next(wait) else { return Ok(None) };
         Ok(Some(match event {

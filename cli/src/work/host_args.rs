@@ -71,7 +71,7 @@ pub struct HostArgs {
     #[arg(long, value_name = "NAME")]
     pub cluster: Option<String>,
     /// A resource limit of each run's cgroup over `.harnery/config.json`'s `limits`
-    /// (repeatable): `tasks=64`, `memory=256M`, `cpu_weight=50`, `tmpfs=512M`.
+    /// (repeatable): `tasks=64`, `memory=256M`, `cpu_weight=50`, `tmpfs=512M`, `disk=10G`.
     #[arg(long = "limit", value_name = "KEY=VALUE")]
     pub limits: Vec<String>,
 }

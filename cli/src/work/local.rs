@@ -143,6 +143,11 @@ impl Local {
         Ok(fields)
     }
 
+    /// The segment's temporary directory, once its workflow started.
+    pub fn temp_dir(&self) -> Option<std::path::PathBuf> {
+        self.live.as_ref().map(|l| l._temp.0.clone())
+    }
+
     /// The next event, waiting at most `wait` (forever when `None`); `None` when the wait
     /// ran out.
     pub fn next(&mut self, wait: Option<Duration>) -> Option<HostEvent> {
@@ -242,6 +247,23 @@ impl Local {
     }
 }
 
+/// The limits the kernel holds, with the disk limit and how it is held (measured by harn, on a
+/// local segment: `work::disk`).
+fn with_disk(kernel: Option<String>, m: &RunManifest) -> Option<String> {
+    let Some(disk) = m.resource_limits.and_then(|l| l.disk) else { return kernel };
+    let every = harn_core::limits::DISK_WATCH_INTERVAL.as_millis() / 1000;
+    let what = match m.workspace.as_ref().is_some_and(|w| w.own) {
+        true => "its repository and temporary directory",
+        false => "its temporary directory",
+    };
+    let disk =
+        format!("disk {} ({what}, measured every {every} s)", harn_core::limits::show_bytes(disk));
+    Some(match kernel {
+        Some(k) => format!("{k}; {disk}"),
+        None => disk,
+    })
+}
+
 /// How this segment's children are confined: the core's plan over what the machine offers,
 /// for the run's workspace, a fresh private `TMPDIR` and the writable paths its manifest
 /// froze. A run whose policy requires containment is not spawned where it cannot be had; a
@@ -291,7 +313,7 @@ fn confinement(
     let record = Containment {
         holding: hold.holding(),
         holding_why: hold.why_not.clone(),
-        limits: hold.bounded.summary(),
+        limits: with_disk(hold.bounded.summary(), m),
         unenforced,
         writable: planned.writable,
         env: planned.env,

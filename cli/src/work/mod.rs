@@ -10,6 +10,7 @@ pub mod cluster;
 pub mod cmd;
 pub mod config;
 pub mod confine;
+pub mod disk;
 pub mod frozen;
 pub mod hold;
 pub mod host;

@@ -321,7 +321,14 @@ fn own_diff(
 /// attestation covers, and what a land and a review check against it.
 pub(super) fn own_digest(root: &Path, base: &str, commit: &str) -> Result<(String, u64), String> {
     let args = [
-        PLAIN[0], PLAIN[1], PLAIN[2], "diff", "--binary", "--no-color", "--no-ext-diff", base,
+        PLAIN[0],
+        PLAIN[1],
+        PLAIN[2],
+        "diff",
+        "--binary",
+        "--no-color",
+        "--no-ext-diff",
+        base,
         commit,
     ];
     digest(&mut command(root, None, &args)?)

@@ -48,6 +48,8 @@ pub enum SegmentEvent {
     AgentProgress(String, Value),
     /// An agent asks before a tool call; answered by [`SegmentHost::answer_tool`].
     ToolAsk(String, Request),
+    /// The host measured a limit it holds itself reached (the disk): the run ends.
+    LimitReached(crate::limits::LimitReached),
 }
 
 /// Which processes a signal of the segment reaches.
@@ -328,6 +330,10 @@ impl<H: SegmentHost> Driver<'_, H> {
                 let done = self.effects();
                 self.host.interrupt_recorded();
                 done.map(|()| Turn::Go)
+            }
+            SegmentEvent::LimitReached(reached) => {
+                self.segment.handle(now, SegmentInput::LimitsReached(vec![reached]));
+                Ok(Turn::Go)
             }
             SegmentEvent::EngineFault(fault) => {
                 let has_result = self.fold.has_result();

@@ -179,11 +179,18 @@ impl Segment {
             }
             SegmentInput::PolicyStopped => self.halt("policy.stopped"),
             SegmentInput::LimitsReached(reached) => {
+                // The kernel holds the memory and task limits itself; the disk limit is only
+                // measured, so reaching it ends the run here.
+                let ends =
+                    reached.iter().any(|r| matches!(r, crate::limits::LimitReached::Disk { .. }));
                 for r in reached {
                     self.effects.push_back(SegmentEffect::Record(
                         json!({ "event": "run.limit_reached", "reached": r, "said": r.to_string() }),
                     ));
                     self.reached.push(r);
+                }
+                if ends && !self.halted && self.exited.is_none() {
+                    self.halt("run.ended_at_limit");
                 }
             }
         }
@@ -348,6 +355,34 @@ mod tests {
         assert!(matches!(s.end(), Some(ProcessEnd::Exited { .. })), "its result came first");
         s.handle(at(12), fault("after the exit"));
         assert!(!records(&drain(&mut s)).contains(&"run.engine_fault".to_owned()));
+    }
+
+    #[test]
+    fn a_disk_limit_reached_ends_the_run_at_its_limit_and_a_kernel_limit_does_not() {
+        use crate::limits::LimitReached;
+        let mut s = Segment::new(T0, Duration::from_secs(60));
+        let disk = LimitReached::Disk { max: 1 << 20, used: 3 << 20 };
+        s.handle(at(10), SegmentInput::LimitsReached(vec![disk.clone()]));
+        let effects = drain(&mut s);
+        assert_eq!(records(&effects), ["run.limit_reached", "run.ended_at_limit"]);
+        assert!(effects.contains(&SegmentEffect::Kill(Reach::Groups)), "{effects:?}");
+        // Measured again before the workflow is gone: recorded, not halted twice.
+        s.handle(at(11), SegmentInput::LimitsReached(vec![disk.clone()]));
+        assert_eq!(records(&drain(&mut s)), ["run.limit_reached"]);
+        s.handle(at(12), SegmentInput::Exited { code: None, signal: Some(9) });
+        let Some(ProcessEnd::LimitReached { reached, .. }) = s.end() else {
+            panic!("{:?}", s.end())
+        };
+        assert_eq!(reached[0], disk);
+
+        let mut s = Segment::new(T0, Duration::from_secs(60));
+        let memory = LimitReached::Memory { max: 1 << 30, oom_kills: 1 };
+        s.handle(at(10), SegmentInput::LimitsReached(vec![memory]));
+        assert_eq!(
+            records(&drain(&mut s)),
+            ["run.limit_reached"],
+            "the kernel ended what it had to"
+        );
     }
 
     #[test]
