@@ -313,7 +313,11 @@ mod tests {
         let l = RUN_DEFAULTS.with(&over);
         assert_eq!((l.tasks, l.memory, l.cpu_weight), (Some(64), Some(256 << 20), Some(100)));
         assert_eq!(over.set("cpu_weight=0").unwrap_err().field, "cpu_weight");
-        assert_eq!(ResourceLimits::default().set("disk=1G").unwrap_err().field, "disk");
+        assert_eq!(ResourceLimits::default().set("swap=1G").unwrap_err().field, "swap");
+        assert_eq!(ResourceLimits::default().set("disk=lots").unwrap_err().field, "disk");
+        let mut disk = ResourceLimits::default();
+        disk.set("disk=10G").unwrap();
+        assert_eq!(RUN_DEFAULTS.with(&disk).disk, Some(10 << 30));
         assert!(ResourceLimits::default().set("tasks").is_err());
         assert!(ResourceLimits::default().set("memory=10K").is_err());
     }
