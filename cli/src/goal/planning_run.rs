@@ -154,6 +154,7 @@ fn manifest(
         planning: Some(step.clone()),
         resource_limits: Some(limits.resources),
         cluster: None,
+        network: None,
     };
     Ok(manifest)
 }

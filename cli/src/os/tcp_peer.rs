@@ -55,6 +55,57 @@ pub fn holders(theirs: SocketAddr, port: u16) -> Holders {
     }
 }
 
+/// The processes listening on TCP port `port` of this network namespace (any address).
+pub fn listeners(port: u16) -> Vec<u32> {
+    let mut inodes = Vec::new();
+    for name in ["tcp", "tcp6"] {
+        let table = std::fs::read_to_string(format!("/proc/net/{name}")).unwrap_or_default();
+        for line in table.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let (Some(local), Some(state), Some(inode)) = (f.get(1), f.get(3), f.get(9)) else {
+                continue;
+            };
+            let listening = *state == "0A";
+            if listening && parse_address(local).is_some_and(|a| a.port() == port) {
+                inodes.extend(inode.parse::<u64>().ok().filter(|i| *i != 0));
+            }
+        }
+    }
+    if inodes.is_empty() {
+        return Vec::new();
+    }
+    let wanted: Vec<String> = inodes.iter().map(|i| format!("socket:[{i}]")).collect();
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else { return found };
+    for entry in entries.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else { continue };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|l| {
+                wanted.iter().any(|w| l.as_os_str().as_encoded_bytes() == w.as_bytes())
+            })
+        });
+        if holds {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+/// True when a `harn web` of this machine listens on TCP port `port` (a process named `harn`
+/// whose arguments hold the verb `web`).
+pub fn harn_web_on(port: u16) -> bool {
+    listeners(port).into_iter().any(|pid| {
+        let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+        let mut args = cmdline.split(|b| *b == 0);
+        let program = args.next().unwrap_or_default();
+        let harn = program.rsplit(|b| *b == b'/').next() == Some(b"harn".as_slice());
+        harn && args.any(|a| a == b"web")
+    })
+}
+
 /// The inode of the socket in `table` (the text of `/proc/net/tcp` or `tcp6`) whose local
 /// address is `local` and whose remote port is `port`.
 pub fn find_inode(table: &str, local: SocketAddr, port: u16) -> Option<u64> {

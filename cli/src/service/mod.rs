@@ -266,6 +266,7 @@ fn enroll(store: &mut Store, a: &EnrollArgs) -> Result<Enrollment, (i32, String)
         workspace_root: limits.workspace_root.as_ref().map(|p| p.display().to_string()),
         base: limits.base.clone(),
         cluster: limits.cluster.clone(),
+        network: Some(limits.network.clone()),
     };
     let config = ServiceConfig {
         schema_version: SERVICE_VERSION,
@@ -314,6 +315,8 @@ pub(crate) fn host_args(config: &ServiceConfig) -> HostArgs {
         cluster: None,
         // The root's configured limits: the service's enrollment freezes none of its own.
         limits: Vec::new(),
+        // Frozen at enrollment; an older enrollment takes the root's configuration.
+        network: e.network.as_ref().map(|n| n.to_flag()),
     }
 }
 

@@ -73,6 +73,8 @@ pub struct RunLimits {
     pub limit_overrides: harn_core::limits::ResourceLimits,
     /// The cluster whose nodes run each segment, if any.
     pub cluster: Option<harn_core::work::cluster::FrozenCluster>,
+    /// What each run may reach over the network.
+    pub network: harn_core::work::network::NetworkPolicy,
     /// What the dispatching goal's earlier runs spent on agent calls, for `scope: goal`
     /// cost rules; `None` for a run no goal dispatched.
     pub goal_spent_micro_usd: Option<u64>,
@@ -191,6 +193,10 @@ impl attempt::AttemptHost for WorkHost<'_> {
                     .map_err(|e| Refusal::NotNow(format!("{e}; no attempt was recorded")))?;
                 let mut within = limits.clone();
                 within.cwd = Some(ws.path.clone());
+                // Its git directory lies beside its files; a remote run's is on its node.
+                if limits.cluster.is_none() {
+                    within.writable.push(ws.git_dir.clone());
+                }
                 (std::borrow::Cow::Owned(within), Some(ws))
             }
             _ => (std::borrow::Cow::Borrowed(limits), None),
@@ -229,6 +235,7 @@ impl attempt::AttemptHost for WorkHost<'_> {
             containment: Some(containment),
             resource_limits: Some(limits.resources),
             cluster: limits.cluster.clone(),
+            network: Some(limits.network.clone()),
         })
     }
 

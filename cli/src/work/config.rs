@@ -29,6 +29,9 @@ struct Config {
     /// Where notices go (`harn_core::notify::parse_channels` reads it).
     #[serde(default)]
     notify: Option<serde_json::Value>,
+    /// What runs may reach over the network (`harn_core::work::network` reads it).
+    #[serde(default)]
+    network: Option<serde_json::Value>,
 }
 
 /// `containment`: what every confined run of this root may write besides its workspace, its
@@ -67,6 +70,16 @@ fn read_config(root: &Path) -> Result<Config, String> {
 pub fn notify_channels(root: &Path) -> Result<Vec<harn_core::notify::ChannelSpec>, String> {
     let Some(value) = read_config(root)?.notify else { return Ok(Vec::new()) };
     harn_core::notify::parse_channels(&value).map_err(|e| {
+        let path = root.join(harn_core::layout::CONFIG);
+        format!("{}: {}: {}", path.display(), e.field, e.message)
+    })
+}
+
+/// What every run may reach over the network (`network`): its adapters' vendors when it is
+/// absent; a wrong value is refused naming the file and the field.
+pub fn network(root: &Path) -> Result<harn_core::work::network::NetworkPolicy, String> {
+    let Some(value) = read_config(root)?.network else { return Ok(Default::default()) };
+    harn_core::work::network::NetworkPolicy::from_value(&value).map_err(|e| {
         let path = root.join(harn_core::layout::CONFIG);
         format!("{}: {}: {}", path.display(), e.field, e.message)
     })

@@ -104,8 +104,9 @@ fn disk_watch(m: &RunManifest) -> Option<DiskWatch> {
     if m.cluster.is_some() {
         return None;
     }
-    let own = m.workspace.as_ref().filter(|w| w.own).map(|w| w.path.clone().into());
-    Some(DiskWatch::new(max, own.into_iter().collect()))
+    let own = m.workspace.as_ref().filter(|w| w.own);
+    let paths = own.map(|w| vec![w.path.clone().into(), w.git_dir.clone().into()]);
+    Some(DiskWatch::new(max, paths.unwrap_or_default()))
 }
 
 impl driver::SegmentHost for CliSegment<'_> {
@@ -148,7 +149,18 @@ impl driver::SegmentHost for CliSegment<'_> {
         // Whatever the segment started goes, however it ended, before its record does.
         let brought = match &mut self.procs {
             Procs::Here(local) => {
+                let refused = local.network_refused();
                 local.end();
+                // What the run's proxy refused is the run's record: `run show` lists it.
+                for r in refused {
+                    let body = serde_json::json!({
+                        "event": "network.refused", "host": r.host, "port": r.port,
+                        "times": r.times,
+                    });
+                    if let Err(e) = self.record(body) {
+                        errln!("harn: warning: a refused connection was not recorded: {e}");
+                    }
+                }
                 Ok(())
             }
             Procs::There(remote) => remote.end(self.store, self.m),

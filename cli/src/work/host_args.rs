@@ -74,6 +74,11 @@ pub struct HostArgs {
     /// (repeatable): `tasks=64`, `memory=256M`, `cpu_weight=50`, `tmpfs=512M`, `disk=10G`.
     #[arg(long = "limit", value_name = "KEY=VALUE")]
     pub limits: Vec<String>,
+    /// What each run may reach over the network, over `.harnery/config.json`'s `network`:
+    /// `adapters` (the default: the vendors its adapters need), `none`, `open`, or
+    /// `HOST:PORT` entries separated by commas (`pypi.org:443,*.pythonhosted.org:443`).
+    #[arg(long, value_name = "POLICY")]
+    pub network: Option<String>,
 }
 
 impl HostArgs {
@@ -191,7 +196,13 @@ impl HostArgs {
                         working directory"
                 .into());
         }
+        let network = match &self.network {
+            Some(text) => harn_core::work::network::NetworkPolicy::from_flag(text)
+                .map_err(|e| e.to_string())?,
+            None => super::config::network(store.root())?,
+        };
         Ok(RunLimits {
+            network,
             workspace_root: self.workspace_root.as_ref().map(|p| store.root().join(p)),
             base: self.base.clone(),
             writable,

@@ -43,6 +43,8 @@ pub enum Output {
 /// the groups are killed before the children's tracking forgets them.
 struct Spawned {
     groups: Groups,
+    /// The run's way out, while it runs.
+    proxy: Option<super::proxy::Proxy>,
     _registered: crate::os::children::Registered,
     _tracked: crate::os::children::Tracked,
     _temp: Temp,
@@ -82,7 +84,7 @@ impl Local {
     ) -> Result<Map<String, Value>, SpawnFailed> {
         let confined = confinement(store, m, &self.hold, guarded);
         let spawned = match &confined {
-            Ok((confine, _, _)) => spawn(store, m, confine),
+            Ok((confine, _, _, _)) => spawn(store, m, confine),
             Err(e) => Err(std::io::Error::other(e.to_string())),
         };
         let mut child = match spawned {
@@ -93,7 +95,7 @@ impl Local {
                 return Err(SpawnFailed { error, program, missing });
             }
         };
-        let (confine, temp, contained) = confined.expect("spawned, so confined as planned");
+        let (confine, temp, contained, proxy) = confined.expect("spawned, so confined as planned");
         let pgid = child.id() as i32;
         let tracked = crate::os::children::track(pgid);
         let agents = Arc::new(Mutex::new(CallGroups::default()));
@@ -132,6 +134,7 @@ impl Local {
         fields.insert("containment".into(), json!(contained));
         self.live = Some(Spawned {
             groups,
+            proxy,
             _registered: registered,
             _tracked: tracked,
             _temp: temp,
@@ -240,6 +243,11 @@ impl Local {
         self.hold.bounded.reached()
     }
 
+    /// The connections the run's proxy refused so far.
+    pub fn network_refused(&self) -> Vec<super::proxy::Refused> {
+        self.live.as_ref().and_then(|l| l.proxy.as_ref()).map(|p| p.refused()).unwrap_or_default()
+    }
+
     /// Ends everything the segment started, however it ended.
     pub fn end(&mut self) {
         self.live = None;
@@ -273,7 +281,7 @@ fn confinement(
     m: &RunManifest,
     hold: &RunHold,
     guarded: &Guard,
-) -> Result<(Confine, Temp, Containment), String> {
+) -> Result<(Confine, Temp, Containment, Option<super::proxy::Proxy>), String> {
     let temp = Temp::create(m.run_id.as_str())?;
     let root = store.root().display().to_string();
     let planned = m.containment.clone();
@@ -306,10 +314,12 @@ fn confinement(
             "tasks limit: RLIMIT_NPROC {n} instead (every process of the user counts)"
         ));
     }
+    let (network, net, proxy) = super::network::hold(m, &plan, &temp.0)?;
     let confine = Confine::prepare(&plan, hold.leaf.clone(), Some(temp.0.clone()), tmpfs)?
         .keeping(planned.env.clone())
         .joining(hold.bounded.joins().to_vec())
-        .limiting_processes(nproc);
+        .limiting_processes(nproc)
+        .networked(net);
     let record = Containment {
         holding: hold.holding(),
         holding_why: hold.why_not.clone(),
@@ -318,7 +328,8 @@ fn confinement(
         writable: planned.writable,
         env: planned.env,
         turned_off: planned.turned_off,
+        network,
         ..plan.record
     };
-    Ok((confine, temp, record))
+    Ok((confine, temp, record, proxy))
 }

@@ -67,6 +67,10 @@ pub fn prune(store: &mut Store, a: PruneArgs) -> Exit {
         let dir = harn_core::work::workspace::default_root(&top);
         for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
             let path = entry.path();
+            // A repository's git directory (`ID.git`) goes with it.
+            if path.extension().is_some_and(|e| e == "git") {
+                continue;
+            }
             if super::repository::is_own(&repo, &path) {
                 let id = entry.file_name().to_string_lossy().into_owned();
                 own.push((path.display().to_string(), id));

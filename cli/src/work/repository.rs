@@ -73,7 +73,7 @@ pub fn prepare(root: &Path, id: &Id, o: &Options<'_>) -> Result<Workspace, Strin
         let _ = std::fs::remove_dir_all(&path);
     })?;
     Ok(Workspace {
-        git_dir: format!("{path}/.git"),
+        git_dir: git_dir_of(Path::new(&path)).display().to_string(),
         path,
         branch,
         base_commit: base,
@@ -97,8 +97,11 @@ fn make(
     base: &str,
 ) -> Result<(), String> {
     let place = path.display().to_string();
-    git_text(root, None, &["init", "--quiet", "--template=", "-b", branch, &place])?;
-    let info = path.join(".git/objects/info");
+    // Its git directory beside its files, not in them: an agent's own sandbox (Codex's) keeps
+    // a `.git` directory inside a writable root read-only, and the run must commit.
+    let separate = format!("--separate-git-dir={}", git_dir_of(path).display());
+    git_text(root, None, &["init", "--quiet", "--template=", &separate, "-b", branch, &place])?;
+    let info = git_dir_of(path).join("objects/info");
     std::fs::create_dir_all(&info).map_err(|e| format!("{}: {e}", info.display()))?;
     std::fs::write(info.join("alternates"), format!("{objects}\n"))
         .map_err(|e| format!("{}: {e}", info.display()))?;
@@ -155,26 +158,50 @@ fn clear(
     open: bool,
 ) -> Result<(), String> {
     let dot = path.join(".git");
-    let Ok(meta) = path.symlink_metadata() else { return Ok(()) };
+    let git_dir = git_dir_of(path);
+    let alternates =
+        std::fs::read_to_string(git_dir.join("objects/info/alternates")).unwrap_or_default();
+    let ours = alternates.lines().next() == Some(objects);
+    let Ok(meta) = path.symlink_metadata() else {
+        // A git directory whose files are gone (a removal cut short) goes too.
+        if ours {
+            std::fs::remove_dir_all(&git_dir).map_err(|e| format!("{}: {e}", git_dir.display()))?;
+        }
+        return Ok(());
+    };
     let shown = path.display();
-    if meta.is_dir() && dot.symlink_metadata().is_ok_and(|m| m.is_file()) {
+    if !ours && meta.is_dir() && dot.symlink_metadata().is_ok_and(|m| m.is_file()) {
         return super::worktree::remove_worktree(root, &shown.to_string(), common).map_err(|e| {
             format!("the worktree {shown} of an earlier attempt stays: {e}; harn work prune --force removes it")
         });
     }
-    let alternates =
-        std::fs::read_to_string(dot.join("objects/info/alternates")).unwrap_or_default();
-    if !meta.is_dir() || alternates.lines().next() != Some(objects) {
+    if !meta.is_dir() || !ours {
         return Err(format!(
             "{shown} exists but is not a repository harn made for {id}; move it aside or give \
              --workspace-root"
         ));
     }
     let left = format!("refs/harn/left/{id}");
-    if let Err(e) = bring_back(root, path, &dot.display().to_string(), base, &left, open) {
+    if let Err(e) = bring_back(root, path, &git_dir.display().to_string(), base, &left, open) {
         errln!("harn: warning: what an earlier attempt left in {shown} was not brought back: {e}");
     }
-    std::fs::remove_dir_all(path).map_err(|e| format!("{shown}: {e}"))
+    std::fs::remove_dir_all(path).map_err(|e| format!("{shown}: {e}"))?;
+    std::fs::remove_dir_all(&git_dir).map_err(|e| format!("{}: {e}", git_dir.display()))
+}
+
+/// The git directory of the repository whose files are at `path`: beside them, `PATH.git`.
+pub fn git_dir_of(path: &Path) -> std::path::PathBuf {
+    let mut dir = path.as_os_str().to_owned();
+    dir.push(".git");
+    dir.into()
+}
+
+/// Git's options that name the run's repository by its own directories, never by what its
+/// `.git` file says (a run may rewrite that to point anywhere).
+fn named<'a>(path: &'a str, git_dir: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = vec!["--git-dir", git_dir, "--work-tree", path];
+    all.extend_from_slice(args);
+    all
 }
 
 /// Merges each prerequisite's accepted commit `start` does not hold, in the person's
@@ -252,11 +279,13 @@ fn bring_back(
     let label = path.file_name().and_then(|n| n.to_str()).unwrap_or("run").to_owned();
     let (confine, temp) = confined(root, path, git_dir, open, &format!("back-{label}"))?;
     let c = Some(&confine);
-    let head = git_text(path, c, &["rev-parse", "--verify", "HEAD^{commit}"])?;
-    let status = git_text(path, c, &["status", "--porcelain", "--untracked-files=all"])?;
+    let place = path.display().to_string();
+    let run = |args: &[&str]| git_text(path, c, &named(&place, git_dir, args));
+    let head = run(&["rev-parse", "--verify", "HEAD^{commit}"])?;
+    let status = run(&["status", "--porcelain", "--untracked-files=all"])?;
     let tip = match status.is_empty() {
         true => head.clone(),
-        false => files_commit(path, &confine, &temp.0, &head)?,
+        false => files_commit(path, git_dir, &confine, &temp.0, &head)?,
     };
     let present = git(root, None, &["cat-file", "-e", &format!("{tip}^{{commit}}")])
         .is_ok_and(|o| o.status.success());
@@ -264,11 +293,11 @@ fn bring_back(
         git_text(root, None, &["update-ref", to, &tip])?;
     } else {
         let bundle = temp.0.join("back.bundle").display().to_string();
-        git_text(path, c, &["update-ref", OUT_REF, &tip])?;
+        run(&["update-ref", OUT_REF, &tip])?;
         let mut args = vec!["bundle", "create", "--quiet", &bundle, OUT_REF];
         let not = base.map(|b| format!("^{b}"));
         args.extend(not.as_deref());
-        git_text(path, c, &args)?;
+        run(&args)?;
         git_text(root, None, &["bundle", "verify", "--quiet", &bundle])
             .map_err(|e| format!("the bundle of {label} did not verify: {e}"))?;
         let spec = format!("+{OUT_REF}:{to}");
@@ -305,13 +334,15 @@ fn bring_back(
 /// through a scratch index, so the run's own index is neither used nor changed.
 fn files_commit(
     path: &Path,
+    git_dir: &str,
     confine: &super::confine::Confine,
     temp: &Path,
     head: &str,
 ) -> Result<String, String> {
     let index = temp.join("index");
+    let place = path.display().to_string();
     let scratch = |args: &[&str]| {
-        let mut cmd = super::worktree::command(path, Some(confine), args)?;
+        let mut cmd = super::worktree::command(path, Some(confine), &named(&place, git_dir, args))?;
         cmd.env("GIT_INDEX_FILE", &index);
         for (k, v) in [
             ("GIT_AUTHOR_NAME", "harn"),
@@ -369,7 +400,7 @@ pub fn remove(root: &Path, ws: &Workspace) -> Result<(), String> {
 /// True when `path` is a repository harn made for an item's attempt in the repository at
 /// `root` (its alternates are that repository's objects).
 pub fn is_own(root: &Path, path: &Path) -> bool {
-    let alternates = std::fs::read_to_string(path.join(".git/objects/info/alternates"));
+    let alternates = std::fs::read_to_string(git_dir_of(path).join("objects/info/alternates"));
     let objects =
         git_text(root, None, &["rev-parse", "--path-format=absolute", "--git-path", "objects"]);
     match (alternates, objects) {
@@ -380,7 +411,7 @@ pub fn is_own(root: &Path, path: &Path) -> bool {
 
 /// [`remove`] of the repository at `path`, whose item's base is `base` when known.
 pub fn remove_at(root: &Path, path: &Path, base: Option<&str>) -> Result<(), String> {
-    if !path.exists() {
+    if !path.exists() && !git_dir_of(path).exists() {
         return Ok(());
     }
     let objects =

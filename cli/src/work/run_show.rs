@@ -112,10 +112,16 @@ pub fn run(cmd: RunCmd) -> Exit {
             })
             .collect(),
     };
+    // Each connection the run's proxy refused: where to, and how often.
+    let refused: Vec<Value> = kept
+        .iter()
+        .filter(|r| r["event"] == "network.refused")
+        .map(|r| json!({ "host": r["host"], "port": r["port"], "times": r["times"] }))
+        .collect();
     if json {
         let body = json!({
             "manifest": manifest, "transcript": transcript, "proof": proof,
-            "guarded_changes": changed, "cluster_jobs": jobs,
+            "guarded_changes": changed, "cluster_jobs": jobs, "network_refused": refused,
         });
         outln!("{body}");
         return Ok(0);
@@ -195,6 +201,25 @@ pub fn run(cmd: RunCmd) -> Exit {
             outln!("  processes  held by {}{why}", holding.as_str().unwrap_or(""));
             if let Some(limits) = &c.limits {
                 outln!("  limits     {limits}");
+            }
+            if let Some(n) = &c.network {
+                let held = match (&n.held, &n.why) {
+                    (true, _) => String::new(),
+                    (false, why) => format!(
+                        "; not held: {} (the run had the machine's network)",
+                        why.as_deref().unwrap_or("no namespace")
+                    ),
+                };
+                outln!("  network    {}{held}", n.allowed.summary());
+            }
+            for r in &refused {
+                let times = r["times"].as_u64().unwrap_or(1);
+                let host = r["host"].as_str().unwrap_or("");
+                outln!(
+                    "  refused    {host}:{} ({times} time{})",
+                    r["port"],
+                    if times == 1 { "" } else { "s" }
+                );
             }
             for missing in &c.unenforced {
                 outln!("  not held   {missing}");
@@ -363,7 +388,7 @@ fn scan_transcript(store: &mut Store, run_id: &Id) -> Result<Scanned, String> {
             last_ts = Some(r.ts.0);
             let kind = r.body["event"].as_str().unwrap_or("?");
             *events.entry(kind.to_owned()).or_default() += 1;
-            if kind.starts_with("run.") {
+            if kind.starts_with("run.") || kind == "network.refused" {
                 kept.push(r.body);
             } else if kind == "agent.end" {
                 kept.push(json!({ "event": "agent.end", "usage": r.body["usage"] }));

@@ -500,3 +500,54 @@ pub(super) fn digest(cmd: &mut Command) -> Result<(String, u64), String> {
     }
     Ok((hash.finalize().iter().map(|b| format!("{b:02x}")).collect(), bytes))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn git_in(dir: &Path, args: &[&str]) -> String {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(dir)
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
+    /// A run's `.gitattributes` of `* -diff` would show a reviewer "Binary files differ" for
+    /// every file it changed; the diff harn shows and attests reads no attribute.
+    #[test]
+    fn a_runs_attributes_hide_nothing_from_the_diff_a_reviewer_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path();
+        git_in(repo, &["init", "-q"]);
+        std::fs::write(repo.join("a.txt"), "hello\n").unwrap();
+        git_in(repo, &["add", "-A"]);
+        git_in(repo, &["commit", "-qm", "base"]);
+        let base = git_in(repo, &["rev-parse", "HEAD"]);
+        std::fs::write(repo.join(".gitattributes"), "* -diff\n").unwrap();
+        std::fs::write(repo.join("a.txt"), "hello\nplanted\n").unwrap();
+        git_in(repo, &["add", "-A"]);
+        git_in(repo, &["commit", "-qm", "hide"]);
+        let head = git_in(repo, &["rev-parse", "HEAD"]);
+        let ws = Workspace {
+            path: repo.join("gone").display().to_string(),
+            branch: "harn/x".into(),
+            base_commit: base,
+            base_branch: None,
+            prerequisites: Vec::new(),
+            branched_from: None,
+            git_dir: repo.join(".git").display().to_string(),
+            reused: false,
+            own: true,
+        };
+        let read = readable_diff(&ws, repo, Side::Commit(&head), Some(64 * 1024)).unwrap();
+        assert!(read.text.contains("+planted"), "{}", read.text);
+        assert!(!read.text.contains("Binary files"), "{}", read.text);
+        // What a land checks is the same digest, whatever the attributes say.
+        assert_eq!(commit_digest(&ws, repo, &head).unwrap(), read.digest);
+    }
+}

@@ -57,6 +57,10 @@ pub struct EngineOptions {
     /// The cluster whose nodes run the attempts (`--cluster`), frozen by value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<crate::work::cluster::FrozenCluster>,
+    /// What its runs may reach over the network, frozen at enrollment (absent in an
+    /// enrollment made before network policies: the root's configuration then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::work::network::NetworkPolicy>,
 }
 
 /// `config.json`: what the service was enrolled with.

@@ -563,5 +563,48 @@ pub fn sandbox_mounts(kind: Kind) -> bool {
     kind == Kind::Codex
 }
 
+/// The hosts an adapter of `kind` whose program is `program` needs, as its vendor documents
+/// them: its API, its login, and what the program reports to.
+pub fn preset_hosts(kind: Kind, program: &str) -> &'static [&'static str] {
+    let name = program.rsplit('/').next().unwrap_or(program);
+    match kind {
+        Kind::ClaudeCode => ANTHROPIC,
+        Kind::Codex => OPENAI,
+        Kind::Acp if name.contains("gemini") => GOOGLE,
+        Kind::Acp if name.contains("claude") => ANTHROPIC,
+        Kind::Acp if name.contains("codex") => OPENAI,
+        _ => &[],
+    }
+}
+
+const ANTHROPIC: &[&str] = &[
+    "api.anthropic.com:443",
+    "console.anthropic.com:443",
+    "claude.ai:443",
+    "statsig.anthropic.com:443",
+];
+const OPENAI: &[&str] = &["api.openai.com:443", "chatgpt.com:443", "auth.openai.com:443"];
+const GOOGLE: &[&str] = &[
+    "generativelanguage.googleapis.com:443",
+    "cloudcode-pa.googleapis.com:443",
+    "oauth2.googleapis.com:443",
+    "accounts.google.com:443",
+    "play.googleapis.com:443",
+];
+
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod hosts_tests {
+    use super::*;
+
+    #[test]
+    fn each_preset_names_its_vendors_hosts_and_a_text_adapter_none() {
+        assert!(preset_hosts(Kind::Codex, "codex").contains(&"api.openai.com:443"));
+        let gemini = preset_hosts(Kind::Acp, "/usr/bin/gemini");
+        assert!(gemini.iter().any(|h| h.starts_with("generativelanguage")));
+        assert!(preset_hosts(Kind::ClaudeCode, "claude").contains(&"api.anthropic.com:443"));
+        assert!(preset_hosts(Kind::Text, "x").is_empty());
+    }
+}

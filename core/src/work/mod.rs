@@ -28,6 +28,7 @@ pub mod intent;
 pub mod landing;
 pub mod ledger;
 pub mod live;
+pub mod network;
 pub mod next;
 pub mod policy;
 pub mod projection;

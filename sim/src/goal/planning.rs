@@ -200,6 +200,7 @@ impl PlanningHost for SimPlanning<'_, '_> {
             containment: None,
             resource_limits: None,
             cluster: None,
+            network: None,
         })
     }
 

@@ -399,6 +399,7 @@ impl WorkWorld {
             containment: None,
             resource_limits: Some(harn_core::limits::RUN_DEFAULTS),
             cluster: None,
+            network: None,
         }
     }
 

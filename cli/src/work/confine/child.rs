@@ -41,6 +41,8 @@ pub struct Setup {
     /// (`harn_core::work::containment::credentials::hidden`), each covered: a directory with an
     /// empty read-only tmpfs, a file with `/dev/null`.
     pub hidden: Vec<CString>,
+    /// A network namespace of the child's own (`None`: the machine's network).
+    pub net: Option<Net>,
     /// Landlock, built in the child after the mounts, so that its rules name the namespace's
     /// own `/dev/pts` and `/dev/shm`.
     pub landlock: Option<Rules>,
@@ -187,9 +189,13 @@ unsafe fn namespace(s: &Setup) -> Result<()> {
         Some(_) => libc::CLONE_NEWUSER | libc::CLONE_NEWNS,
         None => libc::CLONE_NEWNS,
     };
-    check(libc::unshare(flags) as _)?;
+    let net = if s.net.is_some() { libc::CLONE_NEWNET } else { 0 };
+    check(libc::unshare(flags | net) as _)?;
     if let Some((uid_map, gid_map)) = &s.maps {
         write_maps(uid_map, gid_map)?;
+    }
+    if s.net.is_some() {
+        loopback_up()?;
     }
     let none = std::ptr::null();
     check(libc::mount(none, c"/".as_ptr(), none, libc::MS_REC | libc::MS_SLAVE, none.cast()) as _)?;
@@ -213,6 +219,11 @@ unsafe fn namespace(s: &Setup) -> Result<()> {
     }
     for path in &s.hidden {
         hide(path)?;
+    }
+    // The only way out of the namespace, started once its mounts are made (the proxy's
+    // socket is in the segment's temporary directory, which they keep).
+    if let Some(Net { proxy: Some(proxy), .. }) = &s.net {
+        start_forwarder(s.net.as_ref().expect("matched"), proxy)?;
     }
     for socket in &s.sockets {
         let (none, data) = (std::ptr::null(), std::ptr::null());
@@ -710,4 +721,284 @@ unsafe fn die(why: &CStr) -> ! {
     let bytes = why.to_bytes();
     libc::write(2, bytes.as_ptr().cast(), bytes.len());
     libc::_exit(126)
+}
+
+/// A run's own network namespace: its loopback brought up and, when it may reach anything,
+/// a forwarder relaying to harn's proxy outside.
+#[derive(Clone, Debug)]
+pub struct Net {
+    /// The proxy's socket (`None`: the run reaches nothing).
+    pub proxy: Option<CString>,
+    /// The port on `127.0.0.1` in the namespace where the forwarder takes the proxy's clients
+    /// (`HTTP_PROXY`).
+    pub port: u16,
+    /// The loopback endpoints the policy lists, listened on in the namespace at the same port
+    /// and tunnelled through the proxy (`CONNECT HOST:PORT`), for a client that goes to a
+    /// loopback address directly rather than through a proxy.
+    pub direct: Vec<(u16, CString)>,
+}
+
+/// The most loopback endpoints a namespace listens on directly.
+pub const DIRECT_MAX: usize = 8;
+
+/// Brings the namespace's loopback interface up.
+unsafe fn loopback_up() -> Result<()> {
+    let fd = libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+    check(fd as _)?;
+    let mut ifr: libc::ifreq = std::mem::zeroed();
+    ifr.ifr_name[0] = b'l' as libc::c_char;
+    ifr.ifr_name[1] = b'o' as libc::c_char;
+    let got = libc::ioctl(fd, libc::SIOCGIFFLAGS, &mut ifr);
+    if got == 0 {
+        ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short;
+    }
+    let set = if got == 0 { libc::ioctl(fd, libc::SIOCSIFFLAGS, &ifr) } else { got };
+    let err = Error::last_os_error();
+    libc::close(fd);
+    if set < 0 {
+        return Err(err);
+    }
+    Ok(())
+}
+
+/// A socket listening on `127.0.0.1:port`.
+unsafe fn listen_loopback(port: u16) -> Result<libc::c_int> {
+    let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+    check(fd as _)?;
+    let one: libc::c_int = 1;
+    let size = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    libc::setsockopt(
+        fd,
+        libc::SOL_SOCKET,
+        libc::SO_REUSEADDR,
+        (&one as *const libc::c_int).cast(),
+        size,
+    );
+    let mut addr: libc::sockaddr_in = std::mem::zeroed();
+    addr.sin_family = libc::AF_INET as libc::sa_family_t;
+    addr.sin_port = port.to_be();
+    addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    if libc::bind(fd, (&addr as *const libc::sockaddr_in).cast(), len) < 0
+        || libc::listen(fd, 64) < 0
+    {
+        let err = Error::last_os_error();
+        libc::close(fd);
+        return Err(err);
+    }
+    Ok(fd)
+}
+
+/// Starts the forwarder: a copy of this process that never execs, in the namespace, taking
+/// connections on the proxy's port (and each direct port) and relaying each, in a process
+/// of its own, to the proxy's socket. It dies with the process that started it.
+unsafe fn start_forwarder(net: &Net, proxy: &CStr) -> Result<()> {
+    let mut fds = [-1; 1 + DIRECT_MAX];
+    let mut hosts: [Option<&CStr>; 1 + DIRECT_MAX] = [None; 1 + DIRECT_MAX];
+    let mut ports = [0u16; 1 + DIRECT_MAX];
+    fds[0] = listen_loopback(net.port)?;
+    let mut n = 1;
+    for (port, host) in net.direct.iter().take(DIRECT_MAX) {
+        fds[n] = listen_loopback(*port)?;
+        hosts[n] = Some(host.as_c_str());
+        ports[n] = *port;
+        n += 1;
+    }
+    let parent = libc::getpid();
+    match fork() {
+        -1 => Err(Error::last_os_error()),
+        0 => {
+            // Nothing of the run's: every descriptor but the listening ones goes (the
+            // workflow's pipes above all, whose end would otherwise never come).
+            for (i, fd) in fds[..n].iter_mut().enumerate() {
+                let low = 3 + i as libc::c_int;
+                if *fd != low {
+                    libc::dup2(*fd, low);
+                }
+                *fd = low;
+            }
+            libc::syscall(libc::SYS_close_range, 0u32, 2u32, 0u32);
+            libc::syscall(libc::SYS_close_range, (3 + n) as u32, u32::MAX, 0u32);
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+            if libc::getppid() != parent {
+                libc::_exit(0);
+            }
+            libc::signal(libc::SIGCHLD, libc::SIG_IGN);
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+            forward(&fds[..n], &hosts[..n], &ports[..n], proxy)
+        }
+        _ => {
+            for fd in &fds[..n] {
+                libc::close(*fd);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The forwarder's loop: accepts, and relays each connection in a process of its own.
+unsafe fn forward(fds: &[libc::c_int], hosts: &[Option<&CStr>], ports: &[u16], proxy: &CStr) -> ! {
+    let mut polled = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; 1 + DIRECT_MAX];
+    for (p, fd) in polled.iter_mut().zip(fds) {
+        p.fd = *fd;
+    }
+    let n = fds.len();
+    loop {
+        if libc::poll(polled.as_mut_ptr(), n as libc::nfds_t, -1) < 0 {
+            continue;
+        }
+        for i in 0..n {
+            if polled[i].revents & libc::POLLIN == 0 {
+                continue;
+            }
+            let client = libc::accept4(
+                fds[i],
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_CLOEXEC,
+            );
+            if client < 0 {
+                continue;
+            }
+            match fork() {
+                0 => {
+                    for fd in fds {
+                        libc::close(*fd);
+                    }
+                    relay(client, hosts[i].map(|h| (h, ports[i])), proxy);
+                    libc::_exit(0);
+                }
+                _ => {
+                    libc::close(client);
+                }
+            }
+        }
+    }
+}
+
+/// Relays `client` to the proxy; for a direct port, after asking the proxy for a tunnel to
+/// the endpoint.
+unsafe fn relay(client: libc::c_int, direct: Option<(&CStr, u16)>, proxy: &CStr) {
+    let up = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+    if up < 0 {
+        return;
+    }
+    let mut addr: libc::sockaddr_un = std::mem::zeroed();
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    let path = proxy.to_bytes();
+    if path.len() >= addr.sun_path.len() {
+        return;
+    }
+    for (d, s) in addr.sun_path.iter_mut().zip(path) {
+        *d = *s as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+    if libc::connect(up, (&addr as *const libc::sockaddr_un).cast(), len) < 0 {
+        return;
+    }
+    if let Some((host, port)) = direct {
+        let mut line = [0u8; 512];
+        let mut at = 0;
+        for part in [b"CONNECT ".as_slice(), host.to_bytes(), b":"] {
+            if at + part.len() > line.len() - 32 {
+                return;
+            }
+            line[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        at += digits(port, &mut line[at..]);
+        let tail = b" HTTP/1.1\r\n\r\n";
+        line[at..at + tail.len()].copy_from_slice(tail);
+        at += tail.len();
+        if !send_all(up, &line[..at]) {
+            return;
+        }
+        // The proxy's answer, up to its blank line: anything but 200 ends the connection.
+        let mut head = [0u8; 1024];
+        let mut got = 0;
+        loop {
+            let r = libc::read(up, head[got..].as_mut_ptr().cast(), 1);
+            if r <= 0 {
+                return;
+            }
+            got += 1;
+            if got >= 4 && &head[got - 4..got] == b"\r\n\r\n" {
+                break;
+            }
+            if got == head.len() {
+                return;
+            }
+        }
+        if !head[..got].starts_with(b"HTTP/1.1 200") && !head[..got].starts_with(b"HTTP/1.0 200") {
+            return;
+        }
+    }
+    pump(client, up);
+}
+
+/// Writes `port` in decimal at the start of `out`; returns how many bytes.
+fn digits(port: u16, out: &mut [u8]) -> usize {
+    let mut tmp = [0u8; 5];
+    let (mut n, mut v) = (0, port);
+    loop {
+        tmp[n] = b'0' + (v % 10) as u8;
+        n += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for i in 0..n {
+        out[i] = tmp[n - 1 - i];
+    }
+    n
+}
+
+/// Sends all of `bytes` to `fd`.
+unsafe fn send_all(fd: libc::c_int, mut bytes: &[u8]) -> bool {
+    while !bytes.is_empty() {
+        let w = libc::send(fd, bytes.as_ptr().cast(), bytes.len(), libc::MSG_NOSIGNAL);
+        if w < 0 {
+            if Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return false;
+        }
+        bytes = &bytes[w as usize..];
+    }
+    true
+}
+
+/// Copies both ways between `a` and `b` until both directions ended.
+unsafe fn pump(a: libc::c_int, b: libc::c_int) {
+    let mut buf = [0u8; 16 * 1024];
+    let mut open = [true, true];
+    let fds = [a, b];
+    while open[0] || open[1] {
+        let mut polled = [
+            libc::pollfd { fd: if open[0] { a } else { -1 }, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: if open[1] { b } else { -1 }, events: libc::POLLIN, revents: 0 },
+        ];
+        if libc::poll(polled.as_mut_ptr(), 2, -1) < 0 {
+            if Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
+                continue;
+            }
+            return;
+        }
+        for side in 0..2 {
+            if !open[side] || polled[side].revents == 0 {
+                continue;
+            }
+            let (from, to) = (fds[side], fds[1 - side]);
+            let r = libc::read(from, buf.as_mut_ptr().cast(), buf.len());
+            if r <= 0 {
+                open[side] = false;
+                libc::shutdown(to, libc::SHUT_WR);
+                continue;
+            }
+            if !send_all(to, &buf[..r as usize]) {
+                return;
+            }
+        }
+    }
 }

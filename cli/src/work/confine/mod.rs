@@ -13,6 +13,7 @@
 mod child;
 mod probe;
 
+pub use child::{Net, DIRECT_MAX};
 pub use probe::offer;
 
 use child::{Rules, Seal, Setup};
@@ -106,6 +107,7 @@ impl Confine {
             cgroups: cgroups.clone(),
             sockets: sockets.clone(),
             hidden: hidden.clone(),
+            net: None,
             landlock,
             shm: shm.clone(),
             tmp: tmp.clone(),
@@ -122,6 +124,7 @@ impl Confine {
                     cgroups,
                     sockets,
                     hidden,
+                    net: None,
                     landlock: plan.landlock.filter(|&abi| abi >= 6).map(|_| Rules {
                         handled: 0,
                         scoped: SCOPE_SIGNAL | SCOPE_ABSTRACT_UNIX_SOCKET,
@@ -147,6 +150,23 @@ impl Confine {
             writable,
             credentials: false,
         })
+    }
+
+    /// The same confinement, every child in a network namespace of its own (`net`): its
+    /// loopback up and, when `net` has a proxy, a forwarder to it, with the proxy variables
+    /// set.
+    pub fn networked(mut self, net: Option<child::Net>) -> Confine {
+        let Some(net) = net else { return self };
+        let with = |setup: &mut Arc<Setup>| {
+            let mut s = (**setup).clone();
+            s.net = Some(net.clone());
+            *setup = Arc::new(s);
+        };
+        with(&mut self.setup);
+        if let Some(sealed) = self.sealed.as_mut() {
+            with(sealed);
+        }
+        self
     }
 
     /// The same confinement, the person's credentials left visible: for harn's own git
@@ -213,6 +233,29 @@ impl Confine {
         }
         if let Some(temp) = &self.temp {
             command.env("TMPDIR", temp);
+        }
+        if let Some(net) = &self.setup.net {
+            // Every way out is the forwarder in the child's namespace; a client that ignores
+            // the variables finds no route (and the policy's loopback endpoints at their own
+            // ports).
+            for name in ["NO_PROXY", "no_proxy"] {
+                command.env_remove(name);
+            }
+            if net.proxy.is_some() {
+                let url = format!("http://127.0.0.1:{}", net.port);
+                for name in [
+                    "HTTP_PROXY",
+                    "HTTPS_PROXY",
+                    "ALL_PROXY",
+                    "http_proxy",
+                    "https_proxy",
+                    "all_proxy",
+                ] {
+                    command.env(name, &url);
+                }
+                // Node reads the variables only when told to.
+                command.env("NODE_USE_ENV_PROXY", "1");
+            }
         }
         if !self.credentials {
             // No credential helper of the person's configuration answers git in a run (an

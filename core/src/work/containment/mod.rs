@@ -76,6 +76,10 @@ pub struct Containment {
     /// Why it is not confined, or what confinement lacks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// What the run's network policy let it reach, resolved at the segment's start, and
+    /// whether this machine held it (`None` for a run started before network policies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkHeld>,
 }
 
 impl Containment {
@@ -162,6 +166,19 @@ pub struct Need {
     /// True for a run that only reads its workspace (a planner's or a reviewer's): it writes
     /// its temporary directory and its adapters' state, never the workspace.
     pub read_only: bool,
+}
+
+/// A run's network as a segment held it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkHeld {
+    /// What the policy lets it reach.
+    #[serde(flatten)]
+    pub allowed: crate::work::network::Allowed,
+    /// True when a network namespace of its own held it (its only way out harn's proxy).
+    pub held: bool,
+    /// Why not, when it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 /// How a segment's children are to be confined, and the record of it.

@@ -491,6 +491,7 @@ pub(crate) fn sample_manifest(script: WorkflowRef, started_at: WallTime) -> RunM
         planning: None,
         resource_limits: None,
         cluster: None,
+        network: None,
         containment: None,
     }
 }

@@ -82,6 +82,10 @@ pub struct RunManifest {
     /// for a run on this machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<crate::work::cluster::FrozenCluster>,
+    /// What it may reach over the network (`network` of the configuration, `--network`),
+    /// frozen by value; absent for a run started before network policies (open).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::work::network::NetworkPolicy>,
 }
 
 /// Where a run's changes land. `worktree` is made by harn (an item's own git worktree and
