@@ -482,3 +482,34 @@ fn a_network_policy_that_does_not_parse_is_bad_input_and_writes_nothing() {
     assert!(said.contains("config.json") && said.contains("network[1]"), "{said}");
     assert_eq!(std::fs::read(&events).unwrap(), before, "bad input wrote to the item's history");
 }
+
+/// An older git than harn's repositories need (`--attr-source` is git 2.40) is refused before
+/// anything is recorded, naming the version and what to do. Debian bookworm's own git is 2.39.
+#[test]
+fn a_git_older_than_2_40_is_refused_before_anything_is_recorded() {
+    let old = Path::new("/usr/bin/git");
+    let version = std::process::Command::new(old).arg("version").output().ok();
+    let said = version.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default();
+    let minor = said
+        .trim()
+        .strip_prefix("git version 2.")
+        .and_then(|r| r.split('.').next()?.parse::<u32>().ok());
+    if minor.is_none_or(|m| m >= 40) {
+        // Not a capability harn needs: a machine without an old git has nothing to refuse.
+        eprintln!("no git older than 2.40 at {} ({said:?}): nothing to check", old.display());
+        return;
+    }
+    let repo = Repo::new();
+    repo.create("old");
+    let bin = repo.dir.path().join("old-git");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(old, bin.join("git")).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let args = [&RUN[..2], &["old"][..], &RUN[2..]].concat();
+    let out = repo.command(&args, "").env("PATH", &path).output().unwrap();
+    assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("too old") && said.contains("2.40"), "{said}");
+    let shown = json(&repo.harn(&["work", "show", "old", "--json"], ""));
+    assert_eq!(shown["projection"]["attempts_used"], 0, "{shown}");
+}

@@ -313,7 +313,53 @@ fn own_diff(
         commit,
     ];
     let (text, cut) = limited(command(root, None, &args)?, limit)?;
+    let text = name_binaries(root, &ws.base_commit, commit, &text);
     Ok(Readable { text, cut, digest })
+}
+
+/// Most binary files of one diff named with their sizes and digests.
+const BINARIES_NAMED: usize = 64;
+
+/// The diff `text` (from `base` to `commit` in the repository at `root`) with each `Binary
+/// files … differ` line saying what changed: each side's size and the new side's SHA-256, so
+/// a reviewer sees that a binary file changed and can tell it from another.
+fn name_binaries(root: &Path, base: &str, commit: &str, text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut named = 0;
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end_matches('\n');
+        let sides = body
+            .strip_prefix("Binary files ")
+            .and_then(|r| r.strip_suffix(" differ"))
+            .and_then(|r| r.split_once(" and "));
+        match sides {
+            Some((old, new)) if named < BINARIES_NAMED => {
+                named += 1;
+                let side = |rev: &str, path: &str| -> String {
+                    let Some(path) = path.strip_prefix("a/").or_else(|| path.strip_prefix("b/"))
+                    else {
+                        return "none".into();
+                    };
+                    let object = format!("{rev}:{path}");
+                    let size = git_text(root, None, &["cat-file", "-s", &object]);
+                    let Ok(size) = size else { return "none".into() };
+                    let blob = command(root, None, &["cat-file", "blob", &object]);
+                    match blob.and_then(|mut cmd| digest(&mut cmd)) {
+                        Ok((sha, _)) => format!("{size} bytes, SHA-256 {sha}"),
+                        Err(_) => format!("{size} bytes"),
+                    }
+                };
+                let shown = new.strip_prefix("b/").unwrap_or(old.strip_prefix("a/").unwrap_or(new));
+                out.push_str(&format!(
+                    "Binary file {shown}: {} → {}\n",
+                    side(base, old),
+                    side(commit, new)
+                ));
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
 }
 
 /// The digest and size of the binary diff from `base` to `commit`, read from the person's
@@ -547,7 +593,18 @@ mod tests {
         let read = readable_diff(&ws, repo, Side::Commit(&head), Some(64 * 1024)).unwrap();
         assert!(read.text.contains("+planted"), "{}", read.text);
         assert!(!read.text.contains("Binary files"), "{}", read.text);
+        // A binary file is named with each side's size and the new side's digest.
+        std::fs::write(repo.join("blob.bin"), [0u8, 1, 2, 3, 0, 255]).unwrap();
+        git_in(repo, &["add", "-A"]);
+        git_in(repo, &["commit", "-qm", "binary"]);
+        let binary = git_in(repo, &["rev-parse", "HEAD"]);
+        let read = readable_diff(&ws, repo, Side::Commit(&binary), Some(64 * 1024)).unwrap();
+        assert!(
+            read.text.contains("Binary file blob.bin: none → 6 bytes, SHA-256 "),
+            "{}",
+            read.text
+        );
         // What a land checks is the same digest, whatever the attributes say.
-        assert_eq!(commit_digest(&ws, repo, &head).unwrap(), read.digest);
+        assert_eq!(commit_digest(&ws, repo, &binary).unwrap(), read.digest);
     }
 }
