@@ -481,6 +481,12 @@ fn a_network_policy_that_does_not_parse_is_bad_input_and_writes_nothing() {
     let said = text(&out);
     assert!(said.contains("config.json") && said.contains("network[1]"), "{said}");
     assert_eq!(std::fs::read(&events).unwrap(), before, "bad input wrote to the item's history");
+    // A policy of nothing is never run open: a run that cannot be held is refused, unrecorded.
+    std::fs::write(root.join(".harnery/config.json"), "{}").unwrap();
+    let out = repo.harn(&["work", "run", "n", "--network", "none", "--no-containment"], "");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("cannot hold"), "{}", text(&out));
+    assert_eq!(std::fs::read(&events).unwrap(), before, "a refused run was recorded");
 }
 
 /// An older git than harn's repositories need (`--attr-source` is git 2.40) is refused before

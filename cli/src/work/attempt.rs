@@ -209,6 +209,16 @@ impl attempt::AttemptHost for WorkHost<'_> {
             harn_core::work::containment::check(policy.policy.containment, &containment)
                 .map_err(|refused| Refusal::NotNow(refused.to_string()))?;
         }
+        // A run that may reach nothing is never run open: where no namespace of its own can
+        // hold it, it is refused before anything is recorded.
+        let none = limits.network == harn_core::work::network::NetworkPolicy::None;
+        if none && !(containment.confined && containment.namespace) {
+            let why = containment.why.clone().unwrap_or_else(|| "no namespace of its own".into());
+            return Err(Refusal::NotNow(format!(
+                "its network policy is \"none\", which this run cannot hold ({why}); no attempt \
+                 was recorded"
+            )));
+        }
         Ok(RunManifest {
             schema_version: RUN_VERSION,
             run_id: self.store.new_run_id(),

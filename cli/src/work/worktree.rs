@@ -254,7 +254,7 @@ pub fn readable_diff(
     let Some(limit) = limit else {
         return Ok(Readable { text: String::new(), cut: false, digest });
     };
-    let mut cmd = scratch(&[
+    let cmd = scratch(&[
         PLAIN[0],
         PLAIN[1],
         PLAIN[2],
@@ -265,24 +265,8 @@ pub fn readable_diff(
         "--no-textconv",
         &ws.base_commit,
     ])?;
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("git: {e}"))?;
-    let mut out = Vec::new();
-    let stdout = child.stdout.take().expect("piped");
-    stdout.take(limit as u64 + 1).read_to_end(&mut out).map_err(|e| format!("git diff: {e}"))?;
-    let cut = out.len() > limit;
-    if cut {
-        out.truncate(limit);
-        let _ = child.kill();
-    }
-    let status = child.wait().map_err(|e| format!("git diff: {e}"))?;
-    if !cut && !status.success() {
-        return Err(format!("git diff failed ({status})"));
-    }
-    Ok(Readable { text: String::from_utf8_lossy(&out).into_owned(), cut, digest })
+    let (text, cut) = limited(cmd, limit)?;
+    Ok(Readable { text, cut, digest })
 }
 
 /// [`readable_diff`] of a repository of the run's own: read from the person's repository
