@@ -210,6 +210,15 @@ fn six_items_of_a_goal_run_on_the_cluster_over_several_nodes_and_land() {
         let ws = &doc["proof"]["workspace"];
         assert_ne!(ws["final_commit"], ws["workspace"]["base_commit"], "{id}: {doc}");
         assert_eq!(ws["uncommitted"], false, "{id}");
+        // The node pushed nothing: its work came back as a bundle over its step's output, so
+        // the cluster's repository still holds only what the coordinator published.
+        let published = Command::new("git")
+            .args(["rev-parse", "--verify", "-q", &format!("refs/heads/harn/{id}")])
+            .current_dir(root.dir.path().join("remote.git"))
+            .output()
+            .unwrap();
+        let published = String::from_utf8_lossy(&published.stdout).trim().to_owned();
+        assert_ne!(published, ws["final_commit"].as_str().unwrap(), "{id}: the node pushed");
         let noted = std::fs::read_to_string(
             root.dir.path().join(format!("repo.worktrees/{id}/out-{id}.txt")),
         )

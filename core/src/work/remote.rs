@@ -184,12 +184,34 @@ pub enum FromNode {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         wip: Option<String>,
     },
+    /// A part of the work's bundle, in order: at most [`BUNDLE_PART`] bytes, in hexadecimal.
+    BundlePart {
+        /// The bytes.
+        hex: String,
+    },
+    /// The work came back as a git bundle (the parts said before this, none when nothing
+    /// changed): the branch's commit, and the commit of the files as they are when they
+    /// differ from it (the bundle's one ref). A node that bundles needs no push credential.
+    Bundled {
+        /// The branch's commit.
+        head: String,
+        /// The files as they are.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wip: Option<String>,
+    },
     /// The work could not be pushed.
     PushFailed {
         /// What failed.
         error: String,
     },
 }
+
+/// The most bytes of a bundle one [`FromNode::BundlePart`] carries.
+pub const BUNDLE_PART: usize = 48 << 10;
+
+/// The most bytes of a bundle a coordinator takes back; a larger one fails its segment's
+/// bring-back (the work stays on the node's scratch no longer than the segment).
+pub const BUNDLE_MAX: usize = 1 << 30;
 
 /// The most of a workflow's standard error a node sends back.
 pub const STDERR_TAIL: usize = 64 << 10;

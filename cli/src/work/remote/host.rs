@@ -59,6 +59,10 @@ pub struct Remote {
     cancelled: bool,
     limits: Option<Vec<LimitReached>>,
     pushed: Option<Result<(String, Option<String>), String>>,
+    /// The bundle the node sends its work back in, as its parts arrive.
+    bundle: Vec<u8>,
+    /// True once the node said its work came as that bundle (not pushed).
+    bundled: bool,
     /// The workflow's stderr as the node sent it, for the run's log.
     pub stderr_tail: Vec<u8>,
 }
@@ -81,6 +85,8 @@ impl Remote {
             cancelled: false,
             limits: None,
             pushed: None,
+            bundle: Vec::new(),
+            bundled: false,
             stderr_tail: Vec::new(),
         }
     }
@@ -349,6 +355,17 @@ impl Remote {
                 self.stderr_tail.extend(remote::from_hex(&hex).unwrap_or_default());
             }
             Heard::Said(FromNode::Pushed { head, wip }) => self.pushed = Some(Ok((head, wip))),
+            Heard::Said(FromNode::BundlePart { hex }) => match remote::from_hex(&hex) {
+                Some(part) if self.bundle.len() + part.len() <= remote::BUNDLE_MAX => {
+                    self.bundle.extend_from_slice(&part)
+                }
+                Some(_) => self.pushed = Some(Err("its bundle is larger than 1 GiB".into())),
+                None => self.pushed = Some(Err("a part of its bundle is not hexadecimal".into())),
+            },
+            Heard::Said(FromNode::Bundled { head, wip }) => {
+                self.bundled = true;
+                self.pushed = Some(Ok((head, wip)));
+            }
             Heard::Said(FromNode::PushFailed { error }) => self.pushed = Some(Err(error)),
             Heard::Said(other) => self.lost(format!("the node said {other:?} while running")),
             Heard::Garbled(e) => self.lost(e),
@@ -523,6 +540,15 @@ impl Remote {
             None if !self.said_exit => Ok(()),
             None => Err("the node did not push its work before its step ended".into()),
             Some(Err(e)) => Err(format!("the node could not push its work: {e}")),
+            Some(Ok((head, wip))) if self.bundled => super::sync::bring_back_bundle(
+                store.root(),
+                ws,
+                m.work_id.as_str(),
+                &std::mem::take(&mut self.bundle),
+                &head,
+                wip.as_deref(),
+                open,
+            ),
             Some(Ok((head, wip))) => super::sync::bring_back(
                 store.root(),
                 ws,

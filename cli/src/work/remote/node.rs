@@ -266,10 +266,11 @@ fn prepare(
     Ok((place, m))
 }
 
-/// Pushes the clone's work and says what was pushed; the exit code of the segment.
+/// Sends the clone's work back as a bundle over the step's output, in parts, and says what it
+/// holds; the exit code of the segment. The node needs no credential to push.
 fn push_and_say(place: &Place, checkout: &Checkout, m: &RunManifest) -> i32 {
     let open = m.containment.as_ref().is_some_and(|c| c.turned_off);
-    match super::sync::push(
+    match super::sync::bundle(
         &place.root(),
         &place.git_dir(),
         &place.work(),
@@ -277,8 +278,13 @@ fn push_and_say(place: &Place, checkout: &Checkout, m: &RunManifest) -> i32 {
         m.work_id.as_str(),
         open,
     ) {
-        Ok((head, wip)) => {
-            say(&FromNode::Pushed { head, wip });
+        Ok((head, wip, bytes)) => {
+            for part in bytes.chunks(remote::BUNDLE_PART) {
+                if !say(&FromNode::BundlePart { hex: remote::to_hex(part) }) {
+                    return 1;
+                }
+            }
+            say(&FromNode::Bundled { head, wip });
             0
         }
         Err(error) => {

@@ -1,8 +1,9 @@
-//! How an item's work travels between the coordinator's worktree and a node's clone: over
-//! the cluster's `repository`, the item's branch for what is committed and `refs/harn-wip/ID`
-//! for the files as they are. The coordinator publishes before a segment and brings the work
-//! back after it, so its worktree is always what the last segment left, and attesting and
-//! landing a remote item are a worktree item's. Every git command here that touches files a
+//! How an item's work travels between the coordinator's repository of the attempt and a
+//! node's clone: out over the cluster's `repository` (the item's branch for what is committed,
+//! `refs/harn-wip/ID` for the files as they are, published by the coordinator), back as a
+//! bundle over the step's output, verified on the way in. The coordinator's repository is
+//! always what the last segment left, and attesting and landing a remote item are a local
+//! attempt's. Every git command here that touches files a
 //! run wrote runs confined as the run was, with no hook and no filesystem monitor.
 
 use crate::work::confine::Confine;
@@ -217,27 +218,100 @@ pub fn clone(checkout: &Checkout, git_dir: &Path, work: &Path) -> Result<(), Str
     Ok(())
 }
 
-/// On a node, after the segment: pushes the clone's commit and its files as they are, run
-/// confined as the run was (its git directory is the run's to write). Returns what was
-/// pushed.
-pub fn push(
+/// On a node, after the segment: bundles the clone's commit and its files as they are (one
+/// ref, the files' commit when they differ from `HEAD`, else `HEAD`) against what the
+/// coordinator already has (its pushed head and files), confined as the run was. Returns the
+/// head, the files' commit, and the bundle's bytes (none when nothing changed). Nothing is
+/// pushed: the bundle goes back over the step's output, so the node needs no push credential.
+pub fn bundle(
     root: &Path,
     git_dir: &Path,
     work: &Path,
     checkout: &Checkout,
     work_id: &str,
     open: bool,
-) -> Result<(String, Option<String>), String> {
+) -> Result<(String, Option<String>, Vec<u8>), String> {
     let git_dir = git_dir.display().to_string();
     std::fs::create_dir_all(root).map_err(|e| format!("{}: {e}", root.display()))?;
     let (c, temp) = confined(root, work, &git_dir, &checkout.repository, open, work_id)?;
     let head = git_text(work, Some(&c), &["rev-parse", "HEAD"])?;
     let wip = wip_commit(work, &c, &temp.0, &head, work_id)?;
-    push_refs(work, &c, &checkout.repository, &checkout.branch, work_id, &head, wip.as_deref())?;
-    // The files the last segment left are in this commit now: their ref goes.
-    if checkout.wip.is_some() && wip.is_none() {
-        let gone = format!(":{}", wip_ref(work_id));
-        let _ = git_text(work, Some(&c), &["push", "--quiet", "--", &checkout.repository, &gone]);
+    let tip = wip.clone().unwrap_or_else(|| head.clone());
+    let known: Vec<String> =
+        std::iter::once(&checkout.head).chain(&checkout.wip).map(|k| format!("^{k}")).collect();
+    if tip == checkout.head {
+        return Ok((head, wip, Vec::new()));
     }
-    Ok((head, wip))
+    git_text(work, Some(&c), &["update-ref", "refs/harn/out", &tip])?;
+    let file = temp.0.join("work.bundle").display().to_string();
+    let mut args = vec!["bundle", "create", "--quiet", file.as_str(), "refs/harn/out"];
+    args.extend(known.iter().map(String::as_str));
+    run_text(command(work, Some(&c), &args)?)?;
+    let bytes = std::fs::read(&file).map_err(|e| format!("{file}: {e}"))?;
+    Ok((head, wip, bytes))
+}
+
+/// On the coordinator, after a segment whose node sent its work as a bundle: verifies it and
+/// fetches it into the run's repository (with `transfer.fsckObjects`), checks it holds what the
+/// node said, and makes the repository exactly that (the branch at `head`, the files as
+/// `wip`).
+pub fn bring_back_bundle(
+    root: &Path,
+    ws: &Workspace,
+    work_id: &str,
+    bundle: &[u8],
+    head: &str,
+    wip: Option<&str>,
+    open: bool,
+) -> Result<(), String> {
+    let dir = Path::new(&ws.path);
+    let (c, temp) = confined(root, dir, &ws.git_dir, "", open, work_id)?;
+    let c = Some(&c);
+    let tip = wip.unwrap_or(head);
+    if !bundle.is_empty() {
+        let file = temp.0.join("work.bundle");
+        std::fs::write(&file, bundle).map_err(|e| format!("{}: {e}", file.display()))?;
+        let file = file.display().to_string();
+        git_text(dir, c, &["bundle", "verify", "--quiet", &file])
+            .map_err(|e| format!("the node's bundle did not verify: {e}"))?;
+        let fetched = format!("refs/harn-fetched/{work_id}");
+        let spec = format!("+refs/harn/out:{fetched}");
+        let fetch = [
+            "-c",
+            "transfer.fsckObjects=true",
+            "-c",
+            "fetch.fsckObjects=true",
+            "-c",
+            "fetch.fsck.hasDotgit=error",
+            "-c",
+            "gc.auto=0",
+            "-c",
+            "maintenance.auto=false",
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--",
+            &file,
+            &spec,
+        ];
+        git_text(dir, c, &fetch).map_err(|e| format!("the node's work was refused: {e}"))?;
+        let got = git_text(dir, c, &["rev-parse", "--verify", &fetched])?;
+        let _ = git_text(dir, c, &["update-ref", "-d", &fetched]);
+        if got != tip {
+            return Err(format!("the node's bundle holds {got}, not {tip} as it said"));
+        }
+    }
+    if wip.is_some() {
+        let parent = git_text(dir, c, &["rev-parse", "--verify", &format!("{tip}^")])?;
+        if parent != head {
+            return Err(format!("the node's files commit {tip} is not on its head {head}"));
+        }
+    }
+    git_text(dir, c, &["reset", "--quiet", "--hard", head])?;
+    git_text(dir, c, &["clean", "-fdq"])?;
+    if let Some(wip) = wip {
+        git_text(dir, c, &["restore", &format!("--source={wip}"), "--worktree", "--", ":/"])?;
+    }
+    Ok(())
 }
