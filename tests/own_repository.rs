@@ -519,3 +519,35 @@ fn a_git_older_than_2_40_is_refused_before_anything_is_recorded() {
     let shown = json(&repo.harn(&["work", "show", "old", "--json"], ""));
     assert_eq!(shown["projection"]["attempts_used"], 0, "{shown}");
 }
+
+/// A goal freezes the network policy of every run it dispatches; a tick cannot widen it.
+#[test]
+fn a_goal_freezes_its_runs_network_policy_and_a_tick_cannot_widen_it() {
+    let repo = Repo::new();
+    let root = repo.root();
+    with_workflow(&repo, "push.sh", PUSH);
+    create(&repo, "g-item", "push.sh");
+    std::fs::write(root.join("team.json"), r#"{"implementer": {"instructions": "do it"}}"#).unwrap();
+    let goal = ["supervisor", "create", "g-item", "--team", "team.json", "--id", "g"];
+    let out = repo.harn(&[&goal[..], &["--network", "none"]].concat(), "");
+    assert!(out.status.success(), "{}", text(&out));
+    let shown = text(&repo.harn(&["supervisor", "show", "g"], ""));
+    assert!(shown.contains("network    none (frozen"), "{shown}");
+    let out = repo
+        .command(&["supervisor", "tick", "g", "--network", "open"], "")
+        .env("GIT_PORT", "9")
+        .output()
+        .unwrap();
+    assert!(out.status.code().is_some(), "{}", text(&out));
+    let item = json(&repo.harn(&["work", "show", "g-item", "--json"], ""));
+    let run = item["projection"]["latest_run_id"].as_str().expect("the tick dispatched a run");
+    let doc = json(&repo.harn(&["run", "show", run, "--json"], ""));
+    assert_eq!(doc["manifest"]["network"], "none", "{}", doc["manifest"]);
+    // A bad policy is bad input, and no goal is made.
+    let out = repo.harn(
+        &["supervisor", "create", "g-item", "--team", "team.json", "--id", "h", "--network", "x"],
+        "",
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(!root.join(".harnery/goals/h").exists());
+}

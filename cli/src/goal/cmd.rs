@@ -96,6 +96,11 @@ pub struct CreateArgs {
     /// configured ones (repeatable): `tasks=64`, `memory=4G`, `cpu_weight=50`, `tmpfs=512M`, `disk=10G`.
     #[arg(long = "limit", value_name = "KEY=VALUE")]
     limits: Vec<String>,
+    /// What every run the goal dispatches may reach over the network, frozen with it over
+    /// the root's configuration and any tick's `--network`: `adapters`, `none`, `open`, or
+    /// `HOST:PORT` entries separated by commas.
+    #[arg(long, value_name = "POLICY")]
+    network: Option<String>,
     /// A replanning policy file (JSON: planner_specialist, auto_apply, max_replans,
     /// max_work_items_per_plan, max_total_work_items, templates), frozen by value with every
     /// template's workflow digest; a relative path is taken from the root.
@@ -280,6 +285,12 @@ fn create(store: &mut Store, a: CreateArgs) -> Exit {
             Ok(intent) => intent,
             Err(e) => return fail(EXIT_USAGE, format!("goal: {e}")),
         };
+    }
+    if let Some(text) = &a.network {
+        match harn_core::work::network::NetworkPolicy::from_flag(text) {
+            Ok(policy) => intent = intent.with_network(policy),
+            Err(e) => return fail(EXIT_USAGE, e.to_string()),
+        }
     }
     if let Some(m) = mission {
         let file = a.mission.as_deref().map(|f| store.root().join(f)).unwrap_or_default();
@@ -527,6 +538,9 @@ fn show(store: &mut Store, id: &str, as_json: bool) -> Exit {
             "  runs       {} (frozen; the rest as .harnery/config.json says)",
             frozen.join(", ")
         );
+    }
+    if let Some(n) = &g.intent.network {
+        outln!("  network    {} (frozen for every run it dispatches)", n.to_flag());
     }
     let team: Vec<&str> = g.intent.team.keys().map(String::as_str).collect();
     outln!("  team       {}", if team.is_empty() { "(none)".into() } else { team.join(", ") });

@@ -123,16 +123,25 @@ pub fn drive(
     }
     let actor = format!("supervisor:{id}");
     // The goal's frozen resource limits over the root's, and the command's over both.
-    let frozen = store::read(store, id).ok().and_then(|g| g.intent.resource_limits);
+    let intent = store::read(store, id).ok().map(|g| g.intent);
+    let frozen = intent.as_ref().and_then(|i| i.resource_limits);
+    // The goal's frozen network policy over the root's and the command's: a tick never
+    // widens what the goal froze.
+    let network = intent.and_then(|i| i.network);
     let bounded;
-    let limits = match frozen {
-        Some(goal) => {
+    let limits = match (frozen, network) {
+        (None, None) => limits,
+        (frozen, network) => {
             let mut l = limits.clone();
-            l.resources = l.resources.with(&goal).with(&l.limit_overrides);
+            if let Some(goal) = frozen {
+                l.resources = l.resources.with(&goal).with(&l.limit_overrides);
+            }
+            if let Some(n) = network {
+                l.network = n;
+            }
             bounded = l;
             &bounded
         }
-        None => limits,
     };
     let mut host = GoalRunner { store, goal: id.clone(), actor, limits, say };
     drive_loop(&mut host, mode)

@@ -244,6 +244,10 @@ pub struct GoalIntent {
     /// ones, frozen with the goal.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_limits: Option<crate::limits::ResourceLimits>,
+    /// What every run the goal dispatches may reach over the network, frozen with the goal
+    /// over the root's configuration and any command's `--network`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<crate::work::network::NetworkPolicy>,
     /// SHA-256 of everything above, so an edit is noticed.
     pub sha256: String,
 }
@@ -272,6 +276,7 @@ impl GoalIntent {
             replanning: None,
             mission: None,
             resource_limits: None,
+            network: None,
             sha256: String::new(),
         };
         intent.sha256 = intent.digest();
@@ -301,6 +306,9 @@ impl GoalIntent {
         if let (Some(limits), Some(parts)) = (&self.resource_limits, body.as_array_mut()) {
             parts.push(serde_json::json!(["resource_limits", limits]));
         }
+        if let (Some(network), Some(parts)) = (&self.network, body.as_array_mut()) {
+            parts.push(serde_json::json!(["network", network]));
+        }
         sha256_hex(crate::hash::canonical_json(&body).as_bytes())
     }
 
@@ -328,6 +336,13 @@ impl GoalIntent {
         self.resource_limits = Some(limits);
         self.sha256 = self.digest();
         Ok(self)
+    }
+
+    /// The same intent with a network policy for its runs, frozen with it.
+    pub fn with_network(mut self, network: crate::work::network::NetworkPolicy) -> GoalIntent {
+        self.network = Some(network);
+        self.sha256 = self.digest();
+        self
     }
 
     /// The same intent with a mission (which needs a replanning policy already).
