@@ -527,7 +527,8 @@ fn a_goal_freezes_its_runs_network_policy_and_a_tick_cannot_widen_it() {
     let root = repo.root();
     with_workflow(&repo, "push.sh", PUSH);
     create(&repo, "g-item", "push.sh");
-    std::fs::write(root.join("team.json"), r#"{"implementer": {"instructions": "do it"}}"#).unwrap();
+    std::fs::write(root.join("team.json"), r#"{"implementer": {"instructions": "do it"}}"#)
+        .unwrap();
     let goal = ["supervisor", "create", "g-item", "--team", "team.json", "--id", "g"];
     let out = repo.harn(&[&goal[..], &["--network", "none"]].concat(), "");
     assert!(out.status.success(), "{}", text(&out));
