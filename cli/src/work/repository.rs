@@ -8,8 +8,8 @@
 //! the diff a reviewer sees and the landing read the person's repository alone.
 
 use super::worktree::{
-    base_branch, candidate, confined, git, git_text, lock, own_digest, require_git, run_text,
-    GuardedPaths, Options,
+    base_branch, candidate, confined, fetch_bundle, git, git_text, lock, own_digest, require_git,
+    run_text, GuardedPaths, Options,
 };
 use harn_core::ids::Id;
 use harn_core::work::workspace::{self, Attestation, MergedPrerequisite, Workspace};
@@ -298,30 +298,9 @@ fn bring_back(
         let not = base.map(|b| format!("^{b}"));
         args.extend(not.as_deref());
         run(&args)?;
-        git_text(root, None, &["bundle", "verify", "--quiet", &bundle])
-            .map_err(|e| format!("the bundle of {label} did not verify: {e}"))?;
         let spec = format!("+{OUT_REF}:{to}");
-        let fetch = [
-            "-c",
-            "transfer.fsckObjects=true",
-            "-c",
-            "fetch.fsckObjects=true",
-            "-c",
-            "fetch.fsck.hasDotgit=error",
-            "-c",
-            "gc.auto=0",
-            "-c",
-            "maintenance.auto=false",
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--",
-            &bundle,
-            &spec,
-        ];
-        git_text(root, None, &fetch)
-            .map_err(|e| format!("the work of {label} was refused: {e}"))?;
+        fetch_bundle(root, None, &bundle, &spec)
+            .map_err(|e| format!("the work of {label}: {e}"))?;
     }
     let got = git_text(root, None, &["rev-parse", "--verify", to])?;
     if got != tip {

@@ -364,6 +364,40 @@ pub(super) fn own_digest(root: &Path, base: &str, commit: &str) -> Result<(Strin
     digest(&mut command(root, None, &args)?)
 }
 
+/// Verifies the bundle at `file` and fetches `spec` from it into the repository at `dir`:
+/// git checks every object on the way in (`transfer.fsckObjects`, a tree entry named `.git`
+/// an error), never replaces one it has, and runs no garbage collection. How a run's work
+/// comes back, from a node and into the person's repository alike.
+pub(super) fn fetch_bundle(
+    dir: &Path,
+    c: Option<&Confine>,
+    file: &str,
+    spec: &str,
+) -> Result<(), String> {
+    git_text(dir, c, &["bundle", "verify", "--quiet", file])
+        .map_err(|e| format!("its bundle did not verify: {e}"))?;
+    let fetch = [
+        "-c",
+        "transfer.fsckObjects=true",
+        "-c",
+        "fetch.fsckObjects=true",
+        "-c",
+        "fetch.fsck.hasDotgit=error",
+        "-c",
+        "gc.auto=0",
+        "-c",
+        "maintenance.auto=false",
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        "--",
+        file,
+        spec,
+    ];
+    git_text(dir, c, &fetch).map(drop).map_err(|e| format!("it was refused: {e}"))
+}
+
 /// Removes the linked worktree at `path` unless it has changes. `git worktree remove` would
 /// look for them with `git status` in the worktree, as the person, reading the worktree's own
 /// configuration (`config.worktree`: filters, a monitor), which its run could write; so the

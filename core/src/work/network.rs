@@ -41,18 +41,15 @@ impl std::fmt::Display for Endpoint {
 impl Endpoint {
     /// Reads `host:port` (`[::1]:8080` for an IPv6 address; `*.example.com:443` for any name
     /// below a domain).
-    pub fn parse(text: &str) -> Result<Endpoint, String> {
+    pub fn parse(text: &str) -> Result<Endpoint, EndpointError> {
         let text = text.trim();
         let (host, port) = match text.strip_prefix('[') {
-            Some(rest) => {
-                let (host, port) = rest.split_once("]:").ok_or("expected [ADDRESS]:PORT")?;
-                (host, port)
-            }
-            None => text.rsplit_once(':').ok_or("expected HOST:PORT")?,
+            Some(rest) => rest.split_once("]:").ok_or(EndpointError::NoPort { bracketed: true })?,
+            None => text.rsplit_once(':').ok_or(EndpointError::NoPort { bracketed: false })?,
         };
-        let port: u16 = port.parse().map_err(|_| format!("{port:?} is not a port"))?;
+        let port: u16 = port.parse().map_err(|_| EndpointError::NotAPort(port.to_owned()))?;
         if port == 0 {
-            return Err("port 0 is no port".into());
+            return Err(EndpointError::PortZero);
         }
         let host = host.to_ascii_lowercase();
         let name = host.strip_prefix("*.").unwrap_or(&host);
@@ -60,7 +57,7 @@ impl Endpoint {
             && name.len() <= 253
             && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':'));
         if !ok {
-            return Err(format!("{host:?} is not a host name or address"));
+            return Err(EndpointError::NotAHost(host));
         }
         Ok(Endpoint { host, port })
     }
@@ -99,6 +96,34 @@ impl Endpoint {
     }
 }
 
+/// Why a `host:port` did not parse.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EndpointError {
+    /// No `:PORT` (after `[ADDRESS]` when bracketed).
+    NoPort {
+        /// True for an `[ADDRESS]` form.
+        bracketed: bool,
+    },
+    /// The port is not a number from 1 to 65535.
+    NotAPort(String),
+    /// Port 0.
+    PortZero,
+    /// The host is not a name or an address.
+    NotAHost(String),
+}
+
+impl std::fmt::Display for EndpointError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EndpointError::NoPort { bracketed: true } => f.write_str("expected [ADDRESS]:PORT"),
+            EndpointError::NoPort { bracketed: false } => f.write_str("expected HOST:PORT"),
+            EndpointError::NotAPort(p) => write!(f, "{p:?} is not a port"),
+            EndpointError::PortZero => f.write_str("port 0 is no port"),
+            EndpointError::NotAHost(h) => write!(f, "{h:?} is not a host name or address"),
+        }
+    }
+}
+
 /// Why a network policy did not parse: the field (`network`, `network[2]`) and why.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NetworkError {
@@ -132,7 +157,7 @@ impl NetworkPolicy {
                 for (i, item) in items.iter().enumerate() {
                     let field = format!("network[{i}]");
                     let text = item.as_str().ok_or_else(|| err(field.clone(), EXPECTED.into()))?;
-                    hosts.push(Endpoint::parse(text).map_err(|m| err(field, m))?);
+                    hosts.push(Endpoint::parse(text).map_err(|m| err(field, m.to_string()))?);
                 }
                 Ok(NetworkPolicy::Hosts(hosts))
             }

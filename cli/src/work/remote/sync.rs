@@ -7,7 +7,7 @@
 //! run wrote runs confined as the run was, with no hook and no filesystem monitor.
 
 use crate::work::confine::Confine;
-use crate::work::worktree::{command, git_text, run_text};
+use crate::work::worktree::{command, fetch_bundle, git_text, run_text};
 use harn_core::work::remote::{wip_ref, Checkout};
 use harn_core::work::workspace::Workspace;
 use std::path::Path;
@@ -272,30 +272,9 @@ pub fn bring_back_bundle(
         let file = temp.0.join("work.bundle");
         std::fs::write(&file, bundle).map_err(|e| format!("{}: {e}", file.display()))?;
         let file = file.display().to_string();
-        git_text(dir, c, &["bundle", "verify", "--quiet", &file])
-            .map_err(|e| format!("the node's bundle did not verify: {e}"))?;
         let fetched = format!("refs/harn-fetched/{work_id}");
         let spec = format!("+refs/harn/out:{fetched}");
-        let fetch = [
-            "-c",
-            "transfer.fsckObjects=true",
-            "-c",
-            "fetch.fsckObjects=true",
-            "-c",
-            "fetch.fsck.hasDotgit=error",
-            "-c",
-            "gc.auto=0",
-            "-c",
-            "maintenance.auto=false",
-            "fetch",
-            "--quiet",
-            "--no-tags",
-            "--no-write-fetch-head",
-            "--",
-            &file,
-            &spec,
-        ];
-        git_text(dir, c, &fetch).map_err(|e| format!("the node's work was refused: {e}"))?;
+        fetch_bundle(dir, c, &file, &spec).map_err(|e| format!("the node's work: {e}"))?;
         let got = git_text(dir, c, &["rev-parse", "--verify", &fetched])?;
         let _ = git_text(dir, c, &["update-ref", "-d", &fetched]);
         if got != tip {
