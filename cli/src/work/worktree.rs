@@ -77,17 +77,7 @@ pub fn attest(
     };
     run_text(scratch(&["add", "-A"])?)?;
     let names = run_text(scratch(&["diff", "--cached", "--name-only", &ws.base_commit])?)?;
-    let mut diff = scratch(&[
-        PLAIN[0],
-        PLAIN[1],
-        PLAIN[2],
-        "diff",
-        "--cached",
-        "--binary",
-        "--no-color",
-        "--no-ext-diff",
-        &ws.base_commit,
-    ])?;
+    let mut diff = scratch(&cached_diff(&ws.base_commit))?;
     let (diff_sha256, diff_bytes) = digest(&mut diff)?;
     let tree = run_text(scratch(&["write-tree"])?)?;
     let guarded = candidate(dir, c, &ws.base_commit, &tree)?.1;
@@ -101,6 +91,22 @@ pub fn attest(
         tip: None,
     };
     Ok((attestation, guarded))
+}
+
+/// The binary diff from `base` to a scratch index, attributes ignored: the bytes a linked
+/// worktree's attestation covers, made the same way wherever it is read again.
+fn cached_diff(base: &str) -> [&str; 9] {
+    [
+        PLAIN[0],
+        PLAIN[1],
+        PLAIN[2],
+        "diff",
+        "--cached",
+        "--binary",
+        "--no-color",
+        "--no-ext-diff",
+        base,
+    ]
 }
 
 /// Git's global options that make a diff ignore every attribute a run could have written (a
@@ -239,17 +245,7 @@ pub fn readable_diff(
             run_text(scratch(&["add", "-A"])?)?
         }
     };
-    let mut binary = scratch(&[
-        PLAIN[0],
-        PLAIN[1],
-        PLAIN[2],
-        "diff",
-        "--cached",
-        "--binary",
-        "--no-color",
-        "--no-ext-diff",
-        &ws.base_commit,
-    ])?;
+    let mut binary = scratch(&cached_diff(&ws.base_commit))?;
     let digest = digest(&mut binary)?.0;
     let Some(limit) = limit else {
         return Ok(Readable { text: String::new(), cut: false, digest });
