@@ -411,3 +411,32 @@ fn a_team_on_one_harness_is_refused_while_another_is_live() {
     let out = create("g4", &[]);
     assert!(out.status.success(), "{}", text(&out));
 }
+
+#[test]
+fn a_sealed_call_starts_while_another_program_has_a_mount_below_tmp() {
+    // A sealed call (Codex) lays a `/tmp` of its own over a clone of the machine's. A mount
+    // below the machine's `/tmp` (another program's tmpfs, a full-disk test's) is locked in the
+    // call's user namespace, and a clone of `/tmp` without it was refused with EINVAL: a call
+    // started while such a mount stood, a retry say, failed as "could not start: Invalid
+    // argument", and the attempt ended blocked as the environment's failure.
+    let tmp = tempfile::Builder::new().tempdir_in("/tmp").unwrap();
+    let Some(_mounted) = crate::charging::Tmpfs::mount(&tmp.path().join("m"), "1m") else {
+        assert!(!rustix::process::geteuid().is_root(), "root could not mount a tmpfs");
+        crate::skip::skip("this process may not mount a tmpfs");
+        return;
+    };
+    let dir = root();
+    let r = dir.path();
+    let script = [
+        r#"echo '{"type":"item.completed","item":{"id":"i1","type":"agent_message","text":"done"}}'"#,
+        r#"echo '{"type":"turn.completed","usage":{"input_tokens":5,"output_tokens":2}}'"#,
+    ]
+    .join("; ");
+    codex_like(r, "sealed", &script, 5_000);
+    let out = harn(r, &["work", "run", "w", "--harness", "sealed"], &[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let p = proof(r);
+    if p["containment"]["sealed"] != true {
+        crate::skip::skip("this machine cannot seal a call");
+    }
+}

@@ -266,13 +266,23 @@ unsafe fn hide(path: &CStr) -> Result<()> {
 /// the machine's (an overlay: reads see the machine's `/tmp`, writes land in memory and go
 /// with the call, and no other user's program finds them); then each clone attached back at
 /// its own path (a path missing in the new `/tmp` is made there).
+///
+/// Where another program has a mount below the machine's `/tmp` (a tmpfs of its own, a test's
+/// small disk), that mount is locked to `/tmp` in the child's user namespace, and the kernel
+/// refuses both a copy of `/tmp` without it and an overlay whose lower layer holds it (EINVAL):
+/// the call then keeps the machine's `/tmp` as it is, read-only like everything else, with its
+/// writable paths attached below it. Before, such a mount made every sealed call started
+/// meanwhile fail to start.
 unsafe fn sealed_layout(s: &Setup, seal: &Seal) -> Result<()> {
     let mut trees = [-1; SEAL_MAX];
     let n = seal.writable.len().min(SEAL_MAX);
     for (tree, path) in trees.iter_mut().zip(&seal.writable[..n]) {
         *tree = clone_tree(path, true)?.unwrap_or(-1);
     }
-    let machine_tmp = clone_tree(c"/tmp", false)?;
+    let machine_tmp = match clone_tree(c"/tmp", false) {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => None,
+        other => other?,
+    };
     set_readonly(c"/", true, true)?;
     let attached = (|| {
         if let Some(lower) = machine_tmp {
