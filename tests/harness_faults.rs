@@ -347,3 +347,30 @@ fn a_run_with_children_of_its_own_passes_the_duplicate_start_check() {
         assert!(c["result"].as_str().unwrap().starts_with("passed"), "{c}");
     }
 }
+
+#[test]
+fn a_lost_state_file_is_said_at_boot_in_the_ledger_and_in_every_list() {
+    let root = Root::new("[harness.pinned]\ncommand = [\"{child}\", \"run\", \"{marker}\"]\n");
+    root.up();
+    root.wait_for("pinned", "running", |h| state(h) == "running");
+    // An operator pins it stopped; the daemon goes down; its state file is lost.
+    let out = root.harn(&["stop", "pinned"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = root.harn(&["down"]);
+    assert!(out.status.success(), "{}", text(&out));
+    std::fs::remove_file(root.dir.path().join(".harnery/harness/state.json")).unwrap();
+    root.up();
+    let doc = root.status();
+    let why = doc["daemon"]["state_lost"].as_str().unwrap_or_default();
+    assert!(why.contains("state.json was missing"), "{doc}");
+    let list = root.harn(&["list"]);
+    assert!(text(&list).contains("warning: state.json was missing at boot"), "{}", text(&list));
+    let log = std::fs::read_to_string(root.dir.path().join(".harnery/harness/daemon.log"))
+        .unwrap_or_default();
+    assert!(log.contains("state.json was missing at boot"), "{log}");
+    let ledger =
+        std::fs::read_to_string(root.dir.path().join(".harnery/harness/ledger.jsonl")).unwrap();
+    assert!(ledger.contains("\"state_lost\""), "{ledger}");
+    let out = root.harn(&["down"]);
+    assert!(out.status.success(), "{}", text(&out));
+}

@@ -44,6 +44,7 @@ fn service() -> ServiceView {
         last_sweep_ms: Some(3),
         last_error: None,
         stopped_at: None,
+        heartbeat_boot: None,
     };
     let mut hints = RuntimeHints {
         config_created_at: config.created_at,

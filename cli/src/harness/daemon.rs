@@ -87,6 +87,10 @@ struct HarnessHost {
     /// The last id given to an attaching client.
     next_client: u64,
     started_wall_ms: i64,
+    /// What this boot found lost (`state.json` gone), said in every status.
+    state_lost: Option<String>,
+    /// When it started, on the monotonic clock: its uptime is measured from here.
+    started: harn_core::time::Instant,
     /// Set when the loop woke since the code it ran was last unmapped
     /// (`os::memory::shed_code`, before a long sleep).
     shed_pending: bool,
@@ -164,6 +168,19 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
             log(&format!("the ledger could not record it: {e}"));
         }
     }
+    // A `state.json` gone since an earlier boot took the operator's pinned stops with it:
+    // said in the log, the ledger and every status, never silently.
+    let state_lost = driver.state_lost().then(|| {
+        let why = "state.json was missing at boot though the daemon had run here before: every \
+                   harness starts as the configuration says, and stops an operator pinned \
+                   (harness stop) and the restart counters were forgotten"
+            .to_owned();
+        log(&why);
+        if let Err(e) = ledger.state_lost(env.fs, &clock, &why) {
+            log(&format!("the ledger could not record it: {e}"));
+        }
+        why
+    });
     let executed = driver.drain(&mut env, &mut daemon, clock.now()).map_err(|e| failed(&e))?;
     // Clients are let in only once the daemon has booted; the socket goes with the daemon,
     // whatever way it ends.
@@ -188,6 +205,8 @@ pub fn run(options: Options, ready: impl FnOnce(&Paths)) -> Result<(), DaemonErr
         next_command_id: 0,
         next_client: 0,
         started_wall_ms: clock.wall().0,
+        state_lost,
+        started: clock.now(),
         clock,
     };
     host.write_owner_hint(listener.display().to_string()).map_err(|e| failed(&e))?;
@@ -676,6 +695,8 @@ impl HarnessHost {
             wall_ms: self.clock.wall().0,
             pid: std::process::id(),
             started_wall_ms: self.started_wall_ms,
+            started: self.started,
+            state_lost: self.state_lost.as_deref(),
             containment: self.spawner.containment().kind(),
             unwritten: self.ledger.unwritten(),
         }

@@ -250,6 +250,16 @@ impl RecoveryLedger {
         self.note(fs, clock, Value::Null, "log_set_aside", detail)
     }
 
+    /// Records that boot found `state.json` gone though the daemon had run here before.
+    pub fn state_lost(
+        &mut self,
+        fs: &mut dyn Fs,
+        clock: &dyn Clock,
+        why: &str,
+    ) -> Result<(), FsError> {
+        self.note(fs, clock, Value::Null, "state_lost", json!({ "why": why }))
+    }
+
     /// Records that `by` typed `bytes` bytes into harness `name`'s terminal.
     pub fn sent(
         &mut self,

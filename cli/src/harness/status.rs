@@ -25,6 +25,11 @@ pub struct Context<'a> {
     pub pid: u32,
     /// When it started, unix ms.
     pub started_wall_ms: i64,
+    /// When it started, on the monotonic clock (its uptime, which no step of the wall clock
+    /// moves, counts from here).
+    pub started: Instant,
+    /// What its boot found lost, in words (`state.json` gone).
+    pub state_lost: Option<&'a str>,
     /// How children are contained: `cgroup` or `process-group`.
     pub containment: &'a str,
     /// What a full disk keeps out of the daemon's history, if anything.
@@ -69,11 +74,12 @@ pub fn document(
             "root": ctx.paths.root,
             "socket": ctx.paths.socket(),
             "started_at_ms": ctx.started_wall_ms,
-            "uptime_ms": ctx.wall_ms.saturating_sub(ctx.started_wall_ms).max(0),
+            "uptime_ms": ctx.now.saturating_since(ctx.started).as_millis(),
             "draining": daemon.draining(),
             "active_profile": daemon.active_profile(),
             "containment": ctx.containment,
             "unwritten": ctx.unwritten,
+            "state_lost": ctx.state_lost,
         },
         "harnesses": rows,
     }))
@@ -204,6 +210,9 @@ pub fn table(doc: &Value) -> String {
             d["containment"].as_str().unwrap_or(""),
             if d["draining"] == true { ", shutting down" } else { "" }
         ));
+        if let Some(why) = d["state_lost"].as_str() {
+            out.push_str(&format!("warning: {why}\n"));
+        }
         let u = &d["unwritten"];
         if let Some(cause) = u["cause"].as_str() {
             out.push_str(&format!(

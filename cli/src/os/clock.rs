@@ -48,6 +48,16 @@ pub fn utc(ms: i64) -> String {
     harn_core::time::WallTime(ms).utc()
 }
 
+/// Now on the machine's boot clock (`CLOCK_BOOTTIME`, which no step of the wall clock moves),
+/// with this boot's id; `None` where either cannot be read.
+pub fn boot_mark() -> Option<harn_core::service::BootMark> {
+    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    let at_ms = u64::try_from(now.tv_sec).ok()?.checked_mul(1_000)?
+        + u64::try_from(now.tv_nsec).ok()? / 1_000_000;
+    Some(harn_core::service::BootMark { boot_id: boot_id.trim().to_owned(), at_ms })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -304,8 +304,8 @@ fn carry_out(
 ) {
     match effect {
         WatchEffect::Beat => {
-            let now = RealClock::new().wall();
-            shared.update(|s| s.heartbeat_at = now);
+            let (now, boot) = (RealClock::new().wall(), crate::os::clock::boot_mark());
+            shared.update(|s| (s.heartbeat_at, s.heartbeat_boot) = (now, boot));
             crate::os::sdnotify::notify("WATCHDOG=1");
         }
         WatchEffect::BeginDrain => {

@@ -29,12 +29,10 @@ pub struct Shared {
 impl Shared {
     pub(super) fn new(root: &std::path::Path, config: &ServiceConfig, audit: Audit) -> Shared {
         let started = RealClock::new().wall();
+        let mut status = ServiceStatus::starting(std::process::id(), started, config.created_at);
+        status.heartbeat_boot = crate::os::clock::boot_mark();
         Shared {
-            status: Mutex::new(ServiceStatus::starting(
-                std::process::id(),
-                started,
-                config.created_at,
-            )),
+            status: Mutex::new(status),
             stop: Arc::new(AtomicBool::new(false)),
             root: root.to_owned(),
             audit,

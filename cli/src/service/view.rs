@@ -33,7 +33,9 @@ pub fn service(store: &mut Store) -> ServiceView {
     let hints: Option<RuntimeHints> = hint(store, "runtime.json", &mut problems);
     let held = store.held_elsewhere(&format!("{SERVICE_DIR}/lease.lock"));
     let interval = config.as_ref().map_or(2_000, |c| c.heartbeat_interval_ms);
-    let live = liveness(status.as_ref(), config.is_some(), held, interval, store.now());
+    let boot = crate::os::clock::boot_mark();
+    let live =
+        liveness(status.as_ref(), config.is_some(), held, interval, store.now(), boot.as_ref());
     let hints = hints.map(|h| match &config {
         Some(c) => h.for_config(c),
         None => h,
@@ -70,7 +72,9 @@ pub fn waiting(store: &mut Store) -> Vec<harn_core::notify::Waiting> {
     let mut found = Vec::new();
     let Some(status) = view.status else { return found };
     if view.liveness == Liveness::Stale {
-        found.push(Waiting::ServiceStale { pid: status.pid, started_at: status.started_at });
+        let hung = store.held_elsewhere(&format!("{SERVICE_DIR}/lease.lock"));
+        let (pid, started_at) = (status.pid, status.started_at);
+        found.push(Waiting::ServiceStale { pid, started_at, hung });
     }
     let Some(hints) = view.hints else { return found };
     for (goal, wake) in &hints.goals {

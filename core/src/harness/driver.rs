@@ -176,6 +176,9 @@ pub struct Driver {
     partial: Vec<Executed>,
     /// The events journal a boot found damaged and set aside, until the host records it.
     set_aside: Option<crate::journal::SetAside>,
+    /// True when this boot found no `state.json` though an earlier boot had run (its events
+    /// journal held records): the operator's pinned stops and the counters were lost with it.
+    state_lost: bool,
 }
 
 /// Upper bound on effects executed for one wake; more means a feedback loop.
@@ -204,9 +207,18 @@ impl Driver {
         // is set aside whole and a new one begun, never holding the boot hostage.
         let (journal, set_aside) =
             JournalWriter::open_setting_aside(env.fs, &paths.events, env.clock.wall())?;
+        let ran_before = journal.next_seq() > 1 || set_aside.is_some();
         make_durable(env.fs, &paths, persisted.is_some(), journal.next_seq() > 1)?;
+        let state_lost = persisted.is_none() && ran_before;
         let daemon = Daemon::boot(config, persisted, env.clock.now()).map_err(Fatal::Boot)?;
-        Ok((Driver { paths, journal, partial: Vec::new(), set_aside }, daemon))
+        Ok((Driver { paths, journal, partial: Vec::new(), set_aside, state_lost }, daemon))
+    }
+
+    /// True when this boot found `state.json` gone though an earlier boot had run: every
+    /// harness starts from the configuration, pinned stops forgotten (for the host to say at
+    /// boot, in the ledger and in `harness list`).
+    pub fn state_lost(&self) -> bool {
+        self.state_lost
     }
 
     /// The events journal this boot found damaged and set aside, once (for the host to

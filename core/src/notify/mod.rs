@@ -307,6 +307,10 @@ pub enum Waiting {
         pid: u32,
         /// When it started: one notice per service that died.
         started_at: WallTime,
+        /// True while it still holds its lease (alive, but its heartbeat lapsed: hung), false
+        /// once the lease is free (it died). Two notices with two keys, so a service that hung
+        /// and came back is still told when it later dies.
+        hung: bool,
     },
     /// Goal `goal`'s ticks under the service started at `started_at` failed `errors` times
     /// in a row, the last saying `why`.
@@ -366,7 +370,14 @@ impl Waiting {
                 format!("harn: harness {name} in {root} gave up: {why}."),
                 Some(format!("harn harness show {name}; then harn harness restart {name}")),
             ),
-            Waiting::ServiceStale { pid, started_at } => (
+            Waiting::ServiceStale { pid, started_at, hung: true } => (
+                format!("service:hung:{}", started_at.0),
+                NoticeKind::ServiceStale,
+                "service".into(),
+                format!("harn: the supervisor service of {root} (pid {pid}) stopped beating but still holds its lease; its goals may not be ticked."),
+                Some("harn supervisor service status; then harn supervisor service stop --timeout 30".into()),
+            ),
+            Waiting::ServiceStale { pid, started_at, hung: false } => (
                 format!("service:stale:{}", started_at.0),
                 NoticeKind::ServiceStale,
                 "service".into(),

@@ -177,6 +177,27 @@ pub struct ServiceStatus {
     /// When it stopped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped_at: Option<WallTime>,
+    /// Its last heartbeat on the machine's boot clock, which a step of the wall clock does not
+    /// move: a reader on the same boot judges the heartbeat's age by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_boot: Option<BootMark>,
+}
+
+/// A moment on the machine's boot clock (`CLOCK_BOOTTIME`: monotonic, counting suspend, never
+/// stepped), with the boot it belongs to: two marks compare only within one boot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BootMark {
+    /// The kernel's id of this boot (`/proc/sys/kernel/random/boot_id`).
+    pub boot_id: String,
+    /// Milliseconds since the boot.
+    pub at_ms: u64,
+}
+
+impl BootMark {
+    /// Milliseconds from `earlier` to this mark, when both are of the same boot.
+    pub fn since(&self, earlier: &BootMark) -> Option<u64> {
+        (self.boot_id == earlier.boot_id).then(|| self.at_ms.saturating_sub(earlier.at_ms))
+    }
 }
 
 impl ServiceStatus {
@@ -196,6 +217,7 @@ impl ServiceStatus {
             last_sweep_ms: None,
             last_error: None,
             stopped_at: None,
+            heartbeat_boot: None,
         }
     }
 }
@@ -254,15 +276,18 @@ pub enum Liveness {
     Stale,
 }
 
-/// The service's liveness from its status record, whether its lease is held, and `now`. The
-/// lease decides (a crash releases it); a lapsed heartbeat marks a live-looking record whose
-/// holder stopped beating.
+/// The service's liveness from its status record, whether its lease is held, and `now` (on
+/// the wall clock, and on the boot clock when the reader has it). The lease decides (a crash
+/// releases it); a lapsed heartbeat marks a live-looking record whose holder stopped beating,
+/// judged on the boot clock when the record and the reader share a boot, so that a step of
+/// the wall clock (an NTP correction, a person's `date`) never makes a live service stale.
 pub fn liveness(
     status: Option<&ServiceStatus>,
     configured: bool,
     lease_held: bool,
     heartbeat_interval_ms: u64,
     now: WallTime,
+    boot_now: Option<&BootMark>,
 ) -> Liveness {
     let Some(s) = status else {
         return if lease_held {
@@ -274,7 +299,15 @@ pub fn liveness(
         };
     };
     let lapse = (heartbeat_interval_ms as i64).saturating_mul(3).max(HEARTBEAT_SLACK_MS);
-    let beating = now.0.saturating_sub(s.heartbeat_at.0) <= lapse;
+    let on_boot_clock = match (boot_now, &s.heartbeat_boot) {
+        (Some(now), Some(beat)) => now.since(beat),
+        _ => None,
+    };
+    let age = match on_boot_clock {
+        Some(ms) => i64::try_from(ms).unwrap_or(i64::MAX),
+        None => now.0.saturating_sub(s.heartbeat_at.0),
+    };
+    let beating = age <= lapse;
     match (s.state, lease_held) {
         (ServiceState::Stopped, false) => Liveness::Stopped,
         (_, false) => Liveness::Stale,
@@ -338,19 +371,46 @@ pub(crate) mod tests {
     #[test]
     fn the_lease_and_the_heartbeat_tell_live_from_crashed() {
         let now = WallTime(100_000);
-        assert_eq!(liveness(None, false, false, 2_000, now), Liveness::Unconfigured);
-        assert_eq!(liveness(None, true, false, 2_000, now), Liveness::Stopped);
+        assert_eq!(liveness(None, false, false, 2_000, now, None), Liveness::Unconfigured);
+        assert_eq!(liveness(None, true, false, 2_000, now, None), Liveness::Stopped);
         let running = status(ServiceState::Running, 99_000);
-        assert_eq!(liveness(Some(&running), true, true, 2_000, now), Liveness::Running);
+        assert_eq!(liveness(Some(&running), true, true, 2_000, now, None), Liveness::Running);
         assert_eq!(
-            liveness(Some(&running), true, false, 2_000, now),
+            liveness(Some(&running), true, false, 2_000, now, None),
             Liveness::Stale,
             "a crash releases the lease"
         );
         let silent = status(ServiceState::Running, 1_000);
-        assert_eq!(liveness(Some(&silent), true, true, 2_000, now), Liveness::Stale);
+        assert_eq!(liveness(Some(&silent), true, true, 2_000, now, None), Liveness::Stale);
         let stopped = status(ServiceState::Stopped, 1_000);
-        assert_eq!(liveness(Some(&stopped), true, false, 2_000, now), Liveness::Stopped);
+        assert_eq!(liveness(Some(&stopped), true, false, 2_000, now, None), Liveness::Stopped);
+    }
+
+    #[test]
+    fn a_step_of_the_wall_clock_never_makes_a_beating_service_stale() {
+        let mark = |boot: &str, at_ms| BootMark { boot_id: boot.into(), at_ms };
+        let mut beat = status(ServiceState::Running, 99_000);
+        beat.heartbeat_boot = Some(mark("b1", 50_000));
+        // The wall clock jumped ten minutes ahead; the boot clock says one second passed.
+        let ahead = WallTime(99_000 + 600_000);
+        let boot = mark("b1", 51_000);
+        assert_eq!(liveness(Some(&beat), true, true, 2_000, ahead, Some(&boot)), Liveness::Running);
+        // A hung service is still caught: the boot clock moved on past the lapse.
+        let later = mark("b1", 50_000 + 31_000);
+        assert_eq!(liveness(Some(&beat), true, true, 2_000, ahead, Some(&later)), Liveness::Stale);
+        // The wall clock stepped back: still beating, and still caught when it stops.
+        let behind = WallTime(0);
+        assert_eq!(
+            liveness(Some(&beat), true, true, 2_000, behind, Some(&boot)),
+            Liveness::Running
+        );
+        // Another boot's mark says nothing: the wall clock decides, as for an older record.
+        let rebooted = mark("b2", 10);
+        assert_eq!(
+            liveness(Some(&beat), true, true, 2_000, ahead, Some(&rebooted)),
+            Liveness::Stale
+        );
+        assert_eq!(liveness(Some(&beat), true, true, 2_000, ahead, None), Liveness::Stale);
     }
 
     #[test]

@@ -419,31 +419,41 @@ impl ServiceHost for SimLoop<'_> {
 }
 
 /// What a reader makes of the service's status record: a live one (holding its lease) reads
-/// running or stopping unless the wall clock jumped forward past the lapse since its last
-/// beat; a crashed one (lease free) never reads running.
+/// running or stopping however the wall clock jumped, since its heartbeat is judged on the
+/// boot clock (the simulated monotonic clock, one boot); a crashed one (lease free) never
+/// reads running. Read without the boot clock (an older record), a live one may read stale
+/// only when the wall clock jumped forward past the lapse since its last beat.
 fn check_liveness(
     watch: &WatchThread,
     wall: &Wall,
     now: Instant,
     alive: bool,
 ) -> Result<(), String> {
+    use harn_core::service::BootMark;
     let interval_ms = config().heartbeat_interval.as_millis();
     let state = if watch.draining { ServiceState::Stopping } else { ServiceState::Running };
     let mut status = ServiceStatus::starting(1, WallTime(0), WallTime(0));
     status.state = state;
     status.heartbeat_at = watch.heartbeat_at;
-    let seen = liveness(Some(&status), true, alive, interval_ms, wall.at(now));
+    let mark = |at: Instant| BootMark { boot_id: "sim".into(), at_ms: at.0 / 1_000_000 };
+    let wall_only = liveness(Some(&status), true, alive, interval_ms, wall.at(now), None);
+    status.heartbeat_boot = watch.last_beat.map(mark);
+    let boot_now = mark(now);
+    let seen = liveness(Some(&status), true, alive, interval_ms, wall.at(now), Some(&boot_now));
     let lapse = (interval_ms as i64 * 3).max(HEARTBEAT_SLACK_MS);
     let jumped_past = wall.forward_since_beat_ms > lapse - interval_ms as i64 * 2;
-    match (alive, seen) {
-        (false, Liveness::Running | Liveness::Stopping) => {
-            Err(format!("a crashed service reads {seen:?}"))
+    for (seen, immune) in [(seen, watch.last_beat.is_some()), (wall_only, false)] {
+        match (alive, seen) {
+            (false, Liveness::Running | Liveness::Stopping) => {
+                return Err(format!("a crashed service reads {seen:?}"));
+            }
+            (true, Liveness::Stale) if immune || !jumped_past => {
+                return Err("a live, beating service reads stale".into());
+            }
+            _ => {}
         }
-        (true, Liveness::Stale) if !jumped_past => {
-            Err("a live, beating service reads stale".into())
-        }
-        _ => Ok(()),
     }
+    Ok(())
 }
 
 /// The simulated sweep host: reads and ticks of the goal world, an unreadable `ghost` goal,
