@@ -361,3 +361,83 @@ fn a_wrong_channel_is_refused_naming_the_field() {
         text(&out)
     );
 }
+
+#[test]
+fn a_damaged_outbox_is_set_aside_and_notices_go_on() {
+    let hook = Receiver::start();
+    let dir = root(serde_json::json!([{ "webhook": hook.url() }]));
+    let r = dir.path();
+    let out = harn(r, &["work", "run", "it"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(hook.wait_for(1, Duration::from_secs(10)).len(), 1);
+    // One garbage line in the middle of the outbox: the notice before it was sent.
+    let outbox = r.join(".harnery/notify/outbox.jsonl");
+    let mut bytes = std::fs::read(&outbox).unwrap();
+    bytes.extend_from_slice(b"garbage\n");
+    std::fs::write(&outbox, &bytes).unwrap();
+    let out = harn(r, &["fsck", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "fsck sees it: {}", text(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file = doc["damage"][0]["file"].as_str().unwrap();
+    assert!(file.ends_with("outbox.jsonl"), "{doc}");
+    // The next notifying command sets it aside, keeps what verifies, and notices go on.
+    let out = harn(r, &["notify", "deliver"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("set aside as .harnery/notify/outbox.jsonl.damaged-"),
+        "{}",
+        text(&out)
+    );
+    let listed = json(&harn(r, &["notify", "list", "--json"]));
+    assert_eq!(listed["notices"][0]["deliveries"][0]["state"], "sent", "kept: {listed}");
+    assert_eq!(hook.got().len(), 1, "what was sent is not sent again");
+    let out = harn(r, &["work", "reopen", "it", "--reason", "again"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = harn(r, &["work", "run", "it"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains("warning"), "{}", text(&out));
+    assert_eq!(hook.wait_for(2, Duration::from_secs(10)).len(), 2, "the next notice is sent");
+    let out = harn(r, &["fsck"]);
+    assert!(out.status.success(), "clean again: {}", text(&out));
+    let aside = std::fs::read_dir(r.join(".harnery/notify"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains(".damaged-"))
+        .count();
+    assert_eq!(aside, 1, "the damaged bytes are kept as evidence");
+}
+
+#[test]
+fn a_clock_step_never_makes_a_live_service_stale_nor_silences_its_death() {
+    let hook = Receiver::start();
+    let dir = root(serde_json::json!([{ "webhook": hook.url(), "events": ["service_stale"] }]));
+    let r = dir.path();
+    std::fs::write(r.join("team.json"), r#"{"implementer": {"instructions": "Do it."}}"#).unwrap();
+    let out = harn(r, &["supervisor", "create", "it", "--team", "team.json", "--id", "g"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let out = harn(r, &["supervisor", "service", "start", "g", "--wake-interval-ms", "200"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let status = json(&harn(r, &["supervisor", "service", "status", "--json"]));
+    let pid = status["status"]["pid"].as_i64().expect("the service's pid").to_string();
+    assert!(status["status"]["heartbeat_boot"]["at_ms"].as_u64().is_some(), "{status}");
+    // Held between two beats, its record as a reader's clock ten minutes ahead sees it: the
+    // wall-clock heartbeat ten minutes old, the boot-clock one fresh.
+    let signal = |sig: &str| std::process::Command::new("kill").args([sig, &pid]).output();
+    signal("-STOP").unwrap();
+    let file = r.join(".harnery/supervisor-service/status.json");
+    let mut record: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    record["heartbeat_at"] = (record["heartbeat_at"].as_i64().unwrap() - 600_000).into();
+    std::fs::write(&file, record.to_string()).unwrap();
+    let status = json(&harn(r, &["supervisor", "service", "status", "--json"]));
+    assert_eq!(status["liveness"], "running", "{status}");
+    assert!(harn(r, &["notify", "deliver"]).status.success());
+    assert!(hook.got().is_empty(), "no false alarm: {:?}", hook.got());
+    signal("-CONT").unwrap();
+    // Its real death is still told.
+    signal("-KILL").unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(harn(r, &["notify", "deliver"]).status.success());
+    let got = hook.wait_for(1, Duration::from_secs(10));
+    assert_eq!(got.len(), 1, "one notice, of the death: {got:?}");
+    assert!(got[0].key.starts_with("service:stale:"), "{got:?}");
+    assert!(got[0].body["text"].as_str().unwrap().contains("died without stopping"), "{got:?}");
+}

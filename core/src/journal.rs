@@ -377,6 +377,38 @@ pub fn parse_continuing_as<B: DeserializeOwned>(
     Ok(JournalRead { records, first_seq, valid_len: pos as u64, torn_tail_bytes })
 }
 
+/// What [`salvage_as`] kept of a damaged journal.
+#[derive(Debug)]
+pub struct Salvaged<B> {
+    /// The bodies of the lines that verify on their own (checksum, JSON, body), in order.
+    pub kept: Vec<B>,
+    /// Each line left out, with why (its line number, as the file has it).
+    pub damaged: Vec<JournalError>,
+}
+
+/// The lines of a damaged journal that verify on their own, for a journal whose records each
+/// stand alone (an outbox, where a lost line costs one record, never the meaning of the rest):
+/// every complete line is checked by its checksum and decoded, its sequence number not held to
+/// its position (a line cut out moves every later one), and each line that fails is named. A
+/// final line without its newline is a torn tail and is left out, as [`parse_as`] leaves it.
+pub fn salvage_as<B: DeserializeOwned>(path: &str, bytes: &[u8]) -> Salvaged<B> {
+    let mut out = Salvaged { kept: Vec::new(), damaged: Vec::new() };
+    for (at, line) in bytes.split_inclusive(|&b| b == b'\n').enumerate() {
+        let Some(line) = line.strip_suffix(b"\n") else { break };
+        let line_no = at as u64 + 1;
+        let fail = |reason| JournalError { path: path.to_owned(), line: line_no, reason };
+        let decoded = verify_checksum(line).and_then(|()| match decode_line::<B>(line, line_no) {
+            Err(JournalErrorReason::BadSeq { found, .. }) => decode_line::<B>(line, found),
+            other => other,
+        });
+        match decoded {
+            Ok(record) => out.kept.push(record.body),
+            Err(reason) => out.damaged.push(fail(reason)),
+        }
+    }
+    out
+}
+
 /// Bytes a streaming read takes from the file at a time.
 pub(crate) const STREAM_CHUNK: usize = 1 << 20;
 

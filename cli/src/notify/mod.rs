@@ -70,6 +70,9 @@ fn usage(message: impl std::fmt::Display) -> Failure {
 pub fn run(args: NotifyArgs, also: Also) -> Exit {
     let mut store = crate::os::store::open_root(args.root)?;
     let channels = crate::work::config::notify_channels(store.root()).map_err(usage)?;
+    if !matches!(args.verb, NotifyVerb::List { .. }) {
+        say_set_aside(set_aside_damaged(&mut store));
+    }
     match args.verb {
         NotifyVerb::List { json } => list(&mut store, &channels, json),
         NotifyVerb::Test { json } => {
@@ -133,6 +136,7 @@ pub fn after(store: &mut Store, budget: Duration, also: Also) {
             return;
         }
     };
+    say_set_aside(set_aside_damaged(store));
     let mut waiting = sweep::waiting(store);
     waiting.extend(also(store));
     if let Err(e) = record(store, &channels, waiting) {
@@ -146,6 +150,71 @@ pub fn after(store: &mut Store, budget: Duration, also: Also) {
             }
         }
         Err(e) => errln!("harn: warning: notifications were not delivered: {e}"),
+    }
+}
+
+/// What [`set_aside_damaged`] did: where the damaged outbox went, what was wrong, and how
+/// many records the new one kept.
+pub struct SetAside {
+    /// The damaged outbox's new name, relative to the root.
+    pub moved_to: String,
+    /// Each line left out, with why.
+    pub damage: Vec<String>,
+    /// The records that verified on their own and were kept.
+    pub kept: usize,
+}
+
+/// Sets a damaged outbox aside, whole, as `outbox.jsonl.damaged-<wall ms>`, and replaces it
+/// with every record that verifies on its own, so that one bad line (a full disk's garbage, a
+/// hand edit) never stops every notice after it: the daemon's journals are treated the same
+/// way. A `notify.sent` lost with a bad line may send its notice once more, under the same
+/// idempotency key; a `notify.recorded` lost is recorded again when it still waits. Both
+/// locks are taken, recording's first (the only order any process takes both in), and the
+/// damage is looked for again under them. `None` when the outbox is whole or absent.
+pub fn set_aside_damaged(store: &mut Store) -> Result<Option<SetAside>, StoreError> {
+    let damaged = |store: &mut Store| -> Result<Option<Vec<u8>>, StoreError> {
+        let Some(bytes) = store.read_bytes(OUTBOX)? else { return Ok(None) };
+        let whole = harn_core::journal::parse_as::<OutboxRecord>(OUTBOX, &bytes).is_ok();
+        Ok((!whole).then_some(bytes))
+    };
+    if damaged(store)?.is_none() {
+        return Ok(None);
+    }
+    let _record = store.lock_file(RECORD_LOCK)?;
+    let _deliver = store.lock_file(DELIVERY_LOCK)?;
+    let Some(bytes) = damaged(store)? else { return Ok(None) };
+    let salvaged = harn_core::journal::salvage_as::<OutboxRecord>(OUTBOX, &bytes);
+    let now = store.now();
+    let moved_to = format!("{OUTBOX}.damaged-{}", now.0);
+    let (dir, name) = OUTBOX.rsplit_once('/').expect("a path below the root");
+    let os = |e: std::io::Error| StoreError::Os(format!("{OUTBOX}: {e}"));
+    let d = crate::os::private::Dir::open(store.root(), dir, false).map_err(os)?;
+    // The damaged bytes are kept first, synced, so a crash before the replacement only sets
+    // them aside once more.
+    let aside = moved_to.rsplit_once('/').map_or(moved_to.as_str(), |(_, n)| n);
+    d.create_new(aside, &bytes).map_err(os)?;
+    d.open_read(aside).and_then(|f| f.sync_all()).map_err(os)?;
+    let mut fresh = Vec::new();
+    for (i, r) in salvaged.kept.iter().enumerate() {
+        harn_core::journal::encode_line_into(&mut fresh, i as u64 + 1, now, r);
+    }
+    d.replace(name, &fresh).map_err(os)?;
+    let damage = salvaged.damaged.iter().map(ToString::to_string).collect();
+    Ok(Some(SetAside { moved_to, damage, kept: salvaged.kept.len() }))
+}
+
+/// Says what [`set_aside_damaged`] did, or why it could not.
+fn say_set_aside(done: Result<Option<SetAside>, StoreError>) {
+    match done {
+        Ok(None) => {}
+        Ok(Some(s)) => errln!(
+            "harn: warning: the notify outbox was damaged ({}); set aside as {}, {} records kept \
+             in a new one, and notices go on",
+            s.damage.join("; "),
+            s.moved_to,
+            s.kept
+        ),
+        Err(e) => errln!("harn: warning: the damaged notify outbox could not be set aside: {e}"),
     }
 }
 

@@ -617,3 +617,23 @@ fn a_damaged_history_journal_is_set_aside_whole_and_begun_anew() {
         JournalWriter::open_setting_aside(&mut fs, "h/ledger.jsonl", WallTime(79)).unwrap();
     assert_eq!(none, None);
 }
+
+#[test]
+fn a_salvage_keeps_every_line_that_stands_on_its_own_and_names_the_rest() {
+    let mut bytes = Vec::new();
+    for n in 1..=4u64 {
+        encode_line_into(&mut bytes, n, WallTime(0), &serde_json::json!({ "n": n }));
+    }
+    // The second line is garbage, the third is cut out, and a torn tail follows.
+    let lines: Vec<&[u8]> = bytes.split_inclusive(|&b| b == b'\n').collect();
+    let mut damaged = lines[0].to_vec();
+    damaged.extend_from_slice(b"garbage\n");
+    damaged.extend_from_slice(lines[3]);
+    damaged.extend_from_slice(b"{\"v\":1,\"se");
+    let s = salvage_as::<serde_json::Value>("o", &damaged);
+    let kept: Vec<u64> = s.kept.iter().map(|b| b["n"].as_u64().unwrap()).collect();
+    assert_eq!(kept, [1, 4]);
+    assert_eq!(s.damaged.len(), 1);
+    assert_eq!(s.damaged[0].line, 2);
+    assert!(parse_as::<serde_json::Value>("o", &damaged).is_err());
+}
