@@ -18,7 +18,7 @@ pub const SERVICE: &str = ".harnery/supervisor-service";
 /// The harness daemon's files.
 pub const HARNESS: &str = ".harnery/harness";
 /// The records of run segments in progress.
-pub(crate) const RUNNING: &str = ".harnery/running";
+pub const RUNNING: &str = ".harnery/running";
 /// The agent harnesses and containment configuration.
 pub const CONFIG: &str = ".harnery/config.json";
 /// Guarded paths runs changed, and the changes people accepted

@@ -154,6 +154,17 @@ impl Bounded {
     }
 }
 
+/// The directories `name` names below our own cgroup in each v1 hierarchy of a controller
+/// harn bounds, where they exist.
+pub fn v1_dirs(name: &str) -> Vec<PathBuf> {
+    CONTROLLERS
+        .iter()
+        .filter_map(|c| v1_home(c.name()))
+        .map(|(mount, own)| mount.join(own.trim_start_matches('/')).join(name))
+        .filter(|dir| dir.is_dir())
+        .collect()
+}
+
 /// True when the v2 cgroup `leaf` has `c`'s files (its parent hands the controller down).
 fn offered_v2(leaf: &Path, c: Controller) -> bool {
     let probe = match c {

@@ -53,6 +53,11 @@ pub fn ours_where<T>(mut pick: impl FnMut(&[&[u8]]) -> Option<T>) -> Vec<(u32, T
 }
 
 /// The process group of `pid` (`/proc/PID/stat`'s fifth field), if it is alive.
+/// True while a process `pid` exists (a zombie included).
+pub fn exists(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
 pub fn group_of(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     stat.rsplit_once(')')?.1.split_whitespace().nth(2)?.parse().ok()

@@ -63,8 +63,14 @@ pub fn run(cmd: ApprovalCmd, service: FindService) -> Exit {
     match cmd.verb {
         ApprovalVerb::List { status, json } => list(&mut store, status.as_deref(), json),
         ApprovalVerb::Show(Shown { id, json }) => show(&mut store, &id, json),
-        ApprovalVerb::Approve(a) => rule(&mut store, a, Ruling::Allow, service),
-        ApprovalVerb::Deny(a) => rule(&mut store, a, Ruling::Deny, service),
+        ApprovalVerb::Approve(a) => {
+            crate::work::hold::reap_before_writing(&mut store);
+            rule(&mut store, a, Ruling::Allow, service)
+        }
+        ApprovalVerb::Deny(a) => {
+            crate::work::hold::reap_before_writing(&mut store);
+            rule(&mut store, a, Ruling::Deny, service)
+        }
     }
 }
 

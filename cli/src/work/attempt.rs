@@ -106,6 +106,9 @@ pub fn run_attempt(
         Ok(attempt::AttemptEnded::Abandoned) => Err(AttemptRefusal::Store(StoreError::refused(
             "the run's host gave it up before its proof",
         ))),
+        Ok(attempt::AttemptEnded::Unsealed(run, why)) => Err(AttemptRefusal::Store(
+            StoreError::refused(format!("run {run} {}: {why}", attempt::UNSEALED)),
+        )),
         Err(ledger::Refusal::NotNow(why)) => Err(AttemptRefusal::NotNow(why)),
         Err(ledger::Refusal::Unstarted(e)) => Err(AttemptRefusal::Store(StoreError::Unstarted(e))),
         Err(ledger::Refusal::Store(e)) => Err(AttemptRefusal::Store(e)),
@@ -154,6 +157,7 @@ impl attempt::AttemptHost for WorkHost<'_> {
         for problem in &recovered.problems {
             errln!("harn: warning: {problem}");
         }
+        super::hold::sweep_leftovers(self.store.root());
         Ok(())
     }
 

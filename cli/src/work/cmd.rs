@@ -101,7 +101,9 @@ struct CreateArgs {
     /// Budget of charged attempts.
     #[arg(long, default_value_t = 3)]
     max_attempts: u32,
-    /// Consecutive uncharged (upstream) attempts tolerated.
+    /// Uncharged attempts in a row that are retried (refused upstream, never started,
+    /// interrupted, ended by a cluster, a host's death, an unwritten proof) before a person
+    /// looks.
     #[arg(long, default_value_t = 3)]
     max_uncharged_attempts: u32,
     /// Count an `--accept` statement no evidence cites as unknown, so the proof does not
@@ -234,6 +236,11 @@ pub fn run(args: WorkArgs, missions: FindMissions) -> Exit {
         if missing {
             return fail(EXIT_USAGE, format!("no work item {id}"));
         }
+    }
+    // Every verb that writes reaps the runs whose host died first; `run` and `retry` do it
+    // under their item's lease, and the reads stay read-only.
+    if !matches!(verb, Verb::List { .. } | Verb::Show(_) | Verb::Run(_) | Verb::Retry(_)) {
+        super::hold::reap_before_writing(&mut store);
     }
     match verb {
         Verb::Create(a) => create(&mut store, a),

@@ -252,3 +252,45 @@ fn signal(pid: u32, sig: rustix::process::Signal) {
         let _ = rustix::process::kill_process(p, sig);
     }
 }
+
+/// What every command that writes to the root does first (decision record 0012: reads stay
+/// read-only): reaps the runs whose host died, so what such a run left running is stopped
+/// by the next writer, not only by the next run, retry, cancel or tick of its item. A root
+/// without a ledger has nothing to reap; a failure to reap is said and the command goes on.
+pub fn reap_before_writing(store: &mut crate::os::store::Store) {
+    sweep_leftovers(store.root());
+    if !store.root().join(harn_core::layout::RUNNING).is_dir() {
+        return;
+    }
+    match store.recover(reap) {
+        Ok(recovered) => {
+            for (run, killed) in &recovered.reaped {
+                errln!("harn: run {run} had lost its host; {killed} of its processes were stopped");
+            }
+        }
+        Err(e) => errln!("harn: warning: the runs whose host died could not be reaped: {e}"),
+    }
+}
+
+/// Removes the empty cgroups this root's segments left when their host died (v2, and the v1
+/// directories of their limits, which only the segment's own end removes), then the root's
+/// `harn-work-` directories once empty. A segment's cgroup is `<run>.<host pid>`: one whose
+/// host lives is left alone, and the kernel refuses to remove one that still holds a process.
+pub fn sweep_leftovers(root: &Path) {
+    let base = base_name(root);
+    let mut bases: Vec<PathBuf> = crate::os::limits::v1_dirs(&base);
+    if let Some((_, home)) = cgroup::home() {
+        bases.push(home.join(&base));
+    }
+    for dir in bases {
+        for leaf in cgroup::children(&dir) {
+            let host = leaf.file_name().and_then(|n| n.to_str()).and_then(|n| n.rsplit_once('.'));
+            let host = host.and_then(|(_, pid)| pid.parse::<u32>().ok());
+            let alive = host.is_none_or(crate::os::procfs::exists);
+            if !alive {
+                let _ = std::fs::remove_dir(&leaf);
+            }
+        }
+        remove_if_empty(Some(&dir));
+    }
+}

@@ -287,11 +287,18 @@ pub fn run(cmd: RunCmd) -> Exit {
                 }
                 "not_started" => "none: its workflow never started (not charged)",
                 "unsealed" => {
-                    "none: its workflow ended, but the disk was too full for its proof \
-                     (the environment's failure, not charged; `harn work retry` once there \
-                     is room)"
+                    "none: it ran; its proof could not be written, the disk too full (not \
+                     charged; it is retried like a run that never started once there is room)"
                 }
-                _ => "none: its host is gone and the run is lost (charged)",
+                "host_died" => {
+                    "none: its host died before the workflow's result, and the workflow could \
+                     not signal it (Landlock's signal scope): not the work's doing, not charged"
+                }
+                _ => {
+                    "none: its host is gone and the run is lost (charged: its workflow could \
+                     signal its host, without Landlock's signal scope (ABI 6), so its death \
+                     may be the work's doing)"
+                }
             };
             outln!("  proof      {said}");
         }
@@ -421,6 +428,7 @@ pub fn standing(store: &mut Store, m: &RunManifest, records: &[Value]) -> &'stat
             transcript::Started::Interrupted => "interrupted",
             transcript::Started::EngineFault => "ended_by_cluster",
             transcript::Started::Unsealed => "unsealed",
+            transcript::Started::HostDied => "host_died",
             transcript::Started::Never => "not_started",
         }
     }

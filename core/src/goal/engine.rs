@@ -70,6 +70,10 @@ impl Outcome {
             Ok(AttemptEnded::Abandoned) => {
                 o.detail = Some("its host was gone before the proof".into());
             }
+            Ok(AttemptEnded::Unsealed(run, why)) => {
+                o.detail = Some(format!("{}: {why}", crate::work::attempt::UNSEALED));
+                o.run_id = Some(run.clone());
+            }
             Err(why) => o.detail = Some(why.to_string()),
         }
         o
@@ -279,7 +283,11 @@ pub fn drive<H: GoalHost>(host: &mut H, mode: Mode) -> Result<Report, H::Error> 
             let not_started =
                 outcomes.iter().find(|o| o.status == OutcomeStatus::Failed).map(|o| {
                     let why = o.detail.clone().unwrap_or_default();
-                    format!("{} did not start: {why}", o.work_id)
+                    match &o.run_id {
+                        // It ran, and what ended it is harn's, not the work's (a full disk).
+                        Some(run) => format!("{} (run {run}) {why}", o.work_id),
+                        None => format!("{} did not start: {why}", o.work_id),
+                    }
                 });
             for o in outcomes {
                 host.say(format!("  {}: {}", o.work_id, outcome_words(&o)));
@@ -328,6 +336,7 @@ fn outcome_words(o: &Outcome) -> String {
         (OutcomeStatus::Completed, Some(true)) => format!("{run}passed; in review"),
         (OutcomeStatus::Completed, _) => format!("{run}failed: {detail}"),
         (OutcomeStatus::Parked, _) => format!("{run}parked on {detail}"),
+        (OutcomeStatus::Failed, _) if o.run_id.is_some() => format!("{run}{detail}"),
         (OutcomeStatus::Failed, _) => format!("not started: {detail}"),
     }
 }

@@ -26,6 +26,10 @@ pub enum SegmentEnd {
     Abandoned,
 }
 
+/// How a run whose proof the disk had no room for is said to have ended, wherever it is said.
+pub const UNSEALED: &str =
+    "ran; its proof could not be written (not charged; it runs again once there is room)";
+
 /// How an attempt's run ended for now.
 pub enum AttemptEnded {
     /// With a proof.
@@ -34,6 +38,9 @@ pub enum AttemptEnded {
     Parked(Box<ApprovalRequest>),
     /// Its host is gone before the proof (see [`SegmentEnd::Abandoned`]).
     Abandoned,
+    /// Its workflow ran and ended, and the disk was too full for its proof (`run.unsealed`
+    /// says so in its transcript): uncharged, and retried like a run that never started.
+    Unsealed(Id, String),
 }
 
 /// What an attempt needs from the process that hosts it.
@@ -104,8 +111,14 @@ pub fn run_attempt<H: AttemptHost>(
         SegmentEnd::Finished(mut fold, end) => {
             host.attest(&manifest, &mut fold);
             let now = host.now();
-            let proof = host.ledger().finish_attempt(&item, &manifest, *fold, &end, now)?;
-            AttemptEnded::Proof(manifest.run_id.clone(), Box::new(proof))
+            match host.ledger().finish_attempt(&item, &manifest, *fold, &end, now) {
+                Ok(proof) => AttemptEnded::Proof(manifest.run_id.clone(), Box::new(proof)),
+                // Nothing more fits on the disk: the item's reconcile can wait for room.
+                Err(RecordError::Fs(e)) if e.kind == crate::env::FsErrorKind::NoSpace => {
+                    return Ok(AttemptEnded::Unsealed(manifest.run_id.clone(), e.to_string()));
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         SegmentEnd::Parked(request) => AttemptEnded::Parked(request),
         SegmentEnd::Abandoned => return Ok(AttemptEnded::Abandoned),

@@ -73,8 +73,10 @@ pub enum NextAction {
 /// ([`FailureClass::NotStarted`], and [`AttemptStatus::NotStarted`] when not even a proof could
 /// be written), a host precondition ([`FailureClass::Environment`]), an outside service's
 /// refusal ([`FailureClass::Upstream`]), a person's ruling ([`FailureClass::Decision`]), an
-/// operator's stop ([`FailureClass::Interrupted`]) and a cluster's engine ending a segment
-/// ([`FailureClass::Infrastructure`]) are recorded and not charged. Uncharged
+/// operator's stop ([`FailureClass::Interrupted`]), a cluster's engine ending a segment
+/// ([`FailureClass::Infrastructure`]), a host that died under a workflow that could not have
+/// killed it ([`FailureClass::HostDied`]) and a proof the host could not write
+/// ([`FailureClass::Unsealed`]) are recorded and not charged. Uncharged
 /// attempts that may simply run again are bounded by the item's `max_uncharged_attempts`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -99,6 +101,13 @@ pub enum FailureClass {
     /// cluster cancelled or preempted, a step lost): not the work's doing, so it may run
     /// again, never requeued behind harn's back.
     Infrastructure,
+    /// Its host died (killed, out of memory, the machine's stop) before the workflow's result
+    /// arrived, while the workflow could not signal it: not the work's doing, so it may run
+    /// again, within the item's `max_uncharged_attempts` (a host that always dies still stops).
+    HostDied,
+    /// The workflow ran and ended, and its host could not write the proof (a full disk): it
+    /// may run again once the host can.
+    Unsealed,
 }
 
 impl FailureClass {
@@ -436,7 +445,9 @@ fn judge_latest(
                     FailureClass::Upstream
                     | FailureClass::NotStarted
                     | FailureClass::Interrupted
-                    | FailureClass::Infrastructure,
+                    | FailureClass::Infrastructure
+                    | FailureClass::HostDied
+                    | FailureClass::Unsealed,
                 ),
             ..
         }) => {
@@ -453,6 +464,14 @@ fn judge_latest(
                 Some(FailureClass::Infrastructure) => (
                     "was ended by its cluster, not by its work; nothing was charged",
                     format!("{trailing} attempts in a row were ended by their cluster; run `harn cluster check` on it, then retry"),
+                ),
+                Some(FailureClass::HostDied) => (
+                    "lost its host before the workflow's result, and the workflow could not have ended it; nothing was charged",
+                    format!("{trailing} attempts in a row lost their host; find what kills `harn` (`journalctl -k` names the OOM killer), then retry"),
+                ),
+                Some(FailureClass::Unsealed) => (
+                    "ran; its proof could not be written (nothing was charged)",
+                    format!("{trailing} attempts in a row ran but their proof could not be written; free space under .harnery/, then retry"),
                 ),
                 _ => (
                     "never started its workflow; nothing was charged",

@@ -163,11 +163,17 @@ fn ordinary_failures_and_lost_runs_are_charged_until_the_budget_is_spent() {
 fn a_run_that_never_started_or_that_an_operator_or_a_cluster_stopped_costs_nothing() {
     let interrupted = failed(Some(FailureClass::Interrupted));
     let ended_by_cluster = failed(Some(FailureClass::Infrastructure));
+    // Its host died while its workflow could not signal it; it ran, and the disk had no room
+    // for its proof: neither is the work's doing.
+    let host_died = failed(Some(FailureClass::HostDied));
+    let unsealed = failed(Some(FailureClass::Unsealed));
     for nothing_ran in [
         AttemptStatus::NotStarted,
         failed(Some(FailureClass::NotStarted)),
         interrupted,
         ended_by_cluster,
+        host_died,
+        unsealed,
     ] {
         let mut h = History::new();
         h.attempt(nothing_ran.clone());

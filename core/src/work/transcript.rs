@@ -157,24 +157,45 @@ pub enum Started {
     /// It ended for its own reasons, and its host could not write the proof (a full disk:
     /// `run.unsealed` after the last `run.start`/`run.resume`): harn's failure, not the work's.
     Unsealed,
+    /// It started under a containment that refuses its processes any signal to a process
+    /// outside the run (Landlock's signal scope, ABI 6 or later, recorded in the last
+    /// segment's start), and its host died before the workflow's result arrived (no result,
+    /// no park, no `run.end`): the workflow could not have ended its host, so the death is not
+    /// the work's (decision record 0007).
+    HostDied,
 }
+
+/// The first Landlock ABI whose domains may scope signals: a process under it cannot signal
+/// one outside its domain, its host included.
+pub const SIGNAL_SCOPE_ABI: u32 = 6;
 
 /// Whether the run's workflow process ever started: the host records `run.start` (or
 /// `run.resume`) right after a spawn succeeds, before the workflow hears a word, and
-/// `run.interrupted` when an operator's stop reaches it, before any signal is sent.
+/// `run.interrupted` when an operator's stop reaches it, before any signal is sent. Read
+/// only where the run has no proof: it says how the run ended without one.
 pub fn started(records: &[Value]) -> Started {
     let segment =
         records.iter().rposition(|r| r["event"] == "run.start" || r["event"] == "run.resume");
     let Some(at) = segment else { return Started::Never };
     let mut state = Started::Ran;
+    let mut answered = false;
     for r in &records[at..] {
         match r["event"].as_str() {
             Some("run.interrupted") => state = Started::Interrupted,
             Some("run.engine_fault") => state = Started::EngineFault,
             Some("run.unsealed") => state = Started::Unsealed,
-            Some("run.end") => state = Started::Ran,
+            Some("run.end") => (state, answered) = (Started::Ran, true),
+            // The segment ended by parking on an approval: the work's own pause.
+            Some("run.parked") => answered = true,
+            Some("workflow.message") if r["message"]["op"] == "result" => answered = true,
             _ => {}
         }
+    }
+    let scoped = |c: super::containment::Containment| {
+        c.confined && c.landlock.is_some_and(|abi| abi >= SIGNAL_SCOPE_ABI)
+    };
+    if state == Started::Ran && !answered && reached(records).is_some_and(scoped) {
+        return Started::HostDied;
     }
     state
 }
@@ -313,6 +334,35 @@ mod tests {
         assert_eq!(started(&ended), Started::Ran);
         let resumed = [faulted[0].clone(), faulted[1].clone(), json!({"event":"run.resume"})];
         assert_eq!(started(&resumed), Started::Ran, "a later segment started again");
+    }
+
+    #[test]
+    fn a_host_that_died_under_a_workflow_that_could_not_signal_it_is_not_the_works_death() {
+        let start = |abi: Option<u32>, confined: bool| {
+            let mut c = serde_json::json!({"holding": "cgroup", "confined": confined});
+            if let Some(abi) = abi {
+                c["landlock"] = abi.into();
+            }
+            json!({"event": "run.start", "containment": c})
+        };
+        let call = json!({"event": "agent.start", "id": "a1"});
+        assert_eq!(started(&[start(Some(7), true), call.clone()]), Started::HostDied);
+        assert_eq!(started(&[start(Some(6), true)]), Started::HostDied);
+        // A workflow that could signal its host may have ended it: its death stays the run's.
+        assert_eq!(started(&[start(Some(5), true), call.clone()]), Started::Ran);
+        assert_eq!(started(&[start(None, false), call.clone()]), Started::Ran);
+        assert_eq!(started(&[json!({"event": "run.start"})]), Started::Ran);
+        // Once the result arrived, or the workflow ended, the host's death comes after the
+        // work's own end.
+        let result = json!({"event": "workflow.message", "message": {"op": "result"}});
+        assert_eq!(started(&[start(Some(7), true), result]), Started::Ran);
+        let end = json!({"event": "run.end", "exit_code": 0});
+        assert_eq!(started(&[start(Some(7), true), end]), Started::Ran);
+        let parked = json!({ "event": "run.parked", "approval_id": "wf-1-p1" });
+        assert_eq!(started(&[start(Some(7), true), parked]), Started::Ran, "it parked itself");
+        // A later segment's containment is what counts.
+        let resume = json!({"event": "run.resume"});
+        assert_eq!(started(&[start(Some(7), true), resume]), Started::Ran);
     }
 
     #[test]

@@ -176,6 +176,9 @@ pub(crate) struct WorkWorld {
     /// Runs whose workflow durably started (`run.start` in the transcript) and that no
     /// operator's stop interrupted: only these may be charged.
     chargeable: std::collections::BTreeSet<Id>,
+    /// Runs whose last segment started under Landlock's signal scope (its workflow could not
+    /// signal its host): a host's death before the result is not charged to them.
+    pub(crate) scoped: std::collections::BTreeSet<Id>,
     /// Set when the last start or resume did not get its workflow running (an IO fault before
     /// the spawn, a failed spawn), for a goal's dispatch to report it.
     pub(crate) not_started: bool,
@@ -227,6 +230,7 @@ impl WorkWorld {
             runs: 0,
             damaged: BTreeMap::new(),
             chargeable: std::collections::BTreeSet::new(),
+            scoped: std::collections::BTreeSet::new(),
             not_started: false,
             watchdog_broken: None,
             killing: false,
@@ -679,11 +683,37 @@ impl WorkWorld {
                     charged += u32::from(p.run.class.is_none_or(|c| c.charges()));
                 }
                 // Parked or lost, it uses the budget once its workflow started, unless an
-                // operator's stop had reached it when its host died.
+                // operator's stop had reached it when its host died, or its host died before
+                // its result while it could not signal that host.
                 None => {
+                    use harn_core::work::transcript::Started;
                     let records = self.ledger.transcript(run_id)?;
                     let started = harn_core::work::transcript::started(&records);
-                    charged += u32::from(started == harn_core::work::transcript::Started::Ran);
+                    let last = records
+                        .iter()
+                        .rposition(|r| r["event"] == "run.start" || r["event"] == "run.resume");
+                    let answered = last.is_some_and(|at| {
+                        records[at..].iter().any(|r| {
+                            r["event"] == "run.end"
+                                || r["event"] == "run.parked"
+                                || (r["event"] == "workflow.message"
+                                    && r["message"]["op"] == "result")
+                        })
+                    });
+                    // A resumed segment cut short leaves its run parked: charged as parked.
+                    let parked = harn_core::work::transcript::parked_on(&records).is_some();
+                    let host_died = !parked && self.scoped.contains(run_id) && !answered;
+                    if matches!(started, Started::Ran | Started::HostDied) {
+                        if !parked && (started == Started::HostDied) != host_died {
+                            return Err(format!(
+                                "run {run_id}: read as {started:?}, though its last segment was \
+                                 {}scoped and {}answered",
+                                if self.scoped.contains(run_id) { "" } else { "not " },
+                                if answered { "" } else { "not " }
+                            ));
+                        }
+                        charged += u32::from(!host_died);
+                    }
                 }
             }
         }

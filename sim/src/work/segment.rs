@@ -206,7 +206,18 @@ impl driver::SegmentHost for SimSegment<'_> {
         let alive = if w.kill_hosts { 1 + w.entropy.below(4) as u32 } else { 1 };
         w.processes.insert(self.m.run_id.clone(), alive);
         self.alive = true;
-        Ok(Ok(Map::new()))
+        // Half the segments start where Landlock scopes signals (ABI 6 or later), so a host's
+        // death before the result is not the work's; the rest where the workflow could signal
+        // its host.
+        let mut fields = Map::new();
+        if w.entropy.chance(1, 2) {
+            w.scoped.insert(self.m.run_id.clone());
+            let c = serde_json::json!({ "holding": "cgroup", "landlock": 7, "confined": true });
+            fields.insert("containment".into(), c);
+        } else {
+            w.scoped.remove(&self.m.run_id);
+        }
+        Ok(Ok(fields))
     }
 
     fn record(&mut self, body: Value) -> Result<(), Stop> {

@@ -124,10 +124,12 @@ pub(crate) fn inspect(
                     class: Some(FailureClass::Infrastructure),
                     decision_id: None,
                 },
-                Started::Unsealed => AttemptStatus::Failed {
-                    class: Some(FailureClass::Environment),
-                    decision_id: None,
-                },
+                Started::Unsealed => {
+                    AttemptStatus::Failed { class: Some(FailureClass::Unsealed), decision_id: None }
+                }
+                Started::HostDied => {
+                    AttemptStatus::Failed { class: Some(FailureClass::HostDied), decision_id: None }
+                }
             },
         });
     };
