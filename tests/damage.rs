@@ -40,10 +40,17 @@ fn a_history_cut_after_its_first_line_starts_no_second_attempt_one() {
     let run = harn_at(&root, &["work", "run", "docs", "--harness", "scripted"]);
     assert_eq!(run.status.code(), Some(1), "{}", text(&run));
     assert!(text(&run).contains("the history was cut"), "{}", text(&run));
-    assert!(text(&run).contains("attempts/1"), "names the record that disagrees: {}", text(&run));
+    assert!(text(&run).contains("events.reach"), "names the record that disagrees: {}", text(&run));
     assert_eq!(runs(&root), before, "no run was started");
     let show = harn_at(&root, &["work", "show", "docs"]);
-    assert!(text(&show).contains("damage") && text(&show).contains("cut"), "{}", text(&show));
+    assert_eq!(show.status.code(), Some(1), "no plausible state is shown: {}", text(&show));
+    assert!(text(&show).contains("the history was cut"), "{}", text(&show));
+    // Without its reach (a root from before it was kept), the attempt's claim still tells.
+    std::fs::remove_file(root.join(".harnery/work/docs/events.reach")).unwrap();
+    let run = harn_at(&root, &["work", "run", "docs", "--harness", "scripted"]);
+    assert_eq!(run.status.code(), Some(1), "{}", text(&run));
+    assert!(text(&run).contains("attempts/1"), "names the record that disagrees: {}", text(&run));
+    assert_eq!(runs(&root), before, "no run was started");
     let doc = json(&harn_at(&root, &["work", "show", "docs", "--json"]));
     assert!(doc["damage"].as_str().is_some_and(|d| d.contains("run wf-")), "{doc}");
 }

@@ -13,14 +13,15 @@ use std::path::PathBuf;
 /// `harn fsck`'s arguments.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  harn fsck\n  harn fsck --json | jq '.damage[].file'\n  harn fsck --repair    # set damaged daemon journals aside (the daemon must be down)"
+    after_help = "Examples:\n  harn fsck\n  harn fsck --json | jq '.damage[].file'\n  harn fsck --repair    # set damaged daemon journals (the daemon must be down) and a damaged notify outbox aside"
 )]
 pub struct FsckArgs {
     /// The coordination root (default: found from the current directory).
     #[arg(long)]
     pub root: Option<PathBuf>,
     /// Set a damaged harness events or ledger journal aside and begin a new one (only while
-    /// no harness daemon runs); nothing else is ever changed.
+    /// no harness daemon runs), set a damaged notify outbox aside keeping every record that
+    /// verifies, and remove empty run directories; nothing else is ever changed.
     #[arg(long)]
     pub repair: bool,
     /// One JSON document.
@@ -56,9 +57,13 @@ pub fn run(args: FsckArgs) -> Exit {
     let mut found = Vec::new();
     let mut checked = Checked::default();
     work(&mut store, &mut found, &mut checked);
-    runs(&mut store, &mut found, &mut checked);
+    runs(&mut store, args.repair, &mut found, &mut checked);
     goals(&mut store, &mut found, &mut checked);
     harness(&mut store, args.repair, &mut found, &mut checked);
+    outbox(&mut store, args.repair, &mut found, &mut checked);
+    // One damage is said once, however many records led to it (a goal reads its items).
+    let mut seen = std::collections::BTreeSet::new();
+    found.retain(|d| seen.insert((d.file.clone(), d.what.clone())));
     let open = found.iter().filter(|d| d.repaired.is_none()).count();
     if args.json {
         let doc = serde_json::json!({ "checked": checked, "damage": found, "clean": open == 0 });
@@ -66,7 +71,7 @@ pub fn run(args: FsckArgs) -> Exit {
     } else {
         for d in &found {
             match &d.repaired {
-                Some(to) => outln!("repaired  {}: {}\n          set aside as {to}", d.file, d.what),
+                Some(how) => outln!("repaired  {}: {}\n          {how}", d.file, d.what),
                 None if d.fix.is_empty() => outln!("damage    {}: {}", d.file, d.what),
                 None => outln!("damage    {}: {}\n          {}", d.file, d.what, d.fix),
             }
@@ -128,6 +133,21 @@ fn work(store: &mut Store, found: &mut Vec<Damage>, checked: &mut Checked) {
             Ok(item) => item,
             // A creation a kill cut short is no item yet.
             Err(_) if store.creation_pending(&id) => continue,
+            Err(_)
+                if !store
+                    .root()
+                    .join(harn_core::layout::work_dir(&id))
+                    .join("intent.json")
+                    .exists() =>
+            {
+                let file = store.root().join(harn_core::layout::work_dir(&id)).join("intent.json");
+                found.push(damage(
+                    file.display().to_string(),
+                    "missing: the item's intent was deleted, its history remains",
+                    "restore the file from a backup; the item cannot be read without it",
+                ));
+                continue;
+            }
             Err(e) => {
                 let fix = "restore the file from a backup; the item cannot be read as it is";
                 found.push(of_record(store, &e, fix));
@@ -140,11 +160,17 @@ fn work(store: &mut Store, found: &mut Vec<Damage>, checked: &mut Checked) {
             Ok(Some((file, what))) => found.push(damage(file, what, "")),
             Err(e) => found.push(of_error(store, &e, e.file(), "check the file")),
         }
+        match store.ledger().claims_disagree(&item) {
+            Ok(claims) => {
+                found.extend(claims.into_iter().map(|(file, what)| damage(file, what, "")))
+            }
+            Err(e) => found.push(of_error(store, &e, e.file(), "check the file")),
+        }
     }
 }
 
 /// Every run directory has its manifest and a transcript whose every line verifies.
-fn runs(store: &mut Store, found: &mut Vec<Damage>, checked: &mut Checked) {
+fn runs(store: &mut Store, repair: bool, found: &mut Vec<Damage>, checked: &mut Checked) {
     let listing = match store.list_ids(harn_core::layout::WORKFLOWS) {
         Ok(l) => l,
         Err(e) => {
@@ -158,11 +184,19 @@ fn runs(store: &mut Store, found: &mut Vec<Damage>, checked: &mut Checked) {
         match store.run_records(&run) {
             Ok((Some(_), _)) => {}
             Ok((None, _)) => {
-                found.push(damage(
+                let mut d = damage(
                     &shown_dir,
                     "no run.json: a start cut short before its manifest (nothing ran)",
-                    "remove the directory",
-                ));
+                    "`harn fsck --repair` removes it when it holds nothing; otherwise remove \
+                     the directory",
+                );
+                // Nothing ran and nothing names it: an empty one is crash residue.
+                let empty = std::fs::read_dir(store.root().join(&dir))
+                    .is_ok_and(|mut entries| entries.next().is_none());
+                if repair && empty && std::fs::remove_dir(store.root().join(&dir)).is_ok() {
+                    d.repaired = Some("removed (it held nothing)".into());
+                }
+                found.push(d);
                 continue;
             }
             Err(e) => {
@@ -241,7 +275,8 @@ fn harness(store: &mut Store, repair: bool, found: &mut Vec<Damage>, checked: &m
             let now = store.now();
             match harn_core::journal::JournalWriter::open_setting_aside(store.fs(), &path, now) {
                 Ok((_, Some(aside))) => {
-                    d.repaired = Some(store.root().join(aside.moved_to).display().to_string())
+                    let to = store.root().join(aside.moved_to).display().to_string();
+                    d.repaired = Some(format!("set aside as {to}"));
                 }
                 Ok((_, None)) => {}
                 Err(e) => d.fix = format!("setting it aside failed: {e}"),
@@ -251,6 +286,35 @@ fn harness(store: &mut Store, repair: bool, found: &mut Vec<Damage>, checked: &m
         }
         found.push(d);
     }
+}
+
+/// The notify outbox verifies; `repair` sets a damaged one aside as every notifying command
+/// would ([`crate::notify::set_aside_damaged`]).
+fn outbox(store: &mut Store, repair: bool, found: &mut Vec<Damage>, checked: &mut Checked) {
+    use harn_core::notify::outbox::OUTBOX;
+    let shown = store.root().join(OUTBOX).display().to_string();
+    if store.fs().read(OUTBOX).ok().flatten().is_none() {
+        return;
+    }
+    checked.journals += 1;
+    let Some(what) = verify(store, OUTBOX, &shown) else { return };
+    let mut d = damage(
+        &shown,
+        what,
+        "`harn fsck --repair`, or the next command that notifies, sets it aside and keeps every \
+         record that verifies on its own",
+    );
+    if repair {
+        match crate::notify::set_aside_damaged(store) {
+            Ok(Some(aside)) => {
+                let to = store.root().join(aside.moved_to).display().to_string();
+                d.repaired = Some(format!("set aside as {to}, {} records kept", aside.kept));
+            }
+            Ok(None) => {}
+            Err(e) => d.fix = format!("setting it aside failed: {e}"),
+        }
+    }
+    found.push(d);
 }
 
 /// What is wrong with the journal at `path` (every line verified, a chunk at a time), if

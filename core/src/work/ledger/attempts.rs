@@ -122,6 +122,47 @@ impl<F: Fs> Ledger<F> {
         }
     }
 
+    /// What is wrong with `item`'s attempt claims (`attempts/N`, each naming the run that
+    /// started as attempt N, written before `attempt.started`): for each attempt its history
+    /// holds, the claim must be there and name that run. The file and why, for each one that
+    /// is not.
+    pub fn claims_disagree(&mut self, item: &Item) -> Result<Vec<(String, String)>, RecordError> {
+        let id = &item.intent.id;
+        let mut found = Vec::new();
+        for e in &item.events {
+            let EventKind::AttemptStarted { run_id, attempt, .. } = &e.kind else { continue };
+            let claim = attempt_claim(id, *attempt);
+            let shown = self.shown(&claim);
+            let named = self.read_bytes(&claim)?;
+            let named = named.as_deref().map(|b| String::from_utf8_lossy(b).trim().to_owned());
+            match named {
+                None => found.push((
+                    shown,
+                    format!(
+                        "missing: the claim of attempt {attempt} (run {run_id}) was deleted; \
+                         write `{run_id}` into it to restore it"
+                    ),
+                )),
+                Some(n) if n == run_id.as_str() => {}
+                Some(n) if Id::new(&n).is_err() => found.push((
+                    shown,
+                    format!(
+                        "does not name a run (attempt {attempt} is run {run_id}): write \
+                         `{run_id}` into it to restore it"
+                    ),
+                )),
+                Some(n) => found.push((
+                    shown,
+                    format!(
+                        "names run {n}, but attempt {attempt} is run {run_id}: write `{run_id}` \
+                         into it to restore it"
+                    ),
+                )),
+            }
+        }
+        Ok(found)
+    }
+
     /// Refuses attempt `attempt` of `id` when a run that ran already holds its number: the
     /// item's history lost that attempt (a cut `events.jsonl`), and starting it again would
     /// run and charge an attempt twice under one number. A claim whose run never started

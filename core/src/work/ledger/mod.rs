@@ -261,6 +261,7 @@ impl<F: Fs> Ledger<F> {
             let path = format!("{}/events.jsonl", work_dir(id));
             return Err(RecordError::invalid(self.shown(&path), "no work.created event"));
         }
+        self.check_reach(id, history_len)?;
         let mut prerequisites = BTreeMap::new();
         for dep in &intent.dependencies {
             let view = self.prerequisite(dep, known);

@@ -141,6 +141,43 @@ impl<F: Fs> Ledger<F> {
         self.parked_with(run_id, &records)
     }
 
+    /// Refuses to read a run without a proof as lost, parked or never started when other
+    /// records say what its own lost: a `run.end` that names the proof it was written after
+    /// (the proof was deleted), or an approval the run asked for while its transcript records
+    /// no start (the transcript was emptied or deleted). Reads then say the record is damaged,
+    /// never a plausible state.
+    fn check_unproven(&mut self, run_id: &Id, records: &[Value]) -> Result<(), RecordError> {
+        let dir = run_dir(run_id);
+        let ended = records.iter().rev().find(|r| r["event"] == "run.end");
+        if let Some(digest) = ended.and_then(|r| r["proof_sha256"].as_str()) {
+            return Err(RecordError::invalid(
+                self.shown(&format!("{dir}/proof.json")),
+                format!(
+                    "missing, though run {run_id}'s run.end names it (sha256 {}): restore it \
+                     from a backup, or move {dir} out of .harnery/workflows to give the \
+                     attempt up",
+                    digest.get(..12).unwrap_or(digest)
+                ),
+            ));
+        }
+        if transcript::started(records) != transcript::Started::Never {
+            return Ok(());
+        }
+        let prefix = format!("{run_id}-p");
+        let asked = self.fs.list(crate::layout::APPROVALS).unwrap_or_default();
+        if let Some(approval) = asked.iter().find(|a| a.starts_with(&prefix)) {
+            return Err(RecordError::invalid(
+                self.shown(&format!("{dir}/transcript.jsonl")),
+                format!(
+                    "records no start, though approval {approval} was asked by run {run_id} \
+                     while it ran: the transcript was emptied or deleted; restore it from a \
+                     backup"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// [`Ledger::parked_on`] from transcript records already read; the approval must exist.
     fn parked_with(
         &mut self,
@@ -225,6 +262,7 @@ impl<F: Fs> Ledger<F> {
             let (parked, started) = match (&manifest, &proof, runner_live) {
                 (Some(_), None, false) => match self.transcript(run_id) {
                     Ok(records) => {
+                        self.check_unproven(run_id, &records)?;
                         (self.parked_with(run_id, &records)?, transcript::started(&records))
                     }
                     Err(_) => {

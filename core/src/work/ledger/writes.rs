@@ -119,6 +119,9 @@ impl<F: Fs> Ledger<F> {
         let path = format!("{}/events.jsonl", work_dir(id));
         self.note(&path)?;
         let (mut writer, _) = JournalWriter::open_tail(&mut self.fs, &path)?;
+        // A history cut at a line boundary reads as whole: its witness says how far it reached,
+        // and nothing is appended to bury the cut.
+        self.check_reach(id, writer.next_seq() - 1)?;
         let event = WorkEvent {
             schema_version: EVENT_VERSION,
             work_id: id.clone(),
@@ -130,7 +133,43 @@ impl<F: Fs> Ledger<F> {
         };
         writer.append(&mut self.fs, now, std::slice::from_ref(&event))?;
         self.acknowledged.events.push(event.clone());
+        self.write_reach(id, event.seq);
         Ok(event)
+    }
+
+    /// Records that `id`'s history reached `seq` ([`REACH`]): written after the event is
+    /// synced, and not synced itself, so it may lag the history after a crash but never leads
+    /// it; a write that fails leaves it lagging, which is harmless.
+    fn write_reach(&mut self, id: &Id, seq: u64) {
+        let (path, temp) = (reach_path(id), format!("{}/.{REACH}.tmp", work_dir(id)));
+        let written = self.fs.write_temp(&temp, format!("{seq}\n").as_bytes());
+        if written.is_ok() && self.fs.rename(&temp, &path).is_err() {
+            let _ = self.fs.remove(&temp);
+        }
+    }
+
+    /// Refuses `id`'s history when it holds `len` events but its witness ([`REACH`]) says it
+    /// reached further: the file was cut, at a line boundary (a cut within a line is a torn
+    /// tail, or damage its checksum shows). A witness that does not read whole (a crash tore
+    /// it) says nothing.
+    pub(crate) fn check_reach(&mut self, id: &Id, len: u64) -> Result<(), RecordError> {
+        let Some(bytes) = self.read_bytes(&reach_path(id))? else { return Ok(()) };
+        let reached = std::str::from_utf8(&bytes)
+            .ok()
+            .and_then(|t| t.strip_suffix('\n'))
+            .and_then(|t| t.parse::<u64>().ok());
+        match reached {
+            Some(reached) if reached > len => Err(RecordError::invalid(
+                self.shown(&format!("{}/events.jsonl", work_dir(id))),
+                format!(
+                    "the history was cut: it holds {len} events, but it reached event {reached} \
+                     ({}); nothing is read from or appended to a history that lost events: \
+                     restore the file from a backup",
+                    self.shown(&reach_path(id))
+                ),
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// Writes `dir/name` once, whole: under a temporary name, synced, renamed into place and
@@ -192,4 +231,13 @@ impl<F: Fs> Ledger<F> {
         self.append(&item.intent.id, receipt, actor, Some(p.reason.clone()), now)?;
         Ok(true)
     }
+}
+
+/// The file beside an item's history that witnesses how far it reached: the sequence number
+/// of its last event, and a newline. A cut at a line boundary leaves a history that verifies
+/// line by line; only a record kept elsewhere can tell it lost its end.
+pub const REACH: &str = "events.reach";
+
+fn reach_path(id: &Id) -> String {
+    format!("{}/{REACH}", work_dir(id))
 }
