@@ -968,9 +968,16 @@ impl Default for Retention {
 #[doc(hidden)]
 pub fn fuzz_reader(data: &[u8]) {
     let tail = scan_tail("fuzz.jsonl", data);
+    // A salvage names or keeps every complete line, and keeps every one a whole read keeps.
+    let salvaged = salvage_as::<serde_json::Value>("fuzz.jsonl", data);
+    let complete = data.iter().filter(|&&b| b == b'\n').count();
+    assert_eq!(salvaged.kept.len() + salvaged.damaged.len(), complete, "a line went unsaid");
     let Ok(read) = parse("fuzz.jsonl", data) else {
         return;
     };
+    assert!(salvaged.damaged.is_empty(), "a salvage refused a line the whole read took");
+    let bodies: Vec<&serde_json::Value> = read.records.iter().map(|r| &r.body).collect();
+    assert_eq!(salvaged.kept.iter().collect::<Vec<_>>(), bodies, "a salvage changed a record");
     // Whenever the whole file verifies, the writer's tail-only scan must agree with it.
     let tail = tail.expect("the tail scan accepts every journal the full parse accepts");
     assert_eq!(tail.valid_len, read.valid_len, "tail scan and parse disagree on valid_len");
