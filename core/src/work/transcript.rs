@@ -160,8 +160,8 @@ pub enum Started {
     /// It started under a containment that refuses its processes any signal to a process
     /// outside the run (Landlock's signal scope, ABI 6 or later, recorded in the last
     /// segment's start), and its host died before the workflow's result arrived (no result,
-    /// no park, no `run.end`): the workflow could not have ended its host, so the death is not
-    /// the work's (decision record 0007).
+    /// no park, no timeout or limit of its own, no `run.end`): the workflow could not have
+    /// ended its host, so the death is not the work's (decision record 0007).
     HostDied,
 }
 
@@ -185,8 +185,9 @@ pub fn started(records: &[Value]) -> Started {
             Some("run.engine_fault") => state = Started::EngineFault,
             Some("run.unsealed") => state = Started::Unsealed,
             Some("run.end") => (state, answered) = (Started::Ran, true),
-            // The segment ended by parking on an approval: the work's own pause.
-            Some("run.parked") => answered = true,
+            // The segment ended by parking on an approval, or reached its own timeout or a
+            // limit of its own: the work's doing, whatever came after.
+            Some("run.parked" | "run.timed_out" | "run.limit_reached") => answered = true,
             Some("workflow.message") if r["message"]["op"] == "result" => answered = true,
             _ => {}
         }
@@ -360,6 +361,8 @@ mod tests {
         assert_eq!(started(&[start(Some(7), true), end]), Started::Ran);
         let parked = json!({ "event": "run.parked", "approval_id": "wf-1-p1" });
         assert_eq!(started(&[start(Some(7), true), parked]), Started::Ran, "it parked itself");
+        let timed_out = json!({ "event": "run.timed_out" });
+        assert_eq!(started(&[start(Some(7), true), timed_out]), Started::Ran, "its own timeout");
         // A later segment's containment is what counts.
         let resume = json!({"event": "run.resume"});
         assert_eq!(started(&[start(Some(7), true), resume]), Started::Ran);

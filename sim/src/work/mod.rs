@@ -694,8 +694,9 @@ impl WorkWorld {
                         .rposition(|r| r["event"] == "run.start" || r["event"] == "run.resume");
                     let answered = last.is_some_and(|at| {
                         records[at..].iter().any(|r| {
-                            r["event"] == "run.end"
-                                || r["event"] == "run.parked"
+                            ["run.end", "run.parked", "run.timed_out", "run.limit_reached"]
+                                .iter()
+                                .any(|e| r["event"] == *e)
                                 || (r["event"] == "workflow.message"
                                     && r["message"]["op"] == "result")
                         })
