@@ -51,11 +51,14 @@ pub fn utc(ms: i64) -> String {
 /// Now on the machine's boot clock (`CLOCK_BOOTTIME`, which no step of the wall clock moves),
 /// with this boot's id; `None` where either cannot be read.
 pub fn boot_mark() -> Option<harn_core::service::BootMark> {
-    let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let boot_id = crate::os::procfs::boot_id();
+    if boot_id.is_empty() {
+        return None;
+    }
     let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
     let at_ms = u64::try_from(now.tv_sec).ok()?.checked_mul(1_000)?
         + u64::try_from(now.tv_nsec).ok()? / 1_000_000;
-    Some(harn_core::service::BootMark { boot_id: boot_id.trim().to_owned(), at_ms })
+    Some(harn_core::service::BootMark { boot_id, at_ms })
 }
 
 #[cfg(test)]

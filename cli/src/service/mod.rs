@@ -353,9 +353,7 @@ fn status_cmd(store: &mut Store, as_json: bool) -> Exit {
         _ => {}
     }
     if let Some(s) = &status {
-        let boot = crate::os::clock::boot_mark();
-        let on_boot = boot.zip(s.heartbeat_boot.as_ref()).and_then(|(now, beat)| now.since(beat));
-        let age = on_boot.map_or(store.now().0.saturating_sub(s.heartbeat_at.0), |ms| ms as i64);
+        let age = s.heartbeat_age(store.now(), crate::os::clock::boot_mark().as_ref());
         let took = s.last_sweep_ms.map_or(String::new(), |ms| format!(", the last took {ms} ms"));
         outln!("  pid        {} (heartbeat {age} ms ago, {} sweeps{took})", s.pid, s.sweep_count);
         if let Some(g) = &s.active_goal_id {

@@ -201,6 +201,16 @@ impl BootMark {
 }
 
 impl ServiceStatus {
+    /// How long ago its last heartbeat was, in ms: on the boot clock when `boot_now` and the
+    /// record share a boot (no step of the wall clock moves it), else on the wall clock.
+    pub fn heartbeat_age(&self, now: WallTime, boot_now: Option<&BootMark>) -> i64 {
+        let on_boot = boot_now.zip(self.heartbeat_boot.as_ref()).and_then(|(n, b)| n.since(b));
+        match on_boot {
+            Some(ms) => i64::try_from(ms).unwrap_or(i64::MAX),
+            None => now.0.saturating_sub(self.heartbeat_at.0),
+        }
+    }
+
     /// The record of a daemon `pid` starting at `started` for the enrollment made at
     /// `config_created_at`: no sweep yet, its first heartbeat now.
     pub fn starting(pid: u32, started: WallTime, config_created_at: WallTime) -> ServiceStatus {
@@ -299,15 +309,7 @@ pub fn liveness(
         };
     };
     let lapse = (heartbeat_interval_ms as i64).saturating_mul(3).max(HEARTBEAT_SLACK_MS);
-    let on_boot_clock = match (boot_now, &s.heartbeat_boot) {
-        (Some(now), Some(beat)) => now.since(beat),
-        _ => None,
-    };
-    let age = match on_boot_clock {
-        Some(ms) => i64::try_from(ms).unwrap_or(i64::MAX),
-        None => now.0.saturating_sub(s.heartbeat_at.0),
-    };
-    let beating = age <= lapse;
+    let beating = s.heartbeat_age(now, boot_now) <= lapse;
     match (s.state, lease_held) {
         (ServiceState::Stopped, false) => Liveness::Stopped,
         (_, false) => Liveness::Stale,
