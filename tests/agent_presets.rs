@@ -440,3 +440,35 @@ fn a_sealed_call_starts_while_another_program_has_a_mount_below_tmp() {
         crate::skip::skip("this machine cannot seal a call");
     }
 }
+
+/// Codex refused by a plan's spent usage limit names when it resets, in the zone harn runs it
+/// in (UTC): the call is uncharged, and the proof and `run show` carry the moment.
+#[test]
+fn a_usage_limit_that_names_its_reset_is_recorded_uncharged_with_the_time() {
+    let dir = root();
+    let r = dir.path();
+    // The program sees the zone harn gives it.
+    let wrapper = r.join("bin/codex");
+    let fake = fixtures().join("fake-codex");
+    let script = format!("#!/bin/sh\necho \"$TZ\" > tz.seen\nexec '{}' \"$@\"\n", fake.display());
+    std::fs::write(&wrapper, script).unwrap();
+    let vars = [("HARN_FAKE_FIXTURE", "json-usage-limit-reset"), ("TZ", "Asia/Tokyo")];
+    let out = harn(r, &["work", "run", "w", "--harness", "codex", "--allow-api-billing"], &vars);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let p = projection(r);
+    assert_eq!((p["attempts_used"].as_u64(), p["charged_attempts"].as_u64()), (Some(1), Some(0)));
+    let proof = proof(r);
+    let call = &proof["agents"][0];
+    assert_eq!(call["class"], "upstream", "{call}");
+    // "… try again at 2:00 AM." is the next 02:00 UTC after the call ended.
+    let resets = call["resets_at"].as_i64().expect("the reset is recorded");
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    let now = now.as_millis() as i64;
+    assert!(resets > now - 120_000 && resets <= now + 86_400_000, "{resets} vs {now}");
+    assert_eq!(resets % 86_400_000, 2 * 3_600_000, "02:00 UTC: {resets}");
+    let run = p["latest_run_id"].as_str().unwrap();
+    let shown = text(&harn(r, &["run", "show", run], &[]));
+    assert!(shown.contains("UTC)"), "{shown}");
+    let seen = std::fs::read_to_string(r.join("tz.seen")).unwrap();
+    assert_eq!(seen.trim(), "UTC", "the program ran in UTC, whatever the caller's zone");
+}

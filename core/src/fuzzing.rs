@@ -536,8 +536,9 @@ pub fn fuzz_segment(data: &[u8]) {
 
 /// Fuzz body: arbitrary bytes as what an agent program writes, its first byte choosing the
 /// dialect, each line through the reader, the watchdog's view and the progress shown, and
-/// (for ACP) the client, which answers every permission; never panics, the client only
-/// ever writes JSON-RPC messages, and an answered permission is written at once.
+/// (for ACP) the client, which answers every permission, and each line as words that may
+/// name a usage limit's reset; never panics, the client only ever writes JSON-RPC messages,
+/// an answered permission is written at once, and no reset is believed past every window.
 pub fn fuzz_agent_output(data: &[u8]) {
     use crate::work::acp::{billing_refusal, judge, AcpStep, Client};
     use crate::work::adapter::{self, Activity, Kind};
@@ -548,9 +549,14 @@ pub fn fuzz_agent_output(data: &[u8]) {
     let _ = adapter::read(kind, &text);
     let mut activity = Activity::default();
     let mut client = Client::start("p", "/w", (first & 4 == 4).then_some("s"), Some("m"), None);
+    // 2026-12-08 10:00 UTC, moved by the first byte so day and year ends are reached.
+    let now = crate::time::WallTime(1_796_724_000_000 + i64::from(first) * 3_517_000);
     for line in text.lines() {
         activity.observe(kind, line);
         let _ = adapter::progress(kind, line);
+        if let Some(at) = crate::work::usage_limit::resets_at(line, now, first & 32 == 32) {
+            assert!(at.0 - now.0 <= 45 * 86_400_000, "a reset past every window: {line}");
+        }
         let _ = billing_refusal(line, false);
         if let AcpStep::Permission(ask) = client.handle(line) {
             let _ = judge(None, first & 8 == 8, &ask);

@@ -94,6 +94,9 @@ def claude_cases():
         # A vendor that never answers, until Claude Code's own request timeout ends it.
         case("stream-hang-own-timeout", CLAUDE_STREAM, "HARN-SCENARIO=hang", timeout=120,
              env={"API_TIMEOUT_MS": "3000", "CLAUDE_CODE_MAX_RETRIES": "1"}),
+        # A plan's usage limit that names its reset, in the zone harn runs Claude Code in.
+        case("stream-usage-limit-reset", CLAUDE_STREAM, "HARN-SCENARIO=usage-limit-reset",
+             env={"TZ": "UTC", "CLAUDE_CODE_MAX_RETRIES": "1"}),
         case("json-effort-model", CLAUDE_JSON + ["--effort", "high", "--model", "sonnet"],
              prompt),
         case("json-schema", CLAUDE_JSON + ["--json-schema", json.dumps(SCHEMA)], prompt),
@@ -115,6 +118,9 @@ def codex_cases():
                         "overloaded", "server-error", "usage-limit")]
     text = prompt.format("text")
     cases += [
+        # A plan's usage limit that names its reset, in the zone harn runs Codex in.
+        case("json-usage-limit-reset", CODEX_EXEC + ["-"], prompt.format("usage-limit-reset"),
+             env={"TZ": "UTC"}),
         case("json-hang", CODEX_EXEC + ["-"], prompt.format("hang"), timeout=20),
         case("json-not-logged-in", CODEX_EXEC + ["-"], text, auth="none"),
         case("json-no-network", CODEX_EXEC + ["-"], text, auth="closed", timeout=60),

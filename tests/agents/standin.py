@@ -17,6 +17,9 @@ answered here, deterministically, by a *scenario* named anywhere in the prompt a
   overloaded    Anthropic 529 overloaded_error / OpenAI 503 server_is_overloaded
   server-error  500
   usage-limit   Anthropic 400 "credit balance is too low" / OpenAI 429 insufficient_quota
+  usage-limit-reset  a plan's usage limit that names its reset, two hours ahead on the half
+                hour: Anthropic 429 with the unified rate-limit headers / OpenAI 429
+                usage_limit_reached with resets_at
   hang          read the request, answer nothing, keep the connection open
 
 A request with no credentials at all (no x-api-key / Authorization) gets the vendor's
@@ -119,6 +122,11 @@ OPENAI_ERRORS = {  # scenario -> (status, error type, code, message)
                     "You exceeded your current quota, please check your plan and billing "
                     "details."),
 }
+
+
+def reset_at() -> int:
+    """When a `usage-limit-reset` limit resets: two hours from now, on the half hour."""
+    return (int(time.time()) + 7200) // 1800 * 1800
 
 
 # Scenario of each OpenAI response id: a request that continues one (previous_response_id,
@@ -590,6 +598,16 @@ class Handler(BaseHTTPRequestHandler):
             scenario = "no-key"
         if scenario == "hang":
             return self.hang()
+        if scenario == "usage-limit-reset":
+            # A plan's five-hour window is spent: the unified rate-limit headers name when
+            # it resets (unix seconds), as Claude Code reads them.
+            extra = {"anthropic-ratelimit-unified-status": "rejected",
+                     "anthropic-ratelimit-unified-reset": str(reset_at()),
+                     "anthropic-ratelimit-unified-representative-claim": "five_hour",
+                     "retry-after": "7200"}
+            return self.send_json(429, {"type": "error", "error": {
+                "type": "rate_limit_error", "message": "Rate limited"},
+                "request_id": "req_standin"}, extra)
         if scenario in ANTHROPIC_ERRORS or scenario == "no-key":
             status, kind, message = ANTHROPIC_ERRORS.get(scenario, ANTHROPIC_NO_KEY)
             extra = {"retry-after": "0"} if status == 429 else {}
@@ -610,6 +628,13 @@ class Handler(BaseHTTPRequestHandler):
     # -- OpenAI
 
     def openai_error(self, scenario: str) -> tuple[int, dict, dict]:
+        if scenario == "usage-limit-reset":
+            # A ChatGPT plan's usage limit, with when it resets (unix seconds).
+            at = reset_at()
+            return 429, {"error": {"type": "usage_limit_reached",
+                                   "message": "The usage limit has been reached",
+                                   "plan_type": "plus", "resets_at": at,
+                                   "resets_in_seconds": at - int(time.time())}}, {}
         status, kind, code, message = OPENAI_ERRORS.get(scenario, OPENAI_NO_KEY)
         extra = {"retry-after": "0"} if status == 429 else {}
         return status, {"error": {"message": message, "type": kind, "param": None,
@@ -632,7 +657,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(*self.openai_error("no-key"))
         if scenario == "hang":
             return self.hang()
-        if scenario in OPENAI_ERRORS:
+        if scenario in OPENAI_ERRORS or scenario == "usage-limit-reset":
             return self.send_json(*self.openai_error(scenario))
         events = self.openai_answer(body, scenario)
         if body.get("stream", True):
@@ -678,7 +703,7 @@ class Handler(BaseHTTPRequestHandler):
                 continue
             if scenario == "hang":
                 return self.hang()
-            if scenario in OPENAI_ERRORS:
+            if scenario in OPENAI_ERRORS or scenario == "usage-limit-reset":
                 status, doc, extra = self.openai_error(scenario)
                 event = dict(doc, type="error", status=status, headers=extra)
                 ws_write(self.wfile, 1, json.dumps(event).encode())

@@ -247,6 +247,7 @@ fn run_once(ctx: &CallContext<'_>, c: &CallSpec<'_>, prompt: &str) -> CallOutcom
         stdout: stdout.into_text(spec.kind),
         // A descendant that escaped the group may hold the pipe open: do not wait for it.
         stderr: stderr.recv_timeout(Duration::from_secs(2)).unwrap_or_default(),
+        ended_at: harn_core::env::Clock::wall(&crate::os::clock::RealClock::new()),
         ..CallEnd::default()
     };
     // The messages name the limits this call had (a profile may set its own idle limit).

@@ -156,10 +156,10 @@ pub fn argv(kind: Kind, command: &[String], o: &CallOptions<'_>) -> Vec<String> 
     argv
 }
 
-/// The environment one call's options add: a text adapter gets them as `HARN_MODEL`,
-/// `HARN_EFFORT` and `HARN_MAX_TURNS`; Claude Code gets its effort as
-/// `CLAUDE_CODE_EFFORT_LEVEL` as well as `--effort`, because the flag holds only while
-/// Claude can save its state, and the variable wins however that goes.
+/// The environment one call's options add (and, for the presets, `TZ=UTC`): a text adapter
+/// gets them as `HARN_MODEL`, `HARN_EFFORT` and `HARN_MAX_TURNS`; Claude Code gets its
+/// effort as `CLAUDE_CODE_EFFORT_LEVEL` as well as `--effort`, because the flag holds only
+/// while Claude can save its state, and the variable wins however that goes.
 pub fn env(kind: Kind, o: &CallOptions<'_>) -> Vec<(&'static str, String)> {
     let mut env = Vec::new();
     match kind {
@@ -180,6 +180,11 @@ pub fn env(kind: Kind, o: &CallOptions<'_>) -> Vec<(&'static str, String)> {
             }
         }
         Kind::Codex | Kind::Acp => {}
+    }
+    // Both name when a usage limit resets as a clock time in their zone: in UTC, the time
+    // is one harn can read (`usage_limit::resets_at`) without the machine's zone database.
+    if matches!(kind, Kind::ClaudeCode | Kind::Codex) {
+        env.push(("TZ", "UTC".to_owned()));
     }
     env
 }

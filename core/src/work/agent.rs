@@ -4,8 +4,10 @@
 //! reply, or a failure that is charged, environmental or upstream.
 
 use super::adapter::{self, Denial, Kind, Usage};
+use super::usage_limit;
 use crate::error::RecordError;
 use crate::text::{duration_words, measured_words};
+use crate::time::WallTime;
 use crate::work::projection::FailureClass;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -216,6 +218,9 @@ pub struct CallEnd {
     pub stdout: String,
     /// Its stderr.
     pub stderr: String,
+    /// The wall clock when it ended (0 when the host does not say): what a clock time in
+    /// its words, such as when a usage limit resets, is read against.
+    pub ended_at: WallTime,
 }
 
 /// The outcome of an agent call.
@@ -247,6 +252,10 @@ pub struct CallOutcome {
     /// True when the call was still running when its run ended, and was killed with it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub stopped: bool,
+    /// When the usage limit that refused it resets, when its words say (see
+    /// [`usage_limit::resets_at`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resets_at: Option<WallTime>,
 }
 
 impl CallOutcome {
@@ -293,6 +302,9 @@ struct Row {
 
 /// The classification of a failed call, first match wins. Each row is checked against the
 /// real programs' texts in the tests below.
+/// The row of a usage or spend limit: its words may say when it resets.
+const USAGE_LIMIT: &str = "a usage or spend limit is reached";
+
 const TABLE: &[Row] = &[
     Row {
         what: "the agent reached its turn limit",
@@ -371,7 +383,7 @@ const TABLE: &[Row] = &[
         ],
     },
     Row {
-        what: "a usage or spend limit is reached",
+        what: USAGE_LIMIT,
         class: Some(FailureClass::Upstream),
         phrases: &[
             "usage limit",
@@ -544,10 +556,38 @@ pub fn classify(adapter: &str, spec: &AdapterSpec, timeout_ms: u64, end: &CallEn
         {
             (row.class, format!(" ({}: {})", row.what, login_hint(kind)))
         }
+        Some(row) if row.what == USAGE_LIMIT => {
+            // The presets run their programs with `TZ=UTC` (see `adapter::env`), so a clock
+            // time they name without a zone is UTC.
+            let utc = matches!(kind, Kind::ClaudeCode | Kind::Codex);
+            let words =
+                if own.is_empty() { text.clone() } else { format!("{own}\n{}", end.stderr) };
+            let reset = (end.ended_at.0 > 0)
+                .then(|| usage_limit::resets_at(&words, end.ended_at, utc))
+                .flatten();
+            let mut o = CallOutcome::failed(
+                match reset {
+                    Some(at) => format!(
+                        "{adapter} {code}: {text} ({}; it resets at {} UTC)",
+                        row.what,
+                        minute(at)
+                    ),
+                    None => format!("{adapter} {code}: {text} ({})", row.what),
+                },
+                row.class,
+            );
+            o.resets_at = reset;
+            return with_reading(o);
+        }
         Some(row) => (row.class, format!(" ({})", row.what)),
         None => (None, String::new()),
     };
     with_reading(CallOutcome::failed(format!("{adapter} {code}: {text}{hint}"), class))
+}
+
+/// `YYYY-MM-DD HH:MM`, the minute a person reads a reset at.
+fn minute(at: WallTime) -> String {
+    at.utc()[..16].to_owned()
 }
 
 /// What an adapter's own status command says of its login (`claude auth status --json`,

@@ -41,6 +41,7 @@ pub mod schema;
 pub mod segment;
 pub mod team;
 pub mod transcript;
+pub mod usage_limit;
 pub mod workspace;
 
 pub use events::{EventKind, Finding, Trigger, WorkEvent};

@@ -35,6 +35,9 @@ pub(crate) fn agent_end(id: &str, key: Option<&str>, outcome: &CallOutcome) -> V
     if outcome.stopped {
         body["stopped"] = json!(true);
     }
+    if let Some(at) = outcome.resets_at {
+        body["resets_at"] = json!(at);
+    }
     body
 }
 

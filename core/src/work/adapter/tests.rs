@@ -297,3 +297,49 @@ fn each_adapter_puts_the_options_in_its_own_flags() {
     assert!(check_effort(Kind::Codex, "max").unwrap_err().to_string().contains("minimal"));
     assert!(check_effort(Kind::Text, "anything").is_ok());
 }
+
+#[test]
+fn a_usage_limit_that_names_its_reset_is_recorded_with_the_time() {
+    // Codex run with `TZ=UTC`, as the preset runs it, against a ChatGPT plan's spent limit:
+    // "… or try again at 2:00 AM." read at 01:00 is today's 02:00, read at 03:00 tomorrow's.
+    let (stdout, stderr, code) = fixture!("codex-0.171.0", "json-usage-limit-reset");
+    let at = |text: &str| crate::time::WallTime::parse_rfc3339(text).unwrap();
+    let read_at = |now| {
+        let end = CallEnd {
+            code: Some(code.trim().parse().unwrap()),
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+            ended_at: at(now),
+            ..CallEnd::default()
+        };
+        classify("codex", &preset("codex"), 1_000, &end)
+    };
+    let o = read_at("2026-12-08T01:00:00Z");
+    assert_eq!(o.class, Some(FailureClass::Upstream), "{o:?}");
+    assert_eq!(o.resets_at, Some(at("2026-12-08T02:00:00Z")), "{o:?}");
+    assert!(o.error.unwrap().ends_with("it resets at 2026-12-08 02:00 UTC)"));
+    assert_eq!(read_at("2026-12-08T03:00:00Z").resets_at, Some(at("2026-12-09T02:00:00Z")));
+    // Without the moment the call ended, a clock time is not guessed at.
+    assert_eq!(outcome("codex", (stdout, stderr, code)).resets_at, None);
+    // Claude Code names a reset only for a claude.ai plan; with an API key the same refusal
+    // (the unified rate-limit headers, status rejected) reads as plain rate limiting.
+    let (stdout, stderr, code) = fixture!("claude-2.1.197", "stream-usage-limit-reset");
+    let end = CallEnd {
+        code: Some(code.trim().parse().unwrap()),
+        stdout: stdout.into(),
+        stderr: stderr.into(),
+        ended_at: at("2026-12-08T01:00:00Z"),
+        ..CallEnd::default()
+    };
+    let o = classify("claude-code", &preset("claude-code"), 1_000, &end);
+    assert_eq!((o.class, o.resets_at), (Some(FailureClass::Upstream), None), "{o:?}");
+}
+
+#[test]
+fn the_presets_run_in_utc_so_their_reset_times_read() {
+    let o = CallOptions::default();
+    for kind in [Kind::ClaudeCode, Kind::Codex] {
+        assert!(env(kind, &o).contains(&("TZ", "UTC".to_owned())), "{kind:?}");
+    }
+    assert!(!env(Kind::Text, &o).iter().any(|(k, _)| *k == "TZ"));
+}

@@ -264,9 +264,16 @@ impl RunFold {
             (Some(text), _) if outcome.ok => {
                 json!({ "op": "reply", "id": id, "ok": true, "text": text })
             }
-            (_, error) => json!({
-                "op": "reply", "id": id, "ok": false, "error": error, "class": outcome.class,
-            }),
+            (_, error) => {
+                let mut reply = json!({
+                    "op": "reply", "id": id, "ok": false, "error": error, "class": outcome.class,
+                });
+                // A workflow may plan around a usage limit's reset (unix ms, as in the proof).
+                if let Some(at) = outcome.resets_at {
+                    reply["resets_at"] = json!(at);
+                }
+                reply
+            }
         };
         let harness = self.in_flight.remove(id).unwrap_or_default();
         self.calls.push(CallRecord { id: id.to_owned(), harness, outcome, cached: false });
@@ -388,6 +395,7 @@ impl RunFold {
                 usage: c.outcome.usage.clone(),
                 denials: c.outcome.denials.clone(),
                 elapsed_ms: c.outcome.elapsed_ms,
+                resets_at: c.outcome.resets_at,
             })
             .collect();
         let usage =

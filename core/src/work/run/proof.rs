@@ -186,6 +186,9 @@ pub struct AgentRecord {
     /// How long it took, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub elapsed_ms: Option<u64>,
+    /// When the usage limit that refused it resets, when the program's words said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resets_at: Option<crate::time::WallTime>,
 }
 
 impl Proof {
