@@ -1010,6 +1010,8 @@ impl AttemptHost for WorkWorld {
 
 #[cfg(test)]
 mod index_tests;
+#[cfg(test)]
+mod reader_tests;
 
 #[cfg(test)]
 mod tests {

@@ -254,6 +254,8 @@ impl<F: Fs> Ledger<F> {
     ) -> Result<LiveRead, RecordError> {
         let intent =
             self.intent(id)?.ok_or_else(|| RecordError::refused(format!("no work item {id}")))?;
+        // The witness first: an append between the two reads then never reads as a cut.
+        let reached = self.reach(id)?;
         let (events, history_len) = self.history(id)?;
         if events.is_empty() {
             // Creation writes both or neither, so this was made by hand; appending to it
@@ -261,7 +263,7 @@ impl<F: Fs> Ledger<F> {
             let path = format!("{}/events.jsonl", work_dir(id));
             return Err(RecordError::invalid(self.shown(&path), "no work.created event"));
         }
-        self.check_reach(id, history_len)?;
+        self.check_reach(id, reached, history_len)?;
         let mut prerequisites = BTreeMap::new();
         for dep in &intent.dependencies {
             let view = self.prerequisite(dep, known);

@@ -121,7 +121,9 @@ impl<F: Fs> Ledger<F> {
         let (mut writer, _) = JournalWriter::open_tail(&mut self.fs, &path)?;
         // A history cut at a line boundary reads as whole: its witness says how far it reached,
         // and nothing is appended to bury the cut.
-        self.check_reach(id, writer.next_seq() - 1)?;
+        // Under the history lock nobody else appends, so the order of the reads is free.
+        let reached = self.reach(id)?;
+        self.check_reach(id, reached, writer.next_seq() - 1)?;
         let event = WorkEvent {
             schema_version: EVENT_VERSION,
             work_id: id.clone(),
@@ -148,16 +150,28 @@ impl<F: Fs> Ledger<F> {
         }
     }
 
-    /// Refuses `id`'s history when it holds `len` events but its witness ([`REACH`]) says it
-    /// reached further: the file was cut, at a line boundary (a cut within a line is a torn
-    /// tail, or damage its checksum shows). A witness that does not read whole (a crash tore
-    /// it) says nothing.
-    pub(crate) fn check_reach(&mut self, id: &Id, len: u64) -> Result<(), RecordError> {
-        let Some(bytes) = self.read_bytes(&reach_path(id))? else { return Ok(()) };
-        let reached = std::str::from_utf8(&bytes)
+    /// How far `id`'s history reached, as its witness ([`REACH`]) says; `None` when there is
+    /// none or it does not read whole (a crash tore it), which says nothing. A reader that
+    /// others may be appending under takes it *before* the history: the witness is written
+    /// only after its event is, so the history read after it holds at least as many events
+    /// unless it was cut, however the two reads interleave with an append.
+    pub(crate) fn reach(&mut self, id: &Id) -> Result<Option<u64>, RecordError> {
+        let Some(bytes) = self.read_bytes(&reach_path(id))? else { return Ok(None) };
+        Ok(std::str::from_utf8(&bytes)
             .ok()
             .and_then(|t| t.strip_suffix('\n'))
-            .and_then(|t| t.parse::<u64>().ok());
+            .and_then(|t| t.parse::<u64>().ok()))
+    }
+
+    /// Refuses `id`'s history when it holds `len` events but its witness said (`reached`, from
+    /// [`Ledger::reach`]) that it reached further: the file was cut, at a line boundary (a cut
+    /// within a line is a torn tail, or damage its checksum shows).
+    pub(crate) fn check_reach(
+        &mut self,
+        id: &Id,
+        reached: Option<u64>,
+        len: u64,
+    ) -> Result<(), RecordError> {
         match reached {
             Some(reached) if reached > len => Err(RecordError::invalid(
                 self.shown(&format!("{}/events.jsonl", work_dir(id))),
