@@ -146,6 +146,21 @@ impl Root {
         }
     }
 
+    /// Processes left of harn's own (a run's network forwarder is a copy of harn that never
+    /// execs, so it carries this root in its command line, not the tag), waited for briefly:
+    /// none may outlive the run that started it.
+    fn copies_of_harn(&self) -> Vec<String> {
+        let root = self.dir.path().display().to_string();
+        let started = Instant::now();
+        loop {
+            let found = tagged(&root);
+            if found.is_empty() || started.elapsed() > Duration::from_secs(5) {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     fn transcript(&self, id: &str) -> String {
         let shown = json(&self.harn(&["work", "show", id, "--json"], "end"));
         let Some(run) = shown["projection"]["latest_run_id"].as_str() else { return String::new() };
@@ -226,6 +241,7 @@ fn every_way(user: Option<u32>) {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert_eq!(root.spawned(), 2, "the agent and the workflow each started theirs: {}", text(&out));
     assert_eq!(root.survivors(0), Vec::<String>::new(), "after its end");
+    assert_eq!(root.copies_of_harn(), Vec::<String>::new(), "after its end");
     if let Some(base) = root.work_cgroup().filter(|_| user.is_none()) {
         assert!(!base.exists(), "{} is left behind, empty", base.display());
     }
@@ -238,6 +254,7 @@ fn every_way(user: Option<u32>) {
     assert!(text(&out).contains("timed out"), "{}", text(&out));
     assert_eq!(root.spawned(), 2, "the agent and the workflow each started theirs");
     assert_eq!(root.survivors(0), Vec::<String>::new(), "after its timeout");
+    assert_eq!(root.copies_of_harn(), Vec::<String>::new(), "after its timeout");
 
     // A cancel.
     let root = Root::new(user);
@@ -251,6 +268,7 @@ fn every_way(user: Option<u32>) {
     assert_eq!(out.status.code(), Some(1));
     assert!(text(&out).contains("interrupted by work cancel by ana"), "{}", text(&out));
     assert_eq!(root.survivors(0), Vec::<String>::new(), "after a cancel");
+    assert_eq!(root.copies_of_harn(), Vec::<String>::new(), "after a cancel");
     let transcript = root.transcript("w");
     assert!(transcript.contains("\"run.cancelled\""), "{transcript}");
     let p = json(&root.harn(&["work", "show", "w", "--json"], "end"))["projection"].clone();
@@ -275,6 +293,7 @@ fn every_way(user: Option<u32>) {
     let out = root.harn(&["work", "run", "other"], "end");
     assert!(text(&out).contains("had lost its host"), "{}", text(&out));
     assert_eq!(root.survivors(0), Vec::<String>::new(), "after the next run");
+    assert_eq!(root.copies_of_harn(), Vec::<String>::new(), "after the next run");
     assert!(root.transcript("w").contains("\"run.reaped\""));
 }
 

@@ -801,7 +801,11 @@ unsafe fn listen_loopback(port: u16) -> Result<libc::c_int> {
 
 /// Starts the forwarder: a copy of this process that never execs, in the namespace, taking
 /// connections on the proxy's port (and each direct port) and relaying each, in a process
-/// of its own, to the proxy's socket. It dies with the process that started it.
+/// of its own, to the proxy's socket. It ends with the process that started it, which
+/// becomes the workflow: it watches that process through a pidfd, because the parent-death
+/// signal alone does not reach it once the workflow runs under Landlock's signal scope (the
+/// forwarder, forked before the ruleset, is outside the workflow's domain, so the kernel
+/// refuses the signal the dying workflow would send it).
 unsafe fn start_forwarder(net: &Net, proxy: &CStr) -> Result<()> {
     let mut fds = [-1; 1 + DIRECT_MAX];
     let mut hosts: [Option<&CStr>; 1 + DIRECT_MAX] = [None; 1 + DIRECT_MAX];
@@ -830,12 +834,15 @@ unsafe fn start_forwarder(net: &Net, proxy: &CStr) -> Result<()> {
             libc::syscall(libc::SYS_close_range, 0u32, 2u32, 0u32);
             libc::syscall(libc::SYS_close_range, (3 + n) as u32, u32::MAX, 0u32);
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
-            if libc::getppid() != parent {
+            let watched = libc::syscall(libc::SYS_pidfd_open, parent, 0) as libc::c_int;
+            if watched < 0 || libc::getppid() != parent {
                 libc::_exit(0);
             }
+            // Nothing of the host's handlers: a TERM to the forwarder ends it.
+            default_signals();
             libc::signal(libc::SIGCHLD, libc::SIG_IGN);
             libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-            forward(&fds[..n], &hosts[..n], &ports[..n], proxy)
+            forward(&fds[..n], &hosts[..n], &ports[..n], proxy, watched)
         }
         _ => {
             for fd in &fds[..n] {
@@ -846,16 +853,28 @@ unsafe fn start_forwarder(net: &Net, proxy: &CStr) -> Result<()> {
     }
 }
 
-/// The forwarder's loop: accepts, and relays each connection in a process of its own.
-unsafe fn forward(fds: &[libc::c_int], hosts: &[Option<&CStr>], ports: &[u16], proxy: &CStr) -> ! {
-    let mut polled = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; 1 + DIRECT_MAX];
+/// The forwarder's loop: accepts, and relays each connection in a process of its own, until
+/// the process `watched` (a pidfd) is gone.
+unsafe fn forward(
+    fds: &[libc::c_int],
+    hosts: &[Option<&CStr>],
+    ports: &[u16],
+    proxy: &CStr,
+    watched: libc::c_int,
+) -> ! {
+    let mut polled = [libc::pollfd { fd: -1, events: libc::POLLIN, revents: 0 }; 2 + DIRECT_MAX];
     for (p, fd) in polled.iter_mut().zip(fds) {
         p.fd = *fd;
     }
     let n = fds.len();
+    polled[n].fd = watched;
+    let me = libc::getpid();
     loop {
-        if libc::poll(polled.as_mut_ptr(), n as libc::nfds_t, -1) < 0 {
+        if libc::poll(polled.as_mut_ptr(), (n + 1) as libc::nfds_t, -1) < 0 {
             continue;
+        }
+        if polled[n].revents != 0 {
+            libc::_exit(0);
         }
         for i in 0..n {
             if polled[i].revents & libc::POLLIN == 0 {
@@ -872,7 +891,13 @@ unsafe fn forward(fds: &[libc::c_int], hosts: &[Option<&CStr>], ports: &[u16], p
             }
             match fork() {
                 0 => {
-                    for fd in fds {
+                    // A relay ends with the forwarder (neither is under the workflow's
+                    // Landlock domain, so this signal is delivered).
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+                    if libc::getppid() != me {
+                        libc::_exit(0);
+                    }
+                    for fd in fds.iter().chain([&watched]) {
                         libc::close(*fd);
                     }
                     relay(client, hosts[i].map(|h| (h, ports[i])), proxy);
