@@ -13,16 +13,21 @@ use crate::time::{Duration, WallTime};
 /// How far ahead a reset is believed: vendors' windows are five hours, a week, a month.
 const FURTHEST_MS: i64 = 45 * 86_400_000;
 
+/// How far back a reset is believed: a moment just past is a limit already lifted; anything
+/// older is not what the words meant.
+const EARLIEST_MS: i64 = 86_400_000;
+
 /// The moment `words` say a usage limit resets, resolved against `now` (when the program
 /// said it); `zoneless_is_utc` when the program ran with `TZ=UTC`, so a clock time that names
 /// no zone is UTC. `None` when the words name no moment, name one in a zone other than UTC,
-/// or one further ahead than any vendor's window.
+/// or one further ahead than any vendor's window or more than a day past.
 pub fn resets_at(words: &str, now: WallTime, zoneless_is_utc: bool) -> Option<WallTime> {
     let lower = words.to_lowercase();
     let at = unix_after_bar(&lower)
         .or_else(|| span_after(&lower, now))
         .or_else(|| clock_after(&lower, now, zoneless_is_utc))?;
-    (at.0 - now.0 <= FURTHEST_MS).then_some(at)
+    let ahead = at.0.checked_sub(now.0)?;
+    (-EARLIEST_MS..=FURTHEST_MS).contains(&ahead).then_some(at)
 }
 
 /// `limit reached|1749924000`: unix seconds (or milliseconds) after the bar.
@@ -47,18 +52,20 @@ fn span_after(lower: &str, now: WallTime) -> Option<WallTime> {
         if word == "and" || word == "about" {
             continue;
         }
-        let Ok(n) = word.parse::<i64>() else { break };
-        let unit = words.next()?.trim_end_matches('.');
-        let ms = match unit.trim_end_matches('s') {
-            "day" => 86_400_000,
-            "hour" | "hr" | "h" => 3_600_000,
-            "minute" | "min" | "m" => 60_000,
-            "second" | "sec" => 1000,
+        let Ok(n) = word.parse::<u32>() else { break };
+        let said = words.next()?;
+        // A unit that ends its sentence ends the span.
+        let ends = said.ends_with('.');
+        let ms = match said.trim_end_matches('.') {
+            "day" | "days" | "d" => 86_400_000,
+            "hour" | "hours" | "hr" | "hrs" | "h" => 3_600_000,
+            "minute" | "minutes" | "min" | "mins" | "m" => 60_000,
+            "second" | "seconds" | "sec" | "secs" | "s" => 1000,
             _ => return None,
         };
-        total = total.checked_add(n.checked_mul(ms)?)?;
+        total = total.checked_add(i64::from(n).checked_mul(ms)?)?;
         any = true;
-        if unit.ends_with('.') {
+        if ends {
             break;
         }
     }
@@ -68,7 +75,13 @@ fn span_after(lower: &str, now: WallTime) -> Option<WallTime> {
 /// A clock time, with or without a date, after `resets`, `reset at` or `try again at`.
 fn clock_after(lower: &str, now: WallTime, zoneless_is_utc: bool) -> Option<WallTime> {
     const MARKERS: [&str; 4] = ["try again at ", "reset at ", "resets at ", "resets "];
-    let rest = MARKERS.iter().find_map(|m| lower.split_once(m).map(|(_, r)| r))?;
+    // A marker is a word of its own ("presets " is not "resets ").
+    let rest = MARKERS.iter().find_map(|m| {
+        lower.match_indices(m).find_map(|(at, _)| {
+            let own = lower[..at].chars().next_back().is_none_or(|c| !c.is_alphanumeric());
+            own.then(|| &lower[at + m.len()..])
+        })
+    })?;
     let mut cursor = Cursor { text: rest.trim_start() };
     let date = cursor.date();
     let (hour, minute) = cursor.clock()?;
@@ -88,14 +101,12 @@ fn clock_after(lower: &str, now: WallTime, zoneless_is_utc: bool) -> Option<Wall
     let half_year = 183 * 86_400_000;
     match date {
         Some((month, day, Some(year))) => on(year, month, day),
-        Some((month, day, None)) => {
-            let this = on(year_now, month, day)?;
-            if this.0 < now.0 - half_year {
-                on(year_now + 1, month, day)
-            } else {
-                Some(this)
-            }
-        }
+        // Without a year, the date nearest to now: "Dec 31" read on Jan 1 is last year's.
+        Some((month, day, None)) => [year_now - 1, year_now, year_now + 1]
+            .into_iter()
+            .filter_map(|y| on(y, month, day))
+            .min_by_key(|at| (at.0 - now.0).abs())
+            .filter(|at| (at.0 - now.0).abs() <= half_year),
         None => {
             let month: u32 = today[5..7].parse().ok()?;
             let day: u32 = today[8..10].parse().ok()?;
@@ -273,8 +284,24 @@ mod tests {
     fn a_reset_further_than_any_window_is_not_believed() {
         assert_eq!(resets_at("usage limit reached|1900000000", NOW, true), None);
         assert_eq!(resets_at("try again in 400 days", NOW, true), None);
-        // A date without its year that has just passed stays this year's: it has reset.
-        assert_eq!(resets_at("resets Dec 1, 5pm (UTC)", NOW, true), at("2026-12-01T17:00:00Z"));
+        // A date without its year that has just passed stays this year's: it has reset, but
+        // a week ago is not what the words meant.
+        assert_eq!(resets_at("resets Dec 8, 9am (UTC)", NOW, true), at("2026-12-08T09:00:00Z"));
+        assert_eq!(resets_at("resets Dec 1, 5pm (UTC)", NOW, true), None);
+        assert_eq!(resets_at("usage limit reached|999999999", NOW, true), None, "2001");
+        assert_eq!(resets_at("try again in -3 hours", NOW, true), None);
+    }
+
+    #[test]
+    fn a_span_ends_with_its_sentence_and_a_marker_is_a_word_of_its_own() {
+        let in_5 = Some(NOW.saturating_add(Duration::from_millis(5 * 60_000)));
+        assert_eq!(resets_at("Try again in 5 minutes.\n3 retries left", NOW, true), in_5);
+        assert_eq!(resets_at("try again in 500 ms", NOW, true), None, "ms is no unit here");
+        assert_eq!(resets_at("usage limit; the presets 3pm (UTC)", NOW, true), None);
+        // Read on Jan 1, "Dec 31" is the day before.
+        let new_year = at("2027-01-01T10:00:00Z").unwrap();
+        let dec_31 = at("2026-12-31T17:00:00Z");
+        assert_eq!(resets_at("resets Dec 31, 5pm (UTC)", new_year, true), dec_31);
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! A read of a work item while another process appends to its history, interleaved at the
-//! worst moment: the reader has read the history and not yet its witness (`events.reach`).
+//! A read of a work item while another process appends to its history, interleaved between
+//! the reader's reads of the history and of its witness (`events.reach`).
 
 use crate::fs::SimFs;
 use harn_core::env::{Fs, FsError};
@@ -12,17 +12,18 @@ use harn_core::work::{WorkIntent, WorkflowRef};
 use std::cell::RefCell;
 use std::rc::Rc;
 
-/// A filesystem shared by two ledgers; `after_history` runs once, right after the first read
-/// of a history (`events.jsonl`) returns, as another process would between two reads.
+/// A filesystem shared by two ledgers; `other` runs once, right after the first read of a
+/// file named `after` returns, as another process would between two reads.
 struct Interleaved {
     fs: Rc<RefCell<SimFs>>,
-    after_history: Option<Box<dyn FnOnce()>>,
+    after: &'static str,
+    other: Option<Box<dyn FnOnce()>>,
 }
 
 impl Interleaved {
     fn then(&mut self, path: &str) {
-        if path.ends_with("events.jsonl") {
-            if let Some(other) = self.after_history.take() {
+        if path.ends_with(self.after) {
+            if let Some(other) = self.other.take() {
                 other();
             }
         }
@@ -88,10 +89,17 @@ impl Fs for Interleaved {
 
 #[test]
 fn a_read_while_another_process_appends_sees_a_whole_history_never_a_cut() {
+    // Between its reads of the history and of the witness, whichever it takes first.
+    for (after, events) in [("events.jsonl", 1), ("events.reach", 2)] {
+        read_beside_an_append(after, events);
+    }
+}
+
+fn read_beside_an_append(after: &'static str, events: usize) {
     let id = Id::new("w").unwrap();
     let shared = Rc::new(RefCell::new(SimFs::new()));
     let writer = Rc::new(RefCell::new(Ledger::new(
-        Interleaved { fs: shared.clone(), after_history: None },
+        Interleaved { fs: shared.clone(), after: "", other: None },
         "/sim",
     )));
     let intent = WorkIntent {
@@ -122,11 +130,11 @@ fn a_read_while_another_process_appends_sees_a_whole_history_never_a_cut() {
         seen.set(true);
     };
     let mut reader = Ledger::new(
-        Interleaved { fs: shared.clone(), after_history: Some(Box::new(cancel)) },
+        Interleaved { fs: shared.clone(), after, other: Some(Box::new(cancel)) },
         "/sim",
     );
     let read = reader.read(&Id::new("w").unwrap(), &mut Known::default(), &mut |_| false);
     let item = read.expect("a history another process is appending to is whole, not cut");
-    assert!(appended.get(), "the append came between the reads");
-    assert_eq!(item.events.len(), 1, "read before the cancel: {:?}", item.events);
+    assert!(appended.get(), "the append came between the reads ({after})");
+    assert_eq!(item.events.len(), events, "after {after}: {:?}", item.events);
 }

@@ -834,14 +834,19 @@ unsafe fn start_forwarder(net: &Net, proxy: &CStr) -> Result<()> {
             libc::syscall(libc::SYS_close_range, 0u32, 2u32, 0u32);
             libc::syscall(libc::SYS_close_range, (3 + n) as u32, u32::MAX, 0u32);
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0);
+            // Without pidfds (kernels before 5.3, a seccomp filter that refuses them) the
+            // watch is -1, which poll skips: the parent-death signal is all there is then.
             let watched = libc::syscall(libc::SYS_pidfd_open, parent, 0) as libc::c_int;
-            if watched < 0 || libc::getppid() != parent {
+            if libc::getppid() != parent {
                 libc::_exit(0);
             }
-            // Nothing of the host's handlers: a TERM to the forwarder ends it.
+            // Nothing of the host's handlers. TERM, INT and HUP, which the run's end sends
+            // its process group first, are ignored: the workflow and its agents keep their
+            // way out through the grace, and the forwarder ends with the workflow.
             default_signals();
-            libc::signal(libc::SIGCHLD, libc::SIG_IGN);
-            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+            for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP, libc::SIGCHLD, libc::SIGPIPE] {
+                libc::signal(sig, libc::SIG_IGN);
+            }
             forward(&fds[..n], &hosts[..n], &ports[..n], proxy, watched)
         }
         _ => {
@@ -873,7 +878,7 @@ unsafe fn forward(
         if libc::poll(polled.as_mut_ptr(), (n + 1) as libc::nfds_t, -1) < 0 {
             continue;
         }
-        if polled[n].revents != 0 {
+        if watched >= 0 && polled[n].revents != 0 {
             libc::_exit(0);
         }
         for i in 0..n {
@@ -897,7 +902,7 @@ unsafe fn forward(
                     if libc::getppid() != me {
                         libc::_exit(0);
                     }
-                    for fd in fds.iter().chain([&watched]) {
+                    for fd in fds.iter().chain([&watched]).filter(|fd| **fd >= 0) {
                         libc::close(*fd);
                     }
                     relay(client, hosts[i].map(|h| (h, ports[i])), proxy);
